@@ -1,1 +1,2 @@
-"""ssldyn.experiments"""
+"""Experiments, one subpackage per paper. Every module here is imported by
+:func:`ssldyn.lab.registry.load_all`, so a new module registers its experiments by itself."""

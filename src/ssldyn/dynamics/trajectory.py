@@ -1,0 +1,94 @@
+"""The one record every flow produces (DESIGN.md, "Dynamics").
+
+A :class:`Trajectory` is a long-format table ``(step, member, probe, value)`` plus optional
+array snapshots ``name -> {step: array}``. Weight-space training, function-space flows,
+manifold training, the q-ODE and power iteration all report into it, so two dynamics can be
+compared side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+
+def _to_float(v: Any) -> float:
+    if isinstance(v, torch.Tensor):
+        return float(v.detach().cpu().item())
+    return float(v)
+
+
+class Trajectory:
+    """Probes over time for one or several ensemble members.
+
+    Example::
+
+        traj = Trajectory()
+        traj.log(step=0, loss=1.3, silhouette=0.1)          # member 0
+        traj.log(step=0, member=2, loss=torch.tensor(1.1))
+        traj.log_members(step=5, probe="loss", values=torch.randn(4))  # (E,) one per member
+        traj.snapshot(step=5, name="z", array=z)            # (n, d) embeddings
+        df = traj.to_frame()
+    """
+
+    def __init__(self, meta: Mapping[str, Any] | None = None) -> None:
+        self._rows: list[tuple[int, int, str, float]] = []
+        self._snaps: dict[str, dict[int, np.ndarray]] = {}
+        self.meta: dict[str, Any] = dict(meta or {})
+
+    # --- recording -------------------------------------------------------------------
+    def log(self, step: int, member: int = 0, **probes: Any) -> None:
+        """Record scalar probes ``name=value`` at ``step`` for one member."""
+        for name, value in probes.items():
+            self._rows.append((int(step), int(member), name, _to_float(value)))
+
+    def log_members(self, step: int, probe: str, values: Any) -> None:
+        """Record one probe for every member: ``values`` has shape ``(E,)``."""
+        arr = values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
+        for m, v in enumerate(np.asarray(arr, dtype=np.float64).reshape(-1)):
+            self._rows.append((int(step), m, probe, float(v)))
+
+    def snapshot(self, step: int, name: str, array: Any) -> None:
+        """Keep an array (e.g. embeddings ``(n, d)``) at ``step``."""
+        arr = array.detach().cpu().numpy() if isinstance(array, torch.Tensor) else np.asarray(array)
+        self._snaps.setdefault(name, {})[int(step)] = np.array(arr, copy=True)
+
+    # --- reading ---------------------------------------------------------------------
+    def to_frame(self) -> pd.DataFrame:
+        """The long table with columns ``step, member, probe, value``."""
+        return pd.DataFrame(self._rows, columns=["step", "member", "probe", "value"])
+
+    def series(self, probe: str, member: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, values)`` of one probe for one member, sorted by step."""
+        rows = sorted((s, v) for s, m, p, v in self._rows if p == probe and m == member)
+        if not rows:
+            raise KeyError(f"no probe {probe!r} for member {member}; have {sorted(self.probes)}")
+        s, v = zip(*rows)
+        return np.asarray(s), np.asarray(v)
+
+    def last(self, probe: str, member: int = 0) -> float:
+        return float(self.series(probe, member)[1][-1])
+
+    @property
+    def probes(self) -> set[str]:
+        return {p for _, _, p, _ in self._rows}
+
+    def snapshots(self, name: str) -> dict[int, np.ndarray]:
+        return dict(sorted(self._snaps.get(name, {}).items()))
+
+    def snapshot_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
+        """Snapshots flattened to ``{f"{prefix}{name}@{step}": array}`` for storage."""
+        return {f"{prefix}{name}@{step}": arr for name, d in self._snaps.items() for step, arr in d.items()}
+
+    def extend(self, other: "Trajectory", member_offset: int = 0, prefix: str = "") -> None:
+        """Append another trajectory's rows (members shifted, probe names prefixed)."""
+        self._rows.extend((s, m + member_offset, prefix + p, v) for s, m, p, v in other._rows)
+        for name, d in other._snaps.items():
+            self._snaps.setdefault(prefix + name, {}).update(d)
+
+    def __len__(self) -> int:
+        return len(self._rows)

@@ -1,0 +1,1 @@
+"""Experiments of the `variational` paper (one module per figure/result; each registers itself)."""

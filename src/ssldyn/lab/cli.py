@@ -1,0 +1,206 @@
+"""The ``ssldyn`` command line (typer + rich).
+
+Commands: ``list``, ``show EXP``, ``run EXP``, ``reproduce``, ``report [DIR]``.
+User mistakes print one ``error:`` line and exit with code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import click
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ssldyn.lab.errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, help="ssldyn: learning dynamics of self-supervised learning.")
+console = Console()
+err_console = Console(stderr=True)
+
+EXECUTORS = ("local", "ray")
+
+
+@app.command("list")
+def list_cmd(paper: Optional[str] = typer.Option(None, help="only this paper")) -> None:
+    """List the registered experiments."""
+    from ssldyn.lab.registry import all_experiments
+
+    table = Table(title="ssldyn experiments")
+    for col in ("experiment", "paper", "figure / section", "what it shows", "quick", "full"):
+        table.add_column(col, overflow="fold")
+    for e in all_experiments(paper):
+        q, f = e.est_seconds
+        table.add_row(e.name, e.paper, e.figure, e.description, _fmt_s(q), _fmt_s(f))
+    console.print(table)
+
+
+@app.command("show")
+def show_cmd(experiment: str) -> None:
+    """Show an experiment's config schema, paper defaults and quick preset."""
+    from ssldyn.lab.config import config_schema_rows
+    from ssldyn.lab.registry import get_experiment
+
+    e = get_experiment(experiment)
+    console.print(f"[bold]{e.name}[/bold] — {e.figure}\n{e.description}\n")
+    if e.__doc__:
+        console.print(e.__doc__.strip() + "\n", markup=False, highlight=False)
+    table = Table(title="config (defaults are the paper's settings)")
+    for col in ("key", "type", "default", "quick", "description"):
+        table.add_column(col, overflow="fold")
+    quick = e.quick_config().model_dump(mode="json")
+    for key, tname, default, desc in config_schema_rows(e.Config):
+        q = quick
+        for part in key.split("."):
+            q = q.get(part) if isinstance(q, dict) else None
+        import json
+
+        qs = json.dumps(q, default=str)
+        table.add_row(key, tname, default, "" if qs == default else qs, desc)
+    console.print(table)
+
+
+@app.command("run")
+def run_cmd(
+    experiment: str,
+    quick: bool = typer.Option(False, "--quick", help="use the quick preset (seconds on a laptop)"),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="override: key=value (repeatable; dots for nested keys; lists as JSON)"),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML file of overrides"),
+    seed: int = typer.Option(0, help="the one seed for torch/numpy/python"),
+    seeds: int = typer.Option(1, help="run seeds seed..seed+N-1"),
+    out: Path = typer.Option(Path("ssldyn-runs"), help="output directory (run store)"),
+    device: str = typer.Option("cpu", help="cpu or cuda"),
+    executor: str = typer.Option("local", help="local (in-process) or ray"),
+    force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
+) -> None:
+    """Run one experiment (or return it from the run store) and check its claims."""
+    from rich.progress import Progress
+
+    from ssldyn.lab.runner import run_experiment
+
+    _check_executor(executor)
+    if seeds < 1:
+        raise UserError(f"--seeds {seeds}: must be >= 1")
+    outcomes = []
+    with Progress(console=console, transient=True) as bar:
+        for s in range(seed, seed + seeds):
+            outcomes.append(run_experiment(experiment, quick=quick, config_file=config, sets=set_, seed=s,
+                                           device=device, out=out, force=force, progress=bar))
+    for o in outcomes:
+        _print_run(o)
+
+
+@app.command("reproduce")
+def reproduce_cmd(
+    quick: bool = typer.Option(False, "--quick", help="quick presets: the whole set in minutes"),
+    paper: Optional[str] = typer.Option(None, help="only this paper (variational, nonlinearity, grassmann)"),
+    out: Path = typer.Option(Path("ssldyn-runs"), help="output directory"),
+    seed: int = typer.Option(0),
+    device: str = typer.Option("cpu"),
+    force: bool = typer.Option(False, "--force"),
+    only: Optional[list[str]] = typer.Option(None, "--only", help="run only these experiments"),
+) -> None:
+    """Run every registered experiment and write the HTML report."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ssldyn.lab.registry import all_experiments, get_experiment
+    from ssldyn.lab.report import build_report
+    from ssldyn.lab.runner import format_exception_line, run_experiment
+
+    exps = [get_experiment(n) for n in only] if only else all_experiments(paper)
+    from ssldyn.lab.context import resolve_device
+
+    resolve_device(device)
+    rows = []
+    t0 = time.perf_counter()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("reproduce", total=len(exps))
+        for e in exps:
+            bar.update(task, description=f"reproduce: {e.name}")
+            try:
+                o = run_experiment(e.name, quick=quick, seed=seed, device=device, out=out, force=force, progress=bar)
+                cl = o.claims
+                rows.append((e.name, "cached" if o.cached else f"{o.seconds:.1f} s",
+                             sum(c.passed for c in cl), len(cl), ""))
+            except UserError:
+                raise
+            except Exception as exc:  # a crashing experiment must not stop the others
+                rows.append((e.name, "error", 0, 0, format_exception_line(exc)))
+            bar.advance(task)
+    report = build_report(out)
+    table = Table(title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)")
+    for col in ("experiment", "time", "claims", "error"):
+        table.add_column(col, overflow="fold")
+    for name, t, p, n, err in rows:
+        style = "green" if (p == n and not err) else "red"
+        table.add_row(name, t, f"[{style}]{p}/{n}[/{style}]", err)
+    console.print(table)
+    tp, tn = sum(r[2] for r in rows), sum(r[3] for r in rows)
+    console.print(f"claims passed: {tp}/{tn} · report: {report}")
+    if any(r[4] for r in rows):
+        raise typer.Exit(1)
+
+
+@app.command("report")
+def report_cmd(directory: Path = typer.Argument(Path("ssldyn-runs"), help="the run store directory")) -> None:
+    """Build DIR/report/index.html from the finished runs in DIR."""
+    from ssldyn.lab.report import build_report
+
+    if not directory.is_dir():
+        raise UserError(f"report directory {str(directory)!r} does not exist")
+    console.print(f"report: {build_report(directory)}")
+
+
+def _check_executor(executor: str) -> None:
+    if executor not in EXECUTORS:
+        raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
+    if executor == "ray":
+        raise UserError("--executor ray: not available in this version; use --executor local")
+
+
+def _fmt_s(s: float) -> str:
+    return f"~{s:.0f} s" if s < 120 else f"~{s / 60:.0f} min"
+
+
+def _print_run(o) -> None:  # noqa: ANN001
+    run = o.run
+    claims = run.claims
+    table = Table(title=f"{run.experiment} — {'from store (cached)' if o.cached else f'{o.seconds:.1f} s'}")
+    for col in ("", "claim", "paper", "measured", "expected"):
+        table.add_column(col, overflow="fold")
+    for c in claims:
+        table.add_row("[green]PASS[/green]" if c.passed else "[red]FAIL[/red]", c.statement, c.location,
+                      str(c.measured), c.expected)
+    console.print(table)
+    console.print(f"claims passed: {sum(c.passed for c in claims)}/{len(claims)} · run directory: {run.path}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: one clean line and exit code 2 for user mistakes."""
+    from ssldyn.lab.context import set_threads
+
+    set_threads()
+    try:
+        rv = typer.main.get_command(app).main(args=argv, prog_name="ssldyn", standalone_mode=False)
+    except UserError as e:
+        err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except click.exceptions.UsageError as e:
+        err_console.print(f"error: {e.format_message()}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        err_console.print("interrupted; finished runs are kept — run the same command again to resume")
+        sys.exit(130)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,106 @@
+"""The run context handed to ``Experiment.run``: seed, device, progress reporting."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from ssldyn.lab.errors import UserError
+
+T = TypeVar("T")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (CPU and CUDA) from one integer."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``"cpu"`` / ``"cuda"`` / ``"cuda:1"`` -> torch.device; CUDA requested but absent is a UserError."""
+    if device is None:
+        return torch.device("cpu")
+    dev = torch.device(device) if not isinstance(device, torch.device) else device
+    if dev.type not in {"cpu", "cuda"}:
+        raise UserError(f"--device {str(device)!r}: allowed values are cpu, cuda")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: CUDA is not available on this machine; use --device cpu")
+    return dev
+
+
+def set_threads(n: int | None = None) -> int:
+    """Set torch intra-op threads deliberately (env ``SSLDYN_THREADS`` or the core count)."""
+    n = n or int(os.environ.get("SSLDYN_THREADS", "0")) or (os.cpu_count() or 1)
+    torch.set_num_threads(max(1, n))
+    return torch.get_num_threads()
+
+
+@dataclass
+class Context:
+    """What an experiment may use besides its config.
+
+    Attributes:
+        seed: the one seed of this run (already applied to python/numpy/torch by the runner).
+        device: torch device to compute on.
+        progress: show rich progress bars (the CLI turns them on; library use keeps quiet).
+        run_dir: directory where the run is being written (figures go to ``run_dir/figures``).
+    """
+
+    seed: int = 0
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    progress: bool = False
+    run_dir: Any = None
+    _bar: Any = field(default=None, repr=False)
+
+    def generator(self, offset: int = 0) -> torch.Generator:
+        """A CPU ``torch.Generator`` seeded with ``seed + offset`` (independent streams)."""
+        g = torch.Generator()
+        g.manual_seed(self.seed + offset)
+        return g
+
+    def rng(self, offset: int = 0) -> np.random.Generator:
+        return np.random.default_rng(self.seed + offset)
+
+    def track(self, iterable: Iterable[T], total: int | None = None, description: str = "") -> Iterator[T]:
+        """Iterate with a progress bar when ``progress`` is on."""
+        if self._bar is None or not self.progress:
+            yield from iterable
+            return
+        task = self._bar.add_task(description or "working", total=total if total is not None else _len(iterable))
+        try:
+            for item in iterable:
+                yield item
+                self._bar.advance(task)
+        finally:
+            self._bar.remove_task(task)
+
+    @contextmanager
+    def progress_bars(self) -> Iterator["Context"]:
+        """Open a rich progress display for the duration of a run (used by the runner)."""
+        if not self.progress or self._bar is not None:
+            yield self
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), transient=True) as bar:
+            self._bar = bar
+            try:
+                yield self
+            finally:
+                self._bar = None
+
+
+def _len(it: Any) -> int | None:
+    try:
+        return len(it)
+    except TypeError:
+        return None

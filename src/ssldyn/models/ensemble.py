@@ -1,0 +1,59 @@
+"""Ensemble-batched building blocks (DESIGN.md, "Models and ensembles").
+
+Parameters carry a leading ensemble axis ``E``; forward maps ``(E, B, ...) -> (E, B, ...)``
+and a plain ``(B, ...)`` input is broadcast to all members. Members never interact, so
+element-wise optimizers train E independent networks exactly like E separate runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def broadcast_members(x: torch.Tensor, ensemble: int) -> torch.Tensor:
+    """``(B, ...)`` -> ``(E, B, ...)`` (a view); ``(E, B, ...)`` is checked and returned."""
+    if x.dim() >= 3 and x.shape[0] == ensemble:
+        return x
+    return x.unsqueeze(0).expand(ensemble, *x.shape)
+
+
+class EnsembleLinear(nn.Module):
+    """E independent linear maps: ``y[e] = x[e] @ weight[e].T (+ bias[e])``.
+
+    weight: (E, out, in); bias: (E, out) or None. Input (E, B, in) or (B, in) -> (E, B, out).
+    Initialisation per member matches ``nn.Linear`` (Kaiming-uniform with a=√5) when
+    ``init="torch"``, or N(0, std²) when ``init="normal"``.
+    """
+
+    def __init__(self, in_features: int, out_features: int, ensemble: int = 1, bias: bool = False,
+                 init: str = "torch", std: float = 1.0, generator: torch.Generator | None = None,
+                 dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        if ensemble < 1 or in_features < 1 or out_features < 1:
+            raise ValueError(f"EnsembleLinear: ensemble, in_features, out_features must be >= 1, got "
+                             f"{ensemble}, {in_features}, {out_features}")
+        self.ensemble, self.in_features, self.out_features = ensemble, in_features, out_features
+        self.weight = nn.Parameter(torch.empty(ensemble, out_features, in_features, dtype=dtype))
+        self.bias = nn.Parameter(torch.empty(ensemble, out_features, dtype=dtype)) if bias else None
+        self.reset_parameters(init, std, generator)
+
+    @torch.no_grad()
+    def reset_parameters(self, init: str = "torch", std: float = 1.0, generator: torch.Generator | None = None) -> None:
+        bound = 1.0 / math.sqrt(self.in_features)
+        if init == "torch":
+            self.weight.uniform_(-bound, bound, generator=generator)
+        elif init == "normal":
+            self.weight.normal_(0.0, std, generator=generator)
+        else:
+            raise ValueError(f"init {init!r}: allowed values are 'torch', 'normal'")
+        if self.bias is not None:
+            self.bias.uniform_(-bound, bound, generator=generator)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = broadcast_members(x, self.ensemble)  # (E, B, in)
+        y = torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2)) if self.bias is not None \
+            else torch.bmm(x, self.weight.transpose(1, 2))  # (E, B, out)
+        return y

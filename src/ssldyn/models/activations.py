@@ -1,0 +1,60 @@
+"""Activations h with their derivatives h' (`nonlinearity` Sec. 2–3, App. B.1).
+
+An activation is *homogeneous* when h(x) = h'(x)·x (up to a constant factor): linear, ReLU,
+LeakyReLU and monomials x^p (h(x) = x^p = (1/p)·h'(x)·x). Sigmoid and tanh are the
+non-homogeneous controls. ReLU uses h'(0) = 0 (App. B.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+Fn = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Activation:
+    """``fn`` = h, ``deriv`` = h', ``homogeneous``: h(x) = c·h'(x)·x for the constant ``c``."""
+
+    name: str
+    fn: Fn
+    deriv: Fn
+    homogeneous: bool
+    c: float | None = None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+def _leaky(slope: float) -> Activation:
+    return Activation(f"leaky_relu", lambda x: torch.where(x > 0, x, slope * x),
+                      lambda x: torch.where(x > 0, torch.ones_like(x), torch.full_like(x, slope)), True, 1.0)
+
+
+def monomial(p: int) -> Activation:
+    """h(x) = x^p, h'(x) = p x^{p-1}; homogeneous with c = 1/p."""
+    if p < 1:
+        raise ValueError(f"monomial power p={p}: must be an integer >= 1")
+    return Activation(f"monomial{p}", lambda x: x**p, lambda x: p * x ** (p - 1), True, 1.0 / p)
+
+
+ACTIVATIONS: dict[str, Activation] = {
+    "linear": Activation("linear", lambda x: x, torch.ones_like, True, 1.0),
+    "relu": Activation("relu", torch.relu, lambda x: (x > 0).to(x.dtype), True, 1.0),
+    "leaky_relu": _leaky(0.05),
+    "quadratic": Activation("quadratic", lambda x: x * x, lambda x: 2 * x, True, 0.5),
+    "sigmoid": Activation("sigmoid", torch.sigmoid, lambda x: torch.sigmoid(x) * (1 - torch.sigmoid(x)), False),
+    "tanh": Activation("tanh", torch.tanh, lambda x: 1 - torch.tanh(x) ** 2, False),
+}
+
+
+def get_activation(name: str | Activation) -> Activation:
+    """Look up by name: linear, relu, leaky_relu (slope 0.05), quadratic, sigmoid, tanh."""
+    if isinstance(name, Activation):
+        return name
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation {name!r}: allowed values are {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[name]

@@ -1,0 +1,215 @@
+"""Two-layer α-CL with disjoint receptive fields (``nonlinearity`` Sec. 4, App. C).
+
+Network (Fig. 2a): ``K`` disjoint RFs with inputs ``x_k ∈ R^d``; RF ``k`` has ``M`` filters
+``w_km``; hidden outputs ``f1_km = h(w_kmᵀ x_k)``; top layer ``f2 = V f1`` with ``V (d_out, KM)``
+(column index ``km = k·M + m``), ``S = VᵀV``. Shapes: ``x (N, K, d)``, ``W (K, M, d)``.
+
+- :func:`two_layer_energy`: ``E_α = ½ tr C_α[f2]`` (the autograd reference).
+- :func:`lemma4_dynamics`: ``V̇ = V C_α[f1]``, ``ẇ = P⊥_w [(S ⊗ 1_d1_dᵀ) ∘ C_α[x̃]] w`` (eq. 12).
+- :func:`thm4_linear_dynamics`: linear ``h`` with ``S = ssᵀ``: ``ẇ_km = s_km b_k(W, V)`` (eq. 14).
+- :func:`thm5_closed_form`: ``C = 2``, ``M = 1``, uniform α, no augmentation, conditional
+  independence: ``ẇ_k = P⊥(s_k² A_k(w_k) + δ_k Δ_kΔ_kᵀ) w_k`` (eq. 15, 138-143).
+- :func:`thm5_flow`: integrate eq. 15 jointly for all RFs (the global-modulation simulation).
+
+Note on App. C.3: the closing remark "``δ_k = 1 − p₀p₁b_k²/(λ − d_k)``" drops the factor
+``1/(Z²(λ − d_k))``; we use eq. 143, ``δ_k = p₀p₁/(Z²(λ − d_k)) Σ_{k'≠k} b_{k'}²/(λ − d_{k'})``,
+which is the one that makes eq. 15 equal to eq. 12 (tested).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
+from ssldyn.models.activations import Activation, get_activation
+from ssldyn.objectives import alpha_cl_energy, contrastive_covariance
+
+__all__ = [
+    "two_layer_features",
+    "two_layer_energy",
+    "two_layer_gated_input",
+    "lemma4_dynamics",
+    "top_eigvec_S",
+    "thm4_linear_dynamics",
+    "Thm5Terms",
+    "thm5_closed_form",
+    "thm5_flow",
+]
+
+
+def _check(x: Tensor, W: Tensor) -> None:
+    if x.dim() != 3:
+        raise ValueError(f"x: expected shape (N, K, d), got {tuple(x.shape)}")
+    if W.dim() != 3 or W.shape[0] != x.shape[1] or W.shape[2] != x.shape[2]:
+        raise ValueError(f"W: expected shape (K, M, d) = ({x.shape[1]}, M, {x.shape[2]}), got {tuple(W.shape)}")
+
+
+def _cc(a: Tensor, a_pos: Tensor | None, alpha, weights, b: Tensor | None = None, b_pos: Tensor | None = None
+        ) -> Tensor:
+    """``C_α[a, b]`` with the O(N) uniform path (and population ``weights``) when ``alpha`` is None."""
+    if alpha is None:
+        if b is None:
+            return uniform_contrastive_covariance(a, a_pos, weights)
+        # C[a, b] is the off-diagonal block of C[[a, b]]
+        ap = None if a_pos is None else a_pos
+        bp = None if b_pos is None else b_pos
+        plus = uniform_contrastive_covariance(torch.cat([a, b], -1), None if ap is None else torch.cat([ap, bp], -1),
+                                              weights)
+        p = a.shape[-1]
+        return plus[..., :p, p:]
+    if weights is not None:
+        raise ValueError("weights: only with uniform alpha (alpha=None)")
+    return contrastive_covariance(a, a if a_pos is None else a_pos, b, None if b is None else (b if b_pos is None else b_pos),
+                                  alpha=alpha)
+
+
+def two_layer_features(x: Tensor, W: Tensor, activation: str | Activation = "relu") -> Tensor:
+    """``f1 (N, K·M)`` with ``f1_km = h(w_kmᵀ x_k)``."""
+    _check(x, W)
+    act = get_activation(activation)
+    pre = torch.einsum("nkd,kmd->nkm", x, W)  # (N, K, M)
+    return act(pre).reshape(x.shape[0], -1)
+
+
+def two_layer_energy(W: Tensor, V: Tensor, x: Tensor, *, x_pos: Tensor | None = None, alpha: Tensor | None = None,
+                     activation: str | Activation = "relu") -> Tensor:
+    """``E_α = ½ tr C_α[f2]`` with ``f2 = f1 Vᵀ`` (eq. 2-3), via ``ssldyn.objectives.alpha_cl_energy``."""
+    f2 = two_layer_features(x, W, activation) @ V.T  # (N, d_out)
+    f2p = f2 if x_pos is None else two_layer_features(x_pos, W, activation) @ V.T
+    return alpha_cl_energy(f2, f2p, alpha)
+
+
+def two_layer_gated_input(x: Tensor, W: Tensor, activation: str | Activation = "relu") -> Tensor:
+    """``x̃ (N, K·M·d)``: ``x̃_km = x_k · h'(w_kmᵀ x_k)`` concatenated in ``(k, m)`` order (Sec. 4)."""
+    _check(x, W)
+    act = get_activation(activation)
+    gate = act.deriv(torch.einsum("nkd,kmd->nkm", x, W))  # (N, K, M)
+    return (gate[..., None] * x[:, :, None, :]).reshape(x.shape[0], -1)  # (N, K*M*d)
+
+
+def lemma4_dynamics(W: Tensor, V: Tensor, x: Tensor, *, x_pos: Tensor | None = None, alpha: Tensor | None = None,
+                    weights: Tensor | None = None, activation: str | Activation = "relu", project: bool = True
+                    ) -> tuple[Tensor, Tensor]:
+    """Eq. 12: ``(V̇ (d_out, KM), Ẇ (K, M, d))``.
+
+    ``V̇ = V C_α[f1]``; ``ẇ = P⊥_w [(S ⊗ 1_d1_dᵀ) ∘ C_α[x̃]] w`` with ``S = VᵀV``. With
+    ``project=False`` the projection is left out (then ``Ẇ = ∂E/∂W`` for a homogeneous ``h``
+    with ``h(x) = h'(x)x``; ``P⊥_{w_km} = I − w_km w_kmᵀ/‖w_km‖²`` otherwise).
+    """
+    _check(x, W)
+    K, M, d = W.shape
+    f1 = two_layer_features(x, W, activation)
+    f1p = None if x_pos is None else two_layer_features(x_pos, W, activation)
+    V_dot = V @ _cc(f1, f1p, alpha, weights)  # (d_out, KM)
+    xt = two_layer_gated_input(x, W, activation)  # (N, KMd)
+    xtp = None if x_pos is None else two_layer_gated_input(x_pos, W, activation)
+    Cx = _cc(xt, xtp, alpha, weights)  # (KMd, KMd)
+    S = V.T @ V  # (KM, KM)
+    G = torch.kron(S, torch.ones(d, d, dtype=S.dtype, device=S.device)) * Cx
+    w_dot = (G @ W.reshape(-1)).reshape(K, M, d)
+    if project:
+        wn = W / W.norm(dim=-1, keepdim=True)
+        w_dot = w_dot - (w_dot * wn).sum(-1, keepdim=True) * wn
+    return V_dot, w_dot
+
+
+def top_eigvec_S(W: Tensor, x: Tensor, *, x_pos: Tensor | None = None, alpha: Tensor | None = None,
+                 weights: Tensor | None = None, activation: str | Activation = "relu") -> tuple[Tensor, Tensor]:
+    """``(s, λ)``: the maximal eigenvector/eigenvalue of ``C_α[f1]`` (fast top level: ``S = ssᵀ``)."""
+    f1 = two_layer_features(x, W, activation)
+    f1p = None if x_pos is None else two_layer_features(x_pos, W, activation)
+    lam, vec = torch.linalg.eigh(_cc(f1, f1p, alpha, weights))
+    return vec[:, -1], lam[-1]
+
+
+def thm4_linear_dynamics(W: Tensor, x: Tensor, s: Tensor, *, x_pos: Tensor | None = None,
+                         alpha: Tensor | None = None, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Eq. 14 (linear activation, ``S = ssᵀ``): returns ``(Ẇ (K, M, d), b (K, d))`` with
+    ``b_k = C_α[x_k, Σ_{k'm'} s_{k'm'} w_{k'm'}ᵀ x_{k'}]`` and ``ẇ_km = s_km b_k`` (unprojected)."""
+    _check(x, W)
+    K, M, d = W.shape
+    sm = s.reshape(K, M)
+    g = torch.einsum("nkd,kmd,km->n", x, W, sm)[:, None]  # (N, 1): Σ s w ᵀx
+    gp = None if x_pos is None else torch.einsum("nkd,kmd,km->n", x_pos, W, sm)[:, None]
+    xf = x.reshape(x.shape[0], -1)
+    xfp = None if x_pos is None else x_pos.reshape(x.shape[0], -1)
+    b = _cc(xf, xfp, alpha, weights, g, gp).reshape(K, d)  # (K, d)
+    return sm[..., None] * b[:, None, :], b
+
+
+@dataclass
+class Thm5Terms:
+    """Quantities of Thm. 5 / eq. 134-143 (leading ensemble axes ``...`` of ``W``)."""
+
+    p0: float
+    p1: float
+    A: Tensor  # (..., K, d, d)   A_k = V[x̃_k]
+    L: Tensor  # (..., K, d, d)   E_z V[x̃_k | z]
+    Delta: Tensor  # (..., K, d)  E[x̃_k|z=1] − E[x̃_k|z=0]
+    d: Tensor  # (..., K)
+    b: Tensor  # (..., K)
+    lam: Tensor  # (...)
+    s: Tensor  # (..., K)  Bunch–Nielsen–Sorensen top eigenvector of V[f1]
+    delta: Tensor  # (..., K)
+    w_dot: Tensor  # (..., K, d)  eq. 15 (projected)
+
+
+def thm5_closed_form(W: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None,
+                     activation: str | Activation = "relu") -> Thm5Terms:
+    """Eq. 15 for ``M = 1``, ``C = 2`` (``z ∈ {0, 1}``), uniform α, no augmentation.
+
+    Args:
+        W: ``(..., K, d)`` one filter per RF (leading ensemble axes allowed).
+        x: ``(N, K, d)``; z: ``(N,)`` in {0, 1}; weights: ``(N,)`` probabilities (population) or None.
+    """
+    act = get_activation(activation)
+    n, K, d = x.shape
+    p = torch.full((n,), 1.0 / n, dtype=x.dtype) if weights is None else weights.to(x.dtype)
+    pre = torch.einsum("nkd,...kd->...nk", x, W)  # (..., N, K)
+    xt = act.deriv(pre)[..., None] * x  # (..., N, K, d)
+    masks = [(z == c).to(x.dtype) * p for c in (0, 1)]
+    p0, p1 = float(masks[0].sum()), float(masks[1].sum())
+    means = [torch.einsum("n,...nkd->...kd", mk, xt) / pc for mk, pc in zip(masks, (p0, p1))]  # (..., K, d)
+    second = [torch.einsum("n,...nkd,...nke->...kde", mk, xt, xt) / pc for mk, pc in zip(masks, (p0, p1))]
+    cond_var = [s_ - m_[..., :, None] * m_[..., None, :] for s_, m_ in zip(second, means)]
+    L = p0 * cond_var[0] + p1 * cond_var[1]  # (..., K, d, d)
+    Delta = means[1] - means[0]  # (..., K, d)
+    A = L + p0 * p1 * Delta[..., :, None] * Delta[..., None, :]
+    dk = torch.einsum("...kd,...kde,...ke->...k", W, L, W)
+    bk = (W * Delta).sum(-1)
+    Vf = torch.diag_embed(dk) + p0 * p1 * bk[..., :, None] * bk[..., None, :]  # (..., K, K), eq. 138
+    lam = torch.linalg.eigvalsh(Vf)[..., -1]
+    gapk = lam[..., None] - dk  # λ − d_k > 0
+    raw = bk / (-gapk)  # b_k / (d_k − λ)
+    Z2 = (raw**2).sum(-1)
+    s = raw / Z2.sqrt()[..., None]
+    tot = (bk**2 / gapk).sum(-1, keepdim=True)
+    delta = p0 * p1 / (Z2[..., None] * gapk) * (tot - bk**2 / gapk)  # eq. 143
+    wn = W / W.norm(dim=-1, keepdim=True)
+    rhs = (s**2)[..., None] * (A @ W[..., None]).squeeze(-1) + (delta * bk)[..., None] * Delta
+    w_dot = rhs - (rhs * wn).sum(-1, keepdim=True) * wn
+    return Thm5Terms(p0, p1, A, L, Delta, dk, bk, lam, s, delta, w_dot)
+
+
+def thm5_flow(W0: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None,
+              activation: str | Activation = "relu", modulation: bool = True, t_max: float = 50.0,
+              dt: float = 0.1) -> Tensor:
+    """Integrate eq. 15 for all RFs jointly (projected Euler + renormalisation); ``W0 (..., K, d)``.
+
+    With ``modulation=False`` each RF follows its own one-layer flow ``ẇ_k = P⊥ A_k(w_k) w_k``
+    (no top-down term), the baseline of Thm. 6. Returns the final unit filters.
+    """
+    W = W0 / W0.norm(dim=-1, keepdim=True)
+    for _ in range(max(1, int(round(t_max / dt)))):
+        terms = thm5_closed_form(W, x, z, weights=weights, activation=activation)
+        if modulation:
+            g = terms.w_dot
+        else:
+            rhs = (terms.A @ W[..., None]).squeeze(-1)
+            g = rhs - (rhs * W).sum(-1, keepdim=True) * W
+        W = W + dt * g
+        W = W / W.norm(dim=-1, keepdim=True)
+    return W

@@ -1,0 +1,88 @@
+import math
+
+import pytest
+import torch
+
+from ssldyn.data.latent import (
+    FIG8_ANGLES,
+    TwoRFModel,
+    approx_orthogonal_basis,
+    circle_points,
+    latent_categorical,
+    latent_summation,
+    latent_summation_support,
+    orthonormal_basis,
+    standardized_bernoulli_values,
+)
+
+
+def gen(s=0):
+    return torch.Generator().manual_seed(s)
+
+
+def test_standardized_bernoulli_moments_monte_carlo():
+    q = torch.tensor([0.1, 0.3, 0.6])
+    U = torch.eye(3, dtype=torch.float64)
+    x, y = latent_summation(200_000, U, q, generator=gen())
+    assert torch.allclose(y.mean(0), torch.zeros(3, dtype=torch.float64), atol=0.01)
+    assert torch.allclose((y**2).mean(0), torch.ones(3, dtype=torch.float64), atol=0.02)
+    yp, _ = standardized_bernoulli_values(q)
+    assert torch.allclose((y == yp).double().mean(0), q.double(), atol=0.005)
+    assert torch.allclose(x, y)  # U = I
+
+
+def test_summation_support_exact_moments():
+    U = orthonormal_basis(4, 3, generator=gen(1))
+    x, p = latent_summation_support(U, [0.2, 0.3, 0.45])
+    assert x.shape == (8, 4) and abs(float(p.sum()) - 1) < 1e-12
+    mean = (p[:, None] * x).sum(0)
+    cov = (x * p[:, None]).T @ x - torch.outer(mean, mean)
+    assert torch.allclose(mean, torch.zeros(4, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(cov, U @ U.T, atol=1e-12)  # E[yyᵀ] = I  =>  V[x] = U Uᵀ
+
+
+def test_categorical_frequencies():
+    U = orthonormal_basis(5, 3, generator=gen(2))
+    x, y = latent_categorical(60_000, U, [0.5, 0.3, 0.2], generator=gen())
+    assert torch.allclose(torch.bincount(y).double() / 60_000, torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64),
+                          atol=0.01)
+    assert torch.allclose(x, U.T[y])
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.05, 0.3])
+def test_approx_orthogonal_gram_norm(eps):
+    U = approx_orthogonal_basis(8, 6, eps, generator=gen(3))
+    G = U.T @ U
+    assert torch.allclose(U.norm(dim=0), torch.ones(6, dtype=torch.float64), atol=1e-12)
+    assert abs(float(torch.linalg.matrix_norm(G - torch.eye(6, dtype=torch.float64), ord=2)) - eps) < 1e-10
+
+
+def test_circle_points_fig8():
+    pts = circle_points(FIG8_ANGLES)
+    assert pts.shape == (9, 2)
+    assert torch.allclose(torch.atan2(pts[:, 1], pts[:, 0]), torch.tensor(FIG8_ANGLES, dtype=torch.float64))
+    assert math.isclose(FIG8_ANGLES[0], -4 * math.pi / 5)
+
+
+def test_two_rf_conditional_independence_monte_carlo():
+    m = TwoRFModel.random(K=2, d=3, C=2, P=3, generator=gen(4))
+    x, z = m.sample(100_000, generator=gen(5))
+    # pattern index per RF = argmax over patterns of the inner product (orthonormal patterns)
+    a = torch.einsum("nkd,kpd->nkp", x, m.patterns).argmax(-1)  # (n, K)
+    for c in range(2):
+        sel = z == c
+        joint = torch.zeros(3, 3, dtype=torch.float64)
+        for i in range(3):
+            for j in range(3):
+                joint[i, j] = ((a[sel, 0] == i) & (a[sel, 1] == j)).double().mean()
+        ref = torch.outer(m.pattern_probs[0, c], m.pattern_probs[1, c])  # eq. 13: product given z
+        assert torch.allclose(joint, ref, atol=0.01)
+    xs, zs, ps = m.support()
+    assert abs(float(ps.sum()) - 1) < 1e-12 and xs.shape[1:] == (2, 3)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="q"):
+        latent_summation(10, torch.eye(2, dtype=torch.float64), [0.0, 0.5])
+    with pytest.raises(ValueError, match="eps"):
+        approx_orthogonal_basis(4, 4, 1.5)

@@ -1,0 +1,131 @@
+import math
+
+import pytest
+import torch
+
+from ssldyn.data.latent import latent_categorical, latent_summation, latent_summation_support, orthonormal_basis
+from ssldyn.dynamics.alpha_cl import (
+    gated_covariance,
+    gated_input,
+    gaussian_alpha_fn,
+    make_A_fn,
+    one_layer_energy,
+    power_iteration,
+    sphere_flow,
+    uniform_contrastive_covariance,
+)
+from ssldyn.models.activations import get_activation
+from ssldyn.objectives import contrastive_covariance
+
+D = torch.float64
+
+
+def gen(s=0):
+    return torch.Generator().manual_seed(s)
+
+
+def test_uniform_fast_path_matches_objectives():
+    a = torch.randn(30, 4, generator=gen(), dtype=D)
+    ap = a + 0.2 * torch.randn(30, 4, generator=gen(1), dtype=D)
+    torch.testing.assert_close(uniform_contrastive_covariance(a, ap), contrastive_covariance(a, ap))
+    torch.testing.assert_close(uniform_contrastive_covariance(a), contrastive_covariance(a, a))
+    # weights = duplicated rows
+    w = torch.tensor([2.0, 1.0, 1.0], dtype=D) / 4
+    b = a[:3]
+    torch.testing.assert_close(uniform_contrastive_covariance(b, weights=w),
+                               contrastive_covariance(b[[0, 0, 1, 2]], b[[0, 0, 1, 2]]))
+
+
+def test_eq8_categorical_population_and_sampled():
+    U = orthonormal_basis(6, 4, generator=gen(2))
+    probs = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=D)
+    A_pop = make_A_fn(U.T.contiguous(), "relu", weights=probs)
+    for m in range(4):
+        ref = probs[m] * (1 - probs[m]) * torch.outer(U[:, m], U[:, m])  # eq. 8
+        torch.testing.assert_close(A_pop(U[:, m]), ref, atol=1e-13, rtol=0)
+    x, _ = latent_categorical(40_000, U, probs, generator=gen(3))
+    A = make_A_fn(x, "relu")(U[:, 0])
+    assert float((A - 0.24 * torch.outer(U[:, 0], U[:, 0])).abs().max()) < 0.01  # sampling error ~ 1/sqrt(N)
+
+
+@pytest.mark.parametrize("q", [0.1, 0.3, 0.45])
+def test_eq9_summation_population(q):
+    d = 5
+    U = orthonormal_basis(d, d, generator=gen(4))
+    qs = torch.full((d,), q, dtype=D)
+    qs[1] = 0.25
+    xs, ps = latent_summation_support(U, qs)
+    A_fn = make_A_fn(xs, "relu", weights=ps)
+    for m in range(d):
+        u = U[:, m]
+        P = torch.outer(u, u)
+        ref = (1 - qs[m]) ** 2 * P + qs[m] * (torch.eye(d, dtype=D) - P)  # eq. 9
+        torch.testing.assert_close(A_fn(u), ref, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("act", ["linear", "relu", "leaky_relu", "quadratic"])
+def test_lemma3_gradient_matches_autograd(act):
+    """∂E/∂w = c·A(w)w for h(x) = c·h'(x)x (Lemma 3, eq. 47), α fixed (stop-gradient), with augmentation."""
+    N, d = 25, 4
+    x = torch.randn(N, d, generator=gen(5), dtype=D)
+    xp = x + 0.3 * torch.randn(N, d, generator=gen(6), dtype=D)
+    alpha = torch.rand(N, N, generator=gen(7), dtype=D)
+    w = torch.randn(d, generator=gen(8), dtype=D)
+    for a, xx in [(None, None), (alpha, xp), (None, xp)]:
+        wr = w.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(one_layer_energy(x, wr, act, x_pos=xx, alpha=a), wr)
+        ref = get_activation(act).c * gated_covariance(x, w, act, x_pos=xx, alpha=a) @ w
+        torch.testing.assert_close(g, ref, atol=1e-12, rtol=1e-9)
+
+
+def test_gated_covariance_ensemble_and_alpha_fn():
+    N, d = 20, 3
+    x = torch.randn(N, d, generator=gen(9), dtype=D)
+    W = torch.randn(4, d, generator=gen(10), dtype=D)
+    afn = gaussian_alpha_fn(x, "relu", temperature=0.5)
+    A = gated_covariance(x, W, "relu", alpha=afn)  # (4, d, d)
+    for e in range(4):
+        xt = x * (x @ W[e] > 0).to(D)[:, None]
+        f = torch.relu(x @ W[e])
+        alpha = torch.exp(-(f[:, None] - f[None, :]) ** 2 / (2 * 0.5))
+        torch.testing.assert_close(A[e], contrastive_covariance(xt, xt, alpha=alpha))
+    assert gated_input(x, W).shape == (4, N, d)
+
+
+def test_power_iteration_linear_finds_top_pca_from_every_start():
+    x = torch.randn(500, 5, generator=gen(11), dtype=D) * torch.tensor([3.0, 2.0, 1.0, 1.0, 0.5], dtype=D)
+    A_fn = make_A_fn(x, "linear")
+    res = power_iteration(A_fn, torch.randn(8, 5, generator=gen(12), dtype=D), n_iter=500, tol=1e-12)
+    top = torch.linalg.eigh(uniform_contrastive_covariance(x))[1][:, -1]
+    assert bool(res.converged.all())
+    assert torch.allclose((res.w @ top).abs(), torch.ones(8, dtype=D), atol=1e-9)
+    disc = res.discrepancy[:, 0]
+    assert disc.shape[0] > 3 and float(disc[-1]) < 1e-12
+    assert res.trajectory.last("discrepancy") == pytest.approx(float(disc[-1]))
+
+
+def test_power_iteration_relu_returns_to_each_pattern():
+    d = 6
+    U = orthonormal_basis(d, d, generator=gen(13))
+    xs, ps = latent_summation_support(U, 0.2)
+    w0 = U.T + 0.15 * torch.randn(d, d, generator=gen(14), dtype=D)
+    res = power_iteration(make_A_fn(xs, "relu", weights=ps), w0, n_iter=100)
+    cos = (res.w * U.T).sum(-1)
+    assert torch.allclose(cos, torch.ones(d, dtype=D), atol=1e-10)
+
+
+def test_sphere_flow_energy_increases_to_top_eigvec():
+    x = torch.randn(300, 3, generator=gen(15), dtype=D) * torch.tensor([2.0, 1.0, 0.5], dtype=D)
+    res = sphere_flow(make_A_fn(x, "linear"), torch.tensor([[0.3, 1.0, 1.0]], dtype=D), t_max=20.0, dt=0.05)
+    _, e = res.trajectory.series("energy")
+    assert (e[1:] - e[:-1] >= -1e-12).all()
+    lam, vec = torch.linalg.eigh(uniform_contrastive_covariance(x))
+    assert abs(float(res.w[0] @ vec[:, -1])) > 1 - 1e-8
+    assert e[-1] == pytest.approx(0.5 * float(lam[-1]), rel=1e-8)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="w"):
+        gated_covariance(torch.randn(5, 3, dtype=D), torch.randn(4, dtype=D))
+    with pytest.raises(ValueError, match="NaN"):
+        gated_covariance(torch.full((5, 3), math.nan, dtype=D), torch.randn(3, dtype=D))

@@ -26,6 +26,19 @@ err_console = Console(stderr=True)
 EXECUTORS = ("local", "ray")
 
 
+def _click_classes(name: str) -> tuple[type, ...]:
+    """The click exception class ``name`` from click and from typer's vendored copy."""
+    found = [getattr(click.exceptions, name)]
+    for mod in ("typer._click.exceptions", "typer.exceptions"):  # newer typer vendors click
+        try:
+            cls = getattr(__import__(mod, fromlist=[name]), name)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            found.append(cls)
+    return tuple(found)
+
+
 @app.command("list")
 def list_cmd(paper: Optional[str] = typer.Option(None, help="only this paper")) -> None:
     """List the registered experiments."""
@@ -33,7 +46,7 @@ def list_cmd(paper: Optional[str] = typer.Option(None, help="only this paper")) 
 
     table = Table(title="ssldyn experiments")
     for col in ("experiment", "paper", "figure / section", "what it shows", "quick", "full"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", no_wrap=col == "experiment")
     for e in all_experiments(paper):
         q, f = e.est_seconds
         table.add_row(e.name, e.paper, e.figure, e.description, _fmt_s(q), _fmt_s(f))
@@ -52,7 +65,7 @@ def show_cmd(experiment: str) -> None:
         console.print(e.__doc__.strip() + "\n", markup=False, highlight=False)
     table = Table(title="config (defaults are the paper's settings)")
     for col in ("key", "type", "default", "quick", "description"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", no_wrap=col == "key")
     quick = e.quick_config().model_dump(mode="json")
     for key, tname, default, desc in config_schema_rows(e.Config):
         q = quick
@@ -136,7 +149,7 @@ def reproduce_cmd(
     report = build_report(out)
     table = Table(title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)")
     for col in ("experiment", "time", "claims", "error"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", no_wrap=col == "experiment")
     for name, t, p, n, err in rows:
         style = "green" if (p == n and not err) else "red"
         table.add_row(name, t, f"[{style}]{p}/{n}[/{style}]", err)
@@ -191,14 +204,25 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as e:
         err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
-    except click.exceptions.UsageError as e:
+    except _click_classes("UsageError") as e:
         err_console.print(f"error: {e.format_message()}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (*_click_classes("Abort"), KeyboardInterrupt):
         err_console.print("interrupted; finished runs are kept — run the same command again to resume")
         sys.exit(130)
-    except click.exceptions.Exit as e:
+    except _click_classes("Exit") as e:
         sys.exit(e.exit_code)
+    except Exception as e:  # an internal failure: one line here, the traceback in a log file
+        import tempfile
+        import traceback
+
+        from ssldyn.lab.runner import format_exception_line
+
+        with tempfile.NamedTemporaryFile("w", prefix="ssldyn-crash-", suffix=".log", delete=False) as fh:
+            traceback.print_exc(file=fh)
+        err_console.print(f"error (internal): {format_exception_line(e)}; traceback in {fh.name}",
+                          markup=False, highlight=False, soft_wrap=True)
+        sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

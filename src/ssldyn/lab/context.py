@@ -28,7 +28,10 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     """``"cpu"`` / ``"cuda"`` / ``"cuda:1"`` -> torch.device; CUDA requested but absent is a UserError."""
     if device is None:
         return torch.device("cpu")
-    dev = torch.device(device) if not isinstance(device, torch.device) else device
+    try:
+        dev = torch.device(device) if not isinstance(device, torch.device) else device
+    except (RuntimeError, TypeError):
+        raise UserError(f"--device {str(device)!r}: allowed values are cpu, cuda") from None
     if dev.type not in {"cpu", "cuda"}:
         raise UserError(f"--device {str(device)!r}: allowed values are cpu, cuda")
     if dev.type == "cuda" and not torch.cuda.is_available():

@@ -1,0 +1,48 @@
+import pytest
+
+from ssldyn.lab import UserError
+from ssldyn.lab.config import build_config, load_config_file, parse_sets
+from tests.lab.toy import ToyConfig
+
+
+def test_parse_sets_nested_json_and_strings():
+    got = parse_sets(["optim.lr=0.5", "n=3", "label=hello world", "xs=[1, 2.5]", "flag=true", "y=1e-3"])
+    assert got == {"optim": {"lr": 0.5}, "n": 3, "label": "hello world", "xs": [1, 2.5], "flag": True, "y": 1e-3}
+
+
+@pytest.mark.parametrize("bad", ["novalue", "=3", "a..b=1"])
+def test_parse_sets_rejects_malformed(bad):
+    with pytest.raises(UserError, match="expected key=value|empty key"):
+        parse_sets([bad])
+
+
+def test_build_config_layers_and_validation():
+    cfg = build_config(ToyConfig, {"n": 4}, parse_sets(["optim.lr=0.25"]))
+    assert (cfg.n, cfg.optim.lr, cfg.tau) == (4, 0.25, 0.5)
+    with pytest.raises(UserError) as e:
+        build_config(ToyConfig, {"tua": 1})
+    msg = str(e.value)
+    assert "unknown config key 'tua'" in msg and "did you mean 'tau'" in msg and "\n" not in msg
+    with pytest.raises(UserError, match=r"invalid value for 'tau': -1: Input should be greater than 0"):
+        build_config(ToyConfig, {"tau": -1})
+    with pytest.raises(UserError, match=r"invalid value for 'optim.lr'"):
+        build_config(ToyConfig, parse_sets(["optim.lr=zero"]))
+    with pytest.raises(UserError, match=r"unknown config key 'optim.momentum'.*allowed keys: lr"):
+        build_config(ToyConfig, parse_sets(["optim.momentum=0.9"]))
+
+
+def test_config_file(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("n: 5\noptim:\n  lr: 0.3\n")
+    assert build_config(ToyConfig, load_config_file(p)).optim.lr == 0.3
+    p.write_text("- a\n- b\n")
+    with pytest.raises(UserError, match="expected a mapping"):
+        load_config_file(p)
+    p.write_text("a: [1, 2\n")
+    with pytest.raises(UserError, match="not valid YAML"):
+        load_config_file(p)
+    with pytest.raises(UserError, match="file not found"):
+        load_config_file(tmp_path / "missing.yaml")
+    p.write_text("!!python/object/apply:os.system ['echo hi']\n")  # safe_load refuses code
+    with pytest.raises(UserError, match="not valid YAML"):
+        load_config_file(p)

@@ -1,0 +1,80 @@
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ssldyn.lab import UserError, run_experiment
+from ssldyn.lab.store import RunStore
+from tests.lab.toy import CALLS
+
+
+def test_run_writes_complete_directory(toy, tmp_path):
+    o = run_experiment(toy.name, out=tmp_path, seed=3)
+    d = o.run.path
+    assert not o.cached and d.parent == tmp_path / toy.name and (d / "DONE").is_file()
+    for f in ("config.json", "meta.json", "summary.json", "claims.json", "arrays.npz", "tables/metrics.parquet",
+              "figures/toy.png"):
+        assert (d / f).is_file(), f
+    rec = json.loads((d / "config.json").read_text())
+    assert rec["config"]["n"] == 8 and rec["seed"] == 3 and rec["hash"] == d.name
+    claims = json.loads((d / "claims.json").read_text())
+    assert claims[0]["id"] == "decay" and claims[0]["passed"] is True
+    assert set(claims[0]) >= {"id", "statement", "location", "passed", "measured", "expected"}
+    m = pd.read_parquet(d / "tables/metrics.parquet")
+    assert list(m.columns) == ["step", "member", "probe", "value"] and len(m) == 5
+    # (1 - lr)^t decay measured from the stored trajectory
+    np.testing.assert_allclose(m["value"].to_numpy() / m["value"].iloc[0], 0.9 ** np.arange(5), rtol=1e-5)
+    assert not [p for p in d.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_second_run_is_cached_and_force_recomputes(toy, tmp_path):
+    a = run_experiment(toy.name, out=tmp_path, quick=True)
+    stamp = (a.run.path / "DONE").stat().st_mtime_ns
+    b = run_experiment(toy.name, out=tmp_path, quick=True)
+    assert b.cached and b.run.path == a.run.path and CALLS["run"] == 1
+    assert (a.run.path / "DONE").stat().st_mtime_ns == stamp
+    c = run_experiment(toy.name, out=tmp_path, quick=True, force=True)
+    assert not c.cached and CALLS["run"] == 2 and c.run.path == a.run.path
+    other = run_experiment(toy.name, out=tmp_path, quick=True, sets=["optim.lr=0.2"])
+    assert other.run.path != a.run.path
+    assert other.run.claims[0].passed
+
+
+def test_same_seed_same_numbers_different_seed_differs(toy, tmp_path):
+    r1 = run_experiment(toy.name, out=tmp_path / "a", seed=7).run.result()
+    r2 = run_experiment(toy.name, out=tmp_path / "b", seed=7).run.result()
+    r3 = run_experiment(toy.name, out=tmp_path / "c", seed=8).run.result()
+    np.testing.assert_array_equal(r1.arrays["x"], r2.arrays["x"])
+    assert not np.array_equal(r1.arrays["x"], r3.arrays["x"])
+    assert r1.notes == ["label: toy"]
+
+
+def test_failure_leaves_no_done_run_and_keeps_earlier_results(toy, tmp_path):
+    good = run_experiment(toy.name, out=tmp_path)
+    before = sorted(p.name for p in (tmp_path / toy.name).iterdir())
+    with pytest.raises(RuntimeError, match="toy failure"):
+        run_experiment(toy.name, out=tmp_path, sets={"fail": True})
+    assert sorted(p.name for p in (tmp_path / toy.name).iterdir()) == before
+    assert (good.run.path / "DONE").is_file()
+    with pytest.raises(UserError):
+        run_experiment(toy.name, out=tmp_path, sets=["n=-2"])
+    with pytest.raises(UserError, match="unknown experiment 'variational.fig33'.*did you mean"):
+        run_experiment("variational.fig33", out=tmp_path)
+    with pytest.raises(UserError, match="cuda|cpu"):
+        run_experiment(toy.name, out=tmp_path, device="tpu")
+    assert len(RunStore(tmp_path).finished()) == 1
+
+
+def test_interrupted_partial_is_ignored_and_redone(toy, tmp_path):
+    o = run_experiment(toy.name, out=tmp_path)
+    digest = o.run.path.name
+    # simulate a crash mid-write: a partial directory without DONE, and a finished dir without DONE
+    partial = tmp_path / toy.name / f".{digest}.partial-999-abc"
+    partial.mkdir()
+    (partial / "config.json").write_text("{half")
+    os.remove(o.run.path / "DONE")
+    assert RunStore(tmp_path).get(toy.name, digest) is None and RunStore(tmp_path).finished() == []
+    again = run_experiment(toy.name, out=tmp_path)
+    assert not again.cached and (again.run.path / "DONE").is_file() and not partial.exists()

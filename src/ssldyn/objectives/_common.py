@@ -1,0 +1,141 @@
+"""Shared helpers of the objectives: input validation and pairwise similarities.
+
+Private module. Every public objective validates its inputs here so that a user
+mistake gives one ``ValueError`` line that names the argument and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+SIMILARITIES = ("cosine", "sqdist", "dot")
+
+
+# --------------------------------------------------------------------------- validation
+def check_tensor(fn: str, name: str, x: object, *, min_dim: int = 2, min_rows: int = 1) -> Tensor:
+    """Check that ``x`` is a floating tensor of shape ``(..., N, d)`` with ``N >= min_rows``."""
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{fn}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise ValueError(f"{fn}: {name} must be a floating-point tensor (float32 or float64), got {x.dtype}")
+    if x.dim() < min_dim:
+        raise ValueError(
+            f"{fn}: {name} must have at least {min_dim} dimensions "
+            f"(shape (..., N, d), leading dims are ensemble axes), got shape {tuple(x.shape)}"
+        )
+    rows_axis = x.dim() - min_dim
+    if x.shape[rows_axis] < min_rows:
+        raise ValueError(
+            f"{fn}: {name} needs at least {min_rows} samples along dim {rows_axis - x.dim()}, "
+            f"got shape {tuple(x.shape)}"
+        )
+    return x
+
+
+def check_same_shape(fn: str, name1: str, x1: Tensor, name2: str, x2: Tensor) -> None:
+    if x1.shape != x2.shape:
+        raise ValueError(
+            f"{fn}: {name1} and {name2} must have the same shape, got {tuple(x1.shape)} and {tuple(x2.shape)}"
+        )
+    if x1.dtype != x2.dtype:
+        raise ValueError(f"{fn}: {name1} and {name2} must have the same dtype, got {x1.dtype} and {x2.dtype}")
+
+
+def check_positive(fn: str, name: str, value: object) -> float:
+    """A finite real number > 0 (Python number or 0-dim tensor)."""
+    v = _as_float(fn, name, value)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{fn}: {name} must be a finite number > 0, got {v!r}")
+    return v
+
+
+def check_nonnegative(fn: str, name: str, value: object) -> float:
+    v = _as_float(fn, name, value)
+    if not (math.isfinite(v) and v >= 0):
+        raise ValueError(f"{fn}: {name} must be a finite number >= 0, got {v!r}")
+    return v
+
+
+def check_choice(fn: str, name: str, value: object, choices: Sequence[str]) -> str:
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{fn}: {name} must be one of {allowed}, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def check_callable(fn: str, name: str, value: object) -> Callable | None:
+    if value is not None and not callable(value):
+        raise ValueError(f"{fn}: {name} must be a callable or None, got {type(value).__name__}")
+    return value  # type: ignore[return-value]
+
+
+def _as_float(fn: str, name: str, value: object) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{fn}: {name} must be a real number, got {value!r}")
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"{fn}: {name} must be a scalar, got a tensor of shape {tuple(value.shape)}")
+        return float(value.item())
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{fn}: {name} must be a real number, got {value!r}") from None
+
+
+# --------------------------------------------------------------------------- similarities
+def half_sqdist(a: Tensor, b: Tensor) -> Tensor:
+    """Pairwise ``‖a_i - b_j‖² / 2`` of ``a (..., N, d)`` and ``b (..., M, d)`` -> ``(..., N, M)``.
+
+    Written through inner products so that it stays smooth (no square root) at
+    coincident points; tiny negative round-off is clamped to 0.
+    """
+    sq_a = a.pow(2).sum(-1)  # (..., N)
+    sq_b = b.pow(2).sum(-1)  # (..., M)
+    d2 = 0.5 * (sq_a[..., :, None] + sq_b[..., None, :]) - a @ b.mT  # (..., N, M)
+    return d2.clamp_min(0.0)
+
+
+def paired_half_sqdist(a: Tensor, b: Tensor) -> Tensor:
+    """Row-wise ``‖a_i - b_i‖² / 2`` of two ``(..., N, d)`` tensors -> ``(..., N)``."""
+    return 0.5 * (a - b).pow(2).sum(-1)
+
+
+def similarity_matrix(a: Tensor, b: Tensor, similarity: str) -> Tensor:
+    """Pairwise similarity ``s(a_i, b_j)`` -> ``(..., N, M)``.
+
+    ``cosine``: ``â_i·b̂_j`` (L2-normalised); ``dot``: ``a_i·b_j``;
+    ``sqdist``: ``-‖a_i - b_j‖²/2`` on the embeddings as given.
+    """
+    if similarity == "cosine":
+        return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).mT  # (..., N, M)
+    if similarity == "dot":
+        return a @ b.mT  # (..., N, M)
+    return -half_sqdist(a, b)  # (..., N, M)
+
+
+def paired_similarity(a: Tensor, b: Tensor, similarity: str) -> Tensor:
+    """Row-wise similarity ``s(a_i, b_i)`` -> ``(..., N)``."""
+    if similarity == "cosine":
+        return (F.normalize(a, dim=-1) * F.normalize(b, dim=-1)).sum(-1)  # (..., N)
+    if similarity == "dot":
+        return (a * b).sum(-1)  # (..., N)
+    return -paired_half_sqdist(a, b)  # (..., N)
+
+
+def view1_similarity(z1: Tensor, z2: Tensor, similarity: str) -> Tensor:
+    """The view-1 similarity matrix of Tian's reference implementation.
+
+    ``M_ij = s(z1_i, z1_j)`` for ``i != j`` and ``M_ii = s(z1_i, z2_i)``: rows are anchors of
+    view 1, the diagonal holds the positive pair, the off-diagonal the negatives (all from
+    view 1). Shape ``(..., N, N)``.
+    """
+    n = z1.shape[-2]
+    eye = torch.eye(n, dtype=torch.bool, device=z1.device)  # (N, N)
+    off = similarity_matrix(z1, z1, similarity)  # (..., N, N)
+    pos = paired_similarity(z1, z2, similarity)  # (..., N)
+    return torch.where(eye, pos[..., :, None], off)  # (..., N, N)

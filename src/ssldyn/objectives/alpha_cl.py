@@ -156,7 +156,7 @@ def alpha_infonce(
         \ (j \ne i), \qquad \alpha_{ii} = 0,
 
     ``d²_ij = ‖z1_i - z1_j‖²/2`` (view-1 pairs), ``d²_i = ‖z1_i - z2_i‖²/2``. With ``eps=0``
-    (the paper's case) rows sum to 1. Normalised in log space (stable for any τ). Pass
+    (the paper's case) rows sum to 1. Normalised with a max-subtracted softmax (stable for any τ). Pass
     L2-normalised embeddings to match ``info_nce(similarity="cosine")``. Returned with its
     graph; :func:`alpha_cl_energy` applies the stop-gradient.
 

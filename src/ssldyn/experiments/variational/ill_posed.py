@@ -1,0 +1,175 @@
+"""`variational` Prop. 2.1 and App. A.1: the contrastive loss of an invariant map is ill-posed.
+
+For an invariant map (f(T(x)) = f(x), eq. 3) NT-Xent (eq. 1), VICReg and BYOL depend on the
+data only through the pushed-forward measure f#μ. We check this numerically:
+
+* **Two clean distributions, one pushforward.** μ₁: K clusters in the first two coordinates
+  of R^D (angles θ_k = 2πk/K + angular noise, radius 1, zero elsewhere). μ₂: the same angles
+  in another order, radii r ~ U(0.5, 3) and N(0, σ²) content in the other D − 2 coordinates.
+  The invariant map f(x) = (cos φ(x), sin φ(x)), φ = atan2(x₂, x₁), sees only the angle, so
+  f#μ₁ = f#μ₂. Augmentations T rescale the first two coordinates and add noise to the
+  others (f is invariant to them). The batch losses on (f(Tx), f(T'x)) agree for μ₁ and μ₂
+  to float64 rounding. A control map g(x) = normalise(Wx) that is *not* invariant gives
+  different losses — so the equality is due to invariance, not to the test.
+* **The loss prefers data-independent latents.** On the latent sphere the NT-Xent cost of
+  Prop. 2.1 (:func:`ssldyn.objectives.latent_measure_nt_xent`) of n samples spread evenly
+  (S¹; Fibonacci points on S²) is lower than that of the same n samples in K clusters
+  (K evenly spaced points on S¹; the tetrahedron's vertices on S²): an invariant map that
+  forgets μ's clusters beats one that keeps them.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from pydantic import Field, PositiveFloat, conint
+
+from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.objectives import byol_loss, info_nce, latent_measure_nt_xent, vicreg_loss
+from ssldyn.viz.common import PALETTE, new_figure, save_figure
+
+DT = torch.float64
+
+
+class IllPosedConfig(ExperimentConfig):
+    n: conint(ge=8) = Field(512, description="samples per distribution (and atoms on the sphere)")
+    D: conint(ge=3) = Field(10, description="ambient dimension of the clean data")
+    clusters: conint(ge=2) = Field(4, description="number of clusters K of μ₁ (and of the clustered latent)")
+    angular_noise: float = Field(0.15, ge=0, description="std of the angle around each cluster centre (rad)")
+    other_std: PositiveFloat = Field(2.0, description="std σ of μ₂ in coordinates 3..D")
+    tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")
+    aug_noise: PositiveFloat = Field(0.5, description="std of the augmentation noise in coordinates 3..D")
+
+
+def invariant_map(x: torch.Tensor) -> torch.Tensor:
+    """f(x) = (cos φ, sin φ), φ = atan2(x₂, x₁): ``(n, D) -> (n, 2)``; invariant to T below."""
+    phi = torch.atan2(x[:, 1], x[:, 0])  # (n,)
+    return torch.stack([phi.cos(), phi.sin()], dim=1)  # (n, 2)
+
+
+def augment(x: torch.Tensor, noise: float, g: torch.Generator) -> torch.Tensor:
+    """T(x): scale the first two coordinates by s ~ U(0.5, 2), add N(0, noise²) to the others."""
+    s = 0.5 + 1.5 * torch.rand(x.shape[0], 1, generator=g, dtype=x.dtype)  # (n, 1)
+    out = x.clone()
+    out[:, :2] = out[:, :2] * s
+    out[:, 2:] = out[:, 2:] + noise * torch.randn(x.shape[0], x.shape[1] - 2, generator=g, dtype=x.dtype)
+    return out
+
+
+def fibonacci_sphere(n: int) -> torch.Tensor:
+    """n nearly evenly spread points on S²: ``(n, 3)``."""
+    i = torch.arange(n, dtype=DT) + 0.5
+    z = 1 - 2 * i / n
+    r = torch.sqrt(1 - z**2)
+    phi = math.pi * (1 + math.sqrt(5)) * i
+    return torch.stack([r * phi.cos(), r * phi.sin(), z], dim=1)
+
+
+def peer_losses(z1: torch.Tensor, z2: torch.Tensor, q: torch.Tensor, tau: float) -> dict[str, float]:
+    """NT-Xent, VICReg and BYOL (predictor y ↦ q y) of two views ``(n, d)``."""
+    return {"NT-Xent": float(info_nce(z1, z2, tau)), "VICReg": float(vicreg_loss(z1, z2)),
+            "BYOL": float(byol_loss(z1 @ q.T, z2))}
+
+
+@register
+class IllPosed(Experiment):
+    name = "variational.ill-posed"
+    paper = "variational"
+    figure = "Prop. 2.1, App. A.1"
+    description = "Invariant maps: NT-Xent/VICReg/BYOL see only f#μ; uniform latents beat clustered ones"
+    Config = IllPosedConfig
+    quick = {"n": 256}
+    est_seconds = (2, 3)
+
+    def run(self, cfg: IllPosedConfig, ctx) -> Result:
+        g = ctx.generator()
+        n, K = cfg.n, cfg.clusters
+        labels = torch.arange(n) % K  # (n,)
+        theta = 2 * math.pi * labels.to(DT) / K + cfg.angular_noise * torch.randn(n, generator=g, dtype=DT)
+        x1 = torch.zeros(n, cfg.D, dtype=DT)  # μ₁: clusters on the unit circle of the first plane
+        x1[:, 0], x1[:, 1] = theta.cos(), theta.sin()
+        perm = torch.randperm(n, generator=g)
+        r = 0.5 + 2.5 * torch.rand(n, generator=g, dtype=DT)
+        x2 = cfg.other_std * torch.randn(n, cfg.D, generator=g, dtype=DT)  # μ₂: other radii and content
+        x2[:, 0], x2[:, 1] = r * theta[perm].cos(), r * theta[perm].sin()
+        q = torch.eye(2, dtype=DT) + 0.3 * torch.randn(2, 2, generator=g, dtype=DT)  # BYOL predictor
+        w = torch.randn(2, cfg.D, generator=g, dtype=DT)  # control: non-invariant map
+
+        rows = []
+        for dist, x in (("mu1", x1), ("mu2", x2)):
+            gv = ctx.generator(1)  # the same augmentation draws for both distributions
+            t1, t2 = augment(x, cfg.aug_noise, gv), augment(x, cfg.aug_noise, gv)
+            for mapname, fmap in (("invariant", invariant_map), ("control", lambda v: F.normalize(v @ w.T, dim=1))):
+                for loss, val in peer_losses(fmap(t1), fmap(t2), q, cfg.tau).items():
+                    rows.append({"map": mapname, "distribution": dist, "loss": loss, "value": val})
+        losses = pd.DataFrame(rows)
+
+        ang = 2 * math.pi * torch.arange(n, dtype=DT) / n
+        spread1 = torch.stack([ang.cos(), ang.sin()], 1)  # (n, 2): uniform on S¹
+        cang = 2 * math.pi * (torch.arange(n) % K).to(DT) / K
+        clustered1 = torch.stack([cang.cos(), cang.sin()], 1)  # (n, 2): K clusters on S¹
+        tetra = F.normalize(torch.tensor([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=DT), dim=1)
+        sphere = pd.DataFrame([
+            {"sphere": "S1", "measure": "uniform", "loss": float(latent_measure_nt_xent(spread1, None, cfg.tau))},
+            {"sphere": "S1", "measure": f"{K} clusters",
+             "loss": float(latent_measure_nt_xent(clustered1, None, cfg.tau))},
+            {"sphere": "S2", "measure": "uniform",
+             "loss": float(latent_measure_nt_xent(fibonacci_sphere(n), None, cfg.tau))},
+            {"sphere": "S2", "measure": "4 clusters",
+             "loss": float(latent_measure_nt_xent(tetra[torch.arange(n) % 4], None, cfg.tau))},
+        ])
+        res = Result(tables={"losses": losses, "sphere": sphere},
+                     arrays={"x1": x1[:, :2].numpy(), "x2": x2[:, :2].numpy(), "labels": labels.numpy(),
+                             "pushforward": invariant_map(x1).numpy()})
+        res.summary["pushforward_max_abs_diff"] = float(
+            (invariant_map(x1).sort(0).values - invariant_map(x2).sort(0).values).abs().max())
+        return res
+
+    def claims(self, cfg: IllPosedConfig, result: Result):
+        t = result.tables["losses"].pivot_table(index=["map", "loss"], columns="distribution", values="value")
+        diff = (t["mu1"] - t["mu2"]).abs()
+        s = result.tables["sphere"].set_index(["sphere", "measure"])["loss"]
+        loc = "Prop. 2.1, App. A.1"
+        out = [check(f"same-pushforward-{name.lower().replace('-', '')}",
+                     f"For an invariant map the {name} loss depends only on f#μ: two different clean distributions "
+                     "with the same pushforward give equal losses.", loc, float(diff[("invariant", name)]), le=1e-9,
+                     expected="|L(μ₁) − L(μ₂)| <= 1e-9 (float64)")
+               for name in ("NT-Xent", "VICReg", "BYOL")]
+        out.append(check("control-differs", "Control: a map that is not invariant sees the difference of μ₁ and μ₂ "
+                         "(so the equality above is due to invariance).", loc,
+                         float(diff.loc["control"].min()), gt=1e-3, expected="min |ΔL| over the 3 losses > 1e-3"))
+        k = cfg.clusters
+        out.append(check("uniform-beats-clusters-S1", "On the latent sphere S¹ a uniform measure has lower NT-Xent "
+                         "than a clustered one with the same number of samples.", "Prop. 2.1, Thm. 3.2, Remark 3.1",
+                         float(s[("S1", f"{k} clusters")] - s[("S1", "uniform")]), gt=0.0,
+                         expected="L(clustered) − L(uniform) > 0"))
+        out.append(check("uniform-beats-clusters-S2", "... and on S² (uniform vs 4 tetrahedral clusters).",
+                         "Prop. 2.1, Thm. 3.2", float(s[("S2", "4 clusters")] - s[("S2", "uniform")]), gt=0.0,
+                         expected="L(clustered) − L(uniform) > 0"))
+        return out
+
+    def plots(self, cfg: IllPosedConfig, result: Result, fig_dir: Path):
+        a = result.arrays
+        fig, ax = new_figure(4, 1, size=(3.6, 3.4))
+        cols = [PALETTE[int(c) % 8] for c in a["labels"]]
+        ax[0, 0].scatter(a["x1"][:, 0], a["x1"][:, 1], c=cols, s=6)
+        ax[0, 0].set(title="clean μ₁ (first 2 coords)", aspect="equal")
+        ax[0, 1].scatter(a["x2"][:, 0], a["x2"][:, 1], c="0.4", s=6)
+        ax[0, 1].set(title="clean μ₂ (first 2 coords)", aspect="equal")
+        p = a["pushforward"]
+        ax[0, 2].scatter(p[:, 0], p[:, 1], c=cols, s=6)
+        ax[0, 2].set(title="f#μ₁ = f#μ₂ on S¹", aspect="equal")
+        t = result.tables["losses"]
+        inv = t[t["map"] == "invariant"].pivot(index="loss", columns="distribution", values="value")
+        xs = np.arange(len(inv))
+        ax[0, 3].bar(xs - 0.2, inv["mu1"], 0.4, label="μ₁", color=PALETTE[0])
+        ax[0, 3].bar(xs + 0.2, inv["mu2"], 0.4, label="μ₂", color=PALETTE[1])
+        ax[0, 3].set_xticks(xs, inv.index)
+        ax[0, 3].set(title="losses of the invariant map", yscale="symlog")
+        ax[0, 3].legend(fontsize=8)
+        return [save_figure(fig, fig_dir / "ill_posed.png")]

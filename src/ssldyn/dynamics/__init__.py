@@ -11,3 +11,10 @@ __all__ = ["Trajectory"]
 from ssldyn.dynamics.alpha_cl import gated_covariance, make_A_fn, power_iteration, sphere_flow  # noqa: E402
 
 __all__ += ["gated_covariance", "make_A_fn", "power_iteration", "sphere_flow"]
+
+# grassmann: Stiefel-manifold training (Sec. 4.2) and the q-ODE (Thm. 2)
+from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, retract, stiefel_tangent  # noqa: E402
+from ssldyn.dynamics.q_ode import eigh_ascending, predict, q_from_weights, q_ode_rhs, solve_reference  # noqa: E402
+
+__all__ += ["ManifoldGD", "random_stiefel", "retract", "stiefel_tangent", "eigh_ascending", "predict",
+            "q_from_weights", "q_ode_rhs", "solve_reference"]

@@ -1,1 +1,5 @@
 """ssldyn.probes"""
+
+# grassmann: collapse and subspace probes
+from ssldyn.probes.collapse import effective_rank, singular_value_ratio  # noqa: E402
+from ssldyn.probes.subspace import linear_svm_accuracy, output_gap, principal_angles, projection_norms  # noqa: E402

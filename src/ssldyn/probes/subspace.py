@@ -1,0 +1,75 @@
+"""Subspace probes (``grassmann`` Thm. 1, Conj. 2, Figs. 2, 4, 5, 6).
+
+- :func:`principal_angles` between the column spaces of two matrices;
+- :func:`projection_norms` of vectors onto a column space (Conj. 2 / Fig. 5);
+- :func:`output_gap` ``‖u^φ − u^I‖`` (Thm. 1 / Fig. 2);
+- :func:`linear_svm_accuracy`: cross-validated ``sklearn.svm.LinearSVC`` accuracy (Fig. 4 right).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def orthonormal_basis(A: torch.Tensor, tol: float = 1e-10) -> torch.Tensor:
+    """Orthonormal basis of the column space of ``A (n, k)`` (SVD, rank by relative ``tol``) ``(n, r)``."""
+    U, s, _ = torch.linalg.svd(A, full_matrices=False)
+    r = int((s > tol * s.max().clamp_min(torch.finfo(s.dtype).tiny)).sum()) if s.numel() else 0
+    return U[:, :r]
+
+
+def principal_angles(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """Principal angles (radians, ascending) between ``span(A)`` and ``span(B)``, ``A (n, a)``, ``B (n, b)``.
+
+    ``cos θ_k`` are the singular values of ``Q_Aᵀ Q_B`` (Björck & Golub 1973); min(rank) angles.
+    """
+    if A.dim() != 2 or B.dim() != 2 or A.shape[0] != B.shape[0]:
+        raise ValueError(f"principal_angles: need A (n, a) and B (n, b), got {tuple(A.shape)}, {tuple(B.shape)}")
+    Qa, Qb = orthonormal_basis(A), orthonormal_basis(B)
+    c = torch.linalg.svdvals(Qa.mT @ Qb).clamp(-1.0, 1.0)  # descending cosines
+    return torch.arccos(c)
+
+
+def projection_norms(vectors: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
+    """``‖P_{span(Q)} v_i‖ / ‖v_i‖`` for each column ``v_i`` of ``vectors (n, k)``; ``Q (n, r)`` -> ``(k,)``.
+
+    Conj. 2: the eigenvectors of the most negative eigenvalues lie in span(q) in the limit,
+    i.e. these norms tend to 1.
+    """
+    B = orthonormal_basis(Q)  # (n, r)
+    return (B.mT @ vectors).norm(dim=0) / vectors.norm(dim=0).clamp_min(1e-30)
+
+
+def output_gap(u_phi: torch.Tensor, u_lin: torch.Tensor, reduce: str = "mean") -> torch.Tensor:
+    """``‖u^φ(x) − u^I(x)‖₂`` per point, averaged (``"mean"``) or maximised (``"max"``) over the points.
+
+    Shapes ``(..., n, z)`` -> ``(...)``.
+    """
+    diff = (u_phi - u_lin).norm(dim=-1)  # (..., n)
+    if reduce == "mean":
+        return diff.mean(-1)
+    if reduce == "max":
+        return diff.amax(-1)
+    raise ValueError(f"output_gap: reduce {reduce!r}: allowed values are mean, max")
+
+
+def linear_svm_accuracy(emb: torch.Tensor | np.ndarray, labels: torch.Tensor | np.ndarray, folds: int = 5,
+                        C: float = 1.0, seed: int = 0, standardize: bool = True) -> float:
+    """Mean stratified k-fold accuracy of ``LinearSVC`` on embeddings ``(n, z)`` (Fig. 4 right).
+
+    Features are standardised inside each fold (``StandardScaler`` in a pipeline) when ``standardize``.
+    """
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import LinearSVC
+
+    X = emb.detach().cpu().numpy() if isinstance(emb, torch.Tensor) else np.asarray(emb)
+    y = labels.detach().cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
+    if X.ndim != 2 or y.shape != (X.shape[0],):
+        raise ValueError(f"linear_svm_accuracy: need emb (n, z) and labels (n,), got {X.shape}, {y.shape}")
+    svc = LinearSVC(C=C, max_iter=20000)
+    model = make_pipeline(StandardScaler(), svc) if standardize else svc
+    cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
+    return float(cross_val_score(model, X.astype(np.float64), y, cv=cv).mean())

@@ -1,0 +1,121 @@
+import numpy as np
+import pytest
+import torch
+
+from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel
+from ssldyn.dynamics.q_ode import (eigh_ascending, euler, ode_time, predict, projected_gd_rhs, q_from_weights,
+                                   q_ode_rhs, solve_adaptive, solve_reference, trace_loss_q)
+from ssldyn.objectives import trace_loss
+
+D = torch.float64
+
+
+def _eq9_by_hand(q, lam):
+    # appendix A.5, row j: u̇(v_j) = −2(2λ_j u_j − Σ_i λ_i u_i u_iᵀu_j − λ_j Σ_i u_i u_iᵀ u_j)
+    d, z = q.shape
+    out = np.zeros_like(q)
+    for j in range(d):
+        s1 = sum(lam[i] * q[i] * (q[i] @ q[j]) for i in range(d))
+        s2 = lam[j] * sum(q[i] * (q[i] @ q[j]) for i in range(d))
+        out[j] = -2 * (2 * lam[j] * q[j] - s1 - s2)
+    return out
+
+
+def _problem(d=4, z=2, h=30, seed=0, shift=0.0):
+    g = torch.Generator().manual_seed(seed)
+    C = torch.randn(d, d, generator=g, dtype=D)
+    C = (C + C.T) / 2 + shift * torch.eye(d, dtype=D)
+    lam, V = eigh_ascending(C)
+    W1 = random_stiefel(h, d, generator=g, dtype=D)
+    W2 = random_stiefel(h, z, generator=g, dtype=D)
+    return C, lam, V, W1, W2
+
+
+def test_rhs_is_eq9_written_out():
+    q = np.random.default_rng(0).normal(size=(5, 3))
+    lam = np.random.default_rng(1).normal(size=5)
+    np.testing.assert_allclose(q_ode_rhs(torch.tensor(q), torch.tensor(lam)).numpy(), _eq9_by_hand(q, lam), atol=1e-12)
+    # batched
+    qb = torch.tensor(np.stack([q, 2 * q]))
+    np.testing.assert_allclose(q_ode_rhs(qb, torch.tensor(lam))[1].numpy(), _eq9_by_hand(2 * q, lam), atol=1e-12)
+
+
+def test_integrators_against_scipy_reference():
+    _, lam, V, W1, W2 = _problem()
+    q0 = q_from_weights(W1, W2, V)
+    T = 2.0
+    ref = solve_reference(q0, lam, np.array([0.0, T]))[-1]
+    errs = []
+    for lr in (0.01, 0.005):
+        steps = int(round(T / lr))
+        _, qs = euler(q0, lam, lr, steps)
+        errs.append(np.abs(qs[-1].numpy() - ref).max())
+    assert errs[0] < 0.02 and 1.8 < errs[0] / errs[1] < 2.2  # first order
+    # printed eq. 12 runs at half speed: step k ↔ t = kη/2
+    _, qs12 = euler(q0, lam, 0.005, 800, form="eq12")
+    assert ode_time(800, 0.005, "eq12") == pytest.approx(T)
+    assert np.abs(qs12[-1].numpy() - ref).max() < 0.02
+    ad = solve_adaptive(q0, lam, torch.tensor([0.0, 1.0, T], dtype=D), rtol=1e-10, atol=1e-12)
+    assert np.abs(ad[-1].numpy() - ref).max() < 1e-7
+
+
+def test_gd_on_weights_follows_eq9_at_time_k_eta():
+    C, lam, V, W1, W2 = _problem(h=40, seed=2)
+    W1, W2 = W1.clone().requires_grad_(), W2.clone().requires_grad_()
+    q0 = q_from_weights(W1, W2, V).detach()
+    devs = []
+    for lr in (0.02, 0.01):
+        A, B = W1.detach().clone().requires_grad_(), W2.detach().clone().requires_grad_()
+        opt = ManifoldGD([A, B], lr=lr, mode="riemannian", tangent="grassmann", retraction="polar")
+        steps = int(round(1.0 / lr))
+        for _ in range(steps):
+            opt.zero_grad()
+            trace_loss(A, B, C).backward()
+            opt.step()
+        ref = solve_reference(q0, lam, np.array([0.0, ode_time(steps, lr)]))[-1]
+        devs.append(np.abs(q_from_weights(A, B, V).detach().numpy() - ref).max())
+        # the loss in q coordinates is the trace loss
+        with torch.no_grad():
+            assert float(trace_loss_q(q_from_weights(A, B, V), lam)) == pytest.approx(float(trace_loss(A, B, C)), rel=1e-10)
+    assert devs[1] < devs[0] * 0.6 and devs[1] < 0.02
+
+
+def test_projected_gd_follows_its_own_flow():
+    C, lam, V, W1, W2 = _problem(h=40, seed=3)
+    A, B = W1.clone().requires_grad_(), W2.clone().requires_grad_()
+    q0 = q_from_weights(A, B, V).detach()
+    opt = ManifoldGD([A, B], lr=0.005, mode="projected", retraction="polar")
+    for _ in range(200):
+        opt.zero_grad()
+        trace_loss(A, B, C).backward()
+        opt.step()
+    q = q_from_weights(A, B, V).detach().numpy()
+    ref_own = solve_reference(q0, lam, np.array([0.0, 1.0]), rhs=projected_gd_rhs)[-1]
+    assert np.abs(q - ref_own).max() < 0.01
+
+
+def test_predict_new_points_matches_network():
+    C, lam, V, W1, W2 = _problem()
+    q = q_from_weights(W1, W2, V)
+    x = torch.randn(7, 4, dtype=D)
+    np.testing.assert_allclose(predict(q, V, x).numpy(), (x @ W1.T @ W2).numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("case", ["positive", "negative"])
+def test_theorem3_two_regimes_on_random_matrices(case):
+    rng = np.random.default_rng(5)
+    for trial in range(6):
+        d = 4
+        Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+        lam = rng.uniform(0.2, 1.5, size=d) if case == "positive" else np.sort(rng.uniform(-1.5, 1.0, size=d))
+        if case == "negative":
+            lam[0] = -abs(lam[0]) - 0.2
+        lam = np.sort(lam)
+        W1 = random_stiefel(25, d, generator=torch.Generator().manual_seed(trial), dtype=D)
+        W2 = random_stiefel(25, 1, generator=torch.Generator().manual_seed(100 + trial), dtype=D)
+        q0 = (W1.T @ W2).numpy()  # q in the eigenbasis (V = I)
+        qT = solve_reference(q0, lam, np.array([0.0, 60.0]), rtol=1e-10, atol=1e-12)[-1].ravel()
+        if case == "positive":
+            assert np.linalg.norm(qT) < 1e-3
+        else:
+            assert abs(abs(qT[0]) - 1) < 1e-4 and np.linalg.norm(qT[1:]) < 1e-3

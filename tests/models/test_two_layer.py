@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+import torch
+
+from ssldyn.dynamics.manifold import orthogonality_error
+from ssldyn.models.two_layer import DeepLinearNet, TwoLayerNet
+from ssldyn.objectives import simple_contrastive
+
+
+def test_forward_is_w2t_phi_w1x_per_member():
+    net = TwoLayerNet(3, 7, 2, activation="tanh", regime="unconstrained", ensemble=2, dtype=torch.float64)
+    x = torch.randn(5, 3, dtype=torch.float64)
+    out = net(x)
+    for e in range(2):
+        W1, W2 = net.W1[e].detach().numpy(), net.W2[e].detach().numpy()
+        ref = np.stack([W2.T @ np.tanh(W1 @ xi) for xi in x.numpy()])
+        np.testing.assert_allclose(out[e].detach().numpy(), ref, atol=1e-12)
+        np.testing.assert_allclose(net.forward_linear(x)[e].detach().numpy(), x.numpy() @ (W2.T @ W1).T, atol=1e-12)
+
+
+def test_orthogonal_init_and_scaled_factor():
+    net = TwoLayerNet(4, 30, 3, regime="orthogonal", ensemble=3, dtype=torch.float64)
+    assert orthogonality_error(net.W1).max() < 1e-12 and orthogonality_error(net.W2).max() < 1e-12
+    sc = TwoLayerNet(4, 30, 3, regime="scaled", init="normal", ensemble=2, dtype=torch.float64)
+    ref = [np.linalg.norm(sc.W1[e].detach().numpy(), 2) ** 2 * np.linalg.norm(sc.W2[e].detach().numpy(), 2) ** 2
+           for e in range(2)]
+    np.testing.assert_allclose(sc.loss_scale().detach().numpy(), ref, rtol=1e-10)
+    with pytest.raises(ValueError, match="width"):
+        TwoLayerNet(5, 4, 2, regime="orthogonal")
+
+
+def test_frobenius_regime_keeps_norm_bounds():
+    net = TwoLayerNet(3, 10, 2, regime="frobenius", frobenius=(0.5, 2.0), ensemble=2, dtype=torch.float64)
+    with torch.no_grad():
+        net.W1.mul_(10)
+        net.W2.mul_(10)
+    net.project_()
+    assert torch.allclose(net.W1.flatten(1).norm(dim=1), torch.tensor(0.5, dtype=torch.float64))
+    assert torch.allclose(net.W2.flatten(1).norm(dim=1), torch.tensor(2.0, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("act,regime", [("sigmoid", "orthogonal"), ("tanh", "unconstrained")])
+def test_width_and_seed_ensemble_equals_separate_runs(act, regime):
+    widths, seeds = [6, 12, 9], [3, 4, 5]
+    x = torch.randn(8, 3, dtype=torch.float64)
+    xp, xn = x + 0.1 * torch.randn_like(x), x.flip(0)
+    ens = TwoLayerNet(3, 12, 2, act, regime, ensemble=3, widths=widths, seeds=seeds, dtype=torch.float64)
+    singles = [TwoLayerNet(3, w, 2, act, regime, seeds=[s], dtype=torch.float64) for w, s in zip(widths, seeds)]
+
+    def step(net):
+        net.zero_grad()
+        simple_contrastive(net(x), net(xp), net(xn)).sum().backward()
+        net.mask_grads_()
+        with torch.no_grad():
+            for W in net.weights():
+                W -= 0.05 * W.grad
+        net.project_()
+
+    for _ in range(5):
+        step(ens)
+        for s in singles:
+            step(s)
+    out = ens(x)
+    for e, s in enumerate(singles):
+        np.testing.assert_allclose(out[e].detach().numpy(), s(x)[0].detach().numpy(), atol=1e-10)
+        np.testing.assert_allclose(ens.W1[e, widths[e]:].detach().numpy(), 0.0)
+
+
+def test_deep_linear_product_and_orthogonality():
+    net = DeepLinearNet(3, [8, 8, 8], 2, regime="orthogonal", ensemble=2, dtype=torch.float64)
+    A = net.end_to_end()
+    for e in range(2):
+        Ws = [W[e].detach().numpy() for W in net.layers]
+        ref = Ws[3].T @ Ws[2] @ Ws[1] @ Ws[0]
+        np.testing.assert_allclose(A[e].detach().numpy(), ref, atol=1e-12)
+    # orthonormal columns of W3 W2 W1 (a product of Stiefel matrices)
+    P = net.layers[2] @ net.layers[1] @ net.layers[0]
+    assert orthogonality_error(P).max() < 1e-12
+    x = torch.randn(4, 3, dtype=torch.float64)
+    np.testing.assert_allclose(net(x)[1].detach().numpy(), x.numpy() @ A[1].detach().numpy().T, atol=1e-12)

@@ -1,0 +1,285 @@
+"""Batched-ensemble SGD for the receptive-field networks of `nonlinearity` Sec. 5 / App. E.2.
+
+Many independent runs (different seeds, widths M = β·P, activations, losses, BN variants,
+data sets) are trained as one :class:`~ssldyn.models.rf_net.EnsembleRFNet`: members never
+interact (the total loss is the sum of member losses and SGD with momentum and weight decay
+is element-wise, with a per-member learning rate), so each member follows the trajectory of
+the same run trained alone with the same seed (tested; differences are float round-off of
+the padded contractions).
+
+- :func:`plan_ensembles` groups runs into ensembles so that the batched contractions are
+  large: runs with close M share one ensemble (padded to the largest M, padded filters stay
+  exactly zero), activations, losses and BN variants are mixed freely inside an ensemble.
+- :class:`EnsembleSGD` is ``torch.optim.SGD`` (momentum, dampening 0, L2 weight decay added to
+  the gradient) with one learning rate per member.
+- :func:`train_token_ensemble` trains token-generator runs (:mod:`ssldyn.data.tokens`) and
+  records χ̄± (:mod:`ssldyn.probes.chi`) and the loss over training.
+- :func:`train_ensemble` is the data-agnostic loop (batches from a callable), for reuse on
+  other inputs (e.g. MNIST quadrants).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from ssldyn.data.tokens import TokenGenerator, TokenSpec, TokenStream
+from ssldyn.models.rf_net import EnsembleRFNet
+from ssldyn.probes.chi import chi_scores
+
+LOSSES = ("infonce", "quadratic")
+INIT_SEED_OFFSET = 7919  # network init seed = run seed + offset (data use the run seed itself)
+
+
+@dataclass(frozen=True)
+class TokenRun:
+    """One training run of Sec. 5 (defaults: the reference implementation's documented command).
+
+    ``filters`` M = β·P. ``seed`` seeds the data set (generators, allowed sets, batches) and,
+    offset by :data:`INIT_SEED_OFFSET`, the network initialisation.
+    """
+
+    spec: TokenSpec = field(default_factory=TokenSpec)
+    beta: int = 5
+    activation: str = "relu"
+    loss: str = "infonce"
+    bn: str = "mean_only"
+    seed: int = 0
+    lr: float = 0.02
+    momentum: float = 0.9
+    weight_decay: float = 5e-3
+    batch: int = 128
+    temperature: float = 0.1
+    out_dim: int = 50
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"TokenRun.loss {self.loss!r}: allowed values are {', '.join(LOSSES)}")
+        if self.beta < 1:
+            raise ValueError(f"TokenRun.beta={self.beta}: must be >= 1")
+
+    @property
+    def filters(self) -> int:
+        return self.beta * self.spec.P
+
+    def key(self) -> str:
+        """Stable hash of the run's settings (for caches)."""
+        return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+class EnsembleSGD:
+    """SGD with momentum and weight decay, element-wise, one learning rate per member.
+
+    Update (as ``torch.optim.SGD``, dampening 0, nesterov off):
+    ``b ← μ b + (∇ + λ p)`` (``b = ∇ + λ p`` at the first step), ``p ← p − lr_e b``.
+    """
+
+    def __init__(self, params: Sequence[torch.nn.Parameter], lr: torch.Tensor | float, momentum: float = 0.9,
+                 weight_decay: float = 0.0) -> None:
+        self.params = list(params)
+        self.lr = lr
+        self.momentum, self.weight_decay = momentum, weight_decay
+        self.bufs: list[torch.Tensor | None] = [None] * len(self.params)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for i, p in enumerate(self.params):
+            d = p.grad
+            if self.weight_decay:
+                d = d.add(p, alpha=self.weight_decay)
+            if self.bufs[i] is None:
+                self.bufs[i] = d.clone()
+            else:
+                self.bufs[i].mul_(self.momentum).add_(d)
+            lr = self.lr
+            if isinstance(lr, torch.Tensor):
+                p.addcmul_(self.bufs[i], lr.view(-1, *([1] * (p.dim() - 1))), value=-1.0)
+            else:
+                p.add_(self.bufs[i], alpha=-lr)
+
+
+def plan_ensembles(filters: Sequence[int], overhead: int = 8, slack: float = 0.25,
+                   max_elems: int = 8_000_000, rows: int = 256, K: int = 10) -> list[list[int]]:
+    """Group runs (given their M) into ensembles; returns lists of run indices.
+
+    Runs are sorted by M; the next run joins the current group while the padded cost
+    ``(M_pad + overhead)·n`` stays within ``(1 + slack)`` of the unpadded ``Σ (M + overhead)``
+    (``overhead`` ~ the per-member fixed cost in units of one filter) and the activation
+    tensor ``n · rows · K · M_pad`` stays below ``max_elems`` elements.
+    """
+    order = sorted(range(len(filters)), key=lambda i: filters[i])
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    cost = 0.0
+    for i in order:
+        m = filters[i]
+        if cur:
+            n = len(cur) + 1
+            padded = (m + overhead) * n  # m is the new max (sorted)
+            if padded <= (1 + slack) * (cost + m + overhead) and n * rows * K * m <= max_elems:
+                cur.append(i)
+                cost += m + overhead
+                continue
+            groups.append(cur)
+        cur, cost = [i], float(m + overhead)
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+@dataclass
+class RunTrace:
+    """What one run records: χ̄± and the loss at the logged steps, final filters."""
+
+    steps: np.ndarray
+    chi_plus: np.ndarray
+    chi_minus: np.ndarray
+    loss: np.ndarray
+    filters: np.ndarray | None = None  # (K, M, d) final filters
+    relevant: np.ndarray | None = None  # (K, n_tokens)
+    allowed: np.ndarray | None = None  # (K, P)
+
+
+def train_ensemble(net: EnsembleRFNet, next_batch: Callable[[int], dict], loss_fn: Callable, opt: EnsembleSGD,
+                   steps: int, log_every: int, probe: Callable[[int, torch.Tensor | None], None],
+                   on_step: Callable[[], None] | None = None) -> None:
+    """The training loop: ``steps`` SGD steps; ``probe(step, losses)`` at step 0 and every ``log_every``.
+
+    ``next_batch(t)`` returns the keyword inputs of :meth:`EnsembleRFNet.loss_and_grad`
+    (``x=...`` or ``tokens=..., embedding=...``). ``probe`` is called before the update of step
+    ``t`` (step 0: at initialisation, with that batch's loss) and after the last step.
+    """
+    losses = None
+    for t in range(steps):
+        batch = next_batch(t)
+        losses = net.loss_and_grad(loss_fn, **batch)
+        if t % log_every == 0:
+            probe(t, losses)
+        opt.step()
+        if on_step is not None:
+            on_step()
+    with torch.no_grad():
+        probe(steps, losses)
+
+
+def _loss_fn(losses: Sequence[str], temperature: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    from ssldyn.objectives import info_nce, quadratic_contrastive_loss
+
+    runs = []
+    for i, name in enumerate(losses):
+        if runs and runs[-1][0] == name:
+            runs[-1][2] = i + 1
+        else:
+            runs.append([name, i, i + 1])
+
+    def fn(z: torch.Tensor) -> torch.Tensor:  # z: (E, 2, N, out)
+        parts = []
+        for name, s, t in runs:
+            z1, z2 = z[s:t, 0], z[s:t, 1]  # (E', N, out)
+            if name == "infonce":
+                parts.append(info_nce(z1, z2, temperature, negatives="view1"))
+            else:
+                parts.append(quadratic_contrastive_loss(z1, z2, temperature))
+        return torch.cat(parts)  # (E,)
+
+    return fn
+
+
+def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 100, keep_filters: bool = False,
+                         on_step: Callable[[], None] | None = None) -> list[RunTrace]:
+    """Train token-generator runs as ONE ensemble; returns one :class:`RunTrace` per run (input order).
+
+    All runs must share K, input dimension, batch, temperature and out_dim; they may differ in
+    everything else (data set, ζ, P, β, activation, loss, BN variant, seed, lr, momentum, wd —
+    momentum and wd must be equal).
+    """
+    if not runs:
+        return []
+    first = runs[0]
+    for r in runs:
+        if (r.spec.K, r.spec.dim, r.batch, r.temperature, r.out_dim, r.momentum, r.weight_decay) != (
+                first.spec.K, first.spec.dim, first.batch, first.temperature, first.out_dim, first.momentum,
+                first.weight_decay):
+            raise ValueError("train_token_ensemble: runs must share K, input dim, batch, temperature, out_dim, "
+                             "momentum and weight_decay")
+    # members sorted by (activation, loss) so both are contiguous slices
+    perm = sorted(range(len(runs)), key=lambda i: (runs[i].activation, runs[i].loss))
+    rs = [runs[i] for i in perm]
+    E = len(rs)
+    streams: dict[tuple, TokenStream] = {}
+    member_stream = []
+    for r in rs:
+        key = (r.spec, r.seed, r.batch)
+        if key not in streams:
+            streams[key] = TokenStream(TokenGenerator(r.spec, r.seed), r.batch)
+        member_stream.append(list(streams).index(key))
+    stream_list = list(streams.values())
+    sidx = torch.tensor(member_stream)
+    emb = torch.stack([stream_list[s].gen.embedding for s in member_stream])  # (E, T, d)
+    relevant = torch.stack([stream_list[s].gen.relevant for s in member_stream])  # (E, K, T)
+    net = EnsembleRFNet(first.spec.K, first.spec.dim, [r.filters for r in rs], out_dim=first.out_dim, ensemble=E,
+                        activation=[r.activation for r in rs], bn=[r.bn for r in rs],
+                        seeds=[r.seed + INIT_SEED_OFFSET for r in rs])
+    lr = torch.tensor([r.lr for r in rs], dtype=torch.float32)
+    opt = EnsembleSGD([net.W, net.V], lr, momentum=first.momentum, weight_decay=first.weight_decay)
+    loss_fn = _loss_fn([r.loss for r in rs], first.temperature)
+    absolute = torch.tensor([r.activation == "linear" for r in rs])
+    log: dict[str, list] = {"step": [], "chi_plus": [], "chi_minus": [], "loss": []}
+
+    def next_batch(t: int) -> dict:
+        toks = torch.stack([s.next() for s in stream_list])  # (S, 2, N, K)
+        return {"tokens": toks[sidx] if len(stream_list) > 1 else toks.expand(E, *toks.shape[1:]),
+                "embedding": emb}
+
+    def probe(t: int, losses: torch.Tensor | None) -> None:
+        with torch.no_grad():
+            cp, cm = chi_scores(net.W, emb, relevant, absolute=absolute, filter_mask=net.filter_mask)
+        log["step"].append(t)
+        log["chi_plus"].append(cp.numpy().copy())
+        log["chi_minus"].append(cm.numpy().copy())
+        log["loss"].append(losses.numpy().copy() if losses is not None else np.full(E, np.nan, np.float32))
+
+    train_ensemble(net, next_batch, loss_fn, opt, steps, log_every, probe, on_step)
+    steps_arr = np.asarray(log["step"])
+    cp, cm, ls = (np.stack(log[k], 1) for k in ("chi_plus", "chi_minus", "loss"))  # (E, n_log)
+    out: list[RunTrace | None] = [None] * E
+    for j, i in enumerate(perm):
+        r = rs[j]
+        tr = RunTrace(steps_arr, cp[j], cm[j], ls[j])
+        if keep_filters:
+            g = stream_list[member_stream[j]].gen
+            tr.filters = net.W.detach()[j, :, : r.filters].numpy().copy()
+            tr.relevant = g.relevant.numpy().copy()
+            tr.allowed = g.allowed.numpy().copy()
+        out[i] = tr
+    return out  # type: ignore[return-value]
+
+
+def train_token_runs(runs: Sequence[TokenRun], steps: int, log_every: int = 100, keep_filters: bool = False,
+                     max_elems: int = 8_000_000, progress: Callable[[int], None] | None = None) -> list[RunTrace]:
+    """Train any set of runs: grouped by :func:`plan_ensembles` (and by the shared settings), in input order.
+
+    ``progress(n)`` is called after each ensemble with the number of runs it finished.
+    """
+    shared: dict[tuple, list[int]] = {}
+    for i, r in enumerate(runs):
+        shared.setdefault((r.spec.K, r.spec.dim, r.batch, r.temperature, r.out_dim, r.momentum, r.weight_decay),
+                          []).append(i)
+    out: list[RunTrace | None] = [None] * len(runs)
+    for idx in shared.values():
+        first = runs[idx[0]]
+        groups = plan_ensembles([runs[i].filters for i in idx], max_elems=max_elems, rows=2 * first.batch,
+                                K=first.spec.K)
+        for grp in groups:
+            members = [idx[g] for g in grp]
+            traces = train_token_ensemble([runs[i] for i in members], steps, log_every, keep_filters)
+            for i, tr in zip(members, traces):
+                out[i] = tr
+            if progress is not None:
+                progress(len(members))
+    return out  # type: ignore[return-value]

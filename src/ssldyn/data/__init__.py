@@ -3,3 +3,6 @@
 # grassmann: half-moons views (Example 1) and MNIST / Fashion-MNIST loaders (Fig. 4)
 from ssldyn.data.mnist import class_subset, load_mnist, mnist_two_class, preprocess, read_idx  # noqa: E402
 from ssldyn.data.moons import SSLViews, half_moons, make_views  # noqa: E402
+
+# variational: clustered data of eq. (16), the 2-D/3-D sets of Fig. 5-6
+from ssldyn.data.clustered import ClusteredData, clustered_data, clusters_3d, four_clusters_2d  # noqa: E402

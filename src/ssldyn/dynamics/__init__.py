@@ -18,3 +18,11 @@ from ssldyn.dynamics.q_ode import eigh_ascending, predict, q_from_weights, q_ode
 
 __all__ += ["ManifoldGD", "random_stiefel", "retract", "stiefel_tangent", "eigh_ascending", "predict",
             "q_from_weights", "q_ode_rhs", "solve_reference"]
+
+# variational: function-space flow (Prop. 4.1), vanilla GD (eq. 14), weight-space GD on embeddings
+from ssldyn.dynamics.function_space import (NetworkKernel, function_space_flow, pointwise_gradient,  # noqa: E402
+                                            project_sphere, vanilla_gradient_descent)
+from ssldyn.dynamics.weight_space import train_weight_space  # noqa: E402
+
+__all__ += ["NetworkKernel", "function_space_flow", "pointwise_gradient", "project_sphere",
+            "vanilla_gradient_descent", "train_weight_space"]

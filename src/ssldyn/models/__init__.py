@@ -8,3 +8,10 @@ __all__ = ["EnsembleLinear", "broadcast_members"]
 from ssldyn.models.two_layer import DeepLinearNet, TwoLayerNet  # noqa: E402
 
 __all__ += ["TwoLayerNet", "DeepLinearNet"]
+
+# variational: averaging net of eq. (18)-(19), plain MLP (App. B), centred ("shifted") wrapper
+from ssldyn.models.averaging import AveragingNet, averaging_matrix  # noqa: E402
+from ssldyn.models.mlp import MLP  # noqa: E402
+from ssldyn.models.shifted import ShiftedModel  # noqa: E402
+
+__all__ += ["AveragingNet", "averaging_matrix", "MLP", "ShiftedModel"]

@@ -3,3 +3,7 @@
 # grassmann: collapse and subspace probes
 from ssldyn.probes.collapse import effective_rank, singular_value_ratio  # noqa: E402
 from ssldyn.probes.subspace import linear_svm_accuracy, output_gap, principal_angles, projection_norms  # noqa: E402
+
+# variational: cluster structure, uniformity/alignment, invariance
+from ssldyn.probes.cluster import (alignment, angular_spread, invariance_gap, silhouette_cosine,  # noqa: E402
+                                   uniformity, uniformity_reference)

@@ -1,0 +1,214 @@
+"""Function-space flows of ``variational`` Sec. 4.1: the kernel flow (Prop. 4.1) and vanilla GD (eq. 13–14).
+
+Normalisation. For embeddings ``z = (z_1..z_n)`` and a loss 𝓛(z) that is a *mean* over
+samples (eq. 9, ``𝓛 = (1/n) Σ_i L(z_i)``) write ``g_j = ∂𝓛/∂z_j`` and ``∇L(z_j) = n g_j``
+(the paper's per-sample gradient; for contrastive losses ``L`` depends on all of ``z``, and
+``n g_j`` is the gradient of the whole cost w.r.t. ``z_j``). Then, with step ``σ``,
+
+* kernel flow, eq. (11)/(15):  ``z_i ← z_i − (σ/n) Σ_j K_ij ∇L(z_j) = z_i − σ Σ_j K_ij g_j``;
+* vanilla GD, eq. (14):        ``z_i ← z_i − σ ∇L(z_i) = z_i − σ n g_i`` (K = I in eq. 13),
+
+optionally followed by the projection onto the sphere (the constraint set C of Sec. 2).
+The kernel is a fixed tensor (closed form, infinite width), or a :class:`NetworkKernel` that
+re-evaluates the empirical NTK from the current weights every ``refresh_every`` steps while
+moving the weights along ``ẇ = −Σ_i J_iᵀ g_i`` (the weight flow whose outputs the kernel
+flow describes). Every flow reports into a :class:`~ssldyn.dynamics.Trajectory`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ssldyn.dynamics.trajectory import Trajectory
+
+__all__ = ["loss_and_grad", "apply_kernel", "function_space_flow", "vanilla_gradient_descent", "NetworkKernel",
+           "pointwise_gradient", "project_sphere", "step_schedule"]
+
+LossFn = Callable[[Tensor], Tensor]
+Probe = Callable[[Tensor], Any]
+
+
+def project_sphere(z: Tensor) -> Tensor:
+    """Rows onto the unit sphere S^{d-1}."""
+    return z / z.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(z.dtype).tiny)
+
+
+def step_schedule(spec: int | Iterable[int] | None, steps: int) -> set[int]:
+    """``None`` -> {}; an int ``k`` -> {0, k, 2k, ..., steps}; an iterable -> those steps (<= steps)."""
+    if spec is None:
+        return set()
+    if isinstance(spec, int):
+        if spec < 1:
+            raise ValueError(f"schedule interval must be >= 1, got {spec}")
+        return set(range(0, steps + 1, spec)) | {steps}
+    return {int(s) for s in spec if 0 <= int(s) <= steps}
+
+
+def loss_and_grad(loss_fn: LossFn, z: Tensor) -> tuple[Tensor, Tensor]:
+    """``(𝓛(z), ∂𝓛/∂z)``; a loss with an ensemble axis ``(E,)`` is summed (members are independent)."""
+    z = z.detach().requires_grad_(True)
+    with torch.enable_grad():
+        loss = loss_fn(z)
+        (g,) = torch.autograd.grad(loss.sum(), z)
+    return loss.detach(), g
+
+
+def apply_kernel(K: Tensor, g: Tensor) -> Tensor:
+    """``(K g)_i = Σ_j K_ij g_j`` for ``K`` of shape ``(..., n, n, d, d)`` or ``(..., n, n)`` (times I_d)."""
+    if K.dim() >= 4 and K.shape[-1] == g.shape[-1] and K.shape[-2] == g.shape[-1] and K.shape[-3] == g.shape[-2]:
+        return torch.einsum("...ijab,...jb->...ia", K, g)
+    return K @ g  # scalar kernel (..., n, n)
+
+
+class NetworkKernel:
+    """The empirical NTK of ``model`` on ``x``, re-evaluated every ``refresh_every`` steps.
+
+    ``advance(g, lr)`` moves the weights by ``−lr Σ_i J_iᵀ g_i`` (one step of the weight flow
+    whose output velocity is ``−K g``), so a refreshed kernel follows the trained network.
+
+    Args:
+        model: any ``nn.Module`` mapping ``x`` to ``(n, d)`` or ``(1, n, d)``.
+        x: ``(n, ...)`` training inputs.
+        refresh_every: recompute the kernel every this many steps (None: only at step 0, the
+            "lazy" kernel).
+        kernel: ``kernel(model, x) -> K``; default the empirical NTK
+            (:func:`ssldyn.kernels.empirical_ntk`). A closed form (e.g. of the averaging net)
+            can be passed here.
+        move_weights: update the weights in :meth:`advance` (False keeps them fixed).
+    """
+
+    def __init__(self, model: nn.Module, x: Tensor, refresh_every: int | None = 1,
+                 kernel: Callable[[nn.Module, Tensor], Tensor] | None = None, move_weights: bool = True) -> None:
+        from ssldyn.kernels.ntk import empirical_ntk
+
+        self.model, self.x, self.refresh_every = model, x, refresh_every
+        self.kernel = kernel or (lambda m, xx: empirical_ntk(m, None, xx))
+        self.move_weights = move_weights
+        self.evaluations = 0
+
+    def __call__(self, step: int, z: Tensor) -> Tensor | None:
+        """The kernel to use from ``step`` on, or None to keep the previous one."""
+        if step == 0 or (self.refresh_every and step % self.refresh_every == 0):
+            self.evaluations += 1
+            return self.kernel(self.model, self.x).detach()
+        return None
+
+    def outputs(self) -> Tensor:
+        with torch.no_grad():
+            out = self.model(self.x)
+        return out[0] if out.dim() == 3 and out.shape[0] == 1 else out
+
+    def advance(self, g: Tensor, lr: float) -> None:
+        if not self.move_weights:
+            return
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        with torch.enable_grad():
+            out = self.model(self.x)
+            out = out[0] if out.dim() == 3 and out.shape[0] == 1 else out
+            grads = torch.autograd.grad((out * g).sum(), params, allow_unused=True)
+        with torch.no_grad():
+            for p, gp in zip(params, grads):
+                if gp is not None:
+                    p.sub_(lr * gp)
+
+
+def _record(traj: Trajectory, step: int, z: Tensor, loss: Tensor, g: Tensor, probes: Mapping[str, Probe] | None,
+            log: bool, snap: bool) -> None:
+    n = z.shape[-2]
+    if log:
+        if loss.dim() == 0:
+            traj.log(step, loss=loss)
+        else:
+            traj.log_members(step, "loss", loss)
+        for name, fn in (probes or {}).items():
+            if z.dim() == 2:
+                traj.log(step, **{name: fn(z)})
+            else:
+                traj.log_members(step, name, [fn(zm) for zm in z])
+    if snap:
+        traj.snapshot(step, "z", z)
+        traj.snapshot(step, "neg_grad", -n * g)
+
+
+def function_space_flow(z0: Tensor, loss_fn: LossFn, kernel: Tensor | NetworkKernel | Callable[[int, Tensor], Tensor | None],
+                        *, steps: int, lr: float, project: str | None = None, probes: Mapping[str, Probe] | None = None,
+                        log_every: int | Iterable[int] | None = 1, snapshot_every: int | Iterable[int] | None = None,
+                        trajectory: Trajectory | None = None,
+                        track: Callable[[Iterable[int]], Iterable[int]] | None = None) -> tuple[Trajectory, Tensor]:
+    """Euler steps of ``ż_i = −(1/n) Σ_j K_ij ∇L(z_j) = −Σ_j K_ij ∂𝓛/∂z_j`` (Prop. 4.1, eq. 11/15).
+
+    Args:
+        z0: ``(n, d)`` initial embeddings (or ``(E, n, d)`` with an ``(E, n, n, ...)`` kernel).
+        loss_fn: ``z -> 𝓛(z)``, the mean loss (scalar, or ``(E,)``).
+        kernel: ``(n, n, d, d)`` / ``(n, n)`` fixed tensor; or a callable ``kernel(step, z)``
+            returning a new kernel or None (keep); a :class:`NetworkKernel` also has its weights
+            advanced along with ``z``.
+        steps, lr: number of steps and step size σ.
+        project: ``"sphere"`` to project every iterate onto S^{d-1}, or None.
+        probes: ``name -> fn(z)`` scalars logged every ``log_every`` steps (besides ``loss``).
+        snapshot_every: steps at which ``z`` and ``neg_grad`` = ``−∇L(z_i) = −n ∂𝓛/∂z_i`` are kept.
+    Returns:
+        ``(trajectory, z_final)``.
+    """
+    if project not in (None, "sphere"):
+        raise ValueError(f"project {project!r}: allowed values are None, 'sphere'")
+    traj = trajectory if trajectory is not None else Trajectory()
+    logs, snaps = step_schedule(log_every, steps), step_schedule(snapshot_every, steps)
+    z = z0.detach().clone()
+    if project == "sphere":
+        z = project_sphere(z)
+    K = kernel if isinstance(kernel, Tensor) else None
+    it = range(steps + 1)
+    for step in (track(it) if track else it):
+        loss, g = loss_and_grad(loss_fn, z)
+        _record(traj, step, z, loss, g, probes, step in logs, step in snaps)
+        if step == steps:
+            break
+        if not isinstance(kernel, Tensor):
+            new = kernel(step, z)
+            K = new if new is not None else K
+            if K is None:
+                raise ValueError("function_space_flow: the kernel callable returned None at step 0")
+        z = z - lr * apply_kernel(K, g)
+        if isinstance(kernel, NetworkKernel):
+            kernel.advance(g, lr)
+        if project == "sphere":
+            z = project_sphere(z)
+    return traj, z
+
+
+def vanilla_gradient_descent(z0: Tensor, loss_fn: LossFn, *, steps: int, lr: float, project: str | None = "sphere",
+                             **kw: Any) -> tuple[Trajectory, Tensor]:
+    """eq. (14): ``z_i ← P_C(z_i − σ ∇L(z_i))`` with ``∇L(z_i) = n ∂𝓛/∂z_i`` (K = I, eq. 13).
+
+    Same arguments as :func:`function_space_flow`; projected onto the sphere by default.
+    """
+    n = z0.shape[-2]
+
+    def identity_kernel(step: int, z: Tensor) -> Tensor | None:
+        return torch.eye(n, dtype=z.dtype, device=z.device) * n if step == 0 else None
+
+    return function_space_flow(z0, loss_fn, identity_kernel, steps=steps, lr=lr, project=project, **kw)
+
+
+def pointwise_gradient(loss_fn: LossFn, z: Tensor, queries: Tensor) -> Tensor:
+    """Row ``i``: ``∇L`` at the query ``u_i`` put in place of ``z_i``, i.e. ``n ∂𝓛(z_{−i}, u_i)/∂u_i``.
+
+    The gradient field of eq. (7) evaluated off the sample: vanilla GD (eq. 14) updates the
+    embedding map at any input, e.g. at a perturbed ``T(x_i)``, by ``f ← f − σ ∇L(f)`` using
+    the current embedded measure. Equals ``n ∂𝓛/∂z`` when ``queries = z``. ``(n, d)`` only.
+    """
+    from torch.func import grad, vmap
+
+    n = z.shape[-2]
+    idx = torch.arange(n, device=z.device)
+
+    def one(i: Tensor, u: Tensor) -> Tensor:
+        mask = (torch.arange(n, device=z.device) == i)[:, None]
+        return loss_fn(torch.where(mask, u[None, :], z))
+
+    return n * vmap(grad(one, argnums=1))(idx, queries.detach())

@@ -1,0 +1,57 @@
+"""A plain fully connected network of configurable depth (the 4-layer net of ``variational`` App. B)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from ssldyn.models.activations import Activation, get_activation
+from ssldyn.models.ensemble import EnsembleLinear
+
+__all__ = ["MLP"]
+
+
+class MLP(nn.Module):
+    """``x -> L_depth ∘ σ ∘ ... ∘ σ ∘ L_1 (x)`` with ``depth`` linear layers and ``ensemble`` members.
+
+    Args:
+        in_dim, out_dim: input and output (embedding) dimensions.
+        hidden: width of every hidden layer (int) or a list of ``depth - 1`` widths.
+        depth: number of linear layers (>= 1); App. B uses 4.
+        activation: name for :func:`ssldyn.models.activations.get_activation`.
+        bias: biases in every layer.
+        ensemble: E independent members (parameters ``(E, out, in)``).
+        init: ``"torch"`` (nn.Linear default, Kaiming-uniform) or ``"normal"`` with
+            ``std = gain/√fan_in``.
+
+    Input ``(n, in_dim)`` or ``(E, n, in_dim)`` -> ``(E, n, out_dim)``.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, hidden: int | Sequence[int] = 64, depth: int = 4,
+                 activation: str | Activation = "relu", *, bias: bool = True, ensemble: int = 1,
+                 init: str = "torch", gain: float = 1.0, generator: torch.Generator | None = None,
+                 dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        if depth < 1:
+            raise ValueError(f"MLP: depth must be >= 1, got {depth}")
+        widths = [hidden] * (depth - 1) if isinstance(hidden, int) else [int(h) for h in hidden]
+        if len(widths) != depth - 1:
+            raise ValueError(f"MLP: hidden must be an int or a list of depth-1={depth - 1} widths, got {hidden}")
+        dims = [in_dim, *widths, out_dim]
+        self.activation = get_activation(activation)
+        self.ensemble = ensemble
+        self.layers = nn.ModuleList()
+        for a, b in zip(dims[:-1], dims[1:]):
+            lin = EnsembleLinear(a, b, ensemble=ensemble, bias=bias, init="torch" if init == "torch" else "normal",
+                                 std=gain / a**0.5, generator=generator, dtype=dtype)
+            self.layers.append(lin)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = x
+        for i, layer in enumerate(self.layers):
+            h = layer(h)  # (E, n, width)
+            if i < len(self.layers) - 1:
+                h = self.activation(h)
+        return h  # (E, n, out_dim)

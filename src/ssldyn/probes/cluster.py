@@ -1,0 +1,121 @@
+"""Cluster structure of embeddings, uniformity/alignment and invariance (``variational`` Sec. 4, Fig. 5–6).
+
+* :func:`silhouette_cosine` — silhouette score of the embeddings w.r.t. the true cluster
+  labels with cosine distance ``1 − cos`` (Rousseeuw 1987; equals scikit-learn's
+  ``silhouette_score(z, labels, metric="cosine")``). Near 1: tight, separated clusters;
+  near 0: no cluster structure.
+* :func:`uniformity` / :func:`alignment` — Wang & Isola (2020):
+  ``log E_{i≠j} exp(−t‖u_i − u_j‖²)`` on the normalised embeddings and ``E‖u − v‖^α`` over
+  positive pairs. :func:`uniformity_reference` gives the value of n equally spaced points
+  on S¹ (the uniform optimum in 2-D) or of the continuous uniform measure on S^{d−1}.
+* :func:`angular_spread` — mean angle (radians) between each normalised embedding and its
+  cluster's mean direction, averaged over clusters.
+* :func:`invariance_gap` — ``E‖f(T(x)) − f(x)‖`` over samples and draws of the perturbation.
+
+All accept ``(n, d)`` tensors or arrays (one member) and return Python floats.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = ["silhouette_cosine", "uniformity", "alignment", "uniformity_reference", "angular_spread",
+           "invariance_gap"]
+
+
+def _t(z) -> Tensor:
+    z = torch.as_tensor(np.asarray(z) if not isinstance(z, Tensor) else z).detach()
+    if z.dim() != 2:
+        raise ValueError(f"embeddings must have shape (n, d), got {tuple(z.shape)}")
+    return z.to(torch.float64)
+
+
+def _unit(z: Tensor) -> Tensor:
+    return z / z.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+
+
+def silhouette_cosine(z, labels) -> float:
+    """Mean silhouette ``s_i = (b_i − a_i)/max(a_i, b_i)`` with cosine distance; clusters of size 1 give 0."""
+    z = _unit(_t(z))
+    lab = torch.as_tensor(np.asarray(labels)).long()
+    classes = torch.unique(lab)
+    if not 2 <= classes.numel() <= z.shape[0] - 1:
+        raise ValueError(f"silhouette_cosine: need 2 <= number of clusters <= n-1, got {classes.numel()}")
+    dist = (1.0 - z @ z.T).clamp_min(0.0)  # (n, n)
+    onehot = (lab[:, None] == classes[None, :]).to(dist.dtype)  # (n, C)
+    sums = dist @ onehot  # (n, C): sum of distances to each cluster
+    counts = onehot.sum(0)  # (C,)
+    own = onehot.argmax(1)  # (n,)
+    own_count = counts[own]
+    a = sums[torch.arange(len(lab)), own] / (own_count - 1).clamp_min(1)  # (n,)
+    other = sums / counts
+    other[torch.arange(len(lab)), own] = math.inf
+    b = other.min(1).values
+    s = (b - a) / torch.maximum(a, b).clamp_min(1e-300)
+    s = torch.where(own_count > 1, s, torch.zeros_like(s))
+    return float(s.mean())
+
+
+def uniformity(z, t: float = 2.0) -> float:
+    """Wang & Isola (2020): ``log mean_{i≠j} exp(−t ‖u_i − u_j‖²)``, ``u = z/‖z‖``. Lower = more uniform."""
+    u = _unit(_t(z))
+    n = u.shape[0]
+    sq = (2.0 - 2.0 * (u @ u.T)).clamp_min(0.0)  # (n, n)
+    off = ~torch.eye(n, dtype=torch.bool)
+    return float(torch.logsumexp(-t * sq[off], 0) - math.log(n * (n - 1)))
+
+
+def alignment(z1, z2, alpha: float = 2.0) -> float:
+    """Wang & Isola (2020): ``mean_i ‖u_i − v_i‖^α`` over positive pairs (normalised)."""
+    u, v = _unit(_t(z1)), _unit(_t(z2))
+    return float(((u - v).norm(dim=-1) ** alpha).mean())
+
+
+def uniformity_reference(n: int | None = None, d: int = 2, t: float = 2.0) -> float:
+    """Uniformity of the uniform optimum: ``n`` equally spaced points on S¹ (``d = 2``), or, with
+    ``n=None``, the continuous uniform measure on S^{d−1} (``d = 2``: ``−2t + log I₀(2t)``)."""
+    if n is not None:
+        if d != 2:
+            raise ValueError("uniformity_reference: equally spaced points are defined for d = 2 only")
+        a = torch.arange(n, dtype=torch.float64) * (2 * math.pi / n)
+        return uniformity(torch.stack([a.cos(), a.sin()], 1), t)
+    if d == 2:
+        from scipy.special import i0e
+
+        return float(math.log(i0e(2 * t)))  # log(e^{-2t} I0(2t))
+    # E exp(-2t(1 - cos θ)) with cos θ ~ Beta-type density on S^{d-1}
+    from scipy.integrate import quad
+
+    dens = lambda c: (1 - c * c) ** ((d - 3) / 2)  # noqa: E731
+    num = quad(lambda c: math.exp(-2 * t * (1 - c)) * dens(c), -1, 1)[0]
+    return float(math.log(num / quad(dens, -1, 1)[0]))
+
+
+def angular_spread(z, labels) -> float:
+    """Mean over clusters of the mean angle (rad) between ``u_i`` and the cluster's mean direction."""
+    u = _unit(_t(z))
+    lab = torch.as_tensor(np.asarray(labels)).long()
+    out = []
+    for c in torch.unique(lab):
+        uc = u[lab == c]
+        m = _unit(uc.mean(0, keepdim=True))
+        out.append(torch.arccos((uc @ m.T).clamp(-1, 1)).mean())
+    return float(torch.stack(out).mean())
+
+
+def invariance_gap(f: Callable[[Tensor], Tensor], x: Tensor, perturb: Callable[[Tensor], Tensor],
+                   draws: int = 1) -> float:
+    """``E‖f(T(x)) − f(x)‖``: mean over samples and ``draws`` perturbations ``T = perturb`` of x.
+
+    ``f`` maps ``(n, D) -> (n, d)`` (e.g. ``lambda x: F.normalize(model(x)[0], dim=-1)``),
+    ``perturb`` maps ``(n, D) -> (n, D)`` (one random draw of T per call).
+    """
+    with torch.no_grad():
+        fx = f(x)
+        gaps = [(f(perturb(x)) - fx).norm(dim=-1).mean() for _ in range(draws)]
+    return float(torch.stack(gaps).mean())

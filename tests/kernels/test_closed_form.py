@@ -1,0 +1,60 @@
+import math
+
+import pytest
+import torch
+
+from ssldyn.data.clustered import clustered_data
+from ssldyn.kernels.closed_form import (averaging_net_kernel, block_structure, cluster_coefficients,
+                                        predicted_cluster_flow, relu_infinite_width_kernel)
+from ssldyn.kernels.ntk import empirical_ntk
+from ssldyn.models.averaging import AveragingNet
+
+
+@pytest.mark.parametrize("act,bias", [("relu", False), ("tanh", True), ("quadratic", False), ("sigmoid", True)])
+def test_prop43_closed_form_equals_empirical_ntk(act, bias):
+    net = AveragingNet(4, 3, 6, act, bias=bias, ensemble=2, dtype=torch.float64)
+    x1, x2 = torch.randn(5, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    K = empirical_ntk(net, None, x1, x2)
+    Kc = averaging_net_kernel(net.B, x1, x2, act, d=3, bias=net.c)
+    assert Kc.shape == (2, 5, 3, 3, 3)
+    assert (K - Kc).abs().max() < 1e-8
+    blocks = averaging_net_kernel(net.B, x1, x2, act, d=3, bias=net.c, mode="blocks")
+    assert torch.allclose(torch.diag_embed(blocks), Kc)
+
+
+def test_prop44_infinite_width_kernel_matches_monte_carlo():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    M = 40000
+    B = torch.randn(2 * M, 3, generator=g, dtype=torch.float64)  # Gaussian rows, d = 2
+    KM = averaging_net_kernel(B, x, None, "relu", d=2)
+    Kinf = relu_infinite_width_kernel(x, d=2)
+    # explicit formula written out: (x_i·x_j)(1/2 − θ_ij/(2π)) I_d
+    i, j = 1, 4
+    th = math.acos(float(x[i] @ x[j] / (x[i].norm() * x[j].norm())))
+    assert math.isclose(Kinf[i, j, 0, 0].item(), float(x[i] @ x[j]) * (0.5 - th / (2 * math.pi)), rel_tol=1e-12)
+    assert Kinf[i, j, 0, 1] == 0
+    scale = (x.norm(dim=1)[:, None] * x.norm(dim=1)[None, :])[..., None, None]
+    assert ((KM - Kinf).abs() / scale).max() < 5 * 0.5 / math.sqrt(M)  # Monte Carlo error of a Bernoulli mean
+
+
+def test_beta_and_predicted_cluster_flow():
+    net = AveragingNet(6, 3, 50, "relu", dtype=torch.float64)
+    centers = torch.eye(3, 6, dtype=torch.float64) * 1.5
+    beta = cluster_coefficients(net.B[0], centers, "relu", d=3)
+    B = net.B[0]
+    manual = torch.stack([torch.stack([((B[k * 50:(k + 1) * 50] @ c) > 0).double().mean() for k in range(3)])
+                          for c in centers])  # σ'² = 1{b·ξ>0} for ReLU
+    assert torch.allclose(beta, manual)
+    # Thm 4.5: for small δ the actual velocity -Σ_j K_ij g_j equals the cluster prediction up to O(δ)
+    errs = []
+    for delta in (0.04, 0.02, 0.01):
+        data = clustered_data([6, 10, 4], d=3, D=6, delta=delta, center_norm=1.5, dtype=torch.float64,
+                              generator=torch.Generator().manual_seed(3))
+        K = averaging_net_kernel(B, data.x, None, "relu", d=3)
+        grads = torch.randn(20, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(4))  # ∇L(z_j)
+        actual = -torch.einsum("ijab,jb->ia", K, grads) / 20
+        pred = predicted_cluster_flow(grads, data.labels, data.centers, beta)
+        errs.append(((actual - pred).norm() / actual.norm()).item())
+        assert block_structure(K, data.labels)["off_ratio"] < 3 * delta
+    assert errs[-1] < 0.05 and errs[0] > errs[-1]

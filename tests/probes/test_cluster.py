@@ -1,0 +1,51 @@
+import math
+
+import numpy as np
+import torch
+from sklearn.metrics import silhouette_score
+
+from ssldyn.probes.cluster import (alignment, angular_spread, invariance_gap, silhouette_cosine, uniformity,
+                                   uniformity_reference)
+
+
+def test_silhouette_matches_scikit_learn_cosine():
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(40, 3))
+    lab = rng.integers(0, 4, 40)
+    assert abs(silhouette_cosine(z, lab) - silhouette_score(z, lab, metric="cosine")) < 1e-7
+    z[lab == 0] += 5 * np.array([1, 0, 0])
+    assert abs(silhouette_cosine(z, lab) - silhouette_score(z, lab, metric="cosine")) < 1e-7
+
+
+def test_uniformity_and_alignment_written_out():
+    z = torch.randn(7, 3, dtype=torch.float64)
+    u = z / z.norm(dim=1, keepdim=True)
+    vals = [math.exp(-2 * float(((u[i] - u[j]) ** 2).sum())) for i in range(7) for j in range(7) if i != j]
+    assert abs(uniformity(z) - math.log(sum(vals) / len(vals))) < 1e-12
+    w = torch.randn(7, 3, dtype=torch.float64)
+    v = w / w.norm(dim=1, keepdim=True)
+    assert abs(alignment(z, w) - float(((u - v) ** 2).sum(1).mean())) < 1e-12
+
+
+def test_uniformity_reference_values():
+    # continuous uniform on S^1: log E exp(-2t(1 - cos θ)) by quadrature written out
+    th = np.linspace(0, 2 * np.pi, 200001)[:-1]
+    ref = math.log(np.mean(np.exp(-4 * (1 - np.cos(th)))))
+    assert abs(uniformity_reference(d=2) - ref) < 1e-8
+    n = 200  # equally spaced: the periodic trapezoid rule is exact to round-off, minus the i = j term
+    assert abs(uniformity_reference(n) - math.log((n * math.exp(ref) - 1) / (n - 1))) < 1e-10
+    # S^2: sample mean of a large uniform sample
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4000, 3, generator=g, dtype=torch.float64)
+    assert abs(uniformity(x) - uniformity_reference(d=3)) < 0.02
+
+
+def test_angular_spread_and_invariance_gap():
+    a = torch.tensor([-0.1, 0.0, 0.1, math.pi / 2 - 0.2, math.pi / 2 + 0.2])
+    z = torch.stack([a.cos(), a.sin()], 1)
+    lab = torch.tensor([0, 0, 0, 1, 1])
+    assert abs(angular_spread(z, lab) - (0.2 / 3 + 0.2) / 2) < 1e-6
+    x = torch.randn(50, 4, dtype=torch.float64)
+    f = lambda t: t[:, :2] * 2  # noqa: E731  invariant to the last two coordinates
+    assert invariance_gap(f, x, lambda t: t + torch.cat([torch.zeros(50, 2), torch.ones(50, 2)], 1)) == 0.0
+    assert abs(invariance_gap(f, x, lambda t: t + 0.5) - 2 * 0.5 * math.sqrt(2)) < 1e-12

@@ -83,29 +83,35 @@ def run_cmd(
     experiment: str,
     quick: bool = typer.Option(False, "--quick", help="use the quick preset (seconds on a laptop)"),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="override: key=value (repeatable; dots for nested keys; lists as JSON)"),
+    sweep: Optional[list[str]] = typer.Option(None, "--sweep", help="grid axis: key=v1,v2,... (repeatable; cartesian product)"),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML file of overrides"),
     seed: int = typer.Option(0, help="the one seed for torch/numpy/python"),
     seeds: int = typer.Option(1, help="run seeds seed..seed+N-1"),
     out: Path = typer.Option(Path("ssldyn-runs"), help="output directory (run store)"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
     executor: str = typer.Option("local", help="local (in-process) or ray"),
+    address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
+    max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
     force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
 ) -> None:
-    """Run one experiment (or return it from the run store) and check its claims."""
-    from rich.progress import Progress
+    """Run one experiment, a sweep or several seeds (finished runs come from the store)."""
+    from ssldyn.lab.runner import plan_run
+    from ssldyn.lab.sweep import expand_grid, nest
 
-    from ssldyn.lab.runner import run_experiment
-
-    _check_executor(executor)
     if seeds < 1:
         raise UserError(f"--seeds {seeds}: must be >= 1")
-    outcomes = []
-    with Progress(console=console, transient=True) as bar:
-        for s in range(seed, seed + seeds):
-            outcomes.append(run_experiment(experiment, quick=quick, config_file=config, sets=set_, seed=s,
-                                           device=device, out=out, force=force, progress=bar))
-    for o in outcomes:
-        _print_run(o)
+    _check_executor(executor)
+    base = _parse_sets(set_)
+    specs = [plan_run(experiment, quick=quick, config_file=config, sets=_merge(base, nest(point)), seed=s,
+                      device=device)
+             for point in expand_grid(sweep) for s in range(seed, seed + seeds)]
+    items = _execute(specs, out, executor, force, address, max_retries, title=experiment)
+    if len(items) == 1 and items[0].run is not None:
+        _print_run(items[0])
+    else:
+        _print_items(items, title=f"{experiment}: {len(items)} runs")
+    if any(it.status == "failed" for it in items):
+        raise typer.Exit(1)
 
 
 @app.command("reproduce")
@@ -114,50 +120,80 @@ def reproduce_cmd(
     paper: Optional[str] = typer.Option(None, help="only this paper (variational, nonlinearity, grassmann)"),
     out: Path = typer.Option(Path("ssldyn-runs"), help="output directory"),
     seed: int = typer.Option(0),
-    device: str = typer.Option("cpu"),
+    device: str = typer.Option("cpu", help="cpu or cuda"),
+    executor: str = typer.Option("local", help="local (in-process) or ray"),
+    address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
+    max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
     force: bool = typer.Option(False, "--force"),
-    only: Optional[list[str]] = typer.Option(None, "--only", help="run only these experiments"),
+    only: Optional[list[str]] = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
 ) -> None:
-    """Run every registered experiment and write the HTML report."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    """Run every registered experiment (a sweep over experiments) and write the HTML report."""
     from ssldyn.lab.registry import all_experiments, get_experiment
     from ssldyn.lab.report import build_report
-    from ssldyn.lab.runner import format_exception_line, run_experiment
+    from ssldyn.lab.runner import plan_run
 
+    _check_executor(executor)
     exps = [get_experiment(n) for n in only] if only else all_experiments(paper)
-    from ssldyn.lab.context import resolve_device
-
-    resolve_device(device)
-    rows = []
+    specs = [plan_run(e.name, quick=quick, seed=seed, device=device) for e in exps]
     t0 = time.perf_counter()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
-        task = bar.add_task("reproduce", total=len(exps))
-        for e in exps:
-            bar.update(task, description=f"reproduce: {e.name}")
-            try:
-                o = run_experiment(e.name, quick=quick, seed=seed, device=device, out=out, force=force, progress=bar)
-                cl = o.claims
-                rows.append((e.name, "cached" if o.cached else f"{o.seconds:.1f} s",
-                             sum(c.passed for c in cl), len(cl), ""))
-            except UserError:
-                raise
-            except Exception as exc:  # a crashing experiment must not stop the others
-                rows.append((e.name, "error", 0, 0, format_exception_line(exc)))
-            bar.advance(task)
+    items = _execute(specs, out, executor, force, address, max_retries, title="reproduce")
     report = build_report(out)
-    table = Table(title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)")
-    for col in ("experiment", "time", "claims", "error"):
-        table.add_column(col, overflow="fold", no_wrap=col == "experiment")
-    for name, t, p, n, err in rows:
-        style = "green" if (p == n and not err) else "red"
-        table.add_row(name, t, f"[{style}]{p}/{n}[/{style}]", err)
-    console.print(table)
-    tp, tn = sum(r[2] for r in rows), sum(r[3] for r in rows)
-    console.print(f"claims passed: {tp}/{tn} · report: {report}")
-    if any(r[4] for r in rows):
+    _print_items(items, title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)")
+    console.print(f"report: {report}")
+    if any(it.status == "failed" for it in items):
         raise typer.Exit(1)
+
+
+def _parse_sets(pairs: Optional[list[str]]) -> dict:
+    from ssldyn.lab.config import parse_sets
+
+    return parse_sets(pairs)
+
+
+def _merge(a: dict, b: dict) -> dict:
+    from ssldyn.lab.config import deep_merge
+
+    return deep_merge(a, b)
+
+
+def _execute(specs, out, executor, force, address, max_retries, title):  # noqa: ANN001, ANN202
+    """Run specs with a progress bar; on Ctrl-C say what finished and how to resume."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ssldyn.lab.executors import execute
+    from ssldyn.lab.store import RunStore
+
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True) as bar:
+            return execute(specs, out, executor=executor, force=force, address=address, max_retries=max_retries,
+                           progress=bar, title=title)
+    except KeyboardInterrupt:
+        store = RunStore(out)
+        done = [s.label for s in specs if store.get(s.experiment, s.digest) is not None]
+        err_console.print(f"interrupted: {len(done)}/{len(specs)} runs are finished and kept in {out}; "
+                          "run the same command again to resume (finished runs are not recomputed)",
+                          markup=False, highlight=False, soft_wrap=True)
+        sys.exit(130)
+
+
+def _print_items(items, title: str) -> None:  # noqa: ANN001
+    table = Table(title=title)
+    for col in ("run", "status", "time", "claims", "error / run directory"):
+        table.add_column(col, overflow="fold", no_wrap=col == "run")
+    tp = tn = 0
+    for it in items:
+        cl = it.run.claims if it.run is not None else []
+        p, n = sum(c.passed for c in cl), len(cl)
+        tp, tn = tp + p, tn + n
+        style = "green" if it.status != "failed" and p == n else "red"
+        t = "cached" if it.status == "cached" else f"{it.seconds:.1f} s"
+        where = it.error if it.status == "failed" else str(it.run.path)
+        table.add_row(it.spec.experiment + (f" (seed {it.spec.seed})" if it.spec.seed else ""),
+                      it.status, t, f"[{style}]{p}/{n}[/{style}]", where)
+    console.print(table)
+    n_failed = sum(it.status == "failed" for it in items)
+    console.print(f"claims passed: {tp}/{tn} · runs failed: {n_failed}")
 
 
 @app.command("report")
@@ -173,8 +209,6 @@ def report_cmd(directory: Path = typer.Argument(Path("ssldyn-runs"), help="the r
 def _check_executor(executor: str) -> None:
     if executor not in EXECUTORS:
         raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
-    if executor == "ray":
-        raise UserError("--executor ray: not available in this version; use --executor local")
 
 
 def _fmt_s(s: float) -> str:
@@ -184,7 +218,8 @@ def _fmt_s(s: float) -> str:
 def _print_run(o) -> None:  # noqa: ANN001
     run = o.run
     claims = run.claims
-    table = Table(title=f"{run.experiment} — {'from store (cached)' if o.cached else f'{o.seconds:.1f} s'}")
+    cached = o.status == "cached"
+    table = Table(title=f"{run.experiment} — {'from store (cached)' if cached else f'{o.seconds:.1f} s'}")
     for col in ("", "claim", "paper", "measured", "expected"):
         table.add_column(col, overflow="fold")
     for c in claims:

@@ -20,13 +20,16 @@ An experiment is a subclass of :class:`Experiment` decorated with :func:`registe
         def plots(self, cfg, result, fig_dir) -> list[Path]: ...
 
 Experiment modules live anywhere under :mod:`ssldyn.experiments`; :func:`load_all` imports
-them all, so adding a module is enough to register its experiments.
+them all, so adding a module is enough to register its experiments. Your own experiments
+(outside the package) are registered by listing their modules in the environment variable
+``SSLDYN_PLUGINS`` (comma-separated module names); Ray workers inherit it.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import pkgutil
 from pathlib import Path
 from typing import Any, ClassVar
@@ -106,6 +109,11 @@ def load_all() -> None:
 
     for mod in pkgutil.walk_packages(pkg.__path__, prefix="ssldyn.experiments."):
         importlib.import_module(mod.name)
+    for name in filter(None, (m.strip() for m in os.environ.get("SSLDYN_PLUGINS", "").split(","))):
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            raise UserError(f"SSLDYN_PLUGINS: cannot import module {name!r} ({e})") from None
     _LOADED = True
 
 

@@ -19,7 +19,8 @@ from ssldyn.lab.config import ExperimentConfig, build_config, load_config_file, 
 from ssldyn.lab.context import Context, resolve_device, seed_everything
 from ssldyn.lab.errors import UserError
 from ssldyn.lab.registry import Experiment, get_experiment
-from ssldyn.lab.store import RunStore, StoredRun, config_hash
+from ssldyn.lab.result import Result
+from ssldyn.lab.store import RunStore, StoredRun, atomic_write_bytes, config_hash
 
 DEFAULT_OUT = "ssldyn-runs"
 
@@ -47,6 +48,96 @@ class RunOutcome:
         return self.run.claims
 
 
+@dataclass(frozen=True)
+class RunSpec:
+    """A validated, hashable request for one run (what executors send to workers)."""
+
+    experiment: str
+    config: dict[str, Any]
+    seed: int
+    device: str
+    digest: str
+    preset: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.experiment}[{self.digest}]"
+
+
+@dataclass
+class ComputedRun:
+    """A run computed in memory (possibly on a remote worker): nothing written yet."""
+
+    spec: RunSpec
+    record: dict[str, Any]
+    meta: dict[str, Any]
+    result: Result
+    claims: list[Claim]
+    figures: dict[str, bytes]
+
+
+def plan_run(name: str, *, quick: bool = False, config_file: str | Path | None = None,
+             sets: list[str] | dict[str, Any] | None = None, seed: int = 0, device: str = "cpu") -> RunSpec:
+    """Validate everything the user asked for and compute the config hash (no side effects)."""
+    exp_cls = get_experiment(name)
+    cfg = resolve_config(exp_cls, quick=quick, config_file=config_file, sets=sets)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserError(f"--seed {seed!r}: must be a non-negative integer")
+    dev = resolve_device(device)
+    cfg_json = cfg.model_dump(mode="json")
+    digest = config_hash(exp_cls.name, cfg_json, seed, dev.type, exp_cls.version)
+    preset = ("quick" if quick else "default") + ("+overrides" if (sets or config_file) else "")
+    return RunSpec(exp_cls.name, cfg_json, seed, str(dev), digest, preset)
+
+
+def compute_run(spec: RunSpec, progress: Any = False) -> ComputedRun:
+    """Run the experiment of ``spec`` in this process; figures are rendered to bytes."""
+    import tempfile
+
+    exp_cls = get_experiment(spec.experiment)
+    cfg = exp_cls.Config.model_validate(spec.config)
+    dev = resolve_device(spec.device)
+    t0 = time.perf_counter()
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    seed_everything(spec.seed)
+    bar = None if isinstance(progress, bool) else progress
+    with tempfile.TemporaryDirectory(prefix="ssldyn-run-") as tmp:
+        ctx = Context(seed=spec.seed, device=dev, progress=bool(progress), run_dir=Path(tmp), _bar=bar)
+        exp = exp_cls()
+        with ctx.progress_bars():
+            result = exp.run(cfg, ctx)
+        run_seconds = time.perf_counter() - t0
+        claims = list(exp.claims(cfg, result))
+        fig_dir = Path(tmp) / "figures"
+        fig_dir.mkdir()
+        exp.plots(cfg, result, fig_dir)
+        figures = {p.name: p.read_bytes() for p in sorted(fig_dir.iterdir()) if p.is_file()}
+    record = {"experiment": exp_cls.name, "config": spec.config, "seed": spec.seed, "device": dev.type,
+              "package": __version__, "version": exp_cls.version, "hash": spec.digest}
+    meta = {"experiment": exp_cls.name, "paper": exp_cls.paper, "figure": exp_cls.figure,
+            "description": exp_cls.description, "preset": spec.preset, "started": started,
+            "run_seconds": round(run_seconds, 3), "total_seconds": round(time.perf_counter() - t0, 3),
+            "torch": torch.__version__, "python": platform.python_version(), "host": platform.node(),
+            "threads": torch.get_num_threads()}
+    return ComputedRun(spec, record, meta, result, claims, figures)
+
+
+def commit_run(store: RunStore, computed: ComputedRun) -> StoredRun:
+    """Write a computed run into the store atomically (only the driver calls this)."""
+    spec = computed.spec
+    partial = store.new_partial(spec.experiment, spec.digest)
+    try:
+        store.write_result(partial, computed.record, computed.meta, computed.result, computed.claims)
+        for name, data in computed.figures.items():
+            atomic_write_bytes(partial / "figures" / Path(name).name, data)
+        run = store.commit(partial, spec.experiment, spec.digest)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    store.clear_failure(spec.experiment, spec.digest)
+    return run
+
+
 def run_experiment(name: str, *, quick: bool = False, config_file: str | Path | None = None,
                    sets: list[str] | dict[str, Any] | None = None, seed: int = 0, device: str = "cpu",
                    out: str | Path = DEFAULT_OUT, force: bool = False, progress: Any = False) -> RunOutcome:
@@ -56,48 +147,13 @@ def run_experiment(name: str, *, quick: bool = False, config_file: str | Path | 
     ``force``. All user mistakes raise :class:`UserError` before anything is written.
     ``progress`` is a bool, or an open ``rich.progress.Progress`` to add the run's bars to.
     """
-    exp_cls = get_experiment(name)
-    cfg = resolve_config(exp_cls, quick=quick, config_file=config_file, sets=sets)
-    if not isinstance(seed, int) or seed < 0:
-        raise UserError(f"--seed {seed!r}: must be a non-negative integer")
-    dev = resolve_device(device)
-    cfg_json = cfg.model_dump(mode="json")
-    digest = config_hash(exp_cls.name, cfg_json, seed, dev.type, exp_cls.version)
+    spec = plan_run(name, quick=quick, config_file=config_file, sets=sets, seed=seed, device=device)
     store = RunStore(out)
-    existing = store.get(exp_cls.name, digest)
+    existing = store.get(spec.experiment, spec.digest)
     if existing is not None and not force:
         return RunOutcome(existing, cached=True, seconds=0.0)
-
-    partial = store.new_partial(exp_cls.name, digest)
-    try:
-        t0 = time.perf_counter()
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        seed_everything(seed)
-        bar = None if isinstance(progress, bool) else progress
-        ctx = Context(seed=seed, device=dev, progress=bool(progress), run_dir=partial, _bar=bar)
-        exp = exp_cls()
-        with ctx.progress_bars():
-            result = exp.run(cfg, ctx)
-        run_seconds = time.perf_counter() - t0
-        claims = list(exp.claims(cfg, result))
-        fig_dir = partial / "figures"
-        fig_dir.mkdir(exist_ok=True)
-        exp.plots(cfg, result, fig_dir)
-        preset = "quick" if quick else "default"
-        if sets or config_file:
-            preset += "+overrides"
-        record = {"experiment": exp_cls.name, "config": cfg_json, "seed": seed, "device": dev.type,
-                  "package": __version__, "version": exp_cls.version, "hash": digest}
-        meta = {"experiment": exp_cls.name, "paper": exp_cls.paper, "figure": exp_cls.figure,
-                "description": exp_cls.description, "preset": preset, "started": started,
-                "run_seconds": round(run_seconds, 3), "total_seconds": round(time.perf_counter() - t0, 3),
-                "torch": torch.__version__, "python": platform.python_version(),
-                "threads": torch.get_num_threads()}
-        store.write_result(partial, record, meta, result, claims)
-        run = store.commit(partial, exp_cls.name, digest)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+    t0 = time.perf_counter()
+    run = commit_run(store, compute_run(spec, progress=progress))
     return RunOutcome(run, cached=False, seconds=time.perf_counter() - t0)
 
 

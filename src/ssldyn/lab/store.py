@@ -127,6 +127,26 @@ class RunStore:
         runs = [StoredRun(p.parent) for p in self.out.glob(f"*/*/{DONE}") if not p.parent.name.startswith(".")]
         return sorted(runs, key=lambda r: (r.path / DONE).stat().st_mtime, reverse=True)
 
+    def failure_path(self, experiment: str, digest: str) -> Path:
+        return self.out / experiment / f"{digest}.failed.json"
+
+    def record_failure(self, experiment: str, digest: str, error: str, config: dict[str, Any] | None = None) -> None:
+        """Mark a run failed (its error and config); a later successful run removes the mark."""
+        atomic_write_text(self.failure_path(experiment, digest),
+                          _json({"experiment": experiment, "hash": digest, "error": error, "config": config}))
+
+    def clear_failure(self, experiment: str, digest: str) -> None:
+        self.failure_path(experiment, digest).unlink(missing_ok=True)
+
+    def failures(self) -> list[dict[str, Any]]:
+        out = []
+        for p in sorted(self.out.glob("*/*.failed.json")):
+            try:
+                out.append(json.loads(p.read_text()))
+            except (OSError, ValueError):
+                continue
+        return out
+
     def new_partial(self, experiment: str, digest: str) -> Path:
         """A fresh hidden directory to write a run into (old partials of this hash are removed)."""
         parent = self.out / experiment

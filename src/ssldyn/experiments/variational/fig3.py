@@ -150,7 +150,7 @@ class Fig3(Experiment):
             equal = (max(cfg.ns) % g["K"].to_numpy()) == 0  # K | n: exactly equal weights 1/K
             below = loss[(d2 <= d_star) & equal] if math.isfinite(d_star) else loss[equal]
             plateau_var.append((below.max() - below.min()) / abs(loss.min()) if len(below) > 1 else float("nan"))
-            above = d2 > d_star
+            above = (d2 > d_star) & equal
             mono_b.append(float(np.all(np.diff(loss[above]) >= -1e-12)) if above.sum() > 1 else 1.0)
         plateau_by_tau = c[c["K"] == cfg.k_max].groupby("tau")["loss"].mean().sort_index().to_numpy()
         s = result.summary
@@ -166,7 +166,7 @@ class Fig3(Experiment):
                   expected="L(K_max) strictly increasing in τ (min difference > 0)"),
             check("b-decreases", "The loss decreases as the minimum squared distance between cluster points shrinks "
                   "(above the threshold).", loc_b, min(mono_b), equals=1.0,
-                  expected="loss non-increasing in d² → 0 above d*(τ), for every τ (1 = all)"),
+                  expected="loss non-increasing in d² → 0 above d*(τ), K dividing n, for every τ (1 = all)"),
             check("b-plateau", "... and plateaus once a threshold is reached.", loc_b, float(np.nanmax(plateau_var)),
                   le=2 * cfg.tol, expected=f"relative loss range below d*(τ) <= {2 * cfg.tol:g} (K dividing n, equal weights)"),
             check("c-linear", "The threshold of the minimum squared distance is linear in τ.", loc_c,

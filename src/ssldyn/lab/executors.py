@@ -1,0 +1,167 @@
+"""Executors: run a list of :class:`RunSpec` in-process or as Ray tasks.
+
+Either way the driver alone writes the run store (atomically, via :func:`commit_run`);
+a run that fails (after its retries, on Ray) is marked failed with its error and the sweep
+goes on. Finished runs are returned from the store without recomputation unless ``force``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ssldyn.lab.errors import UserError
+from ssldyn.lab.runner import RunSpec, commit_run, compute_run, format_exception_line
+from ssldyn.lab.store import RunStore, StoredRun
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass
+class SweepItem:
+    """The outcome of one spec: ``status`` is cached, done or failed."""
+
+    spec: RunSpec
+    status: str
+    run: StoredRun | None = None
+    error: str = ""
+    seconds: float = 0.0
+
+
+class _Bar:
+    """A rich progress bar of runs done / running / failed (or nothing)."""
+
+    def __init__(self, progress: Any, total: int, title: str) -> None:
+        self.progress, self.task = progress, None
+        self.done = self.failed = self.running = 0
+        self.title = title
+        if progress is not None:
+            self.task = progress.add_task(self._desc(), total=total)
+
+    def _desc(self) -> str:
+        return f"{self.title}: {self.done} done · {self.running} running · {self.failed} failed"
+
+    def update(self, *, done: int = 0, failed: int = 0, running: int | None = None, label: str = "") -> None:
+        self.done += done
+        self.failed += failed
+        if running is not None:
+            self.running = running
+        if self.progress is not None:
+            desc = self._desc() + (f" · {label}" if label else "")
+            self.progress.update(self.task, description=desc, advance=done + failed)
+
+
+def execute(specs: list[RunSpec], out: str | Path, *, executor: str = "local", force: bool = False,
+            address: str | None = None, max_retries: int = 2, progress: Any = None,
+            title: str = "runs") -> list[SweepItem]:
+    """Run every spec (skipping finished ones unless ``force``) and return their outcomes in order."""
+    if executor not in EXECUTORS:
+        raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
+    if max_retries < 0:
+        raise UserError(f"--max-retries {max_retries}: must be >= 0")
+    store = RunStore(out)
+    items: list[SweepItem | None] = [None] * len(specs)
+    todo = []
+    for i, spec in enumerate(specs):
+        existing = store.get(spec.experiment, spec.digest)
+        if existing is not None and not force:
+            items[i] = SweepItem(spec, "cached", existing)
+        else:
+            todo.append(i)
+    bar = _Bar(progress, len(specs), title)
+    bar.update(done=len(specs) - len(todo))
+    if executor == "local":
+        _run_local(specs, todo, items, store, bar, progress)
+    else:
+        _run_ray(specs, todo, items, store, bar, address, max_retries)
+    return [it for it in items if it is not None]
+
+
+def _run_local(specs, todo, items, store, bar, progress) -> None:  # noqa: ANN001
+    for i in todo:
+        spec = specs[i]
+        bar.update(running=1, label=spec.experiment)
+        t0 = time.perf_counter()
+        try:
+            run = commit_run(store, compute_run(spec, progress=progress if progress is not None else False))
+            items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0)
+            bar.update(done=1, running=0)
+        except UserError:
+            raise
+        except Exception as exc:  # the sweep goes on; the run is marked failed with its error
+            err = format_exception_line(exc)
+            store.record_failure(spec.experiment, spec.digest, err, spec.config)
+            items[i] = SweepItem(spec, "failed", error=err, seconds=time.perf_counter() - t0)
+            bar.update(failed=1, running=0)
+
+
+def _ray_compute(spec: RunSpec):  # noqa: ANN202 - executed on a Ray worker
+    from ssldyn.lab.context import set_threads
+
+    set_threads(int(os.environ.get("SSLDYN_THREADS", "1")))
+    return compute_run(spec)
+
+
+def _run_ray(specs, todo, items, store, bar, address, max_retries) -> None:  # noqa: ANN001
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--executor ray needs Ray: pip install 'ssldyn[distributed]'") from None
+    if not todo:
+        return
+    env = {"SSLDYN_PLUGINS": os.environ.get("SSLDYN_PLUGINS", ""),
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
+           "SSLDYN_THREADS": os.environ.get("SSLDYN_THREADS", "1")}
+    started_here = False
+    if not ray.is_initialized():
+        kw: dict[str, Any] = {"runtime_env": {"env_vars": env}, "include_dashboard": False,
+                              "log_to_driver": False, "configure_logging": False}
+        if address:
+            kw["address"] = address
+        else:
+            kw["num_cpus"] = int(os.environ.get("SSLDYN_RAY_CPUS", os.cpu_count() or 1))
+        try:
+            ray.init(**kw)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise UserError(f"--address {address!r}: cannot connect to a Ray cluster ({e})") from None
+        started_here = True
+    try:
+        task = ray.remote(_ray_compute)
+        pending = {}
+        for i in todo:
+            spec = specs[i]
+            opts: dict[str, Any] = {"max_retries": max_retries, "retry_exceptions": True, "num_cpus": 1}
+            if spec.device.startswith("cuda"):
+                opts["num_gpus"] = 1
+            pending[task.options(**opts).remote(spec)] = (i, time.perf_counter())
+        bar.update(running=len(pending))
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            ref = ready[0]
+            i, t0 = pending.pop(ref)
+            spec = specs[i]
+            try:
+                computed = ray.get(ref)
+                run = commit_run(store, computed)
+                items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0)
+                bar.update(done=1, running=len(pending), label=spec.experiment)
+            except Exception as exc:  # retries exhausted (task error or worker death)
+                err = _ray_error_line(exc)
+                store.record_failure(spec.experiment, spec.digest, err, spec.config)
+                items[i] = SweepItem(spec, "failed", error=err, seconds=time.perf_counter() - t0)
+                bar.update(failed=1, running=len(pending), label=spec.experiment)
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _ray_error_line(exc: Exception) -> str:
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        return format_exception_line(cause)
+    first = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {first[0] if first else ''}"

@@ -1,0 +1,75 @@
+"""Plugin module (``SSLDYN_PLUGINS=tests.lab.toy_plugin``) registering test experiments in
+every process, including Ray workers and ``ssldyn`` subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from pydantic import Field
+
+from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.lab.registry import _REGISTRY
+from tests.lab.toy import Toy
+
+
+class KillConfig(ExperimentConfig):
+    marker: str = Field("", description="file created on the first attempt; its presence means 'retry'")
+    sleep: float = Field(0.0, ge=0)
+    value: int = 1
+
+
+class KillOnce(Experiment):
+    """Kills its own process on the first attempt (SIGKILL), succeeds on the retry."""
+
+    name = "variational.zz-kill-once"
+    paper = "variational"
+    figure = "-"
+    description = "test: worker death and retry"
+    Config = KillConfig
+
+    def run(self, cfg, ctx):
+        marker = Path(cfg.marker)
+        if cfg.marker and not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(cfg.sleep)
+        return Result(summary={"value": cfg.value, "pid": os.getpid()})
+
+    def claims(self, cfg, result):
+        return [check("value", "value is echoed", "-", result.summary["value"], equals=cfg.value)]
+
+
+class Slow(Experiment):
+    """Sleeps, then returns a deterministic number (for kill/resume tests)."""
+
+    name = "variational.zz-slow"
+    paper = "variational"
+    figure = "-"
+    description = "test: a slow run"
+    Config = KillConfig
+    quick = {"sleep": 0.8}
+
+    def run(self, cfg, ctx):
+        import torch
+
+        time.sleep(cfg.sleep)
+        return Result(summary={"value": float(torch.randn(3, generator=ctx.generator()).sum())})
+
+    def claims(self, cfg, result):
+        return [check("finite", "finite", "-", result.summary["value"], between=(-100, 100))]
+
+
+class Slow2(Slow):
+    name = "variational.zz-slow2"
+
+
+class Slow3(Slow):
+    name = "variational.zz-slow3"
+
+
+for _cls in (Toy, KillOnce, Slow, Slow2, Slow3):
+    if _cls.name not in _REGISTRY:
+        register(_cls)

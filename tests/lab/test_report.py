@@ -75,3 +75,13 @@ def test_report_renders_non_blank_in_headless_chromium(toy, tmp_path):
     assert sum(1 for h in hist if h > 0) > 20
     assert min(img.getextrema()) < 80 and max(img.getextrema()) > 200
     Path(shot).unlink()
+
+
+def test_report_lists_failed_runs_escaped(toy, tmp_path):
+    from ssldyn.lab.executors import execute
+    from ssldyn.lab.runner import plan_run
+
+    items = execute([plan_run(toy.name, sets={"fail": True, "label": "<b>x</b>"})], tmp_path)
+    assert items[0].status == "failed"
+    html = build_report(tmp_path).read_text()
+    assert "Failed runs" in html and "RuntimeError: toy failure" in html

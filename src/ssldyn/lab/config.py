@@ -20,9 +20,9 @@ from ssldyn.lab.errors import UserError
 
 
 class ExperimentConfig(BaseModel):
-    """Base class of experiment configs: unknown keys are errors, instances are frozen."""
+    """Base class of experiment configs: unknown keys are errors, NaN/inf are rejected, instances are frozen."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 
 def parse_value(text: str) -> Any:

@@ -63,6 +63,7 @@ def execute(specs: list[RunSpec], out: str | Path, *, executor: str = "local", f
         raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
     if max_retries < 0:
         raise UserError(f"--max-retries {max_retries}: must be >= 0")
+    check_out_dir(out)
     store = RunStore(out)
     items: list[SweepItem | None] = [None] * len(specs)
     todo = []
@@ -79,6 +80,18 @@ def execute(specs: list[RunSpec], out: str | Path, *, executor: str = "local", f
     else:
         _run_ray(specs, todo, items, store, bar, address, max_retries)
     return [it for it in items if it is not None]
+
+
+def check_out_dir(out: str | Path) -> None:
+    """``--out`` must be a directory (or creatable as one) that we can write to."""
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"--out {str(p)!r}: exists and is not a directory")
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError(f"--out {str(p)!r}: not writable")
 
 
 def _run_local(specs, todo, items, store, bar, progress) -> None:  # noqa: ANN001

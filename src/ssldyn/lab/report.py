@@ -114,6 +114,13 @@ def build_report(out: str | Path) -> Path:
                         f"{_run_block(latest, report_dir)}{older}</article>")
         title = PAPERS.get(paper, paper)
         sections.append(f"<section class='paper'><h2>{escape(paper)}: {escape(title)}</h2>{''.join(arts)}</section>")
+    failures = RunStore(out).failures()
+    if failures:
+        rows = "".join(f"<tr><td>{escape(str(f.get('experiment')))}</td><td><code>{escape(str(f.get('hash')))}</code></td>"
+                       f"<td>{escape(str(f.get('error')))}</td></tr>" for f in failures)
+        sections.append("<section class='paper'><h2>Failed runs</h2><p class='meta'>These runs raised an error "
+                        "(after their retries); re-run the same command to retry them.</p><table><tr><th>experiment"
+                        f"</th><th>hash</th><th>error</th></tr>{rows}</table></section>")
     if not sections:
         sections.append("<section class='paper'><p>No finished runs yet. Run <code>ssldyn reproduce --quick</code>."
                         "</p></section>")

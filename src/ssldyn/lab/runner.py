@@ -148,6 +148,9 @@ def run_experiment(name: str, *, quick: bool = False, config_file: str | Path | 
     ``progress`` is a bool, or an open ``rich.progress.Progress`` to add the run's bars to.
     """
     spec = plan_run(name, quick=quick, config_file=config_file, sets=sets, seed=seed, device=device)
+    from ssldyn.lab.executors import check_out_dir
+
+    check_out_dir(out)
     store = RunStore(out)
     existing = store.get(spec.experiment, spec.digest)
     if existing is not None and not force:

@@ -61,7 +61,8 @@ def test_sigkill_many_times_then_resume_matches_uninterrupted(tmp_path):
     out = tmp_path / "killed"
     seen: dict[str, tuple[str, int]] = {}
     for _ in range(6):
-        p = subprocess.Popen(_cmd(out), env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(_cmd(out), env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
         time.sleep(rng.uniform(0.3, 5.0))
         p.send_signal(signal.SIGKILL)
         p.wait()
@@ -89,7 +90,7 @@ def test_sigkill_many_times_then_resume_matches_uninterrupted(tmp_path):
 def test_sigint_stops_cleanly_and_says_how_to_resume(tmp_path):
     out = tmp_path / "out"
     p = subprocess.Popen(_cmd(out), env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline and not list(out.glob("*/*/DONE")):
         time.sleep(0.1)

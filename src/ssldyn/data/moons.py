@@ -81,13 +81,16 @@ def make_views(x: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor |
 
 
 def half_moons(n: int = 200, *, noise: float = 0.05, p: int = 1, q: int = 1, noise_var: float = 0.1,
-               seed: int = 0, dtype: torch.dtype = torch.float64) -> SSLViews:
+               extra_stds: tuple[float, ...] = (), seed: int = 0, dtype: torch.dtype = torch.float64) -> SSLViews:
     """The half-moons data of Example 1 / Fig. 1a with ``p`` positives and ``q`` negatives per anchor.
 
     Args:
         n: number of anchors (``make_moons(n_samples=n)``), ≥ 2.
         noise: std of the Gaussian noise of ``make_moons`` (shape of the moons), ≥ 0.
         p, q, noise_var: see :func:`make_views` (augmentation covariance 0.1·I by default).
+        extra_stds: optional extra coordinates appended to the 2-D moons, coordinate k drawn
+            i.i.d. N(0, extra_stds[k]²) (d = 2 + len(extra_stds)); used where an experiment needs
+            d > 2 (e.g. z = 3 in Fig. 5) with distinct eigenvalues of C.
         seed: one seed for the moons and for the views.
 
     Returns:
@@ -100,4 +103,7 @@ def half_moons(n: int = 200, *, noise: float = 0.05, p: int = 1, q: int = 1, noi
     if not noise >= 0:
         raise ValueError(f"half_moons: noise must be >= 0, got {noise}")
     x, y = make_moons(n_samples=int(n), noise=float(noise), random_state=seed)
+    if len(extra_stds):
+        rng = np.random.default_rng(seed + 7919)
+        x = np.concatenate([x, rng.normal(size=(x.shape[0], len(extra_stds))) * np.asarray(extra_stds)], axis=1)
     return make_views(x, y, p=p, q=q, noise_var=noise_var, seed=seed + 1, dtype=dtype)

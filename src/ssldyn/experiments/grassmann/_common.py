@@ -1,0 +1,55 @@
+"""Shared pieces of the ``grassmann`` experiments: the half-moons contrast matrix and training loops.
+
+Scaling convention used by every experiment: losses (1)/(8) are *averaged* over the n anchors
+(the paper writes sums); equivalently ``C = contrast_matrix(...)/n``. This only rescales
+time (a sum is the mean with learning rate n·η) and keeps the eigenvalues of C of order one,
+so that the learning rates of the paper (η = 0.01) give stable explicit steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ssldyn.data.moons import SSLViews, half_moons
+from ssldyn.dynamics.q_ode import eigh_ascending
+from ssldyn.objectives import contrast_matrix, simple_contrastive
+
+
+def moons_problem(n: int, noise: float, seed: int, extra_stds: tuple[float, ...] = (), noise_var: float = 0.1):
+    """``(views, C, lam, V)`` with ``C = contrast_matrix(x, x⁺, x⁻)/n`` (eq. 7, mean over anchors)."""
+    views = half_moons(n, noise=noise, seed=seed, extra_stds=tuple(extra_stds), noise_var=noise_var)
+    C = contrast_matrix(views.x, views.x_pos, views.x_neg) / views.n  # (d, d)
+    lam, V = eigh_ascending(C)
+    return views, C, lam, V
+
+
+def mean_contrastive_loss(net, views: SSLViews) -> torch.Tensor:
+    """Loss (1) averaged over anchors, one value per ensemble member ``(E,)``."""
+    u = net(views.x)  # (E, n, z)
+    up = net(views.x_pos.flatten(0, 1)).unflatten(1, views.x_pos.shape[:2])  # (E, n, p, z)
+    un = net(views.x_neg.flatten(0, 1)).unflatten(1, views.x_neg.shape[:2])  # (E, n, q, z)
+    return simple_contrastive(u, up, un) / views.n
+
+
+def loglog_slope(x, y) -> float:
+    """Least-squares slope of log y against log x (finite positive points only)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if ok.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+
+
+class single_thread:
+    """Context manager: run torch on one intra-op thread (these experiments are many small
+    ops; on a shared 2-core machine extra threads only add contention), restoring it after."""
+
+    def __enter__(self):
+        self._n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self._n)
+        return False

@@ -72,3 +72,24 @@ def test_thm5_closed_form_equals_lemma4_on_population():
     # batched W
     tb = thm5_closed_form(torch.stack([W, W]), xs, zs, weights=ps)
     torch.testing.assert_close(tb.w_dot[1], t.w_dot)
+
+
+def test_thm5_delta_formula_eq143_matches_eq141():
+    m = TwoRFModel.random(K=4, d=3, C=2, P=3, generator=gen(9))
+    xs, zs, ps = m.support()
+    W = torch.randn(5, 4, 3, generator=gen(10), dtype=D)
+    t = thm5_closed_form(W, xs, zs, weights=ps)
+    sb = (t.s * t.b).sum(-1, keepdim=True)
+    lhs = t.delta * t.b  # δ_k b_k  (eq. 142-143)
+    rhs = t.p0 * t.p1 * t.s * (sb - t.s * t.b)  # p0 p1 s_k Σ_{k'≠k} s_k' b_k'  (eq. 141)
+    torch.testing.assert_close(lhs, rhs)
+
+
+def test_thm5_per_rf_conditional_support_equals_full_population():
+    m = TwoRFModel.random(K=3, d=3, C=2, P=3, generator=gen(11))
+    W = torch.randn(2, 3, 3, generator=gen(12), dtype=D)
+    full = thm5_closed_form(W, *m.support()[:2], weights=m.support()[2])
+    xs, zs, ws = m.conditional_support()
+    red = thm5_closed_form(W, xs, zs, weights=ws)
+    torch.testing.assert_close(red.w_dot, full.w_dot)
+    torch.testing.assert_close(red.A, full.A)

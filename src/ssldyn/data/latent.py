@@ -237,6 +237,20 @@ class TwoRFModel:
             x = x + self.noise * torch.randn(x.shape, generator=gen, dtype=x.dtype)
         return x, z
 
+    def conditional_support(self) -> tuple[Tensor, Tensor, Tensor]:
+        """Per-RF populations given ``z``: rows ``(c, a)`` with ``x[row, k] = patterns[k, a]``,
+        ``z[row] = c`` and per-RF weights ``P[z = c]·P[a | z = c, k]``: ``x (C·P, K, d)``, ``z (C·P,)``,
+        ``weights (C·P, K)``. Enough for every quantity that only involves one RF at a time
+        given ``z`` (e.g. Thm. 5); cross-RF moments need :meth:`support`."""
+        if self.noise > 0:
+            raise ValueError("TwoRFModel.conditional_support: only for noise = 0")
+        K, P, _ = self.patterns.shape
+        C = self.z_probs.numel()
+        x = self.patterns.permute(1, 0, 2).repeat(C, 1, 1)  # (C*P, K, d)
+        z = torch.arange(C).repeat_interleave(P)
+        w = (self.z_probs[:, None, None] * self.pattern_probs.permute(1, 2, 0)).reshape(C * P, K)  # (C*P, K)
+        return x, z, w.to(self.patterns.dtype)
+
     def support(self) -> tuple[Tensor, Tensor, Tensor]:
         """Exact population (noise-free): atoms ``x (A, K, d)``, ``z (A,)`` and probabilities ``(A,)``."""
         if self.noise > 0:

@@ -163,33 +163,45 @@ def thm5_closed_form(W: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None 
 
     Args:
         W: ``(..., K, d)`` one filter per RF (leading ensemble axes allowed).
-        x: ``(N, K, d)``; z: ``(N,)`` in {0, 1}; weights: ``(N,)`` probabilities (population) or None.
+        x: ``(N, K, d)``; z: ``(N,)`` in {0, 1}; weights: ``(N,)`` probabilities (population) or None,
+            or ``(N, K)`` per-RF weights (eq. 15 only involves per-RF moments given ``z``, so the
+            per-RF conditional populations of :meth:`TwoRFModel.conditional_support` suffice).
     """
     act = get_activation(activation)
     n, K, d = x.shape
     p = torch.full((n,), 1.0 / n, dtype=x.dtype) if weights is None else weights.to(x.dtype)
-    pre = torch.einsum("nkd,...kd->...nk", x, W)  # (..., N, K)
+    if p.dim() == 1:
+        p = p[:, None].expand(n, K)  # (N, K)
+    pre = (x * W[..., None, :, :]).sum(-1)  # (..., N, K)
     xt = act.deriv(pre)[..., None] * x  # (..., N, K, d)
-    masks = [(z == c).to(x.dtype) * p for c in (0, 1)]
-    p0, p1 = float(masks[0].sum()), float(masks[1].sum())
-    means = [torch.einsum("n,...nkd->...kd", mk, xt) / pc for mk, pc in zip(masks, (p0, p1))]  # (..., K, d)
-    second = [torch.einsum("n,...nkd,...nke->...kde", mk, xt, xt) / pc for mk, pc in zip(masks, (p0, p1))]
+    masks = [(z == c).to(x.dtype)[:, None] * p for c in (0, 1)]  # (N, K)
+    p0, p1 = float(masks[0][:, 0].sum()), float(masks[1][:, 0].sum())
+    xtk = xt.movedim(-3, -2)  # (..., K, N, d)
+    means = [(mk.T[:, :, None] * xtk).sum(-2) / pc for mk, pc in zip(masks, (p0, p1))]  # (..., K, d)
+    outer = xtk[..., :, None] * xtk[..., None, :]  # (..., K, N, d, d) (small N: broadcasting beats bmm)
+    second = [(mk.T[:, :, None, None] * outer).sum(-3) / pc for mk, pc in zip(masks, (p0, p1))]  # (..., K, d, d)
     cond_var = [s_ - m_[..., :, None] * m_[..., None, :] for s_, m_ in zip(second, means)]
     L = p0 * cond_var[0] + p1 * cond_var[1]  # (..., K, d, d)
     Delta = means[1] - means[0]  # (..., K, d)
     A = L + p0 * p1 * Delta[..., :, None] * Delta[..., None, :]
-    dk = torch.einsum("...kd,...kde,...ke->...k", W, L, W)
+    dk = (W * (L @ W[..., None]).squeeze(-1)).sum(-1)
     bk = (W * Delta).sum(-1)
     Vf = torch.diag_embed(dk) + p0 * p1 * bk[..., :, None] * bk[..., None, :]  # (..., K, K), eq. 138
-    lam = torch.linalg.eigvalsh(Vf)[..., -1]
-    gapk = lam[..., None] - dk  # λ − d_k > 0
-    raw = bk / (-gapk)  # b_k / (d_k − λ)
+    lam_all, vec = torch.linalg.eigh(Vf)
+    lam, s_eig = lam_all[..., -1], vec[..., -1]  # top eigenpair of V[f1]
+    gapk = lam[..., None] - dk  # λ − d_k >= 0
+    raw = bk / (-gapk)  # b_k / (d_k − λ)   (Bunch–Nielsen–Sorensen, eq. 139)
     Z2 = (raw**2).sum(-1)
     s = raw / Z2.sqrt()[..., None]
+    # where BNS is singular (all b_k = 0) fall back to the eigenvector itself
+    s = torch.where(torch.isfinite(s).all(-1, keepdim=True), s, s_eig)
     tot = (bk**2 / gapk).sum(-1, keepdim=True)
     delta = p0 * p1 / (Z2[..., None] * gapk) * (tot - bk**2 / gapk)  # eq. 143
+    # eq. 141 (= eq. 15 with eq. 143 whenever b_k != 0): modulation p0 p1 s_k Σ_{k'≠k} s_k' b_k' Δ_k
+    sb = (s * bk).sum(-1, keepdim=True)
+    modul = (p0 * p1 * s * (sb - s * bk))[..., None] * Delta
     wn = W / W.norm(dim=-1, keepdim=True)
-    rhs = (s**2)[..., None] * (A @ W[..., None]).squeeze(-1) + (delta * bk)[..., None] * Delta
+    rhs = (s**2)[..., None] * (A @ W[..., None]).squeeze(-1) + modul
     w_dot = rhs - (rhs * wn).sum(-1, keepdim=True) * wn
     return Thm5Terms(p0, p1, A, L, Delta, dk, bk, lam, s, delta, w_dot)
 

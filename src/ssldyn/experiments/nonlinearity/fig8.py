@@ -1,0 +1,118 @@
+"""`nonlinearity` App. E.1, Fig. 8: local maxima of ``E_α(θ) = ½ C_α[h(wᵀx)]`` on the circle.
+
+``w = (cos θ, sin θ)``, nine data points on the unit circle at the angles of App. E.1,
+uniform α (``α_ij ≡ 1``), no augmentation (so ``C_α[f]`` is the variance of ``f`` over the
+nine points). ReLU (solid) versus linear (dotted), each scaled to max 1. The paper: ReLU
+has at least 8 local maxima, not orthogonal to each other; linear has exactly 2, at ``±φ₁``
+(top PCA direction). We also run power iteration (eq. PI) from each ReLU maximum to see
+whether it is a fixed point of eq. 7 (a critical point), reported in the summary.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from pydantic import Field, conint
+
+from ssldyn.data.latent import FIG8_ANGLES, circle_points
+from ssldyn.dynamics.alpha_cl import make_A_fn, one_layer_energy, power_iteration, uniform_contrastive_covariance
+from ssldyn.experiments.nonlinearity._alpha_landscape import circ_sep_deg, circular_local_maxima
+from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.viz.common import PALETTE, new_figure, save_figure
+
+
+class Fig8Config(ExperimentConfig):
+    angles: list[float] = Field(list(FIG8_ANGLES), min_length=2, description="data angles (App. E.1)")
+    n_grid: conint(ge=360) = Field(7200, description="θ grid points on [−π, π)")
+    activation: str = Field("relu", description="nonlinear activation compared with linear (App. E.1: ReLU)")
+
+
+@register
+class Fig8(Experiment):
+    name = "nonlinearity.fig8"
+    paper = "nonlinearity"
+    figure = "Fig. 8, App. E.1"
+    description = "E_α(θ) on the circle: ReLU has ≥ 8 non-orthogonal local maxima, linear only ±φ₁"
+    Config = Fig8Config
+    quick = {"n_grid": 3600}
+    est_seconds = (2, 3)
+
+    def run(self, cfg: Fig8Config, ctx) -> Result:
+        x = circle_points(cfg.angles)  # (9, 2)
+        theta = torch.linspace(-math.pi, math.pi, cfg.n_grid + 1, dtype=torch.float64)[:-1]
+        W = torch.stack([theta.cos(), theta.sin()], -1)  # (G, 2)
+        curves, maxima = {}, {}
+        for act in (cfg.activation, "linear"):
+            e = one_layer_energy(x, W, act)  # (G,)
+            e = (e / e.max()).numpy()
+            curves[act] = e
+            maxima[act] = theta.numpy()[circular_local_maxima(e)]
+        lam, vec = torch.linalg.eigh(uniform_contrastive_covariance(x))
+        phi1 = vec[:, -1]
+        phi_ang = math.atan2(float(phi1[1]), float(phi1[0]))
+        lin_dev = [min(abs((m - a + math.pi) % (2 * math.pi) - math.pi) for a in (phi_ang, phi_ang + math.pi))
+                   for m in maxima["linear"]]
+        # are the ReLU maxima fixed points of eq. PI?
+        w_max = torch.stack([torch.tensor([math.cos(t), math.sin(t)]) for t in maxima[cfg.activation]]).double()
+        pi = power_iteration(make_A_fn(x, cfg.activation), w_max, n_iter=200, tol=1e-12)
+        moved = torch.rad2deg(torch.arccos((pi.w * w_max).sum(-1).clamp(-1, 1))).numpy()
+        step = 360.0 / cfg.n_grid
+        seps = circ_sep_deg(maxima[cfg.activation])
+        res = Result(
+            tables={"curves": pd.DataFrame({"theta": theta.numpy(), cfg.activation: curves[cfg.activation],
+                                            "linear": curves["linear"]}),
+                    "maxima": pd.DataFrame([{"activation": a, "theta": float(t)} for a in maxima for t in maxima[a]])},
+            summary={"n_max_nonlinear": int(len(maxima[cfg.activation])), "n_max_linear": int(len(maxima["linear"])),
+                     "linear_max_dev_deg": float(np.rad2deg(max(lin_dev))) if lin_dev else float("nan"),
+                     "phi1_deg": math.degrees(phi_ang), "grid_step_deg": step,
+                     "min_sep_nonlinear_deg": float(seps.min()) if len(seps) else float("nan"),
+                     "n_sep_not_90": int(np.sum(np.abs(seps - 90.0) > 2 * step)),
+                     "maxima_that_are_PI_fixed_points": int(np.sum(moved < 2 * step)),
+                     "max_PI_drift_from_maxima_deg": float(moved.max()) if len(moved) else float("nan")},
+            arrays={"x": x.numpy()})
+        kinks = np.mod(np.array(cfg.angles)[:, None] + np.array([-math.pi / 2, math.pi / 2])[None], 2 * math.pi)
+        on_kink = [float(np.min(np.abs((t - kinks + math.pi) % (2 * math.pi) - math.pi))) < 2 * math.radians(step)
+                   for t in maxima[cfg.activation]]
+        res.summary["maxima_on_kinks"] = int(sum(on_kink))
+        res.notes.append(f"{res.summary['maxima_that_are_PI_fixed_points']} of {len(moved)} {cfg.activation} maxima are "
+                         f"fixed points of eq. PI; {sum(on_kink)} of them lie on a kink θ = θ_i ± π/2 (a data point on "
+                         "the plane wᵀx = 0, where E_α is not differentiable for this 9-point batch).")
+        res.notes.append("Maxima counted on a θ grid (strict maxima; a flat top counts once). Local maxima of the "
+                         "ReLU curve that lie on a kink (a data point on the plane wᵀx = 0) need not be fixed points "
+                         "of eq. PI; the summary reports how many are.")
+        return res
+
+    def claims(self, cfg: Fig8Config, result: Result):
+        s = result.summary
+        loc = "App. E.1, Fig. 8"
+        return [
+            check("relu-many-maxima", f"With {cfg.activation}, E_α(θ) has many local maxima (≥ 8).", loc,
+                  s["n_max_nonlinear"], ge=8),
+            check("linear-two-maxima", "With linear activation there are exactly two local maxima.", loc,
+                  s["n_max_linear"], equals=2),
+            check("linear-at-phi1", "The linear maxima are at ±φ₁, the largest PCA eigenvector.", loc,
+                  s["linear_max_dev_deg"], le=2 * s["grid_step_deg"],
+                  expected=f"max angular distance to ±φ₁ <= 2 grid steps ({2 * s['grid_step_deg']:.3f}°)"),
+            check("relu-not-orthogonal", "Unlike PCA directions, the ReLU local optima are not orthogonal to each "
+                  "other.", loc, s["min_sep_nonlinear_deg"], lt=90.0 - 2 * s["grid_step_deg"],
+                  expected="smallest angle between neighbouring maxima well below 90°"),
+        ]
+
+    def plots(self, cfg: Fig8Config, result: Result, fig_dir: Path):
+        c, m = result.tables["curves"], result.tables["maxima"]
+        fig, ax = new_figure(1, 1, size=(6.0, 3.6))
+        a = ax[0, 0]
+        a.plot(c["theta"], c[cfg.activation], "-", color=PALETTE[0], label=cfg.activation)
+        a.plot(c["theta"], c["linear"], ":", color=PALETTE[1], label="linear")
+        for act, col in ((cfg.activation, PALETTE[0]), ("linear", PALETTE[1])):
+            t = m[m["activation"] == act]["theta"].to_numpy()
+            a.plot(t, np.interp(t, c["theta"], c[act]), "o", color=col, ms=4)
+        for t in cfg.angles:
+            a.axvline(t, color="0.8", lw=0.8, zorder=0)
+        a.set(xlabel="θ", ylabel="E_α(θ) / max", title="Fig. 8: local maxima of E_α on the circle")
+        a.legend(fontsize=8)
+        return [save_figure(fig, fig_dir / "fig8.png")]

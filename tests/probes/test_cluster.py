@@ -38,6 +38,9 @@ def test_uniformity_reference_values():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4000, 3, generator=g, dtype=torch.float64)
     assert abs(uniformity(x) - uniformity_reference(d=3)) < 0.02
+    # Fibonacci points: the i = j exclusion written out, against the continuous value
+    m = 3000
+    assert abs(uniformity_reference(m, d=3) - math.log((m * math.exp(uniformity_reference(d=3)) - 1) / (m - 1))) < 2e-3
 
 
 def test_angular_spread_and_invariance_gap():

@@ -200,15 +200,17 @@ def pointwise_gradient(loss_fn: LossFn, z: Tensor, queries: Tensor) -> Tensor:
 
     The gradient field of eq. (7) evaluated off the sample: vanilla GD (eq. 14) updates the
     embedding map at any input, e.g. at a perturbed ``T(x_i)``, by ``f ← f − σ ∇L(f)`` using
-    the current embedded measure. Equals ``n ∂𝓛/∂z`` when ``queries = z``. ``(n, d)`` only.
+    the current embedded measure. Equals ``n ∂𝓛/∂z`` when ``queries = z``.
+
+    ``z``, ``queries``: ``(n, d)``. ``loss_fn`` must accept a leading batch axis
+    (``(n, n, d) -> (n,)``, the ensemble convention of :mod:`ssldyn.objectives`): the n
+    substituted configurations are evaluated as one batch.
     """
-    from torch.func import grad, vmap
-
     n = z.shape[-2]
-    idx = torch.arange(n, device=z.device)
-
-    def one(i: Tensor, u: Tensor) -> Tensor:
-        mask = (torch.arange(n, device=z.device) == i)[:, None]
-        return loss_fn(torch.where(mask, u[None, :], z))
-
-    return n * vmap(grad(one, argnums=1))(idx, queries.detach())
+    u = queries.detach().clone().requires_grad_(True)  # (n, d)
+    eye = torch.eye(n, dtype=torch.bool, device=z.device)[..., None]  # (n, n, 1): batch b, row j
+    with torch.enable_grad():
+        batch = torch.where(eye, u[:, None, :], z.detach()[None, :, :])  # (n, n, d): z with row b := u_b
+        losses = loss_fn(batch)  # (n,)
+        (g,) = torch.autograd.grad(losses.sum(), u)
+    return n * g

@@ -77,13 +77,20 @@ def alignment(z1, z2, alpha: float = 2.0) -> float:
 
 
 def uniformity_reference(n: int | None = None, d: int = 2, t: float = 2.0) -> float:
-    """Uniformity of the uniform optimum: ``n`` equally spaced points on S¹ (``d = 2``), or, with
+    """Uniformity of the uniform optimum: ``n`` equally spaced points on S¹ (``d = 2``) or ``n``
+    Fibonacci-lattice points on S² (``d = 3``), or, with
     ``n=None``, the continuous uniform measure on S^{d−1} (``d = 2``: ``−2t + log I₀(2t)``)."""
     if n is not None:
-        if d != 2:
-            raise ValueError("uniformity_reference: equally spaced points are defined for d = 2 only")
-        a = torch.arange(n, dtype=torch.float64) * (2 * math.pi / n)
-        return uniformity(torch.stack([a.cos(), a.sin()], 1), t)
+        if d == 2:
+            a = torch.arange(n, dtype=torch.float64) * (2 * math.pi / n)
+            return uniformity(torch.stack([a.cos(), a.sin()], 1), t)
+        if d == 3:  # Fibonacci lattice: n near-evenly spread points on S²
+            i = torch.arange(n, dtype=torch.float64) + 0.5
+            zc = 1 - 2 * i / n
+            phi = math.pi * (3 - math.sqrt(5)) * i
+            r = (1 - zc**2).sqrt()
+            return uniformity(torch.stack([r * phi.cos(), r * phi.sin(), zc], 1), t)
+        raise ValueError("uniformity_reference: n evenly spread points are defined for d = 2, 3 only")
     if d == 2:
         from scipy.special import i0e
 

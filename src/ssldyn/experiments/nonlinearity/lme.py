@@ -1,0 +1,195 @@
+"""`nonlinearity` Sec. 3.1 (eq. 8-9, App. B.1): multiple LMEs with ReLU, one winner with linear activation.
+
+Setting of Sec. 3.1: Cor. 1's conditions (large batch N, no augmentation), uniform α, ReLU,
+``U`` orthonormal (``d = M``).
+
+1. Latent categorical model (``x = u_y``): the empirical ``A(u_m) = C_α[x̃^{u_m}]`` equals eq. 8,
+   ``P[y=m](1 − P[y=m]) u_m u_mᵀ``, to sampling error.
+2. Latent summation model (``x = Uy``, standardized Bernoulli ``y_m`` with ``P[y_m > 0] = q_m``):
+   the empirical ``A(u_m)`` equals eq. 9, ``(1 − q_m)² u_m u_mᵀ + q_m(I − u_m u_mᵀ)``.
+   Sampling error: ``SE`` of every entry from ``n_batches`` disjoint sub-batches; we report
+   ``z = ‖A_N − A_ref‖_F / ‖SE‖_F`` (about 1 when the formula holds).
+3. ``u_m`` is an LME (Def. 3) exactly when ``(1 − q_m)² > q_m`` ⇔ ``q_m < (3 − √5)/2 ≈ 0.382``:
+   tested with the exact population (all ``2^M`` atoms) on both sides of the threshold.
+4. Power iteration (eq. PI) with ReLU started near each ``u_m`` (``w₀ = u_m + σ·g``) returns to
+   ``u_m`` (categorical data: the sampled batch; summation: the exact population), and
+   leaves the non-LME patterns ``q_m > 0.382``; with linear activation every start converges to
+   the one top eigenvector of ``C_α[x]`` (winner-take-all, Sec. 3).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from pydantic import Field, PositiveFloat, conint
+
+from ssldyn.data.latent import latent_categorical, latent_summation, latent_summation_support, orthonormal_basis
+from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, uniform_contrastive_covariance
+from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.probes.alpha_cl import lme_test
+from ssldyn.viz.common import PALETTE, new_figure, save_figure
+
+THRESHOLD = (3 - math.sqrt(5)) / 2
+
+
+class LMEConfig(ExperimentConfig):
+    d: conint(ge=2, le=14) = Field(10, description="dimension = number of patterns M (U orthonormal, Sec. 3.1)")
+    n_samples: conint(ge=1000) = Field(100_000, description="batch size N ('large batch', Cor. 1)")
+    n_batches: conint(ge=4) = Field(10, description="sub-batches for the sampling-error estimate")
+    q_min: float = Field(0.05, gt=0, lt=1, description="smallest q_m (q_m evenly spaced)")
+    q_max: float = Field(0.6, gt=0, lt=1, description="largest q_m; the grid straddles 0.382")
+    starts_per_pattern: conint(ge=1) = Field(3, description="power-iteration starts near each u_m")
+    start_noise: PositiveFloat = Field(0.1, description="σ of the start perturbation w₀ = u_m + σ g")
+    pi_samples: conint(ge=500) = Field(20_000, description="batch of the categorical power iteration")
+    n_iter: conint(ge=10) = Field(300, description="max power iterations (ReLU)")
+    n_iter_linear: conint(ge=10) = Field(5000, description="max power iterations (linear)")
+
+
+def _z_score(A_fn_batches, A_full: torch.Tensor, ref: torch.Tensor) -> float:
+    Ab = torch.stack(A_fn_batches)  # (B, d, d)
+    se = Ab.std(0, unbiased=True) / math.sqrt(Ab.shape[0])
+    return float((A_full - ref).norm() / se.norm().clamp_min(1e-300))
+
+
+@register
+class LME(Experiment):
+    name = "nonlinearity.lme"
+    paper = "nonlinearity"
+    figure = "Sec. 3.1, eq. 8-9"
+    description = "A(u_m) of the latent categorical/summation models; LMEs iff q < 0.382; ReLU keeps many, linear one"
+    Config = LMEConfig
+    quick = {"n_samples": 20_000, "pi_samples": 4000, "d": 8, "n_iter": 100, "starts_per_pattern": 2}
+    est_seconds = (8, 40)
+
+    def run(self, cfg: LMEConfig, ctx) -> Result:
+        g = ctx.generator(0)
+        d = cfg.d
+        U = orthonormal_basis(d, d, generator=g)
+        probs = torch.linspace(2.0, 1.0, d, dtype=torch.float64)
+        probs = probs / probs.sum()
+        q = torch.linspace(cfg.q_min, cfg.q_max, d, dtype=torch.float64)
+        eye = torch.eye(d, dtype=torch.float64)
+        rows = []
+        # 1-2: empirical A(u_m) vs eq. 8 / eq. 9
+        xc, _ = latent_categorical(cfg.n_samples, U, probs, generator=g)
+        xs, _ = latent_summation(cfg.n_samples, U, q, generator=g)
+        for model, x in (("categorical", xc), ("summation", xs)):
+            A_full = make_A_fn(x, "relu")
+            subs = [make_A_fn(c, "relu") for c in x.chunk(cfg.n_batches)]
+            for m in range(d):
+                u = U[:, m]
+                P = torch.outer(u, u)
+                ref = probs[m] * (1 - probs[m]) * P if model == "categorical" else \
+                    (1 - q[m]) ** 2 * P + q[m] * (eye - P)
+                A = A_full(u)
+                rows.append({"model": model, "m": m, "p_or_q": float(probs[m] if model == "categorical" else q[m]),
+                             "abs_err": float((A - ref).abs().max()), "rel_err": float((A - ref).norm() / ref.norm()),
+                             "z": _z_score([a(u) for a in subs], A, ref)})
+        closed = pd.DataFrame(rows)
+        # 3: LME iff q < 0.382 on the exact population
+        xp, pp = latent_summation_support(U, q)
+        A_pop = make_A_fn(xp, "relu", weights=pp)
+        lme_rows = []
+        for m in range(d):
+            t = lme_test(A_pop, U[:, m])
+            lme_rows.append({"m": m, "q": float(q[m]), "predicted_lme": bool(q[m] < THRESHOLD), "is_lme": t.is_lme,
+                             "gap": t.gap, "c": t.c, "lam1": t.lam1})
+        lmes = pd.DataFrame(lme_rows)
+        # 4: power iteration near each u_m
+        S = cfg.starts_per_pattern
+        targets = U.T.repeat(S, 1)  # (S*d, d)
+        w0 = targets + cfg.start_noise * torch.randn(S * d, d, generator=g, dtype=torch.float64)
+        xpi, _ = latent_categorical(cfg.pi_samples, U, probs, generator=g)
+        pi_cat = power_iteration(make_A_fn(xpi, "relu"), w0, n_iter=cfg.n_iter)
+        pi_sum = power_iteration(A_pop, w0, n_iter=cfg.n_iter)
+        cos_cat = (pi_cat.w * targets).sum(-1)
+        cos_sum = (pi_sum.w * targets).sum(-1)
+        is_lme_pat = torch.tensor(lmes["is_lme"].to_numpy()).repeat(S)
+        C_lin = uniform_contrastive_covariance(xpi)
+        pi_lin = power_iteration(lambda W: C_lin.expand(W.shape[0], d, d), w0, n_iter=cfg.n_iter_linear, tol=1e-12)
+        phi1 = torch.linalg.eigh(C_lin)[1][:, -1]
+        cos_lin = (pi_lin.w @ phi1).abs()
+        ends_lin = _n_distinct(pi_lin.w)
+        ends_relu = _n_distinct(pi_cat.w)
+        pi_table = pd.DataFrame({"start": np.arange(S * d), "pattern": np.tile(np.arange(d), S),
+                                 "cos_relu_categorical": cos_cat.numpy(), "cos_relu_summation": cos_sum.numpy(),
+                                 "cos_linear_to_phi1": cos_lin.numpy()})
+        res = Result(tables={"closed_form": closed, "lme": lmes, "power_iteration": pi_table})
+        res.add_trajectory(pi_sum.trajectory)
+        zc, zs = closed[closed.model == "categorical"], closed[closed.model == "summation"]
+        res.summary = {
+            "max_z_categorical": float(zc["z"].max()), "max_z_summation": float(zs["z"].max()),
+            "max_rel_err_categorical": float(zc["rel_err"].max()), "max_rel_err_summation": float(zs["rel_err"].max()),
+            "lme_agreement": int((lmes["is_lme"] == lmes["predicted_lme"]).sum()), "n_patterns": d,
+            "n_q_below": int(lmes["predicted_lme"].sum()), "n_q_above": int((~lmes["predicted_lme"]).sum()),
+            "relu_return_categorical": float((cos_cat > 0.999).double().mean()),
+            "relu_return_summation_lme": float((cos_sum[is_lme_pat] > 0.999).double().mean()),
+            "relu_leave_summation_nonlme": float((cos_sum[~is_lme_pat] < 0.99).double().mean())
+            if (~is_lme_pat).any() else float("nan"),
+            "linear_min_cos_phi1": float(cos_lin.min()), "linear_distinct_endpoints": ends_lin,
+            "relu_distinct_endpoints_categorical": ends_relu,
+        }
+        res.notes.append(f"U random orthonormal, d = M = {d}; categorical P[y=m] ∝ linspace(2, 1); q_m evenly spaced in "
+                         f"[{cfg.q_min}, {cfg.q_max}]. ReLU uses h'(0) = 0 (App. B.1). Linear power iteration uses "
+                         "C_α[x] of the categorical batch (for the summation model with orthonormal U, V[x] = I has "
+                         "no distinct top eigenvector).")
+        return res
+
+    def claims(self, cfg: LMEConfig, result: Result):
+        s = result.summary
+        loc = "Sec. 3.1, eq. 8-9"
+        return [
+            check("eq8", "Latent categorical model: A(u_m) = P[y=m](1 − P[y=m]) u_m u_mᵀ (eq. 8).", loc,
+                  s["max_z_categorical"], le=4.0, expected="max_m ‖A_N − eq. 8‖_F / ‖SE‖_F <= 4 (sampling error)"),
+            check("eq9", "Latent summation model: A(u_m) = (1 − q_m)² u_m u_mᵀ + q_m(I − u_m u_mᵀ) (eq. 9).", loc,
+                  s["max_z_summation"], le=4.0, expected="max_m ‖A_N − eq. 9‖_F / ‖SE‖_F <= 4 (sampling error)"),
+            check("lme-threshold", "u_m is an LME exactly when q_m < (3 − √5)/2 ≈ 0.382.", loc, s["lme_agreement"],
+                  holds=s["lme_agreement"] == s["n_patterns"] and s["n_q_below"] > 0 and s["n_q_above"] > 0,
+                  expected=f"Def. 3 test agrees with q_m < 0.382 for all {s['n_patterns']} patterns, with "
+                           f"{s['n_q_below']} below and {s['n_q_above']} above the threshold"),
+            check("relu-returns", "With ReLU, power iteration started near each u_m returns to it (categorical).",
+                  "Sec. 3, eq. PI", s["relu_return_categorical"], ge=1.0,
+                  expected="fraction of starts ending at cos(w, u_m) > 0.999 == 1"),
+            check("relu-returns-summation", "... and near each LME u_m of the summation model (q_m < 0.382).",
+                  "Sec. 3, eq. PI", s["relu_return_summation_lme"], ge=1.0,
+                  expected="fraction ending at cos > 0.999 == 1"),
+            check("relu-leaves-non-lme", "Patterns with q_m > 0.382 are not LMEs: power iteration leaves them.",
+                  "Sec. 3.1", s["relu_leave_summation_nonlme"], ge=1.0, expected="fraction ending at cos < 0.99 == 1"),
+            check("linear-one-winner", "With linear activation every start converges to the one top eigenvector of "
+                  "C_α[x] (winner-take-all).", "Sec. 3", s["linear_min_cos_phi1"], ge=0.999,
+                  expected=f"min |cos(w, φ₁)| >= 0.999 over all starts ({s['linear_distinct_endpoints']} distinct "
+                           f"endpoint(s) vs {s['relu_distinct_endpoints_categorical']} with ReLU)"),
+        ]
+
+    def plots(self, cfg: LMEConfig, result: Result, fig_dir: Path):
+        lm, pi = result.tables["lme"], result.tables["power_iteration"]
+        fig, ax = new_figure(2, 1, size=(4.6, 3.5))
+        q = np.linspace(0.01, 0.7, 200)
+        ax[0, 0].plot(q, (1 - q) ** 2, color=PALETTE[0], label="(1 − q)²  (eigenvalue on u_m)")
+        ax[0, 0].plot(q, q, color=PALETTE[1], label="q  (other eigenvalues)")
+        ax[0, 0].axvline(THRESHOLD, color="0.5", ls="--", lw=1)
+        ok = lm["is_lme"].to_numpy()
+        ax[0, 0].plot(lm["q"][ok], lm["lam1"][ok], "o", color=PALETTE[2], label="LME (Def. 3)")
+        ax[0, 0].plot(lm["q"][~ok], lm["lam1"][~ok], "x", color=PALETTE[3], label="not an LME")
+        ax[0, 0].set(xlabel="q_m", ylabel="eigenvalue", title="eq. 9: LME iff q < 0.382")
+        ax[0, 0].legend(fontsize=7)
+        ax[0, 1].plot(pi["pattern"], pi["cos_relu_categorical"], "o", color=PALETTE[0], label="ReLU: cos(w*, u_m)")
+        ax[0, 1].plot(pi["pattern"], pi["cos_linear_to_phi1"], "s", color=PALETTE[1], mfc="none",
+                      label="linear: |cos(w*, φ₁)|")
+        ax[0, 1].set(xlabel="pattern m of the start", ylabel="cosine", ylim=(-0.05, 1.05),
+                     title="power iteration from near u_m (categorical)")
+        ax[0, 1].legend(fontsize=7)
+        return [save_figure(fig, fig_dir / "lme.png")]
+
+
+def _n_distinct(W: torch.Tensor, cos_tol: float = 0.999) -> int:
+    """Number of distinct directions among rows of ``W`` (up to sign)."""
+    reps: list[torch.Tensor] = []
+    for w in W:
+        if not any(abs(float(w @ r)) > cos_tol for r in reps):
+            reps.append(w)
+    return len(reps)

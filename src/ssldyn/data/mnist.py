@@ -128,7 +128,7 @@ def load_mnist(root: str | Path | None = None, *, split: str = "train",
     else:
         images, y = read_idx_dir(root, split)
         X = images.reshape(images.shape[0], -1).astype(np.float64)
-    return torch.as_tensor(X / 255.0, dtype=dtype), torch.as_tensor(np.asarray(y, dtype=np.int64))
+    return torch.as_tensor(np.array(X / 255.0), dtype=dtype), torch.as_tensor(np.array(y, dtype=np.int64))
 
 
 def class_subset(X: torch.Tensor, y: torch.Tensor, classes: Sequence[int] = (0, 1), per_class: int = 200,

@@ -1,0 +1,171 @@
+"""Image augmentations on batched tensors (kornia), seeded, on the images' device.
+
+* :func:`sample_resized_crop` / :class:`RandomResizedCrop` — the crop of ``nonlinearity`` App. E.3,
+  ``transforms.RandomResizedCrop((28, 28), scale=(0.5, 1.0), ratio=(0.5, 1.5))``: torchvision's
+  sampling rule (up to 10 tries of area fraction ``s ~ U(scale)`` and log-uniform aspect ratio
+  ``r = w/h``, ``w = round(√(s·H·W·r))``, ``h = round(√(s·H·W/r))``, position uniform; if no try fits,
+  a centred crop with the ratio clamped to ``ratio``), vectorised over the batch; the crop is
+  resized back with :func:`kornia.geometry.transform.crop_and_resize` (bilinear).
+* :class:`SimCLRAugment` — a SimCLR-style pipeline (Chen et al. 2020; ``variational`` Sec. 1's
+  "transformations"): random resized crop, small rotation, colour jitter and random grayscale
+  for RGB, Gaussian blur, additive Gaussian noise, values clamped to [0, 1].
+
+All random parameters are drawn from a CPU :class:`torch.Generator` (so a seed gives the same
+views on CPU and CUDA) and applied to images ``(B, C, H, W)`` on their own device.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from kornia.enhance import adjust_brightness, adjust_contrast, adjust_saturation
+from kornia.filters import gaussian_blur2d
+from kornia.geometry.transform import crop_and_resize, rotate
+
+__all__ = ["sample_resized_crop", "crop_boxes", "resized_crop", "RandomResizedCrop", "SimCLRAugment", "two_views"]
+
+
+def _check_images(x: torch.Tensor) -> None:
+    if x.dim() != 4:
+        raise ValueError(f"images must be (B, C, H, W), got shape {tuple(x.shape)}")
+
+
+def _uniform(n: int, lo: float, hi: float, g: torch.Generator | None, *shape: int) -> torch.Tensor:
+    return lo + (hi - lo) * torch.rand(n, *shape, generator=g, dtype=torch.float64)
+
+
+def sample_resized_crop(n: int, height: int, width: int, scale: tuple[float, float] = (0.5, 1.0),
+                        ratio: tuple[float, float] = (0.5, 1.5), generator: torch.Generator | None = None,
+                        tries: int = 10) -> torch.Tensor:
+    """Crop boxes ``(n, 4)`` int64 rows ``(top, left, h, w)`` by torchvision's RandomResizedCrop rule.
+
+    Args:
+        n: number of crops; height, width: image size.
+        scale: range of the crop's area fraction; ratio: range of the aspect ratio ``w/h``.
+        generator: CPU generator (seeded) for all draws.
+    """
+    if not (0 < scale[0] <= scale[1] <= 1.0):
+        raise ValueError(f"scale={scale}: need 0 < lo <= hi <= 1")
+    if not (0 < ratio[0] <= ratio[1]):
+        raise ValueError(f"ratio={ratio}: need 0 < lo <= hi")
+    area = float(height * width)
+    s = _uniform(n, scale[0], scale[1], generator, tries)  # (n, T)
+    log_r = _uniform(n, math.log(ratio[0]), math.log(ratio[1]), generator, tries)  # (n, T)
+    r = log_r.exp()
+    w = torch.round(torch.sqrt(s * area * r)).long()  # (n, T)
+    h = torch.round(torch.sqrt(s * area / r)).long()
+    ok = (w > 0) & (w <= width) & (h > 0) & (h <= height)  # (n, T)
+    first = torch.where(ok.any(1), ok.long().argmax(1), torch.full((n,), -1))  # (n,)
+    # fallback: centred crop, ratio clamped (torchvision)
+    in_ratio = width / height
+    if in_ratio < ratio[0]:
+        fw, fh = width, int(round(width / ratio[0]))
+    elif in_ratio > ratio[1]:
+        fh, fw = height, int(round(height * ratio[1]))
+    else:
+        fw, fh = width, height
+    rows = torch.arange(n)
+    pick = first.clamp_min(0)
+    hh = torch.where(first >= 0, h[rows, pick], torch.full((n,), fh))  # (n,)
+    ww = torch.where(first >= 0, w[rows, pick], torch.full((n,), fw))
+    u = torch.rand(n, 2, generator=generator, dtype=torch.float64)
+    top = torch.floor(u[:, 0] * (height - hh + 1)).long()
+    left = torch.floor(u[:, 1] * (width - ww + 1)).long()
+    top = torch.where(first >= 0, top, torch.full((n,), (height - fh) // 2))
+    left = torch.where(first >= 0, left, torch.full((n,), (width - fw) // 2))
+    return torch.stack([top, left, hh, ww], 1)  # (n, 4)
+
+
+def crop_boxes(params: torch.Tensor) -> torch.Tensor:
+    """``(n, 4)`` rows ``(top, left, h, w)`` -> kornia corner boxes ``(n, 4, 2)`` of (x, y) pixel centres."""
+    top, left, h, w = (params[:, i].double() for i in range(4))
+    x0, y0, x1, y1 = left, top, left + w - 1, top + h - 1
+    return torch.stack([torch.stack([x0, y0], 1), torch.stack([x1, y0], 1), torch.stack([x1, y1], 1),
+                        torch.stack([x0, y1], 1)], 1)  # (n, 4, 2)
+
+
+def resized_crop(images: torch.Tensor, params: torch.Tensor, size: tuple[int, int] | None = None) -> torch.Tensor:
+    """Crop each image ``(B, C, H, W)`` by its ``(top, left, h, w)`` and resize (bilinear) to ``size``."""
+    _check_images(images)
+    size = size or tuple(images.shape[-2:])
+    boxes = crop_boxes(params).to(device=images.device, dtype=images.dtype)  # (B, 4, 2)
+    return crop_and_resize(images, boxes, size, mode="bilinear", align_corners=True)  # (B, C, h, w)
+
+
+@dataclass(frozen=True)
+class RandomResizedCrop:
+    """``nonlinearity`` App. E.3 crop: ``RandomResizedCrop(size, scale=(0.5, 1.0), ratio=(0.5, 1.5))``."""
+
+    scale: tuple[float, float] = (0.5, 1.0)
+    ratio: tuple[float, float] = (0.5, 1.5)
+    size: tuple[int, int] | None = None  # None: the input size
+
+    def __call__(self, images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        _check_images(images)
+        B, _, H, W = images.shape
+        params = sample_resized_crop(B, H, W, self.scale, self.ratio, generator)
+        return resized_crop(images, params, self.size)
+
+
+@dataclass(frozen=True)
+class SimCLRAugment:
+    """SimCLR-style views of ``(B, C, H, W)`` images in [0, 1].
+
+    Steps (each per image, parameters from the generator): random resized crop (``scale``,
+    ``ratio``); rotation by ``U(±rotation)`` degrees; for RGB, with probability ``jitter_p``
+    brightness/contrast/saturation factors ``U(1 ± jitter)``, then grayscale with probability
+    ``gray_p``; Gaussian blur with probability ``blur_p`` and ``σ ~ U(blur_sigma)`` pixels;
+    additive noise ``N(0, noise²)``; clamp to [0, 1].
+    """
+
+    scale: tuple[float, float] = (0.5, 1.0)
+    ratio: tuple[float, float] = (0.5, 1.5)
+    rotation: float = 10.0
+    jitter: float = 0.4
+    jitter_p: float = 0.8
+    gray_p: float = 0.2
+    blur_p: float = 0.5
+    blur_sigma: tuple[float, float] = (0.1, 1.0)
+    noise: float = 0.05
+
+    def __call__(self, images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        _check_images(images)
+        B, C, H, W = images.shape
+        dev, dt = images.device, images.dtype
+        g = generator
+
+        def col(t: torch.Tensor) -> torch.Tensor:  # (B,) -> (B, 1, 1, 1) on the device
+            return t.to(device=dev, dtype=dt).view(B, 1, 1, 1)
+
+        params = sample_resized_crop(B, H, W, self.scale, self.ratio, g)
+        x = resized_crop(images, params)  # (B, C, H, W)
+        if self.rotation > 0:
+            angle = _uniform(B, -self.rotation, self.rotation, g)
+            x = rotate(x, angle.to(device=dev, dtype=dt))
+        if C == 3 and self.jitter > 0:
+            f = _uniform(B, 1 - self.jitter, 1 + self.jitter, g, 3)  # (B, 3) brightness, contrast, saturation
+            on = torch.rand(B, generator=g) < self.jitter_p
+            y = adjust_brightness(x, (f[:, 0] - 1).to(device=dev, dtype=dt).clamp_min(-1))
+            y = adjust_contrast(y, f[:, 1].to(device=dev, dtype=dt))
+            y = adjust_saturation(y, f[:, 2].to(device=dev, dtype=dt))
+            x = torch.where(col(on.double()) > 0, y, x)
+            gray = torch.rand(B, generator=g) < self.gray_p
+            lum = (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]).expand(-1, 3, -1, -1)
+            x = torch.where(col(gray.double()) > 0, lum, x)
+        if self.blur_p > 0:
+            sig = _uniform(B, self.blur_sigma[0], self.blur_sigma[1], g)  # (B,)
+            on = torch.rand(B, generator=g) < self.blur_p
+            k = min(2 * math.ceil(2 * self.blur_sigma[1]) + 1, 2 * ((min(H, W) - 1) // 2) + 1)
+            blurred = gaussian_blur2d(x, (k, k), sig.to(device=dev, dtype=dt).view(B, 1).expand(B, 2))
+            x = torch.where(col(on.double()) > 0, blurred, x)
+        if self.noise > 0:
+            x = x + self.noise * torch.randn(x.shape, generator=g, dtype=torch.float64).to(device=dev, dtype=dt)
+        return x.clamp(0.0, 1.0)
+
+
+def two_views(images: torch.Tensor, augment, generator: torch.Generator | None = None) -> tuple[torch.Tensor,
+                                                                                                 torch.Tensor]:
+    """Two independent augmentations of the same images (the positive pairs)."""
+    return augment(images, generator), augment(images, generator)

@@ -1,0 +1,108 @@
+"""Augmentations: crop parameters follow torchvision's rule, crops equal slicing, seeded, shapes/ranges."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ssldyn.data.augment import RandomResizedCrop, SimCLRAugment, resized_crop, sample_resized_crop, two_views
+
+
+def test_crop_params_respect_scale_and_ratio():
+    g = torch.Generator().manual_seed(0)
+    p = sample_resized_crop(20000, 28, 28, scale=(0.5, 1.0), ratio=(0.5, 1.5), generator=g)
+    top, left, h, w = p.T
+    assert (top >= 0).all() and (left >= 0).all() and (top + h <= 28).all() and (left + w <= 28).all()
+    # rounding of w = round(√(s·A·r)), h = round(√(s·A/r)) moves area and ratio by at most half a pixel per side
+    area = (h * w).double() / 784
+    lo_area = ((torch.sqrt(torch.tensor(0.5 * 784 * 0.5)) - 0.5) * (torch.sqrt(torch.tensor(0.5 * 784 / 1.5)) - 0.5))
+    assert area.max() <= 1.0 and area.min() >= 0.45
+    for hh, ww in zip(h[:2000].tolist(), w[:2000].tolist()):
+        # some real (s, r) in the given ranges rounds to (h, w)
+        s_lo, s_hi = (hh - 0.5) * (ww - 0.5) / 784, (hh + 0.5) * (ww + 0.5) / 784
+        r_lo, r_hi = (ww - 0.5) / (hh + 0.5), (ww + 0.5) / (hh - 0.5)
+        assert s_hi >= 0.5 and s_lo <= 1.0 and r_hi >= 0.5 and r_lo <= 1.5
+    # distribution: same as torchvision's scalar rule, written out here (Monte Carlo reference)
+    rng = np.random.default_rng(0)
+    ref_area, ref_ratio = [], []
+    for _ in range(20000):
+        for _try in range(10):
+            sa = rng.uniform(0.5, 1.0) * 784
+            r = math.exp(rng.uniform(math.log(0.5), math.log(1.5)))
+            ww, hh = round(math.sqrt(sa * r)), round(math.sqrt(sa / r))
+            if 0 < ww <= 28 and 0 < hh <= 28:
+                break
+        else:
+            ww, hh = 28, 28
+        ref_area.append(ww * hh / 784)
+        ref_ratio.append(ww / hh)
+    assert abs(area.mean().item() - np.mean(ref_area)) < 0.005
+    assert abs(area.std().item() - np.std(ref_area)) < 0.005
+    assert abs(float((w.double() / h.double()).mean()) - np.mean(ref_ratio)) < 0.01
+    assert lo_area > 0
+
+
+def test_crop_fallback_is_centred():
+    g = torch.Generator().manual_seed(0)
+    # impossible: ratio 10 on a square image with full area -> centred crop with ratio clamped (torchvision)
+    p = sample_resized_crop(5, 20, 20, scale=(1.0, 1.0), ratio=(10.0, 10.0), generator=g)
+    assert p.tolist() == [[9, 0, 2, 20]] * 5
+
+
+def test_resized_crop_equals_slicing_and_identity():
+    x = torch.rand(3, 2, 16, 16, dtype=torch.float64)
+    full = torch.tensor([[0, 0, 16, 16]] * 3)
+    torch.testing.assert_close(resized_crop(x, full), x, atol=1e-10, rtol=0)
+    p = torch.tensor([[3, 5, 8, 6], [0, 0, 8, 6], [8, 10, 8, 6]])
+    out = resized_crop(x, p, size=(8, 6))
+    for b, (t, l, h, w) in enumerate(p.tolist()):
+        torch.testing.assert_close(out[b], x[b, :, t:t + h, l:l + w], atol=1e-10, rtol=0)
+    # 2× upsampling of a crop is bilinear interpolation with aligned corners: a linear ramp stays linear
+    ramp = torch.arange(16, dtype=torch.float64).view(1, 1, 1, 16).expand(1, 1, 16, 16)
+    up = resized_crop(ramp, torch.tensor([[0, 4, 16, 8]]), size=(16, 15))  # columns 4..11 -> 15 samples
+    torch.testing.assert_close(up[0, 0, 0], torch.linspace(4, 11, 15, dtype=torch.float64), atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_simclr_augment_shapes_range_seed(channels):
+    x = torch.rand(16, channels, 28, 28)
+    aug = SimCLRAugment()
+    a = aug(x, torch.Generator().manual_seed(5))
+    b = aug(x, torch.Generator().manual_seed(5))
+    c = aug(x, torch.Generator().manual_seed(6))
+    assert a.shape == x.shape and a.dtype == x.dtype
+    assert a.min() >= 0 and a.max() <= 1
+    torch.testing.assert_close(a, b, atol=0, rtol=0)
+    assert (a - c).abs().max() > 0.1
+    v1, v2 = two_views(x, aug, torch.Generator().manual_seed(0))
+    assert (v1 - v2).abs().mean() > 0.01  # two different views
+
+
+def test_simclr_augment_without_randomness_is_identity():
+    x = torch.rand(4, 3, 12, 12, dtype=torch.float64)
+    aug = SimCLRAugment(scale=(1.0, 1.0), ratio=(1.0, 1.0), rotation=0.0, jitter=0.0, blur_p=0.0, noise=0.0)
+    torch.testing.assert_close(aug(x, torch.Generator().manual_seed(0)), x, atol=1e-10, rtol=0)
+    # noise only: the added noise has the configured standard deviation
+    aug_n = SimCLRAugment(scale=(1.0, 1.0), ratio=(1.0, 1.0), rotation=0.0, jitter=0.0, blur_p=0.0, noise=0.05)
+    y = torch.full((64, 1, 16, 16), 0.5, dtype=torch.float64)
+    d = aug_n(y, torch.Generator().manual_seed(0)) - y
+    assert abs(d.std().item() - 0.05) < 0.002
+
+
+def test_random_resized_crop_seeded_and_mass():
+    x = torch.rand(32, 1, 28, 28)
+    crop = RandomResizedCrop()
+    a = crop(x, torch.Generator().manual_seed(1))
+    torch.testing.assert_close(a, crop(x, torch.Generator().manual_seed(1)), atol=0, rtol=0)
+    assert a.shape == x.shape and a.min() >= 0 and a.max() <= 1
+    const = torch.full((4, 1, 28, 28), 0.3)
+    torch.testing.assert_close(crop(const, torch.Generator().manual_seed(0)), const, atol=1e-6, rtol=0)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="scale"):
+        sample_resized_crop(2, 8, 8, scale=(0.0, 1.0))
+    with pytest.raises(ValueError, match=r"\(B, C, H, W\)"):
+        RandomResizedCrop()(torch.rand(28, 28))
+    assert np.isfinite(1.0)

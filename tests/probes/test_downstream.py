@@ -1,0 +1,68 @@
+"""Linear probe, k-NN accuracy and label silhouette against independent references."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import silhouette_score
+
+from ssldyn.probes.downstream import knn_accuracy, label_silhouette, linear_probe_accuracy
+
+
+def _blobs(n, d, sep, rng, classes=3):
+    centers = rng.normal(size=(classes, d)) * sep
+    y = rng.integers(0, classes, size=n)
+    return centers[y] + rng.normal(size=(n, d)), y
+
+
+def _knn_loop(ztr, ytr, zte, k, metric):
+    pred = []
+    for q in zte:
+        if metric == "cosine":
+            d = 1 - (ztr @ q) / (np.linalg.norm(ztr, axis=1) * np.linalg.norm(q))
+        else:
+            d = np.sqrt(((ztr - q) ** 2).sum(1))
+        nn = np.argsort(d, kind="stable")[:k]
+        counts = np.bincount(ytr[nn], minlength=ytr.max() + 1)
+        pred.append(int(np.argmax(counts)))
+    return np.array(pred)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+def test_knn_matches_loop(metric):
+    rng = np.random.default_rng(0)
+    z, y = _blobs(420, 5, 1.0, rng)
+    ztr, ytr, zte, yte = z[:300], y[:300], z[300:], y[300:]
+    ref = (_knn_loop(ztr, ytr, zte, 7, metric) == yte).mean()
+    assert knn_accuracy(torch.tensor(ztr), torch.tensor(ytr), zte, yte, k=7, metric=metric) == pytest.approx(ref)
+
+
+def test_linear_probe_separable_vs_xor():
+    rng = np.random.default_rng(1)
+    z, y = _blobs(600, 4, 6.0, rng)
+    ztr, ytr, zte, yte = z[:400], y[:400], z[400:], y[400:]
+    assert linear_probe_accuracy(ztr, ytr, zte, yte) >= 0.98
+    # XOR: no linear separation (probe ≈ chance) but neighbours see it (k-NN ≈ 1)
+    x = rng.uniform(-1, 1, size=(800, 2))
+    y = ((x[:, 0] > 0) ^ (x[:, 1] > 0)).astype(int)
+    lin = linear_probe_accuracy(x[:600], y[:600], x[600:], y[600:])
+    knn = knn_accuracy(x[:600], y[:600], x[600:], y[600:], k=5, metric="euclidean")
+    assert lin < 0.7 and knn > 0.9
+    # labels independent of the features: chance level (1/3)
+    yr = rng.integers(0, 3, size=600)
+    assert linear_probe_accuracy(ztr[:300], yr[:300], ztr[300:400], yr[300:400]) < 0.5
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+def test_label_silhouette_matches_sklearn(metric):
+    rng = np.random.default_rng(2)
+    z, y = _blobs(150, 6, 2.0, rng, classes=4)
+    assert label_silhouette(z, y, metric) == pytest.approx(silhouette_score(z, y, metric=metric), abs=1e-10)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="metric"):
+        knn_accuracy(np.zeros((3, 2)), [0, 1, 0], np.zeros((1, 2)), [0], k=1, metric="l1")
+    with pytest.raises(ValueError, match="k="):
+        knn_accuracy(np.zeros((3, 2)), [0, 1, 0], np.zeros((1, 2)), [0], k=5)
+    with pytest.raises(ValueError, match="NaN"):
+        linear_probe_accuracy(np.full((3, 2), np.nan), [0, 1, 0], np.zeros((1, 2)), [0])

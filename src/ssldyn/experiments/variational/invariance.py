@@ -26,6 +26,7 @@ import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.data.clustered import ball_noise, clustered_data
+from ssldyn.experiments.variational._flows_common import single_thread
 from ssldyn.dynamics.function_space import pointwise_gradient, project_sphere, step_schedule
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.averaging import AveragingNet
@@ -44,7 +45,7 @@ class InvarianceConfig(ExperimentConfig):
     width: conint(ge=1) = Field(64, description="M of the averaging net (eq. 18)")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")
     steps: conint(ge=1) = Field(300, description="gradient-descent iterations (both dynamics)")
-    lr_network: PositiveFloat = Field(0.05, description="step size of weight-space GD")
+    lr_network: PositiveFloat = Field(0.5, description="step size of weight-space GD")
     lr_vanilla: PositiveFloat = Field(0.05, description="step size σ of vanilla GD (eq. 14)")
     draws: conint(ge=1) = Field(4, description="perturbation draws T per sample for the gap")
     log_every: conint(ge=1) = Field(10, description="gap logged every this many iterations")
@@ -61,6 +62,10 @@ class Invariance(Experiment):
     est_seconds = (4, 10)
 
     def run(self, cfg: InvarianceConfig, ctx) -> Result:
+        with single_thread():
+            return self._run(cfg, ctx)
+
+    def _run(self, cfg: InvarianceConfig, ctx) -> Result:
         if cfg.clusters > cfg.d or cfg.D <= cfg.d:
             from ssldyn.lab import UserError
 

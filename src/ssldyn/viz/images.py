@@ -1,0 +1,69 @@
+"""Pictures of real-image experiments: t-SNE maps coloured by class, filter grids.
+
+* :func:`tsne_embedding` — 2-D t-SNE (van der Maaten & Hinton 2008; scikit-learn's ``TSNE``)
+  of ``(n, d)`` features, seeded; used by ``variational`` Fig. 1.
+* :func:`plot_tsne` — scatter of a t-SNE map coloured by class with a legend.
+* :func:`tile_filters` / :func:`plot_filter_grid` — filters ``(M, h, w)`` as one image grid,
+  each filter scaled to [-1, 1] by its own max |value| (``nonlinearity`` Fig. 12–13).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ssldyn.viz.common import PALETTE
+
+__all__ = ["tsne_embedding", "plot_tsne", "tile_filters", "plot_filter_grid"]
+
+_COLORS = PALETTE + ["#bcbd22", "#7f7f7f"]
+
+
+def tsne_embedding(x, seed: int = 0, perplexity: float = 30.0, pca_dims: int | None = 50) -> np.ndarray:
+    """t-SNE map ``(n, 2)`` of features ``(n, d)`` (PCA to ``pca_dims`` first when d is larger, as is usual)."""
+    from sklearn.decomposition import PCA
+    from sklearn.manifold import TSNE
+
+    x = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x, dtype=np.float64)
+    x = x.reshape(len(x), -1)
+    if pca_dims is not None and x.shape[1] > pca_dims and len(x) > pca_dims:
+        x = PCA(pca_dims, random_state=seed).fit_transform(x)
+    perp = min(perplexity, max(2.0, (len(x) - 1) / 3.0))
+    return TSNE(2, perplexity=perp, init="pca", random_state=seed).fit_transform(x)
+
+
+def plot_tsne(ax, y2: np.ndarray, labels, title: str = "", class_names: Sequence[str] | None = None) -> None:
+    """Scatter ``y2 (n, 2)`` on ``ax`` coloured by integer ``labels``."""
+    labels = np.asarray(labels)
+    for c in np.unique(labels):
+        m = labels == c
+        name = class_names[c] if class_names is not None and c < len(class_names) else str(c)
+        ax.scatter(y2[m, 0], y2[m, 1], s=3, color=_COLORS[int(c) % len(_COLORS)], label=name, alpha=0.8,
+                   linewidths=0)
+    ax.set(title=title, xticks=[], yticks=[])
+    ax.legend(fontsize=6, markerscale=3, loc="best", ncol=2, frameon=False)
+
+
+def tile_filters(filters: np.ndarray, ncols: int | None = None, pad: int = 1) -> np.ndarray:
+    """Filters ``(M, h, w)`` -> one image ``(rows·(h+pad)−pad, cols·(w+pad)−pad)``, each filter divided by
+    its max |value| (so values are in [-1, 1]); padding is NaN (drawn blank)."""
+    f = np.asarray(filters, dtype=np.float64)
+    if f.ndim != 3:
+        raise ValueError(f"filters must be (M, h, w), got shape {f.shape}")
+    M, h, w = f.shape
+    ncols = ncols or int(math.ceil(math.sqrt(M)))
+    nrows = int(math.ceil(M / ncols))
+    out = np.full((nrows * (h + pad) - pad, ncols * (w + pad) - pad), np.nan)
+    for m in range(M):
+        r, c = divmod(m, ncols)
+        scale = np.abs(f[m]).max()
+        out[r * (h + pad):r * (h + pad) + h, c * (w + pad):c * (w + pad) + w] = f[m] / (scale if scale > 0 else 1.0)
+    return out
+
+
+def plot_filter_grid(ax, filters: np.ndarray, title: str = "", ncols: int | None = None) -> None:
+    """Draw :func:`tile_filters` on ``ax`` with a diverging colour map centred at 0."""
+    ax.imshow(tile_filters(filters, ncols), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    ax.set(title=title, xticks=[], yticks=[])

@@ -4,7 +4,7 @@ import torch
 
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel
 from ssldyn.dynamics.q_ode import (eigh_ascending, euler, ode_time, predict, projected_gd_rhs, q_from_weights,
-                                   q_ode_rhs, solve_adaptive, solve_reference, trace_loss_q)
+                                   q_ode_rhs, q_ode_rhs_numpy, solve_adaptive, solve_reference, trace_loss_q)
 from ssldyn.objectives import trace_loss
 
 D = torch.float64
@@ -35,6 +35,7 @@ def test_rhs_is_eq9_written_out():
     q = np.random.default_rng(0).normal(size=(5, 3))
     lam = np.random.default_rng(1).normal(size=5)
     np.testing.assert_allclose(q_ode_rhs(torch.tensor(q), torch.tensor(lam)).numpy(), _eq9_by_hand(q, lam), atol=1e-12)
+    np.testing.assert_allclose(q_ode_rhs_numpy(q, lam), _eq9_by_hand(q, lam), atol=1e-12)
     # batched
     qb = torch.tensor(np.stack([q, 2 * q]))
     np.testing.assert_allclose(q_ode_rhs(qb, torch.tensor(lam))[1].numpy(), _eq9_by_hand(2 * q, lam), atol=1e-12)

@@ -108,6 +108,14 @@ class Fig2(Experiment):
             res.summary[f"{act}_slope_during"] = loglog_slope(during.h, during.gap)
             res.summary[f"{act}_gap_init"] = dict(zip(map(str, init.h), init.gap.round(8)))
             res.summary[f"{act}_gap_final"] = dict(zip(map(str, fin.h), fin.gap.round(8)))
+        if "tanh" in cfg.activations:
+            res.notes.append(f"tanh: fitted slopes {res.summary['tanh_slope_init']:.2f} (init) and "
+                             f"{res.summary['tanh_slope_during']:.2f} (training) — steeper than the −½ of the "
+                             "√(log⁴h/h) bound (an upper bound); the heuristic init scaling is h^(−3/2).")
+        if "sigmoid" in cfg.activations and not res.summary["sigmoid_slope_during"] > 0:
+            res.notes.append(f"sigmoid: slope {res.summary['sigmoid_slope_during']:.2f} — the gap does not increase "
+                             "with h here; it levels off at ≈ ‖W2ᵀ(½·1)‖ (φ(0) = ½), so the paper's increase is not "
+                             "reproduced with this setting.")
         res.notes.append("Gap = mean over the n anchors of ‖u^φ(x) − u^I(x)‖₂, averaged over seeds; u^φ and u^I "
                          "are trained separately from the same orthogonal initialisation (Conj. 1). Loss (1) is "
                          "averaged over anchors (the paper sums), which rescales time by n.")

@@ -3,12 +3,13 @@
 ``K_ij^{kl} = ∇_w f^k(w, x_i) · ∇_w f^l(w, x_j)`` (eq. 12), the kernel of the function-space
 flow ``ż_i = -(1/n) Σ_j K_ij ∇L(z_j)`` (Prop. 4.1). Built on ``torch.func``:
 
-* ``implementation="jacobian"``: per-parameter Jacobians with ``jacrev`` and a contraction;
-* ``implementation="ntk-vp"``: NTK-vector products, ``vmap`` over the output basis of a
-  ``vjp`` followed by a ``jvp`` (no Jacobian of the second argument is stored).
+* ``implementation="jacobian"``: per-sample Jacobians (``vmap(jacrev)``) and a contraction;
+* ``implementation="ntk-vp"``: NTK-vector products, ``vmap`` over samples and the output
+  basis of a single-sample ``vjp`` followed by a batched ``jvp`` (no Jacobian is stored).
 
-Both agree to float64 round-off. The model is called on a whole batch (``f(x)`` with
-``x`` of shape ``(n, ...)``), so samples must not interact inside it (no batch norm).
+Both agree to float64 round-off. The model is called on batches (the Jacobians call it on
+a single sample as a batch of one, ``x_i[None]``), so samples must not interact inside it
+(no batch norm).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def _out_as_ensemble(out: Tensor) -> Tensor:
 
 
 def empirical_ntk(fn: nn.Module | Callable[[Params, Tensor], Tensor], params: Params | None, x1: Tensor,
-                  x2: Tensor | None = None, *, implementation: str = "jacobian", mode: str = "full") -> Tensor:
+                  x2: Tensor | None = None, *, implementation: str = "jacobian", mode: str = "full",
+                  chunk_size: int | None = 32) -> Tensor:
     """Empirical NTK (eq. 12) between the samples ``x1`` and ``x2``.
 
     Args:
@@ -68,6 +70,8 @@ def empirical_ntk(fn: nn.Module | Callable[[Params, Tensor], Tensor], params: Pa
         mode: ``"full"`` -> ``(n1, n2, d, d)`` with ``[i, j, k, l] = ∇f^k(x1_i)·∇f^l(x2_j)``;
             ``"trace"`` -> ``(n1, n2)`` = Σ_k K^{kk}; ``"diagonal"`` -> ``(n1, d, d)`` the blocks
             ``K_ii`` (needs ``x2`` None).
+        chunk_size: samples of ``x1`` processed per ``vmap`` chunk; bounds memory (for
+            ``"ntk-vp"`` at ~``chunk_size·d`` forward passes over ``x2``). None = all at once.
 
     Returns:
         The kernel; with an ensemble model (output ``(E, n, d)``, E > 1) an extra leading ``E``
@@ -86,48 +90,61 @@ def empirical_ntk(fn: nn.Module | Callable[[Params, Tensor], Tensor], params: Pa
         probe = f(p, x1[:1])
     squeeze = probe.dim() == 2 or probe.shape[0] == 1
     if mode == "diagonal":
-        K = _diag_jacobian(f, p, x1)  # (E, n, d, d)
+        K = _diag_jacobian(f, p, x1, chunk_size)  # (E, n, d, d)
     elif implementation == "jacobian":
-        K = _ntk_jacobian(f, p, x1, x2, same, mode)
+        K = _ntk_jacobian(f, p, x1, x2, same, mode, chunk_size)
     else:
-        K = _ntk_vp(f, p, x1, x2, mode)
+        K = _ntk_vp(f, p, x1, x2, mode, chunk_size)
     return K[0] if squeeze else K
 
 
-def _jac(f, p, x) -> list[Tensor]:
-    """Per-parameter Jacobians flattened to ``(E, n, d, P)``."""
-    jac = jacrev(lambda q: _out_as_ensemble(f(q, x)))(p)  # name -> (E, n, d, *pshape)
-    return [j.flatten(3) for j in jac.values()]
+def _single(f, x_i_dims: int):
+    """``(params, x_i) -> (E, d)`` for one sample (the model is called on a batch of one)."""
+
+    def g(q, xi):
+        return _out_as_ensemble(f(q, xi.unsqueeze(0)))[:, 0]  # (E, d)
+
+    return g
 
 
-def _ntk_jacobian(f, p, x1, x2, same: bool, mode: str) -> Tensor:
-    j1 = _jac(f, p, x1)
-    j2 = j1 if same else _jac(f, p, x2)
+def _jac(f, p, x, chunk_size=None) -> list[Tensor]:
+    """Per-sample Jacobians (``vmap`` of ``jacrev`` over samples), flattened to ``(E, n, d, P)``."""
+    jac = vmap(jacrev(_single(f, x.dim() - 1)), in_dims=(None, 0), chunk_size=chunk_size)(p, x)  # (n, E, d, *ps)
+    return [j.flatten(3).transpose(0, 1) for j in jac.values()]
+
+
+def _ntk_jacobian(f, p, x1, x2, same: bool, mode: str, chunk_size=None) -> Tensor:
+    j1 = _jac(f, p, x1, chunk_size)
+    j2 = j1 if same else _jac(f, p, x2, chunk_size)
     eq = "eiaP,ejbP->eijab" if mode == "full" else "eiaP,ejaP->eij"
     return sum(torch.einsum(eq, a, b) for a, b in zip(j1, j2))
 
 
-def _diag_jacobian(f, p, x) -> Tensor:
-    return sum(torch.einsum("eiaP,eibP->eiab", j, j) for j in _jac(f, p, x))  # (E, n, d, d)
+def _diag_jacobian(f, p, x, chunk_size=None) -> Tensor:
+    return sum(torch.einsum("eiaP,eibP->eiab", j, j) for j in _jac(f, p, x, chunk_size))  # (E, n, d, d)
 
 
-def _ntk_vp(f, p, x1, x2, mode: str) -> Tensor:
-    """vmap over the output basis of ``u -> J2 (J1ᵀ u)`` (vjp then jvp)."""
-    out1, vjp_fn = vjp(lambda q: _out_as_ensemble(f(q, x1)), p)  # (E, n1, d)
-    E, n1, d = out1.shape
+def _ntk_vp(f, p, x1, x2, mode: str, chunk_size=None) -> Tensor:
+    """NTK-vector products: per sample ``i`` of x1 and output basis ``u``, ``J2 (J_iᵀ u)``
+    (a single-sample ``vjp`` followed by a batched ``jvp`` on x2); ``vmap`` over both."""
+    single = _single(f, x1.dim() - 1)
+    batch2 = lambda q: _out_as_ensemble(f(q, x2))  # noqa: E731  (E, n2, d)
 
-    def column(u: Tensor) -> Tensor:
-        (tangent,) = vjp_fn(u)  # J1ᵀ u : name -> pshape
-        _, jv = jvp(lambda q: _out_as_ensemble(f(q, x2)), (p,), (tangent,))  # (E, n2, d)
-        return jv
+    def row(xi: Tensor) -> Tensor:
+        out, vjp_fn = vjp(lambda q: single(q, xi), p)  # (E, d)
+        E, d = out.shape
+        basis = torch.eye(E * d, dtype=out.dtype, device=out.device).view(E * d, E, d)
 
-    basis = torch.eye(E * n1 * d, dtype=out1.dtype, device=out1.device).view(E * n1 * d, E, n1, d)
-    cols = vmap(column)(basis)  # (E*n1*d, E, n2, d)
-    n2 = cols.shape[2]
-    cols = cols.view(E, n1, d, E, n2, d)
-    idx = torch.arange(E, device=out1.device)
-    K = cols[idx, :, :, idx]  # (E, n1, d, n2, d): member-diagonal blocks
-    K = K.permute(0, 1, 3, 2, 4)  # (E, n1, n2, d, d)
+        def column(u: Tensor) -> Tensor:
+            (tangent,) = vjp_fn(u)
+            return jvp(batch2, (p,), (tangent,))[1]  # (E, n2, d)
+
+        cols = vmap(column)(basis).view(E, d, E, -1, d)  # (E_u, d_u, E, n2, d)
+        idx = torch.arange(E, device=out.device)
+        return cols[idx, :, idx]  # (E, d_u, n2, d)
+
+    K = vmap(row, chunk_size=chunk_size)(x1)  # (n1, E, d, n2, d)
+    K = K.permute(1, 0, 3, 2, 4)  # (E, n1, n2, d, d)
     if mode == "trace":
         return K.diagonal(dim1=-2, dim2=-1).sum(-1)
     return K

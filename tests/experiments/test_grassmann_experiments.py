@@ -30,11 +30,12 @@ def test_collapse_claims(tmp_path):
 def test_fig2_width_dependence(tmp_path):
     claims, s = _run("grassmann.fig2", tmp_path)
     for cid in ("tanh-decreases-init", "tanh-decreases-training", "tanh-compatible-with-bound", "relu-decreases",
-                "relu-slower"):
+                "relu-slower", "sigmoid-increases"):
         assert claims[cid].passed, (cid, claims[cid].measured)
-    # measured, not the paper's reading: tanh decays faster than h^-1/2 and sigmoid does not increase
+    # at initialisation tanh decays faster than the bound's h^-1/2 (heuristically h^-3/2)
     assert s["tanh_slope_init"] < -1.0
-    assert not claims["sigmoid-increases"].passed
+    # sigmoid: after training the gap approaches ‖W2ᵀ(½·1)‖ <= ½√h (φ(0) = ½)
+    assert s["sigmoid_gap_final"]["1000"] <= 0.5 * 1000 ** 0.5 + 1e-6
 
 
 def test_fig3_gd_matches_ode(tmp_path):

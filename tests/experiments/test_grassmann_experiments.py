@@ -34,8 +34,8 @@ def test_fig2_width_dependence(tmp_path):
         assert claims[cid].passed, (cid, claims[cid].measured)
     # at initialisation tanh decays faster than the bound's h^-1/2 (heuristically h^-3/2)
     assert s["tanh_slope_init"] < -1.0
-    # sigmoid: after training the gap approaches ‖W2ᵀ(½·1)‖ <= ½√h (φ(0) = ½)
-    assert s["sigmoid_gap_final"]["1000"] <= 0.5 * 1000 ** 0.5 + 1e-6
+    # sigmoid: the gap grows during training at large h (the φ(0) = ½ offset is picked up)
+    assert s["sigmoid_gap_final"]["1000"] > s["sigmoid_gap_init"]["1000"]
 
 
 def test_fig3_gd_matches_ode(tmp_path):

@@ -66,3 +66,18 @@ def test_errors():
         knn_accuracy(np.zeros((3, 2)), [0, 1, 0], np.zeros((1, 2)), [0], k=5)
     with pytest.raises(ValueError, match="NaN"):
         linear_probe_accuracy(np.full((3, 2), np.nan), [0, 1, 0], np.zeros((1, 2)), [0])
+
+
+def test_logistic_regression_matches_sklearn():
+    from sklearn.linear_model import LogisticRegression
+
+    from ssldyn.probes.downstream import fit_logistic_regression
+
+    rng = np.random.default_rng(3)
+    z, y = _blobs(300, 5, 0.7, rng, classes=3)
+    W, b = fit_logistic_regression(z, y, C=0.5, max_iter=500)
+    ref = LogisticRegression(C=0.5, tol=1e-10, max_iter=5000).fit(z, y)
+    # the multinomial logits are identified up to a shift per sample: compare centred logits
+    lg = z @ W.numpy() + b.numpy()
+    lr = z @ ref.coef_.T + ref.intercept_
+    np.testing.assert_allclose(lg - lg.mean(1, keepdims=True), lr - lr.mean(1, keepdims=True), atol=1e-4)

@@ -1,0 +1,59 @@
+"""nonlinearity.fig12 / fig13 quick presets: claims measured and passing; filter probes vs formulas."""
+
+import numpy as np
+import pytest
+import torch
+
+from ssldyn.data.images import image_quadrants
+from ssldyn.lab import run_experiment
+from ssldyn.probes.filters import distinct_filters, laplacian_energy, pairwise_cosine, pattern_match, total_variation
+
+
+def test_filter_probes_against_formulas():
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(3, 6, 5))
+    # Laplacian energy written out with loops
+    ref = []
+    for f in w:
+        lap = sum((4 * f[i, j] - f[i - 1, j] - f[i + 1, j] - f[i, j - 1] - f[i, j + 1]) ** 2
+                  for i in range(1, 5) for j in range(1, 4))
+        ref.append(lap / (f**2).sum())
+    assert laplacian_energy(torch.tensor(w)) == pytest.approx(np.mean(ref), rel=1e-12)
+    tv = [(np.abs(np.diff(f, axis=0)).sum() + np.abs(np.diff(f, axis=1)).sum()) / np.abs(f).sum() for f in w]
+    assert total_variation(w) == pytest.approx(np.mean(tv), rel=1e-12)
+    # constant and linear-ramp filters have zero Laplacian; white noise ≈ 20 (interior fraction) per unit norm
+    ramp = np.add.outer(np.arange(6.0), 2 * np.arange(5.0))[None]
+    assert laplacian_energy(np.ones((1, 6, 5))) == 0 and laplacian_energy(ramp) == pytest.approx(0, abs=1e-12)
+    noise = rng.normal(size=(200, 14 * 14))
+    assert laplacian_energy(noise) == pytest.approx(20 * 144 / 196, rel=0.05)
+    # pairwise cosine of orthogonal filters is 0, of identical filters 1
+    eye = np.eye(4)
+    assert pairwise_cosine(eye) == (0.0, 0.0) and distinct_filters(eye) == 4
+    dup = np.stack([eye[0], eye[0], eye[1]])
+    assert distinct_filters(dup) == 1 and pairwise_cosine(dup)[0] == pytest.approx(1 / 3)
+    assert pattern_match(eye[:2], eye) == pytest.approx(1.0)
+
+
+def test_image_quadrants_order():
+    x = torch.arange(2 * 28 * 28, dtype=torch.float32).view(2, 1, 28, 28)
+    q = image_quadrants(x)
+    assert q.shape == (2, 4, 196)
+    torch.testing.assert_close(q[1, 0], x[1, 0, :14, :14].reshape(-1))
+    torch.testing.assert_close(q[1, 1], x[1, 0, :14, 14:].reshape(-1))
+    torch.testing.assert_close(q[1, 2], x[1, 0, 14:, :14].reshape(-1))
+    torch.testing.assert_close(q[0, 3], x[0, 0, 14:, 14:].reshape(-1))
+
+
+def test_fig12_fig13_quick(tmp_path):
+    out12 = run_experiment("nonlinearity.fig12", quick=True, out=tmp_path)
+    out13 = run_experiment("nonlinearity.fig13", quick=True, out=tmp_path)
+    for out in (out12, out13):
+        assert out.claims, "claims are checked"
+        for c in out.claims:
+            assert isinstance(c.measured, (int, float)) and np.isfinite(c.measured)
+            assert c.passed, f"{c.id}: measured {c.measured}, expected {c.expected}"
+    s = out13.run.summary
+    files = {p.name for p in (tmp_path).rglob("*.png")}
+    assert {"fig12_filters_noaug.png", "fig13_filters_aug.png", "fig13_smoothness.png"} <= files
+    assert s["laplacian_aug"] < s["laplacian_noaug"] < s["laplacian_init"]
+    assert out12.run.summary["laplacian_aug"] == s["laplacian_aug"]  # one shared training run

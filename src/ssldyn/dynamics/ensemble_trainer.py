@@ -147,7 +147,7 @@ class RunTrace:
 
 def train_ensemble(net: EnsembleRFNet, next_batch: Callable[[int], dict], loss_fn: Callable, opt: EnsembleSGD,
                    steps: int, log_every: int, probe: Callable[[int, torch.Tensor | None], None],
-                   on_step: Callable[[], None] | None = None) -> None:
+                   on_step: Callable[[], None] | None = None, loss_grad_fn: Callable | None = None) -> None:
     """The training loop: ``steps`` SGD steps; ``probe(step, losses)`` at step 0 and every ``log_every``.
 
     ``next_batch(t)`` returns the keyword inputs of :meth:`EnsembleRFNet.loss_and_grad`
@@ -157,7 +157,7 @@ def train_ensemble(net: EnsembleRFNet, next_batch: Callable[[int], dict], loss_f
     losses = None
     for t in range(steps):
         batch = next_batch(t)
-        losses = net.loss_and_grad(loss_fn, **batch)
+        losses = net.loss_and_grad(loss_fn, loss_grad_fn=loss_grad_fn, **batch)
         if t % log_every == 0:
             probe(t, losses)
         opt.step()
@@ -190,13 +190,72 @@ def _loss_fn(losses: Sequence[str], temperature: float) -> Callable[[torch.Tenso
     return fn
 
 
+def contrastive_loss_and_grad(z: torch.Tensor, kinds: torch.Tensor, temperature: float,
+                              eps: float = 1e-12) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-member loss and ``dL/dz`` in closed form for the two losses of Sec. 5 (a fast path).
+
+    The losses are those of :func:`ssldyn.objectives.info_nce` (``negatives="view1"``, cosine
+    similarity) and :func:`ssldyn.objectives.quadratic_contrastive_loss` (cosine), which remain
+    the definitions; this function only evaluates them and their gradient without autograd's
+    per-op overhead (it is tested to agree with autograd through those functions). With
+    ``ẑ = z/‖z‖``, ``S_ij = ẑ1_i·ẑ1_j`` (i ≠ j), ``S_ii = ẑ1_i·ẑ2_i`` and ``G = ∂L/∂S``:
+    InfoNCE ``G = (softmax(S/T) − I)/(N T)``; quadratic ``G_ii = −1/(N T)``, ``G_ij = 1/(N² T)``.
+    Then ``∂L/∂ẑ1 = (G_o + G_oᵀ) ẑ1 + diag(G) ẑ2``, ``∂L/∂ẑ2 = diag(G) ẑ1`` (G_o: G off the
+    diagonal), and ``∂L/∂z = (∂L/∂ẑ − ẑ (ẑ·∂L/∂ẑ))/‖z‖``.
+
+    Args:
+        z: ``(E, 2, N, d)`` outputs of the two views (not normalised).
+        kinds: ``(E,)`` bool, True for InfoNCE, False for the quadratic loss.
+    Returns:
+        losses ``(E,)`` and ``dL/dz`` ``(E, 2, N, d)``.
+    """
+    E, _, N, _ = z.shape
+    norm = z.norm(dim=-1, keepdim=True).clamp_min(eps)  # (E, 2, N, 1)
+    zh = z / norm  # (E, 2, N, d)
+    z1, z2 = zh[:, 0], zh[:, 1]  # (E, N, d)
+    S = torch.bmm(z1, z1.transpose(1, 2))  # (E, N, N)
+    pos = (z1 * z2).sum(-1)  # (E, N)
+    torch.diagonal(S, dim1=1, dim2=2).copy_(pos)  # S_ii = positive pair
+    t = temperature
+    losses = torch.empty(E, dtype=z.dtype)
+    G = torch.empty_like(S)
+    kl = kinds.tolist()
+    start = 0
+    for i in range(1, E + 1):  # contiguous runs of one loss kind
+        if i < E and kl[i] == kl[start]:
+            continue
+        sl = slice(start, i)
+        if kl[start]:  # InfoNCE: row-wise cross-entropy of S/T with target i
+            P = torch.softmax(S[sl] / t, dim=-1)  # (E', N, N)
+            losses[sl] = -torch.log(torch.diagonal(P, dim1=1, dim2=2)).mean(-1)
+            torch.diagonal(P, dim1=1, dim2=2).sub_(1.0)
+            G[sl] = P.div_(N * t)
+        else:  # quadratic: (−Σ S_ii + Σ_{i≠j} S_ij / N) / (N T)
+            tot = S[sl].sum((1, 2))
+            ps = pos[sl].sum(-1)
+            losses[sl] = (-ps + (tot - ps) / N) / (N * t)
+            G[sl] = 1.0 / (N * N * t)
+            torch.diagonal(G[sl], dim1=1, dim2=2).fill_(-1.0 / (N * t))
+        start = i
+    gd = torch.diagonal(G, dim1=1, dim2=2).clone()  # (E, N)
+    torch.diagonal(G, dim1=1, dim2=2).zero_()
+    d1 = torch.baddbmm(gd.unsqueeze(-1) * z2, G, z1)  # (E, N, d)
+    d1.baddbmm_(G.transpose(1, 2), z1)
+    d2 = gd.unsqueeze(-1) * z1  # (E, N, d)
+    dzh = torch.stack([d1, d2], 1)  # (E, 2, N, d)
+    dz = (dzh - zh * (zh * dzh).sum(-1, keepdim=True)) / norm
+    return losses, dz
+
+
 def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 100, keep_filters: bool = False,
-                         on_step: Callable[[], None] | None = None) -> list[RunTrace]:
+                         on_step: Callable[[], None] | None = None, fused_loss: bool = True) -> list[RunTrace]:
     """Train token-generator runs as ONE ensemble; returns one :class:`RunTrace` per run (input order).
 
     All runs must share K, input dimension, batch, temperature and out_dim; they may differ in
     everything else (data set, ζ, P, β, activation, loss, BN variant, seed, lr, momentum, wd —
-    momentum and wd must be equal).
+    momentum and wd must be equal). ``fused_loss`` evaluates the loss gradient with
+    :func:`contrastive_loss_and_grad` (same values as autograd through ``ssldyn.objectives``,
+    several times faster); ``False`` uses autograd through the objectives.
     """
     if not runs:
         return []
@@ -228,6 +287,10 @@ def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 
     lr = torch.tensor([r.lr for r in rs], dtype=torch.float32)
     opt = EnsembleSGD([net.W, net.V], lr, momentum=first.momentum, weight_decay=first.weight_decay)
     loss_fn = _loss_fn([r.loss for r in rs], first.temperature)
+    kinds = torch.tensor([r.loss == "infonce" for r in rs])
+
+    def loss_grad(z: torch.Tensor):
+        return contrastive_loss_and_grad(z, kinds, first.temperature)
     absolute = torch.tensor([r.activation == "linear" for r in rs])
     log: dict[str, list] = {"step": [], "chi_plus": [], "chi_minus": [], "loss": []}
 
@@ -244,7 +307,8 @@ def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 
         log["chi_minus"].append(cm.numpy().copy())
         log["loss"].append(losses.numpy().copy() if losses is not None else np.full(E, np.nan, np.float32))
 
-    train_ensemble(net, next_batch, loss_fn, opt, steps, log_every, probe, on_step)
+    train_ensemble(net, next_batch, None if fused_loss else loss_fn, opt, steps, log_every, probe, on_step,
+                   loss_grad_fn=loss_grad if fused_loss else None)
     steps_arr = np.asarray(log["step"])
     cp, cm, ls = (np.stack(log[k], 1) for k in ("chi_plus", "chi_minus", "loss"))  # (E, n_log)
     out: list[RunTrace | None] = [None] * E

@@ -1,0 +1,115 @@
+"""Benchmark: the Fig. 4/9/10 grid of `nonlinearity` (384 runs) as batched ensembles vs one run at a time.
+
+Grid: 2 losses × 4 activations × β ∈ {1,2,5,10} × P ∈ {1,3,5,10} × 3 seeds, 5000 steps of batch 128.
+Prints ONE JSON line with
+- ``grid_wall_s``: wall time of the whole grid through the ensemble path. By default every run
+  of the grid is trained for ``--steps`` steps (all ensembles, all shapes) and the time is
+  extrapolated linearly to 5000 steps (``grid_extrapolated: true``); ``--steps 5000`` measures it.
+- ``single_wall_s``: the same 384 runs one at a time through the E = 1 path, extrapolated from
+  a sample of ``--single-sample`` runs (stratified over β, P) × ``--steps`` steps.
+- ``speedup`` = single / grid; ``gflops``: executed matmul FLOPs of the ensemble path per second;
+  ``peak_gflops``: a 2048² float32 matmul in this process with the same threads; ``frac_peak``.
+Threads: ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads sleep instead of spinning: on a shared
+2-core machine spinning slows small ops by large factors) and ``torch.set_num_threads(2)``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+
+from ssldyn.dynamics.ensemble_trainer import TokenRun, plan_ensembles, train_token_ensemble  # noqa: E402
+from ssldyn.experiments.nonlinearity.token_grid import make_runs  # noqa: E402
+
+FULL_STEPS = 5000
+
+
+def matmul_peak(n: int = 2048, reps: int = 8) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(2):
+        a @ b
+    t = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
+
+
+def step_flops(runs: list[TokenRun]) -> float:
+    """Matmul FLOPs of one training step of one ensemble (padded shapes, as executed)."""
+    r0 = runs[0]
+    E, K, T, din, out = len(runs), r0.spec.K, r0.spec.n_tokens, r0.spec.dim, r0.out_dim
+    N = r0.batch
+    Mp = max(r.filters for r in runs)
+    F = K * Mp
+    f = 2 * E * K * Mp * din * T  # table U W_kᵀ
+    f += 3 * 2 * E * (2 * N) * F * out  # z = g Vᵀ, dV, dg
+    f += 2 * E * K * T * (2 * N) * Mp + 2 * E * K * Mp * T * din  # one-hot matmul, dW
+    f += 3 * 2 * E * N * N * out  # loss: S, and the two G·ẑ products
+    return float(f)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=60, help="steps per run actually trained (extrapolated to 5000)")
+    ap.add_argument("--single-sample", type=int, default=8, help="runs timed through the E = 1 path")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    peak = matmul_peak()
+    runs = make_runs(losses=["infonce", "quadratic"], activations=["linear", "relu", "leaky_relu", "quadratic"],
+                     betas=[1, 2, 5, 10], Ps=[1, 3, 5, 10], seeds=[0, 1, 2], bns=["mean_only"])
+    steps = args.steps
+    groups = plan_ensembles([r.filters for r in runs], rows=2 * runs[0].batch, K=runs[0].spec.K)
+    # ensemble path: every ensemble of the grid, `steps` steps (log only at the ends)
+    flops, t0 = 0.0, time.perf_counter()
+    per_group = []
+    for g in groups:
+        members = [runs[i] for i in g]
+        tg = time.perf_counter()
+        train_token_ensemble(members, steps, log_every=steps)
+        per_group.append({"E": len(g), "M_pad": max(r.filters for r in members),
+                          "s_per_step": (time.perf_counter() - tg) / steps})
+        flops += step_flops(members) * steps
+    grid_s = time.perf_counter() - t0
+    # E = 1 path: a stratified sample of runs, one at a time
+    sample = runs[:: max(1, len(runs) // args.single_sample)][: args.single_sample]
+    t1 = time.perf_counter()
+    for r in sample:
+        train_token_ensemble([r], steps, log_every=steps)
+    single_s = (time.perf_counter() - t1) / len(sample) * len(runs)
+    # sample mean width vs grid mean width (the E = 1 cost is ~ proportional to M + overhead)
+    scale = steps and FULL_STEPS / steps
+    out = {
+        "benchmark": "token_grid",
+        "runs": len(runs),
+        "ensembles": len(groups),
+        "steps_measured": steps,
+        "steps_full": FULL_STEPS,
+        "grid_extrapolated": steps != FULL_STEPS,
+        "grid_wall_s": round(grid_s * scale, 1),
+        "grid_measured_s": round(grid_s, 2),
+        "single_wall_s": round(single_s * scale, 1),
+        "single_extrapolated_from_runs": len(sample),
+        "speedup": round(single_s / grid_s, 2),
+        "gflops": round(flops / grid_s / 1e9, 2),
+        "peak_gflops": round(peak, 2),
+        "frac_peak": round(flops / grid_s / 1e9 / peak, 3),
+        "target_grid_s": 900,
+        "target_frac_peak": 0.4,
+        "threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "load_avg_1min": round(os.getloadavg()[0], 2),
+        "per_ensemble": per_group,
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""Token-generator experiments of `nonlinearity` Sec. 5 / App. E.2 at their quick presets."""
+
+import numpy as np
+import pytest
+
+from ssldyn.dynamics.ensemble_trainer import TokenRun, train_token_ensemble
+from ssldyn.experiments.nonlinearity.token_grid import final_table, grid_frame, make_runs, run_grid
+from ssldyn.lab import run_experiment
+
+
+def _claims(out):
+    return {c.id: c for c in out.claims}
+
+
+@pytest.mark.parametrize("name", ["nonlinearity.fig4", "nonlinearity.fig10", "nonlinearity.fig5",
+                                  "nonlinearity.fig11", "nonlinearity.table1"])
+def test_quick_preset_claims(name, tmp_path):
+    out = run_experiment(name, quick=True, out=tmp_path)
+    claims = _claims(out)
+    assert claims, "every experiment checks claims"
+    failed = {k: (c.measured, c.expected) for k, c in claims.items() if not c.passed}
+    assert not failed, failed
+    figs = list((out.run.path / "figures").glob("*.png"))
+    assert figs
+
+
+def test_fig5_quick_filters_and_scores(tmp_path):
+    out = run_experiment("nonlinearity.fig5", quick=True, out=tmp_path)
+    s = out.run.summary
+    # ReLU concentrates on the allowed tokens: χ̄₊ high, χ̄₋ low, better than linear on both
+    assert s["chi_plus/P3_relu"] > 0.8 and s["chi_minus/P3_relu"] < 0.15
+    assert s["chi_plus/P3_relu"] > s["chi_plus/P3_linear"]
+    arr = out.run.arrays
+    assert arr["filters/P3_relu"].shape == (10, 15, 20)  # (K, M = β·P, d)
+
+
+def test_grid_cache_roundtrip_and_tables(tmp_path):
+    runs = make_runs(activations=["relu", "linear"], betas=[1, 2], Ps=[2], seeds=[0],
+                     base=TokenRun(batch=16))
+    a = run_grid(runs, steps=12, log_every=6, cache=tmp_path)
+    assert len(list(tmp_path.glob("*.npz"))) == len(runs)
+    b = run_grid(runs, steps=12, log_every=6, cache=tmp_path)  # read back
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x.chi_plus, y.chi_plus)
+    # a run read from a grid equals the same run trained alone
+    alone = train_token_ensemble([runs[3]], steps=12, log_every=6)[0]
+    np.testing.assert_allclose(a[3].chi_plus, alone.chi_plus, atol=1e-5)
+    t = final_table(grid_frame(runs, a))
+    assert len(t) == 4 and set(t["chi_plus_count"]) == {1}

@@ -32,7 +32,8 @@ def tsne_embedding(x, seed: int = 0, perplexity: float = 30.0, pca_dims: int | N
     if pca_dims is not None and x.shape[1] > pca_dims and len(x) > pca_dims:
         x = PCA(pca_dims, random_state=seed).fit_transform(x)
     perp = min(perplexity, max(2.0, (len(x) - 1) / 3.0))
-    return TSNE(2, perplexity=perp, init="pca", random_state=seed, max_iter=max(250, max_iter)).fit_transform(x)
+    return TSNE(2, perplexity=perp, init="pca", random_state=seed, max_iter=max(250, max_iter),
+                n_jobs=1).fit_transform(x)
 
 
 def plot_tsne(ax, y2: np.ndarray, labels, title: str = "", class_names: Sequence[str] | None = None) -> None:

@@ -92,7 +92,7 @@ def evaluate_representations(train: ImageDataset, test: ImageDataset, cfg: SimCL
             "simclr": (embed(net, xtr)[0].cpu(), embed(net, xte)[0].cpu())}
     out: dict[str, float] = {}
     for name, (ftr, fte) in reps.items():
-        out[f"{tag}_{name}_linear"] = linear_probe_accuracy(ftr, ytr, fte, yte)
+        out[f"{tag}_{name}_linear"] = linear_probe_accuracy(ftr, ytr, fte, yte, max_iter=100)
         out[f"{tag}_{name}_knn"] = knn_accuracy(ftr, ytr, fte, yte, k=min(knn_k, len(ftr)))
         out[f"{tag}_{name}_silhouette"] = label_silhouette(fte, yte, "cosine")
     _, loss = traj.series("loss")

@@ -70,14 +70,17 @@ def averaging_net_kernel(B: Tensor, x1: Tensor, x2: Tensor | None = None, activa
     act = get_activation(activation)
     x2 = x1 if x2 is None else x2
     B, M = _check_B(B, d, x1)
-    s1 = act.deriv(_preact(B, x1, bias))  # (..., n1, Md)
-    s2 = s1 if x2 is x1 else act.deriv(_preact(B, x2, bias))  # (..., n2, Md)
+    # σ' ∈ {0, 1} (ReLU, linear): Σ_p σ'σ' counts co-active units, exact in float32 for M < 2^24
+    binary = act.name in ("relu", "linear") and M < 2**24
+    work = torch.float32 if binary and x1.dtype == torch.float64 else x1.dtype
+    s1 = act.deriv(_preact(B, x1, bias)).to(work)  # (..., n1, Md)
+    s2 = s1 if x2 is x1 else act.deriv(_preact(B, x2, bias)).to(work)  # (..., n2, Md)
     s1 = s1.unflatten(-1, (d, M)).movedim(-2, -3)  # (..., d, n1, M)
     s2 = s2.unflatten(-1, (d, M)).movedim(-2, -3)  # (..., d, n2, M)
     gram = x1 @ x2.mT  # (n1, n2)
     if bias is not None:
         gram = gram + 1.0
-    blocks = (s1 @ s2.mT) * (gram / M)  # (..., d, n1, n2)
+    blocks = (s1 @ s2.mT).to(x1.dtype) * (gram / M)  # (..., d, n1, n2)
     blocks = blocks.movedim(-3, -1)  # (..., n1, n2, d)
     if mode == "blocks":
         return blocks

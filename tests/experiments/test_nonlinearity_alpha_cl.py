@@ -59,9 +59,8 @@ def test_modulation_quick(tmp_path):
 
 def test_corollary2_quick(tmp_path):
     out = run_experiment("nonlinearity.corollary2", quick=True, out=tmp_path,
-                         sets={"per_cluster": 15, "taus": [0.02], "n_grid": 180, "n_starts": 8, "n_iter": 30})
-    s = out.run.summary if hasattr(out.run, "summary") else None
+                         sets={"taus": [0.02]})
     c = _claims(out)
     assert 0 < c["z0-small"].measured < 1  # z0 = E exp(-h²/2τ) is a probability-weighted average in (0, 1)
     assert c["lower-roughness"].passed  # ρ_g < ρ_u at the same w*
-    assert c["more-optima"].measured >= 1
+    assert c["more-optima"].measured >= 1 and c["more-optima"].passed

@@ -59,7 +59,7 @@ class Fig2(Experiment):
     description = "‖u^φ − u^I‖ vs width h at init and during training: tanh ↓, ReLU ↓ slower, sigmoid ↑"
     Config = Fig2Config
     quick = {"widths": [10, 100, 1000], "seeds": 2, "epochs": 20}
-    est_seconds = (10, 120)
+    est_seconds = (12, 200)
 
     def run(self, cfg: Fig2Config, ctx) -> Result:
         bad = [a for a in cfg.activations if a not in ACTS]

@@ -6,7 +6,7 @@ Prints ONE JSON line with
   of the grid is trained for ``--steps`` steps (all ensembles, all shapes) and the time is
   extrapolated linearly to 5000 steps (``grid_extrapolated: true``); ``--steps 5000`` measures it.
 - ``single_wall_s``: the same 384 runs one at a time through the E = 1 path, extrapolated from
-  a sample of ``--single-sample`` runs (stratified over β, P) × ``--steps`` steps.
+  a sample of ``--single-sample`` runs spread over the widths M (linear fit of time vs M) × ``--steps`` steps.
 - ``speedup`` = single / grid; ``gflops``: executed matmul FLOPs of the ensemble path per second;
   ``peak_gflops``: a 2048² float32 matmul in this process with the same threads; ``frac_peak``.
 Threads: ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads sleep instead of spinning: on a shared
@@ -23,6 +23,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from ssldyn.dynamics.ensemble_trainer import TokenRun, plan_ensembles, train_token_ensemble  # noqa: E402
@@ -78,13 +79,18 @@ def main() -> None:
                           "s_per_step": (time.perf_counter() - tg) / steps})
         flops += step_flops(members) * steps
     grid_s = time.perf_counter() - t0
-    # E = 1 path: a stratified sample of runs, one at a time
-    sample = runs[:: max(1, len(runs) // args.single_sample)][: args.single_sample]
-    t1 = time.perf_counter()
+    # E = 1 path: a sample of runs spread over the widths M = β·P, one at a time; the total for
+    # all 384 runs is extrapolated with a least-squares fit t(M) = a + b·M over the sample
+    by_m = sorted(runs, key=lambda r: (r.filters, r.activation, r.loss))
+    sample = [by_m[int(i)] for i in np.linspace(0, len(by_m) - 1, args.single_sample)]
+    ts, ms = [], []
     for r in sample:
+        t1 = time.perf_counter()
         train_token_ensemble([r], steps, log_every=steps)
-    single_s = (time.perf_counter() - t1) / len(sample) * len(runs)
-    # sample mean width vs grid mean width (the E = 1 cost is ~ proportional to M + overhead)
+        ts.append(time.perf_counter() - t1)
+        ms.append(r.filters)
+    b, a = np.polyfit(np.asarray(ms, float), np.asarray(ts), 1)
+    single_s = float(sum(a + b * r.filters for r in runs))
     scale = steps and FULL_STEPS / steps
     out = {
         "benchmark": "token_grid",

@@ -12,26 +12,38 @@ def _claims(out):
     return {c.id: c for c in out.claims}
 
 
-@pytest.mark.parametrize("name", ["nonlinearity.fig4", "nonlinearity.fig10", "nonlinearity.fig5",
-                                  "nonlinearity.fig11", "nonlinearity.table1"])
-def test_quick_preset_claims(name, tmp_path):
-    out = run_experiment(name, quick=True, out=tmp_path)
+def _check_quick(name, out_dir):
+    out = run_experiment(name, quick=True, out=out_dir)
     claims = _claims(out)
     assert claims, "every experiment checks claims"
     failed = {k: (c.measured, c.expected) for k, c in claims.items() if not c.passed}
     assert not failed, failed
-    figs = list((out.run.path / "figures").glob("*.png"))
-    assert figs
+    assert list((out.run.path / "figures").glob("*.png"))
+    return out
+
+
+def test_fig4_and_fig10_quick_claims(tmp_path):
+    _check_quick("nonlinearity.fig4", tmp_path)
+    out = _check_quick("nonlinearity.fig10", tmp_path)  # reuses fig4's cached InfoNCE runs
+    t = out.run.result().tables["final"]
+    assert set(t["loss"]) == {"infonce", "quadratic"} and len(t) == 16
+
+
+@pytest.mark.parametrize("name", ["nonlinearity.fig11", "nonlinearity.table1"])
+def test_bn_experiments_quick_claims(name, tmp_path):
+    out = _check_quick(name, tmp_path)
+    if name.endswith("table1"):
+        tab = out.run.result().tables["table1"]
+        assert list(tab.columns)[2:] == ["μ no bp, σ² no bp", "μ no bp, σ² bp", "μ bp, σ² no bp", "μ bp, σ² bp"]
 
 
 def test_fig5_quick_filters_and_scores(tmp_path):
-    out = run_experiment("nonlinearity.fig5", quick=True, out=tmp_path)
+    out = _check_quick("nonlinearity.fig5", tmp_path)
     s = out.run.summary
     # ReLU concentrates on the allowed tokens: χ̄₊ high, χ̄₋ low, better than linear on both
     assert s["chi_plus/P3_relu"] > 0.8 and s["chi_minus/P3_relu"] < 0.15
     assert s["chi_plus/P3_relu"] > s["chi_plus/P3_linear"]
-    arr = out.run.arrays
-    assert arr["filters/P3_relu"].shape == (10, 15, 20)  # (K, M = β·P, d)
+    assert out.run.result().arrays["filters/P3_relu"].shape == (10, 15, 20)  # (K, M = β·P, d)
 
 
 def test_grid_cache_roundtrip_and_tables(tmp_path):

@@ -72,6 +72,8 @@ class Fig1(Experiment):
             L_path = lipschitz_estimate(A_fn, path)
             irr = irregularity(A_fn, path, L_path)
             t3 = theorem3_condition(A_fn, w0[r], gammas=cfg.gammas, n_samples=cfg.cap_samples, generator=g)
+            t3k0 = theorem3_condition(A_fn, w0[r], gammas=cfg.gammas, n_samples=cfg.cap_samples, kappa=0.0,
+                                      generator=g)  # κ = 0: lower bound of ω, independent of the κ choice
             lme = lme_test(A_fn, pi.w[r])
             st = stability_test(A_fn, pi.w[r])
             in_ball = None
@@ -85,7 +87,8 @@ class Fig1(Experiment):
                          "is_lme": lme.is_lme, "stable": st.stable, "gap": st.gap, "rho": st.rho,
                          "c0": t3["c0"], "L_path": L_path, "omega_path_max": float(irr.omega.max()),
                          "omega_path_final": float(irr.omega[-1]), "mu_path_max": float(irr.mu.max()),
-                         "thm3_holds": t3["holds"], "thm3_gamma": t3["gamma"],
+                         "thm3_holds": t3["holds"], "thm3_gamma": t3["gamma"], "thm3_holds_kappa0": t3k0["holds"],
+                         "thm3_min_sup_omega_kappa0": min(x["sup_omega"] for x in t3k0["per_gamma"]),
                          "thm3_min_sup_omega": min(x["sup_omega"] for x in t3["per_gamma"]),
                          "thm3_L_min": min(x["L"] for x in t3["per_gamma"]), "w_star_in_B_gamma": in_ball})
         runs = pd.DataFrame(rows)
@@ -102,6 +105,8 @@ class Fig1(Experiment):
             "frac_returned_to_start_pattern": float((runs["nearest_pattern"] == runs["start_pattern"]).mean()),
             "frac_lme_and_stable": float((runs["is_lme"] & runs["stable"]).mean()),
             "thm3_holds_runs": n_hold, "n_runs": len(runs),
+            "thm3_holds_runs_kappa0": int(runs["thm3_holds_kappa0"].sum()),
+            "thm3_min_sup_omega_kappa0": float(runs["thm3_min_sup_omega_kappa0"].min()),
             "max_c0": float(runs["c0"].max()), "min_omega_path_final": float(runs["omega_path_final"].min()),
             "min_mu_path_max": float(runs["mu_path_max"].min()),
             "thm3_ball_contains_w_star": float(runs["w_star_in_B_gamma"].dropna().mean()) if n_hold else float("nan"),

@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import Field
 
 from ssldyn.experiments.nonlinearity.token_grid import (
+    BN,
     Act,
     TokenTrainConfig,
     cell,
@@ -34,7 +35,7 @@ class Fig11Config(TokenTrainConfig):
     zetas: list[float] = Field([2.0, 5.0, 10.0], description="non-uniformity ζ")
     betas: list[int] = Field([1, 2, 5, 10], description="over-parameterisation β")
     Ps: list[int] = Field([1, 3, 5, 10], description="tokens per allowed set")
-    bn: str = Field("mean_only", description="the BN variant compared with no BN (Def. 5)")
+    bn: BN = Field("mean_only", description="the BN variant compared with no BN (Def. 5)")
     activation: Act = Field("relu", description="activation (Fig. 11: ReLU)")
 
 

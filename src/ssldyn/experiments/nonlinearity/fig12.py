@@ -32,7 +32,7 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat, conint, field_validator
 
 from ssldyn.data.augment import RandomResizedCrop
 from ssldyn.data.images import image_quadrants, load_images
@@ -60,7 +60,8 @@ class RFMnistConfig(ExperimentConfig):
     weight_decay: float = Field(5e-3, ge=0, description="weight decay (Sec. 5)")
     temperature: PositiveFloat = Field(0.1, description="InfoNCE τ (token experiments' reference setting)")
     out_dim: conint(ge=1) = Field(50, description="output dimension (Sec. 5)")
-    activation: str = Field("relu", description="activation of the first layer")
+    activation: Literal["relu", "leaky_relu", "linear", "quadratic", "tanh", "sigmoid"] = Field(
+        "relu", description="activation of the first layer")
     bn: Literal[BN_MODES] = Field("mean_only", description="BatchNorm variant (Def. 5: mean-backprop BN)")
     crop_scale: tuple[float, float] = Field((0.5, 1.0), description="RandomResizedCrop scale (App. E.3)")
     crop_ratio: tuple[float, float] = Field((0.5, 1.5), description="RandomResizedCrop ratio (App. E.3)")
@@ -68,6 +69,20 @@ class RFMnistConfig(ExperimentConfig):
     log_every: conint(ge=1) = Field(1000, description="steps between filter measurements")
     chunk: conint(ge=1) = Field(256, description="steps whose augmented views are made in one batched call")
     match_patches: conint(ge=10) = Field(2000, description="data patches for the pattern-match measurement")
+
+    @field_validator("crop_scale")
+    @classmethod
+    def _scale(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < v[0] <= v[1] <= 1:
+            raise ValueError("crop_scale must satisfy 0 < lo <= hi <= 1")
+        return v
+
+    @field_validator("crop_ratio")
+    @classmethod
+    def _ratio(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < v[0] <= v[1]:
+            raise ValueError("crop_ratio must satisfy 0 < lo <= hi")
+        return v
 
 
 def _standardize(x: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import Field
 
 from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.experiments.nonlinearity.token_grid import TokenTrainConfig, grid_frame, make_runs, train_grid
+from ssldyn.experiments.nonlinearity.token_grid import BN, TokenTrainConfig, grid_frame, make_runs, train_grid
 from ssldyn.lab import Experiment, Result, check, register
 from ssldyn.lab.claims import Claim
 
@@ -31,7 +31,7 @@ class Fig5Config(TokenTrainConfig):
     seeds: int = Field(1, ge=1, description="one network per panel (the figure shows one run)")
     panels_P: list[int] = Field([3, 5], description="P of each panel pair (paper's Fig. 5: 3; documented run: 5)")
     beta: int = Field(5, ge=1, description="over-parameterisation β (M = β·P)")
-    bn: str = Field("mean_only", description="BatchNorm variant (documented run: mean-only, Def. 5)")
+    bn: BN = Field("mean_only", description="BatchNorm variant (documented run: mean-only, Def. 5)")
     documented_P: int = Field(5, ge=1, description="P of the reference's documented run (claim χ̄₊ ≥ 0.95)")
 
 

@@ -140,9 +140,16 @@ def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cach
                 os.environ.pop("OMP_NUM_THREADS", None)
             else:
                 os.environ["OMP_NUM_THREADS"] = old
-    else:
-        for g in track(groups, total=len(groups), description="token ensembles"):
-            finish(g, _train_group([runs[i] for i in g], steps, log_every, keep_filters))
+    elif groups:
+        # one torch thread in-process too: with several threads, OpenMP's spinning makes the many
+        # small ops of a step tens of times slower whenever the 2 cores are shared with other work
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for g in track(groups, total=len(groups), description="token ensembles"):
+                finish(g, _train_group([runs[i] for i in g], steps, log_every, keep_filters))
+        finally:
+            torch.set_num_threads(threads)
     return out  # type: ignore[return-value]
 
 

@@ -6,3 +6,7 @@ from ssldyn.data.moons import SSLViews, half_moons, make_views  # noqa: E402
 
 # variational: clustered data of eq. (16), the 2-D/3-D sets of Fig. 5-6
 from ssldyn.data.clustered import ClusteredData, clustered_data, clusters_3d, four_clusters_2d  # noqa: E402
+
+# nonlinearity: latent categorical/summation models, approximately orthogonal U, circle points, Assumption 2 model
+from ssldyn.data.latent import (TwoRFModel, approx_orthogonal_basis, circle_points, latent_categorical,  # noqa: E402
+                                latent_summation, latent_summation_support, orthonormal_basis)

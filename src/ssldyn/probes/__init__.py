@@ -7,3 +7,7 @@ from ssldyn.probes.subspace import linear_svm_accuracy, output_gap, principal_an
 # variational: cluster structure, uniformity/alignment, invariance
 from ssldyn.probes.cluster import (alignment, angular_spread, invariance_gap, silhouette_cosine,  # noqa: E402
                                    uniformity, uniformity_reference)
+
+# nonlinearity: α-CL landscape diagnostics (λ_gap, c, ρ, L, μ, ω, LME / stability / Thm. 3 tests)
+from ssldyn.probes.alpha_cl import (irregularity, lipschitz_estimate, lme_test, local_roughness,  # noqa: E402
+                                    stability_test, theorem3_condition)

@@ -59,7 +59,7 @@ class Thm3(Experiment):
     figure = "Thm. 3"
     description = "z = 1: q → 0 when C > 0; q → ±v_1 when C has a negative eigenvalue (random C, random inits)"
     Config = Thm3Config
-    quick = {"trials": 40, "reference_trials": 2}
+    quick = {"trials": 30, "reference_trials": 2, "t_final": 100.0}
     est_seconds = (5, 30)
 
     def run(self, cfg: Thm3Config, ctx) -> Result:

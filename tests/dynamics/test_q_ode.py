@@ -120,3 +120,17 @@ def test_theorem3_two_regimes_on_random_matrices(case):
             assert np.linalg.norm(qT) < 1e-3
         else:
             assert abs(abs(qT[0]) - 1) < 1e-4 and np.linalg.norm(qT[1:]) < 1e-3
+
+
+def test_to_trajectory_logs_loss_and_time():
+    from ssldyn.dynamics.q_ode import to_trajectory
+
+    lam = torch.tensor([-1.0, 0.5], dtype=D)
+    q0 = torch.tensor([[[0.3], [0.2]], [[0.1], [-0.4]]], dtype=D)  # (E=2, d=2, z=1)
+    ks, qs = euler(q0, lam, 0.1, 20, record_every=10, form="eq12")
+    tr = to_trajectory(ks, qs, lam, 0.1, form="eq12", snapshots=True)
+    steps, vals = tr.series("ode/loss", member=1)
+    q = qs[-1, 1, :, 0].numpy()
+    assert list(steps) == [0, 10, 20] and vals[-1] == pytest.approx(-1.0 * q[0] ** 2 + 0.5 * q[1] ** 2)
+    assert tr.last("ode/t") == pytest.approx(20 * 0.1 / 2)
+    assert set(tr.snapshots("ode/q")) == {0, 10, 20}

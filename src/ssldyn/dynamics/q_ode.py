@@ -165,3 +165,24 @@ def solve_reference(q0: torch.Tensor | np.ndarray, lam: torch.Tensor | np.ndarra
     if not sol.success:
         raise RuntimeError(f"solve_reference: scipy failed: {sol.message}")
     return sol.y.T.reshape(len(tn), *shape)
+
+
+def to_trajectory(steps: np.ndarray, qs: torch.Tensor, lam: torch.Tensor, lr: float, form: str = "eq9",
+                  prefix: str = "ode/", snapshots: bool = False):
+    """Report a q-ODE solution into a :class:`ssldyn.dynamics.Trajectory` (DESIGN.md "Dynamics").
+
+    Logs, at each recorded step, the loss ``Tr(qᵀΛq)`` per member (probe ``{prefix}loss``) and the
+    ODE time ``t = ode_time(step, lr, form)`` (probe ``{prefix}t``); with ``snapshots`` also the
+    arrays ``q``. ``qs`` is ``(T, d, z)`` or ``(T, E, d, z)`` as returned by :func:`euler`.
+    """
+    from ssldyn.dynamics.trajectory import Trajectory
+
+    traj = Trajectory(meta={"lr": lr, "form": form})
+    for i, k in enumerate(np.asarray(steps)):
+        q = qs[i]
+        loss = trace_loss_q(q, lam).reshape(-1)  # (E,) or (1,)
+        traj.log_members(int(k), f"{prefix}loss", loss)
+        traj.log(int(k), **{f"{prefix}t": float(ode_time(int(k), lr, form))})
+        if snapshots:
+            traj.snapshot(int(k), f"{prefix}q", q)
+    return traj

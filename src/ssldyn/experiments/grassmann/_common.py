@@ -53,3 +53,8 @@ class single_thread:
     def __exit__(self, *exc):
         torch.set_num_threads(self._n)
         return False
+
+
+def views_to(views: SSLViews, device: torch.device) -> SSLViews:
+    """The same views on ``device`` (labels stay on the CPU)."""
+    return SSLViews(views.x.to(device), views.x_pos.to(device), views.x_neg.to(device), views.labels)

@@ -27,7 +27,8 @@ import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.dynamics.manifold import ManifoldGD
-from ssldyn.experiments.grassmann._common import loglog_slope, mean_contrastive_loss, moons_problem, single_thread
+from ssldyn.experiments.grassmann._common import (loglog_slope, mean_contrastive_loss, moons_problem, single_thread,
+                                                  views_to)
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.subspace import output_gap
@@ -72,6 +73,7 @@ class Fig2(Experiment):
 
     def _run(self, cfg: Fig2Config, ctx) -> Result:
         views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed)
+        views = views_to(views, ctx.device)  # --device cuda: the nets and data live on the GPU
         d = C.shape[0]
         rows = []
         for h in ctx.track(cfg.widths, description="Fig. 2 widths"):
@@ -80,7 +82,8 @@ class Fig2(Experiment):
             seeds = [ctx.seed * 100000 + 1000 * s + h for s in range(cfg.seeds)]
             trajs = {}
             for act in ["linear"] + list(cfg.activations):
-                net = TwoLayerNet(d, h, cfg.z, act, "orthogonal", ensemble=cfg.seeds, seeds=seeds, dtype=torch.float64)
+                net = TwoLayerNet(d, h, cfg.z, act, "orthogonal", ensemble=cfg.seeds, seeds=seeds,
+                                  dtype=torch.float64).to(ctx.device)
                 opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
                 outs = []
                 for ep in range(cfg.epochs + 1):
@@ -96,7 +99,7 @@ class Fig2(Experiment):
                 trajs[act] = torch.stack(outs)  # (T, E, n, z)
             eps = [ep for ep in range(cfg.epochs + 1) if ep % cfg.record_every == 0 or ep == cfg.epochs]
             for act in cfg.activations:
-                gap = output_gap(trajs[act], trajs["linear"])  # (T, E)
+                gap = output_gap(trajs[act], trajs["linear"]).cpu()  # (T, E)
                 for i, ep in enumerate(eps):
                     for e in range(cfg.seeds):
                         rows.append({"activation": act, "h": h, "epoch": ep, "seed": e, "gap": float(gap[i, e])})

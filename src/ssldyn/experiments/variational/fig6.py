@@ -7,6 +7,10 @@ activation, the step sizes nor the 3-D data; our choices: width 64, tanh, plain 
 descent (step 1.0), τ = 0.5; 2-D data = the four clusters of Fig. 5; 3-D data = four clusters
 at the vertices of a regular tetrahedron of radius 2 (:func:`ssldyn.data.clusters_3d`). With
 ReLU and the same protocol the 3-D clusters separate less (silhouette ≈ 0.3–0.5 in our runs).
+
+Not reproduced: the MLP does not *stabilise* within 200 iterations at this step size (the
+clusters keep spreading on the sphere; a note gives the numbers). The paper states no step
+size, so this is a statement about our setting, not a contradiction of Fig. 6.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class Fig6(Experiment):
             res.tables.update(part.tables)
             res.arrays.update(part.arrays)
             res.summary.update(part.summary)
+            res.notes.extend(part.notes)
         res.notes.append("Width, activation (tanh), step sizes, τ and the 3-D data set are ours; App. B does not state "
                          "them. Both dynamics start from the same random embedding (centred network f = z0 + g(w) − "
                          "g(w0)).")

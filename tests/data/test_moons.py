@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-import torch
 from sklearn.datasets import make_moons
 
 from ssldyn.data.moons import half_moons, make_views

@@ -2,7 +2,6 @@
 
 import math
 
-import pytest
 
 from ssldyn.lab import run_experiment
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, conint
 

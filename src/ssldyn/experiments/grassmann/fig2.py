@@ -21,7 +21,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, conint

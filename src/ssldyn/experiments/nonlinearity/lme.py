@@ -117,7 +117,9 @@ class LME(Experiment):
         ends_relu = _n_distinct(pi_cat.w)
         pi_table = pd.DataFrame({"start": np.arange(S * d), "pattern": np.tile(np.arange(d), S),
                                  "cos_relu_categorical": cos_cat.numpy(), "cos_relu_summation": cos_sum.numpy(),
-                                 "cos_linear_to_phi1": cos_lin.numpy()})
+                                 "cos_linear_to_phi1": cos_lin.numpy(),
+                                 "end_pattern_relu": (pi_cat.w @ U).abs().argmax(-1).numpy(),
+                                 "end_pattern_linear": (pi_lin.w @ U).abs().argmax(-1).numpy()})
         res = Result(tables={"closed_form": closed, "lme": lmes, "power_iteration": pi_table})
         res.add_trajectory(pi_sum.trajectory)
         zc, zs = closed[closed.model == "categorical"], closed[closed.model == "summation"]
@@ -177,11 +179,11 @@ class LME(Experiment):
         ax[0, 0].plot(lm["q"][~ok], lm["lam1"][~ok], "x", color=PALETTE[3], label="not an LME")
         ax[0, 0].set(xlabel="q_m", ylabel="eigenvalue", title="eq. 9: LME iff q < 0.382")
         ax[0, 0].legend(fontsize=7)
-        ax[0, 1].plot(pi["pattern"], pi["cos_relu_categorical"], "o", color=PALETTE[0], label="ReLU: cos(w*, u_m)")
-        ax[0, 1].plot(pi["pattern"], pi["cos_linear_to_phi1"], "s", color=PALETTE[1], mfc="none",
-                      label="linear: |cos(w*, φ₁)|")
-        ax[0, 1].set(xlabel="pattern m of the start", ylabel="cosine", ylim=(-0.05, 1.05),
-                     title="power iteration from near u_m (categorical)")
+        ax[0, 1].plot(pi["pattern"], pi["end_pattern_relu"], "o", color=PALETTE[0], ms=7, label="ReLU")
+        ax[0, 1].plot(pi["pattern"], pi["end_pattern_linear"], "s", color=PALETTE[1], mfc="none", ms=9,
+                      label="linear (all → φ₁)")
+        ax[0, 1].set(xlabel="pattern m of the start (w₀ ≈ u_m)", ylabel="pattern nearest to the fixed point",
+                     title="power iteration (categorical model)")
         ax[0, 1].legend(fontsize=7)
         return [save_figure(fig, fig_dir / "lme.png")]
 

@@ -125,6 +125,8 @@ class Fig1(Experiment):
 
     def run(self, cfg: Fig1Config, ctx) -> Result:
         ds = load_images(cfg.dataset, cfg.data_dir).take(cfg.n_images, seed=ctx.seed)
+        cif = None if cfg.cifar_dir is None else load_images("cifar10", cfg.cifar_dir).take(cfg.cifar_n_images,
+                                                                                             seed=ctx.seed)
         train, test = ds.split(cfg.test_fraction, seed=ctx.seed)
         summary, feats, traj = evaluate_representations(train, test, cfg.simclr, ctx, cfg.knn_k, "mnist")
         res = Result(summary={**summary, "mnist_data": ds.name, "mnist_train": len(train), "mnist_test": len(test)})
@@ -136,7 +138,6 @@ class Fig1(Experiment):
             res.notes.append("CIFAR-10 part (Fig. 1b, 1c) not run: no cifar_dir configured "
                              "(--set cifar_dir=DIR with the python batches); its claims are not checked.")
         else:
-            cif = load_images("cifar10", cfg.cifar_dir).take(cfg.cifar_n_images, seed=ctx.seed)
             ctr, cte = cif.split(cfg.test_fraction, seed=ctx.seed)
             s2, f2, traj2 = evaluate_representations(ctr, cte, cfg.cifar_simclr, ctx, cfg.knn_k, "cifar")
             res.summary.update({**s2, "cifar10": "run", "cifar_train": len(ctr), "cifar_test": len(cte)})

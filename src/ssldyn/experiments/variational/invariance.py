@@ -31,6 +31,7 @@ from ssldyn.dynamics.function_space import pointwise_gradient, project_sphere, s
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.averaging import AveragingNet
 from ssldyn.objectives import latent_measure_nt_xent
+from ssldyn.probes.cluster import invariance_gap
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 DT = torch.float64
@@ -82,10 +83,9 @@ class Invariance(Experiment):
         rows = []
 
         def net_gap(net):
-            with torch.no_grad():
-                fx = project_sphere(net(data.x)[0])
-                return float(torch.stack([(project_sphere(net(xT[r])[0]) - fx).norm(dim=1).mean()
-                                          for r in range(cfg.draws)]).mean())
+            draws = iter(range(cfg.draws))  # the same fixed draws of T at every evaluation
+            return invariance_gap(lambda x: project_sphere(net(x)[0]), data.x, lambda x: x + eps[next(draws)],
+                                  draws=cfg.draws)
 
         nets = {}
         for kind, x_train in (("network", data.x), ("network-clean-data", data.centers[data.labels])):

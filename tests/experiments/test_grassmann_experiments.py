@@ -15,6 +15,7 @@ def test_fig1_collapse_without_constraints(tmp_path):
     claims, s = _run("grassmann.fig1", tmp_path)
     assert claims["unconstrained-diverges"].passed and claims["unconstrained-collapses"].passed
     assert claims["orth-stays-2d"].passed
+    assert claims["stiefel-converges"].passed and claims["stiefel-stays-2d"].passed
     # the scaled-loss run is still slowly decreasing at the end (does not meet the 1% convergence criterion)
     assert s["scaled_loss_final_median"] > sum(s["eigenvalues_C"]) - 1e-6
     assert s["unconstrained_sv_ratio_at_collapse_epoch"] < 0.05 < s["scaled_sv_ratio_final_min"]

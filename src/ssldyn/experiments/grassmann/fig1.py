@@ -6,12 +6,14 @@ trained by full-batch gradient descent (one epoch = one step on all anchors):
 
 - *without constraints*: loss (1) itself;
 - *with orthogonality constraints*: the scaled loss ``L / (‖W1‖₂²‖W2‖₂²)`` of Prop. 3(1)
-  ("L_orth"), which the paper uses as the practical form of the constraint.
+  ("L_orth"), which the paper uses as the practical form of the constraint;
+- *with the constraints imposed directly* (extra, not in the paper's figure): projected GD on
+  the Stiefel manifolds ``W1ᵀW1 = I``, ``W2ᵀW2 = I`` (polar map after each step, eq. 11).
 
-Both start from the same weights (Haar-random orthonormal columns) for each seed. The
+All start from the same weights (Haar-random orthonormal columns) for each seed. The
 paper gives neither h, the learning rate nor n; we use h = 100, η = 0.05 on the mean over
 anchors, n = 200 (see the config). Panels: loss curves, the embedding at initialisation,
-the unconstrained embedding after 30 epochs, the constrained one after 500 epochs; the
+the unconstrained embedding after 30 epochs, the constrained ones after 500 epochs; the
 singular-value ratio σ_min/σ_max of the centered 2-D embedding measures collapse (0 = a line).
 """
 
@@ -23,12 +25,18 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, conint
 
+from ssldyn.dynamics.manifold import ManifoldGD
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.experiments.grassmann._common import mean_contrastive_loss, moons_problem, single_thread
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.collapse import singular_value_ratio
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
+
+
+REGIMES = ("unconstrained", "scaled", "orthogonal")
+LABELS = {"unconstrained": "no constraint", "scaled": "orthogonality (scaled loss)",
+          "orthogonal": "orthogonality (Stiefel projected GD)"}
 
 
 class Fig1Config(ExperimentConfig):
@@ -58,7 +66,7 @@ class Fig1(Experiment):
     figure = "Example 1, Fig. 1"
     description = "half-moons, tanh 2-layer net: unconstrained loss (1) diverges and collapses; scaled loss stays 2-D"
     Config = Fig1Config
-    quick = {"epochs": 300, "seeds": 3, "hidden": 50, "record_every": 10}
+    quick = {"epochs": 300, "seeds": 2, "hidden": 50, "record_every": 10}
     est_seconds = (6, 25)
 
     def run(self, cfg: Fig1Config, ctx) -> Result:
@@ -71,9 +79,10 @@ class Fig1(Experiment):
         traj = Trajectory()
         arrays: dict[str, np.ndarray] = {"labels": views.labels.numpy()}
         diverged_at: dict[str, list[float]] = {}
-        for regime in ("unconstrained", "scaled"):
+        for regime in REGIMES:
             net = TwoLayerNet(2, cfg.hidden, 2, "tanh", regime, ensemble=cfg.seeds, seeds=seeds, init="orthogonal",
                               dtype=torch.float64)
+            opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
             alive = torch.ones(cfg.seeds, dtype=torch.bool)
             div = np.full(cfg.seeds, np.nan)
             for ep in ctx.track(range(cfg.epochs + 1), total=cfg.epochs + 1, description=f"Fig. 1 {regime}"):
@@ -95,6 +104,9 @@ class Fig1(Experiment):
                     break
                 net.zero_grad()
                 torch.where(alive, loss, torch.zeros_like(loss)).sum().backward()
+                if regime == "orthogonal":  # projected GD on the Stiefel manifolds (polar map)
+                    opt.step()
+                    continue
                 with torch.no_grad():
                     for W in net.weights():
                         W.grad[~alive] = 0.0
@@ -104,7 +116,7 @@ class Fig1(Experiment):
         res.add_trajectory(traj)
         df = traj.to_frame()
         s = {}
-        for regime in ("unconstrained", "scaled"):
+        for regime in REGIMES:
             lo = df[df.probe == f"{regime}/loss"].pivot(index="step", columns="member", values="value")
             sv = df[df.probe == f"{regime}/sv_ratio"].pivot(index="step", columns="member", values="value")
             s[f"{regime}_sv_ratio_at_collapse_epoch"] = float(np.nanmedian(sv.loc[cfg.collapse_epoch]))
@@ -152,16 +164,23 @@ class Fig1(Experiment):
             check("orth-stays-2d", f"With orthogonality constraints the embedding is not collapsed after "
                   f"{cfg.epochs} epochs.", "Example 1, Fig. 1b (right)", s["scaled_sv_ratio_final_min"], ge=0.1,
                   expected="min over seeds of σ_min/σ_max at the last epoch >= 0.1"),
+            check("stiefel-converges", "With the orthogonality constraints imposed directly (projected GD on the "
+                  "Stiefel manifolds, eq. 11) the loss converges.", "Example 1, Prop. 3, Sec. 4.2",
+                  s["orthogonal_rel_change_last20pct"], lt=0.01,
+                  expected="max over seeds of relative loss change over the last 20% of epochs < 0.01"),
+            check("stiefel-stays-2d", "... and the embedding is not collapsed.", "Example 1, Prop. 3",
+                  s["orthogonal_sv_ratio_final_min"], ge=0.1,
+                  expected="min over seeds of σ_min/σ_max at the last epoch >= 0.1"),
         ]
 
     def plots(self, cfg: Fig1Config, result: Result, fig_dir: Path):
         df = result.tables["metrics"]
         fig, ax = new_figure(2, 1, size=(4.4, 3.4))
-        for i, regime in enumerate(("unconstrained", "scaled")):
+        for i, regime in enumerate(REGIMES):
             g = df[df.probe == f"{regime}/loss"]
             for m, gm in g.groupby("member"):
                 ax[0, 0].plot(gm.step, -gm.value, color=PALETTE[i], alpha=0.7,
-                              label=("no constraint" if i == 0 else "orthogonality (scaled loss)") if m == 0 else None)
+                              label=LABELS[regime] if m == 0 else None)
             g = df[df.probe == f"{regime}/sv_ratio"]
             for m, gm in g.groupby("member"):
                 ax[0, 1].plot(gm.step, gm.value, color=PALETTE[i], alpha=0.7)
@@ -169,11 +188,12 @@ class Fig1(Experiment):
         ax[0, 0].legend(fontsize=8)
         ax[0, 1].set(xlabel="epoch", ylabel="σ_min / σ_max of embedding", title="collapse probe")
         p1 = save_figure(fig, fig_dir / "fig1a_loss.png")
-        fig, ax = new_figure(3, 1, size=(3.6, 3.4))
+        fig, ax = new_figure(4, 1, size=(3.6, 3.4))
         labels = result.arrays["labels"]  # colours by moon
         panels = [("unconstrained/embedding@0", "initialisation"),
                   (f"unconstrained/embedding@{cfg.collapse_epoch}", f"no constraint, epoch {cfg.collapse_epoch}"),
-                  (f"scaled/embedding@{cfg.epochs}", f"orthogonality, epoch {cfg.epochs}")]
+                  (f"scaled/embedding@{cfg.epochs}", f"scaled loss, epoch {cfg.epochs}"),
+                  (f"orthogonal/embedding@{cfg.epochs}", f"Stiefel GD, epoch {cfg.epochs}")]
         for k, (key, title) in enumerate(panels):
             u = result.arrays.get(key)
             if u is None or not np.isfinite(u).all():

@@ -62,7 +62,7 @@ class Augmentation(Experiment):
     description = "Rotation augmentation removes local maxima of E_α that are not locally invariant"
     Config = AugmentationConfig
     quick = {"n_grid": 1440, "n_quad": 241, "mc_n": 1500}
-    est_seconds = (4, 15)
+    est_seconds = (6, 50)
 
     def run(self, cfg: AugmentationConfig, ctx) -> Result:
         act = get_activation(cfg.activation)

@@ -64,7 +64,7 @@ class Corollary2(Experiment):
     description = "Gaussian vs uniform α: z₀, roughness ρ and the number of stable local optima (ReLU, circle data)"
     Config = Corollary2Config
     quick = {"per_cluster": 25, "taus": [0.1, 0.02], "n_grid": 360, "n_starts": 16, "n_iter": 50}
-    est_seconds = (15, 120)
+    est_seconds = (15, 75)
 
     def run(self, cfg: Corollary2Config, ctx) -> Result:
         g = ctx.generator(0)

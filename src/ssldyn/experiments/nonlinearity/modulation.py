@@ -55,7 +55,7 @@ class Modulation(Experiment):
     description = "Global modulation: basin of u_l grows with c; two-layer filters prefer discriminative patterns"
     Config = ModulationConfig
     quick = {"inits": 400, "t_max": 40.0, "dt": 0.1, "inits2": 40, "t_max2": 200.0}
-    est_seconds = (12, 90)
+    est_seconds = (12, 100)
 
     def run(self, cfg: ModulationConfig, ctx) -> Result:
         g = ctx.generator(0)

@@ -39,7 +39,7 @@ ACTS = ("sigmoid", "relu", "tanh")
 class Fig2Config(ExperimentConfig):
     widths: list[conint(ge=2)] = Field([10, 20, 50, 100, 200, 500, 1000], min_length=2,
                                        description="hidden widths h (Fig. 2: 10 to 1000)")
-    activations: list[str] = Field(list(ACTS), min_length=1, description="φ (Sec. 3.2: sigmoid, ReLU, tanh)")
+    activations: list[Literal["sigmoid", "relu", "tanh"]] = Field(list(ACTS), min_length=1, description="φ (Sec. 3.2: sigmoid, ReLU, tanh)")
     lr: PositiveFloat = Field(0.01, description="learning rate (Sec. 3.2)")
     epochs: conint(ge=1) = Field(100, description="epochs (Sec. 3.2)")
     seeds: conint(ge=1) = Field(10, description="initialisations (Sec. 3.2: 10)")

@@ -218,7 +218,7 @@ def contrastive_loss_and_grad(z: torch.Tensor, kinds: torch.Tensor, temperature:
     torch.diagonal(S, dim1=1, dim2=2).copy_(pos)  # S_ii = positive pair
     t = temperature
     losses = torch.empty(E, dtype=z.dtype)
-    G = torch.empty_like(S)
+    G = torch.empty_like(S)  # N·T·∂L/∂S (the factor 1/(N T) is applied in the products below)
     kl = kinds.tolist()
     start = 0
     for i in range(1, E + 1):  # contiguous runs of one loss kind
@@ -226,21 +226,25 @@ def contrastive_loss_and_grad(z: torch.Tensor, kinds: torch.Tensor, temperature:
             continue
         sl = slice(start, i)
         if kl[start]:  # InfoNCE: row-wise cross-entropy of S/T with target i
-            P = torch.softmax(S[sl] / t, dim=-1)  # (E', N, N)
+            P = torch.softmax(S[sl].div_(t), dim=-1)  # (E', N, N)
             losses[sl] = -torch.log(torch.diagonal(P, dim1=1, dim2=2)).mean(-1)
             torch.diagonal(P, dim1=1, dim2=2).sub_(1.0)
-            G[sl] = P.div_(N * t)
+            if i - start == E:
+                G = P
+            else:
+                G[sl] = P
         else:  # quadratic: (−Σ S_ii + Σ_{i≠j} S_ij / N) / (N T)
             tot = S[sl].sum((1, 2))
             ps = pos[sl].sum(-1)
             losses[sl] = (-ps + (tot - ps) / N) / (N * t)
-            G[sl] = 1.0 / (N * N * t)
-            torch.diagonal(G[sl], dim1=1, dim2=2).fill_(-1.0 / (N * t))
+            G[sl] = 1.0 / N
+            torch.diagonal(G[sl], dim1=1, dim2=2).fill_(-1.0)
         start = i
-    gd = torch.diagonal(G, dim1=1, dim2=2).clone()  # (E, N)
+    c = 1.0 / (N * t)
+    gd = torch.diagonal(G, dim1=1, dim2=2).clone().mul_(c)  # (E, N) ∂L/∂S_ii
     torch.diagonal(G, dim1=1, dim2=2).zero_()
-    d1 = torch.baddbmm(gd.unsqueeze(-1) * z2, G, z1)  # (E, N, d)
-    d1.baddbmm_(G.transpose(1, 2), z1)
+    d1 = torch.baddbmm(gd.unsqueeze(-1) * z2, G, z1, alpha=c)  # (E, N, d)
+    d1.baddbmm_(G.transpose(1, 2), z1, alpha=c)
     d2 = gd.unsqueeze(-1) * z1  # (E, N, d)
     dzh = torch.stack([d1, d2], 1)  # (E, 2, N, d)
     dz = (dzh - zh * (zh * dzh).sum(-1, keepdim=True)) / norm

@@ -203,6 +203,7 @@ def plot_chi_grid(t: pd.DataFrame, path: Path, *, series: str, rows: Sequence[tu
                 ax.errorbar(d["beta"], d[f"{col}_mean"], yerr=d[f"{col}_std"].fillna(0), marker="o", ms=3,
                             capsize=2, color=PALETTE[si % len(PALETTE)], label=str(name))
             ax.set_xscale("log")
+            ax.minorticks_off()
             ax.set_xticks(list(betas))
             ax.set_xticklabels([str(b) for b in betas])
             ax.set_title(f"{label}, P={P}", fontsize=8)

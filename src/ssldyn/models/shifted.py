@@ -19,6 +19,10 @@ __all__ = ["ShiftedModel"]
 class ShiftedModel(nn.Module):
     """Wrap ``model`` so that ``forward(x_train) = z0 + model(x_train) − model_0(x_train)``.
 
+    Rows of other inputs that equal a training input get that input's offset (so batches of
+    single samples, as the per-sample Jacobians of :func:`ssldyn.kernels.empirical_ntk` use,
+    work); inputs that are not training inputs get no offset.
+
     Args:
         model: any ``nn.Module`` ``(n, ...) -> (n, d)`` or ``(E, n, d)`` (trained).
         x: ``(n, ...)`` the training inputs (the only inputs this wrapper accepts).
@@ -36,7 +40,10 @@ class ShiftedModel(nn.Module):
         self.register_buffer("offset", (z0 - g0).detach(), persistent=False)  # (E, n, d)
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.shape != self.x_ref.shape:
-            raise ValueError(f"ShiftedModel is defined on its training inputs {tuple(self.x_ref.shape)} only, "
-                             f"got {tuple(x.shape)}")
-        return self.model(x) + self.offset
+        out = self.model(x)  # (E, m, d)
+        if x.shape == self.x_ref.shape and torch.equal(x, self.x_ref):
+            return out + self.offset
+        # rows of x that are training inputs get their offset, others none (a constant in w, so
+        # the NTK is unchanged); written without data-dependent branches so that vmap works
+        match = (x.flatten(1)[:, None, :] == self.x_ref.flatten(1)[None, :, :]).all(-1)  # (m, n)
+        return out + match.to(out.dtype) @ self.offset  # (E, m, d)

@@ -14,6 +14,7 @@ loss), 𝓛 = mean over samples. The paper gives no numbers for these checks; si
 (d) Thm. 4.5 — on clustered data the kernel is block-diagonal by cluster up to O(δ)
     (largest cross-cluster entry / mean same-cluster block norm, slope ≈ 1 in δ), and the
     cluster flow ``ż_i = −(n_q/n)‖ξ_q‖² β_q ∇L(ξ_q)`` (eq. 21) matches ``−Σ_j K_ij ∂𝓛/∂z_j``.
+    Cor. 4.6: with β_q = ½ (ReLU, M → ∞) the same prediction matches a wide network.
 (e) Remark 4.4 — with imbalanced clusters, from the invariant initialisation (eq. 17, noise
     in M^⊥), the early-time speed of a cluster divided by its vanilla speed ``‖∇L(z_i)‖``
     (the kernel's gain) scales with the size ratio ``n_q/n`` (log-log slope ≈ 1).
@@ -176,6 +177,17 @@ class KernelCheck(Experiment):
                          "flow_rel_err_inf_width": float((actual - pred_inf).norm() / actual.norm())})
         ddf = pd.DataFrame(rows)
         res.tables["thm45"] = ddf
+        # Cor. 4.6: the infinite-width cluster flow (β = ½) against a wide network at the smallest δ
+        M_wide = max(cfg.widths)
+        dd = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, min(cfg.deltas), generator=ctx.generator(20),
+                            dtype=DT)
+        wide = _net(cfg.D, cfg.d, M_wide, ctx.seed + 3)
+        Kw = averaging_net_kernel(wide.B[0].detach(), dd.x, None, "relu", d=cfg.d)
+        _, gw = loss_and_grad(loss, wide(dd.x)[0].detach())
+        actual_w = -apply_kernel(Kw, gw)
+        pred_w = predicted_cluster_flow(dd.n * gw, dd.labels, dd.centers, 0.5)
+        res.summary["cor46_flow_rel_err"] = float((actual_w - pred_w).norm() / actual_w.norm())
+        res.summary["cor46_width"] = M_wide
         res.summary.update(block_slope=_slope(ddf["delta"], ddf["off_ratio"]),
                            kernel_dev_slope=_slope(ddf["delta"], ddf["kernel_dev"]),
                            flow_err_slope=_slope(ddf["delta"], ddf["flow_rel_err"]),
@@ -243,6 +255,11 @@ class KernelCheck(Experiment):
             check("thm45-flow", "Thm. 4.5 (eq. 21): ż_i = −(n_q/n)‖ξ_q‖² β_q ∇L(ξ_q) + O(δ) matches the "
                   "actual kernel flow.", "Thm. 4.5, eq. (21)", s["flow_err_min_delta"], le=0.05,
                   expected=f"relative error at δ = {min(cfg.deltas):g} <= 0.05"),
+            check("cor46-infinite-width-flow", "Cor. 4.6: as M → ∞ the cluster flow becomes "
+                  "ż_i = −(n_q/(2n)) ‖ξ_q‖² ∇L(ξ_q) + O(δ) (β_q = ½ I for ReLU).", "Cor. 4.6",
+                  s["cor46_flow_rel_err"], le=0.05,
+                  expected=f"relative error vs the kernel flow of a width-{s['cor46_width']} net at δ = "
+                           f"{min(cfg.deltas):g} <= 0.05"),
             check("remark44-size-ratio", "Remark 4.4: the flow of a cluster is scaled by its size ratio "
                   "(n_q − n_{q−1})/n — smaller clusters move more slowly.", "Remark 4.4, Thm. 4.5",
                   s["imbalance_slope"], between=(0.9, 1.1),

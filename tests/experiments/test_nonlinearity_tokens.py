@@ -8,6 +8,12 @@ from ssldyn.experiments.nonlinearity.token_grid import final_table, grid_frame, 
 from ssldyn.lab import run_experiment
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    """Each test computes its runs (no hits from a user's ~/.cache/ssldyn)."""
+    monkeypatch.setenv("SSLDYN_CACHE_DIR", str(tmp_path / "cache"))
+
+
 def _claims(out):
     return {c.id: c for c in out.claims}
 

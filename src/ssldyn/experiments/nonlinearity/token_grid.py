@@ -2,7 +2,8 @@
 
 Builds grids of :class:`~ssldyn.dynamics.ensemble_trainer.TokenRun`, trains them as batched
 ensembles (optionally in worker processes, one torch thread each), caches every finished run
-under ``<out>/.cache/token_runs/`` (keyed by the run's settings, steps and logging), and turns
+under ``~/.cache/ssldyn/token_runs/`` (or ``$SSLDYN_CACHE_DIR``; keyed by the run's settings,
+steps, logging and a hash of the code), and turns
 the traces into long tables. Protocol choices (see README, "Token-generator experiments"):
 
 - learning rate 0.02 (the reference implementation's documented command), not the 2e-3 of
@@ -14,6 +15,7 @@ the traces into long tables. Protocol choices (see README, "Token-generator expe
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -28,7 +30,7 @@ from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.lab import ExperimentConfig
 
-from ssldyn.dynamics.ensemble_trainer import RunTrace, TokenRun, plan_ensembles, train_token_ensemble
+from ssldyn.dynamics.ensemble_trainer import MAX_ELEMS, RunTrace, TokenRun, plan_ensembles, train_token_ensemble
 
 CACHE_VERSION = "1"
 
@@ -53,16 +55,34 @@ def make_runs(*, losses: Sequence[str] = ("infonce",), activations: Sequence[str
     return runs
 
 
-def cache_dir_for(ctx: Any) -> Path | None:
-    """``<out>/.cache/token_runs`` of the run store a context writes into (None outside the store)."""
-    rd = getattr(ctx, "run_dir", None)
-    if rd is None:
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> str:
+    """Hash of the sources that determine a run's result (a code change invalidates the cache)."""
+    import hashlib
+    import importlib
+
+    h = hashlib.sha1()
+    for mod in ("ssldyn.data.tokens", "ssldyn.models.rf_net", "ssldyn.models.activations",
+                "ssldyn.dynamics.ensemble_trainer", "ssldyn.probes.chi"):
+        h.update(Path(importlib.import_module(mod).__file__).read_bytes())
+    return h.hexdigest()[:10]
+
+
+def cache_dir_for(ctx: Any = None) -> Path | None:
+    """Per-run cache of token runs: ``$SSLDYN_CACHE_DIR/token_runs`` (default ``~/.cache/ssldyn``;
+    ``SSLDYN_CACHE_DIR=off`` disables it). Entries are keyed by the run's settings, steps, logging
+    and a hash of the code that computes them, so a cached run is exactly the run that would be
+    recomputed. (The run context does not expose the run store, whose runs may execute elsewhere.)
+    """
+    root = os.environ.get("SSLDYN_CACHE_DIR", "")
+    if root.lower() == "off":
         return None
-    return Path(rd).parent.parent / ".cache" / "token_runs"
+    base = Path(root) if root else Path.home() / ".cache" / "ssldyn"
+    return base / "token_runs"
 
 
 def _cache_file(cache: Path, run: TokenRun, steps: int, log_every: int, keep_filters: bool) -> Path:
-    return cache / f"{run.key()}-s{steps}-l{log_every}-f{int(keep_filters)}-v{CACHE_VERSION}.npz"
+    return cache / f"{run.key()}-s{steps}-l{log_every}-f{int(keep_filters)}-v{CACHE_VERSION}-{_code_digest()}.npz"
 
 
 def _save(path: Path, tr: RunTrace) -> None:
@@ -87,7 +107,7 @@ def _worker_init() -> None:
 
 
 def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cache: Path | None = None,
-             workers: int = 1, keep_filters: bool = False, max_elems: int = 8_000_000,
+             workers: int = 1, keep_filters: bool = False, max_elems: int = MAX_ELEMS,
              track: Callable | None = None) -> list[RunTrace]:
     """Train every run (cached ones are read back), batched by :func:`plan_ensembles`; input order.
 

@@ -10,3 +10,6 @@ from ssldyn.data.clustered import ClusteredData, clustered_data, clusters_3d, fo
 # nonlinearity: latent categorical/summation models, approximately orthogonal U, circle points, Assumption 2 model
 from ssldyn.data.latent import (TwoRFModel, approx_orthogonal_basis, circle_points, latent_categorical,  # noqa: E402
                                 latent_summation, latent_summation_support, orthonormal_basis)
+
+# real images (variational Fig. 1, nonlinearity App. E.3); augmentations: ssldyn.data.augment (imports kornia)
+from ssldyn.data.images import ImageDataset, image_quadrants, load_images  # noqa: E402

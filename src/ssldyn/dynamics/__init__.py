@@ -26,3 +26,8 @@ from ssldyn.dynamics.weight_space import train_weight_space  # noqa: E402
 
 __all__ += ["NetworkKernel", "function_space_flow", "pointwise_gradient", "project_sphere",
             "vanilla_gradient_descent", "train_weight_space"]
+
+# SimCLR training of image encoders (variational Fig. 1)
+from ssldyn.dynamics.simclr import embed, train_simclr  # noqa: E402
+
+__all__ += ["embed", "train_simclr"]

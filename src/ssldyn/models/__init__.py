@@ -15,3 +15,8 @@ from ssldyn.models.mlp import MLP  # noqa: E402
 from ssldyn.models.shifted import ShiftedModel  # noqa: E402
 
 __all__ += ["AveragingNet", "averaging_matrix", "MLP", "ShiftedModel"]
+
+# image encoders with a projection head for SimCLR (variational Fig. 1, Remark 4.3)
+from ssldyn.models.encoders import ConvEncoder, MLPEncoder, SimCLRNet, build_simclr_net  # noqa: E402
+
+__all__ += ["ConvEncoder", "MLPEncoder", "SimCLRNet", "build_simclr_net"]

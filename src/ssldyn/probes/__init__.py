@@ -11,3 +11,7 @@ from ssldyn.probes.cluster import (alignment, angular_spread, invariance_gap, si
 # nonlinearity: α-CL landscape diagnostics (λ_gap, c, ρ, L, μ, ω, LME / stability / Thm. 3 tests)
 from ssldyn.probes.alpha_cl import (irregularity, lipschitz_estimate, lme_test, local_roughness,  # noqa: E402
                                     stability_test, theorem3_condition)
+
+# downstream evaluation (linear probe, k-NN, label silhouette) and filter measurements (nonlinearity App. E.3)
+from ssldyn.probes.downstream import knn_accuracy, label_silhouette, linear_probe_accuracy  # noqa: E402
+from ssldyn.probes.filters import laplacian_energy, pairwise_cosine, total_variation  # noqa: E402

@@ -47,7 +47,7 @@ class Fig11(Experiment):
     Config = Fig11Config
     quick = {"steps": 500, "log_every": 100, "seeds": 1, "zetas": [10.0], "betas": [1, 5], "Ps": [1, 3],
              "workers": 1}
-    est_seconds = (15, 3000)
+    est_seconds = (15, 900)
 
     def run(self, cfg, ctx) -> Result:
         runs = make_runs(activations=[cfg.activation], betas=cfg.betas, Ps=cfg.Ps, zetas=cfg.zetas,

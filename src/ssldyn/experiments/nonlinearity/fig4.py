@@ -100,7 +100,7 @@ class Fig4(Experiment):
     Config = ActivationGridConfig
     quick = {"steps": 800, "log_every": 200, "seeds": 1, "activations": ["linear", "relu"], "betas": [1, 5],
              "Ps": [1, 3], "losses": ["infonce"], "workers": 1}
-    est_seconds = (15, 3600)
+    est_seconds = (20, 1200)
 
     def run(self, cfg, ctx) -> Result:
         return run_activation_grid(cfg, ctx)

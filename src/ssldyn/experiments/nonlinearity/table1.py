@@ -59,7 +59,7 @@ class Table1(Experiment):
     description = "χ̄₊ with the four BN gradient variants (μ / σ² backpropagated or not), ζ = 10"
     Config = Table1Config
     quick = {"steps": 400, "log_every": 100, "seeds": 1, "betas": [5], "Ps": [3, 5], "workers": 1}
-    est_seconds = (15, 2400)
+    est_seconds = (20, 600)
 
     def run(self, cfg, ctx) -> Result:
         runs = make_runs(activations=["relu"], betas=cfg.betas, Ps=cfg.Ps, zetas=[cfg.zeta],

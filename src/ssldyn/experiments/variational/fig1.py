@@ -25,11 +25,13 @@ widths 32-64-128) is meant for ``--device cuda``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.data.augment import SimCLRAugment
@@ -75,6 +77,19 @@ class Fig1Config(ExperimentConfig):
                                                                                    noise=0.0))
     min_probe_accuracy: float = Field(0.8, gt=0, le=1, description="'far above chance' threshold (10 classes: "
                                       "chance 0.1)")
+
+
+@contextlib.contextmanager
+def _cpu_threads(device: torch.device, n: int = 1):
+    """On CPU, run torch on ``n`` intra-op threads (small ops: more threads only add contention on a
+    shared 2-core machine); restores the previous setting."""
+    old = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 def evaluate_representations(train: ImageDataset, test: ImageDataset, cfg: SimCLRRunConfig, ctx, knn_k: int,
@@ -128,6 +143,10 @@ class Fig1(Experiment):
     est_seconds = (20, 10800)
 
     def run(self, cfg: Fig1Config, ctx) -> Result:
+        with _cpu_threads(ctx.device):
+            return self._run(cfg, ctx)
+
+    def _run(self, cfg: Fig1Config, ctx) -> Result:
         ds = load_images(cfg.dataset, cfg.data_dir).take(cfg.n_images, seed=ctx.seed)
         cif = None if cfg.cifar_dir is None else load_images("cifar10", cfg.cifar_dir).take(cfg.cifar_n_images,
                                                                                              seed=ctx.seed)

@@ -54,13 +54,17 @@ class Context:
         seed: the one seed of this run (already applied to python/numpy/torch by the runner).
         device: torch device to compute on.
         progress: show rich progress bars (the CLI turns them on; library use keeps quiet).
-        run_dir: directory where the run is being written (figures go to ``run_dir/figures``).
+        run_dir: a scratch directory for this run (removed afterwards).
+        cache_dir: a directory inside the run store (``<out>/.cache``) where experiments may
+            keep computations shared between runs (e.g. one training grid behind several
+            figures); ``None`` outside the lab (then nothing is cached on disk).
     """
 
     seed: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     progress: bool = False
     run_dir: Any = None
+    cache_dir: Any = None
     _bar: Any = field(default=None, repr=False)
 
     def generator(self, offset: int = 0) -> torch.Generator:

@@ -100,7 +100,8 @@ def _run_local(specs, todo, items, store, bar, progress) -> None:  # noqa: ANN00
         bar.update(running=1, label=spec.experiment)
         t0 = time.perf_counter()
         try:
-            run = commit_run(store, compute_run(spec, progress=progress if progress is not None else False))
+            run = commit_run(store, compute_run(spec, progress=progress if progress is not None else False,
+                                                cache_dir=store.cache_dir))
             items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0)
             bar.update(done=1, running=0)
         except UserError:
@@ -112,11 +113,11 @@ def _run_local(specs, todo, items, store, bar, progress) -> None:  # noqa: ANN00
             bar.update(failed=1, running=0)
 
 
-def _ray_compute(spec: RunSpec):  # noqa: ANN202 - executed on a Ray worker
+def _ray_compute(spec: RunSpec, cache_dir: str):  # noqa: ANN202 - executed on a Ray worker
     from ssldyn.lab.context import set_threads
 
     set_threads(int(os.environ.get("SSLDYN_THREADS", "1")))
-    return compute_run(spec)
+    return compute_run(spec, cache_dir=cache_dir)
 
 
 def _run_ray(specs, todo, items, store, bar, address, max_retries) -> None:  # noqa: ANN001
@@ -150,7 +151,7 @@ def _run_ray(specs, todo, items, store, bar, address, max_retries) -> None:  # n
             opts: dict[str, Any] = {"max_retries": max_retries, "retry_exceptions": True, "num_cpus": 1}
             if spec.device.startswith("cuda"):
                 opts["num_gpus"] = 1
-            pending[task.options(**opts).remote(spec)] = (i, time.perf_counter())
+            pending[task.options(**opts).remote(spec, str(store.cache_dir.resolve()))] = (i, time.perf_counter())
         bar.update(running=len(pending))
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)

@@ -90,8 +90,11 @@ def plan_run(name: str, *, quick: bool = False, config_file: str | Path | None =
     return RunSpec(exp_cls.name, cfg_json, seed, str(dev), digest, preset)
 
 
-def compute_run(spec: RunSpec, progress: Any = False) -> ComputedRun:
-    """Run the experiment of ``spec`` in this process; figures are rendered to bytes."""
+def compute_run(spec: RunSpec, progress: Any = False, cache_dir: str | Path | None = None) -> ComputedRun:
+    """Run the experiment of ``spec`` in this process; figures are rendered to bytes.
+
+    ``cache_dir`` (normally ``<out>/.cache``) is handed to the experiment as ``ctx.cache_dir``.
+    """
     import tempfile
 
     exp_cls = get_experiment(spec.experiment)
@@ -102,7 +105,8 @@ def compute_run(spec: RunSpec, progress: Any = False) -> ComputedRun:
     seed_everything(spec.seed)
     bar = None if isinstance(progress, bool) else progress
     with tempfile.TemporaryDirectory(prefix="ssldyn-run-") as tmp:
-        ctx = Context(seed=spec.seed, device=dev, progress=bool(progress), run_dir=Path(tmp), _bar=bar)
+        ctx = Context(seed=spec.seed, device=dev, progress=bool(progress), run_dir=Path(tmp),
+                      cache_dir=Path(cache_dir) if cache_dir is not None else None, _bar=bar)
         exp = exp_cls()
         with ctx.progress_bars():
             result = exp.run(cfg, ctx)
@@ -156,7 +160,7 @@ def run_experiment(name: str, *, quick: bool = False, config_file: str | Path | 
     if existing is not None and not force:
         return RunOutcome(existing, cached=True, seconds=0.0)
     t0 = time.perf_counter()
-    run = commit_run(store, compute_run(spec, progress=progress))
+    run = commit_run(store, compute_run(spec, progress=progress, cache_dir=store.cache_dir))
     return RunOutcome(run, cached=False, seconds=time.perf_counter() - t0)
 
 

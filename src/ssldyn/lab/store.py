@@ -115,6 +115,11 @@ class RunStore:
     def __init__(self, out: str | Path) -> None:
         self.out = Path(out)
 
+    @property
+    def cache_dir(self) -> Path:
+        """``<out>/.cache``: computations experiments share between runs (safe to delete)."""
+        return self.out / ".cache"
+
     def run_dir(self, experiment: str, digest: str) -> Path:
         return self.out / experiment / digest
 

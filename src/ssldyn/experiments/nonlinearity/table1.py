@@ -47,7 +47,7 @@ def render_table(t: pd.DataFrame, betas, Ps) -> pd.DataFrame:
             row = {"beta": b, "P": P}
             for mode, label in COLUMNS:
                 m, s = cell(t, bn=mode, beta=b, P=P), cell(t, "chi_plus_std", bn=mode, beta=b, P=P)
-                row[label] = f"{m:.2f} ± {0.0 if np.isnan(s) else s:.2f}"
+                row[label] = f"{m:.2f} ± {s:.2f}" if np.isfinite(s) else f"{m:.2f} (1 seed)"
             rows.append(row)
     return pd.DataFrame(rows)
 

@@ -14,6 +14,7 @@ import torch
 from ssldyn.data.moons import SSLViews, half_moons
 from ssldyn.dynamics.q_ode import eigh_ascending
 from ssldyn.objectives import contrast_matrix, simple_contrastive
+from ssldyn.lab.context import single_thread  # noqa: F401 (re-exported for the experiments)
 
 
 def moons_problem(n: int, noise: float, seed: int, extra_stds: tuple[float, ...] = (), noise_var: float = 0.1):
@@ -41,18 +42,6 @@ def loglog_slope(x, y) -> float:
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
-class single_thread:
-    """Context manager: run torch on one intra-op thread (these experiments are many small
-    ops; on a shared 2-core machine extra threads only add contention), restoring it after."""
-
-    def __enter__(self):
-        self._n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        return self
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self._n)
-        return False
 
 
 def views_to(views: SSLViews, device: torch.device) -> SSLViews:

@@ -30,7 +30,6 @@ filters of one RF 0.18 (no aug); best cosine with a data patch 0.18 (init) -> 0.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from pathlib import Path
 from typing import Literal
@@ -48,6 +47,7 @@ from ssldyn.models.rf_net import BN_MODES, EnsembleRFNet
 from ssldyn.objectives import info_nce
 from ssldyn.probes.filters import distinct_filters, laplacian_energy, pairwise_cosine, pattern_match, total_variation
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
+from ssldyn.lab.context import torch_threads
 
 CONDITIONS = ("noaug", "aug")
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
@@ -108,17 +108,6 @@ def filter_stats(W: torch.Tensor, patches: torch.Tensor | None = None) -> dict[s
     return out
 
 
-@contextlib.contextmanager
-def _cpu_threads(device: torch.device, n: int = 1):
-    """On CPU, run torch on ``n`` intra-op threads (small ops: more threads only add contention on a
-    shared 2-core machine); restores the previous setting."""
-    old = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 _CACHE: dict[tuple, Result] = {}
@@ -133,7 +122,7 @@ def train_rf_mnist(cfg: RFMnistConfig, ctx) -> Result:
     key = (cfg.model_dump_json(), ctx.seed, str(ctx.device))
     if key not in _CACHE:
         _CACHE.clear()
-        with _cpu_threads(ctx.device):
+        with torch_threads(1, ctx.device):
             _CACHE[key] = _train_rf_mnist(cfg, ctx)
     return copy.deepcopy(_CACHE[key])
 

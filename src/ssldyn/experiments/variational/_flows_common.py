@@ -24,19 +24,9 @@ from ssldyn.models.shifted import ShiftedModel
 from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.probes.cluster import angular_spread, silhouette_cosine, uniformity, uniformity_reference
 from ssldyn.viz.common import PALETTE, figure_to_rgb, new_figure, save_figure, save_gif
+from ssldyn.lab.context import single_thread  # noqa: F401 (re-exported for the experiments)
 
 
-class single_thread:
-    """Run torch on one intra-op thread (many tiny ops: extra threads only add contention)."""
-
-    def __enter__(self):
-        self._n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        return self
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self._n)
-        return False
 
 
 def random_embedding(n: int, d: int, spread: float, g: torch.Generator) -> torch.Tensor:

@@ -25,7 +25,6 @@ widths 32-64-128) is meant for ``--device cuda``.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from pathlib import Path
 from typing import Literal
@@ -41,6 +40,7 @@ from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.encoders import build_simclr_net
 from ssldyn.probes.downstream import knn_accuracy, label_silhouette, linear_probe_accuracy
 from ssldyn.viz.common import new_figure, save_figure
+from ssldyn.lab.context import torch_threads
 
 
 class SimCLRRunConfig(ExperimentConfig):
@@ -79,17 +79,6 @@ class Fig1Config(ExperimentConfig):
                                       "chance 0.1)")
 
 
-@contextlib.contextmanager
-def _cpu_threads(device: torch.device, n: int = 1):
-    """On CPU, run torch on ``n`` intra-op threads (small ops: more threads only add contention on a
-    shared 2-core machine); restores the previous setting."""
-    old = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def evaluate_representations(train: ImageDataset, test: ImageDataset, cfg: SimCLRRunConfig, ctx, knn_k: int,
@@ -143,7 +132,7 @@ class Fig1(Experiment):
     est_seconds = (20, 10800)
 
     def run(self, cfg: Fig1Config, ctx) -> Result:
-        with _cpu_threads(ctx.device):
+        with torch_threads(1, ctx.device):
             return self._run(cfg, ctx)
 
     def _run(self, cfg: Fig1Config, ctx) -> Result:

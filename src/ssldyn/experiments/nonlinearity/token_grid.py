@@ -2,8 +2,8 @@
 
 Builds grids of :class:`~ssldyn.dynamics.ensemble_trainer.TokenRun`, trains them as batched
 ensembles (optionally in worker processes, one torch thread each), caches every finished run
-under ``~/.cache/ssldyn/token_runs/`` (or ``$SSLDYN_CACHE_DIR``; keyed by the run's settings,
-steps, logging and a hash of the code), and turns
+under the run store's ``<out>/.cache/token_runs/`` (or ``$SSLDYN_CACHE_DIR``; keyed by the run's
+settings, steps, logging and a hash of the code), and turns
 the traces into long tables. Protocol choices (see README, "Token-generator experiments"):
 
 - learning rate 0.02 (the reference implementation's documented command), not the 2e-3 of
@@ -69,16 +69,19 @@ def _code_digest() -> str:
 
 
 def cache_dir_for(ctx: Any = None) -> Path | None:
-    """Per-run cache of token runs: ``$SSLDYN_CACHE_DIR/token_runs`` (default ``~/.cache/ssldyn``;
-    ``SSLDYN_CACHE_DIR=off`` disables it). Entries are keyed by the run's settings, steps, logging
-    and a hash of the code that computes them, so a cached run is exactly the run that would be
-    recomputed. (The run context does not expose the run store, whose runs may execute elsewhere.)
+    """Per-run cache of token runs: ``<ctx.cache_dir>/token_runs`` (the run store's ``<out>/.cache``),
+    or ``$SSLDYN_CACHE_DIR/token_runs`` when that is set (``SSLDYN_CACHE_DIR=off`` disables it);
+    ``None`` (no disk cache) outside the lab. Entries are keyed by the run's settings, steps,
+    logging and a hash of the code that computes them, so a cached run is exactly the run that
+    would be recomputed.
     """
     root = os.environ.get("SSLDYN_CACHE_DIR", "")
     if root.lower() == "off":
         return None
-    base = Path(root) if root else Path.home() / ".cache" / "ssldyn"
-    return base / "token_runs"
+    if root:
+        return Path(root) / "token_runs"
+    base = getattr(ctx, "cache_dir", None)
+    return Path(base) / "token_runs" if base is not None else None
 
 
 def _cache_file(cache: Path, run: TokenRun, steps: int, log_every: int, keep_filters: bool) -> Path:
@@ -163,13 +166,11 @@ def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cach
     elif groups:
         # one torch thread in-process too: with several threads, OpenMP's spinning makes the many
         # small ops of a step tens of times slower whenever the 2 cores are shared with other work
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        from ssldyn.lab.context import torch_threads
+
+        with torch_threads(1):
             for g in track(groups, total=len(groups), description="token ensembles"):
                 finish(g, _train_group([runs[i] for i in g], steps, log_every, keep_filters))
-        finally:
-            torch.set_num_threads(threads)
     return out  # type: ignore[return-value]
 
 

@@ -21,6 +21,7 @@ import torch
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.models.encoders import SimCLRNet
 from ssldyn.objectives import info_nce
+from ssldyn.dynamics.guards import LossGuard, check_finite
 
 __all__ = ["minibatches", "train_simclr", "embed"]
 
@@ -59,6 +60,8 @@ def train_simclr(model: SimCLRNet, images: torch.Tensor, augment: Callable, step
         raise ValueError(f"images must be (N, C, H, W), got {tuple(images.shape)}")
     if steps < 1 or batch_size < 2:
         raise ValueError(f"steps={steps} must be >= 1 and batch_size={batch_size} >= 2")
+    check_finite("images", images)
+    guard = LossGuard()
     g = generator if generator is not None else torch.Generator().manual_seed(0)
     if optimizer == "adam":
         opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -77,6 +80,7 @@ def train_simclr(model: SimCLRNet, images: torch.Tensor, augment: Callable, step
         z = model(v)  # (E, 2B, d)
         z1, z2 = z[:, :batch_size], z[:, batch_size:]  # (E, B, d) each
         losses = info_nce(z1, z2, temperature)  # (E,)
+        guard(t, losses)  # a non-finite loss fails the run with its step and last finite value
         opt.zero_grad(set_to_none=True)
         losses.sum().backward()
         opt.step()

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from ssldyn.dynamics.function_space import project_sphere, step_schedule
 from ssldyn.dynamics.trajectory import Trajectory
+from ssldyn.dynamics.guards import LossGuard, check_finite
 
 __all__ = ["train_weight_space", "embed"]
 
@@ -61,9 +62,14 @@ def train_weight_space(model: nn.Module, x: Tensor, loss_fn: Callable[..., Tenso
         track: optional progress wrapper of the step iterator (e.g. ``ctx.track``).
     Returns:
         The trajectory (``loss`` and probes per member; snapshots of member 0 or all members).
+    Raises:
+        ValueError: NaN/inf in ``x`` (before training).
+        NonFiniteLossError: the loss became NaN/inf (names the step and the last finite value).
     """
     if output not in ("sphere", "raw"):
         raise ValueError(f"output {output!r}: allowed values are 'sphere', 'raw'")
+    check_finite("x", x)
+    guard = LossGuard()
     traj = trajectory if trajectory is not None else Trajectory()
     logs, snaps = step_schedule(log_every, steps), step_schedule(snapshot_every, steps)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -84,6 +90,7 @@ def train_weight_space(model: nn.Module, x: Tensor, loss_fn: Callable[..., Tenso
             loss = loss_clean
         else:
             loss = loss_fn(embed(model, views(x), output), embed(model, views(x), output))
+        guard(step, loss)  # a non-finite loss fails the run with its step and last finite value
         loss.sum().backward()
         opt.step()
     return traj

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from ssldyn.data.latent import latent_categorical, latent_summation, latent_summation_support, orthonormal_basis
+from ssldyn.data.latent import latent_categorical, latent_summation_support, orthonormal_basis
 from ssldyn.dynamics.alpha_cl import (
     gated_covariance,
     gated_input,

@@ -30,7 +30,7 @@ class Activation:
 
 
 def _leaky(slope: float) -> Activation:
-    return Activation(f"leaky_relu", lambda x: torch.where(x > 0, x, slope * x),
+    return Activation("leaky_relu", lambda x: torch.where(x > 0, x, slope * x),
                       lambda x: torch.where(x > 0, torch.ones_like(x), torch.full_like(x, slope)), True, 1.0)
 
 

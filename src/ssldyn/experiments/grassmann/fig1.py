@@ -149,7 +149,6 @@ class Fig1(Experiment):
 
     def claims(self, cfg: Fig1Config, result: Result):
         s = result.summary
-        loc = "Example 1, Fig. 1"
         return [
             check("unconstrained-diverges", "Without constraints the loss does not converge (it keeps decreasing "
                   "without bound).", "Example 1, Fig. 1a", s["unconstrained_loss_drop_factor"], gt=100.0,

@@ -147,7 +147,7 @@ class Fig1(Experiment):
         ]
 
     def plots(self, cfg: Fig1Config, result: Result, fig_dir: Path):
-        disc, runs = result.tables["discrepancy"], result.tables["runs"]
+        disc = result.tables["discrepancy"]
         fig, ax = new_figure(1, 1, size=(5.0, 3.6))
         for r, grp in disc.groupby("run"):
             v = grp["discrepancy"].to_numpy()

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.data.augment import SimCLRAugment

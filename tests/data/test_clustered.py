@@ -47,3 +47,21 @@ def test_fig5_and_fig6_sets():
     assert torch.allclose(c.norm(dim=1), torch.full((4,), 2.0, dtype=torch.float64), atol=1e-6)
     dist = torch.cdist(c, c)[~torch.eye(4, dtype=torch.bool)]
     assert torch.allclose(dist, torch.full_like(dist, 2.0 * math.sqrt(8.0 / 3.0)), atol=1e-5)  # regular tetrahedron
+
+
+def test_device_gets_the_cpu_draws():
+    # device=...: drawn on the CPU from the generator (the same draws), then moved; the meta device stands in for
+    # CUDA here (a CPU tensor mixed into a meta computation raises)
+    g_cpu, g_meta = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+    cpu = clustered_data([3, 5], d=2, D=4, delta=0.2, noise="orthogonal", generator=g_cpu, dtype=torch.float64)
+    meta = clustered_data([3, 5], d=2, D=4, delta=0.2, noise="orthogonal", generator=g_meta, dtype=torch.float64,
+                          device="meta")
+    assert torch.equal(g_cpu.get_state(), g_meta.get_state())  # the same draws were taken from the generator
+    assert {t.device.type for t in (meta.x, meta.labels, meta.centers, meta.ratios)} == {"meta"}
+    assert meta.x.shape == cpu.x.shape and meta.labels.dtype == torch.long
+    back = cpu.to("meta")
+    assert back.x.device.type == "meta" and back.sizes == cpu.sizes and cpu.x.device.type == "cpu"
+    for make in (four_clusters_2d, clusters_3d):
+        d = make(4, 0.3, generator=torch.Generator().manual_seed(0), device="meta")
+        assert d.x.device.type == d.labels.device.type == d.centers.device.type == "meta"
+    assert ball_noise(5, 3, 1.0, generator=torch.Generator().manual_seed(0), device="meta").device.type == "meta"

@@ -1,7 +1,13 @@
+import math
+
+import numpy as np
+import pytest
 import torch
 
-from ssldyn.dynamics.function_space import (NetworkKernel, function_space_flow, pointwise_gradient, project_sphere,
-                                            vanilla_gradient_descent)
+from ssldyn.dynamics.function_space import (NetworkKernel, _StepGuard, function_space_flow, pointwise_gradient,
+                                            project_sphere, vanilla_gradient_descent)
+from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError
+from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.dynamics.weight_space import train_weight_space
 from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.models.mlp import MLP
@@ -91,3 +97,113 @@ def test_pointwise_gradient_off_sample_by_finite_differences():
             zz[i] = u
             return _loss(zz)
         assert torch.allclose(pg[i], 5 * _fd_grad(f, q[i]), atol=1e-6)
+
+
+# --- guards: NaN input data before the flow, non-finite loss during it --------------------------------------------
+
+
+def _quartic(z):  # 𝓛 = (1/n) Σ_i ‖z_i‖⁴, so ∇L(z_i) = n ∂𝓛/∂z_i = 4‖z_i‖² z_i
+    return (z.pow(2).sum(-1) ** 2).mean(-1)
+
+
+def _quartic_divergence_reference(z0: np.ndarray, lr: float, max_steps: int = 200):
+    """eq. (14) without projection, written out in numpy: (first step with a non-finite loss, last finite loss)."""
+    z, last = z0.copy(), None
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(max_steps):
+            r2 = (z**2).sum(1, keepdims=True)  # (n, 1)
+            loss = float(np.mean(r2[:, 0] ** 2))
+            if not math.isfinite(loss):
+                return k, last
+            last = loss
+            z = z - lr * 4.0 * r2 * z
+    raise AssertionError("the reference did not diverge")
+
+
+def test_vanilla_gd_with_a_huge_step_raises_at_the_divergence_step():
+    z0 = torch.randn(6, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    lr = 1.0  # ‖z‖ ↦ ‖z‖·|1 − 4σ‖z‖²|: grows like ‖z‖³ until the loss overflows
+    k_ref, last_ref = _quartic_divergence_reference(z0.numpy(), lr)
+    assert k_ref >= 3  # several finite steps before the overflow
+    traj = Trajectory()
+    with pytest.raises(NonFiniteLossError) as e:
+        vanilla_gradient_descent(z0, _quartic, steps=k_ref + 10, lr=lr, project=None, trajectory=traj)
+    err = e.value
+    assert err.step == k_ref and not math.isfinite(err.value)
+    assert err.last_finite == pytest.approx(last_ref, rel=1e-9)
+    assert f"at step {k_ref} (last finite value: {err.last_finite:.6g})" in str(err)
+    # the last finite value is the loss at step k-1: the final loss of the same flow run for k-1 steps
+    t_short, _ = vanilla_gradient_descent(z0, _quartic, steps=k_ref - 1, lr=lr, project=None)
+    assert err.last_finite == t_short.last("loss")
+    # the trajectory of the failed run holds steps 0..k-1, nothing from the non-finite step
+    steps, losses = traj.series("loss")
+    assert steps.tolist() == list(range(k_ref)) and np.isfinite(losses).all()
+
+
+def test_nan_injected_into_the_kernel_raises_one_step_later():
+    z0 = torch.randn(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    A = torch.randn(8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    K = (A @ A.T).view(4, 2, 4, 2).permute(0, 2, 1, 3) / 8  # (n, n, d, d) PSD kernel
+    K_nan = K.clone()
+    K_nan[1, 2, 0, 1] = math.nan
+    k0 = 5  # the kernel handed out at step k0 holds a NaN: z_{k0+1} is the first non-finite iterate
+
+    def kernel(step, z):
+        return K_nan if step == k0 else K
+
+    with pytest.raises(NonFiniteLossError) as e:
+        function_space_flow(z0, _loss, kernel, steps=20, lr=0.05)
+    assert e.value.step == k0 + 1 and math.isnan(e.value.value)
+    # last finite value: the loss at step k0, i.e. the final loss of the flow run for k0 steps (kernel never NaN)
+    t_short, _ = function_space_flow(z0, _loss, K, steps=k0, lr=0.05)
+    assert e.value.last_finite == t_short.last("loss")
+    # and a check that can fail: the finite loss at k0 differs from the one at step 0
+    assert t_short.last("loss") != t_short.series("loss")[1][0]
+
+
+def test_nan_input_raises_value_error_before_any_step():
+    calls = {"loss": 0, "kernel": 0}
+
+    def loss_fn(z):
+        calls["loss"] += 1
+        return _loss(z)
+
+    def kernel(step, z):
+        calls["kernel"] += 1
+        return torch.eye(4, dtype=z.dtype)
+
+    z0 = torch.randn(4, 2, dtype=torch.float64)
+    bad = z0.clone()
+    bad[2, 0] = math.nan
+    traj = Trajectory()
+    with pytest.raises(ValueError, match=r"^z0: 1 non-finite value"):
+        function_space_flow(bad, loss_fn, kernel, steps=3, lr=0.1, trajectory=traj)
+    with pytest.raises(ValueError, match=r"^z0: 1 non-finite value"):
+        vanilla_gradient_descent(bad, loss_fn, steps=3, lr=0.1, trajectory=traj)
+    K = torch.eye(4, dtype=torch.float64)
+    K[0, 3] = math.inf
+    with pytest.raises(ValueError, match=r"^kernel: 1 non-finite value"):
+        function_space_flow(z0, loss_fn, K, steps=3, lr=0.1, trajectory=traj)
+    x = torch.randn(4, 3, dtype=torch.float64)
+    x[1, 1] = math.nan
+    net = MLP(3, 2, hidden=4, depth=2, dtype=torch.float64)
+    w0 = [p.detach().clone() for p in net.parameters()]
+    with pytest.raises(ValueError, match=r"^x \(inputs of the NetworkKernel\): 1 non-finite"):
+        function_space_flow(z0, loss_fn, NetworkKernel(net, x), steps=3, lr=0.1, trajectory=traj)
+    assert calls == {"loss": 0, "kernel": 0} and len(traj) == 0
+    assert all(torch.equal(p, q) for p, q in zip(net.parameters(), w0))
+
+
+def test_batched_step_guard_reports_what_a_per_step_guard_reports():
+    # the CUDA path buffers losses and checks them at flush; it must name the same step and last finite value
+    losses = [torch.tensor(v, dtype=torch.float64) for v in (3.0, 2.5, 2.25, 2.0, math.inf, math.nan)]
+    ref = LossGuard()
+    with pytest.raises(NonFiniteLossError) as e_ref:
+        for s, v in enumerate(losses):
+            ref(s, v)
+    g = _StepGuard(torch.device("cuda"), every=32)  # a device descriptor only: nothing runs on CUDA here
+    for s, v in enumerate(losses):
+        g(s, v)  # buffered: no check before the flush
+    with pytest.raises(NonFiniteLossError) as e:
+        g.flush()
+    assert (e.value.step, e.value.last_finite) == (e_ref.value.step, e_ref.value.last_finite) == (4, 2.0)

@@ -58,3 +58,21 @@ def test_beta_and_predicted_cluster_flow():
         errs.append(((actual - pred).norm() / actual.norm()).item())
         assert block_structure(K, data.labels)["off_ratio"] < 3 * delta
     assert errs[-1] < 0.05 and errs[0] > errs[-1]
+
+
+def test_closed_forms_compute_on_the_device_of_their_inputs():
+    # the meta device stands in for CUDA: any tensor created on the CPU inside these functions would raise
+    meta = torch.device("meta")
+    B = torch.empty(3 * 4, 5, dtype=torch.float64, device=meta)  # M = 4, d = 3
+    x = torch.empty(6, 5, dtype=torch.float64, device=meta)
+    for mode in ("full", "blocks", "trace"):
+        assert averaging_net_kernel(B, x, None, "relu", d=3, mode=mode).device == meta
+    assert averaging_net_kernel(B, x, None, "tanh", d=3, bias=torch.empty(12, dtype=torch.float64,
+                                                                           device=meta)).device == meta
+    assert relu_infinite_width_kernel(x, d=3).device == meta
+    assert cluster_coefficients(B, x[:3], "relu", d=3).device == meta
+    # labels / centers on the CPU are moved to the gradients' device
+    data = clustered_data([2, 2, 2], d=3, D=5, delta=0.1, dtype=torch.float64)
+    grads = torch.empty(6, 3, dtype=torch.float64, device=meta)
+    assert predicted_cluster_flow(grads, data.labels, data.centers, 0.5).device == meta
+    assert predicted_cluster_flow(grads, data.labels, data.centers, torch.ones(3, 3, dtype=torch.float64)).device == meta

@@ -51,3 +51,17 @@ def test_mlp_matches_manual_layers():
                 h = torch.tanh(h)
         assert torch.allclose(out[e], h, atol=1e-12)
     assert len(net.layers) == 4
+
+
+def test_device_argument_moves_the_cpu_initialisation():
+    # device=...: initialised on the CPU from the generator (the same weights as a CPU model), then moved; the meta
+    # device stands in for CUDA (a CPU tensor mixed into a meta computation raises)
+    g_cpu, g_meta = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    AveragingNet(4, 2, 5, bias=True, generator=g_cpu, dtype=torch.float64)
+    net = AveragingNet(4, 2, 5, bias=True, generator=g_meta, dtype=torch.float64, device="meta")
+    assert torch.equal(g_cpu.get_state(), g_meta.get_state())
+    assert {t.device.type for t in (*net.parameters(), *net.buffers())} == {"meta"}
+    assert net(torch.empty(3, 4, dtype=torch.float64, device="meta")).shape == (1, 3, 2)
+    mlp = MLP(4, 2, hidden=6, depth=3, dtype=torch.float64, device="meta")
+    assert {p.device.type for p in mlp.parameters()} == {"meta"}
+    assert mlp(torch.empty(3, 4, dtype=torch.float64, device="meta")).device.type == "meta"

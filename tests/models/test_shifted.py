@@ -22,3 +22,17 @@ def test_shifted_model_starts_at_z0_with_the_same_kernel_and_moves_like_the_mode
     assert torch.allclose(f(x[2:3])[0], (z0 + g(x) - g_out0)[0, 2:3], atol=1e-12)
     y = torch.randn(4, 3, dtype=torch.float64)
     assert torch.equal(f(y), g(y))
+
+
+def test_shifted_model_notices_in_place_changes_of_the_training_tensor():
+    # the training tensor is recognised by identity (no value comparison, no host sync on CUDA) only while unchanged
+    x = torch.randn(5, 3, dtype=torch.float64)
+    z0 = torch.randn(5, 2, dtype=torch.float64)
+    g = MLP(3, 2, hidden=4, depth=2, activation="tanh", dtype=torch.float64)
+    f = ShiftedModel(g, x, z0)
+    assert torch.allclose(f(x)[0], z0, atol=1e-14)
+    with torch.no_grad():
+        x[1:] += 1.0  # rows 1..4 are no longer training inputs; row 0 still is
+    expected = g(x).detach()
+    expected[0, 0] += z0[0] - g(f.x_ref).detach()[0, 0]  # offset z0_0 − g(x_0) on row 0 only
+    assert torch.allclose(f(x), expected, atol=1e-12)

@@ -6,6 +6,9 @@ either anywhere in ``R^D`` (``noise="ball"``) or restricted to the orthogonal co
 ``M^⊥`` = the last ``D - d`` coordinates (``noise="orthogonal"``: the perturbation α of
 Sec. 4.2, to which an eq.-17 map is invariant). Cluster sizes are given explicitly, so
 imbalanced clusters (Remark 4.4) are one argument away.
+
+Devices: random draws always come from the (CPU) ``generator`` on the CPU, then the result is
+moved to ``device`` (default CPU), so a CUDA run sees exactly the data of a CPU run.
 """
 
 from __future__ import annotations
@@ -47,24 +50,38 @@ class ClusteredData:
     @property
     def ratios(self) -> Tensor:
         """``(N,)`` cluster size ratios ``(n_q - n_{q-1}) / n`` of Thm. 4.5."""
-        s = torch.tensor(self.sizes, dtype=self.x.dtype)
+        s = torch.tensor(self.sizes, dtype=self.x.dtype, device=self.x.device)
         return s / s.sum()
+
+    @property
+    def device(self) -> torch.device:
+        return self.x.device
+
+    def to(self, device: torch.device | str | None) -> "ClusteredData":
+        """A copy with ``x``, ``labels`` and ``centers`` on ``device`` (None: unchanged)."""
+        if device is None:
+            return self
+        return ClusteredData(self.x.to(device), self.labels.to(device), self.centers.to(device), list(self.sizes),
+                             self.delta, self.d)
 
 
 def ball_noise(n: int, dim: int, radius: float, *, generator: torch.Generator | None = None,
-               dtype: torch.dtype = torch.float32) -> Tensor:
-    """``(n, dim)`` points uniform in the open ball of ``radius`` (direction × radius·U^{1/dim})."""
+               dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
+    """``(n, dim)`` points uniform in the open ball of ``radius`` (direction × radius·U^{1/dim}).
+
+    Drawn on the CPU from ``generator``, then moved to ``device`` (None: CPU).
+    """
     if radius < 0 or not math.isfinite(radius):
         raise ValueError(f"ball_noise: radius must be a finite number >= 0, got {radius!r}")
     g = torch.randn(n, dim, generator=generator, dtype=torch.float64)
     g = g / g.norm(dim=1, keepdim=True).clamp_min(1e-300)
     r = torch.rand(n, 1, generator=generator, dtype=torch.float64) ** (1.0 / dim)
-    return (radius * r * g * (1 - 1e-12)).to(dtype)  # strictly inside
+    return (radius * r * g * (1 - 1e-12)).to(dtype=dtype, device=device)  # strictly inside
 
 
 def clustered_data(sizes: Sequence[int], d: int, D: int, delta: float, *, center_norm: float = 1.0,
                    noise: str = "ball", rotate: bool = False, generator: torch.Generator | None = None,
-                   dtype: torch.dtype = torch.float32) -> ClusteredData:
+                   dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> ClusteredData:
     """Samples of eq. (16): ``x_i = ξ_q + ε_i`` with ``ξ_q ⊥ ξ_{q'}`` in the first ``d`` coordinates.
 
     Args:
@@ -78,6 +95,8 @@ def clustered_data(sizes: Sequence[int], d: int, D: int, delta: float, *, center
             coordinates only, the perturbation α ∈ P(M^⊥)).
         rotate: rotate the orthonormal centers by a random orthogonal map of the first ``d``
             coordinates (default: ``ξ_q = center_norm · e_q``).
+        generator: CPU generator of the draws; device: where ``x``, ``labels`` and ``centers``
+            are put afterwards (None: CPU).
     """
     sizes = [int(s) for s in sizes]
     if not sizes or any(s < 1 for s in sizes):
@@ -103,33 +122,36 @@ def clustered_data(sizes: Sequence[int], d: int, D: int, delta: float, *, center
     else:
         eps[:, d:] = ball_noise(n, D - d, delta, generator=generator, dtype=torch.float64)
     x = centers[labels] + eps  # (n, D)
-    return ClusteredData(x.to(dtype), labels, centers.to(dtype), sizes, float(delta), d)
+    return ClusteredData(x.to(dtype), labels, centers.to(dtype), sizes, float(delta), d).to(device)
 
 
 def _from_centers(centers: Tensor, n_per_cluster: int | Sequence[int], delta: float,
-                  generator: torch.Generator | None, dtype: torch.dtype) -> ClusteredData:
+                  generator: torch.Generator | None, dtype: torch.dtype,
+                  device: torch.device | str | None = None) -> ClusteredData:
     N, D = centers.shape
     sizes = [n_per_cluster] * N if isinstance(n_per_cluster, int) else [int(s) for s in n_per_cluster]
     if len(sizes) != N or any(s < 1 for s in sizes):
         raise ValueError(f"need {N} cluster sizes >= 1, got {sizes}")
     labels = torch.cat([torch.full((s,), q, dtype=torch.long) for q, s in enumerate(sizes)])
     x = centers[labels] + ball_noise(labels.numel(), D, delta, generator=generator, dtype=torch.float64)
-    return ClusteredData(x.to(dtype), labels, centers.to(dtype), sizes, float(delta), D)
+    return ClusteredData(x.to(dtype), labels, centers.to(dtype), sizes, float(delta), D).to(device)
 
 
 def four_clusters_2d(n_per_cluster: int | Sequence[int] = 25, delta: float = 0.5, *,
-                     generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32) -> ClusteredData:
+                     generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
+                     device: torch.device | str | None = None) -> ClusteredData:
     """The 2-D data of ``variational`` Fig. 5: four clusters centred on the x-axis at −3, −1, 1, 3.
 
     The paper does not state the spread; here each point is uniform in a disc of radius
     ``delta`` (default 0.5, so the discs do not touch) around its center.
     """
     centers = torch.tensor([[-3.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [3.0, 0.0]], dtype=torch.float64)
-    return _from_centers(centers, n_per_cluster, delta, generator, dtype)
+    return _from_centers(centers, n_per_cluster, delta, generator, dtype, device)
 
 
 def clusters_3d(n_per_cluster: int | Sequence[int] = 25, delta: float = 0.5, radius: float = 2.0, *,
-                generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32) -> ClusteredData:
+                generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
+                device: torch.device | str | None = None) -> ClusteredData:
     """A 3-D clustered set for ``variational`` Fig. 6 (rows 4–6); the paper does not specify it.
 
     Our choice: four clusters centred at the vertices of a regular tetrahedron inscribed in
@@ -139,4 +161,4 @@ def clusters_3d(n_per_cluster: int | Sequence[int] = 25, delta: float = 0.5, rad
     """
     v = torch.tensor([[1.0, 1.0, 1.0], [1.0, -1.0, -1.0], [-1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]],
                      dtype=torch.float64) / math.sqrt(3.0)
-    return _from_centers(radius * v, n_per_cluster, delta, generator, dtype)
+    return _from_centers(radius * v, n_per_cluster, delta, generator, dtype, device)

@@ -13,6 +13,14 @@ The kernel is a fixed tensor (closed form, infinite width), or a :class:`Network
 re-evaluates the empirical NTK from the current weights every ``refresh_every`` steps while
 moving the weights along ``ẇ = −Σ_i J_iᵀ g_i`` (the weight flow whose outputs the kernel
 flow describes). Every flow reports into a :class:`~ssldyn.dynamics.Trajectory`.
+
+Guards (as the weight-space trainer): NaN/inf in the inputs (``z0``, a fixed kernel, the
+inputs of a :class:`NetworkKernel`) is a ``ValueError`` before any step; the loss 𝓛(z) is
+checked at every step by :class:`~ssldyn.dynamics.guards.LossGuard`, so a diverging flow
+raises :class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step and the last
+finite loss. Devices: everything runs on the device of ``z0`` (kernel and model there too);
+on CUDA the guard's host syncs are batched to the logged steps (or every 32 steps), with the
+same step and last finite value as a check at every step.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import Trajectory
 
 __all__ = ["loss_and_grad", "apply_kernel", "function_space_flow", "vanilla_gradient_descent", "NetworkKernel",
@@ -116,6 +125,44 @@ class NetworkKernel:
                     p.sub_(lr * gp)
 
 
+class _StepGuard:
+    """A :class:`LossGuard` fed with one loss per step; on CUDA the losses are buffered on the
+    device and checked in order at :meth:`flush` (one host sync), giving the same step and last
+    finite value as checking every step."""
+
+    def __init__(self, device: torch.device, every: int = 32) -> None:
+        self.guard = LossGuard()
+        self.every = 1 if device.type == "cpu" else every
+        self.steps: list[int] = []
+        self.losses: list[Tensor] = []
+
+    def __call__(self, step: int, loss: Tensor, flush: bool = False) -> None:
+        if self.every == 1:  # CPU: check now
+            self.guard(step, loss)
+            return
+        self.steps.append(step)
+        self.losses.append(loss.detach())
+        if flush or len(self.steps) >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.steps:
+            return
+        losses = torch.stack(self.losses).cpu()  # (k,) or (k, E): one host sync for the buffered steps
+        steps, self.steps, self.losses = self.steps, [], []
+        for step, loss in zip(steps, losses):
+            self.guard(step, loss)
+
+
+def _check_inputs(z0: Tensor, kernel: Any) -> None:
+    """NaN/inf in the flow's input data is a ``ValueError`` naming the input, before any step."""
+    check_finite("z0", z0)
+    if isinstance(kernel, Tensor):
+        check_finite("kernel", kernel)
+    elif isinstance(kernel, NetworkKernel):
+        check_finite("x (inputs of the NetworkKernel)", kernel.x)
+
+
 def _record(traj: Trajectory, step: int, z: Tensor, loss: Tensor, g: Tensor, probes: Mapping[str, Probe] | None,
             log: bool, snap: bool) -> None:
     n = z.shape[-2]
@@ -153,9 +200,16 @@ def function_space_flow(z0: Tensor, loss_fn: LossFn, kernel: Tensor | NetworkKer
         snapshot_every: steps at which ``z`` and ``neg_grad`` = ``−∇L(z_i) = −n ∂𝓛/∂z_i`` are kept.
     Returns:
         ``(trajectory, z_final)``.
+    Raises:
+        ValueError: NaN/inf in ``z0``, in a fixed ``kernel`` or in a NetworkKernel's inputs
+            (before any step).
+        NonFiniteLossError: the loss 𝓛(z) became NaN/inf at some step (names the step and the
+            last finite loss; the trajectory holds the steps before it).
     """
     if project not in (None, "sphere"):
         raise ValueError(f"project {project!r}: allowed values are None, 'sphere'")
+    _check_inputs(z0, kernel)
+    guard = _StepGuard(z0.device)
     traj = trajectory if trajectory is not None else Trajectory()
     logs, snaps = step_schedule(log_every, steps), step_schedule(snapshot_every, steps)
     z = z0.detach().clone()
@@ -165,7 +219,9 @@ def function_space_flow(z0: Tensor, loss_fn: LossFn, kernel: Tensor | NetworkKer
     it = range(steps + 1)
     for step in (track(it) if track else it):
         loss, g = loss_and_grad(loss_fn, z)
-        _record(traj, step, z, loss, g, probes, step in logs, step in snaps)
+        log, snap = step in logs, step in snaps
+        guard(step, loss, flush=log or snap or step == steps)  # a non-finite loss stops the flow
+        _record(traj, step, z, loss, g, probes, log, snap)
         if step == steps:
             break
         if not isinstance(kernel, Tensor):

@@ -15,6 +15,8 @@
 
 Conventions: ``B`` is ``(Md, D)`` (or ``(E, Md, D)`` for an ensemble), rows grouped in ``d``
 blocks of ``M`` consecutive rows, block ``k`` feeding output ``k`` (as ``AveragingNet``).
+Everything is computed on the device of the inputs (``B`` / ``x`` / ``grads`` / ``K``); labels
+and centers given on another device are moved there.
 """
 
 from __future__ import annotations
@@ -138,11 +140,11 @@ def predicted_cluster_flow(grads: Tensor, labels: Tensor, centers: Tensor, beta:
         ``(n, d)`` predicted velocities.
     """
     N, n = centers.shape[0], labels.numel()
+    labels, centers = labels.to(grads.device), centers.to(grads.device)
     one_hot = torch.nn.functional.one_hot(labels, N).to(grads.dtype)  # (n, N)
     sizes = one_hot.sum(0)  # (N,)
     mean_grad = (one_hot.T @ grads) / sizes.clamp_min(1)[:, None]  # (N, d)
-    if not isinstance(beta, Tensor):
-        beta = torch.full_like(mean_grad, float(beta))
+    beta = torch.full_like(mean_grad, float(beta)) if not isinstance(beta, Tensor) else beta.to(grads.device)
     per_cluster = -(sizes / n)[:, None] * (centers**2).sum(-1)[:, None] * beta * mean_grad  # (N, d)
     return per_cluster[labels]  # (n, d)
 
@@ -153,6 +155,7 @@ def block_structure(K: Tensor, labels: Tensor) -> dict[str, float]:
     Returns ``off`` = max |entry| over pairs from different clusters, ``on`` = mean Frobenius
     norm of the same-cluster blocks, and their ratio ``off_ratio`` (O(δ) by Thm. 4.5).
     """
+    labels = labels.to(K.device)
     same = labels[:, None] == labels[None, :]  # (n, n)
     mag = K.abs().amax(dim=(-2, -1)) if K.dim() == 4 else K.abs()  # (n, n)
     fro = K.flatten(2).norm(dim=-1) if K.dim() == 4 else K.abs()

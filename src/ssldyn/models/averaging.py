@@ -25,9 +25,11 @@ from ssldyn.models.ensemble import EnsembleLinear
 __all__ = ["AveragingNet", "averaging_matrix"]
 
 
-def averaging_matrix(width: int, d: int, dtype: torch.dtype | None = None) -> Tensor:
+def averaging_matrix(width: int, d: int, dtype: torch.dtype | None = None,
+                     device: torch.device | str | None = None) -> Tensor:
     """``A`` of eq. (19): ``(Md, d)``, block ``k`` of rows equal to ``1/√M`` in column ``k``."""
-    return torch.kron(torch.eye(d, dtype=dtype), torch.ones(width, 1, dtype=dtype)) / math.sqrt(width)
+    return torch.kron(torch.eye(d, dtype=dtype, device=device),
+                      torch.ones(width, 1, dtype=dtype, device=device)) / math.sqrt(width)
 
 
 class AveragingNet(nn.Module):
@@ -42,13 +44,16 @@ class AveragingNet(nn.Module):
         bias: add a trainable hidden bias ``c`` (E, Md).
         init_std: ``B`` (and ``c``) entries i.i.d. N(0, init_std²) (Prop. 4.4's Gaussian rows).
         invariant_init: zero ``B[:, :, d:]`` at initialisation (eq. 17).
+        generator: CPU generator of the initialisation; device: where the module is put after
+            initialising on the CPU (None: CPU), so CUDA and CPU runs start from the same weights.
 
     Input ``(n, D)`` or ``(E, n, D)`` -> output ``(E, n, d)``.
     """
 
     def __init__(self, in_dim: int, out_dim: int, width: int, activation: str | Activation = "relu", *,
                  ensemble: int = 1, bias: bool = False, init_std: float = 1.0, invariant_init: bool = False,
-                 generator: torch.Generator | None = None, dtype: torch.dtype | None = None) -> None:
+                 generator: torch.Generator | None = None, dtype: torch.dtype | None = None,
+                 device: torch.device | str | None = None) -> None:
         super().__init__()
         if width < 1 or out_dim < 1 or in_dim < 1:
             raise ValueError(f"AveragingNet: in_dim, out_dim, width must be >= 1, got {in_dim}, {out_dim}, {width}")
@@ -65,6 +70,8 @@ class AveragingNet(nn.Module):
             with torch.no_grad():
                 self.hidden.weight[:, :, out_dim:] = 0.0
         self.register_buffer("A", averaging_matrix(width, out_dim, dtype=self.hidden.weight.dtype), persistent=False)
+        if device is not None:
+            self.to(device)
 
     @property
     def B(self) -> Tensor:

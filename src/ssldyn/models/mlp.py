@@ -25,6 +25,8 @@ class MLP(nn.Module):
         ensemble: E independent members (parameters ``(E, out, in)``).
         init: ``"torch"`` (nn.Linear default, Kaiming-uniform) or ``"normal"`` with
             ``std = gain/√fan_in``.
+        generator: CPU generator of the initialisation; device: where the module is put after
+            initialising on the CPU (None: CPU), so CUDA and CPU runs start from the same weights.
 
     Input ``(n, in_dim)`` or ``(E, n, in_dim)`` -> ``(E, n, out_dim)``.
     """
@@ -32,7 +34,7 @@ class MLP(nn.Module):
     def __init__(self, in_dim: int, out_dim: int, hidden: int | Sequence[int] = 64, depth: int = 4,
                  activation: str | Activation = "relu", *, bias: bool = True, ensemble: int = 1,
                  init: str = "torch", gain: float = 1.0, generator: torch.Generator | None = None,
-                 dtype: torch.dtype | None = None) -> None:
+                 dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> None:
         super().__init__()
         if depth < 1:
             raise ValueError(f"MLP: depth must be >= 1, got {depth}")
@@ -47,6 +49,8 @@ class MLP(nn.Module):
             lin = EnsembleLinear(a, b, ensemble=ensemble, bias=bias, init="torch" if init == "torch" else "normal",
                                  std=gain / a**0.5, generator=generator, dtype=dtype)
             self.layers.append(lin)
+        if device is not None:
+            self.to(device)
 
     def forward(self, x: Tensor) -> Tensor:
         h = x

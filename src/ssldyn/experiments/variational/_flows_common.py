@@ -7,6 +7,11 @@ the training inputs: same NTK, initial embedding ``z0``), its outputs normalised
 NT-Xent loss of Prop. 2.1; vanilla GD (eq. 14) moves the embeddings directly, projected to
 the sphere. Probes every iteration: loss, silhouette (cosine, true labels), uniformity,
 within-cluster angular spread.
+
+Devices: data, model, ``z0`` and both dynamics live on the device of the data (``ctx.device``);
+the initial embedding is drawn on the CPU and moved there. The probes (silhouette, uniformity,
+angular spread: small CPU-side summaries with CPU labels) and the metrics (numpy) run on CPU
+copies of the embeddings.
 """
 
 from __future__ import annotations
@@ -24,15 +29,17 @@ from ssldyn.models.shifted import ShiftedModel
 from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.probes.cluster import angular_spread, silhouette_cosine, uniformity, uniformity_reference
 from ssldyn.viz.common import PALETTE, figure_to_rgb, new_figure, save_figure, save_gif
-from ssldyn.lab.context import single_thread  # noqa: F401 (re-exported for the experiments)
+from ssldyn.lab.context import torch_threads  # noqa: F401 (re-exported for the experiments)
 
 
+def random_embedding(n: int, d: int, spread: float, g: torch.Generator,
+                     device: torch.device | str | None = None) -> torch.Tensor:
+    """``z0_i = normalise(m + spread·N(0, I))`` with one random unit direction m: ``(n, d)``.
 
-
-def random_embedding(n: int, d: int, spread: float, g: torch.Generator) -> torch.Tensor:
-    """``z0_i = normalise(m + spread·N(0, I))`` with one random unit direction m: ``(n, d)``."""
+    Drawn on the CPU from ``g`` (the same numbers on every device), then moved to ``device``.
+    """
     m = project_sphere(torch.randn(1, d, generator=g, dtype=torch.float64))
-    return project_sphere(m + spread * torch.randn(n, d, generator=g, dtype=torch.float64))
+    return project_sphere(m + spread * torch.randn(n, d, generator=g, dtype=torch.float64)).to(device)
 
 
 def gif_steps(total: int, frames: int) -> list[int]:
@@ -45,10 +52,15 @@ def probe_steps(total: int) -> list[int]:
 
 
 def run_pair(model, x, labels, z0, *, tau, steps_net, steps_van, lr_net, lr_van, keep_net, keep_van, track=None):
-    """Train the (shifted) network and run vanilla GD from ``z0``; returns (trajectory, metrics, histories)."""
+    """Train the (shifted) network and run vanilla GD from ``z0``; returns (trajectory, histories).
+
+    ``model``, ``x`` and ``z0`` on one device (the computation runs there); ``labels`` may be
+    anywhere (the probes use a CPU copy, as they do of the embeddings).
+    """
     loss = lambda z: latent_measure_nt_xent(z, temperature=tau)  # noqa: E731
-    probes = {"silhouette": lambda z: silhouette_cosine(z, labels), "uniformity": uniformity,
-              "angular_spread": lambda z: angular_spread(z, labels)}
+    lab = labels.cpu()
+    probes = {"silhouette": lambda z: silhouette_cosine(z.cpu(), lab), "uniformity": lambda z: uniformity(z.cpu()),
+              "angular_spread": lambda z: angular_spread(z.cpu(), lab)}
     net = ShiftedModel(model, x, z0.to(x.dtype))
     # raw output velocity of the network over the first iterations (Thm. 4.5 is about the raw outputs)
     import copy
@@ -56,7 +68,7 @@ def run_pair(model, x, labels, z0, *, tau, steps_net, steps_van, lr_net, lr_van,
     probe_net = copy.deepcopy(net)
     train_weight_space(probe_net, x, loss, steps=5, lr=lr_net, output="sphere", log_every=None)
     with torch.no_grad():
-        raw_disp = (probe_net(x) - net(x))[0].numpy()  # (n, d)
+        raw_disp = (probe_net(x) - net(x))[0].cpu().numpy()  # (n, d)
     t_net = train_weight_space(net, x, loss, steps=steps_net, lr=lr_net, output="sphere", probes=probes,
                                log_every=probe_steps(steps_net), snapshot_every=1, track=track)
     t_van, _ = vanilla_gradient_descent(z0, loss, steps=steps_van, lr=lr_van, probes=probes,
@@ -80,8 +92,8 @@ def run_pair(model, x, labels, z0, *, tau, steps_net, steps_van, lr_net, lr_van,
 
 def pair_metrics(traj: Trajectory, hist: dict, labels: torch.Tensor, probe_step: int, coherence_steps: int,
                  n: int, d: int) -> dict:
-    """Numbers used by the claims."""
-    lab = labels.numpy()
+    """Numbers used by the claims (numpy, on the CPU)."""
+    lab = labels.cpu().numpy()
     out = {}
     for name in ("network", "vanilla"):
         zh = hist[name]  # (T+1, n, d)

@@ -16,6 +16,9 @@ seed 2 the silhouette at iteration 15 is 0.19 (< 0.5) — the network separates 
 −3 but keeps the clusters at 1 and 3 together (with a bias, both lie on the positive x-axis and
 their kernel rows are strongly correlated), while vanilla GD still ends uniform. Run
 ``ssldyn run variational.fig5 --seeds 3`` to see it.
+
+Runs on ``ctx.device`` (data and weights drawn on the CPU, then moved); the probes, metrics and
+plots (numpy/matplotlib) use CPU copies.
 """
 
 from __future__ import annotations
@@ -50,10 +53,10 @@ class Fig5Config(ExperimentConfig):
 def run_comparison(cfg, ctx, data, model, tag: str = "") -> Result:
     """Run both dynamics; tables/arrays/summary keys carry the suffix ``tag`` (e.g. ``"_3d"``)."""
     g = ctx.generator(100)
-    z0 = fc.random_embedding(data.n, model_out_dim(model, data.x), cfg.init_spread, g)
+    z0 = fc.random_embedding(data.n, model_out_dim(model, data.x), cfg.init_spread, g, device=data.x.device)
     keep_net = sorted({s for s in cfg.snapshots_network if s <= cfg.steps_network} | {0, cfg.steps_network})
     keep_van = sorted({s for s in cfg.snapshots_vanilla if s <= cfg.steps_vanilla} | {0, cfg.steps_vanilla})
-    with fc.single_thread():
+    with fc.torch_threads(1, ctx.device):
         traj, hist = fc.run_pair(model, data.x, data.labels, z0, tau=cfg.tau, steps_net=cfg.steps_network,
                                  steps_van=cfg.steps_vanilla, lr_net=cfg.lr_network, lr_van=cfg.lr_vanilla,
                                  keep_net=keep_net, keep_van=keep_van, track=None)
@@ -62,8 +65,8 @@ def run_comparison(cfg, ctx, data, model, tag: str = "") -> Result:
     d = z0.shape[1]
     metrics = fc.pair_metrics(traj, hist, data.labels, cfg.probe_step, 5, data.n, d)
     res.summary.update({f"{k}{tag}": v for k, v in metrics.items()})
-    res.arrays[f"x{tag}"] = data.x.numpy()
-    res.arrays[f"labels{tag}"] = data.labels.numpy()
+    res.arrays[f"x{tag}"] = data.x.cpu().numpy()
+    res.arrays[f"labels{tag}"] = data.labels.cpu().numpy()
     for name in ("network", "vanilla"):
         idx = fc.gif_steps(hist[name].shape[0] - 1, cfg.gif_frames)
         res.arrays[f"gif{tag}/{name}"] = hist[name][idx]
@@ -127,8 +130,10 @@ class Fig5(Experiment):
     est_seconds = (10, 25)
 
     def run(self, cfg: Fig5Config, ctx) -> Result:
-        data = four_clusters_2d(cfg.n_per_cluster, cfg.delta, generator=ctx.generator(0), dtype=torch.float64)
-        model = AveragingNet(2, 2, cfg.width, "relu", bias=True, dtype=torch.float64, generator=ctx.generator(1))
+        data = four_clusters_2d(cfg.n_per_cluster, cfg.delta, generator=ctx.generator(0), dtype=torch.float64,
+                                device=ctx.device)
+        model = AveragingNet(2, 2, cfg.width, "relu", bias=True, dtype=torch.float64, generator=ctx.generator(1),
+                             device=ctx.device)
         res = run_comparison(cfg, ctx, data, model)
         res.notes.append("Both dynamics start from the same random embedding: the network is the centred "
                          "f = z0 + g(w) − g(w0) (same NTK). Hidden bias added (see module docstring). τ, step sizes, "

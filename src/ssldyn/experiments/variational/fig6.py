@@ -11,6 +11,9 @@ ReLU and the same protocol the 3-D clusters separate less (silhouette ≈ 0.3–
 Not reproduced: the MLP does not *stabilise* within 200 iterations at this step size (the
 clusters keep spreading on the sphere; a note gives the numbers). The paper states no step
 size, so this is a statement about our setting, not a contradiction of Fig. 6.
+
+Runs on ``ctx.device`` (data and weights drawn on the CPU, then moved); the probes, metrics and
+plots (numpy/matplotlib) use CPU copies.
 """
 
 from __future__ import annotations
@@ -60,9 +63,10 @@ class Fig6(Experiment):
         res = Result()
         for dim in cfg.dims:
             make = four_clusters_2d if dim == 2 else clusters_3d
-            data = make(cfg.n_per_cluster, cfg.delta, generator=ctx.generator(dim), dtype=torch.float64)
+            data = make(cfg.n_per_cluster, cfg.delta, generator=ctx.generator(dim), dtype=torch.float64,
+                        device=ctx.device)
             model = MLP(dim, dim, hidden=cfg.hidden, depth=cfg.depth, activation=cfg.activation, dtype=torch.float64,
-                        generator=ctx.generator(10 + dim))
+                        generator=ctx.generator(10 + dim), device=ctx.device)
             part = run_comparison(cfg, ctx, data, model, tag=f"_{dim}d")
             res.tables.update(part.tables)
             res.arrays.update(part.arrays)

@@ -16,6 +16,9 @@ data only through the pushed-forward measure f#μ. We check this numerically:
   (S¹; Fibonacci points on S²) is lower than that of the same n samples in K clusters
   (K evenly spaced points on S¹; the tetrahedron's vertices on S²): an invariant map that
   forgets μ's clusters beats one that keeps them.
+
+Runs on ``ctx.device``: the random draws come from CPU generators and are moved there; the
+tables and arrays get CPU copies.
 """
 
 from __future__ import annotations
@@ -53,17 +56,21 @@ def invariant_map(x: torch.Tensor) -> torch.Tensor:
 
 
 def augment(x: torch.Tensor, noise: float, g: torch.Generator) -> torch.Tensor:
-    """T(x): scale the first two coordinates by s ~ U(0.5, 2), add N(0, noise²) to the others."""
-    s = 0.5 + 1.5 * torch.rand(x.shape[0], 1, generator=g, dtype=x.dtype)  # (n, 1)
+    """T(x): scale the first two coordinates by s ~ U(0.5, 2), add N(0, noise²) to the others.
+
+    ``g`` is a CPU generator: the draws are made on the CPU and moved to ``x.device``.
+    """
+    s = (0.5 + 1.5 * torch.rand(x.shape[0], 1, generator=g, dtype=x.dtype)).to(x.device)  # (n, 1)
+    eps = torch.randn(x.shape[0], x.shape[1] - 2, generator=g, dtype=x.dtype).to(x.device)  # (n, D - 2)
     out = x.clone()
     out[:, :2] = out[:, :2] * s
-    out[:, 2:] = out[:, 2:] + noise * torch.randn(x.shape[0], x.shape[1] - 2, generator=g, dtype=x.dtype)
+    out[:, 2:] = out[:, 2:] + noise * eps
     return out
 
 
-def fibonacci_sphere(n: int) -> torch.Tensor:
-    """n nearly evenly spread points on S²: ``(n, 3)``."""
-    i = torch.arange(n, dtype=DT) + 0.5
+def fibonacci_sphere(n: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """n nearly evenly spread points on S²: ``(n, 3)`` on ``device``."""
+    i = torch.arange(n, dtype=DT, device=device) + 0.5
     z = 1 - 2 * i / n
     r = torch.sqrt(1 - z**2)
     phi = math.pi * (1 + math.sqrt(5)) * i
@@ -87,18 +94,22 @@ class IllPosed(Experiment):
     est_seconds = (2, 3)
 
     def run(self, cfg: IllPosedConfig, ctx) -> Result:
+        dev = ctx.device
         g = ctx.generator()
         n, K = cfg.n, cfg.clusters
-        labels = torch.arange(n) % K  # (n,)
-        theta = 2 * math.pi * labels.to(DT) / K + cfg.angular_noise * torch.randn(n, generator=g, dtype=DT)
-        x1 = torch.zeros(n, cfg.D, dtype=DT)  # μ₁: clusters on the unit circle of the first plane
+        # random draws from the CPU generator (in this order), then moved to the device
+        labels = torch.arange(n) % K  # (n,) CPU, for the arrays
+        noise = torch.randn(n, generator=g, dtype=DT)  # (n,)
+        perm = torch.randperm(n, generator=g)  # (n,)
+        r = (0.5 + 2.5 * torch.rand(n, generator=g, dtype=DT)).to(dev)  # (n,)
+        x2 = cfg.other_std * torch.randn(n, cfg.D, generator=g, dtype=DT).to(dev)  # μ₂: other radii and content
+        q = torch.eye(2, dtype=DT, device=dev) + 0.3 * torch.randn(2, 2, generator=g, dtype=DT).to(dev)  # BYOL
+        w = torch.randn(2, cfg.D, generator=g, dtype=DT).to(dev)  # control: non-invariant map
+        theta = 2 * math.pi * labels.to(device=dev, dtype=DT) / K + cfg.angular_noise * noise.to(dev)  # (n,)
+        x1 = torch.zeros(n, cfg.D, dtype=DT, device=dev)  # μ₁: clusters on the unit circle of the first plane
         x1[:, 0], x1[:, 1] = theta.cos(), theta.sin()
-        perm = torch.randperm(n, generator=g)
-        r = 0.5 + 2.5 * torch.rand(n, generator=g, dtype=DT)
-        x2 = cfg.other_std * torch.randn(n, cfg.D, generator=g, dtype=DT)  # μ₂: other radii and content
+        perm = perm.to(dev)
         x2[:, 0], x2[:, 1] = r * theta[perm].cos(), r * theta[perm].sin()
-        q = torch.eye(2, dtype=DT) + 0.3 * torch.randn(2, 2, generator=g, dtype=DT)  # BYOL predictor
-        w = torch.randn(2, cfg.D, generator=g, dtype=DT)  # control: non-invariant map
 
         rows = []
         for dist, x in (("mu1", x1), ("mu2", x2)):
@@ -109,23 +120,24 @@ class IllPosed(Experiment):
                     rows.append({"map": mapname, "distribution": dist, "loss": loss, "value": val})
         losses = pd.DataFrame(rows)
 
-        ang = 2 * math.pi * torch.arange(n, dtype=DT) / n
+        ang = 2 * math.pi * torch.arange(n, dtype=DT, device=dev) / n
         spread1 = torch.stack([ang.cos(), ang.sin()], 1)  # (n, 2): uniform on S¹
-        cang = 2 * math.pi * (torch.arange(n) % K).to(DT) / K
+        cang = 2 * math.pi * (torch.arange(n, device=dev) % K).to(DT) / K
         clustered1 = torch.stack([cang.cos(), cang.sin()], 1)  # (n, 2): K clusters on S¹
-        tetra = F.normalize(torch.tensor([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=DT), dim=1)
+        tetra = F.normalize(torch.tensor([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=DT, device=dev),
+                            dim=1)
         sphere = pd.DataFrame([
             {"sphere": "S1", "measure": "uniform", "loss": float(latent_measure_nt_xent(spread1, None, cfg.tau))},
             {"sphere": "S1", "measure": f"{K} clusters",
              "loss": float(latent_measure_nt_xent(clustered1, None, cfg.tau))},
             {"sphere": "S2", "measure": "uniform",
-             "loss": float(latent_measure_nt_xent(fibonacci_sphere(n), None, cfg.tau))},
+             "loss": float(latent_measure_nt_xent(fibonacci_sphere(n, dev), None, cfg.tau))},
             {"sphere": "S2", "measure": "4 clusters",
-             "loss": float(latent_measure_nt_xent(tetra[torch.arange(n) % 4], None, cfg.tau))},
+             "loss": float(latent_measure_nt_xent(tetra[torch.arange(n, device=dev) % 4], None, cfg.tau))},
         ])
         res = Result(tables={"losses": losses, "sphere": sphere},
-                     arrays={"x1": x1[:, :2].numpy(), "x2": x2[:, :2].numpy(), "labels": labels.numpy(),
-                             "pushforward": invariant_map(x1).numpy()})
+                     arrays={"x1": x1[:, :2].cpu().numpy(), "x2": x2[:, :2].cpu().numpy(), "labels": labels.numpy(),
+                             "pushforward": invariant_map(x1).cpu().numpy()})
         res.summary["pushforward_max_abs_diff"] = float(
             (invariant_map(x1).sort(0).values - invariant_map(x2).sort(0).values).abs().max())
         return res

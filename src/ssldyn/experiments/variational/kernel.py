@@ -18,6 +18,9 @@ loss), 𝓛 = mean over samples. The paper gives no numbers for these checks; si
 (e) Remark 4.4 — with imbalanced clusters, from the invariant initialisation (eq. 17, noise
     in M^⊥), the early-time speed of a cluster divided by its vanilla speed ``‖∇L(z_i)‖``
     (the kernel's gain) scales with the size ratio ``n_q/n`` (log-log slope ≈ 1).
+
+Runs on ``ctx.device`` (data and weights drawn from CPU generators, then moved; timings of (b)
+synchronise CUDA); the log-log fits (numpy) and the tables use CPU copies.
 """
 
 from __future__ import annotations
@@ -32,12 +35,12 @@ import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.data.clustered import clustered_data
-from ssldyn.experiments.variational._flows_common import single_thread
 from ssldyn.dynamics.function_space import apply_kernel, loss_and_grad
 from ssldyn.kernels.closed_form import (averaging_net_kernel, block_structure, cluster_coefficients,
                                         predicted_cluster_flow, relu_infinite_width_kernel)
 from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.lab.context import torch_threads
 from ssldyn.models.averaging import AveragingNet
 from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -72,9 +75,16 @@ def _loss(tau: float):
     return lambda z: latent_measure_nt_xent(z, temperature=tau)
 
 
-def _net(D: int, d: int, M: int, seed: int, invariant: bool = False, act: str = "relu") -> AveragingNet:
+def _net(D: int, d: int, M: int, seed: int, invariant: bool = False, act: str = "relu",
+         device: torch.device | None = None) -> AveragingNet:
     return AveragingNet(D, d, M, act, dtype=DT, invariant_init=invariant,
-                        generator=torch.Generator().manual_seed(seed))
+                        generator=torch.Generator().manual_seed(seed), device=device)
+
+
+def _sync(device: torch.device) -> None:
+    """Wait for queued CUDA work (so wall-clock timings measure it); nothing on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _slope(x, y) -> float:
@@ -95,37 +105,42 @@ class KernelCheck(Experiment):
     est_seconds = (5, 20)
 
     def run(self, cfg: KernelConfig, ctx) -> Result:
-        with single_thread():
+        with torch_threads(1, ctx.device):
             return self._run(cfg, ctx)
 
     def _run(self, cfg: KernelConfig, ctx) -> Result:
         res = Result()
+        device = ctx.device
         loss = _loss(cfg.tau)
         g = ctx.generator(0)
-        data = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, cfg.delta, generator=g, dtype=DT)
-        net = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1)
+        data = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, cfg.delta, generator=g, dtype=DT,
+                              device=device)
+        net = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, device=device)
 
         # (b) closed form vs autograd
+        _sync(device)
         t0 = time.perf_counter()
         K_emp = empirical_ntk(net, None, data.x)
+        _sync(device)
         t_emp = time.perf_counter() - t0
         t0 = time.perf_counter()
         K = averaging_net_kernel(net.B[0].detach(), data.x, None, "relu", d=cfg.d)
+        _sync(device)
         t_cf = time.perf_counter() - t0
         res.summary.update(closed_form_max_abs_err=float((K - K_emp).abs().max()),
                            closed_form_rel_err=float((K - K_emp).norm() / K_emp.norm()),
                            t_empirical_s=t_emp, t_closed_form_s=t_cf)
-        res.arrays["kernel_trace"] = K.diagonal(dim1=-2, dim2=-1).sum(-1).numpy()
+        res.arrays["kernel_trace"] = K.diagonal(dim1=-2, dim2=-1).sum(-1).cpu().numpy()
 
         # (a) one weight step vs the kernel prediction
         act_a = cfg.prop41_activation
-        net_a = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, act=act_a)
+        net_a = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, act=act_a, device=device)
         Ka = averaging_net_kernel(net_a.B[0].detach(), data.x, None, act_a, d=cfg.d)
         z0 = net_a(data.x)[0].detach()
         _, gz = loss_and_grad(loss, z0)  # ∂𝓛/∂z
         rows = []
         for eta in cfg.etas:
-            m = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, act=act_a)
+            m = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, act=act_a, device=device)
             m.load_state_dict(net_a.state_dict())
             out = loss(m(data.x)[0])
             out.backward()
@@ -141,16 +156,18 @@ class KernelCheck(Experiment):
 
         # (c) finite width vs infinite width
         gx = ctx.generator(10)
-        xw = torch.randn(cfg.n_inf, cfg.D, generator=gx, dtype=DT)
+        xw = torch.randn(cfg.n_inf, cfg.D, generator=gx, dtype=DT).to(device)
         Kinf = relu_infinite_width_kernel(xw, d=cfg.d)
-        rows = []
+        keys, errs = [], []
         for M in ctx.track(cfg.widths, description="(c) widths"):
             for s in range(cfg.width_seeds):
                 B = torch.randn(M * cfg.d, cfg.D, generator=torch.Generator().manual_seed(1000 * M + s + ctx.seed),
-                                dtype=DT)
+                                dtype=DT).to(device)
                 KM = averaging_net_kernel(B, xw, None, "relu", d=cfg.d)
-                rows.append({"M": M, "seed": s, "rel_err": float((KM - Kinf).norm() / Kinf.norm())})
-        wdf = pd.DataFrame(rows)
+                keys.append((M, s))
+                errs.append((KM - Kinf).norm() / Kinf.norm())
+        errs = torch.stack(errs).cpu().tolist()  # one host transfer
+        wdf = pd.DataFrame([{"M": M, "seed": s, "rel_err": e} for (M, s), e in zip(keys, errs)])
         res.tables["prop44"] = wdf
         mean = wdf.groupby("M")["rel_err"].mean()
         res.summary["prop44_slope"] = _slope(mean.index, mean.values)
@@ -159,7 +176,7 @@ class KernelCheck(Experiment):
         rows = []
         for delta in cfg.deltas:
             dd = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, delta, generator=ctx.generator(20),
-                                dtype=DT)
+                                dtype=DT, device=device)
             Kd = averaging_net_kernel(net.B[0].detach(), dd.x, None, "relu", d=cfg.d)
             bs = block_structure(Kd, dd.labels)
             beta = cluster_coefficients(net.B[0].detach(), dd.centers, "relu", d=cfg.d)  # (N, d)
@@ -180,8 +197,8 @@ class KernelCheck(Experiment):
         # Cor. 4.6: the infinite-width cluster flow (β = ½) against a wide network at the smallest δ
         M_wide = max(cfg.widths)
         dd = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, min(cfg.deltas), generator=ctx.generator(20),
-                            dtype=DT)
-        wide = _net(cfg.D, cfg.d, M_wide, ctx.seed + 3)
+                            dtype=DT, device=device)
+        wide = _net(cfg.D, cfg.d, M_wide, ctx.seed + 3, device=device)
         Kw = averaging_net_kernel(wide.B[0].detach(), dd.x, None, "relu", d=cfg.d)
         _, gw = loss_and_grad(loss, wide(dd.x)[0].detach())
         actual_w = -apply_kernel(Kw, gw)
@@ -198,8 +215,8 @@ class KernelCheck(Experiment):
         sizes = list(cfg.imbalanced_sizes)
         d_e = max(cfg.d, len(sizes))
         de = clustered_data(sizes, d_e, max(cfg.D, d_e + 2), cfg.imbalance_delta, noise="orthogonal",
-                            generator=ctx.generator(30), dtype=DT)
-        ne = _net(de.x.shape[1], d_e, cfg.imbalance_width, ctx.seed + 2, invariant=True)
+                            generator=ctx.generator(30), dtype=DT, device=device)
+        ne = _net(de.x.shape[1], d_e, cfg.imbalance_width, ctx.seed + 2, invariant=True, device=device)
         ze = ne(de.x)[0].detach()
         _, ge = loss_and_grad(loss, ze)
         eta = 1e-4

@@ -1,6 +1,7 @@
 """Ensemble trainer: element-wise SGD vs torch.optim.SGD, members vs lone runs, grouping."""
 
 import numpy as np
+import pytest
 import torch
 
 from ssldyn.data.tokens import TokenSpec
@@ -25,6 +26,23 @@ def test_ensemble_sgd_equals_torch_sgd_per_member():
             ropts[e].step()
     for e in range(3):
         torch.testing.assert_close(p.detach()[e], refs[e].detach(), rtol=1e-12, atol=1e-12)
+
+
+def test_uniform_lr_fused_step_equals_torch_sgd():
+    torch.manual_seed(1)
+    p0 = torch.randn(3, 4, 5, dtype=torch.float64)
+    p = torch.nn.Parameter(p0.clone())
+    opt = EnsembleSGD([p], torch.full((3,), 0.05, dtype=torch.float64), momentum=0.9, weight_decay=5e-3)
+    assert opt._fused
+    ref = torch.nn.Parameter(p0.clone())
+    ropt = torch.optim.SGD([ref], lr=0.05, momentum=0.9, weight_decay=5e-3)
+    for t in range(6):
+        g = torch.randn(3, 4, 5, dtype=torch.float64)
+        p.grad, ref.grad = g.clone(), g.clone()
+        opt.step()
+        ropt.step()
+    torch.testing.assert_close(p.detach(), ref.detach(), rtol=1e-12, atol=1e-12)
+    assert not torch.equal(p.detach(), p0)
 
 
 def test_member_trajectory_equals_lone_run():
@@ -76,3 +94,36 @@ def test_closed_form_loss_gradient_matches_objectives_autograd():
     a = train_token_ensemble([run], steps=30, log_every=10, fused_loss=True)[0]
     b = train_token_ensemble([run], steps=30, log_every=10, fused_loss=False)[0]
     np.testing.assert_allclose(a.chi_plus, b.chi_plus, atol=1e-4)
+
+
+def test_ensemble_loss_guard_reports_first_bad_member():
+    from ssldyn.dynamics.guards import EnsembleLossGuard, NonFiniteLossError
+
+    g = EnsembleLossGuard(["a", "b", "c"])
+    g.update(0, torch.tensor([1.0, 2.0, 3.0]))
+    g.update(1, torch.tensor([1.5, float("inf"), 2.5]))  # b goes bad at step 1 (last finite 2.0)
+    g.update(2, torch.tensor([float("nan"), 7.0, 2.0]))  # a at step 2 (last finite 1.5); b stays failed
+    with pytest.raises(NonFiniteLossError, match=r"loss of b became inf at step 1 \(last finite value: 2\)") as e:
+        g.check()
+    assert e.value.step == 1 and e.value.last_finite == 2.0
+    ok = EnsembleLossGuard()
+    ok.update(0, torch.tensor([1.0]))
+    ok.check()
+
+
+def test_diverging_member_stops_training_with_step_and_last_finite_loss():
+    from ssldyn.dynamics.guards import NonFiniteLossError
+
+    good = TokenRun(spec=TokenSpec(P=3), beta=1, bn="off", seed=1, batch=32)
+    bad = TokenRun(spec=TokenSpec(P=3), beta=1, bn="off", seed=2, batch=32, lr=1e4)
+    with pytest.raises(NonFiniteLossError, match=r"relu/infonce/bn=off/beta=1/P=3/zeta=1.0/seed=2") as e:
+        train_token_ensemble([good, bad], steps=200, log_every=50)
+    step = e.value.step
+    assert 0 < step < 200
+    # the same run alone for exactly `step` steps never sees the non-finite loss; its last loss
+    # (step − 1, recorded by the final probe) is the guard's last finite value
+    lone = train_token_ensemble([bad], steps=step, log_every=1)[0]
+    assert np.isfinite(lone.loss).all()
+    np.testing.assert_allclose(lone.loss[-1], e.value.last_finite, rtol=1e-3)
+    # the healthy member alone trains through
+    assert np.isfinite(train_token_ensemble([good], steps=step + 5, log_every=50)[0].loss).all()

@@ -16,7 +16,8 @@ def _loss(z):
     return info_nce(z[:, 0], z[:, 1], 0.1, negatives="view1")
 
 
-def test_fast_path_matches_autograd_for_mixed_members():
+@pytest.mark.parametrize("token_mode", ["table", "samples"])
+def test_fast_path_matches_autograd_for_mixed_members(token_mode):
     spec = TokenSpec(K=4, n_tokens=6, P=2, G=5, L=2, zeta=3.0)
     gen = TokenGenerator(spec, 1)
     tok = gen.sample(1, 16)[0]  # (2, N, K)
@@ -25,19 +26,20 @@ def test_fast_path_matches_autograd_for_mixed_members():
     E = len(acts)
     net = EnsembleRFNet(4, 6, [3, 2, 3, 1, 3, 2, 3, 3], out_dim=5, ensemble=E, activation=acts, bn=bns,
                         seeds=range(E), dtype=D)
+    net.token_mode = token_mode
     U = gen.embedding.to(D).expand(E, -1, -1)
     loss_tok = net.loss_and_grad(_loss, tokens=tok.expand(E, -1, -1, -1), embedding=U)
-    gW, gV = net.W.grad.clone(), net.V.grad.clone()
+    gW, gV = net.W.grad.clone(), net.VT.grad.clone()
     x = gen.embed(tok).to(D)  # (2, N, K, d)
     net.loss_and_grad(_loss, x=x.unsqueeze(0))  # dense path
     torch.testing.assert_close(net.W.grad, gW, rtol=1e-10, atol=1e-10)
-    net.W.grad = net.V.grad = None
+    net.W.grad = net.VT.grad = None
     z = torch.stack([net(x[0]), net(x[1])], 1)  # autograd, one view at a time
     ref = _loss(z)
     ref.sum().backward()
     torch.testing.assert_close(loss_tok, ref.detach(), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(gW, net.W.grad, rtol=1e-9, atol=1e-10)
-    torch.testing.assert_close(gV, net.V.grad, rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(gV, net.VT.grad, rtol=1e-9, atol=1e-10)
 
 
 @pytest.mark.parametrize("mode,a,b", [("off", None, None), ("standard", 1, 1), ("mean_only", 1, 0),
@@ -89,11 +91,13 @@ def test_members_equal_lone_networks_and_padding_is_inert():
     assert ens.V.detach()[1].abs().max() <= 1 / math.sqrt(3 * 5)
 
 
-def test_quadratic_loss_gradients_through_fast_path():
+@pytest.mark.parametrize("token_mode", ["table", "samples"])
+def test_quadratic_loss_gradients_through_fast_path(token_mode):
     gen = TokenGenerator(TokenSpec(K=3, n_tokens=5, P=2, G=4, L=2), 0)
     tok = gen.sample(1, 10)[0]
     net = EnsembleRFNet(3, 5, 4, out_dim=3, ensemble=2, activation=["relu", "leaky_relu"], bn="standard",
                         seeds=[0, 1], dtype=D)
+    net.token_mode = token_mode
 
     def q(z):
         return quadratic_contrastive_loss(z[:, 0], z[:, 1], 0.1)

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from ssldyn.data.tokens import TokenGenerator, TokenSpec, TokenStream
+from ssldyn.dynamics.guards import EnsembleLossGuard, check_finite
 from ssldyn.models.rf_net import EnsembleRFNet
 from ssldyn.probes.chi import chi_scores
 
@@ -37,6 +38,11 @@ LOSSES = ("infonce", "quadratic")
 # Measured (1 thread): M = 100 costs 2.6 ms per member-step at E = 2–4 but 4.7 ms at E = 24, while
 # small M needs large E to amortise the per-op overhead (M = 3: 0.36 ms at E = 24, 0.75 at E = 2).
 MAX_ELEMS = 1_100_000
+# Token-space path (no (N, K, M) tensors): twice the cap, measured on the Sec. 5 grid (E = 24 at M = 100).
+TOKEN_MAX_ELEMS = 2_200_000
+# Per-member fixed cost of a token-path step in units of one filter (loss, scatter of ∂L/∂z, data):
+# measured ~0.5 ms + 0.007 ms·M per member-step on one core, i.e. ~70 filters.
+TOKEN_MEMBER_OVERHEAD = 70
 INIT_SEED_OFFSET = 7919  # network init seed = run seed + offset (data use the run seed itself)
 
 
@@ -81,6 +87,9 @@ class EnsembleSGD:
 
     Update (as ``torch.optim.SGD``, dampening 0, nesterov off):
     ``b ← μ b + (∇ + λ p)`` (``b = ∇ + λ p`` at the first step), ``p ← p − lr_e b``.
+    When every member has the same learning rate, the step is PyTorch's fused SGD kernel
+    (``torch._fused_sgd_``, what ``torch.optim.SGD(fused=True)`` runs: one pass instead of four;
+    it agrees with the unfused update to float round-off).
     """
 
     def __init__(self, params: Sequence[torch.nn.Parameter], lr: torch.Tensor | float, momentum: float = 0.9,
@@ -89,9 +98,25 @@ class EnsembleSGD:
         self.lr = lr
         self.momentum, self.weight_decay = momentum, weight_decay
         self.bufs: list[torch.Tensor | None] = [None] * len(self.params)
+        if isinstance(lr, torch.Tensor):
+            flat = lr.reshape(-1)
+            self._uniform_lr = float(flat[0]) if bool((flat == flat[0]).all()) else None
+        else:
+            self._uniform_lr = float(lr)
+        fusable = all(p.is_contiguous() and p.device.type in ("cpu", "cuda") for p in self.params)
+        self._fused = self._uniform_lr is not None and fusable and hasattr(torch, "_fused_sgd_")
+        self._first = True
 
     @torch.no_grad()
     def step(self) -> None:
+        if self._fused:
+            if self._first:
+                self.bufs = [torch.empty_like(p) for p in self.params]
+            torch._fused_sgd_([p.data for p in self.params], [p.grad for p in self.params], self.bufs,
+                              weight_decay=self.weight_decay, momentum=self.momentum, lr=self._uniform_lr,
+                              dampening=0.0, nesterov=False, maximize=False, is_first_step=self._first)
+            self._first = False
+            return
         for i, p in enumerate(self.params):
             d = p.grad
             if self.weight_decay:
@@ -151,22 +176,31 @@ class RunTrace:
 
 def train_ensemble(net: EnsembleRFNet, next_batch: Callable[[int], dict], loss_fn: Callable, opt: EnsembleSGD,
                    steps: int, log_every: int, probe: Callable[[int, torch.Tensor | None], None],
-                   on_step: Callable[[], None] | None = None, loss_grad_fn: Callable | None = None) -> None:
+                   on_step: Callable[[], None] | None = None, loss_grad_fn: Callable | None = None,
+                   guard: EnsembleLossGuard | None = None) -> None:
     """The training loop: ``steps`` SGD steps; ``probe(step, losses)`` at step 0 and every ``log_every``.
 
     ``next_batch(t)`` returns the keyword inputs of :meth:`EnsembleRFNet.loss_and_grad`
     (``x=...`` or ``tokens=..., embedding=...``). ``probe`` is called before the update of step
     ``t`` (step 0: at initialisation, with that batch's loss) and after the last step.
+    Every step's per-member losses go through ``guard`` (:class:`EnsembleLossGuard`, a default
+    one if None), checked at each logging step and at the end: a member whose loss became
+    NaN/inf stops training with :class:`~ssldyn.dynamics.guards.NonFiniteLossError` (step and
+    last finite value), so the run is recorded as failed.
     """
+    guard = guard if guard is not None else EnsembleLossGuard()
     losses = None
     for t in range(steps):
         batch = next_batch(t)
         losses = net.loss_and_grad(loss_fn, loss_grad_fn=loss_grad_fn, **batch)
+        guard.update(t, losses)
         if t % log_every == 0:
+            guard.check()
             probe(t, losses)
         opt.step()
         if on_step is not None:
             on_step()
+    guard.check()
     with torch.no_grad():
         probe(steps, losses)
 
@@ -214,14 +248,14 @@ def contrastive_loss_and_grad(z: torch.Tensor, kinds: torch.Tensor, temperature:
         losses ``(E,)`` and ``dL/dz`` ``(E, 2, N, d)``.
     """
     E, _, N, _ = z.shape
-    norm = z.norm(dim=-1, keepdim=True).clamp_min(eps)  # (E, 2, N, 1)
-    zh = z / norm  # (E, 2, N, d)
+    inv = z.norm(dim=-1, keepdim=True).clamp_min_(eps).reciprocal_()  # (E, 2, N, 1) 1/‖z‖
+    zh = z * inv  # (E, 2, N, d)
     z1, z2 = zh[:, 0], zh[:, 1]  # (E, N, d)
     S = torch.bmm(z1, z1.transpose(1, 2))  # (E, N, N)
     pos = (z1 * z2).sum(-1)  # (E, N)
     torch.diagonal(S, dim1=1, dim2=2).copy_(pos)  # S_ii = positive pair
     t = temperature
-    losses = torch.empty(E, dtype=z.dtype)
+    losses = torch.empty(E, dtype=z.dtype, device=z.device)
     G = torch.empty_like(S)  # N·T·∂L/∂S (the factor 1/(N T) is applied in the products below)
     kl = kinds.tolist()
     start = 0
@@ -232,7 +266,7 @@ def contrastive_loss_and_grad(z: torch.Tensor, kinds: torch.Tensor, temperature:
         if kl[start]:  # InfoNCE: row-wise cross-entropy of S/T with target i
             if t >= 0.05:  # cosines: (S − 1)/T ∈ [−2/T, 0], so exp needs no max-shift (one pass fewer)
                 P = S[sl].sub_(1.0).mul_(1.0 / t).exp_()
-                P.div_(P.sum(-1, keepdim=True))  # (E', N, N) row softmax
+                P.mul_(P.sum(-1, keepdim=True).reciprocal_())  # (E', N, N) row softmax
             else:
                 P = torch.softmax(S[sl].div_(t), dim=-1)  # (E', N, N)
             losses[sl] = -torch.log(torch.diagonal(P, dim1=1, dim2=2)).mean(-1)
@@ -251,26 +285,31 @@ def contrastive_loss_and_grad(z: torch.Tensor, kinds: torch.Tensor, temperature:
     c = 1.0 / (N * t)
     gd = torch.diagonal(G, dim1=1, dim2=2).clone().mul_(c)  # (E, N) ∂L/∂S_ii
     torch.diagonal(G, dim1=1, dim2=2).zero_()
-    d1 = torch.baddbmm(gd.unsqueeze(-1) * z2, G, z1, alpha=c)  # (E, N, d)
-    d1.baddbmm_(G.transpose(1, 2), z1, alpha=c)
-    d2 = gd.unsqueeze(-1) * z1  # (E, N, d)
-    dzh = torch.stack([d1, d2], 1)  # (E, 2, N, d)
-    dz = (dzh - zh * (zh * dzh).sum(-1, keepdim=True)) / norm
+    Gs = G + G.transpose(1, 2)  # (E, N, N) G_o + G_oᵀ: one matmul instead of two
+    dzh = torch.empty_like(zh)  # (E, 2, N, d) ∂L/∂ẑ
+    dzh[:, 0] = torch.baddbmm(gd.unsqueeze(-1) * z2, Gs, z1, alpha=c)  # (E, N, d)
+    torch.mul(gd.unsqueeze(-1), z1, out=dzh[:, 1])  # (E, N, d)
+    dz = dzh.sub_(zh * (zh * dzh).sum(-1, keepdim=True)).mul_(inv)  # (E, 2, N, d)
     return losses, dz
 
 
 def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 100, keep_filters: bool = False,
-                         on_step: Callable[[], None] | None = None, fused_loss: bool = True) -> list[RunTrace]:
+                         on_step: Callable[[], None] | None = None, fused_loss: bool = True,
+                         device: torch.device | str | None = None) -> list[RunTrace]:
     """Train token-generator runs as ONE ensemble; returns one :class:`RunTrace` per run (input order).
 
     All runs must share K, input dimension, batch, temperature and out_dim; they may differ in
     everything else (data set, ζ, P, β, activation, loss, BN variant, seed, lr, momentum, wd —
     momentum and wd must be equal). ``fused_loss`` evaluates the loss gradient with
     :func:`contrastive_loss_and_grad` (same values as autograd through ``ssldyn.objectives``,
-    several times faster); ``False`` uses autograd through the objectives.
+    several times faster); ``False`` uses autograd through the objectives. ``device``: where the
+    network trains (token batches are drawn on the CPU, so every device sees the same data).
+    A member whose loss becomes NaN/inf raises :class:`~ssldyn.dynamics.guards.NonFiniteLossError`
+    naming the run, the step and the last finite loss.
     """
     if not runs:
         return []
+    dev = torch.device(device) if device is not None else torch.device("cpu")
     first = runs[0]
     for r in runs:
         if (r.spec.K, r.spec.dim, r.batch, r.temperature, r.out_dim, r.momentum, r.weight_decay) != (
@@ -292,35 +331,39 @@ def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 
     stream_list = list(streams.values())
     sidx = torch.tensor(member_stream)
     emb = torch.stack([stream_list[s].gen.embedding for s in member_stream])  # (E, T, d)
-    relevant = torch.stack([stream_list[s].gen.relevant for s in member_stream])  # (E, K, T)
+    check_finite("token embedding", emb)
+    emb = emb.to(dev)
+    relevant = torch.stack([stream_list[s].gen.relevant for s in member_stream]).to(dev)  # (E, K, T)
     net = EnsembleRFNet(first.spec.K, first.spec.dim, [r.filters for r in rs], out_dim=first.out_dim, ensemble=E,
                         activation=[r.activation for r in rs], bn=[r.bn for r in rs],
-                        seeds=[r.seed + INIT_SEED_OFFSET for r in rs])
-    lr = torch.tensor([r.lr for r in rs], dtype=torch.float32)
-    opt = EnsembleSGD([net.W, net.V], lr, momentum=first.momentum, weight_decay=first.weight_decay)
+                        seeds=[r.seed + INIT_SEED_OFFSET for r in rs]).to(dev)
+    lr = torch.tensor([r.lr for r in rs], dtype=torch.float32, device=dev)
+    opt = EnsembleSGD([net.W, net.VT], lr, momentum=first.momentum, weight_decay=first.weight_decay)
     loss_fn = _loss_fn([r.loss for r in rs], first.temperature)
     kinds = torch.tensor([r.loss == "infonce" for r in rs])
+    guard = EnsembleLossGuard([f"token run {r.activation}/{r.loss}/bn={r.bn}/beta={r.beta}/P={r.spec.P}/"
+                               f"zeta={r.spec.zeta}/seed={r.seed}" for r in rs])
 
     def loss_grad(z: torch.Tensor):
         return contrastive_loss_and_grad(z, kinds, first.temperature)
-    absolute = torch.tensor([r.activation == "linear" for r in rs])
+    absolute = torch.tensor([r.activation == "linear" for r in rs], device=dev)
     log: dict[str, list] = {"step": [], "chi_plus": [], "chi_minus": [], "loss": []}
 
     def next_batch(t: int) -> dict:
         toks = torch.stack([s.next() for s in stream_list])  # (S, 2, N, K)
-        return {"tokens": toks[sidx] if len(stream_list) > 1 else toks.expand(E, *toks.shape[1:]),
-                "embedding": emb}
+        toks = toks[sidx] if len(stream_list) > 1 else toks.expand(E, *toks.shape[1:])  # (E, 2, N, K)
+        return {"tokens": toks.to(dev, non_blocking=True), "embedding": emb}
 
     def probe(t: int, losses: torch.Tensor | None) -> None:
         with torch.no_grad():
             cp, cm = chi_scores(net.W, emb, relevant, absolute=absolute, filter_mask=net.filter_mask)
         log["step"].append(t)
-        log["chi_plus"].append(cp.numpy().copy())
-        log["chi_minus"].append(cm.numpy().copy())
-        log["loss"].append(losses.numpy().copy() if losses is not None else np.full(E, np.nan, np.float32))
+        log["chi_plus"].append(cp.cpu().numpy().copy())
+        log["chi_minus"].append(cm.cpu().numpy().copy())
+        log["loss"].append(losses.cpu().numpy().copy() if losses is not None else np.full(E, np.nan, np.float32))
 
     train_ensemble(net, next_batch, None if fused_loss else loss_fn, opt, steps, log_every, probe, on_step,
-                   loss_grad_fn=loss_grad if fused_loss else None)
+                   loss_grad_fn=loss_grad if fused_loss else None, guard=guard)
     steps_arr = np.asarray(log["step"])
     cp, cm, ls = (np.stack(log[k], 1) for k in ("chi_plus", "chi_minus", "loss"))  # (E, n_log)
     out: list[RunTrace | None] = [None] * E
@@ -329,18 +372,41 @@ def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 
         tr = RunTrace(steps_arr, cp[j], cm[j], ls[j])
         if keep_filters:
             g = stream_list[member_stream[j]].gen
-            tr.filters = net.W.detach()[j, :, : r.filters].numpy().copy()
+            tr.filters = net.W.detach()[j, :, : r.filters].cpu().numpy().copy()
             tr.relevant = g.relevant.numpy().copy()
             tr.allowed = g.allowed.numpy().copy()
         out[i] = tr
     return out  # type: ignore[return-value]
 
 
-def train_token_runs(runs: Sequence[TokenRun], steps: int, log_every: int = 100, keep_filters: bool = False,
-                     max_elems: int = MAX_ELEMS, progress: Callable[[int], None] | None = None) -> list[RunTrace]:
-    """Train any set of runs: grouped by :func:`plan_ensembles` (and by the shared settings), in input order.
+def token_ensemble_cost(runs: Sequence[TokenRun]) -> float:
+    """Relative cost of one step of an ensemble on the token path (for load balancing)."""
+    return len(runs) * (max(r.filters for r in runs) + TOKEN_MEMBER_OVERHEAD)
 
-    ``progress(n)`` is called after each ensemble with the number of runs it finished.
+
+def plan_token_ensembles(runs: Sequence[TokenRun], max_elems: int | None = None, overhead: int = 8,
+                         slack: float = 0.25) -> list[list[int]]:
+    """:func:`plan_ensembles` for token runs sharing K, n_tokens and out_dim (indices into ``runs``).
+
+    The token-space path (:meth:`~ssldyn.models.rf_net.EnsembleRFNet.loss_and_grad` with tokens)
+    never builds ``(N, K, M)`` tensors; its largest per-member tensors are the ``(K, 2T, M)``
+    tables and ``Vᵀ`` ``(K·M, out)``, so the size cap counts ``max(2T, out)`` rows per filter.
+    """
+    if not runs:
+        return []
+    r0 = runs[0]
+    max_elems = TOKEN_MAX_ELEMS if max_elems is None else max_elems
+    return plan_ensembles([r.filters for r in runs], overhead=overhead, slack=slack, max_elems=max_elems,
+                          rows=max(2 * r0.spec.n_tokens, r0.out_dim), K=r0.spec.K)
+
+
+def train_token_runs(runs: Sequence[TokenRun], steps: int, log_every: int = 100, keep_filters: bool = False,
+                     max_elems: int | None = None, progress: Callable[[int], None] | None = None,
+                     device: torch.device | str | None = None) -> list[RunTrace]:
+    """Train any set of runs: grouped by :func:`plan_token_ensembles` (and by the shared settings), in input order.
+
+    ``progress(n)`` is called after each ensemble with the number of runs it finished; ``device``
+    as in :func:`train_token_ensemble`.
     """
     shared: dict[tuple, list[int]] = {}
     for i, r in enumerate(runs):
@@ -348,12 +414,9 @@ def train_token_runs(runs: Sequence[TokenRun], steps: int, log_every: int = 100,
                           []).append(i)
     out: list[RunTrace | None] = [None] * len(runs)
     for idx in shared.values():
-        first = runs[idx[0]]
-        groups = plan_ensembles([runs[i].filters for i in idx], max_elems=max_elems, rows=2 * first.batch,
-                                K=first.spec.K)
-        for grp in groups:
+        for grp in plan_token_ensembles([runs[i] for i in idx], max_elems=max_elems):
             members = [idx[g] for g in grp]
-            traces = train_token_ensemble([runs[i] for i in members], steps, log_every, keep_filters)
+            traces = train_token_ensemble([runs[i] for i in members], steps, log_every, keep_filters, device=device)
             for i, tr in zip(members, traces):
                 out[i] = tr
             if progress is not None:

@@ -51,4 +51,47 @@ class LossGuard:
         self.last_finite = float(t.mean()) if t.numel() else self.last_finite
 
 
-__all__ = ["NonFiniteLossError", "check_finite", "LossGuard", "math"]
+class EnsembleLossGuard:
+    """Per-member loss guard for batched ensembles that does not synchronise every step.
+
+    ``update(step, losses)`` (``losses`` ``(E,)``, on any device) keeps, per member, the last
+    finite loss and the first step at which the loss was non-finite, with a few tiny tensor
+    ops; ``check()`` (call it where the host reads results anyway, e.g. at logging steps)
+    raises :class:`NonFiniteLossError` for the first member that went non-finite, naming the
+    step, the last finite value and the member's label.
+    """
+
+    def __init__(self, labels: list[str] | None = None, what: str = "loss") -> None:
+        self.labels, self.what = labels, what
+        self.last: torch.Tensor | None = None  # (E,) last finite loss (NaN before any)
+        self.first_bad: torch.Tensor | None = None  # (E,) first non-finite step, -1 if none
+        self.bad_value: torch.Tensor | None = None  # (E,) the first non-finite value
+
+    def update(self, step: int, losses: torch.Tensor) -> None:
+        losses = losses.detach().reshape(-1)
+        if self.last is None:
+            self.last = torch.full_like(losses, math.nan)
+            self.first_bad = torch.full(losses.shape, -1, dtype=torch.long, device=losses.device)
+            self.bad_value = torch.zeros_like(losses)
+        finite = torch.isfinite(losses)
+        new_bad = (~finite) & (self.first_bad < 0)
+        self.first_bad = torch.where(new_bad, torch.full_like(self.first_bad, step), self.first_bad)
+        self.bad_value = torch.where(new_bad, losses, self.bad_value)
+        self.last = torch.where(finite & (self.first_bad < 0), losses, self.last)
+
+    def check(self) -> None:
+        if self.first_bad is None:
+            return
+        fb = self.first_bad.cpu()
+        bad = (fb >= 0).nonzero().flatten()
+        if len(bad) == 0:
+            return
+        e = int(bad[fb[bad].argmin()])
+        last = float(self.last[e].cpu())
+        label = self.labels[e] if self.labels is not None else f"member {e}"
+        err = NonFiniteLossError(int(fb[e]), None if math.isnan(last) else last, float(self.bad_value[e].cpu()),
+                                 f"{self.what} of {label}")
+        raise err
+
+
+__all__ = ["NonFiniteLossError", "check_finite", "LossGuard", "EnsembleLossGuard", "math"]

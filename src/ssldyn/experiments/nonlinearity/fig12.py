@@ -136,7 +136,7 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx) -> Result:
     aug_member = torch.tensor([False] * S + [True] * S, device=dev)
     net = EnsembleRFNet(4, 196, cfg.filters, out_dim=cfg.out_dim, ensemble=E, activation=cfg.activation, bn=cfg.bn,
                         seeds=[ctx.seed + 7919 + s for s in range(S)] * 2).to(dev)
-    opt = EnsembleSGD([net.W, net.V], cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    opt = EnsembleSGD([net.W, net.VT], cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     crop = RandomResizedCrop(scale=tuple(cfg.crop_scale), ratio=tuple(cfg.crop_ratio))
     g = ctx.generator(1)
     pg = ctx.generator(2)

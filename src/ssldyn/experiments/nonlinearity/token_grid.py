@@ -30,7 +30,8 @@ from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.lab import ExperimentConfig
 
-from ssldyn.dynamics.ensemble_trainer import MAX_ELEMS, RunTrace, TokenRun, plan_ensembles, train_token_ensemble
+from ssldyn.dynamics.ensemble_trainer import (RunTrace, TokenRun, plan_token_ensembles, token_ensemble_cost,
+                                              train_token_ensemble)
 
 CACHE_VERSION = "1"
 
@@ -84,8 +85,11 @@ def cache_dir_for(ctx: Any = None) -> Path | None:
     return Path(base) / "token_runs" if base is not None else None
 
 
-def _cache_file(cache: Path, run: TokenRun, steps: int, log_every: int, keep_filters: bool) -> Path:
-    return cache / f"{run.key()}-s{steps}-l{log_every}-f{int(keep_filters)}-v{CACHE_VERSION}-{_code_digest()}.npz"
+def _cache_file(cache: Path, run: TokenRun, steps: int, log_every: int, keep_filters: bool,
+                device: str = "cpu") -> Path:
+    dev = "" if device == "cpu" else f"-{device}"
+    return cache / (f"{run.key()}-s{steps}-l{log_every}-f{int(keep_filters)}-v{CACHE_VERSION}-{_code_digest()}"
+                    f"{dev}.npz")
 
 
 def _save(path: Path, tr: RunTrace) -> None:
@@ -101,8 +105,9 @@ def _load(path: Path) -> RunTrace:
         return RunTrace(**{k: d[k] for k in d.files})
 
 
-def _train_group(runs: list[TokenRun], steps: int, log_every: int, keep_filters: bool) -> list[RunTrace]:
-    return train_token_ensemble(runs, steps, log_every, keep_filters)
+def _train_group(runs: list[TokenRun], steps: int, log_every: int, keep_filters: bool,
+                 device: str = "cpu") -> list[RunTrace]:
+    return train_token_ensemble(runs, steps, log_every, keep_filters, device=device)
 
 
 def _worker_init() -> None:
@@ -110,19 +115,23 @@ def _worker_init() -> None:
 
 
 def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cache: Path | None = None,
-             workers: int = 1, keep_filters: bool = False, max_elems: int = MAX_ELEMS,
-             track: Callable | None = None) -> list[RunTrace]:
-    """Train every run (cached ones are read back), batched by :func:`plan_ensembles`; input order.
+             workers: int = 1, keep_filters: bool = False, max_elems: int | None = None,
+             track: Callable | None = None, device: torch.device | str | None = None) -> list[RunTrace]:
+    """Train every run (cached ones are read back), batched by :func:`plan_token_ensembles`; input order.
 
     ``workers > 1`` trains ensembles in that many spawned processes with one torch thread
     each (robust on a loaded 2-core machine); ``workers = 1`` trains in this process.
+    On a CUDA ``device`` every ensemble trains in this process on the GPU (``workers`` unused).
     ``track(iterable, total, description)`` wraps the loop over ensembles (progress bars).
     """
+    dev = str(torch.device(device)) if device is not None else "cpu"
+    if dev != "cpu":
+        workers = 1
     out: list[RunTrace | None] = [None] * len(runs)
     todo = []
     for i, r in enumerate(runs):
-        if cache is not None and _cache_file(cache, r, steps, log_every, keep_filters).is_file():
-            out[i] = _load(_cache_file(cache, r, steps, log_every, keep_filters))
+        if cache is not None and _cache_file(cache, r, steps, log_every, keep_filters, dev).is_file():
+            out[i] = _load(_cache_file(cache, r, steps, log_every, keep_filters, dev))
         else:
             todo.append(i)
     # group by settings that must be shared inside one ensemble, then by width
@@ -133,18 +142,16 @@ def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cach
                           []).append(i)
     groups: list[list[int]] = []
     for idx in shared.values():
-        first = runs[idx[0]]
-        for g in plan_ensembles([runs[i].filters for i in idx], max_elems=max_elems, rows=2 * first.batch,
-                                K=first.spec.K):
+        for g in plan_token_ensembles([runs[i] for i in idx], max_elems=max_elems):
             groups.append([idx[j] for j in g])
-    groups.sort(key=lambda g: -sum(runs[i].filters + 8 for i in g))  # largest first (load balance)
+    groups.sort(key=lambda g: -token_ensemble_cost([runs[i] for i in g]))  # largest first (load balance)
     track = track or (lambda it, total=None, description="": it)
 
     def finish(g: list[int], traces: list[RunTrace]) -> None:
         for i, tr in zip(g, traces):
             out[i] = tr
             if cache is not None:
-                _save(_cache_file(cache, runs[i], steps, log_every, keep_filters), tr)
+                _save(_cache_file(cache, runs[i], steps, log_every, keep_filters, dev), tr)
 
     if groups and workers > 1:
         old = os.environ.get("OMP_NUM_THREADS")
@@ -154,7 +161,7 @@ def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cach
 
             with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
                                      initializer=_worker_init) as ex:
-                futs = [(g, ex.submit(_train_group, [runs[i] for i in g], steps, log_every, keep_filters))
+                futs = [(g, ex.submit(_train_group, [runs[i] for i in g], steps, log_every, keep_filters, dev))
                         for g in groups]
                 for g, f in track(futs, total=len(futs), description="token ensembles"):
                     finish(g, f.result())
@@ -168,9 +175,9 @@ def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cach
         # small ops of a step tens of times slower whenever the 2 cores are shared with other work
         from ssldyn.lab.context import torch_threads
 
-        with torch_threads(1):
+        with torch_threads(1, dev):
             for g in track(groups, total=len(groups), description="token ensembles"):
-                finish(g, _train_group([runs[i] for i in g], steps, log_every, keep_filters))
+                finish(g, _train_group([runs[i] for i in g], steps, log_every, keep_filters, dev))
     return out  # type: ignore[return-value]
 
 
@@ -273,4 +280,4 @@ def train_grid(cfg: TokenTrainConfig, ctx: Any, runs: list[TokenRun], keep_filte
                ) -> list[RunTrace]:
     """Train ``runs`` with the config's steps/logging/workers, cached in the run store, with progress."""
     return run_grid(runs, cfg.steps, min(cfg.log_every, cfg.steps), cache=cache_dir_for(ctx), workers=cfg.workers,
-                    keep_filters=keep_filters, track=ctx.track)
+                    keep_filters=keep_filters, track=ctx.track, device=getattr(ctx, "device", None))

@@ -15,6 +15,13 @@ weights ``w (d,)`` or an ensemble ``(E, d)`` of independent filters. ``alpha`` i
 ``w -> α`` (re-evaluated at the current ``w`` and treated as a constant: the stop-gradient of
 eq. 2). ``weights (N,)`` (uniform α, no augmentation only) turns the batch into a weighted
 population, i.e. the ``N → ∞`` limit ``A(w) = V[x̃^w]`` of Cor. 1 for a discrete distribution.
+
+Devices: everything runs on the device of the inputs (``x``, ``w0``; ``weights`` are moved to
+the device of ``x``); tensors created here follow it. :func:`sphere_flow` checks ``w0`` for
+NaN/inf before the first step and guards the energy it ascends (the α-CL loss is ``−E_α``):
+a non-finite energy raises :class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step
+and the last finite value. The energies are checked in blocks (one host transfer per block,
+not one sync per step), so a CUDA flow is not slowed down by the guard.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.objectives import alpha_cl_energy, alpha_gaussian, contrastive_covariance
@@ -41,6 +49,7 @@ __all__ = [
     "power_iteration",
     "PowerIterationResult",
     "SphereFlowResult",
+    "BlockLossGuard",
 ]
 
 AFn = Callable[[Tensor], Tensor]
@@ -100,7 +109,7 @@ def uniform_contrastive_covariance(a: Tensor, a_pos: Tensor | None = None, weigh
     if weights is not None:
         if a_pos is not None:
             raise ValueError("weights: only supported without augmentation (a_pos=None)")
-        p = weights.to(a.dtype)
+        p = weights.to(dtype=a.dtype, device=a.device)
         if p.dim() != 1 or p.shape[0] != a.shape[-2]:
             raise ValueError(f"weights: expected shape (N,) with N={a.shape[-2]}, got {tuple(p.shape)}")
         m = (p[:, None] * a).sum(-2)  # (..., p)
@@ -193,6 +202,47 @@ def _normalize(w: Tensor) -> Tensor:
     return w / w.norm(dim=-1, keepdim=True)
 
 
+class BlockLossGuard:
+    """A :class:`~ssldyn.dynamics.guards.LossGuard` fed in blocks: no host sync per step.
+
+    ``push(step, value)`` keeps the (device) value of one step; every ``block`` steps and at
+    ``flush()`` the block is moved to the CPU once and checked in step order: the first
+    non-finite value raises :class:`~ssldyn.dynamics.guards.NonFiniteLossError` with its step
+    and the last finite value (the mean over members, as :class:`LossGuard`). Steps must be
+    pushed in increasing order. A run that diverges stops at the end of the block at the latest.
+    """
+
+    def __init__(self, what: str = "loss", block: int = 64) -> None:
+        self.guard = LossGuard(what)
+        self.block = max(1, int(block))
+        self._steps: list[int] = []
+        self._vals: list[Tensor] = []
+
+    @property
+    def last_finite(self) -> float | None:
+        return self.guard.last_finite
+
+    def push(self, step: int, value: Tensor) -> None:
+        self._steps.append(int(step))
+        self._vals.append(value.detach().reshape(-1))
+        if len(self._vals) >= self.block:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._vals:
+            return
+        steps, vals = self._steps, torch.stack(self._vals).cpu()  # (B, E): one transfer per block
+        self._steps, self._vals = [], []
+        ok = torch.isfinite(vals).all(-1)  # (B,)
+        if bool(ok.all()):
+            self.guard(steps[-1], vals[-1])
+            return
+        bad = int((~ok).nonzero()[0, 0])
+        if bad > 0:
+            self.guard(steps[bad - 1], vals[bad - 1])
+        self.guard(steps[bad], vals[bad])  # raises NonFiniteLossError
+
+
 @dataclass
 class SphereFlowResult:
     """Final weights ``w (E, d)`` (or ``(d,)``) and the recorded :class:`Trajectory`."""
@@ -202,27 +252,42 @@ class SphereFlowResult:
 
 
 def sphere_flow(A_fn: AFn, w0: Tensor, *, t_max: float = 10.0, dt: float = 0.05, record_every: int = 1,
-                snapshots: bool = False) -> SphereFlowResult:
+                snapshots: bool = False, guard_block: int = 64) -> SphereFlowResult:
     """Integrate ``ẇ = P⊥_w A(w) w`` (eq. 7) on the unit sphere.
 
-    Projected explicit Euler with retraction: ``w ← normalize(w + dt·P⊥_w A(w) w)``.
-    Probes per member: ``energy`` = ½ wᵀA(w)w (= E_α for h(x) = h'(x)x) and ``grad_norm``.
+    Projected explicit Euler with retraction: ``w ← normalize(w + dt·P⊥_w A(w) w)``; runs on the
+    device of ``w0``. Probes per member: ``energy`` = ½ wᵀA(w)w (= E_α for h(x) = h'(x)x) and
+    ``grad_norm``.
+
+    Raises:
+        ValueError: NaN/inf in ``w0`` (before the first step).
+        NonFiniteLossError: the energy ½ wᵀA(w)w (the objective this gradient flow ascends)
+            became NaN/inf; names the step and the last finite value (mean over members).
+            Energies are checked every ``guard_block`` steps and at the end (no per-step sync).
     """
+    check_finite("w0", w0)
     single = w0.dim() == 1
     w = _normalize(w0.reshape(-1, w0.shape[-1]).clone())  # (E, d)
     n_steps = max(1, int(round(t_max / dt)))
     traj = Trajectory(meta={"dynamics": "alpha_cl.sphere_flow", "dt": dt, "t_max": t_max})
+    guard = BlockLossGuard("energy", guard_block)
     for step in range(n_steps + 1):
         A = A_fn(w)  # (E, d, d)
-        g = sphere_grad(A, w)  # (E, d)
+        aw = (A @ w.unsqueeze(-1)).squeeze(-1)  # (E, d)
+        waw = (aw * w).sum(-1, keepdim=True)  # (E, 1): wᵀA(w)w
+        g = aw - waw * w  # (E, d): P⊥_w A(w) w, as sphere_grad
+        energy = 0.5 * waw.squeeze(-1)  # (E,)
+        guard.push(step, energy)
         if step % record_every == 0 or step == n_steps:
-            traj.log_members(step, "energy", 0.5 * (w * (A @ w.unsqueeze(-1)).squeeze(-1)).sum(-1))
+            guard.flush()  # the trajectory syncs here anyway: check before logging
+            traj.log_members(step, "energy", energy)
             traj.log_members(step, "grad_norm", g.norm(dim=-1))
             if snapshots:
                 traj.snapshot(step, "w", w)
         if step == n_steps:
             break
         w = _normalize(w + dt * g)
+    guard.flush()
     return SphereFlowResult(w[0] if single else w, traj)
 
 
@@ -282,7 +347,7 @@ def power_iteration(A_fn: AFn, w0: Tensor, *, n_iter: int = 200, tol: float = 1e
             path.append(w.clone())
         if bool((disc < tol).all()):
             break
-    disc_t = torch.stack(discs) if discs else torch.zeros(0, w.shape[0], dtype=w.dtype)
-    conv = disc_t[-1] < tol if len(discs) else torch.ones(w.shape[0], dtype=torch.bool)
+    disc_t = torch.stack(discs) if discs else torch.zeros(0, w.shape[0], dtype=w.dtype, device=w.device)
+    conv = disc_t[-1] < tol if len(discs) else torch.ones(w.shape[0], dtype=torch.bool, device=w.device)
     return PowerIterationResult(w[0] if single else w, disc_t, conv,
                                 torch.stack(path) if keep_path else None, traj)

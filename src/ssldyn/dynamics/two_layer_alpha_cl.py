@@ -14,6 +14,11 @@ Network (Fig. 2a): ``K`` disjoint RFs with inputs ``x_k ∈ R^d``; RF ``k`` has 
 Note on App. C.3: the closing remark "``δ_k = 1 − p₀p₁b_k²/(λ − d_k)``" drops the factor
 ``1/(Z²(λ − d_k))``; we use eq. 143, ``δ_k = p₀p₁/(Z²(λ − d_k)) Σ_{k'≠k} b_{k'}²/(λ − d_{k'})``,
 which is the one that makes eq. 15 equal to eq. 12 (tested).
+
+Devices: everything runs on the device of the inputs (``x``, ``W``; ``z`` and ``weights`` are
+moved to the device of ``x``). :func:`thm5_flow` checks its inputs for NaN/inf before the first
+step and guards the energy it ascends, ``½ sᵀV[f1]s = ½λ`` (the two-layer ``E_α`` with the top
+layer at its stationary point; the loss is ``−E_α``), in blocks without a per-step host sync.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
+from ssldyn.dynamics.alpha_cl import BlockLossGuard, uniform_contrastive_covariance
+from ssldyn.dynamics.guards import check_finite
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.objectives import alpha_cl_energy, contrastive_covariance
 
@@ -36,6 +42,7 @@ __all__ = [
     "thm4_linear_dynamics",
     "Thm5Terms",
     "thm5_closed_form",
+    "thm5_energy",
     "thm5_flow",
 ]
 
@@ -157,6 +164,19 @@ class Thm5Terms:
     w_dot: Tensor  # (..., K, d)  eq. 15 (projected)
 
 
+def _thm5_populations(x: Tensor, z: Tensor, weights: Tensor | None) -> tuple[list[Tensor], float, float]:
+    """Per-class masks ``p_i·1[z_i = c]`` ``(N, K)`` on the device of ``x`` and ``(p0, p1)``."""
+    n, K, _ = x.shape
+    p = torch.full((n,), 1.0 / n, dtype=x.dtype, device=x.device) if weights is None else \
+        weights.to(dtype=x.dtype, device=x.device)
+    if p.dim() == 1:
+        p = p[:, None].expand(n, K)  # (N, K)
+    z = z.to(x.device)
+    masks = [(z == c).to(x.dtype)[:, None] * p for c in (0, 1)]  # (N, K)
+    p0, p1 = float(masks[0][:, 0].sum()), float(masks[1][:, 0].sum())
+    return masks, p0, p1
+
+
 def thm5_closed_form(W: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None,
                      activation: str | Activation = "relu") -> Thm5Terms:
     """Eq. 15 for ``M = 1``, ``C = 2`` (``z ∈ {0, 1}``), uniform α, no augmentation.
@@ -167,15 +187,13 @@ def thm5_closed_form(W: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None 
             or ``(N, K)`` per-RF weights (eq. 15 only involves per-RF moments given ``z``, so the
             per-RF conditional populations of :meth:`TwoRFModel.conditional_support` suffice).
     """
-    act = get_activation(activation)
-    n, K, d = x.shape
-    p = torch.full((n,), 1.0 / n, dtype=x.dtype) if weights is None else weights.to(x.dtype)
-    if p.dim() == 1:
-        p = p[:, None].expand(n, K)  # (N, K)
+    masks, p0, p1 = _thm5_populations(x, z, weights)
+    return _thm5_terms(W, x, masks, p0, p1, get_activation(activation))
+
+
+def _thm5_terms(W: Tensor, x: Tensor, masks: list[Tensor], p0: float, p1: float, act: Activation) -> Thm5Terms:
     pre = (x * W[..., None, :, :]).sum(-1)  # (..., N, K)
     xt = act.deriv(pre)[..., None] * x  # (..., N, K, d)
-    masks = [(z == c).to(x.dtype)[:, None] * p for c in (0, 1)]  # (N, K)
-    p0, p1 = float(masks[0][:, 0].sum()), float(masks[1][:, 0].sum())
     xtk = xt.movedim(-3, -2)  # (..., K, N, d)
     means = [(mk.T[:, :, None] * xtk).sum(-2) / pc for mk, pc in zip(masks, (p0, p1))]  # (..., K, d)
     outer = xtk[..., :, None] * xtk[..., None, :]  # (..., K, N, d, d) (small N: broadcasting beats bmm)
@@ -206,17 +224,53 @@ def thm5_closed_form(W: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None 
     return Thm5Terms(p0, p1, A, L, Delta, dk, bk, lam, s, delta, w_dot)
 
 
+def thm5_energy(terms: Thm5Terms) -> Tensor:
+    """``½ sᵀ V[f1] s = ½ (Σ_k d_k s_k² + p₀p₁ (Σ_k b_k s_k)²)`` (eq. 138), shape ``(...)``.
+
+    The two-layer energy ``½ tr C_α[f2]`` with the top layer ``V = sᵀ`` at its stationary point
+    (``= ½λ`` for the unit top eigenvector ``s``); NaN whenever the filters are.
+    """
+    s = terms.s
+    return 0.5 * ((terms.d * s**2).sum(-1) + terms.p0 * terms.p1 * (terms.b * s).sum(-1) ** 2)
+
+
 def thm5_flow(W0: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None,
               activation: str | Activation = "relu", modulation: bool = True, t_max: float = 50.0,
-              dt: float = 0.1) -> Tensor:
+              dt: float = 0.1, guard_block: int = 64) -> Tensor:
     """Integrate eq. 15 for all RFs jointly (projected Euler + renormalisation); ``W0 (..., K, d)``.
 
     With ``modulation=False`` each RF follows its own one-layer flow ``ẇ_k = P⊥ A_k(w_k) w_k``
-    (no top-down term), the baseline of Thm. 6. Returns the final unit filters.
+    (no top-down term), the baseline of Thm. 6. Returns the final unit filters (on the device
+    of ``W0``; ``x``, ``z``, ``weights`` are moved there).
+
+    Raises:
+        ValueError: NaN/inf in ``W0``, ``x`` or ``weights`` (before the first step).
+        NonFiniteLossError: the energy :func:`thm5_energy` at the filters of step ``t`` (``t = 0``
+            the start, ``t = n_steps`` the returned filters) became NaN/inf: names ``t`` and the last
+            finite value (mean over members); checked every ``guard_block`` steps and at the end.
     """
+    check_finite("W0", W0)
+    check_finite("x", x)
+    if weights is not None:
+        check_finite("weights", weights)
+    act = get_activation(activation)
+    x = x.to(W0.device)
+    masks, p0, p1 = _thm5_populations(x, z, weights)  # constant over the flow: no per-step host sync
+    guard = BlockLossGuard("energy", guard_block)
     W = W0 / W0.norm(dim=-1, keepdim=True)
-    for _ in range(max(1, int(round(t_max / dt)))):
-        terms = thm5_closed_form(W, x, z, weights=weights, activation=activation)
+    n_steps = max(1, int(round(t_max / dt)))
+    for step in range(n_steps + 1):
+        try:
+            terms = _thm5_terms(W, x, masks, p0, p1, act)
+        except torch.linalg.LinAlgError:  # the CPU eigh rejects NaN: the filters diverged at this step
+            if bool(torch.isfinite(W).all()):
+                raise
+            guard.push(step, torch.full(W.shape[:-2], float("nan"), dtype=W.dtype, device=W.device))
+            guard.flush()  # raises NonFiniteLossError naming this step
+            raise
+        guard.push(step, thm5_energy(terms))  # step n_steps: the energy of the returned filters
+        if step == n_steps:
+            break
         if modulation:
             g = terms.w_dot
         else:
@@ -224,4 +278,5 @@ def thm5_flow(W0: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None
             g = rhs - (rhs * W).sum(-1, keepdim=True) * W
         W = W + dt * g
         W = W / W.norm(dim=-1, keepdim=True)
+    guard.flush()
     return W

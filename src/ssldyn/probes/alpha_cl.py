@@ -20,6 +20,10 @@ All functions take ``A_fn: w -> A(w)`` (``(E, d) -> (E, d, d)``, e.g.
   Pass ``kappa=`` to use another value;
 - the LME test of Def. 3 (:func:`lme_test`), the stability test of Thm. 1 ``λ_gap > ρ``
   (:func:`stability_test`) and the sufficient condition of Thm. 3 (:func:`theorem3_condition`).
+
+Devices: computations run on the device of ``w`` (and of what ``A_fn`` returns); random points
+(:func:`sample_cap`) are drawn with the given CPU generator and moved there; scalar results
+(``float``) come back to the host.
 """
 
 from __future__ import annotations
@@ -109,10 +113,11 @@ def sample_cap(w0: Tensor, min_cos: float, n: int, *, generator: torch.Generator
     direction uniform in ``w0⊥``); the first row is ``w0`` itself. Returns ``(n, d)``."""
     w0 = w0 / w0.norm()
     th_max = math.acos(max(-1.0, min(1.0, min_cos)))
-    g = torch.randn(n, w0.shape[0], generator=generator, dtype=w0.dtype)
+    # drawn on the CPU (CPU generator: the same points on every device), then moved to w0's device
+    g = torch.randn(n, w0.shape[0], generator=generator, dtype=w0.dtype).to(w0.device)
     u = g - (g @ w0)[:, None] * w0
     u = u / u.norm(dim=-1, keepdim=True)
-    th = th_max * torch.rand(n, 1, generator=generator, dtype=w0.dtype)
+    th = th_max * torch.rand(n, 1, generator=generator, dtype=w0.dtype).to(w0.device)
     th[0] = 0.0
     return torch.cos(th) * w0 + torch.sin(th) * u
 
@@ -121,7 +126,7 @@ def lipschitz_estimate(A_fn: AFn, points: Tensor, *, chunk: int = 256) -> float:
     """``max_{i≠j} ‖A(w_i) − A(w_j)‖₂ / ‖w_i − w_j‖₂`` over the given unit points ``(n, d)``."""
     As = torch.cat([A_fn(points[i:i + chunk]) for i in range(0, points.shape[0], chunk)])  # (n, d, d)
     n = points.shape[0]
-    iu = torch.triu_indices(n, n, offset=1)
+    iu = torch.triu_indices(n, n, offset=1, device=points.device)
     best = 0.0
     for s in range(0, iu.shape[1], 4096):
         i, j = iu[0, s:s + 4096], iu[1, s:s + 4096]

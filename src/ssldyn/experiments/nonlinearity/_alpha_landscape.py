@@ -1,4 +1,8 @@
-"""Shared helpers of the one-layer α-CL experiments (local maxima of curves on the circle, angles)."""
+"""Shared helpers of the one-layer α-CL experiments (local maxima of curves on the circle, angles).
+
+:func:`angle_deg` runs on the device of its inputs; the curve helpers are numpy (CPU) and take
+tensors on any device (copied to the CPU).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,17 @@ import numpy as np
 import torch
 
 
+def _host(v):
+    return v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v
+
+
 def circular_local_maxima(values: np.ndarray, rel_tol: float = 1e-9) -> np.ndarray:
     """Indices of strict local maxima of a periodic 1-D curve (a flat top counts once, at its middle).
 
     Values within ``rel_tol·(max − min)`` of each other count as equal; a curve that is flat
     everywhere has no maximum.
     """
-    v = np.asarray(values, dtype=np.float64)
+    v = np.asarray(_host(values), dtype=np.float64)
     n = len(v)
     span = float(v.max() - v.min())
     if span <= 0:
@@ -47,7 +55,7 @@ def angle_deg(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def circ_sep_deg(thetas: np.ndarray) -> np.ndarray:
     """Angular separations (degrees) between consecutive sorted angles on the circle."""
-    t = np.sort(np.mod(np.asarray(thetas, dtype=np.float64), 2 * math.pi))
+    t = np.sort(np.mod(np.asarray(_host(thetas), dtype=np.float64), 2 * math.pi))
     if len(t) < 2:
         return np.zeros(0)
     d = np.diff(np.concatenate([t, t[:1] + 2 * math.pi]))

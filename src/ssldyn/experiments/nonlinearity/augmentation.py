@@ -9,6 +9,9 @@ depend on ``θ`` and every local maximum disappears. We count local maxima of ``
 grid of rotation ranges ``a`` and check that the count does not grow with ``a``. We also check
 the limit on a finite batch: the empirical ``C_α`` (eq. 3, two augmented views per sample,
 uniform α) against the quadrature curve at one ``a``.
+
+Runs on ``ctx.device`` (curves and the finite-batch check; random draws from the CPU generator,
+then moved); the local-maximum count (numpy) and the tables use CPU copies.
 """
 
 from __future__ import annotations
@@ -43,9 +46,9 @@ class AugmentationConfig(ExperimentConfig):
 def smoothed_energy(theta: torch.Tensor, angles: torch.Tensor, a: float, n_quad: int, act) -> torch.Tensor:
     """``E(θ) = ½ V_{x₀}[E_t h(cos(θ − θ₀ − t))]``, t ~ U[−a, a], x₀ uniform over the data points."""
     if a == 0:
-        t = torch.zeros(1, dtype=theta.dtype)
+        t = torch.zeros(1, dtype=theta.dtype, device=theta.device)
     else:
-        t = torch.linspace(-a, a, n_quad, dtype=theta.dtype)
+        t = torch.linspace(-a, a, n_quad, dtype=theta.dtype, device=theta.device)
     wts = torch.ones_like(t) if a == 0 else torch.full_like(t, 1.0)
     if a > 0:  # trapezoid weights
         wts[0] = wts[-1] = 0.5
@@ -66,12 +69,13 @@ class Augmentation(Experiment):
 
     def run(self, cfg: AugmentationConfig, ctx) -> Result:
         act = get_activation(cfg.activation)
-        theta = torch.linspace(-math.pi, math.pi, cfg.n_grid + 1, dtype=torch.float64)[:-1]
-        angles = torch.tensor(cfg.angles, dtype=torch.float64)
+        dev = ctx.device
+        theta = torch.linspace(-math.pi, math.pi, cfg.n_grid + 1, dtype=torch.float64, device=dev)[:-1]
+        angles = torch.tensor(cfg.angles, dtype=torch.float64, device=dev)
         rows, curves = [], {}
-        ref_span = float(np.ptp(smoothed_energy(theta, angles, 0.0, cfg.n_quad, act).numpy()))
+        ref_span = float(np.ptp(smoothed_energy(theta, angles, 0.0, cfg.n_quad, act).cpu().numpy()))
         for a_deg in ctx.track(cfg.ranges_deg, description="rotation ranges"):
-            e = smoothed_energy(theta, angles, math.radians(a_deg), cfg.n_quad, act)
+            e = smoothed_energy(theta, angles, math.radians(a_deg), cfg.n_quad, act).cpu()
             span = float(e.max() - e.min())
             # a curve flat to 1e-9 of the un-augmented variation has no maximum (E_α invariant)
             n_max = len(circular_local_maxima(e.numpy())) if span > 1e-9 * ref_span else 0
@@ -81,10 +85,10 @@ class Augmentation(Experiment):
         # finite-batch check of the Lemma-2 limit at mc_range_deg (two rotated views of each sample)
         g = ctx.generator(1)
         a = math.radians(cfg.mc_range_deg)
-        idx = torch.randint(0, len(cfg.angles), (cfg.mc_n,), generator=g)
+        idx = torch.randint(0, len(cfg.angles), (cfg.mc_n,), generator=g).to(dev)
         th0 = angles[idx]
-        t1 = (torch.rand(cfg.mc_n, generator=g, dtype=torch.float64) * 2 - 1) * a
-        t2 = (torch.rand(cfg.mc_n, generator=g, dtype=torch.float64) * 2 - 1) * a
+        t1 = ((torch.rand(cfg.mc_n, generator=g, dtype=torch.float64) * 2 - 1) * a).to(dev)
+        t2 = ((torch.rand(cfg.mc_n, generator=g, dtype=torch.float64) * 2 - 1) * a).to(dev)
         sub = theta[:: max(1, cfg.n_grid // 360)]
         f1 = act(torch.cos(sub[:, None] - th0[None] - t1[None]))[..., None]  # (G', N, 1)
         f2 = act(torch.cos(sub[:, None] - th0[None] - t2[None]))[..., None]
@@ -97,7 +101,7 @@ class Augmentation(Experiment):
         ups = [f"{cfg.ranges_deg[i]:g}°→{cfg.ranges_deg[i + 1]:g}°: {ns[i]}→{ns[i + 1]}"
                for i in range(len(ns) - 1) if ns[i + 1] > ns[i]]
         res = Result(tables={"maxima": table,
-                             "curves": pd.DataFrame({"theta": theta.numpy(),
+                             "curves": pd.DataFrame({"theta": theta.cpu().numpy(),
                                                      **{f"a={k:g}": v for k, v in curves.items()}})},
                      summary={"n_maxima_no_aug": int(ns[0]), "n_maxima_full_group": int(ns[-1]),
                               "max_increase": int(np.max(np.diff(ns))) if len(ns) > 1 else 0,

@@ -15,6 +15,9 @@ For each α we count distinct stable local optima in two ways:
 
 At each optimum ``w*`` we report ``z₀(α_g) = E[exp(−h²(w*ᵀx)/2τ)]`` (Cor. 2) and the roughness
 ``ρ(w*)`` (finite differences at scale ``rho_eps``, α frozen at ``α(w*)``) next to ``λ_gap(w*)``.
+
+Runs on ``ctx.device`` (data and starts drawn with the CPU generator, then moved); the sign-change
+search, the merging of optima and the tables use CPU copies.
 """
 
 from __future__ import annotations
@@ -68,23 +71,27 @@ class Corollary2(Experiment):
 
     def run(self, cfg: Corollary2Config, ctx) -> Result:
         g = ctx.generator(0)
+        dev = ctx.device
         c = torch.tensor(cfg.cluster_deg, dtype=torch.float64).deg2rad()
         ang = (c[:, None] + cfg.angle_noise * torch.randn(len(c), cfg.per_cluster, generator=g,
                                                          dtype=torch.float64)).reshape(-1)
         x = circle_points(ang) * (1 + cfg.radius_noise * torch.randn(ang.shape[0], 1, generator=g, dtype=torch.float64))
-        th = torch.linspace(-math.pi, math.pi, cfg.n_grid + 1, dtype=torch.float64)[:-1]
+        x = x.to(dev)  # data made on the CPU (same points on every device)
+        th_cpu = torch.linspace(-math.pi, math.pi, cfg.n_grid + 1, dtype=torch.float64)[:-1]
+        th = th_cpu.to(dev)
         W = torch.stack([th.cos(), th.sin()], -1)
         Wp = torch.stack([-th.sin(), th.cos()], -1)
-        starts = torch.randn(cfg.n_starts, 2, generator=g, dtype=torch.float64)
+        starts = torch.randn(cfg.n_starts, 2, generator=g, dtype=torch.float64).to(dev)
         settings = [("uniform", None, None)] + [(f"gaussian τ={t:g}", t, gaussian_alpha_fn(x, "relu", t))
                                                 for t in cfg.taus]
         rows, opt_rows, scans = [], [], {}
         for name, tau, alpha in ctx.track(settings, description="pairwise importances"):
             r = torch.cat([((cp[:, None, :] @ gated_covariance(x, cw, "relu", alpha=alpha)) @ cw[:, :, None]).reshape(-1)
                            for cw, cp in zip(W.split(60), Wp.split(60))])
+            r = r.cpu()
             s = torch.sign(r)
             down = ((s > 0) & (torch.roll(s, -1) < 0)).nonzero().reshape(-1)
-            scan_opt = _merge([math.degrees(float(th[i])) for i in down], cfg.merge_deg)
+            scan_opt = _merge([math.degrees(float(th_cpu[i])) for i in down], cfg.merge_deg)
             scans[name] = r.numpy()
             A_fn = make_A_fn(x, "relu", alpha=alpha)
             ends = []
@@ -94,13 +101,14 @@ class Corollary2(Experiment):
                     pi = power_iteration(A_fn, chunk[alive], n_iter=cfg.n_iter, tol=1e-10, keep_path=True)
                     # a finite ReLU batch makes A(w) jump at kinks: iterates may end in a small cycle around a
                     # kink, so the endpoint is the mean direction of the last (up to) 10 iterates
-                    tail = pi.path[-10:].mean(0)
+                    tail = pi.path[-10:].mean(0).cpu()
                     ends += [math.degrees(math.atan2(float(w[1]), float(w[0]))) for w in tail]
             pi_opt = _merge(ends, cfg.merge_deg)
             # stability of the power-iteration endpoints on the scan: keep those near a stable zero of r
             pi_stable = [b for b in scan_opt if any(abs((a - b + 180) % 360 - 180) < cfg.merge_deg for a in pi_opt)]
             for a in scan_opt:
-                w = torch.tensor([math.cos(math.radians(a)), math.sin(math.radians(a))], dtype=torch.float64)
+                w = torch.tensor([math.cos(math.radians(a)), math.sin(math.radians(a))], dtype=torch.float64,
+                                 device=dev)
                 a_fixed = None if alpha is None else alpha(w)
                 Af = make_A_fn(x, "relu", alpha=a_fixed)
                 _, _, gap, _ = eigen_summary(Af(w[None])[0])
@@ -127,7 +135,7 @@ class Corollary2(Experiment):
         both = opts[opts.tau.isna() | (opts.tau == small)]  # optima of uniform α and of the smallest τ
         gsm_c = counts[counts.tau == small].iloc[0]
         res = Result(tables={"counts": counts, "optima": opts,
-                             "scan": pd.DataFrame({"theta": th.numpy(), **scans})}, arrays={"x": x.numpy()})
+                             "scan": pd.DataFrame({"theta": th_cpu.numpy(), **scans})}, arrays={"x": x.cpu().numpy()})
         res.summary = {
             "n_pi_stable_uniform": int(uni["n_pi_stable"]), "n_pi_stable_gaussian_small_tau": int(gsm_c["n_pi_stable"]),
             "n_scan_uniform": int(uni["n_stable_scan"]), "n_scan_gaussian_small_tau": int(gsm_c["n_stable_scan"]),

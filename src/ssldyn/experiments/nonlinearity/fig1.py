@@ -10,6 +10,9 @@ whether it is an LME and stable (Thm. 1), and Thm. 3's quantities: ``c₀``, ``�
 (Def. 4; ``L`` estimated from the path iterates, κ = 5/(2λ_gap²), see
 :mod:`ssldyn.probes.alpha_cl`) and the sufficient condition ``sup_{B_γ} ω ≤ γ`` for some ``γ < 1``
 (sup over sampled points of ``B_γ``).
+
+Runs on ``ctx.device``: ``U``, the population and the starts are made on the CPU (CPU generator,
+the latent-model helpers) and moved; the per-run diagnostics and tables come back to the CPU.
 """
 
 from __future__ import annotations
@@ -54,13 +57,15 @@ class Fig1(Experiment):
 
     def run(self, cfg: Fig1Config, ctx) -> Result:
         g = ctx.generator(0)
+        dev = ctx.device
         d = cfg.d
-        U = approx_orthogonal_basis(d, d, cfg.eps_orth, generator=g)
+        U = approx_orthogonal_basis(d, d, cfg.eps_orth, generator=g)  # CPU
         q = torch.linspace(cfg.q_min, cfg.q_max, d, dtype=torch.float64)
-        xs, ps = latent_summation_support(U, q)
+        xs, ps = latent_summation_support(U, q)  # exact population, built on the CPU
+        U, xs, ps = U.to(dev), xs.to(dev), ps.to(dev)
         A_fn = make_A_fn(xs, "relu", weights=ps)
         targets = U.T.repeat(cfg.runs_per_pattern, 1)
-        w0 = targets + cfg.start_noise * torch.randn(targets.shape, generator=g, dtype=torch.float64)
+        w0 = targets + cfg.start_noise * torch.randn(targets.shape, generator=g, dtype=torch.float64).to(dev)
         w0 = w0 / w0.norm(dim=-1, keepdim=True)
         pi = power_iteration(A_fn, w0, n_iter=cfg.n_iter, tol=cfg.tol, keep_path=True)
         cos_all = pi.w @ U  # (R, M)
@@ -92,8 +97,9 @@ class Fig1(Experiment):
                          "thm3_min_sup_omega": min(x["sup_omega"] for x in t3["per_gamma"]),
                          "thm3_L_min": min(x["L"] for x in t3["per_gamma"]), "w_star_in_B_gamma": in_ball})
         runs = pd.DataFrame(rows)
-        disc = pd.DataFrame([{"t": t, "run": r, "discrepancy": float(pi.discrepancy[t, r])}
-                             for t in range(pi.discrepancy.shape[0]) for r in range(pi.w.shape[0])])
+        disc_cpu = pi.discrepancy.cpu()  # (T, R)
+        disc = pd.DataFrame([{"t": t, "run": r, "discrepancy": float(disc_cpu[t, r])}
+                             for t in range(disc_cpu.shape[0]) for r in range(disc_cpu.shape[1])])
         res = Result(tables={"runs": runs, "discrepancy": disc})
         res.add_trajectory(pi.trajectory)
         n_hold = int(runs["thm3_holds"].sum())
@@ -110,7 +116,8 @@ class Fig1(Experiment):
             "max_c0": float(runs["c0"].max()), "min_omega_path_final": float(runs["omega_path_final"].min()),
             "min_mu_path_max": float(runs["mu_path_max"].min()),
             "thm3_ball_contains_w_star": float(runs["w_star_in_B_gamma"].dropna().mean()) if n_hold else float("nan"),
-            "eps_orth_measured": float(torch.linalg.matrix_norm(U.T @ U - torch.eye(d, dtype=torch.float64), ord=2)),
+            "eps_orth_measured": float(torch.linalg.matrix_norm(U.T @ U - torch.eye(d, dtype=torch.float64, device=dev),
+                                                                ord=2)),
         }
         res.notes.append(f"ε = ‖UᵀU − I‖₂ = {cfg.eps_orth}, q_m ∈ [{cfg.q_min}, {cfg.q_max}], d = M = {d}; the paper "
                          "does not give its Fig. 1 settings. A(w) uses the exact population (2^M atoms).")

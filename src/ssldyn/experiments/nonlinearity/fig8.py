@@ -6,6 +6,9 @@ nine points). ReLU (solid) versus linear (dotted), each scaled to max 1. The pap
 has at least 8 local maxima, not orthogonal to each other; linear has exactly 2, at ``±φ₁``
 (top PCA direction). We also run power iteration (eq. PI) from each ReLU maximum to see
 whether it is a fixed point of eq. 7 (a critical point), reported in the summary.
+
+Runs on ``ctx.device`` (energy curves, eigen-decomposition, power iteration); the local-maximum
+search (numpy) and the tables use CPU copies.
 """
 
 from __future__ import annotations
@@ -42,28 +45,31 @@ class Fig8(Experiment):
     est_seconds = (2, 3)
 
     def run(self, cfg: Fig8Config, ctx) -> Result:
-        x = circle_points(cfg.angles)  # (9, 2)
-        theta = torch.linspace(-math.pi, math.pi, cfg.n_grid + 1, dtype=torch.float64)[:-1]
+        dev = ctx.device
+        x = circle_points(cfg.angles).to(dev)  # (9, 2)
+        theta = torch.linspace(-math.pi, math.pi, cfg.n_grid + 1, dtype=torch.float64, device=dev)[:-1]
+        theta_np = theta.cpu().numpy()
         W = torch.stack([theta.cos(), theta.sin()], -1)  # (G, 2)
         curves, maxima = {}, {}
         for act in (cfg.activation, "linear"):
             e = one_layer_energy(x, W, act)  # (G,)
-            e = (e / e.max()).numpy()
+            e = (e / e.max()).cpu().numpy()
             curves[act] = e
-            maxima[act] = theta.numpy()[circular_local_maxima(e)]
+            maxima[act] = theta_np[circular_local_maxima(e)]
         lam, vec = torch.linalg.eigh(uniform_contrastive_covariance(x))
         phi1 = vec[:, -1]
         phi_ang = math.atan2(float(phi1[1]), float(phi1[0]))
         lin_dev = [min(abs((m - a + math.pi) % (2 * math.pi) - math.pi) for a in (phi_ang, phi_ang + math.pi))
                    for m in maxima["linear"]]
         # are the ReLU maxima fixed points of eq. PI?
-        w_max = torch.stack([torch.tensor([math.cos(t), math.sin(t)]) for t in maxima[cfg.activation]]).double()
+        w_max = torch.stack([torch.tensor([math.cos(t), math.sin(t)]) for t in maxima[cfg.activation]])
+        w_max = w_max.double().to(dev)  # (n_max, 2)
         pi = power_iteration(make_A_fn(x, cfg.activation), w_max, n_iter=200, tol=1e-12)
-        moved = torch.rad2deg(torch.arccos((pi.w * w_max).sum(-1).clamp(-1, 1))).numpy()
+        moved = torch.rad2deg(torch.arccos((pi.w * w_max).sum(-1).clamp(-1, 1))).cpu().numpy()
         step = 360.0 / cfg.n_grid
         seps = circ_sep_deg(maxima[cfg.activation])
         res = Result(
-            tables={"curves": pd.DataFrame({"theta": theta.numpy(), cfg.activation: curves[cfg.activation],
+            tables={"curves": pd.DataFrame({"theta": theta_np, cfg.activation: curves[cfg.activation],
                                             "linear": curves["linear"]}),
                     "maxima": pd.DataFrame([{"activation": a, "theta": float(t)} for a in maxima for t in maxima[a]])},
             summary={"n_max_nonlinear": int(len(maxima[cfg.activation])), "n_max_linear": int(len(maxima["linear"])),
@@ -73,7 +79,7 @@ class Fig8(Experiment):
                      "n_sep_not_90": int(np.sum(np.abs(seps - 90.0) > 2 * step)),
                      "maxima_that_are_PI_fixed_points": int(np.sum(moved < 2 * step)),
                      "max_PI_drift_from_maxima_deg": float(moved.max()) if len(moved) else float("nan")},
-            arrays={"x": x.numpy()})
+            arrays={"x": x.cpu().numpy()})
         kinks = np.mod(np.array(cfg.angles)[:, None] + np.array([-math.pi / 2, math.pi / 2])[None], 2 * math.pi)
         on_kink = [float(np.min(np.abs((t - kinks + math.pi) % (2 * math.pi) - math.pi))) < 2 * math.radians(step)
                    for t in maxima[cfg.activation]]

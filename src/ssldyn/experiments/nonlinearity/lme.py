@@ -15,6 +15,9 @@ Setting of Sec. 3.1: Cor. 1's conditions (large batch N, no augmentation), unifo
    ``u_m`` (categorical data: the sampled batch; summation: the exact population), and
    leaves the non-LME patterns ``q_m > 0.382``; with linear activation every start converges to
    the one top eigenvector of ``C_α[x]`` (winner-take-all, Sec. 3).
+
+Runs on ``ctx.device``: ``U``, the samples, the population and the starts are made on the CPU
+(CPU generator, latent-model helpers) and moved; tables and summaries use CPU copies.
 """
 
 from __future__ import annotations
@@ -67,16 +70,18 @@ class LME(Experiment):
 
     def run(self, cfg: LMEConfig, ctx) -> Result:
         g = ctx.generator(0)
+        dev = ctx.device
         d = cfg.d
-        U = orthonormal_basis(d, d, generator=g)
-        probs = torch.linspace(2.0, 1.0, d, dtype=torch.float64)
-        probs = probs / probs.sum()
-        q = torch.linspace(cfg.q_min, cfg.q_max, d, dtype=torch.float64)
-        eye = torch.eye(d, dtype=torch.float64)
+        U_cpu = orthonormal_basis(d, d, generator=g)
+        probs_cpu = torch.linspace(2.0, 1.0, d, dtype=torch.float64)
+        probs_cpu = probs_cpu / probs_cpu.sum()
+        q_cpu = torch.linspace(cfg.q_min, cfg.q_max, d, dtype=torch.float64)
+        U, probs, q = U_cpu.to(dev), probs_cpu.to(dev), q_cpu.to(dev)
+        eye = torch.eye(d, dtype=torch.float64, device=dev)
         rows = []
-        # 1-2: empirical A(u_m) vs eq. 8 / eq. 9
-        xc, _ = latent_categorical(cfg.n_samples, U, probs, generator=g)
-        xs, _ = latent_summation(cfg.n_samples, U, q, generator=g)
+        # 1-2: empirical A(u_m) vs eq. 8 / eq. 9 (samples drawn on the CPU, then moved)
+        xc = latent_categorical(cfg.n_samples, U_cpu, probs_cpu, generator=g)[0].to(dev)
+        xs = latent_summation(cfg.n_samples, U_cpu, q_cpu, generator=g)[0].to(dev)
         for model, x in (("categorical", xc), ("summation", xs)):
             A_full = make_A_fn(x, "relu")
             subs = [make_A_fn(c, "relu") for c in x.chunk(cfg.n_batches)]
@@ -91,7 +96,8 @@ class LME(Experiment):
                              "z": _z_score([a(u) for a in subs], A, ref)})
         closed = pd.DataFrame(rows)
         # 3: LME iff q < 0.382 on the exact population
-        xp, pp = latent_summation_support(U, q)
+        xp, pp = latent_summation_support(U_cpu, q_cpu)
+        xp, pp = xp.to(dev), pp.to(dev)
         A_pop = make_A_fn(xp, "relu", weights=pp)
         lme_rows = []
         for m in range(d):
@@ -102,24 +108,25 @@ class LME(Experiment):
         # 4: power iteration near each u_m
         S = cfg.starts_per_pattern
         targets = U.T.repeat(S, 1)  # (S*d, d)
-        w0 = targets + cfg.start_noise * torch.randn(S * d, d, generator=g, dtype=torch.float64)
-        xpi, _ = latent_categorical(cfg.pi_samples, U, probs, generator=g)
+        w0 = targets + cfg.start_noise * torch.randn(S * d, d, generator=g, dtype=torch.float64).to(dev)
+        xpi = latent_categorical(cfg.pi_samples, U_cpu, probs_cpu, generator=g)[0].to(dev)
         pi_cat = power_iteration(make_A_fn(xpi, "relu"), w0, n_iter=cfg.n_iter)
         pi_sum = power_iteration(A_pop, w0, n_iter=cfg.n_iter)
         cos_cat = (pi_cat.w * targets).sum(-1)
         cos_sum = (pi_sum.w * targets).sum(-1)
-        is_lme_pat = torch.tensor(lmes["is_lme"].to_numpy()).repeat(S)
+        is_lme_pat = torch.tensor(lmes["is_lme"].to_numpy(), device=dev).repeat(S)
         C_lin = uniform_contrastive_covariance(xpi)
         pi_lin = power_iteration(lambda W: C_lin.expand(W.shape[0], d, d), w0, n_iter=cfg.n_iter_linear, tol=1e-12)
         phi1 = torch.linalg.eigh(C_lin)[1][:, -1]
         cos_lin = (pi_lin.w @ phi1).abs()
-        ends_lin = _n_distinct(pi_lin.w)
-        ends_relu = _n_distinct(pi_cat.w)
+        ends_lin = _n_distinct(pi_lin.w.cpu())
+        ends_relu = _n_distinct(pi_cat.w.cpu())
         pi_table = pd.DataFrame({"start": np.arange(S * d), "pattern": np.tile(np.arange(d), S),
-                                 "cos_relu_categorical": cos_cat.numpy(), "cos_relu_summation": cos_sum.numpy(),
-                                 "cos_linear_to_phi1": cos_lin.numpy(),
-                                 "end_pattern_relu": (pi_cat.w @ U).abs().argmax(-1).numpy(),
-                                 "end_pattern_linear": (pi_lin.w @ U).abs().argmax(-1).numpy()})
+                                 "cos_relu_categorical": cos_cat.cpu().numpy(),
+                                 "cos_relu_summation": cos_sum.cpu().numpy(),
+                                 "cos_linear_to_phi1": cos_lin.cpu().numpy(),
+                                 "end_pattern_relu": (pi_cat.w @ U).abs().argmax(-1).cpu().numpy(),
+                                 "end_pattern_linear": (pi_lin.w @ U).abs().argmax(-1).cpu().numpy()})
         res = Result(tables={"closed_form": closed, "lme": lmes, "power_iteration": pi_table})
         res.add_trajectory(pi_sum.trajectory)
         zc, zs = closed[closed.model == "categorical"], closed[closed.model == "summation"]

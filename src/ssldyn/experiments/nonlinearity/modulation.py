@@ -13,6 +13,9 @@ both ``z``. All patterns have the same marginal probability, so without the top-
 (one-layer flow ``ẇ_k = P⊥A_k(w_k)w_k``) they are symmetric. We integrate eq. 15 (fast top
 layer, ``s_k²A_k + δ_kΔ_kΔ_kᵀ``) for all RFs jointly from random filters and compare the fraction
 of filters that end at a discriminative pattern with the one-layer flow from the same starts.
+
+Both flows run on ``ctx.device``: bases, populations and initialisations are made on the CPU
+(CPU generator) and moved; the fractions come back to the CPU for the tables.
 """
 
 from __future__ import annotations
@@ -59,15 +62,17 @@ class Modulation(Experiment):
 
     def run(self, cfg: ModulationConfig, ctx) -> Result:
         g = ctx.generator(0)
+        dev = ctx.device
         # ---- Part 1: Thm. 6
-        U = orthonormal_basis(cfg.d, cfg.d, generator=g)
-        w0 = torch.randn(cfg.inits, cfg.d, generator=g, dtype=torch.float64)
+        U = orthonormal_basis(cfg.d, cfg.d, generator=g).to(dev)
+        w0 = torch.randn(cfg.inits, cfg.d, generator=g, dtype=torch.float64).to(dev)
+        e0 = (torch.arange(cfg.d, device=dev) == 0).to(torch.float64)  # (d,): indicator of u_0
         rows = []
         for c in ctx.track(cfg.cs, description="Thm. 6: modulation c"):
             def A_fn(W, c=c):
                 y = W @ U  # (E, d): u_lᵀw
                 gl = y + cfg.b
-                gl = gl + c * (torch.arange(cfg.d) == 0).to(W.dtype)  # + c u_0 u_0ᵀ
+                gl = gl + c * e0.to(W.dtype)  # + c u_0 u_0ᵀ
                 return (U[None] * gl[:, None, :]) @ U.T  # U diag(g) Uᵀ
             res = sphere_flow(A_fn, w0, t_max=cfg.t_max, dt=cfg.dt, record_every=10**9)
             cos = res.w @ U  # (E, d)
@@ -80,14 +85,15 @@ class Modulation(Experiment):
         basin = pd.DataFrame(rows)
         # ---- Part 2: Thm. 5 two-layer simulation
         P = cfg.d2
-        pats = torch.stack([orthonormal_basis(P, P, generator=g).T for _ in range(cfg.K)])  # (K, P, P)
+        pats = torch.stack([orthonormal_basis(P, P, generator=g).T for _ in range(cfg.K)])  # (K, P, P), CPU
         rest = (1.0 - cfg.p_disc - cfg.p_other) / (P - 2)
         pz1 = torch.tensor([cfg.p_disc, cfg.p_other] + [rest] * (P - 2), dtype=torch.float64)
         pz0 = torch.tensor([cfg.p_other, cfg.p_disc] + [rest] * (P - 2), dtype=torch.float64)
         model = TwoRFModel(pats, torch.stack([torch.stack([pz0, pz1])] * cfg.K), torch.tensor([0.5, 0.5],
                                                                                            dtype=torch.float64))
-        xs, zs, ws = model.conditional_support()
-        W0 = torch.randn(cfg.inits2, cfg.K, P, generator=g, dtype=torch.float64)
+        xs, zs, ws = (t.to(dev) for t in model.conditional_support())
+        W0 = torch.randn(cfg.inits2, cfg.K, P, generator=g, dtype=torch.float64).to(dev)
+        pats = pats.to(dev)
         rows2 = []
         for mod in (True, False):
             W = thm5_flow(W0, xs, zs, weights=ws, modulation=mod, t_max=cfg.t_max2, dt=cfg.dt2)

@@ -7,13 +7,19 @@ Prints ONE JSON line with
   extrapolated linearly to 5000 steps (``grid_extrapolated: true``); ``--steps 5000`` measures it.
 - ``single_wall_s``: the same 384 runs one at a time through the E = 1 path, extrapolated from
   a sample of ``--single-sample`` runs spread over the widths M (linear fit of time vs M) × ``--steps`` steps.
-- ``speedup`` = single / grid; ``gflops``: executed matmul FLOPs of the ensemble path per second;
-  ``peak_gflops``: a 2048² float32 matmul in this process with the same threads; ``frac_peak``.
+- ``speedup`` = single / grid; ``gflops``: executed matmul FLOPs of the ensemble path per second
+  (the token-space path of ``EnsembleRFNet.loss_and_grad``: table matmuls, BN statistics from
+  counts, the loss); ``peak_gflops``: a 2048² float32 matmul in this process with the same threads;
+  ``frac_peak`` = gflops / peak.
+- ``model_gflops`` / ``mfu``: *model* FLOPs per second — the FLOPs of the network's per-sample
+  forward + backward (first layer on dense inputs, V, its two gradients, the loss), which is what
+  a per-sample implementation executes — over the peak ("model FLOPs utilisation"). The token-space
+  path computes the same gradients with ~4× fewer FLOPs, so ``mfu`` > ``frac_peak``; both are printed.
 Threads, set deliberately: the peak matmul uses ``torch.set_num_threads(2)`` (both cores); the grid
 runs in 2 worker processes with ONE torch thread each (measured faster than 2 threads in one
 process for these many small ops, and robust on a shared machine); ``OMP_WAIT_POLICY=PASSIVE``
-so idle OpenMP threads sleep instead of spinning. Ensembles are capped at ~1.1 M elements per
-activation tensor (``MAX_ELEMS``) to stay cache-resident.
+so idle OpenMP threads sleep instead of spinning. Ensembles are planned by
+``plan_token_ensembles`` (``TOKEN_MAX_ELEMS``), the same grouping the experiments use.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from ssldyn.dynamics.ensemble_trainer import TokenRun, plan_ensembles, train_token_ensemble  # noqa: E402
+from ssldyn.dynamics.ensemble_trainer import (TokenRun, plan_token_ensembles, token_ensemble_cost,  # noqa: E402
+                                              train_token_ensemble)
+from ssldyn.models.rf_net import token_path  # noqa: E402
 from ssldyn.experiments.nonlinearity.token_grid import make_runs  # noqa: E402
 
 FULL_STEPS = 5000
@@ -48,17 +56,32 @@ def matmul_peak(n: int = 2048, reps: int = 8) -> float:
 
 
 def step_flops(runs: list[TokenRun]) -> float:
-    """Matmul FLOPs of one training step of one ensemble (padded shapes, as executed)."""
+    """Executed matmul FLOPs of one training step of one ensemble (padded shapes, the chosen token form)."""
     r0 = runs[0]
     E, K, T, din, out = len(runs), r0.spec.K, r0.spec.n_tokens, r0.spec.dim, r0.out_dim
     N = r0.batch
     Mp = max(r.filters for r in runs)
-    F = K * Mp
-    f = 2 * E * K * Mp * din * T  # table U W_kᵀ
-    f += 3 * 2 * E * (2 * N) * F * out  # z = g Vᵀ, dV, dg
-    f += 2 * E * K * T * (2 * N) * Mp + 2 * E * K * Mp * T * din  # one-hot matmul, dW
-    f += 3 * 2 * E * N * N * out  # loss: S, and the two G·ẑ products
-    return float(f)
+    f = 2 * 2 * K * T * Mp * din  # table y_tab = U W_kᵀ and ∂L/∂W_k = dy_tabᵀ U
+    f += 2 * 2 * K * 2 * T * Mp  # BN statistics: counts · h_tab, counts · h_tab²
+    if token_path(K, Mp, N, T, out) == "table":
+        f += 3 * 2 * K * (2 * T) * Mp * out  # P = (h s) V_k, Σ_a h D (∂V), D V_k (∂h)
+    else:
+        f += 3 * 2 * (2 * N) * K * Mp * out  # z = g Vᵀ, ∂V = gᵀ ∂z, ∂g = ∂z V
+    f += 2 * 2 * N * N * out  # loss: S = ẑ1 ẑ1ᵀ and (G + Gᵀ) ẑ1
+    return float(E * f)
+
+
+def model_flops(runs: list[TokenRun]) -> float:
+    """Model FLOPs of one step: per-sample forward + backward of the network on dense inputs (+ loss)."""
+    r0 = runs[0]
+    E, K, din, out, N = len(runs), r0.spec.K, r0.spec.dim, r0.out_dim, r0.batch
+    f = 0.0
+    for r in runs:  # unpadded widths: the model's own FLOPs
+        F = K * r.filters
+        f += 2 * 2 * (2 * N) * F * din  # first layer and its weight gradient
+        f += 3 * 2 * (2 * N) * F * out  # z = g Vᵀ, ∂V, ∂g
+        f += 2 * 2 * N * N * out  # loss
+    return f
 
 
 def _worker_init() -> None:
@@ -88,9 +111,10 @@ def main() -> None:
     runs = make_runs(losses=["infonce", "quadratic"], activations=["linear", "relu", "leaky_relu", "quadratic"],
                      betas=[1, 2, 5, 10], Ps=[1, 3, 5, 10], seeds=[0, 1, 2], bns=["mean_only"])
     steps = args.steps
-    groups = plan_ensembles([r.filters for r in runs], rows=2 * runs[0].batch, K=runs[0].spec.K)
-    groups.sort(key=lambda g: -sum(runs[i].filters + 8 for i in g))  # largest first (load balance)
+    groups = plan_token_ensembles(runs)
+    groups.sort(key=lambda g: -token_ensemble_cost([runs[i] for i in g]))  # largest first (load balance)
     flops = sum(step_flops([runs[i] for i in g]) for g in groups) * steps
+    mflops = sum(model_flops([runs[i] for i in g]) for g in groups) * steps
     # ensemble path: `workers` processes with one torch thread each (started and warmed up before
     # timing), every ensemble of the grid trained for `steps` steps
     old = os.environ.get("OMP_NUM_THREADS")
@@ -134,6 +158,8 @@ def main() -> None:
         "gflops": round(flops / grid_s / 1e9, 2),
         "peak_gflops": round(peak, 2),
         "frac_peak": round(flops / grid_s / 1e9 / peak, 3),
+        "model_gflops": round(mflops / grid_s / 1e9, 2),
+        "mfu": round(mflops / grid_s / 1e9 / peak, 3),
         "target_grid_s": 900,
         "target_frac_peak": 0.4,
         "workers": args.workers,

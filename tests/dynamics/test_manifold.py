@@ -1,10 +1,14 @@
+import math
+
 import numpy as np
 import pytest
 import scipy.linalg
 import torch
 
-from ssldyn.dynamics.manifold import (ManifoldGD, grassmann_tangent, orthogonality_error, polar_retract, qr_retract,
-                                      random_stiefel, retract, stiefel_tangent)
+from ssldyn.dynamics.guards import NonFiniteLossError
+from ssldyn.dynamics.manifold import (ManifoldGD, StepGuard, grassmann_tangent, orthogonality_error, polar_retract,
+                                      qr_retract, random_stiefel, retract, retract_finite, sgd_step_, stiefel_tangent,
+                                      train_gd)
 from ssldyn.objectives import trace_loss
 
 D = torch.float64
@@ -83,3 +87,141 @@ def test_random_stiefel_is_haar_monte_carlo():
     W = random_stiefel(6, 2, 4000, dtype=D)
     M = (W @ W.mT).mean(0).numpy()
     np.testing.assert_allclose(M, (2 / 6) * np.eye(6), atol=0.02)
+
+
+# --- guards of the training loop (train_gd) ---------------------------------------------------------------------
+def _stiefel_problem(seed=0, ensemble=2):
+    g = torch.Generator().manual_seed(seed)
+    C = torch.randn(4, 4, generator=g, dtype=D)
+    C = (C + C.T) / 2
+    W1 = random_stiefel(12, 4, ensemble, generator=g, dtype=D)
+    W2 = random_stiefel(12, 2, ensemble, generator=g, dtype=D)
+    return C, W1, W2
+
+
+def _stiefel_run(C, W1, W2, steps, lr, loss_fn=None):
+    W1, W2 = W1.clone().requires_grad_(), W2.clone().requires_grad_()
+    opt = ManifoldGD([W1, W2], lr=lr, mode="projected", retraction="polar")
+    fn = loss_fn(W1, W2) if loss_fn else (lambda: trace_loss(W1, W2, C))
+    return train_gd(fn, [W1, W2], opt.step, steps=steps), W1, W2
+
+
+def test_train_gd_rejects_nan_data_before_any_step():
+    C, W1, W2 = _stiefel_problem()
+    bad = C.clone()
+    bad[1, 2] = math.nan
+    calls = []
+    W1 = W1.clone().requires_grad_()
+    with pytest.raises(ValueError, match=r"^C: 1 non-finite value"):
+        train_gd(lambda: calls.append(1) or trace_loss(W1, W2, bad), [W1], lambda: None, steps=5, inputs={"C": bad})
+    assert calls == []  # not a single loss evaluated
+
+
+def test_stiefel_gd_injected_nan_names_step_and_last_finite_loss():
+    C, W1, W2 = _stiefel_problem()
+    s = 7  # the loss becomes NaN at step 7 (8th evaluation)
+
+    def poisoned(A, B):
+        n = {"k": 0}
+
+        def fn():
+            out = trace_loss(A, B, C) * (math.nan if n["k"] == s else 1.0)
+            n["k"] += 1
+            return out
+        return fn
+
+    with pytest.raises(NonFiniteLossError, match=rf"^loss became nan at step {s} \(last finite value: ") as e:
+        _stiefel_run(C, W1, W2, steps=20, lr=0.05, loss_fn=poisoned)
+    # independent reference: s − 1 plain steps, then the loss written out as Tr(a C aᵀ), a = W2ᵀW1
+    _, A1, A2 = _stiefel_run(C, W1, W2, steps=s - 1, lr=0.05)
+    with torch.no_grad():
+        a = A2.mT @ A1
+        ref = torch.einsum("ezd,df,ezf->e", a, C, a).mean()
+    assert e.value.step == s and e.value.last_finite == pytest.approx(float(ref), rel=1e-12, abs=1e-14)
+
+
+def test_stiefel_gd_overflowing_step_is_not_retracted_but_reported():
+    # η = 1e308: W − η∇W overflows to inf. Retracting it would fail inside the SVD (or, for a single inf entry,
+    # map it to an arbitrary orthonormal matrix and go on); instead the next loss is non-finite and the guard
+    # stops at step 1.
+    C, W1, W2 = _stiefel_problem(seed=3)
+    C = 100.0 * C  # gradient entries >> 1, so that η∇W overflows already at the first update
+    X = W1.clone()
+    X[0, 0, 0] = math.inf
+    assert torch.isfinite(polar_retract(X[0])).all()  # the silent case the guard must not miss
+    with pytest.raises(NonFiniteLossError) as e:
+        _stiefel_run(C, W1, W2, steps=10, lr=1e308)
+    L0 = float(trace_loss(W1, W2, C).mean())  # loss of the initial weights = a run of 0 steps
+    assert e.value.step == 1 and e.value.last_finite == pytest.approx(L0, rel=1e-12)
+    assert not math.isfinite(e.value.value)
+
+
+def test_retract_finite_keeps_bad_members_and_retracts_the_others():
+    X = torch.randn(3, 9, 4, dtype=D)
+    X[1, 2, 0] = math.nan
+    X[2, 0, 3] = math.inf
+    out = retract_finite(X, "polar")
+    np.testing.assert_array_equal(out[0].numpy(), polar_retract(X[0]).numpy())
+    assert torch.isnan(out[1, 2, 0]) and torch.isinf(out[2, 0, 3])
+    np.testing.assert_array_equal(out[1:].numpy(), X[1:].numpy())  # unchanged, NaN in place
+
+
+def test_two_layer_gd_divergence_names_first_non_finite_step():
+    # plain GD on the unconstrained trace loss (C has a negative eigenvalue): unbounded below, the weights
+    # blow up in finite time; the guard must stop at the first step whose loss is not finite.
+    from ssldyn.models.two_layer import TwoLayerNet
+
+    C = torch.diag(torch.tensor([-1.0, 0.5, 2.0], dtype=D))
+    lr = 0.5
+
+    def run(steps):
+        net = TwoLayerNet(3, 6, 2, "linear", "unconstrained", ensemble=2, seeds=[1, 2], dtype=D)
+        final = train_gd(lambda: trace_loss(net.W1, net.W2, C), net.weights(),
+                         lambda: sgd_step_(net.weights(), lr), steps=steps)
+        return final, net
+
+    with pytest.raises(NonFiniteLossError, match=r"^loss became -?(nan|inf) at step \d+") as e:
+        run(500)
+    s = e.value.step
+    assert s > 2
+    # independent reference, written out: W ← W − η∇W with ∇ by autograd, s updates, loss Tr(a C aᵀ)
+    net = TwoLayerNet(3, 6, 2, "linear", "unconstrained", ensemble=2, seeds=[1, 2], dtype=D)
+    W1, W2 = net.W1.detach().clone().requires_grad_(), net.W2.detach().clone().requires_grad_()
+    losses = []
+    for k in range(s + 1):
+        a = W2.mT @ W1
+        loss = torch.einsum("ezd,df,ezf->e", a, C, a)
+        losses.append(loss.detach())
+        if k == s:
+            break
+        g1, g2 = torch.autograd.grad(loss.sum(), [W1, W2])
+        with torch.no_grad():
+            W1 -= lr * g1
+            W2 -= lr * g2
+    assert torch.isfinite(losses[s - 1]).all() and not torch.isfinite(losses[s]).all()
+    assert e.value.last_finite == pytest.approx(float(losses[s - 1].mean()), rel=1e-9)
+    final, _ = run(s - 1)  # the same loop stopped one step earlier ends on the last finite loss
+    assert float(final.mean()) == e.value.last_finite
+
+
+def test_step_guard_deferred_mode_reports_the_same_step():
+    # the accelerator mode (checked in blocks, one transfer each) must name the same step and last finite
+    # value as a per-step LossGuard; "cuda" only selects the mode here, the losses are CPU tensors.
+    losses = [torch.tensor([1.0 + k, 2.0 * k]) for k in range(10)] + [torch.tensor([math.inf, 0.0])]
+    losses += [torch.tensor([math.nan, 1.0])] * 5
+    eager, lazy = StepGuard("cpu"), StepGuard("cuda", every=4)
+    with pytest.raises(NonFiniteLossError) as e1:
+        for k, v in enumerate(losses):
+            eager(k, v)
+    with pytest.raises(NonFiniteLossError) as e2:
+        for k, v in enumerate(losses):
+            lazy(k, v)
+        lazy.flush()
+    assert (e1.value.step, e1.value.last_finite) == (10, 1.0 + 9 + 2.0 * 9 - (1.0 + 9 + 2.0 * 9) / 2)
+    assert (e2.value.step, e2.value.last_finite, e2.value.value) == (e1.value.step, e1.value.last_finite, math.inf)
+    ok = StepGuard("cuda", every=100)
+    for k in range(5):
+        ok(k, torch.tensor(float(k)))
+    assert ok.last_finite is None  # nothing checked yet
+    ok.flush()
+    assert ok.last_finite == 4.0

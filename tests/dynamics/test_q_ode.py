@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from ssldyn.dynamics.guards import NonFiniteLossError
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel
 from ssldyn.dynamics.q_ode import (eigh_ascending, euler, ode_time, predict, projected_gd_rhs, q_from_weights,
                                    q_ode_rhs, q_ode_rhs_numpy, solve_adaptive, solve_reference, trace_loss_q)
@@ -134,3 +135,39 @@ def test_to_trajectory_logs_loss_and_time():
     assert list(steps) == [0, 10, 20] and vals[-1] == pytest.approx(-1.0 * q[0] ** 2 + 0.5 * q[1] ** 2)
     assert tr.last("ode/t") == pytest.approx(20 * 0.1 / 2)
     assert set(tr.snapshots("ode/q")) == {0, 10, 20}
+
+
+def test_euler_rejects_nan_inputs_before_any_step():
+    C, lam, V, W1, W2 = _problem()
+    q0 = q_from_weights(W1, W2, V)
+    bad = q0.clone()
+    bad[0, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"^q0: 1 non-finite value"):
+        euler(bad, lam, 0.01, 10)
+    lam_bad = lam.clone()
+    lam_bad[2] = float("inf")
+    with pytest.raises(ValueError, match=r"^lam: 1 non-finite value"):
+        euler(q0, lam_bad, 0.01, 10)
+
+
+def test_euler_blow_up_names_first_non_finite_step_and_last_finite_loss():
+    # explicit Euler with a huge step on the cubic eq. (9) explodes; the error must name the first step whose
+    # state is non-finite and the loss Tr(qᵀΛq) of the step before (mean over members)
+    C, lam, V, W1, W2 = _problem(d=4, z=2, seed=3)
+    q0 = torch.stack([q_from_weights(W1, W2, V), 0.5 * q_from_weights(W1, W2, V)])  # (E=2, d, z)
+    lr = 3.0
+    with pytest.raises(NonFiniteLossError, match=r"^q-ODE loss Tr\(qᵀΛq\) became -?(nan|inf) at step \d+ ") as e:
+        euler(q0, lam, lr, 200)
+    s = e.value.step
+    # independent reference: eq. (9) written out (numpy, per member), Euler with dt = η
+    lam_n = lam.numpy()
+    qs = [q0[m].numpy().copy() for m in range(2)]
+    losses = []
+    with np.errstate(all="ignore"):
+        for _ in range(s + 1):
+            losses.append(np.mean([float((lam_n[:, None] * q * q).sum()) for q in qs]))
+            qs = [q + lr * _eq9_by_hand(q, lam_n) for q in qs]
+    assert s >= 2 and np.isfinite(losses[s - 1]) and not np.isfinite(losses[s])
+    assert e.value.last_finite == pytest.approx(losses[s - 1], rel=1e-9)
+    _, q_ok = euler(q0, lam, lr, s - 1)  # stopped one step earlier: finite, ends on the last finite loss
+    assert float(trace_loss_q(q_ok[-1], lam).mean()) == e.value.last_finite

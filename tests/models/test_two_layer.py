@@ -78,3 +78,21 @@ def test_deep_linear_product_and_orthogonality():
     assert orthogonality_error(P).max() < 1e-12
     x = torch.randn(4, 3, dtype=torch.float64)
     np.testing.assert_allclose(net(x)[1].detach().numpy(), x.numpy() @ A[1].detach().numpy().T, atol=1e-12)
+
+
+def test_device_argument_builds_the_same_weights_there():
+    from ssldyn.dynamics.manifold import random_stiefel
+
+    kw = dict(ensemble=2, widths=[5, 8], seeds=[3, 4], dtype=torch.float64)
+    a = TwoLayerNet(3, 8, 2, "tanh", "orthogonal", **kw)
+    b = TwoLayerNet(3, 8, 2, "tanh", "orthogonal", device="cpu", **kw)
+    assert torch.equal(a.W1, b.W1) and torch.equal(a.W2, b.W2) and torch.equal(a.mask, b.mask)
+    m = TwoLayerNet(3, 8, 2, "tanh", "orthogonal", device="meta", **kw)
+    assert {t.device.type for t in list(m.parameters()) + list(m.buffers())} == {"meta"}
+    dl = DeepLinearNet(3, [6, 6], 2, device="meta")
+    assert {p.device.type for p in dl.parameters()} == {"meta"}
+    g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    random_stiefel(7, 3, 2, generator=g1, dtype=torch.float64)
+    assert random_stiefel(7, 3, 2, generator=g2, dtype=torch.float64, device="meta").device.type == "meta"
+    # drawn with the CPU generator whatever the device: both calls consumed the same stream
+    assert torch.equal(torch.randn(1, generator=g1), torch.randn(1, generator=g2))

@@ -170,10 +170,14 @@ def preprocess(X: torch.Tensor, how: str = "unit") -> torch.Tensor:
 
 
 def mnist_two_class(classes: Sequence[int] = (0, 1), per_class: int = 200, *, root: str | Path | None = None,
-                    normalize: str = "unit", seed: int = 0,
-                    dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+                    normalize: str = "unit", seed: int = 0, dtype: torch.dtype = torch.float64,
+                    device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``grassmann`` Fig. 4 set: two MNIST classes × 200 images (digits 0 and 1 by default),
-    pixels /255 then ``normalize`` (default: each image to unit L2 norm), shape ``(400, 784)``."""
+    pixels /255 then ``normalize`` (default: each image to unit L2 norm), shape ``(400, 784)``.
+
+    Read and subset on the CPU, then moved to ``device`` (default CPU) where ``normalize`` runs."""
     X, y = load_mnist(root, dtype=dtype)
     X, y = class_subset(X, y, classes, per_class, seed)
+    if device is not None:
+        X, y = X.to(device), y.to(device)
     return preprocess(X, normalize), y

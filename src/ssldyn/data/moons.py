@@ -9,6 +9,8 @@ noise = 0.05; the paper does not state them). For every anchor ``x_i``:
   anchors, never ``x_i`` itself).
 
 The contrast matrix of eq. (7) for these views is ``ssldyn.objectives.contrast_matrix``.
+The random draws are numpy's (CPU); the tensors are then created on ``device`` (the labels,
+used only by CPU-side probes and plots, stay on the CPU).
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ class SSLViews:
 
 
 def make_views(x: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor | None = None, *, p: int = 1,
-               q: int = 1, noise_var: float = 0.1, seed: int = 0, dtype: torch.dtype = torch.float64) -> SSLViews:
+               q: int = 1, noise_var: float = 0.1, seed: int = 0, dtype: torch.dtype = torch.float64,
+               device: torch.device | str | None = None) -> SSLViews:
     """Positives ``x + ε`` (``ε ~ N(0, noise_var·I)``) and negatives drawn from the other points.
 
     Args:
@@ -55,6 +58,7 @@ def make_views(x: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor |
         q: negatives per anchor (≥ 0; q = 0 gives an empty ``(n, 0, d)`` tensor, non-contrastive use).
         noise_var: variance σ² of the additive Gaussian augmentation (≥ 0).
         seed: seed of the numpy generator used for ε and for the negative indices.
+        device: device of ``x``, ``x_pos``, ``x_neg`` (drawn on the CPU, then moved; default CPU).
     """
     xa = np.asarray(x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
     if xa.ndim != 2 or xa.shape[0] < 2:
@@ -76,12 +80,13 @@ def make_views(x: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor |
         labels.cpu().numpy() if isinstance(labels, torch.Tensor) else labels, dtype=np.int64)
     if lab.shape != (n,):
         raise ValueError(f"make_views: labels must have shape ({n},), got {lab.shape}")
-    t = lambda a: torch.as_tensor(a, dtype=dtype)  # noqa: E731
+    t = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
     return SSLViews(t(xa), t(x_pos), t(x_neg), torch.as_tensor(lab))
 
 
 def half_moons(n: int = 200, *, noise: float = 0.05, p: int = 1, q: int = 1, noise_var: float = 0.1,
-               extra_stds: tuple[float, ...] = (), seed: int = 0, dtype: torch.dtype = torch.float64) -> SSLViews:
+               extra_stds: tuple[float, ...] = (), seed: int = 0, dtype: torch.dtype = torch.float64,
+               device: torch.device | str | None = None) -> SSLViews:
     """The half-moons data of Example 1 / Fig. 1a with ``p`` positives and ``q`` negatives per anchor.
 
     Args:
@@ -92,6 +97,7 @@ def half_moons(n: int = 200, *, noise: float = 0.05, p: int = 1, q: int = 1, noi
             i.i.d. N(0, extra_stds[k]²) (d = 2 + len(extra_stds)); used where an experiment needs
             d > 2 (e.g. z = 3 in Fig. 5) with distinct eigenvalues of C.
         seed: one seed for the moons and for the views.
+        device: device of the view tensors (see :func:`make_views`).
 
     Returns:
         :class:`SSLViews` with d = 2.
@@ -106,4 +112,4 @@ def half_moons(n: int = 200, *, noise: float = 0.05, p: int = 1, q: int = 1, noi
     if len(extra_stds):
         rng = np.random.default_rng(seed + 7919)
         x = np.concatenate([x, rng.normal(size=(x.shape[0], len(extra_stds))) * np.asarray(extra_stds)], axis=1)
-    return make_views(x, y, p=p, q=q, noise_var=noise_var, seed=seed + 1, dtype=dtype)
+    return make_views(x, y, p=p, q=q, noise_var=noise_var, seed=seed + 1, dtype=dtype, device=device)

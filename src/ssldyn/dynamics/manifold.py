@@ -19,14 +19,27 @@ linearisation at q = 0 and the same fixed points as eq. (9) but is not identical
 (see ``ssldyn.dynamics.q_ode``).
 
 All functions take batched matrices ``(..., n, p)``. A "wide" matrix (n < p) is handled
-through its transpose (orthonormal rows).
+through its transpose (orthonormal rows). Everything runs on the device of its inputs;
+:func:`random_stiefel` draws on the CPU (seeded generators) and moves the result to ``device``.
+
+Training loop with guards: :func:`train_gd` is the full-batch GD loop of the ``grassmann``
+experiments (Stiefel steps with :class:`ManifoldGD`, plain steps with :func:`sgd_step_`): the
+input data are checked for NaN/inf before the first step (``ValueError``) and every loss goes
+through a :class:`~ssldyn.dynamics.guards.LossGuard` (:class:`StepGuard`), so a diverging run
+raises :class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step and the last finite
+loss. A non-finite Euclidean step is not retracted (the SVD would fail on NaN and map inf to an
+arbitrary point): the matrix stays non-finite, so the next loss is non-finite and the guard
+reports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import torch
+
+from ssldyn.dynamics.guards import LossGuard, check_finite
 
 RETRACTIONS = ("polar", "qr")
 TANGENTS = ("stiefel", "grassmann")
@@ -95,13 +108,17 @@ def tangent_project(W: torch.Tensor, G: torch.Tensor, tangent: str = "stiefel") 
 
 
 def random_stiefel(n: int, p: int, *batch: int, generator: torch.Generator | None = None,
-                   dtype: torch.dtype = torch.float32) -> torch.Tensor:
+                   dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
     """Haar-uniform matrices with orthonormal columns ``(*batch, n, p)``, n ≥ p (QR of a
-    Gaussian with the sign fix, Mezzadri 2007)."""
+    Gaussian with the sign fix, Mezzadri 2007).
+
+    Drawn with the (CPU) ``generator`` and orthonormalised on the CPU, then moved to ``device``
+    (default: CPU), so every device gets the same matrices for the same seed.
+    """
     if n < p:
         raise ValueError(f"random_stiefel: need n >= p for orthonormal columns, got n={n}, p={p}")
-    g = torch.randn(*batch, n, p, generator=generator, dtype=torch.float64)
-    return qr_retract(g).to(dtype)
+    g = torch.randn(*batch, n, p, generator=generator, dtype=torch.float64)  # (*batch, n, p) on the CPU
+    return qr_retract(g).to(dtype=dtype, device=device)
 
 
 def orthogonality_error(W: torch.Tensor) -> torch.Tensor:
@@ -118,23 +135,43 @@ def frobenius_project(W: torch.Tensor, c: float) -> torch.Tensor:
     return W * torch.clamp(c / nrm, max=1.0)[..., None, None]
 
 
+def retract_finite(X: torch.Tensor, method: str = "polar") -> torch.Tensor:
+    """:func:`retract` of every finite matrix of ``X (..., n, p)``; a matrix with NaN/inf is returned
+    unchanged (no host sync), so the divergence shows up in the next loss instead of failing inside
+    the SVD (NaN) or being mapped to an arbitrary orthonormal matrix (inf)."""
+    ok = torch.isfinite(X).all(-1).all(-1)[..., None, None]  # (..., 1, 1)
+    safe = torch.where(ok, X, torch.zeros_like(X))  # (..., n, p): finite stand-in for the bad matrices
+    return torch.where(ok, retract(safe, method), X)
+
+
 @torch.no_grad()
 def projected_gd_step_(params: Iterable[torch.Tensor], lr: float, retraction: str = "polar") -> None:
-    """In place: ``W ← retract(W − η ∇W)`` for every parameter with a ``.grad`` (eq. 11, descent)."""
+    """In place: ``W ← retract(W − η ∇W)`` for every parameter with a ``.grad`` (eq. 11, descent).
+
+    A non-finite ``W − η∇W`` is kept as it is (see :func:`retract_finite`)."""
     for W in params:
         if W.grad is None:
             continue
-        W.copy_(retract(W - lr * W.grad, retraction))
+        W.copy_(retract_finite(W - lr * W.grad, retraction))
 
 
 @torch.no_grad()
 def riemannian_gd_step_(params: Iterable[torch.Tensor], lr: float, tangent: str = "stiefel",
                         retraction: str = "qr") -> None:
-    """In place: ``W ← retract(W − η · P_W(∇W))`` with the tangent projection ``P_W``."""
+    """In place: ``W ← retract(W − η · P_W(∇W))`` with the tangent projection ``P_W`` (non-finite
+    steps kept as they are, see :func:`retract_finite`)."""
     for W in params:
         if W.grad is None:
             continue
-        W.copy_(retract(W - lr * tangent_project(W, W.grad, tangent), retraction))
+        W.copy_(retract_finite(W - lr * tangent_project(W, W.grad, tangent), retraction))
+
+
+@torch.no_grad()
+def sgd_step_(params: Iterable[torch.Tensor], lr: float) -> None:
+    """In place: the plain Euclidean step ``W ← W − η ∇W`` for every parameter with a ``.grad``."""
+    for W in params:
+        if W.grad is not None:
+            W -= lr * W.grad
 
 
 class ManifoldGD(torch.optim.Optimizer):
@@ -174,3 +211,103 @@ class ManifoldGD(torch.optim.Optimizer):
             else:
                 riemannian_gd_step_(group["params"], group["lr"], group["tangent"], group["retraction"])
         return loss
+
+
+class StepGuard:
+    """A :class:`~ssldyn.dynamics.guards.LossGuard` fed once per step, without a host sync per step
+    on an accelerator.
+
+    On the CPU every loss is checked when it is given (exactly ``LossGuard``). On another device
+    the detached losses stay there and are checked, in step order, every ``every`` steps and at
+    :meth:`flush` (one transfer per block), so the error names the same step and the same last
+    finite value as a per-step check, at most ``every − 1`` steps later.
+
+    Args:
+        device: the device the losses live on.
+        what: the name of the checked quantity in the error message.
+        every: block length on an accelerator.
+    """
+
+    def __init__(self, device: torch.device | str | None = None, what: str = "loss", every: int = 64) -> None:
+        self.guard = LossGuard(what)
+        self.lazy = device is not None and torch.device(device).type != "cpu"
+        self.every = max(1, int(every))
+        self._steps: list[int] = []
+        self._vals: list[torch.Tensor] = []
+
+    @property
+    def last_finite(self) -> float | None:
+        """Mean over members of the last finite loss checked so far."""
+        return self.guard.last_finite
+
+    def __call__(self, step: int, loss: Any) -> None:
+        if not self.lazy:
+            self.guard(step, loss)
+            return
+        t = loss.detach() if isinstance(loss, torch.Tensor) else torch.as_tensor(loss)
+        self._steps.append(int(step))
+        self._vals.append(t.reshape(-1))  # (E,) or (1,)
+        if len(self._steps) >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Check the buffered losses now (raises :class:`NonFiniteLossError` at the first bad step)."""
+        if not self._steps:
+            return
+        steps, vals = self._steps, torch.stack(self._vals).cpu()  # (B, E): one transfer
+        self._steps, self._vals = [], []
+        for k, v in zip(steps, vals):
+            self.guard(k, v)
+
+
+def train_gd(loss_fn: Callable[[], torch.Tensor], params: Iterable[torch.Tensor], step: Callable[[], Any], *,
+             steps: int, record_every: int | None = None, on_record: Callable[[int, torch.Tensor], Any] | None = None,
+             after_step: Callable[[], Any] | None = None, inputs: Mapping[str, Any] | None = None,
+             track: Callable[[Iterable[int]], Iterable[int]] | None = None, what: str = "loss") -> torch.Tensor:
+    """Full-batch gradient descent with the loss guard (the GD loop of the ``grassmann`` experiments).
+
+    For ``k = 0, …, steps``: ``L_k = loss_fn()`` (a scalar or one value per member ``(E,)``) is
+    checked by a :class:`StepGuard`; at the recorded steps (``k % record_every == 0`` and the last
+    step) ``on_record(k, L_k.detach())`` is called; then, for ``k < steps``, the gradients of
+    ``Σ_e L_k`` are computed, ``step()`` updates the parameters (``ManifoldGD(...).step`` for the
+    Stiefel GD of eq. 11, ``lambda: sgd_step_(params, lr)`` for plain GD) and ``after_step()``
+    re-imposes a constraint (e.g. ``TwoLayerNet.project_``). Members train independently.
+
+    Args:
+        loss_fn: computes the loss of the current parameters.
+        params: the trained tensors (their gradients are reset before each backward pass).
+        step: applies one update from the gradients.
+        steps: number of updates.
+        record_every: interval of ``on_record`` (None: only the last step).
+        inputs: ``name -> data`` checked for NaN/inf before the first step.
+        track: optional progress wrapper of the step iterator (e.g. ``ctx.track``).
+        what: name of the loss in the error message.
+    Returns:
+        The final loss ``L_steps`` (detached).
+    Raises:
+        ValueError: NaN/inf in ``inputs`` (before any step).
+        NonFiniteLossError: ``L_k`` became NaN/inf (names ``k`` and ``L_{k−1}``, mean over members).
+    """
+    if steps < 0:
+        raise ValueError(f"train_gd: steps must be >= 0, got {steps}")
+    for name, x in (inputs or {}).items():
+        check_finite(name, x)
+    params = list(params)
+    guard = StepGuard(params[0].device if params else None, what)
+    it: Iterable[int] = range(steps + 1)
+    loss = torch.zeros(())
+    for k in (track(it) if track is not None else it):
+        loss = loss_fn()  # () or (E,)
+        guard(k, loss)
+        if on_record is not None and (k == steps or (record_every is not None and k % record_every == 0)):
+            on_record(k, loss.detach())
+        if k == steps:
+            break
+        for p in params:
+            p.grad = None
+        loss.sum().backward()
+        step()
+        if after_step is not None:
+            after_step()
+    guard.flush()
+    return loss.detach()

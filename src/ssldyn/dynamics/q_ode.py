@@ -25,12 +25,21 @@ Stiefel-Riemannian flow whose q-dynamics are :func:`projected_gd_rhs`
 different cubic term.
 
 Shapes: ``q`` is ``(..., d, z)`` (leading ensemble axes allowed), ``lam`` is ``(d,)`` or ``(..., d)``.
+
+Devices: :func:`euler` and :func:`solve_adaptive` (torchdiffeq) run on the device of ``q0``;
+:func:`solve_reference` is scipy's DOP853 and runs on the CPU (inputs are copied there).
+:func:`euler` checks ``q0``/``lam`` for NaN/inf (``ValueError``) and guards the loss
+``Tr(qᵀΛq)`` of every step, so a state that becomes non-finite raises
+:class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step and the last finite loss.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+from ssldyn.dynamics.guards import check_finite
+from ssldyn.dynamics.manifold import StepGuard
 
 FORMS = ("eq9", "eq12")
 
@@ -107,29 +116,47 @@ def euler(q0: torch.Tensor, lam: torch.Tensor, lr: float, steps: int, *, form: s
     ``form="eq9"``: ``q ← q + η·q_ode_rhs(q)`` (step k ↔ t = kη, matches GD with rate η);
     ``form="eq12"``: the printed eq. (12) ``q ← q − η[2Λq − Λqqᵀq − qqᵀΛq]`` (step k ↔ t = kη/2).
 
+    Runs on the device of ``q0`` (``lam`` is moved there).
+
     Returns:
         ``(steps_recorded (T,), qs (T, ..., d, z))`` including step 0 and the last step.
+    Raises:
+        ValueError: NaN/inf in ``q0`` or ``lam`` (before any step).
+        NonFiniteLossError: the state became non-finite: its loss ``Tr(qᵀΛq)`` at step k is
+            NaN/inf (names k and the loss at step k − 1, mean over members).
     """
     if form not in FORMS:
         raise ValueError(f"form {form!r}: allowed values are {', '.join(FORMS)}")
     if not lr > 0 or steps < 0 or record_every < 1:
         raise ValueError(f"euler: need lr > 0, steps >= 0, record_every >= 1; got {lr}, {steps}, {record_every}")
+    check_finite("q0", q0)
+    check_finite("lam", lam)
     dt = lr if form == "eq9" else 0.5 * lr
+    lam_t = torch.as_tensor(lam, dtype=q0.dtype, device=q0.device)  # (d,) or (..., d) on q0's device
+    guard = StepGuard(q0.device, what="q-ODE loss Tr(qᵀΛq)")
     q = q0.clone()
+    guard(0, trace_loss_q(q, lam_t))
     ks, out = [0], [q.clone()]
     for k in range(1, steps + 1):
-        q = q + dt * q_ode_rhs(q, lam)
+        q = q + dt * q_ode_rhs(q, lam_t)  # (..., d, z)
+        guard(k, trace_loss_q(q, lam_t))  # (...): a non-finite state has a non-finite loss
         if k % record_every == 0 or k == steps:
             ks.append(k)
             out.append(q.clone())
+    guard.flush()
     return np.asarray(ks), torch.stack(out)
 
 
 def solve_adaptive(q0: torch.Tensor, lam: torch.Tensor, t: torch.Tensor | np.ndarray, *, method: str = "dopri5",
                    rtol: float = 1e-7, atol: float = 1e-9) -> torch.Tensor:
-    """Adaptive solution of eq. (9) with ``torchdiffeq.odeint`` at times ``t`` (T,) -> ``(T, ..., d, z)``."""
+    """Adaptive solution of eq. (9) with ``torchdiffeq.odeint`` at times ``t`` (T,) -> ``(T, ..., d, z)``.
+
+    Runs on the device of ``q0`` (``lam`` and ``t`` are moved there); NaN/inf in ``q0``/``lam`` is a ``ValueError``.
+    """
     from torchdiffeq import odeint
 
+    check_finite("q0", q0)
+    check_finite("lam", lam)
     tt = torch.as_tensor(t, dtype=q0.dtype, device=q0.device)
     lam_t = torch.as_tensor(lam, dtype=q0.dtype, device=q0.device)
     return odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol)
@@ -138,6 +165,8 @@ def solve_adaptive(q0: torch.Tensor, lam: torch.Tensor, t: torch.Tensor | np.nda
 def solve_reference(q0: torch.Tensor | np.ndarray, lam: torch.Tensor | np.ndarray, t: np.ndarray | torch.Tensor, *,
                     rtol: float = 1e-12, atol: float = 1e-12, rhs=None) -> np.ndarray:
     """Float64 reference: ``scipy.integrate.solve_ivp`` (DOP853, tight tolerances) at times ``t``.
+
+    scipy runs on the CPU: tensor inputs on any device are copied to the CPU first.
 
     Returns ``(T, ..., d, z)`` as numpy float64. ``rhs`` defaults to :func:`q_ode_rhs` (evaluated
     with :func:`q_ode_rhs_numpy` when ``q0`` is a single ``(d, z)`` matrix).

@@ -13,6 +13,10 @@ Ensembles (DESIGN.md): parameters carry a leading axis ``E`` (``W1: (E, h, d)``)
 width (``widths=[...]``): all members are stored at the largest width ``H`` and the hidden
 units ``h_e < j ≤ H`` of member ``e`` are masked out (their activations and weights are zero
 and receive zero gradient), which is exact for every activation and every regime here.
+
+Devices: the initial weights are drawn on the CPU (seeded CPU generators, so every device
+starts from the same weights) and the module is then moved to ``device`` (default: CPU).
+Training loops for these models: :func:`ssldyn.dynamics.manifold.train_gd` (with the loss guard).
 """
 
 from __future__ import annotations
@@ -65,13 +69,14 @@ class TwoLayerNet(nn.Module):
         init: ``"orthogonal"`` (Haar-random orthonormal columns; default for ``orthogonal``
             and ``scaled``) or ``"normal"`` (N(0, 1/fan_in); default otherwise).
         frobenius: the bounds ``(c1, c2)`` of Prop. 2 (``frobenius`` regime).
+        device: where the parameters live (initialised on the CPU, then moved).
     """
 
     def __init__(self, d: int, h: int, z: int, activation: str | Activation = "linear",
                  regime: str = "unconstrained", ensemble: int = 1, widths: Sequence[int] | None = None,
                  seeds: Sequence[int] | None = None, init: str | None = None,
                  frobenius: tuple[float, float] = (1.0, 1.0), generator: torch.Generator | None = None,
-                 dtype: torch.dtype = torch.float32) -> None:
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
         super().__init__()
         if regime not in REGIMES:
             raise ValueError(f"regime {regime!r}: allowed values are {', '.join(REGIMES)}")
@@ -101,6 +106,8 @@ class TwoLayerNet(nn.Module):
         self._masked = any(w < h for w in widths)
         if regime == "frobenius":
             self.project_()
+        if device is not None:
+            self.to(device)
 
     # --- forward -------------------------------------------------------------------------
     def _x(self, x: torch.Tensor) -> torch.Tensor:
@@ -167,13 +174,13 @@ class DeepLinearNet(nn.Module):
     ``W_1 ∈ R^{h_1×d}``, ``W_k ∈ R^{h_k×h_{k-1}}``, ``W_out ∈ R^{h_L×z}``; ``hidden = [h]`` is the
     2-layer linear net of eq. (8) (``W_out = W2``). Regimes as :class:`TwoLayerNet`; with
     ``"orthogonal"`` every matrix has orthonormal columns (or rows when it is wide).
-    Parameters carry the ensemble axis ``(E, rows, cols)``.
+    Parameters carry the ensemble axis ``(E, rows, cols)``; initialised on the CPU, then moved to ``device``.
     """
 
     def __init__(self, d: int, hidden: Sequence[int], z: int, regime: str = "orthogonal", ensemble: int = 1,
                  seeds: Sequence[int] | None = None, init: str | None = None,
                  frobenius: float = 1.0, generator: torch.Generator | None = None,
-                 dtype: torch.dtype = torch.float32) -> None:
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
         super().__init__()
         if regime not in REGIMES:
             raise ValueError(f"regime {regime!r}: allowed values are {', '.join(REGIMES)}")
@@ -191,6 +198,8 @@ class DeepLinearNet(nn.Module):
         self.layers = nn.ParameterList([nn.Parameter(m) for m in mats])
         if regime == "frobenius":
             self.project_()
+        if device is not None:
+            self.to(device)
 
     def end_to_end(self) -> torch.Tensor:
         """The product ``W_outᵀ W_L ⋯ W_1`` ``(E, z, d)``."""

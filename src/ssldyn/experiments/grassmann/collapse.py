@@ -15,6 +15,9 @@ On the half-moons (d = 2) with loss (1) (mean over anchors), full-batch GD:
   space is ``v_1``, the eigenvector of the most negative eigenvalue of C).
 - **Remark 3** — a fixed projector ``u = AΘx`` (``A ∈ R^{r×z}``) collapses too.
 - **Prop. 3** — the orthogonality constraint (Stiefel projected GD) does not collapse.
+
+Everything runs on ``ctx.device`` (random features and initial weights drawn with the CPU
+generator, then moved); GD loops use ``train_gd`` (NaN/inf data check, loss guard).
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, conint
 
-from ssldyn.dynamics.manifold import ManifoldGD
-from ssldyn.experiments.grassmann._common import mean_contrastive_loss, moons_problem, single_thread
+from ssldyn.dynamics.manifold import ManifoldGD, sgd_step_, train_gd
+from ssldyn.experiments.grassmann._common import mean_contrastive_loss, moons_problem, torch_threads, view_inputs
 from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.two_layer import TwoLayerNet
@@ -66,36 +69,33 @@ class _Linear(torch.nn.Module):
         return u.unsqueeze(0)  # (1, B, z)
 
 
-def _gd(model, views, lr, epochs, every, project=None):
-    """Full-batch GD; returns the embedding snapshots (T, n, z) and the parameter history."""
+def _gd(model, views, lr, epochs, every, project=None, opt=None):
+    """Full-batch GD (plain Euclidean steps, or ``opt.step`` e.g. Stiefel GD) with the loss guard;
+    returns the embedding snapshots (T, n, z) and the parameter history (on the model's device)."""
     embs, params = [], []
-    for ep in range(epochs + 1):
-        if ep % every == 0 or ep == epochs:
-            with torch.no_grad():
-                embs.append(model(views.x)[0].clone())
-                params.append([p.detach().clone() for p in model.parameters()])
-        if ep == epochs:
-            break
-        model.zero_grad()
-        mean_contrastive_loss(model, views).sum().backward()
+    weights = list(model.parameters())
+
+    def record(_k, _loss):
         with torch.no_grad():
-            for p in model.parameters():
-                p -= lr * p.grad
-        if project is not None:
-            project()
+            embs.append(model(views.x)[0].clone())  # (n, z)
+            params.append([p.detach().clone() for p in weights])
+
+    step = opt.step if opt is not None else (lambda: sgd_step_(weights, lr))
+    train_gd(lambda: mean_contrastive_loss(model, views), weights, step, steps=epochs, record_every=every,
+             on_record=record, after_step=project, inputs=view_inputs(views))
     return torch.stack(embs), params
 
 
 def _same_dynamics_dev(make, theta0, views, cfg, lr) -> float:
     """Max relative deviation between row l of the z-output run and the 1-output run from row l."""
     _, multi = _gd(make(theta0), views, lr, cfg.epochs, cfg.record_every)
-    dev = 0.0
+    devs = [torch.zeros((), dtype=theta0.dtype, device=theta0.device)]
     for row in range(theta0.shape[0]):
         _, single = _gd(make(theta0[row:row + 1]), views, lr, cfg.epochs, cfg.record_every)
         for pm, ps in zip(multi, single):
             a, b = pm[0][row], ps[0][0]
-            dev = max(dev, float((a - b).norm() / b.norm()))
-    return dev
+            devs.append((a - b).norm() / b.norm())
+    return float(torch.stack(devs).max())  # one host sync
 
 
 @register
@@ -110,23 +110,24 @@ class Collapse(Experiment):
     est_seconds = (8, 30)
 
     def run(self, cfg: CollapseConfig, ctx) -> Result:
-        with single_thread():
+        with torch_threads(1, ctx.device):
             return self._run(cfg, ctx)
 
     def _run(self, cfg: CollapseConfig, ctx) -> Result:
-        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed)
+        dev = ctx.device
+        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed, device=dev)
         d, z = 2, cfg.z
-        g = ctx.generator(5)
+        g = ctx.generator(5)  # CPU generator: the same draws on every device
         res = Result(summary={"eigenvalues_C": lam.tolist()})
         # --- models with fixed features: linear, kernel (random Fourier features), fixed projector
-        omega = torch.randn(cfg.features, d, generator=g, dtype=torch.float64)
-        phase = 2 * np.pi * torch.rand(cfg.features, generator=g, dtype=torch.float64)
+        omega = torch.randn(cfg.features, d, generator=g, dtype=torch.float64).to(dev)  # (p, d)
+        phase = (2 * np.pi * torch.rand(cfg.features, generator=g, dtype=torch.float64)).to(dev)  # (p,)
         rff = lambda x: (2.0 / cfg.features) ** 0.5 * torch.cos(x @ omega.T + phase)  # noqa: E731  RBF, bw 1
-        A = torch.randn(z, cfg.projector_z, generator=g, dtype=torch.float64) / cfg.projector_z ** 0.5
+        A = (torch.randn(z, cfg.projector_z, generator=g, dtype=torch.float64) / cfg.projector_z ** 0.5).to(dev)
         makers = {
-            "linear": (lambda th: _Linear(th), 0.5 * torch.randn(z, d, generator=g, dtype=torch.float64)),
-            "kernel": (lambda th: _Linear(th, feat=rff), 0.5 * torch.randn(z, cfg.features, generator=g,
-                                                                           dtype=torch.float64)),
+            "linear": (lambda th: _Linear(th), (0.5 * torch.randn(z, d, generator=g, dtype=torch.float64)).to(dev)),
+            "kernel": (lambda th: _Linear(th, feat=rff), (0.5 * torch.randn(z, cfg.features, generator=g,
+                                                                            dtype=torch.float64)).to(dev)),
         }
         # time scale of the kernel model matched to the linear one: η_k = η |λ_1(C)| / |λ_1(C_ψ)|
         C_psi = contrast_matrix(rff(views.x), rff(views.x_pos.flatten(0, 1)).unflatten(0, views.x_pos.shape[:2]),
@@ -137,35 +138,25 @@ class Collapse(Experiment):
         for name, (make, th0) in makers.items():
             lr_m = lrs[name]
             embs, _ = _gd(make(th0), views, lr_m, cfg.epochs, cfg.record_every)
-            res.arrays[f"{name}/sv_ratio"] = singular_value_ratio(embs).numpy()
+            res.arrays[f"{name}/sv_ratio"] = singular_value_ratio(embs).cpu().numpy()
             res.summary[f"{name}_final_sv_ratio"] = float(singular_value_ratio(embs[-1]))
             res.summary[f"{name}_same_dynamics_dev"] = _same_dynamics_dev(make, th0, views, cfg, lr_m)
             K = empirical_ntk(make(th0), None, views.x[: cfg.ntk_points])
             res.summary[f"{name}_ntk_cross"], res.summary[f"{name}_ntk_spread"] = dimension_coupling(K)
-        th0 = 0.5 * torch.randn(cfg.projector_z, d, generator=g, dtype=torch.float64)
+        th0 = (0.5 * torch.randn(cfg.projector_z, d, generator=g, dtype=torch.float64)).to(dev)
         embs, _ = _gd(_Linear(th0, proj=A), views, cfg.lr, cfg.epochs, cfg.record_every)
-        res.arrays["projector/sv_ratio"] = singular_value_ratio(embs).numpy()
+        res.arrays["projector/sv_ratio"] = singular_value_ratio(embs).cpu().numpy()
         res.summary["projector_final_sv_ratio"] = float(singular_value_ratio(embs[-1]))
         # --- 2-layer linear nets: Frobenius ball (Prop. 2) vs orthogonality (Prop. 3)
         for regime in ("frobenius", "orthogonal"):
             net = TwoLayerNet(d, cfg.hidden, z, "linear", regime, seeds=[ctx.seed + 3], init="orthogonal",
-                              dtype=torch.float64)
+                              dtype=torch.float64, device=dev)
             if regime == "frobenius":
                 embs, _ = _gd(net, views, cfg.lr, cfg.epochs, cfg.record_every, project=net.project_)
-            else:
+            else:  # Stiefel projected GD (polar map)
                 opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-                snaps = []
-                for ep in range(cfg.epochs + 1):
-                    if ep % cfg.record_every == 0 or ep == cfg.epochs:
-                        with torch.no_grad():
-                            snaps.append(net(views.x)[0].clone())
-                    if ep == cfg.epochs:
-                        break
-                    opt.zero_grad()
-                    mean_contrastive_loss(net, views).sum().backward()
-                    opt.step()
-                embs = torch.stack(snaps)
-            res.arrays[f"{regime}/sv_ratio"] = singular_value_ratio(embs).numpy()
+                embs, _ = _gd(net, views, cfg.lr, cfg.epochs, cfg.record_every, opt=opt)
+            res.arrays[f"{regime}/sv_ratio"] = singular_value_ratio(embs).cpu().numpy()
             res.summary[f"{regime}_final_sv_ratio"] = float(singular_value_ratio(embs[-1]))
             with torch.no_grad():
                 M = net.end_to_end()[0]  # (z, d)
@@ -174,14 +165,14 @@ class Collapse(Experiment):
             if regime == "frobenius":
                 res.summary["frobenius_rowspace_angle_to_v1"] = float(
                     principal_angles(torch.linalg.svd(M)[2][:1].T, V[:, :1]).max())
-                res.arrays["frobenius/final_embedding"] = embs[-1].numpy()
+                res.arrays["frobenius/final_embedding"] = embs[-1].cpu().numpy()
             else:
-                res.arrays["orthogonal/final_embedding"] = embs[-1].numpy()
+                res.arrays["orthogonal/final_embedding"] = embs[-1].cpu().numpy()
         res.arrays["epochs"] = np.arange(0, cfg.epochs + 1, cfg.record_every)
         # --- Lemma 1 for 2-layer tanh nets (both layers trained) at initialisation
         for h in cfg.ntk_widths:
             net = TwoLayerNet(d, h, z, "tanh", "unconstrained", seeds=[ctx.seed + h], init="normal",
-                              dtype=torch.float64)
+                              dtype=torch.float64, device=dev)
             K = empirical_ntk(net, None, views.x[: cfg.ntk_points])
             res.summary[f"tanh_h{h}_ntk_cross"], res.summary[f"tanh_h{h}_ntk_spread"] = dimension_coupling(K)
         res.notes.append("Losses are means over anchors; the kernel model uses random Fourier features of the RBF "

@@ -15,6 +15,11 @@ paper gives neither h, the learning rate nor n; we use h = 100, η = 0.05 on the
 anchors, n = 200 (see the config). Panels: loss curves, the embedding at initialisation,
 the unconstrained embedding after 30 epochs, the constrained ones after 500 epochs; the
 singular-value ratio σ_min/σ_max of the centered 2-D embedding measures collapse (0 = a line).
+
+Runs on ``ctx.device``; the per-member singular-value probe is computed on a CPU copy of the
+recorded embeddings. The data are checked for NaN/inf before training; the losses of the scaled
+and Stiefel runs go through the loss guard (a NaN/inf fails the run, naming the step). The
+unconstrained run is *expected* to overflow: its members are stopped and recorded as diverged.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, conint
 
-from ssldyn.dynamics.manifold import ManifoldGD
+from ssldyn.dynamics.guards import check_finite
+from ssldyn.dynamics.manifold import ManifoldGD, StepGuard
 from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.experiments.grassmann._common import mean_contrastive_loss, moons_problem, single_thread
+from ssldyn.experiments.grassmann._common import mean_contrastive_loss, moons_problem, torch_threads, view_inputs
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.collapse import singular_value_ratio
@@ -51,7 +57,7 @@ class Fig1Config(ExperimentConfig):
 
 
 def _ratios(u: torch.Tensor) -> np.ndarray:
-    """Singular-value ratio per member; NaN for a member whose embedding is no longer finite."""
+    """Singular-value ratio per member; NaN for a member whose embedding is no longer finite (``u`` on the CPU)."""
     out = np.full(u.shape[0], np.nan)
     for e in range(u.shape[0]):
         if torch.isfinite(u[e]).all() and u[e].abs().max() < 1e150:
@@ -70,33 +76,39 @@ class Fig1(Experiment):
     est_seconds = (6, 25)
 
     def run(self, cfg: Fig1Config, ctx) -> Result:
-        with single_thread():
+        with torch_threads(1, ctx.device):
             return self._run(cfg, ctx)
 
     def _run(self, cfg: Fig1Config, ctx) -> Result:
-        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed)
+        dev = ctx.device
+        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed, device=dev)
+        for name, x in view_inputs(views).items():
+            check_finite(name, x)
         seeds = [ctx.seed * 1000 + s for s in range(cfg.seeds)]
         traj = Trajectory()
         arrays: dict[str, np.ndarray] = {"labels": views.labels.numpy()}
         diverged_at: dict[str, list[float]] = {}
         for regime in REGIMES:
             net = TwoLayerNet(2, cfg.hidden, 2, "tanh", regime, ensemble=cfg.seeds, seeds=seeds, init="orthogonal",
-                              dtype=torch.float64)
+                              dtype=torch.float64, device=dev)
             opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-            alive = torch.ones(cfg.seeds, dtype=torch.bool)
-            div = np.full(cfg.seeds, np.nan)
+            guard = StepGuard(dev) if regime != "unconstrained" else None  # the unconstrained run overflows by design
+            alive = torch.ones(cfg.seeds, dtype=torch.bool, device=dev)
+            div = torch.full((cfg.seeds,), float("nan"), dtype=torch.float64, device=dev)  # epoch of divergence
             for ep in ctx.track(range(cfg.epochs + 1), total=cfg.epochs + 1, description=f"Fig. 1 {regime}"):
                 loss = mean_contrastive_loss(net, views) / net.loss_scale()  # (E,)
+                if guard is not None:
+                    guard(ep, loss)
                 with torch.no_grad():
                     ok = torch.isfinite(loss) & (loss.abs() < 1e150)
                     newly = alive & ~ok
-                    div[newly.numpy()] = ep
+                    div = torch.where(newly, torch.full_like(div, float(ep)), div)  # no host sync
                     alive &= ok
                 if ep % cfg.record_every == 0 or ep in (cfg.collapse_epoch, cfg.epochs):
                     lv = torch.where(alive, loss.detach(), torch.full_like(loss, float("nan")))
                     traj.log_members(ep, f"{regime}/loss", lv)
                     with torch.no_grad():
-                        u = net(views.x)
+                        u = net(views.x).cpu()  # (E, n, 2)
                     traj.log_members(ep, f"{regime}/sv_ratio", _ratios(u))
                     if ep in (0, cfg.collapse_epoch, cfg.epochs):
                         arrays[f"{regime}/embedding@{ep}"] = u[0].numpy()
@@ -108,10 +120,12 @@ class Fig1(Experiment):
                     opt.step()
                     continue
                 with torch.no_grad():
+                    keep = alive[:, None, None]  # (E, 1, 1): stopped members get no update
                     for W in net.weights():
-                        W.grad[~alive] = 0.0
-                        W -= cfg.lr * W.grad
-            diverged_at[regime] = div.tolist()
+                        W -= cfg.lr * torch.where(keep, W.grad, torch.zeros_like(W.grad))
+            if guard is not None:
+                guard.flush()
+            diverged_at[regime] = div.cpu().tolist()
         res = Result(arrays=arrays)
         res.add_trajectory(traj)
         df = traj.to_frame()

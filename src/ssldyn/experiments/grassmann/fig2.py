@@ -14,6 +14,9 @@ Thm. 1 bounds the gap at initialisation by ``K c ‖x‖² d √(log⁴h / h)`` 
 measured slope ≤ −½ is compatible with it; the heuristic scaling of ``W2ᵀ(φ(W1x) − W1x)``
 for tanh (pre-activations O(h^{-1/2}), cubic remainder, projection on z of h directions)
 is ``h^{-3/2}`` at initialisation, for ReLU ``h^{-1/2}``, and for sigmoid O(1) (φ(0) = ½).
+
+Runs on ``ctx.device`` (data, nets, training, gaps); the gaps come to the CPU for the table.
+Training uses ``train_gd`` (NaN/inf data check, loss guard).
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, conint
 
-from ssldyn.dynamics.manifold import ManifoldGD
-from ssldyn.experiments.grassmann._common import (loglog_slope, mean_contrastive_loss, moons_problem, single_thread,
-                                                  views_to)
+from ssldyn.dynamics.manifold import ManifoldGD, train_gd
+from ssldyn.experiments.grassmann._common import (loglog_slope, mean_contrastive_loss, moons_problem, torch_threads,
+                                                  view_inputs)
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.subspace import output_gap
@@ -67,13 +70,13 @@ class Fig2(Experiment):
             from ssldyn.lab import UserError
 
             raise UserError(f"activations {bad}: allowed values are {', '.join(ACTS)}")
-        with single_thread():
+        with torch_threads(1, ctx.device):
             return self._run(cfg, ctx)
 
     def _run(self, cfg: Fig2Config, ctx) -> Result:
-        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed)
-        views = views_to(views, ctx.device)  # --device cuda: the nets and data live on the GPU
+        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed, device=ctx.device)
         d = C.shape[0]
+        scale = views.n if cfg.reduction == "sum" else 1.0
         rows = []
         for h in ctx.track(cfg.widths, description="Fig. 2 widths"):
             if h < max(d, cfg.z):
@@ -82,19 +85,17 @@ class Fig2(Experiment):
             trajs = {}
             for act in ["linear"] + list(cfg.activations):
                 net = TwoLayerNet(d, h, cfg.z, act, "orthogonal", ensemble=cfg.seeds, seeds=seeds,
-                                  dtype=torch.float64).to(ctx.device)
+                                  dtype=torch.float64, device=ctx.device)
                 opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
                 outs = []
-                for ep in range(cfg.epochs + 1):
-                    if ep % cfg.record_every == 0 or ep == cfg.epochs:
-                        with torch.no_grad():
-                            outs.append(net(views.x).clone())  # (E, n, z)
-                    if ep == cfg.epochs:
-                        break
-                    opt.zero_grad()
-                    scale = views.n if cfg.reduction == "sum" else 1.0
-                    (scale * mean_contrastive_loss(net, views)).sum().backward()
-                    opt.step()
+
+                def record(_k, _loss, net=net, outs=outs):
+                    with torch.no_grad():
+                        outs.append(net(views.x).clone())  # (E, n, z)
+
+                train_gd(lambda net=net: scale * mean_contrastive_loss(net, views), net.weights(), opt.step,
+                         steps=cfg.epochs, record_every=cfg.record_every, on_record=record,
+                         inputs=view_inputs(views))
                 trajs[act] = torch.stack(outs)  # (T, E, n, z)
             eps = [ep for ep in range(cfg.epochs + 1) if ep % cfg.record_every == 0 or ep == cfg.epochs]
             for act in cfg.activations:

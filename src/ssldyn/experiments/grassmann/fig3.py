@@ -8,6 +8,9 @@ discretised as ``q ← q + η·q_ode_rhs(q)`` so that step k of both is ODE time
 ``ssldyn.dynamics.q_ode`` for why the printed eq. 12 is the same at half speed). We also run
 the printed eq. (12) and the Riemannian GD with the Grassmann projection ``(I − WWᵀ)G``,
 whose flow is exactly eq. (9). All widths × seeds run as one masked ensemble.
+
+GD and the Euler q-ODE run on ``ctx.device`` (``train_gd`` / ``euler``: NaN/inf data check and
+loss guard); the recorded q come to the CPU for the trajectory and summaries.
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, conint
 
-from ssldyn.dynamics.manifold import ManifoldGD
+from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import euler, q_from_map, trace_loss_q
 from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.experiments.grassmann._common import moons_problem, single_thread
+from ssldyn.experiments.grassmann._common import moons_problem, torch_threads
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
@@ -50,11 +53,11 @@ class Fig3(Experiment):
     est_seconds = (8, 40)
 
     def run(self, cfg: Fig3Config, ctx) -> Result:
-        with single_thread():
+        with torch_threads(1, ctx.device):
             return self._run(cfg, ctx)
 
     def _run(self, cfg: Fig3Config, ctx) -> Result:
-        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed)
+        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed, device=ctx.device)
         d = C.shape[0]
         widths = [w for w in cfg.widths for _ in range(cfg.seeds)]
         seeds = [ctx.seed * 1000 + 17 * i for i in range(len(widths))]
@@ -63,20 +66,20 @@ class Fig3(Experiment):
         for variant, kw in (("projected", dict(mode="projected", retraction="polar")),
                             ("grassmann", dict(mode="riemannian", tangent="grassmann", retraction="polar"))):
             net = TwoLayerNet(d, H, cfg.z, "linear", "orthogonal", ensemble=E, widths=widths, seeds=seeds,
-                              dtype=torch.float64)
+                              dtype=torch.float64, device=ctx.device)
             opt = ManifoldGD(net.weights(), lr=cfg.lr, **kw)
             qs, ks = [], []
-            for k in ctx.track(range(cfg.steps + 1), total=cfg.steps + 1, description=f"Fig. 3 GD ({variant})"):
-                if k % cfg.record_every == 0 or k == cfg.steps:
-                    with torch.no_grad():
-                        qs.append(q_from_map(net.end_to_end(), V).clone())  # (E, d, z)
-                    ks.append(k)
-                if k == cfg.steps:
-                    break
-                opt.zero_grad()
-                trace_loss(net.W1, net.W2, C).sum().backward()
-                opt.step()
-                net.project_()  # re-apply the width mask (exact zeros)
+
+            def record(k, _loss, net=net, qs=qs, ks=ks):
+                with torch.no_grad():
+                    qs.append(q_from_map(net.end_to_end(), V).clone())  # (E, d, z)
+                ks.append(k)
+
+            train_gd(lambda net=net: trace_loss(net.W1, net.W2, C), net.weights(), opt.step, steps=cfg.steps,
+                     record_every=cfg.record_every, on_record=record,
+                     after_step=net.project_,  # re-apply the width mask (exact zeros)
+                     inputs={"C": C}, track=lambda it, v=variant: ctx.track(it, total=cfg.steps + 1,
+                                                                          description=f"Fig. 3 GD ({v})"))
             out[variant] = torch.stack(qs)  # (T, E, d, z)
         ks = np.asarray(ks)
         q0 = out["projected"][0]  # (E, d, z): same init for both GD variants
@@ -86,7 +89,8 @@ class Fig3(Experiment):
         traj = Trajectory()
         for name, qq in (("gd", out["projected"]), ("gd_grassmann", out["grassmann"]), ("ode", q_ode),
                          ("ode_eq12", q_12)):
-            loss = trace_loss_q(qq, lam)  # (T, E)
+            loss = trace_loss_q(qq, lam).cpu()  # (T, E)
+            qq = qq.cpu()  # (T, E, d, z)
             for i, k in enumerate(ks):
                 traj.log_members(int(k), f"{name}/loss", loss[i])
                 traj.log_members(int(k), f"{name}/q1", qq[i, :, 0, 0])
@@ -94,10 +98,10 @@ class Fig3(Experiment):
                     traj.log_members(int(k), f"{name}/q2", qq[i, :, 1, 0])
         res = Result()
         res.add_trajectory(traj)
-        dev_path = (out["projected"] - q_ode).abs().amax((2, 3))  # (T, E)
-        dev_grass = (out["grassmann"] - q_ode).abs().amax((2, 3))
+        dev_path = (out["projected"] - q_ode).abs().amax((2, 3)).cpu()  # (T, E)
+        dev_grass = (out["grassmann"] - q_ode).abs().amax((2, 3)).cpu()
         final_dev = dev_path[-1]
-        l_gd, l_ode = trace_loss_q(out["projected"][-1], lam), trace_loss_q(q_ode[-1], lam)
+        l_gd, l_ode = trace_loss_q(out["projected"][-1], lam).cpu(), trace_loss_q(q_ode[-1], lam).cpu()
         w = np.asarray(widths)
         s = {"widths": cfg.widths, "eigenvalues_C": lam.tolist(), "t_final": cfg.steps * cfg.lr,
              "max_path_deviation": float(dev_path.max()), "max_final_deviation": float(final_dev.max()),

@@ -12,6 +12,11 @@ divided by its spectral norm (so λ ∈ [−1, 1]; this fixes the time scale onl
 - **Downstream (right)**: GD (width ``h_train``) and the ODE run from the same initial outputs
   for the same number of steps (step k ↔ t = kη); a linear SVM (``LinearSVC``, 5-fold
   stratified CV) on the z-dimensional embeddings of the 400 images.
+
+Devices: the digits are read and subset on the CPU and the views drawn with numpy, then the
+PCA, ``C``, GD (``train_gd``: NaN/inf data check, loss guard), the Euler ODE and the timings run
+on ``ctx.device`` (timings synchronise CUDA before reading the clock). The linear SVM
+(scikit-learn) runs on the CPU on copies of the embeddings.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.data.mnist import mnist_two_class
 from ssldyn.data.moons import make_views
-from ssldyn.dynamics.manifold import ManifoldGD
+from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import eigh_ascending, euler, predict, q_from_map, q_ode_rhs
-from ssldyn.experiments.grassmann._common import loglog_slope, single_thread
+from ssldyn.experiments.grassmann._common import loglog_slope, torch_threads, view_inputs
 from ssldyn.lab import Experiment, ExperimentConfig, Result, UserError, check, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
@@ -52,39 +57,52 @@ class Fig4Config(ExperimentConfig):
     fit_from: conint(ge=1) = Field(500, description="smallest width used in the log-log runtime fit")
 
 
-def _prepare(cfg: Fig4Config, seed: int):
-    X, y = mnist_two_class(cfg.classes, cfg.per_class, root=cfg.data_dir, normalize="unit", seed=seed)
+def _prepare(cfg: Fig4Config, seed: int, device: torch.device | None = None):
+    X, y = mnist_two_class(cfg.classes, cfg.per_class, root=cfg.data_dir, normalize="unit", seed=seed,
+                           device=device)  # (n, 784) on device
     X = X - X.mean(0, keepdim=True)
     if cfg.pca_dim:
         if cfg.pca_dim > min(X.shape):
             raise UserError(f"pca_dim={cfg.pca_dim} must be <= min(n, 784) = {min(X.shape)}")
         _, _, Vh = torch.linalg.svd(X, full_matrices=False)
         X = X @ Vh[: cfg.pca_dim].T  # (n, pca_dim)
-    views = make_views(X, y, noise_var=cfg.noise_var, seed=seed + 1)
-    C = contrast_matrix(views.x, views.x_pos, views.x_neg) / views.n
+    views = make_views(X, y, noise_var=cfg.noise_var, seed=seed + 1, device=device)  # numpy draws, then device
+    C = contrast_matrix(views.x, views.x_pos, views.x_neg) / views.n  # (d, d)
     C = C / torch.linalg.matrix_norm(C, ord=2)
     return views, C
 
 
+def _sync(device: torch.device) -> None:
+    """Wait for queued CUDA work, so that wall-clock timings measure the computation."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def _time_gd(C, d, z, h, lr, steps, seed) -> float:
-    net = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[seed], dtype=torch.float64)
+    """Seconds per projected-GD update (a bare timed loop: no loss guard inside the timing)."""
+    net = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[seed], dtype=torch.float64, device=C.device)
     opt = ManifoldGD(net.weights(), lr=lr, mode="projected", retraction="polar")
     times = []
     for _ in range(steps):
+        _sync(C.device)
         t0 = time.perf_counter()
         opt.zero_grad()
         trace_loss(net.W1, net.W2, C).sum().backward()
         opt.step()
+        _sync(C.device)
         times.append(time.perf_counter() - t0)
     return float(np.min(times[1:]))  # min over repeats (timeit convention: least disturbed by other load)
 
 
 def _time_ode(q0, lam, lr, steps, blocks: int = 5) -> float:
+    """Seconds per Euler step of the q-ODE (a bare timed loop)."""
     q, times = q0.clone(), []
     for _ in range(blocks):
+        _sync(q.device)
         t0 = time.perf_counter()
         for _ in range(steps):
             q = q + lr * q_ode_rhs(q, lam)
+        _sync(q.device)
         times.append((time.perf_counter() - t0) / steps)
     return float(np.min(times))
 
@@ -102,11 +120,12 @@ class Fig4(Experiment):
     est_seconds = (12, 90)
 
     def run(self, cfg: Fig4Config, ctx) -> Result:
-        with single_thread():
+        with torch_threads(1, ctx.device):
             return self._run(cfg, ctx)
 
     def _run(self, cfg: Fig4Config, ctx) -> Result:
-        views, C = _prepare(cfg, ctx.seed)
+        dev = ctx.device
+        views, C = _prepare(cfg, ctx.seed, dev)
         d, z = C.shape[0], cfg.z
         if min(cfg.timing_widths + [cfg.h_train]) < max(d, z):
             raise UserError(f"every width must be >= max(d, z) = {max(d, z)} (W1ᵀW1 = I_d); got "
@@ -117,7 +136,7 @@ class Fig4(Experiment):
         # runtime per update
         rows = []
         for h in ctx.track(cfg.timing_widths, description="Fig. 4 timing"):
-            net0 = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[ctx.seed + h], dtype=torch.float64)
+            net0 = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[ctx.seed + h], dtype=torch.float64, device=dev)
             q0 = q_from_map(net0.end_to_end()[0].detach(), V)
             rows.append((h, _time_gd(C, d, z, h, cfg.lr, cfg.timing_steps, ctx.seed + h),
                          _time_ode(q0, lam, cfg.lr, max(cfg.timing_steps, 50))))
@@ -129,17 +148,20 @@ class Fig4(Experiment):
             gd_seconds_per_step=dict(zip(map(str, hs), t_gd.round(6))),
             ode_seconds_per_step=dict(zip(map(str, hs), t_ode.round(7))))
         # downstream: GD and ODE from the same initial outputs
-        net = TwoLayerNet(d, cfg.h_train, z, "linear", "orthogonal", seeds=[ctx.seed + 1], dtype=torch.float64)
+        net = TwoLayerNet(d, cfg.h_train, z, "linear", "orthogonal", seeds=[ctx.seed + 1], dtype=torch.float64,
+                          device=dev)
         q0 = q_from_map(net.end_to_end()[0].detach(), V)
         opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
+        _sync(dev)
         t0 = time.perf_counter()
-        for _ in ctx.track(range(cfg.steps), total=cfg.steps, description="Fig. 4 GD"):
-            opt.zero_grad()
-            trace_loss(net.W1, net.W2, C).sum().backward()
-            opt.step()
+        train_gd(lambda: trace_loss(net.W1, net.W2, C), net.weights(), opt.step, steps=cfg.steps,
+                 inputs={"C": C, **view_inputs(views)},
+                 track=lambda it: ctx.track(it, total=cfg.steps + 1, description="Fig. 4 GD"))
+        _sync(dev)
         gd_wall = time.perf_counter() - t0
         t0 = time.perf_counter()
         _, qs = euler(q0, lam, cfg.lr, cfg.steps, record_every=cfg.steps)
+        _sync(dev)
         ode_wall = time.perf_counter() - t0
         with torch.no_grad():
             emb_gd = views.x @ net.end_to_end()[0].T  # (n, z)
@@ -148,7 +170,7 @@ class Fig4(Experiment):
         y = views.labels
         acc = {k: linear_svm_accuracy(e, y, seed=ctx.seed) for k, e in
                (("gd", emb_gd), ("ode", emb_ode), ("init", emb_init))}
-        res.arrays.update(emb_gd=emb_gd.numpy(), emb_ode=emb_ode.numpy(), labels=y.numpy())
+        res.arrays.update(emb_gd=emb_gd.cpu().numpy(), emb_ode=emb_ode.cpu().numpy(), labels=y.cpu().numpy())
         res.summary.update(acc_gd=acc["gd"], acc_ode=acc["ode"], acc_init=acc["init"],
                            acc_gap=abs(acc["gd"] - acc["ode"]), train_wall_gd=gd_wall, train_wall_ode=ode_wall,
                            embedding_max_angle=float(principal_angles(emb_gd, emb_ode).max()),

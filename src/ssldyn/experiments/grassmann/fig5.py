@@ -6,6 +6,9 @@ the column space of ``q`` (in the eigenbasis ``v_i = e_i``). Conj. 2: for i ≤ 
 tend to 1. The half-moons are 2-D, so z = 3 needs d ≥ 3: we append two independent Gaussian
 coordinates with stds 0.3 and 0.15 (d = 4; C then has four distinct negative eigenvalues).
 Optionally the same is measured for projected GD on the network (width h).
+
+Runs on ``ctx.device`` (the q-ODE with torchdiffeq, GD with ``train_gd``: NaN/inf data check
+and loss guard); the projection norms come to the CPU for arrays and summaries.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from pathlib import Path
 import torch
 from pydantic import Field, PositiveFloat, conint
 
-from ssldyn.dynamics.manifold import ManifoldGD
+from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import q_from_map, solve_adaptive
-from ssldyn.experiments.grassmann._common import moons_problem, single_thread
+from ssldyn.experiments.grassmann._common import moons_problem, torch_threads
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
@@ -48,36 +51,37 @@ class Fig5(Experiment):
     est_seconds = (4, 40)
 
     def run(self, cfg: Fig5Config, ctx) -> Result:
-        with single_thread():
+        with torch_threads(1, ctx.device):
             return self._run(cfg, ctx)
 
     def _run(self, cfg: Fig5Config, ctx) -> Result:
-        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed, tuple(cfg.extra_stds))
+        dev = ctx.device
+        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed, tuple(cfg.extra_stds), device=dev)
         d = C.shape[0]
         from ssldyn.lab import UserError
 
         if max(cfg.zs) > d or cfg.h < d:
             raise UserError(f"need max(zs) <= d = {d} and h >= d (got zs={cfg.zs}, h={cfg.h})")
         res = Result(summary={"eigenvalues_C": lam.tolist(), "d": d})
-        t = torch.linspace(0, cfg.t_final, 101, dtype=torch.float64)
-        eye = torch.eye(d, dtype=torch.float64)
+        t = torch.linspace(0, cfg.t_final, 101, dtype=torch.float64, device=dev)
+        eye = torch.eye(d, dtype=torch.float64, device=dev)
         for z in cfg.zs:
-            net = TwoLayerNet(d, cfg.h, z, "linear", "orthogonal", seeds=[ctx.seed * 100 + z], dtype=torch.float64)
+            net = TwoLayerNet(d, cfg.h, z, "linear", "orthogonal", seeds=[ctx.seed * 100 + z], dtype=torch.float64,
+                              device=dev)
             q0 = q_from_map(net.end_to_end()[0].detach(), V)  # (d, z)
             qs = solve_adaptive(q0, lam, t, rtol=1e-8, atol=1e-10)  # (T, d, z)
-            norms = torch.stack([projection_norms(eye[:, : min(3, d)], q) for q in qs])  # (T, min(3, d))
+            norms = torch.stack([projection_norms(eye[:, : min(3, d)], q) for q in qs]).cpu()  # (T, min(3, d))
             res.arrays[f"ode/z{z}"] = norms.numpy()
             res.summary[f"ode_z{z}_final_norms"] = norms[-1].tolist()
             if cfg.gd:
                 steps = int(round(cfg.t_final / cfg.gd_lr))
                 opt = ManifoldGD(net.weights(), lr=cfg.gd_lr, mode="projected", retraction="polar")
-                for _ in ctx.track(range(steps), total=steps, description=f"Fig. 5 GD z={z}"):
-                    opt.zero_grad()
-                    trace_loss(net.W1, net.W2, C).sum().backward()
-                    opt.step()
+                train_gd(lambda net=net: trace_loss(net.W1, net.W2, C), net.weights(), opt.step, steps=steps,
+                         inputs={"C": C}, track=lambda it, z=z: ctx.track(it, total=steps + 1,
+                                                                          description=f"Fig. 5 GD z={z}"))
                 qg = q_from_map(net.end_to_end()[0].detach(), V)
                 res.summary[f"gd_z{z}_final_norms"] = projection_norms(eye[:, : min(3, d)], qg).tolist()
-        res.arrays["t"] = t.numpy()
+        res.arrays["t"] = t.cpu().numpy()
         worst = []
         for z in cfg.zs:
             worst.append(1 - min(res.summary[f"ode_z{z}_final_norms"][:z]))

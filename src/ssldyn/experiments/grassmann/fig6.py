@@ -8,6 +8,9 @@ that the deeper networks converge to the same final embedding as one hidden laye
 embedding is determined up to a rotation of R^z (the loss is invariant to W_out → W_out R), so
 we compare the row spaces of the end-to-end maps (principal angles), and the final losses.
 Data: the lifted half-moons of Fig. 5 (d = 4), z = 2.
+
+Runs on ``ctx.device`` (GD with ``train_gd``: NaN/inf data check and loss guard; the Euler
+q-ODE); losses and embeddings come to the CPU for arrays and summaries.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, conint
 
-from ssldyn.dynamics.manifold import ManifoldGD
+from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import euler, q_from_map, trace_loss_q
-from ssldyn.experiments.grassmann._common import moons_problem, single_thread
+from ssldyn.experiments.grassmann._common import moons_problem, torch_threads
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.two_layer import DeepLinearNet
 from ssldyn.probes.subspace import principal_angles
@@ -50,11 +53,12 @@ class Fig6(Experiment):
     est_seconds = (6, 30)
 
     def run(self, cfg: Fig6Config, ctx) -> Result:
-        with single_thread():
+        with torch_threads(1, ctx.device):
             return self._run(cfg, ctx)
 
     def _run(self, cfg: Fig6Config, ctx) -> Result:
-        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed, tuple(cfg.extra_stds))
+        dev = ctx.device
+        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed, tuple(cfg.extra_stds), device=dev)
         d = C.shape[0]
         if cfg.h < max(d, cfg.z):
             from ssldyn.lab import UserError
@@ -64,27 +68,27 @@ class Fig6(Experiment):
         maps = {}
         q0_one = None
         for L in cfg.depths:
-            net = DeepLinearNet(d, [cfg.h] * L, cfg.z, "orthogonal", seeds=[ctx.seed * 10 + L], dtype=torch.float64)
+            net = DeepLinearNet(d, [cfg.h] * L, cfg.z, "orthogonal", seeds=[ctx.seed * 10 + L], dtype=torch.float64,
+                                device=dev)
             opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
             losses = []
-            for k in ctx.track(range(cfg.steps + 1), total=cfg.steps + 1, description=f"Fig. 6 depth {L}"):
+
+            def loss_fn(net=net):
                 A = net.end_to_end()[0]  # (z, d)
-                loss = ((A @ C) * A).sum()  # Tr(A C Aᵀ) = loss (8)
-                if k % cfg.record_every == 0 or k == cfg.steps:
-                    losses.append(loss.item())
-                if k == cfg.steps:
-                    break
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+                return ((A @ C) * A).sum()  # Tr(A C Aᵀ) = loss (8)
+
+            train_gd(loss_fn, net.weights(), opt.step, steps=cfg.steps, record_every=cfg.record_every,
+                     on_record=lambda _k, loss, losses=losses: losses.append(loss), inputs={"C": C},
+                     track=lambda it, L=L: ctx.track(it, total=cfg.steps + 1, description=f"Fig. 6 depth {L}"))
+            losses = torch.stack(losses).cpu().tolist()  # one transfer, not one sync per record
             if L == 1:
                 q0_one = q_from_map(DeepLinearNet(d, [cfg.h], cfg.z, "orthogonal", seeds=[ctx.seed * 10 + 1],
-                                                  dtype=torch.float64).end_to_end()[0].detach(), V)
+                                                  dtype=torch.float64, device=dev).end_to_end()[0].detach(), V)
             maps[L] = net.end_to_end()[0].detach()
             res.arrays[f"loss/depth{L}"] = np.asarray(losses)
             res.summary[f"final_loss_depth{L}"] = losses[-1]
         ks, qs = euler(q0_one, lam, cfg.lr, cfg.steps, record_every=cfg.record_every)
-        res.arrays["loss/ode"] = trace_loss_q(qs, lam).numpy()
+        res.arrays["loss/ode"] = trace_loss_q(qs, lam).cpu().numpy()
         res.arrays["steps"] = ks
         A_ode = (V @ qs[-1]).T  # (z, d): u(x) = qᵀVᵀx
         maps["ode"] = A_ode
@@ -101,7 +105,7 @@ class Fig6(Experiment):
                                                 for L in cfg.depths)
         for key, A in maps.items():
             u = views.x @ A.T  # (n, z) final embedding
-            res.arrays[f"embedding/{key}"] = u.numpy()
+            res.arrays[f"embedding/{key}"] = u.cpu().numpy()
         res.notes.append("Principal angles compare the row spaces of the end-to-end maps (the embedding is defined "
                          "up to a rotation of R^z). Loss (8) with C averaged over anchors; lifted half-moons d = 4.")
         return res

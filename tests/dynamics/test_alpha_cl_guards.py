@@ -13,7 +13,8 @@ import torch
 
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics import two_layer_alpha_cl as tl
-from ssldyn.dynamics.alpha_cl import BlockLossGuard, make_A_fn, sphere_flow
+from ssldyn.dynamics.alpha_cl import make_A_fn, sphere_flow
+from ssldyn.dynamics.guards import StepGuard
 from ssldyn.dynamics.guards import NonFiniteLossError
 from ssldyn.dynamics.two_layer_alpha_cl import thm5_closed_form, thm5_flow, two_layer_features
 
@@ -184,7 +185,7 @@ def test_thm5_energy_is_half_top_eigenvalue():
 
 
 def test_block_guard_reports_first_bad_step_in_order():
-    g = BlockLossGuard(block=4)
+    g = StepGuard(every=4, lazy=True)
     for s, v in enumerate([1.0, 2.0, 3.0, 4.0, 5.0]):  # first block flushes finite: last finite 4
         g.push(s, torch.tensor([v, v]))
     assert g.last_finite == 4.0

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from ssldyn.dynamics.function_space import (NetworkKernel, _StepGuard, function_space_flow, pointwise_gradient,
+from ssldyn.dynamics.function_space import (NetworkKernel, function_space_flow, pointwise_gradient,
                                             project_sphere, vanilla_gradient_descent)
-from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError
+from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError, StepGuard
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.dynamics.weight_space import train_weight_space
 from ssldyn.kernels.ntk import empirical_ntk
@@ -201,7 +201,7 @@ def test_batched_step_guard_reports_what_a_per_step_guard_reports():
     with pytest.raises(NonFiniteLossError) as e_ref:
         for s, v in enumerate(losses):
             ref(s, v)
-    g = _StepGuard(torch.device("cuda"), every=32)  # a device descriptor only: nothing runs on CUDA here
+    g = StepGuard(torch.device("cuda"), every=32)  # a device descriptor only: nothing runs on CUDA here
     for s, v in enumerate(losses):
         g(s, v)  # buffered: no check before the flush
     with pytest.raises(NonFiniteLossError) as e:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ssldyn.dynamics.guards import LossGuard, check_finite
+from ssldyn.dynamics.guards import StepGuard, check_finite
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.objectives import alpha_cl_energy, alpha_gaussian, contrastive_covariance
@@ -49,7 +49,6 @@ __all__ = [
     "power_iteration",
     "PowerIterationResult",
     "SphereFlowResult",
-    "BlockLossGuard",
 ]
 
 AFn = Callable[[Tensor], Tensor]
@@ -202,47 +201,6 @@ def _normalize(w: Tensor) -> Tensor:
     return w / w.norm(dim=-1, keepdim=True)
 
 
-class BlockLossGuard:
-    """A :class:`~ssldyn.dynamics.guards.LossGuard` fed in blocks: no host sync per step.
-
-    ``push(step, value)`` keeps the (device) value of one step; every ``block`` steps and at
-    ``flush()`` the block is moved to the CPU once and checked in step order: the first
-    non-finite value raises :class:`~ssldyn.dynamics.guards.NonFiniteLossError` with its step
-    and the last finite value (the mean over members, as :class:`LossGuard`). Steps must be
-    pushed in increasing order. A run that diverges stops at the end of the block at the latest.
-    """
-
-    def __init__(self, what: str = "loss", block: int = 64) -> None:
-        self.guard = LossGuard(what)
-        self.block = max(1, int(block))
-        self._steps: list[int] = []
-        self._vals: list[Tensor] = []
-
-    @property
-    def last_finite(self) -> float | None:
-        return self.guard.last_finite
-
-    def push(self, step: int, value: Tensor) -> None:
-        self._steps.append(int(step))
-        self._vals.append(value.detach().reshape(-1))
-        if len(self._vals) >= self.block:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._vals:
-            return
-        steps, vals = self._steps, torch.stack(self._vals).cpu()  # (B, E): one transfer per block
-        self._steps, self._vals = [], []
-        ok = torch.isfinite(vals).all(-1)  # (B,)
-        if bool(ok.all()):
-            self.guard(steps[-1], vals[-1])
-            return
-        bad = int((~ok).nonzero()[0, 0])
-        if bad > 0:
-            self.guard(steps[bad - 1], vals[bad - 1])
-        self.guard(steps[bad], vals[bad])  # raises NonFiniteLossError
-
-
 @dataclass
 class SphereFlowResult:
     """Final weights ``w (E, d)`` (or ``(d,)``) and the recorded :class:`Trajectory`."""
@@ -270,7 +228,7 @@ def sphere_flow(A_fn: AFn, w0: Tensor, *, t_max: float = 10.0, dt: float = 0.05,
     w = _normalize(w0.reshape(-1, w0.shape[-1]).clone())  # (E, d)
     n_steps = max(1, int(round(t_max / dt)))
     traj = Trajectory(meta={"dynamics": "alpha_cl.sphere_flow", "dt": dt, "t_max": t_max})
-    guard = BlockLossGuard("energy", guard_block)
+    guard = StepGuard(w0.device, "energy", guard_block, lazy=True)
     for step in range(n_steps + 1):
         A = A_fn(w)  # (E, d, d)
         aw = (A @ w.unsqueeze(-1)).squeeze(-1)  # (E, d)

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.guards import LossGuard, check_finite
+from ssldyn.dynamics.guards import StepGuard, check_finite
 from ssldyn.dynamics.trajectory import Trajectory
 
 __all__ = ["loss_and_grad", "apply_kernel", "function_space_flow", "vanilla_gradient_descent", "NetworkKernel",
@@ -125,35 +125,6 @@ class NetworkKernel:
                     p.sub_(lr * gp)
 
 
-class _StepGuard:
-    """A :class:`LossGuard` fed with one loss per step; on CUDA the losses are buffered on the
-    device and checked in order at :meth:`flush` (one host sync), giving the same step and last
-    finite value as checking every step."""
-
-    def __init__(self, device: torch.device, every: int = 32) -> None:
-        self.guard = LossGuard()
-        self.every = 1 if device.type == "cpu" else every
-        self.steps: list[int] = []
-        self.losses: list[Tensor] = []
-
-    def __call__(self, step: int, loss: Tensor, flush: bool = False) -> None:
-        if self.every == 1:  # CPU: check now
-            self.guard(step, loss)
-            return
-        self.steps.append(step)
-        self.losses.append(loss.detach())
-        if flush or len(self.steps) >= self.every:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.steps:
-            return
-        losses = torch.stack(self.losses).cpu()  # (k,) or (k, E): one host sync for the buffered steps
-        steps, self.steps, self.losses = self.steps, [], []
-        for step, loss in zip(steps, losses):
-            self.guard(step, loss)
-
-
 def _check_inputs(z0: Tensor, kernel: Any) -> None:
     """NaN/inf in the flow's input data is a ``ValueError`` naming the input, before any step."""
     check_finite("z0", z0)
@@ -209,7 +180,7 @@ def function_space_flow(z0: Tensor, loss_fn: LossFn, kernel: Tensor | NetworkKer
     if project not in (None, "sphere"):
         raise ValueError(f"project {project!r}: allowed values are None, 'sphere'")
     _check_inputs(z0, kernel)
-    guard = _StepGuard(z0.device)
+    guard = StepGuard(z0.device, every=32)
     traj = trajectory if trajectory is not None else Trajectory()
     logs, snaps = step_schedule(log_every, steps), step_schedule(snapshot_every, steps)
     z = z0.detach().clone()

@@ -51,6 +51,57 @@ class LossGuard:
         self.last_finite = float(t.mean()) if t.numel() else self.last_finite
 
 
+class StepGuard:
+    """A :class:`LossGuard` fed once per step, without a host sync per step where that matters.
+
+    Eager (the default on the CPU): every loss is checked when given (exactly ``LossGuard``).
+    Lazy (the default on an accelerator, or ``lazy=True``): the detached losses stay on their
+    device and are checked in step order every ``every`` steps and at :meth:`flush` (one transfer
+    per block), so the error names the same step and the same last finite value as a per-step
+    check, at most ``every − 1`` steps later.
+
+    Args:
+        device: the device the losses live on (decides the default of ``lazy``).
+        what: the name of the checked quantity in the error message.
+        every: block length when lazy.
+        lazy: force lazy/eager checking.
+    """
+
+    def __init__(self, device: torch.device | str | None = None, what: str = "loss", every: int = 64,
+                 lazy: bool | None = None) -> None:
+        self.guard = LossGuard(what)
+        self.lazy = (device is not None and torch.device(device).type != "cpu") if lazy is None else bool(lazy)
+        self.every = max(1, int(every))
+        self._steps: list[int] = []
+        self._vals: list[torch.Tensor] = []
+
+    @property
+    def last_finite(self) -> float | None:
+        """Mean over members of the last finite loss checked so far."""
+        return self.guard.last_finite
+
+    def __call__(self, step: int, loss: Any, flush: bool = False) -> None:
+        if not self.lazy:
+            self.guard(step, loss)
+            return
+        t = loss.detach() if isinstance(loss, torch.Tensor) else torch.as_tensor(loss)
+        self._steps.append(int(step))
+        self._vals.append(t.reshape(-1))  # (E,) or (1,)
+        if flush or len(self._steps) >= self.every:
+            self.flush()
+
+    push = __call__
+
+    def flush(self) -> None:
+        """Check the buffered losses now (raises :class:`NonFiniteLossError` at the first bad step)."""
+        if not self._steps:
+            return
+        steps, vals = self._steps, torch.stack(self._vals).cpu()  # (B, E): one transfer
+        self._steps, self._vals = [], []
+        for k, v in zip(steps, vals):
+            self.guard(k, v)
+
+
 class EnsembleLossGuard:
     """Per-member loss guard for batched ensembles that does not synchronise every step.
 
@@ -94,4 +145,4 @@ class EnsembleLossGuard:
         raise err
 
 
-__all__ = ["NonFiniteLossError", "check_finite", "LossGuard", "EnsembleLossGuard", "math"]
+__all__ = ["NonFiniteLossError", "check_finite", "LossGuard", "StepGuard", "EnsembleLossGuard", "math"]

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from ssldyn.dynamics.guards import LossGuard, check_finite
+from ssldyn.dynamics.guards import StepGuard, check_finite  # noqa: F401 (StepGuard re-exported)
 
 RETRACTIONS = ("polar", "qr")
 TANGENTS = ("stiefel", "grassmann")
@@ -211,53 +211,6 @@ class ManifoldGD(torch.optim.Optimizer):
             else:
                 riemannian_gd_step_(group["params"], group["lr"], group["tangent"], group["retraction"])
         return loss
-
-
-class StepGuard:
-    """A :class:`~ssldyn.dynamics.guards.LossGuard` fed once per step, without a host sync per step
-    on an accelerator.
-
-    On the CPU every loss is checked when it is given (exactly ``LossGuard``). On another device
-    the detached losses stay there and are checked, in step order, every ``every`` steps and at
-    :meth:`flush` (one transfer per block), so the error names the same step and the same last
-    finite value as a per-step check, at most ``every − 1`` steps later.
-
-    Args:
-        device: the device the losses live on.
-        what: the name of the checked quantity in the error message.
-        every: block length on an accelerator.
-    """
-
-    def __init__(self, device: torch.device | str | None = None, what: str = "loss", every: int = 64) -> None:
-        self.guard = LossGuard(what)
-        self.lazy = device is not None and torch.device(device).type != "cpu"
-        self.every = max(1, int(every))
-        self._steps: list[int] = []
-        self._vals: list[torch.Tensor] = []
-
-    @property
-    def last_finite(self) -> float | None:
-        """Mean over members of the last finite loss checked so far."""
-        return self.guard.last_finite
-
-    def __call__(self, step: int, loss: Any) -> None:
-        if not self.lazy:
-            self.guard(step, loss)
-            return
-        t = loss.detach() if isinstance(loss, torch.Tensor) else torch.as_tensor(loss)
-        self._steps.append(int(step))
-        self._vals.append(t.reshape(-1))  # (E,) or (1,)
-        if len(self._steps) >= self.every:
-            self.flush()
-
-    def flush(self) -> None:
-        """Check the buffered losses now (raises :class:`NonFiniteLossError` at the first bad step)."""
-        if not self._steps:
-            return
-        steps, vals = self._steps, torch.stack(self._vals).cpu()  # (B, E): one transfer
-        self._steps, self._vals = [], []
-        for k, v in zip(steps, vals):
-            self.guard(k, v)
 
 
 def train_gd(loss_fn: Callable[[], torch.Tensor], params: Iterable[torch.Tensor], step: Callable[[], Any], *,

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ssldyn.dynamics.alpha_cl import BlockLossGuard, uniform_contrastive_covariance
-from ssldyn.dynamics.guards import check_finite
+from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
+from ssldyn.dynamics.guards import StepGuard, check_finite
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.objectives import alpha_cl_energy, contrastive_covariance
 
@@ -256,7 +256,7 @@ def thm5_flow(W0: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None
     act = get_activation(activation)
     x = x.to(W0.device)
     masks, p0, p1 = _thm5_populations(x, z, weights)  # constant over the flow: no per-step host sync
-    guard = BlockLossGuard("energy", guard_block)
+    guard = StepGuard(W0.device, "energy", guard_block, lazy=True)
     W = W0 / W0.norm(dim=-1, keepdim=True)
     n_steps = max(1, int(round(t_max / dt)))
     for step in range(n_steps + 1):

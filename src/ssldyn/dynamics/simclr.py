@@ -21,7 +21,7 @@ import torch
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.models.encoders import SimCLRNet
 from ssldyn.objectives import info_nce
-from ssldyn.dynamics.guards import LossGuard, check_finite
+from ssldyn.dynamics.guards import StepGuard, check_finite
 
 __all__ = ["minibatches", "train_simclr", "embed"]
 
@@ -61,7 +61,7 @@ def train_simclr(model: SimCLRNet, images: torch.Tensor, augment: Callable, step
     if steps < 1 or batch_size < 2:
         raise ValueError(f"steps={steps} must be >= 1 and batch_size={batch_size} >= 2")
     check_finite("images", images)
-    guard = LossGuard()
+    guard = StepGuard(images.device)  # per step on CPU; in blocks on a GPU (no sync per step)
     g = generator if generator is not None else torch.Generator().manual_seed(0)
     if optimizer == "adam":
         opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -80,7 +80,7 @@ def train_simclr(model: SimCLRNet, images: torch.Tensor, augment: Callable, step
         z = model(v)  # (E, 2B, d)
         z1, z2 = z[:, :batch_size], z[:, batch_size:]  # (E, B, d) each
         losses = info_nce(z1, z2, temperature)  # (E,)
-        guard(t, losses)  # a non-finite loss fails the run with its step and last finite value
+        guard(t, losses, flush=t % log_every == 0 or t == steps - 1)  # non-finite: run fails, step + last value
         opt.zero_grad(set_to_none=True)
         losses.sum().backward()
         opt.step()
@@ -89,6 +89,7 @@ def train_simclr(model: SimCLRNet, images: torch.Tensor, augment: Callable, step
             if probe is not None:
                 probe(t, model, traj)
                 model.train()
+    guard.flush()
     return traj
 
 

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from ssldyn.dynamics.function_space import project_sphere, step_schedule
 from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.dynamics.guards import LossGuard, check_finite
+from ssldyn.dynamics.guards import StepGuard, check_finite
 
 __all__ = ["train_weight_space", "embed"]
 
@@ -69,7 +69,7 @@ def train_weight_space(model: nn.Module, x: Tensor, loss_fn: Callable[..., Tenso
     if output not in ("sphere", "raw"):
         raise ValueError(f"output {output!r}: allowed values are 'sphere', 'raw'")
     check_finite("x", x)
-    guard = LossGuard()
+    guard = StepGuard(x.device)  # per step on CPU; in blocks on a GPU (no sync per step)
     traj = trajectory if trajectory is not None else Trajectory()
     logs, snaps = step_schedule(log_every, steps), step_schedule(snapshot_every, steps)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -90,9 +90,10 @@ def train_weight_space(model: nn.Module, x: Tensor, loss_fn: Callable[..., Tenso
             loss = loss_clean
         else:
             loss = loss_fn(embed(model, views(x), output), embed(model, views(x), output))
-        guard(step, loss)  # a non-finite loss fails the run with its step and last finite value
+        guard(step, loss, flush=record)  # a non-finite loss fails the run with its step and last finite value
         loss.sum().backward()
         opt.step()
+    guard.flush()
     return traj
 
 

@@ -18,7 +18,9 @@ Prints ONE JSON line with
 Threads, set deliberately: the peak matmul uses ``torch.set_num_threads(2)`` (both cores); the grid
 runs in 2 worker processes with ONE torch thread each (measured faster than 2 threads in one
 process for these many small ops, and robust on a shared machine); ``OMP_WAIT_POLICY=PASSIVE``
-so idle OpenMP threads sleep instead of spinning. Ensembles are planned by
+so idle OpenMP threads sleep instead of spinning; every process keeps a 256 MB malloc top pad
+(``keep_heap_pad``: without it glibc trims the heap after each step and the next one page-faults
+the memory back, ~20–30 % of a step). Ensembles are planned by
 ``plan_token_ensembles`` (``TOKEN_MAX_ELEMS``), the same grouping the experiments use.
 """
 
@@ -39,6 +41,7 @@ import torch  # noqa: E402
 
 from ssldyn.dynamics.ensemble_trainer import (TokenRun, plan_token_ensembles, token_ensemble_cost,  # noqa: E402
                                               train_token_ensemble)
+from ssldyn.lab.context import keep_heap_pad  # noqa: E402
 from ssldyn.models.rf_net import token_path  # noqa: E402
 from ssldyn.experiments.nonlinearity.token_grid import make_runs  # noqa: E402
 
@@ -86,6 +89,7 @@ def model_flops(runs: list[TokenRun]) -> float:
 
 def _worker_init() -> None:
     torch.set_num_threads(1)
+    keep_heap_pad()
 
 
 def _warm(_: int) -> int:
@@ -106,6 +110,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch threads of the peak matmul")
     ap.add_argument("--workers", type=int, default=2, help="processes training ensembles (1 thread each)")
     args = ap.parse_args()
+    keep_heap_pad()  # as the grid's workers: the E = 1 baseline below runs in this process
     torch.set_num_threads(args.threads)
     peak = matmul_peak()
     runs = make_runs(losses=["infonce", "quadratic"], activations=["linear", "relu", "leaky_relu", "quadratic"],

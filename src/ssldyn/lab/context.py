@@ -62,6 +62,25 @@ def torch_threads(n: int = 1, device: torch.device | str | None = None) -> Itera
         torch.set_num_threads(old)
 
 
+def keep_heap_pad(pad_bytes: int = 256 << 20) -> bool:
+    """Ask glibc's malloc to keep ``pad_bytes`` of freed heap instead of returning it to the OS.
+
+    A training step of the batched ensembles allocates and frees tensors of a few MB; without
+    a pad, glibc trims the heap after each step and the next step page-faults the memory back
+    (measured: the 384-run token grid's steps are ~20 % faster with a 256 MB pad). Returns
+    whether it took effect (False off glibc). Process-wide: call it in worker processes.
+    """
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        M_TOP_PAD = -2
+        return bool(libc.mallopt(M_TOP_PAD, int(pad_bytes)))
+    except (OSError, AttributeError, TypeError):
+        return False
+
+
 def single_thread() -> Any:
     """``torch_threads(1)``."""
     return torch_threads(1)

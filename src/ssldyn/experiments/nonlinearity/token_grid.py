@@ -111,7 +111,10 @@ def _train_group(runs: list[TokenRun], steps: int, log_every: int, keep_filters:
 
 
 def _worker_init() -> None:
+    from ssldyn.lab.context import keep_heap_pad
+
     torch.set_num_threads(1)
+    keep_heap_pad()  # steps free and re-allocate MB-sized tensors: keep the heap, no page faults
 
 
 def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cache: Path | None = None,
@@ -173,8 +176,10 @@ def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cach
     elif groups:
         # one torch thread in-process too: with several threads, OpenMP's spinning makes the many
         # small ops of a step tens of times slower whenever the 2 cores are shared with other work
-        from ssldyn.lab.context import torch_threads
+        from ssldyn.lab.context import keep_heap_pad, torch_threads
 
+        if dev == "cpu":
+            keep_heap_pad()
         with torch_threads(1, dev):
             for g in track(groups, total=len(groups), description="token ensembles"):
                 finish(g, _train_group([runs[i] for i in g], steps, log_every, keep_filters, dev))

@@ -312,9 +312,7 @@ def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 
     dev = torch.device(device) if device is not None else torch.device("cpu")
     first = runs[0]
     for r in runs:
-        if (r.spec.K, r.spec.dim, r.batch, r.temperature, r.out_dim, r.momentum, r.weight_decay) != (
-                first.spec.K, first.spec.dim, first.batch, first.temperature, first.out_dim, first.momentum,
-                first.weight_decay):
+        if _shared_settings(r) != _shared_settings(first):
             raise ValueError("train_token_ensemble: runs must share K, input dim, batch, temperature, out_dim, "
                              "momentum and weight_decay")
     # members sorted by (activation, loss) so both are contiguous slices
@@ -400,6 +398,21 @@ def plan_token_ensembles(runs: Sequence[TokenRun], max_elems: int | None = None,
                           rows=max(2 * r0.spec.n_tokens, r0.out_dim), K=r0.spec.K)
 
 
+def _shared_settings(r: TokenRun) -> tuple:
+    """Settings every member of one ensemble must share."""
+    return (r.spec.K, r.spec.dim, r.batch, r.temperature, r.out_dim, r.momentum, r.weight_decay)
+
+
+def group_token_runs(runs: Sequence[TokenRun], max_elems: int | None = None) -> list[list[int]]:
+    """Ensembles for any set of runs (indices into ``runs``): split by the settings members must
+    share, then planned by :func:`plan_token_ensembles`."""
+    shared: dict[tuple, list[int]] = {}
+    for i, r in enumerate(runs):
+        shared.setdefault(_shared_settings(r), []).append(i)
+    return [[idx[g] for g in grp] for idx in shared.values()
+            for grp in plan_token_ensembles([runs[i] for i in idx], max_elems=max_elems)]
+
+
 def train_token_runs(runs: Sequence[TokenRun], steps: int, log_every: int = 100, keep_filters: bool = False,
                      max_elems: int | None = None, progress: Callable[[int], None] | None = None,
                      device: torch.device | str | None = None) -> list[RunTrace]:
@@ -408,17 +421,11 @@ def train_token_runs(runs: Sequence[TokenRun], steps: int, log_every: int = 100,
     ``progress(n)`` is called after each ensemble with the number of runs it finished; ``device``
     as in :func:`train_token_ensemble`.
     """
-    shared: dict[tuple, list[int]] = {}
-    for i, r in enumerate(runs):
-        shared.setdefault((r.spec.K, r.spec.dim, r.batch, r.temperature, r.out_dim, r.momentum, r.weight_decay),
-                          []).append(i)
     out: list[RunTrace | None] = [None] * len(runs)
-    for idx in shared.values():
-        for grp in plan_token_ensembles([runs[i] for i in idx], max_elems=max_elems):
-            members = [idx[g] for g in grp]
-            traces = train_token_ensemble([runs[i] for i in members], steps, log_every, keep_filters, device=device)
-            for i, tr in zip(members, traces):
-                out[i] = tr
-            if progress is not None:
-                progress(len(members))
+    for members in group_token_runs(runs, max_elems):
+        traces = train_token_ensemble([runs[i] for i in members], steps, log_every, keep_filters, device=device)
+        for i, tr in zip(members, traces):
+            out[i] = tr
+        if progress is not None:
+            progress(len(members))
     return out  # type: ignore[return-value]

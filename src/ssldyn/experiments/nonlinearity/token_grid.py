@@ -30,7 +30,7 @@ from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.lab import ExperimentConfig
 
-from ssldyn.dynamics.ensemble_trainer import (RunTrace, TokenRun, plan_token_ensembles, token_ensemble_cost,
+from ssldyn.dynamics.ensemble_trainer import (RunTrace, TokenRun, group_token_runs, token_ensemble_cost,
                                               train_token_ensemble)
 
 CACHE_VERSION = "1"
@@ -138,15 +138,7 @@ def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cach
         else:
             todo.append(i)
     # group by settings that must be shared inside one ensemble, then by width
-    shared: dict[tuple, list[int]] = {}
-    for i in todo:
-        r = runs[i]
-        shared.setdefault((r.spec.K, r.spec.dim, r.batch, r.temperature, r.out_dim, r.momentum, r.weight_decay),
-                          []).append(i)
-    groups: list[list[int]] = []
-    for idx in shared.values():
-        for g in plan_token_ensembles([runs[i] for i in idx], max_elems=max_elems):
-            groups.append([idx[j] for j in g])
+    groups = [[todo[j] for j in g] for g in group_token_runs([runs[i] for i in todo], max_elems)]
     groups.sort(key=lambda g: -token_ensemble_cost([runs[i] for i in g]))  # largest first (load balance)
     track = track or (lambda it, total=None, description="": it)
 

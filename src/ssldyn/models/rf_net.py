@@ -177,7 +177,8 @@ class EnsembleRFNet(nn.Module):
         Inputs (one of):
             x: dense inputs ``(E or 1, 2, N, K, d_in)`` (view axis 1);
             tokens + embedding: token indices ``(E, 2, N, K)`` and per-member embeddings
-                ``(E, n_tokens, d_in)`` (x_k = u_{tokens[k]}); the first layer is then a gather.
+                ``(E, n_tokens, d_in)`` (x_k = u_{tokens[k]}); computed in token space
+                (:meth:`_token_loss_and_grad`).
         loss_fn: ``z (E, 2, N, out) -> (E,)`` per-member losses (autograd is used on ``z`` only);
             or ``loss_grad_fn``: ``z -> (losses (E,), dL/dz (E, 2, N, out))`` given in closed form.
 
@@ -191,14 +192,13 @@ class EnsembleRFNet(nn.Module):
         E, K, Mp, din = self.ensemble, self.K, self.M_pad, self.in_dim
         W, VT = self.W.detach(), self.VT.detach()
         F_ = K * Mp
-        # ---- first layer y = W_k x_k: (E, 2, N, F)
-        if x is not None:
-            if x.dim() != 5 or x.shape[3] != K or x.shape[4] != din:
-                raise ValueError(f"loss_and_grad: x must be (E or 1, 2, N, {K}, {din}), got {tuple(x.shape)}")
-            two, N = x.shape[1], x.shape[2]
-            y = torch.einsum("evnki,ekmi->evnkm", x, W).reshape(E, two, N, F_)  # (E, 2, N, F)
-        else:
+        if x is None:
             raise ValueError("loss_and_grad: pass x or tokens + embedding")
+        if x.dim() != 5 or x.shape[3] != K or x.shape[4] != din:
+            raise ValueError(f"loss_and_grad: x must be (E or 1, 2, N, {K}, {din}), got {tuple(x.shape)}")
+        # ---- first layer y = W_k x_k: (E, 2, N, F)
+        two, N = x.shape[1], x.shape[2]
+        y = torch.einsum("evnki,ekmi->evnkm", x, W).reshape(E, two, N, F_)  # (E, 2, N, F)
         # ---- activation, in place (per contiguous run of members); y is kept only where h' needs it
         kept: dict[int, torch.Tensor] = {}
         for a, s0, t in self._act_runs:

@@ -132,6 +132,9 @@ class EnsembleRFNet(nn.Module):
         self.register_buffer("bn_on", torch.tensor([m != "off" for m in self.bn_modes]))  # (E,)
         self.register_buffer("bn_a", flags[:, 0].clone())  # (E,) μ backpropagated
         self.register_buffer("bn_b", flags[:, 1].clone())  # (E,) σ² backpropagated
+        # host-side: does any member backpropagate μ / σ²? (no device sync per step)
+        self._bp_mean = any(_BN_FLAGS[m][0] for m in self.bn_modes)
+        self._bp_var = any(_BN_FLAGS[m][1] for m in self.bn_modes)
         self._act_runs = _runs(self.acts)
         self._need_mask = Mp > min(Ms) and any(float(get_activation(a).fn(torch.zeros(1))) != 0.0
                                                for a in self.acts)
@@ -230,9 +233,9 @@ class EnsembleRFNet(nn.Module):
         dg = torch.bmm(dz, VT.transpose(1, 2)).view(E, two, N, F_)  # (E, 2, N, F)
         # ---- BN backward: dh = s (dg − a mean(dg) − b g mean(dg g))
         a_ = (self.bn_a.view(E, 1, 1, 1) * on)
-        if bool(self.bn_a.any()):
+        if self._bp_mean:
             dg.sub_(dg.mean(2, keepdim=True) * a_)
-        if bool(self.bn_b.any()):
+        if self._bp_var:
             c2 = (dg * g).mean(2, keepdim=True) * self.bn_b.view(E, 1, 1, 1)  # uses dg − a·mean(dg): Σ g = 0
             dg.addcmul_(g, c2, value=-1.0)
         dg.mul_(s)
@@ -345,7 +348,7 @@ class EnsembleRFNet(nn.Module):
             Rv.index_add_(0, rows.reshape(-1), dg.view(-1, Mp))
             Rv = Rv.view(E, K, two, n_tok, Mp)  # (E, K, 2, T, M): Σ_{n: t_nk = a} ∂L/∂g_nk per view
         dh_tab = (Rv * s.unsqueeze(3)).sum(2)  # (E, K, T, M)
-        need_a, need_b = bool((self.bn_a * self.bn_on).any()), bool((self.bn_b * self.bn_on).any())
+        need_a, need_b = self._bp_mean, self._bp_var  # ("off" has both flags 0)
         if need_a or need_b:
             a_ = (self.bn_a * self.bn_on).view(E, 1, 1, 1)
             b_ = (self.bn_b * self.bn_on).view(E, 1, 1, 1)

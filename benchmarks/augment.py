@@ -44,13 +44,19 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
     x = torch.rand(a.n, 1, 28, 28, device=dev)
-    out = {"bench": "augment", "n": a.n, "threads": a.threads, "device": str(dev), "python": platform.python_version(),
-           "torch": torch.__version__}
+    out = {
+        "bench": "augment",
+        "n": a.n,
+        "threads": a.threads,
+        "device": str(dev),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
     for name, aug in (("crop", RandomResizedCrop()), ("simclr", SimCLRAugment())):
         g = torch.Generator().manual_seed(0)
         aug(x[:8], g)  # warm-up
-        batched = _time(lambda: aug(x, g), a.repeats, dev)
-        loop = _time(lambda: [aug(x[i:i + 1], g) for i in range(a.n)], a.repeats, dev)
+        batched = _time(lambda aug=aug, g=g: aug(x, g), a.repeats, dev)
+        loop = _time(lambda aug=aug, g=g: [aug(x[i : i + 1], g) for i in range(a.n)], a.repeats, dev)
         out[f"{name}_batched_s"] = round(batched, 5)
         out[f"{name}_per_image_s"] = round(loop, 5)
         out[f"{name}_speedup"] = round(loop / batched, 2)

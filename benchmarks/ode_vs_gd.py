@@ -37,9 +37,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from ssldyn.dynamics.manifold import ManifoldGD
     from scipy.integrate import solve_ivp
 
+    from ssldyn.dynamics.manifold import ManifoldGD
     from ssldyn.dynamics.q_ode import eigh_ascending, q_from_map, q_ode_rhs, q_ode_rhs_numpy
     from ssldyn.experiments.grassmann.fig4 import Fig4Config, _prepare
     from ssldyn.models.two_layer import TwoLayerNet
@@ -89,24 +89,43 @@ def main() -> None:
     f = lambda _t, y: q_ode_rhs_numpy(y.reshape(q0_np.shape), lam_np).reshape(-1)  # noqa: E731
     event = lambda _t, y: float(np.abs(y.reshape(q0_np.shape) - qs_np).max()) - 0.5 * args.tol  # noqa: E731
     event.terminal, event.direction = True, -1
-    sol = solve_ivp(f, (0.0, args.max_steps * args.lr), q0_np.reshape(-1), method="DOP853", rtol=1e-7,
-                    atol=1e-10, events=event)
+    sol = solve_ivp(
+        f, (0.0, args.max_steps * args.lr), q0_np.reshape(-1), method="DOP853", rtol=1e-7, atol=1e-10, events=event
+    )
     q_ad = sol.y[:, -1].reshape(q0_np.shape)
     t_adapt = time.perf_counter() - t0
 
-    dev = {"gd": float((q_gd - q_star).abs().max()), "euler": float((q - q_star).abs().max()),
-           "adaptive": float(np.abs(q_ad - q_star.numpy()).max())}
-    print(json.dumps({
-        "benchmark": "ode_vs_gd", "h": args.h, "d": d, "z": 1, "lr": args.lr, "tol": args.tol,
-        "agreement": "max |q − q*| <= tol for GD and both ODE solvers, q* = ±v_1 (Thm. 3)",
-        "gd_steps": steps_gd, "gd_seconds": round(t_gd, 4),
-        "ode_euler_steps": steps_ode, "ode_euler_seconds": round(t_euler, 4),
-        "ode_adaptive_seconds": round(t_adapt, 4), "ode_adaptive_rhs_evals": int(sol.nfev),
-        "ode_adaptive_t": round(float(sol.t[-1]), 3),
-        "final_max_deviation": dev, "all_converged": all(v <= args.tol for v in dev.values()),
-        "ratio": round(t_gd / t_adapt, 1), "ratio_euler": round(t_gd / t_euler, 1), "target_ratio": 100,
-        "threads": torch.get_num_threads(),
-    }))
+    dev = {
+        "gd": float((q_gd - q_star).abs().max()),
+        "euler": float((q - q_star).abs().max()),
+        "adaptive": float(np.abs(q_ad - q_star.numpy()).max()),
+    }
+    print(
+        json.dumps(
+            {
+                "benchmark": "ode_vs_gd",
+                "h": args.h,
+                "d": d,
+                "z": 1,
+                "lr": args.lr,
+                "tol": args.tol,
+                "agreement": "max |q − q*| <= tol for GD and both ODE solvers, q* = ±v_1 (Thm. 3)",
+                "gd_steps": steps_gd,
+                "gd_seconds": round(t_gd, 4),
+                "ode_euler_steps": steps_ode,
+                "ode_euler_seconds": round(t_euler, 4),
+                "ode_adaptive_seconds": round(t_adapt, 4),
+                "ode_adaptive_rhs_evals": int(sol.nfev),
+                "ode_adaptive_t": round(float(sol.t[-1]), 3),
+                "final_max_deviation": dev,
+                "all_converged": all(v <= args.tol for v in dev.values()),
+                "ratio": round(t_gd / t_adapt, 1),
+                "ratio_euler": round(t_gd / t_euler, 1),
+                "target_ratio": 100,
+                "threads": torch.get_num_threads(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -52,10 +52,15 @@ def main() -> None:
         q = Path(tmp) / "quick"
         fresh = _reproduce(q, True, args.only, env)
         cached = _reproduce(q, True, args.only, env)
-        rec = {"benchmark": "reproduce", "machine": f"{platform.machine()} {os.cpu_count()} cores",
-               "threads": args.threads, "quick_total_s": round(fresh, 2), "cached_total_s": round(cached, 2),
-               "ratio_fresh_vs_cached": round(fresh / max(cached, 1e-9), 2),
-               "quick_per_exp_s": _per_exp(q)}
+        rec = {
+            "benchmark": "reproduce",
+            "machine": f"{platform.machine()} {os.cpu_count()} cores",
+            "threads": args.threads,
+            "quick_total_s": round(fresh, 2),
+            "cached_total_s": round(cached, 2),
+            "ratio_fresh_vs_cached": round(fresh / max(cached, 1e-9), 2),
+            "quick_per_exp_s": _per_exp(q),
+        }
         if args.full:
             f = Path(tmp) / "full"
             total = _reproduce(f, False, args.only, env)

@@ -39,11 +39,10 @@ from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from ssldyn.dynamics.ensemble_trainer import (TokenRun, plan_token_ensembles, token_ensemble_cost,  # noqa: E402
-                                              train_token_ensemble)
+from ssldyn.dynamics.ensemble_trainer import TokenRun, plan_token_ensembles, token_ensemble_cost, train_token_ensemble  # noqa: E402
+from ssldyn.experiments.nonlinearity.token_grid import make_runs  # noqa: E402
 from ssldyn.lab.context import keep_heap_pad  # noqa: E402
 from ssldyn.models.rf_net import token_path  # noqa: E402
-from ssldyn.experiments.nonlinearity.token_grid import make_runs  # noqa: E402
 
 FULL_STEPS = 5000
 
@@ -77,7 +76,7 @@ def step_flops(runs: list[TokenRun]) -> float:
 def model_flops(runs: list[TokenRun]) -> float:
     """Model FLOPs of one step: per-sample forward + backward of the network on dense inputs (+ loss)."""
     r0 = runs[0]
-    E, K, din, out, N = len(runs), r0.spec.K, r0.spec.dim, r0.out_dim, r0.batch
+    K, din, out, N = r0.spec.K, r0.spec.dim, r0.out_dim, r0.batch
     f = 0.0
     for r in runs:  # unpadded widths: the model's own FLOPs
         F = K * r.filters
@@ -99,8 +98,11 @@ def _warm(_: int) -> int:
 def _time_group(members: list[TokenRun], steps: int) -> dict:
     t = time.perf_counter()
     train_token_ensemble(members, steps, log_every=steps)
-    return {"E": len(members), "M_pad": max(r.filters for r in members),
-            "s_per_step": round((time.perf_counter() - t) / steps, 5)}
+    return {
+        "E": len(members),
+        "M_pad": max(r.filters for r in members),
+        "s_per_step": round((time.perf_counter() - t) / steps, 5),
+    }
 
 
 def main() -> None:
@@ -113,8 +115,14 @@ def main() -> None:
     keep_heap_pad()  # as the grid's workers: the E = 1 baseline below runs in this process
     torch.set_num_threads(args.threads)
     peak = matmul_peak()
-    runs = make_runs(losses=["infonce", "quadratic"], activations=["linear", "relu", "leaky_relu", "quadratic"],
-                     betas=[1, 2, 5, 10], Ps=[1, 3, 5, 10], seeds=[0, 1, 2], bns=["mean_only"])
+    runs = make_runs(
+        losses=["infonce", "quadratic"],
+        activations=["linear", "relu", "leaky_relu", "quadratic"],
+        betas=[1, 2, 5, 10],
+        Ps=[1, 3, 5, 10],
+        seeds=[0, 1, 2],
+        bns=["mean_only"],
+    )
     steps = args.steps
     groups = plan_token_ensembles(runs)
     groups.sort(key=lambda g: -token_ensemble_cost([runs[i] for i in g]))  # largest first (load balance)
@@ -124,8 +132,9 @@ def main() -> None:
     # timing), every ensemble of the grid trained for `steps` steps
     old = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "1"
-    with ProcessPoolExecutor(max_workers=args.workers, mp_context=mp.get_context("spawn"),
-                             initializer=_worker_init) as ex:
+    with ProcessPoolExecutor(
+        max_workers=args.workers, mp_context=mp.get_context("spawn"), initializer=_worker_init
+    ) as ex:
         list(ex.map(_warm, range(args.workers)))
         t0 = time.perf_counter()
         futs = [ex.submit(_time_group, [runs[i] for i in g], steps) for g in groups]

@@ -16,7 +16,7 @@ def test_crop_params_respect_scale_and_ratio():
     assert (top >= 0).all() and (left >= 0).all() and (top + h <= 28).all() and (left + w <= 28).all()
     # rounding of w = round(√(s·A·r)), h = round(√(s·A/r)) moves area and ratio by at most half a pixel per side
     area = (h * w).double() / 784
-    lo_area = ((torch.sqrt(torch.tensor(0.5 * 784 * 0.5)) - 0.5) * (torch.sqrt(torch.tensor(0.5 * 784 / 1.5)) - 0.5))
+    lo_area = (torch.sqrt(torch.tensor(0.5 * 784 * 0.5)) - 0.5) * (torch.sqrt(torch.tensor(0.5 * 784 / 1.5)) - 0.5)
     assert area.max() <= 1.0 and area.min() >= 0.45
     for hh, ww in zip(h[:2000].tolist(), w[:2000].tolist()):
         # some real (s, r) in the given ranges rounds to (h, w)
@@ -57,7 +57,7 @@ def test_resized_crop_equals_slicing_and_identity():
     p = torch.tensor([[3, 5, 8, 6], [0, 0, 8, 6], [8, 10, 8, 6]])
     out = resized_crop(x, p, size=(8, 6))
     for b, (t, l, h, w) in enumerate(p.tolist()):
-        torch.testing.assert_close(out[b], x[b, :, t:t + h, l:l + w], atol=1e-10, rtol=0)
+        torch.testing.assert_close(out[b], x[b, :, t : t + h, l : l + w], atol=1e-10, rtol=0)
     # 2× upsampling of a crop is bilinear interpolation with aligned corners: a linear ramp stays linear
     ramp = torch.arange(16, dtype=torch.float64).view(1, 1, 1, 16).expand(1, 1, 16, 16)
     up = resized_crop(ramp, torch.tensor([[0, 4, 16, 8]]), size=(16, 15))  # columns 4..11 -> 15 samples

@@ -8,8 +8,9 @@ from ssldyn.data.clustered import ball_noise, clustered_data, clusters_3d, four_
 
 def test_eq16_orthogonal_centers_and_bounded_noise():
     g = torch.Generator().manual_seed(0)
-    data = clustered_data([3, 5, 7], d=4, D=6, delta=0.2, center_norm=2.0, rotate=True, generator=g,
-                          dtype=torch.float64)
+    data = clustered_data(
+        [3, 5, 7], d=4, D=6, delta=0.2, center_norm=2.0, rotate=True, generator=g, dtype=torch.float64
+    )
     gram = data.centers @ data.centers.T
     assert torch.allclose(gram, 4.0 * torch.eye(3, dtype=torch.float64), atol=1e-12)  # ξ_q·ξ_q' = 4 δ_qq'
     assert torch.all(data.centers[:, 4:] == 0)  # centers in the first d coordinates
@@ -54,8 +55,9 @@ def test_device_gets_the_cpu_draws():
     # CUDA here (a CPU tensor mixed into a meta computation raises)
     g_cpu, g_meta = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
     cpu = clustered_data([3, 5], d=2, D=4, delta=0.2, noise="orthogonal", generator=g_cpu, dtype=torch.float64)
-    meta = clustered_data([3, 5], d=2, D=4, delta=0.2, noise="orthogonal", generator=g_meta, dtype=torch.float64,
-                          device="meta")
+    meta = clustered_data(
+        [3, 5], d=2, D=4, delta=0.2, noise="orthogonal", generator=g_meta, dtype=torch.float64, device="meta"
+    )
     assert torch.equal(g_cpu.get_state(), g_meta.get_state())  # the same draws were taken from the generator
     assert {t.device.type for t in (meta.x, meta.labels, meta.centers, meta.ratios)} == {"meta"}
     assert meta.x.shape == cpu.x.shape and meta.labels.dtype == torch.long

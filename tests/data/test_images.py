@@ -7,8 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from ssldyn.data.images import (ImageDataset, RestrictedUnpickler, load_cifar10, load_idx_images, load_images,
-                                load_sklearn_digits)
+from ssldyn.data.images import (
+    ImageDataset,
+    RestrictedUnpickler,
+    load_cifar10,
+    load_idx_images,
+    load_images,
+    load_sklearn_digits,
+)
 from ssldyn.lab import UserError
 
 
@@ -66,8 +72,16 @@ def _cifar_batch(path, n, rng, protocol=2):
     data = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
     labels = [int(v) for v in rng.integers(0, 10, size=n)]
     with open(path, "wb") as f:
-        pickle.dump({b"batch_label": b"training batch", b"labels": labels, b"data": data,
-                     b"filenames": [b"img%d.png" % i for i in range(n)]}, f, protocol=protocol)
+        pickle.dump(
+            {
+                b"batch_label": b"training batch",
+                b"labels": labels,
+                b"data": data,
+                b"filenames": [b"img%d.png" % i for i in range(n)],
+            },
+            f,
+            protocol=protocol,
+        )
     return data, labels
 
 

@@ -44,8 +44,9 @@ def test_summation_support_exact_moments():
 def test_categorical_frequencies():
     U = orthonormal_basis(5, 3, generator=gen(2))
     x, y = latent_categorical(60_000, U, [0.5, 0.3, 0.2], generator=gen())
-    assert torch.allclose(torch.bincount(y).double() / 60_000, torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64),
-                          atol=0.01)
+    assert torch.allclose(
+        torch.bincount(y).double() / 60_000, torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64), atol=0.01
+    )
     assert torch.allclose(x, U.T[y])
 
 

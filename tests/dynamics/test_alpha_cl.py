@@ -32,8 +32,9 @@ def test_uniform_fast_path_matches_objectives():
     # weights = duplicated rows
     w = torch.tensor([2.0, 1.0, 1.0], dtype=D) / 4
     b = a[:3]
-    torch.testing.assert_close(uniform_contrastive_covariance(b, weights=w),
-                               contrastive_covariance(b[[0, 0, 1, 2]], b[[0, 0, 1, 2]]))
+    torch.testing.assert_close(
+        uniform_contrastive_covariance(b, weights=w), contrastive_covariance(b[[0, 0, 1, 2]], b[[0, 0, 1, 2]])
+    )
 
 
 def test_eq8_categorical_population_and_sampled():
@@ -87,7 +88,7 @@ def test_gated_covariance_ensemble_and_alpha_fn():
     for e in range(4):
         xt = x * (x @ W[e] > 0).to(D)[:, None]
         f = torch.relu(x @ W[e])
-        alpha = torch.exp(-(f[:, None] - f[None, :]) ** 2 / (2 * 0.5))
+        alpha = torch.exp(-((f[:, None] - f[None, :]) ** 2) / (2 * 0.5))
         torch.testing.assert_close(A[e], contrastive_covariance(xt, xt, alpha=alpha))
     assert gated_input(x, W).shape == (4, N, d)
 

@@ -14,8 +14,7 @@ import torch
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics import two_layer_alpha_cl as tl
 from ssldyn.dynamics.alpha_cl import make_A_fn, sphere_flow
-from ssldyn.dynamics.guards import StepGuard
-from ssldyn.dynamics.guards import NonFiniteLossError
+from ssldyn.dynamics.guards import NonFiniteLossError, StepGuard
 from ssldyn.dynamics.two_layer_alpha_cl import thm5_closed_form, thm5_flow, two_layer_features
 
 D = torch.float64

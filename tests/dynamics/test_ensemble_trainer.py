@@ -5,8 +5,7 @@ import pytest
 import torch
 
 from ssldyn.data.tokens import TokenSpec
-from ssldyn.dynamics.ensemble_trainer import (MAX_ELEMS, EnsembleSGD, TokenRun, plan_ensembles,
-                                              train_token_ensemble)
+from ssldyn.dynamics.ensemble_trainer import MAX_ELEMS, EnsembleSGD, TokenRun, plan_ensembles, train_token_ensemble
 
 
 def test_ensemble_sgd_equals_torch_sgd_per_member():
@@ -17,7 +16,7 @@ def test_ensemble_sgd_equals_torch_sgd_per_member():
     opt = EnsembleSGD([p], torch.tensor(lrs, dtype=torch.float64), momentum=0.9, weight_decay=5e-3)
     refs = [torch.nn.Parameter(p0[e].clone()) for e in range(3)]
     ropts = [torch.optim.SGD([refs[e]], lr=lrs[e], momentum=0.9, weight_decay=5e-3) for e in range(3)]
-    for t in range(5):
+    for _ in range(5):
         g = torch.randn(3, 4, 5, dtype=torch.float64)
         p.grad = g.clone()
         opt.step()
@@ -36,7 +35,7 @@ def test_uniform_lr_fused_step_equals_torch_sgd():
     assert opt._fused
     ref = torch.nn.Parameter(p0.clone())
     ropt = torch.optim.SGD([ref], lr=0.05, momentum=0.9, weight_decay=5e-3)
-    for t in range(6):
+    for _ in range(6):
         g = torch.randn(3, 4, 5, dtype=torch.float64)
         p.grad, ref.grad = g.clone(), g.clone()
         opt.step()
@@ -48,10 +47,20 @@ def test_uniform_lr_fused_step_equals_torch_sgd():
 def test_member_trajectory_equals_lone_run():
     """Tolerance: 1e-4 on χ̄± over 60 steps (float32; only the padded sums' round-off differs)."""
     small = dict(batch=32)
-    runs = [TokenRun(spec=TokenSpec(P=3), beta=2, activation="relu", loss="infonce", bn="mean_only", seed=1, **small),
-            TokenRun(spec=TokenSpec(P=1), beta=1, activation="linear", loss="quadratic", bn="off", seed=2, **small),
-            TokenRun(spec=TokenSpec(P=5, zeta=5.0), beta=1, activation="quadratic", loss="infonce",
-                     bn="standard", seed=3, lr=0.01, **small)]
+    runs = [
+        TokenRun(spec=TokenSpec(P=3), beta=2, activation="relu", loss="infonce", bn="mean_only", seed=1, **small),
+        TokenRun(spec=TokenSpec(P=1), beta=1, activation="linear", loss="quadratic", bn="off", seed=2, **small),
+        TokenRun(
+            spec=TokenSpec(P=5, zeta=5.0),
+            beta=1,
+            activation="quadratic",
+            loss="infonce",
+            bn="standard",
+            seed=3,
+            lr=0.01,
+            **small,
+        ),
+    ]
     ens = train_token_ensemble(runs, steps=60, log_every=20)
     for r, tr in zip(runs, ens):
         lone = train_token_ensemble([r], steps=60, log_every=20)[0]
@@ -84,8 +93,14 @@ def test_closed_form_loss_gradient_matches_objectives_autograd():
     z = torch.randn(6, 2, 16, 5, dtype=torch.float64, requires_grad=True)
     kinds = torch.tensor([True, False, True, True, False, False])
     losses, dz = contrastive_loss_and_grad(z.detach(), kinds, 0.1)
-    ref = torch.cat([info_nce(z[i:i + 1, 0], z[i:i + 1, 1], 0.1, negatives="view1") if kinds[i] else
-                     quadratic_contrastive_loss(z[i:i + 1, 0], z[i:i + 1, 1], 0.1) for i in range(6)])
+    ref = torch.cat(
+        [
+            info_nce(z[i : i + 1, 0], z[i : i + 1, 1], 0.1, negatives="view1")
+            if kinds[i]
+            else quadratic_contrastive_loss(z[i : i + 1, 0], z[i : i + 1, 1], 0.1)
+            for i in range(6)
+        ]
+    )
     (g,) = torch.autograd.grad(ref.sum(), z)
     torch.testing.assert_close(losses, ref.detach(), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(dz, g, rtol=1e-10, atol=1e-12)

@@ -4,8 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from ssldyn.dynamics.function_space import (NetworkKernel, function_space_flow, pointwise_gradient,
-                                            project_sphere, vanilla_gradient_descent)
+from ssldyn.dynamics.function_space import (
+    NetworkKernel,
+    function_space_flow,
+    pointwise_gradient,
+    project_sphere,
+    vanilla_gradient_descent,
+)
 from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError, StepGuard
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.dynamics.weight_space import train_weight_space
@@ -92,10 +97,12 @@ def test_pointwise_gradient_off_sample_by_finite_differences():
     q = torch.randn(5, 2, dtype=torch.float64)
     pg = pointwise_gradient(_loss, z, q)
     for i in (0, 3):
+
         def f(u, i=i):
             zz = z.clone()
             zz[i] = u
             return _loss(zz)
+
         assert torch.allclose(pg[i], 5 * _fd_grad(f, q[i]), atol=1e-6)
 
 

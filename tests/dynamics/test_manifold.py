@@ -6,9 +6,20 @@ import scipy.linalg
 import torch
 
 from ssldyn.dynamics.guards import NonFiniteLossError
-from ssldyn.dynamics.manifold import (ManifoldGD, StepGuard, grassmann_tangent, orthogonality_error, polar_retract,
-                                      qr_retract, random_stiefel, retract, retract_finite, sgd_step_, stiefel_tangent,
-                                      train_gd)
+from ssldyn.dynamics.manifold import (
+    ManifoldGD,
+    StepGuard,
+    grassmann_tangent,
+    orthogonality_error,
+    polar_retract,
+    qr_retract,
+    random_stiefel,
+    retract,
+    retract_finite,
+    sgd_step_,
+    stiefel_tangent,
+    train_gd,
+)
 from ssldyn.objectives import trace_loss
 
 D = torch.float64
@@ -32,8 +43,9 @@ def test_retractions_are_identity_on_the_manifold():
         np.testing.assert_allclose(retract(W, m).numpy(), W.numpy(), atol=1e-12)
 
 
-@pytest.mark.parametrize("mode,retr", [("projected", "polar"), ("projected", "qr"), ("riemannian", "qr"),
-                                       ("riemannian", "polar")])
+@pytest.mark.parametrize(
+    "mode,retr", [("projected", "polar"), ("projected", "qr"), ("riemannian", "qr"), ("riemannian", "polar")]
+)
 def test_stiefel_steps_keep_constraint_float32(mode, retr):
     g = torch.Generator().manual_seed(0)
     C = torch.randn(5, 5, generator=g)
@@ -62,8 +74,11 @@ def test_riemannian_gradient_against_finite_differences(tangent):
     A = W1.T @ grad
     np.testing.assert_allclose((A + A.T).numpy(), 0, atol=1e-12)
     for _ in range(3):
-        xi = stiefel_tangent(W1, torch.randn(12, 4, generator=g, dtype=D)) if tangent == "stiefel" else \
-            grassmann_tangent(W1, torch.randn(12, 4, generator=g, dtype=D))
+        xi = (
+            stiefel_tangent(W1, torch.randn(12, 4, generator=g, dtype=D))
+            if tangent == "stiefel"
+            else grassmann_tangent(W1, torch.randn(12, 4, generator=g, dtype=D))
+        )
         t = 1e-5
         fd = (f(retract(W1 + t * xi, "qr")) - f(retract(W1 - t * xi, "qr"))) / (2 * t)
         assert abs(fd - float((grad * xi).sum())) < 1e-7 * max(1.0, abs(fd))
@@ -128,6 +143,7 @@ def test_stiefel_gd_injected_nan_names_step_and_last_finite_loss():
             out = trace_loss(A, B, C) * (math.nan if n["k"] == s else 1.0)
             n["k"] += 1
             return out
+
         return fn
 
     with pytest.raises(NonFiniteLossError, match=rf"^loss became nan at step {s} \(last finite value: ") as e:
@@ -176,8 +192,9 @@ def test_two_layer_gd_divergence_names_first_non_finite_step():
 
     def run(steps):
         net = TwoLayerNet(3, 6, 2, "linear", "unconstrained", ensemble=2, seeds=[1, 2], dtype=D)
-        final = train_gd(lambda: trace_loss(net.W1, net.W2, C), net.weights(),
-                         lambda: sgd_step_(net.weights(), lr), steps=steps)
+        final = train_gd(
+            lambda: trace_loss(net.W1, net.W2, C), net.weights(), lambda: sgd_step_(net.weights(), lr), steps=steps
+        )
         return final, net
 
     with pytest.raises(NonFiniteLossError, match=r"^loss became -?(nan|inf) at step \d+") as e:

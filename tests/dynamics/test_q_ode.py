@@ -4,8 +4,19 @@ import torch
 
 from ssldyn.dynamics.guards import NonFiniteLossError
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel
-from ssldyn.dynamics.q_ode import (eigh_ascending, euler, ode_time, predict, projected_gd_rhs, q_from_weights,
-                                   q_ode_rhs, q_ode_rhs_numpy, solve_adaptive, solve_reference, trace_loss_q)
+from ssldyn.dynamics.q_ode import (
+    eigh_ascending,
+    euler,
+    ode_time,
+    predict,
+    projected_gd_rhs,
+    q_from_weights,
+    q_ode_rhs,
+    q_ode_rhs_numpy,
+    solve_adaptive,
+    solve_reference,
+    trace_loss_q,
+)
 from ssldyn.objectives import trace_loss
 
 D = torch.float64
@@ -78,7 +89,9 @@ def test_gd_on_weights_follows_eq9_at_time_k_eta():
         devs.append(np.abs(q_from_weights(A, B, V).detach().numpy() - ref).max())
         # the loss in q coordinates is the trace loss
         with torch.no_grad():
-            assert float(trace_loss_q(q_from_weights(A, B, V), lam)) == pytest.approx(float(trace_loss(A, B, C)), rel=1e-10)
+            assert float(trace_loss_q(q_from_weights(A, B, V), lam)) == pytest.approx(
+                float(trace_loss(A, B, C)), rel=1e-10
+            )
     assert devs[1] < devs[0] * 0.6 and devs[1] < 0.02
 
 

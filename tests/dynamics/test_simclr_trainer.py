@@ -16,7 +16,7 @@ def test_minibatches_are_epochs_of_permutations():
     batches = list(minibatches(10, 3, 7, g))
     assert len(batches) == 7 and all(len(b) == 3 for b in batches)
     for e in range(2):  # each epoch: 3 disjoint batches of one permutation
-        ep = torch.cat(batches[3 * e:3 * e + 3])
+        ep = torch.cat(batches[3 * e : 3 * e + 3])
         assert len(set(ep.tolist())) == 9
 
 
@@ -38,8 +38,9 @@ def test_logged_loss_is_nt_xent_of_the_views():
     net = build_simclr_net("mlp", (1, 8, 8), seeds=[1], **KW)
     ref = build_simclr_net("mlp", (1, 8, 8), seeds=[1], **KW)
     aug = SimCLRAugment(rotation=5.0)
-    traj = train_simclr(net, x, aug, steps=1, batch_size=6, temperature=0.3, lr=1e-3,
-                        generator=torch.Generator().manual_seed(4))
+    traj = train_simclr(
+        net, x, aug, steps=1, batch_size=6, temperature=0.3, lr=1e-3, generator=torch.Generator().manual_seed(4)
+    )
     g = torch.Generator().manual_seed(4)
     idx = next(minibatches(12, 6, 1, g))
     v = torch.cat([aug(x[idx], g), aug(x[idx], g)])
@@ -54,11 +55,31 @@ def test_ensemble_training_equals_separate_runs_and_learns():
     ds = load_sklearn_digits().take(200, seed=0)
     aug = SimCLRAugment(rotation=5.0)
     ens = build_simclr_net("mlp", ds.shape, ensemble=2, seeds=[0, 9], **KW)
-    tr = train_simclr(ens, ds.images, aug, steps=30, batch_size=32, temperature=0.5, lr=0.05, optimizer="sgd",
-                      generator=torch.Generator().manual_seed(2), log_every=29)
+    tr = train_simclr(
+        ens,
+        ds.images,
+        aug,
+        steps=30,
+        batch_size=32,
+        temperature=0.5,
+        lr=0.05,
+        optimizer="sgd",
+        generator=torch.Generator().manual_seed(2),
+        log_every=29,
+    )
     lone = build_simclr_net("mlp", ds.shape, ensemble=1, seeds=[9], **KW)
-    tl = train_simclr(lone, ds.images, aug, steps=30, batch_size=32, temperature=0.5, lr=0.05, optimizer="sgd",
-                      generator=torch.Generator().manual_seed(2), log_every=29)
+    tl = train_simclr(
+        lone,
+        ds.images,
+        aug,
+        steps=30,
+        batch_size=32,
+        temperature=0.5,
+        lr=0.05,
+        optimizer="sgd",
+        generator=torch.Generator().manual_seed(2),
+        log_every=29,
+    )
     assert abs(tr.last("loss", member=1) - tl.last("loss")) < 1e-3
     torch.testing.assert_close(embed(ens, ds.images)[1], embed(lone, ds.images)[0], atol=2e-3, rtol=2e-3)
     for m in range(2):  # NT-Xent decreased from its initial value

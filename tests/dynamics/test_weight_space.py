@@ -42,8 +42,8 @@ def test_ensemble_members_train_like_separate_runs():
         s = MLP(2, 2, hidden=5, depth=3)
         with torch.no_grad():
             for ls, le in zip(s.layers, ens.layers):
-                ls.weight.copy_(le.weight[e:e + 1])
-                ls.bias.copy_(le.bias[e:e + 1])
+                ls.weight.copy_(le.weight[e : e + 1])
+                ls.bias.copy_(le.bias[e : e + 1])
         singles.append(s)
     traj = train_weight_space(ens, x, _loss, steps=5, lr=0.5, momentum=0.9)
     for e, s in enumerate(singles):
@@ -57,11 +57,12 @@ def test_views_are_passed_as_two_augmented_batches():
 
     def loss2(z1, z2):
         seen.append((z1.detach().clone(), z2.detach().clone()))
-        return ((z1 - z2) ** 2).sum(-1).mean((-1))
+        return ((z1 - z2) ** 2).sum(-1).mean(-1)
 
     x = torch.randn(4, 2)
     m = MLP(2, 2, hidden=3, depth=2)
     g = torch.Generator().manual_seed(0)
-    train_weight_space(m, x, loss2, steps=2, lr=0.1, views=lambda t: t + 0.1 * torch.randn(t.shape, generator=g),
-                       log_every=None)
+    train_weight_space(
+        m, x, loss2, steps=2, lr=0.1, views=lambda t: t + 0.1 * torch.randn(t.shape, generator=g), log_every=None
+    )
     assert len(seen) == 2 and not torch.allclose(seen[0][0], seen[0][1])

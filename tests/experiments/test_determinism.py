@@ -41,6 +41,9 @@ def test_same_seed_same_numbers(family, tmp_path):
     assert [c.to_dict() for c in a.claims] == [c.to_dict() for c in b.claims]
     c = run_experiment(name, quick=True, seed=6, out=tmp_path / "c").run
     tc, ac, sc = _payload(c)
-    differs = sc != sa or any(not np.array_equal(aa[k], ac[k]) for k in aa if k in ac) or \
-        any(not ta[k].equals(tc[k]) for k in ta if k in tc)
+    differs = (
+        sc != sa
+        or any(not np.array_equal(aa[k], ac[k]) for k in aa if k in ac)
+        or any(not ta[k].equals(tc[k]) for k in ta if k in tc)
+    )
     assert differs, "a different seed gave identical results: the seed is not used"

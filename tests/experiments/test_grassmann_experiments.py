@@ -2,7 +2,6 @@
 
 import math
 
-
 from ssldyn.lab import run_experiment
 
 
@@ -29,8 +28,14 @@ def test_collapse_claims(tmp_path):
 
 def test_fig2_width_dependence(tmp_path):
     claims, s = _run("grassmann.fig2", tmp_path)
-    for cid in ("tanh-decreases-init", "tanh-decreases-training", "tanh-compatible-with-bound", "relu-decreases",
-                "relu-slower", "sigmoid-increases"):
+    for cid in (
+        "tanh-decreases-init",
+        "tanh-decreases-training",
+        "tanh-compatible-with-bound",
+        "relu-decreases",
+        "relu-slower",
+        "sigmoid-increases",
+    ):
         assert claims[cid].passed, (cid, claims[cid].measured)
     # at initialisation tanh decays faster than the bound's h^-1/2 (heuristically h^-3/2)
     assert s["tanh_slope_init"] < -1.0

@@ -17,16 +17,16 @@ def test_fig8_quick(tmp_path):
 
 
 def test_augmentation_quick(tmp_path):
-    out = run_experiment("nonlinearity.augmentation", quick=True, out=tmp_path,
-                         sets={"ranges_deg": [0, 10, 30, 90, 180], "n_grid": 720})
+    out = run_experiment(
+        "nonlinearity.augmentation", quick=True, out=tmp_path, sets={"ranges_deg": [0, 10, 30, 90, 180], "n_grid": 720}
+    )
     c = _claims(out)
     assert c["group-invariant"].passed and c["removes-some"].passed and c["lemma2-limit"].passed
     assert c["fewer-maxima-trend"].measured < 0
 
 
 def test_lme_quick(tmp_path):
-    out = run_experiment("nonlinearity.lme", quick=True, out=tmp_path,
-                         sets={"n_samples": 10000, "pi_samples": 2000})
+    out = run_experiment("nonlinearity.lme", quick=True, out=tmp_path, sets={"n_samples": 10000, "pi_samples": 2000})
     assert all(x.passed for x in out.claims), [(x.id, x.measured) for x in out.claims]
 
 
@@ -44,22 +44,23 @@ def test_lemma2_quick(tmp_path):
 
 
 def test_colinearity_quick(tmp_path):
-    out = run_experiment("nonlinearity.colinearity", quick=True, out=tmp_path,
-                         sets={"trials": 2, "activations": ["linear", "relu"]})
+    out = run_experiment(
+        "nonlinearity.colinearity", quick=True, out=tmp_path, sets={"trials": 2, "activations": ["linear", "relu"]}
+    )
     c = _claims(out)
     assert all(x.passed for x in out.claims)
     assert c["linear-colinear"].measured == pytest.approx(1.0, abs=1e-9) and c["relu-not-colinear"].measured < 0.99
 
 
 def test_modulation_quick(tmp_path):
-    out = run_experiment("nonlinearity.modulation", quick=True, out=tmp_path,
-                         sets={"inits": 200, "inits2": 24, "cs": [0.0, 0.5, 2.0]})
+    out = run_experiment(
+        "nonlinearity.modulation", quick=True, out=tmp_path, sets={"inits": 200, "inits2": 24, "cs": [0.0, 0.5, 2.0]}
+    )
     assert all(x.passed for x in out.claims), [(x.id, x.measured) for x in out.claims]
 
 
 def test_corollary2_quick(tmp_path):
-    out = run_experiment("nonlinearity.corollary2", quick=True, out=tmp_path,
-                         sets={"taus": [0.02]})
+    out = run_experiment("nonlinearity.corollary2", quick=True, out=tmp_path, sets={"taus": [0.02]})
     c = _claims(out)
     assert 0 < c["z0-small"].measured < 1  # z0 = E exp(-h²/2τ) is a probability-weighted average in (0, 1)
     assert c["lower-roughness"].passed  # ρ_g < ρ_u at the same w*

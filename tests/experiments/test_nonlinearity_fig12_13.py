@@ -15,8 +15,11 @@ def test_filter_probes_against_formulas():
     # Laplacian energy written out with loops
     ref = []
     for f in w:
-        lap = sum((4 * f[i, j] - f[i - 1, j] - f[i + 1, j] - f[i, j - 1] - f[i, j + 1]) ** 2
-                  for i in range(1, 5) for j in range(1, 4))
+        lap = sum(
+            (4 * f[i, j] - f[i - 1, j] - f[i + 1, j] - f[i, j - 1] - f[i, j + 1]) ** 2
+            for i in range(1, 5)
+            for j in range(1, 4)
+        )
         ref.append(lap / (f**2).sum())
     assert laplacian_energy(torch.tensor(w)) == pytest.approx(np.mean(ref), rel=1e-12)
     tv = [(np.abs(np.diff(f, axis=0)).sum() + np.abs(np.diff(f, axis=1)).sum()) / np.abs(f).sum() for f in w]

@@ -59,8 +59,7 @@ def test_fig5_quick_filters_and_scores(tmp_path):
 
 
 def test_grid_cache_roundtrip_and_tables(tmp_path):
-    runs = make_runs(activations=["relu", "linear"], betas=[1, 2], Ps=[2], seeds=[0],
-                     base=TokenRun(batch=16))
+    runs = make_runs(activations=["relu", "linear"], betas=[1, 2], Ps=[2], seeds=[0], base=TokenRun(batch=16))
     a = run_grid(runs, steps=12, log_every=6, cache=tmp_path)
     assert len(list(tmp_path.glob("*.npz"))) == len(runs)
     b = run_grid(runs, steps=12, log_every=6, cache=tmp_path)  # read back

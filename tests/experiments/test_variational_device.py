@@ -22,8 +22,10 @@ def _pair(name, tmp_path):
     return cpu, gpu
 
 
-@pytest.mark.parametrize("name", ["variational.fig3", "variational.ill-posed", "variational.invariance",
-                                  "variational.kernel", "variational.fig5"])
+@pytest.mark.parametrize(
+    "name",
+    ["variational.fig3", "variational.ill-posed", "variational.invariance", "variational.kernel", "variational.fig5"],
+)
 def test_cuda_run_reproduces_the_cpu_claims(name, tmp_path):
     cpu, gpu = _pair(name, tmp_path)
     assert gpu.config_record["device"] == "cuda"

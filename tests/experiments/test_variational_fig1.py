@@ -32,9 +32,20 @@ def test_fig1_cifar_branch_on_written_batches(tmp_path):
         with open(d / name, "wb") as f:
             pickle.dump({b"data": data, b"labels": [int(v) for v in y]}, f, protocol=2)
     small = {"widths": [4], "steps": 2, "batch": 16}
-    out = run_experiment("variational.fig1", out=tmp_path / "runs", sets={
-        "cifar_dir": str(tmp_path), "n_images": 200, "cifar_n_images": 120, "tsne_points": 40, "tsne_iter": 250,
-        "knn_k": 5, "simclr": small, "cifar_simclr": small})
+    out = run_experiment(
+        "variational.fig1",
+        out=tmp_path / "runs",
+        sets={
+            "cifar_dir": str(tmp_path),
+            "n_images": 200,
+            "cifar_n_images": 120,
+            "tsne_points": 40,
+            "tsne_iter": 250,
+            "knn_k": 5,
+            "simclr": small,
+            "cifar_simclr": small,
+        },
+    )
     s = out.run.summary
     assert s["cifar10"] == "run" and s["cifar_train"] + s["cifar_test"] == 120
     cif = [c for c in out.claims if c.id.startswith("cifar")]

@@ -30,5 +30,6 @@ def test_quick_run_claims(tmp_path):
     arrays = np.load(out.run.path / "arrays.npz")
     z_end = arrays["metrics/network/z@200"]
     s = silhouette_score(z_end, arrays["labels"], metric="cosine")
-    assert math.isclose(s, claims["network-keeps-clusters"].measured + out.run.summary["vanilla_silhouette_end"],
-                        abs_tol=1e-4)
+    assert math.isclose(
+        s, claims["network-keeps-clusters"].measured + out.run.summary["vanilla_silhouette_end"], abs_tol=1e-4
+    )

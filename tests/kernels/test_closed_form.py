@@ -4,8 +4,13 @@ import pytest
 import torch
 
 from ssldyn.data.clustered import clustered_data
-from ssldyn.kernels.closed_form import (averaging_net_kernel, block_structure, cluster_coefficients,
-                                        predicted_cluster_flow, relu_infinite_width_kernel)
+from ssldyn.kernels.closed_form import (
+    averaging_net_kernel,
+    block_structure,
+    cluster_coefficients,
+    predicted_cluster_flow,
+    relu_infinite_width_kernel,
+)
 from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.models.averaging import AveragingNet
 
@@ -43,14 +48,22 @@ def test_beta_and_predicted_cluster_flow():
     centers = torch.eye(3, 6, dtype=torch.float64) * 1.5
     beta = cluster_coefficients(net.B[0], centers, "relu", d=3)
     B = net.B[0]
-    manual = torch.stack([torch.stack([((B[k * 50:(k + 1) * 50] @ c) > 0).double().mean() for k in range(3)])
-                          for c in centers])  # σ'² = 1{b·ξ>0} for ReLU
+    manual = torch.stack(
+        [torch.stack([((B[k * 50 : (k + 1) * 50] @ c) > 0).double().mean() for k in range(3)]) for c in centers]
+    )  # σ'² = 1{b·ξ>0} for ReLU
     assert torch.allclose(beta, manual)
     # Thm 4.5: for small δ the actual velocity -Σ_j K_ij g_j equals the cluster prediction up to O(δ)
     errs = []
     for delta in (0.04, 0.02, 0.01):
-        data = clustered_data([6, 10, 4], d=3, D=6, delta=delta, center_norm=1.5, dtype=torch.float64,
-                              generator=torch.Generator().manual_seed(3))
+        data = clustered_data(
+            [6, 10, 4],
+            d=3,
+            D=6,
+            delta=delta,
+            center_norm=1.5,
+            dtype=torch.float64,
+            generator=torch.Generator().manual_seed(3),
+        )
         K = averaging_net_kernel(B, data.x, None, "relu", d=3)
         grads = torch.randn(20, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(4))  # ∇L(z_j)
         actual = -torch.einsum("ijab,jb->ia", K, grads) / 20
@@ -67,12 +80,16 @@ def test_closed_forms_compute_on_the_device_of_their_inputs():
     x = torch.empty(6, 5, dtype=torch.float64, device=meta)
     for mode in ("full", "blocks", "trace"):
         assert averaging_net_kernel(B, x, None, "relu", d=3, mode=mode).device == meta
-    assert averaging_net_kernel(B, x, None, "tanh", d=3, bias=torch.empty(12, dtype=torch.float64,
-                                                                           device=meta)).device == meta
+    assert (
+        averaging_net_kernel(B, x, None, "tanh", d=3, bias=torch.empty(12, dtype=torch.float64, device=meta)).device
+        == meta
+    )
     assert relu_infinite_width_kernel(x, d=3).device == meta
     assert cluster_coefficients(B, x[:3], "relu", d=3).device == meta
     # labels / centers on the CPU are moved to the gradients' device
     data = clustered_data([2, 2, 2], d=3, D=5, delta=0.1, dtype=torch.float64)
     grads = torch.empty(6, 3, dtype=torch.float64, device=meta)
     assert predicted_cluster_flow(grads, data.labels, data.centers, 0.5).device == meta
-    assert predicted_cluster_flow(grads, data.labels, data.centers, torch.ones(3, 3, dtype=torch.float64)).device == meta
+    assert (
+        predicted_cluster_flow(grads, data.labels, data.centers, torch.ones(3, 3, dtype=torch.float64)).device == meta
+    )

@@ -64,6 +64,6 @@ def test_ensemble_gives_one_kernel_per_member():
         single = MLP(2, 2, hidden=3, depth=2, activation="tanh", dtype=torch.float64)
         with torch.no_grad():
             for ls, le in zip(single.layers, model.layers):
-                ls.weight.copy_(le.weight[e:e + 1])
-                ls.bias.copy_(le.bias[e:e + 1])
+                ls.weight.copy_(le.weight[e : e + 1])
+                ls.bias.copy_(le.bias[e : e + 1])
         assert torch.allclose(empirical_ntk(single, None, x), K[e], atol=1e-12)

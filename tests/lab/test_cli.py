@@ -18,10 +18,16 @@ def test_unknown_experiment_one_line_exit_2(capsys):
 
 
 def test_invalid_value_one_line_exit_2(capsys, tmp_path):
-    for args in (["run", "variational.fig3", "--set", "taus=[-1]"], ["run", "variational.fig3", "--set", "tau=-1"],
-                 ["run", "variational.fig3", "--set", "k_max=abc"], ["run", "variational.fig3", "--sett", "x"],
-                 ["run", "variational.fig3", "--seeds", "0"], ["run", "variational.fig3", "--executor", "spark"],
-                 ["report", str(tmp_path / "missing")], ["reproduce", "--paper", "physics"]):
+    for args in (
+        ["run", "variational.fig3", "--set", "taus=[-1]"],
+        ["run", "variational.fig3", "--set", "tau=-1"],
+        ["run", "variational.fig3", "--set", "k_max=abc"],
+        ["run", "variational.fig3", "--sett", "x"],
+        ["run", "variational.fig3", "--seeds", "0"],
+        ["run", "variational.fig3", "--executor", "spark"],
+        ["report", str(tmp_path / "missing")],
+        ["reproduce", "--paper", "physics"],
+    ):
         code, out, err = run_cli(args + ["--out", str(tmp_path)] if args[0] == "run" else args, capsys)
         assert code == 2, args
         assert len([ln for ln in err.strip().splitlines() if ln]) == 1 and "Traceback" not in err, (args, err)

@@ -17,8 +17,12 @@ EXPS = ["variational.zz-slow", "variational.zz-slow2", "variational.zz-slow3", "
 
 
 def _env():
-    return {**os.environ, "SSLDYN_PLUGINS": "tests.lab.toy_plugin", "SSLDYN_THREADS": "1",
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    return {
+        **os.environ,
+        "SSLDYN_PLUGINS": "tests.lab.toy_plugin",
+        "SSLDYN_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
 
 
 def _cmd(out):
@@ -42,9 +46,13 @@ def _finished(out: Path) -> dict[str, tuple[str, int]]:
 
 
 def _results(out: Path) -> dict[str, object]:
-    return {str(d.parent.relative_to(out)): (json.loads((d.parent / "claims.json").read_text()),
-                                             json.loads((d.parent / "summary.json").read_text()))
-            for d in out.glob("*/*/DONE")}
+    return {
+        str(d.parent.relative_to(out)): (
+            json.loads((d.parent / "claims.json").read_text()),
+            json.loads((d.parent / "summary.json").read_text()),
+        )
+        for d in out.glob("*/*/DONE")
+    }
 
 
 def _assert_no_half_runs(out: Path):
@@ -61,8 +69,14 @@ def test_sigkill_many_times_then_resume_matches_uninterrupted(tmp_path):
     out = tmp_path / "killed"
     seen: dict[str, tuple[str, int]] = {}
     for _ in range(6):
-        p = subprocess.Popen(_cmd(out), env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+        p = subprocess.Popen(
+            _cmd(out),
+            env=_env(),
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         time.sleep(rng.uniform(0.3, 5.0))
         p.send_signal(signal.SIGKILL)
         p.wait()
@@ -89,8 +103,15 @@ def test_sigkill_many_times_then_resume_matches_uninterrupted(tmp_path):
 
 def test_sigint_stops_cleanly_and_says_how_to_resume(tmp_path):
     out = tmp_path / "out"
-    p = subprocess.Popen(_cmd(out), env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, start_new_session=True)
+    p = subprocess.Popen(
+        _cmd(out),
+        env=_env(),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not list(out.glob("*/*/DONE")):
         time.sleep(0.1)

@@ -17,9 +17,19 @@ def local_ray():
     os.environ["SSLDYN_PLUGINS"] = "tests.lab.toy_plugin"
     registry._LOADED = False
     registry.load_all()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": {"SSLDYN_PLUGINS": "tests.lab.toy_plugin", "SSLDYN_THREADS": "1",
-                                       "PYTHONPATH": os.pathsep.join(p for p in __import__("sys").path if p)}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={
+            "env_vars": {
+                "SSLDYN_PLUGINS": "tests.lab.toy_plugin",
+                "SSLDYN_THREADS": "1",
+                "PYTHONPATH": os.pathsep.join(p for p in __import__("sys").path if p),
+            }
+        },
+    )
     yield
     ray.shutdown()
     os.environ.pop("SSLDYN_PLUGINS", None)
@@ -41,9 +51,11 @@ def test_ray_sweep_equals_local(local_ray, tmp_path):
 
 def test_killed_worker_is_retried_and_failures_do_not_stop_the_sweep(local_ray, tmp_path):
     marker = tmp_path / "killed-once"
-    specs = [plan_run("variational.zz-kill-once", sets={"marker": str(marker), "value": 3}),
-             plan_run("variational.zz-toy", sets={"fail": True}),
-             plan_run("variational.zz-toy")]
+    specs = [
+        plan_run("variational.zz-kill-once", sets={"marker": str(marker), "value": 3}),
+        plan_run("variational.zz-toy", sets={"fail": True}),
+        plan_run("variational.zz-toy"),
+    ]
     items = execute(specs, tmp_path / "out", executor="ray", max_retries=2)
     assert marker.exists()  # the first attempt really died
     assert items[0].status == "done" and items[0].run.claims[0].passed

@@ -64,11 +64,25 @@ def test_report_renders_non_blank_in_headless_chromium(toy, tmp_path):
     run_experiment(toy.name, out=tmp_path)
     page = build_report(tmp_path)
     shot = tmp_path / "shot.png"
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,900",
-                    f"--screenshot={shot}", page.resolve().as_uri()],
-                   check=True, timeout=120, capture_output=True)
+    subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1200,900",
+            f"--screenshot={shot}",
+            page.resolve().as_uri(),
+        ],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
     img = Image.open(shot).convert("L")
     hist = img.histogram()
     # non-blank: many distinct grey levels and the dark header band present

@@ -14,8 +14,15 @@ def test_run_writes_complete_directory(toy, tmp_path):
     o = run_experiment(toy.name, out=tmp_path, seed=3)
     d = o.run.path
     assert not o.cached and d.parent == tmp_path / toy.name and (d / "DONE").is_file()
-    for f in ("config.json", "meta.json", "summary.json", "claims.json", "arrays.npz", "tables/metrics.parquet",
-              "figures/toy.png"):
+    for f in (
+        "config.json",
+        "meta.json",
+        "summary.json",
+        "claims.json",
+        "arrays.npz",
+        "tables/metrics.parquet",
+        "figures/toy.png",
+    ):
         assert (d / f).is_file(), f
     rec = json.loads((d / "config.json").read_text())
     assert rec["config"]["n"] == 8 and rec["seed"] == 3 and rec["hash"] == d.name

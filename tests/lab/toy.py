@@ -44,15 +44,24 @@ class Toy(Experiment):
         for t in ctx.track(range(5), description="toy"):
             traj.log(t, norm=x.norm())
             x = x - cfg.optim.lr * x
-        res = Result(arrays={"x": x.numpy()}, summary={"final": float(x.norm()), "x0": float(traj.series("norm")[1][0])})
+        res = Result(
+            arrays={"x": x.numpy()}, summary={"final": float(x.norm()), "x0": float(traj.series("norm")[1][0])}
+        )
         res.add_trajectory(traj)
         res.notes.append(f"label: {cfg.label}")
         return res
 
     def claims(self, cfg, result):
         ratio = result.summary["final"] / result.summary["x0"]
-        return [check("decay", "‖x‖ decays like (1 − lr)^5", "toy", ratio, between=((1 - cfg.optim.lr) ** 5 - 1e-6,
-                                                                                   (1 - cfg.optim.lr) ** 5 + 1e-6))]
+        return [
+            check(
+                "decay",
+                "‖x‖ decays like (1 − lr)^5",
+                "toy",
+                ratio,
+                between=((1 - cfg.optim.lr) ** 5 - 1e-6, (1 - cfg.optim.lr) ** 5 + 1e-6),
+            )
+        ]
 
     def plots(self, cfg, result, fig_dir):
         fig, ax = new_figure()

@@ -9,7 +9,7 @@ from ssldyn.models.mlp import MLP
 def _eq19_A(M, d):
     A = torch.zeros(M * d, d, dtype=torch.float64)
     for k in range(d):
-        A[k * M:(k + 1) * M, k] = 1.0 / math.sqrt(M)
+        A[k * M : (k + 1) * M, k] = 1.0 / math.sqrt(M)
     return A
 
 
@@ -27,7 +27,9 @@ def test_invariant_init_depends_on_first_d_coordinates_only():
     x2 = x.clone()
     x2[:, 2:] += torch.randn(10, 4, dtype=torch.float64)  # a perturbation in M^⊥
     assert torch.equal(net(x), net(x2))
-    assert not torch.equal(AveragingNet(6, 2, 8, dtype=torch.float64)(x), AveragingNet(6, 2, 8, dtype=torch.float64)(x2))
+    assert not torch.equal(
+        AveragingNet(6, 2, 8, dtype=torch.float64)(x), AveragingNet(6, 2, 8, dtype=torch.float64)(x2)
+    )
 
 
 def test_ensemble_members_are_independent_networks():

@@ -17,7 +17,7 @@ def test_ensemble_members_equal_lone_networks(arch):
     lone = [build_simclr_net(arch, (1, 12, 12), ensemble=1, seeds=[s], **kw) for s in (3, 7)]
     opt_e = torch.optim.SGD(ens.parameters(), lr=0.1, momentum=0.9)  # Adam amplifies round-off
     opt_l = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in lone]
-    for step in range(3):
+    for _ in range(3):
         v1, v2 = x + 0.05 * torch.randn_like(x), x + 0.05 * torch.randn_like(x)
         z = ens(torch.cat([v1, v2]))  # (2, 16, 5)
         le = info_nce(z[:, :8], z[:, 8:], 0.5)
@@ -27,7 +27,7 @@ def test_ensemble_members_equal_lone_networks(arch):
         for e, (m, o) in enumerate(zip(lone, opt_l)):
             zl = m(torch.cat([v1, v2]))
             ll = info_nce(zl[:, :8], zl[:, 8:], 0.5)
-            torch.testing.assert_close(ll, le[e:e + 1].detach(), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(ll, le[e : e + 1].detach(), atol=1e-5, rtol=1e-5)
             o.zero_grad()
             ll.sum().backward()
             o.step()
@@ -53,7 +53,9 @@ def test_conv_forward_matches_functional_reference():
         p = F.linear(ref, hd.l1.weight[e], hd.l1.bias[e])
         bn1 = hd.bn.bn
         s6 = slice(6 * e, 6 * e + 6)
-        p = F.batch_norm(p, bn1.running_mean[s6], bn1.running_var[s6], bn1.weight[s6], bn1.bias[s6], False, 0., bn1.eps)
+        p = F.batch_norm(
+            p, bn1.running_mean[s6], bn1.running_var[s6], bn1.weight[s6], bn1.bias[s6], False, 0.0, bn1.eps
+        )
         p = F.linear(F.relu(p), hd.l2.weight[e], hd.l2.bias[e])
         torch.testing.assert_close(net(x)[e], p, atol=1e-6, rtol=1e-6)
 

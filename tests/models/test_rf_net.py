@@ -24,8 +24,9 @@ def test_fast_path_matches_autograd_for_mixed_members(token_mode):
     acts = ["relu", "relu", "linear", "quadratic", "leaky_relu", "sigmoid", "linear", "relu"]
     bns = ["off", "standard", "mean_only", "var_only", "none", "standard", "mean_only", "var_only"]
     E = len(acts)
-    net = EnsembleRFNet(4, 6, [3, 2, 3, 1, 3, 2, 3, 3], out_dim=5, ensemble=E, activation=acts, bn=bns,
-                        seeds=range(E), dtype=D)
+    net = EnsembleRFNet(
+        4, 6, [3, 2, 3, 1, 3, 2, 3, 3], out_dim=5, ensemble=E, activation=acts, bn=bns, seeds=range(E), dtype=D
+    )
     net.token_mode = token_mode
     U = gen.embedding.to(D).expand(E, -1, -1)
     loss_tok = net.loss_and_grad(_loss, tokens=tok.expand(E, -1, -1, -1), embedding=U)
@@ -42,8 +43,9 @@ def test_fast_path_matches_autograd_for_mixed_members(token_mode):
     torch.testing.assert_close(gV, net.VT.grad, rtol=1e-9, atol=1e-10)
 
 
-@pytest.mark.parametrize("mode,a,b", [("off", None, None), ("standard", 1, 1), ("mean_only", 1, 0),
-                                      ("var_only", 0, 1), ("none", 0, 0)])
+@pytest.mark.parametrize(
+    "mode,a,b", [("off", None, None), ("standard", 1, 1), ("mean_only", 1, 0), ("var_only", 0, 1), ("none", 0, 0)]
+)
 def test_bn_variant_gradients_match_hand_derivation(mode, a, b):
     # K = M = out = d_in = 1, linear activation: h_n = w x_n, z_n = v g_n, loss = Σ c_n z_n.
     torch.manual_seed(1)
@@ -81,10 +83,11 @@ def test_members_equal_lone_networks_and_padding_is_inert():
     x = torch.randn(9, 3, 4, dtype=D)
     z = ens(x)
     for e in range(3):
-        lone = EnsembleRFNet(3, 4, Ms[e], out_dim=6, ensemble=1, activation=acts[e], bn="mean_only",
-                             seeds=seeds[e], dtype=D)
+        lone = EnsembleRFNet(
+            3, 4, Ms[e], out_dim=6, ensemble=1, activation=acts[e], bn="mean_only", seeds=seeds[e], dtype=D
+        )
         torch.testing.assert_close(ens.W.detach()[e, :, : Ms[e]], lone.W.detach()[0])
-        assert torch.all(ens.W.detach()[e, :, Ms[e]:] == 0)
+        assert torch.all(ens.W.detach()[e, :, Ms[e] :] == 0)
         torch.testing.assert_close(z[e], lone(x)[0], rtol=1e-12, atol=1e-12)
     # init follows nn.Linear's bounds: |w| <= 1/sqrt(d_in), |v| <= 1/sqrt(K M)
     assert ens.W.abs().max() <= 1 / math.sqrt(4)
@@ -95,8 +98,9 @@ def test_members_equal_lone_networks_and_padding_is_inert():
 def test_quadratic_loss_gradients_through_fast_path(token_mode):
     gen = TokenGenerator(TokenSpec(K=3, n_tokens=5, P=2, G=4, L=2), 0)
     tok = gen.sample(1, 10)[0]
-    net = EnsembleRFNet(3, 5, 4, out_dim=3, ensemble=2, activation=["relu", "leaky_relu"], bn="standard",
-                        seeds=[0, 1], dtype=D)
+    net = EnsembleRFNet(
+        3, 5, 4, out_dim=3, ensemble=2, activation=["relu", "leaky_relu"], bn="standard", seeds=[0, 1], dtype=D
+    )
     net.token_mode = token_mode
 
     def q(z):

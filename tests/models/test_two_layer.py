@@ -22,8 +22,10 @@ def test_orthogonal_init_and_scaled_factor():
     net = TwoLayerNet(4, 30, 3, regime="orthogonal", ensemble=3, dtype=torch.float64)
     assert orthogonality_error(net.W1).max() < 1e-12 and orthogonality_error(net.W2).max() < 1e-12
     sc = TwoLayerNet(4, 30, 3, regime="scaled", init="normal", ensemble=2, dtype=torch.float64)
-    ref = [np.linalg.norm(sc.W1[e].detach().numpy(), 2) ** 2 * np.linalg.norm(sc.W2[e].detach().numpy(), 2) ** 2
-           for e in range(2)]
+    ref = [
+        np.linalg.norm(sc.W1[e].detach().numpy(), 2) ** 2 * np.linalg.norm(sc.W2[e].detach().numpy(), 2) ** 2
+        for e in range(2)
+    ]
     np.testing.assert_allclose(sc.loss_scale().detach().numpy(), ref, rtol=1e-10)
     with pytest.raises(ValueError, match="width"):
         TwoLayerNet(5, 4, 2, regime="orthogonal")
@@ -63,7 +65,7 @@ def test_width_and_seed_ensemble_equals_separate_runs(act, regime):
     out = ens(x)
     for e, s in enumerate(singles):
         np.testing.assert_allclose(out[e].detach().numpy(), s(x)[0].detach().numpy(), atol=1e-10)
-        np.testing.assert_allclose(ens.W1[e, widths[e]:].detach().numpy(), 0.0)
+        np.testing.assert_allclose(ens.W1[e, widths[e] :].detach().numpy(), 0.0)
 
 
 def test_deep_linear_product_and_orthogonality():

@@ -72,7 +72,10 @@ def test_covariance_matches_loop_reference():
     np.testing.assert_allclose(got.numpy(), ref_covariance(a, a_pos, b, b_pos, alpha), rtol=1e-12, atol=1e-14)
     # default b = a, alpha = 1
     np.testing.assert_allclose(
-        contrastive_covariance(a, a_pos).numpy(), ref_covariance(a, a_pos, a, a_pos, np.ones((5, 5))), rtol=1e-12, atol=1e-14
+        contrastive_covariance(a, a_pos).numpy(),
+        ref_covariance(a, a_pos, a, a_pos, np.ones((5, 5))),
+        rtol=1e-12,
+        atol=1e-14,
     )
 
 
@@ -181,11 +184,15 @@ def test_gradcheck():
     b, b_pos = _rand(4, 2, seed=26).requires_grad_(True), _rand(4, 2, seed=27).requires_grad_(True)
     alpha = torch.rand(4, 4, generator=torch.Generator().manual_seed(28), dtype=torch.float64).requires_grad_(True)
     assert torch.autograd.gradcheck(contrastive_covariance, (a, a_pos, b, b_pos, alpha))
-    assert torch.autograd.gradcheck(lambda f, fp, al: alpha_cl_energy(f, fp, al, stop_gradient=False), (a, a_pos, alpha))
+    assert torch.autograd.gradcheck(
+        lambda f, fp, al: alpha_cl_energy(f, fp, al, stop_gradient=False), (a, a_pos, alpha)
+    )
     assert torch.autograd.gradcheck(lambda f, fp: alpha_infonce(f, fp, 0.5, eps=0.5), (a, a_pos))
     assert torch.autograd.gradcheck(lambda x: alpha_gaussian(x, 0.9), (a,))
     for sim in ("cosine", "sqdist", "dot"):
-        assert torch.autograd.gradcheck(lambda u, v: quadratic_contrastive_loss(u, v, 0.5, similarity=sim), (a, a_pos))
+        assert torch.autograd.gradcheck(
+            lambda u, v, sim=sim: quadratic_contrastive_loss(u, v, 0.5, similarity=sim), (a, a_pos)
+        )
 
 
 def test_ensemble_axis_equals_separate_calls():

@@ -87,7 +87,9 @@ def test_ensemble_axis_equals_separate_calls():
     got = generalized_contrastive_loss(z1, z2, temperature=0.4)
     assert got.shape == (3,)
     for e in range(3):
-        assert got[e].item() == pytest.approx(generalized_contrastive_loss(z1[e], z2[e], temperature=0.4).item(), rel=1e-12)
+        assert got[e].item() == pytest.approx(
+            generalized_contrastive_loss(z1[e], z2[e], temperature=0.4).item(), rel=1e-12
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -109,9 +109,13 @@ def test_trace_loss_equals_losses_for_linear_model(how, multi):
     x_neg = _rand(n, 2, d, seed=16) if multi else _rand(n, d, seed=16)
     u, u_pos, u_neg = (_linear(W1, W2, t) for t in (x, x_pos, x_neg))
     c = contrast_matrix(x, x_pos, x_neg, reduce_pairs=how)
-    assert trace_loss(W1, W2, c).item() == pytest.approx(simple_contrastive(u, u_pos, u_neg, reduce_pairs=how).item(), rel=1e-12)
+    assert trace_loss(W1, W2, c).item() == pytest.approx(
+        simple_contrastive(u, u_pos, u_neg, reduce_pairs=how).item(), rel=1e-12
+    )
     c_nc = contrast_matrix(x, x_pos, non_contrastive=True, reduce_pairs=how)
-    assert trace_loss(W1, W2, c_nc).item() == pytest.approx(non_contrastive(u, u_pos, reduce_pairs=how).item(), rel=1e-12)
+    assert trace_loss(W1, W2, c_nc).item() == pytest.approx(
+        non_contrastive(u, u_pos, reduce_pairs=how).item(), rel=1e-12
+    )
 
 
 def test_scaled_trace_loss_prop3():

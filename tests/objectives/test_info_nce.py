@@ -12,10 +12,7 @@ from hypothesis import strategies as st
 from ssldyn.objectives import InfoNCE, info_nce
 
 OPTIONS = [
-    (sim, neg, eps)
-    for sim in ("cosine", "sqdist", "dot")
-    for neg in ("both", "view1")
-    for eps in (1.0, 0.0, 0.5)
+    (sim, neg, eps) for sim in ("cosine", "sqdist", "dot") for neg in ("both", "view1") for eps in (1.0, 0.0, 0.5)
 ]
 
 
@@ -37,9 +34,7 @@ def ref_info_nce(z1, z2, tau, eps=1.0, similarity="cosine", negatives="both"):
         for k in range(2 * n):
             partner = (k + n) % (2 * n)
             pos = math.exp(_sim(z[k], z[partner], similarity) / tau)
-            neg = sum(
-                math.exp(_sim(z[k], z[l], similarity) / tau) for l in range(2 * n) if l not in (k, partner)
-            )
+            neg = sum(math.exp(_sim(z[k], z[l], similarity) / tau) for l in range(2 * n) if l not in (k, partner))
             losses.append(-math.log(pos / (eps * pos + neg)))
     else:
         for i in range(n):
@@ -137,7 +132,9 @@ def test_stable_at_tiny_temperature(dtype, similarity, negatives, eps):
     g1, g2 = torch.autograd.grad(loss.sum(), (z1, z2))
     assert torch.isfinite(g1).all() and torch.isfinite(g2).all()
     # float32 agrees with float64 at this τ
-    ref = info_nce(z1.detach().double(), z2.detach().double(), 1e-3, eps=eps, similarity=similarity, negatives=negatives)
+    ref = info_nce(
+        z1.detach().double(), z2.detach().double(), 1e-3, eps=eps, similarity=similarity, negatives=negatives
+    )
     assert torch.allclose(loss.detach().double(), ref, rtol=1e-3, atol=1e-2)
 
 

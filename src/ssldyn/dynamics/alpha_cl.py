@@ -56,8 +56,10 @@ AFn = Callable[[Tensor], Tensor]
 
 def _check_x(name: str, x: Tensor) -> Tensor:
     if not isinstance(x, Tensor) or x.dim() != 2 or not x.is_floating_point():
-        raise ValueError(f"{name}: expected a floating tensor of shape (N, d), got "
-                         f"{type(x).__name__ if not isinstance(x, Tensor) else tuple(x.shape)}")
+        raise ValueError(
+            f"{name}: expected a floating tensor of shape (N, d), got "
+            f"{type(x).__name__ if not isinstance(x, Tensor) else tuple(x.shape)}"
+        )
     if not torch.isfinite(x).all():
         raise ValueError(f"{name}: contains NaN or inf")
     return x
@@ -65,16 +67,17 @@ def _check_x(name: str, x: Tensor) -> Tensor:
 
 def _check_w(w: Tensor, d: int) -> Tensor:
     if not isinstance(w, Tensor) or w.dim() not in (1, 2) or w.shape[-1] != d:
-        raise ValueError(f"w: expected shape (d,) or (E, d) with d={d}, got "
-                         f"{tuple(w.shape) if isinstance(w, Tensor) else type(w).__name__}")
+        raise ValueError(
+            f"w: expected shape (d,) or (E, d) with d={d}, got "
+            f"{tuple(w.shape) if isinstance(w, Tensor) else type(w).__name__}"
+        )
     return w
 
 
 ZERO_TOL = 1e-12
 
 
-def gated_input(x: Tensor, w: Tensor, activation: str | Activation = "relu", *, zero_tol: float = ZERO_TOL
-                ) -> Tensor:
+def gated_input(x: Tensor, w: Tensor, activation: str | Activation = "relu", *, zero_tol: float = ZERO_TOL) -> Tensor:
     """``x̃^w = x · h'(wᵀx)`` (eq. 6): ``x (N, d)``, ``w (d,) -> (N, d)`` or ``w (E, d) -> (E, N, d)``.
 
     Pre-activations with ``|wᵀx| <= zero_tol`` are set to exactly 0 before ``h'`` is applied, so
@@ -89,8 +92,7 @@ def gated_input(x: Tensor, w: Tensor, activation: str | Activation = "relu", *, 
     return x * act.deriv(pre)  # (N, d) or (E, N, d)
 
 
-def uniform_contrastive_covariance(a: Tensor, a_pos: Tensor | None = None, weights: Tensor | None = None
-                                   ) -> Tensor:
+def uniform_contrastive_covariance(a: Tensor, a_pos: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
     """``C_α[a]`` of eq. 3 for uniform ``α ≡ 1`` in O(N) memory.
 
     ``C = Cov(a) − (1/2N) Σ_i (a_i − a_i')(a_i − a_i')ᵀ`` (biased covariance of view 1; the
@@ -126,8 +128,15 @@ def _alpha_at(alpha, w: Tensor):
     return alpha(w) if callable(alpha) else alpha
 
 
-def gated_covariance(x: Tensor, w: Tensor, activation: str | Activation = "relu", *, x_pos: Tensor | None = None,
-                     alpha=None, weights: Tensor | None = None) -> Tensor:
+def gated_covariance(
+    x: Tensor,
+    w: Tensor,
+    activation: str | Activation = "relu",
+    *,
+    x_pos: Tensor | None = None,
+    alpha=None,
+    weights: Tensor | None = None,
+) -> Tensor:
     """``A(w) = C_α[x̃^w]`` (Lemma 3), for one filter ``(d,) -> (d, d)`` or an ensemble ``(E, d) -> (E, d, d)``.
 
     Args:
@@ -150,8 +159,14 @@ def gated_covariance(x: Tensor, w: Tensor, activation: str | Activation = "relu"
     return contrastive_covariance(xt, xt if xt_pos is None else xt_pos, alpha=a)
 
 
-def make_A_fn(x: Tensor, activation: str | Activation = "relu", *, x_pos: Tensor | None = None, alpha=None,
-              weights: Tensor | None = None) -> AFn:
+def make_A_fn(
+    x: Tensor,
+    activation: str | Activation = "relu",
+    *,
+    x_pos: Tensor | None = None,
+    alpha=None,
+    weights: Tensor | None = None,
+) -> AFn:
     """The map ``w -> A(w)`` on a fixed batch (what :func:`power_iteration` and the probes take)."""
     _check_x("x", x)
 
@@ -161,8 +176,15 @@ def make_A_fn(x: Tensor, activation: str | Activation = "relu", *, x_pos: Tensor
     return A_fn
 
 
-def one_layer_energy(x: Tensor, w: Tensor, activation: str | Activation = "relu", *, x_pos: Tensor | None = None,
-                     alpha=None, weights: Tensor | None = None) -> Tensor:
+def one_layer_energy(
+    x: Tensor,
+    w: Tensor,
+    activation: str | Activation = "relu",
+    *,
+    x_pos: Tensor | None = None,
+    alpha=None,
+    weights: Tensor | None = None,
+) -> Tensor:
     """``E_α(w) = ½ C_α[h(wᵀx)]`` (eq. 5 for one filter); ``w (d,) -> ()``, ``(E, d) -> (E,)``.
 
     Any activation (homogeneous or not). Uses :func:`ssldyn.objectives.alpha_cl_energy`
@@ -179,8 +201,9 @@ def one_layer_energy(x: Tensor, w: Tensor, activation: str | Activation = "relu"
     return alpha_cl_energy(f, f_pos, a)
 
 
-def gaussian_alpha_fn(x0: Tensor, activation: str | Activation = "relu", temperature: float = 1.0
-                      ) -> Callable[[Tensor], Tensor]:
+def gaussian_alpha_fn(
+    x0: Tensor, activation: str | Activation = "relu", temperature: float = 1.0
+) -> Callable[[Tensor], Tensor]:
     """Cor. 2's 1-D Gaussian α: ``w -> α_ij = exp(−(h(wᵀx0_i) − h(wᵀx0_j))² / 2τ)``, ``(N, N)`` or ``(E, N, N)``."""
     act = get_activation(activation)
 
@@ -209,8 +232,16 @@ class SphereFlowResult:
     trajectory: Trajectory
 
 
-def sphere_flow(A_fn: AFn, w0: Tensor, *, t_max: float = 10.0, dt: float = 0.05, record_every: int = 1,
-                snapshots: bool = False, guard_block: int = 64) -> SphereFlowResult:
+def sphere_flow(
+    A_fn: AFn,
+    w0: Tensor,
+    *,
+    t_max: float = 10.0,
+    dt: float = 0.05,
+    record_every: int = 1,
+    snapshots: bool = False,
+    guard_block: int = 64,
+) -> SphereFlowResult:
     """Integrate ``ẇ = P⊥_w A(w) w`` (eq. 7) on the unit sphere.
 
     Projected explicit Euler with retraction: ``w ← normalize(w + dt·P⊥_w A(w) w)``; runs on the
@@ -268,8 +299,9 @@ class PowerIterationResult:
     trajectory: Trajectory
 
 
-def power_iteration(A_fn: AFn, w0: Tensor, *, n_iter: int = 200, tol: float = 1e-10, shift: bool = False,
-                    keep_path: bool = False) -> PowerIterationResult:
+def power_iteration(
+    A_fn: AFn, w0: Tensor, *, n_iter: int = 200, tol: float = 1e-10, shift: bool = False, keep_path: bool = False
+) -> PowerIterationResult:
     """Power iteration (eq. PI): ``w(t+1) = A(w(t)) w(t) / ‖A(w(t)) w(t)‖₂``.
 
     Args:
@@ -307,5 +339,4 @@ def power_iteration(A_fn: AFn, w0: Tensor, *, n_iter: int = 200, tol: float = 1e
             break
     disc_t = torch.stack(discs) if discs else torch.zeros(0, w.shape[0], dtype=w.dtype, device=w.device)
     conv = disc_t[-1] < tol if len(discs) else torch.ones(w.shape[0], dtype=torch.bool, device=w.device)
-    return PowerIterationResult(w[0] if single else w, disc_t, conv,
-                                torch.stack(path) if keep_path else None, traj)
+    return PowerIterationResult(w[0] if single else w, disc_t, conv, torch.stack(path) if keep_path else None, traj)

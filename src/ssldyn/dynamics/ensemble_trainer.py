@@ -92,8 +92,13 @@ class EnsembleSGD:
     it agrees with the unfused update to float round-off).
     """
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], lr: torch.Tensor | float, momentum: float = 0.9,
-                 weight_decay: float = 0.0) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.nn.Parameter],
+        lr: torch.Tensor | float,
+        momentum: float = 0.9,
+        weight_decay: float = 0.0,
+    ) -> None:
         self.params = list(params)
         self.lr = lr
         self.momentum, self.weight_decay = momentum, weight_decay
@@ -112,9 +117,18 @@ class EnsembleSGD:
         if self._fused:
             if self._first:
                 self.bufs = [torch.empty_like(p) for p in self.params]
-            torch._fused_sgd_([p.data for p in self.params], [p.grad for p in self.params], self.bufs,
-                              weight_decay=self.weight_decay, momentum=self.momentum, lr=self._uniform_lr,
-                              dampening=0.0, nesterov=False, maximize=False, is_first_step=self._first)
+            torch._fused_sgd_(
+                [p.data for p in self.params],
+                [p.grad for p in self.params],
+                self.bufs,
+                weight_decay=self.weight_decay,
+                momentum=self.momentum,
+                lr=self._uniform_lr,
+                dampening=0.0,
+                nesterov=False,
+                maximize=False,
+                is_first_step=self._first,
+            )
             self._first = False
             return
         for i, p in enumerate(self.params):
@@ -132,8 +146,14 @@ class EnsembleSGD:
                 p.add_(self.bufs[i], alpha=-lr)
 
 
-def plan_ensembles(filters: Sequence[int], overhead: int = 8, slack: float = 0.25,
-                   max_elems: int = MAX_ELEMS, rows: int = 256, K: int = 10) -> list[list[int]]:
+def plan_ensembles(
+    filters: Sequence[int],
+    overhead: int = 8,
+    slack: float = 0.25,
+    max_elems: int = MAX_ELEMS,
+    rows: int = 256,
+    K: int = 10,
+) -> list[list[int]]:
     """Group runs (given their M) into ensembles; returns lists of run indices.
 
     Runs are sorted by M; the next run joins the current group while the padded cost
@@ -174,10 +194,18 @@ class RunTrace:
     allowed: np.ndarray | None = None  # (K, P)
 
 
-def train_ensemble(net: EnsembleRFNet, next_batch: Callable[[int], dict], loss_fn: Callable, opt: EnsembleSGD,
-                   steps: int, log_every: int, probe: Callable[[int, torch.Tensor | None], None],
-                   on_step: Callable[[], None] | None = None, loss_grad_fn: Callable | None = None,
-                   guard: EnsembleLossGuard | None = None) -> None:
+def train_ensemble(
+    net: EnsembleRFNet,
+    next_batch: Callable[[int], dict],
+    loss_fn: Callable,
+    opt: EnsembleSGD,
+    steps: int,
+    log_every: int,
+    probe: Callable[[int, torch.Tensor | None], None],
+    on_step: Callable[[], None] | None = None,
+    loss_grad_fn: Callable | None = None,
+    guard: EnsembleLossGuard | None = None,
+) -> None:
     """The training loop: ``steps`` SGD steps; ``probe(step, losses)`` at step 0 and every ``log_every``.
 
     ``next_batch(t)`` returns the keyword inputs of :meth:`EnsembleRFNet.loss_and_grad`
@@ -228,8 +256,9 @@ def _loss_fn(losses: Sequence[str], temperature: float) -> Callable[[torch.Tenso
     return fn
 
 
-def contrastive_loss_and_grad(z: torch.Tensor, kinds: torch.Tensor, temperature: float,
-                              eps: float = 1e-12) -> tuple[torch.Tensor, torch.Tensor]:
+def contrastive_loss_and_grad(
+    z: torch.Tensor, kinds: torch.Tensor, temperature: float, eps: float = 1e-12
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-member loss and ``dL/dz`` in closed form for the two losses of Sec. 5 (a fast path).
 
     The losses are those of :func:`ssldyn.objectives.info_nce` (``negatives="view1"``, cosine
@@ -293,9 +322,15 @@ def contrastive_loss_and_grad(z: torch.Tensor, kinds: torch.Tensor, temperature:
     return losses, dz
 
 
-def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 100, keep_filters: bool = False,
-                         on_step: Callable[[], None] | None = None, fused_loss: bool = True,
-                         device: torch.device | str | None = None) -> list[RunTrace]:
+def train_token_ensemble(
+    runs: Sequence[TokenRun],
+    steps: int,
+    log_every: int = 100,
+    keep_filters: bool = False,
+    on_step: Callable[[], None] | None = None,
+    fused_loss: bool = True,
+    device: torch.device | str | None = None,
+) -> list[RunTrace]:
     """Train token-generator runs as ONE ensemble; returns one :class:`RunTrace` per run (input order).
 
     All runs must share K, input dimension, batch, temperature and out_dim; they may differ in
@@ -313,8 +348,10 @@ def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 
     first = runs[0]
     for r in runs:
         if _shared_settings(r) != _shared_settings(first):
-            raise ValueError("train_token_ensemble: runs must share K, input dim, batch, temperature, out_dim, "
-                             "momentum and weight_decay")
+            raise ValueError(
+                "train_token_ensemble: runs must share K, input dim, batch, temperature, out_dim, "
+                "momentum and weight_decay"
+            )
     # members sorted by (activation, loss) so both are contiguous slices
     perm = sorted(range(len(runs)), key=lambda i: (runs[i].activation, runs[i].loss))
     rs = [runs[i] for i in perm]
@@ -332,18 +369,30 @@ def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 
     check_finite("token embedding", emb)
     emb = emb.to(dev)
     relevant = torch.stack([stream_list[s].gen.relevant for s in member_stream]).to(dev)  # (E, K, T)
-    net = EnsembleRFNet(first.spec.K, first.spec.dim, [r.filters for r in rs], out_dim=first.out_dim, ensemble=E,
-                        activation=[r.activation for r in rs], bn=[r.bn for r in rs],
-                        seeds=[r.seed + INIT_SEED_OFFSET for r in rs]).to(dev)
+    net = EnsembleRFNet(
+        first.spec.K,
+        first.spec.dim,
+        [r.filters for r in rs],
+        out_dim=first.out_dim,
+        ensemble=E,
+        activation=[r.activation for r in rs],
+        bn=[r.bn for r in rs],
+        seeds=[r.seed + INIT_SEED_OFFSET for r in rs],
+    ).to(dev)
     lr = torch.tensor([r.lr for r in rs], dtype=torch.float32, device=dev)
     opt = EnsembleSGD([net.W, net.VT], lr, momentum=first.momentum, weight_decay=first.weight_decay)
     loss_fn = _loss_fn([r.loss for r in rs], first.temperature)
     kinds = torch.tensor([r.loss == "infonce" for r in rs])
-    guard = EnsembleLossGuard([f"token run {r.activation}/{r.loss}/bn={r.bn}/beta={r.beta}/P={r.spec.P}/"
-                               f"zeta={r.spec.zeta}/seed={r.seed}" for r in rs])
+    guard = EnsembleLossGuard(
+        [
+            f"token run {r.activation}/{r.loss}/bn={r.bn}/beta={r.beta}/P={r.spec.P}/zeta={r.spec.zeta}/seed={r.seed}"
+            for r in rs
+        ]
+    )
 
     def loss_grad(z: torch.Tensor):
         return contrastive_loss_and_grad(z, kinds, first.temperature)
+
     absolute = torch.tensor([r.activation == "linear" for r in rs], device=dev)
     log: dict[str, list] = {"step": [], "chi_plus": [], "chi_minus": [], "loss": []}
 
@@ -360,8 +409,18 @@ def train_token_ensemble(runs: Sequence[TokenRun], steps: int, log_every: int = 
         log["chi_minus"].append(cm.cpu().numpy().copy())
         log["loss"].append(losses.cpu().numpy().copy() if losses is not None else np.full(E, np.nan, np.float32))
 
-    train_ensemble(net, next_batch, None if fused_loss else loss_fn, opt, steps, log_every, probe, on_step,
-                   loss_grad_fn=loss_grad if fused_loss else None, guard=guard)
+    train_ensemble(
+        net,
+        next_batch,
+        None if fused_loss else loss_fn,
+        opt,
+        steps,
+        log_every,
+        probe,
+        on_step,
+        loss_grad_fn=loss_grad if fused_loss else None,
+        guard=guard,
+    )
     steps_arr = np.asarray(log["step"])
     cp, cm, ls = (np.stack(log[k], 1) for k in ("chi_plus", "chi_minus", "loss"))  # (E, n_log)
     out: list[RunTrace | None] = [None] * E
@@ -382,8 +441,9 @@ def token_ensemble_cost(runs: Sequence[TokenRun]) -> float:
     return len(runs) * (max(r.filters for r in runs) + TOKEN_MEMBER_OVERHEAD)
 
 
-def plan_token_ensembles(runs: Sequence[TokenRun], max_elems: int | None = None, overhead: int = 8,
-                         slack: float = 0.25) -> list[list[int]]:
+def plan_token_ensembles(
+    runs: Sequence[TokenRun], max_elems: int | None = None, overhead: int = 8, slack: float = 0.25
+) -> list[list[int]]:
     """:func:`plan_ensembles` for token runs sharing K, n_tokens and out_dim (indices into ``runs``).
 
     The token-space path (:meth:`~ssldyn.models.rf_net.EnsembleRFNet.loss_and_grad` with tokens)
@@ -394,8 +454,14 @@ def plan_token_ensembles(runs: Sequence[TokenRun], max_elems: int | None = None,
         return []
     r0 = runs[0]
     max_elems = TOKEN_MAX_ELEMS if max_elems is None else max_elems
-    return plan_ensembles([r.filters for r in runs], overhead=overhead, slack=slack, max_elems=max_elems,
-                          rows=max(2 * r0.spec.n_tokens, r0.out_dim), K=r0.spec.K)
+    return plan_ensembles(
+        [r.filters for r in runs],
+        overhead=overhead,
+        slack=slack,
+        max_elems=max_elems,
+        rows=max(2 * r0.spec.n_tokens, r0.out_dim),
+        K=r0.spec.K,
+    )
 
 
 def _shared_settings(r: TokenRun) -> tuple:
@@ -409,13 +475,22 @@ def group_token_runs(runs: Sequence[TokenRun], max_elems: int | None = None) -> 
     shared: dict[tuple, list[int]] = {}
     for i, r in enumerate(runs):
         shared.setdefault(_shared_settings(r), []).append(i)
-    return [[idx[g] for g in grp] for idx in shared.values()
-            for grp in plan_token_ensembles([runs[i] for i in idx], max_elems=max_elems)]
+    return [
+        [idx[g] for g in grp]
+        for idx in shared.values()
+        for grp in plan_token_ensembles([runs[i] for i in idx], max_elems=max_elems)
+    ]
 
 
-def train_token_runs(runs: Sequence[TokenRun], steps: int, log_every: int = 100, keep_filters: bool = False,
-                     max_elems: int | None = None, progress: Callable[[int], None] | None = None,
-                     device: torch.device | str | None = None) -> list[RunTrace]:
+def train_token_runs(
+    runs: Sequence[TokenRun],
+    steps: int,
+    log_every: int = 100,
+    keep_filters: bool = False,
+    max_elems: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    device: torch.device | str | None = None,
+) -> list[RunTrace]:
     """Train any set of runs: grouped by :func:`plan_token_ensembles` (and by the shared settings), in input order.
 
     ``progress(n)`` is called after each ensemble with the number of runs it finished; ``device``

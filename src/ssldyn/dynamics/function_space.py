@@ -34,8 +34,16 @@ from torch import Tensor, nn
 from ssldyn.dynamics.guards import StepGuard, check_finite
 from ssldyn.dynamics.trajectory import Trajectory
 
-__all__ = ["loss_and_grad", "apply_kernel", "function_space_flow", "vanilla_gradient_descent", "NetworkKernel",
-           "pointwise_gradient", "project_sphere", "step_schedule"]
+__all__ = [
+    "loss_and_grad",
+    "apply_kernel",
+    "function_space_flow",
+    "vanilla_gradient_descent",
+    "NetworkKernel",
+    "pointwise_gradient",
+    "project_sphere",
+    "step_schedule",
+]
 
 LossFn = Callable[[Tensor], Tensor]
 Probe = Callable[[Tensor], Any]
@@ -90,8 +98,14 @@ class NetworkKernel:
         move_weights: update the weights in :meth:`advance` (False keeps them fixed).
     """
 
-    def __init__(self, model: nn.Module, x: Tensor, refresh_every: int | None = 1,
-                 kernel: Callable[[nn.Module, Tensor], Tensor] | None = None, move_weights: bool = True) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        x: Tensor,
+        refresh_every: int | None = 1,
+        kernel: Callable[[nn.Module, Tensor], Tensor] | None = None,
+        move_weights: bool = True,
+    ) -> None:
         from ssldyn.kernels.ntk import empirical_ntk
 
         self.model, self.x, self.refresh_every = model, x, refresh_every
@@ -134,8 +148,16 @@ def _check_inputs(z0: Tensor, kernel: Any) -> None:
         check_finite("x (inputs of the NetworkKernel)", kernel.x)
 
 
-def _record(traj: Trajectory, step: int, z: Tensor, loss: Tensor, g: Tensor, probes: Mapping[str, Probe] | None,
-            log: bool, snap: bool) -> None:
+def _record(
+    traj: Trajectory,
+    step: int,
+    z: Tensor,
+    loss: Tensor,
+    g: Tensor,
+    probes: Mapping[str, Probe] | None,
+    log: bool,
+    snap: bool,
+) -> None:
     n = z.shape[-2]
     if log:
         if loss.dim() == 0:
@@ -152,11 +174,20 @@ def _record(traj: Trajectory, step: int, z: Tensor, loss: Tensor, g: Tensor, pro
         traj.snapshot(step, "neg_grad", -n * g)
 
 
-def function_space_flow(z0: Tensor, loss_fn: LossFn, kernel: Tensor | NetworkKernel | Callable[[int, Tensor], Tensor | None],
-                        *, steps: int, lr: float, project: str | None = None, probes: Mapping[str, Probe] | None = None,
-                        log_every: int | Iterable[int] | None = 1, snapshot_every: int | Iterable[int] | None = None,
-                        trajectory: Trajectory | None = None,
-                        track: Callable[[Iterable[int]], Iterable[int]] | None = None) -> tuple[Trajectory, Tensor]:
+def function_space_flow(
+    z0: Tensor,
+    loss_fn: LossFn,
+    kernel: Tensor | NetworkKernel | Callable[[int, Tensor], Tensor | None],
+    *,
+    steps: int,
+    lr: float,
+    project: str | None = None,
+    probes: Mapping[str, Probe] | None = None,
+    log_every: int | Iterable[int] | None = 1,
+    snapshot_every: int | Iterable[int] | None = None,
+    trajectory: Trajectory | None = None,
+    track: Callable[[Iterable[int]], Iterable[int]] | None = None,
+) -> tuple[Trajectory, Tensor]:
     """Euler steps of ``ż_i = −(1/n) Σ_j K_ij ∇L(z_j) = −Σ_j K_ij ∂𝓛/∂z_j`` (Prop. 4.1, eq. 11/15).
 
     Args:
@@ -188,7 +219,7 @@ def function_space_flow(z0: Tensor, loss_fn: LossFn, kernel: Tensor | NetworkKer
         z = project_sphere(z)
     K = kernel if isinstance(kernel, Tensor) else None
     it = range(steps + 1)
-    for step in (track(it) if track else it):
+    for step in track(it) if track else it:
         loss, g = loss_and_grad(loss_fn, z)
         log, snap = step in logs, step in snaps
         guard(step, loss, flush=log or snap or step == steps)  # a non-finite loss stops the flow
@@ -208,8 +239,9 @@ def function_space_flow(z0: Tensor, loss_fn: LossFn, kernel: Tensor | NetworkKer
     return traj, z
 
 
-def vanilla_gradient_descent(z0: Tensor, loss_fn: LossFn, *, steps: int, lr: float, project: str | None = "sphere",
-                             **kw: Any) -> tuple[Trajectory, Tensor]:
+def vanilla_gradient_descent(
+    z0: Tensor, loss_fn: LossFn, *, steps: int, lr: float, project: str | None = "sphere", **kw: Any
+) -> tuple[Trajectory, Tensor]:
     """eq. (14): ``z_i ← P_C(z_i − σ ∇L(z_i))`` with ``∇L(z_i) = n ∂𝓛/∂z_i`` (K = I, eq. 13).
 
     Same arguments as :func:`function_space_flow`; projected onto the sphere by default.

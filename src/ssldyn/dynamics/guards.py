@@ -20,8 +20,10 @@ class NonFiniteLossError(FloatingPointError):
     def __init__(self, step: int, last_finite: float | None, value: float, what: str = "loss") -> None:
         self.step, self.last_finite, self.value = step, last_finite, value
         last = "none" if last_finite is None else f"{last_finite:.6g}"
-        super().__init__(f"{what} became {value} at step {step} (last finite value: {last}); "
-                         "lower the learning rate or check the data")
+        super().__init__(
+            f"{what} became {value} at step {step} (last finite value: {last}); "
+            "lower the learning rate or check the data"
+        )
 
 
 def check_finite(name: str, x: Any) -> None:
@@ -31,8 +33,10 @@ def check_finite(name: str, x: Any) -> None:
         bad = ~torch.isfinite(t)
         if bool(bad.any()):
             n = int(bad.sum())
-            raise ValueError(f"{name}: {n} non-finite value(s) (NaN or inf) in the input data of shape "
-                             f"{tuple(t.shape)}; clean or drop them before training")
+            raise ValueError(
+                f"{name}: {n} non-finite value(s) (NaN or inf) in the input data of shape "
+                f"{tuple(t.shape)}; clean or drop them before training"
+            )
 
 
 class LossGuard:
@@ -67,8 +71,9 @@ class StepGuard:
         lazy: force lazy/eager checking.
     """
 
-    def __init__(self, device: torch.device | str | None = None, what: str = "loss", every: int = 64,
-                 lazy: bool | None = None) -> None:
+    def __init__(
+        self, device: torch.device | str | None = None, what: str = "loss", every: int = 64, lazy: bool | None = None
+    ) -> None:
         self.guard = LossGuard(what)
         self.lazy = (device is not None and torch.device(device).type != "cpu") if lazy is None else bool(lazy)
         self.every = max(1, int(every))
@@ -140,8 +145,9 @@ class EnsembleLossGuard:
         e = int(bad[fb[bad].argmin()])
         last = float(self.last[e].cpu())
         label = self.labels[e] if self.labels is not None else f"member {e}"
-        err = NonFiniteLossError(int(fb[e]), None if math.isnan(last) else last, float(self.bad_value[e].cpu()),
-                                 f"{self.what} of {label}")
+        err = NonFiniteLossError(
+            int(fb[e]), None if math.isnan(last) else last, float(self.bad_value[e].cpu()), f"{self.what} of {label}"
+        )
         raise err
 
 

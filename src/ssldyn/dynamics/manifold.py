@@ -51,11 +51,13 @@ def _sym(a: torch.Tensor) -> torch.Tensor:
 
 def _tall(fn):
     """Apply ``fn`` to the tall orientation of a matrix (transpose wide ones)."""
+
     def wrapped(W: torch.Tensor, *args, **kw):
         if W.shape[-2] < W.shape[-1]:
             args = tuple(a.mT if isinstance(a, torch.Tensor) else a for a in args)
             return fn(W.mT, *args, **kw).mT
         return fn(W, *args, **kw)
+
     wrapped.__doc__ = fn.__doc__
     wrapped.__name__ = fn.__name__
     return wrapped
@@ -107,8 +109,14 @@ def tangent_project(W: torch.Tensor, G: torch.Tensor, tangent: str = "stiefel") 
     raise ValueError(f"tangent {tangent!r}: allowed values are {', '.join(TANGENTS)}")
 
 
-def random_stiefel(n: int, p: int, *batch: int, generator: torch.Generator | None = None,
-                   dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
+def random_stiefel(
+    n: int,
+    p: int,
+    *batch: int,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """Haar-uniform matrices with orthonormal columns ``(*batch, n, p)``, n ≥ p (QR of a
     Gaussian with the sign fix, Mezzadri 2007).
 
@@ -156,8 +164,9 @@ def projected_gd_step_(params: Iterable[torch.Tensor], lr: float, retraction: st
 
 
 @torch.no_grad()
-def riemannian_gd_step_(params: Iterable[torch.Tensor], lr: float, tangent: str = "stiefel",
-                        retraction: str = "qr") -> None:
+def riemannian_gd_step_(
+    params: Iterable[torch.Tensor], lr: float, tangent: str = "stiefel", retraction: str = "qr"
+) -> None:
     """In place: ``W ← retract(W − η · P_W(∇W))`` with the tangent projection ``P_W`` (non-finite
     steps kept as they are, see :func:`retract_finite`)."""
     for W in params:
@@ -187,8 +196,9 @@ class ManifoldGD(torch.optim.Optimizer):
         tangent: ``"stiefel"`` or ``"grassmann"`` (Riemannian mode only).
     """
 
-    def __init__(self, params, lr: float, mode: str = "projected", retraction: str = "polar",
-                 tangent: str = "stiefel") -> None:
+    def __init__(
+        self, params, lr: float, mode: str = "projected", retraction: str = "polar", tangent: str = "stiefel"
+    ) -> None:
         if not lr > 0:
             raise ValueError(f"ManifoldGD: lr must be > 0, got {lr}")
         if mode not in ("projected", "riemannian"):
@@ -213,10 +223,19 @@ class ManifoldGD(torch.optim.Optimizer):
         return loss
 
 
-def train_gd(loss_fn: Callable[[], torch.Tensor], params: Iterable[torch.Tensor], step: Callable[[], Any], *,
-             steps: int, record_every: int | None = None, on_record: Callable[[int, torch.Tensor], Any] | None = None,
-             after_step: Callable[[], Any] | None = None, inputs: Mapping[str, Any] | None = None,
-             track: Callable[[Iterable[int]], Iterable[int]] | None = None, what: str = "loss") -> torch.Tensor:
+def train_gd(
+    loss_fn: Callable[[], torch.Tensor],
+    params: Iterable[torch.Tensor],
+    step: Callable[[], Any],
+    *,
+    steps: int,
+    record_every: int | None = None,
+    on_record: Callable[[int, torch.Tensor], Any] | None = None,
+    after_step: Callable[[], Any] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    track: Callable[[Iterable[int]], Iterable[int]] | None = None,
+    what: str = "loss",
+) -> torch.Tensor:
     """Full-batch gradient descent with the loss guard (the GD loop of the ``grassmann`` experiments).
 
     For ``k = 0, …, steps``: ``L_k = loss_fn()`` (a scalar or one value per member ``(E,)``) is
@@ -249,7 +268,7 @@ def train_gd(loss_fn: Callable[[], torch.Tensor], params: Iterable[torch.Tensor]
     guard = StepGuard(params[0].device if params else None, what)
     it: Iterable[int] = range(steps + 1)
     loss = torch.zeros(())
-    for k in (track(it) if track is not None else it):
+    for k in track(it) if track is not None else it:
         loss = loss_fn()  # () or (E,)
         guard(k, loss)
         if on_record is not None and (k == steps or (record_every is not None and k % record_every == 0)):

@@ -47,8 +47,9 @@ FORMS = ("eq9", "eq12")
 def _lam(q: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
     lam = torch.as_tensor(lam, dtype=q.dtype, device=q.device)
     if lam.shape[-1] != q.shape[-2]:
-        raise ValueError(f"q_ode: lam must have shape (..., d) with d = q.shape[-2] = {q.shape[-2]}, "
-                         f"got {tuple(lam.shape)}")
+        raise ValueError(
+            f"q_ode: lam must have shape (..., d) with d = q.shape[-2] = {q.shape[-2]}, got {tuple(lam.shape)}"
+        )
     return lam.unsqueeze(-1)  # (..., d, 1): Λq = lam * q
 
 
@@ -109,8 +110,9 @@ def ode_time(step: int | np.ndarray, lr: float, form: str = "eq9") -> float | np
     return step * lr * (1.0 if form == "eq9" else 0.5)
 
 
-def euler(q0: torch.Tensor, lam: torch.Tensor, lr: float, steps: int, *, form: str = "eq9",
-          record_every: int = 1) -> tuple[np.ndarray, torch.Tensor]:
+def euler(
+    q0: torch.Tensor, lam: torch.Tensor, lr: float, steps: int, *, form: str = "eq9", record_every: int = 1
+) -> tuple[np.ndarray, torch.Tensor]:
     """Explicit discretisation (eq. 12) from ``q0``.
 
     ``form="eq9"``: ``q ← q + η·q_ode_rhs(q)`` (step k ↔ t = kη, matches GD with rate η);
@@ -147,8 +149,15 @@ def euler(q0: torch.Tensor, lam: torch.Tensor, lr: float, steps: int, *, form: s
     return np.asarray(ks), torch.stack(out)
 
 
-def solve_adaptive(q0: torch.Tensor, lam: torch.Tensor, t: torch.Tensor | np.ndarray, *, method: str = "dopri5",
-                   rtol: float = 1e-7, atol: float = 1e-9) -> torch.Tensor:
+def solve_adaptive(
+    q0: torch.Tensor,
+    lam: torch.Tensor,
+    t: torch.Tensor | np.ndarray,
+    *,
+    method: str = "dopri5",
+    rtol: float = 1e-7,
+    atol: float = 1e-9,
+) -> torch.Tensor:
     """Adaptive solution of eq. (9) with ``torchdiffeq.odeint`` at times ``t`` (T,) -> ``(T, ..., d, z)``.
 
     Runs on the device of ``q0`` (``lam`` and ``t`` are moved there); NaN/inf in ``q0``/``lam`` is a ``ValueError``.
@@ -162,8 +171,15 @@ def solve_adaptive(q0: torch.Tensor, lam: torch.Tensor, t: torch.Tensor | np.nda
     return odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol)
 
 
-def solve_reference(q0: torch.Tensor | np.ndarray, lam: torch.Tensor | np.ndarray, t: np.ndarray | torch.Tensor, *,
-                    rtol: float = 1e-12, atol: float = 1e-12, rhs=None) -> np.ndarray:
+def solve_reference(
+    q0: torch.Tensor | np.ndarray,
+    lam: torch.Tensor | np.ndarray,
+    t: np.ndarray | torch.Tensor,
+    *,
+    rtol: float = 1e-12,
+    atol: float = 1e-12,
+    rhs=None,
+) -> np.ndarray:
     """Float64 reference: ``scipy.integrate.solve_ivp`` (DOP853, tight tolerances) at times ``t``.
 
     scipy runs on the CPU: tensor inputs on any device are copied to the CPU first.
@@ -176,8 +192,9 @@ def solve_reference(q0: torch.Tensor | np.ndarray, lam: torch.Tensor | np.ndarra
     fast = rhs is None and np.ndim(q0) == 2
     rhs = rhs or q_ode_rhs
     q0n = np.asarray(q0.detach().cpu().numpy() if isinstance(q0, torch.Tensor) else q0, dtype=np.float64)
-    lamt = torch.as_tensor(np.asarray(lam.detach().cpu().numpy() if isinstance(lam, torch.Tensor) else lam,
-                                      dtype=np.float64))
+    lamt = torch.as_tensor(
+        np.asarray(lam.detach().cpu().numpy() if isinstance(lam, torch.Tensor) else lam, dtype=np.float64)
+    )
     tn = np.asarray(t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else t, dtype=np.float64)
     shape = q0n.shape
 
@@ -189,15 +206,21 @@ def solve_reference(q0: torch.Tensor | np.ndarray, lam: torch.Tensor | np.ndarra
         q = torch.from_numpy(y.reshape(shape))
         return rhs(q, lamt).numpy().reshape(-1)
 
-    sol = solve_ivp(f, (float(tn[0]), float(tn[-1])), q0n.reshape(-1), method="DOP853", t_eval=tn,
-                    rtol=rtol, atol=atol)
+    sol = solve_ivp(f, (float(tn[0]), float(tn[-1])), q0n.reshape(-1), method="DOP853", t_eval=tn, rtol=rtol, atol=atol)
     if not sol.success:
         raise RuntimeError(f"solve_reference: scipy failed: {sol.message}")
     return sol.y.T.reshape(len(tn), *shape)
 
 
-def to_trajectory(steps: np.ndarray, qs: torch.Tensor, lam: torch.Tensor, lr: float, form: str = "eq9",
-                  prefix: str = "ode/", snapshots: bool = False):
+def to_trajectory(
+    steps: np.ndarray,
+    qs: torch.Tensor,
+    lam: torch.Tensor,
+    lr: float,
+    form: str = "eq9",
+    prefix: str = "ode/",
+    snapshots: bool = False,
+):
     """Report a q-ODE solution into a :class:`ssldyn.dynamics.Trajectory` (DESIGN.md "Dynamics").
 
     Logs, at each recorded step, the loss ``Tr(qᵀΛq)`` per member (probe ``{prefix}loss``) and the

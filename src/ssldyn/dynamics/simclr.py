@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
+from ssldyn.dynamics.guards import StepGuard, check_finite
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.models.encoders import SimCLRNet
 from ssldyn.objectives import info_nce
-from ssldyn.dynamics.guards import StepGuard, check_finite
 
 __all__ = ["minibatches", "train_simclr", "embed"]
 
@@ -36,15 +36,25 @@ def minibatches(n: int, batch_size: int, steps: int, generator: torch.Generator)
         for i in range(n // batch_size):
             if done >= steps:
                 return
-            yield perm[i * batch_size:(i + 1) * batch_size]
+            yield perm[i * batch_size : (i + 1) * batch_size]
             done += 1
 
 
-def train_simclr(model: SimCLRNet, images: torch.Tensor, augment: Callable, steps: int, batch_size: int = 256,
-                 temperature: float = 0.5, lr: float = 1e-3, weight_decay: float = 1e-6,
-                 optimizer: str = "adam", generator: torch.Generator | None = None, log_every: int = 10,
-                 probe: Callable[[int, SimCLRNet, Trajectory], None] | None = None,
-                 track: Callable[[Iterable, int, str], Iterable] | None = None) -> Trajectory:
+def train_simclr(
+    model: SimCLRNet,
+    images: torch.Tensor,
+    augment: Callable,
+    steps: int,
+    batch_size: int = 256,
+    temperature: float = 0.5,
+    lr: float = 1e-3,
+    weight_decay: float = 1e-6,
+    optimizer: str = "adam",
+    generator: torch.Generator | None = None,
+    log_every: int = 10,
+    probe: Callable[[int, SimCLRNet, Trajectory], None] | None = None,
+    track: Callable[[Iterable, int, str], Iterable] | None = None,
+) -> Trajectory:
     """Train ``model`` in place with NT-Xent on two augmented views; returns the :class:`Trajectory`.
 
     Args:
@@ -100,6 +110,6 @@ def embed(model: SimCLRNet, images: torch.Tensor, batch_size: int = 1024, projec
     was = model.training
     model.eval()
     fn = model if projection else model.features
-    out = torch.cat([fn(images[i:i + batch_size]) for i in range(0, images.shape[0], batch_size)], dim=1)
+    out = torch.cat([fn(images[i : i + batch_size]) for i in range(0, images.shape[0], batch_size)], dim=1)
     model.train(was)
     return out

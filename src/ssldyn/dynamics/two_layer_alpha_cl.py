@@ -54,8 +54,9 @@ def _check(x: Tensor, W: Tensor) -> None:
         raise ValueError(f"W: expected shape (K, M, d) = ({x.shape[1]}, M, {x.shape[2]}), got {tuple(W.shape)}")
 
 
-def _cc(a: Tensor, a_pos: Tensor | None, alpha, weights, b: Tensor | None = None, b_pos: Tensor | None = None
-        ) -> Tensor:
+def _cc(
+    a: Tensor, a_pos: Tensor | None, alpha, weights, b: Tensor | None = None, b_pos: Tensor | None = None
+) -> Tensor:
     """``C_α[a, b]`` with the O(N) uniform path (and population ``weights``) when ``alpha`` is None."""
     if alpha is None:
         if b is None:
@@ -63,14 +64,16 @@ def _cc(a: Tensor, a_pos: Tensor | None, alpha, weights, b: Tensor | None = None
         # C[a, b] is the off-diagonal block of C[[a, b]]
         ap = None if a_pos is None else a_pos
         bp = None if b_pos is None else b_pos
-        plus = uniform_contrastive_covariance(torch.cat([a, b], -1), None if ap is None else torch.cat([ap, bp], -1),
-                                              weights)
+        plus = uniform_contrastive_covariance(
+            torch.cat([a, b], -1), None if ap is None else torch.cat([ap, bp], -1), weights
+        )
         p = a.shape[-1]
         return plus[..., :p, p:]
     if weights is not None:
         raise ValueError("weights: only with uniform alpha (alpha=None)")
-    return contrastive_covariance(a, a if a_pos is None else a_pos, b, None if b is None else (b if b_pos is None else b_pos),
-                                  alpha=alpha)
+    return contrastive_covariance(
+        a, a if a_pos is None else a_pos, b, None if b is None else (b if b_pos is None else b_pos), alpha=alpha
+    )
 
 
 def two_layer_features(x: Tensor, W: Tensor, activation: str | Activation = "relu") -> Tensor:
@@ -81,8 +84,15 @@ def two_layer_features(x: Tensor, W: Tensor, activation: str | Activation = "rel
     return act(pre).reshape(x.shape[0], -1)
 
 
-def two_layer_energy(W: Tensor, V: Tensor, x: Tensor, *, x_pos: Tensor | None = None, alpha: Tensor | None = None,
-                     activation: str | Activation = "relu") -> Tensor:
+def two_layer_energy(
+    W: Tensor,
+    V: Tensor,
+    x: Tensor,
+    *,
+    x_pos: Tensor | None = None,
+    alpha: Tensor | None = None,
+    activation: str | Activation = "relu",
+) -> Tensor:
     """``E_α = ½ tr C_α[f2]`` with ``f2 = f1 Vᵀ`` (eq. 2-3), via ``ssldyn.objectives.alpha_cl_energy``."""
     f2 = two_layer_features(x, W, activation) @ V.T  # (N, d_out)
     f2p = f2 if x_pos is None else two_layer_features(x_pos, W, activation) @ V.T
@@ -97,9 +107,17 @@ def two_layer_gated_input(x: Tensor, W: Tensor, activation: str | Activation = "
     return (gate[..., None] * x[:, :, None, :]).reshape(x.shape[0], -1)  # (N, K*M*d)
 
 
-def lemma4_dynamics(W: Tensor, V: Tensor, x: Tensor, *, x_pos: Tensor | None = None, alpha: Tensor | None = None,
-                    weights: Tensor | None = None, activation: str | Activation = "relu", project: bool = True
-                    ) -> tuple[Tensor, Tensor]:
+def lemma4_dynamics(
+    W: Tensor,
+    V: Tensor,
+    x: Tensor,
+    *,
+    x_pos: Tensor | None = None,
+    alpha: Tensor | None = None,
+    weights: Tensor | None = None,
+    activation: str | Activation = "relu",
+    project: bool = True,
+) -> tuple[Tensor, Tensor]:
     """Eq. 12: ``(V̇ (d_out, KM), Ẇ (K, M, d))``.
 
     ``V̇ = V C_α[f1]``; ``ẇ = P⊥_w [(S ⊗ 1_d1_dᵀ) ∘ C_α[x̃]] w`` with ``S = VᵀV``. With
@@ -123,8 +141,15 @@ def lemma4_dynamics(W: Tensor, V: Tensor, x: Tensor, *, x_pos: Tensor | None = N
     return V_dot, w_dot
 
 
-def top_eigvec_S(W: Tensor, x: Tensor, *, x_pos: Tensor | None = None, alpha: Tensor | None = None,
-                 weights: Tensor | None = None, activation: str | Activation = "relu") -> tuple[Tensor, Tensor]:
+def top_eigvec_S(
+    W: Tensor,
+    x: Tensor,
+    *,
+    x_pos: Tensor | None = None,
+    alpha: Tensor | None = None,
+    weights: Tensor | None = None,
+    activation: str | Activation = "relu",
+) -> tuple[Tensor, Tensor]:
     """``(s, λ)``: the maximal eigenvector/eigenvalue of ``C_α[f1]`` (fast top level: ``S = ssᵀ``)."""
     f1 = two_layer_features(x, W, activation)
     f1p = None if x_pos is None else two_layer_features(x_pos, W, activation)
@@ -132,8 +157,15 @@ def top_eigvec_S(W: Tensor, x: Tensor, *, x_pos: Tensor | None = None, alpha: Te
     return vec[:, -1], lam[-1]
 
 
-def thm4_linear_dynamics(W: Tensor, x: Tensor, s: Tensor, *, x_pos: Tensor | None = None,
-                         alpha: Tensor | None = None, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def thm4_linear_dynamics(
+    W: Tensor,
+    x: Tensor,
+    s: Tensor,
+    *,
+    x_pos: Tensor | None = None,
+    alpha: Tensor | None = None,
+    weights: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """Eq. 14 (linear activation, ``S = ssᵀ``): returns ``(Ẇ (K, M, d), b (K, d))`` with
     ``b_k = C_α[x_k, Σ_{k'm'} s_{k'm'} w_{k'm'}ᵀ x_{k'}]`` and ``ẇ_km = s_km b_k`` (unprojected)."""
     _check(x, W)
@@ -167,8 +199,11 @@ class Thm5Terms:
 def _thm5_populations(x: Tensor, z: Tensor, weights: Tensor | None) -> tuple[list[Tensor], float, float]:
     """Per-class masks ``p_i·1[z_i = c]`` ``(N, K)`` on the device of ``x`` and ``(p0, p1)``."""
     n, K, _ = x.shape
-    p = torch.full((n,), 1.0 / n, dtype=x.dtype, device=x.device) if weights is None else \
-        weights.to(dtype=x.dtype, device=x.device)
+    p = (
+        torch.full((n,), 1.0 / n, dtype=x.dtype, device=x.device)
+        if weights is None
+        else weights.to(dtype=x.dtype, device=x.device)
+    )
     if p.dim() == 1:
         p = p[:, None].expand(n, K)  # (N, K)
     z = z.to(x.device)
@@ -177,8 +212,9 @@ def _thm5_populations(x: Tensor, z: Tensor, weights: Tensor | None) -> tuple[lis
     return masks, p0, p1
 
 
-def thm5_closed_form(W: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None,
-                     activation: str | Activation = "relu") -> Thm5Terms:
+def thm5_closed_form(
+    W: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None, activation: str | Activation = "relu"
+) -> Thm5Terms:
     """Eq. 15 for ``M = 1``, ``C = 2`` (``z ∈ {0, 1}``), uniform α, no augmentation.
 
     Args:
@@ -234,9 +270,18 @@ def thm5_energy(terms: Thm5Terms) -> Tensor:
     return 0.5 * ((terms.d * s**2).sum(-1) + terms.p0 * terms.p1 * (terms.b * s).sum(-1) ** 2)
 
 
-def thm5_flow(W0: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None,
-              activation: str | Activation = "relu", modulation: bool = True, t_max: float = 50.0,
-              dt: float = 0.1, guard_block: int = 64) -> Tensor:
+def thm5_flow(
+    W0: Tensor,
+    x: Tensor,
+    z: Tensor,
+    *,
+    weights: Tensor | None = None,
+    activation: str | Activation = "relu",
+    modulation: bool = True,
+    t_max: float = 50.0,
+    dt: float = 0.1,
+    guard_block: int = 64,
+) -> Tensor:
     """Integrate eq. 15 for all RFs jointly (projected Euler + renormalisation); ``W0 (..., K, d)``.
 
     With ``modulation=False`` each RF follows its own one-layer flow ``ẇ_k = P⊥ A_k(w_k) w_k``

@@ -18,8 +18,8 @@ import torch
 from torch import Tensor, nn
 
 from ssldyn.dynamics.function_space import project_sphere, step_schedule
-from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.dynamics.guards import StepGuard, check_finite
+from ssldyn.dynamics.trajectory import Trajectory
 
 __all__ = ["train_weight_space", "embed"]
 
@@ -38,13 +38,24 @@ def make_optimizer(params, optimizer: str, lr: float, momentum: float, weight_de
     raise ValueError(f"optimizer {optimizer!r}: allowed values are 'sgd', 'adam'")
 
 
-def train_weight_space(model: nn.Module, x: Tensor, loss_fn: Callable[..., Tensor], *, steps: int, lr: float,
-                       optimizer: str = "sgd", momentum: float = 0.0, weight_decay: float = 0.0,
-                       output: str = "sphere", views: Callable[[Tensor], Tensor] | None = None,
-                       probes: Mapping[str, Callable[[Tensor], Any]] | None = None,
-                       log_every: int | Iterable[int] | None = 1, snapshot_every: int | Iterable[int] | None = None,
-                       trajectory: Trajectory | None = None,
-                       track: Callable[[Iterable[int]], Iterable[int]] | None = None) -> Trajectory:
+def train_weight_space(
+    model: nn.Module,
+    x: Tensor,
+    loss_fn: Callable[..., Tensor],
+    *,
+    steps: int,
+    lr: float,
+    optimizer: str = "sgd",
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    output: str = "sphere",
+    views: Callable[[Tensor], Tensor] | None = None,
+    probes: Mapping[str, Callable[[Tensor], Any]] | None = None,
+    log_every: int | Iterable[int] | None = 1,
+    snapshot_every: int | Iterable[int] | None = None,
+    trajectory: Trajectory | None = None,
+    track: Callable[[Iterable[int]], Iterable[int]] | None = None,
+) -> Trajectory:
     """Train ``model`` in place by gradient descent on ``loss_fn`` of its embeddings.
 
     Args:
@@ -75,7 +86,7 @@ def train_weight_space(model: nn.Module, x: Tensor, loss_fn: Callable[..., Tenso
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
     it = range(steps + 1)
-    for step in (track(it) if track else it):
+    for step in track(it) if track else it:
         record = step in logs or step in snaps
         if views is None or record:
             z = embed(model, x, output)  # (E, n, d) or (n, d)

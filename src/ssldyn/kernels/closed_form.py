@@ -28,8 +28,14 @@ from torch import Tensor
 
 from ssldyn.models.activations import Activation, get_activation
 
-__all__ = ["averaging_net_kernel", "relu_infinite_width_kernel", "cluster_coefficients",
-           "predicted_cluster_flow", "block_structure", "RELU_INFINITE_WIDTH_BETA"]
+__all__ = [
+    "averaging_net_kernel",
+    "relu_infinite_width_kernel",
+    "cluster_coefficients",
+    "predicted_cluster_flow",
+    "block_structure",
+    "RELU_INFINITE_WIDTH_BETA",
+]
 
 RELU_INFINITE_WIDTH_BETA = 0.5
 """β_q^k for ReLU and Gaussian rows as M → ∞: E[1{b·ξ > 0}] = ½ (Cor. 4.6)."""
@@ -52,8 +58,16 @@ def _preact(B: Tensor, x: Tensor, bias: Tensor | None) -> Tensor:
     return pre
 
 
-def averaging_net_kernel(B: Tensor, x1: Tensor, x2: Tensor | None = None, activation: str | Activation = "relu",
-                         *, d: int, bias: Tensor | None = None, mode: str = "full") -> Tensor:
+def averaging_net_kernel(
+    B: Tensor,
+    x1: Tensor,
+    x2: Tensor | None = None,
+    activation: str | Activation = "relu",
+    *,
+    d: int,
+    bias: Tensor | None = None,
+    mode: str = "full",
+) -> Tensor:
     """Prop. 4.3 (eq. 20): the NTK of ``f(x) = Aᵀσ(Bx [+c])`` w.r.t. ``B`` (and ``c`` if given).
 
     Args:
@@ -108,8 +122,9 @@ def relu_infinite_width_kernel(x1: Tensor, x2: Tensor | None = None, *, d: int |
     return k[..., None, None] * torch.eye(d, dtype=k.dtype, device=k.device)
 
 
-def cluster_coefficients(B: Tensor, centers: Tensor, activation: str | Activation = "relu", *, d: int,
-                         bias: Tensor | None = None) -> Tensor:
+def cluster_coefficients(
+    B: Tensor, centers: Tensor, activation: str | Activation = "relu", *, d: int, bias: Tensor | None = None
+) -> Tensor:
     """eq. (37): ``β_q^k = (1/M) Σ_{p=(k-1)M+1}^{kM} σ'(b_p ξ_q)²``.
 
     Args:

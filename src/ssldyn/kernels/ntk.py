@@ -56,9 +56,16 @@ def _out_as_ensemble(out: Tensor) -> Tensor:
     raise ValueError(f"empirical_ntk: the model must return (n, d) or (E, n, d), got shape {tuple(out.shape)}")
 
 
-def empirical_ntk(fn: nn.Module | Callable[[Params, Tensor], Tensor], params: Params | None, x1: Tensor,
-                  x2: Tensor | None = None, *, implementation: str = "jacobian", mode: str = "full",
-                  chunk_size: int | None = 32) -> Tensor:
+def empirical_ntk(
+    fn: nn.Module | Callable[[Params, Tensor], Tensor],
+    params: Params | None,
+    x1: Tensor,
+    x2: Tensor | None = None,
+    *,
+    implementation: str = "jacobian",
+    mode: str = "full",
+    chunk_size: int | None = 32,
+) -> Tensor:
     """Empirical NTK (eq. 12) between the samples ``x1`` and ``x2``.
 
     Args:

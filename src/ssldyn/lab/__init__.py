@@ -8,5 +8,17 @@ from ssldyn.lab.registry import Experiment, all_experiments, get_experiment, reg
 from ssldyn.lab.result import Result
 from ssldyn.lab.runner import run_experiment
 
-__all__ = ["Claim", "check", "ExperimentConfig", "Context", "seed_everything", "UserError", "Experiment",
-           "all_experiments", "get_experiment", "register", "Result", "run_experiment"]
+__all__ = [
+    "Claim",
+    "check",
+    "ExperimentConfig",
+    "Context",
+    "seed_everything",
+    "UserError",
+    "Experiment",
+    "all_experiments",
+    "get_experiment",
+    "register",
+    "Result",
+    "run_experiment",
+]

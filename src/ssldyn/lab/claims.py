@@ -43,9 +43,11 @@ class Claim:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Claim":
-        return cls(**{k: d[k] for k in ("id", "statement", "location", "passed", "measured", "expected")},
-                   note=d.get("note", ""))
+    def from_dict(cls, d: dict[str, Any]) -> Claim:
+        return cls(
+            **{k: d[k] for k in ("id", "statement", "location", "passed", "measured", "expected")},
+            note=d.get("note", ""),
+        )
 
 
 def _as_number(x: Any) -> Any:
@@ -64,10 +66,22 @@ def _as_number(x: Any) -> Any:
     return x
 
 
-def check(id: str, statement: str, location: str, measured: Any, *, gt: float | None = None,
-          ge: float | None = None, lt: float | None = None, le: float | None = None,
-          between: tuple[float, float] | None = None, equals: Any = None, holds: bool | None = None,
-          expected: str | None = None, note: str = "") -> Claim:
+def check(
+    id: str,
+    statement: str,
+    location: str,
+    measured: Any,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    between: tuple[float, float] | None = None,
+    equals: Any = None,
+    holds: bool | None = None,
+    expected: str | None = None,
+    note: str = "",
+) -> Claim:
     """Build a :class:`Claim` by comparing ``measured`` with one relation.
 
     Exactly one of ``gt``, ``ge``, ``lt``, ``le``, ``between``, ``equals`` or ``holds`` must be
@@ -75,8 +89,11 @@ def check(id: str, statement: str, location: str, measured: Any, *, gt: float | 
     then ``expected`` must describe the condition. A non-finite measurement never passes.
     """
     measured = _as_number(measured)
-    given = [(k, v) for k, v in dict(gt=gt, ge=ge, lt=lt, le=le, between=between, equals=equals,
-                                     holds=holds).items() if v is not None]
+    given = [
+        (k, v)
+        for k, v in dict(gt=gt, ge=ge, lt=lt, le=le, between=between, equals=equals, holds=holds).items()
+        if v is not None
+    ]
     if len(given) != 1:
         raise ValueError(f"check({id!r}) needs exactly one relation, got {[k for k, _ in given]}")
     kind, ref = given[0]
@@ -93,11 +110,22 @@ def check(id: str, statement: str, location: str, measured: Any, *, gt: float | 
         ok = finite and lo <= measured <= hi
         expected = expected or f"in [{lo:g}, {hi:g}]"
     else:
-        op = {"gt": (lambda a, b: a > b, ">"), "ge": (lambda a, b: a >= b, ">="),
-              "lt": (lambda a, b: a < b, "<"), "le": (lambda a, b: a <= b, "<=")}[kind]
+        op = {
+            "gt": (lambda a, b: a > b, ">"),
+            "ge": (lambda a, b: a >= b, ">="),
+            "lt": (lambda a, b: a < b, "<"),
+            "le": (lambda a, b: a <= b, "<="),
+        }[kind]
         ok = finite and bool(op[0](measured, ref))
         expected = expected or f"{op[1]} {ref:g}"
     if isinstance(measured, float):
         measured = float(f"{measured:.6g}") if math.isfinite(measured) else measured
-    return Claim(id=id, statement=statement, location=location, passed=bool(ok and finite),
-                 measured=measured, expected=expected, note=note)
+    return Claim(
+        id=id,
+        statement=statement,
+        location=location,
+        passed=bool(ok and finite),
+        measured=measured,
+        expected=expected,
+        note=note,
+    )

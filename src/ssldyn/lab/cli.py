@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import click
 import typer
@@ -18,8 +17,13 @@ from rich.table import Table
 
 from ssldyn.lab.errors import UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  rich_markup_mode=None, help="ssldyn: learning dynamics of self-supervised learning.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="ssldyn: learning dynamics of self-supervised learning.",
+)
 console = Console()
 err_console = Console(stderr=True)
 
@@ -40,7 +44,7 @@ def _click_classes(name: str) -> tuple[type, ...]:
 
 
 @app.command("list")
-def list_cmd(paper: Optional[str] = typer.Option(None, help="only this paper")) -> None:
+def list_cmd(paper: str | None = typer.Option(None, help="only this paper")) -> None:
     """List the registered experiments."""
     from ssldyn.lab.registry import all_experiments
 
@@ -82,15 +86,19 @@ def show_cmd(experiment: str) -> None:
 def run_cmd(
     experiment: str,
     quick: bool = typer.Option(False, "--quick", help="use the quick preset (seconds on a laptop)"),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="override: key=value (repeatable; dots for nested keys; lists as JSON)"),
-    sweep: Optional[list[str]] = typer.Option(None, "--sweep", help="grid axis: key=v1,v2,... (repeatable; cartesian product)"),
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML file of overrides"),
+    set_: list[str] | None = typer.Option(
+        None, "--set", help="override: key=value (repeatable; dots for nested keys; lists as JSON)"
+    ),
+    sweep: list[str] | None = typer.Option(
+        None, "--sweep", help="grid axis: key=v1,v2,... (repeatable; cartesian product)"
+    ),
+    config: Path | None = typer.Option(None, "--config", help="YAML file of overrides"),
     seed: int = typer.Option(0, help="the one seed for torch/numpy/python"),
     seeds: int = typer.Option(1, help="run seeds seed..seed+N-1"),
     out: Path = typer.Option(Path("ssldyn-runs"), help="output directory (run store)"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
     executor: str = typer.Option("local", help="local (in-process) or ray"),
-    address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
+    address: str | None = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
     max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
     force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
 ) -> None:
@@ -102,9 +110,11 @@ def run_cmd(
         raise UserError(f"--seeds {seeds}: must be >= 1")
     _check_executor(executor)
     base = _parse_sets(set_)
-    specs = [plan_run(experiment, quick=quick, config_file=config, sets=_merge(base, nest(point)), seed=s,
-                      device=device)
-             for point in expand_grid(sweep) for s in range(seed, seed + seeds)]
+    specs = [
+        plan_run(experiment, quick=quick, config_file=config, sets=_merge(base, nest(point)), seed=s, device=device)
+        for point in expand_grid(sweep)
+        for s in range(seed, seed + seeds)
+    ]
     items = _execute(specs, out, executor, force, address, max_retries, title=experiment)
     if len(items) == 1 and items[0].run is not None:
         _print_run(items[0])
@@ -117,15 +127,15 @@ def run_cmd(
 @app.command("reproduce")
 def reproduce_cmd(
     quick: bool = typer.Option(False, "--quick", help="quick presets: the whole set in minutes"),
-    paper: Optional[str] = typer.Option(None, help="only this paper (variational, nonlinearity, grassmann)"),
+    paper: str | None = typer.Option(None, help="only this paper (variational, nonlinearity, grassmann)"),
     out: Path = typer.Option(Path("ssldyn-runs"), help="output directory"),
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu", help="cpu or cuda"),
     executor: str = typer.Option("local", help="local (in-process) or ray"),
-    address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
+    address: str | None = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
     max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
     force: bool = typer.Option(False, "--force"),
-    only: Optional[list[str]] = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
+    only: list[str] | None = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
 ) -> None:
     """Run every registered experiment (a sweep over experiments) and write the HTML report."""
     from ssldyn.lab.registry import all_experiments, get_experiment
@@ -144,7 +154,7 @@ def reproduce_cmd(
         raise typer.Exit(1)
 
 
-def _parse_sets(pairs: Optional[list[str]]) -> dict:
+def _parse_sets(pairs: list[str] | None) -> dict:
     from ssldyn.lab.config import parse_sets
 
     return parse_sets(pairs)
@@ -164,16 +174,34 @@ def _execute(specs, out, executor, force, address, max_retries, title):  # noqa:
     from ssldyn.lab.store import RunStore
 
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=True) as bar:
-            return execute(specs, out, executor=executor, force=force, address=address, max_retries=max_retries,
-                           progress=bar, title=title)
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
+            return execute(
+                specs,
+                out,
+                executor=executor,
+                force=force,
+                address=address,
+                max_retries=max_retries,
+                progress=bar,
+                title=title,
+            )
     except KeyboardInterrupt:
         store = RunStore(out)
         done = [s.label for s in specs if store.get(s.experiment, s.digest) is not None]
-        err_console.print(f"interrupted: {len(done)}/{len(specs)} runs are finished and kept in {out}; "
-                          "run the same command again to resume (finished runs are not recomputed)",
-                          markup=False, highlight=False, soft_wrap=True)
+        err_console.print(
+            f"interrupted: {len(done)}/{len(specs)} runs are finished and kept in {out}; "
+            "run the same command again to resume (finished runs are not recomputed)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         sys.exit(130)
 
 
@@ -189,8 +217,13 @@ def _print_items(items, title: str) -> None:  # noqa: ANN001
         style = "green" if it.status != "failed" and p == n else "red"
         t = "cached" if it.status == "cached" else f"{it.seconds:.1f} s"
         where = it.error if it.status == "failed" else str(it.run.path)
-        table.add_row(it.spec.experiment + (f" (seed {it.spec.seed})" if it.spec.seed else ""),
-                      it.status, t, f"[{style}]{p}/{n}[/{style}]", where)
+        table.add_row(
+            it.spec.experiment + (f" (seed {it.spec.seed})" if it.spec.seed else ""),
+            it.status,
+            t,
+            f"[{style}]{p}/{n}[/{style}]",
+            where,
+        )
     console.print(table)
     n_failed = sum(it.status == "failed" for it in items)
     console.print(f"claims passed: {tp}/{tn} · runs failed: {n_failed}")
@@ -223,8 +256,13 @@ def _print_run(o) -> None:  # noqa: ANN001
     for col in ("", "claim", "paper", "measured", "expected"):
         table.add_column(col, overflow="fold")
     for c in claims:
-        table.add_row("[green]PASS[/green]" if c.passed else "[red]FAIL[/red]", c.statement, c.location,
-                      str(c.measured), c.expected)
+        table.add_row(
+            "[green]PASS[/green]" if c.passed else "[red]FAIL[/red]",
+            c.statement,
+            c.location,
+            str(c.measured),
+            c.expected,
+        )
     console.print(table)
     console.print(f"claims passed: {sum(c.passed for c in claims)}/{len(claims)} · run directory: {run.path}")
 
@@ -255,8 +293,12 @@ def main(argv: list[str] | None = None) -> None:
 
         with tempfile.NamedTemporaryFile("w", prefix="ssldyn-crash-", suffix=".log", delete=False) as fh:
             traceback.print_exc(file=fh)
-        err_console.print(f"error (internal): {format_exception_line(e)}; traceback in {fh.name}",
-                          markup=False, highlight=False, soft_wrap=True)
+        err_console.print(
+            f"error (internal): {format_exception_line(e)}; traceback in {fh.name}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
 

@@ -130,15 +130,16 @@ class Context:
             self._bar.remove_task(task)
 
     @contextmanager
-    def progress_bars(self) -> Iterator["Context"]:
+    def progress_bars(self) -> Iterator[Context]:
         """Open a rich progress display for the duration of a run (used by the runner)."""
         if not self.progress or self._bar is not None:
             yield self
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        with Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), transient=True) as bar:
+        with Progress(
+            TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+        ) as bar:
             self._bar = bar
             try:
                 yield self

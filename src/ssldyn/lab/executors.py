@@ -55,9 +55,17 @@ class _Bar:
             self.progress.update(self.task, description=desc, advance=done + failed)
 
 
-def execute(specs: list[RunSpec], out: str | Path, *, executor: str = "local", force: bool = False,
-            address: str | None = None, max_retries: int = 2, progress: Any = None,
-            title: str = "runs") -> list[SweepItem]:
+def execute(
+    specs: list[RunSpec],
+    out: str | Path,
+    *,
+    executor: str = "local",
+    force: bool = False,
+    address: str | None = None,
+    max_retries: int = 2,
+    progress: Any = None,
+    title: str = "runs",
+) -> list[SweepItem]:
     """Run every spec (skipping finished ones unless ``force``) and return their outcomes in order."""
     if executor not in EXECUTORS:
         raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
@@ -100,8 +108,10 @@ def _run_local(specs, todo, items, store, bar, progress) -> None:  # noqa: ANN00
         bar.update(running=1, label=spec.experiment)
         t0 = time.perf_counter()
         try:
-            run = commit_run(store, compute_run(spec, progress=progress if progress is not None else False,
-                                                cache_dir=store.cache_dir))
+            run = commit_run(
+                store,
+                compute_run(spec, progress=progress if progress is not None else False, cache_dir=store.cache_dir),
+            )
             items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0)
             bar.update(done=1, running=0)
         except UserError:
@@ -127,13 +137,19 @@ def _run_ray(specs, todo, items, store, bar, address, max_retries) -> None:  # n
         raise UserError("--executor ray needs Ray: pip install 'ssldyn[distributed]'") from None
     if not todo:
         return
-    env = {"SSLDYN_PLUGINS": os.environ.get("SSLDYN_PLUGINS", ""),
-           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
-           "SSLDYN_THREADS": os.environ.get("SSLDYN_THREADS", "1")}
+    env = {
+        "SSLDYN_PLUGINS": os.environ.get("SSLDYN_PLUGINS", ""),
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
+        "SSLDYN_THREADS": os.environ.get("SSLDYN_THREADS", "1"),
+    }
     started_here = False
     if not ray.is_initialized():
-        kw: dict[str, Any] = {"runtime_env": {"env_vars": env}, "include_dashboard": False,
-                              "log_to_driver": False, "configure_logging": False}
+        kw: dict[str, Any] = {
+            "runtime_env": {"env_vars": env},
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "configure_logging": False,
+        }
         if address:
             kw["address"] = address
         else:

@@ -42,14 +42,12 @@ from ssldyn.lab.result import Result
 
 PAPERS = {
     "variational": "Calder & Lee — Understanding Contrastive Learning through Variational Analysis "
-                   "and Neural Network Optimization Perspectives",
-    "nonlinearity": "Tian — Understanding the Role of Nonlinearity in Training Dynamics of "
-                    "Contrastive Learning",
-    "grassmann": "Esser, Mukherjee, Ghoshdastidar — Representation Learning Dynamics of "
-                 "Self-Supervised Models",
+    "and Neural Network Optimization Perspectives",
+    "nonlinearity": "Tian — Understanding the Role of Nonlinearity in Training Dynamics of Contrastive Learning",
+    "grassmann": "Esser, Mukherjee, Ghoshdastidar — Representation Learning Dynamics of Self-Supervised Models",
 }
 
-_REGISTRY: dict[str, type["Experiment"]] = {}
+_REGISTRY: dict[str, type[Experiment]] = {}
 _LOADED = False
 
 

@@ -50,11 +50,15 @@ def _claims_table(run: StoredRun) -> str:
     for c in claims:
         cls, word = ("pass", "PASS") if c.passed else ("fail", "FAIL")
         note = f"<div class='meta'>{escape(c.note)}</div>" if c.note else ""
-        rows.append(f"<tr><td class='{cls}'>{word}</td><td>{escape(c.statement)}{note}</td>"
-                    f"<td>{escape(c.location)}</td><td>{escape(str(c.measured))}</td>"
-                    f"<td>{escape(c.expected)}</td><td><code>{escape(c.id)}</code></td></tr>")
-    return ("<table><tr><th>result</th><th>claim</th><th>paper</th><th>measured</th><th>expected</th>"
-            "<th>id</th></tr>" + "".join(rows) + "</table>")
+        rows.append(
+            f"<tr><td class='{cls}'>{word}</td><td>{escape(c.statement)}{note}</td>"
+            f"<td>{escape(c.location)}</td><td>{escape(str(c.measured))}</td>"
+            f"<td>{escape(c.expected)}</td><td><code>{escape(c.id)}</code></td></tr>"
+        )
+    return (
+        "<table><tr><th>result</th><th>claim</th><th>paper</th><th>measured</th><th>expected</th>"
+        "<th>id</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 def _run_block(run: StoredRun, report_dir: Path) -> str:
@@ -63,16 +67,20 @@ def _run_block(run: StoredRun, report_dir: Path) -> str:
     notes = "".join(f"<div class='note'>{escape(str(n))}</div>" for n in summ.get("__notes__", []))
     figs = "".join(
         f"<figure><a href='{_rel(f, report_dir)}'><img src='{_rel(f, report_dir)}' alt='{escape(f.name)}'></a>"
-        f"<figcaption>{escape(f.name)}</figcaption></figure>" for f in run.figures)
+        f"<figcaption>{escape(f.name)}</figcaption></figure>"
+        for f in run.figures
+    )
     cfg = escape(json.dumps(rec.get("config", {}), indent=2, sort_keys=True))
     n_pass = sum(c.passed for c in run.claims)
     n_all = len(run.claims)
-    return (f"<p class='meta'>preset <b>{escape(str(meta.get('preset')))}</b> · seed {escape(str(rec.get('seed')))}"
-            f" · device {escape(str(rec.get('device')))} · run time {float(meta.get('run_seconds', 0)):.1f} s"
-            f" · finished {escape(str(meta.get('started', '')))} · claims {n_pass}/{n_all} passed"
-            f" · <a href='{_rel(run.path, report_dir)}/'>run directory {escape(run.path.name)}</a></p>"
-            f"{notes}{_claims_table(run)}<div>{figs}</div>"
-            f"<details><summary>config</summary><pre>{cfg}</pre></details>")
+    return (
+        f"<p class='meta'>preset <b>{escape(str(meta.get('preset')))}</b> · seed {escape(str(rec.get('seed')))}"
+        f" · device {escape(str(rec.get('device')))} · run time {float(meta.get('run_seconds', 0)):.1f} s"
+        f" · finished {escape(str(meta.get('started', '')))} · claims {n_pass}/{n_all} passed"
+        f" · <a href='{_rel(run.path, report_dir)}/'>run directory {escape(run.path.name)}</a></p>"
+        f"{notes}{_claims_table(run)}<div>{figs}</div>"
+        f"<details><summary>config</summary><pre>{cfg}</pre></details>"
+    )
 
 
 def build_report(out: str | Path) -> Path:
@@ -103,32 +111,48 @@ def build_report(out: str | Path) -> Path:
             latest = rs[0]
             meta = latest.meta
             n_pass, n_all = sum(c.passed for c in latest.claims), len(latest.claims)
-            badge = ("bn", "no claims") if n_all == 0 else (("bp" if n_pass == n_all else "bf"),
-                                                            f"{n_pass}/{n_all} claims pass")
-            older = "".join(f"<details><summary>earlier run {escape(r.path.name)} ({escape(str(r.meta.get('preset')))})"
-                            f"</summary>{_run_block(r, report_dir)}</details>" for r in rs[1:])
+            badge = (
+                ("bn", "no claims")
+                if n_all == 0
+                else (("bp" if n_pass == n_all else "bf"), f"{n_pass}/{n_all} claims pass")
+            )
+            older = "".join(
+                f"<details><summary>earlier run {escape(r.path.name)} ({escape(str(r.meta.get('preset')))})"
+                f"</summary>{_run_block(r, report_dir)}</details>"
+                for r in rs[1:]
+            )
             desc = exp.description if exp else meta.get("description", "")
             fig = exp.figure if exp else meta.get("figure", "")
-            arts.append(f"<article id='{escape(name)}'><h3><span class='badge {badge[0]}'>{escape(badge[1])}</span>"
-                        f"{escape(name)} — {escape(fig)}</h3><p>{escape(desc)}</p>"
-                        f"{_run_block(latest, report_dir)}{older}</article>")
+            arts.append(
+                f"<article id='{escape(name)}'><h3><span class='badge {badge[0]}'>{escape(badge[1])}</span>"
+                f"{escape(name)} — {escape(fig)}</h3><p>{escape(desc)}</p>"
+                f"{_run_block(latest, report_dir)}{older}</article>"
+            )
         title = PAPERS.get(paper, paper)
         sections.append(f"<section class='paper'><h2>{escape(paper)}: {escape(title)}</h2>{''.join(arts)}</section>")
     failures = RunStore(out).failures()
     if failures:
-        rows = "".join(f"<tr><td>{escape(str(f.get('experiment')))}</td><td><code>{escape(str(f.get('hash')))}</code></td>"
-                       f"<td>{escape(str(f.get('error')))}</td></tr>" for f in failures)
-        sections.append("<section class='paper'><h2>Failed runs</h2><p class='meta'>These runs raised an error "
-                        "(after their retries); re-run the same command to retry them.</p><table><tr><th>experiment"
-                        f"</th><th>hash</th><th>error</th></tr>{rows}</table></section>")
+        rows = "".join(
+            f"<tr><td>{escape(str(f.get('experiment')))}</td><td><code>{escape(str(f.get('hash')))}</code></td>"
+            f"<td>{escape(str(f.get('error')))}</td></tr>"
+            for f in failures
+        )
+        sections.append(
+            "<section class='paper'><h2>Failed runs</h2><p class='meta'>These runs raised an error "
+            "(after their retries); re-run the same command to retry them.</p><table><tr><th>experiment"
+            f"</th><th>hash</th><th>error</th></tr>{rows}</table></section>"
+        )
     if not sections:
-        sections.append("<section class='paper'><p>No finished runs yet. Run <code>ssldyn reproduce --quick</code>."
-                        "</p></section>")
+        sections.append(
+            "<section class='paper'><p>No finished runs yet. Run <code>ssldyn reproduce --quick</code>.</p></section>"
+        )
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    html = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ssldyn report</title>"
-            f"<style>{CSS}</style></head><body><header><h1>ssldyn report</h1>"
-            f"<p>{total_pass}/{total} claims pass (latest run of each experiment) · {len(by_exp)} experiments · "
-            f"ssldyn {escape(__version__)} · built {escape(now)}</p></header><main>{''.join(sections)}</main></body></html>")
+    html = (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ssldyn report</title>"
+        f"<style>{CSS}</style></head><body><header><h1>ssldyn report</h1>"
+        f"<p>{total_pass}/{total} claims pass (latest run of each experiment) · {len(by_exp)} experiments · "
+        f"ssldyn {escape(__version__)} · built {escape(now)}</p></header><main>{''.join(sections)}</main></body></html>"
+    )
     path = report_dir / "index.html"
     atomic_write_text(path, html)
     return path

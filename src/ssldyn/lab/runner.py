@@ -25,8 +25,13 @@ from ssldyn.lab.store import RunStore, StoredRun, atomic_write_bytes, config_has
 DEFAULT_OUT = "ssldyn-runs"
 
 
-def resolve_config(exp: type[Experiment], *, quick: bool = False, config_file: str | Path | None = None,
-                   sets: list[str] | dict[str, Any] | None = None) -> ExperimentConfig:
+def resolve_config(
+    exp: type[Experiment],
+    *,
+    quick: bool = False,
+    config_file: str | Path | None = None,
+    sets: list[str] | dict[str, Any] | None = None,
+) -> ExperimentConfig:
     """Defaults <- quick preset <- YAML file <- ``--set`` pairs, validated by pydantic."""
     layers = [exp.quick if quick else {}]
     if config_file is not None:
@@ -76,8 +81,15 @@ class ComputedRun:
     figures: dict[str, bytes]
 
 
-def plan_run(name: str, *, quick: bool = False, config_file: str | Path | None = None,
-             sets: list[str] | dict[str, Any] | None = None, seed: int = 0, device: str = "cpu") -> RunSpec:
+def plan_run(
+    name: str,
+    *,
+    quick: bool = False,
+    config_file: str | Path | None = None,
+    sets: list[str] | dict[str, Any] | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+) -> RunSpec:
     """Validate everything the user asked for and compute the config hash (no side effects)."""
     exp_cls = get_experiment(name)
     cfg = resolve_config(exp_cls, quick=quick, config_file=config_file, sets=sets)
@@ -105,8 +117,14 @@ def compute_run(spec: RunSpec, progress: Any = False, cache_dir: str | Path | No
     seed_everything(spec.seed)
     bar = None if isinstance(progress, bool) else progress
     with tempfile.TemporaryDirectory(prefix="ssldyn-run-") as tmp:
-        ctx = Context(seed=spec.seed, device=dev, progress=bool(progress), run_dir=Path(tmp),
-                      cache_dir=Path(cache_dir) if cache_dir is not None else None, _bar=bar)
+        ctx = Context(
+            seed=spec.seed,
+            device=dev,
+            progress=bool(progress),
+            run_dir=Path(tmp),
+            cache_dir=Path(cache_dir) if cache_dir is not None else None,
+            _bar=bar,
+        )
         exp = exp_cls()
         with ctx.progress_bars():
             result = exp.run(cfg, ctx)
@@ -116,13 +134,29 @@ def compute_run(spec: RunSpec, progress: Any = False, cache_dir: str | Path | No
         fig_dir.mkdir()
         exp.plots(cfg, result, fig_dir)
         figures = {p.name: p.read_bytes() for p in sorted(fig_dir.iterdir()) if p.is_file()}
-    record = {"experiment": exp_cls.name, "config": spec.config, "seed": spec.seed, "device": dev.type,
-              "package": __version__, "version": exp_cls.version, "hash": spec.digest}
-    meta = {"experiment": exp_cls.name, "paper": exp_cls.paper, "figure": exp_cls.figure,
-            "description": exp_cls.description, "preset": spec.preset, "started": started,
-            "run_seconds": round(run_seconds, 3), "total_seconds": round(time.perf_counter() - t0, 3),
-            "torch": torch.__version__, "python": platform.python_version(), "host": platform.node(),
-            "threads": torch.get_num_threads()}
+    record = {
+        "experiment": exp_cls.name,
+        "config": spec.config,
+        "seed": spec.seed,
+        "device": dev.type,
+        "package": __version__,
+        "version": exp_cls.version,
+        "hash": spec.digest,
+    }
+    meta = {
+        "experiment": exp_cls.name,
+        "paper": exp_cls.paper,
+        "figure": exp_cls.figure,
+        "description": exp_cls.description,
+        "preset": spec.preset,
+        "started": started,
+        "run_seconds": round(run_seconds, 3),
+        "total_seconds": round(time.perf_counter() - t0, 3),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "threads": torch.get_num_threads(),
+    }
     return ComputedRun(spec, record, meta, result, claims, figures)
 
 
@@ -142,9 +176,18 @@ def commit_run(store: RunStore, computed: ComputedRun) -> StoredRun:
     return run
 
 
-def run_experiment(name: str, *, quick: bool = False, config_file: str | Path | None = None,
-                   sets: list[str] | dict[str, Any] | None = None, seed: int = 0, device: str = "cpu",
-                   out: str | Path = DEFAULT_OUT, force: bool = False, progress: Any = False) -> RunOutcome:
+def run_experiment(
+    name: str,
+    *,
+    quick: bool = False,
+    config_file: str | Path | None = None,
+    sets: list[str] | dict[str, Any] | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    out: str | Path = DEFAULT_OUT,
+    force: bool = False,
+    progress: Any = False,
+) -> RunOutcome:
     """Run one experiment into the store and return the finished run.
 
     A finished run with the same config hash is returned without recomputation unless

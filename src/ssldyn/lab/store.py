@@ -61,8 +61,14 @@ def _json_default(o: Any) -> Any:
 
 def config_hash(experiment: str, config: dict[str, Any], seed: int, device: str, version: str) -> str:
     """Hash of the validated config + seed + device + package and experiment version."""
-    key = {"experiment": experiment, "config": config, "seed": seed, "device": device,
-           "package": __version__, "version": version}
+    key = {
+        "experiment": experiment,
+        "config": config,
+        "seed": seed,
+        "device": device,
+        "package": __version__,
+        "version": version,
+    }
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=_json_default).encode()).hexdigest()[:12]
 
 
@@ -137,8 +143,10 @@ class RunStore:
 
     def record_failure(self, experiment: str, digest: str, error: str, config: dict[str, Any] | None = None) -> None:
         """Mark a run failed (its error and config); a later successful run removes the mark."""
-        atomic_write_text(self.failure_path(experiment, digest),
-                          _json({"experiment": experiment, "hash": digest, "error": error, "config": config}))
+        atomic_write_text(
+            self.failure_path(experiment, digest),
+            _json({"experiment": experiment, "hash": digest, "error": error, "config": config}),
+        )
 
     def clear_failure(self, experiment: str, digest: str) -> None:
         self.failure_path(experiment, digest).unlink(missing_ok=True)
@@ -162,8 +170,9 @@ class RunStore:
         d.mkdir()
         return d
 
-    def write_result(self, partial: Path, config_record: dict[str, Any], meta: dict[str, Any],
-                     result: Result, claims: list[Claim]) -> None:
+    def write_result(
+        self, partial: Path, config_record: dict[str, Any], meta: dict[str, Any], result: Result, claims: list[Claim]
+    ) -> None:
         """Write every file of a run into ``partial`` (DONE is written by :meth:`commit`)."""
         atomic_write_text(partial / "config.json", _json(config_record))
         for name, frame in result.tables.items():

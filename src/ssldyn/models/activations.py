@@ -30,8 +30,13 @@ class Activation:
 
 
 def _leaky(slope: float) -> Activation:
-    return Activation("leaky_relu", lambda x: torch.where(x > 0, x, slope * x),
-                      lambda x: torch.where(x > 0, torch.ones_like(x), torch.full_like(x, slope)), True, 1.0)
+    return Activation(
+        "leaky_relu",
+        lambda x: torch.where(x > 0, x, slope * x),
+        lambda x: torch.where(x > 0, torch.ones_like(x), torch.full_like(x, slope)),
+        True,
+        1.0,
+    )
 
 
 def monomial(p: int) -> Activation:

@@ -25,11 +25,13 @@ from ssldyn.models.ensemble import EnsembleLinear
 __all__ = ["AveragingNet", "averaging_matrix"]
 
 
-def averaging_matrix(width: int, d: int, dtype: torch.dtype | None = None,
-                     device: torch.device | str | None = None) -> Tensor:
+def averaging_matrix(
+    width: int, d: int, dtype: torch.dtype | None = None, device: torch.device | str | None = None
+) -> Tensor:
     """``A`` of eq. (19): ``(Md, d)``, block ``k`` of rows equal to ``1/√M`` in column ``k``."""
-    return torch.kron(torch.eye(d, dtype=dtype, device=device),
-                      torch.ones(width, 1, dtype=dtype, device=device)) / math.sqrt(width)
+    return torch.kron(
+        torch.eye(d, dtype=dtype, device=device), torch.ones(width, 1, dtype=dtype, device=device)
+    ) / math.sqrt(width)
 
 
 class AveragingNet(nn.Module):
@@ -50,10 +52,21 @@ class AveragingNet(nn.Module):
     Input ``(n, D)`` or ``(E, n, D)`` -> output ``(E, n, d)``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, width: int, activation: str | Activation = "relu", *,
-                 ensemble: int = 1, bias: bool = False, init_std: float = 1.0, invariant_init: bool = False,
-                 generator: torch.Generator | None = None, dtype: torch.dtype | None = None,
-                 device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        width: int,
+        activation: str | Activation = "relu",
+        *,
+        ensemble: int = 1,
+        bias: bool = False,
+        init_std: float = 1.0,
+        invariant_init: bool = False,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
         super().__init__()
         if width < 1 or out_dim < 1 or in_dim < 1:
             raise ValueError(f"AveragingNet: in_dim, out_dim, width must be >= 1, got {in_dim}, {out_dim}, {width}")
@@ -61,8 +74,16 @@ class AveragingNet(nn.Module):
             raise ValueError(f"AveragingNet: invariant_init needs in_dim D >= out_dim d, got D={in_dim}, d={out_dim}")
         self.in_dim, self.out_dim, self.width, self.ensemble = in_dim, out_dim, width, ensemble
         self.activation = get_activation(activation)
-        self.hidden = EnsembleLinear(in_dim, width * out_dim, ensemble=ensemble, bias=bias, init="normal",
-                                     std=init_std, generator=generator, dtype=dtype)
+        self.hidden = EnsembleLinear(
+            in_dim,
+            width * out_dim,
+            ensemble=ensemble,
+            bias=bias,
+            init="normal",
+            std=init_std,
+            generator=generator,
+            dtype=dtype,
+        )
         if bias:
             with torch.no_grad():
                 self.hidden.bias.normal_(0.0, init_std, generator=generator)

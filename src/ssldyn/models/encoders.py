@@ -99,8 +99,9 @@ def _members_first(x: torch.Tensor, ensemble: int, image_dims: int) -> torch.Ten
         return x.unsqueeze(0).expand(ensemble, *x.shape)
     if x.dim() == image_dims + 2 and x.shape[0] == ensemble:
         return x
-    raise ValueError(f"input must be (B, ...) or ({ensemble}, B, ...) with {image_dims} sample dims, "
-                     f"got {tuple(x.shape)}")
+    raise ValueError(
+        f"input must be (B, ...) or ({ensemble}, B, ...) with {image_dims} sample dims, got {tuple(x.shape)}"
+    )
 
 
 class ConvEncoder(nn.Module):
@@ -116,8 +117,10 @@ class ConvEncoder(nn.Module):
     def __init__(self, in_channels: int = 1, widths: Sequence[int] = (32, 64, 128), ensemble: int = 1) -> None:
         super().__init__()
         if in_channels < 1 or not widths or min(widths) < 1 or ensemble < 1:
-            raise ValueError(f"ConvEncoder: in_channels, widths, ensemble must be >= 1, got {in_channels}, "
-                             f"{list(widths)}, {ensemble}")
+            raise ValueError(
+                f"ConvEncoder: in_channels, widths, ensemble must be >= 1, got {in_channels}, "
+                f"{list(widths)}, {ensemble}"
+            )
         self.E, self.in_channels, self.out_dim = ensemble, in_channels, int(widths[-1])
         chans = [in_channels, *widths]
         self.convs = nn.ModuleList([EnsembleConv2d(a, b, 3, ensemble) for a, b in zip(chans[:-1], chans[1:])])
@@ -148,8 +151,10 @@ class MLPEncoder(nn.Module):
     def __init__(self, in_dim: int, hidden: Sequence[int] = (512,), out_dim: int = 128, ensemble: int = 1) -> None:
         super().__init__()
         if in_dim < 1 or out_dim < 1 or ensemble < 1 or (hidden and min(hidden) < 1):
-            raise ValueError(f"MLPEncoder: sizes must be >= 1, got in_dim={in_dim}, hidden={list(hidden)}, "
-                             f"out_dim={out_dim}, ensemble={ensemble}")
+            raise ValueError(
+                f"MLPEncoder: sizes must be >= 1, got in_dim={in_dim}, hidden={list(hidden)}, "
+                f"out_dim={out_dim}, ensemble={ensemble}"
+            )
         self.E, self.in_dim, self.out_dim = ensemble, in_dim, out_dim
         dims = [in_dim, *hidden, out_dim]
         self.linears = nn.ModuleList([_EnsembleLinear(a, b, ensemble) for a, b in zip(dims[:-1], dims[1:])])
@@ -215,9 +220,18 @@ class SimCLRNet(nn.Module):
         return self.head(h) if self.head is not None else h  # (E, B, d_z)
 
 
-def build_simclr_net(arch: str, image_shape: Sequence[int], ensemble: int = 1, seeds: int | Sequence[int] = 0,
-                     widths: Sequence[int] = (32, 64, 128), hidden: Sequence[int] = (512,), feature_dim: int = 128,
-                     proj_hidden: int = 128, proj_dim: int = 64, projection: bool = True) -> SimCLRNet:
+def build_simclr_net(
+    arch: str,
+    image_shape: Sequence[int],
+    ensemble: int = 1,
+    seeds: int | Sequence[int] = 0,
+    widths: Sequence[int] = (32, 64, 128),
+    hidden: Sequence[int] = (512,),
+    feature_dim: int = 128,
+    proj_hidden: int = 128,
+    proj_dim: int = 64,
+    projection: bool = True,
+) -> SimCLRNet:
     """A :class:`SimCLRNet` with a ``"conv"`` or ``"mlp"`` backbone for images of shape ``(C, H, W)``."""
     C, H, W = (int(s) for s in image_shape)
     if arch == "conv":

@@ -28,13 +28,23 @@ class EnsembleLinear(nn.Module):
     ``init="torch"``, or N(0, std²) when ``init="normal"``.
     """
 
-    def __init__(self, in_features: int, out_features: int, ensemble: int = 1, bias: bool = False,
-                 init: str = "torch", std: float = 1.0, generator: torch.Generator | None = None,
-                 dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        ensemble: int = 1,
+        bias: bool = False,
+        init: str = "torch",
+        std: float = 1.0,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
         super().__init__()
         if ensemble < 1 or in_features < 1 or out_features < 1:
-            raise ValueError(f"EnsembleLinear: ensemble, in_features, out_features must be >= 1, got "
-                             f"{ensemble}, {in_features}, {out_features}")
+            raise ValueError(
+                f"EnsembleLinear: ensemble, in_features, out_features must be >= 1, got "
+                f"{ensemble}, {in_features}, {out_features}"
+            )
         self.ensemble, self.in_features, self.out_features = ensemble, in_features, out_features
         self.weight = nn.Parameter(torch.empty(ensemble, out_features, in_features, dtype=dtype))
         self.bias = nn.Parameter(torch.empty(ensemble, out_features, dtype=dtype)) if bias else None
@@ -54,6 +64,9 @@ class EnsembleLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = broadcast_members(x, self.ensemble)  # (E, B, in)
-        y = torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2)) if self.bias is not None \
-            else torch.bmm(x, self.weight.transpose(1, 2))  # (E, B, out)
+        y = (
+            torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
+            if self.bias is not None
+            else torch.bmm(x, self.weight.transpose(1, 2))
+        )  # (E, B, out)
         return y

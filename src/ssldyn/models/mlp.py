@@ -31,10 +31,22 @@ class MLP(nn.Module):
     Input ``(n, in_dim)`` or ``(E, n, in_dim)`` -> ``(E, n, out_dim)``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, hidden: int | Sequence[int] = 64, depth: int = 4,
-                 activation: str | Activation = "relu", *, bias: bool = True, ensemble: int = 1,
-                 init: str = "torch", gain: float = 1.0, generator: torch.Generator | None = None,
-                 dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        hidden: int | Sequence[int] = 64,
+        depth: int = 4,
+        activation: str | Activation = "relu",
+        *,
+        bias: bool = True,
+        ensemble: int = 1,
+        init: str = "torch",
+        gain: float = 1.0,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
         super().__init__()
         if depth < 1:
             raise ValueError(f"MLP: depth must be >= 1, got {depth}")
@@ -46,8 +58,16 @@ class MLP(nn.Module):
         self.ensemble = ensemble
         self.layers = nn.ModuleList()
         for a, b in zip(dims[:-1], dims[1:]):
-            lin = EnsembleLinear(a, b, ensemble=ensemble, bias=bias, init="torch" if init == "torch" else "normal",
-                                 std=gain / a**0.5, generator=generator, dtype=dtype)
+            lin = EnsembleLinear(
+                a,
+                b,
+                ensemble=ensemble,
+                bias=bias,
+                init="torch" if init == "torch" else "normal",
+                std=gain / a**0.5,
+                generator=generator,
+                dtype=dtype,
+            )
             self.layers.append(lin)
         if device is not None:
             self.to(device)

@@ -44,8 +44,13 @@ from ssldyn.models.activations import get_activation
 
 _LEAKY_SLOPE = -float(get_activation("leaky_relu").fn(torch.tensor(-1.0, dtype=torch.float64)))  # 0.05
 BN_MODES = ("off", "standard", "mean_only", "var_only", "none")
-_BN_FLAGS = {"off": (0.0, 0.0), "standard": (1.0, 1.0), "mean_only": (1.0, 0.0), "var_only": (0.0, 1.0),
-             "none": (0.0, 0.0)}
+_BN_FLAGS = {
+    "off": (0.0, 0.0),
+    "standard": (1.0, 1.0),
+    "mean_only": (1.0, 0.0),
+    "var_only": (0.0, 1.0),
+    "none": (0.0, 0.0),
+}
 
 
 def _per_member(value, n: int, name: str) -> list:
@@ -89,19 +94,31 @@ class EnsembleRFNet(nn.Module):
     them); ``V`` is the read-only view (E, out, K·M_pad) of the paper's V.
     """
 
-    def __init__(self, K: int, in_dim: int, filters: int | Sequence[int], out_dim: int = 50, ensemble: int = 1,
-                 activation: str | Sequence[str] = "relu", bn: str | Sequence[str] = "off",
-                 seeds: int | Sequence[int] = 0, bn_eps: float = 1e-5, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        K: int,
+        in_dim: int,
+        filters: int | Sequence[int],
+        out_dim: int = 50,
+        ensemble: int = 1,
+        activation: str | Sequence[str] = "relu",
+        bn: str | Sequence[str] = "off",
+        seeds: int | Sequence[int] = 0,
+        bn_eps: float = 1e-5,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         super().__init__()
         if K < 1 or in_dim < 1 or out_dim < 1 or ensemble < 1:
-            raise ValueError(f"EnsembleRFNet: K, in_dim, out_dim, ensemble must be >= 1, got {K}, {in_dim}, "
-                             f"{out_dim}, {ensemble}")
+            raise ValueError(
+                f"EnsembleRFNet: K, in_dim, out_dim, ensemble must be >= 1, got {K}, {in_dim}, {out_dim}, {ensemble}"
+            )
         E = ensemble
         Ms = [int(m) for m in _per_member(filters, E, "filters")]
         if min(Ms) < 1:
             raise ValueError(f"filters: every member needs >= 1 filter per RF, got {Ms}")
-        self.acts = [get_activation(a).name if isinstance(a, str) else a.name
-                     for a in _per_member(activation, E, "activation")]
+        self.acts = [
+            get_activation(a).name if isinstance(a, str) else a.name for a in _per_member(activation, E, "activation")
+        ]
         self.bn_modes = _per_member(bn, E, "bn")
         for m in self.bn_modes:
             if m not in BN_MODES:
@@ -136,8 +153,7 @@ class EnsembleRFNet(nn.Module):
         self._bp_mean = any(_BN_FLAGS[m][0] for m in self.bn_modes)
         self._bp_var = any(_BN_FLAGS[m][1] for m in self.bn_modes)
         self._act_runs = _runs(self.acts)
-        self._need_mask = Mp > min(Ms) and any(float(get_activation(a).fn(torch.zeros(1))) != 0.0
-                                               for a in self.acts)
+        self._need_mask = Mp > min(Ms) and any(float(get_activation(a).fn(torch.zeros(1))) != 0.0 for a in self.acts)
 
     @property
     def V(self) -> torch.Tensor:
@@ -154,8 +170,10 @@ class EnsembleRFNet(nn.Module):
         if x.dim() == 3:
             x = x.unsqueeze(0).expand(E, *x.shape)
         if x.dim() != 4 or x.shape[0] != E or x.shape[2] != K or x.shape[3] != self.in_dim:
-            raise ValueError(f"EnsembleRFNet.forward: x must be (B, {K}, {self.in_dim}) or ({E}, B, {K}, "
-                             f"{self.in_dim}), got {tuple(x.shape)}")
+            raise ValueError(
+                f"EnsembleRFNet.forward: x must be (B, {K}, {self.in_dim}) or ({E}, B, {K}, "
+                f"{self.in_dim}), got {tuple(x.shape)}"
+            )
         y = torch.einsum("ebki,ekmi->ebkm", x, self.W)  # (E, B, K, M_pad)
         h = torch.cat([get_activation(a).fn(y[s:t]) for a, s, t in self._act_runs], 0)  # (E, B, K, M_pad)
         h = h * self.filter_mask[:, None]  # padded filters contribute exactly 0
@@ -171,10 +189,14 @@ class EnsembleRFNet(nn.Module):
         return torch.bmm(g, self.VT)  # (E, B, out)
 
     # ------------------------------------------------------------------ fast training path
-    def loss_and_grad(self, loss_fn: Callable[[torch.Tensor], torch.Tensor] | None, x: torch.Tensor | None = None,
-                      tokens: torch.Tensor | None = None, embedding: torch.Tensor | None = None,
-                      loss_grad_fn: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None
-                      ) -> torch.Tensor:
+    def loss_and_grad(
+        self,
+        loss_fn: Callable[[torch.Tensor], torch.Tensor] | None,
+        x: torch.Tensor | None = None,
+        tokens: torch.Tensor | None = None,
+        embedding: torch.Tensor | None = None,
+        loss_grad_fn: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
+    ) -> torch.Tensor:
         """Loss of both views and its gradient, written into ``W.grad`` / ``VT.grad``.
 
         Inputs (one of):
@@ -232,7 +254,7 @@ class EnsembleRFNet(nn.Module):
         gV = torch.bmm(g2.transpose(1, 2), dz)  # (E, F, out)
         dg = torch.bmm(dz, VT.transpose(1, 2)).view(E, two, N, F_)  # (E, 2, N, F)
         # ---- BN backward: dh = s (dg − a mean(dg) − b g mean(dg g))
-        a_ = (self.bn_a.view(E, 1, 1, 1) * on)
+        a_ = self.bn_a.view(E, 1, 1, 1) * on
         if self._bp_mean:
             dg.sub_(dg.mean(2, keepdim=True) * a_)
         if self._bp_var:
@@ -251,8 +273,9 @@ class EnsembleRFNet(nn.Module):
         if self._need_mask:
             dg.mul_(mask)
         # ---- first-layer gradient
-        gW = torch.einsum("evnkm,evnki->ekmi", dg.view(E, two, N, K, Mp),
-                          x.expand(E, *x.shape[1:]))  # (E, K, M_pad, d_in)
+        gW = torch.einsum(
+            "evnkm,evnki->ekmi", dg.view(E, two, N, K, Mp), x.expand(E, *x.shape[1:])
+        )  # (E, K, M_pad, d_in)
         self.W.grad = gW
         self.VT.grad = gV
         return losses.detach()
@@ -263,8 +286,9 @@ class EnsembleRFNet(nn.Module):
             return self.token_mode
         return token_path(self.K, self.M_pad, N, n_tok, out)
 
-    def _token_loss_and_grad(self, tokens: torch.Tensor, embedding: torch.Tensor, loss_fn, loss_grad_fn
-                             ) -> torch.Tensor:
+    def _token_loss_and_grad(
+        self, tokens: torch.Tensor, embedding: torch.Tensor, loss_fn, loss_grad_fn
+    ) -> torch.Tensor:
         """:meth:`loss_and_grad` for token inputs, computed in *token space* (exact, no ``(N, K, M)`` tensor).
 
         With token inputs, x_nk = u_{t_nk}, every first-layer quantity of sample n at RF k is a row
@@ -303,8 +327,10 @@ class EnsembleRFNet(nn.Module):
         if self._need_mask:
             h_tab = h_tab * mask
         # ---- counts c_v[k, a]; table rows ((e·K + k)·2 + v)·T + a, i.e. the (E, K, 2, T) layout
-        offs = ((torch.arange(E, device=dev).view(E, 1, 1, 1) * K + torch.arange(K, device=dev)) * two
-                + torch.arange(two, device=dev).view(1, two, 1, 1)) * n_tok  # (E, 2, 1, K)
+        offs = (
+            (torch.arange(E, device=dev).view(E, 1, 1, 1) * K + torch.arange(K, device=dev)) * two
+            + torch.arange(two, device=dev).view(1, two, 1, 1)
+        ) * n_tok  # (E, 2, 1, K)
         rows = tokens + offs  # (E, 2, N, K)
         c = torch.bincount(rows.reshape(-1), minlength=E * K * two * n_tok).to(dt).view(E, K, two, n_tok)
         # ---- BN statistics per view: (E, K, 2, M)

@@ -9,7 +9,6 @@ kernel's effect from the initial embedding.
 
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor, nn
 

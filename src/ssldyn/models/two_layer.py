@@ -32,8 +32,9 @@ from ssldyn.models.activations import Activation, get_activation
 REGIMES = ("unconstrained", "frobenius", "orthogonal", "scaled")
 
 
-def _member_generators(ensemble: int, seeds: Sequence[int] | None,
-                       generator: torch.Generator | None) -> list[torch.Generator | None]:
+def _member_generators(
+    ensemble: int, seeds: Sequence[int] | None, generator: torch.Generator | None
+) -> list[torch.Generator | None]:
     if seeds is None:
         return [generator] * ensemble
     if len(seeds) != ensemble:
@@ -52,7 +53,7 @@ def _init_matrix(rows: int, cols: int, init: str, gen: torch.Generator | None, d
             return random_stiefel(rows, cols, generator=gen, dtype=dtype)
         return random_stiefel(cols, rows, generator=gen, dtype=dtype).T
     if init == "normal":  # N(0, 1/cols): unit-variance pre-activations for unit-variance inputs
-        return torch.randn(rows, cols, generator=gen, dtype=torch.float64).div(cols ** 0.5).to(dtype)
+        return torch.randn(rows, cols, generator=gen, dtype=torch.float64).div(cols**0.5).to(dtype)
     raise ValueError(f"init {init!r}: allowed values are orthogonal, normal")
 
 
@@ -72,11 +73,22 @@ class TwoLayerNet(nn.Module):
         device: where the parameters live (initialised on the CPU, then moved).
     """
 
-    def __init__(self, d: int, h: int, z: int, activation: str | Activation = "linear",
-                 regime: str = "unconstrained", ensemble: int = 1, widths: Sequence[int] | None = None,
-                 seeds: Sequence[int] | None = None, init: str | None = None,
-                 frobenius: tuple[float, float] = (1.0, 1.0), generator: torch.Generator | None = None,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        d: int,
+        h: int,
+        z: int,
+        activation: str | Activation = "linear",
+        regime: str = "unconstrained",
+        ensemble: int = 1,
+        widths: Sequence[int] | None = None,
+        seeds: Sequence[int] | None = None,
+        init: str | None = None,
+        frobenius: tuple[float, float] = (1.0, 1.0),
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
         super().__init__()
         if regime not in REGIMES:
             raise ValueError(f"regime {regime!r}: allowed values are {', '.join(REGIMES)}")
@@ -86,8 +98,10 @@ class TwoLayerNet(nn.Module):
         if len(widths) != ensemble or min(widths) < 1 or max(widths) > h:
             raise ValueError(f"widths: need {ensemble} widths in [1, h={h}], got {widths}")
         if regime == "orthogonal" and min(widths) < max(d, z):
-            raise ValueError(f"regime 'orthogonal' needs every width >= max(d, z) = {max(d, z)} "
-                             f"(W1ᵀW1 = I_d, W2ᵀW2 = I_z), got widths {sorted(set(widths))}")
+            raise ValueError(
+                f"regime 'orthogonal' needs every width >= max(d, z) = {max(d, z)} "
+                f"(W1ᵀW1 = I_d, W2ᵀW2 = I_z), got widths {sorted(set(widths))}"
+            )
         self.d, self.h, self.z, self.ensemble, self.regime = d, h, z, ensemble, regime
         self.act = get_activation(activation)
         self.frobenius = (float(frobenius[0]), float(frobenius[1]))
@@ -177,10 +191,20 @@ class DeepLinearNet(nn.Module):
     Parameters carry the ensemble axis ``(E, rows, cols)``; initialised on the CPU, then moved to ``device``.
     """
 
-    def __init__(self, d: int, hidden: Sequence[int], z: int, regime: str = "orthogonal", ensemble: int = 1,
-                 seeds: Sequence[int] | None = None, init: str | None = None,
-                 frobenius: float = 1.0, generator: torch.Generator | None = None,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        d: int,
+        hidden: Sequence[int],
+        z: int,
+        regime: str = "orthogonal",
+        ensemble: int = 1,
+        seeds: Sequence[int] | None = None,
+        init: str | None = None,
+        frobenius: float = 1.0,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
         super().__init__()
         if regime not in REGIMES:
             raise ValueError(f"regime {regime!r}: allowed values are {', '.join(REGIMES)}")

@@ -110,9 +110,7 @@ class GeneralizedContrastiveLoss(nn.Module):
         self.symmetric = bool(symmetric)
 
     def forward(self, z1: Tensor, z2: Tensor) -> Tensor:
-        return generalized_contrastive_loss(
-            z1, z2, self.psi, self.eta, self.temperature, symmetric=self.symmetric
-        )
+        return generalized_contrastive_loss(z1, z2, self.psi, self.eta, self.temperature, symmetric=self.symmetric)
 
     def extra_repr(self) -> str:
         return f"temperature={self.temperature}, symmetric={self.symmetric}"

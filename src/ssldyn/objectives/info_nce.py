@@ -149,9 +149,7 @@ class InfoNCE(nn.Module):
         self.negatives = check_choice(fn, "negatives", negatives, NEGATIVES)
 
     def forward(self, z1: Tensor, z2: Tensor) -> Tensor:
-        return info_nce(
-            z1, z2, self.temperature, eps=self.eps, similarity=self.similarity, negatives=self.negatives
-        )
+        return info_nce(z1, z2, self.temperature, eps=self.eps, similarity=self.similarity, negatives=self.negatives)
 
     def extra_repr(self) -> str:
         return (

@@ -149,9 +149,7 @@ def _normalised_weights(fn: str, weights: Tensor | None, points: Tensor) -> Tens
     if not isinstance(weights, Tensor) or not weights.is_floating_point():
         raise ValueError(f"{fn}: weights must be a floating-point tensor of shape (n,) or (..., n), or None")
     if weights.dim() < 1 or weights.shape[-1] != n:
-        raise ValueError(
-            f"{fn}: weights must have shape (n,) or (..., n) with n={n} atoms, got {tuple(weights.shape)}"
-        )
+        raise ValueError(f"{fn}: weights must have shape (n,) or (..., n) with n={n} atoms, got {tuple(weights.shape)}")
     if bool((weights < 0).any()) or bool((weights.sum(-1) <= 0).any()):
         raise ValueError(f"{fn}: weights must be non-negative with a positive sum")
     return weights / weights.sum(-1, keepdim=True)
@@ -166,9 +164,7 @@ class LatentMeasureNTXent(nn.Module):
         self.positive_term = bool(positive_term)
 
     def forward(self, points: Tensor, weights: Tensor | None = None) -> Tensor:
-        return latent_measure_nt_xent(
-            points, weights, self.temperature, positive_term=self.positive_term
-        )
+        return latent_measure_nt_xent(points, weights, self.temperature, positive_term=self.positive_term)
 
     def extra_repr(self) -> str:
         return f"temperature={self.temperature}, positive_term={self.positive_term}"

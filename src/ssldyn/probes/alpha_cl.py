@@ -124,12 +124,12 @@ def sample_cap(w0: Tensor, min_cos: float, n: int, *, generator: torch.Generator
 
 def lipschitz_estimate(A_fn: AFn, points: Tensor, *, chunk: int = 256) -> float:
     """``max_{i≠j} ‖A(w_i) − A(w_j)‖₂ / ‖w_i − w_j‖₂`` over the given unit points ``(n, d)``."""
-    As = torch.cat([A_fn(points[i:i + chunk]) for i in range(0, points.shape[0], chunk)])  # (n, d, d)
+    As = torch.cat([A_fn(points[i : i + chunk]) for i in range(0, points.shape[0], chunk)])  # (n, d, d)
     n = points.shape[0]
     iu = torch.triu_indices(n, n, offset=1, device=points.device)
     best = 0.0
     for s in range(0, iu.shape[1], 4096):
-        i, j = iu[0, s:s + 4096], iu[1, s:s + 4096]
+        i, j = iu[0, s : s + 4096], iu[1, s : s + 4096]
         dist = (points[i] - points[j]).norm(dim=-1)
         ok = dist > 1e-12
         num = torch.linalg.matrix_norm(As[i] - As[j], ord=2)
@@ -166,8 +166,7 @@ class Irregularity:
         return {k: (v.tolist() if isinstance(v, Tensor) else v) for k, v in asdict(self).items()}
 
 
-def irregularity(A_fn: AFn, w: Tensor, L: float, *, kappa: float | None = None, shift: bool = False
-                 ) -> Irregularity:
+def irregularity(A_fn: AFn, w: Tensor, L: float, *, kappa: float | None = None, shift: bool = False) -> Irregularity:
     """``μ(w)``, ``ν(w)`` and ``ω(w) = μ + ν`` of Def. 4 / eq. 10 with Lipschitz constant ``L``.
 
     ``shift=True`` uses the PD matrix ``Â = A − λ_min I`` (+1e-12) of the proof of Thm. 3 for
@@ -235,9 +234,16 @@ def stability_test(A_fn: AFn, w: Tensor, *, eps: float = 1e-4, tol: float = 1e-6
     return StabilityTest(bool(lme.is_lme and lme.gap > rho), lme.is_lme, lme.gap, rho)
 
 
-def theorem3_condition(A_fn: AFn, w0: Tensor, *, gammas: Sequence[float] = (0.1, 0.2, 0.3, 0.5, 0.7, 0.9),
-                       n_samples: int = 64, kappa: float | None = None, shift: bool = False,
-                       generator: torch.Generator | None = None) -> dict:
+def theorem3_condition(
+    A_fn: AFn,
+    w0: Tensor,
+    *,
+    gammas: Sequence[float] = (0.1, 0.2, 0.3, 0.5, 0.7, 0.9),
+    n_samples: int = 64,
+    kappa: float | None = None,
+    shift: bool = False,
+    generator: torch.Generator | None = None,
+) -> dict:
     """Check Thm. 3's condition ``sup_{w ∈ B_γ} ω(w) ≤ γ`` for a grid of ``γ < 1``.
 
     ``B_γ = {w : wᵀw(0) ≥ (c₀ − c_γ)/(1 − c_γ)}``, ``c_γ = 2√γ/(1 + γ)``. The sup is taken over
@@ -257,7 +263,14 @@ def theorem3_condition(A_fn: AFn, w0: Tensor, *, gammas: Sequence[float] = (0.1,
         L = lipschitz_estimate(A_fn, pts)
         irr = irregularity(A_fn, pts, L, kappa=kappa, shift=shift)
         sup = float(irr.omega.max())
-        rows.append({"gamma": gam, "min_cos": min_cos, "L": L, "sup_omega": sup,
-                     "holds": bool(math.isfinite(sup) and sup <= gam)})
+        rows.append(
+            {
+                "gamma": gam,
+                "min_cos": min_cos,
+                "L": L,
+                "sup_omega": sup,
+                "holds": bool(math.isfinite(sup) and sup <= gam),
+            }
+        )
     ok = [r["gamma"] for r in rows if r["holds"]]
     return {"c0": c0, "per_gamma": rows, "holds": bool(ok), "gamma": min(ok) if ok else None}

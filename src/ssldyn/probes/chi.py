@@ -19,8 +19,13 @@ from __future__ import annotations
 import torch
 
 
-def best_match(W: torch.Tensor, embedding: torch.Tensor, absolute: bool | torch.Tensor = False,
-               filter_mask: torch.Tensor | None = None, eps: float = 1e-12) -> torch.Tensor:
+def best_match(
+    W: torch.Tensor,
+    embedding: torch.Tensor,
+    absolute: bool | torch.Tensor = False,
+    filter_mask: torch.Tensor | None = None,
+    eps: float = 1e-12,
+) -> torch.Tensor:
     """``c[..., k, a] = max_m cos(w_km, u_a)``.
 
     Args:
@@ -44,9 +49,13 @@ def best_match(W: torch.Tensor, embedding: torch.Tensor, absolute: bool | torch.
     return cos.amax(dim=-2)  # (..., K, T)
 
 
-def chi_scores(W: torch.Tensor, embedding: torch.Tensor, relevant: torch.Tensor,
-               absolute: bool | torch.Tensor = False,
-               filter_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def chi_scores(
+    W: torch.Tensor,
+    embedding: torch.Tensor,
+    relevant: torch.Tensor,
+    absolute: bool | torch.Tensor = False,
+    filter_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Overall scores ``(χ̄₊, χ̄₋)``, each of shape ``W.shape[:-3]`` (one per ensemble member).
 
     Args:

@@ -24,8 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["silhouette_cosine", "uniformity", "alignment", "uniformity_reference", "angular_spread",
-           "invariance_gap"]
+__all__ = ["silhouette_cosine", "uniformity", "alignment", "uniformity_reference", "angular_spread", "invariance_gap"]
 
 
 def _t(z) -> Tensor:
@@ -115,8 +114,9 @@ def angular_spread(z, labels) -> float:
     return float(torch.stack(out).mean())
 
 
-def invariance_gap(f: Callable[[Tensor], Tensor], x: Tensor, perturb: Callable[[Tensor], Tensor],
-                   draws: int = 1) -> float:
+def invariance_gap(
+    f: Callable[[Tensor], Tensor], x: Tensor, perturb: Callable[[Tensor], Tensor], draws: int = 1
+) -> float:
     """``E‖f(T(x)) − f(x)‖``: mean over samples and ``draws`` perturbations ``T = perturb`` of x.
 
     ``f`` maps ``(n, D) -> (n, d)`` (e.g. ``lambda x: F.normalize(model(x)[0], dim=-1)``),

@@ -51,8 +51,15 @@ def fit_logistic_regression(z, y, C: float = 1.0, max_iter: int = 200) -> tuple[
     K = int(yy.max()) + 1
     W = torch.zeros(x.shape[1], K, dtype=torch.float64, requires_grad=True)
     b = torch.zeros(K, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([W, b], lr=1.0, max_iter=max_iter, tolerance_grad=1e-9, tolerance_change=1e-12,
-                            history_size=20, line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        [W, b],
+        lr=1.0,
+        max_iter=max_iter,
+        tolerance_grad=1e-9,
+        tolerance_change=1e-12,
+        history_size=20,
+        line_search_fn="strong_wolfe",
+    )
     n = len(x)
 
     def closure():
@@ -92,7 +99,7 @@ def knn_accuracy(z_train, y_train, z_test, y_test, k: int = 20, metric: str = "c
     n_cls = int(max(ytr.max(), yte.max())) + 1
     correct = 0
     for s in range(0, len(zte), 1024):
-        q = zte[s:s + 1024]  # (b, d)
+        q = zte[s : s + 1024]  # (b, d)
         if metric == "cosine":
             d = 1.0 - torch.nn.functional.normalize(q, dim=1) @ torch.nn.functional.normalize(ztr, dim=1).T
         else:
@@ -100,7 +107,7 @@ def knn_accuracy(z_train, y_train, z_test, y_test, k: int = 20, metric: str = "c
         nn_idx = d.topk(k, dim=1, largest=False).indices  # (b, k)
         votes = torch.nn.functional.one_hot(ytr[nn_idx], n_cls).sum(1)  # (b, C)
         pred = votes.argmax(1)  # first max = smallest label
-        correct += int((pred == yte[s:s + 1024]).sum())
+        correct += int((pred == yte[s : s + 1024]).sum())
     return correct / len(zte)
 
 
@@ -118,7 +125,7 @@ def label_silhouette(z, labels, metric: str = "cosine") -> float:
     onehot = (lab[:, None] == classes[None, :]).to(torch.float64)  # (n, C)
     sums = torch.zeros(len(x), len(classes), dtype=torch.float64)
     for s in range(0, len(x), 2048):
-        sums[s:s + 2048] = torch.cdist(x[s:s + 2048], x) @ onehot  # (b, C)
+        sums[s : s + 2048] = torch.cdist(x[s : s + 2048], x) @ onehot  # (b, C)
     counts = onehot.sum(0)
     own = onehot.argmax(1)
     rows = torch.arange(len(x))

@@ -54,8 +54,14 @@ def output_gap(u_phi: torch.Tensor, u_lin: torch.Tensor, reduce: str = "mean") -
     raise ValueError(f"output_gap: reduce {reduce!r}: allowed values are mean, max")
 
 
-def linear_svm_accuracy(emb: torch.Tensor | np.ndarray, labels: torch.Tensor | np.ndarray, folds: int = 5,
-                        C: float = 1.0, seed: int = 0, standardize: bool = True) -> float:
+def linear_svm_accuracy(
+    emb: torch.Tensor | np.ndarray,
+    labels: torch.Tensor | np.ndarray,
+    folds: int = 5,
+    C: float = 1.0,
+    seed: int = 0,
+    standardize: bool = True,
+) -> float:
     """Mean stratified k-fold accuracy of ``LinearSVC`` on embeddings ``(n, z)`` (Fig. 4 right).
 
     Features are standardised inside each fold (``StandardScaler`` in a pipeline) when ``standardize``.

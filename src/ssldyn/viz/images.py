@@ -21,8 +21,9 @@ __all__ = ["tsne_embedding", "plot_tsne", "tile_filters", "plot_filter_grid"]
 _COLORS = PALETTE + ["#bcbd22", "#7f7f7f"]
 
 
-def tsne_embedding(x, seed: int = 0, perplexity: float = 30.0, pca_dims: int | None = 50,
-                   max_iter: int = 1000) -> np.ndarray:
+def tsne_embedding(
+    x, seed: int = 0, perplexity: float = 30.0, pca_dims: int | None = 50, max_iter: int = 1000
+) -> np.ndarray:
     """t-SNE map ``(n, 2)`` of features ``(n, d)`` (PCA to ``pca_dims`` first when d is larger, as is usual)."""
     from sklearn.decomposition import PCA
     from sklearn.manifold import TSNE
@@ -32,8 +33,9 @@ def tsne_embedding(x, seed: int = 0, perplexity: float = 30.0, pca_dims: int | N
     if pca_dims is not None and x.shape[1] > pca_dims and len(x) > pca_dims:
         x = PCA(pca_dims, random_state=seed).fit_transform(x)
     perp = min(perplexity, max(2.0, (len(x) - 1) / 3.0))
-    return TSNE(2, perplexity=perp, init="pca", random_state=seed, max_iter=max(250, max_iter),
-                n_jobs=1).fit_transform(x)
+    return TSNE(2, perplexity=perp, init="pca", random_state=seed, max_iter=max(250, max_iter), n_jobs=1).fit_transform(
+        x
+    )
 
 
 def plot_tsne(ax, y2: np.ndarray, labels, title: str = "", class_names: Sequence[str] | None = None) -> None:
@@ -42,8 +44,7 @@ def plot_tsne(ax, y2: np.ndarray, labels, title: str = "", class_names: Sequence
     for c in np.unique(labels):
         m = labels == c
         name = class_names[c] if class_names is not None and c < len(class_names) else str(c)
-        ax.scatter(y2[m, 0], y2[m, 1], s=3, color=_COLORS[int(c) % len(_COLORS)], label=name, alpha=0.8,
-                   linewidths=0)
+        ax.scatter(y2[m, 0], y2[m, 1], s=3, color=_COLORS[int(c) % len(_COLORS)], label=name, alpha=0.8, linewidths=0)
     ax.set(title=title, xticks=[], yticks=[])
     ax.legend(fontsize=6, markerscale=3, loc="best", ncol=2, frameon=False)
 
@@ -61,7 +62,7 @@ def tile_filters(filters: np.ndarray, ncols: int | None = None, pad: int = 1) ->
     for m in range(M):
         r, c = divmod(m, ncols)
         scale = np.abs(f[m]).max()
-        out[r * (h + pad):r * (h + pad) + h, c * (w + pad):c * (w + pad) + w] = f[m] / (scale if scale > 0 else 1.0)
+        out[r * (h + pad) : r * (h + pad) + h, c * (w + pad) : c * (w + pad) + w] = f[m] / (scale if scale > 0 else 1.0)
     return out
 
 

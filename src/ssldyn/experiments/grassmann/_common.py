@@ -18,12 +18,18 @@ import torch
 
 from ssldyn.data.moons import SSLViews, half_moons
 from ssldyn.dynamics.q_ode import eigh_ascending
-from ssldyn.objectives import contrast_matrix, simple_contrastive
 from ssldyn.lab.context import torch_threads  # noqa: F401 (re-exported for the experiments)
+from ssldyn.objectives import contrast_matrix, simple_contrastive
 
 
-def moons_problem(n: int, noise: float, seed: int, extra_stds: tuple[float, ...] = (), noise_var: float = 0.1,
-                  device: torch.device | str | None = None):
+def moons_problem(
+    n: int,
+    noise: float,
+    seed: int,
+    extra_stds: tuple[float, ...] = (),
+    noise_var: float = 0.1,
+    device: torch.device | str | None = None,
+):
     """``(views, C, lam, V)`` with ``C = contrast_matrix(x, x⁺, x⁻)/n`` (eq. 7, mean over anchors).
 
     The views are drawn on the CPU and moved to ``device``, where ``C`` and its eigendecomposition
@@ -55,8 +61,6 @@ def loglog_slope(x, y) -> float:
     if ok.sum() < 2:
         return float("nan")
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
-
-
 
 
 def views_to(views: SSLViews, device: torch.device) -> SSLViews:

@@ -81,8 +81,16 @@ def _gd(model, views, lr, epochs, every, project=None, opt=None):
             params.append([p.detach().clone() for p in weights])
 
     step = opt.step if opt is not None else (lambda: sgd_step_(weights, lr))
-    train_gd(lambda: mean_contrastive_loss(model, views), weights, step, steps=epochs, record_every=every,
-             on_record=record, after_step=project, inputs=view_inputs(views))
+    train_gd(
+        lambda: mean_contrastive_loss(model, views),
+        weights,
+        step,
+        steps=epochs,
+        record_every=every,
+        on_record=record,
+        after_step=project,
+        inputs=view_inputs(views),
+    )
     return torch.stack(embs), params
 
 
@@ -91,7 +99,7 @@ def _same_dynamics_dev(make, theta0, views, cfg, lr) -> float:
     _, multi = _gd(make(theta0), views, lr, cfg.epochs, cfg.record_every)
     devs = [torch.zeros((), dtype=theta0.dtype, device=theta0.device)]
     for row in range(theta0.shape[0]):
-        _, single = _gd(make(theta0[row:row + 1]), views, lr, cfg.epochs, cfg.record_every)
+        _, single = _gd(make(theta0[row : row + 1]), views, lr, cfg.epochs, cfg.record_every)
         for pm, ps in zip(multi, single):
             a, b = pm[0][row], ps[0][0]
             devs.append((a - b).norm() / b.norm())
@@ -103,8 +111,10 @@ class Collapse(Experiment):
     name = "grassmann.collapse"
     paper = "grassmann"
     figure = "Lemma 1, Prop. 1–2, Remark 3"
-    description = "linear/kernel models: identical per-dimension dynamics and collapse; Frobenius and fixed " \
-                  "projector do not help, orthogonality does"
+    description = (
+        "linear/kernel models: identical per-dimension dynamics and collapse; Frobenius and fixed "
+        "projector do not help, orthogonality does"
+    )
     Config = CollapseConfig
     quick = {"epochs": 300, "ntk_widths": [10, 100, 400], "ntk_points": 10, "features": 100, "record_every": 20}
     est_seconds = (8, 30)
@@ -123,15 +133,23 @@ class Collapse(Experiment):
         omega = torch.randn(cfg.features, d, generator=g, dtype=torch.float64).to(dev)  # (p, d)
         phase = (2 * np.pi * torch.rand(cfg.features, generator=g, dtype=torch.float64)).to(dev)  # (p,)
         rff = lambda x: (2.0 / cfg.features) ** 0.5 * torch.cos(x @ omega.T + phase)  # noqa: E731  RBF, bw 1
-        A = (torch.randn(z, cfg.projector_z, generator=g, dtype=torch.float64) / cfg.projector_z ** 0.5).to(dev)
+        A = (torch.randn(z, cfg.projector_z, generator=g, dtype=torch.float64) / cfg.projector_z**0.5).to(dev)
         makers = {
             "linear": (lambda th: _Linear(th), (0.5 * torch.randn(z, d, generator=g, dtype=torch.float64)).to(dev)),
-            "kernel": (lambda th: _Linear(th, feat=rff), (0.5 * torch.randn(z, cfg.features, generator=g,
-                                                                            dtype=torch.float64)).to(dev)),
+            "kernel": (
+                lambda th: _Linear(th, feat=rff),
+                (0.5 * torch.randn(z, cfg.features, generator=g, dtype=torch.float64)).to(dev),
+            ),
         }
         # time scale of the kernel model matched to the linear one: η_k = η |λ_1(C)| / |λ_1(C_ψ)|
-        C_psi = contrast_matrix(rff(views.x), rff(views.x_pos.flatten(0, 1)).unflatten(0, views.x_pos.shape[:2]),
-                                rff(views.x_neg.flatten(0, 1)).unflatten(0, views.x_neg.shape[:2])) / views.n
+        C_psi = (
+            contrast_matrix(
+                rff(views.x),
+                rff(views.x_pos.flatten(0, 1)).unflatten(0, views.x_pos.shape[:2]),
+                rff(views.x_neg.flatten(0, 1)).unflatten(0, views.x_neg.shape[:2]),
+            )
+            / views.n
+        )
         lam_psi = torch.linalg.eigvalsh(C_psi)
         lrs = {"linear": cfg.lr, "kernel": cfg.lr * float(lam[0].abs() / lam_psi[0].abs())}
         res.summary["kernel_lr"], res.summary["eigenvalues_C_kernel_2"] = lrs["kernel"], lam_psi[:2].tolist()
@@ -149,8 +167,17 @@ class Collapse(Experiment):
         res.summary["projector_final_sv_ratio"] = float(singular_value_ratio(embs[-1]))
         # --- 2-layer linear nets: Frobenius ball (Prop. 2) vs orthogonality (Prop. 3)
         for regime in ("frobenius", "orthogonal"):
-            net = TwoLayerNet(d, cfg.hidden, z, "linear", regime, seeds=[ctx.seed + 3], init="orthogonal",
-                              dtype=torch.float64, device=dev)
+            net = TwoLayerNet(
+                d,
+                cfg.hidden,
+                z,
+                "linear",
+                regime,
+                seeds=[ctx.seed + 3],
+                init="orthogonal",
+                dtype=torch.float64,
+                device=dev,
+            )
             if regime == "frobenius":
                 embs, _ = _gd(net, views, cfg.lr, cfg.epochs, cfg.record_every, project=net.project_)
             else:  # Stiefel projected GD (polar map)
@@ -164,21 +191,25 @@ class Collapse(Experiment):
             res.summary[f"{regime}_map_sv_ratio"] = float(s[-1] / s[0])
             if regime == "frobenius":
                 res.summary["frobenius_rowspace_angle_to_v1"] = float(
-                    principal_angles(torch.linalg.svd(M)[2][:1].T, V[:, :1]).max())
+                    principal_angles(torch.linalg.svd(M)[2][:1].T, V[:, :1]).max()
+                )
                 res.arrays["frobenius/final_embedding"] = embs[-1].cpu().numpy()
             else:
                 res.arrays["orthogonal/final_embedding"] = embs[-1].cpu().numpy()
         res.arrays["epochs"] = np.arange(0, cfg.epochs + 1, cfg.record_every)
         # --- Lemma 1 for 2-layer tanh nets (both layers trained) at initialisation
         for h in cfg.ntk_widths:
-            net = TwoLayerNet(d, h, z, "tanh", "unconstrained", seeds=[ctx.seed + h], init="normal",
-                              dtype=torch.float64, device=dev)
+            net = TwoLayerNet(
+                d, h, z, "tanh", "unconstrained", seeds=[ctx.seed + h], init="normal", dtype=torch.float64, device=dev
+            )
             K = empirical_ntk(net, None, views.x[: cfg.ntk_points])
             res.summary[f"tanh_h{h}_ntk_cross"], res.summary[f"tanh_h{h}_ntk_spread"] = dimension_coupling(K)
-        res.notes.append("Losses are means over anchors; the kernel model uses random Fourier features of the RBF "
-                         f"kernel (bandwidth 1, {cfg.features} features), trained with η·|λ_1(C)|/|λ_1(C_ψ)| = "
-                         f"{lrs['kernel']:.3g} so that its slowest-collapsing mode is not 4× slower than the linear "
-                         "model's; Frobenius bounds c1 = c2 = 1.")
+        res.notes.append(
+            "Losses are means over anchors; the kernel model uses random Fourier features of the RBF "
+            f"kernel (bandwidth 1, {cfg.features} features), trained with η·|λ_1(C)|/|λ_1(C_ψ)| = "
+            f"{lrs['kernel']:.3g} so that its slowest-collapsing mode is not 4× slower than the linear "
+            "model's; Frobenius bounds c1 = c2 = 1."
+        )
         return res
 
     def claims(self, cfg: CollapseConfig, result: Result):
@@ -186,29 +217,71 @@ class Collapse(Experiment):
         hs = cfg.ntk_widths
         cross = [s[f"tanh_h{h}_ntk_cross"] for h in hs]
         return [
-            check("lemma1-linear-kernel", "Linear and kernel models: no interaction across output dimensions "
-                  "(⟨∇u_l, ∇u_j⟩ = 0 for l ≠ j, the same kernel for every l).", "Lemma 1",
-                  max(s["linear_ntk_cross"], s["linear_ntk_spread"], s["kernel_ntk_cross"], s["kernel_ntk_spread"]),
-                  le=1e-10, expected="max of cross/spread ratios of the tangent kernel <= 1e-10"),
-            check("lemma1-wide-net", "For 2-layer networks the cross-dimension kernel vanishes as the width grows.",
-                  "Lemma 1 (h → ∞)", cross[-1] / cross[0], lt=1.0,
-                  expected=f"cross ratio at h={hs[-1]} / at h={hs[0]} < 1 (values {', '.join(f'{c:.3g}' for c in cross)})"),
-            check("prop1-same-dynamics", "Every output dimension follows the same dynamics.", "Prop. 1",
-                  max(s["linear_same_dynamics_dev"], s["kernel_same_dynamics_dev"]), le=1e-8,
-                  expected="max relative deviation of each row of the z-output run from the 1-output run <= 1e-8"),
-            check("prop1-collapse", "The output collapses to one dimension (linear and kernel models).", "Prop. 1",
-                  max(s["linear_final_sv_ratio"], s["kernel_final_sv_ratio"]), lt=1e-3,
-                  expected="final σ_min/σ_max of the embedding < 1e-3"),
-            check("prop2-frobenius-collapses", "The Frobenius norm constraint does not prevent collapse: the "
-                  "solution is [a(x), 0, …, 0].", "Prop. 2", s["frobenius_map_sv_ratio"], lt=1e-3,
-                  expected="σ_2/σ_1 of the end-to-end map W2ᵀW1 < 1e-3"),
-            check("prop2-direction", "... with a(x) along the eigenvector of the most negative eigenvalue of C.",
-                  "Prop. 2 (proof)", s["frobenius_rowspace_angle_to_v1"], lt=1e-2,
-                  expected="angle between the row space of W2ᵀW1 and v_1 < 0.01 rad"),
-            check("remark3-projector", "A fixed projector does not prevent collapse.", "Remark 3",
-                  s["projector_final_sv_ratio"], lt=1e-3, expected="final σ_min/σ_max of u = AΘx < 1e-3"),
-            check("orthogonal-no-collapse", "The orthogonality constraint avoids dimension collapse.", "Prop. 3",
-                  s["orthogonal_final_sv_ratio"], gt=0.1, expected="final σ_min/σ_max > 0.1"),
+            check(
+                "lemma1-linear-kernel",
+                "Linear and kernel models: no interaction across output dimensions "
+                "(⟨∇u_l, ∇u_j⟩ = 0 for l ≠ j, the same kernel for every l).",
+                "Lemma 1",
+                max(s["linear_ntk_cross"], s["linear_ntk_spread"], s["kernel_ntk_cross"], s["kernel_ntk_spread"]),
+                le=1e-10,
+                expected="max of cross/spread ratios of the tangent kernel <= 1e-10",
+            ),
+            check(
+                "lemma1-wide-net",
+                "For 2-layer networks the cross-dimension kernel vanishes as the width grows.",
+                "Lemma 1 (h → ∞)",
+                cross[-1] / cross[0],
+                lt=1.0,
+                expected=f"cross ratio at h={hs[-1]} / at h={hs[0]} < 1 (values {', '.join(f'{c:.3g}' for c in cross)})",
+            ),
+            check(
+                "prop1-same-dynamics",
+                "Every output dimension follows the same dynamics.",
+                "Prop. 1",
+                max(s["linear_same_dynamics_dev"], s["kernel_same_dynamics_dev"]),
+                le=1e-8,
+                expected="max relative deviation of each row of the z-output run from the 1-output run <= 1e-8",
+            ),
+            check(
+                "prop1-collapse",
+                "The output collapses to one dimension (linear and kernel models).",
+                "Prop. 1",
+                max(s["linear_final_sv_ratio"], s["kernel_final_sv_ratio"]),
+                lt=1e-3,
+                expected="final σ_min/σ_max of the embedding < 1e-3",
+            ),
+            check(
+                "prop2-frobenius-collapses",
+                "The Frobenius norm constraint does not prevent collapse: the solution is [a(x), 0, …, 0].",
+                "Prop. 2",
+                s["frobenius_map_sv_ratio"],
+                lt=1e-3,
+                expected="σ_2/σ_1 of the end-to-end map W2ᵀW1 < 1e-3",
+            ),
+            check(
+                "prop2-direction",
+                "... with a(x) along the eigenvector of the most negative eigenvalue of C.",
+                "Prop. 2 (proof)",
+                s["frobenius_rowspace_angle_to_v1"],
+                lt=1e-2,
+                expected="angle between the row space of W2ᵀW1 and v_1 < 0.01 rad",
+            ),
+            check(
+                "remark3-projector",
+                "A fixed projector does not prevent collapse.",
+                "Remark 3",
+                s["projector_final_sv_ratio"],
+                lt=1e-3,
+                expected="final σ_min/σ_max of u = AΘx < 1e-3",
+            ),
+            check(
+                "orthogonal-no-collapse",
+                "The orthogonality constraint avoids dimension collapse.",
+                "Prop. 3",
+                s["orthogonal_final_sv_ratio"],
+                gt=0.1,
+                expected="final σ_min/σ_max > 0.1",
+            ),
         ]
 
     def plots(self, cfg: CollapseConfig, result: Result, fig_dir: Path):
@@ -221,7 +294,12 @@ class Collapse(Experiment):
         hs = cfg.ntk_widths
         ax[0, 1].plot(hs, [result.summary[f"tanh_h{h}_ntk_cross"] for h in hs], "o-", label="cross (l≠j)")
         ax[0, 1].plot(hs, [result.summary[f"tanh_h{h}_ntk_spread"] for h in hs], "s--", label="spread of K_ll")
-        ax[0, 1].set(xscale="log", yscale="log", xlabel="width h", ylabel="relative size",
-                     title="Lemma 1: 2-layer tanh tangent kernel")
+        ax[0, 1].set(
+            xscale="log",
+            yscale="log",
+            xlabel="width h",
+            ylabel="relative size",
+            title="Lemma 1: 2-layer tanh tangent kernel",
+        )
         ax[0, 1].legend(fontsize=8)
         return [save_figure(fig, fig_dir / "collapse.png")]

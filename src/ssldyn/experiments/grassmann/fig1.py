@@ -39,10 +39,12 @@ from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.collapse import singular_value_ratio
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
-
 REGIMES = ("unconstrained", "scaled", "orthogonal")
-LABELS = {"unconstrained": "no constraint", "scaled": "orthogonality (scaled loss)",
-          "orthogonal": "orthogonality (Stiefel projected GD)"}
+LABELS = {
+    "unconstrained": "no constraint",
+    "scaled": "orthogonality (scaled loss)",
+    "orthogonal": "orthogonality (Stiefel projected GD)",
+}
 
 
 class Fig1Config(ExperimentConfig):
@@ -89,8 +91,18 @@ class Fig1(Experiment):
         arrays: dict[str, np.ndarray] = {"labels": views.labels.numpy()}
         diverged_at: dict[str, list[float]] = {}
         for regime in REGIMES:
-            net = TwoLayerNet(2, cfg.hidden, 2, "tanh", regime, ensemble=cfg.seeds, seeds=seeds, init="orthogonal",
-                              dtype=torch.float64, device=dev)
+            net = TwoLayerNet(
+                2,
+                cfg.hidden,
+                2,
+                "tanh",
+                regime,
+                ensemble=cfg.seeds,
+                seeds=seeds,
+                init="orthogonal",
+                dtype=torch.float64,
+                device=dev,
+            )
             opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
             guard = StepGuard(dev) if regime != "unconstrained" else None  # the unconstrained run overflows by design
             alive = torch.ones(cfg.seeds, dtype=torch.bool, device=dev)
@@ -134,8 +146,9 @@ class Fig1(Experiment):
             lo = df[df.probe == f"{regime}/loss"].pivot(index="step", columns="member", values="value")
             sv = df[df.probe == f"{regime}/sv_ratio"].pivot(index="step", columns="member", values="value")
             s[f"{regime}_sv_ratio_at_collapse_epoch"] = float(np.nanmedian(sv.loc[cfg.collapse_epoch]))
-            s[f"{regime}_sv_ratio_final_min"] = float(np.nanmin(sv.loc[cfg.epochs])) if sv.loc[cfg.epochs].notna().any() \
-                else float("nan")
+            s[f"{regime}_sv_ratio_final_min"] = (
+                float(np.nanmin(sv.loc[cfg.epochs])) if sv.loc[cfg.epochs].notna().any() else float("nan")
+            )
             last = lo.ffill().iloc[-1]  # last finite loss of each member
             s[f"{regime}_loss_final_median"] = float(np.nanmedian(last))
             s[f"{regime}_loss_at_collapse_epoch_median"] = float(np.nanmedian(lo.loc[cfg.collapse_epoch]))
@@ -143,47 +156,86 @@ class Fig1(Experiment):
             rel = (np.abs(lo.loc[cfg.epochs] - lo.loc[k]) / np.abs(lo.loc[cfg.epochs])).to_numpy()
             s[f"{regime}_rel_change_last20pct"] = float(np.nanmax(rel)) if np.isfinite(rel).any() else float("nan")
         s["unconstrained_diverged_fraction"] = float(np.mean(np.isfinite(diverged_at["unconstrained"])))
-        s["unconstrained_diverged_epoch_median"] = float(np.nanmedian(diverged_at["unconstrained"])) \
-            if np.isfinite(diverged_at["unconstrained"]).any() else float("nan")
-        s["unconstrained_loss_drop_factor"] = abs(s["unconstrained_loss_final_median"]) / \
-            abs(s["unconstrained_loss_at_collapse_epoch_median"])
+        s["unconstrained_diverged_epoch_median"] = (
+            float(np.nanmedian(diverged_at["unconstrained"]))
+            if np.isfinite(diverged_at["unconstrained"]).any()
+            else float("nan")
+        )
+        s["unconstrained_loss_drop_factor"] = abs(s["unconstrained_loss_final_median"]) / abs(
+            s["unconstrained_loss_at_collapse_epoch_median"]
+        )
         s["eigenvalues_C"] = [float(v) for v in lam]
         res.summary.update(s)
-        res.notes.append(f"Losses are means over the n={cfg.n} anchors (the paper sums); h={cfg.hidden}, "
-                         f"η={cfg.lr}, n and make_moons noise are not given in the paper (our choices).")
-        res.notes.append("Unconstrained members whose loss overflows (|L| > 1e150) are stopped and recorded as "
-                         f"diverged (fraction {s['unconstrained_diverged_fraction']:.2f}, median epoch "
-                         f"{s['unconstrained_diverged_epoch_median']}); their loss curve ends there.")
+        res.notes.append(
+            f"Losses are means over the n={cfg.n} anchors (the paper sums); h={cfg.hidden}, "
+            f"η={cfg.lr}, n and make_moons noise are not given in the paper (our choices)."
+        )
+        res.notes.append(
+            "Unconstrained members whose loss overflows (|L| > 1e150) are stopped and recorded as "
+            f"diverged (fraction {s['unconstrained_diverged_fraction']:.2f}, median epoch "
+            f"{s['unconstrained_diverged_epoch_median']}); their loss curve ends there."
+        )
         if not s["scaled_rel_change_last20pct"] < 0.01:
-            res.notes.append("Not reproduced at this scale: the scaled-loss run is still decreasing at the last epoch "
-                             f"(relative change {s['scaled_rel_change_last20pct']:.3g} over the last 20% of epochs, "
-                             f"median loss {s['scaled_loss_final_median']:.4f}; λ1 + λ2 = {float(lam.sum()):.4f}). "
-                             "Larger learning rates make plain GD on the scaled loss oscillate instead.")
+            res.notes.append(
+                "Not reproduced at this scale: the scaled-loss run is still decreasing at the last epoch "
+                f"(relative change {s['scaled_rel_change_last20pct']:.3g} over the last 20% of epochs, "
+                f"median loss {s['scaled_loss_final_median']:.4f}; λ1 + λ2 = {float(lam.sum()):.4f}). "
+                "Larger learning rates make plain GD on the scaled loss oscillate instead."
+            )
         return res
 
     def claims(self, cfg: Fig1Config, result: Result):
         s = result.summary
         return [
-            check("unconstrained-diverges", "Without constraints the loss does not converge (it keeps decreasing "
-                  "without bound).", "Example 1, Fig. 1a", s["unconstrained_loss_drop_factor"], gt=100.0,
-                  expected=f"|L(last finite epoch)| / |L(epoch {cfg.collapse_epoch})| > 100 (median over seeds)"),
-            check("unconstrained-collapses", f"Without constraints the embedding collapses to a line within "
-                  f"~{cfg.collapse_epoch} epochs.", "Example 1, Fig. 1b (middle)",
-                  s["unconstrained_sv_ratio_at_collapse_epoch"], lt=0.05,
-                  expected=f"median σ_min/σ_max of the embedding at epoch {cfg.collapse_epoch} < 0.05"),
-            check("orth-converges", "With orthogonality constraints (scaled loss) the loss converges.",
-                  "Example 1, Fig. 1a", s["scaled_rel_change_last20pct"], lt=0.01,
-                  expected="max over seeds of relative loss change over the last 20% of epochs < 0.01"),
-            check("orth-stays-2d", f"With orthogonality constraints the embedding is not collapsed after "
-                  f"{cfg.epochs} epochs.", "Example 1, Fig. 1b (right)", s["scaled_sv_ratio_final_min"], ge=0.1,
-                  expected="min over seeds of σ_min/σ_max at the last epoch >= 0.1"),
-            check("stiefel-converges", "With the orthogonality constraints imposed directly (projected GD on the "
-                  "Stiefel manifolds, eq. 11) the loss converges.", "Example 1, Prop. 3, Sec. 4.2",
-                  s["orthogonal_rel_change_last20pct"], lt=0.01,
-                  expected="max over seeds of relative loss change over the last 20% of epochs < 0.01"),
-            check("stiefel-stays-2d", "... and the embedding is not collapsed.", "Example 1, Prop. 3",
-                  s["orthogonal_sv_ratio_final_min"], ge=0.1,
-                  expected="min over seeds of σ_min/σ_max at the last epoch >= 0.1"),
+            check(
+                "unconstrained-diverges",
+                "Without constraints the loss does not converge (it keeps decreasing without bound).",
+                "Example 1, Fig. 1a",
+                s["unconstrained_loss_drop_factor"],
+                gt=100.0,
+                expected=f"|L(last finite epoch)| / |L(epoch {cfg.collapse_epoch})| > 100 (median over seeds)",
+            ),
+            check(
+                "unconstrained-collapses",
+                f"Without constraints the embedding collapses to a line within ~{cfg.collapse_epoch} epochs.",
+                "Example 1, Fig. 1b (middle)",
+                s["unconstrained_sv_ratio_at_collapse_epoch"],
+                lt=0.05,
+                expected=f"median σ_min/σ_max of the embedding at epoch {cfg.collapse_epoch} < 0.05",
+            ),
+            check(
+                "orth-converges",
+                "With orthogonality constraints (scaled loss) the loss converges.",
+                "Example 1, Fig. 1a",
+                s["scaled_rel_change_last20pct"],
+                lt=0.01,
+                expected="max over seeds of relative loss change over the last 20% of epochs < 0.01",
+            ),
+            check(
+                "orth-stays-2d",
+                f"With orthogonality constraints the embedding is not collapsed after {cfg.epochs} epochs.",
+                "Example 1, Fig. 1b (right)",
+                s["scaled_sv_ratio_final_min"],
+                ge=0.1,
+                expected="min over seeds of σ_min/σ_max at the last epoch >= 0.1",
+            ),
+            check(
+                "stiefel-converges",
+                "With the orthogonality constraints imposed directly (projected GD on the "
+                "Stiefel manifolds, eq. 11) the loss converges.",
+                "Example 1, Prop. 3, Sec. 4.2",
+                s["orthogonal_rel_change_last20pct"],
+                lt=0.01,
+                expected="max over seeds of relative loss change over the last 20% of epochs < 0.01",
+            ),
+            check(
+                "stiefel-stays-2d",
+                "... and the embedding is not collapsed.",
+                "Example 1, Prop. 3",
+                s["orthogonal_sv_ratio_final_min"],
+                ge=0.1,
+                expected="min over seeds of σ_min/σ_max at the last epoch >= 0.1",
+            ),
         ]
 
     def plots(self, cfg: Fig1Config, result: Result, fig_dir: Path):
@@ -192,10 +244,9 @@ class Fig1(Experiment):
         for i, regime in enumerate(REGIMES):
             g = df[df.probe == f"{regime}/loss"]
             for m, gm in g.groupby("member"):
-                ax[0, 0].plot(gm.step, -gm.value, color=PALETTE[i], alpha=0.7,
-                              label=LABELS[regime] if m == 0 else None)
+                ax[0, 0].plot(gm.step, -gm.value, color=PALETTE[i], alpha=0.7, label=LABELS[regime] if m == 0 else None)
             g = df[df.probe == f"{regime}/sv_ratio"]
-            for m, gm in g.groupby("member"):
+            for _m, gm in g.groupby("member"):
                 ax[0, 1].plot(gm.step, gm.value, color=PALETTE[i], alpha=0.7)
         ax[0, 0].set(xlabel="epoch", ylabel="−loss (log scale)", yscale="log", title="(a) loss (1) / scaled loss")
         ax[0, 0].legend(fontsize=8)
@@ -203,10 +254,12 @@ class Fig1(Experiment):
         p1 = save_figure(fig, fig_dir / "fig1a_loss.png")
         fig, ax = new_figure(4, 1, size=(3.6, 3.4))
         labels = result.arrays["labels"]  # colours by moon
-        panels = [("unconstrained/embedding@0", "initialisation"),
-                  (f"unconstrained/embedding@{cfg.collapse_epoch}", f"no constraint, epoch {cfg.collapse_epoch}"),
-                  (f"scaled/embedding@{cfg.epochs}", f"scaled loss, epoch {cfg.epochs}"),
-                  (f"orthogonal/embedding@{cfg.epochs}", f"Stiefel GD, epoch {cfg.epochs}")]
+        panels = [
+            ("unconstrained/embedding@0", "initialisation"),
+            (f"unconstrained/embedding@{cfg.collapse_epoch}", f"no constraint, epoch {cfg.collapse_epoch}"),
+            (f"scaled/embedding@{cfg.epochs}", f"scaled loss, epoch {cfg.epochs}"),
+            (f"orthogonal/embedding@{cfg.epochs}", f"Stiefel GD, epoch {cfg.epochs}"),
+        ]
         for k, (key, title) in enumerate(panels):
             u = result.arrays.get(key)
             if u is None or not np.isfinite(u).all():

@@ -29,8 +29,13 @@ import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
-from ssldyn.experiments.grassmann._common import (loglog_slope, mean_contrastive_loss, moons_problem, torch_threads,
-                                                  view_inputs)
+from ssldyn.experiments.grassmann._common import (
+    loglog_slope,
+    mean_contrastive_loss,
+    moons_problem,
+    torch_threads,
+    view_inputs,
+)
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.subspace import output_gap
@@ -40,9 +45,12 @@ ACTS = ("sigmoid", "relu", "tanh")
 
 
 class Fig2Config(ExperimentConfig):
-    widths: list[conint(ge=2)] = Field([10, 20, 50, 100, 200, 500, 1000], min_length=2,
-                                       description="hidden widths h (Fig. 2: 10 to 1000)")
-    activations: list[Literal["sigmoid", "relu", "tanh"]] = Field(list(ACTS), min_length=1, description="φ (Sec. 3.2: sigmoid, ReLU, tanh)")
+    widths: list[conint(ge=2)] = Field(
+        [10, 20, 50, 100, 200, 500, 1000], min_length=2, description="hidden widths h (Fig. 2: 10 to 1000)"
+    )
+    activations: list[Literal["sigmoid", "relu", "tanh"]] = Field(
+        list(ACTS), min_length=1, description="φ (Sec. 3.2: sigmoid, ReLU, tanh)"
+    )
     lr: PositiveFloat = Field(0.01, description="learning rate (Sec. 3.2)")
     epochs: conint(ge=1) = Field(100, description="epochs (Sec. 3.2)")
     seeds: conint(ge=1) = Field(10, description="initialisations (Sec. 3.2: 10)")
@@ -50,8 +58,10 @@ class Fig2Config(ExperimentConfig):
     n: conint(ge=10) = Field(200, description="half-moons anchors")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     record_every: conint(ge=1) = Field(10, description="epochs between gap measurements")
-    reduction: Literal["mean", "sum"] = Field("sum", description="loss (1) summed over anchors as printed (default, "
-                                                                  "Sec. 3.2 with lr 0.01) or averaged (= lr/n)")
+    reduction: Literal["mean", "sum"] = Field(
+        "sum",
+        description="loss (1) summed over anchors as printed (default, Sec. 3.2 with lr 0.01) or averaged (= lr/n)",
+    )
 
 
 @register
@@ -84,8 +94,17 @@ class Fig2(Experiment):
             seeds = [ctx.seed * 100000 + 1000 * s + h for s in range(cfg.seeds)]
             trajs = {}
             for act in ["linear"] + list(cfg.activations):
-                net = TwoLayerNet(d, h, cfg.z, act, "orthogonal", ensemble=cfg.seeds, seeds=seeds,
-                                  dtype=torch.float64, device=ctx.device)
+                net = TwoLayerNet(
+                    d,
+                    h,
+                    cfg.z,
+                    act,
+                    "orthogonal",
+                    ensemble=cfg.seeds,
+                    seeds=seeds,
+                    dtype=torch.float64,
+                    device=ctx.device,
+                )
                 opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
                 outs = []
 
@@ -93,9 +112,15 @@ class Fig2(Experiment):
                     with torch.no_grad():
                         outs.append(net(views.x).clone())  # (E, n, z)
 
-                train_gd(lambda net=net: scale * mean_contrastive_loss(net, views), net.weights(), opt.step,
-                         steps=cfg.epochs, record_every=cfg.record_every, on_record=record,
-                         inputs=view_inputs(views))
+                train_gd(
+                    lambda net=net: scale * mean_contrastive_loss(net, views),
+                    net.weights(),
+                    opt.step,
+                    steps=cfg.epochs,
+                    record_every=cfg.record_every,
+                    on_record=record,
+                    inputs=view_inputs(views),
+                )
                 trajs[act] = torch.stack(outs)  # (T, E, n, z)
             eps = [ep for ep in range(cfg.epochs + 1) if ep % cfg.record_every == 0 or ep == cfg.epochs]
             for act in cfg.activations:
@@ -117,16 +142,22 @@ class Fig2(Experiment):
             res.summary[f"{act}_gap_init"] = dict(zip(map(str, init.h), init.gap.round(8)))
             res.summary[f"{act}_gap_final"] = dict(zip(map(str, fin.h), fin.gap.round(8)))
         if "tanh" in cfg.activations:
-            res.notes.append(f"tanh: fitted slopes {res.summary['tanh_slope_init']:.2f} (init) and "
-                             f"{res.summary['tanh_slope_during']:.2f} (training) — steeper than the −½ of the "
-                             "√(log⁴h/h) bound (an upper bound); the heuristic init scaling is h^(−3/2).")
+            res.notes.append(
+                f"tanh: fitted slopes {res.summary['tanh_slope_init']:.2f} (init) and "
+                f"{res.summary['tanh_slope_during']:.2f} (training) — steeper than the −½ of the "
+                "√(log⁴h/h) bound (an upper bound); the heuristic init scaling is h^(−3/2)."
+            )
         if "sigmoid" in cfg.activations and not res.summary["sigmoid_slope_during"] > 0:
-            res.notes.append(f"sigmoid: slope {res.summary['sigmoid_slope_during']:.2f} — the gap does not increase "
-                             "with h here; it levels off at ≈ ‖W2ᵀ(½·1)‖ (φ(0) = ½), so the paper's increase is not "
-                             "reproduced with this setting.")
-        res.notes.append("Gap = mean over the n anchors of ‖u^φ(x) − u^I(x)‖₂, averaged over seeds; u^φ and u^I "
-                         "are trained separately from the same orthogonal initialisation (Conj. 1). Loss (1) is "
-                         f"{'averaged over anchors (the paper sums), which rescales time by n' if cfg.reduction == 'mean' else 'summed over anchors as printed'}.")
+            res.notes.append(
+                f"sigmoid: slope {res.summary['sigmoid_slope_during']:.2f} — the gap does not increase "
+                "with h here; it levels off at ≈ ‖W2ᵀ(½·1)‖ (φ(0) = ½), so the paper's increase is not "
+                "reproduced with this setting."
+            )
+        res.notes.append(
+            "Gap = mean over the n anchors of ‖u^φ(x) − u^I(x)‖₂, averaged over seeds; u^φ and u^I "
+            "are trained separately from the same orthogonal initialisation (Conj. 1). Loss (1) is "
+            f"{'averaged over anchors (the paper sums), which rescales time by n' if cfg.reduction == 'mean' else 'summed over anchors as printed'}."
+        )
         return res
 
     def claims(self, cfg: Fig2Config, result: Result):
@@ -134,29 +165,72 @@ class Fig2(Experiment):
         out = []
         if "tanh" in cfg.activations:
             out += [
-                check("tanh-decreases-init", "tanh: the gap at initialisation decreases with h.", "Thm. 1, Fig. 2",
-                      s["tanh_slope_init"], lt=0.0, expected="log-log slope of gap(h) at init < 0"),
-                check("tanh-decreases-training", "tanh: the gap decreases with h during training.",
-                      "Conj. 1, Fig. 2", s["tanh_slope_during"], lt=0.0,
-                      expected="log-log slope of the gap averaged over training epochs < 0"),
-                check("tanh-compatible-with-bound", "tanh: the decay is compatible with the √(log⁴h/h) bound.",
-                      "Thm. 1", max(s["tanh_slope_init"], s["tanh_slope_during"]), le=-0.5,
-                      expected="slope <= −½ at init and during training"),
-                check("tanh-slope-near-half", "tanh: fitted log-log slope near −½ (issue's reading of Fig. 2).",
-                      "Fig. 2", s["tanh_slope_during"], between=(-0.75, -0.25),
-                      expected="slope during training in [−0.75, −0.25]"),
+                check(
+                    "tanh-decreases-init",
+                    "tanh: the gap at initialisation decreases with h.",
+                    "Thm. 1, Fig. 2",
+                    s["tanh_slope_init"],
+                    lt=0.0,
+                    expected="log-log slope of gap(h) at init < 0",
+                ),
+                check(
+                    "tanh-decreases-training",
+                    "tanh: the gap decreases with h during training.",
+                    "Conj. 1, Fig. 2",
+                    s["tanh_slope_during"],
+                    lt=0.0,
+                    expected="log-log slope of the gap averaged over training epochs < 0",
+                ),
+                check(
+                    "tanh-compatible-with-bound",
+                    "tanh: the decay is compatible with the √(log⁴h/h) bound.",
+                    "Thm. 1",
+                    max(s["tanh_slope_init"], s["tanh_slope_during"]),
+                    le=-0.5,
+                    expected="slope <= −½ at init and during training",
+                ),
+                check(
+                    "tanh-slope-near-half",
+                    "tanh: fitted log-log slope near −½ (issue's reading of Fig. 2).",
+                    "Fig. 2",
+                    s["tanh_slope_during"],
+                    between=(-0.75, -0.25),
+                    expected="slope during training in [−0.75, −0.25]",
+                ),
             ]
         if "relu" in cfg.activations:
-            out.append(check("relu-decreases", "ReLU: the gap also decreases with h.", "Sec. 3.2, Fig. 2",
-                             s["relu_slope_during"], lt=0.0, expected="log-log slope during training < 0"))
+            out.append(
+                check(
+                    "relu-decreases",
+                    "ReLU: the gap also decreases with h.",
+                    "Sec. 3.2, Fig. 2",
+                    s["relu_slope_during"],
+                    lt=0.0,
+                    expected="log-log slope during training < 0",
+                )
+            )
             if "tanh" in cfg.activations:
-                out.append(check("relu-slower", "ReLU decreases more slowly than tanh.", "Sec. 3.2, Fig. 2",
-                                 s["relu_slope_during"] - s["tanh_slope_during"], gt=0.0,
-                                 expected="slope(ReLU) − slope(tanh) > 0 (during training)"))
+                out.append(
+                    check(
+                        "relu-slower",
+                        "ReLU decreases more slowly than tanh.",
+                        "Sec. 3.2, Fig. 2",
+                        s["relu_slope_during"] - s["tanh_slope_during"],
+                        gt=0.0,
+                        expected="slope(ReLU) − slope(tanh) > 0 (during training)",
+                    )
+                )
         if "sigmoid" in cfg.activations:
-            out.append(check("sigmoid-increases", "sigmoid (φ(0) ≠ 0): the gap increases with h.",
-                             "Sec. 3.2, Fig. 2", s["sigmoid_slope_during"], gt=0.0,
-                             expected="log-log slope during training > 0"))
+            out.append(
+                check(
+                    "sigmoid-increases",
+                    "sigmoid (φ(0) ≠ 0): the gap increases with h.",
+                    "Sec. 3.2, Fig. 2",
+                    s["sigmoid_slope_during"],
+                    gt=0.0,
+                    expected="log-log slope during training > 0",
+                )
+            )
         return out
 
     def plots(self, cfg: Fig2Config, result: Result, fig_dir: Path):
@@ -176,7 +250,9 @@ class Fig2(Experiment):
             m = mean[(mean.activation == act)]
             for ep, ls in ((0, "--"), (cfg.epochs, "-")):
                 g = m[m.epoch == ep].sort_values("h")
-                ax[0, 0].plot(g.h, g.gap, ls, marker="o", color=PALETTE[k], label=f"{act} ({'init' if ep == 0 else 'end'})")
+                ax[0, 0].plot(
+                    g.h, g.gap, ls, marker="o", color=PALETTE[k], label=f"{act} ({'init' if ep == 0 else 'end'})"
+                )
         ax[0, 0].set(xscale="log", yscale="log", xlabel="width h", ylabel="‖u^φ − u^I‖")
         ax[0, 0].legend(fontsize=7)
         return [p1, save_figure(fig, fig_dir / "fig2_vs_width.png")]

@@ -63,10 +63,22 @@ class Fig3(Experiment):
         seeds = [ctx.seed * 1000 + 17 * i for i in range(len(widths))]
         E, H = len(widths), max(cfg.widths)
         out = {}
-        for variant, kw in (("projected", dict(mode="projected", retraction="polar")),
-                            ("grassmann", dict(mode="riemannian", tangent="grassmann", retraction="polar"))):
-            net = TwoLayerNet(d, H, cfg.z, "linear", "orthogonal", ensemble=E, widths=widths, seeds=seeds,
-                              dtype=torch.float64, device=ctx.device)
+        for variant, kw in (
+            ("projected", dict(mode="projected", retraction="polar")),
+            ("grassmann", dict(mode="riemannian", tangent="grassmann", retraction="polar")),
+        ):
+            net = TwoLayerNet(
+                d,
+                H,
+                cfg.z,
+                "linear",
+                "orthogonal",
+                ensemble=E,
+                widths=widths,
+                seeds=seeds,
+                dtype=torch.float64,
+                device=ctx.device,
+            )
             opt = ManifoldGD(net.weights(), lr=cfg.lr, **kw)
             qs, ks = [], []
 
@@ -75,11 +87,17 @@ class Fig3(Experiment):
                     qs.append(q_from_map(net.end_to_end(), V).clone())  # (E, d, z)
                 ks.append(k)
 
-            train_gd(lambda net=net: trace_loss(net.W1, net.W2, C), net.weights(), opt.step, steps=cfg.steps,
-                     record_every=cfg.record_every, on_record=record,
-                     after_step=net.project_,  # re-apply the width mask (exact zeros)
-                     inputs={"C": C}, track=lambda it, v=variant: ctx.track(it, total=cfg.steps + 1,
-                                                                          description=f"Fig. 3 GD ({v})"))
+            train_gd(
+                lambda net=net: trace_loss(net.W1, net.W2, C),
+                net.weights(),
+                opt.step,
+                steps=cfg.steps,
+                record_every=cfg.record_every,
+                on_record=record,
+                after_step=net.project_,  # re-apply the width mask (exact zeros)
+                inputs={"C": C},
+                track=lambda it, v=variant: ctx.track(it, total=cfg.steps + 1, description=f"Fig. 3 GD ({v})"),
+            )
             out[variant] = torch.stack(qs)  # (T, E, d, z)
         ks = np.asarray(ks)
         q0 = out["projected"][0]  # (E, d, z): same init for both GD variants
@@ -87,8 +105,12 @@ class Fig3(Experiment):
         _, q_ode = euler(q0, lam, cfg.lr, cfg.steps, form="eq9", record_every=cfg.record_every)  # (T, E, d, z)
         _, q_12 = euler(q0, lam, cfg.lr, cfg.steps, form="eq12", record_every=cfg.record_every)
         traj = Trajectory()
-        for name, qq in (("gd", out["projected"]), ("gd_grassmann", out["grassmann"]), ("ode", q_ode),
-                         ("ode_eq12", q_12)):
+        for name, qq in (
+            ("gd", out["projected"]),
+            ("gd_grassmann", out["grassmann"]),
+            ("ode", q_ode),
+            ("ode_eq12", q_12),
+        ):
             loss = trace_loss_q(qq, lam).cpu()  # (T, E)
             qq = qq.cpu()  # (T, E, d, z)
             for i, k in enumerate(ks):
@@ -103,39 +125,73 @@ class Fig3(Experiment):
         final_dev = dev_path[-1]
         l_gd, l_ode = trace_loss_q(out["projected"][-1], lam).cpu(), trace_loss_q(q_ode[-1], lam).cpu()
         w = np.asarray(widths)
-        s = {"widths": cfg.widths, "eigenvalues_C": lam.tolist(), "t_final": cfg.steps * cfg.lr,
-             "max_path_deviation": float(dev_path.max()), "max_final_deviation": float(final_dev.max()),
-             "max_path_deviation_grassmann_gd": float(dev_grass.max()),
-             "max_final_loss_gap": float((l_gd - l_ode).abs().max()),
-             "final_loss_ode_median": float(l_ode.median()), "lambda_min": float(lam[0]),
-             "max_dev_eq12_vs_gd": float((out["projected"] - q_12).abs().amax((2, 3)).max())}
+        s = {
+            "widths": cfg.widths,
+            "eigenvalues_C": lam.tolist(),
+            "t_final": cfg.steps * cfg.lr,
+            "max_path_deviation": float(dev_path.max()),
+            "max_final_deviation": float(final_dev.max()),
+            "max_path_deviation_grassmann_gd": float(dev_grass.max()),
+            "max_final_loss_gap": float((l_gd - l_ode).abs().max()),
+            "final_loss_ode_median": float(l_ode.median()),
+            "lambda_min": float(lam[0]),
+            "max_dev_eq12_vs_gd": float((out["projected"] - q_12).abs().amax((2, 3)).max()),
+        }
         for h in cfg.widths:
             s[f"max_path_deviation_h{h}"] = float(dev_path[:, w == h].max())
         s["max_final_distance_to_v1"] = float(min_dist_to_pm_e1(out["projected"][-1]).max()) if cfg.z == 1 else None
         res.summary.update(s)
-        res.notes.append("Losses are means over anchors (C/n). The ODE is Euler on eq. (9) with dt = η (step k ↔ "
-                         "t = kη); the printed eq. (12) is the same at dt = η/2 and lags GD (curves 'ode_eq12', max "
-                         f"|q_GD − q_eq12| = {s['max_dev_eq12_vs_gd']:.3g}).")
-        res.notes.append("Projected GD (polar) follows q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq) to first order, not eq. (9) "
-                         "exactly; the Riemannian GD with the Grassmann projection follows eq. (9) (max deviation "
-                         f"{s['max_path_deviation_grassmann_gd']:.3g} vs {s['max_path_deviation']:.3g}).")
+        res.notes.append(
+            "Losses are means over anchors (C/n). The ODE is Euler on eq. (9) with dt = η (step k ↔ "
+            "t = kη); the printed eq. (12) is the same at dt = η/2 and lags GD (curves 'ode_eq12', max "
+            f"|q_GD − q_eq12| = {s['max_dev_eq12_vs_gd']:.3g})."
+        )
+        res.notes.append(
+            "Projected GD (polar) follows q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq) to first order, not eq. (9) "
+            "exactly; the Riemannian GD with the Grassmann projection follows eq. (9) (max deviation "
+            f"{s['max_path_deviation_grassmann_gd']:.3g} vs {s['max_path_deviation']:.3g})."
+        )
         return res
 
     def claims(self, cfg: Fig3Config, result: Result):
         s = result.summary
         out = [
-            check("same-final-loss", "GD and the ODE converge to the same final loss.", "Sec. 4.2, Fig. 3 (left)",
-                  s["max_final_loss_gap"], le=1e-3, expected="max over widths/seeds |L_GD(T) − L_ODE(T)| <= 1e-3"),
-            check("outputs-stay-close", "For a given initialisation the outputs of GD and of the ODE stay close "
-                  "along the way.", "Sec. 4.2, Fig. 3 (right)", s["max_path_deviation"], le=0.1,
-                  expected="max over t, widths, seeds, entries |q_GD(t) − q_ODE(t)| <= 0.1"),
-            check("same-final-outputs", "... and converge to the same final outputs.", "Sec. 4.2, Fig. 3 (right)",
-                  s["max_final_deviation"], le=1e-2, expected="max |q_GD(T) − q_ODE(T)| <= 1e-2"),
+            check(
+                "same-final-loss",
+                "GD and the ODE converge to the same final loss.",
+                "Sec. 4.2, Fig. 3 (left)",
+                s["max_final_loss_gap"],
+                le=1e-3,
+                expected="max over widths/seeds |L_GD(T) − L_ODE(T)| <= 1e-3",
+            ),
+            check(
+                "outputs-stay-close",
+                "For a given initialisation the outputs of GD and of the ODE stay close along the way.",
+                "Sec. 4.2, Fig. 3 (right)",
+                s["max_path_deviation"],
+                le=0.1,
+                expected="max over t, widths, seeds, entries |q_GD(t) − q_ODE(t)| <= 0.1",
+            ),
+            check(
+                "same-final-outputs",
+                "... and converge to the same final outputs.",
+                "Sec. 4.2, Fig. 3 (right)",
+                s["max_final_deviation"],
+                le=1e-2,
+                expected="max |q_GD(T) − q_ODE(T)| <= 1e-2",
+            ),
         ]
         if cfg.z == 1 and s.get("max_final_distance_to_v1") is not None:
-            out.append(check("converges-to-v1", "The machine outputs converge to the smallest eigenvector (C has "
-                             "negative eigenvalues).", "Sec. 4.2, Numerical evaluation of Thm. 3",
-                             s["max_final_distance_to_v1"], le=1e-2, expected="max ‖q(T) ∓ e_1‖ <= 1e-2"))
+            out.append(
+                check(
+                    "converges-to-v1",
+                    "The machine outputs converge to the smallest eigenvector (C has negative eigenvalues).",
+                    "Sec. 4.2, Numerical evaluation of Thm. 3",
+                    s["max_final_distance_to_v1"],
+                    le=1e-2,
+                    expected="max ‖q(T) ∓ e_1‖ <= 1e-2",
+                )
+            )
         return out
 
     def plots(self, cfg: Fig3Config, result: Result, fig_dir: Path):
@@ -147,8 +203,13 @@ class Fig3(Experiment):
             m = i * n_per  # first seed of this width
             for name, ls in styles.items():
                 g = df[(df.probe == f"{name}/loss") & (df.member == m)]
-                ax[0, 0].plot(g.step * cfg.lr, g.value, ls, color=PALETTE[i % 8],
-                              label=f"{'GD' if name == 'gd' else name} h={h}" if name != "ode_eq12" or i == 0 else None)
+                ax[0, 0].plot(
+                    g.step * cfg.lr,
+                    g.value,
+                    ls,
+                    color=PALETTE[i % 8],
+                    label=f"{'GD' if name == 'gd' else name} h={h}" if name != "ode_eq12" or i == 0 else None,
+                )
                 for probe in ("q1", "q2"):
                     g = df[(df.probe == f"{name}/{probe}") & (df.member == m)]
                     if len(g) and name != "ode_eq12":

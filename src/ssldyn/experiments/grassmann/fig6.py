@@ -68,8 +68,9 @@ class Fig6(Experiment):
         maps = {}
         q0_one = None
         for L in cfg.depths:
-            net = DeepLinearNet(d, [cfg.h] * L, cfg.z, "orthogonal", seeds=[ctx.seed * 10 + L], dtype=torch.float64,
-                                device=dev)
+            net = DeepLinearNet(
+                d, [cfg.h] * L, cfg.z, "orthogonal", seeds=[ctx.seed * 10 + L], dtype=torch.float64, device=dev
+            )
             opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
             losses = []
 
@@ -77,13 +78,26 @@ class Fig6(Experiment):
                 A = net.end_to_end()[0]  # (z, d)
                 return ((A @ C) * A).sum()  # Tr(A C Aᵀ) = loss (8)
 
-            train_gd(loss_fn, net.weights(), opt.step, steps=cfg.steps, record_every=cfg.record_every,
-                     on_record=lambda _k, loss, losses=losses: losses.append(loss), inputs={"C": C},
-                     track=lambda it, L=L: ctx.track(it, total=cfg.steps + 1, description=f"Fig. 6 depth {L}"))
+            train_gd(
+                loss_fn,
+                net.weights(),
+                opt.step,
+                steps=cfg.steps,
+                record_every=cfg.record_every,
+                on_record=lambda _k, loss, losses=losses: losses.append(loss),
+                inputs={"C": C},
+                track=lambda it, L=L: ctx.track(it, total=cfg.steps + 1, description=f"Fig. 6 depth {L}"),
+            )
             losses = torch.stack(losses).cpu().tolist()  # one transfer, not one sync per record
             if L == 1:
-                q0_one = q_from_map(DeepLinearNet(d, [cfg.h], cfg.z, "orthogonal", seeds=[ctx.seed * 10 + 1],
-                                                  dtype=torch.float64, device=dev).end_to_end()[0].detach(), V)
+                q0_one = q_from_map(
+                    DeepLinearNet(
+                        d, [cfg.h], cfg.z, "orthogonal", seeds=[ctx.seed * 10 + 1], dtype=torch.float64, device=dev
+                    )
+                    .end_to_end()[0]
+                    .detach(),
+                    V,
+                )
             maps[L] = net.end_to_end()[0].detach()
             res.arrays[f"loss/depth{L}"] = np.asarray(losses)
             res.summary[f"final_loss_depth{L}"] = losses[-1]
@@ -100,24 +114,41 @@ class Fig6(Experiment):
             angles[str(key)] = float(principal_angles(base.T, A.T).max())
         res.summary["max_angle_to_depth1"] = angles
         res.summary["max_principal_angle"] = max(angles.values())
-        res.summary["max_angle_to_eigvecs"] = max(float(principal_angles(A.T, V[:, : cfg.z]).max()) for A in maps.values())
-        res.summary["max_final_loss_gap"] = max(abs(res.summary[f"final_loss_depth{L}"] - res.summary["optimal_loss"])
-                                                for L in cfg.depths)
+        res.summary["max_angle_to_eigvecs"] = max(
+            float(principal_angles(A.T, V[:, : cfg.z]).max()) for A in maps.values()
+        )
+        res.summary["max_final_loss_gap"] = max(
+            abs(res.summary[f"final_loss_depth{L}"] - res.summary["optimal_loss"]) for L in cfg.depths
+        )
         for key, A in maps.items():
             u = views.x @ A.T  # (n, z) final embedding
             res.arrays[f"embedding/{key}"] = u.cpu().numpy()
-        res.notes.append("Principal angles compare the row spaces of the end-to-end maps (the embedding is defined "
-                         "up to a rotation of R^z). Loss (8) with C averaged over anchors; lifted half-moons d = 4.")
+        res.notes.append(
+            "Principal angles compare the row spaces of the end-to-end maps (the embedding is defined "
+            "up to a rotation of R^z). Loss (8) with C averaged over anchors; lifted half-moons d = 4."
+        )
         return res
 
     def claims(self, cfg: Fig6Config, result: Result):
         s = result.summary
         return [
-            check("same-embedding", "Networks with two and three hidden layers converge to the same final embedding "
-                  "as the one-hidden-layer network (and its q-ODE).", "Sec. 4.2, Fig. 6", s["max_principal_angle"],
-                  le=1e-2, expected="max principal angle between end-to-end row spaces <= 0.01 rad"),
-            check("same-loss", "... reaching the same (optimal) loss λ_1 + … + λ_z.", "Sec. 4.2, Fig. 6",
-                  s["max_final_loss_gap"], le=1e-4, expected="max |L_final − Σ_{i≤z} λ_i| <= 1e-4"),
+            check(
+                "same-embedding",
+                "Networks with two and three hidden layers converge to the same final embedding "
+                "as the one-hidden-layer network (and its q-ODE).",
+                "Sec. 4.2, Fig. 6",
+                s["max_principal_angle"],
+                le=1e-2,
+                expected="max principal angle between end-to-end row spaces <= 0.01 rad",
+            ),
+            check(
+                "same-loss",
+                "... reaching the same (optimal) loss λ_1 + … + λ_z.",
+                "Sec. 4.2, Fig. 6",
+                s["max_final_loss_gap"],
+                le=1e-4,
+                expected="max |L_final − Σ_{i≤z} λ_i| <= 1e-4",
+            ),
         ]
 
     def plots(self, cfg: Fig6Config, result: Result, fig_dir: Path):
@@ -131,8 +162,14 @@ class Fig6(Experiment):
         ax[0, 0].legend(fontsize=8)
         for i, L in enumerate(cfg.depths):
             u = result.arrays[f"embedding/{L}"]
-            ax[0, 1].scatter(u[:, 0], u[:, 1] if u.shape[1] > 1 else 0 * u[:, 0], s=4, color=PALETTE[i],
-                             label=f"{L} hidden", alpha=0.6)
+            ax[0, 1].scatter(
+                u[:, 0],
+                u[:, 1] if u.shape[1] > 1 else 0 * u[:, 0],
+                s=4,
+                color=PALETTE[i],
+                label=f"{L} hidden",
+                alpha=0.6,
+            )
         ax[0, 1].set(title="final embeddings (up to rotation)", xlabel="u₁", ylabel="u₂")
         ax[0, 1].legend(fontsize=8)
         return [save_figure(fig, fig_dir / "fig6.png")]

@@ -36,8 +36,11 @@ class Thm3Config(ExperimentConfig):
     h: conint(ge=2) = Field(50, description="hidden width of the initialising network (h >= d)")
     trials: conint(ge=1) = Field(500, description="random (C, q_0) pairs per case")
     t_final: PositiveFloat = Field(150.0, description="integration time")
-    min_gap: float = Field(0.05, ge=0, description="smallest accepted gap λ_2 − λ_1 (negative case) and "
-                                                   "smallest eigenvalue δ (positive case)")
+    min_gap: float = Field(
+        0.05,
+        ge=0,
+        description="smallest accepted gap λ_2 − λ_1 (negative case) and smallest eigenvalue δ (positive case)",
+    )
     tol: PositiveFloat = Field(1e-3, description="distance to the limit counted as converged")
     reference_trials: conint(ge=0) = Field(5, description="trials re-solved with scipy DOP853 (float64)")
 
@@ -101,30 +104,53 @@ class Thm3(Experiment):
                 if k:  # scipy (CPU): copies of the first k trials
                     ref = solve_reference(q0[:k].cpu(), lam[:k].cpu(), t.cpu().numpy(), rtol=1e-11, atol=1e-13)
                     ref_err = float(np.abs(ref[-1] - qs[-1, :k].cpu().numpy()).max())
-                rows[case] = dict(fraction=float(ok.double().mean()), max_dist=float(dist.max()),
-                                  q0_norm_max=float(q0.flatten(1).norm(dim=1).max()), ref_err=ref_err)
+                rows[case] = dict(
+                    fraction=float(ok.double().mean()),
+                    max_dist=float(dist.max()),
+                    q0_norm_max=float(q0.flatten(1).norm(dim=1).max()),
+                    ref_err=ref_err,
+                )
                 res.arrays[f"{case}/t"] = t.cpu().numpy()
                 res.arrays[f"{case}/norm"] = norms[:, :50].cpu().numpy()
                 res.arrays[f"{case}/align"] = align[:, :50].cpu().numpy()
             for case, r in rows.items():
                 for key, v in r.items():
                     res.summary[f"{case}_{key}"] = v
-        res.notes.append(f"{cfg.trials} trials per case, d={cfg.d}, t_final={cfg.t_final}; negative-case C are "
-                         f"GOE draws with λ_1 < 0 and gap λ_2 − λ_1 >= {cfg.min_gap} (a vanishing gap makes "
-                         "convergence arbitrarily slow); positive case C = AAᵀ/d + δI, δ = min_gap.")
+        res.notes.append(
+            f"{cfg.trials} trials per case, d={cfg.d}, t_final={cfg.t_final}; negative-case C are "
+            f"GOE draws with λ_1 < 0 and gap λ_2 − λ_1 >= {cfg.min_gap} (a vanishing gap makes "
+            "convergence arbitrarily slow); positive case C = AAᵀ/d + δI, δ = min_gap."
+        )
         return res
 
     def claims(self, cfg: Thm3Config, result: Result):
         s = result.summary
         return [
-            check("positive-to-zero", "If all eigenvalues of C are positive, q converges to 0.", "Thm. 3 (case 1)",
-                  s["positive_fraction"], ge=1.0, expected=f"fraction of trials with ‖q(T)‖ < {cfg.tol:g} == 1"),
-            check("negative-to-v1", "If at least one eigenvalue is negative, q converges to the eigenvector of the "
-                  "smallest eigenvalue (up to sign).", "Thm. 3 (case 2)", s["negative_fraction"], ge=1.0,
-                  expected=f"fraction of trials with min ‖q(T) ∓ v_1‖ < {cfg.tol:g} == 1"),
-            check("solver-agrees", "torchdiffeq solution agrees with the float64 scipy DOP853 reference.",
-                  "method check", max(s["positive_ref_err"], s["negative_ref_err"]), le=1e-6,
-                  expected="max |q_torchdiffeq(T) − q_scipy(T)| <= 1e-6"),
+            check(
+                "positive-to-zero",
+                "If all eigenvalues of C are positive, q converges to 0.",
+                "Thm. 3 (case 1)",
+                s["positive_fraction"],
+                ge=1.0,
+                expected=f"fraction of trials with ‖q(T)‖ < {cfg.tol:g} == 1",
+            ),
+            check(
+                "negative-to-v1",
+                "If at least one eigenvalue is negative, q converges to the eigenvector of the "
+                "smallest eigenvalue (up to sign).",
+                "Thm. 3 (case 2)",
+                s["negative_fraction"],
+                ge=1.0,
+                expected=f"fraction of trials with min ‖q(T) ∓ v_1‖ < {cfg.tol:g} == 1",
+            ),
+            check(
+                "solver-agrees",
+                "torchdiffeq solution agrees with the float64 scipy DOP853 reference.",
+                "method check",
+                max(s["positive_ref_err"], s["negative_ref_err"]),
+                le=1e-6,
+                expected="max |q_torchdiffeq(T) − q_scipy(T)| <= 1e-6",
+            ),
         ]
 
     def plots(self, cfg: Thm3Config, result: Result, fig_dir: Path):

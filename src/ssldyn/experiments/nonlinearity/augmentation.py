@@ -34,13 +34,18 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 class AugmentationConfig(ExperimentConfig):
     angles: list[float] = Field(list(FIG8_ANGLES), min_length=2, description="data angles (App. E.1)")
-    ranges_deg: list[float] = Field([0, 5, 10, 20, 30, 45, 60, 90, 120, 180], min_length=2,
-                                    description="rotation ranges a (degrees), t ~ U[−a, a]; 180 = SO(2)")
+    ranges_deg: list[float] = Field(
+        [0, 5, 10, 20, 30, 45, 60, 90, 120, 180],
+        min_length=2,
+        description="rotation ranges a (degrees), t ~ U[−a, a]; 180 = SO(2)",
+    )
     n_grid: conint(ge=360) = Field(3600, description="θ grid points")
     n_quad: conint(ge=16) = Field(721, description="quadrature nodes over t")
     activation: str = Field("relu")
     mc_range_deg: float = Field(30.0, description="rotation range of the finite-batch check")
-    mc_n: conint(ge=50) = Field(3000, description="batch size N of the finite-batch check (samples drawn from the 9 points)")
+    mc_n: conint(ge=50) = Field(
+        3000, description="batch size N of the finite-batch check (samples drawn from the 9 points)"
+    )
 
 
 def smoothed_energy(theta: torch.Tensor, angles: torch.Tensor, a: float, n_quad: int, act) -> torch.Tensor:
@@ -98,23 +103,38 @@ class Augmentation(Experiment):
         ns = table["n_maxima"].to_numpy()
         rank = pd.Series(table["range_deg"]).rank().to_numpy()
         spearman = float(np.corrcoef(rank, pd.Series(ns).rank().to_numpy())[0, 1])
-        ups = [f"{cfg.ranges_deg[i]:g}°→{cfg.ranges_deg[i + 1]:g}°: {ns[i]}→{ns[i + 1]}"
-               for i in range(len(ns) - 1) if ns[i + 1] > ns[i]]
-        res = Result(tables={"maxima": table,
-                             "curves": pd.DataFrame({"theta": theta.cpu().numpy(),
-                                                     **{f"a={k:g}": v for k, v in curves.items()}})},
-                     summary={"n_maxima_no_aug": int(ns[0]), "n_maxima_full_group": int(ns[-1]),
-                              "max_increase": int(np.max(np.diff(ns))) if len(ns) > 1 else 0,
-                              "spearman_range_vs_count": spearman, "counts": [int(v) for v in ns],
-                              "energy_span_full_group": float(table["energy_span"].iloc[-1]),
-                              "finite_batch_rel_err": err, "finite_batch_n": cfg.mc_n})
+        ups = [
+            f"{cfg.ranges_deg[i]:g}°→{cfg.ranges_deg[i + 1]:g}°: {ns[i]}→{ns[i + 1]}"
+            for i in range(len(ns) - 1)
+            if ns[i + 1] > ns[i]
+        ]
+        res = Result(
+            tables={
+                "maxima": table,
+                "curves": pd.DataFrame({"theta": theta.cpu().numpy(), **{f"a={k:g}": v for k, v in curves.items()}}),
+            },
+            summary={
+                "n_maxima_no_aug": int(ns[0]),
+                "n_maxima_full_group": int(ns[-1]),
+                "max_increase": int(np.max(np.diff(ns))) if len(ns) > 1 else 0,
+                "spearman_range_vs_count": spearman,
+                "counts": [int(v) for v in ns],
+                "energy_span_full_group": float(table["energy_span"].iloc[-1]),
+                "finite_batch_rel_err": err,
+                "finite_batch_n": cfg.mc_n,
+            },
+        )
         if ups:
-            res.notes.append("The count is not monotone at every step (" + "; ".join(ups) + "): for a < 180° U[−a, a] "
-                             "is not a group, so App. B.5's invariance argument does not apply exactly; the trend "
-                             "is decreasing (Spearman ρ = %.2f)." % spearman)
-        res.notes.append("Curves use the large-batch limit of Lemma 2 (eq. 105) evaluated by quadrature over t; "
-                         "U[−a, a] is a group only at a = 180° (SO(2)). The finite-batch check compares eq. 3 with "
-                         f"N = {cfg.mc_n} samples to that limit at a = {cfg.mc_range_deg:g}°.")
+            res.notes.append(
+                "The count is not monotone at every step (" + "; ".join(ups) + "): for a < 180° U[−a, a] "
+                "is not a group, so App. B.5's invariance argument does not apply exactly; the trend "
+                f"is decreasing (Spearman ρ = {spearman:.2f})."
+            )
+        res.notes.append(
+            "Curves use the large-batch limit of Lemma 2 (eq. 105) evaluated by quadrature over t; "
+            "U[−a, a] is a group only at a = 180° (SO(2)). The finite-batch check compares eq. 3 with "
+            f"N = {cfg.mc_n} samples to that limit at a = {cfg.mc_range_deg:g}°."
+        )
         return res
 
     def claims(self, cfg: AugmentationConfig, result: Result):
@@ -122,21 +142,50 @@ class Augmentation(Experiment):
         loc = "App. B.5 (eq. 105-108)"
         last = cfg.ranges_deg[-1]
         out = [
-            check("fewer-maxima", "Augmentation removes local optima: the number of local maxima of E_α does not grow "
-                  "at any step of the range grid (strict reading).", loc, s["max_increase"], le=0,
-                  expected="largest increase of the count between consecutive ranges <= 0"),
-            check("fewer-maxima-trend", "Fewer local maxima as the rotation range grows (rank correlation).", loc,
-                  s["spearman_range_vs_count"], le=-0.8, expected="Spearman ρ(range, #maxima) <= −0.8"),
-            check("removes-some", "Rotations remove local maxima that are not locally invariant.", loc,
-                  s["n_maxima_no_aug"] - s["n_maxima_full_group"], gt=0,
-                  expected="count without augmentation − count at the largest range > 0"),
-            check("lemma2-limit", "The finite-batch C_α with two augmented views matches the Lemma-2 limit.",
-                  "Lemma 2, eq. 4", s["finite_batch_rel_err"], le=0.1,
-                  expected="max |E_N − E_∞| / max E_∞ <= 0.1"),
+            check(
+                "fewer-maxima",
+                "Augmentation removes local optima: the number of local maxima of E_α does not grow "
+                "at any step of the range grid (strict reading).",
+                loc,
+                s["max_increase"],
+                le=0,
+                expected="largest increase of the count between consecutive ranges <= 0",
+            ),
+            check(
+                "fewer-maxima-trend",
+                "Fewer local maxima as the rotation range grows (rank correlation).",
+                loc,
+                s["spearman_range_vs_count"],
+                le=-0.8,
+                expected="Spearman ρ(range, #maxima) <= −0.8",
+            ),
+            check(
+                "removes-some",
+                "Rotations remove local maxima that are not locally invariant.",
+                loc,
+                s["n_maxima_no_aug"] - s["n_maxima_full_group"],
+                gt=0,
+                expected="count without augmentation − count at the largest range > 0",
+            ),
+            check(
+                "lemma2-limit",
+                "The finite-batch C_α with two augmented views matches the Lemma-2 limit.",
+                "Lemma 2, eq. 4",
+                s["finite_batch_rel_err"],
+                le=0.1,
+                expected="max |E_N − E_∞| / max E_∞ <= 0.1",
+            ),
         ]
         if last >= 180:
-            out.append(check("group-invariant", "With the full rotation group E_α(R w) = E_α(w): no local maximum "
-                             "remains.", loc, s["n_maxima_full_group"], equals=0))
+            out.append(
+                check(
+                    "group-invariant",
+                    "With the full rotation group E_α(R w) = E_α(w): no local maximum remains.",
+                    loc,
+                    s["n_maxima_full_group"],
+                    equals=0,
+                )
+            )
         return out
 
     def plots(self, cfg: AugmentationConfig, result: Result, fig_dir: Path):

@@ -95,39 +95,78 @@ class Colinearity(Experiment):
                         w4, _ = thm4_linear_dynamics(W, x, s, x_pos=xp, alpha=alpha)
                         stats.append((w4 - gW).norm() / gW.norm())
                     vals = torch.stack(stats).cpu().tolist()  # one transfer per row
-                    row = {"trial": trial, "activation": act, "alpha": setting,
-                           "min_abs_cos": vals[0], "mean_abs_cos": vals[1], "lemma4_rel_err": vals[2]}
+                    row = {
+                        "trial": trial,
+                        "activation": act,
+                        "alpha": setting,
+                        "min_abs_cos": vals[0],
+                        "mean_abs_cos": vals[1],
+                        "lemma4_rel_err": vals[2],
+                    }
                     if act == "linear":
                         row["thm4_rel_err"] = vals[3]
                     rows.append(row)
         t = pd.DataFrame(rows)
         lin = t[t.activation == "linear"]
-        summ = {"linear_min_abs_cos": float(lin["min_abs_cos"].min()),
-                "linear_thm4_max_rel_err": float(lin["thm4_rel_err"].max())}
+        summ = {
+            "linear_min_abs_cos": float(lin["min_abs_cos"].min()),
+            "linear_thm4_max_rel_err": float(lin["thm4_rel_err"].max()),
+        }
         for act in cfg.activations:
             if act == "linear":
                 continue
             summ[f"{act}_mean_abs_cos"] = float(t[t.activation == act]["mean_abs_cos"].mean())
             summ[f"{act}_max_min_abs_cos"] = float(t[t.activation == act]["min_abs_cos"].max())
-        summ["lemma4_max_rel_err_homogeneous"] = float(t[t.activation.isin(["linear", "relu", "leaky_relu"])]
-                                                        ["lemma4_rel_err"].max())
+        summ["lemma4_max_rel_err_homogeneous"] = float(
+            t[t.activation.isin(["linear", "relu", "leaky_relu"])]["lemma4_rel_err"].max()
+        )
         res = Result(tables={"cosines": t}, summary=summ)
-        res.notes.append("Quadratic h(x) = x² satisfies h = ½h'(x)x, so eq. 12 holds up to the factor ½ for it "
-                         "(its Lemma-4 error is not part of the homogeneous check).")
+        res.notes.append(
+            "Quadratic h(x) = x² satisfies h = ½h'(x)x, so eq. 12 holds up to the factor ½ for it "
+            "(its Lemma-4 error is not part of the homogeneous check)."
+        )
         return res
 
     def claims(self, cfg: ColinearityConfig, result: Result):
         s = result.summary
         loc = "Thm. 4, eq. 14"
-        out = [check("linear-colinear", "With linear activation the gradients of all filters in one RF are co-linear.",
-                     loc, s["linear_min_abs_cos"], ge=1 - 1e-9, expected="min |cos| over RFs, pairs, trials, α >= 1 − 1e-9"),
-               check("eq14", "ẇ_km = s_km b_k(W, V) (eq. 14) equals the autograd gradient.", loc,
-                     s["linear_thm4_max_rel_err"], le=1e-6, expected="max relative error <= 1e-6"),
-               check("lemma4", "Lemma 4 (eq. 12) equals the autograd gradient of E_α (homogeneous h).", "Lemma 4",
-                     s["lemma4_max_rel_err_homogeneous"], le=1e-6, expected="max relative error <= 1e-6")]
+        out = [
+            check(
+                "linear-colinear",
+                "With linear activation the gradients of all filters in one RF are co-linear.",
+                loc,
+                s["linear_min_abs_cos"],
+                ge=1 - 1e-9,
+                expected="min |cos| over RFs, pairs, trials, α >= 1 − 1e-9",
+            ),
+            check(
+                "eq14",
+                "ẇ_km = s_km b_k(W, V) (eq. 14) equals the autograd gradient.",
+                loc,
+                s["linear_thm4_max_rel_err"],
+                le=1e-6,
+                expected="max relative error <= 1e-6",
+            ),
+            check(
+                "lemma4",
+                "Lemma 4 (eq. 12) equals the autograd gradient of E_α (homogeneous h).",
+                "Lemma 4",
+                s["lemma4_max_rel_err_homogeneous"],
+                le=1e-6,
+                expected="max relative error <= 1e-6",
+            ),
+        ]
         if "relu_mean_abs_cos" in s:
-            out.append(check("relu-not-colinear", "With ReLU the filter gradients are not co-linear.", "Sec. 4.1",
-                             s["relu_mean_abs_cos"], lt=0.99, expected="mean |cos| over pairs < 0.99"))
+            out.append(
+                check(
+                    "relu-not-colinear",
+                    "With ReLU the filter gradients are not co-linear.",
+                    "Sec. 4.1",
+                    s["relu_mean_abs_cos"],
+                    lt=0.99,
+                    expected="mean |cos| over pairs < 0.99",
+                )
+            )
         return out
 
     def plots(self, cfg: ColinearityConfig, result: Result, fig_dir: Path):
@@ -139,7 +178,10 @@ class Colinearity(Experiment):
             pos = np.arange(len(acts)) + (j - 0.5) * 0.3
             ax[0, 0].bar(pos, [v.mean() for v in vals], width=0.3, color=PALETTE[j], label=f"α: {setting}")
         ax[0, 0].set_xticks(np.arange(len(acts)), acts)
-        ax[0, 0].set(ylabel="mean |cos| between filter gradients in one RF", ylim=(0, 1.05),
-                     title="Thm. 4: co-linear gradients (linear)")
+        ax[0, 0].set(
+            ylabel="mean |cos| between filter gradients in one RF",
+            ylim=(0, 1.05),
+            title="Thm. 4: co-linear gradients (linear)",
+        )
         ax[0, 0].legend(fontsize=8)
         return [save_figure(fig, fig_dir / "colinearity.png")]

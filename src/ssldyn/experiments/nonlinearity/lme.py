@@ -88,12 +88,20 @@ class LME(Experiment):
             for m in range(d):
                 u = U[:, m]
                 P = torch.outer(u, u)
-                ref = probs[m] * (1 - probs[m]) * P if model == "categorical" else \
-                    (1 - q[m]) ** 2 * P + q[m] * (eye - P)
+                ref = (
+                    probs[m] * (1 - probs[m]) * P if model == "categorical" else (1 - q[m]) ** 2 * P + q[m] * (eye - P)
+                )
                 A = A_full(u)
-                rows.append({"model": model, "m": m, "p_or_q": float(probs[m] if model == "categorical" else q[m]),
-                             "abs_err": float((A - ref).abs().max()), "rel_err": float((A - ref).norm() / ref.norm()),
-                             "z": _z_score([a(u) for a in subs], A, ref)})
+                rows.append(
+                    {
+                        "model": model,
+                        "m": m,
+                        "p_or_q": float(probs[m] if model == "categorical" else q[m]),
+                        "abs_err": float((A - ref).abs().max()),
+                        "rel_err": float((A - ref).norm() / ref.norm()),
+                        "z": _z_score([a(u) for a in subs], A, ref),
+                    }
+                )
         closed = pd.DataFrame(rows)
         # 3: LME iff q < 0.382 on the exact population
         xp, pp = latent_summation_support(U_cpu, q_cpu)
@@ -102,8 +110,17 @@ class LME(Experiment):
         lme_rows = []
         for m in range(d):
             t = lme_test(A_pop, U[:, m])
-            lme_rows.append({"m": m, "q": float(q[m]), "predicted_lme": bool(q[m] < THRESHOLD), "is_lme": t.is_lme,
-                             "gap": t.gap, "c": t.c, "lam1": t.lam1})
+            lme_rows.append(
+                {
+                    "m": m,
+                    "q": float(q[m]),
+                    "predicted_lme": bool(q[m] < THRESHOLD),
+                    "is_lme": t.is_lme,
+                    "gap": t.gap,
+                    "c": t.c,
+                    "lam1": t.lam1,
+                }
+            )
         lmes = pd.DataFrame(lme_rows)
         # 4: power iteration near each u_m
         S = cfg.starts_per_pattern
@@ -121,57 +138,108 @@ class LME(Experiment):
         cos_lin = (pi_lin.w @ phi1).abs()
         ends_lin = _n_distinct(pi_lin.w.cpu())
         ends_relu = _n_distinct(pi_cat.w.cpu())
-        pi_table = pd.DataFrame({"start": np.arange(S * d), "pattern": np.tile(np.arange(d), S),
-                                 "cos_relu_categorical": cos_cat.cpu().numpy(),
-                                 "cos_relu_summation": cos_sum.cpu().numpy(),
-                                 "cos_linear_to_phi1": cos_lin.cpu().numpy(),
-                                 "end_pattern_relu": (pi_cat.w @ U).abs().argmax(-1).cpu().numpy(),
-                                 "end_pattern_linear": (pi_lin.w @ U).abs().argmax(-1).cpu().numpy()})
+        pi_table = pd.DataFrame(
+            {
+                "start": np.arange(S * d),
+                "pattern": np.tile(np.arange(d), S),
+                "cos_relu_categorical": cos_cat.cpu().numpy(),
+                "cos_relu_summation": cos_sum.cpu().numpy(),
+                "cos_linear_to_phi1": cos_lin.cpu().numpy(),
+                "end_pattern_relu": (pi_cat.w @ U).abs().argmax(-1).cpu().numpy(),
+                "end_pattern_linear": (pi_lin.w @ U).abs().argmax(-1).cpu().numpy(),
+            }
+        )
         res = Result(tables={"closed_form": closed, "lme": lmes, "power_iteration": pi_table})
         res.add_trajectory(pi_sum.trajectory)
         zc, zs = closed[closed.model == "categorical"], closed[closed.model == "summation"]
         res.summary = {
-            "max_z_categorical": float(zc["z"].max()), "max_z_summation": float(zs["z"].max()),
-            "max_rel_err_categorical": float(zc["rel_err"].max()), "max_rel_err_summation": float(zs["rel_err"].max()),
-            "lme_agreement": int((lmes["is_lme"] == lmes["predicted_lme"]).sum()), "n_patterns": d,
-            "n_q_below": int(lmes["predicted_lme"].sum()), "n_q_above": int((~lmes["predicted_lme"]).sum()),
+            "max_z_categorical": float(zc["z"].max()),
+            "max_z_summation": float(zs["z"].max()),
+            "max_rel_err_categorical": float(zc["rel_err"].max()),
+            "max_rel_err_summation": float(zs["rel_err"].max()),
+            "lme_agreement": int((lmes["is_lme"] == lmes["predicted_lme"]).sum()),
+            "n_patterns": d,
+            "n_q_below": int(lmes["predicted_lme"].sum()),
+            "n_q_above": int((~lmes["predicted_lme"]).sum()),
             "relu_return_categorical": float((cos_cat > 0.999).double().mean()),
             "relu_return_summation_lme": float((cos_sum[is_lme_pat] > 0.999).double().mean()),
             "relu_leave_summation_nonlme": float((cos_sum[~is_lme_pat] < 0.99).double().mean())
-            if (~is_lme_pat).any() else float("nan"),
-            "linear_min_cos_phi1": float(cos_lin.min()), "linear_distinct_endpoints": ends_lin,
+            if (~is_lme_pat).any()
+            else float("nan"),
+            "linear_min_cos_phi1": float(cos_lin.min()),
+            "linear_distinct_endpoints": ends_lin,
             "relu_distinct_endpoints_categorical": ends_relu,
         }
-        res.notes.append(f"U random orthonormal, d = M = {d}; categorical P[y=m] ∝ linspace(2, 1); q_m evenly spaced in "
-                         f"[{cfg.q_min}, {cfg.q_max}]. ReLU uses h'(0) = 0 (App. B.1). Linear power iteration uses "
-                         "C_α[x] of the categorical batch (for the summation model with orthonormal U, V[x] = I has "
-                         "no distinct top eigenvector).")
+        res.notes.append(
+            f"U random orthonormal, d = M = {d}; categorical P[y=m] ∝ linspace(2, 1); q_m evenly spaced in "
+            f"[{cfg.q_min}, {cfg.q_max}]. ReLU uses h'(0) = 0 (App. B.1). Linear power iteration uses "
+            "C_α[x] of the categorical batch (for the summation model with orthonormal U, V[x] = I has "
+            "no distinct top eigenvector)."
+        )
         return res
 
     def claims(self, cfg: LMEConfig, result: Result):
         s = result.summary
         loc = "Sec. 3.1, eq. 8-9"
         return [
-            check("eq8", "Latent categorical model: A(u_m) = P[y=m](1 − P[y=m]) u_m u_mᵀ (eq. 8).", loc,
-                  s["max_z_categorical"], le=4.0, expected="max_m ‖A_N − eq. 8‖_F / ‖SE‖_F <= 4 (sampling error)"),
-            check("eq9", "Latent summation model: A(u_m) = (1 − q_m)² u_m u_mᵀ + q_m(I − u_m u_mᵀ) (eq. 9).", loc,
-                  s["max_z_summation"], le=4.0, expected="max_m ‖A_N − eq. 9‖_F / ‖SE‖_F <= 4 (sampling error)"),
-            check("lme-threshold", "u_m is an LME exactly when q_m < (3 − √5)/2 ≈ 0.382.", loc, s["lme_agreement"],
-                  holds=s["lme_agreement"] == s["n_patterns"] and s["n_q_below"] > 0 and s["n_q_above"] > 0,
-                  expected=f"Def. 3 test agrees with q_m < 0.382 for all {s['n_patterns']} patterns, with "
-                           f"{s['n_q_below']} below and {s['n_q_above']} above the threshold"),
-            check("relu-returns", "With ReLU, power iteration started near each u_m returns to it (categorical).",
-                  "Sec. 3, eq. PI", s["relu_return_categorical"], ge=1.0,
-                  expected="fraction of starts ending at cos(w, u_m) > 0.999 == 1"),
-            check("relu-returns-summation", "... and near each LME u_m of the summation model (q_m < 0.382).",
-                  "Sec. 3, eq. PI", s["relu_return_summation_lme"], ge=1.0,
-                  expected="fraction ending at cos > 0.999 == 1"),
-            check("relu-leaves-non-lme", "Patterns with q_m > 0.382 are not LMEs: power iteration leaves them.",
-                  "Sec. 3.1", s["relu_leave_summation_nonlme"], ge=1.0, expected="fraction ending at cos < 0.99 == 1"),
-            check("linear-one-winner", "With linear activation every start converges to the one top eigenvector of "
-                  "C_α[x] (winner-take-all).", "Sec. 3", s["linear_min_cos_phi1"], ge=0.999,
-                  expected=f"min |cos(w, φ₁)| >= 0.999 over all starts ({s['linear_distinct_endpoints']} distinct "
-                           f"endpoint(s) vs {s['relu_distinct_endpoints_categorical']} with ReLU)"),
+            check(
+                "eq8",
+                "Latent categorical model: A(u_m) = P[y=m](1 − P[y=m]) u_m u_mᵀ (eq. 8).",
+                loc,
+                s["max_z_categorical"],
+                le=4.0,
+                expected="max_m ‖A_N − eq. 8‖_F / ‖SE‖_F <= 4 (sampling error)",
+            ),
+            check(
+                "eq9",
+                "Latent summation model: A(u_m) = (1 − q_m)² u_m u_mᵀ + q_m(I − u_m u_mᵀ) (eq. 9).",
+                loc,
+                s["max_z_summation"],
+                le=4.0,
+                expected="max_m ‖A_N − eq. 9‖_F / ‖SE‖_F <= 4 (sampling error)",
+            ),
+            check(
+                "lme-threshold",
+                "u_m is an LME exactly when q_m < (3 − √5)/2 ≈ 0.382.",
+                loc,
+                s["lme_agreement"],
+                holds=s["lme_agreement"] == s["n_patterns"] and s["n_q_below"] > 0 and s["n_q_above"] > 0,
+                expected=f"Def. 3 test agrees with q_m < 0.382 for all {s['n_patterns']} patterns, with "
+                f"{s['n_q_below']} below and {s['n_q_above']} above the threshold",
+            ),
+            check(
+                "relu-returns",
+                "With ReLU, power iteration started near each u_m returns to it (categorical).",
+                "Sec. 3, eq. PI",
+                s["relu_return_categorical"],
+                ge=1.0,
+                expected="fraction of starts ending at cos(w, u_m) > 0.999 == 1",
+            ),
+            check(
+                "relu-returns-summation",
+                "... and near each LME u_m of the summation model (q_m < 0.382).",
+                "Sec. 3, eq. PI",
+                s["relu_return_summation_lme"],
+                ge=1.0,
+                expected="fraction ending at cos > 0.999 == 1",
+            ),
+            check(
+                "relu-leaves-non-lme",
+                "Patterns with q_m > 0.382 are not LMEs: power iteration leaves them.",
+                "Sec. 3.1",
+                s["relu_leave_summation_nonlme"],
+                ge=1.0,
+                expected="fraction ending at cos < 0.99 == 1",
+            ),
+            check(
+                "linear-one-winner",
+                "With linear activation every start converges to the one top eigenvector of C_α[x] (winner-take-all).",
+                "Sec. 3",
+                s["linear_min_cos_phi1"],
+                ge=0.999,
+                expected=f"min |cos(w, φ₁)| >= 0.999 over all starts ({s['linear_distinct_endpoints']} distinct "
+                f"endpoint(s) vs {s['relu_distinct_endpoints_categorical']} with ReLU)",
+            ),
         ]
 
     def plots(self, cfg: LMEConfig, result: Result, fig_dir: Path):
@@ -187,10 +255,14 @@ class LME(Experiment):
         ax[0, 0].set(xlabel="q_m", ylabel="eigenvalue", title="eq. 9: LME iff q < 0.382")
         ax[0, 0].legend(fontsize=7)
         ax[0, 1].plot(pi["pattern"], pi["end_pattern_relu"], "o", color=PALETTE[0], ms=7, label="ReLU")
-        ax[0, 1].plot(pi["pattern"], pi["end_pattern_linear"], "s", color=PALETTE[1], mfc="none", ms=9,
-                      label="linear (all → φ₁)")
-        ax[0, 1].set(xlabel="pattern m of the start (w₀ ≈ u_m)", ylabel="pattern nearest to the fixed point",
-                     title="power iteration (categorical model)")
+        ax[0, 1].plot(
+            pi["pattern"], pi["end_pattern_linear"], "s", color=PALETTE[1], mfc="none", ms=9, label="linear (all → φ₁)"
+        )
+        ax[0, 1].set(
+            xlabel="pattern m of the start (w₀ ≈ u_m)",
+            ylabel="pattern nearest to the fixed point",
+            title="power iteration (categorical model)",
+        )
         ax[0, 1].legend(fontsize=7)
         return [save_figure(fig, fig_dir / "lme.png")]
 

@@ -69,19 +69,26 @@ class Modulation(Experiment):
         e0 = (torch.arange(cfg.d, device=dev) == 0).to(torch.float64)  # (d,): indicator of u_0
         rows = []
         for c in ctx.track(cfg.cs, description="Thm. 6: modulation c"):
+
             def A_fn(W, c=c):
                 y = W @ U  # (E, d): u_lᵀw
                 gl = y + cfg.b
                 gl = gl + c * e0.to(W.dtype)  # + c u_0 u_0ᵀ
                 return (U[None] * gl[:, None, :]) @ U.T  # U diag(g) Uᵀ
+
             res = sphere_flow(A_fn, w0, t_max=cfg.t_max, dt=cfg.dt, record_every=10**9)
             cos = res.w @ U  # (E, d)
             best = cos.abs().argmax(-1)
             sign = torch.gather(cos, 1, best[:, None]).squeeze(1)
             conv = cos.abs().max(-1).values > 0.99
-            rows.append({"c": c, "frac_to_u0": float(((best == 0) & (sign > 0) & conv).double().mean()),
-                         "frac_converged": float(conv.double().mean()),
-                         "frac_to_other_plus": float(((best != 0) & (sign > 0) & conv).double().mean() / (cfg.d - 1))})
+            rows.append(
+                {
+                    "c": c,
+                    "frac_to_u0": float(((best == 0) & (sign > 0) & conv).double().mean()),
+                    "frac_converged": float(conv.double().mean()),
+                    "frac_to_other_plus": float(((best != 0) & (sign > 0) & conv).double().mean() / (cfg.d - 1)),
+                }
+            )
         basin = pd.DataFrame(rows)
         # ---- Part 2: Thm. 5 two-layer simulation
         P = cfg.d2
@@ -89,8 +96,9 @@ class Modulation(Experiment):
         rest = (1.0 - cfg.p_disc - cfg.p_other) / (P - 2)
         pz1 = torch.tensor([cfg.p_disc, cfg.p_other] + [rest] * (P - 2), dtype=torch.float64)
         pz0 = torch.tensor([cfg.p_other, cfg.p_disc] + [rest] * (P - 2), dtype=torch.float64)
-        model = TwoRFModel(pats, torch.stack([torch.stack([pz0, pz1])] * cfg.K), torch.tensor([0.5, 0.5],
-                                                                                           dtype=torch.float64))
+        model = TwoRFModel(
+            pats, torch.stack([torch.stack([pz0, pz1])] * cfg.K), torch.tensor([0.5, 0.5], dtype=torch.float64)
+        )
         xs, zs, ws = (t.to(dev) for t in model.conditional_support())
         W0 = torch.randn(cfg.inits2, cfg.K, P, generator=g, dtype=torch.float64).to(dev)
         pats = pats.to(dev)
@@ -101,41 +109,74 @@ class Modulation(Experiment):
             best = cos.max(-1)
             conv = best.values > 0.95
             disc = conv & (best.indices < 2)
-            rows2.append({"modulation": mod, "frac_converged": float(conv.double().mean()),
-                          "frac_discriminative_of_converged": float(disc.sum() / conv.sum().clamp_min(1)),
-                          "frac_discriminative_of_all": float(disc.double().mean()),
-                          "chance": 2.0 / P})
+            rows2.append(
+                {
+                    "modulation": mod,
+                    "frac_converged": float(conv.double().mean()),
+                    "frac_discriminative_of_converged": float(disc.sum() / conv.sum().clamp_min(1)),
+                    "frac_discriminative_of_all": float(disc.double().mean()),
+                    "chance": 2.0 / P,
+                }
+            )
         two = pd.DataFrame(rows2)
         f = basin["frac_to_u0"].to_numpy()
         mod_row, base_row = two[two.modulation].iloc[0], two[~two.modulation].iloc[0]
         res = Result(tables={"basin": basin, "two_layer": two})
-        res.summary = {"frac_to_u0_c0": float(f[0]), "frac_to_u0_cmax": float(f[-1]),
-                       "max_decrease_over_c": float(np.max(-np.diff(f))) if len(f) > 1 else 0.0,
-                       "disc_frac_modulated": float(mod_row["frac_discriminative_of_converged"]),
-                       "disc_frac_one_layer": float(base_row["frac_discriminative_of_converged"]),
-                       "converged_frac_modulated": float(mod_row["frac_converged"]),
-                       "converged_frac_one_layer": float(base_row["frac_converged"]), "chance": 2.0 / P}
-        res.notes.append("Part 2 uses the exact per-RF conditional populations and eq. 15 with the top layer at its "
-                         "stationary point (S = ssᵀ). Filters that end as dead ReLUs or at a saddle (s_k → 0 freezes "
-                         "RF k) are not counted as converged; the converged fractions are in the summary.")
+        res.summary = {
+            "frac_to_u0_c0": float(f[0]),
+            "frac_to_u0_cmax": float(f[-1]),
+            "max_decrease_over_c": float(np.max(-np.diff(f))) if len(f) > 1 else 0.0,
+            "disc_frac_modulated": float(mod_row["frac_discriminative_of_converged"]),
+            "disc_frac_one_layer": float(base_row["frac_discriminative_of_converged"]),
+            "converged_frac_modulated": float(mod_row["frac_converged"]),
+            "converged_frac_one_layer": float(base_row["frac_converged"]),
+            "chance": 2.0 / P,
+        }
+        res.notes.append(
+            "Part 2 uses the exact per-RF conditional populations and eq. 15 with the top layer at its "
+            "stationary point (S = ssᵀ). Filters that end as dead ReLUs or at a saddle (s_k → 0 freezes "
+            "RF k) are not counted as converged; the converged fractions are in the summary."
+        )
         return res
 
     def claims(self, cfg: ModulationConfig, result: Result):
         s = result.summary
         return [
-            check("basin-monotone", "Adding c·u_l u_lᵀ (c > 0) enlarges the attractive basin of u_l: the fraction of "
-                  "random initialisations converging to u_l grows with c.", "Thm. 6", s["max_decrease_over_c"], le=0.0,
-                  expected="largest decrease of the fraction between consecutive c <= 0 (same initialisations)"),
-            check("basin-grows", "... strictly, from c = 0 to the largest c.", "Thm. 6",
-                  s["frac_to_u0_cmax"] - s["frac_to_u0_c0"], gt=0.0, expected="fraction(c_max) − fraction(0) > 0"),
-            check("two-layer-prefers-delta", "With global modulation (Thm. 5, C = 2, M = 1) filters converge to the "
-                  "discriminative direction Δ_k more often than without it (one-layer flow from the same starts).",
-                  "Thm. 5, Sec. 4.2", s["disc_frac_modulated"] - s["disc_frac_one_layer"], gt=0.0,
-                  expected=f"fraction at discriminative patterns: {s['disc_frac_modulated']:.3f} (modulated) − "
-                           f"{s['disc_frac_one_layer']:.3f} (one-layer) > 0"),
-            check("two-layer-above-chance", "... and more often than to the other patterns.", "Sec. 4.2",
-                  s["disc_frac_modulated"], gt=s["chance"],
-                  expected=f"fraction of converged filters at the 2 discriminative patterns > chance {s['chance']:.2f}"),
+            check(
+                "basin-monotone",
+                "Adding c·u_l u_lᵀ (c > 0) enlarges the attractive basin of u_l: the fraction of "
+                "random initialisations converging to u_l grows with c.",
+                "Thm. 6",
+                s["max_decrease_over_c"],
+                le=0.0,
+                expected="largest decrease of the fraction between consecutive c <= 0 (same initialisations)",
+            ),
+            check(
+                "basin-grows",
+                "... strictly, from c = 0 to the largest c.",
+                "Thm. 6",
+                s["frac_to_u0_cmax"] - s["frac_to_u0_c0"],
+                gt=0.0,
+                expected="fraction(c_max) − fraction(0) > 0",
+            ),
+            check(
+                "two-layer-prefers-delta",
+                "With global modulation (Thm. 5, C = 2, M = 1) filters converge to the "
+                "discriminative direction Δ_k more often than without it (one-layer flow from the same starts).",
+                "Thm. 5, Sec. 4.2",
+                s["disc_frac_modulated"] - s["disc_frac_one_layer"],
+                gt=0.0,
+                expected=f"fraction at discriminative patterns: {s['disc_frac_modulated']:.3f} (modulated) − "
+                f"{s['disc_frac_one_layer']:.3f} (one-layer) > 0",
+            ),
+            check(
+                "two-layer-above-chance",
+                "... and more often than to the other patterns.",
+                "Sec. 4.2",
+                s["disc_frac_modulated"],
+                gt=s["chance"],
+                expected=f"fraction of converged filters at the 2 discriminative patterns > chance {s['chance']:.2f}",
+            ),
         ]
 
     def plots(self, cfg: ModulationConfig, result: Result, fig_dir: Path):
@@ -146,8 +187,10 @@ class Modulation(Experiment):
         ax[0, 0].set(xlabel="modulation c", ylabel="fraction of initialisations", title="Thm. 6: attractive basin")
         ax[0, 0].legend(fontsize=7)
         labels = ["two-layer (eq. 15)", "one-layer"]
-        vals = [t[t.modulation]["frac_discriminative_of_converged"].iloc[0],
-                t[~t.modulation]["frac_discriminative_of_converged"].iloc[0]]
+        vals = [
+            t[t.modulation]["frac_discriminative_of_converged"].iloc[0],
+            t[~t.modulation]["frac_discriminative_of_converged"].iloc[0],
+        ]
         ax[0, 1].bar(labels, vals, color=[PALETTE[0], PALETTE[1]])
         ax[0, 1].axhline(t["chance"].iloc[0], color="0.4", ls=":", label="chance")
         ax[0, 1].set(ylabel="fraction at discriminative patterns", ylim=(0, 1), title="Thm. 5: global modulation")

@@ -27,8 +27,12 @@ from ssldyn.lab import Experiment, Result, check, register
 from ssldyn.lab.claims import Claim
 
 # the paper's column order: (μ backprop?, σ² backprop?)
-COLUMNS = [("none", "μ no bp, σ² no bp"), ("var_only", "μ no bp, σ² bp"), ("mean_only", "μ bp, σ² no bp"),
-           ("standard", "μ bp, σ² bp")]
+COLUMNS = [
+    ("none", "μ no bp, σ² no bp"),
+    ("var_only", "μ no bp, σ² bp"),
+    ("mean_only", "μ bp, σ² no bp"),
+    ("standard", "μ bp, σ² bp"),
+]
 
 
 class Table1Config(TokenTrainConfig):
@@ -62,9 +66,15 @@ class Table1(Experiment):
     est_seconds = (20, 600)
 
     def run(self, cfg, ctx) -> Result:
-        runs = make_runs(activations=["relu"], betas=cfg.betas, Ps=cfg.Ps, zetas=[cfg.zeta],
-                         seeds=[ctx.seed + i for i in range(cfg.seeds)], bns=[m for m, _ in COLUMNS],
-                         base=cfg.base_run())
+        runs = make_runs(
+            activations=["relu"],
+            betas=cfg.betas,
+            Ps=cfg.Ps,
+            zetas=[cfg.zeta],
+            seeds=[ctx.seed + i for i in range(cfg.seeds)],
+            bns=[m for m, _ in COLUMNS],
+            base=cfg.base_run(),
+        )
         traces = train_grid(cfg, ctx, runs)
         res = Result()
         res.tables["chi"] = grid_frame(runs, traces)
@@ -78,13 +88,24 @@ class Table1(Experiment):
         cells = [(b, P) for b in cfg.betas for P in cfg.Ps]
         no_var = np.mean([cell(t, bn=m, beta=b, P=P) for m in ("none", "mean_only") for b, P in cells])
         var = np.mean([cell(t, bn=m, beta=b, P=P) for m in ("var_only", "standard") for b, P in cells])
-        best = np.mean([cell(t, bn="mean_only", beta=b, P=P) >= max(cell(t, bn=m, beta=b, P=P) for m in
-                                                                     ("var_only", "standard")) for b, P in cells])
-        return [check("no-var-backprop-better",
-                      "Not backpropagating σ_k² gives the better matching score χ̄₊ overall (mean χ̄₊ over cells of "
-                      "the σ²-detached variants minus the σ²-backpropagated ones).", "Table 1, App. E.2",
-                      float(no_var - var), gt=0.0,
-                      note=f"mean-only BN ≥ both σ²-backprop variants in {best:.0%} of cells")]
+        best = np.mean(
+            [
+                cell(t, bn="mean_only", beta=b, P=P)
+                >= max(cell(t, bn=m, beta=b, P=P) for m in ("var_only", "standard"))
+                for b, P in cells
+            ]
+        )
+        return [
+            check(
+                "no-var-backprop-better",
+                "Not backpropagating σ_k² gives the better matching score χ̄₊ overall (mean χ̄₊ over cells of "
+                "the σ²-detached variants minus the σ²-backpropagated ones).",
+                "Table 1, App. E.2",
+                float(no_var - var),
+                gt=0.0,
+                note=f"mean-only BN ≥ both σ²-backprop variants in {best:.0%} of cells",
+            )
+        ]
 
     def plots(self, cfg, result, fig_dir: Path) -> list[Path]:
         from ssldyn.viz.common import new_figure, save_figure

@@ -28,18 +28,30 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, conint
 
+from ssldyn.dynamics.ensemble_trainer import (
+    RunTrace,
+    TokenRun,
+    group_token_runs,
+    token_ensemble_cost,
+    train_token_ensemble,
+)
 from ssldyn.lab import ExperimentConfig
-
-from ssldyn.dynamics.ensemble_trainer import (RunTrace, TokenRun, group_token_runs, token_ensemble_cost,
-                                              train_token_ensemble)
 
 CACHE_VERSION = "1"
 
 
-def make_runs(*, losses: Sequence[str] = ("infonce",), activations: Sequence[str] = ("relu",),
-              betas: Sequence[int] = (1,), Ps: Sequence[int] = (5,), seeds: Sequence[int] = (0,),
-              zetas: Sequence[float] = (1.0,), bns: Sequence[str] = ("mean_only",), base: TokenRun | None = None,
-              **spec_kw: Any) -> list[TokenRun]:
+def make_runs(
+    *,
+    losses: Sequence[str] = ("infonce",),
+    activations: Sequence[str] = ("relu",),
+    betas: Sequence[int] = (1,),
+    Ps: Sequence[int] = (5,),
+    seeds: Sequence[int] = (0,),
+    zetas: Sequence[float] = (1.0,),
+    bns: Sequence[str] = ("mean_only",),
+    base: TokenRun | None = None,
+    **spec_kw: Any,
+) -> list[TokenRun]:
     """The Cartesian grid loss × activation × β × P × ζ × BN × seed (other settings from ``base``)."""
     base = base or TokenRun()
     runs = []
@@ -51,8 +63,17 @@ def make_runs(*, losses: Sequence[str] = ("infonce",), activations: Sequence[str
                         for P in Ps:
                             for seed in seeds:
                                 spec = replace(base.spec, P=int(P), zeta=float(zeta), **spec_kw)
-                                runs.append(replace(base, spec=spec, beta=int(beta), activation=act, loss=loss,
-                                                    bn=bn, seed=int(seed)))
+                                runs.append(
+                                    replace(
+                                        base,
+                                        spec=spec,
+                                        beta=int(beta),
+                                        activation=act,
+                                        loss=loss,
+                                        bn=bn,
+                                        seed=int(seed),
+                                    )
+                                )
     return runs
 
 
@@ -63,8 +84,13 @@ def _code_digest() -> str:
     import importlib
 
     h = hashlib.sha1()
-    for mod in ("ssldyn.data.tokens", "ssldyn.models.rf_net", "ssldyn.models.activations",
-                "ssldyn.dynamics.ensemble_trainer", "ssldyn.probes.chi"):
+    for mod in (
+        "ssldyn.data.tokens",
+        "ssldyn.models.rf_net",
+        "ssldyn.models.activations",
+        "ssldyn.dynamics.ensemble_trainer",
+        "ssldyn.probes.chi",
+    ):
         h.update(Path(importlib.import_module(mod).__file__).read_bytes())
     return h.hexdigest()[:10]
 
@@ -85,11 +111,13 @@ def cache_dir_for(ctx: Any = None) -> Path | None:
     return Path(base) / "token_runs" if base is not None else None
 
 
-def _cache_file(cache: Path, run: TokenRun, steps: int, log_every: int, keep_filters: bool,
-                device: str = "cpu") -> Path:
+def _cache_file(
+    cache: Path, run: TokenRun, steps: int, log_every: int, keep_filters: bool, device: str = "cpu"
+) -> Path:
     dev = "" if device == "cpu" else f"-{device}"
-    return cache / (f"{run.key()}-s{steps}-l{log_every}-f{int(keep_filters)}-v{CACHE_VERSION}-{_code_digest()}"
-                    f"{dev}.npz")
+    return cache / (
+        f"{run.key()}-s{steps}-l{log_every}-f{int(keep_filters)}-v{CACHE_VERSION}-{_code_digest()}{dev}.npz"
+    )
 
 
 def _save(path: Path, tr: RunTrace) -> None:
@@ -105,8 +133,9 @@ def _load(path: Path) -> RunTrace:
         return RunTrace(**{k: d[k] for k in d.files})
 
 
-def _train_group(runs: list[TokenRun], steps: int, log_every: int, keep_filters: bool,
-                 device: str = "cpu") -> list[RunTrace]:
+def _train_group(
+    runs: list[TokenRun], steps: int, log_every: int, keep_filters: bool, device: str = "cpu"
+) -> list[RunTrace]:
     return train_token_ensemble(runs, steps, log_every, keep_filters, device=device)
 
 
@@ -117,9 +146,18 @@ def _worker_init() -> None:
     keep_heap_pad()  # steps free and re-allocate MB-sized tensors: keep the heap, no page faults
 
 
-def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cache: Path | None = None,
-             workers: int = 1, keep_filters: bool = False, max_elems: int | None = None,
-             track: Callable | None = None, device: torch.device | str | None = None) -> list[RunTrace]:
+def run_grid(
+    runs: Sequence[TokenRun],
+    steps: int,
+    log_every: int = 100,
+    *,
+    cache: Path | None = None,
+    workers: int = 1,
+    keep_filters: bool = False,
+    max_elems: int | None = None,
+    track: Callable | None = None,
+    device: torch.device | str | None = None,
+) -> list[RunTrace]:
     """Train every run (cached ones are read back), batched by :func:`plan_token_ensembles`; input order.
 
     ``workers > 1`` trains ensembles in that many spawned processes with one torch thread
@@ -154,10 +192,13 @@ def run_grid(runs: Sequence[TokenRun], steps: int, log_every: int = 100, *, cach
         try:
             import multiprocessing as mp
 
-            with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                     initializer=_worker_init) as ex:
-                futs = [(g, ex.submit(_train_group, [runs[i] for i in g], steps, log_every, keep_filters, dev))
-                        for g in groups]
+            with ProcessPoolExecutor(
+                max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_init
+            ) as ex:
+                futs = [
+                    (g, ex.submit(_train_group, [runs[i] for i in g], steps, log_every, keep_filters, dev))
+                    for g in groups
+                ]
                 for g, f in track(futs, total=len(futs), description="token ensembles"):
                     finish(g, f.result())
         finally:
@@ -183,10 +224,37 @@ def grid_frame(runs: Sequence[TokenRun], traces: Sequence[RunTrace]) -> pd.DataF
     rows = []
     for r, tr in zip(runs, traces):
         for j, s in enumerate(tr.steps):
-            rows.append((r.loss, r.activation, r.beta, r.spec.P, r.spec.zeta, r.bn, r.seed, int(s),
-                         float(tr.chi_plus[j]), float(tr.chi_minus[j]), float(tr.loss[j])))
-    return pd.DataFrame(rows, columns=["loss", "activation", "beta", "P", "zeta", "bn", "seed", "step", "chi_plus",
-                                       "chi_minus", "loss_value"])
+            rows.append(
+                (
+                    r.loss,
+                    r.activation,
+                    r.beta,
+                    r.spec.P,
+                    r.spec.zeta,
+                    r.bn,
+                    r.seed,
+                    int(s),
+                    float(tr.chi_plus[j]),
+                    float(tr.chi_minus[j]),
+                    float(tr.loss[j]),
+                )
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "loss",
+            "activation",
+            "beta",
+            "P",
+            "zeta",
+            "bn",
+            "seed",
+            "step",
+            "chi_plus",
+            "chi_minus",
+            "loss_value",
+        ],
+    )
 
 
 def final_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -209,8 +277,16 @@ def cell(t: pd.DataFrame, col: str = "chi_plus_mean", **sel: Any) -> float:
     return float(t.loc[m, col].iloc[0])
 
 
-def plot_chi_grid(t: pd.DataFrame, path: Path, *, series: str, rows: Sequence[tuple[str, dict]],
-                  Ps: Sequence[int], betas: Sequence[int], title: str = "") -> Path:
+def plot_chi_grid(
+    t: pd.DataFrame,
+    path: Path,
+    *,
+    series: str,
+    rows: Sequence[tuple[str, dict]],
+    Ps: Sequence[int],
+    betas: Sequence[int],
+    title: str = "",
+) -> Path:
     """Panels (row: a selection + a χ column, column: P) of χ vs β, one curve (mean ± std) per ``series``."""
     from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -225,8 +301,16 @@ def plot_chi_grid(t: pd.DataFrame, path: Path, *, series: str, rows: Sequence[tu
             ax = axes[ri][ci]
             for si, (name, d) in enumerate(sub[sub["P"] == P].groupby(series)):
                 d = d.sort_values("beta")
-                ax.errorbar(d["beta"], d[f"{col}_mean"], yerr=d[f"{col}_std"].fillna(0), marker="o", ms=3,
-                            capsize=2, color=PALETTE[si % len(PALETTE)], label=str(name))
+                ax.errorbar(
+                    d["beta"],
+                    d[f"{col}_mean"],
+                    yerr=d[f"{col}_std"].fillna(0),
+                    marker="o",
+                    ms=3,
+                    capsize=2,
+                    color=PALETTE[si % len(PALETTE)],
+                    label=str(name),
+                )
             ax.set_xscale("log")
             ax.minorticks_off()
             ax.set_xticks(list(betas))
@@ -252,8 +336,11 @@ class TokenTrainConfig(ExperimentConfig):
     steps: conint(ge=1) = Field(5000, description="SGD steps (minibatches), Sec. 5")
     log_every: conint(ge=1) = Field(250, description="record χ̄± every this many steps")
     seeds: conint(ge=1) = Field(3, description="repetitions per setting (Fig. 4: 3)")
-    lr: PositiveFloat = Field(0.02, description="learning rate: 0.02 as the reference's documented command "
-                                                "(the paper's text says 2e-3, which barely learns in 5000 steps)")
+    lr: PositiveFloat = Field(
+        0.02,
+        description="learning rate: 0.02 as the reference's documented command "
+        "(the paper's text says 2e-3, which barely learns in 5000 steps)",
+    )
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum, Sec. 5")
     weight_decay: float = Field(5e-3, ge=0, description="SGD weight decay, Sec. 5")
     batch: conint(ge=2) = Field(128, description="batch size, Sec. 5")
@@ -265,16 +352,30 @@ class TokenTrainConfig(ExperimentConfig):
     L: conint(ge=1) = Field(5, description="fixed positions per generator")
     workers: conint(ge=1) = Field(2, description="worker processes (1 torch thread each)")
 
-    def base_run(self) -> "TokenRun":
+    def base_run(self) -> TokenRun:
         from ssldyn.data.tokens import TokenSpec
 
         spec = TokenSpec(K=self.K, n_tokens=self.n_tokens, G=self.G, L=min(self.L, self.K))
-        return TokenRun(spec=spec, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay,
-                        batch=self.batch, temperature=self.temperature, out_dim=self.output_d)
+        return TokenRun(
+            spec=spec,
+            lr=self.lr,
+            momentum=self.momentum,
+            weight_decay=self.weight_decay,
+            batch=self.batch,
+            temperature=self.temperature,
+            out_dim=self.output_d,
+        )
 
 
-def train_grid(cfg: TokenTrainConfig, ctx: Any, runs: list[TokenRun], keep_filters: bool = False
-               ) -> list[RunTrace]:
+def train_grid(cfg: TokenTrainConfig, ctx: Any, runs: list[TokenRun], keep_filters: bool = False) -> list[RunTrace]:
     """Train ``runs`` with the config's steps/logging/workers, cached in the run store, with progress."""
-    return run_grid(runs, cfg.steps, min(cfg.log_every, cfg.steps), cache=cache_dir_for(ctx), workers=cfg.workers,
-                    keep_filters=keep_filters, track=ctx.track, device=getattr(ctx, "device", None))
+    return run_grid(
+        runs,
+        cfg.steps,
+        min(cfg.log_every, cfg.steps),
+        cache=cache_dir_for(ctx),
+        workers=cfg.workers,
+        keep_filters=keep_filters,
+        track=ctx.track,
+        device=getattr(ctx, "device", None),
+    )

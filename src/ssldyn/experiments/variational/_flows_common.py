@@ -25,15 +25,16 @@ import torch
 from ssldyn.dynamics.function_space import project_sphere, vanilla_gradient_descent
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.dynamics.weight_space import train_weight_space
+from ssldyn.lab.context import torch_threads  # noqa: F401 (re-exported for the experiments)
 from ssldyn.models.shifted import ShiftedModel
 from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.probes.cluster import angular_spread, silhouette_cosine, uniformity, uniformity_reference
 from ssldyn.viz.common import PALETTE, figure_to_rgb, new_figure, save_figure, save_gif
-from ssldyn.lab.context import torch_threads  # noqa: F401 (re-exported for the experiments)
 
 
-def random_embedding(n: int, d: int, spread: float, g: torch.Generator,
-                     device: torch.device | str | None = None) -> torch.Tensor:
+def random_embedding(
+    n: int, d: int, spread: float, g: torch.Generator, device: torch.device | str | None = None
+) -> torch.Tensor:
     """``z0_i = normalise(m + spread·N(0, I))`` with one random unit direction m: ``(n, d)``.
 
     Drawn on the CPU from ``g`` (the same numbers on every device), then moved to ``device``.
@@ -59,8 +60,11 @@ def run_pair(model, x, labels, z0, *, tau, steps_net, steps_van, lr_net, lr_van,
     """
     loss = lambda z: latent_measure_nt_xent(z, temperature=tau)  # noqa: E731
     lab = labels.cpu()
-    probes = {"silhouette": lambda z: silhouette_cosine(z.cpu(), lab), "uniformity": lambda z: uniformity(z.cpu()),
-              "angular_spread": lambda z: angular_spread(z.cpu(), lab)}
+    probes = {
+        "silhouette": lambda z: silhouette_cosine(z.cpu(), lab),
+        "uniformity": lambda z: uniformity(z.cpu()),
+        "angular_spread": lambda z: angular_spread(z.cpu(), lab),
+    }
     net = ShiftedModel(model, x, z0.to(x.dtype))
     # raw output velocity of the network over the first iterations (Thm. 4.5 is about the raw outputs)
     import copy
@@ -69,10 +73,28 @@ def run_pair(model, x, labels, z0, *, tau, steps_net, steps_van, lr_net, lr_van,
     train_weight_space(probe_net, x, loss, steps=5, lr=lr_net, output="sphere", log_every=None)
     with torch.no_grad():
         raw_disp = (probe_net(x) - net(x))[0].cpu().numpy()  # (n, d)
-    t_net = train_weight_space(net, x, loss, steps=steps_net, lr=lr_net, output="sphere", probes=probes,
-                               log_every=probe_steps(steps_net), snapshot_every=1, track=track)
-    t_van, _ = vanilla_gradient_descent(z0, loss, steps=steps_van, lr=lr_van, probes=probes,
-                                        log_every=probe_steps(steps_van), snapshot_every=1, track=track)
+    t_net = train_weight_space(
+        net,
+        x,
+        loss,
+        steps=steps_net,
+        lr=lr_net,
+        output="sphere",
+        probes=probes,
+        log_every=probe_steps(steps_net),
+        snapshot_every=1,
+        track=track,
+    )
+    t_van, _ = vanilla_gradient_descent(
+        z0,
+        loss,
+        steps=steps_van,
+        lr=lr_van,
+        probes=probes,
+        log_every=probe_steps(steps_van),
+        snapshot_every=1,
+        track=track,
+    )
     traj = Trajectory()
     hist = {"network_raw_disp": raw_disp}
     for name, t, keep in (("network", t_net, keep_net), ("vanilla", t_van, keep_van)):
@@ -90,8 +112,9 @@ def run_pair(model, x, labels, z0, *, tau, steps_net, steps_van, lr_net, lr_van,
     return traj, hist
 
 
-def pair_metrics(traj: Trajectory, hist: dict, labels: torch.Tensor, probe_step: int, coherence_steps: int,
-                 n: int, d: int) -> dict:
+def pair_metrics(
+    traj: Trajectory, hist: dict, labels: torch.Tensor, probe_step: int, coherence_steps: int, n: int, d: int
+) -> dict:
     """Numbers used by the claims (numpy, on the CPU)."""
     lab = labels.cpu().numpy()
     out = {}
@@ -134,16 +157,36 @@ def _draw(ax, z, g, labels, title, d, arrow_scale):
         ax.plot(np.cos(t), np.sin(t), color="0.85", lw=0.8, zorder=0)
         ax.scatter(z[:, 0], z[:, 1], c=colors, s=9, zorder=2)
         if g is not None:
-            ax.quiver(z[:, 0], z[:, 1], g[:, 0], g[:, 1], color=colors, angles="xy", scale_units="xy",
-                      scale=1.0 / arrow_scale, width=0.006, alpha=0.7, zorder=1)
+            ax.quiver(
+                z[:, 0],
+                z[:, 1],
+                g[:, 0],
+                g[:, 1],
+                color=colors,
+                angles="xy",
+                scale_units="xy",
+                scale=1.0 / arrow_scale,
+                width=0.006,
+                alpha=0.7,
+                zorder=1,
+            )
         ax.set_xlim(-1.35, 1.35)
         ax.set_ylim(-1.35, 1.35)
         ax.set_aspect("equal")
     else:
         ax.scatter(z[:, 0], z[:, 1], z[:, 2], c=colors, s=6)
         if g is not None:
-            ax.quiver(z[:, 0], z[:, 1], z[:, 2], g[:, 0] * arrow_scale, g[:, 1] * arrow_scale, g[:, 2] * arrow_scale,
-                      colors=colors, alpha=0.6, linewidth=0.6)
+            ax.quiver(
+                z[:, 0],
+                z[:, 1],
+                z[:, 2],
+                g[:, 0] * arrow_scale,
+                g[:, 1] * arrow_scale,
+                g[:, 2] * arrow_scale,
+                colors=colors,
+                alpha=0.6,
+                linewidth=0.6,
+            )
         ax.set_xlim(-1, 1)
         ax.set_ylim(-1, 1)
         ax.set_zlim(-1, 1)
@@ -159,8 +202,9 @@ def _arrow_scale(g_list) -> float:
     return 0.35 / max(m, 1e-12)
 
 
-def plot_rows(traj: Trajectory, data_x: torch.Tensor, labels: torch.Tensor, keep_net, keep_van, path: Path,
-              title: str) -> Path:
+def plot_rows(
+    traj: Trajectory, data_x: torch.Tensor, labels: torch.Tensor, keep_net, keep_van, path: Path, title: str
+) -> Path:
     """Row 1: data (coloured by cluster); row 2: network snapshots; row 3: vanilla snapshots."""
     import matplotlib.pyplot as plt
 

@@ -48,8 +48,8 @@ class Fig3Config(ExperimentConfig):
     ns: list[conint(ge=2)] = Field([64, 1024], min_length=1, description="sample counts n of panel (a)")
     k_max: conint(ge=4) = Field(64, description="largest K in panels (a), (b); K <= min(ns)")
     threshold_taus: list[PositiveFloat] = Field(
-        [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5], min_length=3,
-        description="τ grid of panel (c)")
+        [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5], min_length=3, description="τ grid of panel (c)"
+    )
     threshold_n: conint(ge=100) = Field(20000, description="n for the threshold of panel (c)")
     threshold_k_max: conint(ge=10) = Field(200, description="largest K searched for the threshold")
     k_inf: conint(ge=100) = Field(1000, description="K of the near-uniform reference L_∞")
@@ -87,8 +87,15 @@ def k_point_losses(ks, n: int, tau: float, positive_term: bool, device: torch.de
     return torch.stack([_k_point_loss(int(k), n, tau, positive_term, device) for k in ks]).cpu().numpy()
 
 
-def threshold(tau: float, n: int, k_max: int, k_inf: int, tol: float, positive_term: bool,
-              device: torch.device | str | None = None) -> float:
+def threshold(
+    tau: float,
+    n: int,
+    k_max: int,
+    k_inf: int,
+    tol: float,
+    positive_term: bool,
+    device: torch.device | str | None = None,
+) -> float:
     """``d*(τ)``: the squared distance where the relative excess over ``L_∞`` reaches ``tol``."""
     k_max, k_inf = min(k_max, n), min(k_inf, n)
     ks = np.arange(2, k_max + 1)
@@ -127,33 +134,57 @@ class Fig3(Experiment):
             for n in cfg.ns:
                 losses = k_point_losses(ks, n, tau, cfg.positive_term, dev)  # (k_max,) on the CPU
                 for k, loss in zip(ks, losses):
-                    rows.append({"tau": tau, "n": n, "K": k,
-                                 "min_sq_dist": min_sq_distance(k) if k > 1 else float("nan"),
-                                 "loss": float(loss)})
+                    rows.append(
+                        {
+                            "tau": tau,
+                            "n": n,
+                            "K": k,
+                            "min_sq_dist": min_sq_distance(k) if k > 1 else float("nan"),
+                            "loss": float(loss),
+                        }
+                    )
         curves = pd.DataFrame(rows)
-        thr = [{"tau": t, "threshold": threshold(t, cfg.threshold_n, cfg.threshold_k_max, cfg.k_inf, cfg.tol,
-                                                 cfg.positive_term, dev)}
-               for t in ctx.track(cfg.threshold_taus, description="Fig. 3 (c)")]
+        thr = [
+            {
+                "tau": t,
+                "threshold": threshold(
+                    t, cfg.threshold_n, cfg.threshold_k_max, cfg.k_inf, cfg.tol, cfg.positive_term, dev
+                ),
+            }
+            for t in ctx.track(cfg.threshold_taus, description="Fig. 3 (c)")
+        ]
         thr_df = pd.DataFrame(thr)
         n_b = max(cfg.ns)
-        thr_b = pd.DataFrame([{"tau": t, "threshold": threshold(t, n_b, cfg.k_max, cfg.k_inf, cfg.tol,
-                                                                cfg.positive_term, dev)} for t in cfg.taus])
+        thr_b = pd.DataFrame(
+            [
+                {"tau": t, "threshold": threshold(t, n_b, cfg.k_max, cfg.k_inf, cfg.tol, cfg.positive_term, dev)}
+                for t in cfg.taus
+            ]
+        )
         x, y = thr_df["tau"].to_numpy(), thr_df["threshold"].to_numpy()
         ok = np.isfinite(y)
         slope, intercept = np.polyfit(x[ok], y[ok], 1) if ok.sum() >= 2 else (float("nan"), float("nan"))
         resid = y[ok] - (slope * x[ok] + intercept)
         r2 = 1.0 - float((resid**2).sum() / ((y[ok] - y[ok].mean()) ** 2).sum()) if ok.sum() >= 3 else float("nan")
-        res = Result(tables={"curves": curves, "thresholds": thr_df, "thresholds_b": thr_b},
-                     summary={"threshold_slope": float(slope), "threshold_intercept": float(intercept),
-                              "threshold_r2": r2, "thresholds_finite": int(ok.sum())})
-        res.notes.append("Loss keeps the positive-pair term e^{1/τ} of eq. (1) (positive_term=True); the paper does "
-                         "not state τ or n for Fig. 3 — τ grid and n are our choice (see config).")
+        res = Result(
+            tables={"curves": curves, "thresholds": thr_df, "thresholds_b": thr_b},
+            summary={
+                "threshold_slope": float(slope),
+                "threshold_intercept": float(intercept),
+                "threshold_r2": r2,
+                "thresholds_finite": int(ok.sum()),
+            },
+        )
+        res.notes.append(
+            "Loss keeps the positive-pair term e^{1/τ} of eq. (1) (positive_term=True); the paper does "
+            "not state τ or n for Fig. 3 — τ grid and n are our choice (see config)."
+        )
         return res
 
     def claims(self, cfg: Fig3Config, result: Result):
         c = result.tables["curves"]
         drops, level, bumps, plateau_var, mono_b = [], [], [], [], []
-        for (tau, n), g in c.groupby(["tau", "n"]):
+        for _key, g in c.groupby(["tau", "n"]):
             loss = g.sort_values("K")["loss"].to_numpy()
             total = loss[0] - loss[-1]
             drops.append(total / abs(loss[0]))
@@ -173,25 +204,72 @@ class Fig3(Experiment):
         s = result.summary
         loc_a, loc_b, loc_c = "Fig. 3 (left), Remark 3.1", "Fig. 3 (middle), Remark 3.1", "Fig. 3 (right), Remark 3.1"
         return [
-            check("a-decreases", "The loss decreases with the number of clusters K (for every τ and n).", loc_a,
-                  min(drops), gt=0.0, expected="min over (τ, n) of (L(1) − L(K_max))/L(1) > 0"),
-            check("a-levels-off", "... and then levels off.", loc_a, max(level), le=0.01,
-                  expected="max over (τ, n) of |L(K_max/2) − L(K_max)| / (L(1) − L(K_max)) <= 0.01"),
-            check("a-monotone", "The decrease in K is monotone up to the unequal split of n over K.", loc_a,
-                  max(bumps), le=0.01, expected="largest increase between consecutive K <= 1% of total drop"),
-            check("a-tau", "Decreasing τ reduces the loss.", loc_a, float(np.diff(plateau_by_tau).min()), gt=0.0,
-                  expected="L(K_max) strictly increasing in τ (min difference > 0)"),
-            check("b-decreases", "The loss decreases as the minimum squared distance between cluster points shrinks "
-                  "(above the threshold).", loc_b, min(mono_b), equals=1.0,
-                  expected="loss non-increasing in d² → 0 above d*(τ), K dividing n, for every τ (1 = all)"),
-            check("b-plateau", "... and plateaus once a threshold is reached.", loc_b, float(np.nanmax(plateau_var)),
-                  le=2 * cfg.tol, expected=f"relative loss range below d*(τ) <= {2 * cfg.tol:g} (K dividing n, equal weights)"),
-            check("c-linear", "The threshold of the minimum squared distance is linear in τ.", loc_c,
-                  s["threshold_r2"], ge=0.98,
-                  expected=f"R² of the linear fit >= 0.98 (fit: d* = {s['threshold_slope']:.3f} τ + "
-                           f"{s['threshold_intercept']:.3f})"),
-            check("c-increasing", "The threshold grows with τ.", loc_c, s["threshold_slope"], gt=0.0,
-                  expected="fitted slope > 0"),
+            check(
+                "a-decreases",
+                "The loss decreases with the number of clusters K (for every τ and n).",
+                loc_a,
+                min(drops),
+                gt=0.0,
+                expected="min over (τ, n) of (L(1) − L(K_max))/L(1) > 0",
+            ),
+            check(
+                "a-levels-off",
+                "... and then levels off.",
+                loc_a,
+                max(level),
+                le=0.01,
+                expected="max over (τ, n) of |L(K_max/2) − L(K_max)| / (L(1) − L(K_max)) <= 0.01",
+            ),
+            check(
+                "a-monotone",
+                "The decrease in K is monotone up to the unequal split of n over K.",
+                loc_a,
+                max(bumps),
+                le=0.01,
+                expected="largest increase between consecutive K <= 1% of total drop",
+            ),
+            check(
+                "a-tau",
+                "Decreasing τ reduces the loss.",
+                loc_a,
+                float(np.diff(plateau_by_tau).min()),
+                gt=0.0,
+                expected="L(K_max) strictly increasing in τ (min difference > 0)",
+            ),
+            check(
+                "b-decreases",
+                "The loss decreases as the minimum squared distance between cluster points shrinks "
+                "(above the threshold).",
+                loc_b,
+                min(mono_b),
+                equals=1.0,
+                expected="loss non-increasing in d² → 0 above d*(τ), K dividing n, for every τ (1 = all)",
+            ),
+            check(
+                "b-plateau",
+                "... and plateaus once a threshold is reached.",
+                loc_b,
+                float(np.nanmax(plateau_var)),
+                le=2 * cfg.tol,
+                expected=f"relative loss range below d*(τ) <= {2 * cfg.tol:g} (K dividing n, equal weights)",
+            ),
+            check(
+                "c-linear",
+                "The threshold of the minimum squared distance is linear in τ.",
+                loc_c,
+                s["threshold_r2"],
+                ge=0.98,
+                expected=f"R² of the linear fit >= 0.98 (fit: d* = {s['threshold_slope']:.3f} τ + "
+                f"{s['threshold_intercept']:.3f})",
+            ),
+            check(
+                "c-increasing",
+                "The threshold grows with τ.",
+                loc_c,
+                s["threshold_slope"],
+                gt=0.0,
+                expected="fitted slope > 0",
+            ),
         ]
 
     def plots(self, cfg: Fig3Config, result: Result, fig_dir: Path):
@@ -206,14 +284,20 @@ class Fig3(Experiment):
                 ax[0, 1].plot(g2["min_sq_dist"], g2["loss"], styles[j % 4], color=PALETTE[i % 8])
         ax[0, 0].set(xlabel="number of clusters K", ylabel="NT-Xent loss", title="(a) loss vs K")
         ax[0, 0].legend(fontsize=7)
-        ax[0, 1].set(xlabel="min squared distance d²", ylabel="NT-Xent loss", xscale="log",
-                     title="(b) loss vs min distance")
+        ax[0, 1].set(
+            xlabel="min squared distance d²", ylabel="NT-Xent loss", xscale="log", title="(b) loss vs min distance"
+        )
         x, y = thr["tau"].to_numpy(), thr["threshold"].to_numpy()
         s = result.summary
         ax[0, 2].plot(x, y, "o", color=PALETTE[0], label="threshold d*(τ)")
         xx = np.linspace(x.min(), x.max(), 50)
-        ax[0, 2].plot(xx, s["threshold_slope"] * xx + s["threshold_intercept"], "-", color=PALETTE[1],
-                      label=f"fit, R²={s['threshold_r2']:.3f}")
+        ax[0, 2].plot(
+            xx,
+            s["threshold_slope"] * xx + s["threshold_intercept"],
+            "-",
+            color=PALETTE[1],
+            label=f"fit, R²={s['threshold_r2']:.3f}",
+        )
         ax[0, 2].set(xlabel="τ", ylabel="threshold d*", title="(c) threshold vs τ")
         ax[0, 2].legend(fontsize=8)
         return [save_figure(fig, fig_dir / "fig3.png")]

@@ -57,9 +57,20 @@ def run_comparison(cfg, ctx, data, model, tag: str = "") -> Result:
     keep_net = sorted({s for s in cfg.snapshots_network if s <= cfg.steps_network} | {0, cfg.steps_network})
     keep_van = sorted({s for s in cfg.snapshots_vanilla if s <= cfg.steps_vanilla} | {0, cfg.steps_vanilla})
     with fc.torch_threads(1, ctx.device):
-        traj, hist = fc.run_pair(model, data.x, data.labels, z0, tau=cfg.tau, steps_net=cfg.steps_network,
-                                 steps_van=cfg.steps_vanilla, lr_net=cfg.lr_network, lr_van=cfg.lr_vanilla,
-                                 keep_net=keep_net, keep_van=keep_van, track=None)
+        traj, hist = fc.run_pair(
+            model,
+            data.x,
+            data.labels,
+            z0,
+            tau=cfg.tau,
+            steps_net=cfg.steps_network,
+            steps_van=cfg.steps_vanilla,
+            lr_net=cfg.lr_network,
+            lr_van=cfg.lr_vanilla,
+            keep_net=keep_net,
+            keep_van=keep_van,
+            track=None,
+        )
     res = Result()
     res.add_trajectory(traj, name=f"metrics{tag}")
     d = z0.shape[1]
@@ -73,10 +84,12 @@ def run_comparison(cfg, ctx, data, model, tag: str = "") -> Result:
     for name, T in (("network", cfg.steps_network), ("vanilla", cfg.steps_vanilla)):
         r = metrics[f"{name}_tail_speed_ratio"]
         if r > 0.05:
-            res.notes.append(f"[{tag.strip('_') or '2d'}] {name} has not stabilised after {T} iterations: mean "
-                             f"displacement per iteration over the last 10% is {r:.3f} of its peak (> 0.05); "
-                             f"silhouette {metrics[f'{name}_silhouette_max']:.2f} (max) → "
-                             f"{metrics[f'{name}_silhouette_end']:.2f} (end).")
+            res.notes.append(
+                f"[{tag.strip('_') or '2d'}] {name} has not stabilised after {T} iterations: mean "
+                f"displacement per iteration over the last 10% is {r:.3f} of its peak (> 0.05); "
+                f"silhouette {metrics[f'{name}_silhouette_max']:.2f} (max) → "
+                f"{metrics[f'{name}_silhouette_end']:.2f} (end)."
+            )
     res.summary[f"keep_network{tag}"] = keep_net
     res.summary[f"keep_vanilla{tag}"] = keep_van
     return res
@@ -91,31 +104,72 @@ def comparison_claims(cfg, result: Result, loc: str, prefix: str = "", tag: str 
     s = {k[: len(k) - len(tag)] if tag and k.endswith(tag) else k: v for k, v in result.summary.items()}
     k = cfg.probe_step
     return [
-        check(f"{prefix}same-cluster-move-together", "With the network, points of the same cluster follow a "
-              "similar gradient (Thm. 4.5: same-cluster velocities agree up to O(δ)).", loc,
-              s["network_coherence"], ge=0.9,
-              expected="mean over clusters of the resultant length of unit displacements over the first 5 "
-                       f"iterations >= 0.9 (vanilla: {s['vanilla_coherence']:.2f})"),
-        check(f"{prefix}clusters-by-iteration-{k}", f"By iteration {k}, the clustering structure is preserved in the "
-              "embedded distribution (network).", loc, s[f"network_silhouette_at_{k}"], ge=0.5,
-              expected=f"cosine silhouette (true labels) at iteration {k} >= 0.5"),
-        check(f"{prefix}network-above-vanilla-{k}", "... far above vanilla GD at the same iteration.", loc,
-              s[f"network_silhouette_at_{k}"] - s[f"vanilla_silhouette_at_{k}"], ge=0.3,
-              expected=f"silhouette(network) − silhouette(vanilla) at iteration {k} >= 0.3"),
-        check(f"{prefix}vanilla-uniform", "Vanilla GD: the points spread out and form a uniform distribution on the "
-              "sphere.", loc, abs(s["vanilla_uniformity_end"] - s["uniform_optimum"]), le=0.02,
-              expected=f"|uniformity(end) − uniform optimum {s['uniform_optimum']:.3f}| <= 0.02 (Wang & Isola, t=2)"),
-        check(f"{prefix}vanilla-no-clusters", "... ignoring the input data's cluster structure.", loc,
-              abs(s["vanilla_silhouette_end"]), le=0.2, expected="|silhouette(end)| <= 0.2"),
-        check(f"{prefix}network-keeps-clusters", "With the network the clustering structure remains at the end.",
-              loc, s["network_silhouette_end"] - s["vanilla_silhouette_end"], ge=0.3,
-              expected="silhouette(network, end) − silhouette(vanilla, end) >= 0.3"),
-        check(f"{prefix}network-stabilises", f"The network stabilises within {cfg.steps_network} iterations.", loc,
-              s["network_tail_speed_ratio"], le=0.05,
-              expected="mean displacement per iteration over the last 10% <= 5% of its peak"),
-        check(f"{prefix}vanilla-stabilises", f"Vanilla GD stabilises within {cfg.steps_vanilla} iterations.", loc,
-              s["vanilla_tail_speed_ratio"], le=0.05,
-              expected="mean displacement per iteration over the last 10% <= 5% of its peak"),
+        check(
+            f"{prefix}same-cluster-move-together",
+            "With the network, points of the same cluster follow a "
+            "similar gradient (Thm. 4.5: same-cluster velocities agree up to O(δ)).",
+            loc,
+            s["network_coherence"],
+            ge=0.9,
+            expected="mean over clusters of the resultant length of unit displacements over the first 5 "
+            f"iterations >= 0.9 (vanilla: {s['vanilla_coherence']:.2f})",
+        ),
+        check(
+            f"{prefix}clusters-by-iteration-{k}",
+            f"By iteration {k}, the clustering structure is preserved in the embedded distribution (network).",
+            loc,
+            s[f"network_silhouette_at_{k}"],
+            ge=0.5,
+            expected=f"cosine silhouette (true labels) at iteration {k} >= 0.5",
+        ),
+        check(
+            f"{prefix}network-above-vanilla-{k}",
+            "... far above vanilla GD at the same iteration.",
+            loc,
+            s[f"network_silhouette_at_{k}"] - s[f"vanilla_silhouette_at_{k}"],
+            ge=0.3,
+            expected=f"silhouette(network) − silhouette(vanilla) at iteration {k} >= 0.3",
+        ),
+        check(
+            f"{prefix}vanilla-uniform",
+            "Vanilla GD: the points spread out and form a uniform distribution on the sphere.",
+            loc,
+            abs(s["vanilla_uniformity_end"] - s["uniform_optimum"]),
+            le=0.02,
+            expected=f"|uniformity(end) − uniform optimum {s['uniform_optimum']:.3f}| <= 0.02 (Wang & Isola, t=2)",
+        ),
+        check(
+            f"{prefix}vanilla-no-clusters",
+            "... ignoring the input data's cluster structure.",
+            loc,
+            abs(s["vanilla_silhouette_end"]),
+            le=0.2,
+            expected="|silhouette(end)| <= 0.2",
+        ),
+        check(
+            f"{prefix}network-keeps-clusters",
+            "With the network the clustering structure remains at the end.",
+            loc,
+            s["network_silhouette_end"] - s["vanilla_silhouette_end"],
+            ge=0.3,
+            expected="silhouette(network, end) − silhouette(vanilla, end) >= 0.3",
+        ),
+        check(
+            f"{prefix}network-stabilises",
+            f"The network stabilises within {cfg.steps_network} iterations.",
+            loc,
+            s["network_tail_speed_ratio"],
+            le=0.05,
+            expected="mean displacement per iteration over the last 10% <= 5% of its peak",
+        ),
+        check(
+            f"{prefix}vanilla-stabilises",
+            f"Vanilla GD stabilises within {cfg.steps_vanilla} iterations.",
+            loc,
+            s["vanilla_tail_speed_ratio"],
+            le=0.05,
+            expected="mean displacement per iteration over the last 10% <= 5% of its peak",
+        ),
     ]
 
 
@@ -130,14 +184,18 @@ class Fig5(Experiment):
     est_seconds = (10, 25)
 
     def run(self, cfg: Fig5Config, ctx) -> Result:
-        data = four_clusters_2d(cfg.n_per_cluster, cfg.delta, generator=ctx.generator(0), dtype=torch.float64,
-                                device=ctx.device)
-        model = AveragingNet(2, 2, cfg.width, "relu", bias=True, dtype=torch.float64, generator=ctx.generator(1),
-                             device=ctx.device)
+        data = four_clusters_2d(
+            cfg.n_per_cluster, cfg.delta, generator=ctx.generator(0), dtype=torch.float64, device=ctx.device
+        )
+        model = AveragingNet(
+            2, 2, cfg.width, "relu", bias=True, dtype=torch.float64, generator=ctx.generator(1), device=ctx.device
+        )
         res = run_comparison(cfg, ctx, data, model)
-        res.notes.append("Both dynamics start from the same random embedding: the network is the centred "
-                         "f = z0 + g(w) − g(w0) (same NTK). Hidden bias added (see module docstring). τ, step sizes, "
-                         "cluster radius and snapshot iterations are ours; the paper does not state them.")
+        res.notes.append(
+            "Both dynamics start from the same random embedding: the network is the centred "
+            "f = z0 + g(w) − g(w0) (same NTK). Hidden bias added (see module docstring). τ, step sizes, "
+            "cluster radius and snapshot iterations are ours; the paper does not state them."
+        )
         return res
 
     def claims(self, cfg: Fig5Config, result: Result):
@@ -157,13 +215,15 @@ def plot_comparison(cfg, result: Result, fig_dir: Path, stem: str, title: str, t
         traj.log(row.step, row.member, **{row.probe: row.value})
     for key, arr in result.arrays.items():
         if key.startswith(f"{traj_prefix}/"):
-            name, step = key[len(traj_prefix) + 1:].rsplit("@", 1)
+            name, step = key[len(traj_prefix) + 1 :].rsplit("@", 1)
             traj.snapshot(int(step), name, arr)
     x = torch.as_tensor(result.arrays[f"x{tag}"])
     labels = torch.as_tensor(result.arrays[f"labels{tag}"])
     keep_net, keep_van = result.summary[f"keep_network{tag}"], result.summary[f"keep_vanilla{tag}"]
-    paths = [fc.plot_rows(traj, x, labels, keep_net, keep_van, fig_dir / f"{stem}.png", title),
-             fc.probe_figure(traj, result.summary[f"uniform_optimum{tag}"], fig_dir / f"{stem}_probes.png")]
+    paths = [
+        fc.plot_rows(traj, x, labels, keep_net, keep_van, fig_dir / f"{stem}.png", title),
+        fc.probe_figure(traj, result.summary[f"uniform_optimum{tag}"], fig_dir / f"{stem}_probes.png"),
+    ]
     hist = {"network": result.arrays[f"gif{tag}/network"], "vanilla": result.arrays[f"gif{tag}/vanilla"]}
     f = hist["network"].shape[0]
     steps = (keep_net[-1], keep_van[-1])

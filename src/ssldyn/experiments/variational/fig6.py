@@ -63,18 +63,29 @@ class Fig6(Experiment):
         res = Result()
         for dim in cfg.dims:
             make = four_clusters_2d if dim == 2 else clusters_3d
-            data = make(cfg.n_per_cluster, cfg.delta, generator=ctx.generator(dim), dtype=torch.float64,
-                        device=ctx.device)
-            model = MLP(dim, dim, hidden=cfg.hidden, depth=cfg.depth, activation=cfg.activation, dtype=torch.float64,
-                        generator=ctx.generator(10 + dim), device=ctx.device)
+            data = make(
+                cfg.n_per_cluster, cfg.delta, generator=ctx.generator(dim), dtype=torch.float64, device=ctx.device
+            )
+            model = MLP(
+                dim,
+                dim,
+                hidden=cfg.hidden,
+                depth=cfg.depth,
+                activation=cfg.activation,
+                dtype=torch.float64,
+                generator=ctx.generator(10 + dim),
+                device=ctx.device,
+            )
             part = run_comparison(cfg, ctx, data, model, tag=f"_{dim}d")
             res.tables.update(part.tables)
             res.arrays.update(part.arrays)
             res.summary.update(part.summary)
             res.notes.extend(part.notes)
-        res.notes.append("Width, activation (tanh), step sizes, τ and the 3-D data set are ours; App. B does not state "
-                         "them. Both dynamics start from the same random embedding (centred network f = z0 + g(w) − "
-                         "g(w0)).")
+        res.notes.append(
+            "Width, activation (tanh), step sizes, τ and the 3-D data set are ours; App. B does not state "
+            "them. Both dynamics start from the same random embedding (centred network f = z0 + g(w) − "
+            "g(w0))."
+        )
         return res
 
     def claims(self, cfg: Fig6Config, result: Result):
@@ -87,6 +98,12 @@ class Fig6(Experiment):
     def plots(self, cfg: Fig6Config, result: Result, fig_dir: Path):
         paths = []
         for dim in cfg.dims:
-            paths += plot_comparison(cfg, result, fig_dir, f"fig6_{dim}d",
-                                     f"Fig. 6 ({dim}-D): 4-layer MLP (row 2) vs vanilla GD (row 3)", tag=f"_{dim}d")
+            paths += plot_comparison(
+                cfg,
+                result,
+                fig_dir,
+                f"fig6_{dim}d",
+                f"Fig. 6 ({dim}-D): 4-layer MLP (row 2) vs vanilla GD (row 3)",
+                tag=f"_{dim}d",
+            )
         return paths

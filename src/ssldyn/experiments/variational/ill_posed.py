@@ -79,8 +79,11 @@ def fibonacci_sphere(n: int, device: torch.device | str | None = None) -> torch.
 
 def peer_losses(z1: torch.Tensor, z2: torch.Tensor, q: torch.Tensor, tau: float) -> dict[str, float]:
     """NT-Xent, VICReg and BYOL (predictor y ↦ q y) of two views ``(n, d)``."""
-    return {"NT-Xent": float(info_nce(z1, z2, tau)), "VICReg": float(vicreg_loss(z1, z2)),
-            "BYOL": float(byol_loss(z1 @ q.T, z2))}
+    return {
+        "NT-Xent": float(info_nce(z1, z2, tau)),
+        "VICReg": float(vicreg_loss(z1, z2)),
+        "BYOL": float(byol_loss(z1 @ q.T, z2)),
+    }
 
 
 @register
@@ -124,22 +127,41 @@ class IllPosed(Experiment):
         spread1 = torch.stack([ang.cos(), ang.sin()], 1)  # (n, 2): uniform on S¹
         cang = 2 * math.pi * (torch.arange(n, device=dev) % K).to(DT) / K
         clustered1 = torch.stack([cang.cos(), cang.sin()], 1)  # (n, 2): K clusters on S¹
-        tetra = F.normalize(torch.tensor([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=DT, device=dev),
-                            dim=1)
-        sphere = pd.DataFrame([
-            {"sphere": "S1", "measure": "uniform", "loss": float(latent_measure_nt_xent(spread1, None, cfg.tau))},
-            {"sphere": "S1", "measure": f"{K} clusters",
-             "loss": float(latent_measure_nt_xent(clustered1, None, cfg.tau))},
-            {"sphere": "S2", "measure": "uniform",
-             "loss": float(latent_measure_nt_xent(fibonacci_sphere(n, dev), None, cfg.tau))},
-            {"sphere": "S2", "measure": "4 clusters",
-             "loss": float(latent_measure_nt_xent(tetra[torch.arange(n, device=dev) % 4], None, cfg.tau))},
-        ])
-        res = Result(tables={"losses": losses, "sphere": sphere},
-                     arrays={"x1": x1[:, :2].cpu().numpy(), "x2": x2[:, :2].cpu().numpy(), "labels": labels.numpy(),
-                             "pushforward": invariant_map(x1).cpu().numpy()})
+        tetra = F.normalize(
+            torch.tensor([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=DT, device=dev), dim=1
+        )
+        sphere = pd.DataFrame(
+            [
+                {"sphere": "S1", "measure": "uniform", "loss": float(latent_measure_nt_xent(spread1, None, cfg.tau))},
+                {
+                    "sphere": "S1",
+                    "measure": f"{K} clusters",
+                    "loss": float(latent_measure_nt_xent(clustered1, None, cfg.tau)),
+                },
+                {
+                    "sphere": "S2",
+                    "measure": "uniform",
+                    "loss": float(latent_measure_nt_xent(fibonacci_sphere(n, dev), None, cfg.tau)),
+                },
+                {
+                    "sphere": "S2",
+                    "measure": "4 clusters",
+                    "loss": float(latent_measure_nt_xent(tetra[torch.arange(n, device=dev) % 4], None, cfg.tau)),
+                },
+            ]
+        )
+        res = Result(
+            tables={"losses": losses, "sphere": sphere},
+            arrays={
+                "x1": x1[:, :2].cpu().numpy(),
+                "x2": x2[:, :2].cpu().numpy(),
+                "labels": labels.numpy(),
+                "pushforward": invariant_map(x1).cpu().numpy(),
+            },
+        )
         res.summary["pushforward_max_abs_diff"] = float(
-            (invariant_map(x1).sort(0).values - invariant_map(x2).sort(0).values).abs().max())
+            (invariant_map(x1).sort(0).values - invariant_map(x2).sort(0).values).abs().max()
+        )
         return res
 
     def claims(self, cfg: IllPosedConfig, result: Result):
@@ -147,22 +169,51 @@ class IllPosed(Experiment):
         diff = (t["mu1"] - t["mu2"]).abs()
         s = result.tables["sphere"].set_index(["sphere", "measure"])["loss"]
         loc = "Prop. 2.1, App. A.1"
-        out = [check(f"same-pushforward-{name.lower().replace('-', '')}",
-                     f"For an invariant map the {name} loss depends only on f#μ: two different clean distributions "
-                     "with the same pushforward give equal losses.", loc, float(diff[("invariant", name)]), le=1e-9,
-                     expected="|L(μ₁) − L(μ₂)| <= 1e-9 (float64)")
-               for name in ("NT-Xent", "VICReg", "BYOL")]
-        out.append(check("control-differs", "Control: a map that is not invariant sees the difference of μ₁ and μ₂ "
-                         "(so the equality above is due to invariance).", loc,
-                         float(diff.loc["control"].min()), gt=1e-3, expected="min |ΔL| over the 3 losses > 1e-3"))
+        out = [
+            check(
+                f"same-pushforward-{name.lower().replace('-', '')}",
+                f"For an invariant map the {name} loss depends only on f#μ: two different clean distributions "
+                "with the same pushforward give equal losses.",
+                loc,
+                float(diff[("invariant", name)]),
+                le=1e-9,
+                expected="|L(μ₁) − L(μ₂)| <= 1e-9 (float64)",
+            )
+            for name in ("NT-Xent", "VICReg", "BYOL")
+        ]
+        out.append(
+            check(
+                "control-differs",
+                "Control: a map that is not invariant sees the difference of μ₁ and μ₂ "
+                "(so the equality above is due to invariance).",
+                loc,
+                float(diff.loc["control"].min()),
+                gt=1e-3,
+                expected="min |ΔL| over the 3 losses > 1e-3",
+            )
+        )
         k = cfg.clusters
-        out.append(check("uniform-beats-clusters-S1", "On the latent sphere S¹ a uniform measure has lower NT-Xent "
-                         "than a clustered one with the same number of samples.", "Prop. 2.1, Thm. 3.2, Remark 3.1",
-                         float(s[("S1", f"{k} clusters")] - s[("S1", "uniform")]), gt=0.0,
-                         expected="L(clustered) − L(uniform) > 0"))
-        out.append(check("uniform-beats-clusters-S2", "... and on S² (uniform vs 4 tetrahedral clusters).",
-                         "Prop. 2.1, Thm. 3.2", float(s[("S2", "4 clusters")] - s[("S2", "uniform")]), gt=0.0,
-                         expected="L(clustered) − L(uniform) > 0"))
+        out.append(
+            check(
+                "uniform-beats-clusters-S1",
+                "On the latent sphere S¹ a uniform measure has lower NT-Xent "
+                "than a clustered one with the same number of samples.",
+                "Prop. 2.1, Thm. 3.2, Remark 3.1",
+                float(s[("S1", f"{k} clusters")] - s[("S1", "uniform")]),
+                gt=0.0,
+                expected="L(clustered) − L(uniform) > 0",
+            )
+        )
+        out.append(
+            check(
+                "uniform-beats-clusters-S2",
+                "... and on S² (uniform vs 4 tetrahedral clusters).",
+                "Prop. 2.1, Thm. 3.2",
+                float(s[("S2", "4 clusters")] - s[("S2", "uniform")]),
+                gt=0.0,
+                expected="L(clustered) − L(uniform) > 0",
+            )
+        )
         return out
 
     def plots(self, cfg: IllPosedConfig, result: Result, fig_dir: Path):

@@ -75,12 +75,20 @@ class Invariance(Experiment):
 
             raise UserError(f"need clusters <= d < D, got clusters={cfg.clusters}, d={cfg.d}, D={cfg.D}")
         dev = ctx.device
-        data = clustered_data([cfg.cluster_size] * cfg.clusters, cfg.d, cfg.D, cfg.delta, noise="orthogonal",
-                              generator=ctx.generator(0), dtype=DT, device=dev)
+        data = clustered_data(
+            [cfg.cluster_size] * cfg.clusters,
+            cfg.d,
+            cfg.D,
+            cfg.delta,
+            noise="orthogonal",
+            generator=ctx.generator(0),
+            dtype=DT,
+            device=dev,
+        )
         g = ctx.generator(1)
         eps = torch.zeros(cfg.draws, data.n, cfg.D, dtype=DT, device=dev)
         for r in range(cfg.draws):  # drawn on the CPU from g, moved to the device
-            eps[r, :, cfg.d:] = ball_noise(data.n, cfg.D - cfg.d, cfg.delta, generator=g, dtype=DT, device=dev)
+            eps[r, :, cfg.d :] = ball_noise(data.n, cfg.D - cfg.d, cfg.delta, generator=g, dtype=DT, device=dev)
         xT = data.x[None] + eps  # (R, n, D) perturbed copies T(x_i)
         loss = lambda z: latent_measure_nt_xent(z, temperature=cfg.tau)  # noqa: E731
         logs = sorted(step_schedule(cfg.log_every, cfg.steps))
@@ -88,13 +96,15 @@ class Invariance(Experiment):
 
         def net_gap(net):
             draws = iter(range(cfg.draws))  # the same fixed draws of T at every evaluation
-            return invariance_gap(lambda x: project_sphere(net(x)[0]), data.x, lambda x: x + eps[next(draws)],
-                                  draws=cfg.draws)
+            return invariance_gap(
+                lambda x: project_sphere(net(x)[0]), data.x, lambda x: x + eps[next(draws)], draws=cfg.draws
+            )
 
         nets = {}
         for kind, x_train in (("network", data.x), ("network-clean-data", data.centers[data.labels])):
-            net = AveragingNet(cfg.D, cfg.d, cfg.width, "relu", invariant_init=True, dtype=DT,
-                               generator=ctx.generator(2), device=dev)
+            net = AveragingNet(
+                cfg.D, cfg.d, cfg.width, "relu", invariant_init=True, dtype=DT, generator=ctx.generator(2), device=dev
+            )
             opt = torch.optim.SGD(net.parameters(), lr=cfg.lr_network)
             for step in ctx.track(range(cfg.steps + 1), description=kind):
                 if step in logs:
@@ -109,8 +119,9 @@ class Invariance(Experiment):
             nets[kind] = net
 
         # eq. (36) at t = 0: ∇_B f(Tx) vs ∇_B f(x)
-        net0 = AveragingNet(cfg.D, cfg.d, cfg.width, "relu", invariant_init=True, dtype=DT, generator=ctx.generator(2),
-                            device=dev)
+        net0 = AveragingNet(
+            cfg.D, cfg.d, cfg.width, "relu", invariant_init=True, dtype=DT, generator=ctx.generator(2), device=dev
+        )
         gx = torch.autograd.grad(net0(data.x[:1]).sum(), net0.hidden.weight)[0]
         gT = torch.autograd.grad(net0(xT[0, :1]).sum(), net0.hidden.weight)[0]
         grad_gap0 = float((gx - gT).norm() / gx.norm())
@@ -121,8 +132,14 @@ class Invariance(Experiment):
             zT = torch.stack([project_sphere(net0(xT[r])[0]) for r in range(cfg.draws)])  # (R, n, d)
         for step in ctx.track(range(cfg.steps + 1), description="vanilla"):
             if step in logs:
-                rows.append({"dynamics": "vanilla", "step": step, "gap": float((zT - z).norm(dim=-1).mean()),
-                             "loss": float(loss(z))})
+                rows.append(
+                    {
+                        "dynamics": "vanilla",
+                        "step": step,
+                        "gap": float((zT - z).norm(dim=-1).mean()),
+                        "loss": float(loss(z)),
+                    }
+                )
             if step == cfg.steps:
                 break
             gz = pointwise_gradient(loss, z, z)
@@ -136,13 +153,16 @@ class Invariance(Experiment):
 
         gn = col("network", "gap")
         res.summary.update(
-            vanilla_max_gap=float(col("vanilla", "gap").max()), network_gap_start=float(gn[0]),
-            network_gap_end=float(gn[-1]), network_gap_early=float(gn[max(1, len(gn) // 10)]),
+            vanilla_max_gap=float(col("vanilla", "gap").max()),
+            network_gap_start=float(gn[0]),
+            network_gap_end=float(gn[-1]),
+            network_gap_early=float(gn[max(1, len(gn) // 10)]),
             network_clean_max_gap=float(col("network-clean-data", "gap").max()),
             vanilla_loss_drop=float(col("vanilla", "loss")[0] - col("vanilla", "loss")[-1]),
             network_loss_drop=float(col("network", "loss")[0] - col("network", "loss")[-1]),
             grad_condition_violation_t0=grad_gap0,
-            complement_weight_norm=float(nets["network"].B[0, :, cfg.d:].detach().norm()))
+            complement_weight_norm=float(nets["network"].B[0, :, cfg.d :].detach().norm()),
+        )
         res.notes.append("Sizes, δ, τ and step sizes are ours; Thm. 4.2 states no numbers. Float64 throughout.")
         return res
 
@@ -150,35 +170,79 @@ class Invariance(Experiment):
         s = result.summary
         loc = "Thm. 4.2, App. A.5"
         return [
-            check("vanilla-stays-invariant", "If f(w⁽⁰⁾, ·) is invariant, vanilla gradient descent (eq. 14) keeps it "
-                  "invariant for all iterations.", loc, s["vanilla_max_gap"], le=1e-12,
-                  expected="max over iterations of E‖f(T x) − f(x)‖ <= 1e-12 (float64)"),
-            check("vanilla-moves", "(vanilla GD does train: the loss decreases)", loc, s["vanilla_loss_drop"], gt=0,
-                  expected="loss(0) − loss(end) > 0"),
-            check("network-starts-invariant", "The eq.-17 initialisation is invariant.", "eq. (17)",
-                  s["network_gap_start"], le=1e-12, expected="gap at t = 0 <= 1e-12"),
-            check("network-loses-invariance", "With the neural kernel (eq. 15) invariance needs ∇_w f(Tx) = ∇_w f(x), "
-                  "which fails, and f loses invariance.", loc, s["network_gap_end"], gt=1e-3,
-                  expected="gap after training > 1e-3"),
-            check("network-gap-grows", "... the gap grows during training.", loc,
-                  s["network_gap_end"] / max(s["network_gap_early"], 1e-300), gt=1.0,
-                  expected="gap(end) / gap(10% of the run) > 1"),
-            check("condition-eq36", "When eq. (36) holds (training on the clean centers, so ∇_w f never sees M^⊥) "
-                  "the network stays invariant.", "eq. (36)", s["network_clean_max_gap"], le=1e-12,
-                  expected="max gap <= 1e-12"),
+            check(
+                "vanilla-stays-invariant",
+                "If f(w⁽⁰⁾, ·) is invariant, vanilla gradient descent (eq. 14) keeps it invariant for all iterations.",
+                loc,
+                s["vanilla_max_gap"],
+                le=1e-12,
+                expected="max over iterations of E‖f(T x) − f(x)‖ <= 1e-12 (float64)",
+            ),
+            check(
+                "vanilla-moves",
+                "(vanilla GD does train: the loss decreases)",
+                loc,
+                s["vanilla_loss_drop"],
+                gt=0,
+                expected="loss(0) − loss(end) > 0",
+            ),
+            check(
+                "network-starts-invariant",
+                "The eq.-17 initialisation is invariant.",
+                "eq. (17)",
+                s["network_gap_start"],
+                le=1e-12,
+                expected="gap at t = 0 <= 1e-12",
+            ),
+            check(
+                "network-loses-invariance",
+                "With the neural kernel (eq. 15) invariance needs ∇_w f(Tx) = ∇_w f(x), "
+                "which fails, and f loses invariance.",
+                loc,
+                s["network_gap_end"],
+                gt=1e-3,
+                expected="gap after training > 1e-3",
+            ),
+            check(
+                "network-gap-grows",
+                "... the gap grows during training.",
+                loc,
+                s["network_gap_end"] / max(s["network_gap_early"], 1e-300),
+                gt=1.0,
+                expected="gap(end) / gap(10% of the run) > 1",
+            ),
+            check(
+                "condition-eq36",
+                "When eq. (36) holds (training on the clean centers, so ∇_w f never sees M^⊥) "
+                "the network stays invariant.",
+                "eq. (36)",
+                s["network_clean_max_gap"],
+                le=1e-12,
+                expected="max gap <= 1e-12",
+            ),
         ]
 
     def plots(self, cfg: InvarianceConfig, result: Result, fig_dir: Path):
         df = result.tables["gap"]
         fig, ax = new_figure(2, 1, size=(4.2, 3.3))
-        for i, (kind, lab) in enumerate([("network", "network GD (eq. 15)"), ("vanilla", "vanilla GD (eq. 14)"),
-                                         ("network-clean-data", "network, clean centers (eq. 36 holds)")]):
+        for i, (kind, lab) in enumerate(
+            [
+                ("network", "network GD (eq. 15)"),
+                ("vanilla", "vanilla GD (eq. 14)"),
+                ("network-clean-data", "network, clean centers (eq. 36 holds)"),
+            ]
+        ):
             d = df[df.dynamics == kind].sort_values("step")
-            ax[0, 0].plot(d["step"], np.maximum(d["gap"], 1e-17), "o-" if i == 0 else "s--", ms=3,
-                          color=PALETTE[i], label=lab)
+            ax[0, 0].plot(
+                d["step"], np.maximum(d["gap"], 1e-17), "o-" if i == 0 else "s--", ms=3, color=PALETTE[i], label=lab
+            )
             ax[0, 1].plot(d["step"], d["loss"], color=PALETTE[i], label=lab)
-        ax[0, 0].set(yscale="log", xlabel="iteration", ylabel="E‖f(T x) − f(x)‖ (floored at 1e-17)",
-                     title="Thm. 4.2: invariance gap")
+        ax[0, 0].set(
+            yscale="log",
+            xlabel="iteration",
+            ylabel="E‖f(T x) − f(x)‖ (floored at 1e-17)",
+            title="Thm. 4.2: invariance gap",
+        )
         ax[0, 0].legend(fontsize=7)
         ax[0, 1].set(xlabel="iteration", ylabel="NT-Xent (Prop. 2.1)", title="loss")
         return [save_figure(fig, fig_dir / "invariance.png")]

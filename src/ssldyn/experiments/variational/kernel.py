@@ -36,8 +36,13 @@ from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.data.clustered import clustered_data
 from ssldyn.dynamics.function_space import apply_kernel, loss_and_grad
-from ssldyn.kernels.closed_form import (averaging_net_kernel, block_structure, cluster_coefficients,
-                                        predicted_cluster_flow, relu_infinite_width_kernel)
+from ssldyn.kernels.closed_form import (
+    averaging_net_kernel,
+    block_structure,
+    cluster_coefficients,
+    predicted_cluster_flow,
+    relu_infinite_width_kernel,
+)
 from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.lab.context import torch_threads
@@ -57,16 +62,21 @@ class KernelConfig(ExperimentConfig):
     delta: PositiveFloat = Field(0.1, description="noise radius δ for (a), (b)")
     etas: list[PositiveFloat] = Field([0.1, 0.03, 0.01, 0.003, 0.001], min_length=3, description="steps η of (a)")
     prop41_activation: Literal["tanh", "sigmoid", "quadratic", "relu"] = Field(
-        "tanh", description="σ of (a): smooth, since with ReLU B ↦ f is piecewise linear and a step is exact "
-                            "until a unit flips (Prop. 4.1 holds for any parameterisation, Remark 4.1)")
-    widths: list[conint(ge=1)] = Field([16, 32, 64, 128, 256, 512, 1024, 2048, 4096], min_length=3,
-                                       description="widths M of (c)")
+        "tanh",
+        description="σ of (a): smooth, since with ReLU B ↦ f is piecewise linear and a step is exact "
+        "until a unit flips (Prop. 4.1 holds for any parameterisation, Remark 4.1)",
+    )
+    widths: list[conint(ge=1)] = Field(
+        [16, 32, 64, 128, 256, 512, 1024, 2048, 4096], min_length=3, description="widths M of (c)"
+    )
     width_seeds: conint(ge=1) = Field(8, description="random B per width in (c)")
     n_inf: conint(ge=2) = Field(24, description="random points for (c)")
-    deltas: list[PositiveFloat] = Field([0.005, 0.01, 0.02, 0.04, 0.08, 0.16], min_length=3,
-                                        description="noise radii δ of (d)")
-    imbalanced_sizes: list[conint(ge=1)] = Field([4, 8, 16, 32], min_length=2,
-                                                 description="cluster sizes of (e) (N <= d; d raised if needed)")
+    deltas: list[PositiveFloat] = Field(
+        [0.005, 0.01, 0.02, 0.04, 0.08, 0.16], min_length=3, description="noise radii δ of (d)"
+    )
+    imbalanced_sizes: list[conint(ge=1)] = Field(
+        [4, 8, 16, 32], min_length=2, description="cluster sizes of (e) (N <= d; d raised if needed)"
+    )
     imbalance_width: conint(ge=1) = Field(1024, description="M of (e) (large, so that β_q ≈ ½)")
     imbalance_delta: PositiveFloat = Field(0.01, description="δ of (e), noise in M^⊥")
 
@@ -75,10 +85,12 @@ def _loss(tau: float):
     return lambda z: latent_measure_nt_xent(z, temperature=tau)
 
 
-def _net(D: int, d: int, M: int, seed: int, invariant: bool = False, act: str = "relu",
-         device: torch.device | None = None) -> AveragingNet:
-    return AveragingNet(D, d, M, act, dtype=DT, invariant_init=invariant,
-                        generator=torch.Generator().manual_seed(seed), device=device)
+def _net(
+    D: int, d: int, M: int, seed: int, invariant: bool = False, act: str = "relu", device: torch.device | None = None
+) -> AveragingNet:
+    return AveragingNet(
+        D, d, M, act, dtype=DT, invariant_init=invariant, generator=torch.Generator().manual_seed(seed), device=device
+    )
 
 
 def _sync(device: torch.device) -> None:
@@ -100,8 +112,13 @@ class KernelCheck(Experiment):
     figure = "Sec. 4.1–4.2: Prop. 4.1, 4.3, 4.4, Thm. 4.5, Remark 4.4"
     description = "Neural kernel of the averaging net: NTK flow, closed form, infinite width, cluster blocks"
     Config = KernelConfig
-    quick = {"widths": [16, 64, 256, 1024], "width_seeds": 4, "deltas": [0.01, 0.04, 0.16], "width": 64,
-             "imbalance_width": 512}
+    quick = {
+        "widths": [16, 64, 256, 1024],
+        "width_seeds": 4,
+        "deltas": [0.01, 0.04, 0.16],
+        "width": 64,
+        "imbalance_width": 512,
+    }
     est_seconds = (5, 20)
 
     def run(self, cfg: KernelConfig, ctx) -> Result:
@@ -113,8 +130,7 @@ class KernelCheck(Experiment):
         device = ctx.device
         loss = _loss(cfg.tau)
         g = ctx.generator(0)
-        data = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, cfg.delta, generator=g, dtype=DT,
-                              device=device)
+        data = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, cfg.delta, generator=g, dtype=DT, device=device)
         net = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, device=device)
 
         # (b) closed form vs autograd
@@ -127,9 +143,12 @@ class KernelCheck(Experiment):
         K = averaging_net_kernel(net.B[0].detach(), data.x, None, "relu", d=cfg.d)
         _sync(device)
         t_cf = time.perf_counter() - t0
-        res.summary.update(closed_form_max_abs_err=float((K - K_emp).abs().max()),
-                           closed_form_rel_err=float((K - K_emp).norm() / K_emp.norm()),
-                           t_empirical_s=t_emp, t_closed_form_s=t_cf)
+        res.summary.update(
+            closed_form_max_abs_err=float((K - K_emp).abs().max()),
+            closed_form_rel_err=float((K - K_emp).norm() / K_emp.norm()),
+            t_empirical_s=t_emp,
+            t_closed_form_s=t_cf,
+        )
         res.arrays["kernel_trace"] = K.diagonal(dim1=-2, dim2=-1).sum(-1).cpu().numpy()
 
         # (a) one weight step vs the kernel prediction
@@ -151,8 +170,9 @@ class KernelCheck(Experiment):
             rows.append({"eta": eta, "rel_err": float((dz - pred).norm() / pred.norm())})
         res.tables["prop41"] = pd.DataFrame(rows)
         res.summary["prop41_slope"] = _slope([r["eta"] for r in rows], [r["rel_err"] for r in rows])
-        res.summary["prop41_err_min_eta"] = rows[-1]["rel_err"] if cfg.etas[-1] == min(cfg.etas) else \
-            min(r["rel_err"] for r in rows)
+        res.summary["prop41_err_min_eta"] = (
+            rows[-1]["rel_err"] if cfg.etas[-1] == min(cfg.etas) else min(r["rel_err"] for r in rows)
+        )
 
         # (c) finite width vs infinite width
         gx = ctx.generator(10)
@@ -161,8 +181,9 @@ class KernelCheck(Experiment):
         keys, errs = [], []
         for M in ctx.track(cfg.widths, description="(c) widths"):
             for s in range(cfg.width_seeds):
-                B = torch.randn(M * cfg.d, cfg.D, generator=torch.Generator().manual_seed(1000 * M + s + ctx.seed),
-                                dtype=DT).to(device)
+                B = torch.randn(
+                    M * cfg.d, cfg.D, generator=torch.Generator().manual_seed(1000 * M + s + ctx.seed), dtype=DT
+                ).to(device)
                 KM = averaging_net_kernel(B, xw, None, "relu", d=cfg.d)
                 keys.append((M, s))
                 errs.append((KM - Kinf).norm() / Kinf.norm())
@@ -175,8 +196,9 @@ class KernelCheck(Experiment):
         # (d) block structure and cluster flow vs δ
         rows = []
         for delta in cfg.deltas:
-            dd = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, delta, generator=ctx.generator(20),
-                                dtype=DT, device=device)
+            dd = clustered_data(
+                [cfg.cluster_size] * cfg.d, cfg.d, cfg.D, delta, generator=ctx.generator(20), dtype=DT, device=device
+            )
             Kd = averaging_net_kernel(net.B[0].detach(), dd.x, None, "relu", d=cfg.d)
             bs = block_structure(Kd, dd.labels)
             beta = cluster_coefficients(net.B[0].detach(), dd.centers, "relu", d=cfg.d)  # (N, d)
@@ -189,15 +211,28 @@ class KernelCheck(Experiment):
             sq = (dd.centers**2).sum(-1)
             K_block = same[..., None] * (sq[dd.labels][:, None, None] * beta[dd.labels][:, None, :])  # (n, n, d)
             dev = (Kd - torch.diag_embed(K_block)).norm() / Kd.norm()
-            rows.append({"delta": delta, "off_ratio": bs["off_ratio"], "kernel_dev": float(dev),
-                         "flow_rel_err": float((actual - pred).norm() / actual.norm()),
-                         "flow_rel_err_inf_width": float((actual - pred_inf).norm() / actual.norm())})
+            rows.append(
+                {
+                    "delta": delta,
+                    "off_ratio": bs["off_ratio"],
+                    "kernel_dev": float(dev),
+                    "flow_rel_err": float((actual - pred).norm() / actual.norm()),
+                    "flow_rel_err_inf_width": float((actual - pred_inf).norm() / actual.norm()),
+                }
+            )
         ddf = pd.DataFrame(rows)
         res.tables["thm45"] = ddf
         # Cor. 4.6: the infinite-width cluster flow (β = ½) against a wide network at the smallest δ
         M_wide = max(cfg.widths)
-        dd = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, min(cfg.deltas), generator=ctx.generator(20),
-                            dtype=DT, device=device)
+        dd = clustered_data(
+            [cfg.cluster_size] * cfg.d,
+            cfg.d,
+            cfg.D,
+            min(cfg.deltas),
+            generator=ctx.generator(20),
+            dtype=DT,
+            device=device,
+        )
         wide = _net(cfg.D, cfg.d, M_wide, ctx.seed + 3, device=device)
         Kw = averaging_net_kernel(wide.B[0].detach(), dd.x, None, "relu", d=cfg.d)
         _, gw = loss_and_grad(loss, wide(dd.x)[0].detach())
@@ -205,17 +240,27 @@ class KernelCheck(Experiment):
         pred_w = predicted_cluster_flow(dd.n * gw, dd.labels, dd.centers, 0.5)
         res.summary["cor46_flow_rel_err"] = float((actual_w - pred_w).norm() / actual_w.norm())
         res.summary["cor46_width"] = M_wide
-        res.summary.update(block_slope=_slope(ddf["delta"], ddf["off_ratio"]),
-                           kernel_dev_slope=_slope(ddf["delta"], ddf["kernel_dev"]),
-                           flow_err_slope=_slope(ddf["delta"], ddf["flow_rel_err"]),
-                           flow_err_min_delta=float(ddf.sort_values("delta")["flow_rel_err"].iloc[0]),
-                           off_ratio_min_delta=float(ddf.sort_values("delta")["off_ratio"].iloc[0]))
+        res.summary.update(
+            block_slope=_slope(ddf["delta"], ddf["off_ratio"]),
+            kernel_dev_slope=_slope(ddf["delta"], ddf["kernel_dev"]),
+            flow_err_slope=_slope(ddf["delta"], ddf["flow_rel_err"]),
+            flow_err_min_delta=float(ddf.sort_values("delta")["flow_rel_err"].iloc[0]),
+            off_ratio_min_delta=float(ddf.sort_values("delta")["off_ratio"].iloc[0]),
+        )
 
         # (e) imbalanced clusters: early-time speed / vanilla speed vs size ratio
         sizes = list(cfg.imbalanced_sizes)
         d_e = max(cfg.d, len(sizes))
-        de = clustered_data(sizes, d_e, max(cfg.D, d_e + 2), cfg.imbalance_delta, noise="orthogonal",
-                            generator=ctx.generator(30), dtype=DT, device=device)
+        de = clustered_data(
+            sizes,
+            d_e,
+            max(cfg.D, d_e + 2),
+            cfg.imbalance_delta,
+            noise="orthogonal",
+            generator=ctx.generator(30),
+            dtype=DT,
+            device=device,
+        )
         ne = _net(de.x.shape[1], d_e, cfg.imbalance_width, ctx.seed + 2, invariant=True, device=device)
         ze = ne(de.x)[0].detach()
         _, ge = loss_and_grad(loss, ze)
@@ -229,66 +274,129 @@ class KernelCheck(Experiment):
         rows = []
         for q, s in enumerate(sizes):
             mask = de.labels == q
-            rows.append({"cluster": q, "size": s, "ratio": s / de.n, "speed": float(speed[mask].mean()),
-                         "vanilla_speed": float(vanilla[mask].mean()),
-                         "gain": float((speed[mask] / vanilla[mask]).mean())})
+            rows.append(
+                {
+                    "cluster": q,
+                    "size": s,
+                    "ratio": s / de.n,
+                    "speed": float(speed[mask].mean()),
+                    "vanilla_speed": float(vanilla[mask].mean()),
+                    "gain": float((speed[mask] / vanilla[mask]).mean()),
+                }
+            )
         edf = pd.DataFrame(rows)
         res.tables["imbalance"] = edf
         res.summary["imbalance_slope"] = _slope(edf["ratio"], edf["gain"])
         # Thm 4.5 prediction of the gain: (n_q/n) ‖ξ‖² × (β-weighted gradient norm ratio) ≈ (n_q/n)·½
         beta_e = cluster_coefficients(ne.B[0].detach(), de.centers, "relu", d=d_e)
-        pred_gain = [float((s / de.n) * (beta_e[q] * (de.n * ge[de.labels == q][0])).norm()
-                           / (de.n * ge[de.labels == q][0]).norm()) for q, s in enumerate(sizes)]
+        pred_gain = [
+            float(
+                (s / de.n) * (beta_e[q] * (de.n * ge[de.labels == q][0])).norm() / (de.n * ge[de.labels == q][0]).norm()
+            )
+            for q, s in enumerate(sizes)
+        ]
         edf["predicted_gain"] = pred_gain
-        res.summary["imbalance_gain_rel_err"] = float(np.max(np.abs(edf["gain"] - edf["predicted_gain"])
-                                                             / edf["predicted_gain"]))
-        res.notes.append("Sizes, widths, δ grids and τ are ours (the paper states no numbers for these checks). "
-                         "Outputs are normalised inside the NT-Xent loss (sphere constraint of Sec. 2); "
-                         "∇L(z_j) = n ∂𝓛/∂z_j for the mean loss 𝓛.")
+        res.summary["imbalance_gain_rel_err"] = float(
+            np.max(np.abs(edf["gain"] - edf["predicted_gain"]) / edf["predicted_gain"])
+        )
+        res.notes.append(
+            "Sizes, widths, δ grids and τ are ours (the paper states no numbers for these checks). "
+            "Outputs are normalised inside the NT-Xent loss (sphere constraint of Sec. 2); "
+            "∇L(z_j) = n ∂𝓛/∂z_j for the mean loss 𝓛."
+        )
         return res
 
     def claims(self, cfg: KernelConfig, result: Result):
         s = result.summary
         return [
-            check("prop41-linear-error", "Prop. 4.1: the outputs of a network trained by gradient descent follow "
-                  "ż_i = −(1/n) Σ_j K_ij ∇L(z_j); over one step η the error is O(η²), i.e. the relative error "
-                  "falls linearly with η.", "Sec. 4.1, Prop. 4.1 (eq. 11–12)", s["prop41_slope"],
-                  between=(0.8, 1.2), expected="log-log slope of relative error vs η in [0.8, 1.2]"),
-            check("prop41-small-step", "... and is small for small steps.", "Prop. 4.1", s["prop41_err_min_eta"],
-                  le=0.01, expected=f"relative error at η = {min(cfg.etas):g} <= 0.01"),
-            check("prop43-closed-form", "Prop. 4.3: K_ij^{kl} = 1_{k=l} (x_iᵀx_j/M) Σ_p σ'(b_p x_i)σ'(b_p x_j).",
-                  "Sec. 4.2.1, Prop. 4.3 (eq. 20)", s["closed_form_max_abs_err"], le=1e-8,
-                  expected="max |closed form − autograd NTK| <= 1e-8 (float64)"),
-            check("prop44-rate", "Prop. 4.4: as M → ∞ the kernel converges to K∞ = (x_iᵀx_j)[½ − θ_ij/(2π)] I_d "
-                  "(Monte Carlo rate M^{-1/2}).", "Prop. 4.4", s["prop44_slope"], between=(-0.65, -0.35),
-                  expected="log-log slope of ‖K_M − K∞‖/‖K∞‖ vs M in [−0.65, −0.35]"),
-            check("thm45-block-diagonal", "Thm. 4.5 (proof): on clustered data K_ij = 1_{γ(i)=γ(j)} ‖ξ‖² β_γ(i) "
-                  "+ O(δ) — the kernel is block-diagonal by cluster up to O(δ).", "Thm. 4.5, App. A.6",
-                  s["block_slope"], between=(0.8, 1.2),
-                  expected="log-log slope of (max cross-cluster entry / mean block norm) vs δ in [0.8, 1.2]"),
-            check("thm45-kernel-limit", "... and the same-cluster blocks are ‖ξ_q‖² β_q up to O(δ).", "Thm. 4.5",
-                  s["kernel_dev_slope"], between=(0.7, 1.3),
-                  expected="log-log slope of ‖K − K_block‖/‖K‖ vs δ in [0.7, 1.3]"),
-            check("thm45-flow", "Thm. 4.5 (eq. 21): ż_i = −(n_q/n)‖ξ_q‖² β_q ∇L(ξ_q) + O(δ) matches the "
-                  "actual kernel flow.", "Thm. 4.5, eq. (21)", s["flow_err_min_delta"], le=0.05,
-                  expected=f"relative error at δ = {min(cfg.deltas):g} <= 0.05"),
-            check("cor46-infinite-width-flow", "Cor. 4.6: as M → ∞ the cluster flow becomes "
-                  "ż_i = −(n_q/(2n)) ‖ξ_q‖² ∇L(ξ_q) + O(δ) (β_q = ½ I for ReLU).", "Cor. 4.6",
-                  s["cor46_flow_rel_err"], le=0.05,
-                  expected=f"relative error vs the kernel flow of a width-{s['cor46_width']} net at δ = "
-                           f"{min(cfg.deltas):g} <= 0.05"),
-            check("remark44-size-ratio", "Remark 4.4: the flow of a cluster is scaled by its size ratio "
-                  "(n_q − n_{q−1})/n — smaller clusters move more slowly.", "Remark 4.4, Thm. 4.5",
-                  s["imbalance_slope"], between=(0.9, 1.1),
-                  expected="log-log slope of early speed/vanilla speed vs n_q/n in [0.9, 1.1]"),
+            check(
+                "prop41-linear-error",
+                "Prop. 4.1: the outputs of a network trained by gradient descent follow "
+                "ż_i = −(1/n) Σ_j K_ij ∇L(z_j); over one step η the error is O(η²), i.e. the relative error "
+                "falls linearly with η.",
+                "Sec. 4.1, Prop. 4.1 (eq. 11–12)",
+                s["prop41_slope"],
+                between=(0.8, 1.2),
+                expected="log-log slope of relative error vs η in [0.8, 1.2]",
+            ),
+            check(
+                "prop41-small-step",
+                "... and is small for small steps.",
+                "Prop. 4.1",
+                s["prop41_err_min_eta"],
+                le=0.01,
+                expected=f"relative error at η = {min(cfg.etas):g} <= 0.01",
+            ),
+            check(
+                "prop43-closed-form",
+                "Prop. 4.3: K_ij^{kl} = 1_{k=l} (x_iᵀx_j/M) Σ_p σ'(b_p x_i)σ'(b_p x_j).",
+                "Sec. 4.2.1, Prop. 4.3 (eq. 20)",
+                s["closed_form_max_abs_err"],
+                le=1e-8,
+                expected="max |closed form − autograd NTK| <= 1e-8 (float64)",
+            ),
+            check(
+                "prop44-rate",
+                "Prop. 4.4: as M → ∞ the kernel converges to K∞ = (x_iᵀx_j)[½ − θ_ij/(2π)] I_d "
+                "(Monte Carlo rate M^{-1/2}).",
+                "Prop. 4.4",
+                s["prop44_slope"],
+                between=(-0.65, -0.35),
+                expected="log-log slope of ‖K_M − K∞‖/‖K∞‖ vs M in [−0.65, −0.35]",
+            ),
+            check(
+                "thm45-block-diagonal",
+                "Thm. 4.5 (proof): on clustered data K_ij = 1_{γ(i)=γ(j)} ‖ξ‖² β_γ(i) "
+                "+ O(δ) — the kernel is block-diagonal by cluster up to O(δ).",
+                "Thm. 4.5, App. A.6",
+                s["block_slope"],
+                between=(0.8, 1.2),
+                expected="log-log slope of (max cross-cluster entry / mean block norm) vs δ in [0.8, 1.2]",
+            ),
+            check(
+                "thm45-kernel-limit",
+                "... and the same-cluster blocks are ‖ξ_q‖² β_q up to O(δ).",
+                "Thm. 4.5",
+                s["kernel_dev_slope"],
+                between=(0.7, 1.3),
+                expected="log-log slope of ‖K − K_block‖/‖K‖ vs δ in [0.7, 1.3]",
+            ),
+            check(
+                "thm45-flow",
+                "Thm. 4.5 (eq. 21): ż_i = −(n_q/n)‖ξ_q‖² β_q ∇L(ξ_q) + O(δ) matches the actual kernel flow.",
+                "Thm. 4.5, eq. (21)",
+                s["flow_err_min_delta"],
+                le=0.05,
+                expected=f"relative error at δ = {min(cfg.deltas):g} <= 0.05",
+            ),
+            check(
+                "cor46-infinite-width-flow",
+                "Cor. 4.6: as M → ∞ the cluster flow becomes "
+                "ż_i = −(n_q/(2n)) ‖ξ_q‖² ∇L(ξ_q) + O(δ) (β_q = ½ I for ReLU).",
+                "Cor. 4.6",
+                s["cor46_flow_rel_err"],
+                le=0.05,
+                expected=f"relative error vs the kernel flow of a width-{s['cor46_width']} net at δ = "
+                f"{min(cfg.deltas):g} <= 0.05",
+            ),
+            check(
+                "remark44-size-ratio",
+                "Remark 4.4: the flow of a cluster is scaled by its size ratio "
+                "(n_q − n_{q−1})/n — smaller clusters move more slowly.",
+                "Remark 4.4, Thm. 4.5",
+                s["imbalance_slope"],
+                between=(0.9, 1.1),
+                expected="log-log slope of early speed/vanilla speed vs n_q/n in [0.9, 1.1]",
+            ),
         ]
 
     def plots(self, cfg: KernelConfig, result: Result, fig_dir: Path):
         fig, ax = new_figure(3, 2, size=(3.9, 3.2))
         a = result.tables["prop41"]
         ax[0, 0].loglog(a["eta"], a["rel_err"], "o-", color=PALETTE[0])
-        ax[0, 0].loglog(a["eta"], a["rel_err"].iloc[-1] * a["eta"] / a["eta"].iloc[-1], "--", color="gray",
-                        label="slope 1")
+        ax[0, 0].loglog(
+            a["eta"], a["rel_err"].iloc[-1] * a["eta"] / a["eta"].iloc[-1], "--", color="gray", label="slope 1"
+        )
         ax[0, 0].set(xlabel="step η", ylabel="rel. error of Δz vs −ηKg", title="(a) Prop. 4.1")
         ax[0, 0].legend(fontsize=7)
         im = ax[0, 1].imshow(result.arrays["kernel_trace"], cmap="viridis")
@@ -296,13 +404,15 @@ class KernelCheck(Experiment):
         ax[0, 1].set(title="(b) tr K_ij (eq. 20), clusters", xlabel="j", ylabel="i")
         w = result.tables["prop44"].groupby("M")["rel_err"].agg(["mean", "std"])
         ax[0, 2].errorbar(w.index, w["mean"], yerr=w["std"], fmt="o-", color=PALETTE[1])
-        ax[0, 2].loglog(w.index, w["mean"].iloc[0] * (w.index / w.index[0]) ** -0.5, "--", color="gray",
-                        label="M^-1/2")
+        ax[0, 2].loglog(w.index, w["mean"].iloc[0] * (w.index / w.index[0]) ** -0.5, "--", color="gray", label="M^-1/2")
         ax[0, 2].set(xscale="log", yscale="log", xlabel="width M", ylabel="‖K_M − K∞‖/‖K∞‖", title="(c) Prop. 4.4")
         ax[0, 2].legend(fontsize=7)
         t = result.tables["thm45"]
-        for col, lab, c in [("off_ratio", "cross-cluster / block", 0), ("kernel_dev", "‖K − K_block‖/‖K‖", 1),
-                            ("flow_rel_err", "flow error (eq. 21)", 2)]:
+        for col, lab, c in [
+            ("off_ratio", "cross-cluster / block", 0),
+            ("kernel_dev", "‖K − K_block‖/‖K‖", 1),
+            ("flow_rel_err", "flow error (eq. 21)", 2),
+        ]:
             ax[1, 0].loglog(t["delta"], t[col], "o-", color=PALETTE[c], label=lab)
         ax[1, 0].set(xlabel="δ", title="(d) Thm. 4.5: O(δ)")
         ax[1, 0].legend(fontsize=7)
@@ -313,9 +423,18 @@ class KernelCheck(Experiment):
         ax[1, 1].legend(fontsize=7)
         ax[1, 2].axis("off")
         s = result.summary
-        ax[1, 2].text(0, 0.5, "\n".join([f"Prop 4.1 slope {s['prop41_slope']:.2f}",
-                                         f"Prop 4.3 err {s['closed_form_max_abs_err']:.1e}",
-                                         f"Prop 4.4 slope {s['prop44_slope']:.2f}",
-                                         f"block slope {s['block_slope']:.2f}",
-                                         f"Remark 4.4 slope {s['imbalance_slope']:.2f}"]), fontsize=9)
+        ax[1, 2].text(
+            0,
+            0.5,
+            "\n".join(
+                [
+                    f"Prop 4.1 slope {s['prop41_slope']:.2f}",
+                    f"Prop 4.3 err {s['closed_form_max_abs_err']:.1e}",
+                    f"Prop 4.4 slope {s['prop44_slope']:.2f}",
+                    f"block slope {s['block_slope']:.2f}",
+                    f"Remark 4.4 slope {s['imbalance_slope']:.2f}",
+                ]
+            ),
+            fontsize=9,
+        )
         return [save_figure(fig, fig_dir / "kernel.png")]

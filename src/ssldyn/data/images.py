@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ssldyn.data.mnist import load_mnist, read_idx_dir
-from ssldyn.lab.errors import UserError
+from ssldyn.errors import UserError
 
 __all__ = [
     "ImageDataset",

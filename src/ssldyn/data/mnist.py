@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ssldyn.lab.errors import UserError
+from ssldyn.errors import UserError
 
 IDX_FILES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),

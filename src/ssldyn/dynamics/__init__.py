@@ -3,9 +3,9 @@
 All of them report into a :class:`Trajectory`.
 """
 
-from ssldyn.dynamics.trajectory import Trajectory
+from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
-__all__ = ["Trajectory"]
+__all__ = ["FlowResult", "Trajectory"]
 
 # α-CL one-layer dynamics (nonlinearity Sec. 3)
 from ssldyn.dynamics.alpha_cl import gated_covariance, make_A_fn, power_iteration, sphere_flow  # noqa: E402

@@ -9,7 +9,8 @@ compared side by side.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -92,3 +93,26 @@ class Trajectory:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+
+StateT = TypeVar("StateT")
+
+
+@dataclass
+class FlowResult(Generic[StateT]):
+    """What every trainer and flow returns (DESIGN.md, "Dynamics"): the final state and its record.
+
+    Attributes:
+        state: the advanced state — the trained module, the final embeddings ``(n, d)``, the
+            final ``q`` of the q-ODE ``(E, d, z)``, the power-iteration fixed points ``(E, d)``...;
+            each flow's docstring says what its state is.
+        trajectory: the probes over time (a long table ``step, member, probe, value`` plus
+            optional array snapshots).
+    """
+
+    state: StateT
+    trajectory: Trajectory
+
+    def __iter__(self):  # ``state, traj = flow(...)`` unpacks like a pair
+        yield self.state
+        yield self.trajectory

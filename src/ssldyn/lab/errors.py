@@ -1,10 +1,5 @@
-"""User-facing errors.
+"""Re-export of :class:`ssldyn.errors.UserError` for the lab (the class lives at the package root)."""
 
-A :class:`UserError` is a mistake in what the user asked for (unknown experiment, invalid
-config value, missing data directory, bad tensor shape at an API boundary). The CLI prints
-its message as one line and exits with code 2, without a traceback.
-"""
+from ssldyn.errors import UserError
 
-
-class UserError(ValueError):
-    """A mistake in user input; the message is one line naming the input and what is allowed."""
+__all__ = ["UserError"]

@@ -77,7 +77,7 @@ class Fig2(Experiment):
     def run(self, cfg: Fig2Config, ctx) -> Result:
         bad = [a for a in cfg.activations if a not in ACTS]
         if bad:
-            from ssldyn.lab import UserError
+            from ssldyn.errors import UserError
 
             raise UserError(f"activations {bad}: allowed values are {', '.join(ACTS)}")
         with torch_threads(1, ctx.device):

@@ -58,7 +58,7 @@ class Fig5(Experiment):
         dev = ctx.device
         views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed, tuple(cfg.extra_stds), device=dev)
         d = C.shape[0]
-        from ssldyn.lab import UserError
+        from ssldyn.errors import UserError
 
         if max(cfg.zs) > d or cfg.h < d:
             raise UserError(f"need max(zs) <= d = {d} and h >= d (got zs={cfg.zs}, h={cfg.h})")

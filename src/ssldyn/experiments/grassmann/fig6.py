@@ -61,7 +61,7 @@ class Fig6(Experiment):
         views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed, tuple(cfg.extra_stds), device=dev)
         d = C.shape[0]
         if cfg.h < max(d, cfg.z):
-            from ssldyn.lab import UserError
+            from ssldyn.errors import UserError
 
             raise UserError(f"h={cfg.h} must be >= max(d, z) = {max(d, cfg.z)}")
         res = Result(summary={"eigenvalues_C": lam.tolist(), "optimal_loss": float(lam[: cfg.z].sum())})

@@ -72,7 +72,7 @@ class Thm3(Experiment):
 
     def run(self, cfg: Thm3Config, ctx) -> Result:
         if cfg.h < cfg.d:
-            from ssldyn.lab import UserError
+            from ssldyn.errors import UserError
 
             raise UserError(f"h={cfg.h} must be >= d={cfg.d} (W1ᵀW1 = I_d)")
         dev = ctx.device

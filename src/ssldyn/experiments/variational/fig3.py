@@ -124,7 +124,7 @@ class Fig3(Experiment):
 
     def run(self, cfg: Fig3Config, ctx) -> Result:
         if cfg.k_max > min(cfg.ns):
-            from ssldyn.lab import UserError
+            from ssldyn.errors import UserError
 
             raise UserError(f"k_max={cfg.k_max} must be <= min(ns)={min(cfg.ns)} (each location needs a sample)")
         dev = ctx.device

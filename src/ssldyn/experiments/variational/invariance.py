@@ -71,7 +71,7 @@ class Invariance(Experiment):
 
     def _run(self, cfg: InvarianceConfig, ctx) -> Result:
         if cfg.clusters > cfg.d or cfg.D <= cfg.d:
-            from ssldyn.lab import UserError
+            from ssldyn.errors import UserError
 
             raise UserError(f"need clusters <= d < D, got clusters={cfg.clusters}, d={cfg.d}, D={cfg.D}")
         dev = ctx.device

@@ -112,7 +112,3 @@ class FlowResult(Generic[StateT]):
 
     state: StateT
     trajectory: Trajectory
-
-    def __iter__(self):  # ``state, traj = flow(...)`` unpacks like a pair
-        yield self.state
-        yield self.trajectory

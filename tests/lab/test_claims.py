@@ -1,36 +1,216 @@
+"""The claims machinery: relations, intervals, rules over seeds, declarations (issue: claims a referee would sign)."""
+
 import math
 
 import numpy as np
 import pytest
-import torch
+from scipy import stats
 
-from ssldyn.lab.claims import Claim, check
+from ssldyn.lab.claims import (
+    Claim,
+    ClaimSpec,
+    Erratum,
+    Measured,
+    between,
+    bootstrap_median_interval,
+    check,
+    evaluate,
+    evaluate_legacy,
+    every_seed,
+    ge,
+    gt,
+    is_true,
+    le,
+    lt,
+    pooled,
+    reference_in_text,
+    references,
+    t_interval,
+    whole_interval,
+    wilson_interval,
+)
 
 
-def test_relations():
-    assert check("a", "s", "l", 0.5, gt=0.0).passed
-    assert not check("a", "s", "l", 0.0, gt=0.0).passed
-    assert check("a", "s", "l", 0.0, ge=0.0).passed
-    assert check("a", "s", "l", -1, lt=0).passed and not check("a", "s", "l", 1, le=0).passed
-    assert check("a", "s", "l", 0.5, between=(0, 1)).passed and not check("a", "s", "l", 2, between=(0, 1)).passed
-    assert check("a", "s", "l", 3, equals=3).passed and not check("a", "s", "l", 3, equals=4).passed
-    c = check("a", "s", "l", np.float32(0.25), le=1.0)
-    assert isinstance(c.measured, float) and c.expected == "<= 1"
-    assert check("a", "s", "l", torch.tensor(2.0), gt=1).measured == 2.0
+def spec(relation, **kw):
+    base = dict(kind="paper", reading="r", basis="relation: r")
+    base.update(kw)
+    return ClaimSpec("c", "statement", "Fig. 3", relation=relation, **base)
 
 
-@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-def test_non_finite_never_passes(bad):
-    assert not check("a", "s", "l", bad, lt=1e9).passed
-    assert not check("a", "s", "l", bad, gt=-1e9).passed
-    assert not check("a", "s", "l", bad, between=(-1e9, 1e9)).passed
+# --- relations ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "rel, yes, no",
+    [(gt(1), 1.5, 1.0), (ge(1), 1.0, 0.99), (lt(0), -1e-9, 0.0), (le(0), 0.0, 1e-9), (between(0, 1), 1.0, 1.01)],
+)
+def test_relations_hold_at_the_boundary_as_written(rel, yes, no):
+    assert rel.holds(yes) and not rel.holds(no)
+    assert not rel.holds(float("nan")) and not rel.holds(None)
 
 
-def test_holds_needs_description_and_one_relation():
+def test_infinite_values_never_hold():
+    assert not gt(0).holds(float("inf")) and not lt(0).holds(float("-inf"))
+
+
+# --- intervals against independent references ------------------------------------------
+def test_t_interval_equals_scipy():
+    x = [0.62, 0.19, 0.55, 0.71, 0.40]
+    lo, hi = t_interval(x)
+    ref = stats.t.interval(0.95, len(x) - 1, loc=np.mean(x), scale=stats.sem(x))
+    assert lo == pytest.approx(ref[0], abs=1e-12) and hi == pytest.approx(ref[1], abs=1e-12)
+
+
+def test_wilson_interval_formula():
+    # written out: (p + z²/2n ± z sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n), z = 1.959964
+    k, n, z = 4, 5, 1.959963984540054
+    p = k / n
+    c = (p + z * z / (2 * n)) / (1 + z * z / n)
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    assert wilson_interval(k, n) == pytest.approx((c - h, c + h), abs=1e-12)
+
+
+def test_bootstrap_median_interval_is_reproducible_and_brackets_the_median():
+    x = [3.0, 1.0, 2.0, 10.0, 2.5]
+    a, b = bootstrap_median_interval(x), bootstrap_median_interval(x)
+    assert a == b and a[0] <= np.median(x) <= a[1]
+
+
+# --- rules on synthetic per-seed measurements -----------------------------------------------
+SEEDS = [0, 1, 2, 3, 4]
+
+
+def test_default_rule_passes_with_mean_and_four_of_five_seeds():
+    c = evaluate(spec(gt(0.5)), None, SEEDS, [0.6, 0.7, 0.8, 0.9, 0.4])
+    assert c.passed and c.status == "pass" and c.n_seeds_passed == 4
+    assert c.value == pytest.approx(0.68) and c.interval[0] < 0.68 < c.interval[1]
+    assert c.interval_method == "Student t"
+
+
+def test_default_rule_fails_with_three_of_five_seeds_even_if_the_mean_holds():
+    c = evaluate(spec(gt(0.5)), None, SEEDS, [0.62, 0.19, 0.9, 0.95, 0.45])  # mean 0.622 > 0.5
+    assert not c.passed and c.status == "fail" and c.n_seeds_passed == 3
+
+
+def test_default_rule_fails_when_the_mean_misses_although_most_seeds_hold():
+    c = evaluate(spec(gt(0.5)), None, SEEDS, [0.51, 0.51, 0.51, 0.51, -10.0])
+    assert c.n_seeds_passed == 4 and not c.passed
+
+
+def test_borderline_strict_vs_non_strict():
+    assert not evaluate(spec(gt(1.0)), None, SEEDS, [1.0] * 5).passed
+    assert evaluate(spec(ge(1.0)), None, SEEDS, [1.0] * 5).passed
+
+
+def test_a_nan_seed_counts_as_failed_and_is_left_out_of_the_mean():
+    c = evaluate(spec(lt(1.0)), None, SEEDS, [0.1, 0.2, float("nan"), 0.3, 0.4])
+    assert c.seed_passed == (True, True, False, True, True) and c.value == pytest.approx(0.25) and c.passed
+
+
+def test_every_seed_rule():
+    r = every_seed("an exact identity must hold for every draw")
+    assert evaluate(spec(le(1e-9), rule=r), None, SEEDS, [0, 0, 0, 0, 1e-12]).passed
+    assert not evaluate(spec(le(1e-9), rule=r), None, SEEDS, [0, 0, 0, 0, 1e-6]).passed
+
+
+def test_interval_rule_needs_the_whole_interval():
+    r = whole_interval("a trend must be significant over seeds")
+    flat = [0.73, 0.55, 0.69, 0.77, 0.59]  # noisy around zero slope after centring
+    slopes = [v - 0.66 for v in flat]  # mean ~0, both signs
+    assert not evaluate(spec(lt(0), rule=r), None, SEEDS, slopes).passed
+    assert evaluate(spec(lt(0), rule=r), None, SEEDS, [-1.0, -1.1, -0.9, -1.05, -0.95]).passed
+
+
+def test_pooled_rule_takes_one_measurement():
+    r = pooled("the agreement with the printed table is one number over all seeds")
+    c = evaluate(spec(ge(0.9), rule=r), None, SEEDS, [0.95])
+    assert c.passed and c.seeds == tuple(SEEDS) and c.values == (0.95,)
+    with pytest.raises(ValueError):
+        evaluate(spec(ge(0.9), rule=r), None, SEEDS, [0.95, 0.9])
+
+
+def test_boolean_claims_use_the_fraction_of_seeds():
+    c = evaluate(spec(is_true()), None, SEEDS, [True, True, True, True, False])
+    assert c.passed and c.value == pytest.approx(0.8) and c.interval_method == "Wilson"
+    assert not evaluate(spec(is_true()), None, SEEDS, [True, True, True, False, False]).passed
+
+
+def test_median_statistic():
+    c = evaluate(spec(gt(0.0), statistic="median"), None, SEEDS, [1.0, 2.0, 3.0, 4.0, -100.0])
+    assert c.value == 2.0 and c.passed and c.interval_method == "bootstrap percentile"
+
+
+def test_relation_depending_on_the_config():
+    class Cfg:
+        tol = 0.25
+
+    s = spec(lambda cfg: le(2 * cfg.tol))
+    assert evaluate(s, Cfg(), [0], [0.5]).passed and not evaluate(s, Cfg(), [0], [0.51]).passed
+
+
+def test_not_run_is_never_a_pass():
+    m = Measured(None, not_run="no CIFAR directory given (--set cifar_dir=DIR)")
+    c = evaluate(spec(gt(0.5)), None, SEEDS, [m] * 5)
+    assert c.status == "not-run" and not c.passed and "CIFAR" in c.note
+
+
+def test_failed_claim_carries_the_explanation():
+    c = evaluate(spec(gt(0.5), if_fails="finite data make A(w) jump"), None, [0], [0.1])
+    assert not c.passed and "A(w) jump" in c.note
+
+
+def test_measurement_count_must_match_the_seeds():
+    with pytest.raises(ValueError):
+        evaluate(spec(gt(0)), None, SEEDS, [1.0, 2.0])
+
+
+# --- declarations --------------------------------------------------------------------------
+def test_spec_validation():
+    with pytest.raises(ValueError, match="derivation"):
+        ClaimSpec("c", "s", "Fig. 1", "consequence", "r", gt(0), "relation: r")
+    with pytest.raises(ValueError, match="reason"):
+        Rule_ = every_seed  # noqa: N806
+        spec(gt(0), rule=type(Rule_("x"))("every-seed", 1.0, ""))
+    with pytest.raises(ValueError, match="basis"):
+        spec(gt(0), basis="because")
+    with pytest.raises(ValueError, match="kind"):
+        spec(gt(0), kind="folklore")
+    with pytest.raises(ValueError, match="location"):
+        ClaimSpec("c", "s", "the introduction", "paper", "r", gt(0), "relation: r")
+    ClaimSpec("c", "s", "our implementation", "sanity", "r", gt(0), "method: r")  # no paper reference needed
+
+
+def test_erratum_declaration():
+    e = Erratum(
+        "eq11-sign", "eq. (11) is gradient ascent as printed", "eq. (11)", printed="W ← W + η∇L",
+        used="W ← W − η∇L", reading="loss change after one printed step", relation=gt(0), basis="relation: ascent",
+    )  # fmt: skip
+    c = evaluate(e, None, [0], [0.3])
+    assert c.kind == "erratum" and c.printed and c.used and c.passed
+
+
+def test_claim_round_trips_through_json_with_non_finite_values():
+    c = evaluate(spec(gt(0)), None, [0, 1], [float("nan"), 1.0])
+    d = c.to_dict()
+    assert d["values"][0] == "nan"
+    back = Claim.from_dict(d)
+    assert back.id == c.id and back.seed_passed == c.seed_passed and back.interval == c.interval
+
+
+def test_references_and_paper_text():
+    refs = references("Fig. 3 (left), Remark 3.1; Thm. 4.2, eq. (11), App. B.5, Sec. 4.2, Table 1")
+    assert refs == ["Fig. 3", "Remark 3.1", "Thm. 4.2", "eq. 11", "App. B.5", "Sec. 4.2", "Table 1"]
+    text = "Theorem 4.2 shows ... as in Figure 3 ... \nB.5 THE EFFECT OF AUGMENTATION\n x = y (11)\n4.2 SETUP"
+    for r in ["Fig. 3", "Thm. 4.2", "eq. 11", "App. B.5", "Sec. 4.2"]:
+        assert reference_in_text(r, text), r
+    for r in ["Fig. 4", "Thm. 4.3", "eq. 12", "App. B.6", "Table 1", "Remark 3.1"]:
+        assert not reference_in_text(r, text), r
+
+
+# --- legacy inline checks --------------------------------------------------------------------
+def test_legacy_checks_aggregate_over_seeds():
     with pytest.raises(ValueError):
         check("a", "s", "l", 1.0, holds=True)
     with pytest.raises(ValueError):
         check("a", "s", "l", 1.0, gt=0, lt=2)
-    c = check("a", "s", "l", "text", holds=False, expected="all converge")
-    assert not c.passed and Claim.from_dict(c.to_dict()) == c
-    assert check("a", "s", "l", math.nan, holds=True, expected="x").to_dict()["measured"] == "nan"
+    per_seed = [[check("a", "s", "Fig. 1", v, gt=0.5)] for v in (0.6, 0.7, 0.4)]
+    (c,) = evaluate_legacy(per_seed, [0, 1, 2])
+    assert c.kind == "unclassified" and c.seed_passed == (True, True, False) and not c.passed

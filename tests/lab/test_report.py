@@ -27,7 +27,8 @@ class Collector(HTMLParser):
 
 
 def test_report_lists_runs_claims_figures_and_escapes(toy, tmp_path):
-    run_experiment(toy.name, out=tmp_path, sets=["label=<script>alert(1)</script>"])
+    run_experiment(toy.name, out=tmp_path)  # the paper-default run: headline and badge
+    run_experiment(toy.name, out=tmp_path, sets=["label=<script>alert(1)</script>"])  # a variant
     path = build_report(tmp_path)
     html = path.read_text()
     p = Collector()
@@ -36,6 +37,7 @@ def test_report_lists_runs_claims_figures_and_escapes(toy, tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "toy experiment for the lab tests &lt;b&gt;" in html
     text = " ".join(p.text)
     assert "1/1 claims pass" in text and "PASS" in text and "‖x‖ decays" in text
+    assert "Other runs" in text and "label=<script>alert(1)</script>" in text  # the variant, named by its override
     assert p.imgs and all((path.parent / src).resolve().is_file() for src in p.imgs)
     assert all(not link.startswith("http") for link in p.links + p.imgs)  # offline
     assert "<script" not in html.lower() and "cdn" not in html.lower()

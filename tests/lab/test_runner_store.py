@@ -25,14 +25,19 @@ def test_run_writes_complete_directory(toy, tmp_path):
     ):
         assert (d / f).is_file(), f
     rec = json.loads((d / "config.json").read_text())
-    assert rec["config"]["n"] == 8 and rec["seed"] == 3 and rec["hash"] == d.name
+    assert rec["config"]["n"] == 8 and rec["seeds"] == [3, 4, 5, 6, 7] and rec["hash"] == d.name  # 5 seeds: paper
     claims = json.loads((d / "claims.json").read_text())
     assert claims[0]["id"] == "decay" and claims[0]["passed"] is True
-    assert set(claims[0]) >= {"id", "statement", "location", "passed", "measured", "expected"}
+    assert set(claims[0]) >= {"id", "statement", "location", "passed", "value", "values", "interval", "expected"}
+    assert claims[0]["seeds"] == [3, 4, 5, 6, 7] and all(claims[0]["seed_passed"])
     m = pd.read_parquet(d / "tables/metrics.parquet")
-    assert list(m.columns) == ["step", "member", "probe", "value"] and len(m) == 5
-    # (1 - lr)^t decay measured from the stored trajectory
-    np.testing.assert_allclose(m["value"].to_numpy() / m["value"].iloc[0], 0.9 ** np.arange(5), rtol=1e-5)
+    assert list(m.columns) == ["seed", "step", "member", "probe", "value"] and len(m) == 5 * 5
+    # (1 - lr)^t decay measured from the stored trajectory of every seed
+    for _, g in m.groupby("seed"):
+        np.testing.assert_allclose(g["value"].to_numpy() / g["value"].iloc[0], 0.9 ** np.arange(5), rtol=1e-5)
+    # one seed's result equals a one-seed run with that seed
+    one = run_experiment(toy.name, out=tmp_path, seed=5, seeds=1).run.result()
+    np.testing.assert_array_equal(o.run.result(5).arrays["x"], one.arrays["x"])
     assert not [p for p in d.parent.iterdir() if p.name.startswith(".")]
 
 
@@ -40,10 +45,10 @@ def test_second_run_is_cached_and_force_recomputes(toy, tmp_path):
     a = run_experiment(toy.name, out=tmp_path, quick=True)
     stamp = (a.run.path / "DONE").stat().st_mtime_ns
     b = run_experiment(toy.name, out=tmp_path, quick=True)
-    assert b.cached and b.run.path == a.run.path and CALLS["run"] == 1
+    assert b.cached and b.run.path == a.run.path and CALLS["run"] == 3  # 3 seeds with --quick
     assert (a.run.path / "DONE").stat().st_mtime_ns == stamp
     c = run_experiment(toy.name, out=tmp_path, quick=True, force=True)
-    assert not c.cached and CALLS["run"] == 2 and c.run.path == a.run.path
+    assert not c.cached and CALLS["run"] == 6 and c.run.path == a.run.path
     other = run_experiment(toy.name, out=tmp_path, quick=True, sets=["optim.lr=0.2"])
     assert other.run.path != a.run.path
     assert other.run.claims[0].passed

@@ -93,8 +93,8 @@ def run_cmd(
         None, "--sweep", help="grid axis: key=v1,v2,... (repeatable; cartesian product)"
     ),
     config: Path | None = typer.Option(None, "--config", help="YAML file of overrides"),
-    seed: int = typer.Option(0, help="the one seed for torch/numpy/python"),
-    seeds: int = typer.Option(1, help="run seeds seed..seed+N-1"),
+    seed: int = typer.Option(0, help="first seed: the run uses seeds seed..seed+N-1"),
+    seeds: int | None = typer.Option(None, help="seeds per claim (default 3 with --quick, 5 at paper scale)"),
     out: Path = typer.Option(Path("ssldyn-runs"), help="output directory (run store)"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
     executor: str = typer.Option("local", help="local (in-process) or ray"),
@@ -106,14 +106,19 @@ def run_cmd(
     from ssldyn.lab.runner import plan_run
     from ssldyn.lab.sweep import expand_grid, nest
 
-    if seeds < 1:
-        raise UserError(f"--seeds {seeds}: must be >= 1")
     _check_executor(executor)
     base = _parse_sets(set_)
     specs = [
-        plan_run(experiment, quick=quick, config_file=config, sets=_merge(base, nest(point)), seed=s, device=device)
+        plan_run(
+            experiment,
+            quick=quick,
+            config_file=config,
+            sets=_merge(base, nest(point)),
+            seed=seed,
+            seeds=seeds,
+            device=device,
+        )
         for point in expand_grid(sweep)
-        for s in range(seed, seed + seeds)
     ]
     items = _execute(specs, out, executor, force, address, max_retries, title=experiment)
     if len(items) == 1 and items[0].run is not None:
@@ -129,7 +134,8 @@ def reproduce_cmd(
     quick: bool = typer.Option(False, "--quick", help="quick presets: the whole set in minutes"),
     paper: str | None = typer.Option(None, help="only this paper (variational, nonlinearity, grassmann)"),
     out: Path = typer.Option(Path("ssldyn-runs"), help="output directory"),
-    seed: int = typer.Option(0),
+    seed: int = typer.Option(0, help="first seed: each run uses seeds seed..seed+N-1"),
+    seeds: int | None = typer.Option(None, help="seeds per claim (default 3 with --quick, 5 at paper scale)"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
     executor: str = typer.Option("local", help="local (in-process) or ray"),
     address: str | None = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
@@ -144,10 +150,11 @@ def reproduce_cmd(
 
     _check_executor(executor)
     exps = [get_experiment(n) for n in only] if only else all_experiments(paper)
-    specs = [plan_run(e.name, quick=quick, seed=seed, device=device) for e in exps]
+    specs = [plan_run(e.name, quick=quick, seed=seed, seeds=seeds, device=device) for e in exps]
     t0 = time.perf_counter()
     items = _execute(specs, out, executor, force, address, max_retries, title="reproduce")
     report = build_report(out)
+    _print_scores(out)
     _print_items(items, title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)")
     console.print(f"report: {report}")
     if any(it.status == "failed" for it in items):
@@ -218,7 +225,7 @@ def _print_items(items, title: str) -> None:  # noqa: ANN001
         t = "cached" if it.status == "cached" else f"{it.seconds:.1f} s"
         where = it.error if it.status == "failed" else str(it.run.path)
         table.add_row(
-            it.spec.experiment + (f" (seed {it.spec.seed})" if it.spec.seed else ""),
+            it.spec.experiment + f" ({it.spec.describe()})",
             it.status,
             t,
             f"[{style}]{p}/{n}[/{style}]",
@@ -237,6 +244,29 @@ def report_cmd(directory: Path = typer.Argument(Path("ssldyn-runs"), help="the r
     if not directory.is_dir():
         raise UserError(f"report directory {str(directory)!r} does not exist")
     console.print(f"report: {build_report(directory)}")
+
+
+def _print_scores(out) -> None:  # noqa: ANN001
+    """One table per paper: its results × status, from the paper-default runs in ``out``."""
+    from ssldyn.lab.registry import PAPERS, all_experiments
+    from ssldyn.lab.scores import canonical_runs, paper_scores
+    from ssldyn.lab.store import RunStore
+
+    canon = canonical_runs(RunStore(out).finished())
+    scores = paper_scores([e for e in all_experiments() if e.name in canon], canon)
+    for paper in PAPERS:
+        sc = scores.get(paper)
+        if sc is None:
+            continue
+        table = Table(title=f"{paper}: {sc.passed}/{sc.total} paper claims pass · sanity {sc.sanity_passed}/"
+                      f"{sc.sanity_total}")  # fmt: skip
+        for col in ("result", "status", "claims"):
+            table.add_column(col)
+        styles = {"reproduced": "green", "partly": "yellow", "does not reproduce": "red"}
+        for r in sc.rows:
+            st = styles.get(r.status, "dim")
+            table.add_row(r.result, f"[{st}]{r.status}[/{st}]", f"{r.passed}/{r.total}")
+        console.print(table)
 
 
 def _check_executor(executor: str) -> None:
@@ -260,7 +290,7 @@ def _print_run(o) -> None:  # noqa: ANN001
             "[green]PASS[/green]" if c.passed else "[red]FAIL[/red]",
             c.statement,
             c.location,
-            str(c.measured),
+            c.measured_text(),
             c.expected,
         )
     console.print(table)

@@ -81,17 +81,16 @@ def keep_heap_pad(pad_bytes: int = 256 << 20) -> bool:
         return False
 
 
-def single_thread() -> Any:
-    """``torch_threads(1)``."""
-    return torch_threads(1)
-
-
 @dataclass
 class Context:
     """What an experiment may use besides its config.
 
     Attributes:
-        seed: the one seed of this run (already applied to python/numpy/torch by the runner).
+        seed: the seed being run (already applied to python/numpy/torch by the runner); for an
+            experiment with ``batch_seeds`` the first of ``seeds``.
+        seeds: every seed this call computes: ``(seed,)`` when the lab runs one seed at a time,
+            all seeds of the run for an experiment with ``batch_seeds`` (member/run ``i`` of a
+            batched computation must use ``seeds[i]`` exactly as a one-seed run would).
         device: torch device to compute on.
         progress: show rich progress bars (the CLI turns them on; library use keeps quiet).
         run_dir: a scratch directory for this run (removed afterwards).
@@ -101,20 +100,25 @@ class Context:
     """
 
     seed: int = 0
+    seeds: tuple[int, ...] = ()
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     progress: bool = False
     run_dir: Any = None
     cache_dir: Any = None
     _bar: Any = field(default=None, repr=False)
 
-    def generator(self, offset: int = 0) -> torch.Generator:
-        """A CPU ``torch.Generator`` seeded with ``seed + offset`` (independent streams)."""
+    def __post_init__(self) -> None:
+        self.seeds = tuple(int(s) for s in self.seeds) or (int(self.seed),)
+
+    def generator(self, offset: int = 0, seed: int | None = None) -> torch.Generator:
+        """A CPU ``torch.Generator`` seeded with ``seed + offset`` (``seed`` defaults to ``ctx.seed``)."""
         g = torch.Generator()
-        g.manual_seed(self.seed + offset)
+        g.manual_seed((self.seed if seed is None else int(seed)) + offset)
         return g
 
-    def rng(self, offset: int = 0) -> np.random.Generator:
-        return np.random.default_rng(self.seed + offset)
+    def generators(self, offset: int = 0) -> list[torch.Generator]:
+        """One :meth:`generator` per seed of ``seeds`` (for seed-batched experiments)."""
+        return [self.generator(offset, s) for s in self.seeds]
 
     def track(self, iterable: Iterable[T], total: int | None = None, description: str = "") -> Iterator[T]:
         """Iterate with a progress bar when ``progress`` is on."""

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ssldyn.lab.errors import UserError
+from ssldyn.errors import UserError
 from ssldyn.lab.runner import RunSpec, commit_run, compute_run, format_exception_line
-from ssldyn.lab.store import RunStore, StoredRun
+from ssldyn.lab.store import RunStore, StoredRun, check_out_dir
 
 EXECUTORS = ("local", "ray")
 
@@ -65,8 +65,14 @@ def execute(
     max_retries: int = 2,
     progress: Any = None,
     title: str = "runs",
+    raise_errors: bool = False,
 ) -> list[SweepItem]:
-    """Run every spec (skipping finished ones unless ``force``) and return their outcomes in order."""
+    """Run every spec (skipping finished ones unless ``force``) and return their outcomes in order.
+
+    ``progress`` is an open ``rich.progress.Progress`` (bars are added to it), ``True`` for the
+    runs' own bars, or ``None``/``False``. A run that raises is marked failed and the sweep goes
+    on; with ``raise_errors`` (the one-run library call) its error propagates instead.
+    """
     if executor not in EXECUTORS:
         raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
     if max_retries < 0:
@@ -81,28 +87,16 @@ def execute(
             items[i] = SweepItem(spec, "cached", existing)
         else:
             todo.append(i)
-    bar = _Bar(progress, len(specs), title)
+    bar = _Bar(None if isinstance(progress, bool) else progress, len(specs), title)
     bar.update(done=len(specs) - len(todo))
     if executor == "local":
-        _run_local(specs, todo, items, store, bar, progress)
+        _run_local(specs, todo, items, store, bar, progress, raise_errors)
     else:
         _run_ray(specs, todo, items, store, bar, address, max_retries)
     return [it for it in items if it is not None]
 
 
-def check_out_dir(out: str | Path) -> None:
-    """``--out`` must be a directory (or creatable as one) that we can write to."""
-    p = Path(out)
-    if p.exists() and not p.is_dir():
-        raise UserError(f"--out {str(p)!r}: exists and is not a directory")
-    probe = p
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise UserError(f"--out {str(p)!r}: not writable")
-
-
-def _run_local(specs, todo, items, store, bar, progress) -> None:  # noqa: ANN001
+def _run_local(specs, todo, items, store, bar, progress, raise_errors=False) -> None:  # noqa: ANN001
     for i in todo:
         spec = specs[i]
         bar.update(running=1, label=spec.experiment)
@@ -117,6 +111,8 @@ def _run_local(specs, todo, items, store, bar, progress) -> None:  # noqa: ANN00
         except UserError:
             raise
         except Exception as exc:  # the sweep goes on; the run is marked failed with its error
+            if raise_errors:
+                raise
             err = format_exception_line(exc)
             store.record_failure(spec.experiment, spec.digest, err, spec.config)
             items[i] = SweepItem(spec, "failed", error=err, seconds=time.perf_counter() - t0)

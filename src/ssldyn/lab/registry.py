@@ -1,6 +1,7 @@
 """The experiment registry: every figure/table/result of the papers under ``<paper>.<result>``.
 
-An experiment is a subclass of :class:`Experiment` decorated with :func:`register`::
+An experiment is a subclass of :class:`Experiment` decorated with :func:`register`; it
+declares a config, its claims, and how one seed is run and measured::
 
     class Fig3Config(ExperimentConfig):
         tau: PositiveFloat = 0.5           # paper setting (cite section)
@@ -14,10 +15,18 @@ An experiment is a subclass of :class:`Experiment` decorated with :func:`registe
         Config = Fig3Config
         quick = {"n": 60}                  # overrides for --quick
         est_seconds = (5, 60)              # (quick, full) on a 2-core CPU
+        claims = (
+            ClaimSpec("loss-decreases", "The loss decreases with K.", "Fig. 3, Remark 3.1", kind="paper",
+                      reading="drop L(1) - L(K_max) relative to L(1)", relation=gt(0.0),
+                      basis="relation: 'decreases' means a positive drop"),
+        )
 
-        def run(self, cfg, ctx) -> Result: ...
-        def claims(self, cfg, result) -> list[Claim]: ...
-        def plots(self, cfg, result, fig_dir) -> list[Path]: ...
+        def run(self, cfg: Fig3Config, ctx: Context) -> Result: ...         # one seed (ctx.seed)
+        def measure(self, cfg: Fig3Config, result: Result) -> dict: ...    # {claim id: number}
+        def plots(self, cfg: Fig3Config, result: Result, fig_dir: Path) -> list[Path]: ...
+
+The lab runs every seed of the run (``--seeds``), measures each claim per seed and
+evaluates it over seeds (:func:`ssldyn.lab.claims.evaluate`).
 
 Experiment modules live anywhere under :mod:`ssldyn.experiments`; :func:`load_all` imports
 them all, so adding a module is enough to register its experiments. Your own experiments
@@ -31,13 +40,14 @@ import difflib
 import importlib
 import os
 import pkgutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ssldyn.lab.claims import Claim
+from ssldyn.errors import UserError
+from ssldyn.lab.claims import ClaimSpec
 from ssldyn.lab.config import ExperimentConfig
 from ssldyn.lab.context import Context
-from ssldyn.lab.errors import UserError
 from ssldyn.lab.result import Result
 
 PAPERS = {
@@ -52,7 +62,20 @@ _LOADED = False
 
 
 class Experiment:
-    """Base class: a config, a run, claims on the result, and the paper's figures."""
+    """Base class: a config, a run, declared claims measured per seed, and the paper's figures.
+
+    Class attributes an experiment declares:
+        name, paper, figure, description, Config, quick, est_seconds, version: as above.
+        claims: the :class:`~ssldyn.lab.claims.ClaimSpec` records it checks (each measured per
+            seed by :meth:`measure`; a ``pooled`` rule by :meth:`measure_pooled`).
+        seeded: ``False`` for a deterministic computation (closed forms, fixed grids): one
+            evaluation, whatever ``--seeds`` asks.
+        batch_seeds: ``True`` when :meth:`run` computes every seed of ``ctx.seeds`` at once (seeds
+            as an ensemble axis) and returns one :class:`Result` per seed; otherwise the lab calls
+            :meth:`run` once per seed with ``ctx.seed`` set.
+        threads: torch intra-op threads on the CPU while :meth:`run` runs (``1`` for experiments
+            made of many small tensor ops; ``None`` leaves the process setting).
+    """
 
     name: ClassVar[str]
     paper: ClassVar[str]
@@ -62,14 +85,24 @@ class Experiment:
     quick: ClassVar[dict[str, Any]] = {}
     est_seconds: ClassVar[tuple[float, float]] = (30.0, 300.0)
     version: ClassVar[str] = "1"  # bump when the experiment's code changes its results
+    claims: ClassVar[tuple[ClaimSpec, ...]] = ()
+    seeded: ClassVar[bool] = True
+    batch_seeds: ClassVar[bool] = False
+    threads: ClassVar[int | None] = None
 
-    def run(self, cfg: Any, ctx: Context) -> Result:  # pragma: no cover - abstract
+    def run(self, cfg: Any, ctx: Context) -> Result | list[Result]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def claims(self, cfg: Any, result: Result) -> list[Claim]:
-        return []
+    def measure(self, cfg: Any, result: Result) -> Mapping[str, Any]:
+        """One measurement per declared claim (``{claim id: value or Measured}``) for one seed's result."""
+        return {}
+
+    def measure_pooled(self, cfg: Any, results: list[Result]) -> Mapping[str, Any]:
+        """Measurements of the claims whose rule is ``pooled``, from all seeds' results together."""
+        return {}
 
     def plots(self, cfg: Any, result: Result, fig_dir: Path) -> list[Path]:
+        """The paper's figure(s) from the first seed's result (``result.seed_results`` holds all seeds)."""
         return []
 
     # -- configs ----------------------------------------------------------------------
@@ -83,6 +116,20 @@ class Experiment:
 
         return build_config(cls.Config, cls.quick)
 
+    @classmethod
+    def claim_spec(cls, claim_id: str) -> ClaimSpec:
+        for spec in cls.claims:
+            if spec.id == claim_id:
+                return spec
+        raise KeyError(f"{cls.name}: no claim {claim_id!r}; declared: {', '.join(s.id for s in cls.claims)}")
+
+    @classmethod
+    def uses_legacy_checks(cls) -> bool:
+        """True for experiments that still check claims inline (a ``claims(cfg, result)`` method)."""
+        return callable(cls.__dict__.get("claims")) or any(
+            callable(getattr(b, "__dict__", {}).get("claims")) for b in cls.__mro__[1:-1] if b is not Experiment
+        )
+
 
 def register(cls: type[Experiment]) -> type[Experiment]:
     """Class decorator adding an experiment to the registry (name must be ``<paper>.<result>``)."""
@@ -93,6 +140,14 @@ def register(cls: type[Experiment]) -> type[Experiment]:
         raise ValueError(f"experiment {cls.name!r} declares paper {cls.paper!r}")
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"experiment {cls.name!r} registered twice")
+    if not cls.uses_legacy_checks():
+        ids = [s.id for s in cls.claims]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"experiment {cls.name!r}: claim id {dup[0]!r} declared twice")
+        bad = [s for s in cls.claims if not isinstance(s, ClaimSpec)]
+        if bad:
+            raise ValueError(f"experiment {cls.name!r}: claims must be ClaimSpec records")
     cls.quick_config()  # the quick preset must validate
     _REGISTRY[cls.name] = cls
     return cls

@@ -16,7 +16,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ssldyn import __version__
+from ssldyn.lab.claims import Claim
 from ssldyn.lab.registry import PAPERS, all_experiments
+from ssldyn.lab.scores import SCORED_KINDS, PaperScore, canonical_runs, paper_scores
 from ssldyn.lab.store import RunStore, StoredRun, atomic_write_text
 
 CSS = """
@@ -27,7 +29,8 @@ section.paper{background:#fff;border-radius:8px;padding:12px 24px;margin:18px 0;
 article{border-top:1px solid #e3e6ea;padding:10px 0}h2{margin:8px 0}h3{margin:6px 0;font-size:18px}
 table{border-collapse:collapse;margin:8px 0;font-size:14px;width:100%}
 td,th{border:1px solid #d8dce2;padding:4px 8px;text-align:left;vertical-align:top}th{background:#eef1f5}
-.pass{color:#17702c;font-weight:600}.fail{color:#b3261e;font-weight:600}
+.pass{color:#17702c;font-weight:600}.fail{color:#b3261e;font-weight:600}.partly{color:#9a6700;font-weight:600}
+.nr{color:#555;font-weight:600}h4{margin:8px 0 4px;font-size:15px}nav ul{margin:4px 0}
 .badge{display:inline-block;padding:2px 8px;border-radius:10px;font-size:13px;margin-right:6px}
 .bp{background:#dcf2e0;color:#17702c}.bf{background:#fbe0de;color:#b3261e}.bn{background:#e9ecf1;color:#444}
 figure{display:inline-block;margin:6px 12px 6px 0}figure img{max-width:560px;max-height:420px;border:1px solid #ddd;background:#fff}
@@ -42,45 +45,101 @@ def _rel(target: Path, start: Path) -> str:
     return quote(os.path.relpath(target, start).replace(os.sep, "/"))
 
 
+KIND_TITLES = {"paper": "paper", "consequence": "consequence", "sanity": "sanity", "erratum": "erratum",
+               "unclassified": "unclassified"}  # fmt: skip
+
+
+def _claim_row(c: Claim) -> str:
+    cls, word = {"pass": ("pass", "PASS"), "not-run": ("nr", "NOT RUN")}.get(c.status, ("fail", "FAIL"))
+    if not c.status:
+        cls, word = ("pass", "PASS") if c.passed else ("fail", "FAIL")
+    note = f"<div class='meta'>{escape(c.note)}</div>" if c.note else ""
+    how = []
+    for label, text in (("reading", c.reading), ("derivation", c.derivation), ("threshold basis", c.basis),
+                        ("rule", c.rule), ("interval", c.interval_method)):  # fmt: skip
+        if text:
+            how.append(f"<b>{escape(label)}:</b> {escape(text)}")
+    per_seed = ", ".join(
+        f"{s}: {escape(str(v))}{'' if ok else ' ✗'}" for s, v, ok in zip(c.seeds, c.values, c.seed_passed)
+    )
+    if per_seed:
+        how.append(f"<b>per seed:</b> {per_seed}")
+    details = f"<details><summary>how it is checked</summary>{'<br>'.join(how)}</details>" if how else ""
+    return (f"<tr><td class='{cls}'>{word}</td><td>{escape(c.statement)}{note}{details}</td>"
+            f"<td>{escape(KIND_TITLES.get(c.kind, c.kind))}</td><td>{escape(c.location)}</td>"
+            f"<td>{escape(c.measured_text())}</td><td>{escape(c.expected)}</td>"
+            f"<td><code>{escape(c.id)}</code></td></tr>")  # fmt: skip
+
+
 def _claims_table(run: StoredRun) -> str:
     claims = run.claims
     if not claims:
         return "<p class='meta'>No claims for this run.</p>"
-    rows = []
-    for c in claims:
-        cls, word = ("pass", "PASS") if c.passed else ("fail", "FAIL")
-        note = f"<div class='meta'>{escape(c.note)}</div>" if c.note else ""
-        rows.append(
-            f"<tr><td class='{cls}'>{word}</td><td>{escape(c.statement)}{note}</td>"
-            f"<td>{escape(c.location)}</td><td>{escape(str(c.measured))}</td>"
-            f"<td>{escape(c.expected)}</td><td><code>{escape(c.id)}</code></td></tr>"
-        )
-    return (
-        "<table><tr><th>result</th><th>claim</th><th>paper</th><th>measured</th><th>expected</th>"
-        "<th>id</th></tr>" + "".join(rows) + "</table>"
-    )
+    head = ("<table><tr><th>result</th><th>claim</th><th>kind</th><th>paper</th><th>measured (95% interval)</th>"
+            "<th>expected</th><th>id</th></tr>")  # fmt: skip
+    order = {"paper": 0, "consequence": 1, "unclassified": 2, "erratum": 3, "sanity": 4}
+    rows = "".join(_claim_row(c) for c in sorted(claims, key=lambda c: order.get(c.kind, 5)))
+    return head + rows + "</table>"
+
+
+def _badge(claims: list[Claim]) -> tuple[str, str]:
+    scored = [c for c in claims if c.kind in SCORED_KINDS and c.status != "not-run"]
+    if not scored:
+        return ("bn", "no paper claims")
+    n_pass = sum(c.passed for c in scored)
+    return ("bp" if n_pass == len(scored) else "bf", f"{n_pass}/{len(scored)} claims pass")
 
 
 def _run_block(run: StoredRun, report_dir: Path) -> str:
     meta, rec = run.meta, run.config_record
-    summ = run.summary
-    notes = "".join(f"<div class='note'>{escape(str(n))}</div>" for n in summ.get("__notes__", []))
+    notes = "".join(f"<div class='note'>{escape(str(n))}</div>" for n in run.notes)
     figs = "".join(
         f"<figure><a href='{_rel(f, report_dir)}'><img src='{_rel(f, report_dir)}' alt='{escape(f.name)}'></a>"
         f"<figcaption>{escape(f.name)}</figcaption></figure>"
         for f in run.figures
     )
     cfg = escape(json.dumps(rec.get("config", {}), indent=2, sort_keys=True))
-    n_pass = sum(c.passed for c in run.claims)
-    n_all = len(run.claims)
+    seeds = rec.get("seeds", [rec.get("seed")])
+    label = meta.get("label") or ""
     return (
-        f"<p class='meta'>preset <b>{escape(str(meta.get('preset')))}</b> · seed {escape(str(rec.get('seed')))}"
+        f"<p class='meta'>preset <b>{escape(str(meta.get('preset')))}</b>"
+        f"{' · ' + escape(label) if label else ''} · seeds {escape(', '.join(map(str, seeds)))}"
         f" · device {escape(str(rec.get('device')))} · run time {float(meta.get('run_seconds', 0)):.1f} s"
-        f" · finished {escape(str(meta.get('started', '')))} · claims {n_pass}/{n_all} passed"
+        f" · finished {escape(str(meta.get('started', '')))}"
         f" · <a href='{_rel(run.path, report_dir)}/'>run directory {escape(run.path.name)}</a></p>"
         f"{notes}{_claims_table(run)}<div>{figs}</div>"
         f"<details><summary>config</summary><pre>{cfg}</pre></details>"
     )
+
+
+def _results_table(sc: PaperScore) -> str:
+    if not sc.rows:
+        return ""
+    rows = []
+    for r in sc.rows:
+        why = "".join(
+            f"<div class='meta'><code>{escape(e)}</code> {escape(c.id)}: measured {escape(c.measured_text())}, "
+            f"expected {escape(c.expected)}{' — ' + escape(c.note) if c.note else ''}</div>"
+            for e, c in r.failing
+        )
+        cls = {"reproduced": "pass", "partly": "partly", "does not reproduce": "fail"}.get(r.status, "nr")
+        rows.append(f"<tr><td>{escape(r.result)}</td><td class='{cls}'>{escape(r.status)}</td>"
+                    f"<td>{r.passed}/{r.total}</td><td>{escape(', '.join(r.experiments))}{why}</td></tr>")  # fmt: skip
+    return ("<table><tr><th>paper result</th><th>status</th><th>claims pass</th><th>experiments / what fails</th>"
+            "</tr>" + "".join(rows) + "</table>")  # fmt: skip
+
+
+def _errata(sc: PaperScore) -> str:
+    if not sc.errata:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(c.location)}</td><td>{escape(c.printed)}</td><td>{escape(c.used)}</td>"
+        f"<td>{escape(c.statement)} — measured {escape(c.measured_text())} ({escape(c.expected)})"
+        f"{'' if c.passed else ' <b>(demonstration failed)</b>'}</td><td><code>{escape(e)}</code></td></tr>"
+        for e, c in sc.errata
+    )
+    return ("<h3>Errata</h3><table><tr><th>where</th><th>printed</th><th>we use</th><th>demonstration</th>"
+            "<th>run</th></tr>" + rows + "</table>")  # fmt: skip
 
 
 def build_report(out: str | Path) -> Path:
@@ -88,49 +147,61 @@ def build_report(out: str | Path) -> Path:
     out = Path(out)
     report_dir = out / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
-    runs = RunStore(out).finished()
+    store = RunStore(out)
+    runs = store.finished()
     by_exp: dict[str, list[StoredRun]] = defaultdict(list)
     for r in runs:
         try:
             by_exp[r.experiment].append(r)
         except (OSError, ValueError, KeyError):
             continue
-    known = {e.name: e for e in all_experiments()}
-    total_pass = sum(sum(c.passed for c in rs[0].claims) for rs in by_exp.values())
-    total = sum(len(rs[0].claims) for rs in by_exp.values())
-    sections = []
+    exps = all_experiments()
+    known = {e.name: e for e in exps}
+    canon = canonical_runs(runs)
+    scores = paper_scores([e for e in exps if e.name in canon or e.name in by_exp], canon)
+    total_pass = sum(s.passed for s in scores.values())
+    total = sum(s.total for s in scores.values())
+    sections, toc = [], []
     papers = list(PAPERS) + sorted({n.split(".")[0] for n in by_exp} - set(PAPERS))
     for paper in papers:
         names = sorted(n for n in by_exp if n.split(".")[0] == paper)
         if not names:
             continue
-        arts = []
+        sc = scores.get(paper)
+        arts, toc_items = [], []
         for name in names:
             rs = by_exp[name]
             exp = known.get(name)
-            latest = rs[0]
-            meta = latest.meta
-            n_pass, n_all = sum(c.passed for c in latest.claims), len(latest.claims)
-            badge = (
-                ("bn", "no claims")
-                if n_all == 0
-                else (("bp" if n_pass == n_all else "bf"), f"{n_pass}/{n_all} claims pass")
+            head = canon.get(name, rs[0])
+            badge = _badge(head.claims) if name in canon else ("bn", "no paper-default run")
+            others = "".join(
+                f"<details><summary>{escape(str(r.meta.get('label') or r.path.name))} "
+                f"({escape(str(r.meta.get('preset')))}) · {escape(_badge(r.claims)[1])}</summary>"
+                f"{_run_block(r, report_dir)}</details>"
+                for r in rs
+                if r.path != head.path
             )
-            older = "".join(
-                f"<details><summary>earlier run {escape(r.path.name)} ({escape(str(r.meta.get('preset')))})"
-                f"</summary>{_run_block(r, report_dir)}</details>"
-                for r in rs[1:]
-            )
-            desc = exp.description if exp else meta.get("description", "")
-            fig = exp.figure if exp else meta.get("figure", "")
+            desc = exp.description if exp else head.meta.get("description", "")
+            fig = exp.figure if exp else head.meta.get("figure", "")
+            anchor = quote(name)
+            toc_items.append(f"<li><a href='#{anchor}'>{escape(name)}</a> <span class='badge {badge[0]}'>"
+                             f"{escape(badge[1])}</span></li>")  # fmt: skip
+            other_h = f"<h4>Other runs (variants, sweeps, other scales)</h4>{others}" if others else ""
             arts.append(
-                f"<article id='{escape(name)}'><h3><span class='badge {badge[0]}'>{escape(badge[1])}</span>"
+                f"<article id='{escape(anchor)}'><h3><span class='badge {badge[0]}'>{escape(badge[1])}</span>"
                 f"{escape(name)} — {escape(fig)}</h3><p>{escape(desc)}</p>"
-                f"{_run_block(latest, report_dir)}{older}</article>"
+                f"{_run_block(head, report_dir)}{other_h}</article>"
             )
         title = PAPERS.get(paper, paper)
-        sections.append(f"<section class='paper'><h2>{escape(paper)}: {escape(title)}</h2>{''.join(arts)}</section>")
-    failures = RunStore(out).failures()
+        score = (f"<p class='meta'>paper and consequence claims: <b>{sc.passed}/{sc.total}</b> pass · sanity checks "
+                 f"{sc.sanity_passed}/{sc.sanity_total}</p>") if sc else ""  # fmt: skip
+        results = f"<h3>Results</h3>{_results_table(sc)}{_errata(sc)}" if sc else ""
+        toc.append(f"<li><a href='#paper-{escape(paper)}'>{escape(paper)}</a><ul>{''.join(toc_items)}</ul></li>")
+        sections.append(
+            f"<section class='paper' id='paper-{escape(paper)}'><h2>{escape(paper)}: {escape(title)}</h2>"
+            f"{score}{results}<h3>Experiments</h3>{''.join(arts)}</section>"
+        )
+    failures = store.failures()
     if failures:
         rows = "".join(
             f"<tr><td>{escape(str(f.get('experiment')))}</td><td><code>{escape(str(f.get('hash')))}</code></td>"
@@ -146,12 +217,16 @@ def build_report(out: str | Path) -> Path:
         sections.append(
             "<section class='paper'><p>No finished runs yet. Run <code>ssldyn reproduce --quick</code>.</p></section>"
         )
+    nav = f"<nav class='paper'><h2>Contents</h2><ul>{''.join(toc)}</ul></nav>" if toc else ""
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    per_paper = " · ".join(f"{escape(p)} {scores[p].passed}/{scores[p].total}" for p in PAPERS if p in scores)
     html = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ssldyn report</title>"
         f"<style>{CSS}</style></head><body><header><h1>ssldyn report</h1>"
-        f"<p>{total_pass}/{total} claims pass (latest run of each experiment) · {len(by_exp)} experiments · "
-        f"ssldyn {escape(__version__)} · built {escape(now)}</p></header><main>{''.join(sections)}</main></body></html>"
+        f"<p>{total_pass}/{total} paper claims pass (paper-default runs; sanity checks separate)"
+        f"{' · ' + per_paper if per_paper else ''} · {len(by_exp)} experiments · "
+        f"ssldyn {escape(__version__)} · built {escape(now)}</p></header><main>{nav}{''.join(sections)}</main>"
+        "</body></html>"
     )
     path = report_dir / "index.html"
     atomic_write_text(path, html)

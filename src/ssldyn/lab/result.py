@@ -19,12 +19,17 @@ class Result:
         arrays: named numpy arrays (snapshots, embeddings, filters); stored in ``arrays.npz``.
         summary: JSON-serialisable scalars (fits, final values) used by claims and the report.
         notes: free-text remarks shown in the report (choices that deviate from the paper...).
+        seed: the seed this result belongs to (set by the lab).
+        seed_results: every seed's result of the run, in seed order (set by the lab before
+            ``plots`` is called, so a figure may show all seeds).
     """
 
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    seed: int | None = None
+    seed_results: list[Result] = field(default_factory=list, repr=False)
 
     def add_trajectory(self, traj: Any, name: str = "metrics") -> None:
         """Store a :class:`ssldyn.dynamics.Trajectory` (its table and snapshots)."""

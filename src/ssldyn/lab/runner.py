@@ -1,12 +1,22 @@
-"""Resolve a config, run an experiment (or return it from the store), check claims, plot."""
+"""Resolve a config and its seeds, run an experiment over them, evaluate the claims, plot.
+
+:func:`plan_run` validates a request into a :class:`RunSpec` (no side effects);
+:func:`compute_run` runs it in this process (every seed; claims measured per seed and
+evaluated over seeds); :func:`commit_run` writes it into the run store. Executors
+(:mod:`ssldyn.lab.executors`) drive these; :func:`ssldyn.lab.api.run_experiment` is the
+one-call library entry point.
+"""
 
 from __future__ import annotations
 
 import platform
 import shutil
+import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -14,10 +24,10 @@ from typing import Any
 import torch
 
 from ssldyn import __version__
-from ssldyn.lab.claims import Claim
+from ssldyn.errors import UserError
+from ssldyn.lab.claims import Claim, evaluate, evaluate_legacy
 from ssldyn.lab.config import ExperimentConfig, build_config, load_config_file, parse_sets
-from ssldyn.lab.context import Context, resolve_device, seed_everything
-from ssldyn.lab.errors import UserError
+from ssldyn.lab.context import Context, resolve_device, seed_everything, torch_threads
 from ssldyn.lab.registry import Experiment, get_experiment
 from ssldyn.lab.result import Result
 from ssldyn.lab.store import RunStore, StoredRun, atomic_write_bytes, config_hash
@@ -40,9 +50,86 @@ def resolve_config(
     return build_config(exp.Config, *layers)
 
 
+#: seeds per claim when ``--seeds`` is not given: 3 with ``--quick``, 5 at paper scale
+DEFAULT_SEEDS = {"quick": 3, "paper": 5}
+MAX_SEEDS = 1000
+
+
+def default_seeds(exp: type[Experiment], preset: str, seed: int = 0, n: int | None = None) -> tuple[int, ...]:
+    """The seeds of a run: ``seed, seed+1, …`` (``n`` of them, default by preset); one for a deterministic experiment."""
+    if not exp.seeded:
+        return (int(seed),)
+    n = DEFAULT_SEEDS[preset] if n is None else n
+    return tuple(range(int(seed), int(seed) + int(n)))
+
+
+def flat_overrides(cfg: dict[str, Any], base: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{dotted key: value}`` where ``cfg`` differs from ``base`` (the preset's config)."""
+    out: dict[str, Any] = {}
+    for k, v in cfg.items():
+        b = base.get(k) if isinstance(base, dict) else None
+        if isinstance(v, dict) and isinstance(b, dict):
+            out.update(flat_overrides(v, b, f"{prefix}{k}."))
+        elif v != b:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A validated, hashable request for one run (what executors send to workers).
+
+    Attributes:
+        experiment: registered name.
+        config: the validated config as JSON data.
+        seeds: every seed the run computes (claims are evaluated over them).
+        device: ``cpu`` / ``cuda``.
+        digest: the run's hash (config + seeds + device + versions): its directory name.
+        preset: ``quick`` or ``paper`` (the defaults the overrides are relative to).
+        overrides: ``{dotted key: value}`` where the config differs from the preset.
+    """
+
+    experiment: str
+    config: dict[str, Any]
+    seeds: tuple[int, ...]
+    device: str
+    digest: str
+    preset: str
+    overrides: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def seed(self) -> int:
+        return self.seeds[0]
+
+    @property
+    def label(self) -> str:
+        return f"{self.experiment}[{self.digest}]"
+
+    @property
+    def canonical(self) -> bool:
+        """The paper-default run of its preset: no overrides and the default seeds."""
+        exp = get_experiment(self.experiment)
+        return not self.overrides and self.seeds == default_seeds(exp, self.preset)
+
+    def describe(self) -> str:
+        """``tau=1.0, seeds=0..2`` — what this run is, for people."""
+        parts = [f"{k}={_short(v)}" for k, v in sorted(self.overrides.items())]
+        s = self.seeds
+        parts.append(f"seed={s[0]}" if len(s) == 1 else f"seeds={s[0]}..{s[-1]}" if s == tuple(range(s[0], s[-1] + 1))
+                     else "seeds=" + ",".join(map(str, s)))  # fmt: skip
+        return ", ".join(parts)
+
+
+def _short(v: Any) -> str:
+    import json
+
+    text = json.dumps(v, default=str) if not isinstance(v, str) else v
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 @dataclass
 class RunOutcome:
-    """What :func:`run_experiment` returns."""
+    """What :func:`ssldyn.lab.api.run_experiment` returns."""
 
     run: StoredRun
     cached: bool
@@ -53,22 +140,6 @@ class RunOutcome:
         return self.run.claims
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """A validated, hashable request for one run (what executors send to workers)."""
-
-    experiment: str
-    config: dict[str, Any]
-    seed: int
-    device: str
-    digest: str
-    preset: str
-
-    @property
-    def label(self) -> str:
-        return f"{self.experiment}[{self.digest}]"
-
-
 @dataclass
 class ComputedRun:
     """A run computed in memory (possibly on a remote worker): nothing written yet."""
@@ -76,7 +147,7 @@ class ComputedRun:
     spec: RunSpec
     record: dict[str, Any]
     meta: dict[str, Any]
-    result: Result
+    results: list[Result]
     claims: list[Claim]
     figures: dict[str, bytes]
 
@@ -88,76 +159,146 @@ def plan_run(
     config_file: str | Path | None = None,
     sets: list[str] | dict[str, Any] | None = None,
     seed: int = 0,
+    seeds: int | Sequence[int] | None = None,
     device: str = "cpu",
 ) -> RunSpec:
-    """Validate everything the user asked for and compute the config hash (no side effects)."""
+    """Validate everything the user asked for and compute the run hash (no side effects).
+
+    ``seeds`` is a count (``seed, seed+1, …``), an explicit list, or ``None`` for the preset's
+    default (3 quick, 5 paper scale); a deterministic experiment always runs one seed.
+    """
     exp_cls = get_experiment(name)
     cfg = resolve_config(exp_cls, quick=quick, config_file=config_file, sets=sets)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise UserError(f"--seed {seed!r}: must be a non-negative integer")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise UserError(f"--seed {seed!r}: must be an integer in [0, 2^63)")
+    preset = "quick" if quick else "paper"
+    if seeds is None or isinstance(seeds, int) and not isinstance(seeds, bool):
+        if seeds is not None and not 1 <= seeds <= MAX_SEEDS:
+            raise UserError(f"--seeds {seeds!r}: must be an integer in [1, {MAX_SEEDS}]")
+        seed_tuple = default_seeds(exp_cls, preset, seed, seeds)
+    else:
+        try:
+            seed_tuple = tuple(int(s) for s in seeds)  # type: ignore[union-attr]
+        except (TypeError, ValueError):
+            raise UserError(f"seeds {seeds!r}: expected a count or a list of integers") from None
+        if not seed_tuple or len(set(seed_tuple)) != len(seed_tuple) or min(seed_tuple) < 0:
+            raise UserError(f"seeds {list(seed_tuple)!r}: expected distinct non-negative integers")
+        seed_tuple = seed_tuple if exp_cls.seeded else seed_tuple[:1]
+    if seed_tuple[-1] >= 2**63:
+        raise UserError(f"--seed {seed} with {len(seed_tuple)} seeds passes 2^63")
     dev = resolve_device(device)
     cfg_json = cfg.model_dump(mode="json")
-    digest = config_hash(exp_cls.name, cfg_json, seed, dev.type, exp_cls.version)
-    preset = ("quick" if quick else "default") + ("+overrides" if (sets or config_file) else "")
-    return RunSpec(exp_cls.name, cfg_json, seed, str(dev), digest, preset)
+    base = (exp_cls.quick_config() if quick else exp_cls.default_config()).model_dump(mode="json")
+    digest = config_hash(exp_cls.name, cfg_json, seed_tuple, dev.type, exp_cls.version)
+    return RunSpec(exp_cls.name, cfg_json, seed_tuple, str(dev), digest, preset, flat_overrides(cfg_json, base))
+
+
+def _progress_display(progress: Any) -> tuple[Any, Any]:
+    """``(bar, context manager)``: an open rich Progress to add bars to, or none."""
+    if progress is True:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       transient=True)  # fmt: skip
+        return bar, bar
+    from contextlib import nullcontext
+
+    return (None if isinstance(progress, bool) or progress is None else progress), nullcontext()
+
+
+def run_seeds(exp: Experiment, cfg: ExperimentConfig, seeds: Sequence[int], ctx_kw: dict[str, Any]) -> list[Result]:
+    """Every seed's :class:`Result`: one call per seed, or one call for a ``batch_seeds`` experiment."""
+    cls = type(exp)
+    dev = ctx_kw["device"]
+    with ExitStack() as stack:
+        if cls.threads is not None:
+            stack.enter_context(torch_threads(cls.threads, dev))
+        if cls.batch_seeds:
+            seed_everything(seeds[0])
+            out = exp.run(cfg, Context(seed=seeds[0], seeds=tuple(seeds), **ctx_kw))
+            results = list(out) if isinstance(out, (list, tuple)) else [out]
+            if len(results) != len(seeds) or not all(isinstance(r, Result) for r in results):
+                raise TypeError(f"{cls.name}.run (batch_seeds) must return one Result per seed ({len(seeds)})")
+        else:
+            results = []
+            for s in seeds:
+                seed_everything(s)
+                r = exp.run(cfg, Context(seed=s, seeds=(s,), **ctx_kw))
+                if not isinstance(r, Result):
+                    raise TypeError(f"{cls.name}.run must return a Result, got {type(r).__name__}")
+                results.append(r)
+    for r, s in zip(results, seeds):
+        r.seed = int(s)
+    return results
+
+
+def evaluate_claims(exp: Experiment, cfg: ExperimentConfig, results: list[Result]) -> list[Claim]:
+    """Measure every declared claim per seed (or pooled) and evaluate it over the seeds."""
+    cls = type(exp)
+    seeds = [int(r.seed) for r in results]  # type: ignore[arg-type]
+    if cls.uses_legacy_checks():
+        return evaluate_legacy([list(exp.claims(cfg, r)) for r in results], seeds)  # type: ignore[operator]
+    specs = cls.claims
+    per_seed = [dict(exp.measure(cfg, r)) for r in results]
+    pooled_specs = [s for s in specs if s.rule.name == "pooled"]
+    pooled_m = dict(exp.measure_pooled(cfg, results)) if pooled_specs else {}
+    declared = {s.id for s in specs}
+    per_ids = {s.id for s in specs if s.rule.name != "pooled"}
+    for i, m in enumerate(per_seed):
+        extra, missing = set(m) - declared, per_ids - set(m)
+        if extra or missing:
+            raise ValueError(f"{cls.name}.measure (seed {seeds[i]}): undeclared claims {sorted(extra)}, "
+                             f"missing {sorted(missing)}")  # fmt: skip
+    if set(pooled_m) != {s.id for s in pooled_specs}:
+        raise ValueError(f"{cls.name}.measure_pooled must return exactly {sorted(s.id for s in pooled_specs)}")
+    note = "" if cls.seeded else "deterministic computation: one evaluation"
+    out = []
+    for spec in specs:
+        if spec.rule.name == "pooled":
+            out.append(evaluate(spec, cfg, seeds, [pooled_m[spec.id]], note=note))
+        else:
+            out.append(evaluate(spec, cfg, seeds, [m[spec.id] for m in per_seed], note=note))
+    return out
 
 
 def compute_run(spec: RunSpec, progress: Any = False, cache_dir: str | Path | None = None) -> ComputedRun:
-    """Run the experiment of ``spec`` in this process; figures are rendered to bytes.
+    """Run the experiment of ``spec`` for every seed in this process; figures are rendered to bytes.
 
     ``cache_dir`` (normally ``<out>/.cache``) is handed to the experiment as ``ctx.cache_dir``.
+    ``progress`` is a bool or an open ``rich.progress.Progress`` to add the run's bars to.
     """
-    import tempfile
-
     exp_cls = get_experiment(spec.experiment)
     cfg = exp_cls.Config.model_validate(spec.config)
     dev = resolve_device(spec.device)
     t0 = time.perf_counter()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    seed_everything(spec.seed)
-    bar = None if isinstance(progress, bool) else progress
-    with tempfile.TemporaryDirectory(prefix="ssldyn-run-") as tmp:
-        ctx = Context(
-            seed=spec.seed,
-            device=dev,
-            progress=bool(progress),
-            run_dir=Path(tmp),
-            cache_dir=Path(cache_dir) if cache_dir is not None else None,
-            _bar=bar,
-        )
-        exp = exp_cls()
-        with ctx.progress_bars():
-            result = exp.run(cfg, ctx)
+    bar, display = _progress_display(progress)
+    exp = exp_cls()
+    with tempfile.TemporaryDirectory(prefix="ssldyn-run-") as tmp, display:
+        ctx_kw = {"device": dev, "progress": bool(progress), "run_dir": Path(tmp),
+                  "cache_dir": Path(cache_dir) if cache_dir is not None else None, "_bar": bar}  # fmt: skip
+        results = run_seeds(exp, cfg, spec.seeds, ctx_kw)
         run_seconds = time.perf_counter() - t0
-        claims = list(exp.claims(cfg, result))
+        claims = evaluate_claims(exp, cfg, results)
         fig_dir = Path(tmp) / "figures"
         fig_dir.mkdir()
-        exp.plots(cfg, result, fig_dir)
+        first = results[0]
+        first.seed_results = results
+        try:
+            exp.plots(cfg, first, fig_dir)
+        finally:
+            first.seed_results = []
         figures = {p.name: p.read_bytes() for p in sorted(fig_dir.iterdir()) if p.is_file()}
-    record = {
-        "experiment": exp_cls.name,
-        "config": spec.config,
-        "seed": spec.seed,
-        "device": dev.type,
-        "package": __version__,
-        "version": exp_cls.version,
-        "hash": spec.digest,
-    }
-    meta = {
-        "experiment": exp_cls.name,
-        "paper": exp_cls.paper,
-        "figure": exp_cls.figure,
-        "description": exp_cls.description,
-        "preset": spec.preset,
-        "started": started,
-        "run_seconds": round(run_seconds, 3),
-        "total_seconds": round(time.perf_counter() - t0, 3),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "host": platform.node(),
-        "threads": torch.get_num_threads(),
-    }
-    return ComputedRun(spec, record, meta, result, claims, figures)
+    record = {"experiment": exp_cls.name, "config": spec.config, "seeds": list(spec.seeds), "device": dev.type,
+              "package": __version__, "version": exp_cls.version, "hash": spec.digest, "preset": spec.preset,
+              "overrides": spec.overrides}  # fmt: skip
+    meta = {"experiment": exp_cls.name, "paper": exp_cls.paper, "figure": exp_cls.figure,
+            "description": exp_cls.description, "preset": spec.preset, "overrides": spec.overrides,
+            "canonical": spec.canonical, "label": spec.describe(), "started": started,
+            "run_seconds": round(run_seconds, 3), "total_seconds": round(time.perf_counter() - t0, 3),
+            "torch": torch.__version__, "python": platform.python_version(), "host": platform.node(),
+            "threads": torch.get_num_threads()}  # fmt: skip
+    return ComputedRun(spec, record, meta, results, claims, figures)
 
 
 def commit_run(store: RunStore, computed: ComputedRun) -> StoredRun:
@@ -165,7 +306,7 @@ def commit_run(store: RunStore, computed: ComputedRun) -> StoredRun:
     spec = computed.spec
     partial = store.new_partial(spec.experiment, spec.digest)
     try:
-        store.write_result(partial, computed.record, computed.meta, computed.result, computed.claims)
+        store.write_result(partial, computed.record, computed.meta, computed.results, computed.claims)
         for name, data in computed.figures.items():
             atomic_write_bytes(partial / "figures" / Path(name).name, data)
         run = store.commit(partial, spec.experiment, spec.digest)
@@ -174,37 +315,6 @@ def commit_run(store: RunStore, computed: ComputedRun) -> StoredRun:
         raise
     store.clear_failure(spec.experiment, spec.digest)
     return run
-
-
-def run_experiment(
-    name: str,
-    *,
-    quick: bool = False,
-    config_file: str | Path | None = None,
-    sets: list[str] | dict[str, Any] | None = None,
-    seed: int = 0,
-    device: str = "cpu",
-    out: str | Path = DEFAULT_OUT,
-    force: bool = False,
-    progress: Any = False,
-) -> RunOutcome:
-    """Run one experiment into the store and return the finished run.
-
-    A finished run with the same config hash is returned without recomputation unless
-    ``force``. All user mistakes raise :class:`UserError` before anything is written.
-    ``progress`` is a bool, or an open ``rich.progress.Progress`` to add the run's bars to.
-    """
-    spec = plan_run(name, quick=quick, config_file=config_file, sets=sets, seed=seed, device=device)
-    from ssldyn.lab.executors import check_out_dir
-
-    check_out_dir(out)
-    store = RunStore(out)
-    existing = store.get(spec.experiment, spec.digest)
-    if existing is not None and not force:
-        return RunOutcome(existing, cached=True, seconds=0.0)
-    t0 = time.perf_counter()
-    run = commit_run(store, compute_run(spec, progress=progress, cache_dir=store.cache_dir))
-    return RunOutcome(run, cached=False, seconds=time.perf_counter() - t0)
 
 
 def format_exception_line(exc: BaseException) -> str:

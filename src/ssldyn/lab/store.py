@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,12 +60,12 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def config_hash(experiment: str, config: dict[str, Any], seed: int, device: str, version: str) -> str:
-    """Hash of the validated config + seed + device + package and experiment version."""
+def config_hash(experiment: str, config: dict[str, Any], seeds: Sequence[int], device: str, version: str) -> str:
+    """Hash of the validated config + seeds + device + package and experiment version."""
     key = {
         "experiment": experiment,
         "config": config,
-        "seed": seed,
+        "seeds": [int(s) for s in seeds],
         "device": device,
         "package": __version__,
         "version": version,
@@ -74,7 +75,7 @@ def config_hash(experiment: str, config: dict[str, Any], seed: int, device: str,
 
 @dataclass
 class StoredRun:
-    """A finished run directory."""
+    """A finished run directory: one experiment, one config, every seed of the run."""
 
     path: Path
 
@@ -87,6 +88,11 @@ class StoredRun:
         return json.loads((self.path / "config.json").read_text())
 
     @property
+    def seeds(self) -> list[int]:
+        rec = self.config_record
+        return [int(s) for s in rec.get("seeds", [rec.get("seed", 0)])]
+
+    @property
     def meta(self) -> dict[str, Any]:
         return json.loads((self.path / "meta.json").read_text())
 
@@ -94,25 +100,76 @@ class StoredRun:
     def claims(self) -> list[Claim]:
         return [Claim.from_dict(d) for d in json.loads((self.path / "claims.json").read_text())]
 
+    def _summary_file(self) -> dict[str, Any]:
+        data = json.loads((self.path / "summary.json").read_text())
+        if "per_seed" not in data:  # a one-seed run of an earlier layout
+            notes = data.pop("__notes__", [])
+            return {"seeds": self.seeds[:1], "per_seed": {str(self.seeds[0]): data}, "notes": notes}
+        return data
+
+    @property
+    def summaries(self) -> dict[int, dict[str, Any]]:
+        """Summary numbers per seed: ``{seed: {name: value}}``."""
+        return {int(k): v for k, v in self._summary_file()["per_seed"].items()}
+
     @property
     def summary(self) -> dict[str, Any]:
-        return json.loads((self.path / "summary.json").read_text())
+        """The first seed's summary numbers (:attr:`summaries` has every seed)."""
+        return self.summaries[self.seeds[0]]
+
+    @property
+    def notes(self) -> list[str]:
+        return list(self._summary_file().get("notes", []))
 
     @property
     def figures(self) -> list[Path]:
         d = self.path / "figures"
         return sorted(p for p in d.iterdir() if p.suffix.lower() in {".png", ".gif", ".svg"}) if d.is_dir() else []
 
-    def result(self) -> Result:
-        """Load tables, arrays and summary back into a :class:`Result`."""
-        tables = {p.stem: pd.read_parquet(p) for p in sorted((self.path / "tables").glob("*.parquet"))}
+    def table(self, name: str) -> pd.DataFrame:
+        """One stored table with every seed (a ``seed`` column says which)."""
+        return pd.read_parquet(self.path / "tables" / f"{name}.parquet")
+
+    def result(self, seed: int | None = None) -> Result:
+        """One seed's tables, arrays, summary and notes as a :class:`Result` (default: the first seed)."""
+        seed = self.seeds[0] if seed is None else int(seed)
+        if seed not in self.seeds:
+            raise KeyError(f"run {self.path.name} has seeds {self.seeds}, not {seed}")
+        tables = {}
+        for p in sorted((self.path / "tables").glob("*.parquet")):
+            frame = pd.read_parquet(p)
+            if "seed" in frame.columns:
+                frame = frame[frame["seed"] == seed].drop(columns="seed").reset_index(drop=True)
+            tables[p.stem] = frame
         arrays: dict[str, np.ndarray] = {}
         if (self.path / "arrays.npz").exists():
+            prefix = f"seed={seed}/"
             with np.load(self.path / "arrays.npz", allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        summ = self.summary
-        notes = summ.pop("__notes__", [])
-        return Result(tables=tables, arrays=arrays, summary=summ, notes=notes)
+                arrays = {k[len(prefix) :]: npz[k] for k in npz.files if k.startswith(prefix)}
+                if not arrays and len(self.seeds) == 1:  # earlier layout: no seed prefix
+                    arrays = {k: npz[k] for k in npz.files}
+        summ = dict(self.summaries.get(seed, {}))
+        return Result(tables=tables, arrays=arrays, summary=summ, notes=self.notes, seed=seed)
+
+    def results(self) -> list[Result]:
+        """Every seed's :class:`Result`, in seed order."""
+        return [self.result(s) for s in self.seeds]
+
+
+def check_out_dir(out: str | Path) -> None:
+    """``--out`` must be a directory (or creatable as one) that we can write to."""
+    from ssldyn.errors import UserError
+
+    if str(out).strip() == "":
+        raise UserError("--out '': give a directory (default: ssldyn-runs)")
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"--out {str(p)!r}: exists and is not a directory")
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError(f"--out {str(p)!r}: not writable")
 
 
 class RunStore:
@@ -171,19 +228,43 @@ class RunStore:
         return d
 
     def write_result(
-        self, partial: Path, config_record: dict[str, Any], meta: dict[str, Any], result: Result, claims: list[Claim]
+        self,
+        partial: Path,
+        config_record: dict[str, Any],
+        meta: dict[str, Any],
+        results: Sequence[Result],
+        claims: list[Claim],
     ) -> None:
-        """Write every file of a run into ``partial`` (DONE is written by :meth:`commit`)."""
+        """Write every file of a run (all its seeds) into ``partial`` (DONE is written by :meth:`commit`).
+
+        Tables of all seeds are stacked with a leading ``seed`` column; arrays are stored as
+        ``seed=<s>/<name>``; ``summary.json`` holds ``{"seeds", "per_seed": {seed: summary}, "notes"}``.
+        """
         atomic_write_text(partial / "config.json", _json(config_record))
-        for name, frame in result.tables.items():
+        names = list(dict.fromkeys(n for r in results for n in r.tables))
+        for name in names:
+            frames = []
+            for r in results:
+                if name not in r.tables:
+                    continue
+                frame = r.tables[name]
+                if "seed" in frame.columns:
+                    raise ValueError(
+                        f"table {name!r} has its own 'seed' column; the lab adds the run seed there — rename it"
+                    )
+                frames.append(frame.assign(seed=r.seed)[["seed", *frame.columns]])
             buf = io.BytesIO()
-            frame.to_parquet(buf, index=False)
+            pd.concat(frames, ignore_index=True).to_parquet(buf, index=False)
             atomic_write_bytes(partial / "tables" / f"{name}.parquet", buf.getvalue())
-        if result.arrays:
+        arrays = {f"seed={r.seed}/{k}": np.asarray(v) for r in results for k, v in r.arrays.items()}
+        if arrays:
             buf = io.BytesIO()
-            np.savez_compressed(buf, **{k: np.asarray(v) for k, v in result.arrays.items()})
+            np.savez_compressed(buf, **arrays)
             atomic_write_bytes(partial / "arrays.npz", buf.getvalue())
-        atomic_write_text(partial / "summary.json", _json({**result.summary, "__notes__": result.notes}))
+        notes = list(dict.fromkeys(n for r in results for n in r.notes))
+        summary = {"seeds": [r.seed for r in results], "per_seed": {str(r.seed): r.summary for r in results},
+                   "notes": notes}  # fmt: skip
+        atomic_write_text(partial / "summary.json", _json(summary))
         atomic_write_text(partial / "claims.json", _json([c.to_dict() for c in claims]))
         atomic_write_text(partial / "meta.json", _json(meta))
 

@@ -127,7 +127,7 @@ class Fig2(Experiment):
                 gap = output_gap(trajs[act], trajs["linear"]).cpu()  # (T, E)
                 for i, ep in enumerate(eps):
                     for e in range(cfg.seeds):
-                        rows.append({"activation": act, "h": h, "epoch": ep, "seed": e, "gap": float(gap[i, e])})
+                        rows.append({"activation": act, "h": h, "epoch": ep, "init": e, "gap": float(gap[i, e])})
         df = pd.DataFrame(rows)
         res = Result(tables={"gaps": df})
         mean = df.groupby(["activation", "h", "epoch"])["gap"].mean().reset_index()

@@ -248,7 +248,7 @@ def grid_frame(runs: Sequence[TokenRun], traces: Sequence[RunTrace]) -> pd.DataF
             "P",
             "zeta",
             "bn",
-            "seed",
+            "init",
             "step",
             "chi_plus",
             "chi_minus",

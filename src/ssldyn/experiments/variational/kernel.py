@@ -188,7 +188,7 @@ class KernelCheck(Experiment):
                 keys.append((M, s))
                 errs.append((KM - Kinf).norm() / Kinf.norm())
         errs = torch.stack(errs).cpu().tolist()  # one host transfer
-        wdf = pd.DataFrame([{"M": M, "seed": s, "rel_err": e} for (M, s), e in zip(keys, errs)])
+        wdf = pd.DataFrame([{"M": M, "draw": s, "rel_err": e} for (M, s), e in zip(keys, errs)])
         res.tables["prop44"] = wdf
         mean = wdf.groupby("M")["rel_err"].mean()
         res.summary["prop44_slope"] = _slope(mean.index, mean.values)

@@ -18,7 +18,7 @@ def test_quick_run_on_cuda(name, tmp_path, monkeypatch):
     monkeypatch.setenv("SSLDYN_CACHE_DIR", "off")  # no cached token runs: train on the GPU
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    out = run_experiment(name, quick=True, device="cuda", out=tmp_path)
+    out = run_experiment(name, quick=True, seeds=1, device="cuda", out=tmp_path)
     assert out.run.config_record["device"] == "cuda"
     assert out.claims, "no claims measured"
     assert torch.cuda.max_memory_allocated() > 0, f"{name} allocated no CUDA memory: it computed on the CPU"

@@ -6,7 +6,7 @@ from ssldyn.lab import run_experiment
 
 
 def _run(name, tmp_path):
-    out = run_experiment(name, quick=True, out=tmp_path)
+    out = run_experiment(name, quick=True, seeds=1, out=tmp_path)
     return {c.id: c for c in out.claims}, out.run.summary
 
 

@@ -8,7 +8,7 @@ from ssldyn.lab import run_experiment
 
 
 def test_fig1_quick_mnist(tmp_path):
-    out = run_experiment("variational.fig1", quick=True, out=tmp_path)
+    out = run_experiment("variational.fig1", quick=True, seeds=1, out=tmp_path)
     ids = {c.id for c in out.claims}
     assert ids == {"mnist-pixels-clustered", "mnist-simclr-linear", "mnist-simclr-knn", "mnist-simclr-silhouette"}
     for c in out.claims:
@@ -34,6 +34,7 @@ def test_fig1_cifar_branch_on_written_batches(tmp_path):
     small = {"widths": [4], "steps": 2, "batch": 16}
     out = run_experiment(
         "variational.fig1",
+        seeds=1,
         out=tmp_path / "runs",
         sets={
             "cifar_dir": str(tmp_path),

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ssldyn.data.mnist import load_mnist, read_idx_dir
+from ssldyn.data.mnist import check_labels, load_mnist, read_idx_dir
 from ssldyn.errors import UserError
 
 __all__ = [
@@ -168,12 +168,11 @@ def load_idx_images(
     r = Path(root).expanduser()
     if not r.is_dir():
         raise UserError(f"data directory {str(r)!r} does not exist or is not a directory")
-    images, labels = read_idx_dir(_idx_dir(r, kind), split)  # (N, H, W) uint8, (N,)
-    if labels.size and int(labels.max()) > 9:
-        raise UserError(f"IDX labels under {str(r)!r} must be 0..9, found {int(labels.max())}")
+    images, labels = read_idx_dir(_idx_dir(r, kind), split)  # (N, H, W), (N,); pixels checked in [0, 255]
+    labels = check_labels(labels, 10, f"IDX labels under {str(r)!r}")
     X = torch.as_tensor(images.astype(np.float32) / 255.0, dtype=dtype).unsqueeze(1)  # (N, 1, H, W)
     classes = DIGIT_CLASSES if kind == "mnist" else FASHION_CLASSES
-    return ImageDataset(X, torch.as_tensor(labels.astype(np.int64)), kind, classes)
+    return ImageDataset(X, torch.as_tensor(labels), kind, classes)
 
 
 class RestrictedUnpickler(pickle.Unpickler):
@@ -234,6 +233,7 @@ def _safe_load(path: Path) -> dict:
 
 
 def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    size = path.stat().st_size
     d = _safe_load(path)
     if "data" not in d or "labels" not in d:
         raise UserError(
@@ -245,14 +245,16 @@ def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
             f"CIFAR-10 file {str(path)!r} is malformed: 'data' must be a uint8 array (N, 3072), got "
             f"{type(data).__name__} {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')}"
         )
+    if not data.flags.c_contiguous or data.nbytes > size:  # e.g. stride-0 views of a few bytes
+        raise UserError(
+            f"CIFAR-10 file {str(path)!r} is malformed: 'data' declares {data.nbytes} bytes of images but the "
+            f"file has {size} bytes"
+        )
     labels = np.asarray(labels)
-    if (
-        labels.shape != (data.shape[0],)
-        or not np.issubdtype(labels.dtype, np.integer)
-        or (labels.size and (labels.min() < 0 or labels.max() > 9))
-    ):
+    if labels.shape != (data.shape[0],):
         raise UserError(f"CIFAR-10 file {str(path)!r} is malformed: 'labels' must be {data.shape[0]} ints in 0..9")
-    return data.reshape(-1, 3, 32, 32), labels.astype(np.int64)
+    labels = check_labels(labels, 10, f"CIFAR-10 file {str(path)!r}")
+    return data.reshape(-1, 3, 32, 32), labels
 
 
 def load_cifar10(root: str | Path, split: str = "train", dtype: torch.dtype = torch.float32) -> ImageDataset:

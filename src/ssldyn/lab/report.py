@@ -213,6 +213,15 @@ def build_report(out: str | Path) -> Path:
             "(after their retries); re-run the same command to retry them.</p><table><tr><th>experiment"
             f"</th><th>hash</th><th>error</th></tr>{rows}</table></section>"
         )
+    damaged = store.damaged()
+    if damaged:
+        rows = "".join(f"<tr><td><code>{escape(str(d.relative_to(out)))}</code></td><td>{escape(why)}</td></tr>"
+                       for d, why in damaged)  # fmt: skip
+        sections.append(
+            "<section class='paper'><h2>Damaged runs</h2><p class='meta'>These run directories do not match their "
+            "checksums and are not shown above; <code>ssldyn run</code> / <code>ssldyn reproduce</code> move them "
+            f"aside and recompute them.</p><table><tr><th>run directory</th><th>why</th></tr>{rows}</table></section>"
+        )
     if not sections:
         sections.append(
             "<section class='paper'><p>No finished runs yet. Run <code>ssldyn reproduce --quick</code>.</p></section>"

@@ -301,18 +301,25 @@ def compute_run(spec: RunSpec, progress: Any = False, cache_dir: str | Path | No
     return ComputedRun(spec, record, meta, results, claims, figures)
 
 
-def commit_run(store: RunStore, computed: ComputedRun) -> StoredRun:
-    """Write a computed run into the store atomically (only the driver calls this)."""
+def commit_run(store: RunStore, computed: ComputedRun, *, force: bool = False) -> StoredRun:
+    """Write a computed run into the store atomically, under the run's lock (only the driver calls this).
+
+    Without ``force``, a run another process finished meanwhile is kept and returned instead.
+    """
     spec = computed.spec
-    partial = store.new_partial(spec.experiment, spec.digest)
-    try:
-        store.write_result(partial, computed.record, computed.meta, computed.results, computed.claims)
-        for name, data in computed.figures.items():
-            atomic_write_bytes(partial / "figures" / Path(name).name, data)
-        run = store.commit(partial, spec.experiment, spec.digest)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+    with store.lock(spec.experiment, spec.digest):
+        existing = None if force else store.get(spec.experiment, spec.digest)
+        if existing is not None:
+            return existing
+        partial = store.new_partial(spec.experiment, spec.digest)
+        try:
+            store.write_result(partial, computed.record, computed.meta, computed.results, computed.claims)
+            for name, data in computed.figures.items():
+                atomic_write_bytes(partial / "figures" / Path(name).name, data, make_parents=False)
+            run = store.commit(partial, spec.experiment, spec.digest)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
     store.clear_failure(spec.experiment, spec.digest)
     return run
 

@@ -1,22 +1,40 @@
 """The run store: ``<out>/<experiment>/<config-hash>/`` (DESIGN.md, "Run store").
 
 A run directory holds ``config.json``, ``meta.json``, ``summary.json``, ``tables/*.parquet``,
-``arrays.npz``, ``claims.json``, ``figures/`` and a ``DONE`` marker. A run is written into
-a hidden partial directory next to its final place; ``DONE`` is written last and the whole
-directory is then moved into place with one atomic ``rename``. So a directory under its hash
-name is always complete, an interrupted run leaves only a partial directory (removed and
-redone next time), and readers never see a half-written file.
+``arrays.npz``, ``claims.json``, ``figures/``, ``MANIFEST.json`` (the SHA-256 of every file)
+and a ``DONE`` marker (the SHA-256 of the manifest).
+
+Guarantees:
+
+* **Atomic.** A run is written into a hidden partial directory owned by the writing process;
+  ``DONE`` is written last and the directory is moved into place with one ``rename``. A
+  directory under its hash name is always complete; an interrupted run leaves a partial
+  directory that the next writer of that run removes.
+* **Concurrent writers.** Every writer of a run holds that run's lock (``fcntl.flock`` on
+  ``<out>/.locks/<experiment>/<hash>.lock``, released by the OS if the process dies) from the moment it checks the store
+  until it has committed; a second process asking for the same run waits and then reads the
+  finished run. Nobody deletes a directory another live process owns.
+* **Damage is detected.** A finished run whose files do not match its manifest (truncated,
+  edited, missing) or whose manifest does not match ``DONE`` is *damaged*: it is not served,
+  :meth:`RunStore.damaged` lists it by path, and ``run``/``reproduce`` move it aside
+  (``.damaged-<hash>-<time>``) and recompute it.
+* **Crash-safe replacement.** ``--force`` renames the old run aside before renaming the new one
+  in; a crash between the two renames is repaired at the next access (the old run is put back,
+  leftovers are removed).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import io
 import json
 import os
 import shutil
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,11 +47,25 @@ from ssldyn.lab.claims import Claim
 from ssldyn.lab.result import Result
 
 DONE = "DONE"
+MANIFEST = "MANIFEST.json"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file + fsync + rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+class DamagedRunError(RuntimeError):
+    """A finished run's files do not match its manifest."""
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, make_parents: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temp file + fsync + rename.
+
+    With ``make_parents=False`` only the last directory level may be created: a write into a
+    directory that has disappeared fails instead of silently re-creating it.
+    """
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    elif not path.parent.is_dir():
+        if not path.parent.parent.is_dir():
+            raise FileNotFoundError(f"{path.parent.parent} disappeared while a run was being written")
+        path.parent.mkdir(exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     with open(tmp, "wb") as fh:
         fh.write(data)
@@ -42,8 +74,59 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, *, make_parents: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), make_parents=make_parents)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_manifest(run_dir: Path) -> dict[str, str]:
+    """``{relative path: sha256}`` of every file of a run directory except ``DONE`` and the manifest."""
+    out = {}
+    for f in sorted(run_dir.rglob("*")):
+        rel = f.relative_to(run_dir).as_posix()
+        if f.is_file() and rel not in (DONE, MANIFEST):
+            out[rel] = _sha256(f)
+    return out
+
+
+def verify_run(run_dir: Path) -> str | None:
+    """``None`` when a finished run directory is intact, else the reason it is damaged."""
+    done, man = run_dir / DONE, run_dir / MANIFEST
+    if not done.is_file():
+        return "no DONE marker"
+    if not man.is_file():
+        return "no MANIFEST.json (written by an older ssldyn, or damaged)"
+    try:
+        man_bytes = man.read_bytes()
+        if done.read_text().strip() != hashlib.sha256(man_bytes).hexdigest():
+            return "MANIFEST.json does not match DONE"
+        expected = json.loads(man_bytes)
+    except (OSError, ValueError) as e:
+        return f"unreadable manifest ({type(e).__name__})"
+    actual = file_manifest(run_dir)
+    missing = sorted(set(expected) - set(actual))
+    if missing:
+        return f"missing {missing[0]}"
+    extra = sorted(set(actual) - set(expected))
+    if extra:
+        return f"unexpected file {extra[0]}"
+    changed = [k for k in expected if expected[k] != actual[k]]
+    if changed:
+        return f"{changed[0]} does not match its checksum"
+    try:
+        rec = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return "config.json unreadable"
+    if rec.get("experiment") != run_dir.parent.name or rec.get("hash") != run_dir.name:
+        return "config.json names another run"
+    return None
 
 
 def _json(obj: Any) -> str:
@@ -81,7 +164,8 @@ class StoredRun:
 
     @property
     def experiment(self) -> str:
-        return self.config_record["experiment"]
+        """The experiment this run belongs to (its directory; the manifest check ties config.json to it)."""
+        return self.path.parent.name
 
     @property
     def config_record(self) -> dict[str, Any]:
@@ -173,7 +257,9 @@ def check_out_dir(out: str | Path) -> None:
 
 
 class RunStore:
-    """Finished runs under one output directory."""
+    """Finished runs under one output directory (see the module docstring for the guarantees)."""
+
+    _held: dict[str, tuple[int, int]] = {}  # lock path -> (fd, depth): this process's locks (re-entrant)
 
     def __init__(self, out: str | Path) -> None:
         self.out = Path(out)
@@ -186,15 +272,112 @@ class RunStore:
     def run_dir(self, experiment: str, digest: str) -> Path:
         return self.out / experiment / digest
 
+    # -- locking ---------------------------------------------------------------------------
+    def _lock_path(self, experiment: str, digest: str) -> Path:
+        return self.out / ".locks" / experiment / f"{digest}.lock"
+
+    @contextlib.contextmanager
+    def lock(self, experiment: str, digest: str, *, blocking: bool = True) -> Iterator[bool]:
+        """Hold the run's lock (re-entrant within a process); yields whether it was acquired.
+
+        With ``blocking=False`` it yields ``False`` at once when another process holds it.
+        """
+        path = self._lock_path(experiment, digest)
+        key = str(path.resolve() if path.parent.exists() else path)
+        if key in self._held:
+            fd, depth = self._held[key]
+            self._held[key] = (fd, depth + 1)
+            try:
+                yield True
+            finally:
+                fd, depth = self._held[key]
+                self._held[key] = (fd, depth - 1)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            yield False
+            return
+        self._held[key] = (fd, 1)
+        try:
+            self._recover(experiment, digest)
+            yield True
+        finally:
+            self._held.pop(key, None)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _holds(self, experiment: str, digest: str) -> bool:
+        path = self._lock_path(experiment, digest)
+        return str(path.resolve() if path.parent.exists() else path) in self._held
+
+    def _recover(self, experiment: str, digest: str) -> None:
+        """Under the lock: undo a crash between the two renames of a replacement, drop stale partials."""
+        parent = self.out / experiment
+        final = parent / digest
+        olds = sorted(parent.glob(f".{digest}.old-*"))
+        if not final.exists():
+            for old in olds:
+                if (old / DONE).is_file():
+                    os.replace(old, final)  # the crash happened after the old run was moved aside
+                    olds.remove(old)
+                    break
+        for leftover in [*olds, *parent.glob(f".{digest}.partial-*")]:
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    # -- reading ---------------------------------------------------------------------------
     def get(self, experiment: str, digest: str) -> StoredRun | None:
+        """The finished, intact run, or ``None`` (absent, unfinished or damaged)."""
         d = self.run_dir(experiment, digest)
-        return StoredRun(d) if (d / DONE).is_file() else None
+        if not (d / DONE).is_file():
+            if not d.exists() and any((self.out / experiment).glob(f".{digest}.old-*")):
+                with self.lock(experiment, digest):  # repairs an interrupted replacement
+                    pass
+                return self.get(experiment, digest) if (d / DONE).is_file() else None
+            return None
+        return StoredRun(d) if verify_run(d) is None else None
+
+    def damage(self, experiment: str, digest: str) -> str | None:
+        """Why a run directory with a DONE marker is damaged (``None``: absent or intact)."""
+        d = self.run_dir(experiment, digest)
+        return verify_run(d) if (d / DONE).is_file() else None
+
+    def _done_dirs(self) -> list[Path]:
+        dirs = [p.parent for p in self.out.glob(f"*/*/{DONE}") if not p.parent.name.startswith(".")]
+        return [d for d in dirs if d.parent.name not in ("report",) and not d.parent.name.startswith(".")]
 
     def finished(self) -> list[StoredRun]:
-        """Every finished run, newest first."""
-        runs = [StoredRun(p.parent) for p in self.out.glob(f"*/*/{DONE}") if not p.parent.name.startswith(".")]
-        return sorted(runs, key=lambda r: (r.path / DONE).stat().st_mtime, reverse=True)
+        """Every intact finished run, newest first (damaged runs are left out: see :meth:`damaged`)."""
+        runs = []
+        for d in self._done_dirs():
+            if verify_run(d) is None:
+                try:
+                    runs.append(((d / DONE).stat().st_mtime, StoredRun(d)))
+                except OSError:  # replaced or removed meanwhile
+                    continue
+        return [r for _, r in sorted(runs, key=lambda t: t[0], reverse=True)]
 
+    def damaged(self) -> list[tuple[Path, str]]:
+        """``(run directory, reason)`` of every finished run whose files do not verify."""
+        out = []
+        for d in self._done_dirs():
+            reason = verify_run(d)
+            if reason is not None:
+                out.append((d, reason))
+        return sorted(out)
+
+    def set_aside(self, experiment: str, digest: str) -> Path:
+        """Move a damaged run out of the way (kept as ``.damaged-<hash>-<time>``) and return where it went."""
+        d = self.run_dir(experiment, digest)
+        with self.lock(experiment, digest):
+            aside = d.with_name(f".damaged-{digest}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}")
+            os.replace(d, aside)
+        return aside
+
+    # -- failures --------------------------------------------------------------------------
     def failure_path(self, experiment: str, digest: str) -> Path:
         return self.out / experiment / f"{digest}.failed.json"
 
@@ -217,12 +400,13 @@ class RunStore:
                 continue
         return out
 
+    # -- writing ---------------------------------------------------------------------------
     def new_partial(self, experiment: str, digest: str) -> Path:
-        """A fresh hidden directory to write a run into (old partials of this hash are removed)."""
+        """A fresh hidden directory, owned by this process, to write a run into (call under :meth:`lock`)."""
+        if not self._holds(experiment, digest):
+            raise RuntimeError(f"new_partial({experiment}, {digest}) must be called while holding the run's lock")
         parent = self.out / experiment
         parent.mkdir(parents=True, exist_ok=True)
-        for stale in parent.glob(f".{digest}.partial-*"):
-            shutil.rmtree(stale, ignore_errors=True)
         d = parent / f".{digest}.partial-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         d.mkdir()
         return d
@@ -240,7 +424,10 @@ class RunStore:
         Tables of all seeds are stacked with a leading ``seed`` column; arrays are stored as
         ``seed=<s>/<name>``; ``summary.json`` holds ``{"seeds", "per_seed": {seed: summary}, "notes"}``.
         """
-        atomic_write_text(partial / "config.json", _json(config_record))
+        if not partial.is_dir():
+            raise FileNotFoundError(f"partial run directory {partial} disappeared")
+        w = {"make_parents": False}
+        atomic_write_text(partial / "config.json", _json(config_record), **w)
         names = list(dict.fromkeys(n for r in results for n in r.tables))
         for name in names:
             frames = []
@@ -255,22 +442,26 @@ class RunStore:
                 frames.append(frame.assign(seed=r.seed)[["seed", *frame.columns]])
             buf = io.BytesIO()
             pd.concat(frames, ignore_index=True).to_parquet(buf, index=False)
-            atomic_write_bytes(partial / "tables" / f"{name}.parquet", buf.getvalue())
+            atomic_write_bytes(partial / "tables" / f"{name}.parquet", buf.getvalue(), **w)
         arrays = {f"seed={r.seed}/{k}": np.asarray(v) for r in results for k, v in r.arrays.items()}
         if arrays:
             buf = io.BytesIO()
             np.savez_compressed(buf, **arrays)
-            atomic_write_bytes(partial / "arrays.npz", buf.getvalue())
+            atomic_write_bytes(partial / "arrays.npz", buf.getvalue(), **w)
         notes = list(dict.fromkeys(n for r in results for n in r.notes))
         summary = {"seeds": [r.seed for r in results], "per_seed": {str(r.seed): r.summary for r in results},
                    "notes": notes}  # fmt: skip
-        atomic_write_text(partial / "summary.json", _json(summary))
-        atomic_write_text(partial / "claims.json", _json([c.to_dict() for c in claims]))
-        atomic_write_text(partial / "meta.json", _json(meta))
+        atomic_write_text(partial / "summary.json", _json(summary), **w)
+        atomic_write_text(partial / "claims.json", _json([c.to_dict() for c in claims]), **w)
+        atomic_write_text(partial / "meta.json", _json(meta), **w)
 
     def commit(self, partial: Path, experiment: str, digest: str) -> StoredRun:
-        """Write DONE last, then move the partial directory into place atomically."""
-        atomic_write_text(partial / DONE, "")
+        """Write the manifest and DONE last, then move the partial directory into place (under the lock)."""
+        if not self._holds(experiment, digest):
+            raise RuntimeError(f"commit({experiment}, {digest}) must be called while holding the run's lock")
+        man = _json(file_manifest(partial)).encode()
+        atomic_write_bytes(partial / MANIFEST, man, make_parents=False)
+        atomic_write_text(partial / DONE, hashlib.sha256(man).hexdigest(), make_parents=False)
         final = self.run_dir(experiment, digest)
         old = None
         if final.exists():
@@ -279,4 +470,18 @@ class RunStore:
         os.replace(partial, final)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+        _fsync_dir(final.parent)
         return StoredRun(final)
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

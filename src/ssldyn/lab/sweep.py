@@ -10,8 +10,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ssldyn.lab.config import parse_value
-from ssldyn.lab.errors import UserError
+from ssldyn.errors import UserError
+from ssldyn.lab.config import echo, parse_value
+
+#: largest grid run without ``--yes``
+MAX_GRID = 200
 
 
 def split_top_level(text: str) -> list[str]:
@@ -40,22 +43,51 @@ def parse_sweep(item: str) -> tuple[str, list[Any]]:
     key, eq, raw = item.partition("=")
     key = key.strip()
     if not eq or not key:
-        raise UserError(f"--sweep {item!r}: expected key=v1,v2,... (e.g. --sweep tau=0.1,0.5)")
+        raise UserError(f"--sweep {echo(item)}: expected key=v1,v2,... (e.g. --sweep tau=0.1,0.5)")
     values = split_top_level(raw)
     if not raw.strip() or any(v == "" for v in values):
-        raise UserError(f"--sweep {item!r}: empty value in the grid; expected key=v1,v2,...")
-    return key, [parse_value(v) for v in values]
+        raise UserError(f"--sweep {echo(item)}: empty value in the grid; expected key=v1,v2,...")
+    parsed, seen = [], set()
+    for v in (parse_value(v) for v in values):  # duplicate values would compute the same run twice
+        k = repr(v)
+        if k not in seen:
+            seen.add(k)
+            parsed.append(v)
+    return key, parsed
 
 
-def expand_grid(items: list[str] | None) -> list[dict[str, Any]]:
-    """The cartesian product of all ``--sweep`` items as flat ``{dotted.key: value}`` dicts."""
-    if not items:
-        return [{}]
-    axes = [parse_sweep(it) for it in items]
+def grid_axes(items: list[str] | None) -> list[tuple[str, list[Any]]]:
+    """The axes of a grid: ``[(key, distinct values), ...]`` in the order given."""
+    axes = [parse_sweep(it) for it in items or []]
     keys = [k for k, _ in axes]
     dup = {k for k in keys if keys.count(k) > 1}
     if dup:
-        raise UserError(f"--sweep: key {sorted(dup)[0]!r} given twice")
+        raise UserError(f"--sweep: key {echo(sorted(dup)[0])} given twice")
+    return axes
+
+
+def grid_size(items: list[str] | None) -> int:
+    size = 1
+    for _, values in grid_axes(items):
+        size *= len(values)
+    return size
+
+
+def expand_grid(items: list[str] | None, *, limit: int | None = MAX_GRID) -> list[dict[str, Any]]:
+    """The cartesian product of all ``--sweep`` items as flat ``{dotted.key: value}`` dicts.
+
+    Duplicate values are dropped; a grid larger than ``limit`` points is refused (``--yes`` lifts
+    the limit) before anything is expanded.
+    """
+    axes = grid_axes(items)
+    if not axes:
+        return [{}]
+    size = 1
+    for _, values in axes:
+        size *= len(values)
+    if limit is not None and size > limit:
+        raise UserError(f"--sweep: the grid has {size} points (limit {limit}); narrow it or pass --yes")
+    keys = [k for k, _ in axes]
     return [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in axes))]
 
 

@@ -1,0 +1,118 @@
+"""User mistakes are one line and exit 2, never an internal error, never costly (run-store issue, items 4, 8-10)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ssldyn.lab import UserError
+from ssldyn.lab.cli import main
+from ssldyn.lab.config import build_config, load_config_file, parse_sets
+from ssldyn.lab.registry import Experiment, get_experiment, register
+from ssldyn.lab.runner import plan_run
+from ssldyn.lab.sweep import expand_grid
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(args, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    cap = capsys.readouterr()
+    return e.value.code, cap.out, cap.err
+
+
+def _one_line_exit_2(args, capsys, max_len=600):
+    code, out, err = _cli(args, capsys)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2, (args, out, err)
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    assert len(lines[0]) <= max_len, len(lines[0])  # the bad value is not echoed whole
+    return lines[0]
+
+
+def test_huge_values_and_keys_are_not_echoed_whole(capsys, tmp_path):
+    big = "9" * 100_000
+    _one_line_exit_2(["run", "variational.fig3", "--set", f"k_max=[{big}]", "--out", str(tmp_path)], capsys)
+    _one_line_exit_2(["run", "variational.fig3", "--set", f"ns={big}", "--out", str(tmp_path)], capsys)
+    _one_line_exit_2(["run", "variational.fig3", "--set", f"{'k' * 100_000}=1", "--out", str(tmp_path)], capsys)
+
+
+def test_yaml_alias_bomb_binary_deep_and_duplicate_keys(capsys, tmp_path):
+    bomb = tmp_path / "bomb.yaml"
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]']
+    for i in range(1, 8):
+        lines.append(f"{chr(97 + i)}: &{chr(97 + i)} [{','.join(['*' + chr(96 + i)] * 10)}]")
+    lines.append("k_max: *h")
+    bomb.write_text("\n".join(lines))
+    line = _one_line_exit_2(["run", "variational.fig3", "--config", str(bomb), "--out", str(tmp_path)], capsys)
+    assert len(line) < 600
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    _one_line_exit_2(["run", "variational.fig3", "--config", str(binary), "--out", str(tmp_path)], capsys)
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("k_max: " + "[" * 50_000 + "]" * 50_000)
+    _one_line_exit_2(["run", "variational.fig3", "--config", str(deep), "--out", str(tmp_path)], capsys)
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("k_max: 8\nk_max: 16\n")
+    with pytest.raises(UserError, match="duplicate key"):
+        load_config_file(dup)
+
+
+def test_booleans_are_not_numbers():
+    exp = get_experiment("variational.fig3")
+    for pair in ("k_max=true", "ns=[true,64]", "tol=false"):
+        with pytest.raises(UserError, match="must be a number"):
+            build_config(exp.Config, parse_sets([pair]))
+
+
+def test_seeds_and_seed_limits(capsys, tmp_path):
+    for args in (["--seed", str(2**63)], ["--seeds", "1000000000"], ["--seeds", "0"], ["--seeds", "1e9"]):
+        _one_line_exit_2(["run", "variational.fig3", *args, "--out", str(tmp_path)], capsys)
+    with pytest.raises(UserError, match="2\\^63"):
+        plan_run("variational.ill-posed", seed=2**63 - 2, seeds=5)
+
+
+def test_empty_out_and_read_only_store(capsys, tmp_path):
+    _one_line_exit_2(["run", "variational.fig3", "--quick", "--out", ""], capsys)
+    blocked = tmp_path / "blocked"  # the store cannot be written: a file sits where a directory must go
+    blocked.mkdir()
+    (blocked / ".locks").write_text("not a directory")
+    _one_line_exit_2(["run", "variational.fig3", "--quick", "--out", str(blocked)], capsys)
+    (blocked / ".locks").unlink()
+    (blocked / "variational.fig3").write_text("not a directory")
+    _one_line_exit_2(["run", "variational.fig3", "--quick", "--out", str(blocked)], capsys)
+
+
+def test_bad_thread_count_is_one_line(tmp_path):
+    env = {**os.environ, "SSLDYN_THREADS": "abc", "PYTHONPATH": str(ROOT / "src")}
+    p = subprocess.run([sys.executable, "-m", "ssldyn.lab.cli", "list"], env=env, capture_output=True, text=True,
+                       timeout=120)  # fmt: skip
+    assert p.returncode == 2 and p.stderr.strip().startswith("error: SSLDYN_THREADS") and "Traceback" not in p.stderr
+
+
+def test_grid_is_deduplicated_and_limited():
+    assert expand_grid(["a=1,1,2", "b=[1],[1]"]) == [{"a": 1, "b": [1]}, {"a": 2, "b": [1]}]
+    with pytest.raises(UserError, match="1000000 points"):
+        expand_grid(["a=" + ",".join(map(str, range(1000))), "b=" + ",".join(map(str, range(1000)))])
+    assert len(expand_grid(["a=" + ",".join(map(str, range(300)))], limit=None)) == 300
+
+
+def test_one_invalid_sweep_point_does_not_stop_the_others(capsys, tmp_path, toy):
+    code, out, err = _cli(["run", toy.name, "--quick", "--seeds", "1", "--sweep", "n=2,-1,3", "--out",
+                           str(tmp_path)], capsys)  # fmt: skip
+    assert code == 1 and "invalid point n=-1" in err
+    assert len(list((tmp_path / toy.name).glob("*/DONE"))) == 2
+
+
+def test_experiment_names_are_path_safe():
+    class Bad(Experiment):
+        name = "variational.a/b"
+        paper = "variational"
+
+    with pytest.raises(ValueError, match="lowercase"):
+        register(Bad)

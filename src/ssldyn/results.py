@@ -28,7 +28,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -282,8 +282,8 @@ class Results:
                     t = t[["seed", "step", "member", "probe", "value"]].assign(table=p.stem, **base)
                     frames.append(t)
             cols = [*RUN_KEYS, *self._key_columns().values(), "seed", "table", "step", "member", "probe", "value"]
-            self._cache["trajectories"] = (pd.concat(frames, ignore_index=True)[cols] if frames
-                                           else pd.DataFrame(columns=cols))  # fmt: skip
+            frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+            self._cache["trajectories"] = pd.DataFrame(frame[cols])
         return self._cache["trajectories"]
 
     @property
@@ -403,7 +403,7 @@ def load(out: str | Path = "ssldyn-runs", experiment: str | Sequence[str] | None
     listed = getattr(store, "damaged", None)  # the store may know damaged runs itself (checksums)
     if callable(listed):
         try:
-            for d in listed():
+            for d in cast(Iterable[Any], listed()):
                 p = str(getattr(d, "path", d.get("path") if isinstance(d, Mapping) else d))
                 err = str(getattr(d, "error", d.get("error", "damaged") if isinstance(d, Mapping) else "damaged"))
                 if all(p != q for q, _ in damaged):

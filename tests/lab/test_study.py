@@ -221,3 +221,13 @@ def test_tensorboard_scalars_equal_the_trajectories(toy_sweep, tmp_path, capsys)
         lr = rec.value("lr")
         np.testing.assert_allclose([e.value for e in ev], [(1 - lr) ** t * x0_norm(seed, N) for t in range(11)],
                                    rtol=1e-6)  # float32 in the event file  # fmt: skip
+
+
+def test_one_variant_and_the_default_run_form_a_two_point_grid(toy_sweep, tmp_path):
+    run_experiment(toy_sweep.name, quick=True, out=tmp_path)
+    variant = run_experiment(toy_sweep.name, quick=True, out=tmp_path, sets={"lr": 0.01, "steps": 4})
+    run_experiment(toy_sweep.name, quick=True, out=tmp_path, sets={"n": 4}, seeds=2)  # no default with seeds 0, 1
+    (study,) = load(tmp_path).studies
+    assert study.keys == ["lr", "steps"] and study.base == {}
+    assert [p["values"] for p in study.points] == [{"lr": 0.01, "steps": 4}, {"lr": 0.2, "steps": 10}]
+    assert study.points[0]["hash"] == variant.run.path.name

@@ -182,8 +182,9 @@ def infer_studies(records: Sequence[Any], stored: Sequence[Study] = ()) -> list[
 
     ``records`` are :class:`ssldyn.results.RunRecord` (newest first). Keys whose value differs
     between the runs are the axes; the others form the base. When every overridden key is an
-    axis, the preset's default-config run with the same seeds joins as the point at the default
-    values. A grid already covered by a ``stored`` study is not repeated.
+    axis (or none varies), the preset's default-config run with the same seeds joins as the
+    point at the default values, so one ``--set`` variant and the default run form a two-point
+    grid. A grid already covered by a ``stored`` study is not repeated.
     """
     groups: dict[tuple[Any, ...], list[Any]] = defaultdict(list)
     defaults: dict[tuple[Any, ...], Any] = {}
@@ -198,12 +199,14 @@ def infer_studies(records: Sequence[Any], stored: Sequence[Study] = ()) -> list[
     studies = []
     for (experiment, preset, seeds, keys), runs in groups.items():
         axis_keys = [k for k in keys if len(_distinct(r.overrides[k] for r in runs)) > 1]
+        base = {k: runs[0].overrides[k] for k in keys if k not in axis_keys}
+        default = defaults.get((experiment, preset, seeds))
+        if default is not None and (not axis_keys or not base):  # the default run differs in every key
+            axis_keys, base = list(keys), {}
         if not axis_keys:
             continue
-        base = {k: runs[0].overrides[k] for k in keys if k not in axis_keys}
         chosen: dict[str, Any] = {}
-        for r in runs + ([defaults[(experiment, preset, seeds)]] if not base and (experiment, preset, seeds)
-                         in defaults else []):  # fmt: skip
+        for r in runs + ([default] if default is not None and not base else []):
             point = {k: r.value(k) for k in axis_keys}
             chosen.setdefault(json.dumps(point, sort_keys=True, default=str), r)  # newest run of a point wins
         if len(chosen) < 2:

@@ -13,3 +13,14 @@ def toy():
     CALLS["run"] = 0
     yield Toy
     registry._REGISTRY.pop(Toy.name, None)
+
+
+@pytest.fixture
+def toy_sweep():
+    """Register the toy sweep experiment (a knob ``lr``, declared claims) for one test."""
+    from tests.lab.toy import ToySweep
+
+    registry.load_all()
+    registry.register(ToySweep)
+    yield ToySweep
+    registry._REGISTRY.pop(ToySweep.name, None)

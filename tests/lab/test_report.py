@@ -101,3 +101,42 @@ def test_report_lists_failed_runs_escaped(toy, tmp_path):
     assert items[0].status == "failed"
     html = build_report(tmp_path).read_text()
     assert "Failed runs" in html and "RuntimeError: toy failure" in html
+
+
+def _headline_and_badge(html: str, name: str) -> tuple[str, str, str]:
+    import re
+
+    headline = re.search(r"<p id='headline'>(.*?) · built", html).group(1)
+    art = re.search(rf"<article id='{re.escape(name)}'>(.*?)</article>", html, flags=re.S).group(1)
+    badge = re.search(r"<span class='badge (\w+)'>([^<]*)</span>", art).groups()
+    head_run = re.search(r"run directory ([0-9a-f]{12})</a>", art).group(1)  # the first run block: the headline's
+    return headline, " ".join(badge), head_run
+
+
+def test_variant_in_the_default_output_directory_leaves_the_paper_default_headline(toy_sweep, tmp_path, monkeypatch,
+                                                                                   capsys):  # fmt: skip
+    """Issue 22: a variant run after a paper-scale run must not change the headline or the badge."""
+    from tests.lab.test_cli import run_cli
+    from tests.lab.test_results import x0_norm
+
+    monkeypatch.chdir(tmp_path)  # the default output directory: ./ssldyn-runs
+    assert run_cli(["run", toy_sweep.name], capsys)[0] == 0  # paper scale, the default 5 seeds: canonical
+    assert run_cli(["run", toy_sweep.name, "--quick"], capsys)[0] == 0  # quick scale: canonical too
+    assert run_cli(["report"], capsys)[0] == 0
+    index = tmp_path / "ssldyn-runs" / "report" / "index.html"
+    html = index.read_text()
+    before = _headline_and_badge(html, toy_sweep.name)
+    # the paper-scale run (n = 16, lr = 0.2, seeds 0..4) passes rms-small (0.8^10 ‖x_0‖/4 < 0.5 for every seed)
+    rms = [0.8**10 * x0_norm(s, 16) / 4 for s in range(5)]
+    assert max(rms) < 0.5 and before[0].startswith("1/1 paper claims pass") and before[1] == "bp 1/1 claims pass"
+    paper_hash = [p.parent.name for p in (tmp_path / "ssldyn-runs" / toy_sweep.name).glob("*/config.json")
+                  if '"preset": "paper"' in p.read_text()][0]  # fmt: skip
+    assert before[2] == paper_hash
+    assert "Paper scale and quick, side by side" in html  # both canonical runs shown
+    # a variant that fails its claim, run last into the same directory
+    code, out, _ = run_cli(["run", toy_sweep.name, "--quick", "--set", "lr=0.01"], capsys)
+    assert code == 0 and "FAIL" in out
+    assert run_cli(["report"], capsys)[0] == 0
+    html = index.read_text()
+    assert _headline_and_badge(html, toy_sweep.name) == before
+    assert "lr=0.01, seeds=0..2 (quick) · 0/1 claims pass" in html  # the variant, folded under its label

@@ -154,3 +154,10 @@ def test_commit_needs_the_lock(toy, tmp_path):
     spec = plan_run(toy.name, quick=True, seeds=1)
     with pytest.raises(RuntimeError, match="lock"):
         RunStore(tmp_path).new_partial(spec.experiment, spec.digest)
+
+
+def test_relative_store_path_lock_is_reentrant(toy, tmp_path, monkeypatch):
+    """A relative --out (the default ./ssldyn-runs) must not deadlock on the run's own lock."""
+    monkeypatch.chdir(tmp_path)
+    o = run_experiment(toy.name, out="ssldyn-runs", quick=True, seeds=1)
+    assert verify_run(o.run.path) is None

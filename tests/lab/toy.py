@@ -7,7 +7,7 @@ import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.dynamics import Trajectory
-from ssldyn.lab import Experiment, ExperimentConfig, Result, check
+from ssldyn.lab import ClaimSpec, Experiment, ExperimentConfig, Result, between, check, every_seed, lt
 from ssldyn.viz.common import new_figure, save_figure
 
 CALLS = {"run": 0}
@@ -70,4 +70,61 @@ class Toy(Experiment):
         return [save_figure(fig, fig_dir / "toy.png")]
 
 
-__all__ = ["Toy", "CALLS", "np"]
+class SweepConfig(ExperimentConfig):
+    n: conint(ge=1) = Field(16, description="dimension of x")
+    lr: PositiveFloat = Field(0.2, description="step size (the knob the study tests sweep)")
+    steps: conint(ge=1) = Field(10, description="gradient steps")
+
+
+class ToySweep(Experiment):
+    """Gradient descent on 0.5‖x‖² from x_0 ~ N(0, I_n): rms(x_T) = (1 − lr)^T · ‖x_0‖/√n exactly.
+
+    One sweepable knob (``lr``) and declared claims: ``rms-small`` (rms(x_T) < 0.5) passes for
+    lr = 0.2 (0.8^10 ≈ 0.107) and fails for lr = 0.01 (0.99^10 ≈ 0.904); ``ratio-exact`` is an
+    identity that holds for every lr and seed.
+    """
+
+    name = "variational.zz-sweep"
+    paper = "variational"
+    figure = "Fig. 0"
+    description = "toy sweep experiment for the lab tests"
+    Config = SweepConfig
+    quick = {"n": 8}
+    claims = (
+        ClaimSpec(
+            "rms-small", "the final rms of x is below 0.5", "toy", kind="consequence",
+            reading="rms(x_T) = ‖x_T‖/√n per seed", relation=lt(0.5), basis="tolerance: a test threshold",
+            derivation="rms(x_T) = (1 − lr)^T rms(x_0) and E rms(x_0)² = 1",
+        ),
+        ClaimSpec(
+            "ratio-exact", "‖x_T‖/‖x_0‖ = (1 − lr)^T", "toy", kind="sanity", reading="ratio of the norms",
+            relation=lambda cfg: between((1 - cfg.lr) ** cfg.steps * (1 - 1e-5), (1 - cfg.lr) ** cfg.steps * (1 + 1e-5)),
+            basis="method: claim values are stored to 6 significant digits", rule=every_seed("an identity holds for every seed"),
+        ),
+    )  # fmt: skip
+
+    def run(self, cfg, ctx):
+        x = torch.randn(cfg.n, generator=ctx.generator(), dtype=torch.float64)  # (n,)
+        traj = Trajectory()
+        for t in range(cfg.steps + 1):
+            traj.log(t, norm=x.norm())
+            if t < cfg.steps:
+                x = x - cfg.lr * x
+        rms0 = float(traj.series("norm")[1][0]) / cfg.n**0.5
+        res = Result(summary={"rms0": rms0, "rms": float(x.norm()) / cfg.n**0.5, "kind": "toy"})
+        res.add_trajectory(traj)
+        return res
+
+    def measure(self, cfg, result):
+        s = result.summary
+        return {"rms-small": s["rms"], "ratio-exact": s["rms"] / s["rms0"]}
+
+    def plots(self, cfg, result, fig_dir):
+        fig, ax = new_figure()
+        frame = result.tables["metrics"]
+        ax[0, 0].semilogy(frame["step"], frame["value"], color="#d62728" if cfg.lr < 0.1 else "#1f77b4", lw=3)
+        ax[0, 0].set_title(f"lr = {cfg.lr}")
+        return [save_figure(fig, fig_dir / "sweep.png")]
+
+
+__all__ = ["Toy", "ToySweep", "CALLS", "np"]

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.lab.registry import _REGISTRY
-from tests.lab.toy import Toy
+from tests.lab.toy import Toy, ToySweep
 
 
 class KillConfig(ExperimentConfig):
@@ -70,6 +70,6 @@ class Slow3(Slow):
     name = "variational.zz-slow3"
 
 
-for _cls in (Toy, KillOnce, Slow, Slow2, Slow3):
+for _cls in (Toy, ToySweep, KillOnce, Slow, Slow2, Slow3):
     if _cls.name not in _REGISTRY:
         register(_cls)

@@ -103,6 +103,7 @@ def run_cmd(
     max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
     force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
     yes: bool = typer.Option(False, "--yes", help="run a grid larger than 200 points"),
+    tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
 ) -> None:
     """Run one experiment, a sweep or several seeds (finished runs come from the store)."""
     from ssldyn.lab.runner import plan_run
@@ -132,10 +133,17 @@ def run_cmd(
     for it in items:
         if it.note:
             err_console.print(f"note: {it.note}", markup=False, highlight=False, soft_wrap=True)
-    if len(items) == 1 and items[0].run is not None:
+    from ssldyn.lab.summary import after_runs, sweep_summary
+
+    if sweep and specs:
+        from ssldyn.lab.sweep import parse_sweep
+
+        sweep_summary(console, out, specs, [parse_sweep(s)[0] for s in sweep], items)
+    elif len(items) == 1 and items[0].run is not None:
         _print_run(items[0])
     else:
         _print_items(items, title=f"{experiment}: {len(items)} runs")
+    after_runs(console, out, items, tensorboard=tensorboard)
     if any(it.status == "failed" for it in items) or invalid:
         raise typer.Exit(1)
 
@@ -153,6 +161,7 @@ def reproduce_cmd(
     max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
     force: bool = typer.Option(False, "--force"),
     only: list[str] | None = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
+    tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
 ) -> None:
     """Run every registered experiment (a sweep over experiments) and write the HTML report."""
     from ssldyn.lab.registry import all_experiments, get_experiment
@@ -168,6 +177,9 @@ def reproduce_cmd(
     _print_scores(out)
     _print_items(items, title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)")
     console.print(f"report: {report}")
+    from ssldyn.lab.summary import after_runs
+
+    after_runs(console, out, items, tensorboard=tensorboard)
     if any(it.status == "failed" for it in items):
         raise typer.Exit(1)
 

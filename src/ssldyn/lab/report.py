@@ -1,9 +1,18 @@
 """Static, offline HTML report of every finished run under an output directory.
 
-``build_report(out)`` writes ``out/report/index.html``: per paper and experiment the
-figures, the claims table (pass/fail, measured, expected, where in the paper), the config,
-the run time and a link to the run directory. No JavaScript, no external resources; all
-text is HTML-escaped and all links are relative and URL-quoted.
+``build_report(out)`` writes ``out/report/index.html``, built on :func:`ssldyn.results.load`:
+
+* the headline and each experiment's badge come from its paper-default (canonical) run, at
+  paper scale when there is one, else quick — never from whichever run finished last;
+* the page opens with the per-paper results table and a table of contents;
+* per experiment: the canonical run (figures, claims with seeds and intervals, config), the
+  paper-scale and quick canonical runs side by side when both exist, its sweeps and variant
+  grids (linked study pages), and every other run folded under its label (``tau=1.0, seeds=0..1``);
+* failed and damaged runs are listed at the end.
+
+Each study gets a page (:mod:`ssldyn.lab.report_study`) with plots against the swept keys and
+an offline stepper (a small inline script; the index page itself has no script). No external
+resources; all text is HTML-escaped and all links are relative and URL-quoted.
 """
 
 from __future__ import annotations
@@ -13,13 +22,14 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from ssldyn import __version__
 from ssldyn.lab.claims import Claim
 from ssldyn.lab.registry import PAPERS, all_experiments
 from ssldyn.lab.scores import SCORED_KINDS, PaperScore, canonical_runs, paper_scores
-from ssldyn.lab.store import RunStore, StoredRun, atomic_write_text
+from ssldyn.lab.store import atomic_write_text
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
@@ -71,7 +81,7 @@ def _claim_row(c: Claim) -> str:
             f"<td><code>{escape(c.id)}</code></td></tr>")  # fmt: skip
 
 
-def _claims_table(run: StoredRun) -> str:
+def _claims_table(run: Any) -> str:
     claims = run.claims
     if not claims:
         return "<p class='meta'>No claims for this run.</p>"
@@ -90,11 +100,11 @@ def _badge(claims: list[Claim]) -> tuple[str, str]:
     return ("bp" if n_pass == len(scored) else "bf", f"{n_pass}/{len(scored)} claims pass")
 
 
-def _run_block(run: StoredRun, report_dir: Path) -> str:
+def _run_block(run: Any, report_dir: Path) -> str:
     meta, rec = run.meta, run.config_record
     notes = "".join(f"<div class='note'>{escape(str(n))}</div>" for n in run.notes)
     figs = "".join(
-        f"<figure><a href='{_rel(f, report_dir)}'><img src='{_rel(f, report_dir)}' alt='{escape(f.name)}'></a>"
+        f"<figure><a href='{_rel(f, report_dir)}'><img src='{_rel(f, report_dir)}' alt='{escape(f.name)}' loading='lazy'></a>"
         f"<figcaption>{escape(f.name)}</figcaption></figure>"
         for f in run.figures
     )
@@ -142,22 +152,108 @@ def _errata(sc: PaperScore) -> str:
             "<th>run</th></tr>" + rows + "</table>")  # fmt: skip
 
 
+def _quick_vs_paper(paper_run: Any, quick_run: Any, report_dir: Path) -> str:
+    """The paper-scale and quick canonical runs side by side: each claim's measurement at both scales."""
+    quick = {c.id: c for c in quick_run.claims}
+    ids = list(dict.fromkeys([c.id for c in paper_run.claims] + list(quick)))
+    paper = {c.id: c for c in paper_run.claims}
+
+    def cell(c: Claim | None) -> str:
+        if c is None:
+            return "<td class='meta'>—</td>"
+        cls, word = {"pass": ("pass", "PASS"), "not-run": ("nr", "NOT RUN")}.get(c.status, ("fail", "FAIL"))
+        if not c.status:
+            cls, word = ("pass", "PASS") if c.passed else ("fail", "FAIL")
+        return f"<td><span class='{cls}'>{word}</span> {escape(c.measured_text())}</td>"
+
+    rows = "".join(
+        f"<tr><td><code>{escape(i)}</code> {escape((paper.get(i) or quick[i]).statement)}</td>"
+        f"{cell(paper.get(i))}{cell(quick.get(i))}</tr>"
+        for i in ids
+    )
+    return (
+        "<h4>Paper scale and quick, side by side</h4><table><tr><th>claim</th>"
+        f"<th>paper scale (<a href='{_rel(paper_run.path, report_dir)}/'>{escape(paper_run.path.name)}</a>, "
+        f"seeds {escape(', '.join(map(str, paper_run.seeds)))})</th>"
+        f"<th>quick (<a href='{_rel(quick_run.path, report_dir)}/'>{escape(quick_run.path.name)}</a>, "
+        f"seeds {escape(', '.join(map(str, quick_run.seeds)))})</th></tr>{rows}</table>"
+        f"<details><summary>the quick-scale run</summary>{_run_block(quick_run, report_dir)}</details>"
+    )
+
+
+def _studies_block(studies: list[Any], res: Any, pages: dict[str, Path], report_dir: Path) -> str:
+    """Links to the study pages of one experiment, each with its grid points' claim counts."""
+    if not studies:
+        return ""
+    items = []
+    for st in studies:
+        done = {r.hash: r for r in res.records if r.hash in set(st.hashes)}
+        pts = []
+        for p in st.points:
+            r = done.get(p["hash"])
+            vals = ", ".join(f"{k}={_value_text(v)}" for k, v in p["values"].items())
+            b = _badge(r.claims) if r is not None else ("bf", "not finished")
+            pts.append(f"<span class='badge {b[0]}'>{escape(vals)}: {escape(b[1])}</span>")
+        href = _rel(pages[st.id], report_dir) if st.id in pages else "#"
+        kind = "sweep" if st.source == "sweep" else "variants"
+        items.append(f"<li><a href='{href}'>{escape(st.title)}</a> <span class='meta'>({kind}, preset "
+                     f"{escape(st.preset)}, seeds {escape(', '.join(map(str, st.seeds)))})</span><div>{''.join(pts)}"
+                     "</div></li>")  # fmt: skip
+    return f"<h4>Sweeps and variants</h4><ul>{''.join(items)}</ul>"
+
+
+def _value_text(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v, default=str)
+
+
+def _canonical_by_preset(records: list[Any]) -> dict[tuple[str, str], Any]:
+    """``{(experiment, "paper" | "quick"): run}`` — the newest canonical run of each experiment at each scale."""
+    out: dict[tuple[str, str], Any] = {}
+    for r in records:  # newest first
+        if r.canonical:
+            scale = "paper" if r.preset in ("paper", "default") else "quick"
+            out.setdefault((r.experiment, scale), r)
+    return out
+
+
 def build_report(out: str | Path) -> Path:
-    """Write ``<out>/report/index.html`` and return its path."""
+    """Write ``<out>/report/index.html`` (and a page per study) and return its path.
+
+    Everything shown comes from :func:`ssldyn.results.load`; ``<out>/<experiment>/runs.csv``
+    indexes are refreshed on the way. A run that cannot be read is listed as damaged.
+    """
+    import shutil
+
+    from ssldyn.lab.report_study import write_study_page
+    from ssldyn.lab.study import write_index
+    from ssldyn.results import load
+
     out = Path(out)
     report_dir = out / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
-    store = RunStore(out)
-    runs = store.finished()
-    by_exp: dict[str, list[StoredRun]] = defaultdict(list)
-    for r in runs:
+    res = load(out)
+    try:
+        write_index(out, res)
+    except OSError:  # a read-only run store still gets its report
+        pass
+    by_exp: dict[str, list[Any]] = defaultdict(list)
+    for r in res.records:
+        by_exp[r.experiment].append(r)
+    studies_by_exp: dict[str, list[Any]] = defaultdict(list)
+    for st in res.studies:
+        studies_by_exp[st.experiment].append(st)
+    failures = {str(f.get("hash")): str(f.get("error")) for f in res.failure_list}
+    shutil.rmtree(report_dir / "studies", ignore_errors=True)  # pages of studies that no longer exist go
+    pages: dict[str, Path] = {}
+    for st in res.studies:
         try:
-            by_exp[r.experiment].append(r)
-        except (OSError, ValueError, KeyError):
-            continue
+            pages[st.id] = write_study_page(res, st, report_dir, CSS, failures)
+        except Exception as e:  # noqa: BLE001 - one broken study never stops the report
+            res.damaged_list.append((str(st.path or st.id), f"study page: {type(e).__name__}: {e}"))
     exps = all_experiments()
     known = {e.name: e for e in exps}
-    canon = canonical_runs(runs)
+    canon = canonical_runs(res.records)
+    scales = _canonical_by_preset(res.records)
     scores = paper_scores([e for e in exps if e.name in canon or e.name in by_exp], canon)
     total_pass = sum(s.passed for s in scores.values())
     total = sum(s.total for s in scores.values())
@@ -174,69 +270,102 @@ def build_report(out: str | Path) -> Path:
             exp = known.get(name)
             head = canon.get(name, rs[0])
             badge = _badge(head.claims) if name in canon else ("bn", "no paper-default run")
+            side = ""
+            if (name, "paper") in scales and (name, "quick") in scales:
+                side = _quick_vs_paper(scales[(name, "paper")], scales[(name, "quick")], report_dir)
+            shown = {head.path} | ({scales[(name, "quick")].path} if side else set())
             others = "".join(
-                f"<details><summary>{escape(str(r.meta.get('label') or r.path.name))} "
-                f"({escape(str(r.meta.get('preset')))}) · {escape(_badge(r.claims)[1])}</summary>"
-                f"{_run_block(r, report_dir)}</details>"
+                f"<details><summary>{escape(r.label)} ({escape(r.preset)}) · "
+                f"{escape(_badge(r.claims)[1])}</summary>{_run_block(r, report_dir)}</details>"
                 for r in rs
-                if r.path != head.path
+                if r.path not in shown
             )
             desc = exp.description if exp else head.meta.get("description", "")
             fig = exp.figure if exp else head.meta.get("figure", "")
-            anchor = quote(name)
+            anchor = _slug(name)
+            study_toc = "".join(
+                f"<li><a href='{_rel(pages[st.id], report_dir)}'>{escape(st.title)}</a></li>"
+                for st in studies_by_exp.get(name, [])
+                if st.id in pages
+            )
             toc_items.append(f"<li><a href='#{anchor}'>{escape(name)}</a> <span class='badge {badge[0]}'>"
-                             f"{escape(badge[1])}</span></li>")  # fmt: skip
-            other_h = f"<h4>Other runs (variants, sweeps, other scales)</h4>{others}" if others else ""
+                             f"{escape(badge[1])}</span>{f'<ul>{study_toc}</ul>' if study_toc else ''}</li>")  # fmt: skip
+            other_h = f"<h4>Other runs (variants, sweep points, other scales)</h4>{others}" if others else ""
+            index_link = out / name / "runs.csv"
+            index_html = (f" · <a href='{_rel(index_link, report_dir)}'>all runs (runs.csv)</a>"
+                          if index_link.is_file() else "")  # fmt: skip
+            if name in canon:
+                which = (f"Headline and badge: the paper-default run at {'quick' if head.preset == 'quick' else 'paper'}"
+                         f" scale ({escape(head.label)})")  # fmt: skip
+            else:
+                which = (f"No paper-default run yet (<code>ssldyn run {escape(name)}</code>); the newest run is shown: "
+                         f"{escape(head.label)} ({escape(head.preset)})")  # fmt: skip
             arts.append(
-                f"<article id='{escape(anchor)}'><h3><span class='badge {badge[0]}'>{escape(badge[1])}</span>"
+                f"<article id='{anchor}'><h3><span class='badge {badge[0]}'>{escape(badge[1])}</span>"
                 f"{escape(name)} — {escape(fig)}</h3><p>{escape(desc)}</p>"
-                f"{_run_block(head, report_dir)}{other_h}</article>"
+                f"<p class='meta'>{which}{index_html}</p>"
+                f"{_run_block(head, report_dir)}{side}"
+                f"{_studies_block(studies_by_exp.get(name, []), res, pages, report_dir)}{other_h}</article>"
             )
         title = PAPERS.get(paper, paper)
         score = (f"<p class='meta'>paper and consequence claims: <b>{sc.passed}/{sc.total}</b> pass · sanity checks "
                  f"{sc.sanity_passed}/{sc.sanity_total}</p>") if sc else ""  # fmt: skip
-        results = f"<h3>Results</h3>{_results_table(sc)}{_errata(sc)}" if sc else ""
+        results = (f"<p class='meta'><a href='#results-{escape(paper)}'>results table</a></p>{_errata(sc)}"
+                   if sc else "")  # fmt: skip
         toc.append(f"<li><a href='#paper-{escape(paper)}'>{escape(paper)}</a><ul>{''.join(toc_items)}</ul></li>")
         sections.append(
             f"<section class='paper' id='paper-{escape(paper)}'><h2>{escape(paper)}: {escape(title)}</h2>"
             f"{score}{results}<h3>Experiments</h3>{''.join(arts)}</section>"
         )
-    failures = store.failures()
-    if failures:
+    if res.failure_list:
         rows = "".join(
             f"<tr><td>{escape(str(f.get('experiment')))}</td><td><code>{escape(str(f.get('hash')))}</code></td>"
             f"<td>{escape(str(f.get('error')))}</td></tr>"
-            for f in failures
+            for f in res.failure_list
         )
         sections.append(
             "<section class='paper'><h2>Failed runs</h2><p class='meta'>These runs raised an error "
             "(after their retries); re-run the same command to retry them.</p><table><tr><th>experiment"
             f"</th><th>hash</th><th>error</th></tr>{rows}</table></section>"
         )
-    damaged = store.damaged()
-    if damaged:
-        rows = "".join(f"<tr><td><code>{escape(str(d.relative_to(out)))}</code></td><td>{escape(why)}</td></tr>"
-                       for d, why in damaged)  # fmt: skip
+    if res.damaged_list:
+        rows = "".join(f"<tr><td><code>{escape(p)}</code></td><td>{escape(e)}</td></tr>" for p, e in res.damaged_list)
         sections.append(
-            "<section class='paper'><h2>Damaged runs</h2><p class='meta'>These run directories do not match their "
-            "checksums and are not shown above; <code>ssldyn run</code> / <code>ssldyn reproduce</code> move them "
-            f"aside and recompute them.</p><table><tr><th>run directory</th><th>why</th></tr>{rows}</table></section>"
+            "<section class='paper' id='damaged'><h2>Damaged runs</h2><p class='meta'>These run directories do not "
+            "match their checksums (or could not be read) and are left out of the report; <code>ssldyn run</code> / "
+            "<code>ssldyn reproduce</code> move them aside and recompute them.</p>"
+            f"<table><tr><th>path</th><th>error</th></tr>{rows}</table></section>"
         )
     if not sections:
         sections.append(
             "<section class='paper'><p>No finished runs yet. Run <code>ssldyn reproduce --quick</code>.</p></section>"
         )
+    summary_tables = "".join(
+        f"<h3 id='results-{escape(p)}'><a href='#paper-{escape(p)}'>{escape(p)}</a>: {scores[p].passed}/"
+        f"{scores[p].total} paper and consequence claims pass</h3>"
+        f"{_results_table(scores[p])}"
+        for p in PAPERS
+        if p in scores and scores[p].rows
+    )
+    overview = f"<section class='paper' id='results'><h2>Results per paper</h2>{summary_tables}</section>" if (
+        summary_tables) else ""  # fmt: skip
     nav = f"<nav class='paper'><h2>Contents</h2><ul>{''.join(toc)}</ul></nav>" if toc else ""
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     per_paper = " · ".join(f"{escape(p)} {scores[p].passed}/{scores[p].total}" for p in PAPERS if p in scores)
     html = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ssldyn report</title>"
         f"<style>{CSS}</style></head><body><header><h1>ssldyn report</h1>"
-        f"<p>{total_pass}/{total} paper claims pass (paper-default runs; sanity checks separate)"
+        f"<p id='headline'>{total_pass}/{total} paper claims pass (paper-default runs; sanity checks separate)"
         f"{' · ' + per_paper if per_paper else ''} · {len(by_exp)} experiments · "
-        f"ssldyn {escape(__version__)} · built {escape(now)}</p></header><main>{nav}{''.join(sections)}</main>"
-        "</body></html>"
+        f"ssldyn {escape(__version__)} · built {escape(now)}</p></header><main>{overview}{nav}{''.join(sections)}"
+        "</main></body></html>"
     )
     path = report_dir / "index.html"
     atomic_write_text(path, html)
     return path
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"

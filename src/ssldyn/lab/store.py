@@ -283,7 +283,7 @@ class RunStore:
         With ``blocking=False`` it yields ``False`` at once when another process holds it.
         """
         path = self._lock_path(experiment, digest)
-        key = str(path.resolve() if path.parent.exists() else path)
+        key = os.path.abspath(path)  # the same key whether or not the directory exists yet
         if key in self._held:
             fd, depth = self._held[key]
             self._held[key] = (fd, depth + 1)
@@ -311,8 +311,7 @@ class RunStore:
             os.close(fd)
 
     def _holds(self, experiment: str, digest: str) -> bool:
-        path = self._lock_path(experiment, digest)
-        return str(path.resolve() if path.parent.exists() else path) in self._held
+        return os.path.abspath(self._lock_path(experiment, digest)) in self._held
 
     def _recover(self, experiment: str, digest: str) -> None:
         """Under the lock: undo a crash between the two renames of a replacement, drop stale partials."""

@@ -1,0 +1,145 @@
+"""``ssldyn.results.load``: finished runs as DataFrames, checked against the stored files and closed forms.
+
+The toy sweep experiment runs gradient descent on 0.5‖x‖² from x_0 ~ N(0, I_n) drawn with a
+CPU generator seeded by the run seed, so every number has an independent reference:
+‖x_t‖ = (1 − lr)^t ‖x_0‖ with x_0 re-drawn here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from ssldyn.lab import run_experiment
+from ssldyn.results import load
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def x0_norm(seed: int, n: int) -> float:
+    """‖x_0‖ of the toy's start, drawn again (the toy draws it from ``ctx.generator()`` = seed + 0)."""
+    g = torch.Generator().manual_seed(seed)
+    return float(torch.randn(n, generator=g, dtype=torch.float64).norm())
+
+
+@pytest.fixture
+def store(toy_sweep, tmp_path):
+    """A canonical quick run (seeds 0..2) and a variant lr = 0.01 with seeds 3, 4."""
+    run_experiment(toy_sweep.name, quick=True, out=tmp_path)
+    run_experiment(toy_sweep.name, quick=True, out=tmp_path, sets={"lr": 0.01}, seeds=[3, 4])
+    return tmp_path
+
+
+def test_runs_frame_matches_meta_and_config_files(store, toy_sweep):
+    res = load(store)
+    runs = res.runs
+    assert len(runs) == 2 and res.damaged.empty
+    for _, row in runs.iterrows():
+        d = store / row["experiment"] / row["hash"]
+        meta = json.loads((d / "meta.json").read_text())
+        cfg = json.loads((d / "config.json").read_text())
+        assert row["label"] == meta["label"] and row["preset"] == meta["preset"] == "quick"
+        assert row["canonical"] == meta["canonical"] and row["overrides"] == meta["overrides"]
+        assert list(row["seeds"]) == cfg["seeds"] and row["lr"] == cfg["config"]["lr"]  # the overridden key's value
+        claims = json.loads((d / "claims.json").read_text())
+        assert row["claims_passed"] == sum(c["passed"] for c in claims) and row["claims_total"] == len(claims)
+    variant = runs[runs["canonical"] == False].iloc[0]  # noqa: E712
+    assert variant["label"] == "lr=0.01, seeds=3..4" and variant["lr"] == 0.01
+    assert runs[runs["canonical"]].iloc[0]["lr"] == 0.2  # the preset value where not overridden
+
+
+def test_claims_one_row_per_claim_per_seed_with_closed_form_values(store, toy_sweep):
+    claims = load(store).claims
+    assert len(claims) == 2 * 3 + 2 * 2  # two claims × (3 + 2) seeds
+    n, steps = 8, 10
+    for lr, seeds in ((0.2, [0, 1, 2]), (0.01, [3, 4])):
+        rows = claims[(claims["lr"] == lr) & (claims["claim"] == "rms-small")].sort_values("seed")
+        assert rows["seed"].tolist() == seeds
+        expected = [(1 - lr) ** steps * x0_norm(s, n) / np.sqrt(n) for s in seeds]
+        np.testing.assert_allclose(rows["value"], expected, rtol=1e-5)  # stored to 6 significant digits
+        assert rows["seed_passed"].tolist() == [e < 0.5 for e in expected]
+        # the claim's statistic is the mean of the per-seed values, its interval the Student-t one
+        from scipy import stats
+
+        m, se = np.mean(expected), stats.sem(expected)
+        half = stats.t.ppf(0.975, len(seeds) - 1) * se
+        np.testing.assert_allclose(rows["estimate"].unique(), [m], rtol=1e-5)
+        np.testing.assert_allclose([rows["lo"].iloc[0], rows["hi"].iloc[0]], [m - half, m + half], rtol=1e-4)
+    fail = claims[(claims["lr"] == 0.01) & (claims["claim"] == "rms-small")]
+    assert not fail["passed"].any() and set(fail["status"]) == {"fail"}
+    ok = claims[claims["claim"] == "ratio-exact"]
+    assert ok["passed"].all() and ok["kind"].eq("sanity").all()
+
+
+def test_summaries_and_trajectories_follow_the_closed_form(store, toy_sweep):
+    res = load(store, toy_sweep.name)
+    summ = res.summaries
+    n = 8
+    for seed in (3, 4):
+        row = summ[(summ["lr"] == 0.01) & (summ["seed"] == seed)].set_index("name")
+        assert row.loc["rms0", "value"] == pytest.approx(x0_norm(seed, n) / np.sqrt(n), rel=1e-12)
+        assert row.loc["rms", "value"] == pytest.approx(0.99**10 * x0_norm(seed, n) / np.sqrt(n), rel=1e-12)
+        assert np.isnan(row.loc["kind", "value"]) and row.loc["kind", "raw"] == "toy"  # text keeps its raw value
+    traj = res.trajectories
+    assert set(traj["probe"]) == {"norm"} and set(traj["table"]) == {"metrics"}
+    for lr, seed in ((0.2, 1), (0.01, 4)):
+        t = traj[(traj["lr"] == lr) & (traj["seed"] == seed)].sort_values("step")
+        assert t["step"].tolist() == list(range(11))
+        np.testing.assert_allclose(t["value"], [(1 - lr) ** k * x0_norm(seed, n) for k in range(11)], rtol=1e-12)
+
+
+def test_select_by_experiment_preset_overrides_and_config(store, toy_sweep, toy):
+    run_experiment(toy.name, out=store, sets=["optim.lr=0.3"])  # another experiment, a nested override
+    res = load(store)
+    assert len(res) == 3
+    assert set(res.select(toy_sweep.name).runs["hash"]) == set(res.runs[res.runs["experiment"] == toy_sweep.name].hash)
+    assert len(res.select("variational")) == 3  # a paper name selects all its experiments
+    assert res.select(lr=0.01).runs["label"].tolist() == ["lr=0.01, seeds=3..4"]
+    assert res.select(toy_sweep.name, lr=0.2).runs["canonical"].tolist() == [True]  # the preset value matches
+    assert res.select(overrides={}).runs["experiment"].tolist() == [toy_sweep.name]
+    assert len(res.select(optim__lr=0.3)) == 1 and len(res.select(config={"optim.lr": 0.3})) == 1
+    assert len(res.select(canonical=False)) == 2 and len(res.select(preset="paper")) == 1
+    assert "optim.lr" in res.runs.columns  # one column per overridden key
+    assert res.select("nothing").runs.empty and list(res.select("nothing").claims.columns) == list(res.claims.columns)
+    assert "lr" in res.select(toy_sweep.name, overrides={}).claims.columns  # a selection keeps the key columns
+
+
+def test_a_damaged_run_is_listed_never_raised(store, toy_sweep):
+    res = load(store)
+    bad, good = res.runs["path"].tolist()
+    (Path(bad) / "claims.json").write_text("{not json")
+    res = load(store)
+    assert res.runs["path"].tolist() == [good]
+    assert res.damaged["path"].tolist() == [bad] and "claims.json" in res.damaged["error"][0]
+    (Path(good) / "tables" / "metrics.parquet").write_bytes(b"PAR1 broken")  # caught by the run's checksums
+    res = load(store)
+    assert res.runs.empty and res.trajectories.empty
+    assert sorted(res.damaged["path"].tolist()) == sorted([bad, good])
+    assert load(store, experiment="variational.fig3").damaged.empty  # listed under its own experiment only
+
+
+def test_empty_or_missing_directory(tmp_path):
+    res = load(tmp_path / "missing")
+    assert len(res) == 0 and res.runs.empty and res.claims.empty and res.trajectories.empty and res.damaged.empty
+
+
+def test_readme_results_block_runs(tmp_path, monkeypatch):
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Results in pandas", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert blocks, "README 'Results in pandas' has no python block"
+    monkeypatch.chdir(tmp_path)
+    for b in blocks:
+        exec(compile(b, "README.md", "exec"), {})  # noqa: S102 - the README's own example
+
+
+def test_frames_are_pandas(store):
+    res = load(store)
+    for frame in (res.runs, res.claims, res.summaries, res.trajectories):
+        assert isinstance(frame, pd.DataFrame) and {"experiment", "hash", "label", "preset"} <= set(frame.columns)

@@ -230,8 +230,8 @@ def function_space_flow(
         if not isinstance(kernel, Tensor):
             new = kernel(step, z)
             K = new if new is not None else K
-            if K is None:
-                raise ValueError("function_space_flow: the kernel callable returned None at step 0")
+        if K is None:
+            raise ValueError("function_space_flow: the kernel callable returned None at step 0")
         z = z - lr * apply_kernel(K, g)
         if isinstance(kernel, NetworkKernel):
             kernel.advance(g, lr)

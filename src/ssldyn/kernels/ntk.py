@@ -216,11 +216,19 @@ def _jac(f, p, x, chunk_size=None) -> list[Tensor]:
     return [j.flatten(3).transpose(0, 1) for j in jac.values()]
 
 
+def _contract(eq: str, J1: list[Tensor], J2: list[Tensor]) -> Tensor:
+    """``Σ_k einsum(eq, J1[k], J2[k])`` over the parameter tensors ``k``."""
+    out = torch.einsum(eq, J1[0], J2[0])
+    for a, b in zip(J1[1:], J2[1:]):
+        out = out + torch.einsum(eq, a, b)
+    return out
+
+
 def _ntk_jacobian(f, p, x1, x2, same: bool, mode: str, chunk_size=None) -> Tensor:
     j1 = _jac(f, p, x1, chunk_size)
     j2 = j1 if same else _jac(f, p, x2, chunk_size)
     eq = "eiaP,ejbP->eijab" if mode == "full" else "eiaP,ejaP->eij"
-    return sum(torch.einsum(eq, a, b) for a, b in zip(j1, j2))
+    return _contract(eq, j1, j2)
 
 
 def _ntk_jacobian_chunked(f, p, x1, x2, same: bool, mode: str, c: int, E: int, d: int) -> Tensor:
@@ -236,7 +244,7 @@ def _ntk_jacobian_chunked(f, p, x1, x2, same: bool, mode: str, c: int, E: int, d
         out = torch.empty(E, n1, d, d, dtype=ref.dtype, device=ref.device)
         for i in range(0, n1, c):
             J = _jac(f, p, x1[i : i + c])  # per parameter (E, c, d, P_k)
-            out[:, i : i + c] = sum(torch.einsum("eiaP,eibP->eiab", j, j) for j in J)
+            out[:, i : i + c] = _contract("eiaP,eibP->eiab", J, J)
         return out
     full = mode == "full"
     out = torch.empty(E, n1, n2, *((d, d) if full else ()), dtype=ref.dtype, device=ref.device)
@@ -245,7 +253,7 @@ def _ntk_jacobian_chunked(f, p, x1, x2, same: bool, mode: str, c: int, E: int, d
         J1 = _jac(f, p, x1[i : i + c])
         for j in range(i if same else 0, n2, c):
             J2 = J1 if same and j == i else _jac(f, p, x2[j : j + c])
-            blk = sum(torch.einsum(eq, a, b) for a, b in zip(J1, J2))  # (E, c, c', ...)
+            blk = _contract(eq, J1, J2)  # (E, c, c', ...)
             out[:, i : i + c, j : j + c] = blk
             if same and j != i:  # K_ji^{lk} = K_ij^{kl}
                 out[:, j : j + c, i : i + c] = blk.transpose(1, 2).transpose(-1, -2) if full else blk.transpose(1, 2)

@@ -86,7 +86,7 @@ class AveragingNet(nn.Module):
         with torch.no_grad():
             for e, g in enumerate(member_generators(ensemble, seeds=seeds, generator=generator)):
                 self.hidden.init_member(e, g)  # B[e] ~ N(0, std²) (and a uniform bias draw, replaced next)
-                if bias:
+                if self.hidden.bias is not None:
                     self.hidden.bias[e].normal_(0.0, init_std, generator=g)
         if invariant_init:
             with torch.no_grad():

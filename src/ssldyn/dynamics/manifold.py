@@ -18,7 +18,9 @@ tangent; its flow in q = VᵀW1ᵀW2 is ``q̇ = −(4Λq − 3qqᵀΛq − Λqq�
 linearisation at q = 0 and the same fixed points as eq. (9) but is not identical to it
 (see ``ssldyn.dynamics.q_ode``).
 
-All functions take batched matrices ``(..., n, p)``. A "wide" matrix (n < p) is handled
+The retractions, :func:`random_stiefel`, :func:`orthogonality_error` and :func:`frobenius_project`
+are defined with the models' constraint sets in :mod:`ssldyn.models.stiefel` (so models need not
+import dynamics) and re-exported here. All functions take batched matrices ``(..., n, p)``. A "wide" matrix (n < p) is handled
 through its transpose (orthonormal rows). Everything runs on the device of its inputs;
 :func:`random_stiefel` draws on the CPU (seeded generators) and moves the result to ``device``.
 

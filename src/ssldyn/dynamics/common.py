@@ -69,7 +69,7 @@ def log_value(traj: Trajectory, step: int, name: str, value: Any) -> None:
     if isinstance(value, Tensor):
         value = value.detach()
         if value.numel() == 1:
-            traj.log(step, **{name: value.reshape(())})
+            traj.log_members(step, name, value.reshape(1))  # member 0 (no keyword: any probe name works)
             return
         if value.dim() != 1:
             raise ValueError(f"probe {name!r}: expected a float or a per-member (E,) tensor, got {tuple(value.shape)}")
@@ -77,7 +77,7 @@ def log_value(traj: Trajectory, step: int, name: str, value: Any) -> None:
         return
     arr = np.asarray(value, dtype=np.float64)
     if arr.size == 1:
-        traj.log(step, **{name: float(arr.reshape(()))})
+        traj.log_members(step, name, arr.reshape(1))
     elif arr.ndim == 1:
         traj.log_members(step, name, arr)
     else:
@@ -123,7 +123,9 @@ def embed(model: nn.Module, x: Tensor, *, batch_size: int = 1024, projection: bo
         raise ValueError("embed: x is empty (0 samples)")
     was = model.training
     model.eval()
-    fn = model.features if (not projection and hasattr(model, "features")) else model
+    fn: Callable[[Tensor], Tensor] = model
+    if not projection and callable(getattr(model, "features", None)):
+        fn = model.features  # type: ignore[assignment]
     try:
         out = torch.cat([fn(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)], dim=-2)
     finally:

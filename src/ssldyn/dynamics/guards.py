@@ -124,15 +124,16 @@ class LossGuard:
                 self._raise(int(step), e, last, float(t[e]))
             self._prev = t
             return
-        if self._last is None:
+        if self._last is None or self._first_bad is None or self._bad_value is None:
             self._last = torch.full_like(t, math.nan)
             self._first_bad = torch.full(t.shape, -1, dtype=torch.long, device=t.device)
             self._bad_value = torch.zeros_like(t)
+        last, first_bad, bad_value = self._last, self._first_bad, self._bad_value
         finite = torch.isfinite(t)
-        new_bad = (~finite) & (self._first_bad < 0)
-        self._first_bad = torch.where(new_bad, torch.full_like(self._first_bad, int(step)), self._first_bad)
-        self._bad_value = torch.where(new_bad, t, self._bad_value)
-        self._last = torch.where(finite & (self._first_bad < 0), t, self._last)
+        new_bad = (~finite) & (first_bad < 0)
+        first_bad = torch.where(new_bad, torch.full_like(first_bad, int(step)), first_bad)
+        self._first_bad, self._bad_value = first_bad, torch.where(new_bad, t, bad_value)
+        self._last = torch.where(finite & (first_bad < 0), t, last)
         self._n += 1
         if self.check_every is not None and self._n >= self.check_every:
             self.check()
@@ -140,7 +141,7 @@ class LossGuard:
     def check(self) -> None:
         """Raise :class:`NonFiniteLossError` for the earliest non-finite loss recorded so far (one transfer)."""
         self._n = 0
-        if not self.lazy or self._first_bad is None:
+        if not self.lazy or self._first_bad is None or self._last is None or self._bad_value is None:
             return
         fb = self._first_bad.cpu()
         bad = (fb >= 0).nonzero().flatten()

@@ -249,7 +249,7 @@ def solve_adaptive(
     tn = _check_times(t)
     tt = torch.as_tensor(t, dtype=q0.dtype, device=q0.device)
     lam_t = torch.as_tensor(lam, dtype=q0.dtype, device=q0.device)
-    qs = odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol)  # (T, ..., d, z)
+    qs: torch.Tensor = odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol)  # type: ignore[assignment]  # (T, ..., d, z)
     guard = resolve_guard(guard, GUARD_WHAT)
     return _solution_result(qs, lam_t, tn, probes, guard, {"method": method, "rtol": rtol, "atol": atol})
 

@@ -122,8 +122,7 @@ def train_simclr(
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=weight_decay)
     else:
         raise ValueError(f"optimizer {optimizer!r}: allowed values are adam, sgd")
-    if probes and probe_images is None:
-        probe_images = images[:512]
+    probe_x = images[:512] if probe_images is None else probe_images
     ensemble = getattr(model, "ensemble", None)
     traj = Trajectory(meta={"temperature": temperature, "batch_size": batch_size, "lr": lr})
     logs = step_schedule(every, steps)
@@ -143,7 +142,7 @@ def train_simclr(
             guard.check()
             log_value(traj, t, "loss", losses.detach())
             if probes:
-                log_probes(traj, t, probes, drop_singleton_member(embed(model, probe_images)))
+                log_probes(traj, t, probes, drop_singleton_member(embed(model, probe_x)))
         if t == steps:
             break
         opt.zero_grad(set_to_none=True)

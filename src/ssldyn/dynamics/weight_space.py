@@ -141,24 +141,28 @@ def train_weight_space(
         record, snap = step in logs, step in snaps
         xb = x if batches is None else x[next(batches).to(x.device)]  # (B, ...)
         final = step == steps  # evaluated, not trained on: no graph, buffers (BatchNorm statistics) kept
+        z: Tensor | None = None
         with torch.no_grad() if final else nullcontext(), preserved_buffers(model) if final else nullcontext():
             if augment is None:
                 z = _outputs(model, xb, output)  # (E, B, d) or (B, d)
+                views = None
             else:
-                z = None
-                z1 = _outputs(model, augment(xb, generator), output)
-                z2 = _outputs(model, augment(xb, generator), output)
-        if augment is None:
+                views = (
+                    _outputs(model, augment(xb, generator), output),
+                    _outputs(model, augment(xb, generator), output),
+                )
+        if views is not None:
+            loss = loss_fn(*views)
+        else:
+            assert z is not None
             if final:
                 z = z.requires_grad_(True)  # for the gradient ∂𝓛/∂z of the snapshot
             with torch.enable_grad():
                 loss = loss_fn(z)
-        else:
-            loss = loss_fn(z1, z2)
         guard.update(step, loss)  # a non-finite loss fails the run with its step and last finite value
         if record or snap:
             guard.check()
-            if clean_grad:
+            if clean_grad and z is not None:
                 (g,) = torch.autograd.grad(loss.sum(), z, retain_graph=not final)  # ∂𝓛/∂z
                 zc = z.detach()
             else:

@@ -47,11 +47,14 @@ def test_ntk_monitor_separates_true_from_shuffled_labels_and_handles_batchnorm()
         nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(128, 8)
     )
     net.train()
-    true = NTKClassBlocks(net, x, y, n_perm=100).values()
-    shuffled = NTKClassBlocks(net, x, np.random.default_rng(0).permutation(y), n_perm=100).values()
+    mon = NTKClassBlocks(net, x, y, n_perm=100, shuffled_control=True)
+    vals = mon.values()
+    other = NTKClassBlocks(net, x, np.random.default_rng(0).permutation(y), n_perm=100).values()
     assert net.training  # mode restored
-    assert true["contrast"] > 0.5 and true["z"] > 5
-    assert abs(shuffled["contrast"]) < 0.2 and abs(shuffled["z"]) < 4
+    assert vals["contrast"] > 0.5 and vals["z"] > 5
+    for shuffled in (other, {"contrast": vals["contrast_shuffled"], "z": vals["z_shuffled"]}):
+        assert abs(shuffled["contrast"]) < 0.2 and abs(shuffled["z"]) < 4
+    assert mon.shuffled.sort().values.tolist() == sorted(y.tolist())  # a relabelling with the same class sizes
 
 
 def test_ntk_monitor_of_an_ensemble_gives_each_members_value():

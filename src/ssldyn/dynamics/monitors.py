@@ -150,6 +150,9 @@ class NTKClassBlocks(_ModelMonitor):
         labels: ``(n,)`` classes.
         head: optional head applied after the model.
         n_perm: label shuffles of the z-score (0: contrast only).
+        shuffled_control: also report the same statistics for one fixed random relabelling
+            (keys ``contrast_shuffled``, ``z_shuffled``) from the same kernel — a negative control
+            that should stay near 0.
         seed: seed of the shuffles (the same shuffles at every call).
         implementation, chunk_size: passed to :func:`ssldyn.kernels.empirical_ntk`.
 
@@ -164,6 +167,7 @@ class NTKClassBlocks(_ModelMonitor):
         *,
         head: nn.Module | None = None,
         n_perm: int = 200,
+        shuffled_control: bool = False,
         seed: int = 0,
         implementation: str = "jacobian",
         chunk_size: int | None = 32,
@@ -179,7 +183,12 @@ class NTKClassBlocks(_ModelMonitor):
             raise ValueError(f"NTKClassBlocks: n_perm must be >= 0, got {n_perm}")
         self.n_perm, self.seed = int(n_perm), int(seed)
         self.implementation, self.chunk_size = implementation, chunk_size
-        self.keys = ("contrast", "z") if self.n_perm > 0 else ("contrast",)
+        base = ("contrast", "z") if self.n_perm > 0 else ("contrast",)
+        self.shuffled = None
+        if shuffled_control:
+            order = torch.randperm(len(self.labels), generator=torch.Generator().manual_seed(self.seed + 1))
+            self.shuffled = self.labels[order]
+        self.keys = base + tuple(f"{k}_shuffled" for k in base) if shuffled_control else base
 
     def kernel(self) -> Tensor:
         """The traced empirical NTK ``(n, n)`` (or ``(E, n, n)``) of the model now, in eval mode."""
@@ -200,12 +209,18 @@ class NTKClassBlocks(_ModelMonitor):
     def _compute(self) -> dict[str, float | Tensor]:
         K = self.kernel()
         ensemble = K.dim() == 3
-        stats = [
-            block_structure(k, self.labels, n_perm=self.n_perm, generator=torch.Generator().manual_seed(self.seed))
-            for k in _members(K, 2)
-        ]
-        self.history.append({key: [s[key] for s in stats] for key in ("contrast", "within", "between", *self.keys)})
-        return {key: _out([s[key] for s in stats], ensemble) for key in self.keys}
+
+        def stats(labels: Tensor, suffix: str) -> list[dict[str, float]]:
+            gen = torch.Generator().manual_seed(self.seed)
+            res = [block_structure(k, labels, n_perm=self.n_perm, generator=gen) for k in _members(K, 2)]
+            return [{f"{key}{suffix}": v for key, v in r.items()} for r in res]
+
+        per = stats(self.labels, "")
+        if self.shuffled is not None:
+            per = [{**a, **b} for a, b in zip(per, stats(self.shuffled, "_shuffled"))]
+        kept = ("contrast", "within", "between", *self.keys)
+        self.history.append({key: [s[key] for s in per] for key in dict.fromkeys(kept)})
+        return {key: _out([s[key] for s in per], ensemble) for key in self.keys}
 
 
 # --------------------------------------------------------------------------- alignment / uniformity

@@ -28,8 +28,8 @@ DT = torch.float64
 
 
 def jitter(x, g):
-    """A seeded augmentation: additive noise drawn from the generator."""
-    return x + 0.1 * torch.randn(x.shape, generator=g, dtype=x.dtype)
+    """A seeded augmentation: additive noise drawn from the (CPU) generator, moved to the data's device."""
+    return x + 0.1 * torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)
 
 
 def data(n=16, D=6, seed=0):
@@ -368,3 +368,22 @@ def test_amp_on_the_cpu_uses_bfloat16_forward_and_a_float32_loss():
     np.testing.assert_allclose(l_mixed, l_full, rtol=2e-2)  # bfloat16 has 8 bits of mantissa
     assert not np.allclose(l_mixed, l_full, rtol=1e-6, atol=0)  # ... and it was really used
     assert mixed_net[0].weight.dtype == torch.float32  # master weights stay float32
+
+
+def test_amp_settings_are_checked():
+    with pytest.raises(ValueError, match="amp must be"):
+        train_ssl(plain_net(d=5), data(), objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8, amp="yes")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_run_matches_the_cpu_run():
+    x = data(64).float()
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 8))
+    kw = dict(objective=InfoNCE(0.5), augment=jitter, steps=5, batch_size=16, every=1, optimizer=sgd(0.1))
+    cpu = train_ssl(copy.deepcopy(net), x, generator=torch.Generator().manual_seed(0), **kw)
+    gpu_net = copy.deepcopy(net)
+    gpu = train_ssl(gpu_net, x, generator=torch.Generator().manual_seed(0), device="cuda", **kw)
+    assert next(gpu_net.parameters()).is_cuda
+    np.testing.assert_allclose(gpu.trajectory.series("loss")[1], cpu.trajectory.series("loss")[1], rtol=1e-4)
+    train_ssl(gpu_net, x, generator=torch.Generator().manual_seed(0), device="cuda", amp=True, **kw)

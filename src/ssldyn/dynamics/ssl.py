@@ -77,7 +77,7 @@ def train_ssl(
     generator: torch.Generator | None = None,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
-    amp: bool = False,
+    amp: bool | torch.dtype = False,
 ) -> FlowResult[nn.Module]:
     """Train ``model`` (and ``head``, ``predictor``) in place on ``objective`` of two augmented views.
 
@@ -115,8 +115,10 @@ def train_ssl(
             step); default the model's device.
         dtype: cast the modules and inputs to this floating dtype; default the model's dtype
             (inputs are cast to it).
-        amp: mixed precision: the forward passes under ``torch.autocast`` (bfloat16 on the CPU,
-            float16 with a gradient scaler on CUDA); the objective is evaluated in float32.
+        amp: mixed precision: the forward passes under ``torch.autocast``, the objective in float32,
+            the weights and the optimizer in the model's dtype. ``True`` = bfloat16 (CPU and CUDA;
+            no gradient scaling, no host sync per step); ``torch.float16`` = float16 with a gradient
+            scaler on CUDA (older GPUs; the scaler's inf check reads one value per step).
 
     Returns:
         ``FlowResult(state=model, trajectory)``; the trajectory has ``loss`` and every probe per
@@ -163,14 +165,11 @@ def train_ssl(
     online = nn.Sequential(model, head) if head is not None else nn.Sequential(model)
     target = _target_network(online) if target_momentum is not None else None
     guard = guard if guard is not None else StepGuard(dev)
-    scaler = torch.amp.GradScaler("cuda") if amp and dev.type == "cuda" else None
-    autocast = (
-        (lambda: torch.autocast(dev.type, dtype=torch.float16 if dev.type == "cuda" else torch.bfloat16))
-        if amp
-        else nullcontext
-    )
+    amp_dtype = _amp_dtype(amp)
+    scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 and dev.type == "cuda" else None
+    autocast = (lambda: torch.autocast(dev.type, dtype=amp_dtype)) if amp_dtype is not None else nullcontext
     logged = set(range(0, steps + 1, every)) | {steps}
-    traj = Trajectory(meta={"steps": steps, "every": every, "amp": bool(amp)})
+    traj = Trajectory(meta={"steps": steps, "every": every, "amp": str(amp_dtype) if amp_dtype else None})
     members: int | None = None
     for m in modules:
         m.train()
@@ -448,6 +447,16 @@ def _optimizer(optimizer: Any, modules: list[nn.Module], params: list[nn.Paramet
     raise ValueError(
         f"train_ssl: optimizer must be a torch.optim.Optimizer, a factory params -> Optimizer, or None; got {optimizer!r}"
     )
+
+
+def _amp_dtype(amp: Any) -> torch.dtype | None:
+    if amp is False or amp is None:
+        return None
+    if amp is True:
+        return torch.bfloat16
+    if amp in (torch.bfloat16, torch.float16):
+        return amp
+    raise ValueError(f"train_ssl: amp must be False, True (bfloat16), torch.bfloat16 or torch.float16, got {amp!r}")
 
 
 def _buffers(modules: list[nn.Module]) -> list[list[Tensor]]:

@@ -321,6 +321,7 @@ class ContrastSpectrum(_ModelMonitor):
             q = V_m.mT @ A_m.mT  # (E, p, z): q = Vᵀ Aᵀ, row i = u(v_i)
             align = [float(projection_norms(Ve[:, :zdim], Ae.mT).mean()) for Ve, Ae in zip(V_m, A_m)]
             out["qode_alignment"] = _out(align, ensemble)
+        assert self._h is not None  # set by matrix()
         self._state = (lam_m, V_m, q, self._h)
         self.history.append({"eigenvalues": lam_m.cpu().numpy(), "q": None if q is None else q.cpu().numpy()})
         return out
@@ -337,7 +338,8 @@ class ContrastSpectrum(_ModelMonitor):
         if self._state is None or self._state[2] is None:
             raise ValueError("ContrastSpectrum.predict: needs a linear head and a call of the monitor first")
         lam, V, q, h = self._state
-        times = [float(t)] if np.isscalar(t) else [float(s) for s in t]
+        assert q is not None
+        times = [float(s) for s in np.atleast_1d(np.asarray(t, dtype=np.float64))]
         if min(times) < 0:
             raise ValueError(f"ContrastSpectrum.predict: times must be >= 0, got {times}")
         grid = np.unique(np.asarray([0.0, *times]))  # solve_reference integrates from grid[0] = 0

@@ -203,7 +203,7 @@ def train_ssl(
         else:
             total.backward()
             opt.step()
-        if target is not None:
+        if target is not None and target_momentum is not None:
             _ema_update(target, online, float(target_momentum))
     guard.flush()
     return FlowResult(model, traj)
@@ -353,7 +353,7 @@ def _log_probe(traj: Trajectory, t: int, name: str, value: Any, members: int) ->
     else:
         if n != 1:
             raise ValueError(f"train_ssl: probe {name!r} must return a float for a plain model, got shape {arr.shape}")
-        traj.log(t, **{name: float(arr.reshape(-1)[0])})
+        traj.log_members(t, name, arr.reshape(1))  # member 0
 
 
 # --------------------------------------------------------------------------- setup
@@ -385,9 +385,10 @@ def _as_tensor(name: str, x: Any) -> Tensor:
 def _batches(data: Any, batch_size: int | None, n_steps: int, g: torch.Generator) -> Iterator[Tensor]:
     if isinstance(data, (Tensor, np.ndarray)):
         x = _as_tensor("data", data)
-        if int(batch_size) > x.shape[0]:
+        B = int(batch_size) if batch_size is not None else 0  # checked >= 2 by _check_settings
+        if B > x.shape[0]:
             raise ValueError(f"train_ssl: batch_size={batch_size} exceeds the number of inputs N={x.shape[0]}")
-        return (x[idx.to(x.device)] for idx in minibatches(x.shape[0], int(batch_size), n_steps, g))
+        return (x[idx.to(x.device)] for idx in minibatches(x.shape[0], B, n_steps, g))
     if not isinstance(data, Iterable):
         raise ValueError(
             f"train_ssl: data must be a tensor/array (N, ...) or a DataLoader/iterable of batches, got {type(data).__name__}"

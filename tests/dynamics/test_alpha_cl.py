@@ -96,11 +96,13 @@ def test_gated_covariance_ensemble_and_alpha_fn():
 def test_power_iteration_linear_finds_top_pca_from_every_start():
     x = torch.randn(500, 5, generator=gen(11), dtype=D) * torch.tensor([3.0, 2.0, 1.0, 1.0, 0.5], dtype=D)
     A_fn = make_A_fn(x, "linear")
-    res = power_iteration(A_fn, torch.randn(8, 5, generator=gen(12), dtype=D), n_iter=500, tol=1e-12)
+    res = power_iteration(torch.randn(8, 5, generator=gen(12), dtype=D), A_fn, steps=500, tol=1e-12)
     top = torch.linalg.eigh(uniform_contrastive_covariance(x))[1][:, -1]
-    assert bool(res.converged.all())
-    assert torch.allclose((res.w @ top).abs(), torch.ones(8, dtype=D), atol=1e-9)
-    disc = res.discrepancy[:, 0]
+    assert bool(res.trajectory.meta["converged"].all()) and res.trajectory.meta["shifted"] == {}
+    assert torch.allclose((res.state @ top).abs(), torch.ones(8, dtype=D), atol=1e-9)
+    steps, disc_all = res.trajectory.series_members("discrepancy")  # (T, E)
+    disc = disc_all[:, 0]
+    assert disc.shape == (res.trajectory.meta["iterations"],) and steps.tolist() == list(range(len(disc)))
     assert disc.shape[0] > 3 and float(disc[-1]) < 1e-12
     assert res.trajectory.last("discrepancy") == pytest.approx(float(disc[-1]))
 
@@ -110,18 +112,18 @@ def test_power_iteration_relu_returns_to_each_pattern():
     U = orthonormal_basis(d, d, generator=gen(13))
     xs, ps = latent_summation_support(U, 0.2)
     w0 = U.T + 0.15 * torch.randn(d, d, generator=gen(14), dtype=D)
-    res = power_iteration(make_A_fn(xs, "relu", weights=ps), w0, n_iter=100)
-    cos = (res.w * U.T).sum(-1)
+    res = power_iteration(w0, make_A_fn(xs, "relu", weights=ps), steps=100)
+    cos = (res.state * U.T).sum(-1)
     assert torch.allclose(cos, torch.ones(d, dtype=D), atol=1e-10)
 
 
 def test_sphere_flow_energy_increases_to_top_eigvec():
     x = torch.randn(300, 3, generator=gen(15), dtype=D) * torch.tensor([2.0, 1.0, 0.5], dtype=D)
-    res = sphere_flow(make_A_fn(x, "linear"), torch.tensor([[0.3, 1.0, 1.0]], dtype=D), t_max=20.0, dt=0.05)
+    res = sphere_flow(torch.tensor([[0.3, 1.0, 1.0]], dtype=D), make_A_fn(x, "linear"), steps=400, dt=0.05)
     _, e = res.trajectory.series("energy")
     assert (e[1:] - e[:-1] >= -1e-12).all()
     lam, vec = torch.linalg.eigh(uniform_contrastive_covariance(x))
-    assert abs(float(res.w[0] @ vec[:, -1])) > 1 - 1e-8
+    assert abs(float(res.state[0] @ vec[:, -1])) > 1 - 1e-8
     assert e[-1] == pytest.approx(0.5 * float(lam[-1]), rel=1e-8)
 
 

@@ -1,7 +1,7 @@
 """NaN/inf guards of the α-CL flows: ``sphere_flow`` (eq. 7) and ``thm5_flow`` (eq. 15).
 
 The flows ascend an energy (the α-CL loss is ``−E_α``); a non-finite energy must stop the run with
-:class:`NonFiniteLossError` naming the step and the last finite value, and NaN input must be a
+:class:`NonFiniteLossError` naming the step, the member and its last finite value, and NaN input must be a
 ``ValueError`` before the first step. Expected steps and values come from reference loops written
 out here, with the energies from independent formulas (``½ Var[ReLU(wᵀx)]``, ``½ λ_max V[f1]``).
 """
@@ -14,7 +14,7 @@ import torch
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics import two_layer_alpha_cl as tl
 from ssldyn.dynamics.alpha_cl import make_A_fn, sphere_flow
-from ssldyn.dynamics.guards import NonFiniteLossError, StepGuard
+from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError
 from ssldyn.dynamics.two_layer_alpha_cl import thm5_closed_form, thm5_flow, two_layer_features
 
 D = torch.float64
@@ -62,10 +62,12 @@ def test_sphere_flow_too_large_step_raises_with_step_and_last_finite(dt, expecte
     w0 = torch.randn(4, 3, generator=gen(1), dtype=D)
     bad, energies = reference_sphere_flow(x, w0, dt, 10)
     assert bad == expected_step and float(energies[0].mean()) > 1.0
-    with pytest.raises(NonFiniteLossError, match=rf"^energy became nan at step {bad} \(last finite value: ") as e:
-        sphere_flow(make_A_fn(x, "relu"), w0, t_max=min(10 * dt, 1.7e308), dt=dt, guard_block=block)
-    assert e.value.step == bad
-    assert e.value.last_finite == pytest.approx(float(energies[-1].mean()), rel=1e-10)
+    guard = LossGuard("energy", lazy=True, check_every=block)
+    match = rf"^energy of member 0 became nan at step {bad} \(last finite value: "
+    with pytest.raises(NonFiniteLossError, match=match) as e:
+        sphere_flow(w0, make_A_fn(x, "relu"), steps=10, dt=dt, guard=guard)
+    assert e.value.step == bad and e.value.member == 0
+    assert e.value.last_finite == pytest.approx(float(energies[-1][0]), rel=1e-10)
 
 
 def test_sphere_flow_diverging_A_names_step_and_matches_a_finite_run():
@@ -78,17 +80,16 @@ def test_sphere_flow_diverging_A_names_step_and_matches_a_finite_run():
         calls["n"] += 1
         return base(w) * (1.0 if calls["n"] <= 6 else math.inf)
 
+    guard = LossGuard("energy", lazy=True, check_every=4)  # deferred, as on an accelerator
     with pytest.raises(NonFiniteLossError, match=r"at step 6 \(last finite value: ") as e:
-        sphere_flow(blowing_up, w0, t_max=2.0, dt=0.1, record_every=10**9, guard_block=4)
-    # step 0 is logged (flushed alone), then blocks of 4: 1-4, 5-8 -> stopped at the end of block 5-8
+        sphere_flow(w0, blowing_up, steps=20, dt=0.1, every=None, guard=guard)
+    # step 0 is logged (checked alone), then blocks of 4: 1-4, 5-8 -> stopped at the end of block 5-8
     assert e.value.step == 6 and calls["n"] == 9
     # independent runs: the same flow stopped at step 5 (energy logged there), and the hand-written loop
-    ok = sphere_flow(base, w0, t_max=0.5, dt=0.1)
-    frame = ok.trajectory.to_frame()
-    logged = frame[(frame["step"] == 5) & (frame["probe"] == "energy")]["value"].mean()
-    assert e.value.last_finite == pytest.approx(float(logged), rel=1e-12)
+    ok = sphere_flow(w0, base, steps=5, dt=0.1)
+    assert e.value.last_finite == pytest.approx(ok.trajectory.last("energy", member=e.value.member), rel=1e-12)
     ref_bad, ref_e = reference_sphere_flow(x, w0, 0.1, 5)
-    assert ref_bad is None and e.value.last_finite == pytest.approx(float(ref_e[5].mean()), rel=1e-9)
+    assert ref_bad is None and e.value.last_finite == pytest.approx(float(ref_e[5][e.value.member]), rel=1e-9)
 
 
 def test_sphere_flow_nan_input_raises_before_any_step():
@@ -103,12 +104,12 @@ def test_sphere_flow_nan_input_raises_before_any_step():
     w0 = torch.randn(2, 3, generator=gen(5), dtype=D)
     w0[1, 2] = math.nan
     with pytest.raises(ValueError, match=r"^w0: 1 non-finite"):
-        sphere_flow(counting, w0)
+        sphere_flow(w0, counting, steps=10)
     assert calls["n"] == 0
     bad = x.clone()
     bad[3, 0] = math.inf
     with pytest.raises(ValueError, match="x: contains NaN or inf"):
-        sphere_flow(make_A_fn(bad, "relu"), w0[:1])
+        sphere_flow(w0[:1], make_A_fn(bad, "relu"), steps=10)
 
 
 def _population():
@@ -147,10 +148,11 @@ def test_thm5_flow_too_large_step_raises_with_step_and_last_finite(dt, expected_
     W0 = torch.randn(4, 3, 3, generator=gen(7), dtype=D)
     bad, energies = reference_thm5_flow(W0, xs, zs, ws, xa, pa, dt, 10)
     assert bad == expected_step and float(energies[0].mean()) > 1.0
-    with pytest.raises(NonFiniteLossError, match=rf"^energy became nan at step {bad} ") as e:
-        thm5_flow(W0, xs, zs, weights=ws, t_max=min(10 * dt, 1.7e308), dt=dt, guard_block=block)
+    guard = LossGuard("energy", lazy=True, check_every=block)
+    with pytest.raises(NonFiniteLossError, match=rf"^energy of member 0 became nan at step {bad} ") as e:
+        thm5_flow(W0, xs, zs, weights=ws, steps=10, dt=dt, guard=guard)
     assert e.value.step == bad
-    assert e.value.last_finite == pytest.approx(float(energies[-1].mean()), rel=1e-9)
+    assert e.value.last_finite == pytest.approx(float(energies[-1][0]), rel=1e-9)
 
 
 def test_thm5_flow_nan_input_raises_before_any_step(monkeypatch):
@@ -170,10 +172,16 @@ def test_thm5_flow_nan_input_raises_before_any_step(monkeypatch):
     bad_w[0, 0] = math.nan
     for name, (W, x, w) in (("W0", (bad_W0, xs, ws)), ("x", (W0, bad_x, ws)), ("weights", (W0, xs, bad_w))):
         with pytest.raises(ValueError, match=rf"^{name}: 1 non-finite"):
-            thm5_flow(W, x, zs, weights=w, t_max=1.0, dt=0.1)
+            thm5_flow(W, x, zs, weights=w, steps=10, dt=0.1)
     assert calls["n"] == 0
-    thm5_flow(W0, xs, zs, weights=ws, t_max=1.0, dt=0.1)  # finite input: runs (11 energy evaluations)
+    res = thm5_flow(W0, xs, zs, weights=ws, steps=10, dt=0.1)  # finite input: runs (11 energy evaluations)
     assert calls["n"] == 11
+    # the record: the energy of the start and of the returned filters (first and last step)
+    steps, energy = res.trajectory.series_members("energy")
+    assert steps.tolist() == [0, 10]
+    torch.testing.assert_close(
+        torch.from_numpy(energy[-1]), half_lam_max(res.state, *_population()[3:]), rtol=1e-9, atol=0
+    )
 
 
 def test_thm5_energy_is_half_top_eigenvalue():
@@ -183,13 +191,15 @@ def test_thm5_energy_is_half_top_eigenvalue():
     torch.testing.assert_close(tl.thm5_energy(t), half_lam_max(W, xa, pa), rtol=1e-10, atol=1e-14)
 
 
-def test_block_guard_reports_first_bad_step_in_order():
-    g = StepGuard(every=4, lazy=True)
-    for s, v in enumerate([1.0, 2.0, 3.0, 4.0, 5.0]):  # first block flushes finite: last finite 4
-        g.push(s, torch.tensor([v, v]))
-    assert g.last_finite == 4.0
-    g.push(5, torch.tensor([6.0, math.inf]))
-    with pytest.raises(NonFiniteLossError) as e:
-        g.push(6, torch.tensor([math.nan, 0.0]))
-        g.flush()
-    assert e.value.step == 5 and e.value.last_finite == 5.0 and e.value.value == math.inf
+def test_deferred_guard_reports_first_bad_step_and_member():
+    g = LossGuard(lazy=True, check_every=4)
+    for s, v in enumerate([1.0, 2.0, 3.0, 4.0, 5.0]):  # the first block of 4 is checked: all finite
+        g.update(s, torch.tensor([v, v]))
+    assert g.last_finite == 5.0
+    g.update(5, torch.tensor([6.0, math.inf]))  # member 1 goes bad at step 5 (last finite 5.0)
+    with pytest.raises(
+        NonFiniteLossError, match=r"^loss of member 1 became inf at step 5 \(last finite value: 5\)"
+    ) as e:
+        g.update(6, torch.tensor([math.nan, 0.0]))  # member 0 at step 6: later, not reported
+        g.check()
+    assert (e.value.step, e.value.member, e.value.last_finite, e.value.value) == (5, 1, 5.0, math.inf)

@@ -11,7 +11,7 @@ from ssldyn.dynamics.function_space import (
     project_sphere,
     vanilla_gradient_descent,
 )
-from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError, StepGuard
+from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.dynamics.weight_space import train_weight_space
 from ssldyn.kernels.ntk import empirical_ntk
@@ -45,7 +45,7 @@ def test_prop41_one_weight_step_equals_kernel_step_up_to_eta_squared():
     for eta in (1e-2, 5e-3, 2.5e-3):
         m = MLP(3, 2, hidden=8, depth=2, activation="tanh", dtype=torch.float64)
         m.load_state_dict(model.state_dict())
-        train_weight_space(m, x, _loss, steps=1, lr=eta, output="raw", log_every=None)
+        train_weight_space(m, x, _loss, steps=1, lr=eta, output="raw", every=None)
         dz = m(x)[0].detach() - z0
         pred = -eta * torch.einsum("ijab,jb->ia", K, g)
         errs.append(((dz - pred).norm() / pred.norm()).item())
@@ -56,7 +56,7 @@ def test_prop41_one_weight_step_equals_kernel_step_up_to_eta_squared():
 
 def test_vanilla_gd_is_eq14_projected():
     z0 = project_sphere(torch.randn(5, 2, dtype=torch.float64))
-    _, z1 = vanilla_gradient_descent(z0, _loss, steps=1, lr=0.1)
+    z1 = vanilla_gradient_descent(z0, _loss, steps=1, lr=0.1).state
     grad_L = 5 * _fd_grad(_loss, z0)  # ∇L(z_i) = n ∂𝓛/∂z_i
     expected = z0 - 0.1 * grad_L
     expected = expected / expected.norm(dim=1, keepdim=True)
@@ -67,7 +67,8 @@ def test_fixed_kernel_flow_step_and_snapshots():
     z0 = torch.randn(4, 2, dtype=torch.float64)
     A = torch.randn(8, 8, dtype=torch.float64)
     K = (A @ A.T).view(4, 2, 4, 2).permute(0, 2, 1, 3)  # (n, n, d, d) PSD kernel
-    traj, z1 = function_space_flow(z0, _loss, K, steps=1, lr=0.05, snapshot_every=1)
+    res = function_space_flow(z0, _loss, K, steps=1, lr=0.05, snapshot_every=1)
+    traj, z1 = res.trajectory, res.state
     g = _fd_grad(_loss, z0)
     expected = z0 - 0.05 * torch.einsum("ijab,jb->ia", K, g)
     assert torch.allclose(z1, expected, atol=1e-8)
@@ -83,8 +84,8 @@ def test_network_kernel_flow_tracks_the_trained_network():
     ref.load_state_dict(net.state_dict())
     z0 = net(x)[0].detach()
     nk = NetworkKernel(net, x, refresh_every=1)
-    _, z_flow = function_space_flow(z0, _loss, nk, steps=20, lr=1e-3)
-    train_weight_space(ref, x, _loss, steps=20, lr=1e-3, output="raw", log_every=None)
+    z_flow = function_space_flow(z0, _loss, nk, steps=20, lr=1e-3).state
+    train_weight_space(ref, x, _loss, steps=20, lr=1e-3, output="raw", every=None)
     z_net = ref(x)[0].detach()
     moved = (z_net - z0).norm()
     assert (z_flow - z_net).norm() / moved < 0.02  # same flow up to O(η) per step
@@ -140,7 +141,7 @@ def test_vanilla_gd_with_a_huge_step_raises_at_the_divergence_step():
     assert err.last_finite == pytest.approx(last_ref, rel=1e-9)
     assert f"at step {k_ref} (last finite value: {err.last_finite:.6g})" in str(err)
     # the last finite value is the loss at step k-1: the final loss of the same flow run for k-1 steps
-    t_short, _ = vanilla_gradient_descent(z0, _quartic, steps=k_ref - 1, lr=lr, project=None)
+    t_short = vanilla_gradient_descent(z0, _quartic, steps=k_ref - 1, lr=lr, project=None).trajectory
     assert err.last_finite == t_short.last("loss")
     # the trajectory of the failed run holds steps 0..k-1, nothing from the non-finite step
     steps, losses = traj.series("loss")
@@ -162,7 +163,7 @@ def test_nan_injected_into_the_kernel_raises_one_step_later():
         function_space_flow(z0, _loss, kernel, steps=20, lr=0.05)
     assert e.value.step == k0 + 1 and math.isnan(e.value.value)
     # last finite value: the loss at step k0, i.e. the final loss of the flow run for k0 steps (kernel never NaN)
-    t_short, _ = function_space_flow(z0, _loss, K, steps=k0, lr=0.05)
+    t_short = function_space_flow(z0, _loss, K, steps=k0, lr=0.05).trajectory
     assert e.value.last_finite == t_short.last("loss")
     # and a check that can fail: the finite loss at k0 differs from the one at step 0
     assert t_short.last("loss") != t_short.series("loss")[1][0]
@@ -201,16 +202,30 @@ def test_nan_input_raises_value_error_before_any_step():
     assert all(torch.equal(p, q) for p, q in zip(net.parameters(), w0))
 
 
-def test_batched_step_guard_reports_what_a_per_step_guard_reports():
-    # the CUDA path buffers losses and checks them at flush; it must name the same step and last finite value
+def test_deferred_guard_reports_what_an_eager_guard_reports():
+    # the accelerator mode tracks the losses on the device and checks them later; it must name the same
+    # step and last finite value as an eager check at every step
     losses = [torch.tensor(v, dtype=torch.float64) for v in (3.0, 2.5, 2.25, 2.0, math.inf, math.nan)]
-    ref = LossGuard()
+    ref = LossGuard(lazy=False)
     with pytest.raises(NonFiniteLossError) as e_ref:
         for s, v in enumerate(losses):
-            ref(s, v)
-    g = StepGuard(torch.device("cuda"), every=32)  # a device descriptor only: nothing runs on CUDA here
+            ref.update(s, v)
+    g = LossGuard(lazy=True, check_every=32)
     for s, v in enumerate(losses):
-        g(s, v)  # buffered: no check before the flush
+        g.update(s, v)  # deferred: no check before check()
     with pytest.raises(NonFiniteLossError) as e:
-        g.flush()
+        g.check()
     assert (e.value.step, e.value.last_finite) == (e_ref.value.step, e_ref.value.last_finite) == (4, 2.0)
+    assert str(e.value) == str(e_ref.value)
+
+
+@pytest.mark.parametrize(
+    "kw", [dict(steps=-1, lr=0.1), dict(steps=3, lr=-0.1), dict(steps=3, lr=0.0), dict(steps=2.5, lr=0.1)]
+)
+def test_flow_rejects_negative_steps_and_non_positive_lr(kw):
+    z0 = torch.randn(4, 2, dtype=torch.float64)
+    K = torch.eye(4, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^(steps must be an int >= 0|lr must be a finite number > 0)"):
+        function_space_flow(z0, _loss, K, **kw)
+    with pytest.raises(ValueError, match=r"^(steps must be an int >= 0|lr must be a finite number > 0)"):
+        vanilla_gradient_descent(z0, _loss, **kw)

@@ -15,11 +15,34 @@ def test_check_finite_names_input():
 
 def test_loss_guard_reports_step_and_last_finite_value():
     g = LossGuard()
-    g(0, torch.tensor(2.0))
-    g(1, torch.tensor([1.0, 3.0]))  # per-member losses: mean 2.0
-    with pytest.raises(NonFiniteLossError, match=r"loss became nan at step 2 \(last finite value: 2\)") as e:
-        g(2, torch.tensor([1.0, math.nan]))
-    assert e.value.step == 2 and e.value.last_finite == 2.0
+    g.update(0, torch.tensor(2.0))
+    g.update(1, torch.tensor(3.0))
+    with pytest.raises(NonFiniteLossError, match=r"^loss became nan at step 2 \(last finite value: 3\)") as e:
+        g.update(2, torch.tensor(math.nan))
+    assert e.value.step == 2 and e.value.last_finite == 3.0 and e.value.member is None
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_loss_guard_names_the_member_and_its_last_finite_value(lazy):
+    g = LossGuard("energy", labels=["a", "b", "c"], lazy=lazy, check_every=None)
+    g.update(0, torch.tensor([1.0, 2.0, 3.0]))
+    g.update(1, torch.tensor([1.5, 2.5, 3.5]))
+    with pytest.raises(NonFiniteLossError, match=r"^energy of c became inf at step 2 \(last finite value: 3.5\)") as e:
+        g.update(2, torch.tensor([1.0, 2.0, math.inf]))
+        g.check()
+    assert (e.value.step, e.value.member, e.value.last_finite) == (2, 2, 3.5)
+
+
+def test_loss_guard_without_a_finite_value_and_shape_changes():
+    g = LossGuard()
+    with pytest.raises(NonFiniteLossError, match=r"last finite value: none"):
+        g.update(0, torch.tensor([math.nan, 1.0]))
+    g = LossGuard()
+    g.update(0, torch.ones(3))
+    with pytest.raises(ValueError, match="changed shape"):
+        g.update(1, torch.ones(2))
+    with pytest.raises(ValueError, match="check_every"):
+        LossGuard(check_every=0)
 
 
 def test_weight_space_training_stops_on_nan_input_and_non_finite_loss():
@@ -40,5 +63,5 @@ def test_weight_space_training_stops_on_nan_input_and_non_finite_loss():
         return (z1 * z2).sum() * (math.nan if calls["n"] > 4 else 1.0)
 
     with pytest.raises(NonFiniteLossError, match=r"at step 4 \(last finite value: ") as e:
-        train_weight_space(model, x, loss_fn, steps=10, lr=0.01, views=lambda v: v + 0.01, log_every=None)
+        train_weight_space(model, x, loss_fn, steps=10, lr=0.01, augment=lambda v, g: v + 0.01, every=None)
     assert e.value.step == 4 and math.isfinite(e.value.last_finite)

@@ -5,10 +5,9 @@ import pytest
 import scipy.linalg
 import torch
 
-from ssldyn.dynamics.guards import NonFiniteLossError
+from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError
 from ssldyn.dynamics.manifold import (
     ManifoldGD,
-    StepGuard,
     grassmann_tangent,
     orthogonality_error,
     polar_retract,
@@ -118,7 +117,7 @@ def _stiefel_run(C, W1, W2, steps, lr, loss_fn=None):
     W1, W2 = W1.clone().requires_grad_(), W2.clone().requires_grad_()
     opt = ManifoldGD([W1, W2], lr=lr, mode="projected", retraction="polar")
     fn = loss_fn(W1, W2) if loss_fn else (lambda: trace_loss(W1, W2, C))
-    return train_gd(fn, [W1, W2], opt.step, steps=steps), W1, W2
+    return train_gd([W1, W2], fn, update=opt.step, steps=steps), W1, W2
 
 
 def test_train_gd_rejects_nan_data_before_any_step():
@@ -128,7 +127,9 @@ def test_train_gd_rejects_nan_data_before_any_step():
     calls = []
     W1 = W1.clone().requires_grad_()
     with pytest.raises(ValueError, match=r"^C: 1 non-finite value"):
-        train_gd(lambda: calls.append(1) or trace_loss(W1, W2, bad), [W1], lambda: None, steps=5, inputs={"C": bad})
+        train_gd(
+            [W1], lambda: calls.append(1) or trace_loss(W1, W2, bad), update=lambda: None, steps=5, inputs={"C": bad}
+        )
     assert calls == []  # not a single loss evaluated
 
 
@@ -146,14 +147,20 @@ def test_stiefel_gd_injected_nan_names_step_and_last_finite_loss():
 
         return fn
 
-    with pytest.raises(NonFiniteLossError, match=rf"^loss became nan at step {s} \(last finite value: ") as e:
+    with pytest.raises(
+        NonFiniteLossError, match=rf"^loss of member 0 became nan at step {s} \(last finite value: "
+    ) as e:
         _stiefel_run(C, W1, W2, steps=20, lr=0.05, loss_fn=poisoned)
     # independent reference: s − 1 plain steps, then the loss written out as Tr(a C aᵀ), a = W2ᵀW1
-    _, A1, A2 = _stiefel_run(C, W1, W2, steps=s - 1, lr=0.05)
+    res, A1, A2 = _stiefel_run(C, W1, W2, steps=s - 1, lr=0.05)
     with torch.no_grad():
         a = A2.mT @ A1
-        ref = torch.einsum("ezd,df,ezf->e", a, C, a).mean()
-    assert e.value.step == s and e.value.last_finite == pytest.approx(float(ref), rel=1e-12, abs=1e-14)
+        ref = torch.einsum("ezd,df,ezf->e", a, C, a)  # (E,)
+    assert e.value.step == s and e.value.last_finite == pytest.approx(float(ref[0]), rel=1e-12, abs=1e-14)
+    # the record of the finite run: the loss per member at its first and last step, and the state
+    assert res.trajectory.series("loss", member=1)[0].tolist() == [0, s - 1]
+    assert res.trajectory.last("loss", member=1) == pytest.approx(float(ref[1]), rel=1e-12)
+    assert res.state[0] is A1 and res.state[1] is A2
 
 
 def test_stiefel_gd_overflowing_step_is_not_retracted_but_reported():
@@ -167,7 +174,7 @@ def test_stiefel_gd_overflowing_step_is_not_retracted_but_reported():
     assert torch.isfinite(polar_retract(X[0])).all()  # the silent case the guard must not miss
     with pytest.raises(NonFiniteLossError) as e:
         _stiefel_run(C, W1, W2, steps=10, lr=1e308)
-    L0 = float(trace_loss(W1, W2, C).mean())  # loss of the initial weights = a run of 0 steps
+    L0 = float(trace_loss(W1, W2, C)[e.value.member])  # loss of the initial weights = a run of 0 steps
     assert e.value.step == 1 and e.value.last_finite == pytest.approx(L0, rel=1e-12)
     assert not math.isfinite(e.value.value)
 
@@ -192,12 +199,15 @@ def test_two_layer_gd_divergence_names_first_non_finite_step():
 
     def run(steps):
         net = TwoLayerNet(3, 6, 2, "linear", "unconstrained", ensemble=2, seeds=[1, 2], dtype=D)
-        final = train_gd(
-            lambda: trace_loss(net.W1, net.W2, C), net.weights(), lambda: sgd_step_(net.weights(), lr), steps=steps
+        res = train_gd(
+            net.weights(),
+            lambda: trace_loss(net.W1, net.W2, C),
+            update=lambda: sgd_step_(net.weights(), lr),
+            steps=steps,
         )
-        return final, net
+        return res, net
 
-    with pytest.raises(NonFiniteLossError, match=r"^loss became -?(nan|inf) at step \d+") as e:
+    with pytest.raises(NonFiniteLossError, match=r"^loss of member \d became -?(nan|inf) at step \d+") as e:
         run(500)
     s = e.value.step
     assert s > 2
@@ -216,29 +226,30 @@ def test_two_layer_gd_divergence_names_first_non_finite_step():
             W1 -= lr * g1
             W2 -= lr * g2
     assert torch.isfinite(losses[s - 1]).all() and not torch.isfinite(losses[s]).all()
-    assert e.value.last_finite == pytest.approx(float(losses[s - 1].mean()), rel=1e-9)
-    final, _ = run(s - 1)  # the same loop stopped one step earlier ends on the last finite loss
-    assert float(final.mean()) == e.value.last_finite
+    m = e.value.member
+    assert not torch.isfinite(losses[s][m]) and bool(torch.isfinite(losses[s][:m]).all())  # the first bad member
+    assert e.value.last_finite == pytest.approx(float(losses[s - 1][m]), rel=1e-9)
+    res, _ = run(s - 1)  # the same loop stopped one step earlier ends on the last finite loss
+    assert res.trajectory.last("loss", member=m) == e.value.last_finite
 
 
-def test_step_guard_deferred_mode_reports_the_same_step():
-    # the accelerator mode (checked in blocks, one transfer each) must name the same step and last finite
-    # value as a per-step LossGuard; "cuda" only selects the mode here, the losses are CPU tensors.
+def test_guard_deferred_mode_reports_the_same_step():
+    # the accelerator mode (checked in blocks, one transfer each) must name the same step, member and last
+    # finite value as an eager guard; lazy=True only selects the mode here, the losses are CPU tensors.
     losses = [torch.tensor([1.0 + k, 2.0 * k]) for k in range(10)] + [torch.tensor([math.inf, 0.0])]
     losses += [torch.tensor([math.nan, 1.0])] * 5
-    eager, lazy = StepGuard("cpu"), StepGuard("cuda", every=4)
+    eager, lazy = LossGuard(lazy=False), LossGuard(lazy=True, check_every=4)
     with pytest.raises(NonFiniteLossError) as e1:
         for k, v in enumerate(losses):
-            eager(k, v)
+            eager.update(k, v)
     with pytest.raises(NonFiniteLossError) as e2:
         for k, v in enumerate(losses):
-            lazy(k, v)
-        lazy.flush()
-    assert (e1.value.step, e1.value.last_finite) == (10, 1.0 + 9 + 2.0 * 9 - (1.0 + 9 + 2.0 * 9) / 2)
-    assert (e2.value.step, e2.value.last_finite, e2.value.value) == (e1.value.step, e1.value.last_finite, math.inf)
-    ok = StepGuard("cuda", every=100)
+            lazy.update(k, v)
+        lazy.check()
+    assert (e1.value.step, e1.value.member, e1.value.last_finite) == (10, 0, 1.0 + 9)
+    assert (e2.value.step, e2.value.member, e2.value.last_finite, e2.value.value) == (10, 0, 10.0, math.inf)
+    ok = LossGuard(lazy=True, check_every=100)
     for k in range(5):
-        ok(k, torch.tensor(float(k)))
-    assert ok.last_finite is None  # nothing checked yet
-    ok.flush()
+        ok.update(k, torch.tensor(float(k)))
+    ok.check()
     assert ok.last_finite == 4.0

@@ -8,9 +8,9 @@ from ssldyn.dynamics.q_ode import (
     eigh_ascending,
     euler,
     ode_time,
-    predict,
     projected_gd_rhs,
     q_from_weights,
+    q_ode_predict,
     q_ode_rhs,
     q_ode_rhs_numpy,
     solve_adaptive,
@@ -57,19 +57,23 @@ def test_integrators_against_scipy_reference():
     _, lam, V, W1, W2 = _problem()
     q0 = q_from_weights(W1, W2, V)
     T = 2.0
-    ref = solve_reference(q0, lam, np.array([0.0, T]))[-1]
+    ref = solve_reference(q0, lam, t=np.array([0.0, T])).state.numpy()
     errs = []
     for lr in (0.01, 0.005):
         steps = int(round(T / lr))
-        _, qs = euler(q0, lam, lr, steps)
-        errs.append(np.abs(qs[-1].numpy() - ref).max())
+        q_end = euler(q0, lam, lr=lr, steps=steps).state
+        errs.append(np.abs(q_end.numpy() - ref).max())
     assert errs[0] < 0.02 and 1.8 < errs[0] / errs[1] < 2.2  # first order
     # printed eq. 12 runs at half speed: step k ↔ t = kη/2
-    _, qs12 = euler(q0, lam, 0.005, 800, form="eq12")
+    res12 = euler(q0, lam, lr=0.005, steps=800, form="eq12", every=400)
     assert ode_time(800, 0.005, "eq12") == pytest.approx(T)
-    assert np.abs(qs12[-1].numpy() - ref).max() < 0.02
-    ad = solve_adaptive(q0, lam, torch.tensor([0.0, 1.0, T], dtype=D), rtol=1e-10, atol=1e-12)
-    assert np.abs(ad[-1].numpy() - ref).max() < 1e-7
+    assert np.abs(res12.state.numpy() - ref).max() < 0.02
+    assert res12.trajectory.series("t")[1].tolist() == pytest.approx([0.0, 1.0, T])
+    ad = solve_adaptive(q0, lam, t=torch.tensor([0.0, 1.0, T], dtype=D), rtol=1e-10, atol=1e-12)
+    assert np.abs(ad.state.numpy() - ref).max() < 1e-7
+    steps, qs = ad.trajectory.stack("q")  # step i ↔ t[i]
+    assert steps.tolist() == [0, 1, 2] and np.array_equal(qs[-1], ad.state.numpy())
+    assert ad.trajectory.series("t")[1].tolist() == [0.0, 1.0, T]
 
 
 def test_gd_on_weights_follows_eq9_at_time_k_eta():
@@ -85,7 +89,7 @@ def test_gd_on_weights_follows_eq9_at_time_k_eta():
             opt.zero_grad()
             trace_loss(A, B, C).backward()
             opt.step()
-        ref = solve_reference(q0, lam, np.array([0.0, ode_time(steps, lr)]))[-1]
+        ref = solve_reference(q0, lam, t=np.array([0.0, ode_time(steps, lr)])).state.numpy()
         devs.append(np.abs(q_from_weights(A, B, V).detach().numpy() - ref).max())
         # the loss in q coordinates is the trace loss
         with torch.no_grad():
@@ -105,7 +109,7 @@ def test_projected_gd_follows_its_own_flow():
         trace_loss(A, B, C).backward()
         opt.step()
     q = q_from_weights(A, B, V).detach().numpy()
-    ref_own = solve_reference(q0, lam, np.array([0.0, 1.0]), rhs=projected_gd_rhs)[-1]
+    ref_own = solve_reference(q0, lam, t=np.array([0.0, 1.0]), rhs=projected_gd_rhs).state.numpy()
     assert np.abs(q - ref_own).max() < 0.01
 
 
@@ -113,7 +117,7 @@ def test_predict_new_points_matches_network():
     C, lam, V, W1, W2 = _problem()
     q = q_from_weights(W1, W2, V)
     x = torch.randn(7, 4, dtype=D)
-    np.testing.assert_allclose(predict(q, V, x).numpy(), (x @ W1.T @ W2).numpy(), atol=1e-12)
+    np.testing.assert_allclose(q_ode_predict(q, V, x).numpy(), (x @ W1.T @ W2).numpy(), atol=1e-12)
 
 
 @pytest.mark.parametrize("case", ["positive", "negative"])
@@ -129,25 +133,30 @@ def test_theorem3_two_regimes_on_random_matrices(case):
         W1 = random_stiefel(25, d, generator=torch.Generator().manual_seed(trial), dtype=D)
         W2 = random_stiefel(25, 1, generator=torch.Generator().manual_seed(100 + trial), dtype=D)
         q0 = (W1.T @ W2).numpy()  # q in the eigenbasis (V = I)
-        qT = solve_reference(q0, lam, np.array([0.0, 60.0]), rtol=1e-10, atol=1e-12)[-1].ravel()
+        qT = solve_reference(q0, lam, t=np.array([0.0, 60.0]), rtol=1e-10, atol=1e-12).state.numpy().ravel()
         if case == "positive":
             assert np.linalg.norm(qT) < 1e-3
         else:
             assert abs(abs(qT[0]) - 1) < 1e-4 and np.linalg.norm(qT[1:]) < 1e-3
 
 
-def test_to_trajectory_logs_loss_and_time():
-    from ssldyn.dynamics.q_ode import to_trajectory
-
+def test_euler_trajectory_logs_loss_time_and_q():
     lam = torch.tensor([-1.0, 0.5], dtype=D)
     q0 = torch.tensor([[[0.3], [0.2]], [[0.1], [-0.4]]], dtype=D)  # (E=2, d=2, z=1)
-    ks, qs = euler(q0, lam, 0.1, 20, record_every=10, form="eq12")
-    tr = to_trajectory(ks, qs, lam, 0.1, form="eq12", snapshots=True)
-    steps, vals = tr.series("ode/loss", member=1)
-    q = qs[-1, 1, :, 0].numpy()
+    res = euler(q0, lam, lr=0.1, steps=20, every=10, form="eq12", probes={"q1": lambda q: q[:, 0, 0]})
+    tr = res.trajectory
+    steps, vals = tr.series("loss", member=1)
+    q = res.state[1, :, 0].numpy()
     assert list(steps) == [0, 10, 20] and vals[-1] == pytest.approx(-1.0 * q[0] ** 2 + 0.5 * q[1] ** 2)
-    assert tr.last("ode/t") == pytest.approx(20 * 0.1 / 2)
-    assert set(tr.snapshots("ode/q")) == {0, 10, 20}
+    assert tr.last("t") == pytest.approx(20 * 0.1 / 2)
+    assert set(tr.snapshots("q")) == {0, 10, 20} and np.array_equal(tr.snapshots("q")[20], res.state.numpy())
+    assert tr.last("q1", member=1) == pytest.approx(q[0])  # a per-member probe of q
+    # eq. (12) by hand from q0 for 10 steps: q ← q − η[2Λq − Λqqᵀq − qqᵀΛq]
+    qh = q0.clone()
+    for _ in range(10):
+        Lq = lam[:, None] * qh
+        qh = qh - 0.1 * (2 * Lq - Lq @ (qh.mT @ qh) - qh @ (qh.mT @ Lq))
+    np.testing.assert_allclose(tr.snapshots("q")[10], qh.numpy(), rtol=1e-12)
 
 
 def test_euler_rejects_nan_inputs_before_any_step():
@@ -156,21 +165,26 @@ def test_euler_rejects_nan_inputs_before_any_step():
     bad = q0.clone()
     bad[0, 1] = float("nan")
     with pytest.raises(ValueError, match=r"^q0: 1 non-finite value"):
-        euler(bad, lam, 0.01, 10)
+        euler(bad, lam, lr=0.01, steps=10)
     lam_bad = lam.clone()
     lam_bad[2] = float("inf")
     with pytest.raises(ValueError, match=r"^lam: 1 non-finite value"):
-        euler(q0, lam_bad, 0.01, 10)
+        euler(q0, lam_bad, lr=0.01, steps=10)
+    with pytest.raises(ValueError, match=r"^lr must be a finite number > 0"):
+        euler(q0, lam, lr=-0.01, steps=10)
+    with pytest.raises(ValueError, match=r"^steps must be an int >= 0"):
+        euler(q0, lam, lr=0.01, steps=-1)
 
 
 def test_euler_blow_up_names_first_non_finite_step_and_last_finite_loss():
     # explicit Euler with a huge step on the cubic eq. (9) explodes; the error must name the first step whose
-    # state is non-finite and the loss Tr(qᵀΛq) of the step before (mean over members)
+    # state is non-finite, the first member that went bad and its loss Tr(qᵀΛq) at the step before
     C, lam, V, W1, W2 = _problem(d=4, z=2, seed=3)
     q0 = torch.stack([q_from_weights(W1, W2, V), 0.5 * q_from_weights(W1, W2, V)])  # (E=2, d, z)
     lr = 3.0
-    with pytest.raises(NonFiniteLossError, match=r"^q-ODE loss Tr\(qᵀΛq\) became -?(nan|inf) at step \d+ ") as e:
-        euler(q0, lam, lr, 200)
+    match = r"^q-ODE loss Tr\(qᵀΛq\) of member \d became -?(nan|inf) at step \d+ "
+    with pytest.raises(NonFiniteLossError, match=match) as e:
+        euler(q0, lam, lr=lr, steps=200)
     s = e.value.step
     # independent reference: eq. (9) written out (numpy, per member), Euler with dt = η
     lam_n = lam.numpy()
@@ -178,9 +192,11 @@ def test_euler_blow_up_names_first_non_finite_step_and_last_finite_loss():
     losses = []
     with np.errstate(all="ignore"):
         for _ in range(s + 1):
-            losses.append(np.mean([float((lam_n[:, None] * q * q).sum()) for q in qs]))
+            losses.append([float((lam_n[:, None] * q * q).sum()) for q in qs])
             qs = [q + lr * _eq9_by_hand(q, lam_n) for q in qs]
-    assert s >= 2 and np.isfinite(losses[s - 1]) and not np.isfinite(losses[s])
-    assert e.value.last_finite == pytest.approx(losses[s - 1], rel=1e-9)
-    _, q_ok = euler(q0, lam, lr, s - 1)  # stopped one step earlier: finite, ends on the last finite loss
-    assert float(trace_loss_q(q_ok[-1], lam).mean()) == e.value.last_finite
+    m = e.value.member
+    assert s >= 2 and np.isfinite(losses[s - 1]).all() and not np.isfinite(losses[s][m])
+    assert np.isfinite(losses[s][:m]).all()  # the first member that went bad
+    assert e.value.last_finite == pytest.approx(losses[s - 1][m], rel=1e-9)
+    q_ok = euler(q0, lam, lr=lr, steps=s - 1).state  # stopped one step earlier: ends on the last finite loss
+    assert float(trace_loss_q(q_ok, lam)[m]) == e.value.last_finite

@@ -2,10 +2,11 @@
 
 import math
 
+import pytest
 import torch
 
 from ssldyn.data.augment import SimCLRAugment
-from ssldyn.dynamics.simclr import embed, minibatches, train_simclr
+from ssldyn.dynamics import embed, minibatches, train_simclr
 from ssldyn.models.encoders import build_simclr_net
 
 KW = dict(hidden=(32,), feature_dim=16, proj_hidden=16, proj_dim=8)
@@ -21,7 +22,7 @@ def test_minibatches_are_epochs_of_permutations():
 
 
 def _nt_xent_loop(z1, z2, tau):
-    z = torch.cat([z1, z2]).double()
+    z = torch.cat([z1, z2]).detach().double()
     z = z / z.norm(dim=1, keepdim=True)
     n = len(z1)
     tot = 0.0
@@ -40,12 +41,14 @@ def test_logged_loss_is_nt_xent_of_the_views():
     aug = SimCLRAugment(rotation=5.0)
     traj = train_simclr(
         net, x, aug, steps=1, batch_size=6, temperature=0.3, lr=1e-3, generator=torch.Generator().manual_seed(4)
-    )
+    ).trajectory
     g = torch.Generator().manual_seed(4)
     idx = next(minibatches(12, 6, 1, g))
     v = torch.cat([aug(x[idx], g), aug(x[idx], g)])
     z = ref(v)[0]
-    assert abs(traj.last("loss") - _nt_xent_loop(z[:6], z[6:], 0.3)) < 1e-4
+    steps, loss = traj.series("loss")
+    assert steps.tolist() == [0, 1]  # the loss optimised by the update, and the final state's
+    assert abs(loss[0] - _nt_xent_loop(z[:6], z[6:], 0.3)) < 1e-4
 
 
 def test_ensemble_training_equals_separate_runs_and_learns():
@@ -65,8 +68,8 @@ def test_ensemble_training_equals_separate_runs_and_learns():
         lr=0.05,
         optimizer="sgd",
         generator=torch.Generator().manual_seed(2),
-        log_every=29,
-    )
+        every=29,
+    ).trajectory
     lone = build_simclr_net("mlp", ds.shape, ensemble=1, seeds=[9], **KW)
     tl = train_simclr(
         lone,
@@ -78,10 +81,75 @@ def test_ensemble_training_equals_separate_runs_and_learns():
         lr=0.05,
         optimizer="sgd",
         generator=torch.Generator().manual_seed(2),
-        log_every=29,
-    )
+        every=29,
+    ).trajectory
     assert abs(tr.last("loss", member=1) - tl.last("loss")) < 1e-3
     torch.testing.assert_close(embed(ens, ds.images)[1], embed(lone, ds.images)[0], atol=2e-3, rtol=2e-3)
     for m in range(2):  # NT-Xent decreased from its initial value
         s, v = tr.series("loss", member=m)
         assert v[-1] < v[0] - 0.1
+
+
+class _Plain(torch.nn.Module):
+    """A user's plain model: ``(B, 1, 8, 8) -> (B, out)`` with no ensemble axis."""
+
+    def __init__(self, out: int):
+        super().__init__()
+        self.lin = torch.nn.Linear(64, out)
+
+    def forward(self, x):
+        return self.lin(x.flatten(1))
+
+
+def test_plain_module_whose_width_equals_two_batches_trains_on_the_views():
+    # the old slicing z[:, :B] cut the *feature* axis of a plain (2B, d) output when d == 2B: a nonsense
+    # objective that trained silently. The loss must be NT-Xent of the two views' embeddings.
+    torch.manual_seed(0)
+    x = torch.rand(12, 1, 8, 8)
+    B = 6
+    net = _Plain(2 * B)
+    ref = _Plain(2 * B)
+    ref.load_state_dict(net.state_dict())
+    aug = SimCLRAugment(rotation=5.0)
+    res = train_simclr(net, x, aug, steps=1, batch_size=B, temperature=0.3, generator=torch.Generator().manual_seed(4))
+    g = torch.Generator().manual_seed(4)
+    idx = next(minibatches(12, B, 1, g))
+    v = torch.cat([aug(x[idx], g), aug(x[idx], g)])
+    z = ref(v)  # (2B, 2B): rows are the views
+    assert abs(res.trajectory.series("loss")[1][0] - _nt_xent_loop(z[:B], z[B:], 0.3)) < 1e-4
+
+
+def test_wrong_output_shape_is_a_clear_error():
+    x = torch.rand(12, 1, 8, 8)
+
+    class Flat(torch.nn.Module):  # returns one vector per batch: no per-view embeddings
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(64, 5)
+
+        def forward(self, v):
+            return self.lin(v.flatten(1)).mean(0)
+
+    with pytest.raises(ValueError, match=r"must map the 12 stacked views .* to \(12, d\) or \(E, 12, d\)"):
+        train_simclr(Flat(), x, SimCLRAugment(), steps=1, batch_size=6)
+    ens = build_simclr_net("mlp", (1, 8, 8), ensemble=2, seeds=[0, 1], **KW)
+    with pytest.raises(ValueError, match="batch_size=1"):
+        train_simclr(ens, x, SimCLRAugment(), steps=1, batch_size=1)
+
+
+def test_probes_see_eval_mode_features_and_log_per_member():
+    x = torch.rand(20, 1, 8, 8)
+    ens = build_simclr_net("mlp", (1, 8, 8), ensemble=2, seeds=[0, 1], **KW)
+    seen = []
+
+    def norm_probe(h):
+        seen.append(h.shape)
+        return h.norm(dim=-1).mean(-1)  # (E,)
+
+    res = train_simclr(
+        ens, x, SimCLRAugment(), steps=4, batch_size=5, every=2, probes={"norm": norm_probe}, probe_images=x[:7]
+    )
+    assert seen == [torch.Size([2, 7, 16])] * 3  # steps 0, 2, 4: backbone features (E, n, d_h = feature_dim)
+    h = embed(ens, x[:7])  # eval-mode features of the trained model = the last probe
+    assert res.trajectory.last("norm", member=1) == pytest.approx(float(h[1].norm(dim=-1).mean()), rel=1e-6)
+    assert ens.training  # train mode restored

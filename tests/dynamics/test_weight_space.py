@@ -1,3 +1,5 @@
+import numpy as np
+import pytest
 import torch
 
 from ssldyn.dynamics.weight_space import train_weight_space
@@ -28,7 +30,7 @@ def test_sgd_step_on_sphere_outputs_matches_finite_difference_gradient():
             dn = [q - e.view_as(q) if q is p else q for q in w0]
             g.view(-1)[k] = (total(up) - total(dn)) / 2e-6
         grads.append(g)
-    traj = train_weight_space(m, x, _loss, steps=1, lr=0.3, output="sphere")
+    traj = train_weight_space(m, x, _loss, steps=1, lr=0.3, output="sphere").trajectory
     for p, p0, g in zip(m.parameters(), w0, grads):
         assert torch.allclose(p.detach(), p0 - 0.3 * g, atol=1e-8)
     assert abs(traj.series("loss")[1][0] - total(w0).item()) < 1e-12
@@ -45,24 +47,76 @@ def test_ensemble_members_train_like_separate_runs():
                 ls.weight.copy_(le.weight[e : e + 1])
                 ls.bias.copy_(le.bias[e : e + 1])
         singles.append(s)
-    traj = train_weight_space(ens, x, _loss, steps=5, lr=0.5, momentum=0.9)
+    traj = train_weight_space(ens, x, _loss, steps=5, lr=0.5, momentum=0.9).trajectory
     for e, s in enumerate(singles):
-        t = train_weight_space(s, x, _loss, steps=5, lr=0.5, momentum=0.9)
+        t = train_weight_space(s, x, _loss, steps=5, lr=0.5, momentum=0.9).trajectory
         assert torch.allclose(ens(x)[e], s(x)[0], atol=1e-6)
         assert abs(traj.last("loss", member=e) - t.last("loss")) < 1e-6
 
 
-def test_views_are_passed_as_two_augmented_batches():
+def test_augmented_views_are_passed_and_the_optimised_loss_is_logged():
     seen = []
 
     def loss2(z1, z2):
         seen.append((z1.detach().clone(), z2.detach().clone()))
         return ((z1 - z2) ** 2).sum(-1).mean(-1)
 
+    def augment(t, generator):
+        return t + 0.1 * torch.randn(t.shape, generator=generator)
+
     x = torch.randn(4, 2)
     m = MLP(2, 2, hidden=3, depth=2)
-    g = torch.Generator().manual_seed(0)
-    train_weight_space(
-        m, x, loss2, steps=2, lr=0.1, views=lambda t: t + 0.1 * torch.randn(t.shape, generator=g), log_every=None
+    traj = train_weight_space(
+        m, x, loss2, steps=2, lr=0.1, augment=augment, generator=torch.Generator().manual_seed(0), every=1
+    ).trajectory
+    assert len(seen) == 3 and not torch.allclose(seen[0][0], seen[0][1])  # 2 updates + the final state
+    # the logged loss is the one optimised on the two views (a clean-input loss would be exactly 0 here)
+    for k, (z1, z2) in enumerate(seen):
+        assert traj.series("loss")[1][k] == pytest.approx(float(((z1 - z2) ** 2).sum(-1).mean(-1)), rel=1e-6)
+        assert traj.series("loss")[1][k] > 1e-4
+
+
+def test_minibatches_update_on_each_batch_like_a_hand_written_loop():
+    # reference: plain SGD written out on the batches of the same seeded permutations
+    x = torch.randn(10, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    m = MLP(3, 2, hidden=4, depth=2, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    ref = MLP(3, 2, hidden=4, depth=2, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    res = train_weight_space(
+        m, x, _loss, steps=5, lr=0.2, batch_size=4, generator=torch.Generator().manual_seed(3), output="raw"
     )
-    assert len(seen) == 2 and not torch.allclose(seen[0][0], seen[0][1])
+    g = torch.Generator().manual_seed(3)
+    losses = []
+    perm = None
+    for k in range(6):  # epochs of 10 // 4 = 2 batches; one permutation per epoch
+        if k % 2 == 0:
+            perm = torch.randperm(10, generator=g)
+        xb = x[perm[(k % 2) * 4 : (k % 2) * 4 + 4]]
+        loss = _loss(ref(xb))[0]
+        losses.append(float(loss.detach()))
+        if k == 5:
+            break
+        grads = torch.autograd.grad(loss, list(ref.parameters()))
+        with torch.no_grad():
+            for p, gp in zip(ref.parameters(), grads):
+                p -= 0.2 * gp
+    np.testing.assert_allclose(res.trajectory.series("loss")[1], losses, rtol=1e-12)
+    for p, q in zip(m.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="batch_size=11"):
+        train_weight_space(m, x, _loss, steps=1, lr=0.1, batch_size=11)
+
+
+def test_final_evaluation_leaves_batchnorm_statistics_alone():
+    # the loss of the final state is evaluated (not trained on): BatchNorm buffers must stay as the last update left them
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.bn = torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2)
+
+        def forward(self, x):
+            return self.bn(self.lin(x))
+
+    x = torch.randn(8, 3)
+    net = Net()
+    train_weight_space(net, x, _loss, steps=2, lr=0.1, output="raw", every=None)
+    assert int(net.bn.num_batches_tracked) == 2  # two updates, two train-mode forwards counted

@@ -16,24 +16,31 @@ weights ``w (d,)`` or an ensemble ``(E, d)`` of independent filters. ``alpha`` i
 eq. 2). ``weights (N,)`` (uniform α, no augmentation only) turns the batch into a weighted
 population, i.e. the ``N → ∞`` limit ``A(w) = V[x̃^w]`` of Cor. 1 for a discrete distribution.
 
+The one dynamics contract (:mod:`ssldyn.dynamics`): :func:`sphere_flow` and
+:func:`power_iteration` take the weights ``w0`` (the state) and ``A_fn`` (the energy
+``E_α = ½wᵀA(w)w``), return ``FlowResult(state=w, trajectory)`` and pass ``w`` (``(d,)`` or
+``(E, d)``) to the probes.
+
 Devices: everything runs on the device of the inputs (``x``, ``w0``; ``weights`` are moved to
-the device of ``x``); tensors created here follow it. :func:`sphere_flow` checks ``w0`` for
-NaN/inf before the first step and guards the energy it ascends (the α-CL loss is ``−E_α``):
-a non-finite energy raises :class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step
-and the last finite value. The energies are checked in blocks (one host transfer per block,
-not one sync per step), so a CUDA flow is not slowed down by the guard.
+the device of ``x``); tensors created here follow it. Both flows check ``w0`` (and the first
+operator ``A(w0)``) for NaN/inf before the first step and guard the energy they ascend (the
+α-CL loss is ``−E_α``): a non-finite value raises
+:class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step and the last finite value.
+:func:`sphere_flow` defers the checks on an accelerator (no sync per step).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Iterable
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from ssldyn.dynamics.guards import StepGuard, check_finite
-from ssldyn.dynamics.trajectory import Trajectory
+from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, iterate, log_probes, step_schedule
+from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.objectives import alpha_cl_energy, alpha_gaussian, contrastive_covariance
 
@@ -47,8 +54,6 @@ __all__ = [
     "sphere_grad",
     "sphere_flow",
     "power_iteration",
-    "PowerIterationResult",
-    "SphereFlowResult",
 ]
 
 AFn = Callable[[Tensor], Tensor]
@@ -224,119 +229,198 @@ def _normalize(w: Tensor) -> Tensor:
     return w / w.norm(dim=-1, keepdim=True)
 
 
-@dataclass
-class SphereFlowResult:
-    """Final weights ``w (E, d)`` (or ``(d,)``) and the recorded :class:`Trajectory`."""
+def _check_state(w0: Tensor, A_fn: AFn, fn: str) -> None:
+    if callable(w0) and isinstance(A_fn, Tensor):
+        raise ValueError(f"{fn}(w0, A_fn, ...): the weights come first, the operator second")
+    if not isinstance(w0, Tensor) or w0.dim() not in (1, 2) or w0.shape[-1] < 1 or w0.numel() == 0:
+        raise ValueError(f"{fn}: w0 must be a non-empty tensor (d,) or (E, d), got {getattr(w0, 'shape', w0)!r}")
+    check_finite("w0", w0)
+    if bool((w0.norm(dim=-1) == 0).any()):
+        raise ValueError(f"{fn}: w0 has a zero row (a direction on the sphere is needed)")
 
-    w: Tensor
-    trajectory: Trajectory
+
+def _check_operator(A: Tensor, fn: str) -> None:
+    """The operator at the start must be finite: NaN/inf in ``A(w0)`` is a ``ValueError``."""
+    if not bool(torch.isfinite(A).all()):
+        raise ValueError(f"{fn}: A_fn(w0) contains NaN/inf (the operator at the starting weights); check A_fn's data")
 
 
 def sphere_flow(
-    A_fn: AFn,
     w0: Tensor,
+    A_fn: AFn,
     *,
-    t_max: float = 10.0,
+    steps: int,
     dt: float = 0.05,
-    record_every: int = 1,
-    snapshots: bool = False,
-    guard_block: int = 64,
-) -> SphereFlowResult:
-    """Integrate ``ẇ = P⊥_w A(w) w`` (eq. 7) on the unit sphere.
+    probes: Probes | None = None,
+    every: int | Iterable[int] | None = 1,
+    keep_path: bool = False,
+    track: Track | None = None,
+    guard: LossGuard | bool | None = None,
+) -> FlowResult[Tensor]:
+    """Integrate ``ẇ = P⊥_w A(w) w`` (eq. 7) on the unit sphere for ``steps`` steps of size ``dt``.
 
-    Projected explicit Euler with retraction: ``w ← normalize(w + dt·P⊥_w A(w) w)``; runs on the
-    device of ``w0``. Probes per member: ``energy`` = ½ wᵀA(w)w (= E_α for h(x) = h'(x)x) and
-    ``grad_norm``.
+    Projected explicit Euler with retraction: ``w ← normalize(w + dt·P⊥_w A(w) w)`` (time
+    ``t = steps·dt``); runs on the device of ``w0``. Logged per member at the ``every`` steps:
+    ``energy`` = ½ wᵀA(w)w (= E_α for h(x) = h'(x)x), ``grad_norm`` and the probes of ``w``;
+    ``keep_path`` also keeps the snapshots ``w`` there.
 
+    Returns:
+        ``FlowResult(state=w (d,) or (E, d), trajectory)``.
     Raises:
-        ValueError: NaN/inf in ``w0`` (before the first step).
+        ValueError: bad ``steps``/``dt``, NaN/inf in ``w0`` or in ``A(w0)`` (before the first step).
         NonFiniteLossError: the energy ½ wᵀA(w)w (the objective this gradient flow ascends)
-            became NaN/inf; names the step and the last finite value (mean over members).
-            Energies are checked every ``guard_block`` steps and at the end (no per-step sync).
+            became NaN/inf; names the step, the member and its last finite value.
     """
-    check_finite("w0", w0)
+    steps, dt = check_steps(steps), check_lr(dt, "dt")
+    _check_state(w0, A_fn, "sphere_flow")
     single = w0.dim() == 1
     w = _normalize(w0.reshape(-1, w0.shape[-1]).clone())  # (E, d)
-    n_steps = max(1, int(round(t_max / dt)))
-    traj = Trajectory(meta={"dynamics": "alpha_cl.sphere_flow", "dt": dt, "t_max": t_max})
-    guard = StepGuard(w0.device, "energy", guard_block, lazy=True)
-    for step in range(n_steps + 1):
+    traj = Trajectory(meta={"dynamics": "alpha_cl.sphere_flow", "dt": dt, "t_max": steps * dt})
+    guard = resolve_guard(guard, "energy")
+    logs = step_schedule(every, steps)
+    for step in iterate(steps, track):
         A = A_fn(w)  # (E, d, d)
+        if step == 0:
+            _check_operator(A, "sphere_flow")
         aw = (A @ w.unsqueeze(-1)).squeeze(-1)  # (E, d)
         waw = (aw * w).sum(-1, keepdim=True)  # (E, 1): wᵀA(w)w
         g = aw - waw * w  # (E, d): P⊥_w A(w) w, as sphere_grad
         energy = 0.5 * waw.squeeze(-1)  # (E,)
-        guard.push(step, energy)
-        if step % record_every == 0 or step == n_steps:
-            guard.flush()  # the trajectory syncs here anyway: check before logging
+        guard.update(step, energy)
+        if step in logs:
+            guard.check()  # the trajectory syncs here anyway: check before logging
             traj.log_members(step, "energy", energy)
             traj.log_members(step, "grad_norm", g.norm(dim=-1))
-            if snapshots:
-                traj.snapshot(step, "w", w)
-        if step == n_steps:
+            log_probes(traj, step, probes, w[0] if single else w)
+            if keep_path:
+                traj.snapshot(step, "w", w[0] if single else w)
+        if step == steps:
             break
         w = _normalize(w + dt * g)
-    guard.flush()
-    return SphereFlowResult(w[0] if single else w, traj)
-
-
-@dataclass
-class PowerIterationResult:
-    """Result of :func:`power_iteration`.
-
-    Attributes:
-        w: final weights, ``(d,)`` or ``(E, d)``.
-        discrepancy: ``(T, E)`` iteration discrepancies ``‖w(t+1) − w(t)‖₂`` (Fig. 1 right).
-        converged: ``(E,)`` bool, discrepancy below ``tol`` at the end.
-        path: ``(T+1, E, d)`` iterates when ``keep_path`` else None.
-        trajectory: the same numbers as a :class:`Trajectory` (probes ``discrepancy``, ``rayleigh``).
-    """
-
-    w: Tensor
-    discrepancy: Tensor
-    converged: Tensor
-    path: Tensor | None
-    trajectory: Trajectory
+    guard.check()
+    return FlowResult(w[0] if single else w, traj)
 
 
 def power_iteration(
-    A_fn: AFn, w0: Tensor, *, n_iter: int = 200, tol: float = 1e-10, shift: bool = False, keep_path: bool = False
-) -> PowerIterationResult:
-    """Power iteration (eq. PI): ``w(t+1) = A(w(t)) w(t) / ‖A(w(t)) w(t)‖₂``.
+    w0: Tensor,
+    A_fn: AFn,
+    *,
+    steps: int = 200,
+    tol: float = 1e-10,
+    shift: bool | None = None,
+    probes: Probes | None = None,
+    every: int | Iterable[int] | None = 1,
+    keep_path: bool = False,
+    track: Track | None = None,
+    guard: LossGuard | bool | None = None,
+) -> FlowResult[Tensor]:
+    """Power iteration (eq. PI): ``w(t+1) = A(w(t)) w(t) / ‖A(w(t)) w(t)‖₂``, at most ``steps`` iterations.
+
+    Stops early when every member's discrepancy ``‖w(t+1) − w(t)‖₂`` is below ``tol``. A member
+    with ``A(w)w = 0`` (e.g. a dead ReLU filter) stays where it is.
+
+    Indefinite operators. Eq. PI finds the eigenvector of the eigenvalue of largest *magnitude*:
+    when ``A(w)`` is indefinite (e.g. ``C_α`` with augmentation, whose intra-view term is
+    negative definite) and that eigenvalue is negative, the plain iteration converges to the
+    wrong eigenvector and ``w`` flips sign at every step (discrepancy 2). The remedy is the shift
+    of the proof of Thm. 3 (App. B, eq. 104): iterate with ``Â(w) = A(w) − (λ_min(A(w)) − ε)I``
+    (``ε = 1e-9``), which is positive definite with the same eigenvectors, so its fixed points
+    are those of eq. PI and its attracting ones are the top eigenvectors of ``A(w)``
+    (convergence rate ``(λ₂ − λ_min)/(λ₁ − λ_min)`` per step).
+
+    * ``shift=None`` (default): the plain iteration while a member's Rayleigh quotient
+      ``wᵀA(w)w`` is non-negative; once it is negative (beyond round-off: ``A(w)`` is indefinite
+      and the plain iteration heads for a negative eigenvalue) that member continues with
+      ``Â(w)``. ``trajectory.meta["shifted"]`` lists the members (and the step) where it switched.
+    * ``shift=True``: always ``Â(w)``. ``shift=False``: never; a negative Rayleigh quotient is then
+      a ``ValueError`` giving the eigenvalue range of ``A(w)``.
 
     Args:
+        w0: ``(d,)`` or ``(E, d)`` initial weights (normalised here; the state).
         A_fn: ``(E, d) -> (E, d, d)``, e.g. from :func:`make_A_fn`.
-        w0: ``(d,)`` or ``(E, d)`` initial weights (normalised here).
-        n_iter: maximum number of iterations (stops early when all members are below ``tol``).
-        tol: convergence threshold on ``‖w(t+1) − w(t)‖₂``.
-        shift: iterate with ``Â(w) = A(w) − λ_min(w) I + 1e-9·I`` (PD, same eigenvectors and
-            fixed points; proof of Thm. 3) for an indefinite ``A``.
-        keep_path: keep all iterates.
+        steps: maximum number of iterations; tol: convergence threshold on the discrepancy.
+        probes: ``name -> probe(w)`` logged at the ``every`` steps (a float or ``(E,)``).
+        keep_path: keep every iterate ``w(t)``, ``t = 0 .. T``, as the snapshots ``w``.
+        track: progress wrapper; guard: the guard of the Rayleigh quotient (None: default; False: none).
 
-    A member with ``A(w)w = 0`` (e.g. a dead ReLU filter) stays where it is.
+    Returns:
+        ``FlowResult(state=w (d,) or (E, d), trajectory)``. The trajectory holds per member, at
+        step ``t`` (``t = 0 .. T−1`` for ``T`` iterations), ``discrepancy`` = ``‖w(t+1) − w(t)‖₂``
+        (Fig. 1 right) and ``rayleigh`` = ``w(t)ᵀA(w(t))w(t)``; ``trajectory.series_members(
+        "discrepancy")`` gives the ``(T, E)`` table. ``trajectory.meta``: ``converged`` (bool
+        array ``(E,)``, the last discrepancy below ``tol``), ``iterations`` (``T``), ``shifted``.
+        With ``keep_path`` the snapshots ``w`` at steps ``0 .. T`` (``trajectory.stack("w")``).
+    Raises:
+        ValueError: bad arguments, NaN/inf in ``w0`` or ``A(w0)``, or (``shift=False``) an
+            indefinite ``A(w)`` met.
+        NonFiniteLossError: the Rayleigh quotient became NaN/inf at a later step.
     """
+    steps = check_steps(steps)
+    if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol >= 0):
+        raise ValueError(f"power_iteration: tol must be a finite number >= 0, got {tol!r}")
+    if shift not in (None, True, False):
+        raise ValueError(f"power_iteration: shift must be None (auto), True or False, got {shift!r}")
+    _check_state(w0, A_fn, "power_iteration")
     single = w0.dim() == 1
     w = _normalize(w0.reshape(-1, w0.shape[-1]).clone())  # (E, d)
+    E = w.shape[0]
+    guard = resolve_guard(guard, "Rayleigh quotient wᵀA(w)w")
     traj = Trajectory(meta={"dynamics": "alpha_cl.power_iteration"})
-    discs, path = [], [w.clone()] if keep_path else None
-    for t in range(n_iter):
+    logs = step_schedule(every, max(steps - 1, 0))
+    shifted = torch.full((E,), shift is True, dtype=torch.bool, device=w.device)  # (E,)
+    switched: dict[int, int] = {}
+    round_off = math.sqrt(torch.finfo(w.dtype).eps)
+    disc = torch.zeros(E, dtype=w.dtype, device=w.device)
+    iterations = 0
+    if keep_path:
+        traj.snapshot(0, "w", w[0] if single else w)
+    it: Iterable[int] = range(steps)
+    for t in track(it) if track is not None else it:
         A = A_fn(w)  # (E, d, d)
-        if shift:
-            lmin = torch.linalg.eigvalsh(A)[..., 0]  # (E,)
-            A = A + (1e-9 - lmin)[:, None, None] * torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
-        aw = (A @ w.unsqueeze(-1)).squeeze(-1)  # (E, d)
+        if t == 0:
+            _check_operator(A, "power_iteration")
+        aw = (A @ w.unsqueeze(-1)).squeeze(-1)  # (E, d): A(w)w
+        ray = (w * aw).sum(-1)  # (E,): wᵀA(w)w
+        guard.update(t, ray)
+        if shift is not True:
+            negative = ray < -round_off * torch.linalg.matrix_norm(A)  # (E,): negative beyond round-off
+            new = negative & ~shifted
+            if bool(new.any()):
+                e = int(new.nonzero()[0, 0])
+                if shift is False:
+                    lam = torch.linalg.eigvalsh(0.5 * (A[e] + A[e].mT))
+                    raise ValueError(
+                        f"power_iteration: A(w) is indefinite (eigenvalues {float(lam[0]):.4g} … "
+                        f"{float(lam[-1]):.4g} at step {t}, member {e}): the plain iteration converges to the "
+                        "eigenvector of the most negative eigenvalue and flips sign every step; use shift=True "
+                        "(or the default shift=None)"
+                    )
+                switched.update(dict.fromkeys(new.nonzero().flatten().tolist(), t))
+                shifted = shifted | new
+        if shift is True or switched:
+            lmin = torch.linalg.eigvalsh(0.5 * (A + A.mT))[..., 0]  # (E,)
+            sigma = torch.where(shifted, lmin - 1e-9, torch.zeros_like(lmin))  # (E,)
+            aw = aw - sigma[:, None] * w  # Â(w)w for the shifted members, A(w)w for the others
         nrm = aw.norm(dim=-1, keepdim=True)
         alive = nrm > 1e-300
         w_new = torch.where(alive, aw / nrm.clamp_min(1e-300), w)
         disc = (w_new - w).norm(dim=-1)  # (E,)
-        traj.log_members(t, "discrepancy", disc)
-        traj.log_members(t, "rayleigh", (w * aw).sum(-1))
-        discs.append(disc)
+        all_converged = bool((disc < tol).all())
+        if t in logs or all_converged or t == steps - 1:  # the last iteration is always logged
+            guard.check()
+            traj.log_members(t, "discrepancy", disc)
+            traj.log_members(t, "rayleigh", ray)
+            log_probes(traj, t, probes, w[0] if single else w)
         w = w_new
+        iterations = t + 1
         if keep_path:
-            path.append(w.clone())
-        if bool((disc < tol).all()):
+            traj.snapshot(t + 1, "w", w[0] if single else w)
+        if all_converged:
             break
-    disc_t = torch.stack(discs) if discs else torch.zeros(0, w.shape[0], dtype=w.dtype, device=w.device)
-    conv = disc_t[-1] < tol if len(discs) else torch.ones(w.shape[0], dtype=torch.bool, device=w.device)
-    return PowerIterationResult(w[0] if single else w, disc_t, conv, torch.stack(path) if keep_path else None, traj)
+    guard.check()
+    traj.meta.update(
+        converged=(disc < tol).cpu().numpy() if iterations else np.ones(E, dtype=bool),
+        iterations=iterations,
+        shifted={f"member {m}": f"from step {s}" for m, s in sorted(switched.items())},
+    )
+    return FlowResult(w[0] if single else w, traj)

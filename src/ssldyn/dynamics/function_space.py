@@ -14,39 +14,51 @@ re-evaluates the empirical NTK from the current weights every ``refresh_every`` 
 moving the weights along ``ẇ = −Σ_i J_iᵀ g_i`` (the weight flow whose outputs the kernel
 flow describes). Every flow reports into a :class:`~ssldyn.dynamics.Trajectory`.
 
-Guards (as the weight-space trainer): NaN/inf in the inputs (``z0``, a fixed kernel, the
-inputs of a :class:`NetworkKernel`) is a ``ValueError`` before any step; the loss 𝓛(z) is
-checked at every step by :class:`~ssldyn.dynamics.guards.LossGuard`, so a diverging flow
-raises :class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step and the last
-finite loss. Devices: everything runs on the device of ``z0`` (kernel and model there too);
-on CUDA the guard's host syncs are batched to the logged steps (or every 32 steps), with the
-same step and last finite value as a check at every step.
+The one dynamics contract (:mod:`ssldyn.dynamics`): the flows return
+:class:`~ssldyn.dynamics.FlowResult` ``(state = final z, trajectory)``; probes receive the
+embeddings ``z`` (``(n, d)``, or ``(E, n, d)`` with an ensemble kernel) and return a float or
+``(E,)``; the loss 𝓛(z) is logged as ``loss`` at the ``every`` steps.
+
+Guards: NaN/inf in the inputs (``z0``, a fixed kernel, the inputs of a :class:`NetworkKernel`)
+and a bad ``steps``/``lr`` are a ``ValueError`` before any step; the loss 𝓛(z) of every step
+goes through the :class:`~ssldyn.dynamics.guards.LossGuard`, so a diverging flow raises
+:class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step and the last finite loss.
+Devices: everything runs on the device of ``z0`` (kernel and model there too); on CUDA the
+guard defers its checks to the logged steps (no host sync per step) and names the same step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.guards import StepGuard, check_finite
-from ssldyn.dynamics.trajectory import Trajectory
+from ssldyn.dynamics.common import (
+    Probes,
+    Track,
+    check_lr,
+    check_steps,
+    iterate,
+    log_probes,
+    log_value,
+    step_schedule,
+)
+from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
 __all__ = [
-    "loss_and_grad",
+    "embedding_loss_and_grad",
     "apply_kernel",
     "function_space_flow",
     "vanilla_gradient_descent",
     "NetworkKernel",
     "pointwise_gradient",
     "project_sphere",
-    "step_schedule",
 ]
 
 LossFn = Callable[[Tensor], Tensor]
-Probe = Callable[[Tensor], Any]
 
 
 def project_sphere(z: Tensor) -> Tensor:
@@ -54,19 +66,9 @@ def project_sphere(z: Tensor) -> Tensor:
     return z / z.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(z.dtype).tiny)
 
 
-def step_schedule(spec: int | Iterable[int] | None, steps: int) -> set[int]:
-    """``None`` -> {}; an int ``k`` -> {0, k, 2k, ..., steps}; an iterable -> those steps (<= steps)."""
-    if spec is None:
-        return set()
-    if isinstance(spec, int):
-        if spec < 1:
-            raise ValueError(f"schedule interval must be >= 1, got {spec}")
-        return set(range(0, steps + 1, spec)) | {steps}
-    return {int(s) for s in spec if 0 <= int(s) <= steps}
-
-
-def loss_and_grad(loss_fn: LossFn, z: Tensor) -> tuple[Tensor, Tensor]:
-    """``(𝓛(z), ∂𝓛/∂z)``; a loss with an ensemble axis ``(E,)`` is summed (members are independent)."""
+def embedding_loss_and_grad(loss_fn: LossFn, z: Tensor) -> tuple[Tensor, Tensor]:
+    """``(𝓛(z), ∂𝓛/∂z)`` for embeddings ``z``; a loss with an ensemble axis ``(E,)`` is summed
+    for the gradient (members are independent)."""
     z = z.detach().requires_grad_(True)
     with torch.enable_grad():
         loss = loss_fn(z)
@@ -149,26 +151,12 @@ def _check_inputs(z0: Tensor, kernel: Any) -> None:
 
 
 def _record(
-    traj: Trajectory,
-    step: int,
-    z: Tensor,
-    loss: Tensor,
-    g: Tensor,
-    probes: Mapping[str, Probe] | None,
-    log: bool,
-    snap: bool,
+    traj: Trajectory, step: int, z: Tensor, loss: Tensor, g: Tensor, probes: Probes | None, log: bool, snap: bool
 ) -> None:
     n = z.shape[-2]
     if log:
-        if loss.dim() == 0:
-            traj.log(step, loss=loss)
-        else:
-            traj.log_members(step, "loss", loss)
-        for name, fn in (probes or {}).items():
-            if z.dim() == 2:
-                traj.log(step, **{name: fn(z)})
-            else:
-                traj.log_members(step, name, [fn(zm) for zm in z])
+        log_value(traj, step, "loss", loss)
+        log_probes(traj, step, probes, z)
     if snap:
         traj.snapshot(step, "z", z)
         traj.snapshot(step, "neg_grad", -n * g)
@@ -182,12 +170,13 @@ def function_space_flow(
     steps: int,
     lr: float,
     project: str | None = None,
-    probes: Mapping[str, Probe] | None = None,
-    log_every: int | Iterable[int] | None = 1,
-    snapshot_every: int | Iterable[int] | None = None,
+    probes: Probes | None = None,
+    every: int | Iterable[int] | None = 1,
+    snapshot_every: int | Iterable[int] | None = (),
+    track: Track | None = None,
+    guard: LossGuard | bool | None = None,
     trajectory: Trajectory | None = None,
-    track: Callable[[Iterable[int]], Iterable[int]] | None = None,
-) -> tuple[Trajectory, Tensor]:
+) -> FlowResult[Tensor]:
     """Euler steps of ``ż_i = −(1/n) Σ_j K_ij ∇L(z_j) = −Σ_j K_ij ∂𝓛/∂z_j`` (Prop. 4.1, eq. 11/15).
 
     Args:
@@ -196,33 +185,41 @@ def function_space_flow(
         kernel: ``(n, n, d, d)`` / ``(n, n)`` fixed tensor; or a callable ``kernel(step, z)``
             returning a new kernel or None (keep); a :class:`NetworkKernel` also has its weights
             advanced along with ``z``.
-        steps, lr: number of steps and step size σ.
+        steps, lr: number of steps (>= 0) and step size σ (> 0).
         project: ``"sphere"`` to project every iterate onto S^{d-1}, or None.
-        probes: ``name -> fn(z)`` scalars logged every ``log_every`` steps (besides ``loss``).
-        snapshot_every: steps at which ``z`` and ``neg_grad`` = ``−∇L(z_i) = −n ∂𝓛/∂z_i`` are kept.
+        probes: ``name -> probe(z)`` (a float or ``(E,)``) logged with ``loss`` at the ``every``
+            steps (int interval, explicit steps, or None: first and last step).
+        snapshot_every: steps at which ``z`` and ``neg_grad`` = ``−∇L(z_i) = −n ∂𝓛/∂z_i`` are
+            kept (same forms as ``every``; ``()`` none).
+        track: progress wrapper of the step iterator.
+        guard: the :class:`~ssldyn.dynamics.guards.LossGuard` of 𝓛(z) (None: a default one;
+            False: none).
+        trajectory: record into this trajectory (e.g. to keep the rows logged before an error).
     Returns:
-        ``(trajectory, z_final)``.
+        ``FlowResult(state=z_final, trajectory)``.
     Raises:
-        ValueError: NaN/inf in ``z0``, in a fixed ``kernel`` or in a NetworkKernel's inputs
-            (before any step).
+        ValueError: ``steps < 0``, ``lr <= 0``, NaN/inf in ``z0``, in a fixed ``kernel`` or in a
+            NetworkKernel's inputs (before any step).
         NonFiniteLossError: the loss 𝓛(z) became NaN/inf at some step (names the step and the
             last finite loss; the trajectory holds the steps before it).
     """
+    steps, lr = check_steps(steps), check_lr(lr)
     if project not in (None, "sphere"):
         raise ValueError(f"project {project!r}: allowed values are None, 'sphere'")
     _check_inputs(z0, kernel)
-    guard = StepGuard(z0.device, every=32)
+    guard = resolve_guard(guard)
     traj = trajectory if trajectory is not None else Trajectory()
-    logs, snaps = step_schedule(log_every, steps), step_schedule(snapshot_every, steps)
+    logs, snaps = step_schedule(every, steps), step_schedule(snapshot_every, steps)
     z = z0.detach().clone()
     if project == "sphere":
         z = project_sphere(z)
     K = kernel if isinstance(kernel, Tensor) else None
-    it = range(steps + 1)
-    for step in track(it) if track else it:
-        loss, g = loss_and_grad(loss_fn, z)
+    for step in iterate(steps, track):
+        loss, g = embedding_loss_and_grad(loss_fn, z)
         log, snap = step in logs, step in snaps
-        guard(step, loss, flush=log or snap or step == steps)  # a non-finite loss stops the flow
+        guard.update(step, loss)
+        if log or snap or step == steps:
+            guard.check()  # a non-finite loss stops the flow before it is recorded
         _record(traj, step, z, loss, g, probes, log, snap)
         if step == steps:
             break
@@ -236,15 +233,15 @@ def function_space_flow(
             kernel.advance(g, lr)
         if project == "sphere":
             z = project_sphere(z)
-    return traj, z
+    return FlowResult(z, traj)
 
 
 def vanilla_gradient_descent(
     z0: Tensor, loss_fn: LossFn, *, steps: int, lr: float, project: str | None = "sphere", **kw: Any
-) -> tuple[Trajectory, Tensor]:
+) -> FlowResult[Tensor]:
     """eq. (14): ``z_i ← P_C(z_i − σ ∇L(z_i))`` with ``∇L(z_i) = n ∂𝓛/∂z_i`` (K = I, eq. 13).
 
-    Same arguments as :func:`function_space_flow`; projected onto the sphere by default.
+    Same arguments and result as :func:`function_space_flow`; projected onto the sphere by default.
     """
     n = z0.shape[-2]
 

@@ -1,24 +1,45 @@
-"""Guards against non-finite data and diverging losses.
+"""Guards against non-finite data and diverging losses (DESIGN.md, "Dynamics": one guard class).
 
-* :func:`check_finite` — NaN/inf in input data is one clear error *before* training.
-* :class:`LossGuard` — tracks the last finite loss; a non-finite loss raises
-  :class:`NonFiniteLossError` naming the step and the last finite value, so the runner marks
-  the run failed (with that message) and a sweep goes on with the next run.
+* :func:`check_finite` — NaN/inf in input data is one clear ``ValueError`` *before* training.
+* :class:`LossGuard` — the one loss guard of every trainer and flow. ``update(step, loss)``
+  once per step (``loss`` a scalar or one value per member ``(E,)``), ``check()`` where the
+  host reads results anyway (logging steps, the end). A non-finite loss raises
+  :class:`NonFiniteLossError` naming the step, the member (its label) and that member's last
+  finite value, so the runner marks the run failed (with that message) and a sweep goes on.
+
+Eager or deferred. On the CPU (the default for CPU losses) every ``update`` checks at once. On
+an accelerator (the default for losses on any other device) ``update`` only runs a few tiny
+tensor ops on the device — per member, the last finite loss, the first non-finite step and its
+value — with no host synchronisation; the check happens at ``check()`` (one transfer) or every
+``check_every`` updates. Both modes raise the same error (the same step, member and last finite
+value), the deferred one at most ``check_every − 1`` steps later.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+__all__ = ["NonFiniteLossError", "check_finite", "LossGuard", "NoGuard", "resolve_guard", "EnsembleLossGuard"]
+
 
 class NonFiniteLossError(FloatingPointError):
-    """The loss became NaN/inf during training."""
+    """The loss became NaN/inf during training.
 
-    def __init__(self, step: int, last_finite: float | None, value: float, what: str = "loss") -> None:
-        self.step, self.last_finite, self.value = step, last_finite, value
+    Attributes:
+        step: the first step with a non-finite loss.
+        last_finite: the member's last finite value (None if it never had one).
+        value: the non-finite value.
+        member: the member index (None for a scalar loss).
+    """
+
+    def __init__(
+        self, step: int, last_finite: float | None, value: float, what: str = "loss", member: int | None = None
+    ) -> None:
+        self.step, self.last_finite, self.value, self.member = step, last_finite, value, member
         last = "none" if last_finite is None else f"{last_finite:.6g}"
         super().__init__(
             f"{what} became {value} at step {step} (last finite value: {last}); "
@@ -40,115 +61,134 @@ def check_finite(name: str, x: Any) -> None:
 
 
 class LossGuard:
-    """``guard(step, loss)`` after each step; ``loss`` may be a scalar or per-member ``(E,)``."""
-
-    def __init__(self, what: str = "loss") -> None:
-        self.what = what
-        self.last_finite: float | None = None
-
-    def __call__(self, step: int, loss: Any) -> None:
-        t = loss.detach() if isinstance(loss, torch.Tensor) else torch.as_tensor(loss)
-        finite = torch.isfinite(t)
-        if not bool(finite.all()):
-            bad = float(t.reshape(-1)[~finite.reshape(-1)][0])
-            raise NonFiniteLossError(step, self.last_finite, bad, self.what)
-        self.last_finite = float(t.mean()) if t.numel() else self.last_finite
-
-
-class StepGuard:
-    """A :class:`LossGuard` fed once per step, without a host sync per step where that matters.
-
-    Eager (the default on the CPU): every loss is checked when given (exactly ``LossGuard``).
-    Lazy (the default on an accelerator, or ``lazy=True``): the detached losses stay on their
-    device and are checked in step order every ``every`` steps and at :meth:`flush` (one transfer
-    per block), so the error names the same step and the same last finite value as a per-step
-    check, at most ``every − 1`` steps later.
+    """``update(step, loss)`` every step, ``check()`` at logging points; ``loss`` scalar or ``(E,)``.
 
     Args:
-        device: the device the losses live on (decides the default of ``lazy``).
-        what: the name of the checked quantity in the error message.
-        every: block length when lazy.
-        lazy: force lazy/eager checking.
+        what: the name of the checked quantity in the error ("loss", "energy", ...).
+        labels: optional names of the members (default ``member e``), used in the error.
+        lazy: ``True`` defers the checks (no host sync per step), ``False`` checks at every
+            ``update``; ``None`` (default) decides from the device of the first loss: eager on
+            the CPU, deferred elsewhere.
+        check_every: when deferred, also check every this many updates (None: only at
+            ``check()``).
+
+    Example::
+
+        guard = LossGuard()
+        for step in range(steps):
+            loss = loss_fn(model)          # () or (E,)
+            guard.update(step, loss)       # eager on CPU; a few device ops on a GPU
+            ...
+            if step % every == 0:
+                guard.check()              # raises NonFiniteLossError (step, member, last finite)
+        guard.check()
     """
 
     def __init__(
-        self, device: torch.device | str | None = None, what: str = "loss", every: int = 64, lazy: bool | None = None
+        self,
+        what: str = "loss",
+        *,
+        labels: Sequence[str] | None = None,
+        lazy: bool | None = None,
+        check_every: int | None = 64,
     ) -> None:
-        self.guard = LossGuard(what)
-        self.lazy = (device is not None and torch.device(device).type != "cpu") if lazy is None else bool(lazy)
-        self.every = max(1, int(every))
-        self._steps: list[int] = []
-        self._vals: list[torch.Tensor] = []
+        if check_every is not None and check_every < 1:
+            raise ValueError(f"LossGuard: check_every must be >= 1 or None, got {check_every}")
+        self.what, self.labels, self.lazy, self.check_every = what, labels, lazy, check_every
+        self._scalar: bool | None = None  # a scalar loss (no member in the message)
+        self._n = 0  # updates since the last check
+        # eager state: the previous (all finite) losses
+        self._prev: torch.Tensor | None = None
+        # deferred state, on the loss's device
+        self._last: torch.Tensor | None = None  # (E,) last finite loss (NaN before any)
+        self._first_bad: torch.Tensor | None = None  # (E,) first non-finite step, -1 if none
+        self._bad_value: torch.Tensor | None = None  # (E,) the first non-finite value
 
-    @property
-    def last_finite(self) -> float | None:
-        """Mean over members of the last finite loss checked so far."""
-        return self.guard.last_finite
-
-    def __call__(self, step: int, loss: Any, flush: bool = False) -> None:
+    # --- recording ---------------------------------------------------------------------
+    def update(self, step: int, loss: Any) -> None:
+        """Record the loss of ``step``: a scalar or ``(E,)`` (tensor, array or float)."""
+        t = loss.detach() if isinstance(loss, torch.Tensor) else torch.as_tensor(loss, dtype=torch.float64)
+        if self._scalar is None:
+            self._scalar = t.dim() == 0
+            if self.lazy is None:
+                self.lazy = t.device.type != "cpu"
+        t = t.reshape(-1)  # (E,)
+        ref = self._prev if self._prev is not None else self._last
+        if ref is not None and ref.shape != t.shape:
+            raise ValueError(f"LossGuard: the loss changed shape from {tuple(ref.shape)} to {tuple(t.shape)}")
         if not self.lazy:
-            self.guard(step, loss)
+            finite = torch.isfinite(t)
+            if not bool(finite.all()):
+                e = int((~finite).nonzero()[0, 0])
+                last = None if self._prev is None else float(self._prev[e])
+                self._raise(int(step), e, last, float(t[e]))
+            self._prev = t
             return
-        t = loss.detach() if isinstance(loss, torch.Tensor) else torch.as_tensor(loss)
-        self._steps.append(int(step))
-        self._vals.append(t.reshape(-1))  # (E,) or (1,)
-        if flush or len(self._steps) >= self.every:
-            self.flush()
-
-    push = __call__
-
-    def flush(self) -> None:
-        """Check the buffered losses now (raises :class:`NonFiniteLossError` at the first bad step)."""
-        if not self._steps:
-            return
-        steps, vals = self._steps, torch.stack(self._vals).cpu()  # (B, E): one transfer
-        self._steps, self._vals = [], []
-        for k, v in zip(steps, vals):
-            self.guard(k, v)
-
-
-class EnsembleLossGuard:
-    """Per-member loss guard for batched ensembles that does not synchronise every step.
-
-    ``update(step, losses)`` (``losses`` ``(E,)``, on any device) keeps, per member, the last
-    finite loss and the first step at which the loss was non-finite, with a few tiny tensor
-    ops; ``check()`` (call it where the host reads results anyway, e.g. at logging steps)
-    raises :class:`NonFiniteLossError` for the first member that went non-finite, naming the
-    step, the last finite value and the member's label.
-    """
-
-    def __init__(self, labels: list[str] | None = None, what: str = "loss") -> None:
-        self.labels, self.what = labels, what
-        self.last: torch.Tensor | None = None  # (E,) last finite loss (NaN before any)
-        self.first_bad: torch.Tensor | None = None  # (E,) first non-finite step, -1 if none
-        self.bad_value: torch.Tensor | None = None  # (E,) the first non-finite value
-
-    def update(self, step: int, losses: torch.Tensor) -> None:
-        losses = losses.detach().reshape(-1)
-        if self.last is None:
-            self.last = torch.full_like(losses, math.nan)
-            self.first_bad = torch.full(losses.shape, -1, dtype=torch.long, device=losses.device)
-            self.bad_value = torch.zeros_like(losses)
-        finite = torch.isfinite(losses)
-        new_bad = (~finite) & (self.first_bad < 0)
-        self.first_bad = torch.where(new_bad, torch.full_like(self.first_bad, step), self.first_bad)
-        self.bad_value = torch.where(new_bad, losses, self.bad_value)
-        self.last = torch.where(finite & (self.first_bad < 0), losses, self.last)
+        if self._last is None:
+            self._last = torch.full_like(t, math.nan)
+            self._first_bad = torch.full(t.shape, -1, dtype=torch.long, device=t.device)
+            self._bad_value = torch.zeros_like(t)
+        finite = torch.isfinite(t)
+        new_bad = (~finite) & (self._first_bad < 0)
+        self._first_bad = torch.where(new_bad, torch.full_like(self._first_bad, int(step)), self._first_bad)
+        self._bad_value = torch.where(new_bad, t, self._bad_value)
+        self._last = torch.where(finite & (self._first_bad < 0), t, self._last)
+        self._n += 1
+        if self.check_every is not None and self._n >= self.check_every:
+            self.check()
 
     def check(self) -> None:
-        if self.first_bad is None:
+        """Raise :class:`NonFiniteLossError` for the earliest non-finite loss recorded so far (one transfer)."""
+        self._n = 0
+        if not self.lazy or self._first_bad is None:
             return
-        fb = self.first_bad.cpu()
+        fb = self._first_bad.cpu()
         bad = (fb >= 0).nonzero().flatten()
         if len(bad) == 0:
             return
         e = int(bad[fb[bad].argmin()])
-        last = float(self.last[e].cpu())
-        label = self.labels[e] if self.labels is not None else f"member {e}"
-        err = NonFiniteLossError(
-            int(fb[e]), None if math.isnan(last) else last, float(self.bad_value[e].cpu()), f"{self.what} of {label}"
-        )
-        raise err
+        last = float(self._last[e].cpu())
+        self._raise(int(fb[e]), e, None if math.isnan(last) else last, float(self._bad_value[e].cpu()))
+
+    @property
+    def last_finite(self) -> float | None:
+        """Mean over members of the last finite losses checked so far (None before any)."""
+        t = self._prev if not self.lazy else self._last
+        if t is None:
+            return None
+        v = float(t.double().mean().cpu())
+        return None if math.isnan(v) else v
+
+    def _raise(self, step: int, member: int, last: float | None, value: float) -> None:
+        if self._scalar:
+            raise NonFiniteLossError(step, last, value, self.what)
+        label = self.labels[member] if self.labels is not None else f"member {member}"
+        raise NonFiniteLossError(step, last, value, f"{self.what} of {label}", member)
 
 
-__all__ = ["NonFiniteLossError", "check_finite", "LossGuard", "StepGuard", "EnsembleLossGuard", "math"]
+class NoGuard(LossGuard):
+    """A guard that checks nothing (``guard=False`` of a trainer: e.g. a run that diverges by design)."""
+
+    def update(self, step: int, loss: Any) -> None:
+        return None
+
+    def check(self) -> None:
+        return None
+
+
+def resolve_guard(guard: LossGuard | bool | None, what: str = "loss") -> LossGuard:
+    """A trainer's ``guard=`` argument: None/True -> a default :class:`LossGuard` (``what``), False -> :class:`NoGuard`."""
+    if guard is None or guard is True:
+        return LossGuard(what)
+    if guard is False:
+        return NoGuard(what)
+    if not isinstance(guard, LossGuard):
+        raise ValueError(f"guard: expected a LossGuard, True/None (default guard) or False (none), got {guard!r}")
+    return guard
+
+
+class EnsembleLossGuard(LossGuard):
+    """Deprecated: ``LossGuard(what, labels=labels, lazy=True, check_every=None)`` (kept for the token trainer)."""
+
+    def __init__(self, labels: Sequence[str] | None = None, what: str = "loss") -> None:
+        super().__init__(what, labels=labels, lazy=True, check_every=None)

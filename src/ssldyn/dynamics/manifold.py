@@ -22,13 +22,14 @@ All functions take batched matrices ``(..., n, p)``. A "wide" matrix (n < p) is 
 through its transpose (orthonormal rows). Everything runs on the device of its inputs;
 :func:`random_stiefel` draws on the CPU (seeded generators) and moves the result to ``device``.
 
-Training loop with guards: :func:`train_gd` is the full-batch GD loop of the ``grassmann``
-experiments (Stiefel steps with :class:`ManifoldGD`, plain steps with :func:`sgd_step_`): the
+Training loop (the one dynamics contract, :mod:`ssldyn.dynamics`): :func:`train_gd` is the
+full-batch GD loop of the ``grassmann`` experiments (Stiefel steps with :class:`ManifoldGD`,
+plain steps with :func:`sgd_step_`) and returns ``FlowResult(state=params, trajectory)``. The
 input data are checked for NaN/inf before the first step (``ValueError``) and every loss goes
-through a :class:`~ssldyn.dynamics.guards.LossGuard` (:class:`StepGuard`), so a diverging run
-raises :class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step and the last finite
-loss. A non-finite Euclidean step is not retracted (the SVD would fail on NaN and map inf to an
-arbitrary point): the matrix stays non-finite, so the next loss is non-finite and the guard
+through the :class:`~ssldyn.dynamics.guards.LossGuard`, so a diverging run raises
+:class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step, the member and its last
+finite loss. A non-finite Euclidean step is not retracted (the SVD would fail on NaN and map inf
+to an arbitrary point): the matrix stays non-finite, so the next loss is non-finite and the guard
 reports it.
 """
 
@@ -39,7 +40,29 @@ from typing import Any
 
 import torch
 
-from ssldyn.dynamics.guards import StepGuard, check_finite  # noqa: F401 (StepGuard re-exported)
+from ssldyn.dynamics.common import Probes, Track, check_steps, iterate, log_probes, log_value, step_schedule
+from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.trajectory import FlowResult, Trajectory
+
+__all__ = [
+    "RETRACTIONS",
+    "TANGENTS",
+    "polar_retract",
+    "qr_retract",
+    "retract",
+    "retract_finite",
+    "stiefel_tangent",
+    "grassmann_tangent",
+    "tangent_project",
+    "random_stiefel",
+    "orthogonality_error",
+    "frobenius_project",
+    "projected_gd_step_",
+    "riemannian_gd_step_",
+    "sgd_step_",
+    "ManifoldGD",
+    "train_gd",
+]
 
 RETRACTIONS = ("polar", "qr")
 TANGENTS = ("stiefel", "grassmann")
@@ -224,62 +247,70 @@ class ManifoldGD(torch.optim.Optimizer):
 
 
 def train_gd(
-    loss_fn: Callable[[], torch.Tensor],
     params: Iterable[torch.Tensor],
-    step: Callable[[], Any],
+    loss_fn: Callable[[], torch.Tensor],
     *,
+    update: Callable[[], Any],
     steps: int,
-    record_every: int | None = None,
-    on_record: Callable[[int, torch.Tensor], Any] | None = None,
+    probes: Probes | None = None,
+    snapshots: Mapping[str, Callable[[list[torch.Tensor]], torch.Tensor]] | None = None,
+    every: int | Iterable[int] | None = None,
     after_step: Callable[[], Any] | None = None,
     inputs: Mapping[str, Any] | None = None,
-    track: Callable[[Iterable[int]], Iterable[int]] | None = None,
-    what: str = "loss",
-) -> torch.Tensor:
+    track: Track | None = None,
+    guard: LossGuard | bool | None = None,
+) -> FlowResult[list[torch.Tensor]]:
     """Full-batch gradient descent with the loss guard (the GD loop of the ``grassmann`` experiments).
 
-    For ``k = 0, …, steps``: ``L_k = loss_fn()`` (a scalar or one value per member ``(E,)``) is
-    checked by a :class:`StepGuard`; at the recorded steps (``k % record_every == 0`` and the last
-    step) ``on_record(k, L_k.detach())`` is called; then, for ``k < steps``, the gradients of
-    ``Σ_e L_k`` are computed, ``step()`` updates the parameters (``ManifoldGD(...).step`` for the
-    Stiefel GD of eq. 11, ``lambda: sgd_step_(params, lr)`` for plain GD) and ``after_step()``
-    re-imposes a constraint (e.g. ``TwoLayerNet.project_``). Members train independently.
+    For ``k = 0, …, steps``: ``L_k = loss_fn()`` (a scalar or one value per member ``(E,)``) goes
+    through the guard; at the logged steps (``every``: ``0, every, 2·every, …`` and the last; None:
+    the first and the last) ``loss`` is logged per member, the probes ``probe(params) -> float |
+    (E,)`` and the snapshots ``fn(params) -> Tensor`` (kept on their device, e.g. the embeddings
+    ``model(x)``) are recorded; then, for ``k < steps``, the gradients of ``Σ_e L_k`` are computed,
+    ``update()`` changes the parameters (``ManifoldGD(...).step`` for the Stiefel GD of eq. 11,
+    ``lambda: sgd_step_(params, lr)`` for plain GD) and ``after_step()`` re-imposes a constraint
+    (e.g. ``TwoLayerNet.project_``). Members train independently.
 
     Args:
+        params: the trained tensors (the state; their gradients are reset before each backward pass).
         loss_fn: computes the loss of the current parameters.
-        params: the trained tensors (their gradients are reset before each backward pass).
-        step: applies one update from the gradients.
-        steps: number of updates.
-        record_every: interval of ``on_record`` (None: only the last step).
+        update: applies one update from the gradients.
+        steps: number of updates (>= 0).
+        probes, snapshots, every: what is recorded when (see above); the observable is ``params``.
+        after_step: called after every update.
         inputs: ``name -> data`` checked for NaN/inf before the first step.
-        track: optional progress wrapper of the step iterator (e.g. ``ctx.track``).
-        what: name of the loss in the error message.
+        track: progress wrapper of the step iterator (e.g. ``ctx.track``).
+        guard: the loss guard (None: a default :class:`~ssldyn.dynamics.guards.LossGuard`; False: none).
     Returns:
-        The final loss ``L_steps`` (detached).
+        ``FlowResult(state=params, trajectory)``; the final loss is ``trajectory`` ``loss`` at ``steps``.
     Raises:
-        ValueError: NaN/inf in ``inputs`` (before any step).
-        NonFiniteLossError: ``L_k`` became NaN/inf (names ``k`` and ``L_{k−1}``, mean over members).
+        ValueError: ``steps < 0`` or NaN/inf in ``inputs`` (before any step).
+        NonFiniteLossError: ``L_k`` became NaN/inf (names ``k``, the member and its ``L_{k−1}``).
     """
-    if steps < 0:
-        raise ValueError(f"train_gd: steps must be >= 0, got {steps}")
+    steps = check_steps(steps)
     for name, x in (inputs or {}).items():
         check_finite(name, x)
     params = list(params)
-    guard = StepGuard(params[0].device if params else None, what)
-    it: Iterable[int] = range(steps + 1)
-    loss = torch.zeros(())
-    for k in track(it) if track is not None else it:
+    guard = resolve_guard(guard)
+    traj = Trajectory()
+    logs = step_schedule(every, steps)
+    for k in iterate(steps, track):
         loss = loss_fn()  # () or (E,)
-        guard(k, loss)
-        if on_record is not None and (k == steps or (record_every is not None and k % record_every == 0)):
-            on_record(k, loss.detach())
+        guard.update(k, loss)
+        if k in logs:
+            guard.check()
+            log_value(traj, k, "loss", loss.detach())
+            with torch.no_grad():
+                log_probes(traj, k, probes, params)
+                for name, fn in (snapshots or {}).items():
+                    traj.snapshot(k, name, fn(params))
         if k == steps:
             break
         for p in params:
             p.grad = None
         loss.sum().backward()
-        step()
+        update()
         if after_step is not None:
             after_step()
-    guard.flush()
-    return loss.detach()
+    guard.check()
+    return FlowResult(params, traj)

@@ -26,22 +26,49 @@ different cubic term.
 
 Shapes: ``q`` is ``(..., d, z)`` (leading ensemble axes allowed), ``lam`` is ``(d,)`` or ``(..., d)``.
 
+The one dynamics contract (:mod:`ssldyn.dynamics`): :func:`euler`, :func:`solve_adaptive` and
+:func:`solve_reference` return ``FlowResult(state=q_final, trajectory)``; the trajectory holds, at
+each recorded step, ``loss`` = ``Tr(qᵀΛq)`` per member, the ODE time ``t`` and the snapshot ``q``
+(``trajectory.stack("q")`` gives ``(steps, qs (T, ..., d, z))``); probes receive ``q``. For
+:func:`euler` the steps are the Euler steps (logged every ``every``); for the two solvers, which
+evaluate the solution at given times ``t`` (T,), step ``i`` is the time ``t[i]``.
+
 Devices: :func:`euler` and :func:`solve_adaptive` (torchdiffeq) run on the device of ``q0``;
-:func:`solve_reference` is scipy's DOP853 and runs on the CPU (inputs are copied there).
-:func:`euler` checks ``q0``/``lam`` for NaN/inf (``ValueError``) and guards the loss
-``Tr(qᵀΛq)`` of every step, so a state that becomes non-finite raises
+:func:`solve_reference` is scipy's DOP853 and runs on the CPU (inputs are copied there). All three
+check ``q0``, ``lam`` (and ``t``) for NaN/inf (``ValueError``, before any work) and guard the loss
+``Tr(qᵀΛq)``, so a state that becomes non-finite raises
 :class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step and the last finite loss.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import numpy as np
 import torch
 
-from ssldyn.dynamics.guards import check_finite
-from ssldyn.dynamics.manifold import StepGuard
+from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, iterate, log_probes, log_value, step_schedule
+from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.trajectory import FlowResult, Trajectory
+
+__all__ = [
+    "FORMS",
+    "q_ode_rhs",
+    "q_ode_rhs_numpy",
+    "projected_gd_rhs",
+    "eigh_ascending",
+    "q_from_map",
+    "q_from_weights",
+    "q_ode_predict",
+    "trace_loss_q",
+    "ode_time",
+    "euler",
+    "solve_adaptive",
+    "solve_reference",
+]
 
 FORMS = ("eq9", "eq12")
+GUARD_WHAT = "q-ODE loss Tr(qᵀΛq)"
 
 
 def _lam(q: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
@@ -93,7 +120,7 @@ def q_from_weights(W1: torch.Tensor, W2: torch.Tensor, V: torch.Tensor) -> torch
     return V.mT @ (W1.mT @ W2)
 
 
-def predict(q: torch.Tensor, V: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def q_ode_predict(q: torch.Tensor, V: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Embed new points: ``u_t(x̂) = q_tᵀ Vᵀ x̂`` for rows ``x (..., B, d)`` -> ``(..., B, z)``."""
     return x @ V @ q
 
@@ -110,9 +137,32 @@ def ode_time(step: int | np.ndarray, lr: float, form: str = "eq9") -> float | np
     return step * lr * (1.0 if form == "eq9" else 0.5)
 
 
+def _record(traj: Trajectory, step: int, q: torch.Tensor, loss: torch.Tensor, t: float, probes: Probes | None) -> None:
+    log_value(traj, step, "loss", loss.reshape(-1) if loss.numel() > 1 else loss.reshape(()))
+    traj.log(step, t=t)
+    log_probes(traj, step, probes, q)
+    traj.snapshot(step, "q", q)
+
+
+def _check_q0_lam(q0, lam) -> None:
+    check_finite("q0", q0)
+    check_finite("lam", lam)
+    if np.ndim(q0) < 2:
+        raise ValueError(f"q0: expected shape (..., d, z), got {tuple(np.shape(q0))}")
+
+
 def euler(
-    q0: torch.Tensor, lam: torch.Tensor, lr: float, steps: int, *, form: str = "eq9", record_every: int = 1
-) -> tuple[np.ndarray, torch.Tensor]:
+    q0: torch.Tensor,
+    lam: torch.Tensor,
+    *,
+    lr: float,
+    steps: int,
+    form: str = "eq9",
+    probes: Probes | None = None,
+    every: int | Iterable[int] | None = 1,
+    track: Track | None = None,
+    guard: LossGuard | bool | None = None,
+) -> FlowResult[torch.Tensor]:
     """Explicit discretisation (eq. 12) from ``q0``.
 
     ``form="eq9"``: ``q ← q + η·q_ode_rhs(q)`` (step k ↔ t = kη, matches GD with rate η);
@@ -121,83 +171,123 @@ def euler(
     Runs on the device of ``q0`` (``lam`` is moved there).
 
     Returns:
-        ``(steps_recorded (T,), qs (T, ..., d, z))`` including step 0 and the last step.
+        ``FlowResult(state=q_steps, trajectory)``: at the recorded steps (``every``; 0 and the last
+        included) ``loss`` per member, ``t`` and the snapshot ``q``.
     Raises:
-        ValueError: NaN/inf in ``q0`` or ``lam`` (before any step).
+        ValueError: ``lr <= 0``, ``steps < 0``, NaN/inf in ``q0`` or ``lam`` (before any step).
         NonFiniteLossError: the state became non-finite: its loss ``Tr(qᵀΛq)`` at step k is
-            NaN/inf (names k and the loss at step k − 1, mean over members).
+            NaN/inf (names k, the member and its loss at step k − 1).
     """
     if form not in FORMS:
         raise ValueError(f"form {form!r}: allowed values are {', '.join(FORMS)}")
-    if not lr > 0 or steps < 0 or record_every < 1:
-        raise ValueError(f"euler: need lr > 0, steps >= 0, record_every >= 1; got {lr}, {steps}, {record_every}")
-    check_finite("q0", q0)
-    check_finite("lam", lam)
+    lr, steps = check_lr(lr), check_steps(steps)
+    _check_q0_lam(q0, lam)
     dt = lr if form == "eq9" else 0.5 * lr
     lam_t = torch.as_tensor(lam, dtype=q0.dtype, device=q0.device)  # (d,) or (..., d) on q0's device
-    guard = StepGuard(q0.device, what="q-ODE loss Tr(qᵀΛq)")
+    guard = resolve_guard(guard, GUARD_WHAT)
+    traj = Trajectory(meta={"lr": lr, "form": form})
+    logs = step_schedule(every, steps)
     q = q0.clone()
-    guard(0, trace_loss_q(q, lam_t))
-    ks, out = [0], [q.clone()]
-    for k in range(1, steps + 1):
-        q = q + dt * q_ode_rhs(q, lam_t)  # (..., d, z)
-        guard(k, trace_loss_q(q, lam_t))  # (...): a non-finite state has a non-finite loss
-        if k % record_every == 0 or k == steps:
-            ks.append(k)
-            out.append(q.clone())
-    guard.flush()
-    return np.asarray(ks), torch.stack(out)
+    for k in iterate(steps, track):
+        if k > 0:
+            q = q + dt * q_ode_rhs(q, lam_t)  # (..., d, z)
+        loss = trace_loss_q(q, lam_t)  # (...): a non-finite state has a non-finite loss
+        guard.update(k, loss)
+        if k in logs:
+            guard.check()
+            _record(traj, k, q, loss, float(ode_time(k, lr, form)), probes)
+    guard.check()
+    return FlowResult(q, traj)
+
+
+def _check_times(t) -> np.ndarray:
+    tn = np.asarray(t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else t, dtype=np.float64)
+    if tn.ndim != 1 or tn.size == 0:
+        raise ValueError(f"t: expected a non-empty 1-D array of times, got shape {tn.shape}")
+    check_finite("t", tn)
+    d = np.diff(tn)
+    if tn.size > 1 and not (np.all(d > 0) or np.all(d < 0)):
+        raise ValueError("t: the times must be strictly monotone (increasing or decreasing)")
+    return tn
+
+
+def _solution_result(
+    qs: torch.Tensor, lam: torch.Tensor, tn: np.ndarray, probes: Probes | None, guard: LossGuard, meta: dict
+) -> FlowResult[torch.Tensor]:
+    traj = Trajectory(meta=meta)
+    for i in range(len(tn)):
+        loss = trace_loss_q(qs[i], lam)
+        guard.update(i, loss)
+        guard.check()
+        _record(traj, i, qs[i], loss, float(tn[i]), probes)
+    return FlowResult(qs[-1], traj)
 
 
 def solve_adaptive(
     q0: torch.Tensor,
     lam: torch.Tensor,
-    t: torch.Tensor | np.ndarray,
     *,
+    t: torch.Tensor | np.ndarray,
     method: str = "dopri5",
     rtol: float = 1e-7,
     atol: float = 1e-9,
-) -> torch.Tensor:
-    """Adaptive solution of eq. (9) with ``torchdiffeq.odeint`` at times ``t`` (T,) -> ``(T, ..., d, z)``.
+    probes: Probes | None = None,
+    guard: LossGuard | bool | None = None,
+) -> FlowResult[torch.Tensor]:
+    """Adaptive solution of eq. (9) with ``torchdiffeq.odeint`` at the times ``t`` (T,).
 
-    Runs on the device of ``q0`` (``lam`` and ``t`` are moved there); NaN/inf in ``q0``/``lam`` is a ``ValueError``.
+    Runs on the device of ``q0`` (``lam`` and ``t`` are moved there). Returns
+    ``FlowResult(state=q(t[-1]), trajectory)`` with step ``i`` ↔ ``t[i]`` (``q``, ``loss``, ``t``).
+
+    Raises:
+        ValueError: NaN/inf in ``q0``, ``lam`` or ``t``, or ``t`` not strictly monotone.
+        NonFiniteLossError: the solution became non-finite at ``t[i]`` (names ``i``).
     """
     from torchdiffeq import odeint
 
-    check_finite("q0", q0)
-    check_finite("lam", lam)
+    _check_q0_lam(q0, lam)
+    tn = _check_times(t)
     tt = torch.as_tensor(t, dtype=q0.dtype, device=q0.device)
     lam_t = torch.as_tensor(lam, dtype=q0.dtype, device=q0.device)
-    return odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol)
+    qs = odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol)  # (T, ..., d, z)
+    guard = resolve_guard(guard, GUARD_WHAT)
+    return _solution_result(qs, lam_t, tn, probes, guard, {"method": method, "rtol": rtol, "atol": atol})
 
 
 def solve_reference(
     q0: torch.Tensor | np.ndarray,
     lam: torch.Tensor | np.ndarray,
-    t: np.ndarray | torch.Tensor,
     *,
+    t: np.ndarray | torch.Tensor,
     rtol: float = 1e-12,
     atol: float = 1e-12,
-    rhs=None,
-) -> np.ndarray:
-    """Float64 reference: ``scipy.integrate.solve_ivp`` (DOP853, tight tolerances) at times ``t``.
+    rhs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    probes: Probes | None = None,
+    guard: LossGuard | bool | None = None,
+) -> FlowResult[torch.Tensor]:
+    """Float64 reference: ``scipy.integrate.solve_ivp`` (DOP853, tight tolerances) at the times ``t``.
 
-    scipy runs on the CPU: tensor inputs on any device are copied to the CPU first.
+    scipy runs on the CPU: tensor inputs on any device are copied to the CPU first. Returns
+    ``FlowResult(state=q(t[-1]), trajectory)`` (float64 CPU tensors; step ``i`` ↔ ``t[i]``).
+    ``rhs`` defaults to :func:`q_ode_rhs` (evaluated with :func:`q_ode_rhs_numpy` when ``q0`` is
+    a single ``(d, z)`` matrix).
 
-    Returns ``(T, ..., d, z)`` as numpy float64. ``rhs`` defaults to :func:`q_ode_rhs` (evaluated
-    with :func:`q_ode_rhs_numpy` when ``q0`` is a single ``(d, z)`` matrix).
+    Raises:
+        ValueError: NaN/inf in ``q0``, ``lam`` or ``t``, or ``t`` not strictly monotone (scipy
+            would never return on NaN/inf input).
+        RuntimeError: scipy reports a failure.
     """
     from scipy.integrate import solve_ivp
 
+    _check_q0_lam(q0, lam)
+    tn = _check_times(t)
     fast = rhs is None and np.ndim(q0) == 2
     rhs = rhs or q_ode_rhs
     q0n = np.asarray(q0.detach().cpu().numpy() if isinstance(q0, torch.Tensor) else q0, dtype=np.float64)
     lamt = torch.as_tensor(
         np.asarray(lam.detach().cpu().numpy() if isinstance(lam, torch.Tensor) else lam, dtype=np.float64)
     )
-    tn = np.asarray(t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else t, dtype=np.float64)
     shape = q0n.shape
-
     lam_np = lamt.numpy()
 
     def f(_t, y):
@@ -209,32 +299,6 @@ def solve_reference(
     sol = solve_ivp(f, (float(tn[0]), float(tn[-1])), q0n.reshape(-1), method="DOP853", t_eval=tn, rtol=rtol, atol=atol)
     if not sol.success:
         raise RuntimeError(f"solve_reference: scipy failed: {sol.message}")
-    return sol.y.T.reshape(len(tn), *shape)
-
-
-def to_trajectory(
-    steps: np.ndarray,
-    qs: torch.Tensor,
-    lam: torch.Tensor,
-    lr: float,
-    form: str = "eq9",
-    prefix: str = "ode/",
-    snapshots: bool = False,
-):
-    """Report a q-ODE solution into a :class:`ssldyn.dynamics.Trajectory` (DESIGN.md "Dynamics").
-
-    Logs, at each recorded step, the loss ``Tr(qᵀΛq)`` per member (probe ``{prefix}loss``) and the
-    ODE time ``t = ode_time(step, lr, form)`` (probe ``{prefix}t``); with ``snapshots`` also the
-    arrays ``q``. ``qs`` is ``(T, d, z)`` or ``(T, E, d, z)`` as returned by :func:`euler`.
-    """
-    from ssldyn.dynamics.trajectory import Trajectory
-
-    traj = Trajectory(meta={"lr": lr, "form": form})
-    for i, k in enumerate(np.asarray(steps)):
-        q = qs[i]
-        loss = trace_loss_q(q, lam).reshape(-1)  # (E,) or (1,)
-        traj.log_members(int(k), f"{prefix}loss", loss)
-        traj.log(int(k), **{f"{prefix}t": float(ode_time(int(k), lr, form))})
-        if snapshots:
-            traj.snapshot(int(k), f"{prefix}q", q)
-    return traj
+    qs = torch.from_numpy(np.ascontiguousarray(sol.y.T.reshape(len(tn), *shape)))  # (T, ..., d, z)
+    guard = resolve_guard(guard, GUARD_WHAT)
+    return _solution_result(qs, lamt, tn, probes, guard, {"method": "DOP853", "rtol": rtol, "atol": atol})

@@ -23,6 +23,10 @@ def _to_float(v: Any) -> float:
     return float(v)
 
 
+def _to_numpy(a: Any) -> np.ndarray:
+    return a.cpu().numpy() if isinstance(a, torch.Tensor) else a
+
+
 class Trajectory:
     """Probes over time for one or several ensemble members.
 
@@ -38,7 +42,7 @@ class Trajectory:
 
     def __init__(self, meta: Mapping[str, Any] | None = None) -> None:
         self._rows: list[tuple[int, int, str, float]] = []
-        self._snaps: dict[str, dict[int, np.ndarray]] = {}
+        self._snaps: dict[str, dict[int, Any]] = {}  # tensors kept as they are (no host sync) until read
         self.meta: dict[str, Any] = dict(meta or {})
 
     # --- recording -------------------------------------------------------------------
@@ -54,9 +58,15 @@ class Trajectory:
             self._rows.append((int(step), m, probe, float(v)))
 
     def snapshot(self, step: int, name: str, array: Any) -> None:
-        """Keep an array (e.g. embeddings ``(n, d)``) at ``step``."""
-        arr = array.detach().cpu().numpy() if isinstance(array, torch.Tensor) else np.asarray(array)
-        self._snaps.setdefault(name, {})[int(step)] = np.array(arr, copy=True)
+        """Keep a copy of an array (e.g. embeddings ``(n, d)``) at ``step``.
+
+        A tensor is copied on its device and comes to the host only when read, so snapshots
+        inside a training loop add no host synchronisation.
+        """
+        if isinstance(array, torch.Tensor):
+            self._snaps.setdefault(name, {})[int(step)] = array.detach().clone()
+        else:
+            self._snaps.setdefault(name, {})[int(step)] = np.array(array, copy=True)
 
     # --- reading ---------------------------------------------------------------------
     def to_frame(self) -> pd.DataFrame:
@@ -71,6 +81,19 @@ class Trajectory:
         s, v = zip(*rows)
         return np.asarray(s), np.asarray(v)
 
+    def series_members(self, probe: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps (T,), values (T, E))`` of one probe for all members (NaN where a member has no value)."""
+        rows = [(s, m, v) for s, m, p, v in self._rows if p == probe]
+        if not rows:
+            raise KeyError(f"no probe {probe!r}; have {sorted(self.probes)}")
+        steps = np.unique(np.asarray([r[0] for r in rows]))
+        members = 1 + max(r[1] for r in rows)
+        out = np.full((len(steps), members), np.nan)
+        pos = {int(s): i for i, s in enumerate(steps)}
+        for s, m, v in rows:
+            out[pos[s], m] = v
+        return steps, out
+
     def last(self, probe: str, member: int = 0) -> float:
         return float(self.series(probe, member)[1][-1])
 
@@ -79,17 +102,42 @@ class Trajectory:
         return {p for _, _, p, _ in self._rows}
 
     def snapshots(self, name: str) -> dict[int, np.ndarray]:
-        return dict(sorted(self._snaps.get(name, {}).items()))
+        """``{step: array}`` of one snapshot name, sorted by step (numpy, on the host)."""
+        return {s: _to_numpy(a) for s, a in sorted(self._snaps.get(name, {}).items())}
+
+    def stack(self, name: str, *, tensors: bool = False) -> tuple[np.ndarray, Any]:
+        """``(steps (T,), arrays (T, ...))``: the snapshots of ``name`` stacked in step order.
+
+        ``tensors=True`` stacks the kept tensors where they are (e.g. on the GPU; no host
+        transfer) and returns a tensor; otherwise a numpy array.
+        """
+        snaps = dict(sorted(self._snaps.get(name, {}).items()))
+        if not snaps:
+            raise KeyError(f"no snapshot {name!r}; have {sorted(self._snaps)}")
+        steps = np.asarray(list(snaps), dtype=np.int64)
+        if tensors:
+            return steps, torch.stack([torch.as_tensor(a) for a in snaps.values()])
+        return steps, np.stack([_to_numpy(a) for a in snaps.values()])
+
+    @property
+    def snapshot_names(self) -> set[str]:
+        return set(self._snaps)
 
     def snapshot_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
         """Snapshots flattened to ``{f"{prefix}{name}@{step}": array}`` for storage."""
-        return {f"{prefix}{name}@{step}": arr for name, d in self._snaps.items() for step, arr in d.items()}
+        return {f"{prefix}{name}@{step}": _to_numpy(arr) for name, d in self._snaps.items() for step, arr in d.items()}
 
     def extend(self, other: Trajectory, member_offset: int = 0, prefix: str = "") -> None:
         """Append another trajectory's rows (members shifted, probe names prefixed)."""
         self._rows.extend((s, m + member_offset, prefix + p, v) for s, m, p, v in other._rows)
         for name, d in other._snaps.items():
             self._snaps.setdefault(prefix + name, {}).update(d)
+
+    def without_snapshots(self) -> Trajectory:
+        """A copy with the table and ``meta`` only (e.g. to store a flow's record without its path)."""
+        out = Trajectory(self.meta)
+        out._rows = list(self._rows)
+        return out
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -9,7 +9,8 @@ Network (Fig. 2a): ``K`` disjoint RFs with inputs ``x_k ∈ R^d``; RF ``k`` has 
 - :func:`thm4_linear_dynamics`: linear ``h`` with ``S = ssᵀ``: ``ẇ_km = s_km b_k(W, V)`` (eq. 14).
 - :func:`thm5_closed_form`: ``C = 2``, ``M = 1``, uniform α, no augmentation, conditional
   independence: ``ẇ_k = P⊥(s_k² A_k(w_k) + δ_k Δ_kΔ_kᵀ) w_k`` (eq. 15, 138-143).
-- :func:`thm5_flow`: integrate eq. 15 jointly for all RFs (the global-modulation simulation).
+- :func:`thm5_flow`: integrate eq. 15 jointly for all RFs (the global-modulation simulation); the
+  one dynamics contract (:mod:`ssldyn.dynamics`): returns ``FlowResult(state=W, trajectory)``.
 
 Note on App. C.3: the closing remark "``δ_k = 1 − p₀p₁b_k²/(λ − d_k)``" drops the factor
 ``1/(Z²(λ − d_k))``; we use eq. 143, ``δ_k = p₀p₁/(Z²(λ − d_k)) Σ_{k'≠k} b_{k'}²/(λ − d_{k'})``,
@@ -23,13 +24,16 @@ layer at its stationary point; the loss is ``−E_α``), in blocks without a per
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
-from ssldyn.dynamics.guards import StepGuard, check_finite
+from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, iterate, log_probes, step_schedule
+from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.objectives import alpha_cl_energy, contrastive_covariance
 
@@ -275,25 +279,33 @@ def thm5_flow(
     x: Tensor,
     z: Tensor,
     *,
+    steps: int,
+    dt: float = 0.1,
     weights: Tensor | None = None,
     activation: str | Activation = "relu",
     modulation: bool = True,
-    t_max: float = 50.0,
-    dt: float = 0.1,
-    guard_block: int = 64,
-) -> Tensor:
+    probes: Probes | None = None,
+    every: int | Iterable[int] | None = None,
+    track: Track | None = None,
+    guard: LossGuard | bool | None = None,
+) -> FlowResult[Tensor]:
     """Integrate eq. 15 for all RFs jointly (projected Euler + renormalisation); ``W0 (..., K, d)``.
 
-    With ``modulation=False`` each RF follows its own one-layer flow ``ẇ_k = P⊥ A_k(w_k) w_k``
-    (no top-down term), the baseline of Thm. 6. Returns the final unit filters (on the device
-    of ``W0``; ``x``, ``z``, ``weights`` are moved there).
+    ``steps`` Euler steps of size ``dt`` (time ``steps·dt``). With ``modulation=False`` each RF
+    follows its own one-layer flow ``ẇ_k = P⊥ A_k(w_k) w_k`` (no top-down term), the baseline of
+    Thm. 6. Runs on the device of ``W0`` (``x``, ``z``, ``weights`` are moved there).
 
+    Returns:
+        ``FlowResult(state=W (..., K, d) unit filters, trajectory)``: the energy
+        :func:`thm5_energy` per member (the leading axes of ``W0`` flattened) and the probes of
+        ``W`` at the ``every`` steps (None: the first and the last).
     Raises:
-        ValueError: NaN/inf in ``W0``, ``x`` or ``weights`` (before the first step).
+        ValueError: bad ``steps``/``dt``, NaN/inf in ``W0``, ``x`` or ``weights`` (before the first step).
         NonFiniteLossError: the energy :func:`thm5_energy` at the filters of step ``t`` (``t = 0``
-            the start, ``t = n_steps`` the returned filters) became NaN/inf: names ``t`` and the last
-            finite value (mean over members); checked every ``guard_block`` steps and at the end.
+            the start, ``t = steps`` the returned filters) became NaN/inf: names ``t``, the member
+            and its last finite value.
     """
+    steps, dt = check_steps(steps), check_lr(dt, "dt")
     check_finite("W0", W0)
     check_finite("x", x)
     if weights is not None:
@@ -301,20 +313,26 @@ def thm5_flow(
     act = get_activation(activation)
     x = x.to(W0.device)
     masks, p0, p1 = _thm5_populations(x, z, weights)  # constant over the flow: no per-step host sync
-    guard = StepGuard(W0.device, "energy", guard_block, lazy=True)
+    guard = resolve_guard(guard, "energy")
+    traj = Trajectory(meta={"dynamics": "two_layer_alpha_cl.thm5_flow", "dt": dt, "modulation": modulation})
+    logs = step_schedule(every, steps)
     W = W0 / W0.norm(dim=-1, keepdim=True)
-    n_steps = max(1, int(round(t_max / dt)))
-    for step in range(n_steps + 1):
+    for step in iterate(steps, track):
         try:
             terms = _thm5_terms(W, x, masks, p0, p1, act)
         except torch.linalg.LinAlgError:  # the CPU eigh rejects NaN: the filters diverged at this step
             if bool(torch.isfinite(W).all()):
                 raise
-            guard.push(step, torch.full(W.shape[:-2], float("nan"), dtype=W.dtype, device=W.device))
-            guard.flush()  # raises NonFiniteLossError naming this step
+            guard.update(step, torch.full(W.shape[:-2], float("nan"), dtype=W.dtype, device=W.device).reshape(-1))
+            guard.check()  # raises NonFiniteLossError naming this step
             raise
-        guard.push(step, thm5_energy(terms))  # step n_steps: the energy of the returned filters
-        if step == n_steps:
+        energy = thm5_energy(terms).reshape(-1)  # (E,): step ``steps`` is the energy of the returned filters
+        guard.update(step, energy)
+        if step in logs:
+            guard.check()
+            traj.log_members(step, "energy", energy)
+            log_probes(traj, step, probes, W)
+        if step == steps:
             break
         if modulation:
             g = terms.w_dot
@@ -323,5 +341,5 @@ def thm5_flow(
             g = rhs - (rhs * W).sum(-1, keepdim=True) * W
         W = W + dt * g
         W = W / W.norm(dim=-1, keepdim=True)
-    guard.flush()
-    return W
+    guard.check()
+    return FlowResult(W, traj)

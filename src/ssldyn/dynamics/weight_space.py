@@ -2,40 +2,75 @@
 
 ``w ← w − σ ∇_w 𝓛(f(w, x_1..x_n))``, with the outputs mapped to the sphere (the constraint set
 ``C = {f : R^D → S^{d-1}}`` of Sec. 2) by normalising inside the loss (``output="sphere"``,
-the default) or used as they are (``output="raw"``). With ``views`` the loss receives two
+the default) or used as they are (``output="raw"``). With ``augment`` the loss receives two
 augmented views ``loss_fn(f(T x), f(T' x))`` (SimCLR); without, ``loss_fn(f(x))`` (an
-invariant map, Prop. 2.1). Reports into a :class:`~ssldyn.dynamics.Trajectory` with the same
-probes and snapshots (``z``, ``neg_grad`` = ``−∇L(z_i) = −n ∂𝓛/∂z_i``) as the function-space
-flows, so the two can be compared side by side.
+invariant map, Prop. 2.1). Full batch by default, or minibatches of ``batch_size`` (seeded
+epochs of permutations).
+
+The one dynamics contract (:mod:`ssldyn.dynamics`): returns ``FlowResult(state=model,
+trajectory)``. At the logged steps ``k`` (the state after ``k`` updates, ``k = 0..steps``) the
+trajectory holds ``loss`` — the loss that is optimised, i.e. on the batch and views of update
+``k + 1`` (at ``k = steps`` one more batch is drawn and evaluated, without an update and without
+changing the model's buffers such as BatchNorm statistics) — and the probes of the
+embeddings ``z = f(x)`` of the whole clean ``x`` (the observable; ``(n, d)``, or ``(E, n, d)``
+for an ensemble with ``E > 1``). Snapshots ``z`` (and, full batch without augmentation, where
+it is the gradient of the optimised loss, ``neg_grad = −∇L(z_i) = −n ∂𝓛/∂z_i``) as the
+function-space flows, so the two can be compared side by side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.function_space import project_sphere, step_schedule
-from ssldyn.dynamics.guards import StepGuard, check_finite
-from ssldyn.dynamics.trajectory import Trajectory
+from ssldyn.dynamics.common import (
+    Augment,
+    Probes,
+    Track,
+    check_lr,
+    check_steps,
+    drop_singleton_member,
+    iterate,
+    log_probes,
+    log_value,
+    minibatches,
+    preserved_buffers,
+    step_schedule,
+)
+from ssldyn.dynamics.function_space import project_sphere
+from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
-__all__ = ["train_weight_space", "embed"]
+__all__ = ["train_weight_space", "make_optimizer"]
+
+OPTIMIZERS = ("sgd", "adam")
 
 
-def embed(model: nn.Module, x: Tensor, output: str = "sphere") -> Tensor:
-    """``model(x)`` (``(E, n, d)``, or ``(n, d)`` for a plain model), normalised when ``output="sphere"``."""
-    z = model(x)
-    return project_sphere(z) if output == "sphere" else z
-
-
-def make_optimizer(params, optimizer: str, lr: float, momentum: float, weight_decay: float) -> torch.optim.Optimizer:
+def make_optimizer(
+    params: Iterable[nn.Parameter],
+    optimizer: str | Callable[[list[nn.Parameter]], torch.optim.Optimizer],
+    lr: float,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+) -> torch.optim.Optimizer:
+    """``"sgd"`` (with ``momentum``, ``weight_decay``), ``"adam"``, or a factory ``params -> Optimizer``."""
+    params = list(params)
+    if callable(optimizer):
+        return optimizer(params)
     if optimizer == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     if optimizer == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    raise ValueError(f"optimizer {optimizer!r}: allowed values are 'sgd', 'adam'")
+    raise ValueError(f"optimizer {optimizer!r}: allowed values are 'sgd', 'adam' or a factory params -> Optimizer")
+
+
+def _outputs(model: nn.Module, x: Tensor, output: str) -> Tensor:
+    """``model(x)`` (``(E, n, d)`` or ``(n, d)``), normalised when ``output="sphere"`` (with gradients)."""
+    z = model(x)
+    return project_sphere(z) if output == "sphere" else z
 
 
 def train_weight_space(
@@ -45,84 +80,109 @@ def train_weight_space(
     *,
     steps: int,
     lr: float,
-    optimizer: str = "sgd",
+    optimizer: str | Callable[[list[nn.Parameter]], torch.optim.Optimizer] = "sgd",
     momentum: float = 0.0,
     weight_decay: float = 0.0,
     output: str = "sphere",
-    views: Callable[[Tensor], Tensor] | None = None,
-    probes: Mapping[str, Callable[[Tensor], Any]] | None = None,
-    log_every: int | Iterable[int] | None = 1,
-    snapshot_every: int | Iterable[int] | None = None,
+    augment: Augment | None = None,
+    batch_size: int | None = None,
+    generator: torch.Generator | None = None,
+    probes: Probes | None = None,
+    every: int | Iterable[int] | None = 1,
+    snapshot_every: int | Iterable[int] | None = (),
+    track: Track | None = None,
+    guard: LossGuard | bool | None = None,
     trajectory: Trajectory | None = None,
-    track: Callable[[Iterable[int]], Iterable[int]] | None = None,
-) -> Trajectory:
+) -> FlowResult[nn.Module]:
     """Train ``model`` in place by gradient descent on ``loss_fn`` of its embeddings.
 
     Args:
         model: any ``nn.Module``; ``(n, ...) -> (n, d)`` or an ensemble ``(E, n, d)``.
-        x: ``(n, ...)`` training inputs (full batch).
-        loss_fn: ``loss_fn(z)`` (no views) or ``loss_fn(z1, z2)`` (views); a scalar, or ``(E,)``
-            one value per member (summed for the update: members train independently).
-        steps, lr: iterations and step size; ``optimizer`` ``"sgd"`` (with ``momentum``,
-            ``weight_decay``) or ``"adam"``.
+        x: ``(n, ...)`` training inputs.
+        loss_fn: ``loss_fn(z)`` (no augmentation) or ``loss_fn(z1, z2)`` (two views); a scalar,
+            or ``(E,)`` one value per member (summed for the update: members train independently).
+        steps, lr: number of updates (>= 0) and step size (> 0); ``optimizer`` ``"sgd"`` (with
+            ``momentum``, ``weight_decay``), ``"adam"`` or a factory ``params -> Optimizer``.
         output: ``"sphere"`` (normalise the outputs; the sphere constraint of Sec. 2) or ``"raw"``.
-        views: ``views(x) -> T(x)``, a random augmentation drawn anew at each call.
-        probes: ``name -> fn(z)`` evaluated on the embeddings of the clean ``x`` (per member).
-        log_every, snapshot_every: int interval or explicit steps (``z`` and ``neg_grad`` of the
-            clean embeddings are snapshotted).
-        track: optional progress wrapper of the step iterator (e.g. ``ctx.track``).
+        augment: ``augment(x, generator) -> view``; two views per step (None: no augmentation).
+        batch_size: minibatch size (None: the full batch); batches are epochs of permutations
+            drawn with ``generator``, which also drives ``augment``.
+        probes: ``name -> probe(z)`` on the clean embeddings of ``x`` (a float or ``(E,)``).
+        every, snapshot_every: the logged / snapshotted steps (int interval, explicit steps;
+            ``every=None``: first and last; ``snapshot_every=()``: none).
+        track: progress wrapper of the step iterator (e.g. ``ctx.track``).
+        guard: the loss guard (None: a default :class:`~ssldyn.dynamics.guards.LossGuard`; False: none).
+        trajectory: record into this trajectory.
     Returns:
-        The trajectory (``loss`` and probes per member; snapshots of member 0 or all members).
+        ``FlowResult(state=model, trajectory)``: ``loss`` (the optimised loss) and the probes per
+        member at the logged steps; snapshots of member 0 (or all members when ``E > 1``).
     Raises:
-        ValueError: NaN/inf in ``x`` (before training).
+        ValueError: bad arguments or NaN/inf in ``x`` (before training).
         NonFiniteLossError: the loss became NaN/inf (names the step and the last finite value).
     """
+    steps, lr = check_steps(steps), check_lr(lr)
     if output not in ("sphere", "raw"):
         raise ValueError(f"output {output!r}: allowed values are 'sphere', 'raw'")
+    if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[0] == 0:
+        raise ValueError(f"x: expected a non-empty tensor (n, ...), got {getattr(x, 'shape', type(x).__name__)}")
     check_finite("x", x)
-    guard = StepGuard(x.device)  # per step on CPU; in blocks on a GPU (no sync per step)
+    n = x.shape[0]
+    full = batch_size is None
+    if not full and not 1 <= batch_size <= n:
+        raise ValueError(f"batch_size={batch_size}: must be in [1, n={n}] or None (full batch)")
+    guard = resolve_guard(guard)
     traj = trajectory if trajectory is not None else Trajectory()
-    logs, snaps = step_schedule(log_every, steps), step_schedule(snapshot_every, steps)
+    logs, snaps = step_schedule(every, steps), step_schedule(snapshot_every, steps)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
-    it = range(steps + 1)
-    for step in track(it) if track else it:
-        record = step in logs or step in snaps
-        if views is None or record:
-            z = embed(model, x, output)  # (E, n, d) or (n, d)
-            loss_clean = loss_fn(z) if views is None else loss_fn(z, z)  # invariant-map loss on clean x
-        if record:
-            (g,) = torch.autograd.grad(loss_clean.sum(), z, retain_graph=views is None)
-            _log(traj, step, z.detach(), loss_clean.detach(), g, probes, step in logs, step in snaps)
+    batches = None if full else minibatches(n, batch_size, steps + 1, generator)
+    clean_grad = full and augment is None  # the optimised loss is the clean-input loss: snapshot its gradient
+    for step in iterate(steps, track):
+        record, snap = step in logs, step in snaps
+        xb = x if batches is None else x[next(batches).to(x.device)]  # (B, ...)
+        final = step == steps  # evaluated, not trained on: no graph, buffers (BatchNorm statistics) kept
+        with torch.no_grad() if final else nullcontext(), preserved_buffers(model) if final else nullcontext():
+            if augment is None:
+                z = _outputs(model, xb, output)  # (E, B, d) or (B, d)
+            else:
+                z = None
+                z1 = _outputs(model, augment(xb, generator), output)
+                z2 = _outputs(model, augment(xb, generator), output)
+        if augment is None:
+            if final:
+                z = z.requires_grad_(True)  # for the gradient ∂𝓛/∂z of the snapshot
+            with torch.enable_grad():
+                loss = loss_fn(z)
+        else:
+            loss = loss_fn(z1, z2)
+        guard.update(step, loss)  # a non-finite loss fails the run with its step and last finite value
+        if record or snap:
+            guard.check()
+            if clean_grad:
+                (g,) = torch.autograd.grad(loss.sum(), z, retain_graph=not final)  # ∂𝓛/∂z
+                zc = z.detach()
+            else:
+                g = None
+                with torch.no_grad(), preserved_buffers(model):
+                    zc = _outputs(model, x, output)
+            _record(traj, step, zc, loss.detach(), g, probes, record, snap)
         if step == steps:
             break
         opt.zero_grad(set_to_none=True)
-        if views is None:
-            loss = loss_clean
-        else:
-            loss = loss_fn(embed(model, views(x), output), embed(model, views(x), output))
-        guard(step, loss, flush=record)  # a non-finite loss fails the run with its step and last finite value
         loss.sum().backward()
         opt.step()
-    guard.flush()
-    return traj
+    guard.check()
+    return FlowResult(model, traj)
 
 
-def _log(traj: Trajectory, step: int, z: Tensor, loss: Tensor, g: Tensor, probes, log: bool, snap: bool) -> None:
+def _record(traj: Trajectory, step: int, z: Tensor, loss: Tensor, g: Tensor | None, probes, log, snap) -> None:
     n = z.shape[-2]
-    squeeze = z.dim() == 3 and z.shape[0] == 1
-    if squeeze:
-        z, g = z[0], g[0]
-        loss = loss.reshape(-1)[0]
+    if z.dim() == 3 and z.shape[0] == 1:
+        z, g = z[0], (None if g is None else g[0])
     if log:
-        if z.dim() == 2:
-            traj.log(step, loss=loss.reshape(()))
-            for name, fn in (probes or {}).items():
-                traj.log(step, **{name: fn(z)})
-        else:
-            traj.log_members(step, "loss", loss.reshape(-1))
-            for name, fn in (probes or {}).items():
-                traj.log_members(step, name, [fn(zm) for zm in z])
+        log_value(traj, step, "loss", loss.reshape(-1) if loss.numel() > 1 else loss.reshape(()))
+        log_probes(traj, step, probes, drop_singleton_member(z))
     if snap:
         traj.snapshot(step, "z", z)
-        traj.snapshot(step, "neg_grad", -n * g)
+        if g is not None:
+            traj.snapshot(step, "neg_grad", -n * g)

@@ -61,8 +61,3 @@ def loglog_slope(x, y) -> float:
     if ok.sum() < 2:
         return float("nan")
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
-
-
-def views_to(views: SSLViews, device: torch.device) -> SSLViews:
-    """The same views on ``device`` (labels stay on the CPU)."""
-    return SSLViews(views.x.to(device), views.x_pos.to(device), views.x_neg.to(device), views.labels)

@@ -72,26 +72,23 @@ class _Linear(torch.nn.Module):
 def _gd(model, views, lr, epochs, every, project=None, opt=None):
     """Full-batch GD (plain Euclidean steps, or ``opt.step`` e.g. Stiefel GD) with the loss guard;
     returns the embedding snapshots (T, n, z) and the parameter history (on the model's device)."""
-    embs, params = [], []
     weights = list(model.parameters())
-
-    def record(_k, _loss):
-        with torch.no_grad():
-            embs.append(model(views.x)[0].clone())  # (n, z)
-            params.append([p.detach().clone() for p in weights])
-
-    step = opt.step if opt is not None else (lambda: sgd_step_(weights, lr))
-    train_gd(
-        lambda: mean_contrastive_loss(model, views),
+    snapshots = {"emb": lambda _ps: model(views.x)[0]}  # (n, z)
+    snapshots.update({f"param{i}": (lambda ps, i=i: ps[i]) for i in range(len(weights))})
+    update = opt.step if opt is not None else (lambda: sgd_step_(weights, lr))
+    traj = train_gd(
         weights,
-        step,
+        lambda: mean_contrastive_loss(model, views),
+        update=update,
         steps=epochs,
-        record_every=every,
-        on_record=record,
+        every=every,
+        snapshots=snapshots,
         after_step=project,
         inputs=view_inputs(views),
-    )
-    return torch.stack(embs), params
+    ).trajectory
+    _, embs = traj.stack("emb", tensors=True)  # (T, n, z)
+    history = [traj.stack(f"param{i}", tensors=True)[1] for i in range(len(weights))]
+    return embs, [list(ps) for ps in zip(*history)]
 
 
 def _same_dynamics_dev(make, theta0, views, cfg, lr) -> float:

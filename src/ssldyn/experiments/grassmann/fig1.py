@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, conint
 
-from ssldyn.dynamics.guards import check_finite
-from ssldyn.dynamics.manifold import ManifoldGD, StepGuard
+from ssldyn.dynamics.guards import LossGuard, NoGuard, check_finite
+from ssldyn.dynamics.manifold import ManifoldGD
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.experiments.grassmann._common import mean_contrastive_loss, moons_problem, torch_threads, view_inputs
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
@@ -104,19 +104,19 @@ class Fig1(Experiment):
                 device=dev,
             )
             opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-            guard = StepGuard(dev) if regime != "unconstrained" else None  # the unconstrained run overflows by design
+            guard = LossGuard() if regime != "unconstrained" else NoGuard()  # the unconstrained run overflows by design
             alive = torch.ones(cfg.seeds, dtype=torch.bool, device=dev)
             div = torch.full((cfg.seeds,), float("nan"), dtype=torch.float64, device=dev)  # epoch of divergence
             for ep in ctx.track(range(cfg.epochs + 1), total=cfg.epochs + 1, description=f"Fig. 1 {regime}"):
                 loss = mean_contrastive_loss(net, views) / net.loss_scale()  # (E,)
-                if guard is not None:
-                    guard(ep, loss)
+                guard.update(ep, loss)
                 with torch.no_grad():
                     ok = torch.isfinite(loss) & (loss.abs() < 1e150)
                     newly = alive & ~ok
                     div = torch.where(newly, torch.full_like(div, float(ep)), div)  # no host sync
                     alive &= ok
                 if ep % cfg.record_every == 0 or ep in (cfg.collapse_epoch, cfg.epochs):
+                    guard.check()
                     lv = torch.where(alive, loss.detach(), torch.full_like(loss, float("nan")))
                     traj.log_members(ep, f"{regime}/loss", lv)
                     with torch.no_grad():
@@ -135,8 +135,7 @@ class Fig1(Experiment):
                     keep = alive[:, None, None]  # (E, 1, 1): stopped members get no update
                     for W in net.weights():
                         W -= cfg.lr * torch.where(keep, W.grad, torch.zeros_like(W.grad))
-            if guard is not None:
-                guard.flush()
+            guard.check()
             diverged_at[regime] = div.cpu().tolist()
         res = Result(arrays=arrays)
         res.add_trajectory(traj)

@@ -106,22 +106,16 @@ class Fig2(Experiment):
                     device=ctx.device,
                 )
                 opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-                outs = []
-
-                def record(_k, _loss, net=net, outs=outs):
-                    with torch.no_grad():
-                        outs.append(net(views.x).clone())  # (E, n, z)
-
-                train_gd(
-                    lambda net=net: scale * mean_contrastive_loss(net, views),
+                gd = train_gd(
                     net.weights(),
-                    opt.step,
+                    lambda net=net: scale * mean_contrastive_loss(net, views),
+                    update=opt.step,
                     steps=cfg.epochs,
-                    record_every=cfg.record_every,
-                    on_record=record,
+                    every=cfg.record_every,
+                    snapshots={"u": lambda _ps, net=net: net(views.x)},  # (E, n, z)
                     inputs=view_inputs(views),
                 )
-                trajs[act] = torch.stack(outs)  # (T, E, n, z)
+                _, trajs[act] = gd.trajectory.stack("u", tensors=True)  # (T, E, n, z)
             eps = [ep for ep in range(cfg.epochs + 1) if ep % cfg.record_every == 0 or ep == cfg.epochs]
             for act in cfg.activations:
                 gap = output_gap(trajs[act], trajs["linear"]).cpu()  # (T, E)

@@ -80,30 +80,26 @@ class Fig3(Experiment):
                 device=ctx.device,
             )
             opt = ManifoldGD(net.weights(), lr=cfg.lr, **kw)
-            qs, ks = [], []
-
-            def record(k, _loss, net=net, qs=qs, ks=ks):
-                with torch.no_grad():
-                    qs.append(q_from_map(net.end_to_end(), V).clone())  # (E, d, z)
-                ks.append(k)
-
-            train_gd(
-                lambda net=net: trace_loss(net.W1, net.W2, C),
+            gd = train_gd(
                 net.weights(),
-                opt.step,
+                lambda net=net: trace_loss(net.W1, net.W2, C),
+                update=opt.step,
                 steps=cfg.steps,
-                record_every=cfg.record_every,
-                on_record=record,
+                every=cfg.record_every,
+                snapshots={"q": lambda _ps, net=net: q_from_map(net.end_to_end(), V)},  # (E, d, z)
                 after_step=net.project_,  # re-apply the width mask (exact zeros)
                 inputs={"C": C},
                 track=lambda it, v=variant: ctx.track(it, total=cfg.steps + 1, description=f"Fig. 3 GD ({v})"),
             )
-            out[variant] = torch.stack(qs)  # (T, E, d, z)
-        ks = np.asarray(ks)
+            ks, out[variant] = gd.trajectory.stack("q", tensors=True)  # (T,), (T, E, d, z)
         q0 = out["projected"][0]  # (E, d, z): same init for both GD variants
         assert torch.allclose(q0, out["grassmann"][0])
-        _, q_ode = euler(q0, lam, cfg.lr, cfg.steps, form="eq9", record_every=cfg.record_every)  # (T, E, d, z)
-        _, q_12 = euler(q0, lam, cfg.lr, cfg.steps, form="eq12", record_every=cfg.record_every)
+        _, q_ode = euler(q0, lam, lr=cfg.lr, steps=cfg.steps, form="eq9", every=cfg.record_every).trajectory.stack(
+            "q", tensors=True
+        )  # (T, E, d, z)
+        _, q_12 = euler(q0, lam, lr=cfg.lr, steps=cfg.steps, form="eq12", every=cfg.record_every).trajectory.stack(
+            "q", tensors=True
+        )
         traj = Trajectory()
         for name, qq in (
             ("gd", out["projected"]),

@@ -31,7 +31,7 @@ from pydantic import Field, PositiveFloat, conint
 from ssldyn.data.mnist import mnist_two_class
 from ssldyn.data.moons import make_views
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
-from ssldyn.dynamics.q_ode import eigh_ascending, euler, predict, q_from_map, q_ode_rhs
+from ssldyn.dynamics.q_ode import eigh_ascending, euler, q_from_map, q_ode_predict, q_ode_rhs
 from ssldyn.experiments.grassmann._common import loglog_slope, torch_threads, view_inputs
 from ssldyn.lab import Experiment, ExperimentConfig, Result, UserError, check, register
 from ssldyn.models.two_layer import TwoLayerNet
@@ -178,9 +178,9 @@ class Fig4(Experiment):
         _sync(dev)
         t0 = time.perf_counter()
         train_gd(
-            lambda: trace_loss(net.W1, net.W2, C),
             net.weights(),
-            opt.step,
+            lambda: trace_loss(net.W1, net.W2, C),
+            update=opt.step,
             steps=cfg.steps,
             inputs={"C": C, **view_inputs(views)},
             track=lambda it: ctx.track(it, total=cfg.steps + 1, description="Fig. 4 GD"),
@@ -188,13 +188,13 @@ class Fig4(Experiment):
         _sync(dev)
         gd_wall = time.perf_counter() - t0
         t0 = time.perf_counter()
-        _, qs = euler(q0, lam, cfg.lr, cfg.steps, record_every=cfg.steps)
+        q_end = euler(q0, lam, lr=cfg.lr, steps=cfg.steps, every=cfg.steps).state  # (d, z)
         _sync(dev)
         ode_wall = time.perf_counter() - t0
         with torch.no_grad():
             emb_gd = views.x @ net.end_to_end()[0].T  # (n, z)
-        emb_ode = predict(qs[-1], V, views.x)  # (n, z)
-        emb_init = predict(q0, V, views.x)
+        emb_ode = q_ode_predict(q_end, V, views.x)  # (n, z)
+        emb_init = q_ode_predict(q0, V, views.x)
         y = views.labels
         acc = {
             k: linear_svm_accuracy(e, y, seed=ctx.seed)

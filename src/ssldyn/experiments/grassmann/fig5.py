@@ -70,7 +70,7 @@ class Fig5(Experiment):
                 d, cfg.h, z, "linear", "orthogonal", seeds=[ctx.seed * 100 + z], dtype=torch.float64, device=dev
             )
             q0 = q_from_map(net.end_to_end()[0].detach(), V)  # (d, z)
-            qs = solve_adaptive(q0, lam, t, rtol=1e-8, atol=1e-10)  # (T, d, z)
+            _, qs = solve_adaptive(q0, lam, t=t, rtol=1e-8, atol=1e-10).trajectory.stack("q", tensors=True)  # (T, d, z)
             norms = torch.stack([projection_norms(eye[:, : min(3, d)], q) for q in qs]).cpu()  # (T, min(3, d))
             res.arrays[f"ode/z{z}"] = norms.numpy()
             res.summary[f"ode_z{z}_final_norms"] = norms[-1].tolist()
@@ -78,9 +78,9 @@ class Fig5(Experiment):
                 steps = int(round(cfg.t_final / cfg.gd_lr))
                 opt = ManifoldGD(net.weights(), lr=cfg.gd_lr, mode="projected", retraction="polar")
                 train_gd(
-                    lambda net=net: trace_loss(net.W1, net.W2, C),
                     net.weights(),
-                    opt.step,
+                    lambda net=net: trace_loss(net.W1, net.W2, C),
+                    update=opt.step,
                     steps=steps,
                     inputs={"C": C},
                     track=lambda it, z=z, steps=steps: ctx.track(it, total=steps + 1, description=f"Fig. 5 GD z={z}"),

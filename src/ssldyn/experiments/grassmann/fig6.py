@@ -72,23 +72,21 @@ class Fig6(Experiment):
                 d, [cfg.h] * L, cfg.z, "orthogonal", seeds=[ctx.seed * 10 + L], dtype=torch.float64, device=dev
             )
             opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-            losses = []
 
             def loss_fn(net=net):
                 A = net.end_to_end()[0]  # (z, d)
                 return ((A @ C) * A).sum()  # Tr(A C Aᵀ) = loss (8)
 
-            train_gd(
-                loss_fn,
+            gd = train_gd(
                 net.weights(),
-                opt.step,
+                loss_fn,
+                update=opt.step,
                 steps=cfg.steps,
-                record_every=cfg.record_every,
-                on_record=lambda _k, loss, losses=losses: losses.append(loss),
+                every=cfg.record_every,
                 inputs={"C": C},
                 track=lambda it, L=L: ctx.track(it, total=cfg.steps + 1, description=f"Fig. 6 depth {L}"),
             )
-            losses = torch.stack(losses).cpu().tolist()  # one transfer, not one sync per record
+            losses = gd.trajectory.series("loss")[1].tolist()
             if L == 1:
                 q0_one = q_from_map(
                     DeepLinearNet(
@@ -101,7 +99,9 @@ class Fig6(Experiment):
             maps[L] = net.end_to_end()[0].detach()
             res.arrays[f"loss/depth{L}"] = np.asarray(losses)
             res.summary[f"final_loss_depth{L}"] = losses[-1]
-        ks, qs = euler(q0_one, lam, cfg.lr, cfg.steps, record_every=cfg.record_every)
+        ks, qs = euler(q0_one, lam, lr=cfg.lr, steps=cfg.steps, every=cfg.record_every).trajectory.stack(
+            "q", tensors=True
+        )  # (T,), (T, d, z)
         res.arrays["loss/ode"] = trace_loss_q(qs, lam).cpu().numpy()
         res.arrays["steps"] = ks
         A_ode = (V @ qs[-1]).T  # (z, d): u(x) = qᵀVᵀx

@@ -87,7 +87,9 @@ class Thm3(Experiment):
                 W2 = random_stiefel(cfg.h, 1, cfg.trials, generator=g, dtype=torch.float64, device=dev)
                 q0 = V.mT @ W1.mT @ W2  # (N, d, 1)
                 t = torch.linspace(0, cfg.t_final, 81, dtype=torch.float64, device=dev)
-                qs = solve_adaptive(q0, lam, t, rtol=1e-7, atol=1e-9)  # (T, N, d, 1)
+                _, qs = solve_adaptive(q0, lam, t=t, rtol=1e-7, atol=1e-9).trajectory.stack(
+                    "q", tensors=True
+                )  # (T, N, d, 1)
                 qT = qs[-1, :, :, 0]  # (N, d)
                 norms = qs[..., 0].norm(dim=-1)  # (T, N)
                 align = qs[:, :, 0, 0].abs()  # |⟨q, e_1⟩| (T, N)
@@ -102,8 +104,8 @@ class Thm3(Experiment):
                 k = min(cfg.reference_trials, cfg.trials)
                 ref_err = 0.0
                 if k:  # scipy (CPU): copies of the first k trials
-                    ref = solve_reference(q0[:k].cpu(), lam[:k].cpu(), t.cpu().numpy(), rtol=1e-11, atol=1e-13)
-                    ref_err = float(np.abs(ref[-1] - qs[-1, :k].cpu().numpy()).max())
+                    ref = solve_reference(q0[:k].cpu(), lam[:k].cpu(), t=t.cpu().numpy(), rtol=1e-11, atol=1e-13)
+                    ref_err = float(np.abs(ref.state.numpy() - qs[-1, :k].cpu().numpy()).max())
                 rows[case] = dict(
                     fraction=float(ok.double().mean()),
                     max_dist=float(dist.max()),

@@ -107,10 +107,10 @@ class Corollary2(Experiment):
                     dim=-1
                 ) > 1e-12
                 if alive.any():
-                    pi = power_iteration(A_fn, chunk[alive], n_iter=cfg.n_iter, tol=1e-10, keep_path=True)
+                    pi = power_iteration(chunk[alive], A_fn, steps=cfg.n_iter, tol=1e-10, keep_path=True)
                     # a finite ReLU batch makes A(w) jump at kinks: iterates may end in a small cycle around a
                     # kink, so the endpoint is the mean direction of the last (up to) 10 iterates
-                    tail = pi.path[-10:].mean(0).cpu()
+                    tail = pi.trajectory.stack("w", tensors=True)[1][-10:].mean(0).cpu()
                     ends += [math.degrees(math.atan2(float(w[1]), float(w[0]))) for w in tail]
             pi_opt = _merge(ends, cfg.merge_deg)
             # stability of the power-iteration endpoints on the scan: keep those near a stable zero of r

@@ -67,25 +67,28 @@ class Fig1(Experiment):
         targets = U.T.repeat(cfg.runs_per_pattern, 1)
         w0 = targets + cfg.start_noise * torch.randn(targets.shape, generator=g, dtype=torch.float64).to(dev)
         w0 = w0 / w0.norm(dim=-1, keepdim=True)
-        pi = power_iteration(A_fn, w0, n_iter=cfg.n_iter, tol=cfg.tol, keep_path=True)
-        cos_all = pi.w @ U  # (R, M)
+        pi = power_iteration(w0, A_fn, steps=cfg.n_iter, tol=cfg.tol, keep_path=True)
+        w_end = pi.state  # (R, d)
+        _, path_all = pi.trajectory.stack("w", tensors=True)  # (T+1, R, d)
+        _, discrepancy = pi.trajectory.series_members("discrepancy")  # (T, R)
+        cos_all = w_end @ U  # (R, M)
         nearest = cos_all.argmax(-1)
-        ang_near = angle_deg(pi.w, U.T[nearest])
+        ang_near = angle_deg(w_end, U.T[nearest])
         rows = []
-        for r in ctx.track(range(pi.w.shape[0]), description="Thm. 3 diagnostics"):
-            path = pi.path[:, r]  # (T+1, d)
+        for r in ctx.track(range(w_end.shape[0]), description="Thm. 3 diagnostics"):
+            path = path_all[:, r]  # (T+1, d)
             L_path = lipschitz_estimate(A_fn, path)
             irr = irregularity(A_fn, path, L_path)
             t3 = theorem3_condition(A_fn, w0[r], gammas=cfg.gammas, n_samples=cfg.cap_samples, generator=g)
             t3k0 = theorem3_condition(
                 A_fn, w0[r], gammas=cfg.gammas, n_samples=cfg.cap_samples, kappa=0.0, generator=g
             )  # κ = 0: lower bound of ω, independent of the κ choice
-            lme = lme_test(A_fn, pi.w[r])
-            st = stability_test(A_fn, pi.w[r])
+            lme = lme_test(A_fn, w_end[r])
+            st = stability_test(A_fn, w_end[r])
             in_ball = None
             if t3["holds"]:
                 row = next(x for x in t3["per_gamma"] if x["gamma"] == t3["gamma"])
-                in_ball = bool(float(pi.w[r] @ w0[r]) >= row["min_cos"] - 1e-12)
+                in_ball = bool(float(w_end[r] @ w0[r]) >= row["min_cos"] - 1e-12)
             rows.append(
                 {
                     "run": r,
@@ -93,8 +96,8 @@ class Fig1(Experiment):
                     "nearest_pattern": int(nearest[r]),
                     "angle_to_nearest_deg": float(ang_near[r]),
                     "start_angle_deg": float(angle_deg(w0[r], U.T[r % d])),
-                    "iterations": int(pi.discrepancy.shape[0]),
-                    "final_discrepancy": float(pi.discrepancy[-1, r]),
+                    "iterations": int(discrepancy.shape[0]),
+                    "final_discrepancy": float(discrepancy[-1, r]),
                     "is_lme": lme.is_lme,
                     "stable": st.stable,
                     "gap": st.gap,
@@ -114,7 +117,7 @@ class Fig1(Experiment):
                 }
             )
         runs = pd.DataFrame(rows)
-        disc_cpu = pi.discrepancy.cpu()  # (T, R)
+        disc_cpu = discrepancy  # (T, R)
         disc = pd.DataFrame(
             [
                 {"t": t, "run": r, "discrepancy": float(disc_cpu[t, r])}
@@ -123,7 +126,7 @@ class Fig1(Experiment):
             ]
         )
         res = Result(tables={"runs": runs, "discrepancy": disc})
-        res.add_trajectory(pi.trajectory)
+        res.add_trajectory(pi.trajectory.without_snapshots())  # the path is not stored
         n_hold = int(runs["thm3_holds"].sum())
         res.summary = {
             "max_final_discrepancy": float(runs["final_discrepancy"].max()),

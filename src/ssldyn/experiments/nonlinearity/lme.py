@@ -127,17 +127,17 @@ class LME(Experiment):
         targets = U.T.repeat(S, 1)  # (S*d, d)
         w0 = targets + cfg.start_noise * torch.randn(S * d, d, generator=g, dtype=torch.float64).to(dev)
         xpi = latent_categorical(cfg.pi_samples, U_cpu, probs_cpu, generator=g)[0].to(dev)
-        pi_cat = power_iteration(make_A_fn(xpi, "relu"), w0, n_iter=cfg.n_iter)
-        pi_sum = power_iteration(A_pop, w0, n_iter=cfg.n_iter)
-        cos_cat = (pi_cat.w * targets).sum(-1)
-        cos_sum = (pi_sum.w * targets).sum(-1)
+        pi_cat = power_iteration(w0, make_A_fn(xpi, "relu"), steps=cfg.n_iter)
+        pi_sum = power_iteration(w0, A_pop, steps=cfg.n_iter)
+        cos_cat = (pi_cat.state * targets).sum(-1)
+        cos_sum = (pi_sum.state * targets).sum(-1)
         is_lme_pat = torch.tensor(lmes["is_lme"].to_numpy(), device=dev).repeat(S)
         C_lin = uniform_contrastive_covariance(xpi)
-        pi_lin = power_iteration(lambda W: C_lin.expand(W.shape[0], d, d), w0, n_iter=cfg.n_iter_linear, tol=1e-12)
+        pi_lin = power_iteration(w0, lambda W: C_lin.expand(W.shape[0], d, d), steps=cfg.n_iter_linear, tol=1e-12)
         phi1 = torch.linalg.eigh(C_lin)[1][:, -1]
-        cos_lin = (pi_lin.w @ phi1).abs()
-        ends_lin = _n_distinct(pi_lin.w.cpu())
-        ends_relu = _n_distinct(pi_cat.w.cpu())
+        cos_lin = (pi_lin.state @ phi1).abs()
+        ends_lin = _n_distinct(pi_lin.state.cpu())
+        ends_relu = _n_distinct(pi_cat.state.cpu())
         pi_table = pd.DataFrame(
             {
                 "start": np.arange(S * d),
@@ -145,8 +145,8 @@ class LME(Experiment):
                 "cos_relu_categorical": cos_cat.cpu().numpy(),
                 "cos_relu_summation": cos_sum.cpu().numpy(),
                 "cos_linear_to_phi1": cos_lin.cpu().numpy(),
-                "end_pattern_relu": (pi_cat.w @ U).abs().argmax(-1).cpu().numpy(),
-                "end_pattern_linear": (pi_lin.w @ U).abs().argmax(-1).cpu().numpy(),
+                "end_pattern_relu": (pi_cat.state @ U).abs().argmax(-1).cpu().numpy(),
+                "end_pattern_linear": (pi_lin.state @ U).abs().argmax(-1).cpu().numpy(),
             }
         )
         res = Result(tables={"closed_form": closed, "lme": lmes, "power_iteration": pi_table})

@@ -76,8 +76,8 @@ class Modulation(Experiment):
                 gl = gl + c * e0.to(W.dtype)  # + c u_0 u_0ᵀ
                 return (U[None] * gl[:, None, :]) @ U.T  # U diag(g) Uᵀ
 
-            res = sphere_flow(A_fn, w0, t_max=cfg.t_max, dt=cfg.dt, record_every=10**9)
-            cos = res.w @ U  # (E, d)
+            res = sphere_flow(w0, A_fn, steps=max(1, round(cfg.t_max / cfg.dt)), dt=cfg.dt, every=None)
+            cos = res.state @ U  # (E, d)
             best = cos.abs().argmax(-1)
             sign = torch.gather(cos, 1, best[:, None]).squeeze(1)
             conv = cos.abs().max(-1).values > 0.99
@@ -104,7 +104,9 @@ class Modulation(Experiment):
         pats = pats.to(dev)
         rows2 = []
         for mod in (True, False):
-            W = thm5_flow(W0, xs, zs, weights=ws, modulation=mod, t_max=cfg.t_max2, dt=cfg.dt2)
+            W = thm5_flow(
+                W0, xs, zs, weights=ws, modulation=mod, steps=max(1, round(cfg.t_max2 / cfg.dt2)), dt=cfg.dt2
+            ).state
             cos = torch.einsum("ekd,kpd->ekp", W, pats)  # (E, K, P)
             best = cos.max(-1)
             conv = best.values > 0.95

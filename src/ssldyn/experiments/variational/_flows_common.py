@@ -70,7 +70,7 @@ def run_pair(model, x, labels, z0, *, tau, steps_net, steps_van, lr_net, lr_van,
     import copy
 
     probe_net = copy.deepcopy(net)
-    train_weight_space(probe_net, x, loss, steps=5, lr=lr_net, output="sphere", log_every=None)
+    train_weight_space(probe_net, x, loss, steps=5, lr=lr_net, output="sphere", every=None)
     with torch.no_grad():
         raw_disp = (probe_net(x) - net(x))[0].cpu().numpy()  # (n, d)
     t_net = train_weight_space(
@@ -81,20 +81,20 @@ def run_pair(model, x, labels, z0, *, tau, steps_net, steps_van, lr_net, lr_van,
         lr=lr_net,
         output="sphere",
         probes=probes,
-        log_every=probe_steps(steps_net),
+        every=probe_steps(steps_net),
         snapshot_every=1,
         track=track,
-    )
-    t_van, _ = vanilla_gradient_descent(
+    ).trajectory
+    t_van = vanilla_gradient_descent(
         z0,
         loss,
         steps=steps_van,
         lr=lr_van,
         probes=probes,
-        log_every=probe_steps(steps_van),
+        every=probe_steps(steps_van),
         snapshot_every=1,
         track=track,
-    )
+    ).trajectory
     traj = Trajectory()
     hist = {"network_raw_disp": raw_disp}
     for name, t, keep in (("network", t_net, keep_net), ("vanilla", t_van, keep_van)):

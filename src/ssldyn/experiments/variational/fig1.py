@@ -34,7 +34,7 @@ from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.data.augment import SimCLRAugment
 from ssldyn.data.images import ImageDataset, load_images
-from ssldyn.dynamics.simclr import embed, train_simclr
+from ssldyn.dynamics import embed, train_simclr
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.lab.context import torch_threads
 from ssldyn.models.encoders import build_simclr_net
@@ -102,15 +102,15 @@ def evaluate_representations(
         net,
         xtr,
         aug,
-        cfg.steps,
-        min(cfg.batch, len(train)),
-        cfg.temperature,
-        cfg.lr,
-        cfg.weight_decay,
+        steps=cfg.steps,
+        batch_size=min(cfg.batch, len(train)),
+        temperature=cfg.temperature,
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
         generator=ctx.generator(3),
-        log_every=max(1, cfg.steps // 50),
-        track=lambda it, n, d: ctx.track(it, n, f"SimCLR on {tag}"),
-    )
+        every=max(1, cfg.steps // 50),
+        track=lambda it: ctx.track(it, cfg.steps + 1, f"SimCLR on {tag}"),
+    ).trajectory
     ytr, yte = train.labels, test.labels
     reps = {
         "pixels": (train.flat(), test.flat()),

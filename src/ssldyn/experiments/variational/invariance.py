@@ -29,7 +29,8 @@ import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.data.clustered import ball_noise, clustered_data
-from ssldyn.dynamics.function_space import pointwise_gradient, project_sphere, step_schedule
+from ssldyn.dynamics.common import step_schedule
+from ssldyn.dynamics.function_space import pointwise_gradient, project_sphere
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.lab.context import torch_threads
 from ssldyn.models.averaging import AveragingNet

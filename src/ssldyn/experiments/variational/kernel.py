@@ -35,7 +35,7 @@ import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.data.clustered import clustered_data
-from ssldyn.dynamics.function_space import apply_kernel, loss_and_grad
+from ssldyn.dynamics.function_space import apply_kernel, embedding_loss_and_grad
 from ssldyn.kernels.closed_form import (
     averaging_net_kernel,
     block_structure,
@@ -156,7 +156,7 @@ class KernelCheck(Experiment):
         net_a = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, act=act_a, device=device)
         Ka = averaging_net_kernel(net_a.B[0].detach(), data.x, None, act_a, d=cfg.d)
         z0 = net_a(data.x)[0].detach()
-        _, gz = loss_and_grad(loss, z0)  # ∂𝓛/∂z
+        _, gz = embedding_loss_and_grad(loss, z0)  # ∂𝓛/∂z
         rows = []
         for eta in cfg.etas:
             m = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, act=act_a, device=device)
@@ -203,7 +203,7 @@ class KernelCheck(Experiment):
             bs = block_structure(Kd, dd.labels)
             beta = cluster_coefficients(net.B[0].detach(), dd.centers, "relu", d=cfg.d)  # (N, d)
             zd = net(dd.x)[0].detach()
-            _, gd = loss_and_grad(loss, zd)
+            _, gd = embedding_loss_and_grad(loss, zd)
             actual = -apply_kernel(Kd, gd)
             pred = predicted_cluster_flow(dd.n * gd, dd.labels, dd.centers, beta)
             pred_inf = predicted_cluster_flow(dd.n * gd, dd.labels, dd.centers, 0.5)
@@ -235,7 +235,7 @@ class KernelCheck(Experiment):
         )
         wide = _net(cfg.D, cfg.d, M_wide, ctx.seed + 3, device=device)
         Kw = averaging_net_kernel(wide.B[0].detach(), dd.x, None, "relu", d=cfg.d)
-        _, gw = loss_and_grad(loss, wide(dd.x)[0].detach())
+        _, gw = embedding_loss_and_grad(loss, wide(dd.x)[0].detach())
         actual_w = -apply_kernel(Kw, gw)
         pred_w = predicted_cluster_flow(dd.n * gw, dd.labels, dd.centers, 0.5)
         res.summary["cor46_flow_rel_err"] = float((actual_w - pred_w).norm() / actual_w.norm())
@@ -263,7 +263,7 @@ class KernelCheck(Experiment):
         )
         ne = _net(de.x.shape[1], d_e, cfg.imbalance_width, ctx.seed + 2, invariant=True, device=device)
         ze = ne(de.x)[0].detach()
-        _, ge = loss_and_grad(loss, ze)
+        _, ge = embedding_loss_and_grad(loss, ze)
         eta = 1e-4
         out = loss(ne(de.x)[0])
         out.backward()

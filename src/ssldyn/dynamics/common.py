@@ -1,0 +1,183 @@
+"""Pieces of the one dynamics contract shared by every trainer and flow (see :mod:`ssldyn.dynamics`).
+
+* :func:`step_schedule` — the steps ``every`` selects: ``0, every, 2·every, …`` and the last.
+* :func:`log_probes` / :func:`per_member` — the one probe signature ``probe(observable) -> float | (E,)``.
+* :func:`embed` — eval-mode embeddings of a model in batches (the one ``embed``).
+* :func:`minibatches` — seeded epochs of index batches.
+* :func:`check_steps`, :func:`check_lr` — the argument checks every flow makes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ssldyn.dynamics.trajectory import Trajectory
+
+__all__ = [
+    "Probe",
+    "Probes",
+    "Track",
+    "Augment",
+    "step_schedule",
+    "log_value",
+    "log_probes",
+    "per_member",
+    "drop_singleton_member",
+    "embed",
+    "minibatches",
+    "check_steps",
+    "check_lr",
+    "iterate",
+    "preserved_buffers",
+]
+
+Probe = Callable[[Any], "float | Tensor"]
+"""``probe(observable) -> float | (E,)``: a float (logged as member 0) or one value per member."""
+Probes = Mapping[str, Probe]
+Track = Callable[[Iterable[int]], Iterable[int]]
+"""``track(steps) -> steps``: wraps the step iterator (e.g. a progress bar)."""
+Augment = Callable[[Tensor, "torch.Generator | None"], Tensor]
+"""``augment(x, generator) -> x_view``: one random view of a batch, drawn with ``generator``."""
+
+
+def step_schedule(every: int | Iterable[int] | None, steps: int) -> set[int]:
+    """The logged steps of a flow with ``steps`` steps.
+
+    ``every`` an int ``k >= 1``: ``{0, k, 2k, …} ∪ {steps}``; an iterable: those steps (within
+    ``[0, steps]``) and nothing else; ``None``: ``{0, steps}`` (first and last).
+    """
+    if every is None:
+        return {0, int(steps)}
+    if isinstance(every, (int, np.integer)) and not isinstance(every, bool):
+        if every < 1:
+            raise ValueError(f"every must be >= 1 (an interval of steps), got {every}")
+        return set(range(0, steps + 1, int(every))) | {int(steps)}
+    if isinstance(every, bool) or not isinstance(every, Iterable):
+        raise ValueError(f"every: expected an int >= 1, an iterable of steps or None, got {every!r}")
+    return {int(s) for s in every if 0 <= int(s) <= steps}
+
+
+def log_value(traj: Trajectory, step: int, name: str, value: Any) -> None:
+    """Log a probe's value: a scalar as member 0, a vector ``(E,)`` as one value per member."""
+    if isinstance(value, Tensor):
+        value = value.detach()
+        if value.numel() == 1:
+            traj.log(step, **{name: value.reshape(())})
+            return
+        if value.dim() != 1:
+            raise ValueError(f"probe {name!r}: expected a float or a per-member (E,) tensor, got {tuple(value.shape)}")
+        traj.log_members(step, name, value)
+        return
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.size == 1:
+        traj.log(step, **{name: float(arr.reshape(()))})
+    elif arr.ndim == 1:
+        traj.log_members(step, name, arr)
+    else:
+        raise ValueError(f"probe {name!r}: expected a float or a per-member (E,) value, got shape {arr.shape}")
+
+
+def log_probes(traj: Trajectory, step: int, probes: Probes | None, observable: Any) -> None:
+    """Evaluate every probe on the flow's observable and log it (see :func:`log_value`)."""
+    for name, fn in (probes or {}).items():
+        log_value(traj, step, name, fn(observable))
+
+
+def per_member(fn: Callable[[Any], Any]) -> Callable[[Any], Tensor]:
+    """A probe of one member ``(n, d) -> float`` made into an ensemble probe ``(E, n, d) -> (E,)``.
+
+    Example: ``probes={"silhouette": per_member(lambda z: silhouette_cosine(z, labels))}``.
+    """
+
+    def probe(observable: Any) -> Tensor:
+        return torch.tensor([float(fn(member)) for member in observable], dtype=torch.float64)
+
+    probe.__name__ = getattr(fn, "__name__", "probe")
+    return probe
+
+
+def drop_singleton_member(z: Tensor) -> Tensor:
+    """``(1, n, d) -> (n, d)``: the observable of a one-member ensemble is that member's."""
+    return z[0] if z.dim() == 3 and z.shape[0] == 1 else z
+
+
+@torch.no_grad()
+def embed(model: nn.Module, x: Tensor, *, batch_size: int = 1024, projection: bool = False) -> Tensor:
+    """Eval-mode embeddings of ``x (N, ...)``, computed in batches of ``batch_size``.
+
+    For a model with a ``features`` method (e.g. :class:`ssldyn.models.SimCLRNet`) the backbone
+    features (the projection head discarded, ``variational`` Remark 4.3) unless ``projection=True``;
+    for any other module ``model(x)``. Returns what the model returns, concatenated over the
+    batches: ``(N, d)``, or ``(E, N, d)`` for an ensemble. The model's train/eval mode is restored.
+    """
+    if batch_size < 1:
+        raise ValueError(f"embed: batch_size must be >= 1, got {batch_size}")
+    if x.shape[0] == 0:
+        raise ValueError("embed: x is empty (0 samples)")
+    was = model.training
+    model.eval()
+    fn = model.features if (not projection and hasattr(model, "features")) else model
+    try:
+        out = torch.cat([fn(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)], dim=-2)
+    finally:
+        model.train(was)
+    return out
+
+
+def minibatches(n: int, batch_size: int, steps: int, generator: torch.Generator | None) -> Iterator[Tensor]:
+    """``steps`` index batches of size ``batch_size``: epochs of seeded permutations, last partial batch dropped."""
+    if not 1 <= batch_size <= n:
+        raise ValueError(f"batch_size={batch_size}: must be in [1, n={n}] (the number of samples)")
+    done = 0
+    while done < steps:
+        perm = torch.randperm(n, generator=generator)
+        for i in range(n // batch_size):
+            if done >= steps:
+                return
+            yield perm[i * batch_size : (i + 1) * batch_size]
+            done += 1
+
+
+def check_steps(steps: Any, name: str = "steps") -> int:
+    """``steps`` must be an int >= 0."""
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {steps!r}")
+    return int(steps)
+
+
+def check_lr(lr: Any, name: str = "lr") -> float:
+    """``lr`` must be a finite number > 0."""
+    try:
+        v = float(lr)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number > 0, got {lr!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {lr!r}")
+    return v
+
+
+def iterate(steps: int, track: Track | None) -> Iterable[int]:
+    """``range(steps + 1)`` (the states 0..steps), wrapped by ``track`` when given."""
+    it: Iterable[int] = range(steps + 1)
+    return track(it) if track is not None else it
+
+
+@contextmanager
+def preserved_buffers(model: nn.Module) -> Iterator[None]:
+    """Run a train-mode forward without side effects: the module's buffers (BatchNorm running
+    statistics, …) are restored afterwards. Used for the loss of the final state, which is
+    evaluated but not trained on."""
+    saved = [b.detach().clone() for b in model.buffers()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for b, v in zip(model.buffers(), saved):
+                b.copy_(v)

@@ -40,7 +40,7 @@ from ssldyn.data.augment import SimCLRAugment
 from ssldyn.dynamics import train_ssl
 from ssldyn.dynamics.monitors import AlphaCLSpectrum, ContrastSpectrum, NTKClassBlocks, ViewAlignment
 from ssldyn.objectives import InfoNCE
-from ssldyn.probes import KNNProbe, LinearProbe, effective_rank, per_member, rankme
+from ssldyn.probes import KNNProbe, LinearProbe, effective_rank, rankme
 
 torch.manual_seed(0)
 
@@ -100,7 +100,7 @@ alpha_cl = AlphaCLSpectrum(backbone, x_probe, augment, head=head)
 
 probes = {
     "rankme": rankme,
-    "effective_rank": per_member(lambda z: float(effective_rank(torch.as_tensor(z)))),
+    "effective_rank": lambda z: float(effective_rank(z)),
     "linear_probe": LinearProbe(y_probe),
     "knn": KNNProbe(y_probe, k=10),
     **ntk.probes("ntk"),

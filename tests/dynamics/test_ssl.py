@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from ssldyn.dynamics.guards import NonFiniteLossError
+from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError
 from ssldyn.dynamics.ssl import train_ssl
 from ssldyn.models import MLP
 from ssldyn.objectives import (
@@ -387,3 +387,41 @@ def test_cuda_run_matches_the_cpu_run():
     assert next(gpu_net.parameters()).is_cuda
     np.testing.assert_allclose(gpu.trajectory.series("loss")[1], cpu.trajectory.series("loss")[1], rtol=1e-4)
     train_ssl(gpu_net, x, generator=torch.Generator().manual_seed(0), device="cuda", amp=True, **kw)
+
+
+def test_guard_options_follow_the_dynamics_contract():
+    calls = []
+
+    def objective(z1, z2):
+        calls.append(1)
+        loss = info_nce(z1, z2, 0.5)
+        return loss * float("nan") if len(calls) == 3 else loss
+
+    kw = dict(objective=objective, augment=jitter, steps=5, batch_size=8)
+    lazy = LossGuard(lazy=True, check_every=None)  # deferred, as on an accelerator: checked at the logged steps
+    with pytest.raises(NonFiniteLossError, match="at step 2") as err:
+        train_ssl(plain_net(d=5), data(), guard=lazy, every=4, **kw)
+    assert err.value.last_finite is not None
+    calls.clear()
+    res = train_ssl(plain_net(d=5), data(), guard=False, every=[0, 2, 5], **kw)  # no guard: the NaN is logged
+    steps, losses = res.trajectory.series("loss")
+    assert list(steps) == [0, 2, 5] and np.isnan(losses[1])
+
+
+def test_a_library_simclr_ensemble_trains_and_probes_see_its_backbone_features():
+    from ssldyn.models import build_simclr_net
+
+    x = torch.rand(32, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    net = build_simclr_net("conv", (1, 8, 8), ensemble=2, seeds=[0, 1], widths=(4, 8), proj_hidden=8, proj_dim=4)
+    shapes = []
+    res = train_ssl(
+        net,
+        x,
+        objective=InfoNCE(0.5),
+        augment=lambda v, g: v.flip(-1) if bool(torch.rand(1, generator=g) < 0.5) else v,
+        steps=2,
+        batch_size=8,
+        probes={"shape": lambda z: shapes.append(tuple(z.shape)) or torch.zeros(2)},
+    )
+    assert shapes[0] == (2, 32, 8)  # backbone features (E, n, widths[-1]); the projection head is discarded
+    assert res.trajectory.to_frame().query("probe == 'loss'").member.tolist() == [0, 1, 0, 1]

@@ -343,8 +343,9 @@ class ContrastSpectrum(_ModelMonitor):
         if min(times) < 0:
             raise ValueError(f"ContrastSpectrum.predict: times must be >= 0, got {times}")
         grid = np.unique(np.asarray([0.0, *times]))  # solve_reference integrates from grid[0] = 0
-        sol = solve_reference(q[member], lam[member], grid)  # (len(grid), p, z) numpy float64
-        qt = torch.from_numpy(sol[np.searchsorted(grid, times)])  # (T, p, z)
+        sol = solve_reference(q[member], lam[member], t=grid)  # FlowResult: snapshots "q" at the grid times
+        _, qs = sol.trajectory.stack("q", tensors=True)  # (len(grid), p, z) float64
+        qt = qs[torch.as_tensor(np.searchsorted(grid, times))]  # (T, p, z)
         hm = _members(h, 2)[member].cpu()  # (n, p)
         return qt, hm @ V[member].cpu() @ qt  # (T, n, z): u = qᵀ Vᵀ h per row
 

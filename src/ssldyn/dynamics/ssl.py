@@ -27,7 +27,7 @@ trajectory records ``loss`` — the objective of that state on that step's minib
 being optimised — and every probe of ``probes`` on the observable: the embeddings
 ``z = model(probe_data)`` of a fixed probe set in eval mode (``(n, d)``, or ``(E, n, d)`` for an
 ensemble; backbone features, the head discarded, ``variational`` Remark 4.3). A probe returns a
-float, or one value per member ``(E,)`` for an ensemble (:func:`ssldyn.probes.monitors.per_member`
+float, or one value per member ``(E,)`` for an ensemble (:func:`ssldyn.dynamics.per_member`
 lifts an ``(n, d)`` probe). Monitors of the theory that need the model itself (its NTK, the
 contrast matrix, the α-CL covariance) are in :mod:`ssldyn.dynamics.monitors`.
 
@@ -47,8 +47,17 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.guards import StepGuard, check_finite
-from ssldyn.dynamics.simclr import minibatches
+from ssldyn.dynamics.common import (
+    check_steps,
+    drop_singleton_member,
+    embed,
+    iterate,
+    log_value,
+    minibatches,
+    preserved_buffers,
+    step_schedule,
+)
+from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
 __all__ = ["train_ssl"]
@@ -71,9 +80,9 @@ def train_ssl(
     target_momentum: float | None = None,
     probes: Mapping[str, Probe] | None = None,
     probe_data: Tensor | np.ndarray | None = None,
-    every: int = 10,
+    every: int | Iterable[int] | None = 10,
     track: Callable[[Iterable[int]], Iterable[int]] | None = None,
-    guard: StepGuard | None = None,
+    guard: LossGuard | bool | None = None,
     generator: torch.Generator | None = None,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
@@ -106,10 +115,12 @@ def train_ssl(
         probes: ``name -> probe(z)`` on the probe-set embeddings (float, or ``(E,)`` per member).
         probe_data: the fixed probe set ``(n, ...)``; default the training tensor (required with
             probes when ``data`` is a DataLoader).
-        every: log interval; records at steps ``0, every, 2·every, …`` and ``steps``.
+        every: the logged steps: an int ``k`` gives ``0, k, 2k, …`` and ``steps``; an iterable gives
+            those steps; None the first and the last (:func:`~ssldyn.dynamics.common.step_schedule`).
         track: wraps the step iterator (e.g. a progress bar).
-        guard: the loss guard (default :class:`~ssldyn.dynamics.guards.StepGuard` on ``device``:
-            checked every step on the CPU, in blocks on an accelerator).
+        guard: the :class:`~ssldyn.dynamics.guards.LossGuard` (None: a default one, checked every
+            step on the CPU and at the logged steps without a host sync per step on an accelerator;
+            False: none).
         generator: CPU generator of batches and views (default seed 0).
         device: where to train (model, head and predictor are moved there; batches are moved per
             step); default the model's device.
@@ -140,7 +151,7 @@ def train_ssl(
         >>> sorted(res.trajectory.to_frame().step.unique().tolist())
         [0, 10, 20]
     """
-    _check_settings(steps, every, batch_size, data, target_momentum, predictor)
+    _check_settings(steps, batch_size, data, target_momentum, predictor)
     if not callable(objective):
         raise ValueError(f"train_ssl: objective must be a callable (z1, z2) -> loss, got {type(objective).__name__}")
     if augment is not None and not callable(augment):
@@ -162,35 +173,34 @@ def train_ssl(
 
     params = _trainable(modules)
     opt = _optimizer(optimizer, modules, params)
+    all_modules = nn.ModuleList(modules)
     online = nn.Sequential(model, head) if head is not None else nn.Sequential(model)
     target = _target_network(online) if target_momentum is not None else None
-    guard = guard if guard is not None else StepGuard(dev)
+    guard = resolve_guard(guard)
     amp_dtype = _amp_dtype(amp)
     scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 and dev.type == "cuda" else None
     autocast = (lambda: torch.autocast(dev.type, dtype=amp_dtype)) if amp_dtype is not None else nullcontext
-    logged = set(range(0, steps + 1, every)) | {steps}
-    traj = Trajectory(meta={"steps": steps, "every": every, "amp": str(amp_dtype) if amp_dtype else None})
+    logged = step_schedule(every, steps)
+    traj = Trajectory(meta={"steps": steps, "logged": sorted(logged), "amp": str(amp_dtype) if amp_dtype else None})
     members: int | None = None
     for m in modules:
         m.train()
-    it: Iterable[int] = range(steps + 1)
-    for t in track(it) if track is not None else it:
+    for t in iterate(steps, track):
         x = _to(next(batches), dev, dt)  # (B, ...)
         B = x.shape[0]
         v = torch.cat([_view(augment, x, g), _view(augment, x, g)])  # (2B, ...): view 1 then view 2
         last = t == steps
-        saved = _buffers(modules) if last else None  # the final evaluation leaves BN statistics as trained
-        with torch.no_grad() if last else nullcontext():
+        # the final state is evaluated, not trained on: no graph, BatchNorm statistics left as trained
+        with torch.no_grad() if last else nullcontext(), preserved_buffers(all_modules) if last else nullcontext():
             with autocast():
                 z = _forward(model, head, v, B)  # (E, 2B, d) or (2B, d)
                 p = predictor(z) if predictor is not None else None
                 tz = _targets(target, v, B) if target is not None else None
             losses = _loss(objective, z, p, tz, B)  # (E,) or ()
-        if saved is not None:
-            _restore(modules, saved)
         members = _check_loss(losses, z, members)
-        guard(t, losses, flush=t in logged)  # a non-finite loss fails the run with its step and last finite value
+        guard.update(t, losses)  # eager on the CPU; a few device ops (no host sync) on an accelerator
         if t in logged:
+            guard.check()  # a non-finite loss fails the run with its step, member and last finite value
             _log(traj, t, losses, probes, model, probe_x, dt, members)
         if last:
             break
@@ -205,35 +215,16 @@ def train_ssl(
             opt.step()
         if target is not None and target_momentum is not None:
             _ema_update(target, online, float(target_momentum))
-    guard.flush()
+    guard.check()
     return FlowResult(model, traj)
 
 
-@torch.no_grad()
-def _features(
-    model: nn.Module, x: Tensor, *, head: nn.Module | None = None, batch_size: int = 1024, dtype=None
-) -> Tensor:
-    """Eval-mode outputs ``head(model(x))`` (``model(x)`` without a head) in chunks of ``batch_size``.
-
-    ``(n, d)`` for a plain model, ``(E, n, d)`` for an ensemble; the modules' train/eval mode is
-    restored afterwards. Inputs are moved to the model's device and cast to ``dtype`` (default the
-    model's floating dtype).
-    """
-    mods = [m for m in (model, head) if m is not None]
-    modes = [m.training for m in mods]
-    for m in mods:
-        m.eval()
+def _features(model: nn.Module, x: Tensor, *, head: nn.Module | None = None, dtype=None) -> Tensor:
+    """:func:`~ssldyn.dynamics.common.embed` of ``head ∘ model`` (``model`` alone without a head) on inputs
+    moved to the model's device and cast to ``dtype`` (default the model's floating dtype)."""
     dev, dt = _module_device(model), dtype if dtype is not None else _module_dtype(model)
-    try:
-        outs = []
-        for i in range(0, x.shape[0], batch_size):
-            xb = _to(x[i : i + batch_size], dev, dt)
-            h = model(xb)
-            outs.append(head(h) if head is not None else h)
-        return torch.cat(outs, dim=-2)
-    finally:
-        for m, was in zip(mods, modes):
-            m.train(was)
+    net = nn.Sequential(model, head) if head is not None else model
+    return embed(net, _to(x, dev, dt))
 
 
 # --------------------------------------------------------------------------- steps
@@ -333,35 +324,26 @@ def _log(traj: Trajectory, t: int, losses: Tensor, probes, model, probe_x, dt, m
     if not probes:
         return
     obs = _features(model, probe_x, dtype=dt)  # (n, d) or (E, n, d)
-    if obs.dim() == 3 and members == 1:
-        obs = obs[0]  # an ensemble of one: probes see (n, d)
+    obs = drop_singleton_member(obs)  # an ensemble of one: probes see (n, d)
     for name, fn in probes.items():
         _log_probe(traj, t, name, fn(obs), members)
 
 
 def _log_probe(traj: Trajectory, t: int, name: str, value: Any, members: int) -> None:
-    arr = value.detach().cpu() if isinstance(value, Tensor) else np.asarray(value, dtype=np.float64)
-    n = int(np.prod(arr.shape)) if arr.shape else 1
     if members > 1:
+        n = value.numel() if isinstance(value, Tensor) else np.asarray(value).size
         if n != members:
             raise ValueError(
                 f"train_ssl: probe {name!r} returned {n} value(s) for an ensemble of {members} members; "
                 f"return one value per member, shape ({members},) (wrap an (n, d) probe in "
-                "ssldyn.probes.monitors.per_member)"
+                "ssldyn.dynamics.per_member)"
             )
-        traj.log_members(t, name, arr)
-    else:
-        if n != 1:
-            raise ValueError(f"train_ssl: probe {name!r} must return a float for a plain model, got shape {arr.shape}")
-        traj.log_members(t, name, arr.reshape(1))  # member 0
+    log_value(traj, t, name, value)
 
 
 # --------------------------------------------------------------------------- setup
-def _check_settings(steps, every, batch_size, data, target_momentum, predictor) -> None:
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"train_ssl: steps must be an int >= 0, got {steps!r}")
-    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise ValueError(f"train_ssl: every must be an int >= 1, got {every!r}")
+def _check_settings(steps, batch_size, data, target_momentum, predictor) -> None:
+    check_steps(steps)
     tensor_data = isinstance(data, (Tensor, np.ndarray))
     if tensor_data and (batch_size is None or isinstance(batch_size, bool) or int(batch_size) < 2):
         raise ValueError(f"train_ssl: batch_size must be an int >= 2 for tensor data, got {batch_size!r}")
@@ -458,17 +440,6 @@ def _amp_dtype(amp: Any) -> torch.dtype | None:
     if amp in (torch.bfloat16, torch.float16):
         return amp
     raise ValueError(f"train_ssl: amp must be False, True (bfloat16), torch.bfloat16 or torch.float16, got {amp!r}")
-
-
-def _buffers(modules: list[nn.Module]) -> list[list[Tensor]]:
-    return [[b.detach().clone() for b in m.buffers()] for m in modules]
-
-
-def _restore(modules: list[nn.Module], saved: list[list[Tensor]]) -> None:
-    with torch.no_grad():
-        for m, bufs in zip(modules, saved):
-            for b, s in zip(m.buffers(), bufs):
-                b.copy_(s)
 
 
 def _module_device(model: nn.Module) -> torch.device:

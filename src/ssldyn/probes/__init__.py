@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 # online monitors of a representation (issue 18): RankMe, scikit-learn linear / k-NN probes
-from ssldyn.probes.monitors import KNNProbe, LinearProbe, per_member  # noqa: E402
+from ssldyn.probes.monitors import KNNProbe, LinearProbe  # noqa: E402
 from ssldyn.probes.rank import rankme  # noqa: E402
 
-__all__ += ["KNNProbe", "LinearProbe", "per_member", "rankme"]
+__all__ += ["KNNProbe", "LinearProbe", "rankme"]

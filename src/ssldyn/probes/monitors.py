@@ -4,8 +4,6 @@ A probe of the dynamics contract (DESIGN.md, "Dynamics") receives the flow's obs
 :func:`ssldyn.dynamics.train_ssl`, the embeddings ``z`` of a fixed probe set, ``(n, d)`` for a
 plain model or ``(E, n, d)`` for an ensemble — and returns a float, or one value per member.
 
-* :func:`per_member` — lift an ``(n, d) -> float`` probe (e.g. :func:`ssldyn.probes.uniformity`)
-  to ensembles.
 * :class:`LinearProbe` — accuracy of a logistic-regression probe (scikit-learn
   ``LogisticRegression`` on standardised features) trained on one part of the probe set and
   tested on the other (the linear evaluation protocol of SimCLR, Chen et al. 2020).
@@ -18,7 +16,6 @@ different steps are comparable. Inputs may be tensors or arrays.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,7 +27,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from torch import Tensor
 
-__all__ = ["per_member", "LinearProbe", "KNNProbe"]
+__all__ = ["LinearProbe", "KNNProbe"]
 
 
 def _numpy(z: Any) -> np.ndarray:
@@ -39,33 +36,6 @@ def _numpy(z: Any) -> np.ndarray:
         z = z.to(torch.float64) if z.is_floating_point() else z
         return z.numpy()
     return np.asarray(z)
-
-
-def per_member(fn: Callable[[Any], float]) -> Callable[[Any], float | Tensor]:
-    """Lift a probe of one member's embeddings ``(n, d) -> float`` to ``(E, n, d) -> (E,)``.
-
-    The returned probe gives ``float(fn(z))`` for ``(n, d)`` input and a float64 tensor
-    ``[fn(z[0]), …, fn(z[E-1])]`` for ``(E, n, d)`` input.
-
-    Example:
-        >>> import torch
-        >>> from ssldyn.probes import uniformity
-        >>> probe = per_member(uniformity)
-        >>> probe(torch.randn(3, 50, 4)).shape
-        torch.Size([3])
-    """
-
-    def probe(z: Any) -> float | Tensor:
-        arr = z if isinstance(z, Tensor) else np.asarray(z)
-        if arr.ndim == 3:
-            return torch.tensor([float(fn(arr[e])) for e in range(arr.shape[0])], dtype=torch.float64)
-        if arr.ndim == 2:
-            return float(fn(arr))
-        raise ValueError(f"per_member: embeddings must be (n, d) or (E, n, d), got shape {tuple(arr.shape)}")
-
-    probe.__name__ = getattr(fn, "__name__", "probe")
-    probe.__doc__ = fn.__doc__
-    return probe
 
 
 class _SplitProbe:

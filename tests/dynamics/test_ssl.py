@@ -425,3 +425,21 @@ def test_a_library_simclr_ensemble_trains_and_probes_see_its_backbone_features()
     )
     assert shapes[0] == (2, 32, 8)  # backbone features (E, n, widths[-1]); the projection head is discarded
     assert res.trajectory.to_frame().query("probe == 'loss'").member.tolist() == [0, 1, 0, 1]
+
+
+def test_an_output_with_2B_rows_on_two_axes_needs_a_declared_ensemble():
+    class Seq(nn.Module):  # a plain model returning one vector per input *pair of positions*: (2B, 2B, d)
+        def __init__(self, ensemble=None):
+            super().__init__()
+            self.lin = nn.Linear(6, 3).to(DT)
+            if ensemble is not None:
+                self.ensemble = ensemble
+
+        def forward(self, x):
+            return self.lin(x)[None].expand(x.shape[0], -1, -1) * 1.0
+
+    kw = dict(objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8)
+    with pytest.raises(ValueError, match="allowed"):
+        train_ssl(Seq(), data(), **kw)
+    res = train_ssl(Seq(ensemble=16), data(), **kw)  # declared: 16 members
+    assert res.trajectory.to_frame().query("probe == 'loss'").member.nunique() == 16

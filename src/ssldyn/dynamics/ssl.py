@@ -243,7 +243,7 @@ def _view(augment: Augment | None, x: Tensor, g: torch.Generator) -> Tensor:
 
 def _forward(model: nn.Module, head: nn.Module | None, v: Tensor, B: int) -> Tensor:
     h = model(v)
-    _check_output("model", h, B)
+    _check_output("model", h, B, _declared_members(model))
     if head is None:
         return h
     z = head(h)
@@ -251,10 +251,15 @@ def _forward(model: nn.Module, head: nn.Module | None, v: Tensor, B: int) -> Ten
     return z
 
 
-def _check_output(what: str, z: Any, B: int) -> None:
-    """``(2B, d)`` (plain) or ``(E, 2B, d)`` (ensemble); anything else is an error."""
+def _check_output(what: str, z: Any, B: int, members: int | None = None) -> None:
+    """``(2B, d)`` (plain) or ``(E, 2B, d)`` (ensemble); anything else is an error.
+
+    ``(2B, 2B, d)`` is ambiguous (E = 2B members, or a plain model with an extra axis) and only
+    accepted from a model that declares ``ensemble = 2B`` members.
+    """
     ok = isinstance(z, Tensor) and (
-        (z.dim() == 2 and z.shape[0] == 2 * B) or (z.dim() == 3 and z.shape[1] == 2 * B and z.shape[0] != 2 * B)
+        (z.dim() == 2 and z.shape[0] == 2 * B)
+        or (z.dim() == 3 and z.shape[1] == 2 * B and (z.shape[0] != 2 * B or members == 2 * B))
     )
     if not ok:
         shape = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
@@ -263,6 +268,15 @@ def _check_output(what: str, z: Any, B: int) -> None:
             f"of B = {B}); allowed: ({2 * B}, d) for a plain model or (E, {2 * B}, d) for an ensemble of E members "
             "(one embedding row per input: flatten or pool spatial outputs)"
         )
+
+
+def _declared_members(model: nn.Module) -> int | None:
+    """The ensemble size a library model declares (``ensemble`` or ``E``), if any."""
+    for name in ("ensemble", "E"):
+        value = getattr(model, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def _loss(objective, z: Tensor, p: Tensor | None, tz: Tensor | None, B: int) -> Tensor:

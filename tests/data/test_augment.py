@@ -105,3 +105,21 @@ def test_bad_inputs():
         sample_resized_crop(2, 8, 8, scale=(0.0, 1.0))
     with pytest.raises(ValueError, match=r"\(B, C, H, W\)"):
         RandomResizedCrop()(torch.rand(28, 28))
+
+
+@pytest.mark.parametrize("aug", [SimCLRAugment(), RandomResizedCrop()])
+def test_augmentations_reject_images_outside_the_unit_range(aug):
+    # raw digits (0–16) used to be clamped silently into views in [0.76, 1]; standardised images lose their negatives
+    raw = torch.randint(0, 17, (4, 1, 8, 8)).float()
+    with pytest.raises(ValueError, match=r"^images: values must lie in \[0, 1\], got the range \[0, 16\]"):
+        aug(raw, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=r"got the range \[-0.9"):
+        aug(torch.rand(4, 1, 8, 8) * 2 - 1, torch.Generator().manual_seed(0))
+    nan = torch.rand(4, 1, 8, 8)
+    nan[0, 0, 0, 0] = math.nan
+    with pytest.raises(ValueError, match="values must lie in"):
+        aug(nan, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="floating point"):
+        aug(torch.zeros(4, 1, 8, 8, dtype=torch.uint8), torch.Generator().manual_seed(0))
+    ok = aug(torch.rand(4, 1, 8, 8), torch.Generator().manual_seed(0))  # [0, 1]: fine
+    assert ok.shape == (4, 1, 8, 8) and float(ok.min()) >= 0 and float(ok.max()) <= 1

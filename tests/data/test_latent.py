@@ -11,7 +11,7 @@ from ssldyn.data.latent import (
     latent_categorical,
     latent_summation,
     latent_summation_support,
-    orthonormal_basis,
+    random_orthonormal_basis,
     standardized_bernoulli_values,
 )
 
@@ -32,7 +32,7 @@ def test_standardized_bernoulli_moments_monte_carlo():
 
 
 def test_summation_support_exact_moments():
-    U = orthonormal_basis(4, 3, generator=gen(1))
+    U = random_orthonormal_basis(4, 3, generator=gen(1))
     x, p = latent_summation_support(U, [0.2, 0.3, 0.45])
     assert x.shape == (8, 4) and abs(float(p.sum()) - 1) < 1e-12
     mean = (p[:, None] * x).sum(0)
@@ -42,7 +42,7 @@ def test_summation_support_exact_moments():
 
 
 def test_categorical_frequencies():
-    U = orthonormal_basis(5, 3, generator=gen(2))
+    U = random_orthonormal_basis(5, 3, generator=gen(2))
     x, y = latent_categorical(60_000, U, [0.5, 0.3, 0.2], generator=gen())
     assert torch.allclose(
         torch.bincount(y).double() / 60_000, torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64), atol=0.01

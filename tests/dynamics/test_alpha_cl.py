@@ -3,7 +3,13 @@ import math
 import pytest
 import torch
 
-from ssldyn.data.latent import latent_categorical, latent_summation_support, orthonormal_basis
+from ssldyn.data.latent import (
+    FIG8_ANGLES,
+    circle_points,
+    latent_categorical,
+    latent_summation_support,
+    random_orthonormal_basis,
+)
 from ssldyn.dynamics.alpha_cl import (
     gated_covariance,
     gated_input,
@@ -14,6 +20,7 @@ from ssldyn.dynamics.alpha_cl import (
     sphere_flow,
     uniform_contrastive_covariance,
 )
+from ssldyn.dynamics.guards import NonFiniteLossError
 from ssldyn.models.activations import get_activation
 from ssldyn.objectives import contrastive_covariance
 
@@ -38,7 +45,7 @@ def test_uniform_fast_path_matches_objectives():
 
 
 def test_eq8_categorical_population_and_sampled():
-    U = orthonormal_basis(6, 4, generator=gen(2))
+    U = random_orthonormal_basis(6, 4, generator=gen(2))
     probs = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=D)
     A_pop = make_A_fn(U.T.contiguous(), "relu", weights=probs)
     for m in range(4):
@@ -52,7 +59,7 @@ def test_eq8_categorical_population_and_sampled():
 @pytest.mark.parametrize("q", [0.1, 0.3, 0.45])
 def test_eq9_summation_population(q):
     d = 5
-    U = orthonormal_basis(d, d, generator=gen(4))
+    U = random_orthonormal_basis(d, d, generator=gen(4))
     qs = torch.full((d,), q, dtype=D)
     qs[1] = 0.25
     xs, ps = latent_summation_support(U, qs)
@@ -109,7 +116,7 @@ def test_power_iteration_linear_finds_top_pca_from_every_start():
 
 def test_power_iteration_relu_returns_to_each_pattern():
     d = 6
-    U = orthonormal_basis(d, d, generator=gen(13))
+    U = random_orthonormal_basis(d, d, generator=gen(13))
     xs, ps = latent_summation_support(U, 0.2)
     w0 = U.T + 0.15 * torch.randn(d, d, generator=gen(14), dtype=D)
     res = power_iteration(w0, make_A_fn(xs, "relu", weights=ps), steps=100)
@@ -132,3 +139,81 @@ def test_bad_inputs():
         gated_covariance(torch.randn(5, 3, dtype=D), torch.randn(4, dtype=D))
     with pytest.raises(ValueError, match="NaN"):
         gated_covariance(torch.full((5, 3), math.nan, dtype=D), torch.randn(3, dtype=D))
+
+
+# --- indefinite operators (augmentation, App. B.5) and bad operators ------------------------------------------------
+def _rotate_planes(x, a, planes, g):
+    """One augmented view x' = R(t)x (eq. 106): a rotation by t ~ U[−a, a] in each coordinate plane."""
+    y = x.clone()
+    for i, j in planes:
+        t = (torch.rand(x.shape[0], generator=g, dtype=D) * 2 - 1) * a
+        y[:, i] = t.cos() * x[:, i] - t.sin() * x[:, j]
+        y[:, j] = t.sin() * x[:, i] + t.cos() * x[:, j]
+    return y
+
+
+def _augmented_latent():
+    """Latent categorical data (d = 6) and a second view rotated by up to π in three planes: A = C_α[x, x']
+    is indefinite with its largest-magnitude eigenvalue negative (as the digits with SimCLR views of the issue)."""
+    g = gen(21)
+    d = 6
+    U = random_orthonormal_basis(d, d, generator=g)
+    x, _ = latent_categorical(4000, U, torch.tensor([0.45, 0.2, 0.12, 0.1, 0.08, 0.05], dtype=D), generator=g)
+    x_pos = _rotate_planes(x, math.pi, [(0, 1), (2, 3), (4, 5)], g)
+    return x, x_pos, g
+
+
+def test_power_iteration_on_an_indefinite_A_converges_to_the_top_eigenvector():
+    x, x_pos, g = _augmented_latent()
+    A = uniform_contrastive_covariance(x, x_pos)  # the constant A(w) of the linear activation, float64
+    lam, vec = torch.linalg.eigh(A)
+    assert lam[0] < 0 < lam[-1] and -lam[0] > 3 * lam[-1]  # indefinite, the negative end dominates
+    A_fn = make_A_fn(x, "linear", x_pos=x_pos)
+    w0 = torch.randn(16, 6, generator=g, dtype=D)
+    res = power_iteration(w0, A_fn, steps=500)
+    # the plain eq. PI would lock onto vec[:, 0] (sign flip every step, orthogonal to the top eigenvector)
+    assert bool(res.trajectory.meta["converged"].all()) and len(res.trajectory.meta["shifted"]) == 16
+    torch.testing.assert_close((res.state @ vec[:, -1]).abs(), torch.ones(16, dtype=D), atol=1e-9, rtol=0)
+    assert res.trajectory.last("rayleigh") == pytest.approx(float(lam[-1]), rel=1e-8)  # wᵀA w at the fixed point
+    always = power_iteration(w0, A_fn, steps=500, shift=True)
+    torch.testing.assert_close((always.state @ vec[:, -1]).abs(), torch.ones(16, dtype=D), atol=1e-9, rtol=0)
+    lo, hi = f"{float(lam[0]):.4g}", f"{float(lam[-1]):.4g}"
+    with pytest.raises(ValueError, match=rf"A\(w\) is indefinite \(eigenvalues {lo} … {hi} at step \d+, member \d+\)"):
+        power_iteration(w0, A_fn, steps=500, shift=False)
+
+
+def test_power_iteration_on_rotation_augmented_circle_points():
+    # App. B.5's setting: the nine circle points of Fig. 8, one view rotated by t ~ U[−π, π] (the full SO(2))
+    g = gen(22)
+    x = circle_points(FIG8_ANGLES)[torch.randint(0, 9, (3000,), generator=g)]
+    x_pos = _rotate_planes(x, math.pi, [(0, 1)], g)
+    A = uniform_contrastive_covariance(x, x_pos)
+    lam, vec = torch.linalg.eigh(A)
+    assert lam[0] < 0 < lam[1] and -lam[0] > lam[1]
+    res = power_iteration(torch.randn(8, 2, generator=g, dtype=D), make_A_fn(x, "linear", x_pos=x_pos), steps=100)
+    assert bool(res.trajectory.meta["converged"].all())
+    torch.testing.assert_close((res.state @ vec[:, -1]).abs(), torch.ones(8, dtype=D), atol=1e-9, rtol=0)
+
+
+def test_power_iteration_and_sphere_flow_reject_nan_operators():
+    x = torch.randn(50, 3, generator=gen(23), dtype=D)
+    w0 = torch.randn(4, 3, generator=gen(24), dtype=D)
+    base = make_A_fn(x, "relu")
+    nan_A = lambda w: base(w) * math.nan  # noqa: E731
+    # used to return w0 unchanged with converged=True
+    with pytest.raises(ValueError, match=r"A_fn\(w0\) contains NaN/inf"):
+        power_iteration(w0, nan_A)
+    with pytest.raises(ValueError, match=r"A_fn\(w0\) contains NaN/inf"):
+        sphere_flow(w0, nan_A, steps=5)
+    calls = {"n": 0}
+
+    def late_nan(w):  # finite for 3 iterations, then NaN
+        calls["n"] += 1
+        return base(w) * (math.nan if calls["n"] > 3 else 1.0)
+
+    with pytest.raises(NonFiniteLossError, match=r"^Rayleigh quotient wᵀA\(w\)w of member 0 became nan at step 3"):
+        power_iteration(w0, late_nan, tol=0.0)
+    with pytest.raises(ValueError, match="the weights come first"):
+        power_iteration(base, w0)
+    with pytest.raises(ValueError, match=r"^w0: 1 non-finite"):
+        power_iteration(torch.tensor([math.nan, 1.0, 0.0], dtype=D), base)

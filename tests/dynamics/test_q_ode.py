@@ -200,3 +200,34 @@ def test_euler_blow_up_names_first_non_finite_step_and_last_finite_loss():
     assert e.value.last_finite == pytest.approx(losses[s - 1][m], rel=1e-9)
     q_ok = euler(q0, lam, lr=lr, steps=s - 1).state  # stopped one step earlier: ends on the last finite loss
     assert float(trace_loss_q(q_ok, lam)[m]) == e.value.last_finite
+
+
+@pytest.mark.parametrize(
+    "what, lam_v, t_v, match",
+    [
+        ("nan lam", float("nan"), 1.0, r"^lam: 1 non-finite"),
+        ("inf lam", float("inf"), 1.0, r"^lam: 1 non-finite"),
+        ("nan t", 0.5, float("nan"), r"^t: 1 non-finite"),
+        ("inf t", 0.5, float("inf"), r"^t: 1 non-finite"),
+    ],
+)
+def test_solvers_reject_non_finite_lam_and_t_instead_of_hanging(what, lam_v, t_v, match):
+    # scipy's solve_ivp never returned on these (issue 20); torchdiffeq fails obscurely
+    q0 = np.array([[0.3], [0.2]])
+    lam = np.array([-1.0, lam_v])
+    t = np.array([0.0, t_v])
+    with pytest.raises(ValueError, match=match):
+        solve_reference(q0, lam, t=t)
+    with pytest.raises(ValueError, match=match):
+        solve_adaptive(torch.tensor(q0), torch.tensor(lam), t=torch.tensor(t))
+
+
+def test_solvers_reject_unordered_or_empty_times():
+    q0 = np.array([[0.3], [0.2]])
+    lam = np.array([-1.0, 0.5])
+    with pytest.raises(ValueError, match="strictly monotone"):
+        solve_reference(q0, lam, t=np.array([0.0, 2.0, 1.0]))
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        solve_reference(q0, lam, t=np.array([]))
+    with pytest.raises(ValueError, match=r"^q0: expected shape \(\.\.\., d, z\)"):
+        solve_reference(np.array([0.3, 0.2]), lam, t=np.array([0.0, 1.0]))

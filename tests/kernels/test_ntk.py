@@ -67,3 +67,115 @@ def test_ensemble_gives_one_kernel_per_member():
                 ls.weight.copy_(le.weight[e : e + 1])
                 ls.bias.copy_(le.bias[e : e + 1])
         assert torch.allclose(empirical_ntk(single, None, x), K[e], atol=1e-12)
+
+
+# --- traps: training-mode BatchNorm/Dropout, memory, bad input -----------------------------------------------------
+import math  # noqa: E402
+
+import pytest  # noqa: E402
+
+from ssldyn.kernels import ntk as ntk_mod  # noqa: E402
+
+
+def _cnn(dropout: bool = False):
+    layers = [nn.Conv2d(1, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten()]
+    layers += [nn.Dropout(0.5)] if dropout else []
+    return nn.Sequential(*layers, nn.Linear(3 * 4 * 4, 2)).double()
+
+
+@pytest.mark.parametrize("dropout", [False, True])
+def test_training_mode_batchnorm_or_dropout_asks_for_eval(dropout):
+    net = _cnn(dropout)
+    x = torch.randn(3, 1, 4, 4, dtype=torch.float64)
+    names = "BatchNorm2d, Dropout" if dropout else "BatchNorm2d"
+    with pytest.raises(ValueError, match=rf"training mode and has {names}: .* call model.eval\(\) first"):
+        empirical_ntk(net, None, x)
+    net.eval()  # eval mode: running statistics, no dropout -> a well-defined kernel, equal to finite differences
+    with torch.no_grad():
+        net[1].running_mean.uniform_(-0.5, 0.5)
+        net[1].running_var.uniform_(0.5, 2.0)
+    params = [p for p in net.parameters()]
+    J = []
+    for xi in x:  # per-sample Jacobian by finite differences of the eval-mode network
+        cols = []
+        with torch.no_grad():
+            for p in params:
+                flat = p.view(-1)
+                for k in range(flat.numel()):
+                    old = flat[k].item()
+                    flat[k] = old + 1e-6
+                    up = net(xi[None])[0]
+                    flat[k] = old - 1e-6
+                    dn = net(xi[None])[0]
+                    flat[k] = old
+                    cols.append((up - dn) / 2e-6)
+        J.append(torch.stack(cols, -1))
+    J = torch.stack(J)  # (n, d, P)
+    torch.testing.assert_close(empirical_ntk(net, None, x), torch.einsum("iaP,jbP->ijab", J, J), atol=1e-7, rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["trace", "diagonal"])
+def test_trace_and_diagonal_jacobian_modes_work_in_chunks(monkeypatch, mode):
+    model = MLP(3, 4, hidden=7, depth=3, activation="tanh", dtype=torch.float64)
+    x = torch.randn(11, 3, dtype=torch.float64)
+    K = empirical_ntk(model, None, x)  # the full kernel (all Jacobians at once)
+    seen = []
+    real = ntk_mod._jac
+
+    def spy(f, p, xx, chunk_size=None):
+        seen.append(xx.shape[0])
+        return real(f, p, xx, chunk_size)
+
+    monkeypatch.setattr(ntk_mod, "_jac", spy)
+    out = empirical_ntk(model, None, x, mode=mode, chunk_size=4)
+    ref = K.diagonal(dim1=-2, dim2=-1).sum(-1) if mode == "trace" else K[torch.arange(11), torch.arange(11)]
+    torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-12)
+    assert max(seen) <= 4 and sum(seen) >= 11  # never the Jacobians of more than one chunk of samples per call
+    # with x2: rectangular blocks, each chunk of either side at most 4 samples
+    if mode == "trace":
+        seen.clear()
+        x2 = torch.randn(6, 3, dtype=torch.float64)
+        Kx = empirical_ntk(model, None, x, x2, mode="trace", chunk_size=4)
+        monkeypatch.setattr(ntk_mod, "_jac", real)
+        Kf = empirical_ntk(model, None, x, x2)
+        torch.testing.assert_close(Kx, Kf.diagonal(dim1=-2, dim2=-1).sum(-1), atol=1e-12, rtol=1e-12)
+        assert max(seen) <= 4
+
+
+def test_full_kernel_falls_back_to_chunks_and_reports_memory_it_cannot_have(monkeypatch):
+    model = MLP(3, 2, hidden=50, depth=3, activation="tanh", dtype=torch.float64)  # P = 2852 parameters
+    x = torch.randn(40, 3, dtype=torch.float64)
+    K = empirical_ntk(model, None, x)
+    P = sum(p.numel() for p in model.parameters())
+    jac_all = 40 * 2 * P * 8  # bytes of all Jacobians (1.8 MB)
+    kernel = 40 * 40 * 4 * 8
+    seen = []
+    real = ntk_mod._jac
+    monkeypatch.setattr(ntk_mod, "_jac", lambda f, p, xx, c=None: seen.append(xx.shape[0]) or real(f, p, xx, c))
+    # a budget below the Jacobians of all samples but above two chunks: computed in blocks, same kernel
+    K2 = empirical_ntk(model, None, x, chunk_size=8, max_memory=jac_all // 2)
+    torch.testing.assert_close(K2, K, atol=1e-12, rtol=1e-12)
+    assert max(seen) <= 8
+    with pytest.raises(
+        ValueError,
+        match=r"the full kernel of 40×40 samples .* needs 50 KiB \(51200 bytes\), more than the 50 KiB \(51199 bytes\) available",
+    ):
+        empirical_ntk(model, None, x, max_memory=kernel - 1)
+    with pytest.raises(ValueError, match=r"Jacobian chunks of 32 samples .* lower chunk_size"):
+        empirical_ntk(model, None, x, mode="trace", max_memory=kernel + 10 * 2 * P * 8)
+
+
+def test_bad_inputs_are_clear_value_errors():
+    model = MLP(3, 2, hidden=4, depth=2, dtype=torch.float64)
+    x = torch.randn(5, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^empirical_ntk: x1 is empty"):
+        empirical_ntk(model, None, x[:0])
+    with pytest.raises(ValueError, match=r"^empirical_ntk: x2 is empty"):
+        empirical_ntk(model, None, x, x[:0])
+    bad = x.clone()
+    bad[1, 2] = math.nan
+    for impl in ("jacobian", "ntk-vp"):
+        with pytest.raises(ValueError, match=r"^empirical_ntk: x1 has 1 non-finite value"):
+            empirical_ntk(model, None, bad, implementation=impl)
+    with pytest.raises(ValueError, match="chunk_size"):
+        empirical_ntk(model, None, x, chunk_size=0)

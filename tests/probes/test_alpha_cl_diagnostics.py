@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from ssldyn.data.latent import latent_summation_support, orthonormal_basis
+from ssldyn.data.latent import latent_summation_support, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import make_A_fn
 from ssldyn.probes.alpha_cl import (
     correlation,
@@ -40,7 +40,7 @@ def test_local_roughness_matches_autograd_jacobian():
 def test_summation_lme_threshold_and_stability():
     """Eq. 9: u_m is an LME iff (1-q)² > q, i.e. q < (3-√5)/2; stable (ρ = 0 at the population)."""
     d = 4
-    U = orthonormal_basis(d, d, generator=gen(2))
+    U = random_orthonormal_basis(d, d, generator=gen(2))
     thr = (3 - math.sqrt(5)) / 2
     for q, expect in [(0.3, True), (0.37, True), (0.40, False), (0.6, False)]:
         xs, ps = latent_summation_support(U, q)
@@ -87,7 +87,7 @@ def test_lipschitz_estimate_of_projector_family():
 
 def test_theorem3_condition_near_pattern_and_fails_far():
     d = 5
-    U = orthonormal_basis(d, d, generator=gen(4))
+    U = random_orthonormal_basis(d, d, generator=gen(4))
     xs, ps = latent_summation_support(U, 0.2)
     A_fn = make_A_fn(xs, "relu", weights=ps)
     near = U[:, 0] + 0.02 * torch.randn(d, generator=gen(5), dtype=D)

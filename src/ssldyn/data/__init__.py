@@ -15,7 +15,7 @@ from ssldyn.data.latent import (
     latent_categorical,
     latent_summation,
     latent_summation_support,
-    orthonormal_basis,
+    random_orthonormal_basis,
 )
 from ssldyn.data.mnist import class_subset, load_mnist, mnist_two_class, preprocess, read_idx
 from ssldyn.data.moons import SSLViews, half_moons, make_views
@@ -34,7 +34,7 @@ __all__ = [
     "latent_categorical",
     "latent_summation",
     "latent_summation_support",
-    "orthonormal_basis",
+    "random_orthonormal_basis",
     "class_subset",
     "load_mnist",
     "mnist_two_class",

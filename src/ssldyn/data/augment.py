@@ -11,7 +11,12 @@
   for RGB, Gaussian blur, additive Gaussian noise, values clamped to [0, 1].
 
 All random parameters are drawn from a CPU :class:`torch.Generator` (so a seed gives the same
-views on CPU and CUDA) and applied to images ``(B, C, H, W)`` on their own device.
+views on CPU and CUDA) and applied to images ``(B, C, H, W)`` on their own device. The
+augmentations are callables ``augment(x, generator) -> x_view`` (the one augmentation convention
+of :mod:`ssldyn.dynamics`) on images with values in [0, 1]: another range (e.g. raw 0–255 or
+0–16 pixels, or standardised images) is a ``ValueError`` — the photometric steps and the final
+clamp assume [0, 1]. The range is checked on every call on the CPU and on the first call on an
+accelerator (one host synchronisation, not one per training step).
 """
 
 from __future__ import annotations
@@ -24,12 +29,44 @@ from kornia.enhance import adjust_brightness, adjust_contrast, adjust_saturation
 from kornia.filters import gaussian_blur2d
 from kornia.geometry.transform import crop_and_resize, rotate
 
-__all__ = ["sample_resized_crop", "crop_boxes", "resized_crop", "RandomResizedCrop", "SimCLRAugment", "two_views"]
+__all__ = [
+    "check_unit_range",
+    "sample_resized_crop",
+    "crop_boxes",
+    "resized_crop",
+    "RandomResizedCrop",
+    "SimCLRAugment",
+    "two_views",
+]
 
 
 def _check_images(x: torch.Tensor) -> None:
-    if x.dim() != 4:
-        raise ValueError(f"images must be (B, C, H, W), got shape {tuple(x.shape)}")
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+        raise ValueError(f"images must be a tensor (B, C, H, W), got shape {tuple(getattr(x, 'shape', ()))}")
+    if not x.is_floating_point():
+        raise ValueError(f"images must be floating point with values in [0, 1], got dtype {x.dtype}")
+
+
+RANGE_TOL = 1e-6
+
+
+def check_unit_range(x: torch.Tensor, name: str = "images") -> None:
+    """``ValueError`` naming the value range found when ``x`` is not in [0, 1] (NaN included)."""
+    lo, hi = torch.aminmax(x)
+    lo, hi = float(lo), float(hi)
+    if not (lo >= -RANGE_TOL and hi <= 1 + RANGE_TOL):  # also False for NaN
+        raise ValueError(
+            f"{name}: values must lie in [0, 1], got the range [{lo:.4g}, {hi:.4g}]; scale the images "
+            "(e.g. divide raw pixels by their maximum) before augmenting"
+        )
+
+
+def _check_range_once(aug, x: torch.Tensor) -> None:
+    """Every call on the CPU; the first call per augmentation object on an accelerator."""
+    if x.device.type == "cpu" or not getattr(aug, "_range_checked", False):
+        check_unit_range(x)
+        if x.device.type != "cpu":
+            object.__setattr__(aug, "_range_checked", True)  # frozen dataclass: not a field
 
 
 def _uniform(n: int, lo: float, hi: float, g: torch.Generator | None, *shape: int) -> torch.Tensor:
@@ -111,6 +148,7 @@ class RandomResizedCrop:
 
     def __call__(self, images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         _check_images(images)
+        _check_range_once(self, images)
         B, _, H, W = images.shape
         params = sample_resized_crop(B, H, W, self.scale, self.ratio, generator)
         return resized_crop(images, params, self.size)
@@ -139,6 +177,7 @@ class SimCLRAugment:
 
     def __call__(self, images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         _check_images(images)
+        _check_range_once(self, images)
         B, C, H, W = images.shape
         dev, dt = images.device, images.dtype
         g = generator

@@ -3,7 +3,7 @@
 - :func:`latent_categorical`: ``x = u_y`` with ``y`` categorical over ``M`` values (Sec. 3.1).
 - :func:`latent_summation`: ``x = U y`` with independent standardized Bernoulli ``y_m``
   (``P[y_m = y_m^+] = q_m``), Sec. 3.1.
-- :func:`orthonormal_basis`, :func:`approx_orthogonal_basis`: ``U`` with orthonormal or
+- :func:`random_orthonormal_basis`, :func:`approx_orthogonal_basis`: ``U`` with orthonormal or
   unit-norm columns whose Gram matrix has a set ``‖UᵀU − I‖₂`` (Sec. 3.3, Fig. 1).
 - :func:`circle_points`, :data:`FIG8_ANGLES`: points on the unit circle (App. E.1, Fig. 8).
 - :class:`TwoRFModel`: the conditional-independence model of Assumption 2 (eq. 13):
@@ -31,7 +31,7 @@ __all__ = [
     "latent_categorical",
     "latent_summation",
     "latent_summation_support",
-    "orthonormal_basis",
+    "random_orthonormal_basis",
     "approx_orthogonal_basis",
     "circle_points",
     "TwoRFModel",
@@ -137,12 +137,12 @@ def latent_summation_support(U: Tensor, q) -> tuple[Tensor, Tensor]:
     return (y.to(U.dtype) @ U.T), p.to(U.dtype)
 
 
-def orthonormal_basis(
+def random_orthonormal_basis(
     d: int, m: int, *, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64
 ) -> Tensor:
     """``(d, m)`` random matrix with orthonormal columns (QR of a Gaussian), ``m <= d``."""
     if m > d:
-        raise ValueError(f"orthonormal_basis: m={m} columns cannot be orthonormal in dimension d={d}")
+        raise ValueError(f"random_orthonormal_basis: m={m} columns cannot be orthonormal in dimension d={d}")
     g = torch.randn(d, m, generator=_gen(generator), dtype=torch.float64)
     q, r = torch.linalg.qr(g)
     q = q * torch.sign(torch.diagonal(r))[None, :]
@@ -161,7 +161,7 @@ def approx_orthogonal_basis(
     if not 0 <= eps < 1:
         raise ValueError(f"approx_orthogonal_basis: eps={eps} must be in [0, 1)")
     gen = _gen(generator)
-    qmat = orthonormal_basis(d, m, generator=gen)
+    qmat = random_orthonormal_basis(d, m, generator=gen)
     if eps == 0 or m == 1:
         return qmat.to(dtype)
     s = torch.randn(m, m, generator=gen, dtype=torch.float64)
@@ -239,7 +239,7 @@ class TwoRFModel:
         gen = _gen(generator)
         if P > d:
             raise ValueError(f"TwoRFModel.random: P={P} patterns must be <= d={d}")
-        pats = torch.stack([orthonormal_basis(d, P, generator=gen).T for _ in range(K)])  # (K, P, d)
+        pats = torch.stack([random_orthonormal_basis(d, P, generator=gen).T for _ in range(K)])  # (K, P, d)
         rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
         probs = torch.as_tensor(rng.dirichlet(np.full(P, concentration), size=(K, C)))  # (K, C, P)
         zp = torch.full((C,), 1.0 / C, dtype=torch.float64)

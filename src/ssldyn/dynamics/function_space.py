@@ -110,6 +110,10 @@ class NetworkKernel:
     ) -> None:
         from ssldyn.kernels.ntk import empirical_ntk
 
+        if refresh_every is not None and (isinstance(refresh_every, bool) or int(refresh_every) < 1):
+            raise ValueError(f"NetworkKernel: refresh_every must be an int >= 1 or None, got {refresh_every!r}")
+        if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[0] == 0:
+            raise ValueError(f"NetworkKernel: x must be a non-empty tensor (n, ...), got {getattr(x, 'shape', x)!r}")
         self.model, self.x, self.refresh_every = model, x, refresh_every
         self.kernel = kernel or (lambda m, xx: empirical_ntk(m, None, xx))
         self.move_weights = move_weights

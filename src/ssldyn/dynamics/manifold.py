@@ -43,6 +43,16 @@ import torch
 from ssldyn.dynamics.common import Probes, Track, check_steps, iterate, log_probes, log_value, step_schedule
 from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
+from ssldyn.models.stiefel import (
+    RETRACTIONS,
+    _tall,
+    frobenius_project,
+    orthogonality_error,
+    polar_retract,
+    qr_retract,
+    random_stiefel,
+    retract,
+)
 
 __all__ = [
     "RETRACTIONS",
@@ -64,52 +74,11 @@ __all__ = [
     "train_gd",
 ]
 
-RETRACTIONS = ("polar", "qr")
 TANGENTS = ("stiefel", "grassmann")
 
 
 def _sym(a: torch.Tensor) -> torch.Tensor:
     return 0.5 * (a + a.mT)
-
-
-def _tall(fn):
-    """Apply ``fn`` to the tall orientation of a matrix (transpose wide ones)."""
-
-    def wrapped(W: torch.Tensor, *args, **kw):
-        if W.shape[-2] < W.shape[-1]:
-            args = tuple(a.mT if isinstance(a, torch.Tensor) else a for a in args)
-            return fn(W.mT, *args, **kw).mT
-        return fn(W, *args, **kw)
-
-    wrapped.__doc__ = fn.__doc__
-    wrapped.__name__ = fn.__name__
-    return wrapped
-
-
-@_tall
-def polar_retract(X: torch.Tensor) -> torch.Tensor:
-    """Polar factor ``U Vᵀ`` of ``X = U S Vᵀ`` ``(..., n, p)``: the nearest matrix with orthonormal columns."""
-    X64 = X.double()  # float32 inputs are retracted in float64: WᵀW = I to ~1e-7 after casting back
-    U, _, Vh = torch.linalg.svd(X64, full_matrices=False)  # (..., n, p), (..., p, p)
-    return (U @ Vh).to(X.dtype)
-
-
-@_tall
-def qr_retract(X: torch.Tensor) -> torch.Tensor:
-    """Q factor of ``X = QR`` with the sign fix ``diag(R) > 0`` ``(..., n, p)``."""
-    Q, R = torch.linalg.qr(X.double(), mode="reduced")  # (..., n, p), (..., p, p), float64 as in polar
-    s = torch.sign(torch.diagonal(R, dim1=-2, dim2=-1))  # (..., p)
-    s = torch.where(s == 0, torch.ones_like(s), s)
-    return (Q * s.unsqueeze(-2)).to(X.dtype)
-
-
-def retract(X: torch.Tensor, method: str = "polar") -> torch.Tensor:
-    """Map ``X`` onto the Stiefel manifold with ``method`` in {"polar", "qr"}."""
-    if method == "polar":
-        return polar_retract(X)
-    if method == "qr":
-        return qr_retract(X)
-    raise ValueError(f"retraction {method!r}: allowed values are {', '.join(RETRACTIONS)}")
 
 
 @_tall
@@ -130,40 +99,6 @@ def tangent_project(W: torch.Tensor, G: torch.Tensor, tangent: str = "stiefel") 
     if tangent == "grassmann":
         return grassmann_tangent(W, G)
     raise ValueError(f"tangent {tangent!r}: allowed values are {', '.join(TANGENTS)}")
-
-
-def random_stiefel(
-    n: int,
-    p: int,
-    *batch: int,
-    generator: torch.Generator | None = None,
-    dtype: torch.dtype = torch.float32,
-    device: torch.device | str | None = None,
-) -> torch.Tensor:
-    """Haar-uniform matrices with orthonormal columns ``(*batch, n, p)``, n ≥ p (QR of a
-    Gaussian with the sign fix, Mezzadri 2007).
-
-    Drawn with the (CPU) ``generator`` and orthonormalised on the CPU, then moved to ``device``
-    (default: CPU), so every device gets the same matrices for the same seed.
-    """
-    if n < p:
-        raise ValueError(f"random_stiefel: need n >= p for orthonormal columns, got n={n}, p={p}")
-    g = torch.randn(*batch, n, p, generator=generator, dtype=torch.float64)  # (*batch, n, p) on the CPU
-    return qr_retract(g).to(dtype=dtype, device=device)
-
-
-def orthogonality_error(W: torch.Tensor) -> torch.Tensor:
-    """``max |WᵀW − I|`` per matrix (tall orientation) ``(...)``."""
-    if W.shape[-2] < W.shape[-1]:
-        W = W.mT
-    eye = torch.eye(W.shape[-1], dtype=W.dtype, device=W.device)
-    return (W.mT @ W - eye).abs().amax((-2, -1))
-
-
-def frobenius_project(W: torch.Tensor, c: float) -> torch.Tensor:
-    """Project onto the Frobenius ball ``‖W‖_F ≤ c`` (Prop. 2): ``W · min(1, c/‖W‖_F)`` per matrix."""
-    nrm = torch.linalg.matrix_norm(W).clamp_min(1e-30)  # (...)
-    return W * torch.clamp(c / nrm, max=1.0)[..., None, None]
 
 
 def retract_finite(X: torch.Tensor, method: str = "polar") -> torch.Tensor:

@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+__all__ = ["Trajectory", "FlowResult"]
+
 
 def _to_float(v: Any) -> float:
     if isinstance(v, torch.Tensor):

@@ -8,12 +8,22 @@ flow ``ż_i = -(1/n) Σ_j K_ij ∇L(z_j)`` (Prop. 4.1). Built on ``torch.func``:
   basis of a single-sample ``vjp`` followed by a batched ``jvp`` (no Jacobian is stored).
 
 Both agree to float64 round-off. The model is called on batches (the Jacobians call it on
-a single sample as a batch of one, ``x_i[None]``), so samples must not interact inside it
-(no batch norm).
+a single sample as a batch of one, ``x_i[None]``), so samples must not interact inside it and
+it must be deterministic: a module with BatchNorm in training mode (batch statistics couple the
+samples) or Dropout in training mode (random) is a ``ValueError`` asking for ``model.eval()``.
+
+Memory. The ``(n1, n2, d, d)`` kernel itself must fit: a kernel larger than ``max_memory``
+(default: the memory available on the device) is a ``ValueError`` with the estimate. With
+``implementation="jacobian"``, ``mode="trace"`` and ``mode="diagonal"`` never hold the Jacobians
+of all samples: they are computed for ``chunk_size`` samples at a time (at most two chunks of
+``chunk_size·E·d·P`` numbers for ``P`` parameters; the trace costs ``≈ n1·n2/chunk_size``
+Jacobian rows instead of ``n1 + n2``), and ``mode="full"`` does the same when the Jacobians of all
+samples would not fit in ``max_memory``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,9 +31,10 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
 
-__all__ = ["empirical_ntk", "model_fn"]
+__all__ = ["empirical_ntk", "model_fn", "available_memory"]
 
 Params = Mapping[str, Tensor]
+_STOCHASTIC = (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd)
 
 
 def model_fn(model: nn.Module) -> Callable[[Params, Tensor], Tensor]:
@@ -47,6 +58,54 @@ def _resolve(fn: Any, params: Params | None) -> tuple[Callable[[Params, Tensor],
     return fn, dict(params)
 
 
+def _check_module(model: nn.Module) -> None:
+    """BatchNorm / Dropout in training mode make the kernel undefined: one clear error."""
+    bad = sorted({type(m).__name__ for m in model.modules() if m.training and isinstance(m, _STOCHASTIC)})
+    if bad:
+        raise ValueError(
+            f"empirical_ntk: the model is in training mode and has {', '.join(bad)}: BatchNorm couples the "
+            "samples of a batch through its batch statistics and Dropout is random, so the kernel is not "
+            "defined; call model.eval() first"
+        )
+
+
+def _check_inputs(name: str, x: Any) -> None:
+    if not isinstance(x, Tensor) or x.dim() < 1:
+        raise ValueError(f"empirical_ntk: {name} must be a tensor (n, ...), got {type(x).__name__}")
+    if x.shape[0] == 0:
+        raise ValueError(f"empirical_ntk: {name} is empty (0 samples); pass at least one sample")
+    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+        n = int((~torch.isfinite(x)).sum())
+        raise ValueError(f"empirical_ntk: {name} has {n} non-finite value(s) (NaN or inf); the kernel would be NaN")
+
+
+def available_memory(device: torch.device | str | None = None) -> int:
+    """Bytes free for new tensors on ``device``: ``MemAvailable`` of the host for the CPU, the free
+    memory of the GPU for CUDA (``torch.cuda.mem_get_info``)."""
+    dev = torch.device(device if device is not None else "cpu")
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 2**62  # unknown: no limit
+
+
+def _gb(b: float) -> str:
+    """Bytes in a readable unit, with the exact count: ``"4.77 GiB (5120000000 bytes)"``."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.3g} {unit} ({int(b)} bytes)"
+    return f"{int(b)} bytes"
+
+
 def _out_as_ensemble(out: Tensor) -> Tensor:
     """``(n, d)`` -> ``(1, n, d)``; ``(E, n, d)`` unchanged."""
     if out.dim() == 2:
@@ -65,24 +124,30 @@ def empirical_ntk(
     implementation: str = "jacobian",
     mode: str = "full",
     chunk_size: int | None = 32,
+    max_memory: int | None = None,
 ) -> Tensor:
     """Empirical NTK (eq. 12) between the samples ``x1`` and ``x2``.
 
     Args:
         fn: an ``nn.Module`` (called through ``functional_call``; ``params`` default to its
-            trainable parameters) or a function ``fn(params, x)``.
+            trainable parameters; BatchNorm/Dropout must be in eval mode) or a function ``fn(params, x)``.
         params: ``name -> tensor``; the kernel is w.r.t. these (others stay fixed).
-        x1: ``(n1, ...)`` inputs; x2: ``(n2, ...)`` or None (= x1).
+        x1: ``(n1, ...)`` inputs; x2: ``(n2, ...)`` or None (= x1). Non-empty and finite.
         implementation: ``"jacobian"`` or ``"ntk-vp"``.
         mode: ``"full"`` -> ``(n1, n2, d, d)`` with ``[i, j, k, l] = ∇f^k(x1_i)·∇f^l(x2_j)``;
             ``"trace"`` -> ``(n1, n2)`` = Σ_k K^{kk}; ``"diagonal"`` -> ``(n1, d, d)`` the blocks
             ``K_ii`` (needs ``x2`` None).
-        chunk_size: samples of ``x1`` processed per ``vmap`` chunk; bounds memory (for
-            ``"ntk-vp"`` at ~``chunk_size·d`` forward passes over ``x2``). None = all at once.
+        chunk_size: samples per Jacobian chunk (``"jacobian"``) or per ``vmap`` chunk of x1
+            (``"ntk-vp"``, ~``chunk_size·d`` forward passes over ``x2``); bounds memory. None = all at once.
+        max_memory: bytes the kernel (and, for ``"jacobian"``, the Jacobians held at once) may use;
+            None: the memory available on the device (:func:`available_memory`).
 
     Returns:
         The kernel; with an ensemble model (output ``(E, n, d)``, E > 1) an extra leading ``E``
         axis, one kernel per member (members share no parameters, so cross terms vanish).
+    Raises:
+        ValueError: a bad argument, an empty or non-finite input, a module with BatchNorm/Dropout in
+            training mode, or a kernel that would not fit in ``max_memory`` (with the estimate).
     """
     if implementation not in ("jacobian", "ntk-vp"):
         raise ValueError(f"empirical_ntk: implementation {implementation!r}: allowed values are 'jacobian', 'ntk-vp'")
@@ -90,16 +155,47 @@ def empirical_ntk(
         raise ValueError(f"empirical_ntk: mode {mode!r}: allowed values are 'full', 'trace', 'diagonal'")
     if mode == "diagonal" and x2 is not None:
         raise ValueError("empirical_ntk: mode='diagonal' computes K_ii and needs x2=None")
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"empirical_ntk: chunk_size must be >= 1 or None, got {chunk_size}")
+    _check_inputs("x1", x1)
+    if x2 is not None:
+        _check_inputs("x2", x2)
+    if isinstance(fn, nn.Module):
+        _check_module(fn)
     f, p = _resolve(fn, params)
     same = x2 is None
     x2 = x1 if same else x2
     with torch.no_grad():
-        probe = f(p, x1[:1])
-    squeeze = probe.dim() == 2 or probe.shape[0] == 1
-    if mode == "diagonal":
-        K = _diag_jacobian(f, p, x1, chunk_size)  # (E, n, d, d)
-    elif implementation == "jacobian":
-        K = _ntk_jacobian(f, p, x1, x2, same, mode, chunk_size)
+        probe = _out_as_ensemble(f(p, x1[:1]))  # (E, 1, d)
+    squeeze = probe.shape[0] == 1
+    E, d = probe.shape[0], probe.shape[-1]
+    n1, n2 = x1.shape[0], x2.shape[0]
+    item = probe.element_size()
+    P = sum(t.numel() for t in p.values())
+    budget = max_memory if max_memory is not None else available_memory(x1.device)
+    out_numel = {"full": n1 * n2 * d * d, "trace": n1 * n2, "diagonal": n1 * d * d}[mode] * E
+    if out_numel * item > budget:
+        raise ValueError(
+            f"empirical_ntk: the {mode} kernel of {n1}×{n2} samples (E={E}, d={d}) needs {_gb(out_numel * item)}, "
+            f"more than the {_gb(budget)} available; use mode='trace' or 'diagonal', or fewer samples"
+        )
+    c = min(n1, chunk_size or n1)
+    if implementation == "jacobian":
+        jac_row = E * d * P * item  # bytes of one sample's Jacobian
+        full_jac = (n1 + (0 if same else n2)) * jac_row
+        if mode == "full" and full_jac + out_numel * item <= budget:
+            K = _ntk_jacobian(f, p, x1, x2, same, mode, chunk_size)  # all Jacobians at once (fast path)
+        else:
+            need = (1 if mode == "diagonal" else 2) * c * jac_row + out_numel * item
+            if need > budget:
+                raise ValueError(
+                    f"empirical_ntk: Jacobian chunks of {c} samples (E={E}, d={d}, {P} parameters) and the "
+                    f"kernel need {_gb(need)}, more than the {_gb(budget)} available; lower chunk_size, "
+                    "use implementation='ntk-vp' or fewer samples"
+                )
+            K = _ntk_jacobian_chunked(f, p, x1, x2, same, mode, c, E, d)
+    elif mode == "diagonal":
+        K = _ntk_jacobian_chunked(f, p, x1, x2, same, mode, c, E, d)
     else:
         K = _ntk_vp(f, p, x1, x2, mode, chunk_size)
     return K[0] if squeeze else K
@@ -127,8 +223,33 @@ def _ntk_jacobian(f, p, x1, x2, same: bool, mode: str, chunk_size=None) -> Tenso
     return sum(torch.einsum(eq, a, b) for a, b in zip(j1, j2))
 
 
-def _diag_jacobian(f, p, x, chunk_size=None) -> Tensor:
-    return sum(torch.einsum("eiaP,eibP->eiab", j, j) for j in _jac(f, p, x, chunk_size))  # (E, n, d, d)
+def _ntk_jacobian_chunked(f, p, x1, x2, same: bool, mode: str, c: int, E: int, d: int) -> Tensor:
+    """The kernel block by block from the Jacobians of ``c`` samples at a time (never all of them).
+
+    ``"diagonal"``: ``K_ii`` per chunk of x1. ``"full"``/``"trace"``: blocks ``(chunk of x1) × (chunk
+    of x2)``; with ``x2 = x1`` only the blocks on and above the diagonal are computed (``K_ji`` is
+    ``K_ij`` transposed).
+    """
+    n1, n2 = x1.shape[0], x2.shape[0]
+    ref = next(iter(p.values()))
+    if mode == "diagonal":
+        out = torch.empty(E, n1, d, d, dtype=ref.dtype, device=ref.device)
+        for i in range(0, n1, c):
+            J = _jac(f, p, x1[i : i + c])  # per parameter (E, c, d, P_k)
+            out[:, i : i + c] = sum(torch.einsum("eiaP,eibP->eiab", j, j) for j in J)
+        return out
+    full = mode == "full"
+    out = torch.empty(E, n1, n2, *((d, d) if full else ()), dtype=ref.dtype, device=ref.device)
+    eq = "eiaP,ejbP->eijab" if full else "eiaP,ejaP->eij"
+    for i in range(0, n1, c):
+        J1 = _jac(f, p, x1[i : i + c])
+        for j in range(i if same else 0, n2, c):
+            J2 = J1 if same and j == i else _jac(f, p, x2[j : j + c])
+            blk = sum(torch.einsum(eq, a, b) for a, b in zip(J1, J2))  # (E, c, c', ...)
+            out[:, i : i + c, j : j + c] = blk
+            if same and j != i:  # K_ji^{lk} = K_ij^{kl}
+                out[:, j : j + c, i : i + c] = blk.transpose(1, 2).transpose(-1, -2) if full else blk.transpose(1, 2)
+    return out
 
 
 def _ntk_vp(f, p, x1, x2, mode: str, chunk_size=None) -> Tensor:

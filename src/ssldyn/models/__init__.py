@@ -1,8 +1,9 @@
 """nn.Modules of the papers; all accept an ensemble size E (leading parameter axis)."""
 
 from ssldyn.models.ensemble import EnsembleLinear, broadcast_members
+from ssldyn.models.seeding import member_generators
 
-__all__ = ["EnsembleLinear", "broadcast_members"]
+__all__ = ["EnsembleLinear", "broadcast_members", "member_generators"]
 
 # grassmann: u(x) = W2ᵀφ(W1x) in four regimes, deep linear nets (Sec. 3-4, Fig. 6)
 from ssldyn.models.two_layer import DeepLinearNet, TwoLayerNet  # noqa: E402

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+__all__ = ["Activation", "monomial", "get_activation"]
+
 Fn = Callable[[torch.Tensor], torch.Tensor]
 
 

@@ -15,12 +15,14 @@ perturbations α ∈ P(M^⊥) of Sec. 4.2.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.ensemble import EnsembleLinear
+from ssldyn.models.seeding import member_generators
 
 __all__ = ["AveragingNet", "averaging_matrix"]
 
@@ -46,8 +48,11 @@ class AveragingNet(nn.Module):
         bias: add a trainable hidden bias ``c`` (E, Md).
         init_std: ``B`` (and ``c``) entries i.i.d. N(0, init_std²) (Prop. 4.4's Gaussian rows).
         invariant_init: zero ``B[:, :, d:]`` at initialisation (eq. 17).
-        generator: CPU generator of the initialisation; device: where the module is put after
-            initialising on the CPU (None: CPU), so CUDA and CPU runs start from the same weights.
+        seeds, generator: the seeding rule of :mod:`ssldyn.models.seeding` (member by member:
+            ``B[e]``, then — with ``bias`` — ``c[e]``; the bias is drawn after an unused
+            ``nn.Linear``-style uniform draw of the same size, which keeps earlier seeds' weights).
+        dtype, device: initialised on the CPU, then moved to ``device`` (None: CPU), so CUDA and
+            CPU runs start from the same weights.
 
     Input ``(n, D)`` or ``(E, n, D)`` -> output ``(E, n, d)``.
     """
@@ -63,6 +68,7 @@ class AveragingNet(nn.Module):
         bias: bool = False,
         init_std: float = 1.0,
         invariant_init: bool = False,
+        seeds: Sequence[int] | None = None,
         generator: torch.Generator | None = None,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
@@ -75,18 +81,13 @@ class AveragingNet(nn.Module):
         self.in_dim, self.out_dim, self.width, self.ensemble = in_dim, out_dim, width, ensemble
         self.activation = get_activation(activation)
         self.hidden = EnsembleLinear(
-            in_dim,
-            width * out_dim,
-            ensemble=ensemble,
-            bias=bias,
-            init="normal",
-            std=init_std,
-            generator=generator,
-            dtype=dtype,
+            in_dim, width * out_dim, ensemble, bias=bias, init="normal", std=init_std, dtype=dtype, draw=False
         )
-        if bias:
-            with torch.no_grad():
-                self.hidden.bias.normal_(0.0, init_std, generator=generator)
+        with torch.no_grad():
+            for e, g in enumerate(member_generators(ensemble, seeds=seeds, generator=generator)):
+                self.hidden.init_member(e, g)  # B[e] ~ N(0, std²) (and a uniform bias draw, replaced next)
+                if bias:
+                    self.hidden.bias[e].normal_(0.0, init_std, generator=g)
         if invariant_init:
             with torch.no_grad():
                 self.hidden.weight[:, :, out_dim:] = 0.0

@@ -8,8 +8,10 @@ Remark 4.3 of ``variational`` mentions (Chen et al. 2020; Bordes et al. 2023).
 Ensembles (DESIGN.md): every parameter has a leading member axis E. Convolutions of the E
 members run as one grouped convolution on a ``(B, E·C, H, W)`` layout; BatchNorm over
 ``E·C`` channels normalises each member's channels with that member's batch only, so
-members never interact. Member ``e`` is initialised exactly like a lone network
-(``ensemble=1``) built with ``seeds[e]`` (PyTorch's default uniform init, layer by layer).
+members never interact. Seeding (:mod:`ssldyn.models.seeding`): members are drawn one after
+another (member ``e``: its backbone layers, then its head, PyTorch's default uniform init);
+``seeds=[s_e]`` makes member ``e`` exactly the lone network (``ensemble=1``) built with
+``seeds=[s_e]``, ``generator=g`` draws every member from ``g`` in sequence.
 Inputs ``(B, C, H, W)`` are broadcast to all members; ``(E, B, C, H, W)`` gives each member
 its own batch. Outputs are ``(E, B, d)``.
 """
@@ -23,19 +25,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ssldyn.models.seeding import member_generators
+
 __all__ = ["EnsembleConv2d", "ConvEncoder", "MLPEncoder", "ProjectionHead", "SimCLRNet", "build_simclr_net"]
 
 
-def _seeds(seeds: int | Sequence[int], ensemble: int) -> list[int]:
-    if isinstance(seeds, int):
-        return [seeds + 1000 * e for e in range(ensemble)]
-    seeds = [int(s) for s in seeds]
-    if len(seeds) != ensemble:
-        raise ValueError(f"seeds: expected {ensemble} seeds (one per member), got {len(seeds)}")
-    return seeds
+def _draw_members(
+    module: nn.Module, ensemble: int, seeds: Sequence[int] | None, generator: torch.Generator | None
+) -> None:
+    """Initialise every member of ``module`` (``init_member(e, g)``) by the seeding rule."""
+    for e, g in enumerate(member_generators(ensemble, seeds=seeds, generator=generator)):
+        module.init_member(e, g)
 
 
-def _uniform_(t: torch.Tensor, bound: float, g: torch.Generator) -> None:
+def _uniform_(t: torch.Tensor, bound: float, g: torch.Generator | None) -> None:
     with torch.no_grad():
         t.copy_((torch.rand(t.shape, generator=g, dtype=torch.float64) * 2 - 1).to(t.dtype) * bound)
 
@@ -49,7 +52,7 @@ class EnsembleConv2d(nn.Module):
         self.weight = nn.Parameter(torch.empty(ensemble, out_ch, in_ch, kernel, kernel))  # (E, out, in, k, k)
         self.bias = nn.Parameter(torch.empty(ensemble, out_ch))  # (E, out)
 
-    def init_member(self, e: int, g: torch.Generator) -> None:
+    def init_member(self, e: int, g: torch.Generator | None) -> None:
         """``nn.Conv2d`` default init (kaiming-uniform a=√5 ⇒ bound 1/√fan_in) for member ``e``."""
         bound = 1.0 / math.sqrt(self.in_ch * self.kernel**2)
         _uniform_(self.weight[e], bound, g)
@@ -69,7 +72,7 @@ class _EnsembleLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(ensemble, out_f, in_f))  # (E, out, in)
         self.bias = nn.Parameter(torch.empty(ensemble, out_f)) if bias else None  # (E, out)
 
-    def init_member(self, e: int, g: torch.Generator) -> None:
+    def init_member(self, e: int, g: torch.Generator | None) -> None:
         bound = 1.0 / math.sqrt(self.in_f)
         _uniform_(self.weight[e], bound, g)
         if self.bias is not None:
@@ -111,10 +114,21 @@ class ConvEncoder(nn.Module):
         in_channels: image channels (1 for MNIST, 3 for CIFAR-10).
         widths: channels of the conv blocks (default (32, 64, 128)).
         ensemble: members E.
+        seeds, generator: the seeding rule (:mod:`ssldyn.models.seeding`); ``draw=False`` leaves
+            the weights to the caller (:class:`SimCLRNet` draws backbone and head per member).
     Output: features ``(E, B, widths[-1])``.
     """
 
-    def __init__(self, in_channels: int = 1, widths: Sequence[int] = (32, 64, 128), ensemble: int = 1) -> None:
+    def __init__(
+        self,
+        in_channels: int = 1,
+        widths: Sequence[int] = (32, 64, 128),
+        ensemble: int = 1,
+        *,
+        seeds: Sequence[int] | None = None,
+        generator: torch.Generator | None = None,
+        draw: bool = True,
+    ) -> None:
         super().__init__()
         if in_channels < 1 or not widths or min(widths) < 1 or ensemble < 1:
             raise ValueError(
@@ -125,8 +139,10 @@ class ConvEncoder(nn.Module):
         chans = [in_channels, *widths]
         self.convs = nn.ModuleList([EnsembleConv2d(a, b, 3, ensemble) for a, b in zip(chans[:-1], chans[1:])])
         self.bns = nn.ModuleList([nn.BatchNorm2d(ensemble * b) for b in widths])
+        if draw:
+            _draw_members(self, ensemble, seeds, generator)
 
-    def init_member(self, e: int, g: torch.Generator) -> None:
+    def init_member(self, e: int, g: torch.Generator | None) -> None:
         for c in self.convs:
             c.init_member(e, g)
 
@@ -145,10 +161,20 @@ class ConvEncoder(nn.Module):
 class MLPEncoder(nn.Module):
     """MLP backbone on flattened pixels: ``Linear → BN → ReLU`` per hidden layer, then ``Linear``.
 
-    Output: features ``(E, B, out_dim)``.
+    Output: features ``(E, B, out_dim)``. Seeding as :class:`ConvEncoder`.
     """
 
-    def __init__(self, in_dim: int, hidden: Sequence[int] = (512,), out_dim: int = 128, ensemble: int = 1) -> None:
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: Sequence[int] = (512,),
+        out_dim: int = 128,
+        ensemble: int = 1,
+        *,
+        seeds: Sequence[int] | None = None,
+        generator: torch.Generator | None = None,
+        draw: bool = True,
+    ) -> None:
         super().__init__()
         if in_dim < 1 or out_dim < 1 or ensemble < 1 or (hidden and min(hidden) < 1):
             raise ValueError(
@@ -159,8 +185,10 @@ class MLPEncoder(nn.Module):
         dims = [in_dim, *hidden, out_dim]
         self.linears = nn.ModuleList([_EnsembleLinear(a, b, ensemble) for a, b in zip(dims[:-1], dims[1:])])
         self.bns = nn.ModuleList([_EnsembleBN1d(h, ensemble) for h in hidden])
+        if draw:
+            _draw_members(self, ensemble, seeds, generator)
 
-    def init_member(self, e: int, g: torch.Generator) -> None:
+    def init_member(self, e: int, g: torch.Generator | None) -> None:
         for lin in self.linears:
             lin.init_member(e, g)
 
@@ -179,15 +207,27 @@ class MLPEncoder(nn.Module):
 
 
 class ProjectionHead(nn.Module):
-    """SimCLR projection head ``g(h) = W₂ ReLU(BN(W₁ h))``: ``(E, B, in) -> (E, B, out)``."""
+    """SimCLR projection head ``g(h) = W₂ ReLU(BN(W₁ h))``: ``(E, B, in) -> (E, B, out)``; seeding as :class:`ConvEncoder`."""
 
-    def __init__(self, in_dim: int, hidden: int = 128, out_dim: int = 64, ensemble: int = 1) -> None:
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int = 128,
+        out_dim: int = 64,
+        ensemble: int = 1,
+        *,
+        seeds: Sequence[int] | None = None,
+        generator: torch.Generator | None = None,
+        draw: bool = True,
+    ) -> None:
         super().__init__()
         self.l1 = _EnsembleLinear(in_dim, hidden, ensemble)
         self.bn = _EnsembleBN1d(hidden, ensemble)
         self.l2 = _EnsembleLinear(hidden, out_dim, ensemble)
+        if draw:
+            _draw_members(self, ensemble, seeds, generator)
 
-    def init_member(self, e: int, g: torch.Generator) -> None:
+    def init_member(self, e: int, g: torch.Generator | None) -> None:
         self.l1.init_member(e, g)
         self.l2.init_member(e, g)
 
@@ -198,15 +238,24 @@ class ProjectionHead(nn.Module):
 class SimCLRNet(nn.Module):
     """Backbone + projection head. ``forward`` gives the projections ``z`` (used by the loss);
     :meth:`features` gives the backbone features ``h`` used for evaluation (head discarded,
-    ``variational`` Remark 4.3)."""
+    ``variational`` Remark 4.3).
 
-    def __init__(self, backbone: nn.Module, head: nn.Module | None, seeds: int | Sequence[int] = 0) -> None:
+    The parts are (re)initialised here, member by member (member ``e``: backbone, then head) by
+    the seeding rule of :mod:`ssldyn.models.seeding` (``seeds=`` one per member or ``generator=``).
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        head: nn.Module | None,
+        *,
+        seeds: Sequence[int] | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__()
         self.backbone, self.head = backbone, head
         self.ensemble = backbone.E
-        self.seeds = _seeds(seeds, self.ensemble)
-        for e, s in enumerate(self.seeds):
-            g = torch.Generator().manual_seed(s)
+        for e, g in enumerate(member_generators(self.ensemble, seeds=seeds, generator=generator)):
             backbone.init_member(e, g)
             if head is not None:
                 head.init_member(e, g)
@@ -224,7 +273,11 @@ def build_simclr_net(
     arch: str,
     image_shape: Sequence[int],
     ensemble: int = 1,
-    seeds: int | Sequence[int] = 0,
+    *,
+    seeds: Sequence[int] | None = None,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
     widths: Sequence[int] = (32, 64, 128),
     hidden: Sequence[int] = (512,),
     feature_dim: int = 128,
@@ -232,13 +285,20 @@ def build_simclr_net(
     proj_dim: int = 64,
     projection: bool = True,
 ) -> SimCLRNet:
-    """A :class:`SimCLRNet` with a ``"conv"`` or ``"mlp"`` backbone for images of shape ``(C, H, W)``."""
+    """A :class:`SimCLRNet` with a ``"conv"`` or ``"mlp"`` backbone for images of shape ``(C, H, W)``.
+
+    Seeding by :mod:`ssldyn.models.seeding` (``seeds=`` one per member, or ``generator=``); drawn on
+    the CPU in float32, then cast to ``dtype`` and moved to ``device``.
+    """
     C, H, W = (int(s) for s in image_shape)
     if arch == "conv":
-        bb: nn.Module = ConvEncoder(C, widths, ensemble)
+        bb: nn.Module = ConvEncoder(C, widths, ensemble, draw=False)
     elif arch == "mlp":
-        bb = MLPEncoder(C * H * W, hidden, feature_dim, ensemble)
+        bb = MLPEncoder(C * H * W, hidden, feature_dim, ensemble, draw=False)
     else:
         raise ValueError(f"encoder {arch!r}: allowed values are conv, mlp")
-    head = ProjectionHead(bb.out_dim, proj_hidden, proj_dim, ensemble) if projection else None
-    return SimCLRNet(bb, head, seeds)
+    head = ProjectionHead(bb.out_dim, proj_hidden, proj_dim, ensemble, draw=False) if projection else None
+    net = SimCLRNet(bb, head, seeds=seeds, generator=generator)
+    if dtype is not None or device is not None:
+        net = net.to(dtype=dtype, device=device)
+    return net

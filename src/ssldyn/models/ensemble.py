@@ -8,9 +8,14 @@ element-wise optimizers train E independent networks exactly like E separate run
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
+
+from ssldyn.models.seeding import member_generators
+
+__all__ = ["broadcast_members", "EnsembleLinear"]
 
 
 def broadcast_members(x: torch.Tensor, ensemble: int) -> torch.Tensor:
@@ -25,7 +30,11 @@ class EnsembleLinear(nn.Module):
 
     weight: (E, out, in); bias: (E, out) or None. Input (E, B, in) or (B, in) -> (E, B, out).
     Initialisation per member matches ``nn.Linear`` (Kaiming-uniform with a=√5) when
-    ``init="torch"``, or N(0, std²) when ``init="normal"``.
+    ``init="torch"``, or N(0, std²) when ``init="normal"`` (the bias, if any, ``nn.Linear``'s
+    uniform). Members are drawn by the seeding rule of :mod:`ssldyn.models.seeding` (``seeds=``
+    one per member, or ``generator=`` drawing member 0's weight and bias, then member 1's, …);
+    ``draw=False`` leaves them to the caller (:meth:`init_member`, for models that draw a whole
+    member across several layers).
     """
 
     def __init__(
@@ -33,11 +42,15 @@ class EnsembleLinear(nn.Module):
         in_features: int,
         out_features: int,
         ensemble: int = 1,
+        *,
         bias: bool = False,
         init: str = "torch",
         std: float = 1.0,
+        seeds: Sequence[int] | None = None,
         generator: torch.Generator | None = None,
         dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+        draw: bool = True,
     ) -> None:
         super().__init__()
         if ensemble < 1 or in_features < 1 or out_features < 1:
@@ -45,22 +58,33 @@ class EnsembleLinear(nn.Module):
                 f"EnsembleLinear: ensemble, in_features, out_features must be >= 1, got "
                 f"{ensemble}, {in_features}, {out_features}"
             )
+        if init not in ("torch", "normal"):
+            raise ValueError(f"init {init!r}: allowed values are 'torch', 'normal'")
         self.ensemble, self.in_features, self.out_features = ensemble, in_features, out_features
+        self.init, self.std = init, std
         self.weight = nn.Parameter(torch.empty(ensemble, out_features, in_features, dtype=dtype))
         self.bias = nn.Parameter(torch.empty(ensemble, out_features, dtype=dtype)) if bias else None
-        self.reset_parameters(init, std, generator)
+        if draw:
+            self.reset_parameters(seeds=seeds, generator=generator)
+        if device is not None:
+            self.to(device)
 
     @torch.no_grad()
-    def reset_parameters(self, init: str = "torch", std: float = 1.0, generator: torch.Generator | None = None) -> None:
+    def reset_parameters(self, *, seeds: Sequence[int] | None = None, generator: torch.Generator | None = None) -> None:
+        """Draw every member anew by the seeding rule (:func:`ssldyn.models.seeding.member_generators`)."""
+        for e, g in enumerate(member_generators(self.ensemble, seeds=seeds, generator=generator)):
+            self.init_member(e, g)
+
+    @torch.no_grad()
+    def init_member(self, e: int, generator: torch.Generator | None) -> None:
+        """Draw member ``e``'s weight, then its bias, from ``generator``."""
         bound = 1.0 / math.sqrt(self.in_features)
-        if init == "torch":
-            self.weight.uniform_(-bound, bound, generator=generator)
-        elif init == "normal":
-            self.weight.normal_(0.0, std, generator=generator)
+        if self.init == "torch":
+            self.weight[e].uniform_(-bound, bound, generator=generator)
         else:
-            raise ValueError(f"init {init!r}: allowed values are 'torch', 'normal'")
+            self.weight[e].normal_(0.0, self.std, generator=generator)
         if self.bias is not None:
-            self.bias.uniform_(-bound, bound, generator=generator)
+            self.bias[e].uniform_(-bound, bound, generator=generator)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = broadcast_members(x, self.ensemble)  # (E, B, in)

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.ensemble import EnsembleLinear
+from ssldyn.models.seeding import member_generators
 
 __all__ = ["MLP"]
 
@@ -25,8 +26,11 @@ class MLP(nn.Module):
         ensemble: E independent members (parameters ``(E, out, in)``).
         init: ``"torch"`` (nn.Linear default, Kaiming-uniform) or ``"normal"`` with
             ``std = gain/√fan_in``.
-        generator: CPU generator of the initialisation; device: where the module is put after
-            initialising on the CPU (None: CPU), so CUDA and CPU runs start from the same weights.
+        seeds, generator: the seeding rule of :mod:`ssldyn.models.seeding` (member by member: all
+            layers of member 0, then of member 1, …; ``seeds=[s_e]`` makes member ``e`` the
+            one-member MLP built with ``seeds=[s_e]``).
+        dtype, device: initialised on the CPU, then moved to ``device`` (None: CPU), so CUDA and
+            CPU runs start from the same weights.
 
     Input ``(n, in_dim)`` or ``(E, n, in_dim)`` -> ``(E, n, out_dim)``.
     """
@@ -43,6 +47,7 @@ class MLP(nn.Module):
         ensemble: int = 1,
         init: str = "torch",
         gain: float = 1.0,
+        seeds: Sequence[int] | None = None,
         generator: torch.Generator | None = None,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
@@ -53,22 +58,19 @@ class MLP(nn.Module):
         widths = [hidden] * (depth - 1) if isinstance(hidden, int) else [int(h) for h in hidden]
         if len(widths) != depth - 1:
             raise ValueError(f"MLP: hidden must be an int or a list of depth-1={depth - 1} widths, got {hidden}")
+        if init not in ("torch", "normal"):
+            raise ValueError(f"MLP: init {init!r}: allowed values are 'torch', 'normal'")
         dims = [in_dim, *widths, out_dim]
         self.activation = get_activation(activation)
         self.ensemble = ensemble
-        self.layers = nn.ModuleList()
-        for a, b in zip(dims[:-1], dims[1:]):
-            lin = EnsembleLinear(
-                a,
-                b,
-                ensemble=ensemble,
-                bias=bias,
-                init="torch" if init == "torch" else "normal",
-                std=gain / a**0.5,
-                generator=generator,
-                dtype=dtype,
-            )
-            self.layers.append(lin)
+        gens = member_generators(ensemble, seeds=seeds, generator=generator)
+        self.layers = nn.ModuleList(
+            EnsembleLinear(a, b, ensemble, bias=bias, init=init, std=gain / a**0.5, dtype=dtype, draw=False)
+            for a, b in zip(dims[:-1], dims[1:])
+        )
+        for e, g in enumerate(gens):  # member by member: every layer of member e from its generator
+            for layer in self.layers:
+                layer.init_member(e, g)
         if device is not None:
             self.to(device)
 

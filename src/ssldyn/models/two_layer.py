@@ -14,9 +14,11 @@ width (``widths=[...]``): all members are stored at the largest width ``H`` and 
 units ``h_e < j ≤ H`` of member ``e`` are masked out (their activations and weights are zero
 and receive zero gradient), which is exact for every activation and every regime here.
 
-Devices: the initial weights are drawn on the CPU (seeded CPU generators, so every device
-starts from the same weights) and the module is then moved to ``device`` (default: CPU).
-Training loops for these models: :func:`ssldyn.dynamics.manifold.train_gd` (with the loss guard).
+Seeding (:mod:`ssldyn.models.seeding`): ``seeds=[...]`` (member ``e`` = the one-member net with
+``seeds=[s_e]``) or ``generator=`` (members drawn one after another: ``W1`` then ``W2`` of member
+0, then of member 1, …). Devices: the initial weights are drawn on the CPU (seeded CPU
+generators, so every device starts from the same weights) and the module is then moved to
+``device`` (default: CPU). Training loops for these models: :func:`ssldyn.dynamics.manifold.train_gd`.
 """
 
 from __future__ import annotations
@@ -26,25 +28,13 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ssldyn.dynamics.manifold import frobenius_project, random_stiefel, retract
 from ssldyn.models.activations import Activation, get_activation
+from ssldyn.models.seeding import member_generators
+from ssldyn.models.stiefel import frobenius_project, random_stiefel, retract
+
+__all__ = ["REGIMES", "TwoLayerNet", "DeepLinearNet"]
 
 REGIMES = ("unconstrained", "frobenius", "orthogonal", "scaled")
-
-
-def _member_generators(
-    ensemble: int, seeds: Sequence[int] | None, generator: torch.Generator | None
-) -> list[torch.Generator | None]:
-    if seeds is None:
-        return [generator] * ensemble
-    if len(seeds) != ensemble:
-        raise ValueError(f"seeds: need one seed per member ({ensemble}), got {len(seeds)}")
-    gens = []
-    for s in seeds:
-        g = torch.Generator()
-        g.manual_seed(int(s))
-        gens.append(g)
-    return gens
 
 
 def _init_matrix(rows: int, cols: int, init: str, gen: torch.Generator | None, dtype: torch.dtype) -> torch.Tensor:
@@ -80,6 +70,7 @@ class TwoLayerNet(nn.Module):
         z: int,
         activation: str | Activation = "linear",
         regime: str = "unconstrained",
+        *,
         ensemble: int = 1,
         widths: Sequence[int] | None = None,
         seeds: Sequence[int] | None = None,
@@ -106,7 +97,7 @@ class TwoLayerNet(nn.Module):
         self.act = get_activation(activation)
         self.frobenius = (float(frobenius[0]), float(frobenius[1]))
         init = init or ("orthogonal" if regime in ("orthogonal", "scaled") else "normal")
-        gens = _member_generators(ensemble, seeds, generator)
+        gens = member_generators(ensemble, seeds=seeds, generator=generator)
         W1 = torch.zeros(ensemble, h, d, dtype=dtype)
         W2 = torch.zeros(ensemble, h, z, dtype=dtype)
         for e, (w, g) in enumerate(zip(widths, gens)):
@@ -197,6 +188,7 @@ class DeepLinearNet(nn.Module):
         hidden: Sequence[int],
         z: int,
         regime: str = "orthogonal",
+        *,
         ensemble: int = 1,
         seeds: Sequence[int] | None = None,
         init: str | None = None,
@@ -216,9 +208,10 @@ class DeepLinearNet(nn.Module):
         self.d, self.z, self.hidden_sizes, self.ensemble, self.regime = d, z, hidden, ensemble, regime
         self.frobenius = float(frobenius)
         init = init or ("orthogonal" if regime in ("orthogonal", "scaled") else "normal")
-        gens = _member_generators(ensemble, seeds, generator)
+        gens = member_generators(ensemble, seeds=seeds, generator=generator)
         shapes = [(hidden[0], d)] + [(hidden[k], hidden[k - 1]) for k in range(1, len(hidden))] + [(hidden[-1], z)]
-        mats = [torch.stack([_init_matrix(r, c, init, g, dtype) for g in gens]) for r, c in shapes]
+        members = [[_init_matrix(r, c, init, g, dtype) for r, c in shapes] for g in gens]  # member by member
+        mats = [torch.stack([m[k] for m in members]) for k in range(len(shapes))]
         self.layers = nn.ParameterList([nn.Parameter(m) for m in mats])
         if regime == "frobenius":
             self.project_()

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+__all__ = ["best_match", "chi_scores"]
+
 
 def best_match(
     W: torch.Tensor,

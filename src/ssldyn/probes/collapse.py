@@ -1,47 +1,70 @@
 """Dimension-collapse probes of embeddings (``grassmann`` Prop. 1, Example 1, Fig. 1).
 
-All functions take embeddings ``(..., n, z)`` (leading ensemble axes allowed) and center them
-over the n points first (``center=True``), so a constant offset does not count as a dimension.
+All functions take embeddings ``(..., n, z)`` — tensors or numpy arrays, leading ensemble axes
+allowed — and center them over the n points first (``center=True``), so a constant offset does not
+count as a dimension. The scalar probes return a Python ``float`` for one embedding ``(n, z)`` and a
+tensor ``(...)`` (one value per member) for batched input (the probe signature of
+:mod:`ssldyn.dynamics`).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
+__all__ = ["embedding_singular_values", "singular_value_ratio", "effective_rank", "dimension_coupling"]
 
-def _centered(u: torch.Tensor, center: bool) -> torch.Tensor:
-    if u.dim() < 2:
-        raise ValueError(f"embeddings must have shape (..., n, z), got {tuple(u.shape)}")
+
+def _as_tensor(u) -> torch.Tensor:
+    t = u.detach() if isinstance(u, torch.Tensor) else torch.as_tensor(np.asarray(u))
+    if not (t.is_floating_point() or t.is_complex()):
+        t = t.to(torch.float64)
+    return t
+
+
+def _centered(u, center: bool) -> torch.Tensor:
+    u = _as_tensor(u)
+    if u.dim() < 2 or u.shape[-2] == 0 or u.shape[-1] == 0:
+        raise ValueError(f"embeddings must have shape (..., n, z) with n, z >= 1, got {tuple(u.shape)}")
     return u - u.mean(-2, keepdim=True) if center else u
 
 
-def embedding_singular_values(u: torch.Tensor, center: bool = True) -> torch.Tensor:
+def _scalar(t: torch.Tensor) -> float | torch.Tensor:
+    """One value: a Python float; one per member: the tensor."""
+    return float(t) if t.dim() == 0 else t
+
+
+def embedding_singular_values(u, center: bool = True) -> torch.Tensor:
     """Singular values of the (centered) embedding matrix, descending ``(..., min(n, z))``."""
     return torch.linalg.svdvals(_centered(u, center))
 
 
-def singular_value_ratio(u: torch.Tensor, center: bool = True) -> torch.Tensor:
-    """``σ_min / σ_max`` of the (centered) embeddings ``(...)``: 1 = isotropic, 0 = collapsed to fewer
-    than z dimensions (for z = 2: collapsed to a line)."""
+def singular_value_ratio(u, center: bool = True) -> float | torch.Tensor:
+    """``σ_min / σ_max`` of the (centered) embeddings: 1 = isotropic, 0 = collapsed to fewer than z
+    dimensions (for z = 2: collapsed to a line). A float for ``(n, z)``, a tensor ``(...)`` for ``(..., n, z)``."""
     s = embedding_singular_values(u, center)
-    return s[..., -1] / s[..., 0].clamp_min(torch.finfo(s.dtype).tiny)
+    return _scalar(s[..., -1] / s[..., 0].clamp_min(torch.finfo(s.dtype).tiny))
 
 
-def effective_rank(u: torch.Tensor, center: bool = True) -> torch.Tensor:
-    """Effective rank ``exp(H(p))`` with ``p_k = σ_k / Σσ`` (Roy & Vetterli 2007) ``(...)``, in [1, min(n, z)]."""
+def effective_rank(u, center: bool = True) -> float | torch.Tensor:
+    """Effective rank ``exp(H(p))`` with ``p_k = σ_k / Σσ`` (Roy & Vetterli 2007), in [1, min(n, z)].
+
+    A float for ``(n, z)``, a tensor ``(...)`` for ``(..., n, z)``.
+    """
     s = embedding_singular_values(u, center)
     p = s / s.sum(-1, keepdim=True).clamp_min(torch.finfo(s.dtype).tiny)
     ent = -(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))).sum(-1)
-    return torch.exp(ent)
+    return _scalar(torch.exp(ent))
 
 
-def dimension_coupling(K: torch.Tensor) -> tuple[float, float]:
+def dimension_coupling(K) -> tuple[float, float]:
     """Lemma 1 measured on a tangent kernel ``K[a, b, l, j] = ⟨∇u_l(x_a), ∇u_j(x_b)⟩`` ``(n, n, z, z)``.
 
     Returns ``(cross, spread)``: ``cross = max_{l≠j} |K_lj| / max_l |K_ll|`` (0 when output
     dimensions do not interact) and ``spread = max_{l,j} |K_ll − K_jj| / max_l |K_ll|`` (0 when
     every dimension sees the same kernel, so every dimension follows the same dynamics, Prop. 1).
     """
+    K = _as_tensor(K)
     if K.dim() != 4 or K.shape[0] != K.shape[1] or K.shape[2] != K.shape[3]:
         raise ValueError(f"dimension_coupling: need K of shape (n, n, z, z), got {tuple(K.shape)}")
     z = K.shape[-1]

@@ -11,47 +11,61 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+__all__ = ["column_space_basis", "principal_angles", "projection_norms", "output_gap", "linear_svm_accuracy"]
 
-def orthonormal_basis(A: torch.Tensor, tol: float = 1e-10) -> torch.Tensor:
+
+def _as_tensor(a) -> torch.Tensor:
+    t = a.detach() if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a))
+    return t if t.is_floating_point() else t.to(torch.float64)
+
+
+def column_space_basis(A, tol: float = 1e-10) -> torch.Tensor:
     """Orthonormal basis of the column space of ``A (n, k)`` (SVD, rank by relative ``tol``) ``(n, r)``."""
-    U, s, _ = torch.linalg.svd(A, full_matrices=False)
+    U, s, _ = torch.linalg.svd(_as_tensor(A), full_matrices=False)
     r = int((s > tol * s.max().clamp_min(torch.finfo(s.dtype).tiny)).sum()) if s.numel() else 0
     return U[:, :r]
 
 
-def principal_angles(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+def principal_angles(A, B) -> torch.Tensor:
     """Principal angles (radians, ascending) between ``span(A)`` and ``span(B)``, ``A (n, a)``, ``B (n, b)``.
 
     ``cos θ_k`` are the singular values of ``Q_Aᵀ Q_B`` (Björck & Golub 1973); min(rank) angles.
+    Tensors or arrays.
     """
+    A, B = _as_tensor(A), _as_tensor(B)
     if A.dim() != 2 or B.dim() != 2 or A.shape[0] != B.shape[0]:
         raise ValueError(f"principal_angles: need A (n, a) and B (n, b), got {tuple(A.shape)}, {tuple(B.shape)}")
-    Qa, Qb = orthonormal_basis(A), orthonormal_basis(B)
+    Qa, Qb = column_space_basis(A), column_space_basis(B)
     c = torch.linalg.svdvals(Qa.mT @ Qb).clamp(-1.0, 1.0)  # descending cosines
     return torch.arccos(c)
 
 
-def projection_norms(vectors: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
+def projection_norms(vectors, Q) -> torch.Tensor:
     """``‖P_{span(Q)} v_i‖ / ‖v_i‖`` for each column ``v_i`` of ``vectors (n, k)``; ``Q (n, r)`` -> ``(k,)``.
 
     Conj. 2: the eigenvectors of the most negative eigenvalues lie in span(q) in the limit,
     i.e. these norms tend to 1.
     """
-    B = orthonormal_basis(Q)  # (n, r)
+    vectors = _as_tensor(vectors)
+    B = column_space_basis(Q)  # (n, r)
     return (B.mT @ vectors).norm(dim=0) / vectors.norm(dim=0).clamp_min(1e-30)
 
 
-def output_gap(u_phi: torch.Tensor, u_lin: torch.Tensor, reduce: str = "mean") -> torch.Tensor:
+def output_gap(u_phi, u_lin, reduce: str = "mean") -> float | torch.Tensor:
     """``‖u^φ(x) − u^I(x)‖₂`` per point, averaged (``"mean"``) or maximised (``"max"``) over the points.
 
-    Shapes ``(..., n, z)`` -> ``(...)``.
+    Shapes ``(..., n, z)`` -> ``(...)``: a Python float for one embedding ``(n, z)``, a tensor for batched input.
     """
+    if reduce not in ("mean", "max"):
+        raise ValueError(f"output_gap: reduce {reduce!r}: allowed values are mean, max")
+    u_phi, u_lin = _as_tensor(u_phi), _as_tensor(u_lin)
+    if u_phi.shape != u_lin.shape or u_phi.dim() < 2:
+        raise ValueError(
+            f"output_gap: need two embeddings (..., n, z) of one shape, got {tuple(u_phi.shape)}, {tuple(u_lin.shape)}"
+        )
     diff = (u_phi - u_lin).norm(dim=-1)  # (..., n)
-    if reduce == "mean":
-        return diff.mean(-1)
-    if reduce == "max":
-        return diff.amax(-1)
-    raise ValueError(f"output_gap: reduce {reduce!r}: allowed values are mean, max")
+    out = diff.mean(-1) if reduce == "mean" else diff.amax(-1)
+    return float(out) if out.dim() == 0 else out
 
 
 def linear_svm_accuracy(

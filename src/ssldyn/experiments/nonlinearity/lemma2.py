@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, conint
 
-from ssldyn.data.latent import latent_summation_support, orthonormal_basis
+from ssldyn.data.latent import latent_summation_support, random_orthonormal_basis
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.objectives import alpha_gaussian, contrastive_covariance
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -59,7 +59,7 @@ class Lemma2(Experiment):
     def run(self, cfg: Lemma2Config, ctx) -> Result:
         g = ctx.generator(0)
         dev = ctx.device
-        U = orthonormal_basis(cfg.d, cfg.d, generator=g)
+        U = random_orthonormal_basis(cfg.d, cfg.d, generator=g)
         q = torch.linspace(0.2, 0.5, cfg.d, dtype=torch.float64)
         atoms, probs_cpu = latent_summation_support(U, q)  # (A, d), (A,), on the CPU
         atoms, probs = atoms.to(dev), probs_cpu.to(dev)

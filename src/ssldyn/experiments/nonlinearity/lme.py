@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, conint
 
-from ssldyn.data.latent import latent_categorical, latent_summation, latent_summation_support, orthonormal_basis
+from ssldyn.data.latent import latent_categorical, latent_summation, latent_summation_support, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, uniform_contrastive_covariance
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
 from ssldyn.probes.alpha_cl import lme_test
@@ -72,7 +72,7 @@ class LME(Experiment):
         g = ctx.generator(0)
         dev = ctx.device
         d = cfg.d
-        U_cpu = orthonormal_basis(d, d, generator=g)
+        U_cpu = random_orthonormal_basis(d, d, generator=g)
         probs_cpu = torch.linspace(2.0, 1.0, d, dtype=torch.float64)
         probs_cpu = probs_cpu / probs_cpu.sum()
         q_cpu = torch.linspace(cfg.q_min, cfg.q_max, d, dtype=torch.float64)

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, conint
 
-from ssldyn.data.latent import TwoRFModel, orthonormal_basis
+from ssldyn.data.latent import TwoRFModel, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import sphere_flow
 from ssldyn.dynamics.two_layer_alpha_cl import thm5_flow
 from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
@@ -64,7 +64,7 @@ class Modulation(Experiment):
         g = ctx.generator(0)
         dev = ctx.device
         # ---- Part 1: Thm. 6
-        U = orthonormal_basis(cfg.d, cfg.d, generator=g).to(dev)
+        U = random_orthonormal_basis(cfg.d, cfg.d, generator=g).to(dev)
         w0 = torch.randn(cfg.inits, cfg.d, generator=g, dtype=torch.float64).to(dev)
         e0 = (torch.arange(cfg.d, device=dev) == 0).to(torch.float64)  # (d,): indicator of u_0
         rows = []
@@ -92,7 +92,7 @@ class Modulation(Experiment):
         basin = pd.DataFrame(rows)
         # ---- Part 2: Thm. 5 two-layer simulation
         P = cfg.d2
-        pats = torch.stack([orthonormal_basis(P, P, generator=g).T for _ in range(cfg.K)])  # (K, P, P), CPU
+        pats = torch.stack([random_orthonormal_basis(P, P, generator=g).T for _ in range(cfg.K)])  # (K, P, P), CPU
         rest = (1.0 - cfg.p_disc - cfg.p_other) / (P - 2)
         pz1 = torch.tensor([cfg.p_disc, cfg.p_other] + [rest] * (P - 2), dtype=torch.float64)
         pz0 = torch.tensor([cfg.p_other, cfg.p_disc] + [rest] * (P - 2), dtype=torch.float64)

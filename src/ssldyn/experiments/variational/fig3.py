@@ -62,7 +62,9 @@ class Fig3Config(ExperimentConfig):
         return sorted(v)
 
 
-def circle_points(k: int, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> torch.Tensor:
+def equally_spaced_circle_points(
+    k: int, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None
+) -> torch.Tensor:
     """K evenly spaced points on S¹: ``(K, 2)`` on ``device``."""
     theta = torch.arange(k, dtype=dtype, device=device) * (2 * math.pi / k)  # (K,)
     return torch.stack([theta.cos(), theta.sin()], dim=1)  # (K, 2)
@@ -74,7 +76,7 @@ def min_sq_distance(k: int) -> float:
 
 
 def _k_point_loss(k: int, n: int, tau: float, positive_term: bool, device=None) -> torch.Tensor:
-    return cluster_measure_nt_xent(circle_points(k, device=device), n, tau, positive_term=positive_term)
+    return cluster_measure_nt_xent(equally_spaced_circle_points(k, device=device), n, tau, positive_term=positive_term)
 
 
 def k_point_loss(k: int, n: int, tau: float, positive_term: bool, device: torch.device | str | None = None) -> float:

@@ -100,7 +100,7 @@ alpha_cl = AlphaCLSpectrum(backbone, x_probe, augment, head=head)
 
 probes = {
     "rankme": rankme,
-    "effective_rank": lambda z: float(effective_rank(z)),
+    "effective_rank": effective_rank,
     "linear_probe": LinearProbe(y_probe),
     "knn": KNNProbe(y_probe, k=10),
     **ntk.probes("ntk"),

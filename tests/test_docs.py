@@ -97,3 +97,10 @@ def test_mkdocs_build_is_strict_clean(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     page = (tmp_path / "site" / "api" / "dynamics" / "index.html").read_text(encoding="utf-8")
     assert "ssldyn.dynamics.ssl.train_ssl" in page
+    for name, call in (
+        ("monitor_simclr", "train_ssl"),
+        ("ntk_function_space", "empirical_ntk"),
+        ("alpha_cl_features", "power_iteration"),
+    ):
+        tutorial = (tmp_path / "site" / "tutorials" / name / "index.html").read_text(encoding="utf-8")
+        assert call in tutorial and "--8&lt;--" not in tutorial  # the script's source is included (snippets)

@@ -19,7 +19,9 @@ def _rankme_reference(z: np.ndarray, eps: float = 1e-7) -> float:
 def test_rankme_is_the_formula_of_garrido_et_al():
     rng = np.random.default_rng(0)
     z = rng.normal(size=(40, 6)) * np.array([5.0, 3.0, 1.0, 0.5, 0.1, 0.01]) + 2.0
-    assert rankme(z) == pytest.approx(_rankme_reference(z), rel=1e-12)  # numpy in, float out
+    assert type(rankme(z)) is float and rankme(z) == pytest.approx(
+        _rankme_reference(z), rel=1e-12
+    )  # numpy in, float out
     assert rankme(torch.tensor(z)) == pytest.approx(_rankme_reference(z), rel=1e-12)
     ens = rng.normal(size=(3, 40, 6))
     np.testing.assert_allclose(rankme(torch.tensor(ens)).numpy(), [_rankme_reference(e) for e in ens], rtol=1e-12)

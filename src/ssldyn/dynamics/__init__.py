@@ -116,3 +116,8 @@ __all__ += [
 from ssldyn.dynamics.simclr import train_simclr  # noqa: E402
 
 __all__ += ["train_simclr"]
+
+# SSL training of any backbone with online probes (issue 18); the model monitors are in ssldyn.dynamics.monitors
+from ssldyn.dynamics.ssl import train_ssl  # noqa: E402
+
+__all__ += ["train_ssl"]

@@ -53,3 +53,9 @@ __all__ = [
     "principal_angles",
     "projection_norms",
 ]
+
+# online monitors of a representation (issue 18): RankMe, scikit-learn linear / k-NN probes
+from ssldyn.probes.monitors import KNNProbe, LinearProbe  # noqa: E402
+from ssldyn.probes.rank import rankme  # noqa: E402
+
+__all__ += ["KNNProbe", "LinearProbe", "rankme"]

@@ -101,6 +101,9 @@ def run_cmd(
     address: str | None = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
     max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
     force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
+    workers: int | None = typer.Option(
+        None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"
+    ),
 ) -> None:
     """Run one experiment, a sweep or several seeds (finished runs come from the store)."""
     from ssldyn.lab.runner import plan_run
@@ -115,7 +118,7 @@ def run_cmd(
         for point in expand_grid(sweep)
         for s in range(seed, seed + seeds)
     ]
-    items = _execute(specs, out, executor, force, address, max_retries, title=experiment)
+    items = _execute(specs, out, executor, force, address, max_retries, title=experiment, workers=workers)
     if len(items) == 1 and items[0].run is not None:
         _print_run(items[0])
     else:
@@ -136,6 +139,9 @@ def reproduce_cmd(
     max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
     force: bool = typer.Option(False, "--force"),
     only: list[str] | None = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
+    workers: int | None = typer.Option(
+        None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"
+    ),
 ) -> None:
     """Run every registered experiment (a sweep over experiments) and write the HTML report."""
     from ssldyn.lab.registry import all_experiments, get_experiment
@@ -146,7 +152,7 @@ def reproduce_cmd(
     exps = [get_experiment(n) for n in only] if only else all_experiments(paper)
     specs = [plan_run(e.name, quick=quick, seed=seed, device=device) for e in exps]
     t0 = time.perf_counter()
-    items = _execute(specs, out, executor, force, address, max_retries, title="reproduce")
+    items = _execute(specs, out, executor, force, address, max_retries, title="reproduce", workers=workers)
     report = build_report(out)
     _print_items(items, title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)")
     console.print(f"report: {report}")
@@ -166,7 +172,7 @@ def _merge(a: dict, b: dict) -> dict:
     return deep_merge(a, b)
 
 
-def _execute(specs, out, executor, force, address, max_retries, title):  # noqa: ANN001, ANN202
+def _execute(specs, out, executor, force, address, max_retries, title, workers=None):  # noqa: ANN001, ANN202
     """Run specs with a progress bar; on Ctrl-C say what finished and how to resume."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -191,6 +197,7 @@ def _execute(specs, out, executor, force, address, max_retries, title):  # noqa:
                 max_retries=max_retries,
                 progress=bar,
                 title=title,
+                workers=workers,
             )
     except KeyboardInterrupt:
         store = RunStore(out)

@@ -1,12 +1,13 @@
-"""The run context handed to ``Experiment.run``: seed, device, progress reporting."""
+"""The run context handed to ``Experiment.run``: seed, device, progress reporting, tasks, cache."""
 
 from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch
 from ssldyn.lab.errors import UserError
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def seed_everything(seed: int) -> None:
@@ -97,7 +99,11 @@ class Context:
         run_dir: a scratch directory for this run (removed afterwards).
         cache_dir: a directory inside the run store (``<out>/.cache``) where experiments may
             keep computations shared between runs (e.g. one training grid behind several
-            figures); ``None`` outside the lab (then nothing is cached on disk).
+            figures), through :meth:`cached`; ``None`` outside the lab (then nothing is cached on disk).
+        executor: how :meth:`map` runs tasks: ``"inline"`` (this process; the default outside
+            the lab), ``"processes"`` (a local pool of ``workers`` single-thread processes; the
+            lab's default) or ``"ray"`` (Ray tasks; runs under ``--executor ray``).
+        workers: worker processes for ``"processes"`` (the lab's ``--workers``, default the cores).
     """
 
     seed: int = 0
@@ -105,7 +111,10 @@ class Context:
     progress: bool = False
     run_dir: Any = None
     cache_dir: Any = None
+    executor: str = "inline"
+    workers: int = 1
     _bar: Any = field(default=None, repr=False)
+    _cache: Any = field(default=None, repr=False)
 
     def generator(self, offset: int = 0) -> torch.Generator:
         """A CPU ``torch.Generator`` seeded with ``seed + offset`` (independent streams)."""
@@ -115,6 +124,63 @@ class Context:
 
     def rng(self, offset: int = 0) -> np.random.Generator:
         return np.random.default_rng(self.seed + offset)
+
+    # ------------------------------------------------------------------ tasks
+    def as_completed(
+        self, fn: Callable[[T], R], items: Iterable[T], *, description: str = ""
+    ) -> Iterator[tuple[int, R]]:
+        """Run ``fn(item)`` for every item with the lab's executor; yields ``(index, result)`` as
+        tasks finish (with a progress bar). ``fn``: a picklable top-level function; tasks run on
+        one torch thread each (see :func:`ssldyn.lab.executors.map_tasks`)."""
+        from ssldyn.lab.executors import map_tasks
+
+        items = list(items)
+        done = map_tasks(fn, items, executor=self.executor, workers=self.workers, device=self.device)
+        yield from self.track(done, total=len(items), description=description or "tasks")
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T], *, description: str = "") -> list[R]:
+        """``[fn(item) for item in items]``, run by the lab's executor (:meth:`as_completed`), in order."""
+        items = list(items)
+        out: list[Any] = [None] * len(items)
+        for i, result in self.as_completed(fn, items, description=description):
+            out[i] = result
+        return out
+
+    # ------------------------------------------------------------------ shared sub-results
+    @property
+    def cache(self) -> Any:
+        """The run store's cache (:class:`~ssldyn.lab.cache.RunCache` on ``cache_dir``; keeps
+        nothing when ``cache_dir`` is None)."""
+        if self._cache is None or self._cache.root != (None if self.cache_dir is None else Path(self.cache_dir)):
+            from ssldyn.lab.cache import RunCache
+
+            self._cache = RunCache(self.cache_dir)
+        return self._cache
+
+    def cache_key(self, key: Any) -> dict[str, Any]:
+        """The full key of a shared sub-result: ``key`` (its settings, JSON data) and the device type
+        (the code version is added by the cache)."""
+        return {"key": key, "device": self.device.type}
+
+    def cache_lookup(self, key: Any, *, namespace: str = "shared") -> dict[str, np.ndarray] | None:
+        """The stored arrays of ``key`` (see :meth:`cached`), or None: missing, damaged (a
+        :class:`~ssldyn.lab.cache.CacheWarning`) or outside the lab. For results computed in batches."""
+        return self.cache.get(namespace, self.cache_key(key))
+
+    def cache_store(self, key: Any, arrays: Mapping[str, Any], *, namespace: str = "shared") -> None:
+        """Store the arrays of ``key`` (see :meth:`cached`; nothing outside the lab)."""
+        self.cache.put(namespace, self.cache_key(key), arrays)
+
+    def cached(
+        self, key: Any, compute: Callable[[], Mapping[str, Any]], *, namespace: str = "shared"
+    ) -> dict[str, np.ndarray]:
+        """Arrays ``compute()`` returns (name -> array), shared through the run store: read back when
+        ``<out>/.cache/<namespace>/`` holds a sound entry for ``key`` (JSON data: the settings that
+        determine the value) on this device type and code version, else computed and stored
+        (atomically, checksummed). A damaged entry is recomputed with a
+        :class:`~ssldyn.lab.cache.CacheWarning` naming it. Outside the lab (``cache_dir`` None):
+        ``compute()``."""
+        return self.cache.cached(namespace, self.cache_key(key), compute)
 
     def track(self, iterable: Iterable[T], total: int | None = None, description: str = "") -> Iterator[T]:
         """Iterate with a progress bar when ``progress`` is on."""

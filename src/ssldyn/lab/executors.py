@@ -1,24 +1,40 @@
-"""Executors: run a list of :class:`RunSpec` in-process or as Ray tasks.
+"""Executors: run a list of :class:`RunSpec` in-process or as Ray tasks, and the tasks of one run.
 
-Either way the driver alone writes the run store (atomically, via :func:`commit_run`);
-a run that fails (after its retries, on Ray) is marked failed with its error and the sweep
-goes on. Finished runs are returned from the store without recomputation unless ``force``.
+Runs (:func:`execute`): either way the driver alone writes the run store (atomically, via
+:func:`commit_run`); a run that fails (after its retries, on Ray) is marked failed with its
+error and the sweep goes on. Finished runs are returned from the store without recomputation
+unless ``force``.
+
+Tasks of one run (:func:`map_tasks`, behind ``Context.map``): an experiment hands the lab a
+picklable top-level function and its inputs; the lab runs them in-process (``"inline"``), in
+a local pool of worker processes (``"processes"``, ``workers`` of them) or as Ray tasks
+(``"ray"``, when the run itself runs under ``--executor ray``). Every task runs on ONE torch
+thread (parallelism comes from the workers; in-process tasks too, so every executor gives the
+same numbers) and worker processes keep a malloc top pad (:func:`~ssldyn.lab.context.keep_heap_pad`).
+On a CUDA device tasks run in-process, one after the other, on the device.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ssldyn.lab.errors import UserError
 from ssldyn.lab.runner import RunSpec, commit_run, compute_run, format_exception_line
 from ssldyn.lab.store import RunStore, StoredRun
 
 EXECUTORS = ("local", "ray")
+TASK_EXECUTORS = ("inline", "processes", "ray")
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -65,12 +81,18 @@ def execute(
     max_retries: int = 2,
     progress: Any = None,
     title: str = "runs",
+    workers: int | None = None,
 ) -> list[SweepItem]:
-    """Run every spec (skipping finished ones unless ``force``) and return their outcomes in order."""
+    """Run every spec (skipping finished ones unless ``force``) and return their outcomes in order.
+
+    ``workers``: worker processes for the tasks of each local run (``Context.map``); default
+    :func:`default_workers`. Under Ray, tasks are Ray tasks and Ray schedules them.
+    """
     if executor not in EXECUTORS:
         raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
     if max_retries < 0:
         raise UserError(f"--max-retries {max_retries}: must be >= 0")
+    workers = check_workers(workers)
     check_out_dir(out)
     store = RunStore(out)
     items: list[SweepItem | None] = [None] * len(specs)
@@ -84,7 +106,7 @@ def execute(
     bar = _Bar(progress, len(specs), title)
     bar.update(done=len(specs) - len(todo))
     if executor == "local":
-        _run_local(specs, todo, items, store, bar, progress)
+        _run_local(specs, todo, items, store, bar, progress, workers)
     else:
         _run_ray(specs, todo, items, store, bar, address, max_retries)
     return [it for it in items if it is not None]
@@ -102,16 +124,20 @@ def check_out_dir(out: str | Path) -> None:
         raise UserError(f"--out {str(p)!r}: not writable")
 
 
-def _run_local(specs, todo, items, store, bar, progress) -> None:  # noqa: ANN001
+def _run_local(specs, todo, items, store, bar, progress, workers) -> None:  # noqa: ANN001
     for i in todo:
         spec = specs[i]
         bar.update(running=1, label=spec.experiment)
         t0 = time.perf_counter()
         try:
-            run = commit_run(
-                store,
-                compute_run(spec, progress=progress if progress is not None else False, cache_dir=store.cache_dir),
+            computed = compute_run(
+                spec,
+                progress=progress if progress is not None else False,
+                cache_dir=store.cache_dir,
+                executor="processes",
+                workers=workers,
             )
+            run = commit_run(store, computed)
             items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0)
             bar.update(done=1, running=0)
         except UserError:
@@ -127,7 +153,7 @@ def _ray_compute(spec: RunSpec, cache_dir: str):  # noqa: ANN202 - executed on a
     from ssldyn.lab.context import set_threads
 
     set_threads(int(os.environ.get("SSLDYN_THREADS", "1")))
-    return compute_run(spec, cache_dir=cache_dir)
+    return compute_run(spec, cache_dir=cache_dir, executor="ray")
 
 
 def _run_ray(specs, todo, items, store, bar, address, max_retries) -> None:  # noqa: ANN001
@@ -195,3 +221,133 @@ def _ray_error_line(exc: Exception) -> str:
         return format_exception_line(cause)
     first = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {first[0] if first else ''}"
+
+
+# ---------------------------------------------------------------------- tasks of one run
+def default_workers() -> int:
+    """Worker processes for a run's tasks: the CPU cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def check_workers(workers: int | None) -> int:
+    """``--workers``: None -> :func:`default_workers`; otherwise an integer >= 1."""
+    if workers is None:
+        return default_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise UserError(f"--workers {workers!r}: must be an integer >= 1")
+    return workers
+
+
+def _worker_init() -> None:
+    """Initializer of pool workers: one torch thread, a kept heap."""
+    import torch
+
+    from ssldyn.lab.context import keep_heap_pad
+
+    torch.set_num_threads(1)
+    keep_heap_pad()  # tasks free and re-allocate MB-sized tensors: keep the heap, no page faults
+
+
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """A spawned pool of ``workers`` single-thread processes, kept for later runs of this process."""
+    pool = _POOLS.get(workers)
+    if pool is not None and not getattr(pool, "_broken", False):
+        return pool
+    import multiprocessing as mp
+
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_init)
+    _POOLS[workers] = pool
+    return pool
+
+
+@atexit.register
+def shutdown_pools() -> None:
+    """Stop the kept worker processes (at exit; also safe to call at any time)."""
+    while _POOLS:
+        _, pool = _POOLS.popitem()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_one_thread(fn: Callable[[T], R], item: T, device: Any) -> R:
+    from ssldyn.lab.context import torch_threads
+
+    with torch_threads(1, device):
+        return fn(item)
+
+
+def map_tasks(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    executor: str = "inline",
+    workers: int = 1,
+    device: Any = None,
+) -> Iterator[tuple[int, R]]:
+    """Run ``fn(item)`` for every item; yields ``(index, result)`` as tasks finish.
+
+    ``fn`` must be a picklable top-level function (and items / results picklable) for
+    ``"processes"`` and ``"ray"``. Tasks are submitted in order (put the largest first for load
+    balance). A failing task raises its exception here; tasks not yet started are cancelled.
+    One task, one worker, or a CUDA ``device``: in-process.
+    """
+    if executor not in TASK_EXECUTORS:
+        raise ValueError(f"executor {executor!r}: allowed values are {', '.join(TASK_EXECUTORS)}")
+    items = list(items)
+    cuda = device is not None and str(device).startswith("cuda")
+    if executor == "inline" or cuda or len(items) <= 1 or (executor == "processes" and workers <= 1):
+        if not cuda:
+            from ssldyn.lab.context import keep_heap_pad
+
+            keep_heap_pad()
+        for i, item in enumerate(items):
+            yield i, _run_one_thread(fn, item, device)
+        return
+    if executor == "ray":
+        yield from _ray_tasks(fn, items)
+        return
+    pool = _pool(workers)
+    futures: dict[Future, int] = {pool.submit(fn, item): i for i, item in enumerate(items)}
+    try:
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in sorted(done, key=futures.__getitem__):
+                yield futures[f], f.result()
+    finally:
+        for f in futures:
+            f.cancel()
+
+
+def _ray_task(fn: Callable[[T], R], item: T) -> R:  # executed on a Ray worker
+    import torch
+
+    from ssldyn.lab.context import keep_heap_pad
+
+    torch.set_num_threads(1)
+    keep_heap_pad()
+    return fn(item)
+
+
+def _ray_tasks(fn: Callable[[T], R], items: list[T]) -> Iterator[tuple[int, R]]:
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--executor ray needs Ray: pip install 'ssldyn[distributed]'") from None
+    if not ray.is_initialized():
+        raise ValueError("executor 'ray': Ray is not initialised in this process (runs under --executor ray are)")
+    task = ray.remote(num_cpus=1)(_ray_task)
+    refs = {task.remote(fn, item): i for i, item in enumerate(items)}
+    pending = list(refs)
+    try:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            yield refs[ready[0]], ray.get(ready[0])
+    finally:
+        for ref in pending:
+            ray.cancel(ref)

@@ -102,10 +102,17 @@ def plan_run(
     return RunSpec(exp_cls.name, cfg_json, seed, str(dev), digest, preset)
 
 
-def compute_run(spec: RunSpec, progress: Any = False, cache_dir: str | Path | None = None) -> ComputedRun:
+def compute_run(
+    spec: RunSpec,
+    progress: Any = False,
+    cache_dir: str | Path | None = None,
+    executor: str = "processes",
+    workers: int | None = None,
+) -> ComputedRun:
     """Run the experiment of ``spec`` in this process; figures are rendered to bytes.
 
-    ``cache_dir`` (normally ``<out>/.cache``) is handed to the experiment as ``ctx.cache_dir``.
+    ``cache_dir`` (normally ``<out>/.cache``) is handed to the experiment as ``ctx.cache_dir``;
+    ``executor`` / ``workers`` run its tasks (``ctx.map``; see :func:`ssldyn.lab.executors.map_tasks`).
     """
     import tempfile
 
@@ -123,6 +130,8 @@ def compute_run(spec: RunSpec, progress: Any = False, cache_dir: str | Path | No
             progress=bool(progress),
             run_dir=Path(tmp),
             cache_dir=Path(cache_dir) if cache_dir is not None else None,
+            executor=executor,
+            workers=workers if workers is not None else _default_workers(),
             _bar=bar,
         )
         exp = exp_cls()
@@ -205,6 +214,12 @@ def run_experiment(
     t0 = time.perf_counter()
     run = commit_run(store, compute_run(spec, progress=progress, cache_dir=store.cache_dir))
     return RunOutcome(run, cached=False, seconds=time.perf_counter() - t0)
+
+
+def _default_workers() -> int:
+    from ssldyn.lab.executors import default_workers
+
+    return default_workers()
 
 
 def format_exception_line(exc: BaseException) -> str:

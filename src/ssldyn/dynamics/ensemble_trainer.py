@@ -142,7 +142,8 @@ class EnsembleSGD:
     ) -> None:
         self.params = list(params)
         self.momentum, self.weight_decay = momentum, weight_decay
-        self.bufs: list[torch.Tensor | None] = [None] * len(self.params)
+        self.bufs: list[torch.Tensor | None] = [None] * len(self.params)  # momentum buffers (unfused)
+        self._fused_bufs: list[torch.Tensor] = []
         if isinstance(lr, (int, float)):
             host = [float(lr)]
         else:
@@ -165,13 +166,18 @@ class EnsembleSGD:
 
     @torch.no_grad()
     def step(self) -> None:
-        if self._fused:
+        grads: list[torch.Tensor] = []
+        for p in self.params:
+            if p.grad is None:
+                raise ValueError("EnsembleSGD.step: a parameter has no gradient (call backward() first)")
+            grads.append(p.grad)
+        if self._fused and self._uniform_lr is not None:
             if self._first:
-                self.bufs = [torch.empty_like(p) for p in self.params]
-            torch._fused_sgd_(
+                self._fused_bufs = [torch.empty_like(p) for p in self.params]
+            torch._fused_sgd_(  # type: ignore[attr-defined]
                 [p.data for p in self.params],
-                [p.grad for p in self.params],
-                self.bufs,
+                grads,
+                self._fused_bufs,
                 weight_decay=self.weight_decay,
                 momentum=self.momentum,
                 lr=self._uniform_lr,
@@ -182,19 +188,19 @@ class EnsembleSGD:
             )
             self._first = False
             return
-        for i, p in enumerate(self.params):
-            d = p.grad
+        for i, (p, d) in enumerate(zip(self.params, grads)):
             if self.weight_decay:
                 d = d.add(p, alpha=self.weight_decay)
-            if self.bufs[i] is None:
-                self.bufs[i] = d.clone()
+            buf = self.bufs[i]
+            if buf is None:
+                buf = self.bufs[i] = d.clone()
             else:
-                self.bufs[i].mul_(self.momentum).add_(d)
+                buf.mul_(self.momentum).add_(d)
             lr = self.lr
             if isinstance(lr, torch.Tensor):
-                p.addcmul_(self.bufs[i], lr.view(-1, *([1] * (p.dim() - 1))), value=-1.0)
+                p.addcmul_(buf, lr.view(-1, *([1] * (p.dim() - 1))), value=-1.0)
             else:
-                p.add_(self.bufs[i], alpha=-lr)
+                p.add_(buf, alpha=-lr)
 
 
 def plan_ensembles(
@@ -470,8 +476,9 @@ class _TokenBatches:
         self.i = TokenStream.CHUNK
 
     def __call__(self, t: int) -> torch.Tensor:
-        if self.i >= TokenStream.CHUNK:
-            buf = torch.stack([g.sample(TokenStream.CHUNK, self.batch) for g in self.gens])  # (S, CHUNK, 2, N, K)
+        if self.buf is None or self.i >= TokenStream.CHUNK:
+            chunks: list[torch.Tensor] = [g.sample(TokenStream.CHUNK, self.batch) for g in self.gens]  # type: ignore[misc]
+            buf = torch.stack(chunks)  # (S, CHUNK, 2, N, K)
             if self.device.type == "cuda":
                 buf = buf.pin_memory().to(self.device, non_blocking=True)
             self.buf, self.i = buf, 0

@@ -140,6 +140,11 @@ class EnsembleRFNet(nn.Module):
     them); ``V`` is the read-only view (E, out, K·M_pad) of the paper's V.
     """
 
+    filter_mask: torch.Tensor  # (E, K, M_pad) 1 for a member's real filters, 0 for padding
+    bn_on: torch.Tensor  # (E,) bool
+    mean_backprop: torch.Tensor  # (E,) 1.0 where μ is backpropagated
+    var_backprop: torch.Tensor  # (E,) 1.0 where σ² is backpropagated
+
     def __init__(
         self,
         K: int,

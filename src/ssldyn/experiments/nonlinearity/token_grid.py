@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat
 
 from ssldyn.data.tokens import TokenGenerator
 from ssldyn.dynamics.ensemble_trainer import (
@@ -163,43 +163,22 @@ def token_data(run: TokenRun) -> dict[str, np.ndarray]:
 
 
 def grid_frame(runs: Sequence[TokenRun], traj: Trajectory) -> pd.DataFrame:
-    """Long table: loss, activation, beta, P, zeta, bn, seed, step, chi_plus, chi_minus, loss_value."""
+    """Long table: loss, activation, beta, P, zeta, bn, seed, step, chi_plus, chi_minus, loss_value
+    (one row per run and logged step, runs in order)."""
     frame = traj.to_frame()
-    wide = frame.pivot_table(index=["member", "step"], columns="probe", values="value", aggfunc="first")
-    rows = []
-    for (m, s), row in wide.iterrows():
-        r = runs[int(m)]
-        rows.append(
-            (
-                r.loss,
-                r.activation,
-                r.beta,
-                r.spec.P,
-                r.spec.zeta,
-                r.bn,
-                r.seed,
-                int(s),
-                float(row["chi_plus"]),
-                float(row["chi_minus"]),
-                float(row["loss"]),
-            )
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "loss",
-            "activation",
-            "beta",
-            "P",
-            "zeta",
-            "bn",
-            "seed",
-            "step",
-            "chi_plus",
-            "chi_minus",
-            "loss_value",
-        ],
+    wide = frame.pivot_table(index=["member", "step"], columns="probe", values="value", aggfunc="first").reset_index()
+    settings = pd.DataFrame(
+        [
+            {"loss": r.loss, "activation": r.activation, "beta": r.beta, "P": r.spec.P, "zeta": r.spec.zeta}
+            | {"bn": r.bn, "seed": r.seed}
+            for r in runs
+        ]
     )
+    out = settings.iloc[wide["member"].to_numpy(dtype=np.int64)].reset_index(drop=True)
+    out["step"] = wide["step"].to_numpy(dtype=np.int64)
+    for probe, col in (("chi_plus", "chi_plus"), ("chi_minus", "chi_minus"), ("loss", "loss_value")):
+        out[col] = wide[probe].to_numpy(dtype=np.float64)
+    return out
 
 
 def final_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -230,9 +209,9 @@ BN = Literal["off", "standard", "mean_only", "var_only", "none"]
 class TokenTrainConfig(ExperimentConfig):
     """Training and data settings shared by the token experiments (`nonlinearity` Sec. 5, App. E.2)."""
 
-    steps: conint(ge=1) = Field(5000, description="SGD steps (minibatches), Sec. 5")
-    log_every: conint(ge=1) = Field(250, description="record χ̄± every this many steps")
-    seeds: conint(ge=1) = Field(3, description="repetitions per setting (Fig. 4: 3)")
+    steps: int = Field(5000, ge=1, description="SGD steps (minibatches), Sec. 5")
+    log_every: int = Field(250, ge=1, description="record χ̄± every this many steps")
+    seeds: int = Field(3, ge=1, description="repetitions per setting (Fig. 4: 3)")
     lr: PositiveFloat = Field(
         0.02,
         description="learning rate: 0.02 as the reference's documented command "
@@ -240,13 +219,13 @@ class TokenTrainConfig(ExperimentConfig):
     )
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum, Sec. 5")
     weight_decay: float = Field(5e-3, ge=0, description="SGD weight decay, Sec. 5")
-    batch: conint(ge=2) = Field(128, description="batch size, Sec. 5")
+    batch: int = Field(128, ge=2, description="batch size, Sec. 5")
     temperature: PositiveFloat = Field(0.1, description="InfoNCE temperature T")
-    output_d: conint(ge=1) = Field(50, description="output dimension of the top layer")
-    K: conint(ge=1) = Field(10, description="receptive fields / positions")
-    n_tokens: conint(ge=2) = Field(20, description="number of tokens d")
-    G: conint(ge=1) = Field(40, description="number of generators")
-    L: conint(ge=1) = Field(5, description="fixed positions per generator")
+    output_d: int = Field(50, ge=1, description="output dimension of the top layer")
+    K: int = Field(10, ge=1, description="receptive fields / positions")
+    n_tokens: int = Field(20, ge=2, description="number of tokens d")
+    G: int = Field(40, ge=1, description="number of generators")
+    L: int = Field(5, ge=1, description="fixed positions per generator")
 
     def base_run(self) -> TokenRun:
         from ssldyn.data.tokens import TokenSpec

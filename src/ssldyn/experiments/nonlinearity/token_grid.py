@@ -76,9 +76,17 @@ def make_runs(
     return runs
 
 
-def run_key(run: TokenRun, steps: int, every: int, keep_filters: bool) -> dict[str, Any]:
-    """What determines one run's cached record (the lab adds the device and the code version)."""
-    return {"run": run.describe(), "steps": steps, "every": every, "filters": keep_filters, "dtype": "float32"}
+def run_key(run: TokenRun, steps: int, every: int, keep_filters: bool, compile: bool = False) -> dict[str, Any]:
+    """What determines one run's cached record (the lab adds the device and the code version);
+    a compiled step equals the eager one only to float round-off, so it is part of the key."""
+    return {
+        "run": run.describe(),
+        "steps": steps,
+        "every": every,
+        "filters": keep_filters,
+        "dtype": "float32",
+        "compile": compile,
+    }
 
 
 @dataclass(frozen=True)
@@ -90,12 +98,15 @@ class EnsembleTask:
     every: int
     keep_filters: bool
     device: str = "cpu"
+    compile: bool = False
 
 
 def train_ensemble_task(task: EnsembleTask) -> list[dict[str, np.ndarray]]:
     """Train one ensemble (a lab task) -> one record per run: ``step``, ``chi_plus``, ``chi_minus``,
     ``loss`` at the logged steps, and ``filters`` ``(K, M, d)`` when kept."""
-    res = train_token_ensemble(list(task.runs), steps=task.steps, every=task.every, device=task.device)
+    res = train_token_ensemble(
+        list(task.runs), steps=task.steps, every=task.every, device=task.device, compile=task.compile
+    )
     frame = res.trajectory.to_frame()
     table = {
         p: frame[frame["probe"] == p].pivot(index="member", columns="step", values="value") for p in PROBES
@@ -121,12 +132,14 @@ def run_grid(
     ctx: Context | None = None,
     keep_filters: bool = False,
     max_elems: int | None = None,
+    compile: bool = False,
 ) -> Trajectory:
     """Train every run (cached ones are read back), batched by :func:`group_token_runs`.
 
     Ensembles are lab tasks (``ctx.as_completed``, largest first; each run is cached as soon as
     its ensemble finishes). Without a ``ctx`` (library use) the grid trains in this process and
-    nothing is cached on disk.
+    nothing is cached on disk. ``compile``: train through ``torch.compile`` (CUDA graphs on a GPU;
+    see :func:`~ssldyn.dynamics.ensemble_trainer.train_ensemble`).
 
     Returns:
         a :class:`~ssldyn.dynamics.trajectory.Trajectory` with member m = ``runs[m]``: probes
@@ -136,12 +149,12 @@ def run_grid(
     """
     ctx = ctx if ctx is not None else Context()
     dev = str(ctx.device)
-    keys = [run_key(r, steps, every, keep_filters) for r in runs]
+    keys = [run_key(r, steps, every, keep_filters, compile) for r in runs]
     records: list[dict[str, np.ndarray] | None] = [ctx.cache_lookup(k, namespace=CACHE_NAMESPACE) for k in keys]
     todo = [i for i, rec in enumerate(records) if rec is None]
     groups = [[todo[j] for j in g] for g in group_token_runs([runs[i] for i in todo], max_elems, device=dev)]
     groups.sort(key=lambda g: -token_ensemble_cost([runs[i] for i in g]))  # largest first (load balance)
-    tasks = [EnsembleTask(tuple(runs[i] for i in g), steps, every, keep_filters, dev) for g in groups]
+    tasks = [EnsembleTask(tuple(runs[i] for i in g), steps, every, keep_filters, dev, compile) for g in groups]
     for gi, recs in ctx.as_completed(train_ensemble_task, tasks, description="token ensembles"):
         for i, rec in zip(groups[gi], recs):
             records[i] = rec

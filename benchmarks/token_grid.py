@@ -8,7 +8,7 @@ Prints ONE JSON line with
 - ``single_wall_s``: the same 384 runs one at a time through the E = 1 path, extrapolated from
   a sample of ``--single-sample`` runs spread over the widths M (linear fit of time vs M) × ``--steps`` steps.
 - ``speedup`` = single / grid; ``gflops``: executed matmul FLOPs of the ensemble path per second
-  (the token-space path of ``EnsembleRFNet.loss_and_grad``: table matmuls, BN statistics from
+  (the token-space path of ``EnsembleRFNet.forward_pair``: table matmuls, BN statistics from
   counts, the loss); ``peak_gflops``: a 2048² float32 matmul in this process with the same threads;
   ``frac_peak`` = gflops / peak.
 - ``model_gflops`` / ``mfu``: *model* FLOPs per second — the FLOPs of the network's per-sample

@@ -8,20 +8,23 @@ Prints ONE JSON line with
 - ``single_wall_s``: the same 384 runs one at a time through the E = 1 path, extrapolated from
   a sample of ``--single-sample`` runs spread over the widths M (linear fit of time vs M) × ``--steps`` steps.
 - ``speedup`` = single / grid; ``gflops``: executed matmul FLOPs of the ensemble path per second
-  (the token-space path of ``EnsembleRFNet.loss_and_grad``: table matmuls, BN statistics from
+  (the token-space path of ``EnsembleRFNet.forward_pair``: table matmuls, BN statistics from
   counts, the loss); ``peak_gflops``: a 2048² float32 matmul in this process with the same threads;
   ``frac_peak`` = gflops / peak.
 - ``model_gflops`` / ``mfu``: *model* FLOPs per second — the FLOPs of the network's per-sample
   forward + backward (first layer on dense inputs, V, its two gradients, the loss), which is what
   a per-sample implementation executes — over the peak ("model FLOPs utilisation"). The token-space
   path computes the same gradients with ~4× fewer FLOPs, so ``mfu`` > ``frac_peak``; both are printed.
-Threads, set deliberately: the peak matmul uses ``torch.set_num_threads(2)`` (both cores); the grid
-runs in 2 worker processes with ONE torch thread each (measured faster than 2 threads in one
-process for these many small ops, and robust on a shared machine); ``OMP_WAIT_POLICY=PASSIVE``
-so idle OpenMP threads sleep instead of spinning; every process keeps a 256 MB malloc top pad
-(``keep_heap_pad``: without it glibc trims the heap after each step and the next one page-faults
-the memory back, ~20–30 % of a step). Ensembles are planned by
-``plan_token_ensembles`` (``TOKEN_MAX_ELEMS``), the same grouping the experiments use.
+The grid runs through the production path of the experiments: ensembles planned by
+``group_token_runs`` (cache-sized on the CPU; ONE ensemble on a GPU), each a task of the lab's
+executor (``Context.as_completed``: a pool of ``--workers`` processes with ONE torch thread each —
+measured faster than 2 threads in one process for these many small ops, and robust on a shared
+machine —, each keeping a 256 MB malloc top pad; in-process on a GPU). The peak matmul uses
+``torch.set_num_threads(--threads)``; ``OMP_WAIT_POLICY=PASSIVE`` so idle OpenMP threads sleep.
+
+``--device cuda`` times the grid on a GPU; ``--compile`` adds ``compile_*`` figures: the per-step
+time of the largest ensemble eager vs through ``torch.compile`` (CUDA graphs on a GPU), both
+measured in this run after a warm-up (the compile time is reported separately).
 """
 
 from __future__ import annotations
@@ -32,16 +35,19 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import multiprocessing as mp  # noqa: E402
 import time  # noqa: E402
-from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from ssldyn.dynamics.ensemble_trainer import TokenRun, plan_token_ensembles, token_ensemble_cost, train_token_ensemble  # noqa: E402
+from ssldyn.dynamics.ensemble_trainer import (  # noqa: E402
+    TokenRun,
+    group_token_runs,
+    token_ensemble_cost,
+    train_token_ensemble,
+)
 from ssldyn.experiments.nonlinearity.token_grid import make_runs  # noqa: E402
-from ssldyn.lab.context import keep_heap_pad  # noqa: E402
+from ssldyn.lab.context import Context, keep_heap_pad  # noqa: E402
 from ssldyn.models.rf_net import token_path  # noqa: E402
 
 FULL_STEPS = 5000
@@ -86,22 +92,43 @@ def model_flops(runs: list[TokenRun]) -> float:
     return f
 
 
-def _worker_init() -> None:
-    torch.set_num_threads(1)
-    keep_heap_pad()
-
-
 def _warm(_: int) -> int:
+    time.sleep(0.5)  # long enough for every worker of the pool to start and take one
     return torch.get_num_threads()
 
 
-def _time_group(members: list[TokenRun], steps: int) -> dict:
+def _time_group(task: tuple[list[TokenRun], int, str]) -> dict:
+    members, steps, device = task
     t = time.perf_counter()
-    train_token_ensemble(members, steps, log_every=steps)
+    res = train_token_ensemble(members, steps=steps, every=steps, device=device)
+    res.state.W.sum().item()  # wait for the device
     return {
         "E": len(members),
         "M_pad": max(r.filters for r in members),
         "s_per_step": round((time.perf_counter() - t) / steps, 5),
+    }
+
+
+def compile_figures(members: list[TokenRun], steps: int, device: str) -> dict:
+    """Per-step time of one ensemble, eager vs ``torch.compile`` (both after a warm-up)."""
+
+    def per_step(compile) -> float:  # noqa: ANN001
+        train_token_ensemble(members, steps=3, every=3, device=device, compile=compile)  # warm-up / compile
+        t = time.perf_counter()
+        res = train_token_ensemble(members, steps=steps, every=steps, device=device, compile=compile)
+        res.state.W.sum().item()
+        return (time.perf_counter() - t) / steps
+
+    t0 = time.perf_counter()
+    torch._dynamo.reset()
+    compiled = per_step(True)
+    eager = per_step(False)
+    return {
+        "compile_E": len(members),
+        "compile_eager_s_per_step": round(eager, 5),
+        "compile_compiled_s_per_step": round(compiled, 5),
+        "compile_speedup": round(eager / compiled, 3),
+        "compile_total_s": round(time.perf_counter() - t0, 1),
     }
 
 
@@ -111,9 +138,12 @@ def main() -> None:
     ap.add_argument("--single-sample", type=int, default=8, help="runs timed through the E = 1 path")
     ap.add_argument("--threads", type=int, default=2, help="torch threads of the peak matmul")
     ap.add_argument("--workers", type=int, default=2, help="processes training ensembles (1 thread each)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--compile", action="store_true", help="also time the largest ensemble eager vs compiled")
     args = ap.parse_args()
     keep_heap_pad()  # as the grid's workers: the E = 1 baseline below runs in this process
     torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
     peak = matmul_peak()
     runs = make_runs(
         losses=["infonce", "quadratic"],
@@ -124,24 +154,19 @@ def main() -> None:
         bns=["mean_only"],
     )
     steps = args.steps
-    groups = plan_token_ensembles(runs)
+    groups = group_token_runs(runs, device=dev)
     groups.sort(key=lambda g: -token_ensemble_cost([runs[i] for i in g]))  # largest first (load balance)
     flops = sum(step_flops([runs[i] for i in g]) for g in groups) * steps
     mflops = sum(model_flops([runs[i] for i in g]) for g in groups) * steps
-    # ensemble path: `workers` processes with one torch thread each (started and warmed up before
-    # timing), every ensemble of the grid trained for `steps` steps
-    old = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"
-    with ProcessPoolExecutor(
-        max_workers=args.workers, mp_context=mp.get_context("spawn"), initializer=_worker_init
-    ) as ex:
-        list(ex.map(_warm, range(args.workers)))
-        t0 = time.perf_counter()
-        futs = [ex.submit(_time_group, [runs[i] for i in g], steps) for g in groups]
-        per_group = [f.result() for f in futs]
-        grid_s = time.perf_counter() - t0
-    if old is None:
-        os.environ.pop("OMP_NUM_THREADS", None)
+    # ensemble path: the lab's executor (a pool of `workers` single-thread processes, started and
+    # warmed up before timing; in-process on a GPU), every ensemble of the grid trained `steps` steps
+    ctx = Context(executor="processes", workers=args.workers, device=dev)
+    ctx.map(_warm, range(args.workers))
+    if dev.type == "cuda":  # CUDA context and kernels: not part of the grid's time
+        _time_group(([runs[i] for i in groups[0]], 2, str(dev)))
+    t0 = time.perf_counter()
+    per_group = ctx.map(_time_group, [([runs[i] for i in g], steps, str(dev)) for g in groups])
+    grid_s = time.perf_counter() - t0
     # E = 1 path: a sample of runs spread over the widths M = β·P, one at a time in this process
     # (one torch thread: faster than two for these small ops); the total for all 384 runs is
     # extrapolated with a least-squares fit t(M) = a + b·M over the sample
@@ -151,7 +176,7 @@ def main() -> None:
     ts, ms = [], []
     for r in sample:
         t1 = time.perf_counter()
-        train_token_ensemble([r], steps, log_every=steps)
+        train_token_ensemble([r], steps=steps, every=steps, device=dev).state.W.sum().item()
         ts.append(time.perf_counter() - t1)
         ms.append(r.filters)
     b, a = np.polyfit(np.asarray(ms, float), np.asarray(ts), 1)
@@ -176,13 +201,16 @@ def main() -> None:
         "mfu": round(mflops / grid_s / 1e9 / peak, 3),
         "target_grid_s": 900,
         "target_frac_peak": 0.4,
-        "workers": args.workers,
+        "device": str(dev),
+        "workers": args.workers if dev.type == "cpu" else 1,
         "threads_per_worker": 1,
         "peak_threads": args.threads,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "load_avg_1min": round(os.getloadavg()[0], 2),
         "per_ensemble": per_group,
     }
+    if args.compile:
+        out.update(compile_figures([runs[i] for i in groups[0]], steps, str(dev)))
     print(json.dumps(out))
 
 

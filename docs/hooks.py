@@ -27,6 +27,7 @@ PACKAGES = (
     "experiments/grassmann",
     "experiments/nonlinearity",
 )
+ROOT_MODULES = ("errors", "results")  # public modules at the package root
 OPTIONS = "    options:\n      show_root_heading: true\n"
 
 
@@ -51,5 +52,12 @@ def page(package: str) -> str:
 def on_files(files, config):
     for package in PACKAGES:
         files.append(File.generated(config, f"api/{package}.md", content=page(package)))
-    files.append(File.generated(config, "api/errors.md", content="# ssldyn.errors\n\n::: ssldyn.errors\n" + OPTIONS))
+    for root_module in ROOT_MODULES:
+        files.append(
+            File.generated(
+                config,
+                f"api/{root_module}.md",
+                content=f"# ssldyn.{root_module}\n\n::: ssldyn.{root_module}\n" + OPTIONS,
+            )
+        )
     return files

@@ -1,11 +1,24 @@
-"""Ensemble trainer: element-wise SGD vs torch.optim.SGD, members vs lone runs, grouping."""
+"""Ensemble trainer: element-wise SGD vs torch.optim.SGD, members vs lone runs, grouping, no host syncs."""
 
 import numpy as np
 import pytest
 import torch
 
 from ssldyn.data.tokens import TokenSpec
-from ssldyn.dynamics.ensemble_trainer import MAX_ELEMS, EnsembleSGD, TokenRun, plan_ensembles, train_token_ensemble
+from ssldyn.dynamics.ensemble_trainer import (
+    MAX_ELEMS,
+    EnsembleSGD,
+    TokenRun,
+    group_token_runs,
+    plan_ensembles,
+    train_ensemble,
+    train_token_ensemble,
+)
+from ssldyn.dynamics.trajectory import FlowResult
+
+
+def _series(res, probe, member):
+    return res.trajectory.series(probe, member)[1]
 
 
 def test_ensemble_sgd_equals_torch_sgd_per_member():
@@ -61,15 +74,18 @@ def test_member_trajectory_equals_lone_run():
             **small,
         ),
     ]
-    ens = train_token_ensemble(runs, steps=60, log_every=20)
-    for r, tr in zip(runs, ens):
-        lone = train_token_ensemble([r], steps=60, log_every=20)[0]
-        np.testing.assert_array_equal(tr.steps, [0, 20, 40, 60])
-        np.testing.assert_allclose(tr.chi_plus, lone.chi_plus, atol=1e-4)
-        np.testing.assert_allclose(tr.chi_minus, lone.chi_minus, atol=1e-4)
-        np.testing.assert_allclose(tr.loss, lone.loss, rtol=1e-4, atol=1e-4)
+    ens = train_token_ensemble(runs, steps=60, every=20)
+    assert isinstance(ens, FlowResult) and ens.state.ensemble == 3
+    assert ens.trajectory.meta["runs"] == [r.describe() for r in runs]
+    for m, r in enumerate(runs):
+        lone = train_token_ensemble([r], steps=60, every=20)
+        np.testing.assert_array_equal(ens.trajectory.series("chi_plus", m)[0], [0, 20, 40, 60])
+        for probe, tol in (("chi_plus", 1e-4), ("chi_minus", 1e-4), ("loss", 1e-4)):
+            np.testing.assert_allclose(_series(ens, probe, m), _series(lone, probe, 0), rtol=tol, atol=tol)
+        # the state is the trained ensemble, member m = runs[m]
+        torch.testing.assert_close(ens.state.W[m, :, : r.filters], lone.state.W[0], rtol=1e-4, atol=1e-5)
     # training moves χ̄₊ of the ReLU run
-    assert abs(ens[0].chi_plus[-1] - ens[0].chi_plus[0]) > 1e-3
+    assert abs(_series(ens, "chi_plus", 0)[-1] - _series(ens, "chi_plus", 0)[0]) > 1e-3
 
 
 def test_plan_ensembles_partitions_and_bounds_padding():
@@ -93,6 +109,8 @@ def test_closed_form_loss_gradient_matches_objectives_autograd():
     z = torch.randn(6, 2, 16, 5, dtype=torch.float64, requires_grad=True)
     kinds = torch.tensor([True, False, True, True, False, False])
     losses, dz = contrastive_loss_and_grad(z.detach(), kinds, 0.1)
+    l2, dz2 = contrastive_loss_and_grad(z.detach(), kinds.tolist(), 0.1)  # host kinds: the same
+    assert torch.equal(losses, l2) and torch.equal(dz, dz2)
     ref = torch.cat(
         [
             info_nce(z[i : i + 1, 0], z[i : i + 1, 1], 0.1, negatives="view1")
@@ -106,9 +124,9 @@ def test_closed_form_loss_gradient_matches_objectives_autograd():
     torch.testing.assert_close(dz, g, rtol=1e-10, atol=1e-12)
     # the fused path trains like autograd through the objectives
     run = TokenRun(spec=TokenSpec(P=3), beta=2, batch=32, seed=4)
-    a = train_token_ensemble([run], steps=30, log_every=10, fused_loss=True)[0]
-    b = train_token_ensemble([run], steps=30, log_every=10, fused_loss=False)[0]
-    np.testing.assert_allclose(a.chi_plus, b.chi_plus, atol=1e-4)
+    a = train_token_ensemble([run], steps=30, every=10, closed_form_loss=True)
+    b = train_token_ensemble([run], steps=30, every=10, closed_form_loss=False)
+    np.testing.assert_allclose(_series(a, "chi_plus", 0), _series(b, "chi_plus", 0), atol=1e-4)
 
 
 def test_ensemble_loss_guard_reports_first_bad_member():
@@ -132,13 +150,171 @@ def test_diverging_member_stops_training_with_step_and_last_finite_loss():
     good = TokenRun(spec=TokenSpec(P=3), beta=1, bn="off", seed=1, batch=32)
     bad = TokenRun(spec=TokenSpec(P=3), beta=1, bn="off", seed=2, batch=32, lr=1e4)
     with pytest.raises(NonFiniteLossError, match=r"relu/infonce/bn=off/beta=1/P=3/zeta=1.0/seed=2") as e:
-        train_token_ensemble([good, bad], steps=200, log_every=50)
+        train_token_ensemble([good, bad], steps=200, every=50)
     step = e.value.step
     assert 0 < step < 200
     # the same run alone for exactly `step` steps never sees the non-finite loss; its last loss
     # (step − 1, recorded by the final probe) is the guard's last finite value
-    lone = train_token_ensemble([bad], steps=step, log_every=1)[0]
-    assert np.isfinite(lone.loss).all()
-    np.testing.assert_allclose(lone.loss[-1], e.value.last_finite, rtol=1e-3)
+    lone = _series(train_token_ensemble([bad], steps=step, every=1), "loss", 0)
+    assert np.isfinite(lone).all()
+    np.testing.assert_allclose(lone[-1], e.value.last_finite, rtol=1e-3)
     # the healthy member alone trains through
-    assert np.isfinite(train_token_ensemble([good], steps=step + 5, log_every=50)[0].loss).all()
+    assert np.isfinite(_series(train_token_ensemble([good], steps=step + 5, every=50), "loss", 0)).all()
+
+
+def test_groups_order_members_and_cuda_plans_one_ensemble():
+    runs = [
+        TokenRun(spec=TokenSpec(P=P), beta=b, activation=a, loss=loss, seed=s)
+        for loss in ("infonce", "quadratic")
+        for a in ("relu", "linear")
+        for b in (1, 2, 5, 10)
+        for P in (1, 3, 5, 10)
+        for s in (0, 1)
+    ]
+    cpu = group_token_runs(runs)
+    assert sorted(i for g in cpu for i in g) == list(range(len(runs))) and len(cpu) > 1
+    for g in cpu:  # (activation, loss) contiguous inside an ensemble
+        keys = [(runs[i].activation, runs[i].loss) for i in g]
+        assert keys == sorted(keys)
+    gpu = group_token_runs(runs, device="cuda")  # planning only: no GPU needed
+    assert len(gpu) == 1 and sorted(gpu[0]) == list(range(len(runs)))
+    # runs that cannot share an ensemble (other batch) stay apart on any device
+    other = [*runs[:3], TokenRun(spec=TokenSpec(P=3), batch=64)]
+    assert sorted(len(g) for g in group_token_runs(other, device="cuda")) == [1, 3]
+
+
+class _SyncCounter:
+    """Counts the Python-level calls that read a tensor on the host (a device sync on a GPU)."""
+
+    NAMES = ("item", "tolist", "numpy", "cpu", "nonzero", "__bool__", "__float__", "__int__", "__index__")
+
+    def __init__(self, monkeypatch):
+        self.calls = {n: 0 for n in self.NAMES}
+        for name in self.NAMES:
+            orig = getattr(torch.Tensor, name)
+
+            def wrapper(t, *a, _orig=orig, _name=name, **k):
+                self.calls[_name] += 1
+                return _orig(t, *a, **k)
+
+            monkeypatch.setattr(torch.Tensor, name, wrapper)
+
+    def total(self):
+        return sum(self.calls.values())
+
+
+def test_training_loop_reads_nothing_from_the_device_between_logging_steps(monkeypatch):
+    """Host reads per run must not grow with the number of steps: 0 per (non-logging) step."""
+    runs = [
+        TokenRun(spec=TokenSpec(P=3), beta=2, activation="relu", bn="mean_only", seed=1, batch=16),
+        TokenRun(spec=TokenSpec(P=1), beta=1, activation="linear", loss="quadratic", bn="standard", seed=2, batch=16),
+        TokenRun(spec=TokenSpec(P=5), beta=1, activation="quadratic", bn="var_only", seed=3, batch=16, lr=0.01),
+    ]
+    counts = {}
+    for steps in (4, 23):
+        counter = _SyncCounter(monkeypatch)
+        train_token_ensemble(runs, steps=steps, every=1000)  # logs at step 0 and at the end only
+        counts[steps] = dict(counter.calls)
+        monkeypatch.undo()
+    assert counts[4] == counts[23], counts
+    # across a chunk boundary of the token stream (50 steps) too
+    counter = _SyncCounter(monkeypatch)
+    train_token_ensemble(runs, steps=107, every=1000)
+    assert counter.calls == counts[4], (counter.calls, counts[4])
+    monkeypatch.undo()
+    # and each logging step reads a bounded number of values (the guard and the probes, not per step)
+    counter = _SyncCounter(monkeypatch)
+    train_token_ensemble(runs, steps=20, every=5)
+    per_log = (counter.total() - sum(counts[4].values())) / 3  # 3 more logging steps (5, 10, 15)
+    monkeypatch.undo()
+    assert per_log <= 10, per_log
+
+
+def _compiled_vs_eager(train, options, tol):
+    torch._dynamo.reset()
+    eager = train(False)
+    compiled = train(options)
+    frame_e, frame_c = eager.trajectory.to_frame(), compiled.trajectory.to_frame()
+    assert len(frame_e) == len(frame_c) > 0
+    np.testing.assert_allclose(frame_c["value"], frame_e["value"], rtol=tol, atol=tol)
+    torch.testing.assert_close(compiled.state.W, eager.state.W, rtol=tol, atol=tol)
+    torch.testing.assert_close(compiled.state.VT, eager.state.VT, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("inputs", ["tokens-table", "tokens-samples", "dense"])
+def test_compiled_step_equals_eager_step(inputs):
+    """``compile=``: the per-step forward + loss with the hand-written backward captured whole by
+    torch.compile (``fullgraph``: no graph break, what CUDA graphs need) trains like the eager step.
+    (The ``aot_eager`` backend checks the capture, in float64 to 1e-10 — the captured graph may
+    reorder float operations; the inductor test below checks code generation, in float32.)"""
+    from ssldyn.dynamics.ensemble_trainer import ContrastiveLosses
+    from ssldyn.models.rf_net import EnsembleRFNet
+
+    options = {"backend": "aot_eager", "fullgraph": True}
+    if inputs == "dense":
+        x = torch.randn(8, 1, 2, 16, 3, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        # x: (steps, 1, 2, N, K, d)
+
+        def train(compile):
+            net = EnsembleRFNet(3, 5, [4, 2, 3], out_dim=6, ensemble=3, activation=["relu", "quadratic", "tanh"],
+                                bn=["mean_only", "standard", "off"], generator=torch.Generator().manual_seed(1), dtype=torch.float64)  # fmt: skip
+            opt = EnsembleSGD([net.W, net.VT], 0.05, momentum=0.9, weight_decay=5e-3)
+            loss = ContrastiveLosses(["infonce", "quadratic", "infonce"], 0.1)
+            return train_ensemble(net, loss, batches=lambda t: {"x": x[t]}, opt=opt, steps=8, every=4, compile=compile)
+
+        _compiled_vs_eager(train, options, 1e-10)
+        return
+    if inputs == "tokens-table":
+        runs = [
+            TokenRun(spec=TokenSpec(P=3), beta=2, activation="relu", bn="mean_only", seed=1, batch=16),
+            TokenRun(
+                spec=TokenSpec(P=3), beta=2, activation="linear", loss="quadratic", bn="standard", seed=2, batch=16
+            ),
+        ]  # M = 6: the table form
+    else:
+        runs = [
+            TokenRun(spec=TokenSpec(P=1), beta=1, activation="leaky_relu", bn="var_only", seed=3, batch=16),
+            TokenRun(spec=TokenSpec(P=1), beta=1, activation="quadratic", bn="none", seed=4, batch=16),
+        ]  # M = 1: the per-sample form
+    _compiled_vs_eager(
+        lambda compile: train_token_ensemble(runs, steps=6, every=3, compile=compile, dtype=torch.float64),
+        options,
+        1e-10,
+    )
+
+
+@pytest.mark.slow
+def test_inductor_compiled_step_equals_eager_step():
+    """The default ``compile=True`` on the CPU: inductor's generated code (~30 s to compile here)."""
+    run = TokenRun(spec=TokenSpec(P=3), beta=2, activation="relu", bn="mean_only", seed=1, batch=16)
+    _compiled_vs_eager(lambda compile: train_token_ensemble([run], steps=4, every=2, compile=compile), True, 1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_loop_has_no_synchronising_call_and_compiled_step_equals_eager():
+    """On a GPU: CUDA's own sync detector sees no more synchronising calls in a 60-step run than in a
+    10-step run (none per step), and the compiled step (CUDA graphs) trains like the eager step."""
+    import warnings
+
+    runs = [
+        TokenRun(spec=TokenSpec(P=3), beta=2, activation="relu", bn="mean_only", seed=1, batch=32),
+        TokenRun(spec=TokenSpec(P=1), beta=1, activation="linear", loss="quadratic", bn="standard", seed=2, batch=32),
+    ]
+    train_token_ensemble(runs, steps=3, every=1000, device="cuda")  # warm-up: CUDA context, kernels
+    counts = {}
+    for steps in (10, 60):
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                train_token_ensemble(runs, steps=steps, every=1000, device="cuda")
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        counts[steps] = sum("synchroniz" in str(w.message) for w in caught)
+    assert counts[10] == counts[60], counts
+    torch._dynamo.reset()
+    eager = train_token_ensemble(runs, steps=20, every=5, device="cuda")
+    compiled = train_token_ensemble(runs, steps=20, every=5, device="cuda", compile=True)
+    np.testing.assert_allclose(
+        compiled.trajectory.to_frame()["value"], eager.trajectory.to_frame()["value"], rtol=1e-4, atol=1e-5
+    )

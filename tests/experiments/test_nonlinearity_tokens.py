@@ -1,17 +1,14 @@
-"""Token-generator experiments of `nonlinearity` Sec. 5 / App. E.2 at their quick presets."""
+"""Token-generator experiments of `nonlinearity` Sec. 5 / App. E.2: quick presets and the production grid path."""
 
 import numpy as np
 import pytest
 
-from ssldyn.dynamics.ensemble_trainer import TokenRun, train_token_ensemble
+from ssldyn.dynamics.ensemble_trainer import TokenRun, group_token_runs, train_token_ensemble
+from ssldyn.experiments.nonlinearity import token_grid
 from ssldyn.experiments.nonlinearity.token_grid import final_table, grid_frame, make_runs, run_grid
 from ssldyn.lab import run_experiment
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    """Each test computes its runs (no hits from a user's ~/.cache/ssldyn)."""
-    monkeypatch.setenv("SSLDYN_CACHE_DIR", str(tmp_path / "cache"))
+from ssldyn.lab.cache import CacheWarning
+from ssldyn.lab.context import Context
 
 
 def _claims(out):
@@ -58,15 +55,101 @@ def test_fig5_quick_filters_and_scores(tmp_path):
     assert out.run.result().arrays["filters/P3_relu"].shape == (10, 15, 20)  # (K, M = β·P, d)
 
 
-def test_grid_cache_roundtrip_and_tables(tmp_path):
-    runs = make_runs(activations=["relu", "linear"], betas=[1, 2], Ps=[2], seeds=[0], base=TokenRun(batch=16))
-    a = run_grid(runs, steps=12, log_every=6, cache=tmp_path)
-    assert len(list(tmp_path.glob("*.npz"))) == len(runs)
-    b = run_grid(runs, steps=12, log_every=6, cache=tmp_path)  # read back
-    for x, y in zip(a, b):
-        np.testing.assert_array_equal(x.chi_plus, y.chi_plus)
-    # a run read from a grid equals the same run trained alone
-    alone = train_token_ensemble([runs[3]], steps=12, log_every=6)[0]
-    np.testing.assert_allclose(a[3].chi_plus, alone.chi_plus, atol=1e-5)
-    t = final_table(grid_frame(runs, a))
-    assert len(t) == 4 and set(t["chi_plus_count"]) == {1}
+def _small_grid():
+    return make_runs(activations=["relu", "linear"], betas=[1, 2, 5], Ps=[2], seeds=[0], base=TokenRun(batch=16))
+
+
+def _frames_equal(a, b):
+    fa, fb = a.to_frame(), b.to_frame()
+    assert len(fa) > 0
+    assert fa.equals(fb), fa.compare(fb) if fa.shape == fb.shape else (fa.shape, fb.shape)
+
+
+def test_grid_in_worker_processes_equals_in_process(tmp_path):
+    """The production path: ensembles as tasks of a 2-process pool give the numbers of the in-process path."""
+    runs = _small_grid()
+    assert len(group_token_runs(runs)) >= 2  # really more than one task
+    inline = run_grid(runs, steps=12, every=6, ctx=Context())
+    pool = run_grid(runs, steps=12, every=6, ctx=Context(executor="processes", workers=2))
+    from ssldyn.lab import tasks
+
+    assert 2 in tasks._POOLS  # it ran in the pool of 2 worker processes
+    _frames_equal(pool, inline)
+    # a run read from the grid equals the same run trained alone
+    alone = train_token_ensemble([runs[3]], steps=12, every=6)
+    np.testing.assert_allclose(
+        inline.series("chi_plus", 3)[1], alone.trajectory.series("chi_plus", 0)[1], rtol=1e-5, atol=1e-5
+    )
+    t = final_table(grid_frame(runs, inline))
+    assert len(t) == len(runs) and set(t["chi_plus_count"]) == {1}
+
+
+def test_grid_cache_hit_miss_and_invalidation(tmp_path, monkeypatch):
+    runs = _small_grid()
+    trained = []
+    real = token_grid.train_ensemble_task
+
+    def counting(task):
+        trained.extend(task.runs)
+        return real(task)
+
+    monkeypatch.setattr(token_grid, "train_ensemble_task", counting)
+    ctx = Context(cache_dir=tmp_path)  # in-process: the counting task runs here
+    first = run_grid(runs, steps=12, every=6, ctx=ctx)
+    assert sorted(trained, key=TokenRun.key) == sorted(runs, key=TokenRun.key)
+    assert len(list((tmp_path / "token_runs").glob("*.entry"))) == len(runs)
+    # hit: nothing trained, same numbers
+    trained.clear()
+    _frames_equal(run_grid(runs, steps=12, every=6, ctx=Context(cache_dir=tmp_path)), first)
+    assert trained == []
+    # a grid sharing some runs trains only the new ones
+    more = runs + make_runs(activations=["relu"], betas=[1], Ps=[3], seeds=[0], base=TokenRun(batch=16))
+    run_grid(more, steps=12, every=6, ctx=Context(cache_dir=tmp_path))
+    assert trained == more[len(runs) :]
+    # other settings (steps, logging, filters kept) miss
+    for kw in ({"steps": 13, "every": 6}, {"steps": 12, "every": 4}):
+        trained.clear()
+        run_grid(runs[:1], ctx=Context(cache_dir=tmp_path), **kw)
+        assert trained == runs[:1]
+    trained.clear()
+    run_grid(runs[:1], steps=12, every=6, ctx=Context(cache_dir=tmp_path), keep_filters=True)
+    assert trained == runs[:1]
+    # another code version misses (every cached value is what this code computes)
+    monkeypatch.setattr("ssldyn.lab.cache.code_version", lambda: "another-version")
+    trained.clear()
+    _frames_equal(run_grid(runs, steps=12, every=6, ctx=Context(cache_dir=tmp_path)), first)
+    assert sorted(trained, key=TokenRun.key) == sorted(runs, key=TokenRun.key)
+
+
+def test_grid_recomputes_a_damaged_entry_and_names_it(tmp_path):
+    runs = _small_grid()[:2]
+    first = run_grid(runs, steps=12, every=6, ctx=Context(cache_dir=tmp_path))
+    entries = sorted((tmp_path / "token_runs").glob("*.entry"))
+    data = entries[0].read_bytes()
+    entries[0].write_bytes(data[: len(data) // 2])  # truncated (the old cache failed with BadZipFile forever)
+    with pytest.warns(CacheWarning, match=str(entries[0])):
+        again = run_grid(runs, steps=12, every=6, ctx=Context(cache_dir=tmp_path))
+    _frames_equal(again, first)
+    assert entries[0].read_bytes() == data  # rewritten whole
+    # now a silently edited value: the checksum catches it
+    import io
+
+    head, payload = data.split(b"\n", 2)[:2], data.split(b"\n", 2)[2]
+    arrays = dict(np.load(io.BytesIO(payload)))
+    arrays["chi_plus"] = arrays["chi_plus"] + 0.5
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    entries[0].write_bytes(b"\n".join(head) + b"\n" + buf.getvalue())
+    with pytest.warns(CacheWarning, match="checksum"):
+        again = run_grid(runs, steps=12, every=6, ctx=Context(cache_dir=tmp_path))
+    _frames_equal(again, first)
+
+
+def test_fig5_filters_survive_the_cache(tmp_path):
+    runs = make_runs(activations=["relu"], betas=[2], Ps=[3], seeds=[0], base=TokenRun(batch=16))
+    a = run_grid(runs, steps=10, every=5, ctx=Context(cache_dir=tmp_path), keep_filters=True)
+    b = run_grid(runs, steps=10, every=5, ctx=Context(cache_dir=tmp_path), keep_filters=True)
+    (fa,), (fb,) = a.snapshots("filters/0").values(), b.snapshots("filters/0").values()
+    assert fa.shape == (10, 6, 20) and np.array_equal(fa, fb)
+    state = train_token_ensemble(runs, steps=10, every=5).state
+    np.testing.assert_allclose(fa, state.W.detach()[0].numpy(), rtol=1e-6, atol=1e-7)

@@ -104,6 +104,9 @@ def run_cmd(
     force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
     yes: bool = typer.Option(False, "--yes", help="run a grid larger than 200 points"),
     tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
+    workers: int | None = typer.Option(
+        None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"
+    ),
 ) -> None:
     """Run one experiment, a sweep or several seeds (finished runs come from the store)."""
     from ssldyn.lab.runner import plan_run
@@ -129,7 +132,7 @@ def run_cmd(
             err_console.print(f"  invalid point {line}", markup=False, highlight=False, soft_wrap=True)
         if not specs:
             raise UserError(f"--sweep: no valid grid point ({len(invalid)} invalid)")
-    items = _execute(specs, out, executor, force, address, max_retries, title=experiment)
+    items = _execute(specs, out, executor, force, address, max_retries, title=experiment, workers=workers)
     for it in items:
         if it.note:
             err_console.print(f"note: {it.note}", markup=False, highlight=False, soft_wrap=True)
@@ -162,6 +165,9 @@ def reproduce_cmd(
     force: bool = typer.Option(False, "--force"),
     only: list[str] | None = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
     tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
+    workers: int | None = typer.Option(
+        None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"
+    ),
 ) -> None:
     """Run every registered experiment (a sweep over experiments) and write the HTML report."""
     from ssldyn.lab.registry import all_experiments, get_experiment
@@ -172,7 +178,7 @@ def reproduce_cmd(
     exps = [get_experiment(n) for n in only] if only else all_experiments(paper)
     specs = [plan_run(e.name, quick=quick, seed=seed, seeds=seeds, device=device) for e in exps]
     t0 = time.perf_counter()
-    items = _execute(specs, out, executor, force, address, max_retries, title="reproduce")
+    items = _execute(specs, out, executor, force, address, max_retries, title="reproduce", workers=workers)
     report = build_report(out)
     _print_scores(out)
     _print_items(items, title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)")
@@ -196,7 +202,7 @@ def _merge(a: dict, b: dict) -> dict:
     return deep_merge(a, b)
 
 
-def _execute(specs, out, executor, force, address, max_retries, title):  # noqa: ANN001, ANN202
+def _execute(specs, out, executor, force, address, max_retries, title, workers=None):  # noqa: ANN001, ANN202
     """Run specs with a progress bar; on Ctrl-C say what finished and how to resume."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -221,6 +227,7 @@ def _execute(specs, out, executor, force, address, max_retries, title):  # noqa:
                 max_retries=max_retries,
                 progress=bar,
                 title=title,
+                workers=workers,
             )
     except KeyboardInterrupt:
         store = RunStore(out)

@@ -1,20 +1,22 @@
-"""The run context handed to ``Experiment.run``: seed, device, progress reporting."""
+"""The run context handed to ``Experiment.run``: seed, device, progress reporting, tasks, cache."""
 
 from __future__ import annotations
 
-import os
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
-from ssldyn.lab.errors import UserError
+from ssldyn.errors import UserError
+from ssldyn.lab.threads import keep_heap_pad, set_threads, threads_from_env, torch_threads  # noqa: F401 (re-exported)
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def seed_everything(seed: int) -> None:
@@ -39,58 +41,6 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
-def threads_from_env(default: int = 0) -> int:
-    """``SSLDYN_THREADS`` as a positive integer (``default`` when unset); anything else is a UserError."""
-    raw = os.environ.get("SSLDYN_THREADS", "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit() or not 1 <= int(raw) <= 4096:
-        raise UserError(f"SSLDYN_THREADS={raw[:40]!r}: must be an integer from 1 to 4096 (torch threads)")
-    return int(raw)
-
-
-def set_threads(n: int | None = None) -> int:
-    """Set torch intra-op threads deliberately (env ``SSLDYN_THREADS`` or the core count)."""
-    n = n or threads_from_env() or (os.cpu_count() or 1)
-    torch.set_num_threads(max(1, n))
-    return torch.get_num_threads()
-
-
-@contextmanager
-def torch_threads(n: int = 1, device: torch.device | str | None = None) -> Iterator[None]:
-    """Run torch on ``n`` intra-op threads (only on CPU: a no-op for CUDA ``device``), then restore.
-
-    Experiments made of many tiny tensor ops use ``torch_threads(1)``: on a 2-core machine
-    extra threads only add contention (measured up to ~10x slower when the cores are busy).
-    """
-    old = torch.get_num_threads()
-    if device is None or torch.device(device).type == "cpu":
-        torch.set_num_threads(max(1, n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
-def keep_heap_pad(pad_bytes: int = 256 << 20) -> bool:
-    """Ask glibc's malloc to keep ``pad_bytes`` of freed heap instead of returning it to the OS.
-
-    A training step of the batched ensembles allocates and frees tensors of a few MB; without
-    a pad, glibc trims the heap after each step and the next step page-faults the memory back
-    (measured: the 384-run token grid's steps are ~20 % faster with a 256 MB pad). Returns
-    whether it took effect (False off glibc). Process-wide: call it in worker processes.
-    """
-    try:
-        import ctypes
-        import ctypes.util
-
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        M_TOP_PAD = -2
-        return bool(libc.mallopt(M_TOP_PAD, int(pad_bytes)))
-    except (OSError, AttributeError, TypeError):
-        return False
-
-
 @dataclass
 class Context:
     """What an experiment may use besides its config.
@@ -106,7 +56,11 @@ class Context:
         run_dir: a scratch directory for this run (removed afterwards).
         cache_dir: a directory inside the run store (``<out>/.cache``) where experiments may
             keep computations shared between runs (e.g. one training grid behind several
-            figures); ``None`` outside the lab (then nothing is cached on disk).
+            figures), through :meth:`cached`; ``None`` outside the lab (then nothing is cached on disk).
+        executor: how :meth:`map` runs tasks: ``"inline"`` (this process; the default outside
+            the lab), ``"processes"`` (a local pool of ``workers`` single-thread processes; the
+            lab's default) or ``"ray"`` (Ray tasks; runs under ``--executor ray``).
+        workers: worker processes for ``"processes"`` (the lab's ``--workers``, default the cores).
     """
 
     seed: int = 0
@@ -115,7 +69,10 @@ class Context:
     progress: bool = False
     run_dir: Any = None
     cache_dir: Any = None
+    executor: str = "inline"
+    workers: int = 1
     _bar: Any = field(default=None, repr=False)
+    _cache: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.seeds = tuple(int(s) for s in self.seeds) or (int(self.seed),)
@@ -129,6 +86,63 @@ class Context:
     def generators(self, offset: int = 0) -> list[torch.Generator]:
         """One :meth:`generator` per seed of ``seeds`` (for seed-batched experiments)."""
         return [self.generator(offset, s) for s in self.seeds]
+
+    # ------------------------------------------------------------------ tasks
+    def as_completed(
+        self, fn: Callable[[T], R], items: Iterable[T], *, description: str = ""
+    ) -> Iterator[tuple[int, R]]:
+        """Run ``fn(item)`` for every item with the lab's executor; yields ``(index, result)`` as
+        tasks finish (with a progress bar). ``fn``: a picklable top-level function; tasks run on
+        one torch thread each (see :func:`ssldyn.lab.tasks.map_tasks`)."""
+        from ssldyn.lab.tasks import map_tasks
+
+        items = list(items)
+        done = map_tasks(fn, items, executor=self.executor, workers=self.workers, device=self.device)
+        yield from self.track(done, total=len(items), description=description or "tasks")
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T], *, description: str = "") -> list[R]:
+        """``[fn(item) for item in items]``, run by the lab's executor (:meth:`as_completed`), in order."""
+        items = list(items)
+        out: list[Any] = [None] * len(items)
+        for i, result in self.as_completed(fn, items, description=description):
+            out[i] = result
+        return out
+
+    # ------------------------------------------------------------------ shared sub-results
+    @property
+    def cache(self) -> Any:
+        """The run store's cache (:class:`~ssldyn.lab.cache.RunCache` on ``cache_dir``; keeps
+        nothing when ``cache_dir`` is None)."""
+        if self._cache is None or self._cache.root != (None if self.cache_dir is None else Path(self.cache_dir)):
+            from ssldyn.lab.cache import RunCache
+
+            self._cache = RunCache(self.cache_dir)
+        return self._cache
+
+    def cache_key(self, key: Any) -> dict[str, Any]:
+        """The full key of a shared sub-result: ``key`` (its settings, JSON data) and the device type
+        (the code version is added by the cache)."""
+        return {"key": key, "device": self.device.type}
+
+    def cache_lookup(self, key: Any, *, namespace: str = "shared") -> dict[str, np.ndarray] | None:
+        """The stored arrays of ``key`` (see :meth:`cached`), or None: missing, damaged (a
+        :class:`~ssldyn.lab.cache.CacheWarning`) or outside the lab. For results computed in batches."""
+        return self.cache.get(namespace, self.cache_key(key))
+
+    def cache_store(self, key: Any, arrays: Mapping[str, Any], *, namespace: str = "shared") -> None:
+        """Store the arrays of ``key`` (see :meth:`cached`; nothing outside the lab)."""
+        self.cache.put(namespace, self.cache_key(key), arrays)
+
+    def cached(
+        self, key: Any, compute: Callable[[], Mapping[str, Any]], *, namespace: str = "shared"
+    ) -> dict[str, np.ndarray]:
+        """Arrays ``compute()`` returns (name -> array), shared through the run store: read back when
+        ``<out>/.cache/<namespace>/`` holds a sound entry for ``key`` (JSON data: the settings that
+        determine the value) on this device type and code version, else computed and stored
+        (atomically, checksummed). A damaged entry is recomputed with a
+        :class:`~ssldyn.lab.cache.CacheWarning` naming it. Outside the lab (``cache_dir`` None):
+        ``compute()``."""
+        return self.cache.cached(namespace, self.cache_key(key), compute)
 
     def track(self, iterable: Iterable[T], total: int | None = None, description: str = "") -> Iterator[T]:
         """Iterate with a progress bar when ``progress`` is on."""

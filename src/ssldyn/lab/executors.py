@@ -1,8 +1,9 @@
 """Executors: run a list of :class:`RunSpec` in-process or as Ray tasks.
 
-Either way the driver alone writes the run store (atomically, via :func:`commit_run`);
-a run that fails (after its retries, on Ray) is marked failed with its error and the sweep
-goes on. Finished runs are returned from the store without recomputation unless ``force``.
+Either way the driver alone writes the run store (atomically, via :func:`commit_run`); a run
+that fails (after its retries, on Ray) is marked failed with its error and the sweep goes on.
+Finished runs are returned from the store without recomputation unless ``force``. The tasks
+of one run (``Context.map``) are run by :mod:`ssldyn.lab.tasks`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from ssldyn.errors import UserError
 from ssldyn.lab.runner import RunSpec, commit_run, compute_run, format_exception_line
 from ssldyn.lab.store import RunStore, StoredRun, check_out_dir
+from ssldyn.lab.tasks import check_workers
 
 EXECUTORS = ("local", "ray")
 
@@ -67,17 +69,21 @@ def execute(
     progress: Any = None,
     title: str = "runs",
     raise_errors: bool = False,
+    workers: int | None = None,
 ) -> list[SweepItem]:
     """Run every spec (skipping finished ones unless ``force``) and return their outcomes in order.
 
     ``progress`` is an open ``rich.progress.Progress`` (bars are added to it), ``True`` for the
     runs' own bars, or ``None``/``False``. A run that raises is marked failed and the sweep goes
     on; with ``raise_errors`` (the one-run library call) its error propagates instead.
+    ``workers``: worker processes for the tasks of each local run (``Context.map``); default
+    :func:`default_workers`. Under Ray, tasks are Ray tasks and Ray schedules them.
     """
     if executor not in EXECUTORS:
         raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
     if max_retries < 0:
         raise UserError(f"--max-retries {max_retries}: must be >= 0")
+    workers = check_workers(workers)
     check_out_dir(out)
     store = RunStore(out)
     items: list[SweepItem | None] = [None] * len(specs)
@@ -100,7 +106,7 @@ def execute(
     bar = _Bar(None if isinstance(progress, bool) else progress, len(specs), title)
     bar.update(done=len(specs) - len(todo))
     if executor == "local":
-        _run_local(specs, todo, items, store, bar, progress, raise_errors, force)
+        _run_local(specs, todo, items, store, bar, progress, raise_errors, force, workers)
     else:
         _run_ray(specs, todo, items, store, bar, address, max_retries, force)
     for i, note in notes.items():
@@ -109,7 +115,7 @@ def execute(
     return [it for it in items if it is not None]
 
 
-def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, force=False) -> None:  # noqa: ANN001
+def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, force=False, workers=None) -> None:  # noqa: ANN001
     for i in todo:
         spec = specs[i]
         bar.update(running=1, label=spec.experiment)
@@ -124,7 +130,7 @@ def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, for
                     bar.update(done=1, running=0)
                     continue
                 computed = compute_run(spec, progress=progress if progress is not None else False,
-                                       cache_dir=store.cache_dir)  # fmt: skip
+                                       cache_dir=store.cache_dir, executor="processes", workers=workers)  # fmt: skip
                 run = commit_run(store, computed, force=True)
             items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0)
             bar.update(done=1, running=0)
@@ -159,7 +165,7 @@ def _ray_compute(spec: RunSpec, cache_dir: str):  # noqa: ANN202 - executed on a
     from ssldyn.lab.context import set_threads
 
     set_threads(int(os.environ.get("SSLDYN_THREADS", "1")))
-    return compute_run(spec, cache_dir=cache_dir)
+    return compute_run(spec, cache_dir=cache_dir, executor="ray")
 
 
 def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) -> None:  # noqa: ANN001

@@ -27,10 +27,12 @@ from ssldyn import __version__
 from ssldyn.errors import UserError
 from ssldyn.lab.claims import Claim, evaluate, evaluate_legacy
 from ssldyn.lab.config import ExperimentConfig, build_config, load_config_file, parse_sets
-from ssldyn.lab.context import Context, resolve_device, seed_everything, torch_threads
+from ssldyn.lab.context import Context, resolve_device, seed_everything
 from ssldyn.lab.registry import Experiment, get_experiment
 from ssldyn.lab.result import Result
 from ssldyn.lab.store import RunStore, StoredRun, atomic_write_bytes, config_hash
+from ssldyn.lab.tasks import default_workers
+from ssldyn.lab.threads import torch_threads
 
 DEFAULT_OUT = "ssldyn-runs"
 
@@ -261,10 +263,17 @@ def evaluate_claims(exp: Experiment, cfg: ExperimentConfig, results: list[Result
     return out
 
 
-def compute_run(spec: RunSpec, progress: Any = False, cache_dir: str | Path | None = None) -> ComputedRun:
+def compute_run(
+    spec: RunSpec,
+    progress: Any = False,
+    cache_dir: str | Path | None = None,
+    executor: str = "processes",
+    workers: int | None = None,
+) -> ComputedRun:
     """Run the experiment of ``spec`` for every seed in this process; figures are rendered to bytes.
 
-    ``cache_dir`` (normally ``<out>/.cache``) is handed to the experiment as ``ctx.cache_dir``.
+    ``cache_dir`` (normally ``<out>/.cache``) is handed to the experiment as ``ctx.cache_dir``;
+    ``executor`` / ``workers`` run its tasks (``ctx.map``; see :func:`ssldyn.lab.tasks.map_tasks`).
     ``progress`` is a bool or an open ``rich.progress.Progress`` to add the run's bars to.
     """
     exp_cls = get_experiment(spec.experiment)
@@ -276,7 +285,8 @@ def compute_run(spec: RunSpec, progress: Any = False, cache_dir: str | Path | No
     exp = exp_cls()
     with tempfile.TemporaryDirectory(prefix="ssldyn-run-") as tmp, display:
         ctx_kw = {"device": dev, "progress": bool(progress), "run_dir": Path(tmp),
-                  "cache_dir": Path(cache_dir) if cache_dir is not None else None, "_bar": bar}  # fmt: skip
+                  "cache_dir": Path(cache_dir) if cache_dir is not None else None, "executor": executor,
+                  "workers": workers if workers is not None else default_workers(), "_bar": bar}  # fmt: skip
         results = run_seeds(exp, cfg, spec.seeds, ctx_kw)
         run_seconds = time.perf_counter() - t0
         claims = evaluate_claims(exp, cfg, results)

@@ -227,19 +227,19 @@ INDEX_COLUMNS = ["hash", "label", "status", "preset", "canonical", "seeds", "ove
                  "paper_claims_passed", "studies", "started", "run_seconds", "error", "path"]  # fmt: skip
 
 
-def write_index(out: str | Path, results: Any = None, experiments: Iterable[str] | None = None) -> list[Path]:
+def write_index(out: str | Path, results: Any, experiments: Iterable[str] | None = None) -> list[Path]:
     """Write ``<out>/<experiment>/runs.csv`` for every experiment with runs (or only ``experiments``).
 
-    One line per finished run (newest first), then failed and damaged runs. ``results`` is a
-    :class:`ssldyn.results.Results` of ``out`` (loaded when not given). Returns the files written.
+    One line per finished run (newest first), then failed and damaged runs. ``results`` is
+    ``ssldyn.results.load(out)`` (passed in: this module sits below ``ssldyn.results``). Returns
+    the files written.
     """
     import pandas as pd
 
     from ssldyn.lab.store import atomic_write_text
-    from ssldyn.results import load
 
     out = Path(out)
-    res = load(out) if results is None else results
+    res = results
     in_study: dict[str, list[str]] = defaultdict(list)
     for s in res.studies:
         for h in s.hashes:

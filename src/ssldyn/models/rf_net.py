@@ -1,12 +1,14 @@
 """Two-layer receptive-field network of `nonlinearity` Sec. 4–5 (Fig. 2a), ensemble-batched.
 
 K disjoint receptive fields (RFs); RF k sees ``x_k ∈ R^{d_in}`` and has M bias-free filters
-``w_km`` (first layer ``f_1km = h(w_km·x_k)``); the K·M outputs are concatenated, optionally
-batch-normalised without affine parameters (App. D / E.2 variants), then mapped by a
-bias-free ``V ∈ R^{out × KM}`` to the output ``z = V f_1^bn`` (L2-normalised by the loss).
+``w_km`` (bottom layer ``f_1km = h(w_kmᵀ x_k)``); the K·M outputs ``f_1`` are optionally
+batch-normalised without affine parameters, ``f^bn_km = (f_1km − μ_km)/σ_km`` (App. D, E.2),
+then mapped by the bias-free top layer ``V ∈ R^{out × KM}`` to the output ``z = V f^bn``
+(L2-normalised by the loss).
 
-BatchNorm variants (App. E.2, Table 1), forward always ``(f − μ)/σ`` with the batch
-statistics of the view being normalised (biased variance, eps 1e-5):
+BatchNorm variants (App. E.2, Table 1): the forward pass is always ``(f_1 − μ)/σ`` with the
+batch statistics of the view being normalised (biased variance, ``σ² + ε`` with ε = 1e-5);
+they differ in which statistics are backpropagated:
 
 =============  ===============================================================
 ``off``        no BatchNorm
@@ -18,39 +20,45 @@ statistics of the view being normalised (biased variance, eps 1e-5):
 
 Ensembles (DESIGN.md): parameters carry a leading axis E, members never interact. Members
 may differ in the number of filters (padded to ``M_pad`` with zero filters that stay zero),
-in activation, and in BN variant. Two code paths compute the same function:
+in activation and in BN variant. Two ways to evaluate the network:
 
-- :meth:`EnsembleRFNet.forward` — plain autograd on one view ``(E, B, K, d_in)`` (reference;
-  usable for any data, e.g. MNIST quadrants);
-- :meth:`EnsembleRFNet.loss_and_grad` — the fast training path: both views at once, a
-  hand-derived backward (few memory passes, three large batched matmuls), optional token
-  inputs (first layer as a gather of ``U W_kᵀ``). Autograd is used only for the loss on the
-  small output ``z``.
+- :meth:`EnsembleRFNet.forward` — plain autograd on one view ``(E, B, K, d_in)`` (the reference).
+- :meth:`EnsembleRFNet.forward_pair` — both views at once, the training path: a
+  :class:`torch.autograd.Function` whose backward is derived by hand (few memory passes, three
+  large batched matmuls), so ``loss.backward()`` and any optimizer work and gradients
+  accumulate in ``.grad`` as usual. With token inputs (``tokens`` + ``embedding``) it computes
+  in *token space* (see :class:`_TokenPair`), exactly.
 
-Hand-derived BN backward (g = (h − μ)s, s = (σ² + ε)^{-1/2}, means over the batch of a view):
-``dh = s·(dg − a·mean(dg) − b·g·mean(dg·g))`` with a = 1 iff μ is backpropagated and
-b = 1 iff σ² is; ``dh = dg`` without BN.
+Hand-derived BN backward, with ``s = 1/σ = (σ² + ε)^{-1/2}`` and means over the N samples of a view:
+``∂L/∂f_1 = s (∂L/∂f^bn − a·mean(∂L/∂f^bn) − b·f^bn·mean(∂L/∂f^bn · f^bn))`` with a = 1 iff μ is
+backpropagated and b = 1 iff σ² is; ``∂L/∂f_1 = ∂L/∂f^bn`` without BN.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from ssldyn.models.activations import get_activation
 
 _LEAKY_SLOPE = -float(get_activation("leaky_relu").fn(torch.tensor(-1.0, dtype=torch.float64)))  # 0.05
 BN_MODES = ("off", "standard", "mean_only", "var_only", "none")
-_BN_FLAGS = {
-    "off": (0.0, 0.0),
-    "standard": (1.0, 1.0),
-    "mean_only": (1.0, 0.0),
-    "var_only": (0.0, 1.0),
-    "none": (0.0, 0.0),
+TOKEN_PATHS = ("auto", "table", "samples")
+# (μ backpropagated, σ² backpropagated) per BN variant
+_BN_BACKPROP = {
+    "off": (False, False),
+    "standard": (True, True),
+    "mean_only": (True, False),
+    "var_only": (False, True),
+    "none": (False, False),
 }
+
+__all__ = ["BN_MODES", "TOKEN_PATHS", "EnsembleRFNet", "token_path"]
 
 
 def _per_member(value, n: int, name: str) -> list:
@@ -62,7 +70,7 @@ def _per_member(value, n: int, name: str) -> list:
     return value
 
 
-def _runs(names: Sequence[str]) -> list[tuple[str, int, int]]:
+def _runs(names: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
     """Contiguous runs ``(name, start, stop)`` of equal entries."""
     out: list[tuple[str, int, int]] = []
     for i, a in enumerate(names):
@@ -70,11 +78,41 @@ def _runs(names: Sequence[str]) -> list[tuple[str, int, int]]:
             out[-1] = (a, out[-1][1], i + 1)
         else:
             out.append((a, i, i + 1))
-    return out
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Host-side constants of one network (known at construction: no device sync per step).
+
+    ``activations``: contiguous runs ``(name, start, stop)`` of members with one activation;
+    ``need_mask``: padded filters must be zeroed after the activation (h(0) ≠ 0);
+    ``mean_backprop`` / ``var_backprop``: some member backpropagates μ / σ²; ``eps``: BN ε.
+    """
+
+    activations: tuple[tuple[str, int, int], ...]
+    need_mask: bool
+    mean_backprop: bool
+    var_backprop: bool
+    eps: float
+
+
+def _generators(generator, E: int) -> list[torch.Generator | None]:
+    """One generator per member: a sequence is used as given, one generator (or None: torch's
+    default) is shared, members drawing one after the other from it."""
+    if generator is None or isinstance(generator, torch.Generator):
+        return [generator] * E
+    gens = list(generator)
+    if len(gens) != E or not all(isinstance(g, torch.Generator) for g in gens):
+        raise ValueError(
+            f"generator: one torch.Generator or a sequence of {E} (one per member), got {type(generator).__name__} "
+            f"of length {len(gens)}"
+        )
+    return gens
 
 
 class EnsembleRFNet(nn.Module):
-    """E independent two-layer RF networks (`nonlinearity` Sec. 4, App. D).
+    """E independent two-layer RF networks (`nonlinearity` Sec. 4, Fig. 2a, App. D).
 
     Args:
         K: number of receptive fields.
@@ -84,15 +122,28 @@ class EnsembleRFNet(nn.Module):
         ensemble: number of members E.
         activation: name (see :func:`~ssldyn.models.activations.get_activation`) or one per member.
         bn: BN variant (``BN_MODES``) or one per member.
-        seeds: per-member init seeds (int or list); member e is initialised exactly as a lone
-            network with seed ``seeds[e]``: per RF ``w_k ~ U(±1/√d_in)`` (``(M, d_in)``, RF order),
-            then ``V ~ U(±1/√(KM))`` (``nn.Linear`` defaults, as the reference).
         bn_eps: ε of BatchNorm.
+        token_path: which exact form :meth:`forward_pair` uses for token inputs: ``"table"``,
+            ``"samples"`` or ``"auto"`` (the cheaper one by :func:`token_path`, from the shapes of
+            each call).
+        generator: where the initial weights come from — one ``torch.Generator`` (members drawn
+            one after the other: they always differ), a sequence of E generators (member e drawn
+            from ``generator[e]``, exactly as a lone network built with that generator: two
+            generators seeded alike give two identical members), or None (torch's default generator).
+            Per member and RF, ``w_k ~ U(±1/√d_in)`` (``(M, d_in)``, RF order), then
+            ``V ~ U(±1/√(KM))`` (``nn.Linear``'s default bounds), drawn in float64 on the CPU, so
+            every dtype and device starts from the same numbers.
+        dtype, device: of the parameters.
 
-    Parameters: ``W`` (E, K, M_pad, d_in) filters (row m of RF k is w_km) and ``VT`` (E, K·M_pad, out), the
-    second layer stored transposed (rows of RF k contiguous, as the token-space path contracts
+    Parameters: ``W`` (E, K, M_pad, d_in) filters (row m of RF k is w_km) and ``VT`` (E, K·M_pad, out),
+    the top layer stored transposed (rows of RF k contiguous, as the token-space path contracts
     them); ``V`` is the read-only view (E, out, K·M_pad) of the paper's V.
     """
+
+    filter_mask: torch.Tensor  # (E, K, M_pad) 1 for a member's real filters, 0 for padding
+    bn_on: torch.Tensor  # (E,) bool
+    mean_backprop: torch.Tensor  # (E,) 1.0 where μ is backpropagated
+    var_backprop: torch.Tensor  # (E,) 1.0 where σ² is backpropagated
 
     def __init__(
         self,
@@ -103,15 +154,20 @@ class EnsembleRFNet(nn.Module):
         ensemble: int = 1,
         activation: str | Sequence[str] = "relu",
         bn: str | Sequence[str] = "off",
-        seeds: int | Sequence[int] = 0,
         bn_eps: float = 1e-5,
+        *,
+        token_path: str = "auto",
+        generator: torch.Generator | Sequence[torch.Generator] | None = None,
         dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
         if K < 1 or in_dim < 1 or out_dim < 1 or ensemble < 1:
             raise ValueError(
                 f"EnsembleRFNet: K, in_dim, out_dim, ensemble must be >= 1, got {K}, {in_dim}, {out_dim}, {ensemble}"
             )
+        if token_path not in TOKEN_PATHS:
+            raise ValueError(f"token_path {token_path!r}: allowed values are {', '.join(TOKEN_PATHS)}")
         E = ensemble
         Ms = [int(m) for m in _per_member(filters, E, "filters")]
         if min(Ms) < 1:
@@ -123,41 +179,44 @@ class EnsembleRFNet(nn.Module):
         for m in self.bn_modes:
             if m not in BN_MODES:
                 raise ValueError(f"bn {m!r}: allowed values are {', '.join(BN_MODES)}")
-        seeds = [int(s) for s in _per_member(seeds, E, "seeds")]
+        gens = _generators(generator, E)
         self.K, self.in_dim, self.out_dim, self.ensemble, self.bn_eps = K, in_dim, out_dim, E, bn_eps
-        self.M_pad = max(Ms)
-        self.token_mode = "auto"  # "auto" | "table" | "samples" (see _token_mode)
+        self.token_path = token_path
+        self.M_pad = Mp = max(Ms)
         self.filters = Ms
-        Mp = self.M_pad
-        W = torch.zeros(E, K, Mp, in_dim, dtype=dtype)
-        VT = torch.zeros(E, K, Mp, out_dim, dtype=dtype)
-        for e, (M, s) in enumerate(zip(Ms, seeds)):
-            g = torch.Generator().manual_seed(s)
-            b1 = 1.0 / math.sqrt(in_dim)
+        W = torch.zeros(E, K, Mp, in_dim, dtype=torch.float64)
+        VT = torch.zeros(E, K, Mp, out_dim, dtype=torch.float64)
+        for e, (M, g) in enumerate(zip(Ms, gens)):
+            bound_w = 1.0 / math.sqrt(in_dim)
             for k in range(K):
-                W[e, k, :M] = (torch.rand(M, in_dim, generator=g, dtype=torch.float64) * 2 - 1).to(dtype) * b1
-            b2 = 1.0 / math.sqrt(K * M)
-            v = (torch.rand(out_dim, K * M, generator=g, dtype=torch.float64) * 2 - 1).to(dtype) * b2
-            VT[e, :, :M, :] = v.view(out_dim, K, M).permute(1, 2, 0)
-        self.W = nn.Parameter(W)  # (E, K, M_pad, d_in)
-        self.VT = nn.Parameter(VT.view(E, K * Mp, out_dim))  # (E, K·M_pad, out) = Vᵀ
-        mask = torch.zeros(E, K, Mp, dtype=dtype)
+                W[e, k, :M] = (torch.rand(M, in_dim, generator=g, dtype=torch.float64) * 2 - 1) * bound_w
+            bound_v = 1.0 / math.sqrt(K * M)
+            V = (torch.rand(out_dim, K * M, generator=g, dtype=torch.float64) * 2 - 1) * bound_v  # (out, K·M)
+            VT[e, :, :M, :] = V.view(out_dim, K, M).permute(1, 2, 0)
+        self.W = nn.Parameter(W.to(dtype=dtype, device=device))  # (E, K, M_pad, d_in)
+        self.VT = nn.Parameter(VT.view(E, K * Mp, out_dim).to(dtype=dtype, device=device))  # (E, K·M_pad, out) = Vᵀ
+        mask = torch.zeros(E, K, Mp, dtype=dtype, device=device)
         for e, M in enumerate(Ms):
             mask[e, :, :M] = 1.0
         self.register_buffer("filter_mask", mask)  # (E, K, M_pad)
-        flags = torch.tensor([_BN_FLAGS[m] for m in self.bn_modes], dtype=dtype)  # (E, 2)
-        self.register_buffer("bn_on", torch.tensor([m != "off" for m in self.bn_modes]))  # (E,)
-        self.register_buffer("bn_a", flags[:, 0].clone())  # (E,) μ backpropagated
-        self.register_buffer("bn_b", flags[:, 1].clone())  # (E,) σ² backpropagated
-        # host-side: does any member backpropagate μ / σ²? (no device sync per step)
-        self._bp_mean = any(_BN_FLAGS[m][0] for m in self.bn_modes)
-        self._bp_var = any(_BN_FLAGS[m][1] for m in self.bn_modes)
-        self._act_runs = _runs(self.acts)
-        self._need_mask = Mp > min(Ms) and any(float(get_activation(a).fn(torch.zeros(1))) != 0.0 for a in self.acts)
+        on = [m != "off" for m in self.bn_modes]
+        backprop = [_BN_BACKPROP[m] for m in self.bn_modes]
+        self.register_buffer("bn_on", torch.tensor(on, device=device))  # (E,) bool
+        # (E,) 1.0 where the member backpropagates μ / σ² (0 for "off")
+        self.register_buffer("mean_backprop", torch.tensor([float(a) for a, _ in backprop], dtype=dtype, device=device))
+        self.register_buffer("var_backprop", torch.tensor([float(b) for _, b in backprop], dtype=dtype, device=device))
+        self._layout = _Layout(
+            activations=_runs(self.acts),
+            need_mask=Mp > min(Ms)
+            and any(float(get_activation(a).fn(torch.zeros(1, dtype=torch.float64))) != 0.0 for a in self.acts),
+            mean_backprop=any(a for a, _ in backprop),
+            var_backprop=any(b for _, b in backprop),
+            eps=float(bn_eps),
+        )
 
     @property
     def V(self) -> torch.Tensor:
-        """The paper's second layer ``V`` (E, out, K·M_pad): a view of the parameter ``VT``."""
+        """The paper's top layer ``V`` (E, out, K·M_pad): a view of the parameter ``VT``."""
         return self.VT.transpose(1, 2)
 
     # ------------------------------------------------------------------ autograd reference path
@@ -174,229 +233,305 @@ class EnsembleRFNet(nn.Module):
                 f"EnsembleRFNet.forward: x must be (B, {K}, {self.in_dim}) or ({E}, B, {K}, "
                 f"{self.in_dim}), got {tuple(x.shape)}"
             )
-        y = torch.einsum("ebki,ekmi->ebkm", x, self.W)  # (E, B, K, M_pad)
-        h = torch.cat([get_activation(a).fn(y[s:t]) for a, s, t in self._act_runs], 0)  # (E, B, K, M_pad)
-        h = h * self.filter_mask[:, None]  # padded filters contribute exactly 0
-        h = h.reshape(E, -1, K * Mp)  # (E, B, F)
-        mu = h.mean(1, keepdim=True)  # (E, 1, F)
-        var = h.var(1, unbiased=False, keepdim=True)  # (E, 1, F)
-        a = self.bn_a.bool()[:, None, None]
-        b = self.bn_b.bool()[:, None, None]
-        mu = torch.where(a, mu, mu.detach())
-        var = torch.where(b, var, var.detach())
-        g = (h - mu) / torch.sqrt(var + self.bn_eps)  # (E, B, F)
-        g = torch.where(self.bn_on[:, None, None], g, h)
-        return torch.bmm(g, self.VT)  # (E, B, out)
+        pre = torch.einsum("ebki,ekmi->ebkm", x, self.W)  # (E, B, K, M_pad) w_kmᵀ x_k
+        f1 = torch.cat([get_activation(a).fn(pre[s:t]) for a, s, t in self._layout.activations], 0)
+        f1 = f1 * self.filter_mask[:, None]  # padded filters contribute exactly 0
+        f1 = f1.reshape(E, -1, K * Mp)  # (E, B, F)
+        mu = f1.mean(1, keepdim=True)  # (E, 1, F)
+        sigma2 = f1.var(1, unbiased=False, keepdim=True)  # (E, 1, F)
+        mu = torch.where(self.mean_backprop.bool()[:, None, None], mu, mu.detach())
+        sigma2 = torch.where(self.var_backprop.bool()[:, None, None], sigma2, sigma2.detach())
+        f_bn = (f1 - mu) / torch.sqrt(sigma2 + self.bn_eps)  # (E, B, F)
+        f_bn = torch.where(self.bn_on[:, None, None], f_bn, f1)
+        return torch.bmm(f_bn, self.VT)  # (E, B, out)
 
     # ------------------------------------------------------------------ fast training path
-    def loss_and_grad(
+    def forward_pair(
         self,
-        loss_fn: Callable[[torch.Tensor], torch.Tensor] | None,
         x: torch.Tensor | None = None,
+        *,
         tokens: torch.Tensor | None = None,
         embedding: torch.Tensor | None = None,
-        loss_grad_fn: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
     ) -> torch.Tensor:
-        """Loss of both views and its gradient, written into ``W.grad`` / ``VT.grad``.
+        """Both views through the network: ``z (E, 2, N, out)``, differentiable in ``W`` and ``VT``.
 
         Inputs (one of):
             x: dense inputs ``(E or 1, 2, N, K, d_in)`` (view axis 1);
             tokens + embedding: token indices ``(E, 2, N, K)`` and per-member embeddings
-                ``(E, n_tokens, d_in)`` (x_k = u_{tokens[k]}); computed in token space
-                (:meth:`_token_loss_and_grad`).
-        loss_fn: ``z (E, 2, N, out) -> (E,)`` per-member losses (autograd is used on ``z`` only);
-            or ``loss_grad_fn``: ``z -> (losses (E,), dL/dz (E, 2, N, out))`` given in closed form.
+                ``(E, n_tokens, d_in)`` (``x_k = u_{tokens[k]}``), computed in token space.
 
-        Returns: per-member losses ``(E,)`` (detached). Gradients equal those of autograd through
-        :meth:`forward` applied to each view (tested).
+        Equal to :meth:`forward` applied to each view (BN statistics per view), with a backward
+        written by hand (tested against autograd through :meth:`forward`). Inputs are data:
+        gradients flow to ``W`` and ``VT`` only (an input that requires grad is an error).
         """
+        lay = self._layout
+        bufs = (self.bn_on, self.mean_backprop, self.var_backprop, self.filter_mask)
         if tokens is not None:
             if embedding is None:
-                raise ValueError("loss_and_grad: tokens need an embedding (E, n_tokens, d_in)")
-            return self._token_loss_and_grad(tokens, embedding, loss_fn, loss_grad_fn)
-        E, K, Mp, din = self.ensemble, self.K, self.M_pad, self.in_dim
-        W, VT = self.W.detach(), self.VT.detach()
-        F_ = K * Mp
+                raise ValueError("forward_pair: tokens need an embedding (E, n_tokens, d_in)")
+            E, K, din = self.ensemble, self.K, self.in_dim
+            if tokens.dim() != 4 or tokens.shape[0] != E or tokens.shape[3] != K:
+                raise ValueError(f"forward_pair: tokens must be ({E}, 2, N, {K}), got {tuple(tokens.shape)}")
+            if embedding.dim() != 3 or embedding.shape[0] != E or embedding.shape[2] != din:
+                raise ValueError(
+                    f"forward_pair: embedding must be ({E}, n_tokens, {din}), got {tuple(embedding.shape)}"
+                )
+            if embedding.requires_grad:
+                raise ValueError("forward_pair: no gradient w.r.t. the embedding; pass embedding.detach()")
+            path = self.token_path
+            if path == "auto":
+                path = token_path(K, self.M_pad, tokens.shape[2], embedding.shape[1], self.out_dim)
+            return _TokenPair.apply(self.W, self.VT, tokens, embedding, *bufs, lay, path)
         if x is None:
-            raise ValueError("loss_and_grad: pass x or tokens + embedding")
-        if x.dim() != 5 or x.shape[3] != K or x.shape[4] != din:
-            raise ValueError(f"loss_and_grad: x must be (E or 1, 2, N, {K}, {din}), got {tuple(x.shape)}")
-        # ---- first layer y = W_k x_k: (E, 2, N, F)
+            raise ValueError("forward_pair: pass x or tokens + embedding")
+        if x.dim() != 5 or x.shape[0] not in (1, self.ensemble) or x.shape[3] != self.K or x.shape[4] != self.in_dim:
+            raise ValueError(
+                f"forward_pair: x must be (E or 1, 2, N, {self.K}, {self.in_dim}) with E = {self.ensemble}, "
+                f"got {tuple(x.shape)}"
+            )
+        if x.requires_grad:
+            raise ValueError("forward_pair: no gradient w.r.t. the inputs; pass x.detach()")
+        return _DensePair.apply(self.W, self.VT, x, *bufs, lay)
+
+
+# ---------------------------------------------------------------------- shared pieces of the backward
+def _activate_(pre: torch.Tensor, lay: _Layout) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+    """``f_1 = h(pre)`` per run of members, in place where h' can be read off f_1 (ReLU, LeakyReLU,
+    linear); elsewhere the pre-activation is kept for h'. Returns f_1 and the kept pre-activations."""
+    kept: list[torch.Tensor | None] = []
+    for a, s, t in lay.activations:
+        if a == "relu":
+            pre[s:t].relu_()
+            kept.append(None)
+        elif a == "leaky_relu":
+            torch.nn.functional.leaky_relu_(pre[s:t], _LEAKY_SLOPE)
+            kept.append(None)
+        elif a == "linear":
+            kept.append(None)
+        else:
+            keep = pre[s:t].clone()
+            pre[s:t] = get_activation(a).fn(keep)
+            kept.append(keep)
+    return pre, kept
+
+
+def _activation_backward_(df1: torch.Tensor, f1: torch.Tensor, kept: Sequence, lay: _Layout) -> torch.Tensor:
+    """``∂L/∂pre = ∂L/∂f_1 · h'(pre)`` in place; ReLU / LeakyReLU read h' off the sign of f_1 (one fused pass)."""
+    for (a, s, t), keep in zip(lay.activations, kept):
+        d = df1[s:t]
+        if a == "relu":
+            torch.ops.aten.threshold_backward.grad_input(d, f1[s:t], 0.0, grad_input=d)
+        elif a == "leaky_relu":
+            torch.ops.aten.leaky_relu_backward.grad_input(d, f1[s:t], _LEAKY_SLOPE, True, grad_input=d)
+        elif a != "linear":
+            d.mul_(get_activation(a).deriv(keep))
+    return df1
+
+
+def _activation_derivative(name: str, pre: torch.Tensor) -> torch.Tensor:
+    """h'(pre), with h'(0) = 0 for ReLU and slope 0.05 at pre <= 0 for LeakyReLU (as the dense path)."""
+    if name == "relu":
+        return (pre > 0).to(pre.dtype)
+    if name == "leaky_relu":
+        return torch.where(pre > 0, torch.ones_like(pre), torch.full_like(pre, _LEAKY_SLOPE))
+    return get_activation(name).deriv(pre)
+
+
+def _bn_statistics(
+    mean_f1: torch.Tensor, mean_f1_sq: torch.Tensor, bn_on: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(μ, s = 1/σ)`` from per-view means of f_1 and f_1²; members without BN get ``μ = 0, s = 1``
+    (so f^bn = f_1)."""
+    mu = mean_f1
+    sigma2 = mean_f1_sq.sub_(mu * mu).clamp_min_(0.0)  # biased variance
+    inv_sigma = torch.where(bn_on, torch.rsqrt(sigma2 + eps), torch.ones_like(sigma2))
+    return mu * bn_on, inv_sigma
+
+
+# ---------------------------------------------------------------------- dense inputs
+class _DensePair(torch.autograd.Function):
+    """``z = V f^bn(h(W x))`` for both views of dense inputs ``x (E or 1, 2, N, K, d_in)`` -> ``(E, 2, N, out)``."""
+
+    @staticmethod
+    def forward(ctx, W, VT, x, bn_on, mean_backprop, var_backprop, filter_mask, lay: _Layout):  # noqa: ANN001
+        E, K, Mp, _ = W.shape
+        F = K * Mp
         two, N = x.shape[1], x.shape[2]
-        y = torch.einsum("evnki,ekmi->evnkm", x, W).reshape(E, two, N, F_)  # (E, 2, N, F)
-        # ---- activation, in place (per contiguous run of members); y is kept only where h' needs it
-        kept: dict[int, torch.Tensor] = {}
-        for a, s0, t in self._act_runs:
-            if a == "relu":
-                y[s0:t].relu_()
-            elif a == "leaky_relu":
-                torch.nn.functional.leaky_relu_(y[s0:t], _LEAKY_SLOPE)
-            elif a != "linear":
-                kept[s0] = y[s0:t].clone()
-                y[s0:t] = get_activation(a).fn(kept[s0])
-        h = y  # (E, 2, N, F)
-        mask = self.filter_mask.reshape(E, 1, 1, F_)
-        if self._need_mask:
-            h.mul_(mask)
-        # ---- BatchNorm per view (mean over N)
-        # (torch.var_mean over a non-inner dim is ~10x slower than two plain sums here)
-        mu = h.mean(2, keepdim=True)  # (E, 2, 1, F)
-        var = (h * h).mean(2, keepdim=True).sub_(mu * mu).clamp_min_(0.0)  # (E, 2, 1, F) biased variance
-        on = self.bn_on.view(E, 1, 1, 1)
-        s = torch.where(on, torch.rsqrt(var + self.bn_eps), torch.ones_like(var))  # (E, 2, 1, F)
-        mu = mu * on
-        g = torch.addcmul(-(mu * s), h, s)  # (E, 2, N, F) = (h − μ)s
-        g2 = g.view(E, two * N, F_)
-        z = torch.bmm(g2, VT)  # (E, 2N, out)
-        losses, dz = _loss_and_dz(z.view(E, two, N, -1), loss_fn, loss_grad_fn)
+        pre = torch.einsum("evnki,ekmi->evnkm", x, W).reshape(E, two, N, F)  # (E, 2, N, F)
+        f1, kept = _activate_(pre, lay)  # (E, 2, N, F)
+        mask = filter_mask.reshape(E, 1, 1, F)
+        if lay.need_mask:
+            f1.mul_(mask)
+        # per-view BN statistics (torch.var_mean over a non-inner dim is ~10x slower than two sums here)
+        on = bn_on.view(E, 1, 1, 1)
+        mu, inv_sigma = _bn_statistics(f1.mean(2, keepdim=True), (f1 * f1).mean(2, keepdim=True), on, lay.eps)
+        # (E, 2, 1, F) each
+        f_bn = torch.addcmul(-(mu * inv_sigma), f1, inv_sigma)  # (E, 2, N, F) = (f_1 − μ)/σ
+        z = torch.bmm(f_bn.view(E, two * N, F), VT)  # (E, 2N, out)
+        ctx.lay, ctx.n_kept = lay, len(kept)
+        ctx.kept_at = [i for i, k in enumerate(kept) if k is not None]
+        ctx.save_for_backward(
+            x, VT, f1, f_bn, inv_sigma, mean_backprop, var_backprop, mask, *[k for k in kept if k is not None]
+        )
+        return z.view(E, two, N, -1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dz):  # noqa: ANN001
+        x, VT, f1, f_bn, inv_sigma, mean_backprop, var_backprop, mask, *kept_t = ctx.saved_tensors
+        lay = ctx.lay
+        kept: list[torch.Tensor | None] = [None] * ctx.n_kept
+        for i, k in zip(ctx.kept_at, kept_t):
+            kept[i] = k
+        E, two, N, F = f_bn.shape
         dz = dz.reshape(E, two * N, -1)  # (E, 2N, out)
-        # ---- backward through V
-        gV = torch.bmm(g2.transpose(1, 2), dz)  # (E, F, out)
-        dg = torch.bmm(dz, VT.transpose(1, 2)).view(E, two, N, F_)  # (E, 2, N, F)
-        # ---- BN backward: dh = s (dg − a mean(dg) − b g mean(dg g))
-        a_ = self.bn_a.view(E, 1, 1, 1) * on
-        if self._bp_mean:
-            dg.sub_(dg.mean(2, keepdim=True) * a_)
-        if self._bp_var:
-            c2 = (dg * g).mean(2, keepdim=True) * self.bn_b.view(E, 1, 1, 1)  # uses dg − a·mean(dg): Σ g = 0
-            dg.addcmul_(g, c2, value=-1.0)
-        dg.mul_(s)
-        # ---- activation backward
-        for a, s0, t in self._act_runs:  # relu / leaky: h' from the sign of h = h(y) (one fused pass)
-            d = dg[s0:t]
-            if a == "relu":
-                torch.ops.aten.threshold_backward.grad_input(d, h[s0:t], 0.0, grad_input=d)
-            elif a == "leaky_relu":
-                torch.ops.aten.leaky_relu_backward.grad_input(d, h[s0:t], _LEAKY_SLOPE, True, grad_input=d)
-            elif a != "linear":
-                d.mul_(get_activation(a).deriv(kept[s0]))
-        if self._need_mask:
-            dg.mul_(mask)
-        # ---- first-layer gradient
-        gW = torch.einsum(
-            "evnkm,evnki->ekmi", dg.view(E, two, N, K, Mp), x.expand(E, *x.shape[1:])
-        )  # (E, K, M_pad, d_in)
-        self.W.grad = gW
-        self.VT.grad = gV
-        return losses.detach()
+        dVT = torch.bmm(f_bn.view(E, two * N, F).transpose(1, 2), dz)  # (E, F, out)
+        df_bn = torch.bmm(dz, VT.transpose(1, 2)).view(E, two, N, F)  # (E, 2, N, F) ∂L/∂f^bn
+        # BN backward: ∂L/∂f_1 = s (∂L/∂f^bn − a mean(∂L/∂f^bn) − b f^bn mean(∂L/∂f^bn f^bn))
+        if lay.mean_backprop:  # ("off" members have both flags 0)
+            df_bn.sub_(df_bn.mean(2, keepdim=True) * mean_backprop.view(E, 1, 1, 1))
+        if lay.var_backprop:
+            # mean(df^bn · f^bn) after the μ term: unchanged by it since Σ_n f^bn = 0
+            mean_df_f = (df_bn * f_bn).mean(2, keepdim=True) * var_backprop.view(E, 1, 1, 1)  # (E, 2, 1, F)
+            df_bn.addcmul_(f_bn, mean_df_f, value=-1.0)
+        df1 = df_bn.mul_(inv_sigma)  # (E, 2, N, F) ∂L/∂f_1
+        dpre = _activation_backward_(df1, f1, kept, lay)  # (E, 2, N, F) ∂L/∂(w_kmᵀ x_k)
+        if lay.need_mask:
+            dpre.mul_(mask)
+        K = x.shape[3]
+        dW = torch.einsum("evnkm,evnki->ekmi", dpre.view(E, two, N, K, F // K), x.expand(E, *x.shape[1:]))
+        return dW, dVT, None, None, None, None, None, None  # dW: (E, K, M_pad, d_in)
 
-    def _token_mode(self, N: int, n_tok: int, out: int) -> str:
-        """``"table"`` or ``"samples"`` for the token path: ``self.token_mode``, or :func:`token_path`."""
-        if self.token_mode != "auto":
-            return self.token_mode
-        return token_path(self.K, self.M_pad, N, n_tok, out)
 
-    def _token_loss_and_grad(
-        self, tokens: torch.Tensor, embedding: torch.Tensor, loss_fn, loss_grad_fn
-    ) -> torch.Tensor:
-        """:meth:`loss_and_grad` for token inputs, computed in *token space* (exact, no ``(N, K, M)`` tensor).
+# ---------------------------------------------------------------------- token inputs
+class _TokenPair(torch.autograd.Function):
+    """Both views of token inputs through the network, computed in *token space* (exact).
 
-        With token inputs, x_nk = u_{t_nk}, every first-layer quantity of sample n at RF k is a row
-        of the table ``y_tab[k, a] = W_k u_a`` (``(K, T, M)``, T tokens): ``h_nk = h(y_tab[k, t_nk])``.
-        Batch sums over n therefore become sums over tokens weighted by the counts
-        ``c_v[k, a] = #{n : t_nk = a}`` of view v, and everything is done on ``(K, T, ·)`` tables:
+    With token inputs, ``x_nk = u_{t_nk}``, every bottom-layer quantity of sample n at RF k is a
+    row of a table over the T tokens: ``pre_tab[k, a] = W_k u_a`` and ``f1_tab = h(pre_tab)``
+    (``(K, T, M)``), so ``f_1km[n] = f1_tab[k, t_nk, m]``. Batch sums over n become sums over
+    tokens weighted by the counts ``c_v[k, a] = #{n : t_nk = a}`` of view v:
 
-        - BN statistics: ``μ = Σ_a c h_tab / N``, ``σ² = Σ_a c h_tab² / N − μ²``;
-        - forward: ``z_n = Σ_k P_v[k, t_nk] − Σ_{k,m} μ_km s_km V_{·km}`` with
-          ``P_v[k, a] = Σ_m h_tab[k, a, m] s_km V_{·km}`` (a gather-sum over K rows, ``embedding_bag``);
-        - backward, with ``D_v[k, a] = Σ_{n: t_nk = a} ∂L/∂z_n`` (a scatter-add) and
-          ``Q_v[k] = D_vᵀ h_tab[k]`` (``= Σ_n ∂L/∂z_n h_nkᵀ``):
-          ``∂L/∂V_{·km} = Σ_v s (Q_v − (Σ_n ∂L/∂z_n) μ)``; the BN backward
-          ``∂L/∂h = s(dg − a·mean(dg) − b·g·mean(dg·g))`` (dg = ∂L/∂g = Vᵀ∂L/∂z) summed over
-          ``{n : t_nk = a}`` is ``Σ_v [s D_v V + c_v(−s a m_v + s² b c2_v μ) − s² b c2_v c_v h_tab]`` with
-          ``m_v = mean(dg) = V ᵀmean(∂L/∂z)`` and ``c2_v = mean(dg·g) = s (Σ_o V_o Q_v,o / N − m_v μ)``;
-          then ``× h'(y_tab)`` and ``∂L/∂W_k = (∂L/∂y_tab[k])ᵀ U``.
+    - BN statistics: ``μ = Σ_a c f1_tab / N``, ``σ² = Σ_a c f1_tab² / N − μ²``;
+    - forward (``"table"``): ``z_n = Σ_k z_tab_v[k, t_nk] − Σ_{k,m} μ_km s_km V_{·km}`` with
+      ``z_tab_v[k, a] = Σ_m f1_tab[k, a, m] s_km V_{·km}`` (a gather-sum over K rows, ``embedding_bag``);
+    - backward, with ``dz_tab_v[k, a] = Σ_{n: t_nk = a} ∂L/∂z_n`` (a scatter-add):
+      ``∂L/∂V_{·km} = Σ_v s (Σ_a f1_tab[k, a, m] dz_tab_v[k, a] − μ_km Σ_n ∂L/∂z_n)``, and the BN
+      backward summed over ``{n : t_nk = a}`` is
+      ``∂L/∂f1_tab = Σ_v [s dz_tab_v V + c_v (−s a m_v + s² b r_v μ) − s² b r_v c_v f1_tab]`` with
+      ``m_v = mean(∂L/∂f^bn) = Vᵀ mean(∂L/∂z)`` and ``r_v = mean(∂L/∂f^bn · f^bn)``;
+      then ``× h'(pre_tab)`` and ``∂L/∂W_k = (∂L/∂pre_tab[k])ᵀ U``.
 
-        The big contractions shrink from ``N`` rows to ``T`` rows (T = 20 ≪ 2N = 256 in Sec. 5).
-        """
-        E, K, Mp, din = self.ensemble, self.K, self.M_pad, self.in_dim
-        if tokens.dim() != 4 or tokens.shape[0] != E or tokens.shape[3] != K:
-            raise ValueError(f"loss_and_grad: tokens must be ({E}, 2, N, {K}), got {tuple(tokens.shape)}")
-        n_tok = embedding.shape[-2]
-        if embedding.dim() != 3 or embedding.shape[0] != E or embedding.shape[2] != din:
-            raise ValueError(f"loss_and_grad: embedding must be ({E}, n_tokens, {din}), got {tuple(embedding.shape)}")
+    The big contractions run over the 2T table rows instead of the 2N samples (T = 20 ≪ 2N = 256
+    in Sec. 5). ``"samples"`` gathers per-sample ``f^bn`` rows from the table instead (cheaper
+    for tiny M or T ≫ N; :func:`token_path` chooses).
+    """
+
+    @staticmethod
+    def forward(ctx, W, VT, tokens, U, bn_on, mean_backprop, var_backprop, filter_mask, lay: _Layout, path: str):  # noqa: ANN001
+        E, K, Mp, _ = W.shape
         _, two, N, _ = tokens.shape
-        dev, dt = self.W.device, self.W.dtype
-        W, VT = self.W.detach(), self.VT.detach()
-        out = VT.shape[2]
-        Vt = VT.view(E, K, Mp, out)  # (E, K, M, out) V_{o,k,m}
-        # ---- token tables: y_tab = W_k u_a, h_tab = h(y_tab)
-        y_tab = torch.matmul(embedding.unsqueeze(1), W.transpose(2, 3))  # (E, K, T, M)
-        h_tab = _cat([get_activation(a).fn(y_tab[s0:t]) for a, s0, t in self._act_runs])  # (E, K, T, M)
-        mask = self.filter_mask.view(E, K, 1, Mp)
-        if self._need_mask:
-            h_tab = h_tab * mask
+        T, out = U.shape[1], VT.shape[2]
+        dev, dt = W.device, W.dtype
+        V_k = VT.view(E, K, Mp, out)  # (E, K, M, out) V_{o,km}
+        # ---- token tables: pre_tab = W_k u_a, f1_tab = h(pre_tab)
+        pre_tab = torch.matmul(U.unsqueeze(1), W.transpose(2, 3))  # (E, K, T, M)
+        f1_tab = _cat([get_activation(a).fn(pre_tab[s:t]) for a, s, t in lay.activations])  # (E, K, T, M)
+        mask = filter_mask.view(E, K, 1, Mp)
+        if lay.need_mask:
+            f1_tab = f1_tab * mask
         # ---- counts c_v[k, a]; table rows ((e·K + k)·2 + v)·T + a, i.e. the (E, K, 2, T) layout
-        offs = (
+        offsets = (
             (torch.arange(E, device=dev).view(E, 1, 1, 1) * K + torch.arange(K, device=dev)) * two
             + torch.arange(two, device=dev).view(1, two, 1, 1)
-        ) * n_tok  # (E, 2, 1, K)
-        rows = tokens + offs  # (E, 2, N, K)
-        c = torch.bincount(rows.reshape(-1), minlength=E * K * two * n_tok).to(dt).view(E, K, two, n_tok)
-        # ---- BN statistics per view: (E, K, 2, M)
-        mu = torch.matmul(c, h_tab) / N  # (E, K, 2, M)
-        var = (torch.matmul(c, h_tab * h_tab) / N).sub_(mu * mu).clamp_min_(0.0)  # (E, K, 2, M) biased variance
-        on = self.bn_on.view(E, 1, 1, 1)
-        s = torch.where(on, torch.rsqrt(var + self.bn_eps), torch.ones_like(var))  # (E, K, 2, M)
-        mu = mu * on
-        if self._token_mode(N, n_tok, out) == "table":
-            hs = (h_tab.unsqueeze(2) * s.unsqueeze(3)).view(E, K, two * n_tok, Mp)  # (E, K, 2·T, M): h_tab s_v
-            # ---- forward: P_v[k, a] = (h_tab s_v)[k, a] V_k, z_n = Σ_k P_v[k, t_nk] − const_v
-            P = torch.matmul(hs, Vt)  # (E, K, 2·T, out)
-            smu = (s * mu).transpose(1, 2).reshape(E, two, K * Mp)  # (E, 2, K·M)
-            const = torch.bmm(smu, VT)  # (E, 2, out) Σ_km μ s V
-            z = torch.nn.functional.embedding_bag(rows.reshape(-1, K), P.view(-1, out), mode="sum")  # (E·2·N, out)
-            z = z.view(E, two, N, out).sub_(const.unsqueeze(2))  # (E, 2, N, out)
-            losses, dz = _loss_and_dz(z, loss_fn, loss_grad_fn)
-            dz = dz.reshape(E * two * N, out)  # (E·2·N, out)
-            # ---- backward: D_v[k, a] = Σ_{n: t_nk = a} dz_n (one index_add per RF: no (N, K, out) copy)
-            D = torch.zeros(E * K * two * n_tok, out, device=dev, dtype=dt)
-            rk = rows.reshape(-1, K).t().contiguous()  # (K, E·2·N)
+        ) * T  # (E, 2, 1, K)
+        rows = tokens + offsets  # (E, 2, N, K)
+        flat_rows = rows.reshape(-1)
+        # index_add_ instead of bincount: no data-dependent output size, so no device sync on CUDA
+        counts = torch.zeros(E * K * two * T, device=dev, dtype=dt)
+        counts.index_add_(0, flat_rows, torch.ones((), device=dev, dtype=dt).expand(flat_rows.shape[0]))
+        counts = counts.view(E, K, two, T)  # (E, K, 2, T)
+        on = bn_on.view(E, 1, 1, 1)
+        mu, inv_sigma = _bn_statistics(
+            torch.matmul(counts, f1_tab) / N, torch.matmul(counts, f1_tab * f1_tab) / N, on, lay.eps
+        )  # (E, K, 2, M) each
+        ctx.lay, ctx.path, ctx.N = lay, path, N
+        if path == "table":
+            f1s = (f1_tab.unsqueeze(2) * inv_sigma.unsqueeze(3)).view(E, K, two * T, Mp)  # (E, K, 2T, M) f1_tab s_v
+            z_tab = torch.matmul(f1s, V_k)  # (E, K, 2T, out)
+            mu_s = (inv_sigma * mu).transpose(1, 2).reshape(E, two, K * Mp)  # (E, 2, K·M) μ s
+            z_const = torch.bmm(mu_s, VT)  # (E, 2, out) Σ_km μ s V
+            z = torch.nn.functional.embedding_bag(rows.reshape(-1, K), z_tab.view(-1, out), mode="sum")  # (E·2N, out)
+            z = z.view(E, two, N, out).sub_(z_const.unsqueeze(2))  # (E, 2, N, out)
+            ctx.save_for_backward(
+                rows, counts, pre_tab, f1_tab, mu, inv_sigma, f1s, mu_s, VT, U, mean_backprop, var_backprop, mask
+            )
+        elif path == "samples":
+            f_bn_tab = (f1_tab.unsqueeze(2) - mu.unsqueeze(3)).mul_(inv_sigma.unsqueeze(3))  # (E, K, 2, T, M)
+            f_bn = f_bn_tab.view(-1, Mp).index_select(0, flat_rows).view(E, two * N, K * Mp)  # (E, 2N, K·M)
+            z = torch.bmm(f_bn, VT).view(E, two, N, out)  # (E, 2, N, out)
+            ctx.save_for_backward(
+                rows, counts, pre_tab, f1_tab, mu, inv_sigma, f_bn, VT, U, mean_backprop, var_backprop, mask
+            )
+        else:
+            raise ValueError(f"token path {path!r}: allowed values are table, samples")
+        return z
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dz):  # noqa: ANN001
+        lay, N = ctx.lay, ctx.N
+        if ctx.path == "table":
+            rows, counts, pre_tab, f1_tab, mu, inv_sigma, f1s, mu_s, VT, U, mean_bp, var_bp, mask = ctx.saved_tensors
+        else:
+            rows, counts, pre_tab, f1_tab, mu, inv_sigma, f_bn, VT, U, mean_bp, var_bp, mask = ctx.saved_tensors
+        E, K, T, Mp = f1_tab.shape
+        two, out = rows.shape[1], VT.shape[2]
+        dev, dt = f1_tab.device, f1_tab.dtype
+        V_k = VT.view(E, K, Mp, out)
+        dz_sum = dz.sum(2)  # (E, 2, out) Σ_n ∂L/∂z_n per view
+        if ctx.path == "table":
+            dz_flat = dz.reshape(E * two * N, out)  # (E·2N, out)
+            # dz_tab_v[k, a] = Σ_{n: t_nk = a} ∂L/∂z_n (one index_add per RF: no (N, K, out) copy)
+            dz_tab = torch.zeros(E * K * two * T, out, device=dev, dtype=dt)
+            rows_k = rows.reshape(-1, K).t().contiguous()  # (K, E·2N)
             for k in range(K):
-                D.index_add_(0, rk[k], dz)
-            D = D.view(E, K, two * n_tok, out)  # (E, K, 2·T, out)
-            dzsum = dz.view(E, two, N, out).sum(2)  # (E, 2, out)
-            # ∂L/∂V_km = Σ_v s_v (Σ_a h_tab[k, a, m] D_v[k, a] − μ_v dzsum_v)
-            gV = torch.matmul(hs.transpose(2, 3), D).view(E, K * Mp, out)  # (E, K·M, out)
-            gV.baddbmm_(smu.transpose(1, 2), dzsum, alpha=-1.0)
-            # ∂L/∂h_tab = Σ_v [s_v D_v V + c_v γ_v + c_v β_v h_tab]
-            Rv = torch.matmul(D, Vt.transpose(2, 3)).view(E, K, two, n_tok, Mp)  # (E, K, 2, T, M): D_v V
-        else:  # "samples": per-sample normalised features g gathered from the table (small M)
-            g_tab = (h_tab.unsqueeze(2) - mu.unsqueeze(3)).mul_(s.unsqueeze(3))  # (E, K, 2, T, M) (h − μ_v)s_v
-            g = g_tab.view(-1, Mp).index_select(0, rows.reshape(-1)).view(E, two * N, K * Mp)  # (E, 2N, K·M)
-            z = torch.bmm(g, VT)  # (E, 2N, out)
-            losses, dz = _loss_and_dz(z.view(E, two, N, out), loss_fn, loss_grad_fn)
-            dz = dz.reshape(E, two * N, out)  # (E, 2N, out)
-            dzsum = dz.view(E, two, N, out).sum(2)  # (E, 2, out)
-            gV = torch.bmm(g.transpose(1, 2), dz)  # (E, K·M, out)
-            dg = torch.bmm(dz, VT.transpose(1, 2))  # (E, 2N, K·M) ∂L/∂g
-            Rv = torch.zeros(E * K * two * n_tok, Mp, device=dev, dtype=dt)
-            Rv.index_add_(0, rows.reshape(-1), dg.view(-1, Mp))
-            Rv = Rv.view(E, K, two, n_tok, Mp)  # (E, K, 2, T, M): Σ_{n: t_nk = a} ∂L/∂g_nk per view
-        dh_tab = (Rv * s.unsqueeze(3)).sum(2)  # (E, K, T, M)
-        need_a, need_b = self._bp_mean, self._bp_var  # ("off" has both flags 0)
-        if need_a or need_b:
-            a_ = (self.bn_a * self.bn_on).view(E, 1, 1, 1)
-            b_ = (self.bn_b * self.bn_on).view(E, 1, 1, 1)
-            md = torch.bmm(dzsum / N, VT.transpose(1, 2))  # (E, 2, K·M) mean_n(dg)
-            md = md.view(E, two, K, Mp).transpose(1, 2)  # (E, K, 2, M)
-            gam = -(s * a_ * md)  # (E, K, 2, M)
-            if need_b:
-                c2 = s * ((h_tab.unsqueeze(2) * Rv).sum(3) / N - md * mu)  # (E, K, 2, M) mean_n(dg g)
-                gam = gam + s * s * b_ * c2 * mu
-                bet = -(s * s) * b_ * c2  # (E, K, 2, M)
-                dh_tab.addcmul_(torch.matmul(c.transpose(2, 3), bet), h_tab)
-            dh_tab.add_(torch.matmul(c.transpose(2, 3), gam))  # (E, K, T, M)
-        # ---- activation backward (h' depends only on the table entry) and ∂L/∂W_k = dy_tabᵀ U
-        for a, s0, t in self._act_runs:
-            if a != "linear":
-                dh_tab[s0:t].mul_(_act_deriv(a, y_tab[s0:t]))
-        dy_tab = dh_tab  # (E, K, T, M)
-        if self._need_mask:
-            dy_tab = dy_tab * mask
-        self.W.grad = torch.matmul(dy_tab.transpose(2, 3), embedding.unsqueeze(1))  # (E, K, M, d_in)
-        self.VT.grad = gV
-        return losses.detach()
+                dz_tab.index_add_(0, rows_k[k], dz_flat)
+            dz_tab = dz_tab.view(E, K, two * T, out)  # (E, K, 2T, out)
+            # ∂L/∂V_km = Σ_v s_v (Σ_a f1_tab[k, a, m] dz_tab_v[k, a] − μ_v Σ_n ∂L/∂z_n)
+            dVT = torch.matmul(f1s.transpose(2, 3), dz_tab).view(E, K * Mp, out)  # (E, K·M, out)
+            dVT.baddbmm_(mu_s.transpose(1, 2), dz_sum, alpha=-1.0)
+            # Σ_{n: t_nk = a} ∂L/∂f^bn_nk per view
+            df_bn_tab = torch.matmul(dz_tab, V_k.transpose(2, 3)).view(E, K, two, T, Mp)  # (E, K, 2, T, M)
+        else:
+            dz_flat = dz.reshape(E, two * N, out)  # (E, 2N, out)
+            dVT = torch.bmm(f_bn.transpose(1, 2), dz_flat)  # (E, K·M, out)
+            df_bn = torch.bmm(dz_flat, VT.transpose(1, 2))  # (E, 2N, K·M) ∂L/∂f^bn
+            df_bn_tab = torch.zeros(E * K * two * T, Mp, device=dev, dtype=dt)
+            df_bn_tab.index_add_(0, rows.reshape(-1), df_bn.view(-1, Mp))
+            df_bn_tab = df_bn_tab.view(E, K, two, T, Mp)  # (E, K, 2, T, M)
+        df1_tab = (df_bn_tab * inv_sigma.unsqueeze(3)).sum(2)  # (E, K, T, M) ∂L/∂f1_tab without the BN terms
+        if lay.mean_backprop or lay.var_backprop:  # ("off" has both flags 0)
+            a, b = mean_bp.view(E, 1, 1, 1), var_bp.view(E, 1, 1, 1)  # 0 for "off" members
+            mean_df_bn = torch.bmm(dz_sum / N, VT.transpose(1, 2))  # (E, 2, K·M) m_v = mean_n(∂L/∂f^bn)
+            mean_df_bn = mean_df_bn.view(E, two, K, Mp).transpose(1, 2)  # (E, K, 2, M)
+            bn_offset = -(inv_sigma * a * mean_df_bn)  # (E, K, 2, M): coefficient of c_v
+            if lay.var_backprop:
+                # r_v = mean_n(∂L/∂f^bn · f^bn) = s (Σ_a f1_tab df_bn_tab / N − m_v μ)
+                r = inv_sigma * ((f1_tab.unsqueeze(2) * df_bn_tab).sum(3) / N - mean_df_bn * mu)  # (E, K, 2, M)
+                bn_offset = bn_offset + inv_sigma * inv_sigma * b * r * mu
+                bn_slope = -(inv_sigma * inv_sigma) * b * r  # (E, K, 2, M): coefficient of c_v f1_tab
+                df1_tab.addcmul_(torch.matmul(counts.transpose(2, 3), bn_slope), f1_tab)
+            df1_tab.add_(torch.matmul(counts.transpose(2, 3), bn_offset))  # (E, K, T, M)
+        # ---- activation backward (h' depends only on the table entry) and ∂L/∂W_k = dpre_tabᵀ U
+        for act, s, t in lay.activations:
+            if act != "linear":
+                df1_tab[s:t].mul_(_activation_derivative(act, pre_tab[s:t]))
+        dpre_tab = df1_tab  # (E, K, T, M)
+        if lay.need_mask:
+            dpre_tab = dpre_tab * mask
+        dW = torch.matmul(dpre_tab.transpose(2, 3), U.unsqueeze(1))  # (E, K, M, d_in)
+        return dW, dVT, None, None, None, None, None, None, None, None
 
 
 def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
@@ -415,23 +550,3 @@ def token_path(K: int, M: int, N: int, n_tok: int, out: int) -> str:
     table = K * out * (2 * N + 2 * n_tok) + 3 * 2 * n_tok * K * M * out / 8
     samples = 3 * 2 * N * K * M + 2 * 2 * N * K * M * out / 8
     return "table" if table <= samples else "samples"
-
-
-def _act_deriv(name: str, y: torch.Tensor) -> torch.Tensor:
-    """h'(y), with h'(0) = 0 for ReLU and slope 0.05 at y <= 0 for LeakyReLU (as the dense path)."""
-    if name == "relu":
-        return (y > 0).to(y.dtype)
-    if name == "leaky_relu":
-        return torch.where(y > 0, torch.ones_like(y), torch.full_like(y, _LEAKY_SLOPE))
-    return get_activation(name).deriv(y)
-
-
-def _loss_and_dz(z: torch.Tensor, loss_fn, loss_grad_fn) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-member losses ``(E,)`` and ``dL/dz`` for ``z (E, 2, N, out)``: closed form or autograd on ``z`` only."""
-    if loss_grad_fn is not None:
-        return loss_grad_fn(z)
-    zl = z.detach().requires_grad_(True)
-    with torch.enable_grad():
-        losses = loss_fn(zl)  # (E,)
-        (dz,) = torch.autograd.grad(losses.sum(), zl)
-    return losses, dz

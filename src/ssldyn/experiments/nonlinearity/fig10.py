@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ssldyn.experiments.nonlinearity.fig4 import ActivationGridConfig, run_activation_grid, trend_claims
-from ssldyn.experiments.nonlinearity.token_grid import plot_chi_grid
+from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
 from ssldyn.lab import Experiment, Result, check, register
 from ssldyn.lab.claims import Claim
 
@@ -31,7 +31,6 @@ class Fig10(Experiment):
         "betas": [1, 5],
         "Ps": [1, 3],
         "losses": ["infonce", "quadratic"],
-        "workers": 1,
     }
     est_seconds = (25, 1200)
 

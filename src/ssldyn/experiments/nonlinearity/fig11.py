@@ -22,9 +22,9 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     final_table,
     grid_frame,
     make_runs,
-    plot_chi_grid,
     train_grid,
 )
+from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
 from ssldyn.lab import Experiment, Result, check, register
 from ssldyn.lab.claims import Claim
 
@@ -45,7 +45,7 @@ class Fig11(Experiment):
     figure = "Fig. 11"
     description = "BatchNorm vs no BatchNorm under token-magnitude non-uniformity ζ (ReLU)"
     Config = Fig11Config
-    quick = {"steps": 500, "log_every": 100, "seeds": 1, "zetas": [10.0], "betas": [1, 5], "Ps": [1, 3], "workers": 1}
+    quick = {"steps": 500, "log_every": 100, "seeds": 1, "zetas": [10.0], "betas": [1, 5], "Ps": [1, 3]}
     est_seconds = (15, 900)
 
     def run(self, cfg, ctx) -> Result:
@@ -58,9 +58,9 @@ class Fig11(Experiment):
             bns=[cfg.bn, "off"],
             base=cfg.base_run(),
         )
-        traces = train_grid(cfg, ctx, runs)
+        traj = train_grid(cfg, ctx, runs)
         res = Result()
-        res.tables["chi"] = grid_frame(runs, traces)
+        res.tables["chi"] = grid_frame(runs, traj)
         res.tables["final"] = final_table(res.tables["chi"])
         res.summary["runs"] = len(runs)
         res.notes.append("lr = 0.02 (documented command) instead of the paper's 2e-3; BN = mean-only (Def. 5).")

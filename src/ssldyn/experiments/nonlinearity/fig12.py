@@ -146,8 +146,10 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx) -> Result:
         ensemble=E,
         activation=cfg.activation,
         bn=cfg.bn,
-        seeds=[ctx.seed + 7919 + s for s in range(S)] * 2,
-    ).to(dev)
+        # the two conditions start from the same networks: member s and S + s share an init seed
+        generator=[torch.Generator().manual_seed(ctx.seed + 7919 + s) for s in list(range(S)) * 2],
+        device=dev,
+    )
     opt = EnsembleSGD([net.W, net.VT], cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     crop = RandomResizedCrop(scale=tuple(cfg.crop_scale), ratio=tuple(cfg.crop_ratio))
     g = ctx.generator(1)
@@ -187,7 +189,10 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx) -> Result:
         v1 = torch.where(aug_member.view(1, E, 1, 1, 1), q1.unsqueeze(1), q0.unsqueeze(1))  # (n, E, B, 4, 196)
         v2 = torch.where(aug_member.view(1, E, 1, 1, 1), q2.unsqueeze(1), q0.unsqueeze(1))
         for s in range(n):
-            losses = net.loss_and_grad(loss_fn, x=torch.stack([v1[s], v2[s]], 1))  # x: (E, 2, B, 4, 196)
+            opt.zero_grad()
+            losses = loss_fn(net.forward_pair(torch.stack([v1[s], v2[s]], 1)))  # x: (E, 2, B, 4, 196) -> (E,)
+            losses.sum().backward()
+            losses = losses.detach()
             opt.step()
             done += 1
             if done % cfg.log_every == 0 or done == cfg.steps:

@@ -19,7 +19,6 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.experiments.nonlinearity.token_grid import (
     ACTIVATIONS4,
     BN,
@@ -29,9 +28,9 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     final_table,
     grid_frame,
     make_runs,
-    plot_chi_grid,
     train_grid,
 )
+from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
 from ssldyn.lab import Experiment, Result, check, register
 from ssldyn.lab.claims import Claim
 
@@ -59,15 +58,11 @@ def run_activation_grid(cfg: ActivationGridConfig, ctx) -> Result:
         bns=[cfg.bn],
         base=base,
     )
-    traces = train_grid(cfg, ctx, runs)
-    df = grid_frame(runs, traces)
+    traj = train_grid(cfg, ctx, runs)  # member m = runs[m]: chi_plus, chi_minus, loss
+    df = grid_frame(runs, traj)
     res = Result()
     res.tables["chi"] = df
     res.tables["final"] = final_table(df)
-    traj = Trajectory(meta={"runs": len(runs)})
-    for m, (_r, tr) in enumerate(zip(runs, traces)):
-        for s, cp, cm in zip(tr.steps, tr.chi_plus, tr.chi_minus):
-            traj.log(int(s), member=m, chi_plus=float(cp), chi_minus=float(cm))
     res.add_trajectory(traj)
     res.summary["runs"] = len(runs)
     res.summary["steps"] = cfg.steps
@@ -134,7 +129,6 @@ class Fig4(Experiment):
         "betas": [1, 5],
         "Ps": [1, 3],
         "losses": ["infonce"],
-        "workers": 1,
     }
     est_seconds = (20, 1200)
 

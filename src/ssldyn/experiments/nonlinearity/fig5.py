@@ -19,8 +19,14 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field
 
-from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.experiments.nonlinearity.token_grid import BN, TokenTrainConfig, grid_frame, make_runs, train_grid
+from ssldyn.experiments.nonlinearity.token_grid import (
+    BN,
+    TokenTrainConfig,
+    grid_frame,
+    make_runs,
+    token_data,
+    train_grid,
+)
 from ssldyn.lab import Experiment, Result, check, register
 from ssldyn.lab.claims import Claim
 
@@ -41,7 +47,7 @@ class Fig5(Experiment):
     figure = "Fig. 5"
     description = "learned filters per RF, ReLU vs linear (P = 3 and the documented P = 5 run, β = 5)"
     Config = Fig5Config
-    quick = {"steps": 1000, "log_every": 250, "panels_P": [3], "workers": 1}
+    quick = {"steps": 1000, "log_every": 250, "panels_P": [3]}
     est_seconds = (15, 120)
 
     def run(self, cfg, ctx) -> Result:
@@ -53,20 +59,18 @@ class Fig5(Experiment):
             bns=[cfg.bn],
             base=cfg.base_run(),
         )
-        traces = train_grid(cfg, ctx, runs, keep_filters=True)
+        traj = train_grid(cfg, ctx, runs, keep_filters=True)  # member m = runs[m]
         res = Result()
-        df = grid_frame(runs, traces)
+        df = grid_frame(runs, traj)
         res.tables["chi"] = df
-        traj = Trajectory()
-        for m, (r, tr) in enumerate(zip(runs, traces)):
+        for m, r in enumerate(runs):
             key = f"P{r.spec.P}_{r.activation}"
-            res.arrays[f"filters/{key}"] = tr.filters
-            res.arrays[f"allowed/{key}"] = tr.allowed
-            res.arrays[f"relevant/{key}"] = tr.relevant
-            res.summary[f"chi_plus/{key}"] = float(tr.chi_plus[-1])
-            res.summary[f"chi_minus/{key}"] = float(tr.chi_minus[-1])
-            for s, cp, cm in zip(tr.steps, tr.chi_plus, tr.chi_minus):
-                traj.log(int(s), member=m, chi_plus=float(cp), chi_minus=float(cm))
+            (res.arrays[f"filters/{key}"],) = traj.snapshots(f"filters/{m}").values()  # (K, M, d) final
+            data = token_data(r)
+            res.arrays[f"allowed/{key}"] = data["allowed"]
+            res.arrays[f"relevant/{key}"] = data["relevant"]
+            res.summary[f"chi_plus/{key}"] = traj.last("chi_plus", m)
+            res.summary[f"chi_minus/{key}"] = traj.last("chi_minus", m)
         res.add_trajectory(traj)
         res.notes.append(
             "lr = 0.02 (documented command of the reference implementation) instead of the paper's "

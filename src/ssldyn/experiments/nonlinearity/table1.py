@@ -62,7 +62,7 @@ class Table1(Experiment):
     figure = "Table 1"
     description = "χ̄₊ with the four BN gradient variants (μ / σ² backpropagated or not), ζ = 10"
     Config = Table1Config
-    quick = {"steps": 400, "log_every": 100, "seeds": 1, "betas": [5], "Ps": [3, 5], "workers": 1}
+    quick = {"steps": 400, "log_every": 100, "seeds": 1, "betas": [5], "Ps": [3, 5]}
     est_seconds = (20, 600)
 
     def run(self, cfg, ctx) -> Result:
@@ -75,9 +75,9 @@ class Table1(Experiment):
             bns=[m for m, _ in COLUMNS],
             base=cfg.base_run(),
         )
-        traces = train_grid(cfg, ctx, runs)
+        traj = train_grid(cfg, ctx, runs)
         res = Result()
-        res.tables["chi"] = grid_frame(runs, traces)
+        res.tables["chi"] = grid_frame(runs, traj)
         res.tables["final"] = final_table(res.tables["chi"])
         res.tables["table1"] = render_table(res.tables["final"], cfg.betas, cfg.Ps)
         res.notes.append("lr = 0.02 (documented command) instead of the paper's 2e-3.")

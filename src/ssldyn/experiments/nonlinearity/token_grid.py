@@ -1,10 +1,11 @@
 """Shared computation of the token-generator experiments (`nonlinearity` Sec. 5, App. E.2).
 
 Builds grids of :class:`~ssldyn.dynamics.ensemble_trainer.TokenRun`, trains them as batched
-ensembles (optionally in worker processes, one torch thread each), caches every finished run
-under the run store's ``<out>/.cache/token_runs/`` (or ``$SSLDYN_CACHE_DIR``; keyed by the run's
-settings, steps, logging and a hash of the code), and turns
-the traces into long tables. Protocol choices (see README, "Token-generator experiments"):
+ensembles — one lab task per ensemble (``ctx.as_completed``: worker processes, Ray tasks or
+in-process, as the lab decides) — caches every finished run through the run store
+(``ctx.cache``, namespace ``token_runs``: keyed by the run's settings, steps, logging, device
+and the code version), and turns the trajectories into long tables. Figures are drawn by the
+experiments (:mod:`.token_plots`). Protocol choices (see README, "Token-generator experiments"):
 
 - learning rate 0.02 (the reference implementation's documented command), not the 2e-3 of
   the paper's text: with 2e-3, χ̄₊ only moves from ≈0.36 to ≈0.48 in 5000 steps;
@@ -15,29 +16,27 @@ the traces into long tables. Protocol choices (see README, "Token-generator expe
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat
 
+from ssldyn.data.tokens import TokenGenerator
 from ssldyn.dynamics.ensemble_trainer import (
-    RunTrace,
     TokenRun,
     group_token_runs,
     token_ensemble_cost,
     train_token_ensemble,
 )
+from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.lab import ExperimentConfig
+from ssldyn.lab.context import Context
 
-CACHE_VERSION = "1"
+CACHE_NAMESPACE = "token_runs"
+PROBES = ("chi_plus", "chi_minus", "loss")
 
 
 def make_runs(
@@ -77,184 +76,122 @@ def make_runs(
     return runs
 
 
-@functools.lru_cache(maxsize=1)
-def _code_digest() -> str:
-    """Hash of the sources that determine a run's result (a code change invalidates the cache)."""
-    import hashlib
-    import importlib
-
-    h = hashlib.sha1()
-    for mod in (
-        "ssldyn.data.tokens",
-        "ssldyn.models.rf_net",
-        "ssldyn.models.activations",
-        "ssldyn.dynamics.ensemble_trainer",
-        "ssldyn.probes.chi",
-    ):
-        h.update(Path(importlib.import_module(mod).__file__).read_bytes())
-    return h.hexdigest()[:10]
+def run_key(run: TokenRun, steps: int, every: int, keep_filters: bool, compile: bool = False) -> dict[str, Any]:
+    """What determines one run's cached record (the lab adds the device and the code version);
+    a compiled step equals the eager one only to float round-off, so it is part of the key."""
+    return {
+        "run": run.describe(),
+        "steps": steps,
+        "every": every,
+        "filters": keep_filters,
+        "dtype": "float32",
+        "compile": compile,
+    }
 
 
-def cache_dir_for(ctx: Any = None) -> Path | None:
-    """Per-run cache of token runs: ``<ctx.cache_dir>/token_runs`` (the run store's ``<out>/.cache``),
-    or ``$SSLDYN_CACHE_DIR/token_runs`` when that is set (``SSLDYN_CACHE_DIR=off`` disables it);
-    ``None`` (no disk cache) outside the lab. Entries are keyed by the run's settings, steps,
-    logging and a hash of the code that computes them, so a cached run is exactly the run that
-    would be recomputed.
-    """
-    root = os.environ.get("SSLDYN_CACHE_DIR", "")
-    if root.lower() == "off":
-        return None
-    if root:
-        return Path(root) / "token_runs"
-    base = getattr(ctx, "cache_dir", None)
-    return Path(base) / "token_runs" if base is not None else None
+@dataclass(frozen=True)
+class EnsembleTask:
+    """One ensemble of the grid: what a worker needs to train it (picklable)."""
+
+    runs: tuple[TokenRun, ...]
+    steps: int
+    every: int
+    keep_filters: bool
+    device: str = "cpu"
+    compile: bool = False
 
 
-def _cache_file(
-    cache: Path, run: TokenRun, steps: int, log_every: int, keep_filters: bool, device: str = "cpu"
-) -> Path:
-    dev = "" if device == "cpu" else f"-{device}"
-    return cache / (
-        f"{run.key()}-s{steps}-l{log_every}-f{int(keep_filters)}-v{CACHE_VERSION}-{_code_digest()}{dev}.npz"
+def train_ensemble_task(task: EnsembleTask) -> list[dict[str, np.ndarray]]:
+    """Train one ensemble (a lab task) -> one record per run: ``step``, ``chi_plus``, ``chi_minus``,
+    ``loss`` at the logged steps, and ``filters`` ``(K, M, d)`` when kept."""
+    res = train_token_ensemble(
+        list(task.runs), steps=task.steps, every=task.every, device=task.device, compile=task.compile
     )
-
-
-def _save(path: Path, tr: RunTrace) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arrs = {k: v for k, v in vars(tr).items() if v is not None}
-    tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
-    np.savez(tmp, **arrs)
-    os.replace(tmp, path)
-
-
-def _load(path: Path) -> RunTrace:
-    with np.load(path) as d:
-        return RunTrace(**{k: d[k] for k in d.files})
-
-
-def _train_group(
-    runs: list[TokenRun], steps: int, log_every: int, keep_filters: bool, device: str = "cpu"
-) -> list[RunTrace]:
-    return train_token_ensemble(runs, steps, log_every, keep_filters, device=device)
-
-
-def _worker_init() -> None:
-    from ssldyn.lab.context import keep_heap_pad
-
-    torch.set_num_threads(1)
-    keep_heap_pad()  # steps free and re-allocate MB-sized tensors: keep the heap, no page faults
+    frame = res.trajectory.to_frame()
+    table = {
+        p: frame[frame["probe"] == p].pivot(index="member", columns="step", values="value") for p in PROBES
+    }  # probe -> (E, n_log)
+    steps = table["loss"].columns.to_numpy().astype(np.int64)
+    W = res.state.W.detach().cpu()  # (E, K, M_pad, d)
+    out = []
+    for e, r in enumerate(task.runs):
+        rec = {"step": steps}
+        for p in PROBES:
+            rec[p] = table[p].loc[e].to_numpy(np.float32)
+        if task.keep_filters:
+            rec["filters"] = W[e, :, : r.filters].numpy().copy()
+        out.append(rec)
+    return out
 
 
 def run_grid(
     runs: Sequence[TokenRun],
-    steps: int,
-    log_every: int = 100,
     *,
-    cache: Path | None = None,
-    workers: int = 1,
+    steps: int,
+    every: int = 100,
+    ctx: Context | None = None,
     keep_filters: bool = False,
     max_elems: int | None = None,
-    track: Callable | None = None,
-    device: torch.device | str | None = None,
-) -> list[RunTrace]:
-    """Train every run (cached ones are read back), batched by :func:`plan_token_ensembles`; input order.
+    compile: bool = False,
+) -> Trajectory:
+    """Train every run (cached ones are read back), batched by :func:`group_token_runs`.
 
-    ``workers > 1`` trains ensembles in that many spawned processes with one torch thread
-    each (robust on a loaded 2-core machine); ``workers = 1`` trains in this process.
-    On a CUDA ``device`` every ensemble trains in this process on the GPU (``workers`` unused).
-    ``track(iterable, total, description)`` wraps the loop over ensembles (progress bars).
+    Ensembles are lab tasks (``ctx.as_completed``, largest first; each run is cached as soon as
+    its ensemble finishes). Without a ``ctx`` (library use) the grid trains in this process and
+    nothing is cached on disk. ``compile``: train through ``torch.compile`` (CUDA graphs on a GPU;
+    see :func:`~ssldyn.dynamics.ensemble_trainer.train_ensemble`).
+
+    Returns:
+        a :class:`~ssldyn.dynamics.trajectory.Trajectory` with member m = ``runs[m]``: probes
+        ``chi_plus``, ``chi_minus``, ``loss`` at steps 0, every, …, steps; with ``keep_filters``
+        the final filters ``(K, M, d)`` of run m as the snapshot ``filters/m`` at the last step.
+        ``meta["runs"]`` describes the runs.
     """
-    dev = str(torch.device(device)) if device is not None else "cpu"
-    if dev != "cpu":
-        workers = 1
-    out: list[RunTrace | None] = [None] * len(runs)
-    todo = []
-    for i, r in enumerate(runs):
-        if cache is not None and _cache_file(cache, r, steps, log_every, keep_filters, dev).is_file():
-            out[i] = _load(_cache_file(cache, r, steps, log_every, keep_filters, dev))
-        else:
-            todo.append(i)
-    # group by settings that must be shared inside one ensemble, then by width
-    groups = [[todo[j] for j in g] for g in group_token_runs([runs[i] for i in todo], max_elems)]
+    ctx = ctx if ctx is not None else Context()
+    dev = str(ctx.device)
+    keys = [run_key(r, steps, every, keep_filters, compile) for r in runs]
+    records: list[dict[str, np.ndarray] | None] = [ctx.cache_lookup(k, namespace=CACHE_NAMESPACE) for k in keys]
+    todo = [i for i, rec in enumerate(records) if rec is None]
+    groups = [[todo[j] for j in g] for g in group_token_runs([runs[i] for i in todo], max_elems, device=dev)]
     groups.sort(key=lambda g: -token_ensemble_cost([runs[i] for i in g]))  # largest first (load balance)
-    track = track or (lambda it, total=None, description="": it)
-
-    def finish(g: list[int], traces: list[RunTrace]) -> None:
-        for i, tr in zip(g, traces):
-            out[i] = tr
-            if cache is not None:
-                _save(_cache_file(cache, runs[i], steps, log_every, keep_filters, dev), tr)
-
-    if groups and workers > 1:
-        old = os.environ.get("OMP_NUM_THREADS")
-        os.environ["OMP_NUM_THREADS"] = "1"
-        try:
-            import multiprocessing as mp
-
-            with ProcessPoolExecutor(
-                max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_init
-            ) as ex:
-                futs = [
-                    (g, ex.submit(_train_group, [runs[i] for i in g], steps, log_every, keep_filters, dev))
-                    for g in groups
-                ]
-                for g, f in track(futs, total=len(futs), description="token ensembles"):
-                    finish(g, f.result())
-        finally:
-            if old is None:
-                os.environ.pop("OMP_NUM_THREADS", None)
-            else:
-                os.environ["OMP_NUM_THREADS"] = old
-    elif groups:
-        # one torch thread in-process too: with several threads, OpenMP's spinning makes the many
-        # small ops of a step tens of times slower whenever the 2 cores are shared with other work
-        from ssldyn.lab.context import keep_heap_pad, torch_threads
-
-        if dev == "cpu":
-            keep_heap_pad()
-        with torch_threads(1, dev):
-            for g in track(groups, total=len(groups), description="token ensembles"):
-                finish(g, _train_group([runs[i] for i in g], steps, log_every, keep_filters, dev))
-    return out  # type: ignore[return-value]
+    tasks = [EnsembleTask(tuple(runs[i] for i in g), steps, every, keep_filters, dev, compile) for g in groups]
+    for gi, recs in ctx.as_completed(train_ensemble_task, tasks, description="token ensembles"):
+        for i, rec in zip(groups[gi], recs):
+            records[i] = rec
+            ctx.cache_store(keys[i], rec, namespace=CACHE_NAMESPACE)
+    traj = Trajectory(meta={"runs": [r.describe() for r in runs]})
+    for m, rec in enumerate(records):
+        assert rec is not None
+        for j, t in enumerate(rec["step"]):
+            traj.log(int(t), member=m, **{p: float(rec[p][j]) for p in PROBES})
+        if keep_filters:
+            traj.snapshot(int(rec["step"][-1]), f"filters/{m}", rec["filters"])
+    return traj
 
 
-def grid_frame(runs: Sequence[TokenRun], traces: Sequence[RunTrace]) -> pd.DataFrame:
-    """Long table: loss, activation, beta, P, zeta, bn, seed, step, chi_plus, chi_minus, loss_value."""
-    rows = []
-    for r, tr in zip(runs, traces):
-        for j, s in enumerate(tr.steps):
-            rows.append(
-                (
-                    r.loss,
-                    r.activation,
-                    r.beta,
-                    r.spec.P,
-                    r.spec.zeta,
-                    r.bn,
-                    r.seed,
-                    int(s),
-                    float(tr.chi_plus[j]),
-                    float(tr.chi_minus[j]),
-                    float(tr.loss[j]),
-                )
-            )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "loss",
-            "activation",
-            "beta",
-            "P",
-            "zeta",
-            "bn",
-            "init",
-            "step",
-            "chi_plus",
-            "chi_minus",
-            "loss_value",
-        ],
+def token_data(run: TokenRun) -> dict[str, np.ndarray]:
+    """The data set of a run: ``relevant`` (K, n_tokens) and ``allowed`` (K, P) tokens (regenerated)."""
+    gen = TokenGenerator(run.spec, run.seed)
+    return {"relevant": gen.relevant.numpy(), "allowed": gen.allowed.numpy()}
+
+
+def grid_frame(runs: Sequence[TokenRun], traj: Trajectory) -> pd.DataFrame:
+    """Long table: loss, activation, beta, P, zeta, bn, init, step, chi_plus, chi_minus, loss_value
+    (one row per run and logged step, runs in order)."""
+    frame = traj.to_frame()
+    wide = frame.pivot_table(index=["member", "step"], columns="probe", values="value", aggfunc="first").reset_index()
+    settings = pd.DataFrame(
+        [
+            {"loss": r.loss, "activation": r.activation, "beta": r.beta, "P": r.spec.P, "zeta": r.spec.zeta}
+            | {"bn": r.bn, "init": r.seed}
+            for r in runs
+        ]
     )
+    out = settings.iloc[wide["member"].to_numpy(dtype=np.int64)].reset_index(drop=True)
+    out["step"] = wide["step"].to_numpy(dtype=np.int64)
+    for probe, col in (("chi_plus", "chi_plus"), ("chi_minus", "chi_minus"), ("loss", "loss_value")):
+        out[col] = wide[probe].to_numpy(dtype=np.float64)
+    return out
 
 
 def final_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -277,54 +214,6 @@ def cell(t: pd.DataFrame, col: str = "chi_plus_mean", **sel: Any) -> float:
     return float(t.loc[m, col].iloc[0])
 
 
-def plot_chi_grid(
-    t: pd.DataFrame,
-    path: Path,
-    *,
-    series: str,
-    rows: Sequence[tuple[str, dict]],
-    Ps: Sequence[int],
-    betas: Sequence[int],
-    title: str = "",
-) -> Path:
-    """Panels (row: a selection + a χ column, column: P) of χ vs β, one curve (mean ± std) per ``series``."""
-    from ssldyn.viz.common import PALETTE, new_figure, save_figure
-
-    fig, axes = new_figure(ncols=len(Ps), nrows=len(rows), size=(3.0, 2.5))
-    for ri, (label, sel) in enumerate(rows):
-        sel = dict(sel)
-        col = sel.pop("col", "chi_plus")
-        sub = t
-        for k, v in sel.items():
-            sub = sub[sub[k] == v]
-        for ci, P in enumerate(Ps):
-            ax = axes[ri][ci]
-            for si, (name, d) in enumerate(sub[sub["P"] == P].groupby(series)):
-                d = d.sort_values("beta")
-                ax.errorbar(
-                    d["beta"],
-                    d[f"{col}_mean"],
-                    yerr=d[f"{col}_std"].fillna(0),
-                    marker="o",
-                    ms=3,
-                    capsize=2,
-                    color=PALETTE[si % len(PALETTE)],
-                    label=str(name),
-                )
-            ax.set_xscale("log")
-            ax.minorticks_off()
-            ax.set_xticks(list(betas))
-            ax.set_xticklabels([str(b) for b in betas])
-            ax.set_title(f"{label}, P={P}", fontsize=8)
-            ax.set_xlabel("β")
-            ax.set_ylabel("χ̄₊" if col == "chi_plus" else "χ̄₋")
-            if ri == 0 and ci == 0:
-                ax.legend(fontsize=6)
-    if title:
-        fig.suptitle(title, fontsize=9)
-    return save_figure(fig, path)
-
-
 ACTIVATIONS4 = ["linear", "relu", "leaky_relu", "quadratic"]
 Act = Literal["linear", "relu", "leaky_relu", "quadratic", "sigmoid", "tanh"]
 BN = Literal["off", "standard", "mean_only", "var_only", "none"]
@@ -333,9 +222,9 @@ BN = Literal["off", "standard", "mean_only", "var_only", "none"]
 class TokenTrainConfig(ExperimentConfig):
     """Training and data settings shared by the token experiments (`nonlinearity` Sec. 5, App. E.2)."""
 
-    steps: conint(ge=1) = Field(5000, description="SGD steps (minibatches), Sec. 5")
-    log_every: conint(ge=1) = Field(250, description="record χ̄± every this many steps")
-    seeds: conint(ge=1) = Field(3, description="repetitions per setting (Fig. 4: 3)")
+    steps: int = Field(5000, ge=1, description="SGD steps (minibatches), Sec. 5")
+    log_every: int = Field(250, ge=1, description="record χ̄± every this many steps")
+    seeds: int = Field(3, ge=1, description="repetitions per setting (Fig. 4: 3)")
     lr: PositiveFloat = Field(
         0.02,
         description="learning rate: 0.02 as the reference's documented command "
@@ -343,14 +232,13 @@ class TokenTrainConfig(ExperimentConfig):
     )
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum, Sec. 5")
     weight_decay: float = Field(5e-3, ge=0, description="SGD weight decay, Sec. 5")
-    batch: conint(ge=2) = Field(128, description="batch size, Sec. 5")
+    batch: int = Field(128, ge=2, description="batch size, Sec. 5")
     temperature: PositiveFloat = Field(0.1, description="InfoNCE temperature T")
-    output_d: conint(ge=1) = Field(50, description="output dimension of the top layer")
-    K: conint(ge=1) = Field(10, description="receptive fields / positions")
-    n_tokens: conint(ge=2) = Field(20, description="number of tokens d")
-    G: conint(ge=1) = Field(40, description="number of generators")
-    L: conint(ge=1) = Field(5, description="fixed positions per generator")
-    workers: conint(ge=1) = Field(2, description="worker processes (1 torch thread each)")
+    output_d: int = Field(50, ge=1, description="output dimension of the top layer")
+    K: int = Field(10, ge=1, description="receptive fields / positions")
+    n_tokens: int = Field(20, ge=2, description="number of tokens d")
+    G: int = Field(40, ge=1, description="number of generators")
+    L: int = Field(5, ge=1, description="fixed positions per generator")
 
     def base_run(self) -> TokenRun:
         from ssldyn.data.tokens import TokenSpec
@@ -367,15 +255,6 @@ class TokenTrainConfig(ExperimentConfig):
         )
 
 
-def train_grid(cfg: TokenTrainConfig, ctx: Any, runs: list[TokenRun], keep_filters: bool = False) -> list[RunTrace]:
-    """Train ``runs`` with the config's steps/logging/workers, cached in the run store, with progress."""
-    return run_grid(
-        runs,
-        cfg.steps,
-        min(cfg.log_every, cfg.steps),
-        cache=cache_dir_for(ctx),
-        workers=cfg.workers,
-        keep_filters=keep_filters,
-        track=ctx.track,
-        device=getattr(ctx, "device", None),
-    )
+def train_grid(cfg: TokenTrainConfig, ctx: Context, runs: list[TokenRun], keep_filters: bool = False) -> Trajectory:
+    """Train ``runs`` with the config's steps and logging through the lab (tasks, cache, progress)."""
+    return run_grid(runs, steps=cfg.steps, every=min(cfg.log_every, cfg.steps), ctx=ctx, keep_filters=keep_filters)

@@ -1,0 +1,155 @@
+"""Tasks of one run (:func:`map_tasks`, behind ``Context.map``).
+
+An experiment hands the lab a picklable top-level function and its inputs; the lab runs them
+in-process (``"inline"``), in a local pool of worker processes (``"processes"``, ``workers`` of
+them) or as Ray tasks (``"ray"``, when the run itself runs under ``--executor ray``). Every task
+runs on ONE torch thread (parallelism comes from the workers; in-process tasks too, so every
+executor gives the same numbers) and worker processes keep a malloc top pad
+(:func:`~ssldyn.lab.threads.keep_heap_pad`). On a CUDA device tasks run in-process, one after
+the other, on the device.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, TypeVar
+
+from ssldyn.errors import UserError
+
+TASK_EXECUTORS = ("inline", "processes", "ray")
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+# ---------------------------------------------------------------------- tasks of one run
+def default_workers() -> int:
+    """Worker processes for a run's tasks: the CPU cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def check_workers(workers: int | None) -> int:
+    """``--workers``: None -> :func:`default_workers`; otherwise an integer >= 1."""
+    if workers is None:
+        return default_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise UserError(f"--workers {workers!r}: must be an integer >= 1")
+    return workers
+
+
+def _worker_init() -> None:
+    """Initializer of pool workers: one torch thread, a kept heap."""
+    import torch
+
+    from ssldyn.lab.threads import keep_heap_pad
+
+    torch.set_num_threads(1)
+    keep_heap_pad()  # tasks free and re-allocate MB-sized tensors: keep the heap, no page faults
+
+
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """A spawned pool of ``workers`` single-thread processes, kept for later runs of this process."""
+    pool = _POOLS.get(workers)
+    if pool is not None and not getattr(pool, "_broken", False):
+        return pool
+    import multiprocessing as mp
+
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_init)
+    _POOLS[workers] = pool
+    return pool
+
+
+@atexit.register
+def shutdown_pools() -> None:
+    """Stop the kept worker processes (at exit; also safe to call at any time)."""
+    while _POOLS:
+        _, pool = _POOLS.popitem()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_one_thread(fn: Callable[[T], R], item: T, device: Any) -> R:
+    from ssldyn.lab.threads import torch_threads
+
+    with torch_threads(1, device):
+        return fn(item)
+
+
+def map_tasks(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    executor: str = "inline",
+    workers: int = 1,
+    device: Any = None,
+) -> Iterator[tuple[int, R]]:
+    """Run ``fn(item)`` for every item; yields ``(index, result)`` as tasks finish.
+
+    ``fn`` must be a picklable top-level function (and items / results picklable) for
+    ``"processes"`` and ``"ray"``. Tasks are submitted in order (put the largest first for load
+    balance). A failing task raises its exception here; tasks not yet started are cancelled.
+    One task, one worker, or a CUDA ``device``: in-process.
+    """
+    if executor not in TASK_EXECUTORS:
+        raise ValueError(f"executor {executor!r}: allowed values are {', '.join(TASK_EXECUTORS)}")
+    items = list(items)
+    cuda = device is not None and str(device).startswith("cuda")
+    if executor == "inline" or cuda or len(items) <= 1 or (executor == "processes" and workers <= 1):
+        if not cuda:
+            from ssldyn.lab.threads import keep_heap_pad
+
+            keep_heap_pad()
+        for i, item in enumerate(items):
+            yield i, _run_one_thread(fn, item, device)
+        return
+    if executor == "ray":
+        yield from _ray_tasks(fn, items)
+        return
+    pool = _pool(workers)
+    futures: dict[Future, int] = {pool.submit(fn, item): i for i, item in enumerate(items)}
+    try:
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in sorted(done, key=futures.__getitem__):
+                yield futures[f], f.result()
+    finally:
+        for f in futures:
+            f.cancel()
+
+
+def _ray_task(fn: Callable[[T], R], item: T) -> R:  # executed on a Ray worker
+    import torch
+
+    from ssldyn.lab.threads import keep_heap_pad
+
+    torch.set_num_threads(1)
+    keep_heap_pad()
+    return fn(item)
+
+
+def _ray_tasks(fn: Callable[[T], R], items: list[T]) -> Iterator[tuple[int, R]]:
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--executor ray needs Ray: pip install 'ssldyn[distributed]'") from None
+    if not ray.is_initialized():
+        raise ValueError("executor 'ray': Ray is not initialised in this process (runs under --executor ray are)")
+    task = ray.remote(num_cpus=1)(_ray_task)
+    refs = {task.remote(fn, item): i for i, item in enumerate(items)}
+    pending = list(refs)
+    try:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            yield refs[ready[0]], ray.get(ready[0])
+    finally:
+        for ref in pending:
+            ray.cancel(ref)

@@ -1,0 +1,105 @@
+"""Tasks of one run (``Context.map`` / ``as_completed``): in-process, a local process pool, Ray."""
+
+import os
+
+import pytest
+import torch
+
+from ssldyn.errors import UserError
+from ssldyn.lab.context import Context
+from ssldyn.lab.tasks import check_workers, default_workers, map_tasks
+from tests.lab import tasks_toy
+
+
+def test_inline_map_is_ordered_and_single_threaded():
+    ctx = Context()
+    assert ctx.executor == "inline"  # outside the lab: this process
+    assert ctx.map(tasks_toy.square, range(6)) == [0, 1, 4, 9, 16, 25]
+    torch.set_num_threads(2)
+    try:
+        pid, threads = ctx.map(tasks_toy.worker_info, [0])[0]
+        assert pid == os.getpid() and threads == 1  # a task runs on one torch thread everywhere
+        assert torch.get_num_threads() == 2  # restored
+    finally:
+        torch.set_num_threads(1)
+
+
+def test_process_pool_gives_the_in_process_results_in_order():
+    ctx = Context(executor="processes", workers=2)
+    items = list(range(7))
+    assert ctx.map(tasks_toy.square, items) == [x * x for x in items]
+    assert ctx.map(tasks_toy.matmul_sum, items) == Context().map(tasks_toy.matmul_sum, items)  # bitwise
+    info = ctx.map(tasks_toy.worker_info, range(8))
+    pids = {pid for pid, _ in info}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+    assert {threads for _, threads in info} == {1}
+    # as_completed yields every index once
+    assert sorted(i for i, _ in ctx.as_completed(tasks_toy.square, items)) == items
+
+
+def test_a_failing_task_raises_its_error():
+    for ctx in (Context(), Context(executor="processes", workers=2)):
+        with pytest.raises(ValueError, match="task 3 failed"):
+            ctx.map(tasks_toy.fail_on_three, range(6))
+
+
+def test_one_task_or_a_cuda_device_runs_in_process():
+    # (no pool is needed for one task; on a GPU the tasks share the device in this process)
+    assert list(map_tasks(tasks_toy.worker_info, [0], executor="processes", workers=2))[0][1][0] == os.getpid()
+    out = list(map_tasks(tasks_toy.worker_info, [0, 1], executor="processes", workers=2, device="cuda"))
+    assert {pid for _, (pid, _) in out} == {os.getpid()}
+
+
+def test_worker_count_is_a_lab_setting():
+    assert default_workers() >= 1
+    assert check_workers(None) == default_workers() and check_workers(3) == 3
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(UserError, match="--workers"):
+            check_workers(bad)
+    with pytest.raises(ValueError, match="executor"):
+        list(map_tasks(tasks_toy.square, [1, 2], executor="threads"))
+
+
+def test_the_lab_runs_experiments_with_its_default_pool(tmp_path, monkeypatch):
+    """``run_experiment`` hands the experiment ``executor="processes"`` and the default worker count."""
+    from ssldyn.lab import runner
+
+    seen = {}
+    real = runner.Context
+
+    def spy(*a, **k):
+        ctx = real(*a, **k)
+        seen.update(executor=ctx.executor, workers=ctx.workers)
+        return ctx
+
+    monkeypatch.setattr(runner, "Context", spy)
+    monkeypatch.setenv("SSLDYN_PLUGINS", "tests.lab.toy_plugin")
+    from ssldyn.lab import registry
+
+    monkeypatch.setattr(registry, "_LOADED", False)
+    from ssldyn.lab.api import run_experiment
+
+    run_experiment("variational.zz-toy", out=tmp_path)
+    assert seen == {"executor": "processes", "workers": default_workers()}
+
+
+def test_ray_tasks_give_the_in_process_results():
+    ray = pytest.importorskip("ray")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in __import__("sys").path if p)}},
+    )
+    try:
+        ctx = Context(executor="ray")
+        items = list(range(5))
+        assert ctx.map(tasks_toy.matmul_sum, items) == Context().map(tasks_toy.matmul_sum, items)
+        assert {threads for _, threads in ctx.map(tasks_toy.worker_info, range(4))} == {1}
+        with pytest.raises(Exception, match="task 3 failed"):
+            ctx.map(tasks_toy.fail_on_three, range(5))
+    finally:
+        ray.shutdown()
+    with pytest.raises(ValueError, match="Ray is not initialised"):
+        Context(executor="ray").map(tasks_toy.square, [1, 2])

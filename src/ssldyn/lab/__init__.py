@@ -1,12 +1,30 @@
-"""The machinery around experiments: registry, configs, run store, runner, report, CLI."""
+"""The machinery around experiments: registry, configs, run store, runner, report, CLI.
 
-from ssldyn.lab.claims import Claim, check
-from ssldyn.lab.config import ExperimentConfig
-from ssldyn.lab.context import Context, seed_everything
-from ssldyn.lab.errors import UserError
-from ssldyn.lab.registry import Experiment, all_experiments, get_experiment, register
-from ssldyn.lab.result import Result
-from ssldyn.lab.runner import run_experiment
+The public names below are loaded on first use (PEP 562), so that ``import ssldyn.lab.cli``
+(``ssldyn --help``, ``ssldyn list``, ``ssldyn show``) does not import torch, pandas or the
+experiment modules. ``from ssldyn.lab import run_experiment`` works as usual.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> the submodule that defines it
+_EXPORTS = {
+    "Claim": "claims",
+    "check": "claims",
+    "ExperimentConfig": "config",
+    "Context": "context",
+    "seed_everything": "context",
+    "UserError": "errors",
+    "Experiment": "registry",
+    "all_experiments": "registry",
+    "get_experiment": "registry",
+    "register": "registry",
+    "Result": "result",
+    "run_experiment": "runner",
+}
 
 __all__ = [
     "Claim",
@@ -22,3 +40,25 @@ __all__ = [
     "Result",
     "run_experiment",
 ]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from ssldyn.lab.claims import Claim, check
+    from ssldyn.lab.config import ExperimentConfig
+    from ssldyn.lab.context import Context, seed_everything
+    from ssldyn.lab.errors import UserError
+    from ssldyn.lab.registry import Experiment, all_experiments, get_experiment, register
+    from ssldyn.lab.result import Result
+    from ssldyn.lab.runner import run_experiment
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ssldyn.lab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"ssldyn.lab.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -125,30 +125,38 @@ def build_config(cls: type[ExperimentConfig], *layers: dict[str, Any]) -> Experi
         raise UserError(format_validation_error(cls, err, data)) from None
 
 
-def config_schema_rows(cls: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str]]:
+def config_schema_rows(
+    cls: type[BaseModel], prefix: str = "", defaults: BaseModel | None = None
+) -> list[tuple[str, str, str, str]]:
     """``(key, type, default, description)`` rows for ``ssldyn show``, types written for people.
 
     Nested configs are flattened into dotted keys (``optim.lr``); the type is
-    :func:`describe_type` of the field, the default its JSON value (bare for plain strings).
+    :func:`describe_type` of the field, the default its value in ``defaults`` (an instance of
+    ``cls``; by default ``cls()``) so that a parent's default for a nested config wins over the
+    nested class's own defaults.
     """
+    if defaults is None:
+        defaults = cls()
     rows = []
     for name, field in cls.model_fields.items():
         ann = field.annotation
         key = f"{prefix}{name}"
+        value = getattr(defaults, name)
         if isinstance(ann, type) and issubclass(ann, BaseModel):
-            rows.extend(config_schema_rows(ann, prefix=key + "."))
+            rows.extend(config_schema_rows(ann, prefix=key + ".", defaults=value))
             continue
-        default = field.get_default(call_default_factory=True)
-        rows.append((key, describe_type(ann, field.metadata), format_value(default), field.description or ""))
+        rows.append((key, describe_type(ann, field.metadata), format_value(value), field.description or ""))
     return rows
 
 
 def format_value(value: Any) -> str:
-    """A config value as a user would type it after ``--set key=``: JSON, plain strings bare."""
+    """A config value as a user would type it after ``--set key=``: JSON; strings bare where that reads back the same."""
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
-    if isinstance(value, str) and value and value.strip() == value and json.dumps(value)[1:-1] == value:
-        return value
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, str) and value and not any(c.isspace() for c in value) and parse_value(value) == value:
+        return value  # what --set key=value reads back as this string
     return json.dumps(value, default=str, ensure_ascii=False)
 
 

@@ -39,7 +39,7 @@ def shorten(text: str, width: int) -> str:
         return ELLIPSIS[:width]
     cut = text[: width - 1]
     space = cut.rfind(" ")
-    if space > 0:
+    if text[width - 1] != " " and space > 0:  # the cut is inside a word: drop that word
         cut = cut[:space]
     return cut.rstrip(" ,;:") + ELLIPSIS
 

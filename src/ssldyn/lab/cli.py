@@ -2,6 +2,12 @@
 
 Commands: ``list``, ``show EXP``, ``run EXP``, ``reproduce``, ``report [DIR]``.
 User mistakes print one ``error:`` line and exit with code 2, without a traceback.
+
+Start-up cost matters: ``ssldyn --help``, ``list`` and ``show`` import neither torch nor
+pandas, matplotlib or the experiment modules (metadata come from :mod:`ssldyn.lab.manifest`);
+``run``, ``reproduce`` and ``report`` import what they need inside the command.
+Tables are laid out by :mod:`ssldyn.lab.textlayout` for the terminal width (``COLUMNS``):
+words are never broken; long values wrap on spaces.
 """
 
 from __future__ import annotations
@@ -10,13 +16,14 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-import click
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
-from ssldyn.lab.errors import UserError
+from ssldyn.errors import UserError
+from ssldyn.lab import textlayout
 
 app = typer.Typer(
     add_completion=False,
@@ -25,62 +32,157 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="ssldyn: learning dynamics of self-supervised learning.",
 )
-console = Console()
-err_console = Console(stderr=True)
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
 
 EXECUTORS = ("local", "ray")
 
 
-def _click_classes(name: str) -> tuple[type, ...]:
-    """The click exception class ``name`` from click and from typer's vendored copy."""
-    found = [getattr(click.exceptions, name)]
-    for mod in ("typer._click.exceptions", "typer.exceptions"):  # newer typer vendors click
-        try:
-            cls = getattr(__import__(mod, fromlist=[name]), name)
-        except (ImportError, AttributeError):
-            continue
-        if isinstance(cls, type) and issubclass(cls, BaseException):
-            found.append(cls)
-    return tuple(found)
+def _exception_class(name: str) -> type[BaseException]:
+    """Typer's usage-error base class (``UsageError``, ``ClickException``), found through its public API.
+
+    Typer ≥ 0.26 vendors click (``typer._click``); older releases use click itself. Both are
+    reached from ``typer.BadParameter``'s class hierarchy, so click is never imported here.
+    """
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
+
+
+_USAGE_ERROR = _exception_class("UsageError")
+_CLICK_EXCEPTION = _exception_class("ClickException")
+
+
+def _width() -> int:
+    return max(40, console.width)
+
+
+def _print_lines(lines: list[str], styles: dict[str, str] | None = None) -> None:
+    """Print pre-laid-out lines verbatim (no markup), colouring the given words."""
+    for line in lines:
+        text = Text(line)
+        for word, style in (styles or {}).items():
+            text.highlight_words([word], style)
+        console.print(text, no_wrap=True, crop=False, soft_wrap=True)
+
+
+def _fmt_s(s: float) -> str:
+    if s < 120:
+        return f"~{s:.0f} s"
+    if s < 2 * 3600:
+        return f"~{s / 60:.0f} min"
+    return f"~{s / 3600:.0f} h"
 
 
 @app.command("list")
-def list_cmd(paper: str | None = typer.Option(None, help="only this paper")) -> None:
-    """List the registered experiments."""
-    from ssldyn.lab.registry import all_experiments
+def list_cmd(
+    paper: str | None = typer.Option(None, help="only this paper (variational, nonlinearity, grassmann)"),
+    wide: bool = typer.Option(False, "--wide", help="also show what each experiment shows"),
+) -> None:
+    """List the registered experiments with their estimated quick / full time."""
+    from ssldyn.lab import manifest
 
-    table = Table(title="ssldyn experiments")
-    for col in ("experiment", "paper", "figure / section", "what it shows", "quick", "full"):
-        table.add_column(col, overflow="fold", no_wrap=col == "experiment")
-    for e in all_experiments(paper):
-        q, f = e.est_seconds
-        table.add_row(e.name, e.paper, e.figure, e.description, _fmt_s(q), _fmt_s(f))
-    console.print(table)
+    exps = manifest.experiments(paper)
+    width = _width()
+    console.print(
+        f"{len(exps)} experiments · estimated time on a 2-core CPU: --quick / paper scale",
+        markup=False,
+        width=width,
+    )
+    headers = ["experiment", "figure / section", "quick", "full"]
+    rows = [[e["name"], e["figure"], _fmt_s(e["est_seconds"][0]), _fmt_s(e["est_seconds"][1])] for e in exps]
+    if wide:
+        headers.append("what it shows")
+        for row, e in zip(rows, exps):
+            row.append(e["description"])
+        lines = textlayout.layout(headers, rows, width, wrap=(1, 4), right=(2, 3))
+    else:
+        lines = textlayout.layout(headers, rows, width, truncate=(1,), right=(2, 3))
+    _print_lines(lines)
+    console.print(
+        "details: ssldyn show EXP" + ("" if wide else " · what each one shows: ssldyn list --wide"),
+        markup=False,
+        width=width,
+    )
 
 
 @app.command("show")
 def show_cmd(experiment: str) -> None:
-    """Show an experiment's config schema, paper defaults and quick preset."""
-    from ssldyn.lab.config import config_schema_rows
-    from ssldyn.lab.registry import get_experiment
+    """Show an experiment: what it checks, its config schema, the paper's defaults and the quick preset."""
+    from ssldyn.lab import manifest
 
-    e = get_experiment(experiment)
-    console.print(f"[bold]{e.name}[/bold] — {e.figure}\n{e.description}\n")
-    if e.__doc__:
-        console.print(e.__doc__.strip() + "\n", markup=False, highlight=False)
-    table = Table(title="config (defaults are the paper's settings)")
-    for col in ("key", "type", "default", "quick", "description"):
-        table.add_column(col, overflow="fold", no_wrap=col == "key")
-    quick = e.quick_config().model_dump(mode="json")
-    for key, tname, default, desc in config_schema_rows(e.Config):
-        q = quick
-        for part in key.split("."):
-            q = q.get(part) if isinstance(q, dict) else None
-        import json
+    e = manifest.find(experiment)
+    width = _width()
+    wrap = textlayout.wrap_words
+    head = Text(f"{e['name']}", style="bold")
+    head.append(f" · {e['paper']}, {e['figure']}")
+    console.print(head, width=width)
+    lines = wrap(e["description"], width)
+    q, f = e["est_seconds"]
+    lines += wrap(f"estimated time: {_fmt_s(q)} with --quick, {_fmt_s(f)} at paper scale (2-core CPU)", width)
+    if e["doc"]:
+        lines.append("")
+        for para in e["doc"].splitlines():
+            indent = len(para) - len(para.lstrip())
+            body = wrap(para.strip(), max(20, width - indent)) if para.strip() else [""]
+            lines += [" " * indent + line for line in body]
+    _print_lines(lines)
+    console.print()
+    console.print(
+        "config: key, type, the paper's default (and the --quick preset where it differs); "
+        "change a key with --set key=value",
+        markup=False,
+        width=width,
+    )
+    key_w = min(max((len(r["key"]) for r in e["config"]), default=0), 24)
+    for r in e["config"]:
+        text = f"{r['type']} · default {r['default']}" + (f" · quick {r['quick']}" if r["quick"] else "")
+        block = textlayout.hanging(r["key"], text, width, key_w)
+        desc = textlayout.hanging("", r["description"], width, key_w) if r["description"] else []
+        t = Text(block[0])
+        t.stylize("bold", 0, len(r["key"]))
+        console.print(t, no_wrap=True, crop=False, soft_wrap=True)
+        _print_lines(block[1:])
+        for line in desc:
+            console.print(Text(line, style="dim"), no_wrap=True, crop=False, soft_wrap=True)
 
-        qs = json.dumps(q, default=str)
-        table.add_row(key, tname, default, "" if qs == default else qs, desc)
-    console.print(table)
+
+def _plan(
+    experiment: str,
+    *,
+    quick: bool,
+    sets: list[str] | None,
+    sweep: list[str] | None,
+    config: Path | None,
+    seed: int,
+    seeds: int | None,
+    device: str,
+    yes: bool = False,
+) -> tuple[list[Any], list[str]]:
+    """Validate a ``run`` request: its run specs (one per grid point, each with all its seeds) and the
+    invalid grid points (each with its error; a single-point request raises instead). Nothing is written."""
+    from ssldyn.lab.config import deep_merge, parse_sets
+    from ssldyn.lab.runner import plan_run
+    from ssldyn.lab.sweep import MAX_GRID, expand_grid, nest
+
+    base = parse_sets(sets)
+    grid = expand_grid(sweep, limit=None if yes else MAX_GRID)
+    specs, invalid = [], []
+    for point in grid:
+        try:
+            specs.append(plan_run(experiment, quick=quick, config_file=config, sets=deep_merge(base, nest(point)),
+                                  seed=seed, seeds=seeds, device=device))  # fmt: skip
+        except UserError as e:
+            if len(grid) == 1:
+                raise
+            invalid.append(f"{', '.join(f'{k}={v}' for k, v in point.items())}: {e}")
+    if len(grid) > 1:
+        err_console.print(f"grid: {len(grid)} points × {len(specs[0].seeds) if specs else 0} seeds"
+                          + (f"; {len(invalid)} invalid, skipped:" if invalid else ""), markup=False,
+                          soft_wrap=True)  # fmt: skip
+        for line in invalid:
+            err_console.print(f"  invalid point {line}", markup=False, soft_wrap=True)
+        if not specs:
+            raise UserError(f"--sweep: no valid grid point ({len(invalid)} invalid)")
+    return specs, invalid
 
 
 @app.command("run")
@@ -101,41 +203,27 @@ def run_cmd(
     executor: str = typer.Option("local", help="local (in-process) or ray"),
     address: str | None = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
     max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
-    force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
-    yes: bool = typer.Option(False, "--yes", help="run a grid larger than 200 points"),
-    tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
     workers: int | None = typer.Option(
         None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"
     ),
+    force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
+    yes: bool = typer.Option(False, "--yes", help="run a grid larger than 200 points"),
+    tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="validate and list the planned runs; run nothing"),
 ) -> None:
     """Run one experiment, a sweep or several seeds (finished runs come from the store)."""
-    from ssldyn.lab.runner import plan_run
-    from ssldyn.lab.sweep import expand_grid, nest
-
-    _check_executor(executor)
-    base = _parse_sets(set_)
-    grid = expand_grid(sweep, limit=None if yes else 200)
-    specs, invalid = [], []
-    for point in grid:
-        try:
-            specs.append(plan_run(experiment, quick=quick, config_file=config, sets=_merge(base, nest(point)),
-                                  seed=seed, seeds=seeds, device=device))  # fmt: skip
-        except UserError as e:
-            if len(grid) == 1:
-                raise
-            invalid.append(f"{', '.join(f'{k}={v}' for k, v in point.items())}: {e}")
-    if len(grid) > 1:
-        err_console.print(f"grid: {len(grid)} points × {len(specs[0].seeds) if specs else 0} seeds"
-                          + (f"; {len(invalid)} invalid, skipped:" if invalid else ""),
-                          markup=False, highlight=False, soft_wrap=True)  # fmt: skip
-        for line in invalid:
-            err_console.print(f"  invalid point {line}", markup=False, highlight=False, soft_wrap=True)
-        if not specs:
-            raise UserError(f"--sweep: no valid grid point ({len(invalid)} invalid)")
+    _check_executor(executor, max_retries)
+    _check_out(out)
+    specs, invalid = _plan(experiment, quick=quick, sets=set_, sweep=sweep, config=config, seed=seed, seeds=seeds,
+                           device=device, yes=yes)  # fmt: skip
+    if dry_run:
+        _print_plan(specs, Path(out), quick)
+        return
+    _start_compute()
     items = _execute(specs, out, executor, force, address, max_retries, title=experiment, workers=workers)
     for it in items:
         if it.note:
-            err_console.print(f"note: {it.note}", markup=False, highlight=False, soft_wrap=True)
+            err_console.print(f"note: {it.note}", markup=False, soft_wrap=True)
     from ssldyn.lab.summary import after_runs, sweep_summary
 
     if sweep and specs:
@@ -145,7 +233,7 @@ def run_cmd(
     elif len(items) == 1 and items[0].run is not None:
         _print_run(items[0])
     else:
-        _print_items(items, title=f"{experiment}: {len(items)} runs")
+        _print_items(items, title=f"{experiment}: {len(items)} runs", out=Path(out))
     after_runs(console, out, items, tensorboard=tensorboard)
     if any(it.status == "failed" for it in items) or invalid:
         raise typer.Exit(1)
@@ -162,27 +250,39 @@ def reproduce_cmd(
     executor: str = typer.Option("local", help="local (in-process) or ray"),
     address: str | None = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
     max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
-    force: bool = typer.Option(False, "--force"),
-    only: list[str] | None = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
-    tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
     workers: int | None = typer.Option(
         None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"
     ),
+    force: bool = typer.Option(False, "--force"),
+    only: list[str] | None = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
+    tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="validate and list the planned runs; run nothing"),
 ) -> None:
     """Run every registered experiment (a sweep over experiments) and write the HTML report."""
     from ssldyn.lab.registry import all_experiments, get_experiment
-    from ssldyn.lab.report import build_report
     from ssldyn.lab.runner import plan_run
 
-    _check_executor(executor)
+    _check_executor(executor, max_retries)
+    _check_out(out)
     exps = [get_experiment(n) for n in only] if only else all_experiments(paper)
     specs = [plan_run(e.name, quick=quick, seed=seed, seeds=seeds, device=device) for e in exps]
+    if dry_run:
+        _print_plan(specs, Path(out), quick)
+        return
+    from ssldyn.lab.report import build_report
+
+    _start_compute()
     t0 = time.perf_counter()
     items = _execute(specs, out, executor, force, address, max_retries, title="reproduce", workers=workers)
+    for it in items:
+        if it.note:
+            err_console.print(f"note: {it.note}", markup=False, soft_wrap=True)
     report = build_report(out)
+    _print_items(
+        items, title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)", out=Path(out)
+    )
     _print_scores(out)
-    _print_items(items, title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)")
-    console.print(f"report: {report}")
+    console.print(f"report: {report}", markup=False, soft_wrap=True)
     from ssldyn.lab.summary import after_runs
 
     after_runs(console, out, items, tensorboard=tensorboard)
@@ -190,16 +290,52 @@ def reproduce_cmd(
         raise typer.Exit(1)
 
 
-def _parse_sets(pairs: list[str] | None) -> dict:
-    from ssldyn.lab.config import parse_sets
+@app.command("report")
+def report_cmd(directory: Path = typer.Argument(Path("ssldyn-runs"), help="the run store directory")) -> None:
+    """Build DIR/report/index.html from the finished runs in DIR."""
+    if not directory.is_dir():
+        raise UserError(f"report directory {str(directory)!r} does not exist")
+    from ssldyn.lab.report import build_report
 
-    return parse_sets(pairs)
+    console.print(f"report: {build_report(directory)}", markup=False, soft_wrap=True)
 
 
-def _merge(a: dict, b: dict) -> dict:
-    from ssldyn.lab.config import deep_merge
+def _print_scores(out: str | Path) -> None:
+    """One table per paper: its results × status, from the paper-default runs in ``out``."""
+    from ssldyn.lab.registry import PAPERS, all_experiments
+    from ssldyn.lab.scores import canonical_runs, paper_scores
+    from ssldyn.lab.store import RunStore
 
-    return deep_merge(a, b)
+    canon = canonical_runs(RunStore(out).finished())
+    scores = paper_scores([e for e in all_experiments() if e.name in canon], canon)
+    for paper in PAPERS:
+        sc = scores.get(paper)
+        if sc is None:
+            continue
+        console.print(f"{paper}: {sc.passed}/{sc.total} paper claims pass · sanity checks "
+                      f"{sc.sanity_passed}/{sc.sanity_total}", markup=False, style="bold", width=_width())  # fmt: skip
+        rows = [[r.result, r.status, f"{r.passed}/{r.total}"] for r in sc.rows]
+        lines = textlayout.layout(["result", "status", "claims"], rows, _width(), wrap=(0,))
+        _print_lines(lines, {"reproduced": "green", "partly": "yellow", "reproduce": "red"})
+
+
+def _check_out(out: str) -> None:
+    if not str(out).strip():
+        raise UserError("--out '': give a directory (default: ssldyn-runs)")
+
+
+def _start_compute() -> None:
+    """Set torch threads (``SSLDYN_THREADS`` or the core count) before anything runs."""
+    from ssldyn.lab.context import set_threads
+
+    set_threads()
+
+
+def _check_executor(executor: str, max_retries: int) -> None:
+    if executor not in EXECUTORS:
+        raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
+    if max_retries < 0:
+        raise UserError(f"--max-retries {max_retries}: must be >= 0")
 
 
 def _execute(specs, out, executor, force, address, max_retries, title, workers=None):  # noqa: ANN001, ANN202
@@ -236,95 +372,93 @@ def _execute(specs, out, executor, force, address, max_retries, title, workers=N
             f"interrupted: {len(done)}/{len(specs)} runs are finished and kept in {out}; "
             "run the same command again to resume (finished runs are not recomputed)",
             markup=False,
-            highlight=False,
             soft_wrap=True,
         )
         sys.exit(130)
 
 
-def _print_items(items, title: str) -> None:  # noqa: ANN001
-    table = Table(title=title)
-    for col in ("run", "status", "time", "claims", "error / run directory"):
-        table.add_column(col, overflow="fold", no_wrap=col == "run")
-    tp = tn = 0
+def _run_label(spec: Any) -> str:
+    """``experiment (overrides, seeds)``: what a run is, for people."""
+    describe = getattr(spec, "describe", None)
+    return f"{spec.experiment} ({describe()})" if callable(describe) else f"{spec.experiment} (seed {spec.seed})"
+
+
+def _print_plan(specs: list[Any], out: Path, quick: bool) -> None:
+    """``--dry-run``: the runs a command would execute, which are already in the store, and the time."""
+    from ssldyn.lab import manifest
+
+    rows, todo_s, n_todo = [], 0.0, 0
+    for s in specs:
+        finished = (out / s.experiment / s.digest / "DONE").is_file()
+        est = manifest.find(s.experiment)["est_seconds"][0 if quick else 1]
+        if not finished:
+            todo_s, n_todo = todo_s + est, n_todo + 1
+        rows.append([_run_label(s), s.digest, s.preset, "in store" if finished else "to run"])
+    _print_lines(textlayout.layout(["run", "config hash", "preset", "status"], rows, _width(), wrap=(0, 2)))
+    console.print(
+        f"dry run: {len(specs)} runs, {n_todo} to run (estimated {_fmt_s(todo_s)} on a 2-core CPU); "
+        f"nothing was run or written (store: {out})",
+        markup=False,
+        width=_width(),
+    )
+
+
+def _print_items(items: list[Any], title: str, out: Path) -> None:
+    """A table of sweep / reproduce outcomes; errors and run directories below it."""
+    console.print(title, markup=False, style="bold", width=_width())
+    rows, tp, tn = [], 0, 0
     for it in items:
         cl = it.run.claims if it.run is not None else []
         p, n = sum(c.passed for c in cl), len(cl)
         tp, tn = tp + p, tn + n
-        style = "green" if it.status != "failed" and p == n else "red"
         t = "cached" if it.status == "cached" else f"{it.seconds:.1f} s"
-        where = it.error if it.status == "failed" else str(it.run.path)
-        table.add_row(
-            it.spec.experiment + f" ({it.spec.describe()})",
-            it.status,
-            t,
-            f"[{style}]{p}/{n}[/{style}]",
-            where,
-        )
-    console.print(table)
+        rows.append([_run_label(it.spec), it.status, t, f"{p}/{n}", it.spec.digest])
+    lines = textlayout.layout(
+        ["run", "status", "time", "claims", "run directory"], rows, _width(), wrap=(0,), right=(2,)
+    )
+    _print_lines(lines, {"failed": "red"})
+    console.print(f"run directories: {out}/<experiment>/<run directory>/", markup=False, soft_wrap=True)
+    for it in items:
+        if it.status == "failed":
+            console.print(Text(f"failed: {_run_label(it.spec)} [{it.spec.digest}]: {it.error}", style="red"))
     n_failed = sum(it.status == "failed" for it in items)
-    console.print(f"claims passed: {tp}/{tn} · runs failed: {n_failed}")
+    console.print(f"claims passed: {tp}/{tn} · runs failed: {n_failed}", markup=False)
 
 
-@app.command("report")
-def report_cmd(directory: Path = typer.Argument(Path("ssldyn-runs"), help="the run store directory")) -> None:
-    """Build DIR/report/index.html from the finished runs in DIR."""
-    from ssldyn.lab.report import build_report
-
-    if not directory.is_dir():
-        raise UserError(f"report directory {str(directory)!r} does not exist")
-    console.print(f"report: {build_report(directory)}")
-
-
-def _print_scores(out) -> None:  # noqa: ANN001
-    """One table per paper: its results × status, from the paper-default runs in ``out``."""
-    from ssldyn.lab.registry import PAPERS, all_experiments
-    from ssldyn.lab.scores import canonical_runs, paper_scores
-    from ssldyn.lab.store import RunStore
-
-    canon = canonical_runs(RunStore(out).finished())
-    scores = paper_scores([e for e in all_experiments() if e.name in canon], canon)
-    for paper in PAPERS:
-        sc = scores.get(paper)
-        if sc is None:
-            continue
-        table = Table(title=f"{paper}: {sc.passed}/{sc.total} paper claims pass · sanity {sc.sanity_passed}/"
-                      f"{sc.sanity_total}")  # fmt: skip
-        for col in ("result", "status", "claims"):
-            table.add_column(col)
-        styles = {"reproduced": "green", "partly": "yellow", "does not reproduce": "red"}
-        for r in sc.rows:
-            st = styles.get(r.status, "dim")
-            table.add_row(r.result, f"[{st}]{r.status}[/{st}]", f"{r.passed}/{r.total}")
-        console.print(table)
-
-
-def _check_executor(executor: str) -> None:
-    if executor not in EXECUTORS:
-        raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
-
-
-def _fmt_s(s: float) -> str:
-    return f"~{s:.0f} s" if s < 120 else f"~{s / 60:.0f} min"
-
-
-def _print_run(o) -> None:  # noqa: ANN001
+def _print_run(o: Any) -> None:
+    """The claims of one run: verdict, statement, where in the paper, measured and expected values."""
     run = o.run
     claims = run.claims
     cached = o.status == "cached"
-    table = Table(title=f"{run.experiment} — {'from store (cached)' if cached else f'{o.seconds:.1f} s'}")
-    for col in ("", "claim", "paper", "measured", "expected"):
-        table.add_column(col, overflow="fold")
-    for c in claims:
-        table.add_row(
-            "[green]PASS[/green]" if c.passed else "[red]FAIL[/red]",
-            c.statement,
-            c.location,
-            c.measured_text(),
-            c.expected,
-        )
-    console.print(table)
-    console.print(f"claims passed: {sum(c.passed for c in claims)}/{len(claims)} · run directory: {run.path}")
+    console.print(
+        f"{run.experiment} — {'from store (cached)' if cached else f'{o.seconds:.1f} s'}",
+        markup=False,
+        style="bold",
+        width=_width(),
+    )
+    rows = [
+        [_verdict(c), c.statement, c.location, c.measured_text() if hasattr(c, "measured_text") else
+         _fmt_measured(c.measured), c.expected]
+        for c in claims
+    ]  # fmt: skip
+    lines = textlayout.layout(["", "claim", "paper", "measured", "expected"], rows, _width(), wrap=(1, 2, 3, 4))
+    _print_lines(lines, {"PASS": "green", "FAIL": "red"})
+    console.print(f"claims passed: {sum(c.passed for c in claims)}/{len(claims)}", markup=False)
+    console.print(f"run directory: {run.path}", markup=False, soft_wrap=True)
+
+
+def _verdict(c: Any) -> str:
+    status = getattr(c, "status", "")
+    return "NOT RUN" if status == "not-run" else ("PASS" if c.passed else "FAIL")
+
+
+def _fmt_measured(value: Any) -> str:
+    """Measured values with a readable number of digits (lists and floats)."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_fmt_measured(v) for v in value) + "]"
+    return str(value)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -333,21 +467,23 @@ def main(argv: list[str] | None = None) -> None:
         raw = os.environ.get("SSLDYN_THREADS", "").strip()
         if raw and (not raw.isdigit() or not 1 <= int(raw) <= 4096):
             raise UserError(f"SSLDYN_THREADS={raw[:40]!r}: must be an integer from 1 to 4096 (torch threads)")
-        if raw:  # applied when torch is imported for a run (no torch import for list/show/--help)
-            from ssldyn.lab.context import set_threads
-
-            set_threads()
         rv = typer.main.get_command(app).main(args=argv, prog_name="ssldyn", standalone_mode=False)
     except UserError as e:
-        err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(f"error: {e}", markup=False, soft_wrap=True)
         sys.exit(2)
-    except _click_classes("UsageError") as e:
-        err_console.print(f"error: {e.format_message()}", markup=False, highlight=False, soft_wrap=True)
+    except _USAGE_ERROR as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # plain `ssldyn`: the help, not an error
+            console.print(e.format_message(), markup=False, soft_wrap=True)
+            sys.exit(0)
+        err_console.print(f"error: {e.format_message()}", markup=False, soft_wrap=True)
         sys.exit(2)
-    except (*_click_classes("Abort"), KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         err_console.print("interrupted; finished runs are kept — run the same command again to resume")
         sys.exit(130)
-    except _click_classes("Exit") as e:
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except _CLICK_EXCEPTION as e:  # e.g. a file option that cannot be opened
+        err_console.print(f"error: {e.format_message()}", markup=False, soft_wrap=True)
         sys.exit(e.exit_code)
     except Exception as e:  # an internal failure: one line here, the traceback in a log file
         import tempfile
@@ -358,10 +494,7 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.NamedTemporaryFile("w", prefix="ssldyn-crash-", suffix=".log", delete=False) as fh:
             traceback.print_exc(file=fh)
         err_console.print(
-            f"error (internal): {format_exception_line(e)}; traceback in {fh.name}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
+            f"error (internal): {format_exception_line(e)}; traceback in {fh.name}", markup=False, soft_wrap=True
         )
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import copy
 import difflib
+import enum
 import json
 import reprlib
 import types
 import typing
+from collections import abc
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 
 from ssldyn.errors import UserError
 
@@ -217,19 +220,138 @@ def build_config(cls: type[ExperimentConfig], *layers: dict[str, Any]) -> Experi
         raise UserError(format_validation_error(cls, err, data)) from None
 
 
-def config_schema_rows(cls: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str]]:
-    """``(key, type, default, description)`` rows for ``ssldyn show``."""
+def config_schema_rows(
+    cls: type[BaseModel], prefix: str = "", defaults: BaseModel | None = None
+) -> list[tuple[str, str, str, str]]:
+    """``(key, type, default, description)`` rows for ``ssldyn show``, types written for people.
+
+    Nested configs are flattened into dotted keys (``optim.lr``); the type is
+    :func:`describe_type` of the field, the default its value in ``defaults`` (an instance of
+    ``cls``; by default ``cls()``) so that a parent's default for a nested config wins over the
+    nested class's own defaults.
+    """
+    if defaults is None:
+        defaults = cls()
     rows = []
     for name, field in cls.model_fields.items():
         ann = field.annotation
         key = f"{prefix}{name}"
+        value = getattr(defaults, name)
         if isinstance(ann, type) and issubclass(ann, BaseModel):
-            rows.extend(config_schema_rows(ann, prefix=key + "."))
+            rows.extend(config_schema_rows(ann, prefix=key + ".", defaults=value))
             continue
-        tname = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
-        default = field.get_default(call_default_factory=True)
-        if isinstance(default, BaseModel):
-            default = default.model_dump()
-        meta = " ".join(str(m) for m in field.metadata)
-        rows.append((key, f"{tname} {meta}".strip(), json.dumps(default, default=str), field.description or ""))
+        rows.append((key, describe_type(ann, field.metadata), format_value(value), field.description or ""))
     return rows
+
+
+def format_value(value: Any) -> str:
+    """A config value as a user would type it after ``--set key=``: JSON; strings bare where that reads back the same."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, str) and value and not any(c.isspace() for c in value) and parse_value(value) == value:
+        return value  # what --set key=value reads back as this string
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def describe_type(annotation: Any, metadata: Any = ()) -> str:
+    """A type and its constraints written for people.
+
+    ``conint(ge=1)`` -> ``int ≥ 1``; ``confloat(gt=0, lt=1)`` -> ``float in (0, 1)``;
+    ``Literal["relu", "linear"]`` -> ``one of relu | linear``; ``list[PositiveFloat]`` with
+    ``min_length=3`` -> ``list of float > 0, ≥ 3 items``; ``str | None`` -> ``str or null``.
+    ``metadata`` are the constraint objects pydantic keeps next to the annotation
+    (``FieldInfo.metadata``: ``annotated_types`` ``Gt``/``Ge``/``Lt``/``Le``/``Interval``/
+    ``MinLen``/``MaxLen``/``MultipleOf``); unknown metadata are ignored.
+    """
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return describe_type(args[0], [*annotation.__metadata__, *_as_list(metadata)])
+    c = _constraints(metadata)
+    if origin in (Union, types.UnionType):
+        parts = [describe_type(a) for a in args if a is not type(None)]
+        text = " or ".join(parts) + (" or null" if type(None) in args else "")
+        return _with_bounds(text, c) if len(parts) == 1 else text
+    if origin is Literal:
+        return "one of " + " | ".join(format_value(a) for a in args)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "one of " + " | ".join(format_value(m.value) for m in annotation)
+    if origin in (list, set, frozenset, abc.Sequence) or (origin is tuple and len(args) == 2 and args[1] is ...):
+        kind = "set" if origin in (set, frozenset) else "list"
+        item = describe_type(args[0]) if args else "values"
+        joint = ", each " if item.startswith("one of ") else " of "
+        return f"{kind}{joint}{item}{_length(c)}"
+    if origin is tuple:
+        inner = [describe_type(a) for a in args]
+        if len(inner) == 2 and inner[0] == inner[1]:
+            return f"pair of {inner[0]}"
+        return f"tuple ({', '.join(inner)})"
+    if origin in (dict, abc.Mapping):
+        k, v = (describe_type(a) for a in args) if args else ("str", "value")
+        return f"mapping of {k} to {v}{_length(c)}"
+    if annotation is Any:
+        return "any value"
+    if isinstance(annotation, type) and issubclass(annotation, Path):
+        base = "path"
+    else:
+        base = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+    if annotation in (str, bytes):
+        return base + _length(c, unit="characters")
+    return _with_bounds(base, c)
+
+
+def _as_list(metadata: Any) -> list[Any]:
+    return list(metadata or ())
+
+
+def _constraints(metadata: Any) -> dict[str, Any]:
+    """Collect bounds from ``annotated_types`` metadata (``Interval`` carries all four) and ``FieldInfo``."""
+    out: dict[str, Any] = {}
+    stack = _as_list(metadata)
+    while stack:
+        m = stack.pop(0)
+        if m is None:
+            continue
+        if isinstance(m, FieldInfo):
+            stack[:0] = _as_list(m.metadata)
+            continue
+        for name in ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length"):
+            value = getattr(m, name, None)
+            if value is not None:
+                out[name] = value
+    return out
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return str(v)
+
+
+def _with_bounds(base: str, c: dict[str, Any]) -> str:
+    lo = ("(", c["gt"]) if "gt" in c else ("[", c["ge"]) if "ge" in c else None
+    hi = (")", c["lt"]) if "lt" in c else ("]", c["le"]) if "le" in c else None
+    if lo and hi:
+        text = f"{base} in {lo[0]}{_num(lo[1])}, {_num(hi[1])}{hi[0]}"
+    elif lo:
+        text = f"{base} {'>' if lo[0] == '(' else '≥'} {_num(lo[1])}"
+    elif hi:
+        text = f"{base} {'<' if hi[0] == ')' else '≤'} {_num(hi[1])}"
+    else:
+        text = base
+    if "multiple_of" in c:
+        text += f", multiple of {_num(c['multiple_of'])}"
+    return text + _length(c, unit="characters" if base == "str" else "items")
+
+
+def _length(c: dict[str, Any], unit: str = "items") -> str:
+    lo, hi = c.get("min_length"), c.get("max_length")
+    one = unit[:-1]
+    if lo is not None and hi is not None:
+        return f", exactly {lo} {one if lo == 1 else unit}" if lo == hi else f", {lo} to {hi} {unit}"
+    if lo:  # min_length=0 says nothing
+        return f", ≥ {lo} {one if lo == 1 else unit}"
+    if hi is not None:
+        return f", ≤ {hi} {one if hi == 1 else unit}"
+    return ""

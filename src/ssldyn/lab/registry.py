@@ -191,3 +191,12 @@ def get_experiment(name: str) -> type[Experiment]:
     near = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.4)
     hint = f"; did you mean {', '.join(near)}?" if near else ""
     raise UserError(f"unknown experiment {echo(name)}{hint} (see `ssldyn list`)")
+
+
+def registered() -> list[type[Experiment]]:
+    """The experiments registered so far in this process, without importing any module.
+
+    Used by :mod:`ssldyn.lab.manifest` so that ``ssldyn list``/``show`` see your own
+    experiments (``SSLDYN_PLUGINS``) next to the committed manifest of the shipped ones.
+    """
+    return list(_REGISTRY.values())

@@ -1,0 +1,195 @@
+"""Registry metadata without importing the experiments: the committed ``manifest.json``.
+
+``ssldyn list`` and ``ssldyn show`` need each experiment's name, paper, figure, description,
+config schema (types written for people, paper defaults, quick preset) and time estimates,
+but not torch, pandas or the experiment code. This module serves them from
+``src/ssldyn/lab/manifest.json``, generated from the live registry::
+
+    python -m ssldyn.lab.manifest --write     # regenerate after changing an experiment
+    python -m ssldyn.lab.manifest --check     # exit 1 if the committed file is stale
+
+``tests/lab/test_manifest.py`` fails when the committed file differs from the live registry.
+Experiments registered in this process (your own ones through ``SSLDYN_PLUGINS``, or any
+module that already imported the registry) are read live and take precedence.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+import os
+import re
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ssldyn.errors import UserError
+
+MANIFEST_PATH = Path(__file__).with_name("manifest.json")
+FORMAT = 1
+_BUILTIN_PREFIX = "ssldyn.experiments."
+
+
+def entry(exp: Any) -> dict[str, Any]:
+    """The manifest entry of one experiment class (JSON-ready)."""
+    from ssldyn.lab.config import config_schema_rows, format_value
+
+    defaults = exp.default_config().model_dump(mode="json")
+    quick = exp.quick_config().model_dump(mode="json")
+    rows = []
+    for key, type_text, default, description in config_schema_rows(exp.Config):
+        q = _lookup(quick, key)
+        q_text = format_value(q)
+        rows.append(
+            {
+                "key": key,
+                "type": type_text,
+                "default": default,
+                "quick": "" if q_text == default else q_text,
+                "description": description,
+            }
+        )
+    out = {
+        "name": exp.name,
+        "paper": exp.paper,
+        "figure": exp.figure,
+        "description": exp.description,
+        "doc": _dedent_doc(exp.__doc__),
+        "est_seconds": list(exp.est_seconds),
+        "version": exp.version,
+        "quick": dict(exp.quick),
+        "defaults": defaults,
+        "config": rows,
+    }
+    return json.loads(json.dumps(out, default=str))
+
+
+def build() -> dict[str, Any]:
+    """The manifest of the experiments shipped in :mod:`ssldyn.experiments` (imports them all)."""
+    from ssldyn.lab.registry import PAPERS, all_experiments
+
+    exps = [e for e in all_experiments() if e.__module__.startswith(_BUILTIN_PREFIX)]
+    return {
+        "format": FORMAT,
+        "generated_by": "python -m ssldyn.lab.manifest --write",
+        "papers": dict(PAPERS),
+        "experiments": [entry(e) for e in exps],
+    }
+
+
+def dumps(manifest: dict[str, Any]) -> str:
+    return json.dumps(manifest, indent=1, ensure_ascii=False) + "\n"
+
+
+@lru_cache(maxsize=1)
+def _committed() -> dict[str, Any] | None:
+    try:
+        data = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if data.get("format") == FORMAT else None
+
+
+def _live_registry() -> Any:
+    """The registry module if something in this process imported it (never imports it here)."""
+    return sys.modules.get("ssldyn.lab.registry")
+
+
+def _load_plugins() -> None:
+    """Import the modules named in ``SSLDYN_PLUGINS`` (they register their experiments)."""
+    for name in filter(None, (m.strip() for m in os.environ.get("SSLDYN_PLUGINS", "").split(","))):
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            raise UserError(f"SSLDYN_PLUGINS: cannot import module {name!r} ({e})") from None
+
+
+def _catalogue() -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """``(papers, {name: entry})``: the committed manifest, overridden by live registrations."""
+    _load_plugins()
+    data = _committed()
+    reg = _live_registry()
+    if data is None:  # no (valid) manifest: ask the live registry, importing everything
+        from ssldyn.lab import registry as reg
+
+        reg.load_all()
+        data = {"papers": dict(reg.PAPERS), "experiments": []}
+    papers = dict(data["papers"])
+    entries = {e["name"]: e for e in data["experiments"]}
+    if reg is not None:
+        papers.update(reg.PAPERS)
+        for cls in reg.registered():
+            entries[cls.name] = entry(cls)
+    return papers, entries
+
+
+def papers() -> dict[str, str]:
+    """``{short name: citation}`` of the papers."""
+    return _catalogue()[0]
+
+
+def experiments(paper: str | None = None) -> list[dict[str, Any]]:
+    """Manifest entries, ordered by paper then name; ``paper`` filters (unknown -> UserError)."""
+    papers, entries = _catalogue()
+    if paper is not None and paper not in papers:
+        raise UserError(f"unknown paper {paper!r}; allowed: {', '.join(sorted(papers))}")
+    order = list(papers)
+    chosen = [e for e in entries.values() if paper is None or e["paper"] == paper]
+    return sorted(chosen, key=lambda e: (order.index(e["paper"]) if e["paper"] in order else len(order), _natural(e)))
+
+
+def _natural(e: dict[str, Any]) -> list[Any]:
+    """``fig4`` before ``fig10``: digit runs compare as numbers."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", e["name"])]
+
+
+def find(name: str) -> dict[str, Any]:
+    """The entry of ``name``; unknown names raise a UserError suggesting the closest ones."""
+    _, entries = _catalogue()
+    if name in entries:
+        return entries[name]
+    near = difflib.get_close_matches(name, list(entries), n=3, cutoff=0.4)
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    raise UserError(f"unknown experiment {name!r}{hint} (see `ssldyn list`)")
+
+
+def _lookup(tree: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        tree = tree.get(part) if isinstance(tree, dict) else None
+    return tree
+
+
+def _dedent_doc(doc: str | None) -> str:
+    import inspect
+
+    return inspect.cleandoc(doc) if doc else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m ssldyn.lab.manifest", description=__doc__.split("\n")[0])
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--write", action="store_true", help=f"regenerate {MANIFEST_PATH.name} from the registry")
+    group.add_argument("--check", action="store_true", help="exit 1 if the committed manifest is stale")
+    args = parser.parse_args(argv)
+    os.environ.pop("SSLDYN_PLUGINS", None)  # the manifest lists the shipped experiments only
+    text = dumps(build())
+    if args.write:
+        MANIFEST_PATH.write_text(text, encoding="utf-8")
+        print(f"wrote {MANIFEST_PATH}")
+        return 0
+    old = MANIFEST_PATH.read_text(encoding="utf-8") if MANIFEST_PATH.is_file() else ""
+    if old == text:
+        print(f"{MANIFEST_PATH.name} is up to date")
+        return 0
+    diff = difflib.unified_diff(old.splitlines(), text.splitlines(), "committed", "registry", lineterm="", n=1)
+    print("\n".join(list(diff)[:60]))
+    print(f"{MANIFEST_PATH} is stale: run python -m ssldyn.lab.manifest --write")
+    return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

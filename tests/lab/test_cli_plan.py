@@ -1,0 +1,45 @@
+"""``--dry-run`` validates a command through the real code path and writes nothing; bare ``ssldyn`` is help."""
+
+import pytest
+
+from ssldyn.lab.cli import main
+
+
+def _cli(args, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    cap = capsys.readouterr()
+    return e.value.code, cap.out, cap.err
+
+
+def test_dry_run_lists_the_grid_and_writes_nothing(capsys, tmp_path):
+    out = tmp_path / "runs"
+    args = ["run", "grassmann.fig3", "--quick", "--sweep", "lr=0.01,0.001", "--sweep", "widths=[10],[100]"]
+    code, text, err = _cli(args + ["--seeds", "2", "--out", str(out), "--dry-run"], capsys)
+    assert code == 0, err
+    assert "dry run: 4 runs, 4 to run" in text and text.count("grassmann.fig3") >= 4  # 2 × 2 points, 2 seeds each
+    assert text.count("seeds=0..1") >= 4
+    assert not out.exists()
+
+
+def test_dry_run_rejects_what_a_run_would_reject(capsys, tmp_path):
+    code, _, err = _cli(["run", "grassmann.fig3", "--sweep", "h=[10,100]", "--dry-run"], capsys)
+    assert code == 2 and err.startswith("error: unknown config key 'h'")
+    code, _, err = _cli(["reproduce", "--quick", "--executor", "spark", "--dry-run"], capsys)
+    assert code == 2 and "--executor 'spark'" in err
+    code, _, err = _cli(["run", "grassmann.fig3", "--bogus", "--dry-run"], capsys)
+    assert code == 2 and "No such option" in err
+
+
+def test_reproduce_dry_run_plans_every_experiment(capsys, tmp_path):
+    from ssldyn.lab import manifest
+
+    code, text, err = _cli(["reproduce", "--quick", "--out", str(tmp_path / "r"), "--dry-run"], capsys)
+    n = len(manifest.experiments())
+    assert code == 0, err
+    assert f"dry run: {n} runs, {n} to run" in text
+
+
+def test_bare_command_prints_help_not_an_error(capsys):
+    code, out, err = _cli([], capsys)
+    assert code == 0 and "Usage: ssldyn" in out and "error" not in err

@@ -80,6 +80,8 @@ def test_config_rules_fail_before_any_work():
         build_config(Fig3.Config, {"k_max": 100, "ns": [64, 512]})
     with pytest.raises(UserError, match="distinct"):
         build_config(Fig3.Config, {"ns": [64, 64]})
+    with pytest.raises(UserError, match="taus"):  # issue 20: taus=[0.2] used to fail only after the compute
+        build_config(Fig3.Config, {"taus": [0.2]})
 
 
 def test_quick_run_claims(tmp_path):

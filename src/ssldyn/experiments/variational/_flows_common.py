@@ -322,7 +322,8 @@ def step_table(
             sub = run.steps <= steps
             run = Run(run.name, run.lr, run.steps[sub], run.z[sub], run.loss[sub], {})
         else:
-            run = run_network(make_model(), m, tau=tau, lr=lr, steps=steps, record=range(steps + 1))
+            # every step up to 400 steps (the loss increases of an unstable step are visible), ~400 records beyond
+            run = run_network(make_model(), m, tau=tau, lr=lr, steps=steps, record=record_steps(steps, 400, 400))
         p = probes_of(run, m.labels)
         i = p.at(time)
         rows.append({"lr": lr, "steps": steps, "time": float(run.times[i]), "silhouette": p.silhouette[i],

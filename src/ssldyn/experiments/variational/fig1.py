@@ -198,7 +198,7 @@ class Fig1(Experiment):
         "linear_probe": False,
         "standin_simclr": {"widths": [8, 16, 32], "steps": 200, "batch": 128, "lr": 1e-2},
     }
-    est_seconds = (20, 10800)
+    est_seconds = (15, 10800)
     version = "2"
     threads = 1
     claims = (

@@ -105,7 +105,7 @@ class IllPosed(Experiment):
     description = "Invariant maps: NT-Xent/VICReg/BYOL see only f#μ; uniform latents beat clustered ones"
     Config = IllPosedConfig
     quick = {"n": 256}
-    est_seconds = (2, 3)
+    est_seconds = (1, 1)
     version = "2"
     threads = 1
     claims = (

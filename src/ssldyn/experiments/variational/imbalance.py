@@ -78,7 +78,7 @@ class Imbalance(Experiment):
     description = "Imbalanced Fig. 5: smaller clusters are captured later by the network (Remark 4.4)"
     Config = ImbalanceConfig
     quick = {"time": 5.0}
-    est_seconds = (3, 10)
+    est_seconds = (1, 2)
     batch_seeds = True
     threads = 1
     claims = (

@@ -135,7 +135,7 @@ class Invariance(Experiment):
     description = "Invariance under GD: kept by vanilla GD; through the network exactly when the kernel condition holds"
     Config = InvarianceConfig
     quick = {"steps": 100, "draws": 2}
-    est_seconds = (4, 10)
+    est_seconds = (2, 8)
     version = "2"
     threads = 1
     claims = (

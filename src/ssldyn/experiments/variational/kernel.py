@@ -130,7 +130,7 @@ class KernelCheck(Experiment):
         "width": 64,
         "imbalance_width": 512,
     }
-    est_seconds = (5, 20)
+    est_seconds = (1, 2)
     version = "2"
     threads = 1
     claims = (

@@ -121,7 +121,7 @@ class Stationarity(Experiment):
     description = "First/second variation of eq. (4) vs autograd; symmetric measures are stationary on S^{d−1}"
     Config = StationarityConfig
     quick = {"random_measures": 3, "lemma_directions": 4000}
-    est_seconds = (1, 3)
+    est_seconds = (1, 1)
     threads = 1
     claims = (
         ClaimSpec(

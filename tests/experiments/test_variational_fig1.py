@@ -66,7 +66,7 @@ def test_fig1_cifar_branch_on_written_batches(tmp_path):
         seeds=1,
         out=tmp_path / "runs",
         sets={"cifar_dir": str(tmp_path), "n_images": 200, "cifar_n_images": 120, "tsne_points": 40,
-              "tsne_iter": 250, "knn_k": 5, "standin_simclr": small, "cifar_simclr": small},
+              "tsne_iter": 300, "knn_k": 5, "standin_simclr": small, "cifar_simclr": small},
     )  # fmt: skip
     s = out.run.summary
     assert s["cifar10"] == "run" and s["cifar_train"] + s["cifar_test"] == 120

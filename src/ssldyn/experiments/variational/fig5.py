@@ -149,6 +149,7 @@ class Fig5(Experiment):
         ClaimSpec(
             "same-cluster-move-together", "With the network, data points from the same cluster follow a similar "
             "gradient (Thm. 4.5: same-cluster velocities agree up to O(δ)).", "Sec. 4.2, Thm. 4.5", kind="paper",
+            result="Fig. 5",
             reading="mean over clusters of the resultant length of the unit displacements of the raw network outputs "
             "f(w, x_i) over the first coherence_steps iterations (1: one direction per cluster; vanilla GD's "
             "embeddings in the detail). "
@@ -219,7 +220,7 @@ class Fig5(Experiment):
         ),
         ClaimSpec(
             "step-independent", "Network GD at our step follows the gradient flow of Prop. 4.1: the outcome at a "
-            "given time does not depend on the step.", "Prop. 4.1, Fig. 5", kind="consequence",
+            "given time does not depend on the step.", "Prop. 4.1, Fig. 5", kind="consequence", result="Fig. 5",
             reading="|silhouette(σ = lr_network) − silhouette(smallest σ of the table)| at flow time table_time "
             "(the larger steps of the table are in the run's step_table)", relation=le(0.1),
             basis="tolerance: 0.1 in silhouette, the visible scale of network-stabilises", derivation=FLOW_DERIVATION,

@@ -150,6 +150,7 @@ class Invariance(Experiment):
         ),
         ClaimSpec(
             "network-starts-invariant", "The eq.-17 initialisation is invariant.", "eq. (17)", kind="paper",
+            result="Thm. 4.2",
             reading="gap at t = 0", relation=le(1e-12), basis=EXACT, rule=every_seed("an exact identity"),
         ),
         ClaimSpec(

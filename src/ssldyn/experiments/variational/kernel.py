@@ -137,7 +137,7 @@ class KernelCheck(Experiment):
         ClaimSpec(
             "prop41-linear-error", "The outputs of a network trained by gradient descent follow "
             "ż_i = −(1/n) Σ_j K_ij ∇L(z_j): one weight step η moves them by the kernel step up to O(η²).",
-            "Sec. 4.1, Prop. 4.1, eq. (11)", kind="consequence",
+            "Sec. 4.1, Prop. 4.1, eq. (11)", kind="consequence", result="Prop. 4.1",
             reading="log-log slope of the relative error ‖Δz − (−ηKg)‖/‖ηKg‖ against η (smooth σ = tanh, "
             "Remark 4.1: any parameterisation)", relation=between(0.8, 1.2),
             basis="method: Taylor remainder — the relative error of one Euler step is ∝ η (slope 1), ±0.2 for "

@@ -28,7 +28,7 @@ stays above 0.5 for tens of time units, then decays to ≈ 0.3 while the uniform
 uniform (trivial) minimiser closes (the final ≈ 0.3 is the silhouette of a *uniform* measure
 whose clusters occupy contiguous arcs). The decay time ``t_half`` is when the uniformity gap
 has halved from its value at iteration 200 (the end of the fast phase, where the loss has
-stabilised): t ≈ 25–65 over seeds (detail of ``converges-to-trivial``). Fig. 5's text says the
+stabilised): t ≈ 30–60 for seeds 0–2 (detail of ``converges-to-trivial``). Fig. 5's text says the
 network "stabilises after 200 iterations": its loss does, its embedding does not
 (claim ``network-stabilises``, reported with the numbers).
 

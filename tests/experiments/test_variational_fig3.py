@@ -3,8 +3,19 @@ import math
 import numpy as np
 import pytest
 
-from ssldyn.experiments.variational.fig3 import k_point_loss, min_sq_distance, threshold
-from ssldyn.lab import run_experiment
+from ssldyn.experiments.variational.fig3 import (
+    Fig3,
+    equally_spaced_circle_points,
+    k_point_loss,
+    k_point_losses,
+    min_sq_distance,
+    plateau_ratio,
+    relative_excess,
+    threshold,
+)
+from ssldyn.lab import UserError, run_experiment
+from ssldyn.lab.config import build_config
+from ssldyn.objectives import cluster_measure_nt_xent
 
 
 @pytest.mark.parametrize("k,n,tau", [(3, 9, 0.5), (4, 10, 0.2), (1, 5, 1.0), (6, 6, 0.1)])
@@ -17,7 +28,26 @@ def test_k_point_loss_matches_explicit_sample_sum(k, n, tau):
     for i in range(n):
         s = sum(math.exp(math.cos(ang[i] - ang[j]) / tau) for j in range(n) if j != i) / n
         total += math.log(1 + 2 * s / math.exp(1 / tau))
-    assert k_point_loss(k, n, tau, positive_term=True) == pytest.approx(total / n, rel=1e-10)
+    assert k_point_loss(k, n, tau, positive_term=True) == pytest.approx(total / n, rel=1e-12)
+
+
+def test_batched_losses_equal_the_cluster_measure_loss_for_every_k():
+    # one padded batch over K = 1..40 (chunks of 7, mixed sizes) equals cluster_measure_nt_xent K by K
+    ks = list(range(1, 41))
+    for n, tau, pos in [(40, 0.1, True), (97, 0.5, False), (1000, 0.05, True)]:
+        batched = k_point_losses(ks, n, tau, pos, chunk=7)
+        ref = [float(cluster_measure_nt_xent(equally_spaced_circle_points(k), n, tau, positive_term=pos)) for k in ks]
+        np.testing.assert_allclose(batched, ref, rtol=1e-13, atol=1e-15)
+
+
+def test_n_infinity_is_def_2_1_with_weights_one_over_k():
+    # n → ∞ (Def. 2.1, no indicator): L = log(1 + 2 (1/K) Σ_l e^{(cos θ_l − 1)/τ}), written out in plain floats
+    for k, tau in [(1, 0.5), (5, 0.2), (12, 0.05)]:
+        s = math.fsum(math.exp((math.cos(2 * math.pi * j / k) - 1) / tau) for j in range(k)) / k
+        assert k_point_loss(k, None, tau, True) == pytest.approx(math.log(1 + 2 * s), rel=1e-13)
+        # and the finite-n loss approaches it from below with an O(1/n) gap
+        gaps = [k_point_loss(k, None, tau, True) - k_point_loss(k, n, tau, True) for n in (12 * 10, 12 * 1000)]
+        assert gaps[0] > gaps[1] > 0 and gaps[0] / gaps[1] == pytest.approx(100, rel=0.02)
 
 
 def test_min_sq_distance():
@@ -25,20 +55,42 @@ def test_min_sq_distance():
     assert min_sq_distance(6) == pytest.approx(1.0)
 
 
-def test_threshold_is_where_relative_excess_reaches_tol():
-    tau, n, tol = 0.2, 20000, 1e-3
+@pytest.mark.parametrize("n", [20000, None])
+def test_threshold_is_where_relative_excess_reaches_tol(n):
+    tau, tol = 0.2, 1e-3
     d = threshold(tau, n, 200, 1000, tol, True)
     l_inf = k_point_loss(1000, n, tau, True)
-    # K just below / above the threshold bracket tol
     ks = [k for k in range(2, 201) if min_sq_distance(k) <= d]
     k_above = ks[0] - 1
     assert (k_point_loss(k_above, n, tau, True) - l_inf) / l_inf > tol
     assert (k_point_loss(ks[0], n, tau, True) - l_inf) / l_inf <= tol
 
 
+def test_plateau_ratio_separates_exponential_from_power_law():
+    ks = np.arange(2, 101)
+    d2 = 2 - 2 * np.cos(2 * np.pi / ks)
+    assert plateau_ratio(ks, np.exp(-0.8 * ks), 1e-3) < 1e-3  # exponential approach: a plateau
+    assert plateau_ratio(ks, 0.5 * d2**2, 1e-3) == pytest.approx(1 / 16, rel=0.05)  # power law p = 2: no plateau
+    kk, g = relative_excess(0.3, None, 60, 1000, True)  # the real curve: far below 1e-3
+    assert plateau_ratio(kk, g, 1e-3) < 1e-5
+
+
+def test_config_rules_fail_before_any_work():
+    with pytest.raises(UserError, match="k_max"):
+        build_config(Fig3.Config, {"k_max": 100, "ns": [64, 512]})
+    with pytest.raises(UserError, match="distinct"):
+        build_config(Fig3.Config, {"ns": [64, 64]})
+    with pytest.raises(UserError, match="taus"):  # issue 20: taus=[0.2] used to fail only after the compute
+        build_config(Fig3.Config, {"taus": [0.2]})
+
+
 def test_quick_run_claims(tmp_path):
     out = run_experiment("variational.fig3", quick=True, seeds=1, out=tmp_path)
     claims = {c.id: c for c in out.claims}
-    assert all(c.passed for c in claims.values()), {k: (c.measured, c.expected) for k, c in claims.items()}
+    failing = {k for k, c in claims.items() if not c.passed}
+    # Remark 3.1's "more points reduce the loss" read as more samples at fixed K does not reproduce (the
+    # eq. (1) indicator: a sample does not repel itself); every other claim does
+    assert failing == {"a-more-samples"}, {k: (c.measured, c.expected) for k, c in claims.items()}
+    assert claims["a-more-samples"].measured < 0 and claims["a-more-atoms"].passed
     assert claims["c-linear"].measured >= 0.98
     assert (out.run.path / "figures" / "fig3.png").is_file()

@@ -1,34 +1,97 @@
 import math
 
+import numpy as np
+import pytest
 import torch
+from sklearn.metrics import silhouette_samples
 
-from ssldyn.experiments.variational._flows_common import gif_steps, probe_steps, random_embedding
-from ssldyn.lab import run_experiment
+from ssldyn.experiments.variational import _flows_common as fc
+from ssldyn.experiments.variational.fig5 import Fig5
+from ssldyn.lab import Context, UserError, run_experiment
+from ssldyn.lab.config import build_config
+from ssldyn.probes.cluster import uniformity
 
 
 def test_helpers():
-    z = random_embedding(50, 3, 0.3, torch.Generator().manual_seed(0))
+    z = fc.random_embedding(50, 3, 0.3, torch.Generator().manual_seed(0))
     assert torch.allclose(z.norm(dim=1), torch.ones(50, dtype=torch.float64))
-    assert gif_steps(200, 5) == [0, 50, 100, 150, 200]
-    ps = probe_steps(1000)
-    assert ps[:31] == list(range(31)) and ps[-1] == 1000 and len(ps) < 140
+    steps = fc.record_steps(1000, extra=[15, 777])
+    assert steps[:31] == list(range(31)) and steps[-1] == 1000 and 777 in steps and len(steps) < 260
+    idx = fc.gif_indices(np.linspace(0, 300, 301), 10)
+    assert idx[0] == 0 and idx[-1] == 300 and len(idx) <= 12
+
+
+def test_batched_probes_equal_the_references():
+    g = torch.Generator().manual_seed(1)
+    z = torch.randn(4, 3, 40, 2, generator=g, dtype=torch.float64)  # (R, E, n, d)
+    lab = torch.arange(40) % 4
+    s = fc.silhouette_samples_cosine(z, lab)
+    for r, e in [(0, 0), (3, 2)]:
+        np.testing.assert_allclose(s[r, e].numpy(), silhouette_samples(z[r, e].numpy(), lab.numpy(), metric="cosine"),
+                                   atol=1e-12)  # fmt: skip
+        assert float(fc.uniformity_batch(z)[r, e]) == pytest.approx(uniformity(z[r, e]), abs=1e-12)
+
+
+def test_coherence_and_decay_times():
+    lab = np.repeat([0, 1], 5)
+    z0 = np.zeros((1, 10, 2))
+    same = z0 + np.where(lab[None, :, None] == 0, [1.0, 0.0], [0.0, 1.0])  # one direction per cluster
+    assert fc.coherence(z0, same, lab)[0] == pytest.approx(1.0)
+    t = np.linspace(0, 10, 11)
+    sil = np.array([0, 0.6, 0.7, 0.7, 0.6, 0.55, 0.4, 0.3, 0.3, 0.3, 0.3])[:, None]
+    uni = (np.array([1.0, 0.5, 0.4, 0.4, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01, 0.0]) - 1.6)[:, None]
+    p = fc.Probes(t, sil, np.zeros((11, 1, 1)), uni, np.zeros((11, 1)))
+    d = fc.decay_times(p, -1.6, ref_time=3.0, level=0.5)
+    assert d["t_form"][0] == 1 and d["t_last"][0] == 5 and d["t_peak"][0] == 2
+    assert d["gap_ref"][0] == pytest.approx(0.4) and d["t_half"][0] == 5  # 0.2 <= 0.4/2 first at t = 5
+    assert fc.max_loss_increase(np.array([[3.0], [2.0], [2.5], [1.0]]))[0] == pytest.approx(0.5 / 2.0)
+
+
+def test_config_rules_fail_before_any_work():
+    with pytest.raises(UserError, match="horizon_network"):
+        build_config(Fig5.Config, {"horizon_network": 500, "steps_network": 300})
+    with pytest.raises(UserError, match="table_lrs"):
+        build_config(Fig5.Config, {"table_lrs": [1.0, 0.3]})
+
+
+def test_seed_batch_member_equals_one_seed_run():
+    # the ensemble contract: member i of a batched run equals the one-seed run with seed ctx.seeds[i]
+    cfg = build_config(Fig5.Config, {"steps_network": 40, "horizon_network": 20, "steps_vanilla": 40,
+                                     "horizon_vanilla": 20, "probe_step": 5, "table_lrs": [0.3, 0.05],
+                                     "table_time": 1.0, "snapshots_network": [0, 10], "snapshots_long": [40],
+                                     "snapshots_vanilla": [0, 20], "gif_frames": 3})  # fmt: skip
+    exp = Fig5()
+    both = exp.run(cfg, Context(seed=3, seeds=(3, 4)))
+    alone = exp.run(cfg, Context(seed=4, seeds=(4,)))[0]
+    for k, v in alone.summary.items():
+        if isinstance(v, float) and math.isfinite(v):
+            assert both[1].summary[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+    for k in ("network/z", "vanilla/z", "x"):
+        np.testing.assert_allclose(both[1].arrays[k], alone.arrays[k], rtol=1e-9, atol=1e-12)
+    assert not np.allclose(both[0].arrays["x"], both[1].arrays["x"])  # seeds differ
 
 
 def test_quick_run_claims(tmp_path):
     out = run_experiment("variational.fig5", quick=True, seeds=1, out=tmp_path)
     claims = {c.id: c for c in out.claims}
-    assert len(claims) == 8 and all(c.passed for c in claims.values()), claims
+    assert len(claims) == 11
+    # seed 0: every claim but "stabilises after 200 iterations" holds — the embedding keeps decaying towards
+    # the uniform minimiser afterwards (the paper's own headline claim)
+    failing = {k for k, c in claims.items() if not c.passed}
+    assert failing == {"network-stabilises"}, {k: (c.measured, c.expected) for k, c in claims.items()}
+    assert claims["clusters-persist"].measured >= 10 and claims["converges-to-trivial"].measured <= 0.01
     figs = out.run.path / "figures"
-    assert (figs / "fig5.png").exists() and (figs / "fig5.gif").exists()
+    assert (figs / "fig5.png").exists() and (figs / "fig5.gif").exists() and (figs / "fig5_probes.png").exists()
     import imageio.v2 as imageio
 
     assert len(imageio.mimread(figs / "fig5.gif")) <= 40
-    # the silhouette stored in the metrics table agrees with scikit-learn on the final snapshot
+    # the silhouette in the metrics table agrees with scikit-learn on the stored embedding at iteration 200
     from sklearn.metrics import silhouette_score
 
-    arrays = out.run.result().arrays
-    z_end = arrays["metrics/network/z@200"]
-    s = silhouette_score(z_end, arrays["labels"], metric="cosine")
-    assert math.isclose(
-        s, claims["network-keeps-clusters"].measured + out.run.summary["vanilla_silhouette_end"], abs_tol=1e-4
-    )
+    res = out.run.result()
+    a = res.arrays
+    i = list(a["network/steps"]).index(200)
+    s = silhouette_score(a["network/z"][i], a["labels"], metric="cosine")
+    assert math.isclose(s, res.summary["network_silhouette_horizon"], abs_tol=1e-9)
+    table = res.tables["step_table"]
+    assert table["max_loss_increase"].max() < 0.1  # the averaging net is in the flow regime at every step tested

@@ -1,13 +1,31 @@
-from ssldyn.lab import run_experiment
+import pytest
+
+from ssldyn.experiments.variational.fig6 import Fig6
+from ssldyn.lab import UserError, run_experiment
+from ssldyn.lab.config import build_config
+
+
+def test_config_rules_fail_before_any_work():
+    with pytest.raises(UserError, match="flow_lr"):
+        build_config(Fig6.Config, {"table_lrs": [1.0, 0.3]})
+    with pytest.raises(UserError, match="horizon_network"):
+        build_config(Fig6.Config, {"steps_network": 100})
 
 
 def test_quick_run_claims(tmp_path):
     out = run_experiment("variational.fig6", quick=True, seeds=1, out=tmp_path)
     claims = {c.id: c for c in out.claims}
-    assert len(claims) == 16
-    # every claim except the network's stabilisation within 200 iterations reproduces (see notes)
-    held = {k: c.passed for k, c in claims.items() if not k.endswith("network-stabilises")}
-    assert all(held.values()), claims
+    assert len(claims) == 10
+    # App. B's outcome appears at the large step only: the gradient-flow claims and the step independence do not
+    # reproduce (reported), everything else does
+    failing = {k for k, c in claims.items() if not c.passed}
+    assert failing == {f"{d}d-{k}" for d in (2, 3) for k in ("network-clusters-flow", "step-independent")}, {
+        k: (c.measured, c.expected) for k, c in claims.items()
+    }
+    res = out.run.result()
     for dim in (2, 3):
+        t = res.tables[f"step_table_{dim}d"].set_index("lr")
+        assert t.loc[1.0, "silhouette"] > t.loc[0.1, "silhouette"] + 0.3
+        assert t.loc[1.0, "max_loss_increase"] > t.loc[0.1, "max_loss_increase"]  # the large step is unstable
         assert (out.run.path / "figures" / f"fig6_{dim}d.gif").exists()
-        assert claims[f"{dim}d-clusters-by-iteration-15"].measured >= 0.5
+        assert (out.run.path / "figures" / f"fig6_{dim}d_steps.png").exists()

@@ -9,6 +9,7 @@ def test_quick_run_claims(tmp_path):
     out = run_experiment("variational.kernel", quick=True, seeds=1, out=tmp_path)
     claims = {c.id: c for c in out.claims}
     assert len(claims) == 9 and all(c.passed for c in claims.values()), claims
+    assert {c.kind for c in claims.values()} == {"paper", "consequence"}
     assert claims["prop43-closed-form"].measured <= 1e-8
     assert -0.65 <= claims["prop44-rate"].measured <= -0.35
     # the Remark 4.4 gain table: measured speeds/vanilla speeds agree with (n_q/n)‖ξ‖²β_q

@@ -106,7 +106,13 @@ def averaging_net_kernel(
 
 
 def relu_infinite_width_kernel(x1: Tensor, x2: Tensor | None = None, *, d: int | None = None) -> Tensor:
-    """Prop. 4.4: ``K∞_ij = (x_iᵀx_j)[½ − arccos(cos θ_ij)/(2π)]`` (the scalar factor of ``I_d``).
+    """Prop. 4.4: ``K∞_ij = (x_iᵀx_j)[½ − θ_ij/(2π)]`` (the scalar factor of ``I_d``), ``θ_ij`` the angle.
+
+    The angle is ``θ = 2·atan2(‖û − v̂‖, ‖û + v̂‖)`` (``û, v̂`` the unit vectors), equal to
+    ``arccos(cos θ)`` but with finite gradients at ``θ = 0`` (``arccos`` has an infinite slope at
+    ``cos θ = 1``, which gave NaN gradients on the diagonal of ``K(x, x)``) and accurate for
+    nearly parallel and nearly opposite vectors. Zero vectors get ``θ = π/2`` (no direction) —
+    their row is 0 anyway (``x_iᵀx_j = 0``).
 
     Args:
         x1: ``(n1, D)``; x2: ``(n2, D)`` or None.
@@ -114,9 +120,13 @@ def relu_infinite_width_kernel(x1: Tensor, x2: Tensor | None = None, *, d: int |
     """
     x2 = x1 if x2 is None else x2
     gram = x1 @ x2.mT  # (n1, n2)
-    norms = x1.norm(dim=-1)[:, None] * x2.norm(dim=-1)[None, :]
-    cos = (gram / norms.clamp_min(torch.finfo(gram.dtype).tiny)).clamp(-1.0, 1.0)
-    k = gram * (0.5 - torch.arccos(cos) / (2 * math.pi))  # (n1, n2)
+    tiny = torch.finfo(gram.dtype).tiny
+    u1 = x1 / x1.norm(dim=-1, keepdim=True).clamp_min(tiny)  # (n1, D)
+    u2 = x2 / x2.norm(dim=-1, keepdim=True).clamp_min(tiny)  # (n2, D)
+    diff = (u1[:, None, :] - u2[None, :, :]).norm(dim=-1)  # (n1, n2): ‖û − v̂‖ (norm' at 0 is 0)
+    summ = (u1[:, None, :] + u2[None, :, :]).norm(dim=-1)  # (n1, n2): ‖û + v̂‖
+    theta = 2.0 * torch.atan2(diff, summ)  # (n1, n2) in [0, π]
+    k = gram * (0.5 - theta / (2 * math.pi))  # (n1, n2)
     if d is None:
         return k
     return k[..., None, None] * torch.eye(d, dtype=k.dtype, device=k.device)

@@ -10,6 +10,7 @@ axes; a loss returns a scalar, or one value per ensemble member.
 - :mod:`.alpha_cl` — α-CL contrastive covariance, energy, pairwise importances (``nonlinearity`` Sec. 2)
 - :mod:`.grassmann` — simple (non-)contrastive and trace losses (``grassmann`` eq. 1, 2, 7, 8, Prop. 3)
 - :mod:`.peers` — VICReg, BYOL / SimSiam, spectral contrastive loss
+- :mod:`.variational_calculus` — first/second variation of eq. (4), stationarity on S^{d−1} (``variational`` Sec. 3, App. A)
 """
 
 from .alpha_cl import (
@@ -52,6 +53,17 @@ from .peers import (
     spectral_contrastive_loss,
     vicreg_loss,
     vicreg_terms,
+)
+from .variational_calculus import (
+    Stationarity,
+    augmented_first_variation,
+    augmented_loss,
+    first_variation,
+    measure_loss,
+    second_variation,
+    sphere_stationarity,
+    stationarity_probe,
+    symmetry_condition_gap,
 )
 
 __all__ = [
@@ -96,4 +108,14 @@ __all__ = [
     "BYOLLoss",
     "NegativeCosine",
     "SpectralContrastiveLoss",
+    # variational calculus (variational Sec. 3, App. A)
+    "measure_loss",
+    "first_variation",
+    "second_variation",
+    "Stationarity",
+    "sphere_stationarity",
+    "symmetry_condition_gap",
+    "stationarity_probe",
+    "augmented_loss",
+    "augmented_first_variation",
 ]

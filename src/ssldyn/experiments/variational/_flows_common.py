@@ -5,139 +5,335 @@ direction, so that the loss is far from its minimum and ``z0`` is unrelated to t
 the network is wrapped in :class:`ssldyn.models.ShiftedModel` (``f = z0 + g(w) − g(w0)`` on
 the training inputs: same NTK, initial embedding ``z0``), its outputs normalised inside the
 NT-Xent loss of Prop. 2.1; vanilla GD (eq. 14) moves the embeddings directly, projected to
-the sphere. Probes every iteration: loss, silhouette (cosine, true labels), uniformity,
-within-cluster angular spread.
+the sphere.
 
-Devices: data, model, ``z0`` and both dynamics live on the device of the data (``ctx.device``);
-the initial embedding is drawn on the CPU and moved there. The probes (silhouette, uniformity,
-angular spread: small CPU-side summaries with CPU labels) and the metrics (numpy) run on CPU
-copies of the embeddings.
+**Seeds as an ensemble.** Every seed of a run is one member of an ensemble (models with a
+leading ``E`` axis, data ``(E, n, D)``, embeddings ``(E, n, d)``): member ``i`` is built from
+the generators of seed ``ctx.seeds[i]`` exactly as a one-seed run builds it (each member is
+initialised alone and the members are stacked), and members never interact (the loss is a
+sum of member losses), so member ``i`` equals the one-seed run with that seed.
+
+**Time.** Gradient descent with step σ after k iterations is at flow time ``t = σ k``
+(Prop. 4.1 describes the flow; a step size matters only through O(σ) errors, unless GD is
+unstable). Runs are compared at equal ``t``; the step-size table (:func:`step_table`) runs
+the same network at several σ to the same t.
+
+**Probes** (silhouette, uniformity, loss) are computed after the run from the recorded
+embeddings, batched over records and members (:func:`silhouette_samples_cosine`,
+:func:`uniformity_batch`; numpy-free torch on the CPU copies), not inside the training loop.
+
+Devices: data, model, ``z0`` and both dynamics live on ``ctx.device`` (everything random is
+drawn on the CPU and moved); the recorded embeddings come back to the CPU.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
+from torch import Tensor, nn
 
+from ssldyn.data.clustered import ClusteredData
 from ssldyn.dynamics.function_space import project_sphere, vanilla_gradient_descent
-from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.dynamics.weight_space import train_weight_space
-from ssldyn.lab.context import torch_threads  # noqa: F401 (re-exported for the experiments)
 from ssldyn.models.shifted import ShiftedModel
 from ssldyn.objectives import latent_measure_nt_xent
-from ssldyn.probes.cluster import angular_spread, silhouette_cosine, uniformity, uniformity_reference
+from ssldyn.probes.cluster import uniformity_reference
 from ssldyn.viz.common import PALETTE, figure_to_rgb, new_figure, save_figure, save_gif
 
+DT = torch.float64
 
+
+# --------------------------------------------------------------------------------------
+# members: one seed per ensemble member
+# --------------------------------------------------------------------------------------
 def random_embedding(
     n: int, d: int, spread: float, g: torch.Generator, device: torch.device | str | None = None
-) -> torch.Tensor:
+) -> Tensor:
     """``z0_i = normalise(m + spread·N(0, I))`` with one random unit direction m: ``(n, d)``.
 
     Drawn on the CPU from ``g`` (the same numbers on every device), then moved to ``device``.
     """
-    m = project_sphere(torch.randn(1, d, generator=g, dtype=torch.float64))
-    return project_sphere(m + spread * torch.randn(n, d, generator=g, dtype=torch.float64)).to(device)
+    m = project_sphere(torch.randn(1, d, generator=g, dtype=DT))
+    return project_sphere(m + spread * torch.randn(n, d, generator=g, dtype=DT)).to(device)
 
 
-def gif_steps(total: int, frames: int) -> list[int]:
-    return sorted({int(round(k * total / (frames - 1))) for k in range(frames)})
+def stack_members(make: Callable[[int, torch.Generator | None], nn.Module], gens: Sequence[torch.Generator]):
+    """An ensemble of ``len(gens)`` members, member ``i`` initialised alone by ``make(1, gens[i])``.
 
-
-def probe_steps(total: int) -> list[int]:
-    """Every iteration up to 30, then ~100 evenly spaced ones, and the last."""
-    return sorted(set(range(min(total, 30) + 1)) | set(range(0, total + 1, max(1, total // 100))) | {total})
-
-
-def run_pair(model, x, labels, z0, *, tau, steps_net, steps_van, lr_net, lr_van, keep_net, keep_van, track=None):
-    """Train the (shifted) network and run vanilla GD from ``z0``; returns (trajectory, histories).
-
-    ``model``, ``x`` and ``z0`` on one device (the computation runs there); ``labels`` may be
-    anywhere (the probes use a CPU copy, as they do of the embeddings).
+    ``make(ensemble, generator)`` builds a model whose parameters all carry the leading
+    ensemble axis (:class:`~ssldyn.models.AveragingNet`, :class:`~ssldyn.models.MLP`).
     """
-    loss = lambda z: latent_measure_nt_xent(z, temperature=tau)  # noqa: E731
-    lab = labels.cpu()
-    probes = {
-        "silhouette": lambda z: silhouette_cosine(z.cpu(), lab),
-        "uniformity": lambda z: uniformity(z.cpu()),
-        "angular_spread": lambda z: angular_spread(z.cpu(), lab),
-    }
-    net = ShiftedModel(model, x, z0.to(x.dtype))
-    # raw output velocity of the network over the first iterations (Thm. 4.5 is about the raw outputs)
-    import copy
-
-    probe_net = copy.deepcopy(net)
-    train_weight_space(probe_net, x, loss, steps=5, lr=lr_net, output="sphere", every=None)
-    with torch.no_grad():
-        raw_disp = (probe_net(x) - net(x))[0].cpu().numpy()  # (n, d)
-    t_net = train_weight_space(
-        net,
-        x,
-        loss,
-        steps=steps_net,
-        lr=lr_net,
-        output="sphere",
-        probes=probes,
-        every=probe_steps(steps_net),
-        snapshot_every=1,
-        track=track,
-    ).trajectory
-    t_van = vanilla_gradient_descent(
-        z0,
-        loss,
-        steps=steps_van,
-        lr=lr_van,
-        probes=probes,
-        every=probe_steps(steps_van),
-        snapshot_every=1,
-        track=track,
-    ).trajectory
-    traj = Trajectory()
-    hist = {"network_raw_disp": raw_disp}
-    for name, t, keep in (("network", t_net, keep_net), ("vanilla", t_van, keep_van)):
-        zs = t.snapshots("z")
-        gs = t.snapshots("neg_grad")
-        hist[name] = np.stack([zs[s] for s in sorted(zs)])  # (T+1, n, d)
-        hist[name + "_grad"] = {s: gs[s] for s in keep}
-        sub = Trajectory()
-        for row in t.to_frame().itertuples(index=False):  # probes of every iteration, snapshots only at `keep`
-            sub.log(row.step, row.member, **{row.probe: row.value})
-        for s in keep:
-            sub.snapshot(s, "z", zs[s])
-            sub.snapshot(s, "neg_grad", gs[s])
-        traj.extend(sub, prefix=name + "/")
-    return traj, hist
+    singles = [make(1, g) for g in gens]
+    ens = make(len(gens), None)
+    state = {k: torch.cat([m.state_dict()[k] for m in singles], 0) for k in singles[0].state_dict()}
+    ens.load_state_dict(state)
+    return ens
 
 
-def pair_metrics(
-    traj: Trajectory, hist: dict, labels: torch.Tensor, probe_step: int, coherence_steps: int, n: int, d: int
-) -> dict:
-    """Numbers used by the claims (numpy, on the CPU)."""
-    lab = labels.cpu().numpy()
-    out = {}
-    for name in ("network", "vanilla"):
-        zh = hist[name]  # (T+1, n, d)
-        T = zh.shape[0] - 1
-        disp = np.linalg.norm(np.diff(zh, axis=0), axis=-1).mean(1)  # (T,) mean displacement per iteration
-        tail = max(1, T // 10)
-        out[f"{name}_tail_speed_ratio"] = float(disp[-tail:].mean() / disp.max())
-        dz = hist["network_raw_disp"] if name == "network" else zh[min(coherence_steps, T)] - zh[0]  # (n, d)
-        unit = dz / np.maximum(np.linalg.norm(dz, axis=1, keepdims=True), 1e-300)
-        out[f"{name}_coherence"] = float(np.mean([np.linalg.norm(unit[lab == q].mean(0)) for q in np.unique(lab)]))
-        for p in ("silhouette", "uniformity", "angular_spread", "loss"):
-            steps, vals = traj.series(f"{name}/{p}")
-            out[f"{name}_{p}_end"] = float(vals[-1])
-            out[f"{name}_{p}_at_{probe_step}"] = float(vals[np.searchsorted(steps, probe_step, side="right") - 1])
-            out[f"{name}_{p}_start"] = float(vals[0])
-        _, sil = traj.series(f"{name}/silhouette")
-        out[f"{name}_silhouette_max"] = float(sil.max())
-    out["uniform_optimum"] = uniformity_reference(n, d=d) if d in (2, 3) else uniformity_reference(d=d)
+@dataclass
+class Members:
+    """The data, labels and initial embeddings of every seed (one ensemble member each).
+
+    Attributes:
+        x: ``(E, n, D)`` inputs; labels: ``(n,)`` cluster labels (the same for every seed);
+        z0: ``(E, n, d)`` the common initial embedding of both dynamics; data: the seeds' data sets.
+    """
+
+    x: Tensor
+    labels: Tensor
+    z0: Tensor
+    data: list[ClusteredData] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return int(self.x.shape[1])
+
+    @property
+    def d(self) -> int:
+        return int(self.z0.shape[-1])
+
+
+def make_members(
+    make_data: Callable[[torch.Generator], ClusteredData],
+    data_gens: Sequence[torch.Generator],
+    z0_gens: Sequence[torch.Generator],
+    d: int,
+    init_spread: float,
+    device: torch.device | str | None = None,
+) -> Members:
+    """Draw each seed's data and initial embedding (CPU generators), stacked on ``device``."""
+    data = [make_data(g) for g in data_gens]
+    labels = data[0].labels
+    if any(not torch.equal(dd.labels, labels) for dd in data):
+        raise ValueError("make_members: every seed must have the same cluster sizes (labels)")
+    z0 = torch.stack([random_embedding(dd.n, d, init_spread, g) for dd, g in zip(data, z0_gens)])  # (E, n, d)
+    x = torch.stack([dd.x for dd in data])  # (E, n, D)
+    return Members(x.to(device), labels, z0.to(device), data)
+
+
+# --------------------------------------------------------------------------------------
+# dynamics
+# --------------------------------------------------------------------------------------
+@dataclass
+class Run:
+    """One dynamics on all members: embeddings and losses at the recorded steps.
+
+    Attributes:
+        name: ``"network"`` / ``"vanilla"``; lr: the step σ; steps: recorded iterations ``(R,)``;
+        z: ``(R, E, n, d)`` normalised embeddings; loss: ``(R, E)``;
+        neg_grad: ``{step: (E, n, d)}`` −∇L(z_i) at the figure's steps (w.r.t. the raw outputs);
+        z_raw: ``(R, E, n, d)`` the raw outputs (the network's ``f(w, x_i)`` before normalisation).
+    """
+
+    name: str
+    lr: float
+    steps: np.ndarray
+    z: np.ndarray
+    loss: np.ndarray
+    neg_grad: dict[int, np.ndarray]
+    z_raw: np.ndarray | None = None
+
+    @property
+    def times(self) -> np.ndarray:
+        return self.steps * self.lr
+
+    def index(self, step: int) -> int:
+        """Index of the last recorded step ``<= step``."""
+        return int(np.searchsorted(self.steps, step, side="right") - 1)
+
+
+def record_steps(total: int, dense: int = 30, sparse: int = 200, extra: Sequence[int] = ()) -> list[int]:
+    """Every iteration up to ``dense``, then ~``sparse`` evenly spaced ones, ``extra`` and the last."""
+    grid = set(range(min(total, dense) + 1)) | set(range(0, total + 1, max(1, total // sparse))) | {total}
+    return sorted(grid | {int(s) for s in extra if 0 <= s <= total})
+
+
+def _loss(tau: float):
+    return lambda z: latent_measure_nt_xent(z, temperature=tau)
+
+
+def _collect(name: str, lr: float, traj, E: int, arrows: Sequence[int]) -> Run:
+    zs = traj.snapshots("z")
+    steps = np.array(sorted(zs), dtype=np.int64)
+    z = np.stack([np.asarray(zs[s]).reshape(E, *np.asarray(zs[s]).shape[-2:]) for s in steps])  # (R, E, n, d)
+    df = traj.to_frame()
+    df = df[df.probe == "loss"].pivot_table(index="step", columns="member", values="value").sort_index()
+    loss = df.loc[steps].to_numpy().reshape(len(steps), E)  # (R, E)
+    gs = traj.snapshots("neg_grad")
+    neg = {int(s): np.asarray(gs[s]).reshape(E, *np.asarray(gs[s]).shape[-2:]) for s in arrows if s in gs}
+    return Run(name, lr, steps, z / np.linalg.norm(z, axis=-1, keepdims=True), loss, neg, z)
+
+
+def run_network(
+    model: nn.Module, m: Members, *, tau: float, lr: float, steps: int, record: Sequence[int], arrows=(), track=None
+) -> Run:
+    """Weight-space GD (eq. 9/15) of the shifted ensemble network from ``m.z0`` on the NT-Xent of Prop. 2.1.
+
+    The loss is a function of the normalised outputs (cosine similarities), i.e. the outputs are
+    mapped to the sphere inside the loss; the raw outputs are recorded too (``Run.z_raw``).
+    """
+    net = ShiftedModel(model, m.x, m.z0.to(m.x.dtype))
+    keep = sorted(set(record) | set(arrows))
+    traj = train_weight_space(net, m.x, _loss(tau), steps=steps, lr=lr, output="raw", every=keep,
+                              snapshot_every=keep, track=track).trajectory  # fmt: skip
+    return _collect("network", lr, traj, m.x.shape[0], arrows)
+
+
+def run_vanilla(m: Members, *, tau: float, lr: float, steps: int, record: Sequence[int], arrows=(), track=None) -> Run:
+    """Vanilla GD on the embeddings (eq. 14), projected onto the sphere."""
+    keep = sorted(set(record) | set(arrows))
+    traj = vanilla_gradient_descent(m.z0, _loss(tau), steps=steps, lr=lr, every=keep, snapshot_every=keep,
+                                    track=track).trajectory  # fmt: skip
+    return _collect("vanilla", lr, traj, m.z0.shape[0], arrows)
+
+
+# --------------------------------------------------------------------------------------
+# probes, batched over records and members
+# --------------------------------------------------------------------------------------
+def silhouette_samples_cosine(z, labels) -> Tensor:
+    """Per-sample silhouette with cosine distance, batched: ``(..., n, d) -> (..., n)``.
+
+    ``s_i = (b_i − a_i)/max(a_i, b_i)``, ``a_i`` the mean distance to the other members of its
+    cluster, ``b_i`` the smallest mean distance to another cluster, distance ``1 − cos``;
+    samples of a cluster of size 1 get 0 (scikit-learn's ``silhouette_samples``).
+    """
+    z = torch.as_tensor(np.asarray(z) if not isinstance(z, Tensor) else z).to(DT)
+    u = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-300)  # (..., n, d)
+    lab = torch.as_tensor(np.asarray(labels)).long()
+    classes = torch.unique(lab)
+    onehot = (lab[:, None] == classes[None, :]).to(DT)  # (n, C)
+    dist = (1.0 - u @ u.mT).clamp_min(0.0)  # (..., n, n)
+    sums = dist @ onehot  # (..., n, C)
+    counts = onehot.sum(0)  # (C,)
+    own = onehot.argmax(1)  # (n,)
+    own_count = counts[own]  # (n,)
+    a = sums.gather(-1, own.expand(*sums.shape[:-1])[..., None])[..., 0] / (own_count - 1).clamp_min(1)  # (..., n)
+    other = (sums / counts).masked_fill(onehot.bool(), math.inf)  # (..., n, C)
+    b = other.min(-1).values  # (..., n)
+    s = (b - a) / torch.maximum(a, b).clamp_min(1e-300)
+    return torch.where(own_count > 1, s, torch.zeros_like(s))
+
+
+def uniformity_batch(z, t: float = 2.0) -> Tensor:
+    """Wang & Isola uniformity ``log mean_{i≠j} exp(−t‖u_i − u_j‖²)``, batched: ``(..., n, d) -> (...)``."""
+    z = torch.as_tensor(np.asarray(z) if not isinstance(z, Tensor) else z).to(DT)
+    u = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+    n = u.shape[-2]
+    logits = (2.0 * t) * (u @ u.mT)  # (..., n, n): −t‖u_i − u_j‖² + 2t
+    logits = logits.masked_fill(torch.eye(n, dtype=torch.bool), -math.inf)
+    return torch.logsumexp(logits.flatten(-2), dim=-1) - 2.0 * t - math.log(n * (n - 1))
+
+
+@dataclass
+class Probes:
+    """Probes of a :class:`Run` per record and member: silhouette ``(R, E)``, per-cluster
+    silhouette ``(R, E, C)``, uniformity ``(R, E)``, loss ``(R, E)``, times ``(R,)``."""
+
+    times: np.ndarray
+    silhouette: np.ndarray
+    cluster_silhouette: np.ndarray
+    uniformity: np.ndarray
+    loss: np.ndarray
+
+    def at(self, t: float) -> int:
+        """Index of the last record at time ``<= t`` (+ round-off)."""
+        return int(np.searchsorted(self.times, t + 1e-9, side="right") - 1)
+
+
+def probes_of(run: Run, labels) -> Probes:
+    lab = torch.as_tensor(np.asarray(labels)).long()
+    s = silhouette_samples_cosine(run.z, lab)  # (R, E, n)
+    onehot = (lab[:, None] == torch.unique(lab)[None, :]).to(DT)  # (n, C)
+    per_cluster = (s @ onehot) / onehot.sum(0)  # (R, E, C)
+    return Probes(run.times, s.mean(-1).numpy(), per_cluster.numpy(), uniformity_batch(run.z).numpy(), run.loss)
+
+
+def uniform_optimum(n: int, d: int) -> float:
+    """Uniformity of the uniform optimum: n equally spaced points (S¹), n Fibonacci points (S²), or continuous."""
+    return uniformity_reference(n, d=d) if d in (2, 3) else uniformity_reference(d=d)
+
+
+def coherence(z0: np.ndarray, z1: np.ndarray, labels) -> np.ndarray:
+    """Per member: mean over clusters of the resultant length of the unit displacements ``z1 − z0``.
+
+    ``z0, z1``: ``(E, n, d)``. 1 when all points of each cluster move in one direction (Thm. 4.5:
+    same-cluster velocities agree up to O(δ)), ≈ 1/√(cluster size) for independent directions.
+    """
+    lab = np.asarray(labels)
+    dz = z1 - z0
+    unit = dz / np.maximum(np.linalg.norm(dz, axis=-1, keepdims=True), 1e-300)  # (E, n, d)
+    return np.mean([np.linalg.norm(unit[:, lab == q].mean(1), axis=-1) for q in np.unique(lab)], axis=0)  # (E,)
+
+
+def decay_times(p: Probes, u_opt: float, ref_time: float, level: float = 0.5) -> dict[str, np.ndarray]:
+    """Per member: the clustered phase and how the run then leaves it for the uniform minimiser.
+
+    * ``t_peak``, ``peak``: time and value of the largest silhouette;
+    * ``t_form``/``t_last``: first / last time with silhouette ≥ ``level`` (NaN if never);
+    * ``gap_ref``, ``gap_end``: the uniformity gap ``U − U_opt`` to the uniform (trivial)
+      minimiser at ``ref_time`` (the end of the fast phase, e.g. Fig. 5's 200 iterations) and at
+      the end of the run;
+    * ``t_half``: the decay time, the first time after ``ref_time`` at which the gap is half
+      ``gap_ref`` (NaN: not within the run).
+    """
+    T, E = p.silhouette.shape
+    out = {k: np.full(E, np.nan) for k in ("t_peak", "peak", "t_form", "t_last", "t_half", "gap_ref", "gap_end")}
+    r = p.at(ref_time)
+    for e in range(E):
+        s, gap = p.silhouette[:, e], p.uniformity[:, e] - u_opt
+        i = int(np.argmax(s))
+        out["t_peak"][e], out["peak"][e] = p.times[i], s[i]
+        above = np.nonzero(s >= level)[0]
+        if len(above):
+            out["t_form"][e], out["t_last"][e] = p.times[above[0]], p.times[above[-1]]
+        out["gap_ref"][e], out["gap_end"][e] = gap[r], gap[-1]
+        later = np.nonzero(gap[r:] <= 0.5 * gap[r])[0]
+        if len(later) and gap[r] > 0:
+            out["t_half"][e] = p.times[r + later[0]]
     return out
 
 
+def max_loss_increase(loss: np.ndarray) -> np.ndarray:
+    """Per member, the largest increase of the loss between consecutive records, relative to the
+    total decrease ``L(0) − min L`` (0 for a monotone descent; large for an unstable step)."""
+    inc = np.maximum(np.diff(loss, axis=0), 0.0).max(0)  # (E,)
+    return inc / np.maximum(loss[0] - loss.min(0), 1e-300)
+
+
+def step_table(
+    make_model: Callable[[], nn.Module], m: Members, *, tau: float, lrs: Sequence[float], time: float, main: Run | None
+) -> list[dict[str, np.ndarray | float]]:
+    """The network run with each step σ in ``lrs`` up to flow time ``time`` (``round(time/σ)`` steps).
+
+    A step equal to ``main.lr`` reuses ``main`` when it was recorded at every step up to ``time``. Returns one
+    row per σ with per-member arrays: silhouette, uniformity and loss at ``time``, and the
+    largest relative loss increase along the run (instability of large steps).
+    """
+    rows = []
+    for lr in lrs:
+        steps = max(1, int(round(time / lr)))
+        if main is not None and math.isclose(lr, main.lr) and set(range(steps + 1)) <= set(main.steps.tolist()):
+            run = main
+            sub = run.steps <= steps
+            run = Run(run.name, run.lr, run.steps[sub], run.z[sub], run.loss[sub], {})
+        else:
+            # every step up to 400 steps (the loss increases of an unstable step are visible), ~400 records beyond
+            run = run_network(make_model(), m, tau=tau, lr=lr, steps=steps, record=record_steps(steps, 400, 400))
+        p = probes_of(run, m.labels)
+        i = p.at(time)
+        rows.append({"lr": lr, "steps": steps, "time": float(run.times[i]), "silhouette": p.silhouette[i],
+                     "uniformity": p.uniformity[i], "loss": p.loss[i], "max_loss_increase": max_loss_increase(p.loss)})  # fmt: skip
+    return rows
+
+
+# --------------------------------------------------------------------------------------
+# figures
+# --------------------------------------------------------------------------------------
 def cluster_colors(labels) -> list:
     """Viridis colours by cluster (Fig. 5: −3 purple, −1 blue, 1 green, 3 yellow)."""
     import matplotlib
@@ -151,119 +347,92 @@ def cluster_colors(labels) -> list:
 def _draw(ax, z, g, labels, title, d, arrow_scale):
     colors = cluster_colors(labels)
     if g is not None and arrow_scale is None:
-        arrow_scale = _arrow_scale([g])
+        m = float(np.linalg.norm(g, axis=1).max())
+        arrow_scale = 0.35 / max(m, 1e-12)
     if d == 2:
         t = np.linspace(0, 2 * np.pi, 200)
         ax.plot(np.cos(t), np.sin(t), color="0.85", lw=0.8, zorder=0)
         ax.scatter(z[:, 0], z[:, 1], c=colors, s=9, zorder=2)
         if g is not None:
-            ax.quiver(
-                z[:, 0],
-                z[:, 1],
-                g[:, 0],
-                g[:, 1],
-                color=colors,
-                angles="xy",
-                scale_units="xy",
-                scale=1.0 / arrow_scale,
-                width=0.006,
-                alpha=0.7,
-                zorder=1,
-            )
+            ax.quiver(z[:, 0], z[:, 1], g[:, 0], g[:, 1], color=colors, angles="xy", scale_units="xy",
+                      scale=1.0 / arrow_scale, width=0.006, alpha=0.7, zorder=1)  # fmt: skip
         ax.set_xlim(-1.35, 1.35)
         ax.set_ylim(-1.35, 1.35)
         ax.set_aspect("equal")
     else:
         ax.scatter(z[:, 0], z[:, 1], z[:, 2], c=colors, s=6)
         if g is not None:
-            ax.quiver(
-                z[:, 0],
-                z[:, 1],
-                z[:, 2],
-                g[:, 0] * arrow_scale,
-                g[:, 1] * arrow_scale,
-                g[:, 2] * arrow_scale,
-                colors=colors,
-                alpha=0.6,
-                linewidth=0.6,
-            )
-        ax.set_xlim(-1, 1)
-        ax.set_ylim(-1, 1)
-        ax.set_zlim(-1, 1)
+            a = arrow_scale
+            ax.quiver(z[:, 0], z[:, 1], z[:, 2], g[:, 0] * a, g[:, 1] * a, g[:, 2] * a, colors=colors, alpha=0.6,
+                      linewidth=0.6)  # fmt: skip
+        for lim in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
+            lim(-1, 1)
+        ax.set_zticks([])
     ax.set_xticks([])
     ax.set_yticks([])
-    if d == 3:
-        ax.set_zticks([])
     ax.set_title(title, fontsize=8)
 
 
-def _arrow_scale(g_list) -> float:
-    m = max(float(np.linalg.norm(g, axis=1).max()) for g in g_list) if g_list else 1.0
-    return 0.35 / max(m, 1e-12)
-
-
-def plot_rows(
-    traj: Trajectory, data_x: torch.Tensor, labels: torch.Tensor, keep_net, keep_van, path: Path, title: str
-) -> Path:
-    """Row 1: data (coloured by cluster); row 2: network snapshots; row 3: vanilla snapshots."""
+def plot_rows(x: np.ndarray, labels, rows: list[tuple[str, np.ndarray, list[np.ndarray], list[np.ndarray]]],
+              path: Path, title: str) -> Path:  # fmt: skip
+    """Row 1: data; then one row per dynamics: ``(label, times, z snapshots, −∇L arrows)`` of one member."""
     import matplotlib.pyplot as plt
 
-    d = traj.snapshots("network/z")[0].shape[1]
-    D = data_x.shape[1]
-    cols = max(len(keep_net), len(keep_van))
-    fig = plt.figure(figsize=(1.9 * cols, 1.9 * 3 + 0.3))
+    d = rows[0][2][0].shape[-1]
+    D = x.shape[1]
+    cols = max(len(r[1]) for r in rows)
+    nrow = 1 + len(rows)
+    fig = plt.figure(figsize=(1.9 * cols, 1.9 * nrow + 0.3))
     kw = {"projection": "3d"} if d == 3 else {}
-    ax = fig.add_subplot(3, 2 if D == 3 else 1, 1, **({"projection": "3d"} if D == 3 else {}))
-    x = data_x.numpy()
+    ax = fig.add_subplot(nrow, 2 if D == 3 else 1, 1, **({"projection": "3d"} if D == 3 else {}))
     cl = cluster_colors(labels)
-    if D == 3:
-        ax.scatter(x[:, 0], x[:, 1], x[:, 2], c=cl, s=5)
-    else:
-        ax.scatter(x[:, 0], x[:, 1], c=cl, s=5)
+    ax.scatter(*(x[:, i] for i in range(min(D, 3))), c=cl, s=5)
     ax.set_title("(a) data", fontsize=8)
-    for r, (name, keep) in enumerate((("network", keep_net), ("vanilla", keep_van)), start=1):
-        zs, gs = traj.snapshots(f"{name}/z"), traj.snapshots(f"{name}/neg_grad")
-        for c, s in enumerate(keep):  # arrows: −∇L(z_i), scaled per panel
-            a = fig.add_subplot(3, cols, r * cols + c + 1, **kw)
-            _draw(a, zs[s], gs[s], labels, f"{name} it. {s}", d, None)
+    for r, (label, times, zs, gs) in enumerate(rows, start=1):
+        for c, (t, z, g) in enumerate(zip(times, zs, gs)):
+            a = fig.add_subplot(nrow, cols, r * cols + c + 1, **kw)
+            _draw(a, z, g, labels, f"{label} t={t:g}", d, None)
     fig.suptitle(title, fontsize=9)
     return save_figure(fig, path)
 
 
-def make_gif(hist: dict, labels: torch.Tensor, steps: tuple[int, int], frames: int, path: Path) -> Path:
-    """Network (left) and vanilla (right) side by side at the same fraction of their runs.
-
-    ``hist[name]``: ``(frames, n, d)`` embeddings at ``gif_steps(steps[i], frames)``.
-    """
+def make_gif(frames: list[tuple[str, np.ndarray, np.ndarray]], labels, path: Path) -> Path:
+    """Side-by-side animation: ``frames`` = ``(label, times (F,), z (F, n, d))`` per panel."""
     import matplotlib.pyplot as plt
 
-    d = hist["network"].shape[-1]
+    d = frames[0][2].shape[-1]
     kw = {"projection": "3d"} if d == 3 else {}
     imgs = []
-    its = [gif_steps(steps[0], frames), gif_steps(steps[1], frames)]
-    for k in range(min(len(its[0]), len(its[1]), hist["network"].shape[0], hist["vanilla"].shape[0])):
-        fig = plt.figure(figsize=(4.0, 2.1))
-        for i, name in enumerate(("network", "vanilla")):
-            a = fig.add_subplot(1, 2, i + 1, **kw)
-            _draw(a, hist[name][k], None, labels, f"{name} it. {its[i][k]}", d, 1.0)
+    for k in range(min(f[2].shape[0] for f in frames)):
+        fig = plt.figure(figsize=(2.0 * len(frames), 2.1))
+        for i, (label, times, z) in enumerate(frames):
+            a = fig.add_subplot(1, len(frames), i + 1, **kw)
+            _draw(a, z[k], None, labels, f"{label} t={times[k]:.3g}", d, 1.0)
         fig.tight_layout()
         fig.set_dpi(60)
         imgs.append(figure_to_rgb(fig))
     return save_gif(imgs, path, fps=6)
 
 
-def probe_figure(traj: Trajectory, uniform_opt: float, path: Path) -> Path:
+def gif_indices(times: np.ndarray, frames: int) -> np.ndarray:
+    """Indices of ``frames`` records spread evenly in log time (the fast phase and the slow one)."""
+    t = np.maximum(times, times[times > 0].min() if (times > 0).any() else 1.0)
+    targets = np.geomspace(t[0], t[-1], frames)
+    idx = np.unique(np.clip(np.searchsorted(times, targets), 0, len(times) - 1))
+    return np.unique(np.concatenate([[0], idx, [len(times) - 1]]))
+
+
+def probe_figure(series: list[tuple[str, Probes]], u_opt: float, path: Path) -> Path:
+    """Silhouette, uniformity and loss against flow time (log), mean over seeds with the seeds' range."""
     fig, ax = new_figure(3, 1, size=(3.6, 2.9))
-    for i, name in enumerate(("network", "vanilla")):
-        for j, p in enumerate(("silhouette", "uniformity", "loss")):
-            s, v = traj.series(f"{name}/{p}")
-            ax[0, j].plot(np.maximum(s, 1), v, color=PALETTE[i], label=name)
-            ax[0, j].set(xscale="log", xlabel="iteration (log)", title=p)
-    ax[0, 1].axhline(uniform_opt, color="gray", ls="--", label="uniform optimum")
-    ax[0, 0].legend(fontsize=7)
-    ax[0, 1].legend(fontsize=7)
+    for i, (label, p) in enumerate(series):
+        t = np.maximum(p.times, p.times[1] if len(p.times) > 1 else 1.0)
+        for j, (name, v) in enumerate((("silhouette", p.silhouette), ("uniformity", p.uniformity), ("loss", p.loss))):
+            ax[0, j].plot(t, v.mean(1), color=PALETTE[i % 8], label=label)
+            if v.shape[1] > 1:
+                ax[0, j].fill_between(t, v.min(1), v.max(1), color=PALETTE[i % 8], alpha=0.2, lw=0)
+            ax[0, j].set(xscale="log", xlabel="flow time t = σ·iteration (log)", title=name)
+    ax[0, 1].axhline(u_opt, color="gray", ls="--", label="uniform optimum")
+    ax[0, 0].legend(fontsize=6)
+    ax[0, 1].legend(fontsize=6)
     return save_figure(fig, path)
-
-
-def tables(traj: Trajectory) -> pd.DataFrame:
-    return traj.to_frame()

@@ -1,0 +1,352 @@
+"""`variational` Sec. 3 and App. A: first/second variation and the stationary points of eq. (4).
+
+Checked numerically with :mod:`ssldyn.objectives.variational_calculus` (float64):
+
+* **Prop. 3.1, eq. (7)** — the gradient field of an invariant map equals autograd of the loss of
+  measures (``∂L/∂y_i = w_i ∇L(f)(y_i)``) on random weighted measures in d = 2, 3, 5, for the
+  NT-Xent pair (Ψ = log(1+t), η = e^{−t/τ}) and a non-default pair.
+* **Prop. 3.1, eq. (6)** (with augmentations, non-invariant f on n points × m transformations):
+  the first variation as derived agrees with autograd to round-off; *as printed* it does not —
+  erratum: its first line has ``Ψ'(G_{T,T'}(f, y))`` where the derivative gives
+  ``Ψ'(G_{T',T}(f, y))``. The two agree when f is invariant (then eq. 6 reduces to eq. 7).
+* **Thm. 3.2 / Remark 3.1** — symmetric discrete measures on S^{d−1} are stationary: a single
+  point, K evenly spaced points on S¹ (K = 2, 3, 4, 7, 20), the tetrahedron, octahedron, cube and
+  icosahedron on S² (for several τ): tangential residual and spread of the Lagrange multipliers
+  (eq. 24–25: one λ for all atoms) at round-off. Control: random measures are far from stationary.
+  Erratum: eq. (8) as printed (``∫h(x₁,y)df#μ(y) = ∫h(x₂,y)df#μ(y)``) fails for these very
+  examples (the integrals are ``c·x₁`` and ``c·x₂``); the proof uses ``∫h(x,y)df#μ(y) = λ x`` with
+  one λ (and eq. 25 writes λ, a scalar, as that vector integral).
+* **Lemma A.2** — at K evenly spaced clusters, ``δ²L(f)(h, h) > 0`` for directions h with
+  ``f + h ∈ S^{d−1}`` and ``⟨f(ξ_i) − f(ξ_j), h(ξ_i) − h(ξ_j)⟩² ≥ σ‖h(ξ_i) − h(ξ_j)‖²`` (eq. 27),
+  σ > 3K²τ. Directions are sampled (per-cluster targets on the sphere) and the admissible ones
+  kept; the printed second-variation formula is checked against autograd. Note: by
+  Cauchy–Schwarz (27) needs ``σ ≤ ‖f(ξ_i) − f(ξ_j)‖² ≤ 4``, so the hypothesis can only hold for
+  ``τ < 4/(3K²)`` (τ ≤ 0.08 for K = 4): at the τ = 0.5 of Fig. 3/5 no direction qualifies. We use
+  ``τ = lemma_tau_fraction · 4/(3K²)``.
+* **Prop. A.1** — a constant map satisfies the Euler–Lagrange equation (∇L ≡ 0), and so does
+  the limit of ``f_k = k f`` (unconstrained ``C = {f: R^D → R^d}``): the residual of eq. (7)
+  decays to 0 as k grows (like ``k e^{−k² d_min²/(2τ)}``).
+
+The random measures, transformations' values and directions are drawn per seed (CPU generator);
+the symmetric measures are fixed.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from pydantic import Field, PositiveFloat, conint
+
+from ssldyn.lab import (
+    ClaimSpec,
+    Context,
+    Erratum,
+    Experiment,
+    ExperimentConfig,
+    Measured,
+    Result,
+    every_seed,
+    gt,
+    le,
+    register,
+)
+from ssldyn.objectives.variational_calculus import (
+    augmented_first_variation,
+    augmented_loss,
+    first_variation,
+    measure_loss,
+    second_variation,
+    sphere_stationarity,
+    symmetry_condition_gap,
+)
+from ssldyn.viz.common import PALETTE, new_figure, save_figure
+
+DT = torch.float64
+ROUND_OFF = "method: float64 round-off (≈1e-16 per term) over a few hundred terms, with a wide margin"
+
+
+class StationarityConfig(ExperimentConfig):
+    taus: list[PositiveFloat] = Field([0.1, 0.5, 1.0], min_length=1, description="temperatures τ")
+    circle_ks: list[conint(ge=1)] = Field([1, 2, 3, 4, 7, 20], min_length=1, description="K evenly spaced on S¹")
+    random_measures: conint(ge=1) = Field(6, description="random measures per seed (eq. 7 check, control)")
+    random_atoms: conint(ge=2) = Field(9, description="atoms of a random measure")
+    aug_points: conint(ge=2) = Field(6, description="data points n of the eq. (6) check")
+    aug_transforms: conint(ge=2) = Field(3, description="transformations m of the eq. (6) check")
+    lemma_ks: list[conint(ge=2)] = Field([2, 3, 4], min_length=1, description="clusters K of Lemma A.2")
+    lemma_tau_fraction: float = Field(0.25, gt=0, lt=1, description="τ = fraction · 4/(3K²) (the lemma needs < 1)")
+    lemma_directions: conint(ge=10) = Field(20000, description="sampled directions h per K")
+    scales: list[PositiveFloat] = Field([1, 2, 4, 8, 16, 32], min_length=3, description="k of f_k = k f (Prop. A.1)")
+
+
+def circle(k: int) -> torch.Tensor:
+    """K evenly spaced points on S¹: ``(K, 2)``."""
+    th = 2 * math.pi * torch.arange(k, dtype=DT) / k
+    return torch.stack([th.cos(), th.sin()], 1)
+
+
+def polytopes() -> dict[str, torch.Tensor]:
+    """Vertices of the regular tetrahedron, octahedron, cube and icosahedron, on S²."""
+    t = torch.tensor([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=DT)
+    o = torch.cat([torch.eye(3, dtype=DT), -torch.eye(3, dtype=DT)])
+    c = torch.tensor([[a, b, e] for a in (-1, 1) for b in (-1, 1) for e in (-1, 1)], dtype=DT)
+    p = (1 + math.sqrt(5)) / 2
+    ico = []
+    for a in (-1, 1):
+        for b in (-p, p):
+            ico += [[0, a, b], [a, b, 0], [b, 0, a]]
+    i = torch.tensor(ico, dtype=DT)
+    return {name: v / v.norm(dim=1, keepdim=True) for name, v in
+            (("tetrahedron", t), ("octahedron", o), ("cube", c), ("icosahedron", i))}  # fmt: skip
+
+
+def symmetric_measures(ks) -> dict[str, torch.Tensor]:
+    out = {"single point (S²)": torch.tensor([[0.0, 0.0, 1.0]], dtype=DT)}
+    out.update({f"{k} evenly spaced (S¹)" if k > 1 else "single point (S¹)": circle(k) for k in ks})
+    out.update({f"{name} (S²)": v for name, v in polytopes().items()})
+    return out
+
+
+ALT = {"psi": lambda t: torch.log1p(2 * t), "eta": lambda t: 1.0 / (1.0 + t)}  # a non-default (Ψ, η) pair
+
+
+@register
+class Stationarity(Experiment):
+    name = "variational.stationarity"
+    paper = "variational"
+    figure = "Prop. 3.1, Thm. 3.2, Lemma A.2, Prop. A.1"
+    description = "First/second variation of eq. (4) vs autograd; symmetric measures are stationary on S^{d−1}"
+    Config = StationarityConfig
+    quick = {"random_measures": 3, "lemma_directions": 4000}
+    est_seconds = (1, 1)
+    threads = 1
+    claims = (
+        ClaimSpec(
+            "eq7-gradient", "For an invariant map the gradient of L takes the form of eq. (7).", "Prop. 3.1, eq. (7)",
+            kind="paper", reading="largest |eq. (7) − (1/w_i) ∂L/∂y_i (autograd)| relative to the largest gradient "
+            "entry, over random weighted measures (d = 2, 3, 5; τ grid; NT-Xent and a non-default Ψ, η)",
+            relation=le(1e-10), basis=ROUND_OFF, rule=every_seed("an identity: it must hold for every draw"),
+        ),
+        Erratum(
+            "eq6-printed", "Eq. (6), first line: Ψ'(G_{T,T'}(f, y)) should read Ψ'(G_{T',T}(f, y)).",
+            "Prop. 3.1, eq. (6)",
+            printed="(Ψ'(G_{T,T'}(f,x))/η_f(T(x),T'(x)) + Ψ'(G_{T,T'}(f,y))/η_f(T(y),T'(y))) η'_f(T(x),T'(y)) …",
+            used="… + Ψ'(G_{T',T}(f,y))/η_f(T'(y),T(y)) …: the partner f(T'(y)) is an anchor seen through T' whose "
+            "negatives are seen through T (identical when f is invariant)",
+            reading="relative error of the printed eq. (6) against autograd of eq. (4) for a non-invariant f on n "
+            "points × m transformations (detail: the corrected form's error)",
+            relation=gt(1e-3), basis="relation: a correct formula agrees to round-off (≈1e-15); the printed one is "
+            "off by O(1)", rule=every_seed("a formula is wrong if one draw contradicts it"),
+        ),
+        ClaimSpec(
+            "eq6-corrected", "The corrected eq. (6) equals autograd of eq. (4), and reduces to eq. (7) for invariant f.",
+            "Prop. 3.1", kind="sanity",
+            reading="largest relative error of the corrected eq. (6) against autograd, and against eq. (7) for an "
+            "invariant f", relation=le(1e-10), basis=ROUND_OFF, rule=every_seed("an identity"),
+        ),
+        ClaimSpec(
+            "thm32-stationary", "Symmetric discrete measures (evenly spaced points, all points at one location) "
+            "are stationary points of eq. (4) on S^{d−1}.", "Thm. 3.2, Remark 3.1", kind="paper",
+            reading="largest tangential residual ‖(I − yyᵀ)∇L(y_i)‖ relative to the size of the terms of eq. (7), "
+            "over a single point, K ∈ circle_ks evenly spaced on S¹ and four regular polytopes on S², every τ",
+            relation=le(1e-12), basis=ROUND_OFF, rule=every_seed("deterministic measures: the same at every seed"),
+        ),
+        ClaimSpec(
+            "thm32-one-multiplier", "... with one Lagrange multiplier λ for all atoms (eq. (24), eq. (25)).",
+            "Thm. 3.2, eq. (24), eq. (25)", kind="paper",
+            reading="largest |λ_i − λ̄| (radial parts of ∇L at the atoms) relative to the size of the terms",
+            relation=le(1e-12), basis=ROUND_OFF, rule=every_seed("deterministic measures"),
+        ),
+        ClaimSpec(
+            "thm32-control", "Control: random (non-symmetric) measures are not stationary, so the check discriminates.",
+            "Thm. 3.2", kind="sanity", reading="smallest relative tangential residual over random measures on S¹, S²",
+            relation=gt(1e-3), basis="tolerance: 1e-3 ≫ round-off (stationary measures give ≤ 1e-15)",
+        ),
+        Erratum(
+            "eq8-printed", "Eq. (8) as printed is violated by the symmetric measures of Remark 3.1 (which are "
+            "stationary).", "Thm. 3.2, eq. (8), eq. (25)",
+            printed="∫h(x₁,y)df#μ(y) = ∫h(x₂,y)df#μ(y) for all x₁, x₂ and antisymmetric h: S^{d−1}×S^{d−1} → S^{d−1}; "
+            "eq. (25): λ = C ∫ r'(|x−y|²/2)(x−y) df#μ(y)",
+            used="∫h(x,y)df#μ(y) = λ x with one λ for all atoms x (equality up to the rotation taking x₁ to x₂), h "
+            "into R^d (an antisymmetric h has h(x,x) = 0 ∉ S^{d−1}); λ is the radial part of that vector",
+            reading="smallest, over the symmetric measures with ≥ 2 atoms, of the printed condition's gap "
+            "max‖∫h(x_i,·) − ∫h(x_k,·)‖ / max‖∫h(x_i,·)‖ for the proof's h = r'(|x−y|²/2)(x−y)",
+            relation=gt(0.1), basis="relation: the printed condition requires a gap of 0; the measured gaps are of "
+            "order 1 (√2..2)", rule=every_seed("deterministic measures"),
+        ),
+        ClaimSpec(
+            "second-variation-formula", "The second variation of eq. (4) in direction h is the three-term expression "
+            "of the proof of Lemma A.2.", "Lemma A.2", kind="paper",
+            reading="largest relative difference between the formula and d²/ds² L(y + s h)|₀ by autograd, random "
+            "measures and directions", relation=le(1e-10), basis=ROUND_OFF, rule=every_seed("an identity"),
+        ),
+        ClaimSpec(
+            "lemma-a2-positive", "At K evenly spaced clusters, δ²L(f)(h, h) > 0 for every h with f + h ∈ S^{d−1} "
+            "satisfying eq. (27) with σ > 3K²τ.", "Lemma A.2, eq. (27)", kind="paper",
+            reading="smallest δ²L / (size of its terms) over the sampled admissible directions (per-cluster "
+            "targets on S¹ uniformly at random, kept if eq. (27) holds for all pairs with σ = 3K²τ), K ∈ lemma_ks, "
+            "τ = fraction·4/(3K²); the relative value keeps the sign meaningful although the terms are ~e^{−1/τ}",
+            relation=gt(0.0), basis="relation: 'δ²L > 0' means a positive minimum",
+        ),
+        ClaimSpec(
+            "propa1-constant", "A constant map satisfies the Euler–Lagrange equation (6).", "Prop. A.1", kind="paper",
+            reading="largest ‖∇L(f)‖ of eq. (7) when all atoms coincide (random location, d = 2, 3)",
+            relation=le(0.0), basis="relation: every f(x) − f(y) vanishes, so the field is exactly 0",
+            rule=every_seed("an identity"),
+        ),
+        ClaimSpec(
+            "propa1-scaled-limit", "The limit of f_k = k f satisfies the Euler–Lagrange equation (6).", "Prop. A.1",
+            kind="paper", reading="largest ‖∇L(k f)‖ at the largest k, relative to k = 1, for random invariant maps "
+            "(distinct atoms in R^d; the residual must also decrease along the k grid)",
+            relation=le(1e-8), basis="tolerance: 1e-8 — a residual that tends to 0 is far below it by k = 32 "
+            "(e^{−k²d²/(2τ)}) while a non-vanishing one stays O(1)",
+        ),
+    )  # fmt: skip
+
+    def run(self, cfg: StationarityConfig, ctx: Context) -> Result:
+        g = ctx.generator(0)
+        rows, summary = [], {}
+        # --- eq. (7) vs autograd; second variation vs autograd; control
+        err7, err2, control = [], [], []
+        for r in range(cfg.random_measures):
+            d = (2, 3, 5)[r % 3]
+            y = torch.randn(cfg.random_atoms, d, generator=g, dtype=DT)
+            w = torch.rand(cfg.random_atoms, generator=g, dtype=DT) + 0.1
+            h = torch.randn(cfg.random_atoms, d, generator=g, dtype=DT)
+            for kw in [*({"temperature": t} for t in cfg.taus), ALT]:
+                yr = y.clone().requires_grad_(True)
+                (gl,) = torch.autograd.grad(measure_loss(yr, w, **kw), yr)
+                auto = gl / (w / w.sum())[:, None]
+                err7.append(float((first_variation(y, w, **kw) - auto).abs().max() / auto.abs().max()))
+                s = torch.zeros((), dtype=DT, requires_grad=True)
+                (d1,) = torch.autograd.grad(measure_loss(y + s * h, w, **kw), s, create_graph=True)
+                (d2,) = torch.autograd.grad(d1, s)
+                err2.append(float((second_variation(y, h, w, **kw) - d2).abs() / d2.abs().clamp_min(1e-300)))
+            if d in (2, 3):
+                for t in cfg.taus:
+                    control.append(sphere_stationarity(y[:, :d], w, temperature=t).residual)
+        # --- eq. (6): printed vs corrected vs autograd (non-invariant F); invariant F reduces to eq. (7)
+        m, n = cfg.aug_transforms, cfg.aug_points
+        F = torch.randn(m, n, 2, generator=g, dtype=DT)
+        e6p, e6c = [], []
+        for t in cfg.taus:
+            Fr = F.clone().requires_grad_(True)
+            (gF,) = torch.autograd.grad(augmented_loss(Fr, temperature=t), Fr)
+            auto = gF * (m * n)
+            scale = float(auto.abs().max())
+            e6p.append(float((augmented_first_variation(F, temperature=t, printed=True) - auto).abs().max()) / scale)
+            e6c.append(float((augmented_first_variation(F, temperature=t) - auto).abs().max()) / scale)
+            inv = F[:1].expand(m, n, 2).clone()
+            v7 = first_variation(inv[0], temperature=t)
+            e6c.append(float((augmented_first_variation(inv, temperature=t)[0] - v7).abs().max() / v7.abs().max()))
+        # --- Thm. 3.2: symmetric measures
+        stat, mult, gap8 = [], [], []
+        for name, pts in symmetric_measures(cfg.circle_ks).items():
+            for t in cfg.taus:
+                st = sphere_stationarity(pts, temperature=t)
+                gap = symmetry_condition_gap(pts, temperature=t) if len(pts) > 1 else float("nan")
+                rows.append({"measure": name, "tau": t, "atoms": len(pts), "residual": st.residual,
+                             "multiplier_spread": st.multiplier_spread, "eq8_gap": gap, "lambda": float(st.multipliers[0])})  # fmt: skip
+                stat.append(st.residual)
+                mult.append(st.multiplier_spread)
+                if len(pts) > 1:
+                    gap8.append(gap)
+        # --- Lemma A.2
+        lemma_rows = []
+        for K in cfg.lemma_ks:
+            tau = cfg.lemma_tau_fraction * 4.0 / (3 * K * K)
+            sigma = 3 * K * K * tau
+            xi = circle(K)  # (K, 2)
+            ang = 2 * math.pi * torch.rand(cfg.lemma_directions, K, generator=g, dtype=DT)
+            p = torch.stack([ang.cos(), ang.sin()], -1)  # (S, K, 2) targets on S¹: f + h ∈ S¹
+            h = p - xi  # (S, K, 2)
+            dxi = xi[:, None] - xi[None]  # (K, K, 2)
+            dh = h[:, :, None] - h[:, None]  # (S, K, K, 2)
+            lhs = ((dxi * dh).sum(-1)) ** 2
+            rhs = sigma * (dh**2).sum(-1)
+            ok = (lhs >= rhs).flatten(1).all(-1)  # (S,)
+            q, qs = second_variation(xi.expand(cfg.lemma_directions, K, 2), h, temperature=tau, return_scale=True)
+            q = q / qs.clamp_min(1e-300)  # (S,): δ²L relative to the size of its terms
+            lemma_rows.append({"K": K, "tau": tau, "sigma": sigma, "directions": cfg.lemma_directions,
+                               "admissible": int(ok.sum()), "min_admissible": float(q[ok].min()) if ok.any() else float("nan"),
+                               "min_all": float(q.min()), "negative_all": int((q < 0).sum())})  # fmt: skip
+        # --- Prop. A.1
+        const = []
+        for d in (2, 3):
+            c = torch.randn(1, d, generator=g, dtype=DT).expand(cfg.random_atoms, d).clone()
+            const.append(float(first_variation(c).abs().max()))
+        y = torch.randn(cfg.random_atoms, 3, generator=g, dtype=DT)
+        scal = []
+        for k in cfg.scales:
+            scal.append(float(first_variation(k * y, temperature=0.5).norm(dim=-1).max()))
+        d_min = float(torch.pdist(y).min())
+        res = Result(tables={"symmetric": pd.DataFrame(rows), "lemma_a2": pd.DataFrame(lemma_rows),
+                             "scaled_limit": pd.DataFrame({"k": list(cfg.scales), "residual": scal})})  # fmt: skip
+        summary.update(
+            eq7_max_rel_err=max(err7), second_var_max_rel_err=max(err2), control_min_residual=min(control),
+            eq6_printed_rel_err=min(e6p), eq6_corrected_rel_err=max(e6c), symmetric_max_residual=max(stat),
+            symmetric_max_multiplier_spread=max(mult), eq8_min_gap=min(gap8), constant_max_grad=max(const),
+            scaled_ratio=scal[-1] / scal[0], scaled_monotone=bool(np.all(np.diff(scal) <= 0)), scaled_d_min=d_min,
+        )  # fmt: skip
+        res.summary = summary
+        res.notes.append(
+            "Lemma A.2: eq. (27) needs σ ≤ ‖f(ξ_i) − f(ξ_j)‖² ≤ 4 (Cauchy–Schwarz), so σ > 3K²τ is possible only for "
+            f"τ < 4/(3K²); we use τ = {cfg.lemma_tau_fraction:g}·4/(3K²). At τ = 0.5 (Fig. 3, 5) no direction is "
+            "admissible for K ≥ 2. Table lemma_a2 also gives the smallest δ²L over all sampled directions."
+        )
+        return res
+
+    def measure(self, cfg: StationarityConfig, result: Result) -> dict[str, float | Measured]:
+        s = result.summary
+        lem = result.tables["lemma_a2"]
+        adm = lem["admissible"].sum()
+        lemma = Measured(
+            float(lem["min_admissible"].min()) if adm else None,
+            detail="; ".join(
+                f"K={r.K}: {r.admissible}/{r.directions} admissible, min δ²L/scale {r.min_admissible:.3g} "
+                f"(all directions: {r.min_all:.3g}, {r.negative_all} negative)"
+                for r in lem.itertuples()
+            ),  # fmt: skip
+            not_run="" if adm else "no sampled direction satisfies eq. (27); raise lemma_directions",
+        )
+        scal = result.tables["scaled_limit"]["residual"].to_numpy()
+        return {
+            "eq7-gradient": s["eq7_max_rel_err"],
+            "eq6-printed": Measured(s["eq6_printed_rel_err"], detail=f"corrected: {s['eq6_corrected_rel_err']:.2g}"),
+            "eq6-corrected": s["eq6_corrected_rel_err"],
+            "thm32-stationary": s["symmetric_max_residual"],
+            "thm32-one-multiplier": s["symmetric_max_multiplier_spread"],
+            "thm32-control": s["control_min_residual"],
+            "eq8-printed": Measured(
+                s["eq8_min_gap"], detail=f"while the largest stationarity residual is {s['symmetric_max_residual']:.1e}"
+            ),  # fmt: skip
+            "second-variation-formula": s["second_var_max_rel_err"],
+            "lemma-a2-positive": lemma,
+            "propa1-constant": s["constant_max_grad"],
+            "propa1-scaled-limit": Measured(
+                s["scaled_ratio"] if s["scaled_monotone"] else float("nan"),
+                detail="residual along k: "
+                + ", ".join(f"{v:.2g}" for v in scal)
+                + f" (min atom distance {s['scaled_d_min']:.2f}){'' if s['scaled_monotone'] else ' — not monotone'}",
+            ),
+        }
+
+    def plots(self, cfg: StationarityConfig, result: Result, fig_dir: Path):
+        t = result.tables["symmetric"]
+        fig, ax = new_figure(3, 1, size=(3.8, 3.2))
+        labels = list(dict.fromkeys(t["measure"]))
+        worst = t.groupby("measure")[["residual", "eq8_gap"]].max().reindex(labels)
+        ax[0, 0].barh(range(len(labels)), np.maximum(worst["residual"], 1e-18), color=PALETTE[0])
+        ax[0, 0].set(xscale="log", yticks=range(len(labels)), title="Thm. 3.2: tangential residual")
+        ax[0, 0].set_yticklabels(labels, fontsize=6)
+        ax[0, 0].axvline(result.summary["control_min_residual"], color=PALETTE[3], ls="--", label="random measures")
+        ax[0, 0].legend(fontsize=6)
+        ax[0, 1].barh(range(len(labels)), worst["eq8_gap"].fillna(0), color=PALETTE[1])
+        ax[0, 1].set(yticks=[], title="eq. (8) as printed: gap")
+        s = result.tables["scaled_limit"]
+        ax[0, 2].semilogy(s["k"], np.maximum(s["residual"], 1e-300), "o-", color=PALETTE[2])
+        ax[0, 2].set(xscale="log", xlabel="k", title="Prop. A.1: residual of f_k = k f")
+        return [save_figure(fig, fig_dir / "stationarity.png")]

@@ -36,6 +36,8 @@ class MoonsBatch:
         x: anchors ``(S, n, d)``; x_pos: ``(S, n, p, d)``; x_neg: ``(S, n, q, d)``.
         labels: moon of each anchor ``(S, n)`` (CPU).
         C: ``contrast_matrix(x, x⁺, x⁻)/n`` ``(S, d, d)``; lam ``(S, d)`` ascending, V ``(S, d, d)``.
+        neg_index: ``(S, n, q)``: the negatives are anchors, ``x_neg[s, i, k] = x[s, neg_index[s, i, k]]``
+            (so a loss can reuse the anchors' embeddings instead of embedding the negatives again).
     """
 
     x: torch.Tensor
@@ -45,6 +47,7 @@ class MoonsBatch:
     C: torch.Tensor
     lam: torch.Tensor
     V: torch.Tensor
+    neg_index: torch.Tensor
 
     @property
     def n(self) -> int:
@@ -75,7 +78,11 @@ def moons_batch(
     x_neg = torch.stack([v.x_neg for v in vs])  # (S, n, q, d)
     C = contrast_matrix(x, x_pos, x_neg) / n  # (S, d, d)
     lam, V = eigh_ascending(C)  # (S, d), (S, d, d)
-    return MoonsBatch(x, x_pos, x_neg, torch.stack([v.labels for v in vs]), C, lam, V)
+    same = (x_neg[:, :, :, None, :] == x[:, None, None, :, :]).all(-1)  # (S, n, q, n): x⁻ is a copy of an anchor
+    if not bool(same.any(-1).all()):  # pragma: no cover - make_views draws negatives from the anchors
+        raise RuntimeError("moons_batch: a negative is not one of the anchors")
+    neg_index = same.to(torch.int8).argmax(-1)  # (S, n, q)
+    return MoonsBatch(x, x_pos, x_neg, torch.stack([v.labels for v in vs]), C, lam, V, neg_index)
 
 
 def per_member(t: torch.Tensor, k: int) -> torch.Tensor:
@@ -83,18 +90,29 @@ def per_member(t: torch.Tensor, k: int) -> torch.Tensor:
     return t.repeat_interleave(k, dim=0)
 
 
-def mean_contrastive_loss(net, x: torch.Tensor, x_pos: torch.Tensor, x_neg: torch.Tensor) -> torch.Tensor:
+def mean_contrastive_loss(
+    net, x: torch.Tensor, x_pos: torch.Tensor, x_neg: torch.Tensor, neg_index: torch.Tensor | None = None
+) -> torch.Tensor:
     """Loss (1) averaged over anchors, one value per ensemble member ``(E,)``.
 
-    ``x (E, n, d)`` (or ``(n, d)``, broadcast), ``x_pos (E, n, p, d)``, ``x_neg (E, n, q, d)``.
+    ``x (E, n, d)`` (or ``(n, d)``, broadcast), ``x_pos (E, n, p, d)``, ``x_neg (E, n, q, d)``. With
+    ``neg_index (E, n, q)`` (negatives that are anchors, :class:`MoonsBatch`) the negatives' embeddings
+    are gathered from the anchors' instead of computed again (a third less work, the same loss).
     """
     n, npos = x.shape[-2], x_pos.shape[-3] * x_pos.shape[-2]
-    lead = torch.broadcast_shapes(x.shape[:-2], x_pos.shape[:-3], x_neg.shape[:-3])
-    xs = [t.expand(*lead, *t.shape[-k:]) for t, k in ((x, 2), (x_pos.flatten(-3, -2), 2), (x_neg.flatten(-3, -2), 2))]
-    out = net(torch.cat(xs, dim=-2))  # (E, n + n·p + n·q, z): one forward for all views
+    if neg_index is None:
+        views = (x, x_pos.flatten(-3, -2), x_neg.flatten(-3, -2))
+    else:
+        views = (x, x_pos.flatten(-3, -2))
+    lead = torch.broadcast_shapes(*(t.shape[:-2] for t in views))
+    out = net(torch.cat([t.expand(*lead, *t.shape[-2:]) for t in views], dim=-2))  # (E, n + n·p [+ n·q], z)
     u = out[..., :n, :]  # (E, n, z)
     up = out[..., n : n + npos, :].unflatten(-2, x_pos.shape[-3:-1])  # (E, n, p, z)
-    un = out[..., n + npos :, :].unflatten(-2, x_neg.shape[-3:-1])  # (E, n, q, z)
+    if neg_index is None:
+        un = out[..., n + npos :, :].unflatten(-2, x_neg.shape[-3:-1])  # (E, n, q, z)
+    else:
+        idx = neg_index.flatten(-2).expand(*u.shape[:-2], -1)  # (E, n·q)
+        un = torch.gather(u, -2, idx[..., None].expand(*idx.shape, u.shape[-1])).unflatten(-2, neg_index.shape[-2:])
     return simple_contrastive(u, up, un) / n
 
 

@@ -264,14 +264,15 @@ class Collapse(Experiment):
         res_s: list[dict] = [{"eigenvalues_C": mb.lam[s].tolist(), "kernel_lr": float(lr_ker[s])} for s in range(S)]
         arrays: list[dict] = [{} for _ in range(S)]
 
-        def loss_of(model, xx=x, xxp=xp, xxn=xn):
-            return lambda: mean_contrastive_loss(model, xx, xxp, xxn)
+        def loss_of(model, xx=x, xxp=xp, xxn=xn, ni=mb.neg_index):
+            return lambda: mean_contrastive_loss(model, xx, xxp, xxn, ni)
 
         def sv_series(model_hist_fn, hist) -> torch.Tensor:
             return torch.stack([singular_value_ratio(model_hist_fn(th)) for th in hist])  # (T, E)
 
         # --- Prop. 1 / Lemma 1: linear and kernel models, z outputs vs z one-output runs
-        models = {"linear": ((x, xp, xn), lr_lin), "kernel": ((fx, fxp, fxn), lr_ker)}
+        ni = mb.neg_index  # (S, n, q): the negatives are anchors
+        models = {"linear": ((x, xp, xn, ni), lr_lin), "kernel": ((fx, fxp, fxn, ni), lr_ker)}
         for name, (data, lr) in models.items():
             th0 = st[name]  # (S, z, p_)
             m = _Linear(th0)

@@ -146,6 +146,7 @@ class Fig1(Experiment):
         for name, t in mb.inputs().items():
             check_finite(name, t)
         x, xp, xn = (per_member(t, k).to(dt) for t in (mb.x, mb.x_pos, mb.x_neg))  # (E, n, ...) seed-major
+        ni = per_member(mb.neg_index, k)  # (E, n, q): the negatives are anchors
         member_seeds = [s * 1000 + i for s in seeds for i in range(k)]
         trajs = [Trajectory() for _ in seeds]
         arrays = [{"labels": mb.labels[s].numpy()} for s in range(S)]
@@ -160,7 +161,7 @@ class Fig1(Experiment):
             div = torch.full((E,), float("nan"), dtype=dt, device=dev)  # epoch of divergence
             losses = []
             for ep in ctx.track(range(cfg.epochs + 1), total=cfg.epochs + 1, description=f"Fig. 1 {regime}"):
-                loss = mean_contrastive_loss(net, x, xp, xn) / net.loss_scale()  # (E,)
+                loss = mean_contrastive_loss(net, x, xp, xn, ni) / net.loss_scale()  # (E,)
                 if guard is not None:
                     guard(ep, loss)
                 with torch.no_grad():

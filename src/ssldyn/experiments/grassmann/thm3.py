@@ -84,7 +84,7 @@ class Thm3(Experiment):
     figure = "Thm. 3"
     description = "z = 1: q → 0 when C > 0; q → ±v_1 when C has a negative eigenvalue (random C, random inits)"
     Config = Thm3Config
-    quick = {"trials": 30, "reference_trials": 1, "t_final": 100.0}
+    quick = {"trials": 30, "reference_trials": 1, "t_final": 60.0}
     est_seconds = (2, 30)
     version = "2"
     batch_seeds = True

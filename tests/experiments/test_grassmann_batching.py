@@ -18,7 +18,7 @@ SMALL = {
     "grassmann.fig2": {"widths": [10, 30], "inits": 2, "epochs": 4, "record_every": 2, "lemma2_widths": [10, 100],
                        "lemma2_draws": 20, "activations": ["sigmoid", "tanh"]},
     "grassmann.fig3": {"widths": [10, 20], "inits": 1, "steps": 40, "record_every": 10, "t_order": 0.4},
-    "grassmann.fig4": {"steps": 10, "h_train": 40, "pca_dim": 20, "z": 3, "timing_widths": [40, 80],
+    "grassmann.fig4": {"steps": 10, "h_train": 40, "pca_dim": 20, "z": 3, "timing_widths": [40, 60, 80],
                        "fit_from": 40, "timing_steps": 2, "per_class": 30},
     "grassmann.fig5": {"t_final": 5.0, "h": 8},
     "grassmann.fig6": {"steps": 20, "h": 6, "record_every": 5},

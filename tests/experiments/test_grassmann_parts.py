@@ -133,6 +133,7 @@ def test_batched_contrastive_loss_equals_per_seed_loss():
         (Fig4Config, {"pca_dim": 0}),  # d = 784 pixels: every width must be >= 784
         (Fig4Config, {"pca_dim": 400}),  # > n − 1 = 399 centered images
         (Fig4Config, {"z": 60}),
+        (Fig4Config, {"timing_widths": [500, 1000]}),  # one marginal cost cannot show linear growth
         (Fig5Config, {"fewer_negative": [3]}),
     ],
 )
@@ -142,5 +143,14 @@ def test_config_rules_fail_before_any_compute(config, bad):
 
 
 def test_pca_dim_zero_is_valid_with_wide_enough_nets():
-    cfg = Fig4Config(pca_dim=0, h_train=800, timing_widths=[800, 1600], fit_from=800)
+    cfg = Fig4Config(pca_dim=0, h_train=800, timing_widths=[800, 1600, 3200], fit_from=800)
     assert cfg.d == 784 and math.isfinite(cfg.lr)
+
+
+def test_marginal_cost_ratio_separates_linear_from_other_growth():
+    from ssldyn.experiments.grassmann.fig4 import _marginal_ratio
+
+    h = np.array([100.0, 300.0, 1000.0, 3000.0])
+    assert _marginal_ratio(h, 7.0 * h + 5e5) == pytest.approx(1.0)
+    assert _marginal_ratio(h, h**2) <= 0.1  # quadratic: the marginal cost grows with h
+    assert _marginal_ratio(h, np.full(4, 3.0)) == 0.0  # constant cost: no growth

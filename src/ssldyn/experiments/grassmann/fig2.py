@@ -142,11 +142,12 @@ class Fig2(Experiment):
         ClaimSpec(
             "relu-decreases-init", "ReLU: the gap at initialisation decreases with h.", "Sec. 3.2, Fig. 2",
             kind="paper", reading="log-log slope of the init-averaged gap at epoch 0 against h", relation=lt(0.0),
+            result="Fig. 2",
             basis="relation: 'decreases' means a negative slope", rule=TREND,
         ),
         ClaimSpec(
             "relu-decreases", "ReLU: the overall picture is consistent with tanh (the gap decreases with h "
-            "during training), with slower convergence.", "Sec. 3.2, Fig. 2", kind="paper",
+            "during training), with slower convergence.", "Sec. 3.2, Fig. 2", result="Fig. 2", kind="paper",
             reading="log-log slope against h of the gap averaged over initialisations and recorded epochs > 0",
             relation=lt(0.0), basis="relation: 'decreases' means a negative slope", rule=TREND,
             if_fails="ReLU = ½x + ½|x|: at init W2ᵀ|W1x| is suppressed like h^(−1/2) by the random W2 (the "
@@ -155,11 +156,12 @@ class Fig2(Experiment):
         ),
         ClaimSpec(
             "relu-slower", "ReLU's gap decreases more slowly with h than tanh's.", "Sec. 3.2, Fig. 2",
-            kind="paper", reading="slope(ReLU) − slope(tanh), both during training", relation=gt(0.0),
+            result="Fig. 2", kind="paper", reading="slope(ReLU) − slope(tanh), both during training", relation=gt(0.0),
             basis="relation: 'slower' means a shallower (less negative) slope", rule=TREND,
         ),
         ClaimSpec(
             "sigmoid-increases", "sigmoid (φ(0) ≠ 0): the gap increases with h.", "Sec. 3.2, Fig. 2", kind="paper",
+            result="Fig. 2",
             reading="log-log slope against h of the gap during training with the loss summed over anchors as "
             "printed (reduction=sum, ≡ η = 2 on the mean loss); the detail gives the slope with the mean loss, "
             "where the gap stays flat (the increase needs the fast training of the summed loss)",

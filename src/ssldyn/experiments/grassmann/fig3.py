@@ -99,19 +99,20 @@ class Fig3(Experiment):
     claims = (
         ClaimSpec(
             "same-final-loss", "GD (eq. 11, projected) and the ODE converge to the same final loss.",
-            "Sec. 4.2, Fig. 3 (left)", kind="paper",
+            "Sec. 4.2, Fig. 3 (left)", result="Fig. 3", kind="paper",
             reading="largest over widths and initialisations of |L_GD(T) − L_ODE(T)| (loss 8, C averaged)",
             relation=le(1e-3), basis="tolerance: 0.1% of the loss scale |λ_1| ~ 1",
         ),
         ClaimSpec(
             "outputs-stay-close", "For a given initialisation the outputs of GD and of the ODE stay close along "
-            "the way.", "Sec. 4.2, Fig. 3 (right)", kind="paper",
+            "the way.", "Sec. 4.2, Fig. 3 (right)", result="Fig. 3", kind="paper",
             reading="largest over t, widths, initialisations and entries of |q_GD(t) − q_ODE(t)|",
             relation=le(0.1), basis="tolerance: 10% of the unit scale of q (‖q‖₂ ≤ 1), the plotted resolution",
         ),
         ClaimSpec(
             "same-final-outputs", "... and converge to the same final outputs.", "Sec. 4.2, Fig. 3 (right)",
             kind="paper", reading="largest |q_GD(T) − q_ODE(T)| over widths, initialisations and entries",
+            result="Fig. 3",
             relation=le(1e-2), basis="tolerance: 1% of the unit scale of q",
         ),
         ClaimSpec(

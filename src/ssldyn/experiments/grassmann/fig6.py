@@ -73,13 +73,14 @@ class Fig6(Experiment):
     claims = (
         ClaimSpec(
             "same-embedding", "Networks with two and three hidden layers converge to the same final embedding as "
-            "the one-hidden-layer network (and its q-ODE).", "Sec. 4.2, Fig. 6", kind="paper",
+            "the one-hidden-layer network (and its q-ODE).", "Sec. 4.2, Fig. 6", result="Fig. 6", kind="paper",
             reading="largest principal angle between the row spaces of the end-to-end maps (the embedding is "
             "defined up to a rotation of R^z: the loss is invariant to W_out → W_out R)", relation=le(1e-2),
             basis="tolerance: 0.01 rad between subspaces",
         ),
         ClaimSpec(
             "same-loss", "... reaching the same (optimal) loss λ_1 + … + λ_z.", "Sec. 4.2, Fig. 6", kind="paper",
+            result="Fig. 6",
             reading="largest |L_final − Σ_{i≤z} λ_i| over depths", relation=le(1e-4),
             basis="tolerance: 1e-4 of a loss of order |λ_1| ~ 1",
         ),

@@ -155,7 +155,7 @@ class Collapse(Experiment):
         "record_every": 20,
         "remark2_points": 64,
     }
-    est_seconds = (3, 30)
+    est_seconds = (3, 25)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
     batch_seeds = True
     threads = 1

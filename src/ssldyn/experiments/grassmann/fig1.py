@@ -92,7 +92,7 @@ class Fig1(Experiment):
     description = "half-moons, tanh 2-layer net: unconstrained loss (1) diverges and collapses; scaled loss stays 2-D"
     Config = Fig1Config
     quick = {"epochs": 300, "inits": 2, "hidden": 50, "record_every": 10, "dtype": "float32"}
-    est_seconds = (2, 25)
+    est_seconds = (3, 30)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
     batch_seeds = True
     threads = 1

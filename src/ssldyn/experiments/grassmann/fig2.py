@@ -115,7 +115,7 @@ class Fig2(Experiment):
     description = "‖u^φ − u^I‖ vs width h at init and during training: tanh ↓, ReLU ↓ at init only, sigmoid ↑"
     Config = Fig2Config
     quick = {"widths": [10, 50, 300], "inits": 2, "epochs": 20, "lemma2_widths": [10, 100, 1000], "lemma2_draws": 50}
-    est_seconds = (3, 200)
+    est_seconds = (2, 160)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
     batch_seeds = True
     threads = 1

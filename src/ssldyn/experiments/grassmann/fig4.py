@@ -244,7 +244,7 @@ class Fig4(Experiment):
         "fit_from": 1000,
         "z": 5,
     }
-    est_seconds = (3, 90)
+    est_seconds = (2, 25)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
     batch_seeds = True
     threads = 1

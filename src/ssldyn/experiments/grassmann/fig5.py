@@ -77,7 +77,7 @@ class Fig5(Experiment):
     description = "half-moons C, z = 1, 2, 3: span(q) → span(v_1..v_z); with k < z negative eigenvalues q → rank k"
     Config = Fig5Config
     quick = {"gd": False, "t_final": 80.0}
-    est_seconds = (2, 40)
+    est_seconds = (1, 4)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
     batch_seeds = True
     threads = 1

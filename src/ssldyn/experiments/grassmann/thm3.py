@@ -85,7 +85,7 @@ class Thm3(Experiment):
     description = "z = 1: q → 0 when C > 0; q → ±v_1 when C has a negative eigenvalue (random C, random inits)"
     Config = Thm3Config
     quick = {"trials": 30, "reference_trials": 1, "t_final": 60.0}
-    est_seconds = (2, 30)
+    est_seconds = (2, 12)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
     batch_seeds = True
     threads = 1

@@ -1,72 +1,94 @@
-"""Quick presets of the grassmann experiments: run through the lab and check the measured claims."""
+"""Quick presets of the grassmann experiments through the lab, one seed: implementation checks.
+
+The claims are evaluated over seeds in real runs (``ssldyn reproduce``); here one seed pins what the
+implementation computes, including the claims that are *expected* not to reproduce.
+"""
 
 import math
 
 from ssldyn.lab import run_experiment
 
 
-def _run(name, tmp_path):
-    out = run_experiment(name, quick=True, seeds=1, out=tmp_path)
+def _run(name, tmp_path, **sets):
+    out = run_experiment(name, quick=True, seeds=1, out=tmp_path, sets=sets or None)
     return {c.id: c for c in out.claims}, out.run.summary
+
+
+def _passed(claims, *ids):
+    for cid in ids:
+        assert claims[cid].passed, (cid, claims[cid].values, claims[cid].note)
 
 
 def test_fig1_collapse_without_constraints(tmp_path):
     claims, s = _run("grassmann.fig1", tmp_path)
-    assert claims["unconstrained-diverges"].passed and claims["unconstrained-collapses"].passed
-    assert claims["orth-stays-2d"].passed
-    assert claims["stiefel-converges"].passed and claims["stiefel-stays-2d"].passed
-    # the scaled-loss run is still slowly decreasing at the end (does not meet the 1% convergence criterion)
-    assert s["scaled_loss_final_median"] > sum(s["eigenvalues_C"]) - 1e-6
+    _passed(claims, *claims)
     assert s["unconstrained_sv_ratio_at_collapse_epoch"] < 0.05 < s["scaled_sv_ratio_final_min"]
+    # the scaled loss chatters at its kink (single epochs differ by > 1%) but its window mean has converged
+    assert s["scaled_rel_change_last20pct"] > 0.01 > s["scaled_window_drift"]
 
 
 def test_collapse_claims(tmp_path):
     claims, s = _run("grassmann.collapse", tmp_path)
-    assert all(c.passed for c in claims.values()), [(c.id, c.measured) for c in claims.values() if not c.passed]
+    _passed(claims, *(c for c in claims if c != "remark2-infonce-collapses"))
     assert s["linear_same_dynamics_dev"] < 1e-10
+    # Lemma 1 for the 2-layer tanh net: both the cross term and the spread shrink with h (W2 ~ N(0, 1/h))
+    hs = (10, 100, 400)
+    for key in ("cross", "spread"):
+        vals = [s[f"tanh_h{h}_ntk_{key}"] for h in hs]
+        assert vals[0] > vals[1] > vals[2], (key, vals)
+    assert s["tanh_h400_ntk_cross"] < 1e-3 and s["tanh_h400_ntk_spread"] < 1e-2
+    # Remark 2 does not reproduce for InfoNCE itself: its embedding stays two-dimensional
+    assert not claims["remark2-infonce-collapses"].passed and s["infonce_final_sv_ratio"] > 0.1
 
 
 def test_fig2_width_dependence(tmp_path):
     claims, s = _run("grassmann.fig2", tmp_path)
-    for cid in (
-        "tanh-decreases-init",
-        "tanh-decreases-training",
-        "tanh-compatible-with-bound",
-        "relu-decreases",
-        "relu-slower",
-        "sigmoid-increases",
-    ):
-        assert claims[cid].passed, (cid, claims[cid].measured)
-    # at initialisation tanh decays faster than the bound's h^-1/2 (heuristically h^-3/2)
-    assert s["tanh_slope_init"] < -1.0
-    # sigmoid: the gap grows during training at large h (the φ(0) = ½ offset is picked up)
-    assert s["sigmoid_gap_final"]["1000"] > s["sigmoid_gap_init"]["1000"]
+    _passed(claims, "tanh-decreases-init", "tanh-thm1-constant", "tanh-decreases-training", "relu-decreases-init",
+            "relu-slower", "sigmoid-increases", "lemma2-max-entry")  # fmt: skip
+    assert s["tanh_slope_init"] < -1.0  # heuristically h^(-3/2), steeper than the bound's h^(-1/2)
+    assert -0.8 < s["relu_slope_init"] < -0.2  # ReLU at init: ~h^(-1/2)
+    # sigmoid: increases with the summed loss (as printed), not with the mean loss
+    assert s["sigmoid_slope_during"] > 0.2 and s["sigmoid_mean_slope_during"] < 0.0
+    assert "reduction=mean" in claims["sigmoid-increases"].details[0]
 
 
 def test_fig3_gd_matches_ode(tmp_path):
     claims, s = _run("grassmann.fig3", tmp_path)
-    assert all(c.passed for c in claims.values())
-    assert s["max_path_deviation_grassmann_gd"] < s["max_path_deviation"]
+    _passed(claims, *claims)
+    assert 0.8 < s["grassmann_order"] < 1.2 and abs(s["projected_order"]) < 0.3
+    assert s["max_path_deviation_grassmann_vs_exact"] < s["max_path_deviation_projected_vs_exact"]
 
 
 def test_thm3_all_trials(tmp_path):
     claims, s = _run("grassmann.thm3", tmp_path)
-    assert all(c.passed for c in claims.values())
+    _passed(claims, *claims)
     assert s["positive_fraction"] == 1.0 and s["negative_fraction"] == 1.0
 
 
 def test_fig5_span_converges(tmp_path):
     claims, s = _run("grassmann.fig5", tmp_path)
-    assert claims["span-converges"].passed
+    _passed(claims, *claims)
     assert s["ode_z1_final_norms"][1] < 1e-3  # v_2 is not in span(q) when z = 1
+    sv = s["ode_z3_k1_singular_values"]  # one negative eigenvalue, z = 3: q collapses to rank 1
+    assert abs(sv[0] - 1) < 1e-3 and max(sv[1:]) < 1e-3
 
 
-def test_fig4_runtime_and_svm(tmp_path):
+def test_fig4_costs_and_svm(tmp_path):
     claims, s = _run("grassmann.fig4", tmp_path)
-    assert claims["ode-faster"].passed and claims["svm-comparable"].passed
+    _passed(claims, *claims)
+    assert s["acc_raw_pixels"] > 0.9 and s["acc_pca50_input"] > 0.9
     assert s["acc_gd"] > s["acc_init"] - 0.05 and math.isfinite(s["gd_time_slope"])
+    assert s["ode_ops_ratio_max_min"] == 1.0
 
 
 def test_fig6_deep_linear(tmp_path):
     claims, s = _run("grassmann.fig6", tmp_path)
-    assert all(c.passed for c in claims.values())
+    _passed(claims, *claims)
+    assert max(s["procrustes_residual_to_depth1"].values()) < 1e-2
+
+
+def test_prop3_equivalence_and_errata(tmp_path):
+    claims, s = _run("grassmann.prop3", tmp_path)
+    _passed(claims, *claims)
+    assert s["printed_norm_form_at_optimum"] >= 0 > s["loss1_at_optimum"]
+    assert abs(s["loss1_at_optimum"] - s["trace_form_at_optimum"]) < 1e-12

@@ -98,3 +98,30 @@ def test_device_argument_builds_the_same_weights_there():
     assert random_stiefel(7, 3, 2, generator=g2, dtype=torch.float64, device="meta").device.type == "meta"
     # drawn with the CPU generator whatever the device: both calls consumed the same stream
     assert torch.equal(torch.randn(1, generator=g1), torch.randn(1, generator=g2))
+
+
+def test_normal_init_uses_the_fan_in_of_each_layer():
+    """W1 ~ N(0, 1/d) (u = W2ᵀφ(W1x) sums d inputs), W2 ~ N(0, 1/h) (it sums h hidden units), not 1/z.
+
+    The old init drew W2 from N(0, 1/z): the output variance then grew like h/z.
+    """
+    d, h, z = 3, 4000, 2
+    net = TwoLayerNet(d, h, z, "tanh", "unconstrained", ensemble=2, seeds=[0, 1], dtype=torch.float64)
+    v1, v2 = net.W1.detach().var().item(), net.W2.detach().var().item()
+    # sample variances of 2·h·d and 2·h·z normal entries: relative standard error sqrt(2/N) < 2%
+    assert abs(v1 * d - 1) < 0.06 and abs(v2 * h - 1) < 0.06, (v1 * d, v2 * h)
+    # masked members use their own width: a width-100 member equals a single width-100 net
+    ens = TwoLayerNet(d, 400, z, "tanh", "unconstrained", ensemble=2, widths=[100, 400], seeds=[5, 6])
+    single = TwoLayerNet(d, 100, z, "tanh", "unconstrained", seeds=[5])
+    assert torch.equal(ens.W2[0, :100], single.W2[0]) and torch.equal(ens.W1[0, :100], single.W1[0])
+    # output variance of u = W2ᵀ tanh(W1 x) stays O(1) as h grows (it grew like h/z before)
+    x = torch.randn(500, d, dtype=torch.float64)
+    var = [TwoLayerNet(d, w, z, "tanh", ensemble=40, dtype=torch.float64)(x).pow(2).mean().item() for w in (100, 3000)]
+    assert 0.7 < var[1] / var[0] < 1.4, var  # E[u²] over 40 members × 500 points: a few % MC error
+
+
+def test_deep_linear_normal_init_fan_in():
+    d, h, z = 4, 2000, 3
+    net = DeepLinearNet(d, [h, h], z, regime="unconstrained", init="normal", dtype=torch.float64)
+    v = [W.detach().var().item() for W in net.layers]
+    assert abs(v[0] * d - 1) < 0.1 and abs(v[1] * h - 1) < 0.05 and abs(v[2] * h - 1) < 0.1, v

@@ -37,13 +37,22 @@ __all__ = ["REGIMES", "TwoLayerNet", "DeepLinearNet"]
 REGIMES = ("unconstrained", "frobenius", "orthogonal", "scaled")
 
 
-def _init_matrix(rows: int, cols: int, init: str, gen: torch.Generator | None, dtype: torch.dtype) -> torch.Tensor:
+def _init_matrix(
+    rows: int, cols: int, init: str, gen: torch.Generator | None, dtype: torch.dtype, fan_in: int | None = None
+) -> torch.Tensor:
+    """``(rows, cols)``: Haar-random orthonormal columns (rows when wide), or N(0, 1/fan_in).
+
+    ``fan_in`` is the number of summed terms the matrix multiplies: ``cols`` for a layer applied
+    as ``W x`` (``W1``, the square middle layers), ``rows`` for one applied as ``Wᵀ φ``
+    (``W2 ∈ R^{h×z}`` in ``u = W2ᵀφ``, whose fan-in is h). Default ``cols``.
+    """
     if init == "orthogonal":
         if rows >= cols:
             return random_stiefel(rows, cols, generator=gen, dtype=dtype)
         return random_stiefel(cols, rows, generator=gen, dtype=dtype).T
-    if init == "normal":  # N(0, 1/cols): unit-variance pre-activations for unit-variance inputs
-        return torch.randn(rows, cols, generator=gen, dtype=torch.float64).div(cols**0.5).to(dtype)
+    if init == "normal":  # N(0, 1/fan_in): unit-variance outputs for unit-variance inputs
+        fan = cols if fan_in is None else fan_in
+        return torch.randn(rows, cols, generator=gen, dtype=torch.float64).div(fan**0.5).to(dtype)
     raise ValueError(f"init {init!r}: allowed values are orthogonal, normal")
 
 
@@ -58,7 +67,8 @@ class TwoLayerNet(nn.Module):
         widths: optional per-member hidden widths (length E, each ≤ h).
         seeds: optional per-member init seeds (member e equals a single run with seeds[e]).
         init: ``"orthogonal"`` (Haar-random orthonormal columns; default for ``orthogonal``
-            and ``scaled``) or ``"normal"`` (N(0, 1/fan_in); default otherwise).
+            and ``scaled``) or ``"normal"`` (default otherwise): ``W1 ~ N(0, 1/d)``,
+            ``W2 ~ N(0, 1/h_e)`` (the fan-in of ``u = W2ᵀφ`` is the member's width ``h_e``).
         frobenius: the bounds ``(c1, c2)`` of Prop. 2 (``frobenius`` regime).
         device: where the parameters live (initialised on the CPU, then moved).
     """
@@ -101,8 +111,8 @@ class TwoLayerNet(nn.Module):
         W1 = torch.zeros(ensemble, h, d, dtype=dtype)
         W2 = torch.zeros(ensemble, h, z, dtype=dtype)
         for e, (w, g) in enumerate(zip(widths, gens)):
-            W1[e, :w] = _init_matrix(w, d, init, g, dtype)  # (w, d)
-            W2[e, :w] = _init_matrix(w, z, init, g, dtype)  # (w, z)
+            W1[e, :w] = _init_matrix(w, d, init, g, dtype)  # (w, d): fan-in d
+            W2[e, :w] = _init_matrix(w, z, init, g, dtype, fan_in=w)  # (w, z): u = W2ᵀφ sums over w units
         self.W1 = nn.Parameter(W1)
         self.W2 = nn.Parameter(W2)
         mask = (torch.arange(h)[None, :] < torch.tensor(widths)[:, None]).to(dtype)  # (E, h)
@@ -128,7 +138,14 @@ class TwoLayerNet(nn.Module):
         return a * self.mask[:, None, :] if self._masked else a
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``u^φ(x) = W2ᵀφ(W1x)``: ``(B, d)`` or ``(E, B, d)`` -> ``(E, B, z)``."""
+        """``u^φ(x) = W2ᵀφ(W1x)``: ``(B, d)`` or ``(E, B, d)`` -> ``(E, B, z)``.
+
+        For the identity activation the product is taken in the cheaper order ``x (W2ᵀW1)ᵀ``
+        (O(B·d·z) per member instead of O(B·h·(d + z)); masked units have zero weights, so the
+        map is the same).
+        """
+        if self.act.name == "linear":
+            return self.forward_linear(x)
         return self.hidden(x) @ self.W2  # (E, B, z)
 
     def forward_linear(self, x: torch.Tensor) -> torch.Tensor:
@@ -210,7 +227,8 @@ class DeepLinearNet(nn.Module):
         init = init or ("orthogonal" if regime in ("orthogonal", "scaled") else "normal")
         gens = member_generators(ensemble, seeds=seeds, generator=generator)
         shapes = [(hidden[0], d)] + [(hidden[k], hidden[k - 1]) for k in range(1, len(hidden))] + [(hidden[-1], z)]
-        members = [[_init_matrix(r, c, init, g, dtype) for r, c in shapes] for g in gens]  # member by member
+        fans = [d] + hidden[:-1] + [hidden[-1]]  # W_k x sums over its columns; W_outᵀ over its rows h_L
+        members = [[_init_matrix(r, c, init, g, dtype, f) for (r, c), f in zip(shapes, fans)] for g in gens]  # member by member
         mats = [torch.stack([m[k] for m in members]) for k in range(len(shapes))]
         self.layers = nn.ParameterList([nn.Parameter(m) for m in mats])
         if regime == "frobenius":

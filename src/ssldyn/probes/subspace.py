@@ -79,6 +79,8 @@ def linear_svm_accuracy(
     """Mean stratified k-fold accuracy of ``LinearSVC`` on embeddings ``(n, z)`` (Fig. 4 right).
 
     Features are standardised inside each fold (``StandardScaler`` in a pipeline) when ``standardize``.
+    ``seed`` fixes both the folds and liblinear's coordinate-descent shuffling (``random_state``), so the
+    accuracy does not depend on numpy's global random state.
     """
     from sklearn.model_selection import StratifiedKFold, cross_val_score
     from sklearn.pipeline import make_pipeline
@@ -89,7 +91,7 @@ def linear_svm_accuracy(
     y = labels.detach().cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
     if X.ndim != 2 or y.shape != (X.shape[0],):
         raise ValueError(f"linear_svm_accuracy: need emb (n, z) and labels (n,), got {X.shape}, {y.shape}")
-    svc = LinearSVC(C=C, max_iter=20000)
+    svc = LinearSVC(C=C, max_iter=20000, random_state=seed)
     model = make_pipeline(StandardScaler(), svc) if standardize else svc
     cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     return float(cross_val_score(model, X.astype(np.float64), y, cv=cv).mean())

@@ -1,57 +1,119 @@
-"""Shared pieces of the ``grassmann`` experiments: the half-moons contrast matrix and training loops.
+"""Shared pieces of the ``grassmann`` experiments: half-moons problems stacked over seeds, losses, fits.
 
-Scaling convention used by every experiment: losses (1)/(8) are *averaged* over the n anchors
-(the paper writes sums); equivalently ``C = contrast_matrix(...)/n``. This only rescales
-time (a sum is the mean with learning rate n·η) and keeps the eigenvalues of C of order one,
-so that the learning rates of the paper (η = 0.01) give stable explicit steps.
+Scaling convention used by every experiment except Fig. 2: losses (1)/(8) are *averaged* over the
+n anchors (the paper writes sums); equivalently ``C = contrast_matrix(...)/n``. This only rescales
+time (a sum is the mean with learning rate n·η) and keeps the eigenvalues of C of order one, so
+that the learning rates of the paper (η = 0.01) give stable explicit steps.
 
-Devices: every experiment computes on ``ctx.device``: data are drawn on the CPU (numpy /
-seeded CPU generators, the same draws on every device) and moved there, models are built
-there, and results come back with ``.cpu()`` only for tables, arrays, summaries and plots.
-``torch_threads(1, ctx.device)`` pins the CPU runs to one thread (a no-op on CUDA).
+Seeds as an ensemble axis (``batch_seeds``): the lab's seeds are stacked on a leading axis S
+(one half-moons data set per seed, :func:`moons_batch`) and expanded to the members of an
+ensemble with :func:`per_member` (member order: seed-major, so members ``s·k … s·k + k − 1``
+belong to seed ``s``). Member ``i`` of a batched run uses exactly the draws of a one-seed run
+with the same seed (the ensemble contract, tested in ``tests/experiments/test_grassmann_*``).
+
+Devices: data are drawn on the CPU (numpy / seeded CPU generators, the same draws on every
+device) and moved to ``ctx.device``; results come back with ``.cpu()`` for tables and plots.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
-from ssldyn.data.moons import SSLViews, half_moons
+from ssldyn.data.moons import half_moons
 from ssldyn.dynamics.q_ode import eigh_ascending
-from ssldyn.lab.context import torch_threads  # noqa: F401 (re-exported for the experiments)
 from ssldyn.objectives import contrast_matrix, simple_contrastive
 
 
-def moons_problem(
+@dataclass(frozen=True)
+class MoonsBatch:
+    """Half-moons views of S seeds with their contrast matrices (eq. 7, mean over anchors).
+
+    Attributes:
+        x: anchors ``(S, n, d)``; x_pos: ``(S, n, p, d)``; x_neg: ``(S, n, q, d)``.
+        labels: moon of each anchor ``(S, n)`` (CPU).
+        C: ``contrast_matrix(x, x⁺, x⁻)/n`` ``(S, d, d)``; lam ``(S, d)`` ascending, V ``(S, d, d)``.
+        neg_index: ``(S, n, q)``: the negatives are anchors, ``x_neg[s, i, k] = x[s, neg_index[s, i, k]]``
+            (so a loss can reuse the anchors' embeddings instead of embedding the negatives again).
+    """
+
+    x: torch.Tensor
+    x_pos: torch.Tensor
+    x_neg: torch.Tensor
+    labels: torch.Tensor
+    C: torch.Tensor
+    lam: torch.Tensor
+    V: torch.Tensor
+    neg_index: torch.Tensor
+
+    @property
+    def n(self) -> int:
+        return self.x.shape[-2]
+
+    @property
+    def d(self) -> int:
+        return self.x.shape[-1]
+
+    def inputs(self) -> dict[str, torch.Tensor]:
+        """The training data by name, for the NaN/inf check before training (``train_gd(inputs=...)``)."""
+        return {"x": self.x, "x_pos": self.x_pos, "x_neg": self.x_neg, "C": self.C}
+
+
+def moons_batch(
     n: int,
     noise: float,
-    seed: int,
-    extra_stds: tuple[float, ...] = (),
+    seeds: Sequence[int],
+    extra_stds: Sequence[float] = (),
     noise_var: float = 0.1,
     device: torch.device | str | None = None,
-):
-    """``(views, C, lam, V)`` with ``C = contrast_matrix(x, x⁺, x⁻)/n`` (eq. 7, mean over anchors).
+) -> MoonsBatch:
+    """One half-moons problem per seed, stacked: ``half_moons(n, noise, seed=s)`` for s in ``seeds``."""
+    vs = [half_moons(n, noise=noise, seed=int(s), extra_stds=tuple(extra_stds), noise_var=noise_var, device=device)
+          for s in seeds]  # fmt: skip
+    x = torch.stack([v.x for v in vs])  # (S, n, d)
+    x_pos = torch.stack([v.x_pos for v in vs])  # (S, n, p, d)
+    x_neg = torch.stack([v.x_neg for v in vs])  # (S, n, q, d)
+    C = contrast_matrix(x, x_pos, x_neg) / n  # (S, d, d)
+    lam, V = eigh_ascending(C)  # (S, d), (S, d, d)
+    same = (x_neg[:, :, :, None, :] == x[:, None, None, :, :]).all(-1)  # (S, n, q, n): x⁻ is a copy of an anchor
+    if not bool(same.any(-1).all()):  # pragma: no cover - make_views draws negatives from the anchors
+        raise RuntimeError("moons_batch: a negative is not one of the anchors")
+    neg_index = same.to(torch.int8).argmax(-1)  # (S, n, q)
+    return MoonsBatch(x, x_pos, x_neg, torch.stack([v.labels for v in vs]), C, lam, V, neg_index)
 
-    The views are drawn on the CPU and moved to ``device``, where ``C`` and its eigendecomposition
-    are computed (labels stay on the CPU).
+
+def per_member(t: torch.Tensor, k: int) -> torch.Tensor:
+    """Repeat each seed's slice ``k`` times along axis 0: ``(S, ...)`` -> ``(S·k, ...)`` (seed-major)."""
+    return t.repeat_interleave(k, dim=0)
+
+
+def mean_contrastive_loss(
+    net, x: torch.Tensor, x_pos: torch.Tensor, x_neg: torch.Tensor, neg_index: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Loss (1) averaged over anchors, one value per ensemble member ``(E,)``.
+
+    ``x (E, n, d)`` (or ``(n, d)``, broadcast), ``x_pos (E, n, p, d)``, ``x_neg (E, n, q, d)``. With
+    ``neg_index (E, n, q)`` (negatives that are anchors, :class:`MoonsBatch`) the negatives' embeddings
+    are gathered from the anchors' instead of computed again (a third less work, the same loss).
     """
-    views = half_moons(n, noise=noise, seed=seed, extra_stds=tuple(extra_stds), noise_var=noise_var, device=device)
-    C = contrast_matrix(views.x, views.x_pos, views.x_neg) / views.n  # (d, d)
-    lam, V = eigh_ascending(C)
-    return views, C, lam, V
-
-
-def view_inputs(views: SSLViews) -> dict[str, torch.Tensor]:
-    """The training data of ``views`` by name, for the NaN/inf check before training (``train_gd(inputs=...)``)."""
-    return {"x": views.x, "x_pos": views.x_pos, "x_neg": views.x_neg}
-
-
-def mean_contrastive_loss(net, views: SSLViews) -> torch.Tensor:
-    """Loss (1) averaged over anchors, one value per ensemble member ``(E,)``."""
-    u = net(views.x)  # (E, n, z)
-    up = net(views.x_pos.flatten(0, 1)).unflatten(1, views.x_pos.shape[:2])  # (E, n, p, z)
-    un = net(views.x_neg.flatten(0, 1)).unflatten(1, views.x_neg.shape[:2])  # (E, n, q, z)
-    return simple_contrastive(u, up, un) / views.n
+    n, npos = x.shape[-2], x_pos.shape[-3] * x_pos.shape[-2]
+    if neg_index is None:
+        views = (x, x_pos.flatten(-3, -2), x_neg.flatten(-3, -2))
+    else:
+        views = (x, x_pos.flatten(-3, -2))
+    lead = torch.broadcast_shapes(*(t.shape[:-2] for t in views))
+    out = net(torch.cat([t.expand(*lead, *t.shape[-2:]) for t in views], dim=-2))  # (E, n + n·p [+ n·q], z)
+    u = out[..., :n, :]  # (E, n, z)
+    up = out[..., n : n + npos, :].unflatten(-2, x_pos.shape[-3:-1])  # (E, n, p, z)
+    if neg_index is None:
+        un = out[..., n + npos :, :].unflatten(-2, x_neg.shape[-3:-1])  # (E, n, q, z)
+    else:
+        idx = neg_index.flatten(-2).expand(*u.shape[:-2], -1)  # (E, n·q)
+        un = torch.gather(u, -2, idx[..., None].expand(*idx.shape, u.shape[-1])).unflatten(-2, neg_index.shape[-2:])
+    return simple_contrastive(u, up, un) / n
 
 
 def loglog_slope(x, y) -> float:
@@ -61,3 +123,26 @@ def loglog_slope(x, y) -> float:
     if ok.sum() < 2:
         return float("nan")
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+
+
+def window_drift(values: np.ndarray, frac: float = 0.2) -> float:
+    """Relative change between the means of the last two windows of ``frac`` of a curve.
+
+    ``|mean(last window) − mean(window before)| / |mean(last window)|``: a criterion of
+    convergence that a bounded oscillation (e.g. GD chattering at a kink of the loss) does
+    not trip, unlike the change between two single points.
+    """
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    k = max(1, int(round(frac * len(v))))
+    if len(v) < 2 * k:
+        return float("nan")
+    last, before = v[-k:].mean(), v[-2 * k : -k].mean()
+    return float(abs(last - before) / max(abs(last), 1e-300))
+
+
+def loss_table(traj) -> np.ndarray:  # noqa: ANN001 - a Trajectory
+    """The logged per-member loss of a :func:`~ssldyn.dynamics.manifold.train_gd` run as ``(T, E)`` (steps × members)."""
+    f = traj.to_frame()
+    f = f[f["probe"] == "loss"]
+    return f.pivot(index="step", columns="member", values="value").sort_index().to_numpy()

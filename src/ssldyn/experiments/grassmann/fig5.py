@@ -1,14 +1,22 @@
 """`grassmann` Conj. 2, Fig. 5: span(q) → span(v_1, …, v_z) on the half-moons.
 
-For z ∈ {1, 2, 3} we solve the q-ODE (9) from a random initialisation and record the norm of
-the projection of each eigenvector ``v_1, v_2, v_3`` (most negative eigenvalues first) onto
-the column space of ``q`` (in the eigenbasis ``v_i = e_i``). Conj. 2: for i ≤ z these norms
-tend to 1. The half-moons are 2-D, so z = 3 needs d ≥ 3: we append two independent Gaussian
-coordinates with stds 0.3 and 0.15 (d = 4; C then has four distinct negative eigenvalues).
-Optionally the same is measured for projected GD on the network (width h).
+For z ∈ {1, 2, 3} we solve the q-ODE (9) from the outputs of a random orthogonal network and
+record the norm of the projection of each eigenvector ``v_1, v_2, v_3`` (most negative
+eigenvalues first) onto the column space of ``q`` (in the eigenbasis ``v_i = e_i``). Conj. 2:
+for i ≤ z these norms tend to 1 (and to 0 for i > z: the spans are equal). The half-moons are
+2-D, so z = 3 needs d ≥ 3: we append two independent Gaussian coordinates with stds 0.3 and
+0.15 (d = 4; C then has four distinct negative eigenvalues). Optionally the same is measured
+for projected GD on the network (width h).
 
-Runs on ``ctx.device`` (the q-ODE with torchdiffeq, GD with ``train_gd``: NaN/inf data check
-and loss guard); the projection norms come to the CPU for arrays and summaries.
+**Fewer negative eigenvalues than z** (Conj. 2's hypothesis "at least k negative eigenvalues"
+with k < z): we shift the spectrum, ``C + sI`` (same eigenvectors) with s placing exactly k
+eigenvalues below 0, and solve with z = max(zs). The proof of Prop. 3 says the minimiser keeps
+the k negative eigen-directions with weight 1 and the others with weight 0, so ``q qᵀ`` must
+tend to the projector ``Π_k = diag(1, …, 1, 0, …)``: q collapses to rank k.
+
+All seeds and cases are one batched ODE (``batch_seeds``; q zero-padded to z = max(zs): a zero
+column of q stays zero under eq. 9 and leaves the others unchanged). Runs on ``ctx.device``
+(torchdiffeq; GD with ``train_gd``); projection norms come to the CPU for arrays and summaries.
 """
 
 from __future__ import annotations
@@ -16,15 +24,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat, conint, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import q_from_map, solve_adaptive
-from ssldyn.experiments.grassmann._common import moons_problem, torch_threads
-from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.experiments.grassmann._common import moons_batch
+from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
-from ssldyn.probes.subspace import projection_norms
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -37,7 +44,29 @@ class Fig5Config(ExperimentConfig):
     h: conint(ge=4) = Field(50, description="width of the network that gives q_0 (and of the GD run)")
     gd: bool = Field(True, description="also run projected GD on the network")
     gd_lr: PositiveFloat = Field(0.05, description="GD learning rate (step k ↔ t = kη)")
-    tol: PositiveFloat = Field(1e-2, description="1 − norm counted as converged")
+    fewer_negative: list[conint(ge=1)] = Field(
+        [1, 2], description="k < max(zs): numbers of negative eigenvalues of the shifted C + sI"
+    )
+    tol: PositiveFloat = Field(1e-2, description="distance to the limit counted as converged")
+
+    @model_validator(mode="after")
+    def _dims(self):
+        d = 2 + len(self.extra_stds)
+        if max(self.zs) > d or self.h < d:
+            raise ValueError(f"need max(zs) <= d = {d} and h >= d (got zs={self.zs}, h={self.h})")
+        bad = [k for k in self.fewer_negative if k >= max(self.zs) or k >= d]
+        if bad:
+            raise ValueError(f"fewer_negative {bad}: each k must be < max(zs) = {max(self.zs)} (and < d = {d})")
+        return self
+
+
+def projection_norms_batched(q: torch.Tensor, k: int, rtol: float = 1e-10) -> torch.Tensor:
+    """``‖P_span(q) e_i‖`` for i < k, ``q (..., d, z)`` (zero columns allowed) -> ``(..., k)``.
+
+    ``P = q q⁺`` with the pseudo-inverse cut at ``rtol`` relative to the largest singular value.
+    """
+    P = q @ torch.linalg.pinv(q, rtol=rtol)  # (..., d, d)
+    return P[..., :, :k].norm(dim=-2)  # columns e_i of P
 
 
 @register
@@ -45,85 +74,126 @@ class Fig5(Experiment):
     name = "grassmann.fig5"
     paper = "grassmann"
     figure = "Conj. 2, Fig. 5"
-    description = "half-moons C, z = 1, 2, 3: projections of v_1..v_z onto span(q) tend to 1 (q-ODE and GD)"
+    description = "half-moons C, z = 1, 2, 3: span(q) → span(v_1..v_z); with k < z negative eigenvalues q → rank k"
     Config = Fig5Config
     quick = {"gd": False, "t_final": 80.0}
-    est_seconds = (4, 40)
+    est_seconds = (1, 4)  # CPU seconds for all seeds (3 quick, 5 paper)
+    version = "2"
+    batch_seeds = True
+    threads = 1
+    claims = (
+        ClaimSpec(
+            "span-converges", "If C has at least k negative eigenvalues, span(q) converges to the span of the "
+            "eigenvectors of the k most negative eigenvalues: the projections of v_1..v_z onto span(q) tend to 1.",
+            "Conj. 2, Fig. 5", kind="paper",
+            reading="largest over z ∈ zs (ODE, and GD when run) of max(1 − ‖P_q v_i‖ for i ≤ z, ‖P_q v_i‖ for z < i ≤ 3) "
+            "at t_final (equal spans: the others' projections vanish)",
+            relation=lambda cfg: le(cfg.tol), basis="tolerance: tol (default 1%) of the unit norm of v_i",
+        ),
+        ClaimSpec(
+            "fewer-negative-rank-k", "With only k < z negative eigenvalues, q converges to rank k: span(q) = "
+            "span(v_1..v_k) and the other directions vanish.", "Conj. 2, Prop. 3", kind="consequence",
+            derivation="Prop. 3 (proof): Tr(CWWᵀ) is minimised by WWᵀ = Σ_{i ≤ min(z, l)} v_i v_iᵀ with l the number of "
+            "negative eigenvalues, so q qᵀ → Π_k", result="Conj. 2",
+            reading="largest over the shifted spectra (k ∈ fewer_negative, z = max(zs)) of max_ij |q qᵀ − Π_k| at "
+            "t_final (eigenbasis)", relation=lambda cfg: le(cfg.tol),
+            basis="tolerance: tol (default 1%) of the unit entries of Π_k",
+        ),
+    )  # fmt: skip
 
-    def run(self, cfg: Fig5Config, ctx) -> Result:
-        with torch_threads(1, ctx.device):
-            return self._run(cfg, ctx)
-
-    def _run(self, cfg: Fig5Config, ctx) -> Result:
-        dev = ctx.device
-        views, C, lam, V = moons_problem(cfg.n, cfg.moons_noise, ctx.seed, tuple(cfg.extra_stds), device=dev)
-        d = C.shape[0]
-        from ssldyn.errors import UserError
-
-        if max(cfg.zs) > d or cfg.h < d:
-            raise UserError(f"need max(zs) <= d = {d} and h >= d (got zs={cfg.zs}, h={cfg.h})")
-        res = Result(summary={"eigenvalues_C": lam.tolist(), "d": d})
+    def run(self, cfg: Fig5Config, ctx: Context) -> list[Result]:
+        dev, seeds = ctx.device, ctx.seeds
+        mb = moons_batch(cfg.n, cfg.moons_noise, seeds, tuple(cfg.extra_stds), device=dev)
+        d, zmax, S = mb.d, max(cfg.zs), len(seeds)
+        k_show = min(3, d)
+        # cases: (z, k negative eigenvalues, net seed offset); the main ones keep C as it is
+        cases = [(z, None, z) for z in cfg.zs] + [(zmax, k, 10 + k) for k in cfg.fewer_negative]
+        q0s, lams = [], []
+        for s, seed in enumerate(seeds):
+            for z, k, off in cases:
+                net = TwoLayerNet(d, cfg.h, z, "linear", "orthogonal", seeds=[seed * 100 + off], dtype=torch.float64,
+                                  device=dev)  # fmt: skip
+                q0 = q_from_map(net.end_to_end()[0].detach(), mb.V[s])  # (d, z)
+                q0s.append(torch.nn.functional.pad(q0, (0, zmax - z)))  # (d, zmax): zero columns stay zero
+                lam = mb.lam[s]
+                lams.append(lam if k is None else lam - 0.5 * (lam[k - 1] + lam[k]))  # exactly k below 0
+        q0 = torch.stack(q0s)  # (B, d, zmax), B = S·len(cases), seed-major
+        lam = torch.stack(lams)  # (B, d)
         t = torch.linspace(0, cfg.t_final, 101, dtype=torch.float64, device=dev)
-        eye = torch.eye(d, dtype=torch.float64, device=dev)
-        for z in cfg.zs:
-            net = TwoLayerNet(
-                d, cfg.h, z, "linear", "orthogonal", seeds=[ctx.seed * 100 + z], dtype=torch.float64, device=dev
-            )
-            q0 = q_from_map(net.end_to_end()[0].detach(), V)  # (d, z)
-            _, qs = solve_adaptive(q0, lam, t=t, rtol=1e-8, atol=1e-10).trajectory.stack("q", tensors=True)  # (T, d, z)
-            norms = torch.stack([projection_norms(eye[:, : min(3, d)], q) for q in qs]).cpu()  # (T, min(3, d))
-            res.arrays[f"ode/z{z}"] = norms.numpy()
-            res.summary[f"ode_z{z}_final_norms"] = norms[-1].tolist()
-            if cfg.gd:
-                steps = int(round(cfg.t_final / cfg.gd_lr))
+        qs = solve_adaptive(q0, lam, t=t, rtol=1e-8, atol=1e-10).trajectory.stack("q", tensors=True)[
+            1
+        ]  # (T, B, d, zmax)
+        norms = projection_norms_batched(qs, d).cpu()  # (T, B, d)
+        qT = qs[-1]  # (B, d, zmax)
+        gram = (qT @ qT.mT).cpu()  # (B, d, d)
+        gd_norms = {}
+        if cfg.gd:  # projected GD on the network, one ensemble over seeds per z
+            steps = int(round(cfg.t_final / cfg.gd_lr))
+            for z in cfg.zs:
+                net = TwoLayerNet(d, cfg.h, z, "linear", "orthogonal", ensemble=S, seeds=[s * 100 + z for s in seeds],
+                                  dtype=torch.float64, device=dev)  # fmt: skip
                 opt = ManifoldGD(net.weights(), lr=cfg.gd_lr, mode="projected", retraction="polar")
-                train_gd(
-                    net.weights(),
-                    lambda net=net: trace_loss(net.W1, net.W2, C),
-                    update=opt.step,
-                    steps=steps,
-                    inputs={"C": C},
-                    track=lambda it, z=z, steps=steps: ctx.track(it, total=steps + 1, description=f"Fig. 5 GD z={z}"),
-                )
-                qg = q_from_map(net.end_to_end()[0].detach(), V)
-                res.summary[f"gd_z{z}_final_norms"] = projection_norms(eye[:, : min(3, d)], qg).tolist()
-        res.arrays["t"] = t.cpu().numpy()
-        worst = []
-        for z in cfg.zs:
-            worst.append(1 - min(res.summary[f"ode_z{z}_final_norms"][:z]))
-            if cfg.gd:
-                worst.append(1 - min(res.summary[f"gd_z{z}_final_norms"][:z]))
-        res.summary["max_shortfall"] = float(max(worst))
-        res.notes.append(
-            f"The 2-D half-moons are lifted to d = {d} with extra N(0, s²) coordinates s = "
-            f"{cfg.extra_stds} so that z = 3 is possible; eigenvalues of C/n: "
-            + ", ".join(f"{v:.3f}" for v in lam.tolist())
-        )
-        return res
-
-    def claims(self, cfg: Fig5Config, result: Result):
-        s = result.summary
-        return [
-            check(
-                "span-converges",
-                "If C has at least k negative eigenvalues, span(q) converges to the span of "
-                "the eigenvectors of the k most negative eigenvalues: the projections of v_1..v_z onto "
-                "span(q) tend to 1.",
-                "Conj. 2, Fig. 5",
-                s["max_shortfall"],
-                le=cfg.tol,
-                expected=f"max over z ∈ {cfg.zs}, i ≤ z{' and ODE/GD' if cfg.gd else ''} of 1 − ‖P_q v_i‖ "
-                f"at t = {cfg.t_final:g} <= {cfg.tol:g}",
+                train_gd(net.weights(), lambda net=net: trace_loss(net.W1, net.W2, mb.C), update=opt.step, steps=steps,
+                         inputs={"C": mb.C}, track=lambda it, z=z, steps=steps: ctx.track(
+                             it, total=steps + 1, description=f"Fig. 5 GD z={z}"))  # fmt: skip
+                qg = q_from_map(net.end_to_end().detach(), mb.V)  # (S, d, z)
+                gd_norms[z] = projection_norms_batched(qg, d).cpu()  # (S, d)
+        out = []
+        nc = len(cases)
+        for s in range(S):
+            res = Result(summary={"eigenvalues_C": mb.lam[s].tolist(), "d": d})
+            res.arrays["t"] = t.cpu().numpy()
+            worst = []
+            for c, (z, k, _) in enumerate(cases):
+                b = s * nc + c
+                tag = f"z{z}" if k is None else f"z{z}_k{k}"
+                res.arrays[f"ode/{tag}"] = norms[:, b, :k_show].numpy()
+                fin = norms[-1, b].tolist()
+                res.summary[f"ode_{tag}_final_norms"] = fin
+                if k is None:
+                    worst.append(max([1 - v for v in fin[:z]] + fin[z:k_show]))
+                else:
+                    target = torch.diag(torch.tensor([1.0] * k + [0.0] * (d - k), dtype=torch.float64))
+                    res.summary[f"ode_{tag}_gram_error"] = float((gram[b] - target).abs().max())
+                    res.summary[f"ode_{tag}_eigenvalues"] = lam[b].tolist()
+                    res.summary[f"ode_{tag}_singular_values"] = torch.linalg.svdvals(qT[b]).cpu().tolist()
+            for z, nr in gd_norms.items():
+                fin = nr[s].tolist()
+                res.summary[f"gd_z{z}_final_norms"] = fin
+                worst.append(max([1 - v for v in fin[:z]] + fin[z:k_show]))
+            res.summary["max_shortfall"] = float(max(worst))
+            gram_errs = [res.summary[f"ode_z{zmax}_k{k}_gram_error"] for k in cfg.fewer_negative]
+            res.summary["max_gram_error_fewer_negative"] = float(max(gram_errs)) if gram_errs else None
+            res.notes.append(
+                f"The 2-D half-moons are lifted to d = {d} with extra N(0, s²) coordinates s = {cfg.extra_stds} so "
+                "that z = 3 is possible; eigenvalues of C/n: "
+                + ", ".join(f"{v:.3f}" for v in mb.lam[s].tolist())
+                + f". Fewer negative eigenvalues: C + sI with k = {cfg.fewer_negative} eigenvalues below 0, z = {zmax}."
             )
-        ]
+            out.append(res)
+        return out
+
+    def measure(self, cfg: Fig5Config, result: Result) -> dict:
+        s = result.summary
+        g = s["max_gram_error_fewer_negative"]
+        return {
+            "span-converges": s["max_shortfall"],
+            "fewer-negative-rank-k": Measured(g)
+            if g is not None
+            else Measured(None, not_run="fewer_negative is empty"),
+        }
 
     def plots(self, cfg: Fig5Config, result: Result, fig_dir: Path):
-        fig, ax = new_figure(len(cfg.zs), 1, size=(3.6, 3.2))
+        zmax = max(cfg.zs)
+        panels = [(f"z{z}", f"z = {z}") for z in cfg.zs] + [
+            (f"z{zmax}_k{k}", f"z = {zmax}, {k} negative λ") for k in cfg.fewer_negative
+        ]
+        fig, ax = new_figure(len(panels), 1, size=(3.4, 3.2))
         t = result.arrays["t"]
-        for k, z in enumerate(cfg.zs):
-            nr = result.arrays[f"ode/z{z}"]
+        for j, (tag, title) in enumerate(panels):
+            nr = result.arrays[f"ode/{tag}"]
             for i in range(nr.shape[1]):
-                ax[0, k].plot(t, nr[:, i], color=PALETTE[i], label=f"v_{i + 1}")
-            ax[0, k].set(xlabel="t", ylabel="‖P_span(q) v_i‖", title=f"z = {z}", ylim=(-0.05, 1.05))
-            ax[0, k].legend(fontsize=8)
+                ax[0, j].plot(t, nr[:, i], color=PALETTE[i], label=f"v_{i + 1}")
+            ax[0, j].set(xlabel="t", ylabel="‖P_span(q) v_i‖", title=title, ylim=(-0.05, 1.05))
+            ax[0, j].legend(fontsize=8)
         return [save_figure(fig, fig_dir / "fig5.png")]

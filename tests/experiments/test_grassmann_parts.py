@@ -1,0 +1,156 @@
+"""Parts of the grassmann experiments checked against independent references (formulas, numpy, scipy)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from pydantic import ValidationError
+
+from ssldyn.experiments.grassmann._common import mean_contrastive_loss, moons_batch, per_member, window_drift
+from ssldyn.experiments.grassmann.fig2 import Fig2Config
+from ssldyn.experiments.grassmann.fig3 import Fig3Config
+from ssldyn.experiments.grassmann.fig4 import (
+    Fig4Config,
+    gd_update_flops,
+    ode_step_flops,
+    pca_components,
+    svd_flops,
+)
+from ssldyn.experiments.grassmann.fig5 import Fig5Config, projection_norms_batched
+from ssldyn.experiments.grassmann.fig6 import procrustes_align
+from ssldyn.experiments.grassmann.prop3 import clip_singular_values
+from ssldyn.lab import all_experiments
+from ssldyn.models.two_layer import TwoLayerNet
+from ssldyn.objectives import simple_contrastive
+from ssldyn.probes.subspace import projection_norms
+
+D = torch.float64
+
+
+def test_every_grassmann_experiment_declares_its_claims_and_batches_seeds():
+    exps = all_experiments("grassmann")
+    assert {e.name for e in exps} >= {f"grassmann.{n}" for n in ("collapse", "fig1", "fig2", "fig3", "fig4", "fig5",
+                                                                  "fig6", "thm3", "prop3")}  # fmt: skip
+    for e in exps:
+        assert not e.uses_legacy_checks(), e.name
+        assert e.claims and e.batch_seeds and e.threads == 1, e.name
+        assert "seeds" not in e.Config.model_fields, f"{e.name}: initialisations must be called inits"
+    ids = {s.id for e in exps for s in e.claims}
+    assert "tanh-slope-near-half" not in ids  # not a claim of the paper (issue 17 item 1)
+    kinds = {s.id: s.kind for e in exps for s in e.claims}
+    assert {"eq11-sign", "eq12-time-scale", "prop3-loss-is-a-trace", "sec41-expectation"} <= {
+        i for i, k in kinds.items() if k == "erratum"
+    }
+
+
+def test_pca_components_sign_convention_is_backend_independent():
+    """Two SVD algorithms with arbitrary signs give the same components after the convention.
+
+    Without a convention, torch's SVD and numpy's eigh of XᵀX disagree in sign on some component
+    (this data has 6 components: all agree by chance with probability 2⁻⁶)."""
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(40, 9, generator=g, dtype=D) * torch.arange(1, 10, dtype=D)
+    X = X - X.mean(0)
+    comps = pca_components(X, 6)  # (6, 9)
+    w, v = np.linalg.eigh(X.numpy().T @ X.numpy())
+    ref = v[:, ::-1][:, :6].T  # (6, 9), descending variance, arbitrary signs
+    idx = np.abs(ref).argmax(1)
+    ref = ref * np.sign(ref[np.arange(6), idx])[:, None]
+    np.testing.assert_allclose(comps.numpy(), ref, atol=1e-10)
+    big = comps.gather(1, comps.abs().argmax(1, keepdim=True))
+    assert (big > 0).all()
+    # flipping the sign of the data flips U but not the convention: same components
+    np.testing.assert_allclose(pca_components(-X, 6).numpy(), comps.numpy(), atol=1e-10)
+
+
+def test_gd_and_ode_operation_counts_match_the_formulas():
+    """Matmul FLOPs of one projected-GD update, written out: forward W2ᵀW1 (2zhd) and (W2ᵀW1)C (2zd²);
+    backward g Cᵀ (2zd²), W2-grad and W1-grad (2·2zhd); polar factors U Vᵀ (2hd² + 2hz²); plus the SVDs."""
+    for d, h, z in ((7, 40, 3), (12, 90, 5)):
+        matmul = 6 * h * z * d + 4 * z * d * d + 2 * h * d * d + 2 * h * z * z
+        assert gd_update_flops(d, h, z) == matmul + svd_flops(h, d) + svd_flops(h, z)
+        assert ode_step_flops(d, z) == 8 * d * z * z  # qᵀq, qᵀΛq, Λq(qᵀq), q(qᵀΛq)
+    assert svd_flops(100, 5) == svd_flops(5, 100) == 6 * 100 * 25 + 20 * 125
+
+
+def test_window_drift_ignores_a_bounded_sawtooth_but_sees_a_trend():
+    t = np.arange(500)
+    saw = -1.0 + 0.05 * ((t % 6) / 5.0)  # period-6 sawtooth of 5% around a constant
+    assert window_drift(saw) < 2e-3 < abs(saw[-1] - saw[400]) / abs(saw[-1])
+    trend = -1.0 - 1e-4 * t  # still decreasing: mean moves by 1e-4·100 between the windows
+    ref = abs(trend[-100:].mean() - trend[-200:-100].mean()) / abs(trend[-100:].mean())
+    assert window_drift(trend) == pytest.approx(ref) and window_drift(trend) > 5e-3
+
+
+def test_procrustes_recovers_a_rotation():
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(50, 3, generator=g, dtype=D).numpy()
+    Q, _ = np.linalg.qr(np.random.default_rng(1).normal(size=(3, 3)))
+    ua, r = procrustes_align(u @ Q, u)
+    np.testing.assert_allclose(ua, u, atol=1e-12)
+    assert r < 1e-12
+
+
+def test_projection_norms_batched_match_the_probe_and_ignore_zero_columns():
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(5, 6, 2, generator=g, dtype=D)  # (B, d, z)
+    padded = torch.nn.functional.pad(q, (0, 2))  # two zero columns
+    got = projection_norms_batched(padded, 6)
+    eye = torch.eye(6, dtype=D)
+    for b in range(5):
+        torch.testing.assert_close(got[b], projection_norms(eye, q[b]))
+
+
+def test_clip_singular_values_is_the_spectral_ball_projection():
+    g = torch.Generator().manual_seed(2)
+    W = torch.randn(3, 8, 4, generator=g, dtype=D) * 2
+    P = clip_singular_values(W)
+    for e in range(3):
+        U, s, Vt = np.linalg.svd(W[e].numpy(), full_matrices=False)
+        np.testing.assert_allclose(P[e].numpy(), U @ np.diag(np.minimum(s, 1.0)) @ Vt, atol=1e-12)
+    assert torch.linalg.matrix_norm(P, ord=2).max() <= 1 + 1e-12
+
+
+def test_batched_contrastive_loss_equals_per_seed_loss():
+    mb = moons_batch(30, 0.05, [0, 4])
+    net = TwoLayerNet(2, 9, 2, "tanh", ensemble=4, seeds=[1, 2, 3, 4], dtype=D)
+    x, xp, xn = (per_member(t, 2) for t in (mb.x, mb.x_pos, mb.x_neg))
+    got = mean_contrastive_loss(net, x, xp, xn)
+    for e in range(4):
+        s = e // 2
+        u = net(mb.x[s])[e]
+        ref = simple_contrastive(u, net(mb.x_pos[s, :, 0])[e], net(mb.x_neg[s, :, 0])[e]) / 30
+        torch.testing.assert_close(got[e], ref)
+
+
+@pytest.mark.parametrize(
+    "config, bad",
+    [
+        (Fig2Config, {"widths": [1, 10]}),
+        (Fig3Config, {"z": 50}),
+        (Fig3Config, {"t_order": 0.015}),
+        (Fig4Config, {"pca_dim": 0}),  # d = 784 pixels: every width must be >= 784
+        (Fig4Config, {"pca_dim": 400}),  # > n − 1 = 399 centered images
+        (Fig4Config, {"z": 60}),
+        (Fig4Config, {"timing_widths": [500, 1000]}),  # one marginal cost cannot show linear growth
+        (Fig5Config, {"fewer_negative": [3]}),
+    ],
+)
+def test_config_rules_fail_before_any_compute(config, bad):
+    with pytest.raises(ValidationError):
+        config(**bad)
+
+
+def test_pca_dim_zero_is_valid_with_wide_enough_nets():
+    cfg = Fig4Config(pca_dim=0, h_train=800, timing_widths=[800, 1600, 3200], fit_from=800)
+    assert cfg.d == 784 and math.isfinite(cfg.lr)
+
+
+def test_marginal_cost_ratio_separates_linear_from_other_growth():
+    from ssldyn.experiments.grassmann.fig4 import _marginal_ratio
+
+    h = np.array([100.0, 300.0, 1000.0, 3000.0])
+    assert _marginal_ratio(h, 7.0 * h + 5e5) == pytest.approx(1.0)
+    assert _marginal_ratio(h, h**2) <= 0.1  # quadratic: the marginal cost grows with h
+    assert _marginal_ratio(h, np.full(4, 3.0)) == 0.0  # constant cost: no growth

@@ -162,7 +162,7 @@ def load_all() -> None:
     global _LOADED
     if _LOADED:
         return
-    import ssldyn.experiments as pkg
+    pkg = importlib.import_module("ssldyn.experiments")  # discovery by name: the lab has no static arrow to experiments
 
     for mod in pkgutil.walk_packages(pkg.__path__, prefix="ssldyn.experiments."):
         importlib.import_module(mod.name)

@@ -1,0 +1,137 @@
+"""Layers point one way and the import graph has no circle (DESIGN.md, "Layout"; the house issue, item 3).
+
+Every ``import`` statement of the package is read with ``ast`` — module-level and inside functions
+(a lazy import is still an arrow) — and resolved to a module of ``src/ssldyn``:
+
+* ``data``, ``models``, ``objectives``, ``kernels``, ``probes``, ``viz`` import none of ``dynamics``,
+  ``experiments``, ``lab`` or ``ssldyn.results``;
+* ``dynamics`` imports none of ``experiments``, ``lab`` or ``ssldyn.results``;
+* ``lab`` never imports an experiment module (it discovers them through the registry);
+* ``ssldyn.errors`` (the root) imports nothing of the package;
+* no two modules reach each other through imports (no strongly connected component > 1).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+LOWER = {"data", "models", "objectives", "kernels", "probes", "viz"}
+FORBIDDEN = {
+    **dict.fromkeys(LOWER, {"dynamics", "experiments", "lab", "results"}),
+    "dynamics": {"experiments", "lab", "results"},
+    "lab": {"experiments"},
+    "errors": {"data", "models", "objectives", "kernels", "probes", "viz", "dynamics", "experiments", "lab", "results"},
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in (SRC / "ssldyn").rglob("*.py"):
+        parts = f.relative_to(SRC).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = f
+    return out
+
+
+MODULES = _modules()
+
+
+def _targets(module: str, node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        assert isinstance(node, ast.ImportFrom)
+        if node.level:
+            pkg = module if MODULES[module].name == "__init__.py" else module.rsplit(".", 1)[0]
+            parts = pkg.split(".")
+            base = ".".join(parts[: len(parts) - node.level + 1])
+            target = base + ("." + node.module if node.module else "")
+        else:
+            target = node.module or ""
+        names = [target] + [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES]
+    out = []
+    for t in names:
+        if not t.startswith("ssldyn"):
+            continue
+        while t not in MODULES and "." in t:
+            t = t.rsplit(".", 1)[0]
+        if t in MODULES and t != module:
+            out.append(t)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for name, path in MODULES.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                deps.update(_targets(name, node))
+        graph[name] = deps
+    return graph
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "root"
+
+
+def test_layers_point_one_way():
+    graph = _graph()
+    upward = sorted((a, b) for a, deps in graph.items() for b in deps if _layer(b) in FORBIDDEN.get(_layer(a), set()))
+    assert not upward, "imports against the layering:\n" + "\n".join(f"  {a} -> {b}" for a, b in upward)
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    graph = _graph()
+    # a package's __init__ re-exporting its own modules is not a circle of layers: drop parent -> child arrows
+    graph = {a: {b for b in deps if not b.startswith(a + ".")} for a, deps in graph.items()}
+    assert _strongly_connected(graph) == []
+
+
+def test_the_checks_can_fail():
+    """The detector itself: an upward arrow and a two-module circle are found."""
+    assert _layer("ssldyn.data.mnist") == "data" and "lab" in FORBIDDEN["data"]
+    assert _strongly_connected({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    fake = ast.parse("from ssldyn.lab.errors import UserError\nimport ssldyn.dynamics.manifold")
+    targets = [t for node in ast.walk(fake) if isinstance(node, (ast.Import, ast.ImportFrom))
+               for t in _targets("ssldyn.data.mnist", node)]  # fmt: skip
+    assert {_layer(t) for t in targets} == {"lab", "dynamics"}

@@ -226,6 +226,8 @@ def run_seeds(exp: Experiment, cfg: ExperimentConfig, seeds: Sequence[int], ctx_
             for s in seeds:
                 seed_everything(s)
                 r = exp.run(cfg, Context(seed=s, seeds=(s,), **ctx_kw))
+                if isinstance(r, (list, tuple)) and len(r) == 1:  # a seed-batching run() called with one seed
+                    r = r[0]
                 if not isinstance(r, Result):
                     raise TypeError(f"{cls.name}.run must return a Result, got {type(r).__name__}")
                 results.append(r)

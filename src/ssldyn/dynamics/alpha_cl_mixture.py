@@ -28,7 +28,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-__all__ = ["gaussian_mixture_relu_A", "gaussian_mixture_A_fn"]
+__all__ = ["gaussian_mixture_relu_A", "gaussian_mixture_A_fn", "population_contrastive_covariance"]
 
 
 def gaussian_mixture_relu_A(w: Tensor, means: Tensor, probs: Tensor, sigma: float) -> Tensor:
@@ -75,3 +75,28 @@ def gaussian_mixture_A_fn(means: Tensor, probs: Tensor, sigma: float) -> Callabl
         return gaussian_mixture_relu_A(w, means, probs, sigma)
 
     return A_fn
+
+
+def population_contrastive_covariance(a: Tensor, p: Tensor, kernel: Tensor | None = None) -> Tensor:
+    """Large-batch limit of ``C_α[a]`` (eq. 3, no augmentation) for a weighted population.
+
+    With ``α_ij = K(x_i, x_j)`` a function of the samples, ``C_α[a] → ½ E[K(x, y)(a(x) − a(y))(a(x) − a(y))ᵀ]
+    = E[k̄(x) a aᵀ] − E_{x,y}[K(x, y) a(x) a(y)ᵀ]`` with ``k̄(x) = E_y K(x, y)`` (proof of Lemma 2); for
+    uniform α (``kernel=None``) this is the weighted covariance ``V[a]`` (Cor. 1).
+
+    Args:
+        a: ``(..., n, q)`` values at the population's nodes.
+        p: ``(..., n)`` node probabilities (summing to 1 over ``n``).
+        kernel: ``(..., n, n)`` pairwise importance between nodes, or None (uniform α).
+
+    Returns:
+        ``(..., q, q)``.
+    """
+    pa = p[..., :, None] * a  # (..., n, q)
+    if kernel is None:
+        m = pa.sum(-2)  # (..., q)
+        return pa.mT @ a - m[..., :, None] * m[..., None, :]
+    kbar = (kernel @ p[..., :, None]).squeeze(-1)  # (..., n)
+    first = (pa * kbar[..., :, None]).mT @ a  # E[k̄ a aᵀ]
+    second = pa.mT @ kernel @ pa  # E[K a a'ᵀ]
+    return first - second

@@ -234,7 +234,6 @@ class Modulation(Experiment):
 
     def run(self, cfg: ModulationConfig, ctx: Context) -> list[Result]:
         dev = ctx.device
-        S = len(ctx.seeds)
         gens = ctx.generators(0)
         # ---- Part 1: Thm. 6 (all seeds and all c in one flow)
         y0 = torch.stack([torch.randn(cfg.inits, cfg.d, generator=g, dtype=torch.float64) for g in gens]).to(dev)

@@ -71,8 +71,8 @@ class Corollary2Config(ExperimentConfig):
     n_grid: conint(ge=60) = Field(180, description="θ grid of the circle scan (then bisection)")
     scan_arc_deg: PositiveFloat = Field(6.0, description="quadrature sub-arc (degrees) of the scan")
     scan_nodes: conint(ge=2) = Field(3, description="Gauss–Legendre nodes per sub-arc and in the radius (scan)")
-    fine_arc_deg: PositiveFloat = Field(1.5, description="quadrature sub-arc (degrees) at the optima (ρ, checks)")
-    fine_nodes: conint(ge=2) = Field(6, description="Gauss–Legendre nodes per sub-arc and in the radius (fine)")
+    fine_arc_deg: PositiveFloat = Field(3.0, description="quadrature sub-arc (degrees) at the optima (ρ, checks)")
+    fine_nodes: conint(ge=2) = Field(4, description="Gauss–Legendre nodes per sub-arc and in the radius (fine)")
     rho_eps: PositiveFloat = Field(1e-4, description="finite-difference step (radians) of ρ")
 
     @field_validator("arc_half_widths")
@@ -186,8 +186,7 @@ class Corollary2(Experiment):
     figure = "Thm. 2, Cor. 2"
     description = "Gaussian vs uniform α on data with a density: roughness, Thm. 2's bound, z₀ and the exact optima"
     Config = Corollary2Config
-    quick = {"arc_half_widths": [30.0, 90.0], "taus": [0.1, 0.02], "n_grid": 120, "fine_nodes": 4,
-             "fine_arc_deg": 3.0}  # fmt: skip
+    quick = {"arc_half_widths": [30.0, 90.0], "taus": [0.1, 0.02], "n_grid": 120}
     est_seconds = (4, 25)
     seeded = False  # fixed layouts and quadrature: nothing is random
     threads = 1

@@ -335,7 +335,6 @@ class TokenTrainConfig(ExperimentConfig):
 
     steps: conint(ge=1) = Field(5000, description="SGD steps (minibatches), Sec. 5")
     log_every: conint(ge=1) = Field(250, description="record χ̄± every this many steps")
-    seeds: conint(ge=1) = Field(3, description="repetitions per setting (Fig. 4: 3)")
     lr: PositiveFloat = Field(
         0.02,
         description="learning rate: 0.02 as the reference's documented command "

@@ -34,7 +34,7 @@ class Fig10Config(ActivationGridConfig):
         return self
 
 
-LOC10 = "Fig. 10, App. E.2"
+LOC10 = "Fig. 10"
 
 
 @register

@@ -47,7 +47,7 @@ class Fig11Config(TokenTrainConfig):
         return self
 
 
-LOC11 = "Fig. 11, App. E.2"
+LOC11 = "Fig. 11"
 
 
 @register

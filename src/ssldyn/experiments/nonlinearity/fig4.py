@@ -207,7 +207,7 @@ class Fig4(Experiment):
         *trend_claims("InfoNCE", LOC4),
         ClaimSpec(
             "relu-lowest-chi-minus", "Among all activations (homogeneous or not), ReLU has the lowest irrelevant-"
-            "matching score χ̄₋.", "Fig. 9, App. E.2", kind="paper",
+            "matching score χ̄₋.", "Fig. 9", kind="paper",
             reading="mean χ̄₋ over (β, P): ReLU minus the lowest other activation", relation=lt(0.0),
             basis="relation: 'the lowest'",
         ),

@@ -87,7 +87,7 @@ class Fig5(Experiment):
         ),
         Erratum(
             "eq181-normalisation", "χ₋(R_k) of eq. 181 divides a sum over the d − P irrelevant tokens by P, so it is "
-            "not bounded by 1 as the paper states.", "App. E.2, eq. 181",
+            "not bounded by 1 as the paper states.", "eq. 181, eq. 180",
             printed="χ₋(R_k) = (1/P) Σ_{a∉R_k^g} max_m cos(w_km, u_a)",
             used="the mean over the d − P tokens a ∉ R_k^g (χ̄₋ ∈ [−1, 1])",
             reading="χ̄₋ of the ReLU network at initialisation with the printed factor, (d − P)/P × our mean",

@@ -161,7 +161,7 @@ class Table1(Experiment):
     claims = (
         ClaimSpec(
             "no-var-backprop-better", "If σ_k² is not backpropagated, the matching score χ̄₊ is better.",
-            "Table 1, App. E.2", kind="paper",
+            "Table 1", kind="paper",
             reading="mean χ̄₊ over the cells of the σ²-detached variants (none, μ-only) minus the σ²-backpropagated "
             "ones (σ-only, vanilla)", relation=gt(0.0), basis="relation: 'better'",
         ),

@@ -44,3 +44,15 @@ def test_paper_table1_as_printed():
     assert PAPER_TABLE1_CSV.count("\n") == 17
     # the paper's conclusion holds in its own numbers: σ² not backpropagated is better on average
     assert _conclusion(t, "paper_mean") > 0.1
+
+
+def test_table1_lr_column(tmp_path):
+    sets = {"steps": 30, "log_every": 30, "betas": [2], "Ps": [3], "paper_lr": 2e-3}
+    out = run_experiment("nonlinearity.table1", quick=True, seeds=1, sets=sets, out=tmp_path)
+    sbs = out.run.result().tables["side_by_side"]
+    assert set(sbs["bn"]) == {"none", "var_only", "mean_only", "standard", "mean_only@paper_lr"}
+    lr = sbs[sbs.bn == "mean_only@paper_lr"]
+    assert len(lr) == 1 and np.isnan(lr["paper_mean"]).all()  # the paper prints no lr 2e-3 column
+    c = {x.id: x for x in out.claims}
+    assert c["paper-lr-learns-less"].status in ("pass", "fail")  # measured
+    assert c["agrees-with-paper"].status == "not-run"  # 30 steps is not the printed table's setting

@@ -294,7 +294,7 @@ def _data_detail(s: dict) -> str:
 class _RFMnistBase(Experiment):
     paper = "nonlinearity"
     Config = RFMnistConfig
-    quick = {"steps": 1500, "lr": 0.02, "log_every": 500, "match_patches": 1000}
+    quick = {"steps": 1000, "lr": 0.02, "log_every": 500, "match_patches": 1000}
     est_seconds = (6, 1500)
     batch_seeds = True
     threads = 1

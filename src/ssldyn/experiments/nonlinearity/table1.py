@@ -155,7 +155,7 @@ class Table1(Experiment):
     figure = "Table 1"
     description = "χ̄₊ with the four BN gradient variants (μ / σ² backpropagated or not), ζ = 10, beside the paper's"
     Config = Table1Config
-    quick = {"steps": 400, "log_every": 100, "betas": [5], "Ps": [3, 5], "workers": 1}
+    quick = {"steps": 400, "log_every": 100, "betas": [5], "Ps": [3, 5], "paper_lr": None, "workers": 1}
     est_seconds = (8, 700)
     batch_seeds = True
     claims = (

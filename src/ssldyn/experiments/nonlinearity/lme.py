@@ -91,8 +91,10 @@ class LME(Experiment):
             "relu-returns", "With ReLU, power iteration started near each u_m returns to it (categorical model: "
             "every u_m is an LME).", "Sec. 3.1, eq. 8, eq. PI", kind="consequence",
             reading="fraction of starts w₀ = u_m + σg ending at cos(w, u_m) > 0.999", relation=ge(1.0),
-            basis="relation: every start", derivation="eq. 8: each u_m is an LME with A(w) constant near u_m, so "
-            "eq. PI maps a nearby start to u_m in one step",
+            basis="relation: every start", derivation="eq. 8: each u_m is an LME ('learnable patterns', Sec. 3.1), "
+            "found by eq. PI from a start near it",
+            if_fails="u_m lies on the planes u_m'ᵀx = 0 of all other atoms (h'(0) = 0), so a perturbed start activates "
+            "some of them and A(w) is not the rank-1 matrix of eq. 8 there: a start can converge elsewhere",
         ),
         ClaimSpec(
             "relu-returns-summation", "... and near each LME u_m of the summation model (q_m < 0.382).",

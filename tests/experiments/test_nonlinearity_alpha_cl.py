@@ -112,6 +112,9 @@ def test_batchnorm_quick(tmp_path):
         ("nonlinearity.fig10", {"losses": ["quadratic"]}),
         ("nonlinearity.fig11", {"zetas": [10.0]}),
         ("nonlinearity.fig5", {"figure_P": 4}),
+        ("nonlinearity.lme", {"q_max": 0.3}),  # the LME test needs q_m on both sides of 0.382
+        ("nonlinearity.lemma2", {"ns": [100, 100, 300]}),
+        ("nonlinearity.fig12", {"data_dir": "/nonexistent/mnist"}),
     ],
 )
 def test_bad_configs_fail_before_compute(name, sets):

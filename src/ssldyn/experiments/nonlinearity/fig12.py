@@ -87,6 +87,13 @@ class RFMnistConfig(ExperimentConfig):
     chunk: conint(ge=1) = Field(256, description="steps whose augmented views are made in one batched call")
     match_patches: conint(ge=10) = Field(2000, description="data patches for the pattern-match measurement")
 
+    @field_validator("data_dir")
+    @classmethod
+    def _data_dir(cls, v: str | None) -> str | None:
+        if v is not None and not Path(v).expanduser().is_dir():
+            raise ValueError(f"data_dir {v!r}: not a directory (expected MNIST IDX files)")
+        return v
+
     @field_validator("crop_scale")
     @classmethod
     def _scale(cls, v: tuple[float, float]) -> tuple[float, float]:

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat, conint, field_validator
 
 from ssldyn.data.latent import latent_summation_support, orthonormal_basis
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
@@ -51,6 +51,14 @@ class Lemma2Config(ExperimentConfig):
     p: conint(ge=2) = Field(4, description="output dimension of g (the last output along the normal)")
     ns: list[conint(ge=10)] = Field([100, 300, 1000, 3000], min_length=3, description="batch sizes N")
     repeats: conint(ge=2) = Field(24, description="batches per N (the slope's noise is ~0.25/√repeats)")
+
+    @field_validator("ns")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) < 3:
+            raise ValueError("ns: at least three distinct batch sizes (a slope is fitted)")
+        return sorted(set(v))
+
     k_max: conint(ge=4) = Field(120, description="highest order k of the Lemma 1 feature expansion summed")
     sigma: PositiveFloat = Field(0.5, description="augmentation noise σ in (b)")
     tau: PositiveFloat = Field(1.0, description="Gaussian-α temperature τ in (c)")

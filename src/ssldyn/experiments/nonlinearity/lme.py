@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat, conint, model_validator
 
 from ssldyn.data.latent import latent_categorical, latent_summation, latent_summation_support, orthonormal_basis
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, uniform_contrastive_covariance
@@ -52,6 +52,13 @@ class LMEConfig(ExperimentConfig):
     pi_samples: conint(ge=500) = Field(20_000, description="batch of the categorical power iteration")
     n_iter: conint(ge=10) = Field(300, description="max power iterations (ReLU)")
     n_iter_linear: conint(ge=10) = Field(5000, description="max power iterations (linear)")
+
+    @model_validator(mode="after")
+    def _straddle(self) -> LMEConfig:
+        if not self.q_min < THRESHOLD < self.q_max:
+            raise ValueError(f"q_min < (3 − √5)/2 ≈ 0.382 < q_max is needed (the LME test on both sides); got "
+                             f"[{self.q_min}, {self.q_max}]")  # fmt: skip
+        return self
 
 
 def _z_score(A_fn_batches, A_full: torch.Tensor, ref: torch.Tensor) -> float:

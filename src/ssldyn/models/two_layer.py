@@ -228,7 +228,9 @@ class DeepLinearNet(nn.Module):
         gens = member_generators(ensemble, seeds=seeds, generator=generator)
         shapes = [(hidden[0], d)] + [(hidden[k], hidden[k - 1]) for k in range(1, len(hidden))] + [(hidden[-1], z)]
         fans = [d] + hidden[:-1] + [hidden[-1]]  # W_k x sums over its columns; W_outᵀ over its rows h_L
-        members = [[_init_matrix(r, c, init, g, dtype, f) for (r, c), f in zip(shapes, fans)] for g in gens]  # member by member
+        members = [
+            [_init_matrix(r, c, init, g, dtype, f) for (r, c), f in zip(shapes, fans)] for g in gens
+        ]  # member by member
         mats = [torch.stack([m[k] for m in members]) for k in range(len(shapes))]
         self.layers = nn.ParameterList([nn.Parameter(m) for m in mats])
         if regime == "frobenius":

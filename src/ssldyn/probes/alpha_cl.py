@@ -19,7 +19,10 @@ All functions take ``A_fn: w -> A(w)`` (``(E, d) -> (E, d, d)``, e.g.
   perturbation theory (``‖φ₁⁽²⁾‖ ≤ (1 + 1 + ½)‖δA‖²/λ_gap²``), valid while ``‖δA‖ ≪ λ_gap``.
   Pass ``kappa=`` to use another value;
 - the LME test of Def. 3 (:func:`lme_test`), the stability test of Thm. 1 ``λ_gap > ρ``
-  (:func:`stability_test`) and the sufficient condition of Thm. 3 (:func:`theorem3_condition`).
+  (:func:`stability_test`) and the sufficient condition of Thm. 3 (:func:`theorem3_condition`,
+  sampled; :func:`theorem3_condition_discrete`, exact for a discrete population);
+- linear stability of a fixed point of eq. 7 from the tangent-space Jacobian
+  (:func:`linear_stability`), the independent check of Thm. 1's conclusion.
 
 Devices: computations run on the device of ``w`` (and of what ``A_fn`` returns); random points
 (:func:`sample_cap`) are drawn with the given CPU generator and moved there; scalar results
@@ -51,6 +54,8 @@ __all__ = [
     "StabilityTest",
     "stability_test",
     "theorem3_condition",
+    "theorem3_condition_discrete",
+    "linear_stability",
 ]
 
 AFn = Callable[[Tensor], Tensor]
@@ -274,3 +279,62 @@ def theorem3_condition(
         )
     ok = [r["gamma"] for r in rows if r["holds"]]
     return {"c0": c0, "per_gamma": rows, "holds": bool(ok), "gamma": min(ok) if ok else None}
+
+
+def theorem3_condition_discrete(
+    A_fn: AFn, atoms: Tensor, w0: Tensor, *, gammas: Sequence[float] = tuple(i / 20 for i in range(1, 20))
+) -> dict:
+    """Thm. 3's condition ``sup_{w ∈ B_γ} ω(w) ≤ γ`` evaluated exactly for a discrete population.
+
+    For data on finitely many atoms ``x`` (rows of ``atoms (n, d)``), ``A(w)`` only changes when an
+    atom crosses the plane ``wᵀx = 0``. The cap ``B_γ = {w : wᵀw(0) ≥ m_γ}`` meets that plane iff
+    ``m_γ ≤ 0`` or ``|w(0)ᵀx|/‖x‖ < √(1 − m_γ²)``. If some atom's plane meets ``B_γ``, ``A`` jumps
+    inside the cap: ``L = ∞`` and the condition fails. Otherwise ``A ≡ A(w(0))`` on the cap: ``L = 0``,
+    ``ω = μ`` (for any κ), and ``sup ω = μ(c_min)`` with ``c_min = cos(ψ + arccos m_γ)`` the smallest
+    ``|wᵀφ₁|`` over the cap (``ψ`` the angle between ``w(0)`` and ``±φ₁``; ``μ`` decreases in ``c``).
+
+    Returns ``{"c0", "per_gamma": [{"gamma", "min_cos", "crossing", "sup_omega", "holds"}], "holds", "gamma"}``.
+    """
+    w0 = w0 / w0.norm()
+    lam1, lam2, _, phi = eigen_summary(A_fn(w0[None])[0])
+    c0 = float((w0 @ phi).abs())
+    psi = math.acos(max(-1.0, min(1.0, c0)))
+    xn = atoms / atoms.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+    margin = float((xn @ w0).abs().min())  # sine of the smallest angle between w(0) and an atom's plane
+    rows = []
+    for gam in gammas:
+        cg = 2 * math.sqrt(gam) / (1 + gam)
+        min_cos = (c0 - cg) / (1 - cg)
+        crossing = min_cos <= 0 or margin < math.sqrt(max(0.0, 1 - min_cos**2))
+        if crossing:
+            sup = float("inf")
+        else:
+            c_min = math.cos(min(math.pi / 2, psi + math.acos(min(1.0, min_cos))))
+            sup = float(mu_value(torch.tensor(c_min), lam1.cpu(), lam2.cpu())) if c_min > 0 else float("inf")
+        rows.append({"gamma": gam, "min_cos": min_cos, "crossing": bool(crossing), "sup_omega": sup,
+                     "holds": bool(sup <= gam)})  # fmt: skip
+    ok = [r["gamma"] for r in rows if r["holds"]]
+    return {"c0": c0, "per_gamma": rows, "holds": bool(ok), "gamma": min(ok) if ok else None}
+
+
+def linear_stability(A_fn: AFn, w: Tensor, *, eps: float = 1e-6) -> float:
+    """Largest real part of the eigenvalues of the Jacobian of ``F(w) = P⊥_w A(w) w`` (eq. 7) on the
+    tangent space at a fixed point ``w (d,)``; negative means linearly stable (an attractor).
+
+    Central finite differences of ``F(normalize(w + εu))`` along an orthonormal basis ``u`` of ``w⊥``
+    (``2(d − 1)`` evaluations of ``A``), projected back onto the tangent space.
+    """
+    w = w / w.norm()
+    basis = tangent_basis(w)  # (d-1, d)
+    vp = w + eps * basis
+    vm = w - eps * basis
+    vp = vp / vp.norm(dim=-1, keepdim=True)
+    vm = vm / vm.norm(dim=-1, keepdim=True)
+
+    def F(v: Tensor) -> Tensor:
+        av = (A_fn(v) @ v[..., None]).squeeze(-1)  # (n, d)
+        return av - (av * v).sum(-1, keepdim=True) * v
+
+    J = (F(vp) - F(vm)) / (2 * eps)  # (d-1, d): column j = dF/du_j
+    Jt = basis @ J.T  # (d-1, d-1) in the tangent basis
+    return float(torch.linalg.eigvals(Jt).real.max())

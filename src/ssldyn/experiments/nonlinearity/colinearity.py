@@ -10,6 +10,17 @@ Gaussian noise; two settings of α: uniform without augmentation, and InfoNCE-α
 current embeddings of two noisy views). We also report the relative error between the
 analytic Lemma 4 dynamics (eq. 12) and autograd.
 
+Thm. 4 part (2) (App. C.4): "from any critical point with distinct {w_km}, there exists a path
+of critical points to identical weights". With ``s`` fixed (as in eq. 14), ``b_k(W)`` depends on
+``W`` only through ``v_k = Σ_m s_km w_km``, and ``Ẇ = 0`` iff ``C_α[x] v = 0``. On data whose RF
+inputs lie in a hyperplane ``n_kᵀx_k = 0`` we build a critical point ``W*`` with distinct
+filters and ``v_k = c_k n_k``, and check that the straight path to the identical filters
+``w_km = v_k / Σ_m s_km`` (which keeps every ``v_k``) consists of critical points — with the
+gradient computed by autograd of ``½ tr C_α[f2]`` (``V = sᵀ``), not with eq. 14. The printed
+proof instead swaps two filters of an RF (``W'*``) and takes convex combinations of ``W*`` and
+``W'*``; with ``s_k1 ≠ s_k2`` the swapped ``W'*`` changes ``v_k`` by ``(s_k1 − s_k2)(μ₂ − μ₁)`` and is
+not a critical point (recorded as an erratum with the measured gradient).
+
 Runs on ``ctx.device`` (data are sampled with the CPU generator, then moved); the per-trial
 numbers come back to the CPU for the table.
 """
@@ -17,11 +28,12 @@ numbers come back to the CPU for the table.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat, conint, field_validator
 
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.two_layer_alpha_cl import (
@@ -31,7 +43,20 @@ from ssldyn.dynamics.two_layer_alpha_cl import (
     two_layer_energy,
     two_layer_features,
 )
-from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.lab import (
+    ClaimSpec,
+    Context,
+    Erratum,
+    Experiment,
+    ExperimentConfig,
+    Measured,
+    Result,
+    ge,
+    gt,
+    le,
+    lt,
+    register,
+)
 from ssldyn.objectives import alpha_infonce
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -44,7 +69,62 @@ class ColinearityConfig(ExperimentConfig):
     noise: PositiveFloat = Field(0.3, description="input noise / augmentation noise")
     trials: conint(ge=1) = Field(20, description="random weight draws")
     tau: PositiveFloat = Field(0.5, description="InfoNCE-α temperature")
-    activations: list[str] = Field(["linear", "relu", "leaky_relu", "quadratic"], min_length=2)
+    activations: list[Literal["linear", "relu", "leaky_relu", "quadratic", "tanh", "sigmoid"]] = Field(
+        ["linear", "relu", "leaky_relu", "quadratic"], min_length=2, description="activations compared"
+    )
+    path_points: conint(ge=3) = Field(11, description="points checked on the path of Thm. 4 (2)")
+
+    @field_validator("activations")
+    @classmethod
+    def _has_linear_and_relu(cls, v: list[str]) -> list[str]:
+        if "linear" not in v or "relu" not in v:
+            raise ValueError("activations must contain 'linear' and 'relu' (the two the claims compare)")
+        return list(dict.fromkeys(v))
+
+
+def _critical_path(cfg: ColinearityConfig, model: TwoRFModel, g: torch.Generator) -> dict[str, float]:
+    """Thm. 4 (2) on data in hyperplanes ``n_kᵀx_k = 0`` (float64, CPU; see the module docstring)."""
+    K, M, d = cfg.K, cfg.M, cfg.d
+    x, _ = model.sample(cfg.n, generator=g)  # (N, K, d)
+    nvec = torch.randn(K, d, generator=g, dtype=torch.float64)
+    nvec = nvec / nvec.norm(dim=-1, keepdim=True)  # (K, d): n_k
+    x = x - (x * nvec).sum(-1, keepdim=True) * nvec  # every x_k ⊥ n_k: C_α[x] has n_k in its null space
+    s = torch.randn(K * M, generator=g, dtype=torch.float64)
+    s = s / s.norm()
+    sm = s.reshape(K, M)
+    Wr = torch.randn(K, M, d, generator=g, dtype=torch.float64)
+    ck = 1.0 + torch.rand(K, 1, generator=g, dtype=torch.float64)
+    # last filter of each RF chosen so that v_k = Σ_m s_km w_km = c_k n_k
+    rest = (sm[:, :-1, None] * Wr[:, :-1]).sum(1)  # (K, d)
+    Wr[:, -1] = (ck * nvec - rest) / sm[:, -1:]
+    W_star = Wr
+    W_id = (ck * nvec / sm.sum(-1, keepdim=True))[:, None, :].expand(K, M, d)  # identical filters, same v_k
+
+    def grad(W: torch.Tensor, s_vec: torch.Tensor) -> torch.Tensor:
+        Wg = W.clone().requires_grad_(True)
+        (gW,) = torch.autograd.grad(two_layer_energy(Wg, s_vec[None, :], x, activation="linear"), Wg)
+        return gW
+
+    scale = float(grad(torch.randn(K, M, d, generator=g, dtype=torch.float64), s).norm())
+    path = [float(grad((1 - c) * W_star + c * W_id, s).norm()) / scale for c in torch.linspace(0, 1, cfg.path_points)]
+    swapped = W_star.clone()
+    swapped[:, [0, 1]] = W_star[:, [1, 0]]
+    s_eq = sm.clone()
+    s_eq[:, 1] = s_eq[:, 0]  # s_k1 = s_k2: the proof's swap is then harmless
+    rest_eq = (s_eq[:, :-1, None] * Wr[:, :-1]).sum(1)
+    W_eq = Wr.clone()
+    W_eq[:, -1] = (ck * nvec - rest_eq) / s_eq[:, -1:]
+    sw_eq = W_eq.clone()
+    sw_eq[:, [0, 1]] = W_eq[:, [1, 0]]
+    Wn = W_star / W_star.norm(dim=-1, keepdim=True)
+    cos = (Wn @ Wn.mT).abs()
+    off = cos[:, ~torch.eye(M, dtype=torch.bool)]
+    return {
+        "path_max_rel_grad": max(path),
+        "path_distinct_min_abs_cos": float(1 - off.max()),
+        "swap_rel_grad": float(grad(swapped, s).norm()) / scale,
+        "swap_rel_grad_equal_s": float(grad(sw_eq, s_eq.reshape(-1)).norm()) / scale,
+    }
 
 
 def _abs_cos_within_rf(G: torch.Tensor) -> torch.Tensor:
@@ -63,9 +143,52 @@ class Colinearity(Experiment):
     description = "Filter gradients within one RF are co-linear with linear activation, not with ReLU"
     Config = ColinearityConfig
     quick = {"trials": 5, "n": 128}
-    est_seconds = (5, 20)
+    est_seconds = (1, 4)
+    threads = 1
+    claims = (
+        ClaimSpec(
+            "linear-colinear", "With linear activation the gradients of all filters in one RF are co-linear.",
+            "Thm. 4 (1), eq. 14", kind="paper",
+            reading="smallest |cos| between autograd gradients of two filters of one RF (all RFs, trials, α)",
+            relation=ge(1 - 1e-9), basis="method: float64 round-off of a cosine (≤ 1e-9)",
+        ),
+        ClaimSpec(
+            "eq14", "ẇ_km = s_km b_k(W, V) (eq. 14) equals the gradient of E_α.", "Thm. 4, eq. 14", kind="paper",
+            reading="largest relative error of eq. 14 against autograd of ½ tr C_α[f2]", relation=le(1e-6),
+            basis="method: float64 round-off",
+        ),
+        ClaimSpec(
+            "lemma4", "Lemma 4 (eq. 12) equals the gradient of E_α for homogeneous h.", "Lemma 4, eq. 12",
+            kind="paper", reading="largest relative error of eq. 12 against autograd (linear, ReLU, LeakyReLU)",
+            relation=le(1e-6), basis="method: float64 round-off",
+        ),
+        ClaimSpec(
+            "relu-not-colinear", "With ReLU the filter gradients of one RF are not co-linear.", "Sec. 4.1",
+            kind="consequence", reading="mean |cos| between ReLU filter gradients of one RF", relation=lt(0.99),
+            basis="tolerance: 0.99 (8°) separates 'not co-linear' from round-off",
+            derivation="Sec. 4.1: the gating x̃_km = x_k h'(w_kmᵀx_k) differs between filters, so their "
+            "gradients C_α[x̃_km, ·] are not a common b_k",
+        ),
+        ClaimSpec(
+            "critical-path", "If s_km ≠ 0, from any critical point with distinct filters there is a path of "
+            "critical points to identical weights.", "Thm. 4 (2), App. C.4", kind="paper",
+            reading="largest ‖∂E/∂W‖ (autograd, V = sᵀ) along the straight path from a critical point W* with "
+            "distinct filters to w_km = v_k/Σ_m s_km, relative to the gradient at a random W",
+            relation=le(1e-10), basis="method: float64 round-off (a critical point has zero gradient)",
+        ),
+        Erratum(
+            "thm4-swap-step", "The proof of Thm. 4 (2) takes W'* (two filters of an RF swapped) as a critical point "
+            "and convex combinations of W* and W'*; with s fixed that holds only when s_k1 = s_k2.",
+            "Thm. 4 (2), App. C.4, eq. 163",
+            printed="'by symmetry of the weights, W'* ... is also a critical point'; b_k(W^c) = c b_k(W*) + "
+            "(1 − c) b_k(W'*) = 0",
+            used="the path that keeps v_k = Σ_m s_km w_km fixed (claim critical-path)",
+            reading="relative gradient norm at the swapped W'* (s_k1 ≠ s_k2), same scale as critical-path",
+            relation=gt(1e-6), basis="method: ≫ the 1e-10 round-off level of a true critical point",
+        ),
+    )  # fmt: skip
 
-    def run(self, cfg: ColinearityConfig, ctx) -> Result:
+    def run(self, cfg: ColinearityConfig, ctx: Context) -> Result:
         g = ctx.generator(0)
         dev = ctx.device
         model = TwoRFModel.random(K=cfg.K, d=cfg.d, C=2, P=min(3, cfg.d), noise=cfg.noise, generator=g)
@@ -120,6 +243,7 @@ class Colinearity(Experiment):
         summ["lemma4_max_rel_err_homogeneous"] = float(
             t[t.activation.isin(["linear", "relu", "leaky_relu"])]["lemma4_rel_err"].max()
         )
+        summ.update(_critical_path(cfg, model, ctx.generator(1)))
         res = Result(tables={"cosines": t}, summary=summ)
         res.notes.append(
             "Quadratic h(x) = x² satisfies h = ½h'(x)x, so eq. 12 holds up to the factor ½ for it "
@@ -127,47 +251,23 @@ class Colinearity(Experiment):
         )
         return res
 
-    def claims(self, cfg: ColinearityConfig, result: Result):
+    def measure(self, cfg: ColinearityConfig, result: Result) -> dict:
         s = result.summary
-        loc = "Thm. 4, eq. 14"
-        out = [
-            check(
-                "linear-colinear",
-                "With linear activation the gradients of all filters in one RF are co-linear.",
-                loc,
-                s["linear_min_abs_cos"],
-                ge=1 - 1e-9,
-                expected="min |cos| over RFs, pairs, trials, α >= 1 − 1e-9",
+        return {
+            "linear-colinear": s["linear_min_abs_cos"],
+            "eq14": s["linear_thm4_max_rel_err"],
+            "lemma4": s["lemma4_max_rel_err_homogeneous"],
+            "relu-not-colinear": s["relu_mean_abs_cos"],
+            "critical-path": Measured(
+                s["path_max_rel_grad"],
+                detail=f"{cfg.path_points} points; filters at W* differ by "
+                f"min |cos| {s['path_distinct_min_abs_cos']:.3f}",
             ),
-            check(
-                "eq14",
-                "ẇ_km = s_km b_k(W, V) (eq. 14) equals the autograd gradient.",
-                loc,
-                s["linear_thm4_max_rel_err"],
-                le=1e-6,
-                expected="max relative error <= 1e-6",
+            "thm4-swap-step": Measured(
+                s["swap_rel_grad"],
+                detail=f"with s_k1 = s_k2 the swapped point has {s['swap_rel_grad_equal_s']:.1e}",
             ),
-            check(
-                "lemma4",
-                "Lemma 4 (eq. 12) equals the autograd gradient of E_α (homogeneous h).",
-                "Lemma 4",
-                s["lemma4_max_rel_err_homogeneous"],
-                le=1e-6,
-                expected="max relative error <= 1e-6",
-            ),
-        ]
-        if "relu_mean_abs_cos" in s:
-            out.append(
-                check(
-                    "relu-not-colinear",
-                    "With ReLU the filter gradients are not co-linear.",
-                    "Sec. 4.1",
-                    s["relu_mean_abs_cos"],
-                    lt=0.99,
-                    expected="mean |cos| over pairs < 0.99",
-                )
-            )
-        return out
+        }
 
     def plots(self, cfg: ColinearityConfig, result: Result, fig_dir: Path):
         t = result.tables["cosines"]

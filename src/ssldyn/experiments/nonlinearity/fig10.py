@@ -1,7 +1,7 @@
 """`nonlinearity` Fig. 10: the Fig. 4 grid with the quadratic loss (constant α), vs InfoNCE.
 
-Same settings and protocol choices as ``nonlinearity.fig4`` (lr 0.02, mean-only BN, |cos| for
-linear); the grid is shared (cached per run), so running both costs one grid.
+Same settings, protocol choices and seeds as ``nonlinearity.fig4`` (lr 0.02, mean-only BN, |cos|
+for linear); the grid is shared (cached per run), so running both costs one grid.
 Claims: the trends of Fig. 4 hold with the quadratic loss, and its χ̄₊ is lower than InfoNCE's.
 """
 
@@ -10,58 +10,79 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from pydantic import model_validator
 
-from ssldyn.experiments.nonlinearity.fig4 import ActivationGridConfig, run_activation_grid, trend_claims
+from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, pooled_final
+from ssldyn.experiments.nonlinearity.fig4 import (
+    ActivationGridConfig,
+    _cells,
+    run_activation_grid,
+    trend_claims,
+    trend_measures,
+)
 from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
-from ssldyn.lab import Experiment, Result, check, register
-from ssldyn.lab.claims import Claim
+from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, lt, register
 
 
+class Fig10Config(ActivationGridConfig):
+    """The Fig. 4 grid; Fig. 10's claims are about the quadratic-loss row (and compare it with InfoNCE)."""
+
+    @model_validator(mode="after")
+    def _both(self) -> Fig10Config:
+        if not {"infonce", "quadratic"} <= set(self.losses):
+            raise ValueError("losses must include 'quadratic' and 'infonce' (Fig. 10 compares them)")
+        return self
+
+
+LOC10 = "Fig. 10"
+
+
+@register
 class Fig10(Experiment):
     name = "nonlinearity.fig10"
     paper = "nonlinearity"
     figure = "Fig. 10 (and Fig. 4 bottom row)"
     description = "χ̄₊ / χ̄₋ vs β per activation and P with the quadratic loss, compared with InfoNCE"
-    Config = ActivationGridConfig
+    Config = Fig10Config
     quick = {
         "steps": 800,
         "log_every": 200,
-        "seeds": 1,
         "activations": ["linear", "relu"],
         "betas": [1, 5],
         "Ps": [1, 3],
         "losses": ["infonce", "quadratic"],
     }
-    est_seconds = (25, 1200)
+    est_seconds = (10, 1500)
+    batch_seeds = True
+    claims = (
+        *trend_claims("quadratic loss", LOC10, suffix="-quadratic"),
+        ClaimSpec(
+            "quadratic-below-infonce", "Quadratic loss is not as effective as InfoNCE in feature learning.",
+            "Fig. 4, Fig. 10, Sec. 5.1", kind="paper",
+            reading="mean over (activation, β, P) of χ̄₊(quadratic) − χ̄₊(InfoNCE)", relation=lt(0.0),
+            basis="relation: 'not as effective' — a lower matching score",
+        ),
+    )  # fmt: skip
 
-    def run(self, cfg, ctx) -> Result:
+    def run(self, cfg: Fig10Config, ctx: Context) -> list[Result]:
         return run_activation_grid(cfg, ctx)
 
-    def claims(self, cfg, result) -> list[Claim]:
-        if "quadratic" not in cfg.losses:
-            return []
+    def measure(self, cfg: Fig10Config, result: Result) -> dict:
         t = result.tables["final"]
-        out = trend_claims(cfg, t, "quadratic", "Fig. 10 (top), App. E.2")
-        if {"infonce", "quadratic"} <= set(cfg.losses):
-            keys = ["activation", "beta", "P"]
-            q = t[t["loss"] == "quadratic"].set_index(keys)["chi_plus_mean"]
-            n = t[t["loss"] == "infonce"].set_index(keys)["chi_plus_mean"]
-            diff = (q - n.reindex(q.index)).to_numpy()
-            out.append(
-                check(
-                    "quadratic-below-infonce",
-                    "Quadratic loss is not as effective as InfoNCE in feature learning: mean over "
-                    "(activation, β, P) of χ̄₊(quadratic) − χ̄₊(InfoNCE).",
-                    "Fig. 4 / Fig. 10, Sec. 5.1",
-                    float(np.mean(diff)),
-                    lt=0.0,
-                    note=f"fraction of cells with quadratic < InfoNCE: {np.mean(diff < 0):.2f}",
-                )
-            )
+        out = {f"{k}-quadratic": v for k, v in trend_measures(cfg, t, "quadratic").items()}
+        keys = ["activation", "beta", "P"]
+        q = t[t["loss"] == "quadratic"].set_index(keys)["chi_plus_mean"]
+        n = t[t["loss"] == "infonce"].set_index(keys)["chi_plus_mean"]
+        diff = (q - n.reindex(q.index)).to_numpy()
+        out["quadratic-below-infonce"] = Measured(
+            float(np.mean(diff)),
+            detail=f"quadratic below InfoNCE in {np.mean(diff < 0):.0%} of the cells; (β > 1, "
+            f"P > 1), ReLU: {mean_diff(t, {'activation': 'relu', 'loss': 'quadratic'}, {'activation': 'relu', 'loss': 'infonce'}, _cells(cfg)):+.3f}",
+        )
         return out
 
-    def plots(self, cfg, result, fig_dir: Path) -> list[Path]:
-        t = result.tables["final"]
+    def plots(self, cfg: Fig10Config, result: Result, fig_dir: Path) -> list[Path]:
+        t = pooled_final(result)
         rows = [
             (f"{loss} {'χ̄₊' if col == 'chi_plus' else 'χ̄₋'}", {"loss": loss, "col": col})
             for loss in cfg.losses
@@ -78,6 +99,3 @@ class Fig10(Experiment):
                 title="χ̄± vs β, quadratic loss vs InfoNCE (Fig. 10)",
             )
         ]
-
-
-register(Fig10)

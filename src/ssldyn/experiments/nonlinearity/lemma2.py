@@ -1,17 +1,29 @@
-"""`nonlinearity` Lemma 2 / Cor. 1 / Lemma 1: ``C_α[g]`` converges to ``Σ_l z_l² V_{p̃_l}[E[g|x₀]]``.
+"""`nonlinearity` Lemma 2 / Cor. 1 / Lemma 1: ``C_α[g] → Σ_l z_l² V_{p̃_l}[E[g|x₀]]`` (eq. 4).
 
-Data: ``x₀`` from the latent summation model (exact population of ``2^M`` atoms, so every limit
-is computed exactly); ``g(x) = ReLU(Gx)`` with a fixed random ``G (p, d)``. ``C_α`` is eq. 3
-(``ssldyn.objectives.contrastive_covariance``) on ``N`` samples; the error
-``‖C_N − C_∞‖_F / ‖C_∞‖_F`` is averaged over ``repeats`` batches for a grid of ``N``.
+Data: ``x₀ = U y`` from the latent summation model on ``d − 1`` latents embedded in ``R^d``
+(exact population of ``2^{d−1}`` atoms, so every limit is computed exactly); ``g(x) = ReLU(Gx)``
+with a fixed random ``G (p − 1, d)`` plus one output ``g_p = ReLU(n ᵀx)`` along the normal ``n``
+of the data hyperplane. Augmentation: ``x = x₀ + σε`` (two views). ``C_α`` is eq. 3
+(``ssldyn.objectives.contrastive_covariance``) on ``N`` samples; errors ``‖C_N − C_∞‖_F / ‖C_∞‖_F``
+are averaged over ``repeats`` batches for a grid of ``N``.
 
 - (a) uniform α, no augmentation: ``C_∞ = V[g]`` (Cor. 1).
-- (b) uniform α, Gaussian augmentation ``x = x₀ + σε`` (two views): ``C_∞ = V_{x₀}[E[g|x₀]]`` with
-  ``E[ReLU(a + sε)] = aΦ(a/s) + sφ(a/s)`` (``a = G_j x₀``, ``s = σ‖G_j‖``): the intra-sample
-  term removes the augmentation variance, so ``C_N`` does *not* approach ``V[g(x)]``.
-- (c) Gaussian α (Lemma 1) on un-augmented samples, ``α_ij = exp(−‖x₀[i] − x₀[j]‖²/2τ)``:
-  ``C_∞ = ½ E[K(x₀, y₀)(g(x₀) − g(y₀))(g(x₀) − g(y₀))ᵀ] = Σ_l z_l² V_{p̃_l}[g]`` (proof of Lemma 2),
-  which is PSD.
+- (b) uniform α, augmentation: ``C_∞ = V_{x₀}[E[g|x₀]]`` with ``E[ReLU(a + sε)] = aΦ(a/s) + sφ(a/s)``
+  (``a = G_j x₀``, ``s = σ‖G_j‖``): the intra-sample term removes the augmentation variance, so
+  ``C_N`` does *not* approach ``V[g(x)]``.
+- (c) Gaussian α (Lemma 1) on the un-augmented samples, ``α_ij = exp(−‖x₀[i] − x₀[j]‖²/2τ)``, with
+  augmentation: ``C_∞ = ½ E[K(x₀, y₀)(m(x₀) − m(y₀))(m(x₀) − m(y₀))ᵀ]``, ``m = E[g|x₀]``.
+
+Structure of eq. 4 (Def. 1-2, Lemma 1 eq. 17-22): with ``y = x₀ − v ≥ 0`` the Gaussian kernel is
+``Σ_l φ_l(x₀)φ_l(y₀)``; grouping the features ``φ_l`` of Lemma 1 by their order ``k`` (the
+``AllChoose(·, k)`` block of eq. 20), the order-``k`` part of eq. 4 is
+``Σ_{l ∈ k} z_l² V_{p̃_l}[m] = E[K_k m mᵀ] − E[K_k m m'ᵀ]``, ``K_k = e^{−|y|²/2τ}e^{−|y'|²/2τ}(yᵀy'/τ)^k/k!``.
+We check that every order term is PSD and that their sum equals ``C_∞`` of (c).
+
+Asymptotic PSD (the word "asymptotically" in Lemma 2): with augmentation the finite-N ``C_N`` is
+*not* PSD — along ``g_p`` the augmentation variance and the intra-sample term only cancel in
+expectation, and ``C_∞`` has a zero eigenvalue there — so we measure the negative part of
+``λ_min(C_N)`` and its decay with ``N``.
 
 Runs on ``ctx.device``: the population, ``G`` and every batch are drawn on the CPU (CPU
 generator; sampling uses the CPU probabilities) and moved; the errors come back for the tables.
@@ -25,25 +37,66 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat, conint, field_validator
 
 from ssldyn.data.latent import latent_summation_support, random_orthonormal_basis
-from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
+from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, gt, le, register
 from ssldyn.objectives import alpha_gaussian, contrastive_covariance
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class Lemma2Config(ExperimentConfig):
-    d: conint(ge=2, le=10) = Field(4, description="input dimension = number of latents")
-    p: conint(ge=1) = Field(3, description="output dimension of g")
+    d: conint(ge=3, le=11) = Field(5, description="input dimension (d − 1 latents in a hyperplane of R^d)")
+    p: conint(ge=2) = Field(4, description="output dimension of g (the last output along the normal)")
     ns: list[conint(ge=10)] = Field([100, 300, 1000, 3000], min_length=3, description="batch sizes N")
-    repeats: conint(ge=1) = Field(10)
+    repeats: conint(ge=2) = Field(24, description="batches per N (the slope's noise is ~0.25/√repeats)")
+
+    @field_validator("ns")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) < 3:
+            raise ValueError("ns: at least three distinct batch sizes (a slope is fitted)")
+        return sorted(set(v))
+
+    k_max: conint(ge=4) = Field(120, description="highest order k of the Lemma 1 feature expansion summed")
     sigma: PositiveFloat = Field(0.5, description="augmentation noise σ in (b)")
     tau: PositiveFloat = Field(1.0, description="Gaussian-α temperature τ in (c)")
 
 
 def _norm_cdf(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+
+
+def _eq4_orders(
+    atoms: torch.Tensor, probs: torch.Tensor, m: torch.Tensor, tau: float, k_max: int, lim: torch.Tensor
+) -> tuple[float, float]:
+    """Eq. 4 grouped by the order ``k`` of Lemma 1's feature map (eq. 20).
+
+    ``y = x₀ − v ≥ 0`` (``v`` the componentwise minimum over the atoms); the order-``k`` features
+    ``φ_l`` satisfy ``Σ_{l∈k} φ_l(x₀)φ_l(y₀) = K_k(x₀, y₀) = e^{−|y|²/2τ}e^{−|y'|²/2τ}(yᵀy'/τ)^k/k!``, so
+    ``Σ_{l∈k} z_l² V_{p̃_l}[m] = E[K_k m mᵀ] − E[K_k m m'ᵀ]`` (a PSD matrix, Σ of variances).
+    Returns ``(‖Σ_k≤k_max terms − lim‖/‖lim‖, smallest eigenvalue of any order term / ‖lim‖)``.
+    """
+    y = atoms - atoms.min(0).values  # (A, d) >= 0 (Lemma 1: g bounded below)
+    e = torch.exp(-(y * y).sum(-1) / (2 * tau))  # (A,)
+    gram = y @ y.T / tau  # (A, A)
+    total = torch.zeros_like(lim)
+    neg = 0.0
+    term_k = torch.ones_like(gram)  # (yᵀy'/τ)^k / k!
+    pm = probs[:, None] * m  # (A, p)
+    for k in range(k_max + 1):
+        if k > 0:
+            term_k = term_k * gram / k
+        Kk = e[:, None] * e[None, :] * term_k  # (A, A)
+        kbar = Kk @ probs  # (A,)
+        first = (pm * kbar[:, None]).T @ m  # E[K_k m mᵀ]
+        second = pm.T @ Kk @ pm  # E[K_k m m'ᵀ]
+        part = first - second
+        total = total + part
+        neg = min(neg, float(torch.linalg.eigvalsh(0.5 * (part + part.T))[0]))
+    scale = float(lim.norm())
+    return float((total - lim).norm()) / scale, neg / scale
 
 
 @register
@@ -53,17 +106,61 @@ class Lemma2(Experiment):
     figure = "Lemma 2, Cor. 1, Lemma 1"
     description = "C_α[g] → Σ z_l² V_p̃l[E[g|x₀]] as N grows: uniform α, augmentation, Gaussian α"
     Config = Lemma2Config
-    quick = {"ns": [100, 400, 1600], "repeats": 4}
-    est_seconds = (6, 60)
+    quick = {"ns": [100, 300, 900], "repeats": 24}
+    est_seconds = (2, 15)
+    threads = 1
+    claims = (
+        ClaimSpec(
+            "converges-a_uniform", "Uniform α, no augmentation: C_α[g] → V[g]; the error shrinks with N.",
+            "Cor. 1", kind="paper", reading="log-log slope of the mean relative error vs N", relation=le(-0.35),
+            basis="method: sampling error is O(N^-1/2) (slope −0.5); −0.35 leaves room for the noise of the fit",
+        ),
+        ClaimSpec(
+            "converges-b_augmented", "With augmentation: C_α[g] → V_x₀[E[g|x₀]]; the error shrinks with N.",
+            "Lemma 2, eq. 4", kind="paper", reading="log-log slope of the mean relative error vs N",
+            relation=le(-0.35), basis="method: O(N^-1/2) sampling error",
+        ),
+        ClaimSpec(
+            "converges-c_gaussian", "Gaussian α (Lemma 1) with augmentation: C_α[g] → Σ_l z_l² V_p̃l[E[g|x₀]].",
+            "Lemma 1, Lemma 2, eq. 4", kind="paper", reading="log-log slope of the mean relative error vs N",
+            relation=le(-0.35), basis="method: O(N^-1/2) sampling error",
+        ),
+        ClaimSpec(
+            "aug-variance-removed", "The intra-sample term removes the augmentation variance: C_N approaches "
+            "V_x₀[E[g|x₀]], not the total variance V[g(x)].", "Lemma 2, eq. 4", kind="consequence",
+            reading="‖C_N − V[g(x)]‖ / ‖C_N − V_x₀[E[g|x₀]]‖ at the largest N (uniform α), mean over batches",
+            relation=gt(1.0), basis="relation: C_N is closer to eq. 4's limit than to the total variance",
+            derivation="eq. 4 holds the variance of the conditional mean only; V[g(x)] adds E V[g|x₀] > 0",
+        ),
+        ClaimSpec(
+            "eq4-structure", "C_∞ is a sum of variances under the adjusted densities, z_l² V_p̃l (Def. 2): each "
+            "order of Lemma 1's feature map contributes a PSD term and they add up to C_∞.",
+            "Lemma 2, eq. 4, Lemma 1, eq. 20", kind="paper",
+            reading="max(relative error of Σ_k≤k_max order terms vs C_∞, −λ_min of any order term / ‖C_∞‖)",
+            relation=le(1e-9), basis="method: float64 round-off and the truncated tail (y ᵀy'/τ)^k/k! at k_max",
+        ),
+        ClaimSpec(
+            "asymptotic-psd", "C_α[g] is asymptotically PSD (with augmentation and Gaussian α).", "Lemma 2",
+            kind="paper", reading="log-log slope vs N of the mean negative part max(0, −λ_min(C_N)) / ‖C_∞‖",
+            relation=le(-0.35), basis="method: the negative part is a sampling fluctuation, O(N^-1/2)",
+        ),
+        ClaimSpec(
+            "finite-n-not-psd", "At finite N with augmentation C_α is not PSD (so the PSD check above is not "
+            "vacuous).", "Lemma 2", kind="sanity",
+            reading="fraction of batches at the smallest N with λ_min(C_N) < 0 (Gaussian α, augmentation)",
+            relation=gt(0.0), basis="relation: at least one batch with a negative eigenvalue",
+        ),
+    )  # fmt: skip
 
-    def run(self, cfg: Lemma2Config, ctx) -> Result:
+    def run(self, cfg: Lemma2Config, ctx: Context) -> Result:
         g = ctx.generator(0)
         dev = ctx.device
-        U = random_orthonormal_basis(cfg.d, cfg.d, generator=g)
-        q = torch.linspace(0.2, 0.5, cfg.d, dtype=torch.float64)
-        atoms, probs_cpu = latent_summation_support(U, q)  # (A, d), (A,), on the CPU
+        d = cfg.d
+        U = random_orthonormal_basis(d, d, generator=g)  # (d, d): columns 0..d-2 span the data, column d-1 is n
+        q = torch.linspace(0.2, 0.5, d - 1, dtype=torch.float64)
+        atoms, probs_cpu = latent_summation_support(U[:, : d - 1], q)  # (A, d), (A,), on the CPU
         atoms, probs = atoms.to(dev), probs_cpu.to(dev)
-        G = torch.randn(cfg.p, cfg.d, generator=g, dtype=torch.float64).to(dev)
+        G = torch.cat([torch.randn(cfg.p - 1, d, generator=g, dtype=torch.float64), U[:, d - 1][None]]).to(dev)
 
         def gfun(x):
             return torch.relu(x @ G.T)  # (…, p)
@@ -76,11 +173,13 @@ class Lemma2(Experiment):
         lim_a = wcov(ga, probs)
         a = atoms @ G.T  # (A, p)
         s = cfg.sigma * G.norm(dim=-1)  # (p,)
-        cond_mean = a * _norm_cdf(a / s) + s * torch.exp(-0.5 * (a / s) ** 2) / math.sqrt(2 * math.pi)
+        cond_mean = a * _norm_cdf(a / s) + s * torch.exp(-0.5 * (a / s) ** 2) / math.sqrt(2 * math.pi)  # E[g|x₀]
         lim_b = wcov(cond_mean, probs)
         K = torch.exp(-(torch.cdist(atoms, atoms) ** 2) / (2 * cfg.tau))  # (A, A)
-        diff = ga[:, None, :] - ga[None, :, :]  # (A, A, p)
+        diff = cond_mean[:, None, :] - cond_mean[None, :, :]  # (A, A, p)
         lim_c = 0.5 * torch.einsum("a,b,ab,abi,abj->ij", probs, probs, K, diff, diff)
+        struct_err, struct_neg = _eq4_orders(atoms, probs, cond_mean, cfg.tau, cfg.k_max, lim_c)
+        scale_c = float(lim_c.norm())
         rows = []
         for n in ctx.track(cfg.ns, description="batch sizes"):
             for r in range(cfg.repeats):
@@ -90,90 +189,72 @@ class Lemma2(Experiment):
                 x1 = x0 + cfg.sigma * torch.randn(x0.shape, generator=g, dtype=x0.dtype).to(dev)
                 x2 = x0 + cfg.sigma * torch.randn(x0.shape, generator=g, dtype=x0.dtype).to(dev)
                 f1, f2 = gfun(x1), gfun(x2)
-                c_a = contrastive_covariance(f0, f0)
-                c_b = contrastive_covariance(f1, f2)
-                c_c = contrastive_covariance(f0, f0, alpha=alpha_gaussian(x0, cfg.tau))
+                c_a = uniform_contrastive_covariance(f0)  # eq. 3 with α ≡ 1 in O(N) (tested equal)
+                c_b = uniform_contrastive_covariance(f1, f2)
+                c_c = contrastive_covariance(f1, f2, alpha=alpha_gaussian(x0, cfg.tau))
                 v_total = f1.T @ f1 / n - torch.outer(f1.mean(0), f1.mean(0))  # V[g(x)] incl. augmentation variance
-                errs = (
-                    torch.stack(
-                        [
-                            (c_a - lim_a).norm() / lim_a.norm(),
-                            (c_b - lim_b).norm() / lim_b.norm(),
-                            (c_b - v_total).norm() / lim_b.norm(),
-                            (c_c - lim_c).norm() / lim_c.norm(),
-                        ]
-                    )
-                    .cpu()
-                    .tolist()
-                )  # one transfer
+                lmin = torch.linalg.eigvalsh(0.5 * (c_c + c_c.T))[0]
+                vals = torch.stack(
+                    [
+                        (c_a - lim_a).norm() / lim_a.norm(),
+                        (c_b - lim_b).norm() / lim_b.norm(),
+                        (c_b - v_total).norm() / lim_b.norm(),
+                        (c_c - lim_c).norm() / lim_c.norm(),
+                        lmin,
+                    ]
+                ).cpu()  # one transfer
+                errs = vals.tolist()
                 rows += [
                     {"setting": "a_uniform", "N": n, "rep": r, "err": errs[0]},
                     {"setting": "b_augmented", "N": n, "rep": r, "err": errs[1], "dist_to_total_var": errs[2]},
-                    {"setting": "c_gaussian", "N": n, "rep": r, "err": errs[3]},
-                ]
+                    {"setting": "c_gaussian", "N": n, "rep": r, "err": errs[3], "lambda_min": errs[4],
+                     "neg_part": max(0.0, -errs[4]) / scale_c},
+                ]  # fmt: skip
         table = pd.DataFrame(rows)
-        mean = table.groupby(["setting", "N"])["err"].mean().reset_index()
+        mean = table.groupby(["setting", "N"])[["err"]].mean().reset_index()
         summary = {}
         for setting, grp in mean.groupby("setting"):
             slope = np.polyfit(np.log(grp["N"]), np.log(grp["err"]), 1)[0]
             summary[f"slope_{setting}"] = float(slope)
             summary[f"err_first_{setting}"] = float(grp["err"].iloc[0])
             summary[f"err_last_{setting}"] = float(grp["err"].iloc[-1])
-        nmax = max(cfg.ns)
+        nmax, nmin = max(cfg.ns), min(cfg.ns)
         b_last = table[(table.setting == "b_augmented") & (table.N == nmax)]
         summary["aug_dist_to_total_var_last"] = float(b_last["dist_to_total_var"].mean())
         summary["aug_variance_removed_ratio"] = summary["aug_dist_to_total_var_last"] / summary["err_last_b_augmented"]
-        summary["min_eig_gaussian_limit"] = float(torch.linalg.eigvalsh(lim_c)[0])
-        summary["max_eig_gaussian_limit"] = float(torch.linalg.eigvalsh(lim_c)[-1])
+        cg = table[table.setting == "c_gaussian"]
+        neg = cg.groupby("N")["neg_part"].mean()
+        summary["neg_part_by_N"] = [float(v) for v in neg.to_numpy()]
+        pos = neg > 0
+        summary["slope_neg_part"] = (
+            float(np.polyfit(np.log(neg.index[pos]), np.log(neg[pos]), 1)[0]) if pos.sum() >= 2 else float("nan")
+        )
+        summary["frac_not_psd_smallest_N"] = float((cg[cg.N == nmin]["lambda_min"] < 0).mean())
+        summary["eq4_orders_rel_err"] = struct_err
+        summary["eq4_orders_min_eig"] = struct_neg
+        summary["min_eig_gaussian_limit"] = float(torch.linalg.eigvalsh(lim_c)[0]) / scale_c
         res = Result(tables={"errors": table, "mean_errors": mean})
         res.summary = summary
         res.notes.append(
-            "x₀: latent summation model with q ∈ [0.2, 0.5] (exact population), g = ReLU(Gx) with G "
-            "Gaussian; limits are exact (closed-form Gaussian–ReLU mean for (b), double sum over atoms "
-            "for (c)). Sampling error of C_N is O(N^-1/2)."
+            f"x₀: latent summation model with q ∈ [0.2, 0.5] on {d - 1} latents in a hyperplane of R^{d} (exact "
+            "population); g = ReLU(Gx) with G Gaussian and a last row along the hyperplane's normal; limits are "
+            "exact (closed-form Gaussian–ReLU conditional mean, double sum over atoms). Sampling error of C_N is "
+            "O(N^-1/2)."
         )
         return res
 
-    def claims(self, cfg: Lemma2Config, result: Result):
+    def measure(self, cfg: Lemma2Config, result: Result) -> dict:
         s = result.summary
-        loc = "Lemma 2, eq. 4"
-        out = []
-        for key, stmt, where in (
-            ("a_uniform", "Uniform α, no augmentation: C_α[g] → V[g].", "Cor. 1"),
-            ("b_augmented", "With augmentation: C_α[g] → V_x₀[E[g|x₀]].", loc),
-            ("c_gaussian", "Gaussian α (Lemma 1): C_α[g] → Σ_l z_l² V_p̃l[g].", "Lemma 1, Lemma 2"),
-        ):
-            out.append(
-                check(
-                    f"converges-{key}",
-                    stmt + " The error shrinks with N.",
-                    where,
-                    s[f"slope_{key}"],
-                    le=-0.35,
-                    expected="log-log slope of the mean relative error vs N <= −0.35 (theory −0.5)",
-                )
-            )
-        out.append(
-            check(
-                "aug-variance-removed",
-                "The intra-sample term removes the augmentation variance: C_N stays "
-                "away from the total variance V[g(x)].",
-                loc,
-                s["aug_variance_removed_ratio"],
-                ge=3.0,
-                expected="‖C_N − V[g(x)]‖ / ‖C_N − V_x₀[E[g|x₀]]‖ at the largest N >= 3",
-            )
+        out = {f"converges-{k}": s[f"slope_{k}"] for k in ("a_uniform", "b_augmented", "c_gaussian")}
+        out["aug-variance-removed"] = s["aug_variance_removed_ratio"]
+        out["eq4-structure"] = Measured(
+            max(s["eq4_orders_rel_err"], -s["eq4_orders_min_eig"]),
+            detail=f"sum of orders vs C_∞: {s['eq4_orders_rel_err']:.1e}; smallest eigenvalue of an order term "
+            f"{s['eq4_orders_min_eig']:.1e}; λ_min(C_∞)/‖C_∞‖ = {s['min_eig_gaussian_limit']:.1e}",
         )
-        out.append(
-            check(
-                "psd",
-                "C_α is asymptotically PSD (Gaussian α).",
-                loc,
-                s["min_eig_gaussian_limit"],
-                ge=-1e-12,
-                expected="min eigenvalue of the limit >= −1e-12",
-            )
-        )
+        negs = ", ".join(f"{v:.2e}" for v in s["neg_part_by_N"])
+        out["asymptotic-psd"] = Measured(s["slope_neg_part"], detail=f"mean negative part per N: {negs}")
+        out["finite-n-not-psd"] = s["frac_not_psd_smallest_N"]
         return out
 
     def plots(self, cfg: Lemma2Config, result: Result, fig_dir: Path):

@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat, conint, model_validator
 
 from ssldyn.data.latent import latent_categorical, latent_summation, latent_summation_support, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, uniform_contrastive_covariance
-from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, is_true, le, register
 from ssldyn.probes.alpha_cl import lme_test
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -42,7 +42,9 @@ THRESHOLD = (3 - math.sqrt(5)) / 2
 class LMEConfig(ExperimentConfig):
     d: conint(ge=2, le=14) = Field(10, description="dimension = number of patterns M (U orthonormal, Sec. 3.1)")
     n_samples: conint(ge=1000) = Field(100_000, description="batch size N ('large batch', Cor. 1)")
-    n_batches: conint(ge=4) = Field(10, description="sub-batches for the sampling-error estimate")
+    n_batches: conint(ge=10) = Field(
+        50, description="sub-batches for the sampling-error estimate (t with n_batches − 1 dof)"
+    )
     q_min: float = Field(0.05, gt=0, lt=1, description="smallest q_m (q_m evenly spaced)")
     q_max: float = Field(0.6, gt=0, lt=1, description="largest q_m; the grid straddles 0.382")
     starts_per_pattern: conint(ge=1) = Field(3, description="power-iteration starts near each u_m")
@@ -50,6 +52,13 @@ class LMEConfig(ExperimentConfig):
     pi_samples: conint(ge=500) = Field(20_000, description="batch of the categorical power iteration")
     n_iter: conint(ge=10) = Field(300, description="max power iterations (ReLU)")
     n_iter_linear: conint(ge=10) = Field(5000, description="max power iterations (linear)")
+
+    @model_validator(mode="after")
+    def _straddle(self) -> LMEConfig:
+        if not self.q_min < THRESHOLD < self.q_max:
+            raise ValueError(f"q_min < (3 − √5)/2 ≈ 0.382 < q_max is needed (the LME test on both sides); got "
+                             f"[{self.q_min}, {self.q_max}]")  # fmt: skip
+        return self
 
 
 def _z_score(A_fn_batches, A_full: torch.Tensor, ref: torch.Tensor) -> float:
@@ -66,9 +75,57 @@ class LME(Experiment):
     description = "A(u_m) of the latent categorical/summation models; LMEs iff q < 0.382; ReLU keeps many, linear one"
     Config = LMEConfig
     quick = {"n_samples": 20_000, "pi_samples": 4000, "d": 8, "n_iter": 100, "starts_per_pattern": 2}
-    est_seconds = (8, 40)
+    est_seconds = (2, 10)
+    threads = 1
+    claims = (
+        ClaimSpec(
+            "eq8", "Latent categorical model: A(u_m) = P[y=m](1 − P[y=m]) u_m u_mᵀ.", "Sec. 3.1, eq. 8",
+            kind="paper", reading="max over m of ‖A_N(u_m) − eq. 8‖_F in units of its sampling error (sub-batch SE)",
+            relation=le(4.0), basis="method: 4 standard errors (a z-score is ~1 under eq. 8; P(max of d > 4) < 1e-3 with 50 sub-batches)",
+        ),
+        ClaimSpec(
+            "eq9", "Latent summation model: A(u_m) = (1 − q_m)² u_m u_mᵀ + q_m(I − u_m u_mᵀ).", "Sec. 3.1, eq. 9",
+            kind="paper", reading="max over m of ‖A_N(u_m) − eq. 9‖_F in units of its sampling error",
+            relation=le(4.0), basis="method: 4 standard errors",
+        ),
+        ClaimSpec(
+            "lme-threshold", "u_m is an LME exactly when q_m < (3 − √5)/2 ≈ 0.382.", "Sec. 3.1, eq. 9, Def. 3",
+            kind="paper", reading="the Def. 3 test on the exact population agrees with q_m < 0.382 for every m, "
+            "with patterns on both sides of the threshold", relation=is_true(),
+            basis="relation: 'exactly when' — agreement for every pattern",
+        ),
+        ClaimSpec(
+            "relu-returns", "With ReLU, power iteration started near each u_m returns to it (categorical model: "
+            "every u_m is an LME).", "Sec. 3.1, eq. 8, eq. PI", kind="consequence",
+            reading="fraction of starts w₀ = u_m + σg ending at cos(w, u_m) > 0.999", relation=ge(1.0),
+            basis="relation: every start", derivation="eq. 8: each u_m is an LME ('learnable patterns', Sec. 3.1), "
+            "found by eq. PI from a start near it",
+            if_fails="u_m lies on the planes u_m'ᵀx = 0 of all other atoms (h'(0) = 0), so a perturbed start activates "
+            "some of them and A(w) is not the rank-1 matrix of eq. 8 there: a start can converge elsewhere",
+        ),
+        ClaimSpec(
+            "relu-returns-summation", "... and near each LME u_m of the summation model (q_m < 0.382).",
+            "Sec. 3.1, eq. 9, eq. PI", kind="consequence",
+            reading="fraction of starts near an LME u_m ending at cos > 0.999 (exact population)", relation=ge(1.0),
+            basis="relation: every start", derivation="eq. 9: u_m is a distinct top eigenvector of the locally "
+            "constant A(w) when q_m < 0.382",
+        ),
+        ClaimSpec(
+            "relu-leaves-non-lme", "Patterns with q_m > 0.382 are not LMEs: power iteration leaves them.",
+            "Sec. 3.1, eq. 9", kind="consequence",
+            reading="fraction of starts near a non-LME u_m ending at cos < 0.99", relation=ge(1.0),
+            basis="relation: every start", derivation="for q_m > 0.382 the top eigenvalue of A(u_m) is q_m on u_m⊥, "
+            "so eq. PI moves away from u_m",
+        ),
+        ClaimSpec(
+            "linear-one-winner", "With linear activation every start converges to the one top eigenvector of "
+            "C_α[x] (winner-take-all).", "Sec. 3", kind="paper",
+            reading="smallest |cos(w, φ₁)| over all starts after power iteration with h(x) = x", relation=ge(0.999),
+            basis="tolerance: |cos| ≥ 0.999 (2.6°) after 5000 iterations",
+        ),
+    )  # fmt: skip
 
-    def run(self, cfg: LMEConfig, ctx) -> Result:
+    def run(self, cfg: LMEConfig, ctx: Context) -> Result:
         g = ctx.generator(0)
         dev = ctx.device
         d = cfg.d
@@ -178,69 +235,26 @@ class LME(Experiment):
         )
         return res
 
-    def claims(self, cfg: LMEConfig, result: Result):
+    def measure(self, cfg: LMEConfig, result: Result) -> dict:
         s = result.summary
-        loc = "Sec. 3.1, eq. 8-9"
-        return [
-            check(
-                "eq8",
-                "Latent categorical model: A(u_m) = P[y=m](1 − P[y=m]) u_m u_mᵀ (eq. 8).",
-                loc,
-                s["max_z_categorical"],
-                le=4.0,
-                expected="max_m ‖A_N − eq. 8‖_F / ‖SE‖_F <= 4 (sampling error)",
+        agree = s["lme_agreement"] == s["n_patterns"] and s["n_q_below"] > 0 and s["n_q_above"] > 0
+        return {
+            "eq8": s["max_z_categorical"],
+            "eq9": s["max_z_summation"],
+            "lme-threshold": Measured(
+                agree,
+                detail=f"{s['lme_agreement']}/{s['n_patterns']} agree; {s['n_q_below']} below, "
+                f"{s['n_q_above']} above 0.382",
             ),
-            check(
-                "eq9",
-                "Latent summation model: A(u_m) = (1 − q_m)² u_m u_mᵀ + q_m(I − u_m u_mᵀ) (eq. 9).",
-                loc,
-                s["max_z_summation"],
-                le=4.0,
-                expected="max_m ‖A_N − eq. 9‖_F / ‖SE‖_F <= 4 (sampling error)",
-            ),
-            check(
-                "lme-threshold",
-                "u_m is an LME exactly when q_m < (3 − √5)/2 ≈ 0.382.",
-                loc,
-                s["lme_agreement"],
-                holds=s["lme_agreement"] == s["n_patterns"] and s["n_q_below"] > 0 and s["n_q_above"] > 0,
-                expected=f"Def. 3 test agrees with q_m < 0.382 for all {s['n_patterns']} patterns, with "
-                f"{s['n_q_below']} below and {s['n_q_above']} above the threshold",
-            ),
-            check(
-                "relu-returns",
-                "With ReLU, power iteration started near each u_m returns to it (categorical).",
-                "Sec. 3, eq. PI",
-                s["relu_return_categorical"],
-                ge=1.0,
-                expected="fraction of starts ending at cos(w, u_m) > 0.999 == 1",
-            ),
-            check(
-                "relu-returns-summation",
-                "... and near each LME u_m of the summation model (q_m < 0.382).",
-                "Sec. 3, eq. PI",
-                s["relu_return_summation_lme"],
-                ge=1.0,
-                expected="fraction ending at cos > 0.999 == 1",
-            ),
-            check(
-                "relu-leaves-non-lme",
-                "Patterns with q_m > 0.382 are not LMEs: power iteration leaves them.",
-                "Sec. 3.1",
-                s["relu_leave_summation_nonlme"],
-                ge=1.0,
-                expected="fraction ending at cos < 0.99 == 1",
-            ),
-            check(
-                "linear-one-winner",
-                "With linear activation every start converges to the one top eigenvector of C_α[x] (winner-take-all).",
-                "Sec. 3",
+            "relu-returns": s["relu_return_categorical"],
+            "relu-returns-summation": s["relu_return_summation_lme"],
+            "relu-leaves-non-lme": s["relu_leave_summation_nonlme"],
+            "linear-one-winner": Measured(
                 s["linear_min_cos_phi1"],
-                ge=0.999,
-                expected=f"min |cos(w, φ₁)| >= 0.999 over all starts ({s['linear_distinct_endpoints']} distinct "
-                f"endpoint(s) vs {s['relu_distinct_endpoints_categorical']} with ReLU)",
+                detail=f"{s['linear_distinct_endpoints']} distinct endpoint(s) vs "
+                f"{s['relu_distinct_endpoints_categorical']} with ReLU",
             ),
-        ]
+        }
 
     def plots(self, cfg: LMEConfig, result: Result, fig_dir: Path):
         lm, pi = result.tables["lme"], result.tables["power_iteration"]

@@ -1,36 +1,62 @@
-"""`nonlinearity` Thm. 5-6 (Sec. 4.2, App. C.3): global modulation enlarges the basin of discriminative patterns.
+"""`nonlinearity` Thm. 5-6 (Sec. 4.2, App. C.3): global modulation favours the discriminative patterns.
 
 Part 1 (Thm. 6). Structural assumption ``A(w) = Σ_l g(u_lᵀw) u_l u_lᵀ`` with ``g(y) = y + b``
 (``b > 1`` so that ``g > 0`` on the sphere) and ``{u_l}`` orthonormal; adding ``c·u_0u_0ᵀ``
-(``c ≥ 0``). From the same random initialisations (uniform on the sphere) we integrate
-``ẇ = P⊥_w A(w) w`` (eq. 7) and count the fraction that converges to ``u_0``, for a grid of ``c``.
+(``c ≥ 0``). In the basis ``{u_l}`` (no loss of generality: the flow is rotation-equivariant and
+the initialisations are rotation-invariant) eq. 7 reads ``ẏ_l = (y_l + b + c·1[l=0]) y_l − (Σ_l' g_l' y_l'²) y_l``.
+From the same random initialisations (uniform on the sphere) we count the fraction that converges
+to ``+u_0`` for a grid of ``c``. The closed-form solution of eq. 146 (eq. 147) is checked against a
+numerical ODE solution.
 
 Part 2 (Thm. 5). Two-layer network, ``C = 2``, ``M = 1``, uniform α, no augmentation, ReLU, and
-the conditional-independence model (Assumption 2, exact per-RF populations): each RF has ``d``
-orthonormal patterns; pattern 0 is more likely when ``z = 1``, pattern 1 when ``z = 0``
-(the discriminative patterns, directions of ``Δ_k``), the others have the same probability for
-both ``z``. All patterns have the same marginal probability, so without the top-down term
-(one-layer flow ``ẇ_k = P⊥A_k(w_k)w_k``) they are symmetric. We integrate eq. 15 (fast top
-layer, ``s_k²A_k + δ_kΔ_kΔ_kᵀ``) for all RFs jointly from random filters and compare the fraction
-of filters that end at a discriminative pattern with the one-layer flow from the same starts.
+the conditional-independence model (Assumption 2, exact per-RF populations): each RF has ``P``
+orthonormal patterns (the standard basis, no loss of generality); pattern 0 is more likely when
+``z = 1``, pattern 1 when ``z = 0`` (the discriminative patterns, directions of ``Δ_k``), the others
+have the same probability for both ``z``; all patterns have the same marginal probability, so
+without the top-down term (one-layer flow ``ẇ_k = P⊥A_k(w_k)w_k``) they are symmetric. We
+integrate eq. 15 (fast top layer, ``s_k²A_k + δ_kΔ_kΔ_kᵀ``) for all RFs jointly from random filters and
+compare with the one-layer flow from the same starts. Fractions are **over all filters**
+(unconditional): at a discriminative pattern, at another pattern, or neither. A filter with no
+positive weight on either discriminative pattern has ``Δ_k(w_k) = 0`` (ReLU gating), hence
+``b_k = 0``, ``s_k = 0`` and ``ẇ_k = 0``: it stays at its initialisation under eq. 15 — reported.
 
-Both flows run on ``ctx.device``: bases, populations and initialisations are made on the CPU
-(CPU generator) and moved; the fractions come back to the CPU for the tables.
+Part 3 (App. C.3, eq. 152-157). The modulation factor ``ε_l``: for ``Y ~ U[−1, 1]^d`` the probability
+``P[E_l] = P[Y_l > 0, Y_l + ε_l ≥ max_{l'≠l} Y_l']`` of eq. 155 against Monte Carlo, and the bounds of
+eq. 156 (top-ranked ``ε``) and eq. 157 (lower ranks) for random vectors ``ε``.
+
+Errata (measured): the closing remark of Thm. 5's proof drops the factor ``1/(Z²(λ − d_k))`` of eq. 143;
+eq. 155's first case (``ε_l > 1``) prints "ε_l > 1" where the value is ½; the "positive modulation"
+bound ``P[E_l] ≥ ε_l/2`` (and eq. 156) only holds for ``ε ≤ 1``.
+
+Seeds are batched: every seed's initialisations are members of one flow (``batch_seeds``); the
+data of Part 2 are the same for every seed. Runs on ``ctx.device``.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat, conint, model_validator
 
-from ssldyn.data.latent import TwoRFModel, random_orthonormal_basis
-from ssldyn.dynamics.alpha_cl import sphere_flow
-from ssldyn.dynamics.two_layer_alpha_cl import thm5_flow
-from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.data.latent import TwoRFModel
+from ssldyn.dynamics.two_layer_alpha_cl import lemma4_dynamics, thm5_closed_form, thm5_flow
+from ssldyn.lab import (
+    ClaimSpec,
+    Context,
+    Erratum,
+    Experiment,
+    ExperimentConfig,
+    Measured,
+    Result,
+    gt,
+    le,
+    lt,
+    register,
+)
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -38,163 +64,390 @@ class ModulationConfig(ExperimentConfig):
     d: conint(ge=2) = Field(10, description="Part 1: dimension (number of orthonormal u_l)")
     b: float = Field(1.5, gt=1.0, description="Part 1: g(y) = y + b, b > 1 keeps g > 0 (Thm. 6)")
     cs: list[float] = Field([0.0, 0.1, 0.25, 0.5, 1.0, 2.0], min_length=2, description="modulation strengths c")
-    inits: conint(ge=10) = Field(2000, description="Part 1: random initialisations")
+    inits: conint(ge=10) = Field(2000, description="Part 1: random initialisations per seed")
     t_max: PositiveFloat = Field(60.0, description="Part 1: flow time")
-    dt: PositiveFloat = Field(0.05)
+    dt: PositiveFloat = Field(0.05, description="Part 1: Euler step")
     K: conint(ge=2) = Field(4, description="Part 2: receptive fields")
-    d2: conint(ge=3) = Field(4, description="Part 2: patterns (= dimension) per RF")
+    P: conint(ge=3) = Field(4, description="Part 2: patterns (= dimension) per RF")
     p_disc: float = Field(0.45, gt=0, lt=1, description="Part 2: P[pattern 0 | z=1] = P[pattern 1 | z=0]")
     p_other: float = Field(0.05, ge=0, lt=1, description="Part 2: P[pattern 0 | z=0] = P[pattern 1 | z=1]")
-    inits2: conint(ge=4) = Field(200, description="Part 2: random initialisations of all filters")
-    t_max2: PositiveFloat = Field(300.0)
-    dt2: PositiveFloat = Field(1.0)
+    inits2: conint(ge=4) = Field(200, description="Part 2: random initialisations of all filters per seed")
+    t_max2: PositiveFloat = Field(1000.0, description="Part 2: flow time (long: the fractions no longer change)")
+    dt2: PositiveFloat = Field(2.0, description="Part 2: Euler step")
+    converged_cos: float = Field(0.95, gt=0, lt=1, description="Part 2: a filter is at pattern a when cos ≥ this")
+    mc_samples: conint(ge=10_000) = Field(1_000_000, description="Part 3: Monte Carlo samples of Y")
+    eps_grid: list[float] = Field(
+        [-0.9, -0.5, -0.2, 0.0, 0.2, 0.5, 0.9, 1.5], min_length=2, description="Part 3: modulation factors ε_l"
+    )
+    eps_vectors: conint(ge=1) = Field(20, description="Part 3: random ε vectors for eq. 156-157")
+
+    @model_validator(mode="after")
+    def _check(self) -> ModulationConfig:
+        if self.p_disc + self.p_other > 1:
+            raise ValueError(f"p_disc + p_other = {self.p_disc + self.p_other} must be <= 1")
+        if self.p_disc <= self.p_other:
+            raise ValueError("p_disc must exceed p_other (otherwise no pattern is discriminative)")
+        if self.dt > self.t_max or self.dt2 > self.t_max2:
+            raise ValueError("dt must not exceed t_max (and dt2 not t_max2)")
+        return self
+
+
+def structural_flow(y0: torch.Tensor, b: float, cs: torch.Tensor, t_max: float, dt: float) -> torch.Tensor:
+    """Eq. 7 with ``A = Σ_l g(y_l)u_lu_lᵀ + c u_0u_0ᵀ`` in the ``u`` basis: ``y0 (..., d)`` for every ``c``.
+
+    Projected Euler with renormalisation. Returns ``(C, ..., d)`` (one flow per ``c``, same starts).
+    """
+    y = (y0 / y0.norm(dim=-1, keepdim=True)).expand(cs.shape[0], *y0.shape).clone()  # (C, ..., d)
+    e0 = torch.zeros(y0.shape[-1], dtype=y0.dtype, device=y0.device)
+    e0[0] = 1.0
+    extra = cs.view(-1, *([1] * y0.dim())) * e0  # (C, 1.., d): c on u_0
+    for _ in range(max(1, int(round(t_max / dt)))):
+        gy = (y + b + extra) * y  # A(w) w in the u basis
+        y = y + dt * (gy - (gy * y).sum(-1, keepdim=True) * y)
+        y = y / y.norm(dim=-1, keepdim=True)
+    return y
+
+
+def p_event_closed_form(eps: float, d: int) -> float:
+    """``P[E_l]`` of eq. 155 for ``Y ~ U[−1, 1]^d`` (the ``ε > 1`` case is ½)."""
+    if eps > 1:
+        return 0.5
+    if eps >= 0:
+        return (1 - ((1 + eps) / 2) ** d) / d + eps / 2
+    if eps > -1:
+        return ((1 + eps / 2) ** d - ((1 + eps) / 2) ** d) / d
+    return 0.0
+
+
+def _two_rf_model(cfg: ModulationConfig) -> TwoRFModel:
+    P = cfg.P
+    rest = (1.0 - cfg.p_disc - cfg.p_other) / (P - 2)
+    pz1 = torch.tensor([cfg.p_disc, cfg.p_other] + [rest] * (P - 2), dtype=torch.float64)
+    pz0 = torch.tensor([cfg.p_other, cfg.p_disc] + [rest] * (P - 2), dtype=torch.float64)
+    pats = torch.eye(P, dtype=torch.float64).expand(cfg.K, P, P).clone()  # (K, P, P): standard basis per RF
+    return TwoRFModel(
+        pats, torch.stack([torch.stack([pz0, pz1])] * cfg.K), torch.tensor([0.5, 0.5], dtype=torch.float64)
+    )
+
+
+LOC5 = "Thm. 5, Sec. 4.2"
 
 
 @register
 class Modulation(Experiment):
     name = "nonlinearity.modulation"
     paper = "nonlinearity"
-    figure = "Thm. 5-6, Sec. 4.2"
+    figure = "Thm. 5-6, Sec. 4.2, App. C.3"
     description = "Global modulation: basin of u_l grows with c; two-layer filters prefer discriminative patterns"
     Config = ModulationConfig
-    quick = {"inits": 400, "t_max": 40.0, "dt": 0.1, "inits2": 40, "t_max2": 200.0}
-    est_seconds = (12, 100)
+    quick = {"inits": 400, "t_max": 40.0, "dt": 0.1, "inits2": 60, "t_max2": 400.0, "mc_samples": 200_000,
+             "eps_vectors": 8}  # fmt: skip
+    est_seconds = (3, 20)
+    batch_seeds = True
+    threads = 1
+    claims = (
+        ClaimSpec(
+            "basin-grows", "Adding c·u_l u_lᵀ (c > 0) enlarges the attractive basin of u_l.", "Thm. 6",
+            kind="paper", reading="fraction of random initialisations converging to +u_0 at the largest c minus at c = 0",
+            relation=gt(0.0), basis="relation: 'larger basin' means a larger fraction of initialisations",
+        ),
+        ClaimSpec(
+            "basin-monotone", "... the more, the larger c.", "Thm. 6, eq. 151", kind="consequence",
+            reading="largest decrease of that fraction between consecutive c (same initialisations)",
+            relation=le(0.0), basis="relation: non-decreasing in c",
+            derivation="eq. 151: ∂t*/∂b < 0, so a larger c lowers the blow-up time of u_0 for every start",
+        ),
+        ClaimSpec(
+            "eq147", "The 1-D dynamics ẏ = (y + b)y has the closed form y/(y + b) = y(0)/(y(0) + b)·e^{bt}.",
+            "Thm. 6, eq. 146-147", kind="sanity",
+            reading="largest relative error of eq. 147 against scipy's solve_ivp (rtol 1e-10) on a grid of y(0), b",
+            relation=le(1e-6), basis="method: the ODE solver's tolerance",
+        ),
+        ClaimSpec(
+            "prefers-delta", "With global modulation, w_k goes to the discriminative direction Δ_k with higher "
+            "probability than to the other patterns of A_k.", LOC5, kind="paper",
+            reading="eq. 15 from random filters: fraction of all filters at a discriminative pattern per such pattern "
+            "minus the fraction at a non-discriminative pattern per such pattern", relation=gt(0.0),
+            basis="relation: 'higher probability'",
+        ),
+        ClaimSpec(
+            "modulation-raises-delta", "The top-down term raises P[w_k → Δ_k] above the one-layer flow's.", LOC5,
+            kind="consequence",
+            reading="fraction of all filters at a discriminative pattern: eq. 15 minus the one-layer flow (same starts)",
+            relation=gt(0.0), basis="relation: 'raises'",
+            derivation="Thm. 6: adding δ_kΔ_kΔ_kᵀ (δ_k ≥ 0) to A_k enlarges the basin of Δ_k",
+            if_fails="under eq. 15 a filter with no positive weight on a discriminative pattern has Δ_k(w_k) = 0, so "
+            "s_k = 0 and it never moves; the modulation suppresses the other patterns rather than adding filters at Δ_k",
+        ),
+        ClaimSpec(
+            "modulation-suppresses-others", "... and lowers the probability of the non-discriminative patterns.",
+            LOC5, kind="consequence",
+            reading="fraction of all filters at a non-discriminative pattern: eq. 15 minus the one-layer flow",
+            relation=lt(0.0), basis="relation: 'lowers'",
+            derivation="the basins of the patterns partition the sphere; enlarging Δ_k's shrinks the others (Thm. 6)",
+        ),
+        ClaimSpec(
+            "eq15-equals-eq12", "Eq. 15 (with δ_k of eq. 143) equals the two-layer dynamics of Lemma 4 with S = ssᵀ.",
+            "Thm. 5, eq. 15, eq. 143, Lemma 4", kind="sanity",
+            reading="relative error of eq. 15 against eq. 12 on the exact population at random filters",
+            relation=le(1e-10), basis="method: float64 round-off",
+        ),
+        ClaimSpec(
+            "eq155", "P[E_l] for Y ~ U[−1, 1]^d has the closed form of eq. 155.", "App. C.3, eq. 155", kind="paper",
+            reading="largest |Monte Carlo − eq. 155| in Monte Carlo standard errors over the ε grid",
+            relation=le(4.0), basis="method: 4 standard errors of a binomial proportion",
+        ),
+        ClaimSpec(
+            "eq156", "The top-ranked modulation factor gives P[E_c(1)] ≥ (ε_c(1) − ε_c(2))/2.", "App. C.3, eq. 156",
+            kind="paper", reading="largest (bound − Monte Carlo)/SE over random ε vectors with gaps ≤ 1",
+            relation=le(4.0), basis="method: 4 Monte Carlo standard errors",
+        ),
+        ClaimSpec(
+            "eq157", "A rank-r factor gives P[E_c(r)] ≤ min_{r'<r} (1 − (ε_c(r') − ε_c(r))/2)^{r'+1}/(r' + 1).",
+            "App. C.3, eq. 157", kind="paper",
+            reading="largest (Monte Carlo − bound)/SE over the ranks r ≥ 2 of random ε vectors",
+            relation=le(4.0), basis="method: 4 Monte Carlo standard errors",
+        ),
+        Erratum(
+            "thm5-delta-remark", "Thm. 5's closing remark drops the factor 1/(Z²(λ − d_k)) of eq. 143.",
+            "Thm. 5, App. C.3, eq. 143",
+            printed="δ_k = 1 − p₀p₁b_k²/(λ − d_k)",
+            used="δ_k = (1 − p₀p₁b_k²/(λ − d_k)) / (Z²(λ − d_k)) = eq. 143",
+            reading="largest relative difference between the printed remark and eq. 143 at random filters (the "
+            "corrected form agrees to round-off, see detail)", relation=gt(0.01),
+            basis="method: ≫ the 1e-12 agreement of the corrected form",
+        ),
+        Erratum(
+            "eq155-first-case", "Eq. 155's first case prints 'ε_l > 1' as the probability; for ε_l > 1 it is ½.",
+            "App. C.3, eq. 155", printed="P[E_l] = 'ε_l > 1' for ε_l > 1", used="P[E_l] = 1/2 for ε_l > 1",
+            reading="|Monte Carlo P[E_l] at the largest ε > 1 of the grid − ½| in standard errors",
+            relation=le(4.0), basis="method: 4 Monte Carlo standard errors",
+        ),
+        Erratum(
+            "positive-modulation-bound", "The bound P[E_l] ≥ ε_l/2 ('positive modulation', and eq. 156 with the gap) "
+            "fails for ε_l > 1, where P[E_l] = ½.", "App. C.3, eq. 155, eq. 156",
+            printed="P[E_l] ≥ ε_l/2 for ε_l > 0", used="P[E_l] ≥ min(ε_l, 1)/2",
+            reading="ε/2 − Monte Carlo P[E_l] at the largest ε > 1 of the grid (a positive value violates the "
+            "printed bound)", relation=gt(0.05), basis="method: ≫ the Monte Carlo error (~5e-4)",
+        ),
+    )  # fmt: skip
 
-    def run(self, cfg: ModulationConfig, ctx) -> Result:
-        g = ctx.generator(0)
+    def run(self, cfg: ModulationConfig, ctx: Context) -> list[Result]:
         dev = ctx.device
-        # ---- Part 1: Thm. 6
-        U = random_orthonormal_basis(cfg.d, cfg.d, generator=g).to(dev)
-        w0 = torch.randn(cfg.inits, cfg.d, generator=g, dtype=torch.float64).to(dev)
-        e0 = (torch.arange(cfg.d, device=dev) == 0).to(torch.float64)  # (d,): indicator of u_0
-        rows = []
-        for c in ctx.track(cfg.cs, description="Thm. 6: modulation c"):
-
-            def A_fn(W, c=c):
-                y = W @ U  # (E, d): u_lᵀw
-                gl = y + cfg.b
-                gl = gl + c * e0.to(W.dtype)  # + c u_0 u_0ᵀ
-                return (U[None] * gl[:, None, :]) @ U.T  # U diag(g) Uᵀ
-
-            res = sphere_flow(w0, A_fn, steps=max(1, round(cfg.t_max / cfg.dt)), dt=cfg.dt, every=None)
-            cos = res.state @ U  # (E, d)
-            best = cos.abs().argmax(-1)
-            sign = torch.gather(cos, 1, best[:, None]).squeeze(1)
-            conv = cos.abs().max(-1).values > 0.99
-            rows.append(
-                {
-                    "c": c,
-                    "frac_to_u0": float(((best == 0) & (sign > 0) & conv).double().mean()),
-                    "frac_converged": float(conv.double().mean()),
-                    "frac_to_other_plus": float(((best != 0) & (sign > 0) & conv).double().mean() / (cfg.d - 1)),
-                }
-            )
-        basin = pd.DataFrame(rows)
-        # ---- Part 2: Thm. 5 two-layer simulation
-        P = cfg.d2
-        pats = torch.stack([random_orthonormal_basis(P, P, generator=g).T for _ in range(cfg.K)])  # (K, P, P), CPU
-        rest = (1.0 - cfg.p_disc - cfg.p_other) / (P - 2)
-        pz1 = torch.tensor([cfg.p_disc, cfg.p_other] + [rest] * (P - 2), dtype=torch.float64)
-        pz0 = torch.tensor([cfg.p_other, cfg.p_disc] + [rest] * (P - 2), dtype=torch.float64)
-        model = TwoRFModel(
-            pats, torch.stack([torch.stack([pz0, pz1])] * cfg.K), torch.tensor([0.5, 0.5], dtype=torch.float64)
-        )
+        gens = ctx.generators(0)
+        # ---- Part 1: Thm. 6 (all seeds and all c in one flow)
+        y0 = torch.stack([torch.randn(cfg.inits, cfg.d, generator=g, dtype=torch.float64) for g in gens]).to(dev)
+        cs = torch.tensor(cfg.cs, dtype=torch.float64, device=dev)
+        y = structural_flow(y0, cfg.b, cs, cfg.t_max, cfg.dt)  # (C, S, E, d)
+        best = y.abs().argmax(-1)
+        sign = torch.gather(y, -1, best[..., None]).squeeze(-1)
+        conv = y.abs().amax(-1) > 0.99
+        to_u0 = ((best == 0) & (sign > 0) & conv).double().mean(-1)  # (C, S)
+        to_other = ((best != 0) & (sign > 0) & conv).double().mean(-1) / (cfg.d - 1)
+        converged1 = conv.double().mean(-1)
+        eq147 = _eq147_error()
+        # ---- Part 2: Thm. 5 two-layer simulation (all seeds in one flow, the same data)
+        model = _two_rf_model(cfg)
         xs, zs, ws = (t.to(dev) for t in model.conditional_support())
-        W0 = torch.randn(cfg.inits2, cfg.K, P, generator=g, dtype=torch.float64).to(dev)
-        pats = pats.to(dev)
-        rows2 = []
+        W0 = torch.stack(
+            [torch.randn(cfg.inits2, cfg.K, cfg.P, generator=g, dtype=torch.float64) for g in ctx.generators(1)]
+        ).to(dev)  # (S, E, K, P)
+        two = {}
         for mod in (True, False):
-            W = thm5_flow(
-                W0, xs, zs, weights=ws, modulation=mod, steps=max(1, round(cfg.t_max2 / cfg.dt2)), dt=cfg.dt2
-            ).state
-            cos = torch.einsum("ekd,kpd->ekp", W, pats)  # (E, K, P)
-            best = cos.max(-1)
-            conv = best.values > 0.95
-            disc = conv & (best.indices < 2)
-            rows2.append(
+            W = thm5_flow(W0, xs, zs, weights=ws, modulation=mod, steps=max(1, round(cfg.t_max2 / cfg.dt2)),
+                          dt=cfg.dt2).state  # (S, E, K, P)  # fmt: skip
+            bestv, besti = W.max(-1)
+            at = bestv >= cfg.converged_cos
+            moved = (W - W0 / W0.norm(dim=-1, keepdim=True)).norm(dim=-1) > 1e-9
+            two[mod] = {
+                "disc": (at & (besti < 2)).double().mean((-2, -1)),  # (S,)
+                "other": (at & (besti >= 2)).double().mean((-2, -1)),
+                "neither": (~at).double().mean((-2, -1)),
+                "frozen": (~moved).double().mean((-2, -1)),
+            }
+        err15, delta_printed, delta_fixed = _thm5_checks(cfg, ctx.generator(2))
+        # ---- Part 3: eq. 155-157 (Monte Carlo per seed)
+        results = []
+        for i, seed in enumerate(ctx.seeds):
+            mc = _modulation_factor_mc(cfg, ctx.generator(3, seed=seed), dev)
+            basin = pd.DataFrame(
                 {
-                    "modulation": mod,
-                    "frac_converged": float(conv.double().mean()),
-                    "frac_discriminative_of_converged": float(disc.sum() / conv.sum().clamp_min(1)),
-                    "frac_discriminative_of_all": float(disc.double().mean()),
-                    "chance": 2.0 / P,
-                }
+                    "c": cfg.cs,
+                    "frac_to_u0": to_u0[:, i].cpu().numpy(),
+                    "frac_to_other_plus": to_other[:, i].cpu().numpy(),
+                    "frac_converged": converged1[:, i].cpu().numpy(),
+                }  # fmt: skip
             )
-        two = pd.DataFrame(rows2)
-        f = basin["frac_to_u0"].to_numpy()
-        mod_row, base_row = two[two.modulation].iloc[0], two[~two.modulation].iloc[0]
-        res = Result(tables={"basin": basin, "two_layer": two})
-        res.summary = {
-            "frac_to_u0_c0": float(f[0]),
-            "frac_to_u0_cmax": float(f[-1]),
-            "max_decrease_over_c": float(np.max(-np.diff(f))) if len(f) > 1 else 0.0,
-            "disc_frac_modulated": float(mod_row["frac_discriminative_of_converged"]),
-            "disc_frac_one_layer": float(base_row["frac_discriminative_of_converged"]),
-            "converged_frac_modulated": float(mod_row["frac_converged"]),
-            "converged_frac_one_layer": float(base_row["frac_converged"]),
-            "chance": 2.0 / P,
-        }
-        res.notes.append(
-            "Part 2 uses the exact per-RF conditional populations and eq. 15 with the top layer at its "
-            "stationary point (S = ssᵀ). Filters that end as dead ReLUs or at a saddle (s_k → 0 freezes "
-            "RF k) are not counted as converged; the converged fractions are in the summary."
-        )
-        return res
+            tl = pd.DataFrame([{"modulation": m, **{k: float(v[i]) for k, v in two[m].items()}} for m in (True, False)])
+            f = basin["frac_to_u0"].to_numpy()
+            n_disc, n_other = 2, cfg.P - 2
+            m_, o_ = tl[tl.modulation].iloc[0], tl[~tl.modulation].iloc[0]
+            res = Result(tables={"basin": basin, "two_layer": tl, "eq155": mc["table"]})
+            res.summary = {
+                "frac_to_u0_c0": float(f[0]),
+                "frac_to_u0_cmax": float(f[-1]),
+                "max_decrease_over_c": float(np.max(-np.diff(f))),
+                "eq147_rel_err": eq147,
+                "disc_modulated": float(m_["disc"]),
+                "disc_one_layer": float(o_["disc"]),
+                "other_modulated": float(m_["other"]),
+                "other_one_layer": float(o_["other"]),
+                "neither_modulated": float(m_["neither"]),
+                "frozen_modulated": float(m_["frozen"]),
+                "prefers_delta": float(m_["disc"]) / n_disc - float(m_["other"]) / n_other,
+                "eq15_rel_err": err15,
+                "delta_remark_rel_diff": delta_printed,
+                "delta_corrected_rel_diff": delta_fixed,
+                **{k: v for k, v in mc.items() if k != "table"},
+            }
+            res.notes.append(
+                f"Part 2 (eq. 15, exact per-RF populations, t = {cfg.t_max2:g}): over all filters "
+                f"{m_['disc']:.3f} end at a discriminative pattern with modulation vs {o_['disc']:.3f} without, "
+                f"{m_['other']:.3f} vs {o_['other']:.3f} at another pattern; {m_['frozen']:.3f} of the filters never "
+                "move under eq. 15 (no positive weight on a discriminative pattern: Δ_k(w_k) = 0, b_k = s_k = 0)."
+            )
+            results.append(res)
+        return results
 
-    def claims(self, cfg: ModulationConfig, result: Result):
+    def measure(self, cfg: ModulationConfig, result: Result) -> dict:
         s = result.summary
-        return [
-            check(
-                "basin-monotone",
-                "Adding c·u_l u_lᵀ (c > 0) enlarges the attractive basin of u_l: the fraction of "
-                "random initialisations converging to u_l grows with c.",
-                "Thm. 6",
-                s["max_decrease_over_c"],
-                le=0.0,
-                expected="largest decrease of the fraction between consecutive c <= 0 (same initialisations)",
-            ),
-            check(
-                "basin-grows",
-                "... strictly, from c = 0 to the largest c.",
-                "Thm. 6",
+        return {
+            "basin-grows": Measured(
                 s["frac_to_u0_cmax"] - s["frac_to_u0_c0"],
-                gt=0.0,
-                expected="fraction(c_max) − fraction(0) > 0",
+                detail=f"{s['frac_to_u0_c0']:.3f} → {s['frac_to_u0_cmax']:.3f}",
             ),
-            check(
-                "two-layer-prefers-delta",
-                "With global modulation (Thm. 5, C = 2, M = 1) filters converge to the "
-                "discriminative direction Δ_k more often than without it (one-layer flow from the same starts).",
-                "Thm. 5, Sec. 4.2",
-                s["disc_frac_modulated"] - s["disc_frac_one_layer"],
-                gt=0.0,
-                expected=f"fraction at discriminative patterns: {s['disc_frac_modulated']:.3f} (modulated) − "
-                f"{s['disc_frac_one_layer']:.3f} (one-layer) > 0",
+            "basin-monotone": s["max_decrease_over_c"],
+            "eq147": s["eq147_rel_err"],
+            "prefers-delta": Measured(
+                s["prefers_delta"],
+                detail=f"all filters: {s['disc_modulated']:.3f} at the 2 discriminative patterns, "
+                f"{s['other_modulated']:.3f} at the {cfg.P - 2} others, {s['neither_modulated']:.3f} at none "
+                f"({s['frozen_modulated']:.3f} never moved)",
             ),
-            check(
-                "two-layer-above-chance",
-                "... and more often than to the other patterns.",
-                "Sec. 4.2",
-                s["disc_frac_modulated"],
-                gt=s["chance"],
-                expected=f"fraction of converged filters at the 2 discriminative patterns > chance {s['chance']:.2f}",
+            "modulation-raises-delta": Measured(
+                s["disc_modulated"] - s["disc_one_layer"],
+                detail=f"{s['disc_modulated']:.3f} (eq. 15) vs {s['disc_one_layer']:.3f} (one-layer)",
             ),
-        ]
+            "modulation-suppresses-others": Measured(
+                s["other_modulated"] - s["other_one_layer"],
+                detail=f"{s['other_modulated']:.3f} (eq. 15) vs {s['other_one_layer']:.3f} (one-layer)",
+            ),
+            "eq15-equals-eq12": s["eq15_rel_err"],
+            "eq155": s["eq155_max_z"],
+            "eq156": Measured(s["eq156_max_z"], detail=f"{s['eq156_cases']} ε vectors"),
+            "eq157": Measured(s["eq157_max_z"], detail=f"{s['eq157_cases']} (vector, rank) cases"),
+            "thm5-delta-remark": Measured(
+                s["delta_remark_rel_diff"], detail=f"corrected form vs eq. 143: {s['delta_corrected_rel_diff']:.1e}"
+            ),
+            "eq155-first-case": Measured(
+                s["eq155_big_eps_z"], detail=f"MC P = {s['eq155_big_eps_p']:.4f} at ε = {s['eq155_big_eps']:g}"
+            ),  # fmt: skip
+            "positive-modulation-bound": Measured(
+                s["eq155_big_eps"] / 2 - s["eq155_big_eps_p"],
+                detail=f"printed bound ε/2 = {s['eq155_big_eps'] / 2:.3f}, MC P = {s['eq155_big_eps_p']:.4f}",
+            ),
+        }
 
     def plots(self, cfg: ModulationConfig, result: Result, fig_dir: Path):
-        b, t = result.tables["basin"], result.tables["two_layer"]
-        fig, ax = new_figure(2, 1, size=(4.4, 3.4))
-        ax[0, 0].plot(b["c"], b["frac_to_u0"], "o-", color=PALETTE[0], label="→ u_0 (modulated)")
-        ax[0, 0].plot(b["c"], b["frac_to_other_plus"], "s--", color=PALETTE[1], label="→ a given other u_l")
+        fig, ax = new_figure(3, 1, size=(4.2, 3.4))
+        rs = result.seed_results or [result]
+        for j, r in enumerate(rs):
+            b = r.tables["basin"]
+            lab = (lambda s: s) if j == 0 else (lambda s: None)
+            ax[0, 0].plot(b["c"], b["frac_to_u0"], "o-", color=PALETTE[0], alpha=0.7, label=lab("→ u_0 (modulated)"))
+            ax[0, 0].plot(b["c"], b["frac_to_other_plus"], "s--", color=PALETTE[1], alpha=0.7,
+                          label=lab("→ a given other u_l"))  # fmt: skip
         ax[0, 0].set(xlabel="modulation c", ylabel="fraction of initialisations", title="Thm. 6: attractive basin")
         ax[0, 0].legend(fontsize=7)
-        labels = ["two-layer (eq. 15)", "one-layer"]
-        vals = [
-            t[t.modulation]["frac_discriminative_of_converged"].iloc[0],
-            t[~t.modulation]["frac_discriminative_of_converged"].iloc[0],
-        ]
-        ax[0, 1].bar(labels, vals, color=[PALETTE[0], PALETTE[1]])
-        ax[0, 1].axhline(t["chance"].iloc[0], color="0.4", ls=":", label="chance")
-        ax[0, 1].set(ylabel="fraction at discriminative patterns", ylim=(0, 1), title="Thm. 5: global modulation")
+        t = pd.concat([r.tables["two_layer"] for r in rs])
+        cats = ["disc", "other", "neither"]
+        for i, mod in enumerate((True, False)):
+            v = t[t.modulation == mod][cats]
+            ax[0, 1].bar(np.arange(3) + (i - 0.5) * 0.35, v.mean().to_numpy(), width=0.35, yerr=v.std().fillna(0),
+                         color=PALETTE[i], label="eq. 15" if mod else "one-layer")  # fmt: skip
+        ax[0, 1].set_xticks(np.arange(3), ["discriminative", "other pattern", "none"])
+        ax[0, 1].set(ylabel="fraction of all filters", ylim=(0, 1), title="Thm. 5: global modulation")
         ax[0, 1].legend(fontsize=7)
+        e = result.tables["eq155"]
+        ax[0, 2].plot(e["eps"], e["mc"], "o", color=PALETTE[0], label="Monte Carlo")
+        ax[0, 2].plot(e["eps"], e["closed_form"], "-", color=PALETTE[1], label="eq. 155 (ε>1: ½)")
+        ax[0, 2].set(xlabel="modulation factor ε_l", ylabel="P[E_l]", title=f"eq. 155, d = {cfg.d}")
+        ax[0, 2].legend(fontsize=7)
         return [save_figure(fig, fig_dir / "modulation.png")]
+
+
+def _eq147_error() -> float:
+    """Eq. 147's closed form against solve_ivp for ẏ = (y + b)y (stable and blow-up sides, before t*)."""
+    from scipy.integrate import solve_ivp
+
+    worst = 0.0
+    for b in (0.5, 1.5, 3.0):
+        for y0 in (-2.2, -0.3, 0.1, 0.5):
+            t_star = math.log(1 + b / y0) / b if y0 > 0 else math.inf  # eq. 150
+            t_end = min(3.0, 0.8 * t_star)
+            ts = np.linspace(0, t_end, 20)
+            sol = solve_ivp(lambda t, y, b=b: (y + b) * y, (0, t_end), [y0], t_eval=ts, rtol=1e-11, atol=1e-13)
+            q = y0 / (y0 + b) * np.exp(b * ts)  # y/(y + b)
+            closed = b * q / (1 - q)
+            worst = max(worst, float(np.max(np.abs(closed - sol.y[0]) / np.maximum(np.abs(sol.y[0]), 1e-12))))
+    return worst
+
+
+def _thm5_checks(cfg: ModulationConfig, g: torch.Generator) -> tuple[float, float, float]:
+    """(eq. 15 vs eq. 12 relative error, printed remark vs eq. 143, corrected remark vs eq. 143)."""
+    m = TwoRFModel.random(K=cfg.K, d=3, C=2, P=3, generator=g)
+    xs, zs, ps = m.support()
+    W = torch.randn(cfg.K, 3, generator=g, dtype=torch.float64)
+    t = thm5_closed_form(W, xs, zs, weights=ps)
+    _, ref = lemma4_dynamics(W[:, None, :], t.s[None], xs, weights=ps)
+    err15 = float((t.w_dot - ref[:, 0]).norm() / ref.norm())
+    gap = t.lam - t.d  # λ − d_k
+    Z2 = ((t.b / gap) ** 2).sum()
+    printed = 1 - t.p0 * t.p1 * t.b**2 / gap
+    fixed = printed / (Z2 * gap)
+    scale = t.delta.abs().max()
+    return err15, float((printed - t.delta).abs().max() / scale), float((fixed - t.delta).abs().max() / scale)
+
+
+def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.device) -> dict:
+    """Monte Carlo of eq. 155 (ε grid) and of the bounds eq. 156-157 (random ε vectors)."""
+    n, d = cfg.mc_samples, cfg.d
+    Y = (torch.rand(n, d, generator=g, dtype=torch.float64) * 2 - 1).to(dev)  # (n, d)
+    y0, others = Y[:, 0], Y[:, 1:].amax(-1)
+    rows = []
+    for eps in cfg.eps_grid:
+        p_mc = float(((y0 > 0) & (y0 + eps >= others)).double().mean())
+        p_cf = p_event_closed_form(eps, d)
+        se = math.sqrt(max(p_cf * (1 - p_cf), 1.0 / n) / n)
+        rows.append({"eps": eps, "mc": p_mc, "closed_form": p_cf, "z": abs(p_mc - p_cf) / se})
+    table = pd.DataFrame(rows)
+    big = table[table["eps"] > 1]
+    z156, z157, n156, n157 = [], [], 0, 0
+    for _ in range(cfg.eps_vectors):
+        eps = (torch.rand(d, generator=g, dtype=torch.float64) - 0.5).to(dev) * 1.6  # gaps below 1
+        shifted = Y + eps  # (n, d)
+        top = shifted.amax(-1, keepdim=True)
+        win = (shifted >= top) & (Y > 0)  # E_l: Y_l > 0 and Y_l + ε_l is the largest
+        p = win.double().mean(0)  # (d,)
+        order = torch.argsort(eps, descending=True)
+        es = eps[order]
+        ps_ = p[order]
+        se = torch.sqrt(torch.clamp(ps_ * (1 - ps_), min=1.0 / n) / n)
+        gap12 = float(es[0] - es[1])
+        z156.append(float((0.5 * gap12 - ps_[0]) / se[0]))
+        n156 += 1
+        for r in range(1, d):  # rank r + 1 (0-based r)
+            bounds = [(1 - float(es[rp] - es[r]) / 2) ** (rp + 2) / (rp + 2) for rp in range(r)]
+            z157.append(float((ps_[r] - min(bounds)) / se[r]))
+            n157 += 1
+    return {
+        "table": table,
+        "eq155_max_z": float(table[table["eps"] <= 1]["z"].max()),
+        "eq155_big_eps": float(big["eps"].iloc[-1]) if len(big) else float("nan"),
+        "eq155_big_eps_p": float(big["mc"].iloc[-1]) if len(big) else float("nan"),
+        "eq155_big_eps_z": float(big["z"].iloc[-1]) if len(big) else float("nan"),
+        "eq156_max_z": max(z156),
+        "eq156_cases": n156,
+        "eq157_max_z": max(z157),
+        "eq157_cases": n157,
+    }

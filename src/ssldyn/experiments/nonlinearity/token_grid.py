@@ -224,7 +224,6 @@ class TokenTrainConfig(ExperimentConfig):
 
     steps: int = Field(5000, ge=1, description="SGD steps (minibatches), Sec. 5")
     log_every: int = Field(250, ge=1, description="record χ̄± every this many steps")
-    seeds: int = Field(3, ge=1, description="repetitions per setting (Fig. 4: 3)")
     lr: PositiveFloat = Field(
         0.02,
         description="learning rate: 0.02 as the reference's documented command "

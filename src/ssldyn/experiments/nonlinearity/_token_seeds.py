@@ -1,0 +1,61 @@
+"""The run's seeds as the token grid's seed axis (`nonlinearity` Sec. 5, App. E.2).
+
+Every token experiment trains its grid for all ``ctx.seeds`` at once (``batch_seeds``: one grid
+run per seed, batched into the same ensembles and cached per run) and returns one
+:class:`~ssldyn.lab.Result` per seed holding that seed's rows. The lab stacks the seeds (adding
+the ``seed`` column); claims are measured per seed and evaluated over the seeds. Figures that
+the paper shows as mean ± std over repetitions use ``result.seed_results``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ssldyn.experiments.nonlinearity.token_grid import cell, final_table
+from ssldyn.lab import Result
+
+SEED_COLUMNS = ("seed", "init")  # the grid's name for a run's seed (the lab owns "seed" in stored tables)
+
+
+def split_by_seed(df: pd.DataFrame, seeds: Sequence[int], build: Callable[[pd.DataFrame], Result]) -> list[Result]:
+    """One :class:`Result` per seed from the grid's long table ``df`` (``build`` gets that seed's rows,
+    without the seed column)."""
+    col = next(c for c in SEED_COLUMNS if c in df.columns)
+    out = []
+    for s in seeds:
+        part = df[df[col] == s].drop(columns=col).reset_index(drop=True)
+        if part.empty:
+            raise ValueError(f"token grid: no runs for seed {s}")
+        out.append(build(part))
+    return out
+
+
+def per_seed_result(chi: pd.DataFrame, note: str) -> Result:
+    """The tables of one seed: ``chi`` (every logged step) and ``final`` (last step per setting)."""
+    res = Result(tables={"chi": chi, "final": final_table(chi)})
+    res.notes.append(note)
+    return res
+
+
+def finals(result: Result) -> pd.DataFrame:
+    """The final χ̄± of every seed (``result.seed_results``, or the one result), with a ``rep`` column."""
+    rs = result.seed_results or [result]
+    return pd.concat([r.tables["final"].assign(rep=i) for i, r in enumerate(rs)], ignore_index=True)
+
+
+def pooled_final(result: Result) -> pd.DataFrame:
+    """Mean and std over seeds of the final χ̄± per setting (the paper's "mean/std over 3 runs")."""
+    f = finals(result)
+    keys = ["loss", "activation", "zeta", "bn", "beta", "P"]
+    g = f.groupby(keys)[["chi_plus_mean", "chi_minus_mean"]]
+    t = g.agg(["mean", "std", "count"])
+    t.columns = [f"{a.removesuffix('_mean')}_{b}" for a, b in t.columns]
+    return t.reset_index()
+
+
+def mean_diff(t: pd.DataFrame, a: dict, b: dict, cells: Sequence[tuple[int, int]], col: str = "chi_plus_mean") -> float:
+    """Mean over ``(β, P)`` cells of ``cell(a) − cell(b)`` (one seed's final table)."""
+    return float(np.mean([cell(t, col, beta=bb, P=P, **a) - cell(t, col, beta=bb, P=P, **b) for bb, P in cells]))

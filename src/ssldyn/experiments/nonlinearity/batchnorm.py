@@ -1,0 +1,258 @@
+"""`nonlinearity` App. D (Lemma 6, Cor. 3, eq. 164-179): BatchNorm evens out the learning speed of receptive fields.
+
+1. **Lemma 6** (finite batch, augmentation, a fixed non-uniform α): the dynamics eq. 166 with
+   ``x̃^bn_k = σ_k^{-1}x̃_k`` equal the gradient of ``E_α = ½ tr C_α[V f^bn]`` when only the batch mean
+   ``μ_k`` is backpropagated (Def. 5, :func:`~ssldyn.dynamics.two_layer_bn.bn_two_layer_energy`);
+   with vanilla BN (``σ_k`` backpropagated too) they do not.
+2. **Cor. 3** (``C = 2``, ``M = 1``, uniform α, no augmentation, exact population of the
+   conditional-independence model): the closed form eq. 178-179 equals eq. 166 with ``S = s^bn s^bnᵀ``;
+   ``λ^bn ≥ max_k d_k^bn``; and the remark ``d_k^bn = 1/(1 + p₀p₁(b_k/√d_k)²)``.
+3. **The claim of App. D**: without BN an RF with small ``d_k`` learns slowly (the factor ``1/(λ − d_k)`` in
+   ``s_k²`` and ``δ_k``); BN makes ``d_k^bn`` and ``λ^bn − d_k^bn`` nearly uniform across RFs. RF ``k``'s inputs are
+   its patterns scaled by ``ζ`` (half of the RFs) or ``1/ζ`` (the others), as the non-uniformity of App. E.2;
+   at random filters we compare, with and without BN, the spread across RFs of ``d_k``, of ``λ − d_k`` and
+   of the tangential learning speed ``‖P⊥_w ẇ_k‖/‖w_k‖`` (eq. 15 vs eq. 178).
+
+Runs on ``ctx.device`` (float64); random draws from the CPU generator.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from pydantic import Field, PositiveFloat, conint, model_validator
+
+from ssldyn.data.latent import TwoRFModel
+from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
+from ssldyn.dynamics.two_layer_alpha_cl import two_layer_features, two_layer_gated_input
+from ssldyn.dynamics.two_layer_bn import bn_two_layer_energy, cor3_closed_form, lemma6_dynamics
+from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, le, lt, register
+from ssldyn.objectives import alpha_infonce
+from ssldyn.viz.common import PALETTE, new_figure, save_figure
+
+
+class BatchNormConfig(ExperimentConfig):
+    K: conint(ge=2) = Field(6, description="receptive fields (half scaled by ζ, half by 1/ζ)")
+    P: conint(ge=3) = Field(4, description="orthonormal patterns per RF")
+    zeta: PositiveFloat = Field(3.0, description="input-scale non-uniformity ζ across RFs (App. E.2 uses 2-10)")
+    p_disc: float = Field(0.45, gt=0, lt=1, description="P[pattern 0 | z=1] = P[pattern 1 | z=0]")
+    p_other: float = Field(0.05, ge=0, lt=1, description="P[pattern 0 | z=0] = P[pattern 1 | z=1]")
+    draws: conint(ge=4) = Field(400, description="random filter draws (each: one filter per RF)")
+    n: conint(ge=8) = Field(64, description="batch size of the Lemma 6 check")
+    noise: PositiveFloat = Field(0.3, description="augmentation noise of the Lemma 6 check")
+
+    @model_validator(mode="after")
+    def _check(self) -> BatchNormConfig:
+        if self.p_disc + self.p_other > 1 or self.p_disc <= self.p_other:
+            raise ValueError("need p_other < p_disc and p_disc + p_other <= 1")
+        if self.K % 2:
+            raise ValueError(f"K = {self.K}: must be even (half of the RFs at scale ζ, half at 1/ζ)")
+        return self
+
+
+def scaled_model(cfg: BatchNormConfig) -> tuple[TwoRFModel, torch.Tensor]:
+    """Conditional-independence model with RF ``k``'s patterns scaled by ``ζ`` (k even) or ``1/ζ`` (k odd)."""
+    P, K = cfg.P, cfg.K
+    rest = (1.0 - cfg.p_disc - cfg.p_other) / (P - 2)
+    pz1 = torch.tensor([cfg.p_disc, cfg.p_other] + [rest] * (P - 2), dtype=torch.float64)
+    pz0 = torch.tensor([cfg.p_other, cfg.p_disc] + [rest] * (P - 2), dtype=torch.float64)
+    scales = torch.tensor([cfg.zeta if k % 2 == 0 else 1 / cfg.zeta for k in range(K)], dtype=torch.float64)
+    pats = torch.eye(P, dtype=torch.float64)[None] * scales[:, None, None]  # (K, P, P)
+    return TwoRFModel(
+        pats, torch.stack([torch.stack([pz0, pz1])] * K), torch.tensor([0.5, 0.5], dtype=torch.float64)
+    ), scales
+
+
+def _cv(v: torch.Tensor) -> torch.Tensor:
+    """Coefficient of variation over the last axis (std / mean)."""
+    return v.std(-1) / v.mean(-1).abs()
+
+
+@register
+class BatchNorm(Experiment):
+    name = "nonlinearity.batchnorm"
+    paper = "nonlinearity"
+    figure = "App. D, Lemma 6, Cor. 3"
+    description = "BatchNorm dynamics (mean-backprop BN): Lemma 6, Cor. 3 and the even learning speed across RFs"
+    Config = BatchNormConfig
+    quick = {"draws": 100}
+    est_seconds = (1, 3)
+    threads = 1
+    claims = (
+        ClaimSpec(
+            "lemma6", "With mean-backprop BatchNorm the dynamics are ẇ = [(S ⊗ 1_d1_dᵀ) ∘ C_α[x̃^bn]] w and "
+            "V̇ = V C_α[f^bn].", "Lemma 6, eq. 166, Def. 5", kind="paper",
+            reading="relative error of eq. 166 against autograd of ½ tr C_α[V f^bn] (μ backpropagated, σ not), "
+            "finite batch with augmentation and a non-uniform α", relation=le(1e-10), basis="method: float64 round-off",
+        ),
+        ClaimSpec(
+            "lemma6-needs-def5", "Eq. 166 relies on not backpropagating σ_k (Def. 5): with vanilla BN the gradient "
+            "differs.", "Def. 5, Lemma 6", kind="sanity",
+            reading="relative difference between eq. 166 and the autograd gradient with σ backpropagated",
+            relation=gt(1e-3), basis="tolerance: far above the 1e-10 agreement of the Def. 5 variant",
+        ),
+        ClaimSpec(
+            "cor3", "Under conditional independence the BN dynamics are ẇ_k = [(s_k^bn)² A_k^bn + δ_k^bn "
+            "Δ_k^bnΔ_k^bnᵀ] w_k with δ_k^bn ≥ 0.", "Cor. 3, eq. 178, eq. 179", kind="paper",
+            reading="relative error of eq. 178 against eq. 166 with S = s^bn s^bnᵀ on the exact population, at random "
+            "filters (max with −min δ^bn)", relation=le(1e-10), basis="method: float64 round-off",
+        ),
+        ClaimSpec(
+            "cor3-lambda", "λ^bn ≥ max_k d_k^bn.", "Cor. 3 (1)", kind="paper",
+            reading="smallest λ^bn − max_k d_k^bn over the draws", relation=ge(-1e-12),
+            basis="method: float64 round-off",
+        ),
+        ClaimSpec(
+            "dbn-formula", "d_k^bn = 1/(1 + p₀p₁(w_kᵀΔ_k/√d_k)²).", "App. D, eq. 176", kind="paper",
+            reading="largest |d_k^bn − formula| over RFs and draws", relation=le(1e-12),
+            basis="method: float64 round-off",
+        ),
+        ClaimSpec(
+            "dbn-more-uniform", "With BN, d_k^bn becomes more uniform across receptive fields.", "App. D",
+            kind="paper", reading="median over draws of CV(d^bn)/CV(d) across RFs (CV = std/mean)",
+            relation=lt(1.0), basis="relation: 'more uniform' — a smaller relative spread",
+        ),
+        ClaimSpec(
+            "gap-more-uniform", "... so λ^bn − d_k^bn is almost constant across receptive fields.", "App. D",
+            kind="paper", reading="median over draws of CV(λ^bn − d^bn)/CV(λ − d)", relation=lt(1.0),
+            basis="relation: 'almost constant' read as a smaller relative spread than without BN",
+        ),
+        ClaimSpec(
+            "speed-evened", "Without BN the RFs with small d_k learn much more slowly; BN alleviates this.",
+            "App. D", kind="paper",
+            reading="median over draws of |log(mean speed small-scale RFs / mean speed large-scale RFs)|, with BN "
+            "divided by without (speed = ‖P⊥ẇ_k‖/‖w_k‖, eq. 178 vs eq. 15)", relation=lt(1.0),
+            basis="relation: 'alleviates' — a smaller log speed ratio between weak and strong RFs",
+        ),
+    )  # fmt: skip
+
+    def run(self, cfg: BatchNormConfig, ctx: Context) -> Result:
+        g = ctx.generator(0)
+        dev = ctx.device
+        # ---- 1. Lemma 6 on a finite batch with augmentation and InfoNCE-α
+        K, d, N = 3, cfg.P, cfg.n
+        m1 = TwoRFModel.random(K=K, d=d, C=2, P=3, noise=0.1, generator=g)
+        x, _ = m1.sample(N, generator=g)
+        xp = x + cfg.noise * torch.randn(x.shape, generator=g, dtype=x.dtype)
+        W = torch.randn(K, 2, d, generator=g, dtype=torch.float64)
+        V = torch.randn(5, K * 2, generator=g, dtype=torch.float64)
+        x, xp, W, V = (t.to(dev) for t in (x, xp, W, V))
+        f = two_layer_features(x, W) @ V.T
+        alpha = alpha_infonce(f, two_layer_features(xp, W) @ V.T, 0.5).detach()
+        _, w_dot = lemma6_dynamics(W, V, x, xp, alpha=alpha)
+        errs = {}
+        for bn in ("mean_only", "standard"):
+            Wr = W.clone().requires_grad_(True)
+            (gW,) = torch.autograd.grad(bn_two_layer_energy(Wr, V, x, xp, alpha=alpha, bn=bn), Wr)
+            errs[bn] = float((w_dot - gW).norm() / gW.norm())
+        # ---- 2-3. Cor. 3 on the exact population of the scaled model
+        model, scales = scaled_model(cfg)
+        xc, zc, wc = (t.to(dev) for t in model.conditional_support())
+        Wd = torch.randn(cfg.draws, cfg.K, cfg.P, generator=g, dtype=torch.float64).to(dev)
+        Wd = Wd[(Wd.amax(-1) > 0).all(-1)]  # every hidden node alive (σ_k > 0: BN defined)
+        t = cor3_closed_form(Wd, xc, zc, weights=wc)
+        p = t.plain
+        cor3_err = _cor3_vs_lemma6(Wd[:4], t, model, dev)
+        dbn_err = float((t.d - 1 / (1 + p.p0 * p.p1 * (p.b / p.d.sqrt()) ** 2)).abs().max())
+        ok = (p.b.abs() > 1e-9).all(-1) & (t.b.abs() > 1e-9).all(-1)  # every RF has top-down signal
+        wn = Wd / Wd.norm(dim=-1, keepdim=True)
+        speed_plain = p.w_dot.norm(dim=-1) / Wd.norm(dim=-1)  # eq. 15 is already projected
+        wb = t.w_dot - (t.w_dot * wn).sum(-1, keepdim=True) * wn
+        speed_bn = wb.norm(dim=-1) / Wd.norm(dim=-1)
+        big, small = (scales > 1).to(dev), (scales < 1).to(dev)
+
+        def log_ratio(v: torch.Tensor) -> torch.Tensor:
+            return (v[:, small].mean(-1) / v[:, big].mean(-1)).log().abs()
+
+        lr_plain, lr_bn = log_ratio(speed_plain)[ok], log_ratio(speed_bn)[ok]
+        draws = pd.DataFrame(
+            {
+                "cv_d": _cv(p.d).cpu().numpy(),
+                "cv_dbn": _cv(t.d).cpu().numpy(),
+                "cv_gap": _cv(p.lam[:, None] - p.d).cpu().numpy(),
+                "cv_gapbn": _cv(t.lam[:, None] - t.d).cpu().numpy(),
+                "all_rf_signal": ok.cpu().numpy(),
+            }
+        )
+        speeds = pd.DataFrame(
+            {
+                "rf": np.tile(np.arange(cfg.K), int(ok.sum())),
+                "scale": np.tile(scales.numpy(), int(ok.sum())),
+                "speed_plain": speed_plain[ok].reshape(-1).cpu().numpy(),
+                "speed_bn": speed_bn[ok].reshape(-1).cpu().numpy(),
+            }
+        )
+        res = Result(tables={"draws": draws, "speeds": speeds})
+        res.summary = {
+            "lemma6_rel_err": errs["mean_only"],
+            "lemma6_vanilla_rel_diff": errs["standard"],
+            "cor3_rel_err": max(cor3_err, float(-t.delta.min())),
+            "min_lam_minus_max_dbn": float((t.lam - t.d.max(-1).values).min()),
+            "dbn_formula_err": dbn_err,
+            "median_cv_ratio_d": float((draws["cv_dbn"] / draws["cv_d"]).median()),
+            "median_cv_ratio_gap": float((draws["cv_gapbn"] / draws["cv_gap"]).median()),
+            "median_log_speed_ratio_plain": float(lr_plain.median()) if len(lr_plain) else float("nan"),
+            "median_log_speed_ratio_bn": float(lr_bn.median()) if len(lr_bn) else float("nan"),
+            "speed_evened": float((lr_bn / lr_plain).median()) if len(lr_bn) else float("nan"),
+            "draws_with_signal": int(ok.sum()),
+        }
+        s = res.summary
+        res.notes.append(
+            f"Inputs of half the RFs scaled by ζ = {cfg.zeta:g}, the others by 1/ζ. Learning speed of the weak RFs "
+            f"relative to the strong: e^-{s['median_log_speed_ratio_plain']:.2f} without BN, "
+            f"e^-{s['median_log_speed_ratio_bn']:.2f} with mean-backprop BN (medians over {s['draws_with_signal']} "
+            "draws where every RF has top-down signal, b_k ≠ 0)."
+        )
+        return res
+
+    def measure(self, cfg: BatchNormConfig, result: Result) -> dict:
+        s = result.summary
+        return {
+            "lemma6": s["lemma6_rel_err"],
+            "lemma6-needs-def5": s["lemma6_vanilla_rel_diff"],
+            "cor3": s["cor3_rel_err"],
+            "cor3-lambda": s["min_lam_minus_max_dbn"],
+            "dbn-formula": s["dbn_formula_err"],
+            "dbn-more-uniform": s["median_cv_ratio_d"],
+            "gap-more-uniform": s["median_cv_ratio_gap"],
+            "speed-evened": Measured(
+                s["speed_evened"],
+                detail=f"|log speed ratio| {s['median_log_speed_ratio_plain']:.2f} without BN, "
+                f"{s['median_log_speed_ratio_bn']:.2f} with ({s['draws_with_signal']} draws)",
+            ),
+        }
+
+    def plots(self, cfg: BatchNormConfig, result: Result, fig_dir: Path):
+        sp = result.tables["speeds"]
+        fig, ax = new_figure(2, 1, size=(4.2, 3.4))
+        for j, col in enumerate(("speed_plain", "speed_bn")):
+            for i, sc in enumerate(sorted(sp["scale"].unique())):
+                v = sp[sp["scale"] == sc][col].to_numpy()
+                ax[0, j].hist(np.log10(np.maximum(v, 1e-300)), bins=30, alpha=0.6, color=PALETTE[i],
+                              label=f"input scale {sc:.3g}")  # fmt: skip
+            ax[0, j].set(xlabel="log10 ‖P⊥ẇ_k‖/‖w_k‖", ylabel="RFs × draws",
+                         title="without BN (eq. 15)" if j == 0 else "mean-backprop BN (eq. 178)")  # fmt: skip
+            ax[0, j].legend(fontsize=7)
+        return [save_figure(fig, fig_dir / "batchnorm.png")]
+
+
+def _cor3_vs_lemma6(W: torch.Tensor, t, model: TwoRFModel, dev: torch.device) -> float:
+    """Eq. 178 against eq. 166 with ``S = s^bn s^bnᵀ`` on the exact population (``W (E, K, d)``, a few draws)."""
+    xs, zs, ps = (v.to(dev) for v in model.support())
+    worst = 0.0
+    for e in range(W.shape[0]):
+        We = W[e][:, None, :]  # (K, 1, d)
+        f1 = two_layer_features(xs, We)  # (A, K)
+        mu = ps @ f1
+        sig = (((f1 - mu) ** 2) * ps[:, None]).sum(0).sqrt()
+        d = W.shape[-1]
+        xt = two_layer_gated_input(xs, We) * (1 / sig).repeat_interleave(d)  # x̃^bn (A, K·d)
+        C = uniform_contrastive_covariance(xt, None, ps)
+        S = torch.outer(t.s[e], t.s[e])
+        G = torch.kron(S, torch.ones(d, d, dtype=S.dtype, device=S.device)) * C
+        ref = (G @ W[e].reshape(-1)).reshape(W.shape[1], d)
+        worst = max(worst, float((ref - t.w_dot[e]).norm() / ref.norm()))
+    return worst

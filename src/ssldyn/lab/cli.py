@@ -206,6 +206,9 @@ def run_cmd(
     workers: int | None = typer.Option(
         None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"
     ),
+    jobs: int | None = typer.Option(
+        None, "--jobs", help="runs computed at the same time (default: the CPU cores; 1 on a GPU)"
+    ),
     force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
     yes: bool = typer.Option(False, "--yes", help="run a grid larger than 200 points"),
     tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
@@ -220,7 +223,8 @@ def run_cmd(
         _print_plan(specs, Path(out), quick)
         return
     _start_compute()
-    items = _execute(specs, out, executor, force, address, max_retries, title=experiment, workers=workers)
+    items = _execute(specs, out, executor, force, address, max_retries, title=experiment, workers=workers,
+                     jobs=_jobs(jobs, device))  # fmt: skip
     for it in items:
         if it.note:
             err_console.print(f"note: {it.note}", markup=False, soft_wrap=True)
@@ -253,6 +257,9 @@ def reproduce_cmd(
     workers: int | None = typer.Option(
         None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"
     ),
+    jobs: int | None = typer.Option(
+        None, "--jobs", help="runs computed at the same time (default: the CPU cores; 1 on a GPU)"
+    ),
     force: bool = typer.Option(False, "--force"),
     only: list[str] | None = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
     tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
@@ -273,7 +280,8 @@ def reproduce_cmd(
 
     _start_compute()
     t0 = time.perf_counter()
-    items = _execute(specs, out, executor, force, address, max_retries, title="reproduce", workers=workers)
+    items = _execute(specs, out, executor, force, address, max_retries, title="reproduce", workers=workers,
+                     jobs=_jobs(jobs, device))  # fmt: skip
     for it in items:
         if it.note:
             err_console.print(f"note: {it.note}", markup=False, soft_wrap=True)
@@ -338,7 +346,21 @@ def _check_executor(executor: str, max_retries: int) -> None:
         raise UserError(f"--max-retries {max_retries}: must be >= 0")
 
 
-def _execute(specs, out, executor, force, address, max_retries, title, workers=None):  # noqa: ANN001, ANN202
+def _jobs(jobs: int | None, device: str) -> int:
+    """``--jobs``: None -> the CPU cores on a CPU, 1 on a GPU (one device); otherwise an integer >= 1."""
+    if jobs is None:
+        if device.startswith("cuda"):
+            return 1
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not on Linux
+            return max(1, os.cpu_count() or 1)
+    if jobs < 1:
+        raise UserError(f"--jobs {jobs}: must be an integer >= 1")
+    return jobs
+
+
+def _execute(specs, out, executor, force, address, max_retries, title, workers=None, jobs=1):  # noqa: ANN001, ANN202
     """Run specs with a progress bar; on Ctrl-C say what finished and how to resume."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -364,6 +386,7 @@ def _execute(specs, out, executor, force, address, max_retries, title, workers=N
                 progress=bar,
                 title=title,
                 workers=workers,
+                jobs=jobs,
             )
     except KeyboardInterrupt:
         store = RunStore(out)

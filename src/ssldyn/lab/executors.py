@@ -70,6 +70,7 @@ def execute(
     title: str = "runs",
     raise_errors: bool = False,
     workers: int | None = None,
+    jobs: int = 1,
 ) -> list[SweepItem]:
     """Run every spec (skipping finished ones unless ``force``) and return their outcomes in order.
 
@@ -78,6 +79,8 @@ def execute(
     on; with ``raise_errors`` (the one-run library call) its error propagates instead.
     ``workers``: worker processes for the tasks of each local run (``Context.map``); default
     :func:`default_workers`. Under Ray, tasks are Ray tasks and Ray schedules them.
+    ``jobs``: local runs computed at the same time, each in its own single-thread worker process
+    (longest first; the driver alone writes the store); a run's own tasks then run in its worker.
     """
     if executor not in EXECUTORS:
         raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
@@ -105,7 +108,15 @@ def execute(
             todo.append(i)
     bar = _Bar(None if isinstance(progress, bool) else progress, len(specs), title)
     bar.update(done=len(specs) - len(todo))
-    if executor == "local":
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise UserError(f"--jobs {jobs!r}: must be an integer >= 1")
+    cuda = any(specs[i].device.startswith("cuda") for i in todo)
+    if executor == "local" and jobs > 1 and len(todo) > 1 and not cuda and not raise_errors:
+        portable = [i for i in todo if _discoverable(specs[i].experiment)]
+        _run_parallel(specs, portable, items, store, bar, force, jobs)
+        rest = [i for i in todo if i not in set(portable)]  # registered only in this process: computed here
+        _run_local(specs, rest, items, store, bar, progress, raise_errors, force, workers)
+    elif executor == "local":
         _run_local(specs, todo, items, store, bar, progress, raise_errors, force, workers)
     else:
         _run_ray(specs, todo, items, store, bar, address, max_retries, force)
@@ -151,6 +162,90 @@ def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, for
             store.record_failure(spec.experiment, spec.digest, err, spec.config)
             items[i] = SweepItem(spec, "failed", error=err, seconds=time.perf_counter() - t0)
             bar.update(failed=1, running=0)
+
+
+def _discoverable(name: str) -> bool:
+    """Whether a fresh process finds the experiment through the registry (its module is in the package or a plugin)."""
+    from ssldyn.lab.registry import get_experiment
+
+    module = get_experiment(name).__module__
+    plugins = {m.strip() for m in os.environ.get("SSLDYN_PLUGINS", "").split(",") if m.strip()}
+    return module.startswith("ssldyn.experiments.") or module in plugins
+
+
+def _compute_in_worker(spec: RunSpec, cache_dir: str) -> Any:  # executed in a run worker process
+    return compute_run(spec, cache_dir=cache_dir, executor="inline")
+
+
+def _run_worker_init() -> None:
+    import torch
+
+    from ssldyn.lab.threads import keep_heap_pad
+
+    torch.set_num_threads(1)
+    keep_heap_pad()
+
+
+def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:  # noqa: ANN001
+    """``jobs`` runs at a time in spawned single-thread processes; lock, commit and failures in the driver."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from contextlib import ExitStack
+
+    from ssldyn.lab.registry import get_experiment
+
+    order = sorted(todo, key=lambda i: -float(get_experiment(specs[i].experiment).est_seconds[0]))  # longest first
+    held: dict[int, ExitStack] = {}
+    later: list[int] = []
+    for i in order:  # claim every run this process will compute; runs another process holds are done at the end
+        stack = ExitStack()
+        if stack.enter_context(store.lock(specs[i].experiment, specs[i].digest, blocking=False)):
+            existing = None if force else store.get(specs[i].experiment, specs[i].digest)
+            if existing is not None:
+                items[i] = SweepItem(specs[i], "cached", existing)
+                bar.update(done=1)
+                stack.close()
+                continue
+            held[i] = stack
+        else:
+            stack.close()
+            later.append(i)
+    t0s: dict[int, float] = {}
+    try:
+        with ProcessPoolExecutor(max_workers=min(jobs, max(1, len(held))), mp_context=mp.get_context("spawn"),
+                                 initializer=_run_worker_init) as pool:  # fmt: skip
+            futures = {}
+            for i in order:
+                if i in held:
+                    futures[pool.submit(_compute_in_worker, specs[i], str(store.cache_dir.resolve()))] = i
+                    t0s[i] = time.perf_counter()
+            bar.update(running=min(jobs, len(futures)))
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    i = futures[f]
+                    spec = specs[i]
+                    try:
+                        run = commit_run(store, f.result(), force=True)
+                        items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0s[i])
+                        bar.update(done=1, running=min(jobs, len(pending)), label=spec.experiment)
+                    except (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
+                        if not _inside(exc.filename, store.out):
+                            raise
+                        raise UserError(f"--out {str(store.out)!r}: cannot write there ({exc.strerror})") from None
+                    except Exception as exc:  # the sweep goes on; the run is marked failed with its error
+                        err = f"error: {exc}" if isinstance(exc, UserError) else format_exception_line(exc)
+                        store.record_failure(spec.experiment, spec.digest, err, spec.config)
+                        items[i] = SweepItem(spec, "failed", error=err, seconds=time.perf_counter() - t0s[i])
+                        bar.update(failed=1, running=min(jobs, len(pending)), label=spec.experiment)
+                    finally:
+                        held.pop(i).close()
+    finally:
+        for stack in held.values():
+            stack.close()
+    if later:  # held by another process while we started: wait for it, then read or compute
+        _run_local(specs, later, items, store, bar, False, False, force, None)
 
 
 def _inside(filename: object, root: Path) -> bool:

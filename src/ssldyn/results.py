@@ -37,7 +37,7 @@ from ssldyn.lab.claims import Claim
 __all__ = ["load", "Results", "RunRecord"]
 
 #: scored claim kinds (the report's headline counts these; sanity checks are separate)
-SCORED_KINDS = ("paper", "consequence", "unclassified")
+SCORED_KINDS = ("paper", "consequence")
 RUN_KEYS = ("experiment", "hash", "label", "preset", "canonical")
 _READ_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError)
 

@@ -13,9 +13,7 @@ from ssldyn.lab.claims import (
     Measured,
     between,
     bootstrap_median_interval,
-    check,
     evaluate,
-    evaluate_legacy,
     every_seed,
     ge,
     gt,
@@ -203,14 +201,3 @@ def test_references_and_paper_text():
         assert reference_in_text(r, text), r
     for r in ["Fig. 4", "Thm. 4.3", "eq. 12", "App. B.6", "Table 1", "Remark 3.1"]:
         assert not reference_in_text(r, text), r
-
-
-# --- legacy inline checks --------------------------------------------------------------------
-def test_legacy_checks_aggregate_over_seeds():
-    with pytest.raises(ValueError):
-        check("a", "s", "l", 1.0, holds=True)
-    with pytest.raises(ValueError):
-        check("a", "s", "l", 1.0, gt=0, lt=2)
-    per_seed = [[check("a", "s", "Fig. 1", v, gt=0.5)] for v in (0.6, 0.7, 0.4)]
-    (c,) = evaluate_legacy(per_seed, [0, 1, 2])
-    assert c.kind == "unclassified" and c.seed_passed == (True, True, False) and not c.passed

@@ -7,7 +7,7 @@ import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.dynamics import Trajectory
-from ssldyn.lab import ClaimSpec, Experiment, ExperimentConfig, Result, between, check, every_seed, lt
+from ssldyn.lab import ClaimSpec, Experiment, ExperimentConfig, Result, between, every_seed, lt
 from ssldyn.viz.common import new_figure, save_figure
 
 CALLS = {"run": 0}
@@ -51,17 +51,17 @@ class Toy(Experiment):
         res.notes.append(f"label: {cfg.label}")
         return res
 
-    def claims(self, cfg, result):
-        ratio = result.summary["final"] / result.summary["x0"]
-        return [
-            check(
-                "decay",
-                "‖x‖ decays like (1 − lr)^5",
-                "toy",
-                ratio,
-                between=((1 - cfg.optim.lr) ** 5 - 1e-6, (1 - cfg.optim.lr) ** 5 + 1e-6),
-            )
-        ]
+    claims = (
+        ClaimSpec(
+            "decay", "‖x‖ decays like (1 − lr)^5", "toy", kind="consequence", reading="‖x_5‖ / ‖x_0‖",
+            derivation="GD on ½‖x‖² multiplies x by (1 − lr) at every step",
+            relation=lambda cfg: between((1 - cfg.optim.lr) ** 5 - 1e-6, (1 - cfg.optim.lr) ** 5 + 1e-6),
+            basis="method: float32 round-off of five steps",
+        ),
+    )  # fmt: skip
+
+    def measure(self, cfg, result):
+        return {"decay": result.summary["final"] / result.summary["x0"]}
 
     def plots(self, cfg, result, fig_dir):
         fig, ax = new_figure()

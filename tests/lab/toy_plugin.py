@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ssldyn.lab import Experiment, ExperimentConfig, Result, check, register
+from ssldyn.lab import ClaimSpec, Experiment, ExperimentConfig, Result, between, equals, register
 from ssldyn.lab.registry import _REGISTRY
 from tests.lab.toy import Toy, ToySweep
 
@@ -38,8 +38,13 @@ class KillOnce(Experiment):
         time.sleep(cfg.sleep)
         return Result(summary={"value": cfg.value, "pid": os.getpid()})
 
-    def claims(self, cfg, result):
-        return [check("value", "value is echoed", "-", result.summary["value"], equals=cfg.value)]
+    claims = (
+        ClaimSpec("value", "value is echoed", "-", kind="sanity", reading="the summary value",
+                  relation=lambda cfg: equals(cfg.value), basis="relation: the configured value"),
+    )  # fmt: skip
+
+    def measure(self, cfg, result):
+        return {"value": result.summary["value"]}
 
 
 class Slow(Experiment):
@@ -58,8 +63,13 @@ class Slow(Experiment):
         time.sleep(cfg.sleep)
         return Result(summary={"value": float(torch.randn(3, generator=ctx.generator()).sum())})
 
-    def claims(self, cfg, result):
-        return [check("finite", "finite", "-", result.summary["value"], between=(-100, 100))]
+    claims = (
+        ClaimSpec("finite", "finite", "-", kind="sanity", reading="the summary value", relation=between(-100, 100),
+                  basis="tolerance: a sum of three standard normals"),
+    )  # fmt: skip
+
+    def measure(self, cfg, result):
+        return {"finite": result.summary["value"]}
 
 
 class Slow2(Slow):

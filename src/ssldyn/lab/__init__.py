@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_CLAIMS = ("MEAN_AND_80", "Claim", "ClaimSpec", "Erratum", "Measured", "Relation", "Rule", "between", "check",
+_CLAIMS = ("MEAN_AND_80", "Claim", "ClaimSpec", "Erratum", "Measured", "Relation", "Rule", "between",
            "equals", "every_seed", "ge", "gt", "is_true", "le", "lt", "pooled", "whole_interval")  # fmt: skip
 
 # public name -> the submodule that defines it
@@ -37,7 +37,6 @@ __all__ = [
     "Relation",
     "Rule",
     "between",
-    "check",
     "equals",
     "every_seed",
     "ge",
@@ -71,7 +70,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         Relation,
         Rule,
         between,
-        check,
         equals,
         every_seed,
         ge,

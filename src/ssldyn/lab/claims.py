@@ -566,85 +566,9 @@ def _is_finite_number(v: Any) -> bool:
         return False
 
 
-# --------------------------------------------------------------------------------------
-# legacy one-seed checks (experiments not yet declaring ClaimSpecs)
-# --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class LegacyCheck:
-    """A claim checked inline on one seed by :func:`check` (experiments that do not declare specs yet)."""
-
-    id: str
-    statement: str
-    location: str
-    passed: bool
-    measured: Any
-    expected: str
-    note: str = ""
-
-
-def check(
-    id: str,
-    statement: str,
-    location: str,
-    measured: Any,
-    *,
-    gt: float | None = None,
-    ge: float | None = None,
-    lt: float | None = None,
-    le: float | None = None,
-    between: tuple[float, float] | None = None,
-    equals: Any = None,
-    holds: bool | None = None,
-    expected: str | None = None,
-    note: str = "",
-) -> LegacyCheck:
-    """One inline check on one seed (legacy form; new experiments declare :class:`ClaimSpec`)."""
-    measured = _as_number(measured)
-    given = [(k, v) for k, v in dict(gt=gt, ge=ge, lt=lt, le=le, between=between, equals=equals, holds=holds).items()
-             if v is not None]  # fmt: skip
-    if len(given) != 1:
-        raise ValueError(f"check({id!r}) needs exactly one relation, got {[k for k, _ in given]}")
-    kind, ref = given[0]
-    if kind == "holds":
-        if expected is None:
-            raise ValueError(f"check({id!r}, holds=...) needs an 'expected' description")
-        ok = bool(ref)
-    else:
-        rel = Relation(kind if kind != "equals" else "equals", tuple(ref) if kind == "between" else ref)
-        ok = rel.holds(measured)
-        expected = expected or rel.describe()
-    return LegacyCheck(id, statement, location, bool(ok), _round(measured), expected, note)
-
-
-def evaluate_legacy(checks_per_seed: Sequence[Sequence[LegacyCheck]], seeds: Sequence[int]) -> list[Claim]:
-    """Aggregate inline one-seed checks over seeds (kind ``unclassified``, rule: ≥ 80 % of seeds)."""
-    by_id: dict[str, list[LegacyCheck]] = {}
-    for checks in checks_per_seed:
-        for c in checks:
-            by_id.setdefault(c.id, []).append(c)
-    out = []
-    for cid, cs in by_id.items():
-        first = cs[0]
-        ok = tuple(c.passed for c in cs)
-        vals = tuple(c.measured for c in cs)
-        nums = [float(v) for v in vals if _is_finite_number(v)]
-        stat: Any = (sum(nums) / len(nums)) if len(nums) == len(vals) and nums else first.measured
-        interval = t_interval(nums) if len(nums) == len(vals) and len(nums) >= 2 else None
-        passed = sum(ok) / len(ok) >= 0.8 - 1e-12
-        out.append(Claim(
-            id=cid, statement=first.statement, location=first.location, passed=passed, expected=first.expected,
-            kind="unclassified", rule="holds for ≥ 80% of seeds (legacy inline check)", value=_round(stat),
-            interval=None if interval is None else (_round(interval[0]), _round(interval[1])),
-            interval_method="Student t" if interval else "", seeds=tuple(seeds[: len(cs)]), values=vals,
-            seed_passed=ok, status="pass" if passed else "fail",
-            note=" ".join(dict.fromkeys(c.note for c in cs if c.note)),
-        ))  # fmt: skip
-    return out
-
-
 __all__ = [
     "KINDS", "Relation", "gt", "ge", "lt", "le", "between", "is_true", "equals", "Rule", "MEAN_AND_80",
     "every_seed", "whole_interval", "pooled", "ClaimSpec", "Erratum", "references", "reference_in_text",
-    "Measured", "Claim", "evaluate", "check", "LegacyCheck", "evaluate_legacy", "t_interval",
+    "Measured", "Claim", "evaluate", "t_interval",
     "bootstrap_median_interval", "wilson_interval",
 ]  # fmt: skip

@@ -124,13 +124,6 @@ class Experiment:
                 return spec
         raise KeyError(f"{cls.name}: no claim {claim_id!r}; declared: {', '.join(s.id for s in cls.claims)}")
 
-    @classmethod
-    def uses_legacy_checks(cls) -> bool:
-        """True for experiments that still check claims inline (a ``claims(cfg, result)`` method)."""
-        return callable(cls.__dict__.get("claims")) or any(
-            callable(getattr(b, "__dict__", {}).get("claims")) for b in cls.__mro__[1:-1] if b is not Experiment
-        )
-
 
 def register(cls: type[Experiment]) -> type[Experiment]:
     """Class decorator adding an experiment to the registry (name must be ``<paper>.<result>``)."""
@@ -144,14 +137,12 @@ def register(cls: type[Experiment]) -> type[Experiment]:
         raise ValueError(f"experiment {cls.name!r} declares paper {cls.paper!r}")
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"experiment {cls.name!r} registered twice")
-    if not cls.uses_legacy_checks():
-        ids = [s.id for s in cls.claims]
-        dup = sorted({i for i in ids if ids.count(i) > 1})
-        if dup:
-            raise ValueError(f"experiment {cls.name!r}: claim id {dup[0]!r} declared twice")
-        bad = [s for s in cls.claims if not isinstance(s, ClaimSpec)]
-        if bad:
-            raise ValueError(f"experiment {cls.name!r}: claims must be ClaimSpec records")
+    if not isinstance(cls.claims, tuple) or not all(isinstance(s, ClaimSpec) for s in cls.claims):
+        raise ValueError(f"experiment {cls.name!r}: claims must be a tuple of ClaimSpec records (ssldyn.lab.ClaimSpec)")
+    ids = [s.id for s in cls.claims]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"experiment {cls.name!r}: claim id {dup[0]!r} declared twice")
     cls.quick_config()  # the quick preset must validate
     _REGISTRY[cls.name] = cls
     return cls

@@ -25,7 +25,7 @@ import torch
 
 from ssldyn import __version__
 from ssldyn.errors import UserError
-from ssldyn.lab.claims import Claim, evaluate, evaluate_legacy
+from ssldyn.lab.claims import Claim, evaluate
 from ssldyn.lab.config import ExperimentConfig, build_config, load_config_file, parse_sets
 from ssldyn.lab.context import Context, resolve_device, seed_everything
 from ssldyn.lab.registry import Experiment, get_experiment
@@ -240,8 +240,6 @@ def evaluate_claims(exp: Experiment, cfg: ExperimentConfig, results: list[Result
     """Measure every declared claim per seed (or pooled) and evaluate it over the seeds."""
     cls = type(exp)
     seeds = [int(r.seed) for r in results]  # type: ignore[arg-type]
-    if cls.uses_legacy_checks():
-        return evaluate_legacy([list(exp.claims(cfg, r)) for r in results], seeds)  # type: ignore[operator]
     specs = cls.claims
     per_seed = [dict(exp.measure(cfg, r)) for r in results]
     pooled_specs = [s for s in specs if s.rule.name == "pooled"]

@@ -24,7 +24,7 @@ from typing import Any
 
 from ssldyn.lab.claims import Claim, references
 
-SCORED_KINDS = ("paper", "consequence", "unclassified")
+SCORED_KINDS = ("paper", "consequence")
 STATUS_ORDER = ("reproduced", "partly", "does not reproduce", "not run")
 
 
@@ -113,17 +113,11 @@ def paper_scores(experiments: Iterable[Any], runs_by_exp: dict[str, Any]) -> dic
     scores: dict[str, PaperScore] = {}
     exps = list(experiments)
     for exp in exps:  # rows declared statically, so results of experiments not run show as "not run"
-        for spec in getattr(exp, "claims", ()) if not exp.uses_legacy_checks() else ():
+        for spec in exp.claims:
             if spec.kind in ("paper", "consequence"):
                 row = rows[exp.paper].setdefault(spec.row, ResultRow(exp.paper, spec.row))
                 if exp.name not in row.experiments:
                     row.experiments.append(exp.name)
-        if exp.uses_legacy_checks():
-            refs = references(exp.figure)
-            key = refs[0] if refs else exp.figure
-            row = rows[exp.paper].setdefault(key, ResultRow(exp.paper, key))
-            if exp.name not in row.experiments:
-                row.experiments.append(exp.name)
     for exp in exps:
         sc = scores.setdefault(exp.paper, PaperScore(exp.paper, []))
         run = runs_by_exp.get(exp.name)
@@ -141,7 +135,7 @@ def paper_scores(experiments: Iterable[Any], runs_by_exp: dict[str, Any]) -> dic
                 sc.sanity_total += 1
                 sc.sanity_passed += bool(c.passed)
                 continue
-            key = _row_of(c) if c.kind != "unclassified" else (references(exp.figure) or [exp.figure])[0]
+            key = _row_of(c)
             row = rows[exp.paper].setdefault(key, ResultRow(exp.paper, key))
             if exp.name not in row.experiments:
                 row.experiments.append(exp.name)

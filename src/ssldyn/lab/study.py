@@ -246,7 +246,7 @@ def write_index(out: str | Path, results: Any, experiments: Iterable[str] | None
             in_study[h].append(s.id)
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in res.records:
-        scored = [c for c in r.claims if c.kind in ("paper", "consequence", "unclassified") and c.status != "not-run"]
+        scored = [c for c in r.claims if c.kind in ("paper", "consequence") and c.status != "not-run"]
         rows[r.experiment].append({
             "hash": r.hash, "label": r.label, "status": "done", "preset": r.preset, "canonical": r.canonical,
             "seeds": " ".join(map(str, r.seeds)), "overrides": json.dumps(r.overrides, sort_keys=True, default=str),

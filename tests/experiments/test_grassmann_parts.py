@@ -33,7 +33,6 @@ def test_every_grassmann_experiment_declares_its_claims_and_batches_seeds():
     assert {e.name for e in exps} >= {f"grassmann.{n}" for n in ("collapse", "fig1", "fig2", "fig3", "fig4", "fig5",
                                                                   "fig6", "thm3", "prop3")}  # fmt: skip
     for e in exps:
-        assert not e.uses_legacy_checks(), e.name
         assert e.claims and e.batch_seeds and e.threads == 1, e.name
         assert "seeds" not in e.Config.model_fields, f"{e.name}: initialisations must be called inits"
     ids = {s.id for e in exps for s in e.claims}

@@ -90,3 +90,24 @@ def test_interrupted_partial_is_ignored_and_redone(toy, tmp_path):
     assert RunStore(tmp_path).get(toy.name, digest) is None and RunStore(tmp_path).finished() == []
     again = run_experiment(toy.name, out=tmp_path)
     assert not again.cached and (again.run.path / "DONE").is_file() and not partial.exists()
+
+
+def test_paper_seeds_follow_the_papers_own_count_of_repetitions():
+    from ssldyn.lab.registry import Experiment, get_experiment, register
+    from ssldyn.lab.runner import DEFAULT_SEEDS, default_seeds
+
+    fig4 = get_experiment("nonlinearity.fig4")
+    assert fig4.paper_seeds == 3 and "repeated 3 times" in fig4.paper_seeds_reason
+    assert default_seeds(fig4, "paper") == (0, 1, 2)  # Fig. 4/9 captions: "Each setting is repeated 3 times"
+    assert default_seeds(fig4, "quick") == tuple(range(DEFAULT_SEEDS["quick"]))
+    assert default_seeds(fig4, "paper", n=7) == tuple(range(7))  # --seeds still wins
+    other = get_experiment("grassmann.fig3")
+    assert other.paper_seeds is None and len(default_seeds(other, "paper")) == DEFAULT_SEEDS["paper"]
+
+    class NoReason(Experiment):
+        name = "variational.zz-no-reason"
+        paper = "variational"
+        paper_seeds = 3
+
+    with pytest.raises(ValueError, match="paper_seeds_reason"):
+        register(NoReason)

@@ -200,6 +200,7 @@ def test_damaged_study_file_is_listed(toy_sweep, tmp_path):
 
 
 def test_tensorboard_scalars_equal_the_trajectories(toy_sweep, tmp_path, capsys):
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install -e '.[tensorboard]')")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     args = ["run", toy_sweep.name, "--quick", "--sweep", "lr=0.2,0.01", "--seeds", "2", "--out", str(tmp_path),

@@ -76,6 +76,9 @@ class Experiment:
             :meth:`run` once per seed with ``ctx.seed`` set.
         threads: torch intra-op threads on the CPU while :meth:`run` runs (``1`` for experiments
             made of many small tensor ops; ``None`` leaves the process setting).
+        paper_seeds: seeds of the paper-scale run when the paper states its own number of
+            repetitions (e.g. "each setting is repeated 3 times"), with ``paper_seeds_reason``
+            quoting where; ``None``: the lab's default (5).
     """
 
     name: ClassVar[str]
@@ -90,6 +93,8 @@ class Experiment:
     seeded: ClassVar[bool] = True
     batch_seeds: ClassVar[bool] = False
     threads: ClassVar[int | None] = None
+    paper_seeds: ClassVar[int | None] = None
+    paper_seeds_reason: ClassVar[str] = ""
 
     def run(self, cfg: Any, ctx: Context) -> Result | list[Result]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -143,6 +148,9 @@ def register(cls: type[Experiment]) -> type[Experiment]:
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise ValueError(f"experiment {cls.name!r}: claim id {dup[0]!r} declared twice")
+    if cls.paper_seeds is not None and (not isinstance(cls.paper_seeds, int) or cls.paper_seeds < 1
+                                        or not cls.paper_seeds_reason.strip()):  # fmt: skip
+        raise ValueError(f"experiment {cls.name!r}: paper_seeds must be an int >= 1 with a paper_seeds_reason")
     cls.quick_config()  # the quick preset must validate
     _REGISTRY[cls.name] = cls
     return cls

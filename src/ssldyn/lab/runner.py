@@ -58,10 +58,12 @@ MAX_SEEDS = 1000
 
 
 def default_seeds(exp: type[Experiment], preset: str, seed: int = 0, n: int | None = None) -> tuple[int, ...]:
-    """The seeds of a run: ``seed, seed+1, …`` (``n`` of them, default by preset); one for a deterministic experiment."""
+    """The seeds of a run: ``seed, seed+1, …`` (``n`` of them; default by preset, or the paper's own count of
+    repetitions at paper scale, ``Experiment.paper_seeds``); one for a deterministic experiment."""
     if not exp.seeded:
         return (int(seed),)
-    n = DEFAULT_SEEDS[preset] if n is None else n
+    if n is None:
+        n = exp.paper_seeds if preset == "paper" and exp.paper_seeds is not None else DEFAULT_SEEDS[preset]
     return tuple(range(int(seed), int(seed) + int(n)))
 
 
@@ -288,6 +290,10 @@ def compute_run(
                   "cache_dir": Path(cache_dir) if cache_dir is not None else None, "executor": executor,
                   "workers": workers if workers is not None else default_workers(), "_bar": bar}  # fmt: skip
         results = run_seeds(exp, cfg, spec.seeds, ctx_kw)
+        if spec.preset == "paper" and exp_cls.paper_seeds is not None and len(spec.seeds) == exp_cls.paper_seeds:
+            note = f"{len(spec.seeds)} seeds at paper scale, the paper's own count: {exp_cls.paper_seeds_reason}"
+            for r in results:
+                r.notes.append(note)
         run_seconds = time.perf_counter() - t0
         claims = evaluate_claims(exp, cfg, results)
         fig_dir = Path(tmp) / "figures"

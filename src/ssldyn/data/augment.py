@@ -133,9 +133,9 @@ def crop_boxes(params: torch.Tensor) -> torch.Tensor:
 def resized_crop(images: torch.Tensor, params: torch.Tensor, size: tuple[int, int] | None = None) -> torch.Tensor:
     """Crop each image ``(B, C, H, W)`` by its ``(top, left, h, w)`` and resize (bilinear) to ``size``."""
     _check_images(images)
-    size = size or tuple(images.shape[-2:])
+    out_size = size or (int(images.shape[-2]), int(images.shape[-1]))
     boxes = crop_boxes(params).to(device=images.device, dtype=images.dtype)  # (B, 4, 2)
-    return crop_and_resize(images, boxes, size, mode="bilinear", align_corners=True)  # (B, C, h, w)
+    return crop_and_resize(images, boxes, out_size, mode="bilinear", align_corners=True)  # (B, C, h, w)
 
 
 @dataclass(frozen=True)

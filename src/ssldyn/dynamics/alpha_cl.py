@@ -129,7 +129,8 @@ def uniform_contrastive_covariance(a: Tensor, a_pos: Tensor | None = None, weigh
     return cov - diff.mT @ diff / (2 * n)
 
 
-def _alpha_at(alpha, w: Tensor):
+def _alpha_at(alpha: Tensor | Callable[[Tensor], Tensor] | None, w: Tensor) -> Tensor | None:
+    """The pairwise weights α at the filter ``w``: ``alpha(w)`` for a state-dependent α, else ``alpha``."""
     return alpha(w) if callable(alpha) else alpha
 
 

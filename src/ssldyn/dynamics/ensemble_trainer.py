@@ -329,7 +329,7 @@ class _ClosedFormLoss(torch.autograd.Function):
         return losses
 
     @staticmethod
-    def backward(ctx, dlosses):  # noqa: ANN001
+    def backward(ctx, dlosses):  # noqa: ANN001  # pyright: ignore[reportIncompatibleMethodOverride] (torch stub: *grad_outputs)
         (dz,) = ctx.saved_tensors
         return dz * dlosses.view(-1, 1, 1, 1), None, None, None
 

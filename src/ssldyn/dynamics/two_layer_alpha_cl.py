@@ -66,11 +66,10 @@ def _cc(
         if b is None:
             return uniform_contrastive_covariance(a, a_pos, weights)
         # C[a, b] is the off-diagonal block of C[[a, b]]
-        ap = None if a_pos is None else a_pos
-        bp = None if b_pos is None else b_pos
-        plus = uniform_contrastive_covariance(
-            torch.cat([a, b], -1), None if ap is None else torch.cat([ap, bp], -1), weights
-        )
+        if (a_pos is None) != (b_pos is None):
+            raise ValueError("a_pos, b_pos: give both positive views or neither")
+        joint_pos = None if a_pos is None or b_pos is None else torch.cat([a_pos, b_pos], -1)  # (..., N, p + q)
+        plus = uniform_contrastive_covariance(torch.cat([a, b], -1), joint_pos, weights)
         p = a.shape[-1]
         return plus[..., :p, p:]
     if weights is not None:
@@ -320,7 +319,9 @@ def thm5_flow(
     for step in iterate(steps, track):
         try:
             terms = _thm5_terms(W, x, masks, p0, p1, act)
-        except torch.linalg.LinAlgError:  # the CPU eigh rejects NaN: the filters diverged at this step
+        # the CPU eigh rejects NaN: the filters diverged at this step (LinAlgError is public; pyright misses
+        # it because torch.linalg's __all__ does not list it)
+        except torch.linalg.LinAlgError:  # pyright: ignore[reportPrivateImportUsage]
             if bool(torch.isfinite(W).all()):
                 raise
             guard.update(step, torch.full(W.shape[:-2], float("nan"), dtype=W.dtype, device=W.device).reshape(-1))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -55,7 +55,7 @@ def _resolve(fn: Any, params: Params | None) -> tuple[Callable[[Params, Tensor],
         raise ValueError(f"empirical_ntk: fn must be an nn.Module or a callable (params, x) -> (n, d), got {type(fn)}")
     if params is None:
         raise ValueError("empirical_ntk: params are required when fn is a plain callable")
-    return fn, dict(params)
+    return cast("Callable[[Params, Tensor], Tensor]", fn), dict(params)
 
 
 def _check_module(model: nn.Module) -> None:
@@ -267,7 +267,8 @@ def _ntk_vp(f, p, x1, x2, mode: str, chunk_size=None) -> Tensor:
     batch2 = lambda q: _out_as_ensemble(f(q, x2))  # noqa: E731  (E, n2, d)
 
     def row(xi: Tensor) -> Tensor:
-        out, vjp_fn = vjp(lambda q: single(q, xi), p)  # (E, d)
+        vjp_out = vjp(lambda q: single(q, xi), p)  # (out, vjp_fn): no aux
+        out, vjp_fn = vjp_out[0], vjp_out[1]  # (E, d)
         E, d = out.shape
         basis = torch.eye(E * d, dtype=out.dtype, device=out.device).view(E * d, E, d)
 

@@ -51,6 +51,12 @@ _USAGE_ERROR = _exception_class("UsageError")
 _CLICK_EXCEPTION = _exception_class("ClickException")
 
 
+def _click_message(e: BaseException) -> str:
+    """The message of a click exception (its ``format_message()``)."""
+    fmt = getattr(e, "format_message", None)
+    return str(fmt()) if callable(fmt) else str(e)
+
+
 def _width() -> int:
     return max(40, console.width)
 
@@ -496,9 +502,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except _USAGE_ERROR as e:
         if type(e).__name__ == "NoArgsIsHelpError":  # plain `ssldyn`: the help, not an error
-            console.print(e.format_message(), markup=False, soft_wrap=True)
+            console.print(_click_message(e), markup=False, soft_wrap=True)
             sys.exit(0)
-        err_console.print(f"error: {e.format_message()}", markup=False, soft_wrap=True)
+        err_console.print(f"error: {_click_message(e)}", markup=False, soft_wrap=True)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("interrupted; finished runs are kept — run the same command again to resume")
@@ -506,8 +512,8 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except _CLICK_EXCEPTION as e:  # e.g. a file option that cannot be opened
-        err_console.print(f"error: {e.format_message()}", markup=False, soft_wrap=True)
-        sys.exit(e.exit_code)
+        err_console.print(f"error: {_click_message(e)}", markup=False, soft_wrap=True)
+        sys.exit(int(getattr(e, "exit_code", 1)))
     except Exception as e:  # an internal failure: one line here, the traceback in a log file
         import tempfile
         import traceback

@@ -170,7 +170,7 @@ def _dedent_doc(doc: str | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m ssldyn.lab.manifest", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ssldyn.lab.manifest", description=(__doc__ or "").split("\n")[0])
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--write", action="store_true", help=f"regenerate {MANIFEST_PATH.name} from the registry")
     group.add_argument("--check", action="store_true", help="exit 1 if the committed manifest is stale")

@@ -66,7 +66,7 @@ class PaperScore:
     errata: list[tuple[str, Claim]] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        out = dict.fromkeys(STATUS_ORDER, 0)
+        out: dict[str, int] = dict.fromkeys(STATUS_ORDER, 0)
         for r in self.rows:
             out[r.status] += 1
         return out

@@ -445,7 +445,7 @@ class RunStore:
         arrays = {f"seed={r.seed}/{k}": np.asarray(v) for r in results for k, v in r.arrays.items()}
         if arrays:
             buf = io.BytesIO()
-            np.savez_compressed(buf, **arrays)
+            np.savez_compressed(buf, allow_pickle=False, **arrays)
             atomic_write_bytes(partial / "arrays.npz", buf.getvalue(), **w)
         notes = list(dict.fromkeys(n for r in results for n in r.notes))
         summary = {"seeds": [r.seed for r in results], "per_seed": {str(r.seed): r.summary for r in results},

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -30,8 +31,14 @@ from ssldyn.models.seeding import member_generators
 __all__ = ["EnsembleConv2d", "ConvEncoder", "MLPEncoder", "ProjectionHead", "SimCLRNet", "build_simclr_net"]
 
 
+class EnsembleMember(Protocol):
+    """A module whose ensemble member ``e`` can be (re)drawn from a generator (the seeding rule)."""
+
+    def init_member(self, e: int, g: torch.Generator | None) -> None: ...
+
+
 def _draw_members(
-    module: nn.Module, ensemble: int, seeds: Sequence[int] | None, generator: torch.Generator | None
+    module: EnsembleMember, ensemble: int, seeds: Sequence[int] | None, generator: torch.Generator | None
 ) -> None:
     """Initialise every member of ``module`` (``init_member(e, g)``) by the seeding rule."""
     for e, g in enumerate(member_generators(ensemble, seeds=seeds, generator=generator)):
@@ -144,7 +151,7 @@ class ConvEncoder(nn.Module):
 
     def init_member(self, e: int, g: torch.Generator | None) -> None:
         for c in self.convs:
-            c.init_member(e, g)
+            cast(EnsembleConv2d, c).init_member(e, g)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = _members_first(x, self.E, 3)  # (E, B, C, H, W)
@@ -190,7 +197,7 @@ class MLPEncoder(nn.Module):
 
     def init_member(self, e: int, g: torch.Generator | None) -> None:
         for lin in self.linears:
-            lin.init_member(e, g)
+            cast(_EnsembleLinear, lin).init_member(e, g)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() >= 4:  # images: (B, C, H, W) or (E, B, C, H, W)
@@ -253,12 +260,18 @@ class SimCLRNet(nn.Module):
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
+        for name, part in (("backbone", backbone), ("head", head)):
+            if part is not None and not callable(getattr(part, "init_member", None)):
+                raise ValueError(f"SimCLRNet: {name} {type(part).__name__} has no init_member(e, g) (the seeding rule)")
+        E = getattr(backbone, "E", None)
+        if not isinstance(E, int) or E < 1:
+            raise ValueError(f"SimCLRNet: backbone needs an int ensemble size E >= 1, got {E!r}")
         self.backbone, self.head = backbone, head
-        self.ensemble = backbone.E
+        self.ensemble = E
         for e, g in enumerate(member_generators(self.ensemble, seeds=seeds, generator=generator)):
-            backbone.init_member(e, g)
+            cast(EnsembleMember, backbone).init_member(e, g)
             if head is not None:
-                head.init_member(e, g)
+                cast(EnsembleMember, head).init_member(e, g)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """Backbone features ``h`` ``(E, B, d_h)``."""

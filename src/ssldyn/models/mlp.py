@@ -64,12 +64,13 @@ class MLP(nn.Module):
         self.activation = get_activation(activation)
         self.ensemble = ensemble
         gens = member_generators(ensemble, seeds=seeds, generator=generator)
-        self.layers = nn.ModuleList(
+        layers = [
             EnsembleLinear(a, b, ensemble, bias=bias, init=init, std=gain / a**0.5, dtype=dtype, draw=False)
             for a, b in zip(dims[:-1], dims[1:])
-        )
+        ]
+        self.layers = nn.ModuleList(layers)
         for e, g in enumerate(gens):  # member by member: every layer of member e from its generator
-            for layer in self.layers:
+            for layer in layers:
                 layer.init_member(e, g)
         if device is not None:
             self.to(device)

@@ -377,7 +377,7 @@ class _DensePair(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dz):  # noqa: ANN001
+    def backward(ctx, dz):  # noqa: ANN001  # pyright: ignore[reportIncompatibleMethodOverride] (torch stub: *grad_outputs)
         x, VT, f1, f_bn, inv_sigma, mean_backprop, var_backprop, mask, *kept_t = ctx.saved_tensors
         lay = ctx.lay
         kept: list[torch.Tensor | None] = [None] * ctx.n_kept
@@ -479,12 +479,11 @@ class _TokenPair(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dz):  # noqa: ANN001
+    def backward(ctx, dz):  # noqa: ANN001  # pyright: ignore[reportIncompatibleMethodOverride] (torch stub: *grad_outputs)
         lay, N = ctx.lay, ctx.N
-        if ctx.path == "table":
-            rows, counts, pre_tab, f1_tab, mu, inv_sigma, f1s, mu_s, VT, U, mean_bp, var_bp, mask = ctx.saved_tensors
-        else:
-            rows, counts, pre_tab, f1_tab, mu, inv_sigma, f_bn, VT, U, mean_bp, var_bp, mask = ctx.saved_tensors
+        saved = ctx.saved_tensors  # table path: (..., f1s, mu_s, ...); samples path: (..., f_bn, ...)
+        rows, counts, pre_tab, f1_tab, mu, inv_sigma = saved[:6]
+        VT, U, mean_bp, var_bp, mask = saved[-5:]
         E, K, T, Mp = f1_tab.shape
         two, out = rows.shape[1], VT.shape[2]
         dev, dt = f1_tab.device, f1_tab.dtype
@@ -499,12 +498,14 @@ class _TokenPair(torch.autograd.Function):
                 dz_tab.index_add_(0, rows_k[k], dz_flat)
             dz_tab = dz_tab.view(E, K, two * T, out)  # (E, K, 2T, out)
             # ∂L/∂V_km = Σ_v s_v (Σ_a f1_tab[k, a, m] dz_tab_v[k, a] − μ_v Σ_n ∂L/∂z_n)
+            f1s, mu_s = saved[6], saved[7]  # (E, K, 2T, M), (E, 2, K·M)
             dVT = torch.matmul(f1s.transpose(2, 3), dz_tab).view(E, K * Mp, out)  # (E, K·M, out)
             dVT.baddbmm_(mu_s.transpose(1, 2), dz_sum, alpha=-1.0)
             # Σ_{n: t_nk = a} ∂L/∂f^bn_nk per view
             df_bn_tab = torch.matmul(dz_tab, V_k.transpose(2, 3)).view(E, K, two, T, Mp)  # (E, K, 2, T, M)
         else:
             dz_flat = dz.reshape(E, two * N, out)  # (E, 2N, out)
+            f_bn = saved[6]  # (E, 2N, K·M)
             dVT = torch.bmm(f_bn.transpose(1, 2), dz_flat)  # (E, K·M, out)
             df_bn = torch.bmm(dz_flat, VT.transpose(1, 2))  # (E, 2N, K·M) ∂L/∂f^bn
             df_bn_tab = torch.zeros(E * K * two * T, Mp, device=dev, dtype=dt)

@@ -28,6 +28,10 @@ class ShiftedModel(nn.Module):
         z0: ``(n, d)`` or ``(E, n, d)`` the initial embedding.
     """
 
+    model: nn.Module
+    x_ref: Tensor  # (n, ...) buffer
+    offset: Tensor  # (E, n, d) or (n, d) buffer
+
     def __init__(self, model: nn.Module, x: Tensor, z0: Tensor) -> None:
         super().__init__()
         self.model = model

@@ -73,6 +73,8 @@ class TwoLayerNet(nn.Module):
         device: where the parameters live (initialised on the CPU, then moved).
     """
 
+    mask: torch.Tensor  # (E, h) buffer: 1 for active hidden units
+
     def __init__(
         self,
         d: int,

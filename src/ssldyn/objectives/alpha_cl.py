@@ -278,13 +278,16 @@ def quadratic_contrastive_loss(
 
 
 # --------------------------------------------------------------------------- checks
-def _check_pairs(fn, names, a, a_pos, b, b_pos):
+def _check_pairs(
+    fn: str, names: tuple[str, str], a: Tensor, a_pos: Tensor, b: Tensor | None, b_pos: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Validated ``(a, a_pos, b, b_pos)`` with ``b, b_pos`` defaulting to ``a, a_pos``."""
     check_tensor(fn, names[0], a)
     check_tensor(fn, names[1], a_pos)
     check_same_shape(fn, names[0], a, names[1], a_pos)
     if (b is None) != (b_pos is None):
         raise ValueError(f"{fn}: give both b and b_pos or neither")
-    if b is None:
+    if b is None or b_pos is None:
         return a, a_pos, a, a_pos
     check_tensor(fn, "b", b)
     check_tensor(fn, "b_pos", b_pos)

@@ -130,16 +130,16 @@ def test_closed_form_loss_gradient_matches_objectives_autograd():
 
 
 def test_ensemble_loss_guard_reports_first_bad_member():
-    from ssldyn.dynamics.guards import EnsembleLossGuard, NonFiniteLossError
+    from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError
 
-    g = EnsembleLossGuard(["a", "b", "c"])
+    g = LossGuard(labels=["a", "b", "c"], lazy=True, check_every=None)
     g.update(0, torch.tensor([1.0, 2.0, 3.0]))
     g.update(1, torch.tensor([1.5, float("inf"), 2.5]))  # b goes bad at step 1 (last finite 2.0)
     g.update(2, torch.tensor([float("nan"), 7.0, 2.0]))  # a at step 2 (last finite 1.5); b stays failed
     with pytest.raises(NonFiniteLossError, match=r"loss of b became inf at step 1 \(last finite value: 2\)") as e:
         g.check()
     assert e.value.step == 1 and e.value.last_finite == 2.0
-    ok = EnsembleLossGuard()
+    ok = LossGuard(lazy=True, check_every=None)
     ok.update(0, torch.tensor([1.0]))
     ok.check()
 

@@ -28,6 +28,19 @@ import torch
 
 from ssldyn.errors import UserError
 
+__all__ = [
+    "IDX_FILES",
+    "IDX_MAX_BYTES",
+    "read_idx",
+    "check_labels",
+    "check_pixels",
+    "read_idx_dir",
+    "load_mnist",
+    "class_subset",
+    "preprocess",
+    "mnist_two_class",
+]
+
 IDX_FILES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),

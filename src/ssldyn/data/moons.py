@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+__all__ = ["SSLViews", "make_views", "half_moons"]
+
 
 @dataclass(frozen=True)
 class SSLViews:

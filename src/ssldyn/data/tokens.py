@@ -28,6 +28,8 @@ from typing import Literal, overload
 
 import torch
 
+__all__ = ["TokenSpec", "token_magnitudes", "TokenGenerator", "TokenStream"]
+
 
 @dataclass(frozen=True)
 class TokenSpec:

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from ssldyn.data.tokens import TokenGenerator, TokenSpec, TokenStream
-from ssldyn.dynamics.guards import EnsembleLossGuard, check_finite
+from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.models.rf_net import EnsembleRFNet
 from ssldyn.probes.chi import chi_scores
@@ -377,7 +377,7 @@ def train_ensemble(
     probes: Mapping[str, Probe] | None = None,
     every: int = 100,
     track: Callable[[Iterable[int]], Iterable[int]] | None = None,
-    guard: EnsembleLossGuard | None = None,
+    guard: LossGuard | None = None,
     compile: bool | Mapping[str, Any] = False,
     meta: Mapping | None = None,
 ) -> FlowResult[EnsembleRFNet]:
@@ -394,7 +394,8 @@ def train_ensemble(
             that step's update, with that step's batch loss) and after the last step (with the
             last batch's loss).
         track: wraps the step iterator (progress bars).
-        guard: per-member loss guard (:class:`EnsembleLossGuard`; a default one if None). Every
+        guard: per-member loss guard (:class:`~ssldyn.dynamics.guards.LossGuard`; default: a lazy one,
+            ``LossGuard(labels=..., lazy=True, check_every=None)``, if None). Every
             step's losses go through it on the device; it is checked at logging steps and at the
             end, so a member whose loss became NaN/inf stops training with
             :class:`~ssldyn.dynamics.guards.NonFiniteLossError` (step and last finite value).
@@ -412,7 +413,7 @@ def train_ensemble(
     """
     if steps < 0 or every < 1:
         raise ValueError(f"train_ensemble: steps must be >= 0 and every >= 1, got steps={steps}, every={every}")
-    guard = guard if guard is not None else EnsembleLossGuard()
+    guard = guard if guard is not None else LossGuard(lazy=True, check_every=None)
     probes = dict(probes or {})
     track = track or (lambda it: it)
 
@@ -511,7 +512,7 @@ def train_token_ensemble(
     probes: Mapping[str, Probe] | None = None,
     every: int = 100,
     track: Callable[[Iterable[int]], Iterable[int]] | None = None,
-    guard: EnsembleLossGuard | None = None,
+    guard: LossGuard | None = None,
     closed_form_loss: bool = True,
     compile: bool | Mapping[str, Any] = False,
     dtype: torch.dtype = torch.float32,
@@ -580,7 +581,7 @@ def train_token_ensemble(
     if probes is None:
         absolute = torch.tensor([r.activation == "linear" for r in runs], device=dev)
         probes = token_probes(emb, relevant, absolute)
-    guard = guard if guard is not None else EnsembleLossGuard([r.label for r in runs])
+    guard = guard if guard is not None else LossGuard(labels=[r.label for r in runs], lazy=True, check_every=None)
     tokens = _TokenBatches(gens, first.batch, member_stream, dev)
     return train_ensemble(
         net,

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["NonFiniteLossError", "check_finite", "LossGuard", "NoGuard", "resolve_guard", "EnsembleLossGuard"]
+__all__ = ["NonFiniteLossError", "check_finite", "LossGuard", "NoGuard", "resolve_guard"]
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -186,10 +186,3 @@ def resolve_guard(guard: LossGuard | bool | None, what: str = "loss") -> LossGua
     if not isinstance(guard, LossGuard):
         raise ValueError(f"guard: expected a LossGuard, True/None (default guard) or False (none), got {guard!r}")
     return guard
-
-
-class EnsembleLossGuard(LossGuard):
-    """Deprecated: ``LossGuard(what, labels=labels, lazy=True, check_every=None)`` (kept for the token trainer)."""
-
-    def __init__(self, labels: Sequence[str] | None = None, what: str = "loss") -> None:
-        super().__init__(what, labels=labels, lazy=True, check_every=None)

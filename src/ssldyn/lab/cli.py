@@ -25,6 +25,8 @@ from rich.text import Text
 from ssldyn.errors import UserError
 from ssldyn.lab import textlayout
 
+__all__ = ["EXECUTORS", "list_cmd", "show_cmd", "run_cmd", "reproduce_cmd", "report_cmd", "main"]
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,

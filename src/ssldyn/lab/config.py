@@ -24,6 +24,23 @@ from pydantic.fields import FieldInfo
 
 from ssldyn.errors import UserError
 
+__all__ = [
+    "ECHO_CHARS",
+    "cap",
+    "echo",
+    "ExperimentConfig",
+    "parse_value",
+    "parse_sets",
+    "deep_merge",
+    "CONFIG_MAX_BYTES",
+    "load_config_file",
+    "format_validation_error",
+    "build_config",
+    "config_schema_rows",
+    "format_value",
+    "describe_type",
+]
+
 #: longest echo of a user's value in an error message
 ECHO_CHARS = 200
 

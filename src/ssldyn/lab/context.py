@@ -15,6 +15,8 @@ import torch
 from ssldyn.errors import UserError
 from ssldyn.lab.threads import keep_heap_pad, set_threads, threads_from_env, torch_threads  # noqa: F401 (re-exported)
 
+__all__ = ["seed_everything", "resolve_device", "Context"]
+
 T = TypeVar("T")
 R = TypeVar("R")
 

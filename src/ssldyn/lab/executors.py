@@ -20,6 +20,8 @@ from ssldyn.lab.runner import RunSpec, commit_run, compute_run, format_exception
 from ssldyn.lab.store import RunStore, StoredRun, check_out_dir
 from ssldyn.lab.tasks import check_workers
 
+__all__ = ["EXECUTORS", "SweepItem", "execute"]
+
 EXECUTORS = ("local", "ray")
 
 

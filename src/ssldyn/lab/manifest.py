@@ -27,6 +27,8 @@ from typing import Any
 
 from ssldyn.errors import UserError
 
+__all__ = ["MANIFEST_PATH", "FORMAT", "entry", "build", "dumps", "papers", "experiments", "find", "main"]
+
 MANIFEST_PATH = Path(__file__).with_name("manifest.json")
 FORMAT = 1
 _BUILTIN_PREFIX = "ssldyn.experiments."

@@ -51,6 +51,8 @@ from ssldyn.lab.config import ExperimentConfig, echo
 from ssldyn.lab.context import Context
 from ssldyn.lab.result import Result
 
+__all__ = ["PAPERS", "Experiment", "register", "load_all", "all_experiments", "get_experiment", "registered"]
+
 PAPERS = {
     "variational": "Calder & Lee — Understanding Contrastive Learning through Variational Analysis "
     "and Neural Network Optimization Perspectives",

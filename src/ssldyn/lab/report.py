@@ -31,6 +31,8 @@ from ssldyn.lab.registry import PAPERS, all_experiments
 from ssldyn.lab.scores import SCORED_KINDS, PaperScore, canonical_runs, paper_scores
 from ssldyn.lab.store import atomic_write_text
 
+__all__ = ["KIND_TITLES", "build_report"]
+
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
 header{background:#1d2a44;color:#fff;padding:18px 32px}header h1{margin:0;font-size:24px}

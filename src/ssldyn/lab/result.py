@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+__all__ = ["Result"]
+
 
 @dataclass
 class Result:

@@ -34,6 +34,24 @@ from ssldyn.lab.store import RunStore, StoredRun, atomic_write_bytes, config_has
 from ssldyn.lab.tasks import default_workers
 from ssldyn.lab.threads import torch_threads
 
+__all__ = [
+    "DEFAULT_OUT",
+    "resolve_config",
+    "DEFAULT_SEEDS",
+    "MAX_SEEDS",
+    "default_seeds",
+    "flat_overrides",
+    "RunSpec",
+    "RunOutcome",
+    "ComputedRun",
+    "plan_run",
+    "run_seeds",
+    "evaluate_claims",
+    "compute_run",
+    "commit_run",
+    "format_exception_line",
+]
+
 DEFAULT_OUT = "ssldyn-runs"
 
 

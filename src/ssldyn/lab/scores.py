@@ -24,6 +24,8 @@ from typing import Any
 
 from ssldyn.lab.claims import Claim, references
 
+__all__ = ["SCORED_KINDS", "STATUS_ORDER", "ResultRow", "PaperScore", "run_rank", "canonical_runs", "paper_scores"]
+
 SCORED_KINDS = ("paper", "consequence")
 STATUS_ORDER = ("reproduced", "partly", "does not reproduce", "not run")
 

@@ -46,6 +46,20 @@ from ssldyn import __version__
 from ssldyn.lab.claims import Claim
 from ssldyn.lab.result import Result
 
+__all__ = [
+    "DONE",
+    "MANIFEST",
+    "DamagedRunError",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "file_manifest",
+    "verify_run",
+    "config_hash",
+    "StoredRun",
+    "check_out_dir",
+    "RunStore",
+]
+
 DONE = "DONE"
 MANIFEST = "MANIFEST.json"
 

@@ -13,6 +13,8 @@ from typing import Any
 from ssldyn.errors import UserError
 from ssldyn.lab.config import echo, parse_value
 
+__all__ = ["MAX_GRID", "split_top_level", "parse_sweep", "grid_axes", "grid_size", "expand_grid", "nest"]
+
 #: largest grid run without ``--yes``
 MAX_GRID = 200
 

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 from ssldyn.errors import UserError
 
+__all__ = ["TASK_EXECUTORS", "default_workers", "check_workers", "shutdown_pools", "map_tasks"]
+
 TASK_EXECUTORS = ("inline", "processes", "ray")
 
 T = TypeVar("T")

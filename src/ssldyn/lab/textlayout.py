@@ -19,6 +19,18 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+__all__ = [
+    "ELLIPSIS",
+    "wrap_words",
+    "shorten",
+    "longest_word",
+    "column_widths",
+    "table_lines",
+    "record_lines",
+    "layout",
+    "hanging",
+]
+
 ELLIPSIS = "…"
 
 

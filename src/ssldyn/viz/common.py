@@ -6,6 +6,8 @@ from pathlib import Path
 
 import matplotlib
 
+__all__ = ["PALETTE", "new_figure", "save_figure", "save_gif", "figure_to_rgb"]
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 

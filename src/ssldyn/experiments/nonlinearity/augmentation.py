@@ -39,7 +39,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, conint, field_validator
+from pydantic import Field, field_validator
 
 from ssldyn.data.latent import FIG8_ANGLES
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
@@ -56,14 +56,14 @@ class AugmentationConfig(ExperimentConfig):
         min_length=3,
         description="rotation ranges a (degrees), t ~ U[−a, a]; 180 = SO(2)",
     )
-    n_grid: conint(ge=360) = Field(7200, description="θ grid points")
+    n_grid: int = Field(7200, ge=360, description="θ grid points")
     activation: Literal["relu", "leaky_relu", "linear", "quadratic"] = Field(
         "relu", description="activation (App. B.5 / E.1: ReLU); b(w|x₀) in closed form for these"
     )
     prominence: float = Field(1e-4, gt=0, lt=0.1, description="relative prominence floor of a counted maximum")
     mc_range_deg: float = Field(30.0, gt=0, le=180, description="rotation range of the finite-batch check")
-    mc_n: conint(ge=50) = Field(
-        3000, description="batch size N of the finite-batch check (samples drawn from the 9 points)"
+    mc_n: int = Field(
+        3000, ge=50, description="batch size N of the finite-batch check (samples drawn from the 9 points)"
     )
 
     @field_validator("ranges_deg")

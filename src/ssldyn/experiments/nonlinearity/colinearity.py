@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, field_validator
+from pydantic import Field, PositiveFloat, field_validator
 
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.two_layer_alpha_cl import (
@@ -62,17 +62,17 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class ColinearityConfig(ExperimentConfig):
-    K: conint(ge=1) = Field(4, description="receptive fields")
-    M: conint(ge=2) = Field(4, description="filters per RF")
-    d: conint(ge=2) = Field(6, description="input dimension per RF")
-    n: conint(ge=8) = Field(256, description="batch size")
+    K: int = Field(4, ge=1, description="receptive fields")
+    M: int = Field(4, ge=2, description="filters per RF")
+    d: int = Field(6, ge=2, description="input dimension per RF")
+    n: int = Field(256, ge=8, description="batch size")
     noise: PositiveFloat = Field(0.3, description="input noise / augmentation noise")
-    trials: conint(ge=1) = Field(20, description="random weight draws")
+    trials: int = Field(20, ge=1, description="random weight draws")
     tau: PositiveFloat = Field(0.5, description="InfoNCE-α temperature")
     activations: list[Literal["linear", "relu", "leaky_relu", "quadratic", "tanh", "sigmoid"]] = Field(
         ["linear", "relu", "leaky_relu", "quadratic"], min_length=2, description="activations compared"
     )
-    path_points: conint(ge=3) = Field(11, description="points checked on the path of Thm. 4 (2)")
+    path_points: int = Field(11, ge=3, description="points checked on the path of Thm. 4 (2)")
 
     @field_validator("activations")
     @classmethod

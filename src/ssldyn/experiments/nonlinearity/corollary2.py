@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, field_validator
+from pydantic import Field, PositiveFloat, field_validator
 from scipy.stats import spearmanr
 
 from ssldyn.data.circle_mixture import CircleMixture
@@ -64,15 +64,15 @@ class Corollary2Config(ExperimentConfig):
     arc_half_widths: list[PositiveFloat] = Field(
         [30.0, 50.0, 70.0, 90.0], min_length=2, description="layouts: half-width a (degrees) of the data arc"
     )
-    n_clusters: conint(ge=2) = Field(6, description="von Mises clusters evenly spaced over [−a, a]")
+    n_clusters: int = Field(6, ge=2, description="von Mises clusters evenly spaced over [−a, a]")
     kappa: PositiveFloat = Field(100.0, description="von Mises concentration (angular std ≈ 1/√κ rad ≈ 5.7°)")
     delta: float = Field(0.1, gt=0, lt=1, description="radius r ~ U[1 − δ, 1 + δ]; C₀ = 1 + δ")
     taus: list[PositiveFloat] = Field([0.5, 0.1, 0.02], min_length=1, description="Gaussian-α temperatures τ")
-    n_grid: conint(ge=60) = Field(180, description="θ grid of the circle scan (then bisection)")
+    n_grid: int = Field(180, ge=60, description="θ grid of the circle scan (then bisection)")
     scan_arc_deg: PositiveFloat = Field(6.0, description="quadrature sub-arc (degrees) of the scan")
-    scan_nodes: conint(ge=2) = Field(3, description="Gauss–Legendre nodes per sub-arc and in the radius (scan)")
+    scan_nodes: int = Field(3, ge=2, description="Gauss–Legendre nodes per sub-arc and in the radius (scan)")
     fine_arc_deg: PositiveFloat = Field(3.0, description="quadrature sub-arc (degrees) at the optima (ρ, checks)")
-    fine_nodes: conint(ge=2) = Field(4, description="Gauss–Legendre nodes per sub-arc and in the radius (fine)")
+    fine_nodes: int = Field(4, ge=2, description="Gauss–Legendre nodes per sub-arc and in the radius (fine)")
     rho_eps: PositiveFloat = Field(1e-4, description="finite-difference step (radians) of ρ")
 
     @field_validator("arc_half_widths")

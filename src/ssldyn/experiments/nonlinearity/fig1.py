@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.latent import approx_orthogonal_basis, latent_summation_support
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration
@@ -70,7 +70,7 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class Fig1Config(ExperimentConfig):
-    d: conint(ge=2, le=14) = Field(10, description="dimension = number of latents M")
+    d: int = Field(10, ge=2, le=14, description="dimension = number of latents M")
     eps_orths: list[float] = Field(
         [0.02, 0.1], min_length=1, description="‖UᵀU − I‖₂ values ('small but non-zero', Fig. 1)"
     )
@@ -80,10 +80,10 @@ class Fig1Config(ExperimentConfig):
         [0.005, 0.05], min_length=1, description="σ in w(0) = normalize(u_m + σ g): starts near each u_m"
     )
     sigma_x: PositiveFloat = Field(0.1, description="noise σ_x of the continuous version (Gaussian-smoothed atoms)")
-    n_iter: conint(ge=5) = Field(200, description="maximal power iterations")
+    n_iter: int = Field(200, ge=5, description="maximal power iterations")
     tol: PositiveFloat = Field(1e-12, description="convergence threshold on ‖w(t+1) − w(t)‖")
     gammas: list[float] = Field([i / 20 for i in range(1, 20)], min_length=1, description="γ grid in (0, 1)")
-    cap_samples: conint(ge=4) = Field(32, description="points sampled in B_γ (continuous version) for sup ω and L")
+    cap_samples: int = Field(32, ge=4, description="points sampled in B_γ (continuous version) for sup ω and L")
     cap_gammas: list[float] = Field(
         [0.3, 0.5, 0.7, 0.9], min_length=1, description="γ grid of the sampled (continuous) check"
     )

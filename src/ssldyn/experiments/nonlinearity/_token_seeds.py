@@ -26,7 +26,7 @@ def split_by_seed(df: pd.DataFrame, seeds: Sequence[int], build: Callable[[pd.Da
     col = next(c for c in SEED_COLUMNS if c in df.columns)
     out = []
     for s in seeds:
-        part = df[df[col] == s].drop(columns=col).reset_index(drop=True)
+        part = df.loc[df[col] == s].drop(columns=col).reset_index(drop=True)
         if part.empty:
             raise ValueError(f"token grid: no runs for seed {s}")
         out.append(build(part))

@@ -271,7 +271,7 @@ class Augmentation(Experiment):
         c, m = result.tables["curves"], result.tables["maxima"]
         fig, ax = new_figure(2, 1, size=(4.8, 3.5))
         cols = [k for k in c.columns if k != "theta"]
-        scale = max(float(c[cols[0]].max()), 1e-300)  # all curves relative to the un-augmented maximum
+        scale = max(float(c.loc[:, cols[0]].max()), 1e-300)  # all curves relative to the un-augmented maximum
         for i, k in enumerate(cols):
             ax[0, 0].plot(c["theta"], c[k].to_numpy() / scale, color=PALETTE[i % 8], lw=1, label=f"{k}°")
         ax[0, 0].set(xlabel="θ", ylabel="E_α(θ) / max E_α(θ; a = 0)", title="E_α with rotation augmentation")

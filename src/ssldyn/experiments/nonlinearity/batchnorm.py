@@ -192,8 +192,8 @@ class BatchNorm(Experiment):
             "cor3_rel_err": max(cor3_err, float(-t.delta.min())),
             "min_lam_minus_max_dbn": float((t.lam - t.d.max(-1).values).min()),
             "dbn_formula_err": dbn_err,
-            "median_cv_ratio_d": float((draws["cv_dbn"] / draws["cv_d"]).median()),
-            "median_cv_ratio_gap": float((draws["cv_gapbn"] / draws["cv_gap"]).median()),
+            "median_cv_ratio_d": float((draws.loc[:, "cv_dbn"] / draws.loc[:, "cv_d"]).median()),
+            "median_cv_ratio_gap": float((draws.loc[:, "cv_gapbn"] / draws.loc[:, "cv_gap"]).median()),
             "median_log_speed_ratio_plain": float(lr_plain.median()) if len(lr_plain) else float("nan"),
             "median_log_speed_ratio_bn": float(lr_bn.median()) if len(lr_bn) else float("nan"),
             "speed_evened": float((lr_bn / lr_plain).median()) if len(lr_bn) else float("nan"),
@@ -230,7 +230,7 @@ class BatchNorm(Experiment):
         fig, ax = new_figure(2, 1, size=(4.2, 3.4))
         for j, col in enumerate(("speed_plain", "speed_bn")):
             for i, sc in enumerate(sorted(sp["scale"].unique())):
-                v = sp[sp["scale"] == sc][col].to_numpy()
+                v = sp.loc[sp["scale"] == sc, col].to_numpy()
                 ax[0, j].hist(np.log10(np.maximum(v, 1e-300)), bins=30, alpha=0.6, color=PALETTE[i],
                               label=f"input scale {sc:.3g}")  # fmt: skip
             ax[0, j].set(xlabel="log10 ‖P⊥ẇ_k‖/‖w_k‖", ylabel="RFs × draws",

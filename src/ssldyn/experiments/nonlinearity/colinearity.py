@@ -230,7 +230,7 @@ class Colinearity(Experiment):
                         row["thm4_rel_err"] = vals[3]
                     rows.append(row)
         t = pd.DataFrame(rows)
-        lin = t[t.activation == "linear"]
+        lin = t.loc[t.activation == "linear"]
         summ = {
             "linear_min_abs_cos": float(lin["min_abs_cos"].min()),
             "linear_thm4_max_rel_err": float(lin["thm4_rel_err"].max()),
@@ -238,10 +238,10 @@ class Colinearity(Experiment):
         for act in cfg.activations:
             if act == "linear":
                 continue
-            summ[f"{act}_mean_abs_cos"] = float(t[t.activation == act]["mean_abs_cos"].mean())
-            summ[f"{act}_max_min_abs_cos"] = float(t[t.activation == act]["min_abs_cos"].max())
+            summ[f"{act}_mean_abs_cos"] = float(t.loc[t.activation == act, "mean_abs_cos"].mean())
+            summ[f"{act}_max_min_abs_cos"] = float(t.loc[t.activation == act, "min_abs_cos"].max())
         summ["lemma4_max_rel_err_homogeneous"] = float(
-            t[t.activation.isin(["linear", "relu", "leaky_relu"])]["lemma4_rel_err"].max()
+            t.loc[t.activation.isin(["linear", "relu", "leaky_relu"]), "lemma4_rel_err"].max()
         )
         summ.update(_critical_path(cfg, model, ctx.generator(1)))
         res = Result(tables={"cosines": t}, summary=summ)
@@ -274,7 +274,7 @@ class Colinearity(Experiment):
         fig, ax = new_figure(1, 1, size=(5.0, 3.4))
         acts = list(dict.fromkeys(t["activation"]))
         for j, setting in enumerate(("uniform", "infonce")):
-            vals = [t[(t.activation == a) & (t.alpha == setting)]["mean_abs_cos"].to_numpy() for a in acts]
+            vals = [t.loc[(t.activation == a) & (t.alpha == setting), "mean_abs_cos"].to_numpy() for a in acts]
             pos = np.arange(len(acts)) + (j - 0.5) * 0.3
             ax[0, 0].bar(pos, [v.mean() for v in vals], width=0.3, color=PALETTE[j], label=f"α: {setting}")
         ax[0, 0].set_xticks(np.arange(len(acts)), acts)

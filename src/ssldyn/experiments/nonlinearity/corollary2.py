@@ -179,6 +179,12 @@ def roughness(mix: CircleMixture, theta: torch.Tensor, tau: float | None, eps: f
 LOC2 = "Thm. 2, Cor. 2, Sec. 3.2"
 
 
+def _spearman(a: pd.Series, b: pd.Series) -> float:
+    """Spearman's rank correlation ρ(a, b)."""
+    res = spearmanr(a, b)
+    return float(res.statistic)  # pyright: ignore[reportAttributeAccessIssue]  # scipy builds this result class at runtime
+
+
 @register
 class Corollary2(Experiment):
     name = "nonlinearity.corollary2"
@@ -286,28 +292,26 @@ class Corollary2(Experiment):
                     opt_rows.append(row)
         counts = pd.DataFrame(rows)
         opts = pd.DataFrame(opt_rows)
-        g = opts[opts["alpha"] == "gaussian"]
+        g = opts.loc[opts["alpha"] == "gaussian"]
         small = min(cfg.taus)
         gs = g[g["tau"] == small]
         ratio = g["rho"] / g["rho_u"]
-        cu = counts[counts["alpha"] == "uniform"].set_index("arc_deg")["n_optima"]
-        cg = counts[(counts["alpha"] == "gaussian") & (counts["tau"] == small)].set_index("arc_deg")["n_optima"]
+        cu = counts.loc[counts["alpha"] == "uniform"].set_index("arc_deg")["n_optima"]
+        cg = counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == small)].set_index("arc_deg")["n_optima"]
         diff = (cg - cu.reindex(cg.index)).to_numpy()
         res = Result(
             tables={"counts": counts, "optima": opts, "scan": pd.DataFrame({"theta": th.numpy(), **scans})},
         )
         res.summary = {
-            "thm2_max_ratio": float((opts["rho"] / opts["bound"]).max()),
-            "thm2_max_ratio_uniform": float((opts[opts.alpha == "uniform"]["rho"] / opts["bound"]).max()),
+            "thm2_max_ratio": float((opts.loc[:, "rho"] / opts.loc[:, "bound"]).max()),
+            "thm2_max_ratio_uniform": float((opts.loc[opts.alpha == "uniform", "rho"] / opts.loc[:, "bound"]).max()),
             "frac_rho_g_below_rho_u": float((g["rho"] < g["rho_u"]).mean()) if len(g) else float("nan"),
             "median_ratio_rho_g_rho_u": float(ratio.median()) if len(g) else float("nan"),
-            "spearman_ratio_z0": float(spearmanr(g["z0"], ratio).statistic) if len(g) > 2 else float("nan"),
+            "spearman_ratio_z0": _spearman(g["z0"], ratio) if len(g) > 2 else float("nan"),
             "max_ratio_over_z0": float((ratio / g["z0"]).max()) if len(g) else float("nan"),
-            "spearman_z0_inactive": float(spearmanr(gs["z0"], gs["inactive"]).statistic)
-            if len(gs) > 2
-            else float("nan"),
+            "spearman_z0_inactive": _spearman(gs["z0"], gs["inactive"]) if len(gs) > 2 else float("nan"),
             "min_z0_minus_inactive": float((g["z0"] - g["inactive"]).min()) if len(g) else float("nan"),
-            "min_inactive": float(opts["inactive"].min()),
+            "min_inactive": float(opts.loc[:, "inactive"].min()),
             "min_z0": float(g["z0"].min()) if len(g) else float("nan"),
             "counts_uniform": {f"{k:g}": int(v) for k, v in cu.items()},
             "counts_gaussian_small_tau": {f"{k:g}": int(v) for k, v in cg.items()},
@@ -352,13 +356,13 @@ class Corollary2(Experiment):
 
     def plots(self, cfg: Corollary2Config, result: Result, fig_dir: Path):
         opts, counts = result.tables["optima"], result.tables["counts"]
-        g = opts[opts["alpha"] == "gaussian"]
+        g = opts.loc[opts["alpha"] == "gaussian"]
         fig, ax = new_figure(3, 1, size=(4.2, 3.4))
         for i, tau in enumerate(cfg.taus):
             gt_ = g[g["tau"] == tau]
             ax[0, 0].plot(gt_["inactive"], gt_["z0"], "o", color=PALETTE[i % 8], label=f"τ={tau:g}")
             ax[0, 1].plot(gt_["z0"], gt_["rho"] / gt_["rho_u"], "o", color=PALETTE[i % 8], label=f"τ={tau:g}")
-        lim = [0, max(1e-3, float(opts["inactive"].max()) * 1.1)]
+        lim = [0, max(1e-3, float(opts.loc[:, "inactive"].max()) * 1.1)]
         ax[0, 0].plot(lim, lim, ":", color="0.5", label="z₀ = P[inactive]")
         ax[0, 0].set(xlabel="inactive fraction P[w*ᵀx ≤ 0]", ylabel="z₀(α_g)", title="Cor. 2: z₀ at the optima")
         ax[0, 0].legend(fontsize=7)
@@ -369,7 +373,7 @@ class Corollary2(Experiment):
         labels = [("uniform", None)] + [("gaussian", t) for t in cfg.taus]
         wdt = 0.8 / len(labels)
         for i, (al, tau) in enumerate(labels):
-            sel = counts[
+            sel = counts.loc[
                 (counts["alpha"] == al) & ((counts["tau"] == tau) if tau is not None else counts["tau"].isna())
             ]
             v = [int(sel[sel["arc_deg"] == a]["n_optima"].iloc[0]) for a in arcs]

@@ -103,7 +103,7 @@ class Fig1Config(ExperimentConfig):
 LOC = "Fig. 1 (right), Thm. 3"
 
 
-def _run_version(A_fn, U, w0, starts_pattern, cfg, exact_atoms, g, track, label) -> pd.DataFrame:
+def _run_version(A_fn, U, w0, starts_pattern, cfg, exact_atoms, g, track, label) -> tuple[pd.DataFrame, torch.Tensor]:
     """Power iteration from every start and the Thm. 3 / Thm. 1 diagnostics (one row per start)."""
     pi = power_iteration(w0, A_fn, steps=cfg.n_iter, tol=cfg.tol)
     w_end = pi.state  # (R, d)
@@ -243,8 +243,8 @@ class Fig1(Experiment):
                     for r in range(dd.shape[1])
                 ]
         runs = pd.concat(all_runs, ignore_index=True)
-        runs_d = runs[runs["version"] == "discrete"]
-        runs_c = runs[runs["version"] == "continuous"]
+        runs_d = runs.loc[runs["version"] == "discrete"]
+        runs_c = runs.loc[runs["version"] == "continuous"]
         disc = pd.DataFrame(discs)
         res = Result(tables={"runs": runs, "discrepancy": disc})
         smallest, eps_small = min(cfg.start_noise), min(cfg.eps_orths)
@@ -252,7 +252,7 @@ class Fig1(Experiment):
         held = rd[rd["thm3_holds"]]
         ok_c = runs_c[runs_c["is_lme"] & (runs_c["gap"] > runs_c["rho"]) & (runs_c["rho"] > 0)]
         res.summary = {
-            "max_final_discrepancy": float(runs["final_discrepancy"].max()),
+            "max_final_discrepancy": float(runs.loc[:, "final_discrepancy"].max()),
             "max_angle_to_nearest_deg": float(rd["angle_to_nearest_deg"].max()),
             "frac_one_per_pattern": float(((rd["nearest_pattern"] == rd["start_pattern"]) & rd["is_lme"]).mean()),
             "n_runs": len(rd),
@@ -319,7 +319,7 @@ class Fig1(Experiment):
         eo = max(cfg.eps_orths)
         fig, ax = new_figure(2, 1, size=(4.6, 3.5))
         for j, version in enumerate(("discrete", "continuous")):
-            sub = disc[(disc["version"] == version) & (disc["eps_orth"] == eo)]
+            sub = disc.loc[(disc["version"] == version) & (disc["eps_orth"] == eo)]
             for r, grp in sub.groupby("run"):
                 v = grp["discrepancy"].to_numpy()
                 ax[0, j].semilogy(grp["t"], np.maximum(v, 1e-17), color=PALETTE[r % 8], lw=1)

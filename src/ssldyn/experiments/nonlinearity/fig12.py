@@ -52,8 +52,9 @@ from ssldyn.data.augment import RandomResizedCrop
 from ssldyn.data.images import image_quadrants, load_images
 from ssldyn.dynamics.ensemble_trainer import EnsembleSGD
 from ssldyn.dynamics.trajectory import Trajectory
+from ssldyn.experiments.nonlinearity.token_grid import BN
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, le, lt, register
-from ssldyn.models.rf_net import BN_MODES, EnsembleRFNet
+from ssldyn.models.rf_net import EnsembleRFNet
 from ssldyn.objectives import info_nce
 from ssldyn.probes.filters import distinct_filters, laplacian_energy, pairwise_cosine, pattern_match, total_variation
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -80,7 +81,7 @@ class RFMnistConfig(ExperimentConfig):
     activation: Literal["relu", "leaky_relu", "linear", "quadratic", "tanh", "sigmoid"] = Field(
         "relu", description="activation of the first layer"
     )
-    bn: Literal[BN_MODES] = Field("mean_only", description="BatchNorm variant (Def. 5: mean-backprop BN)")
+    bn: BN = Field("mean_only", description="BatchNorm variant (Def. 5: mean-backprop BN)")
     crop_scale: tuple[float, float] = Field((0.5, 1.0), description="RandomResizedCrop scale (App. E.3)")
     crop_ratio: tuple[float, float] = Field((0.5, 1.5), description="RandomResizedCrop ratio (App. E.3)")
     log_every: int = Field(1000, ge=1, description="steps between filter measurements (also at 1, 2, 4, 8, …)")
@@ -145,7 +146,7 @@ def train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
     return copy.deepcopy(_CACHE[key])
 
 
-def _matched_distance(path: dict[str, np.ndarray]) -> tuple[float, float, float]:
+def _matched_distance(path: dict[str, dict[str, np.ndarray]]) -> tuple[float, float, float]:
     """Laplacian energy of both conditions at the same relative distance from init (the smaller final one).
 
     ``path``: per condition arrays ``dist`` and ``lap`` over the logged steps (non-decreasing ``dist``
@@ -184,7 +185,7 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
         device=dev,
     )
     opt = EnsembleSGD([net.W, net.VT], cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-    crop = RandomResizedCrop(scale=tuple(cfg.crop_scale), ratio=tuple(cfg.crop_ratio))
+    crop = RandomResizedCrop(scale=cfg.crop_scale, ratio=cfg.crop_ratio)
     gens = ctx.generators(1)  # one minibatch / crop stream per seed
     patches = [
         image_quadrants(_standardize(images[torch.randperm(N, generator=g)[: cfg.match_patches].to(dev)])).cpu()
@@ -264,8 +265,8 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
         m = res.tables["metrics"]
         path = {
             c: {
-                "dist": m[(m.member == j) & (m.probe == "dist")].sort_values("step")["value"].to_numpy(),
-                "lap": m[(m.member == j) & (m.probe == "laplacian")].sort_values("step")["value"].to_numpy(),
+                "dist": m.loc[(m.member == j) & (m.probe == "dist")].sort_values("step")["value"].to_numpy(),
+                "lap": m.loc[(m.member == j) & (m.probe == "laplacian")].sort_values("step")["value"].to_numpy(),
             }
             for j, c in enumerate(CONDITIONS)
         }
@@ -418,7 +419,7 @@ class Fig13(_RFMnistBase):
         for r in rs:
             m = r.tables["metrics"]
             for i, c in enumerate(CONDITIONS):
-                sel = m[m["member"] == i]
+                sel = m.loc[m["member"] == i]
                 lap = sel[sel["probe"] == "laplacian"].sort_values("step")
                 dist = sel[sel["probe"] == "dist"].sort_values("step")
                 first = r is rs[0]

@@ -219,7 +219,7 @@ class Fig4(Experiment):
 
     def measure(self, cfg: ActivationGridConfig, result: Result) -> dict:
         t = result.tables["final"]
-        t = t[t["loss"] == "infonce"]
+        t = t.loc[t["loss"] == "infonce"]
         betas = sorted(cfg.betas)
         lin = [cell(t, activation="linear", beta=b, P=1) for b in betas]
         relu = [cell(t, activation="relu", beta=b, P=1) for b in betas]

@@ -117,7 +117,7 @@ class Fig5(Experiment):
         results = []
         for s in ctx.seeds:
             res = Result()
-            res.tables["chi"] = df[df[col] == s].drop(columns=col).reset_index(drop=True)
+            res.tables["chi"] = df.loc[df[col] == s].drop(columns=col).reset_index(drop=True)
             for m, r in enumerate(runs):
                 if r.seed != s:
                     continue
@@ -194,7 +194,9 @@ class Fig5(Experiment):
             paths.append(save_figure(fig, fig_dir / f"fig5_P{P}.png"))
         df = result.tables["chi"]
         fig, axes = new_figure(ncols=2)
-        for i, ((P, act), d) in enumerate(df.groupby(["P", "activation"])):
+        for i, (key, d) in enumerate(df.groupby(["P", "activation"])):
+            assert isinstance(key, tuple)  # grouping by a list of columns gives tuple keys
+            P, act = key
             for j, col in enumerate(("chi_plus", "chi_minus")):
                 axes[0][j].plot(d["step"], d[col], color=PALETTE[i % len(PALETTE)], label=f"P={P} {act}")
         for j, lab in enumerate(("χ̄₊", "χ̄₋")):

@@ -181,7 +181,7 @@ class Fig8(Experiment):
         a.plot(c["theta"], c[cfg.activation], "-", color=PALETTE[0], label=cfg.activation)
         a.plot(c["theta"], c["linear"], ":", color=PALETTE[1], label="linear")
         for act, col in ((cfg.activation, PALETTE[0]), ("linear", PALETTE[1])):
-            t = m[m["activation"] == act]["theta"].to_numpy()
+            t = m.loc[m["activation"] == act, "theta"].to_numpy()
             a.plot(t, np.interp(t, c["theta"], c[act]), "o", color=col, ms=4)
         for t in cfg.angles:
             a.axvline(t, color="0.8", lw=0.8, zorder=0)

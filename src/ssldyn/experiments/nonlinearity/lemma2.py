@@ -212,7 +212,7 @@ class Lemma2(Experiment):
                      "neg_part": max(0.0, -errs[4]) / scale_c},
                 ]  # fmt: skip
         table = pd.DataFrame(rows)
-        mean = table.groupby(["setting", "N"])[["err"]].mean().reset_index()
+        mean = table.groupby(["setting", "N"]).agg(err=("err", "mean")).reset_index()
         summary = {}
         for setting, grp in mean.groupby("setting"):
             slope = np.polyfit(np.log(grp["N"]), np.log(grp["err"]), 1)[0]
@@ -220,10 +220,10 @@ class Lemma2(Experiment):
             summary[f"err_first_{setting}"] = float(grp["err"].iloc[0])
             summary[f"err_last_{setting}"] = float(grp["err"].iloc[-1])
         nmax, nmin = max(cfg.ns), min(cfg.ns)
-        b_last = table[(table.setting == "b_augmented") & (table.N == nmax)]
+        b_last = table.loc[(table.setting == "b_augmented") & (table.N == nmax)]
         summary["aug_dist_to_total_var_last"] = float(b_last["dist_to_total_var"].mean())
         summary["aug_variance_removed_ratio"] = summary["aug_dist_to_total_var_last"] / summary["err_last_b_augmented"]
-        cg = table[table.setting == "c_gaussian"]
+        cg = table.loc[table.setting == "c_gaussian"]
         neg = cg.groupby("N")["neg_part"].mean()
         summary["neg_part_by_N"] = [float(v) for v in neg.to_numpy()]
         pos = neg > 0

@@ -208,16 +208,16 @@ class LME(Experiment):
         )
         res = Result(tables={"closed_form": closed, "lme": lmes, "power_iteration": pi_table})
         res.add_trajectory(pi_sum.trajectory)
-        zc, zs = closed[closed.model == "categorical"], closed[closed.model == "summation"]
+        zc, zs = closed.loc[closed.model == "categorical"], closed.loc[closed.model == "summation"]
         res.summary = {
             "max_z_categorical": float(zc["z"].max()),
             "max_z_summation": float(zs["z"].max()),
             "max_rel_err_categorical": float(zc["rel_err"].max()),
             "max_rel_err_summation": float(zs["rel_err"].max()),
-            "lme_agreement": int((lmes["is_lme"] == lmes["predicted_lme"]).sum()),
+            "lme_agreement": int((lmes.loc[:, "is_lme"] == lmes.loc[:, "predicted_lme"]).sum()),
             "n_patterns": d,
-            "n_q_below": int(lmes["predicted_lme"].sum()),
-            "n_q_above": int((~lmes["predicted_lme"]).sum()),
+            "n_q_below": int(lmes.loc[:, "predicted_lme"].sum()),
+            "n_q_above": int((~lmes.loc[:, "predicted_lme"]).sum()),
             "relu_return_categorical": float((cos_cat > 0.999).double().mean()),
             "relu_return_summation_lme": float((cos_sum[is_lme_pat] > 0.999).double().mean()),
             "relu_leave_summation_nonlme": float((cos_sum[~is_lme_pat] < 0.99).double().mean())

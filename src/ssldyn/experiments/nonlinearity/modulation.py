@@ -362,7 +362,7 @@ class Modulation(Experiment):
         t = pd.concat([r.tables["two_layer"] for r in rs])
         cats = ["disc", "other", "neither"]
         for i, mod in enumerate((True, False)):
-            v = t[t.modulation == mod][cats]
+            v = t.loc[t.modulation == mod, cats]
             ax[0, 1].bar(np.arange(3) + (i - 0.5) * 0.35, v.mean().to_numpy(), width=0.35, yerr=v.std().fillna(0),
                          color=PALETTE[i], label="eq. 15" if mod else "one-layer")  # fmt: skip
         ax[0, 1].set_xticks(np.arange(3), ["discriminative", "other pattern", "none"])
@@ -421,7 +421,7 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
         se = math.sqrt(max(p_cf * (1 - p_cf), 1.0 / n) / n)
         rows.append({"eps": eps, "mc": p_mc, "closed_form": p_cf, "z": abs(p_mc - p_cf) / se})
     table = pd.DataFrame(rows)
-    big = table[table["eps"] > 1]
+    big = table.loc[table["eps"] > 1]
     z156, z157, n156, n157 = [], [], 0, 0
     for _ in range(cfg.eps_vectors):
         eps = (torch.rand(d, generator=g, dtype=torch.float64) - 0.5).to(dev) * 1.6  # gaps below 1
@@ -442,7 +442,7 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
             n157 += 1
     return {
         "table": table,
-        "eq155_max_z": float(table[table["eps"] <= 1]["z"].max()),
+        "eq155_max_z": float(table.loc[table["eps"] <= 1, "z"].max()),
         "eq155_big_eps": float(big["eps"].iloc[-1]) if len(big) else float("nan"),
         "eq155_big_eps_p": float(big["mc"].iloc[-1]) if len(big) else float("nan"),
         "eq155_big_eps_z": float(big["z"].iloc[-1]) if len(big) else float("nan"),

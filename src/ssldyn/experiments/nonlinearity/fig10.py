@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 from pydantic import model_validator
 
-from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, pooled_final
+from ssldyn.experiments.nonlinearity._token_seeds import mean_diff
 from ssldyn.experiments.nonlinearity.fig4 import (
     ActivationGridConfig,
     _cells,
+    plot_activation_grid,
     run_activation_grid,
     trend_claims,
     trend_measures,
 )
-from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
 from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, lt, register
 
 
@@ -84,20 +84,5 @@ class Fig10(Experiment):
         return out
 
     def plots(self, cfg: Fig10Config, result: Result, fig_dir: Path) -> list[Path]:
-        t = pooled_final(result)
-        rows = [
-            (f"{loss} {'χ̄₊' if col == 'chi_plus' else 'χ̄₋'}", {"loss": loss, "col": col})
-            for loss in cfg.losses
-            for col in ("chi_plus", "chi_minus")
-        ]
-        return [
-            plot_chi_grid(
-                t,
-                fig_dir / "fig10.png",
-                series="activation",
-                rows=rows,
-                Ps=sorted(cfg.Ps),
-                betas=sorted(cfg.betas),
-                title="χ̄± vs β, quadratic loss vs InfoNCE (Fig. 10)",
-            )
-        ]
+        title = "χ̄± vs β, quadratic loss vs InfoNCE (Fig. 10)"
+        return [plot_activation_grid(cfg, result, fig_dir / "fig10.png", title=title)]

@@ -79,6 +79,20 @@ NOTE = (
 )
 
 
+def plot_activation_grid(cfg: ActivationGridConfig, result: Result, path: Path, *, title: str) -> Path:
+    """χ̄₊ and χ̄₋ vs β of the grid: one panel row per (loss, χ column), one column per P, one curve
+    (mean ± std over the seeds) per activation."""
+    rows = [
+        (f"{loss} {'χ̄₊' if col == 'chi_plus' else 'χ̄₋'}", {"loss": loss, "col": col})
+        for loss in cfg.losses
+        for col in ("chi_plus", "chi_minus")
+    ]
+    t = pooled_final(result)
+    return plot_chi_grid(
+        t, path, series="activation", rows=rows, Ps=sorted(cfg.Ps), betas=sorted(cfg.betas), title=title
+    )
+
+
 def run_activation_grid(cfg: ActivationGridConfig, ctx: Context) -> list[Result]:
     """Train the grid for every seed of the run at once; one Result per seed (its rows of the grid)."""
     runs = make_runs(
@@ -237,20 +251,6 @@ class Fig4(Experiment):
         return out
 
     def plots(self, cfg: ActivationGridConfig, result: Result, fig_dir: Path) -> list[Path]:
-        t = pooled_final(result)
-        rows = [
-            (f"{loss} {'χ̄₊' if col == 'chi_plus' else 'χ̄₋'}", {"loss": loss, "col": col})
-            for loss in cfg.losses
-            for col in ("chi_plus", "chi_minus")
-        ]
-        return [
-            plot_chi_grid(
-                t,
-                fig_dir / "fig4_fig9.png",
-                series="activation",
-                rows=rows,
-                Ps=sorted(cfg.Ps),
-                betas=sorted(cfg.betas),
-                title=f"χ̄± vs β (Fig. 4 / 9), mean ± std over {len(result.seed_results or [result])} seeds",
-            )
-        ]
+        n_seeds = len(result.seed_results or [result])
+        title = f"χ̄± vs β (Fig. 4 / 9), mean ± std over {n_seeds} seeds"
+        return [plot_activation_grid(cfg, result, fig_dir / "fig4_fig9.png", title=title)]

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field, model_validator
 
+from ssldyn.experiments.nonlinearity._token_seeds import seed_rows
 from ssldyn.experiments.nonlinearity.token_grid import (
     BN,
     TokenTrainConfig,
@@ -113,11 +114,10 @@ class Fig5(Experiment):
         )
         traj = train_grid(cfg, ctx, runs, keep_filters=True)  # member m = runs[m]
         df = grid_frame(runs, traj)
-        col = "seed" if "seed" in df.columns else "init"
         results = []
         for s in ctx.seeds:
             res = Result()
-            res.tables["chi"] = df.loc[df[col] == s].drop(columns=col).reset_index(drop=True)
+            res.tables["chi"] = seed_rows(df, s)
             for m, r in enumerate(runs):
                 if r.seed != s:
                     continue

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, PositiveFloat, model_validator
 
-from ssldyn.experiments.nonlinearity._token_seeds import split_by_seed
+from ssldyn.experiments.nonlinearity._token_seeds import seed_rows
 from ssldyn.experiments.nonlinearity.token_grid import (
     TokenTrainConfig,
     cell,
@@ -212,15 +212,12 @@ class Table1(Experiment):
             lr_runs = make_runs(activations=["relu"], betas=cfg.betas, Ps=cfg.Ps, zetas=[cfg.zeta],
                                 seeds=list(ctx.seeds), bns=["mean_only"], base=replace(base, lr=cfg.paper_lr))  # fmt: skip
             lr_df = grid_frame(lr_runs, train_grid(cfg, ctx, lr_runs))
-        col = "seed" if "seed" in df.columns else "init"
         results = []
-        for s, part in zip(ctx.seeds, split_by_seed(df, ctx.seeds, lambda p: Result(tables={"chi": p}))):
-            final = final_table(part.tables["chi"])
-            lr_final = None
-            if lr_df is not None:
-                lr_final = final_table(lr_df.loc[lr_df[col] == s].drop(columns=col))
-            res = Result(tables={"chi": part.tables["chi"], "final": final,
-                                 "side_by_side": side_by_side(final, lr_final)})  # fmt: skip
+        for s in ctx.seeds:
+            chi = seed_rows(df, s)
+            final = final_table(chi)
+            lr_final = final_table(seed_rows(lr_df, s)) if lr_df is not None else None
+            res = Result(tables={"chi": chi, "final": final, "side_by_side": side_by_side(final, lr_final)})
             res.notes.append(
                 f"lr = {cfg.lr:g} (documented command) instead of the paper's 2e-3; the extra column trains μ-only BN at "
                 f"lr = {cfg.paper_lr}."

@@ -15,13 +15,13 @@ from pydantic import model_validator
 from ssldyn.experiments.nonlinearity._token_seeds import mean_diff
 from ssldyn.experiments.nonlinearity.fig4 import (
     ActivationGridConfig,
+    _ActivationGridBase,
     _cells,
     plot_activation_grid,
-    run_activation_grid,
     trend_claims,
     trend_measures,
 )
-from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, lt, register
+from ssldyn.lab import ClaimSpec, Measured, Result, lt, register
 
 
 class Fig10Config(ActivationGridConfig):
@@ -38,9 +38,8 @@ LOC10 = "Fig. 10"
 
 
 @register
-class Fig10(Experiment):
+class Fig10(_ActivationGridBase):
     name = "nonlinearity.fig10"
-    paper = "nonlinearity"
     figure = "Fig. 10 (and Fig. 4 bottom row)"
     description = "χ̄₊ / χ̄₋ vs β per activation and P with the quadratic loss, compared with InfoNCE"
     Config = Fig10Config
@@ -53,9 +52,6 @@ class Fig10(Experiment):
         "losses": ["infonce", "quadratic"],
     }
     est_seconds = (10, 1500)
-    paper_seeds = 3
-    paper_seeds_reason = "'Each setting is repeated 3 times and mean/std are reported' (Fig. 4 and Fig. 9 captions)"
-    batch_seeds = True
     claims = (
         *trend_claims("quadratic loss", LOC10, suffix="-quadratic"),
         ClaimSpec(
@@ -65,9 +61,6 @@ class Fig10(Experiment):
             basis="relation: 'not as effective' — a lower matching score",
         ),
     )  # fmt: skip
-
-    def run(self, cfg: Fig10Config, ctx: Context) -> list[Result]:
-        return run_activation_grid(cfg, ctx)
 
     def measure(self, cfg: Fig10Config, result: Result) -> dict:
         t = result.tables["final"]

@@ -184,10 +184,21 @@ def trend_claims(loss: str, where: str, suffix: str = "") -> tuple[ClaimSpec, ..
 LOC4 = "Fig. 4 (top), Sec. 5.1"
 
 
-@register
-class Fig4(Experiment):
-    name = "nonlinearity.fig4"
+class _ActivationGridBase(Experiment):
+    """What Fig. 4 and Fig. 10 share: the grid run (one cached grid for both) and its seed policy."""
+
     paper = "nonlinearity"
+    paper_seeds = 3
+    paper_seeds_reason = "'Each setting is repeated 3 times and mean/std are reported' (Fig. 4 and Fig. 9 captions)"
+    batch_seeds = True
+
+    def run(self, cfg: ActivationGridConfig, ctx: Context) -> list[Result]:
+        return run_activation_grid(cfg, ctx)
+
+
+@register
+class Fig4(_ActivationGridBase):
+    name = "nonlinearity.fig4"
     figure = "Fig. 4, Fig. 9"
     description = "χ̄₊ / χ̄₋ vs β per activation and P with InfoNCE (token generators, 2-layer RF net)"
     Config = Fig4Config
@@ -200,9 +211,6 @@ class Fig4(Experiment):
         "losses": ["infonce"],
     }
     est_seconds = (8, 1500)
-    paper_seeds = 3
-    paper_seeds_reason = "'Each setting is repeated 3 times and mean/std are reported' (Fig. 4 and Fig. 9 captions)"
-    batch_seeds = True
     claims = (
         ClaimSpec(
             "p1-linear-good", "When P = 1, the linear model works well regardless of β.", "Fig. 4, Fig. 9 (a)",
@@ -227,9 +235,6 @@ class Fig4(Experiment):
             basis="relation: 'the lowest'",
         ),
     )  # fmt: skip
-
-    def run(self, cfg: ActivationGridConfig, ctx: Context) -> list[Result]:
-        return run_activation_grid(cfg, ctx)
 
     def measure(self, cfg: ActivationGridConfig, result: Result) -> dict:
         t = result.tables["final"]

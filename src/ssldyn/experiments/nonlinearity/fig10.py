@@ -43,14 +43,7 @@ class Fig10(_ActivationGridBase):
     figure = "Fig. 10 (and Fig. 4 bottom row)"
     description = "χ̄₊ / χ̄₋ vs β per activation and P with the quadratic loss, compared with InfoNCE"
     Config = Fig10Config
-    quick = {
-        "steps": 800,
-        "log_every": 200,
-        "activations": ["linear", "relu"],
-        "betas": [1, 5],
-        "Ps": [1, 3],
-        "losses": ["infonce", "quadratic"],
-    }
+    quick = {**_ActivationGridBase.quick, "losses": ["infonce", "quadratic"]}
     est_seconds = (10, 1500)
     claims = (
         *trend_claims("quadratic loss", LOC10, suffix="-quadratic"),

@@ -185,9 +185,17 @@ LOC4 = "Fig. 4 (top), Sec. 5.1"
 
 
 class _ActivationGridBase(Experiment):
-    """What Fig. 4 and Fig. 10 share: the grid run (one cached grid for both) and its seed policy."""
+    """What Fig. 4 and Fig. 10 share: the grid run (one cached grid for both), its seed policy and quick preset."""
 
     paper = "nonlinearity"
+    quick = {
+        "steps": 800,
+        "log_every": 200,
+        "activations": ["linear", "relu"],
+        "betas": [1, 5],
+        "Ps": [1, 3],
+        "losses": ["infonce"],
+    }
     paper_seeds = 3
     paper_seeds_reason = "'Each setting is repeated 3 times and mean/std are reported' (Fig. 4 and Fig. 9 captions)"
     batch_seeds = True
@@ -202,14 +210,6 @@ class Fig4(_ActivationGridBase):
     figure = "Fig. 4, Fig. 9"
     description = "χ̄₊ / χ̄₋ vs β per activation and P with InfoNCE (token generators, 2-layer RF net)"
     Config = Fig4Config
-    quick = {
-        "steps": 800,
-        "log_every": 200,
-        "activations": ["linear", "relu"],
-        "betas": [1, 5],
-        "Ps": [1, 3],
-        "losses": ["infonce"],
-    }
     est_seconds = (8, 1500)
     claims = (
         ClaimSpec(

@@ -148,6 +148,11 @@ def flow_rate(A: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     return (wp[:, None, :] @ A @ _w(theta)[:, :, None]).reshape(-1)
 
 
+def scan_grid(n_grid: int) -> torch.Tensor:
+    """The θ grid of the circle scan: ``n_grid`` points evenly spaced on [−π, π), shape (n_grid,)."""
+    return torch.linspace(-math.pi, math.pi, n_grid + 1, dtype=torch.float64)[:-1]
+
+
 def stable_optima(
     mix: CircleMixture, tau: float | None, n_grid: int, quad: dict, iters: int = 40
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -155,7 +160,7 @@ def stable_optima(
 
     Returns ``(θ* (n_opt,), θ grid (n_grid,), r on the grid)``.
     """
-    th = torch.linspace(-math.pi, math.pi, n_grid + 1, dtype=torch.float64)[:-1]
+    th = scan_grid(n_grid)
     r = flow_rate(A_population(mix, th, tau, quad), th)
     s = torch.sign(r)
     idx = ((s > 0) & (torch.roll(s, -1) < 0)).nonzero().reshape(-1)
@@ -253,7 +258,7 @@ class Corollary2(Experiment):
             mix = layout(cfg, a)
             C0 = mix.C0
             for tau in settings:
-                opt, th, r = stable_optima(mix, tau, cfg.n_grid, scan_q)
+                opt, _, r = stable_optima(mix, tau, cfg.n_grid, scan_q)
                 scans[f"a={a:g} " + ("uniform" if tau is None else f"τ={tau:g}")] = r.numpy()
                 rows.append({"arc_deg": a, "alpha": "uniform" if tau is None else "gaussian", "tau": tau,
                              "n_optima": int(opt.numel())})  # fmt: skip
@@ -300,7 +305,11 @@ class Corollary2(Experiment):
         cg = counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == small)].set_index("arc_deg")["n_optima"]
         diff = (cg - cu.reindex(cg.index)).to_numpy()
         res = Result(
-            tables={"counts": counts, "optima": opts, "scan": pd.DataFrame({"theta": th.numpy(), **scans})},
+            tables={
+                "counts": counts,
+                "optima": opts,
+                "scan": pd.DataFrame({"theta": scan_grid(cfg.n_grid).numpy(), **scans}),
+            },
         )
         res.summary = {
             "thm2_max_ratio": float((opts.loc[:, "rho"] / opts.loc[:, "bound"]).max()),

@@ -20,17 +20,19 @@ from ssldyn.lab import Result
 SEED_COLUMNS = ("seed", "init")  # the grid's name for a run's seed (the lab owns "seed" in stored tables)
 
 
+def seed_rows(df: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """The rows of the grid's long table ``df`` for one seed, without the seed column."""
+    col = next(c for c in SEED_COLUMNS if c in df.columns)
+    part = df.loc[df[col] == seed].drop(columns=col).reset_index(drop=True)
+    if part.empty:
+        raise ValueError(f"token grid: no runs for seed {seed}")
+    return part
+
+
 def split_by_seed(df: pd.DataFrame, seeds: Sequence[int], build: Callable[[pd.DataFrame], Result]) -> list[Result]:
     """One :class:`Result` per seed from the grid's long table ``df`` (``build`` gets that seed's rows,
     without the seed column)."""
-    col = next(c for c in SEED_COLUMNS if c in df.columns)
-    out = []
-    for s in seeds:
-        part = df[df[col] == s].drop(columns=col).reset_index(drop=True)
-        if part.empty:
-            raise ValueError(f"token grid: no runs for seed {s}")
-        out.append(build(part))
-    return out
+    return [build(seed_rows(df, s)) for s in seeds]
 
 
 def per_seed_result(chi: pd.DataFrame, note: str) -> Result:

@@ -39,7 +39,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, conint, field_validator
+from pydantic import Field, field_validator
 
 from ssldyn.data.latent import FIG8_ANGLES
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
@@ -56,14 +56,14 @@ class AugmentationConfig(ExperimentConfig):
         min_length=3,
         description="rotation ranges a (degrees), t ~ U[−a, a]; 180 = SO(2)",
     )
-    n_grid: conint(ge=360) = Field(7200, description="θ grid points")
+    n_grid: int = Field(7200, ge=360, description="θ grid points")
     activation: Literal["relu", "leaky_relu", "linear", "quadratic"] = Field(
         "relu", description="activation (App. B.5 / E.1: ReLU); b(w|x₀) in closed form for these"
     )
     prominence: float = Field(1e-4, gt=0, lt=0.1, description="relative prominence floor of a counted maximum")
     mc_range_deg: float = Field(30.0, gt=0, le=180, description="rotation range of the finite-batch check")
-    mc_n: conint(ge=50) = Field(
-        3000, description="batch size N of the finite-batch check (samples drawn from the 9 points)"
+    mc_n: int = Field(
+        3000, ge=50, description="batch size N of the finite-batch check (samples drawn from the 9 points)"
     )
 
     @field_validator("ranges_deg")
@@ -271,7 +271,7 @@ class Augmentation(Experiment):
         c, m = result.tables["curves"], result.tables["maxima"]
         fig, ax = new_figure(2, 1, size=(4.8, 3.5))
         cols = [k for k in c.columns if k != "theta"]
-        scale = max(float(c[cols[0]].max()), 1e-300)  # all curves relative to the un-augmented maximum
+        scale = max(float(c.loc[:, cols[0]].max()), 1e-300)  # all curves relative to the un-augmented maximum
         for i, k in enumerate(cols):
             ax[0, 0].plot(c["theta"], c[k].to_numpy() / scale, color=PALETTE[i % 8], lw=1, label=f"{k}°")
         ax[0, 0].set(xlabel="θ", ylabel="E_α(θ) / max E_α(θ; a = 0)", title="E_α with rotation augmentation")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
@@ -35,13 +35,13 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class BatchNormConfig(ExperimentConfig):
-    K: conint(ge=2) = Field(6, description="receptive fields (half scaled by ζ, half by 1/ζ)")
-    P: conint(ge=3) = Field(4, description="orthonormal patterns per RF")
+    K: int = Field(6, ge=2, description="receptive fields (half scaled by ζ, half by 1/ζ)")
+    P: int = Field(4, ge=3, description="orthonormal patterns per RF")
     zeta: PositiveFloat = Field(3.0, description="input-scale non-uniformity ζ across RFs (App. E.2 uses 2-10)")
     p_disc: float = Field(0.45, gt=0, lt=1, description="P[pattern 0 | z=1] = P[pattern 1 | z=0]")
     p_other: float = Field(0.05, ge=0, lt=1, description="P[pattern 0 | z=0] = P[pattern 1 | z=1]")
-    draws: conint(ge=4) = Field(400, description="random filter draws (each: one filter per RF)")
-    n: conint(ge=8) = Field(64, description="batch size of the Lemma 6 check")
+    draws: int = Field(400, ge=4, description="random filter draws (each: one filter per RF)")
+    n: int = Field(64, ge=8, description="batch size of the Lemma 6 check")
     noise: PositiveFloat = Field(0.3, description="augmentation noise of the Lemma 6 check")
 
     @model_validator(mode="after")
@@ -192,8 +192,8 @@ class BatchNorm(Experiment):
             "cor3_rel_err": max(cor3_err, float(-t.delta.min())),
             "min_lam_minus_max_dbn": float((t.lam - t.d.max(-1).values).min()),
             "dbn_formula_err": dbn_err,
-            "median_cv_ratio_d": float((draws["cv_dbn"] / draws["cv_d"]).median()),
-            "median_cv_ratio_gap": float((draws["cv_gapbn"] / draws["cv_gap"]).median()),
+            "median_cv_ratio_d": float((draws.loc[:, "cv_dbn"] / draws.loc[:, "cv_d"]).median()),
+            "median_cv_ratio_gap": float((draws.loc[:, "cv_gapbn"] / draws.loc[:, "cv_gap"]).median()),
             "median_log_speed_ratio_plain": float(lr_plain.median()) if len(lr_plain) else float("nan"),
             "median_log_speed_ratio_bn": float(lr_bn.median()) if len(lr_bn) else float("nan"),
             "speed_evened": float((lr_bn / lr_plain).median()) if len(lr_bn) else float("nan"),
@@ -230,7 +230,7 @@ class BatchNorm(Experiment):
         fig, ax = new_figure(2, 1, size=(4.2, 3.4))
         for j, col in enumerate(("speed_plain", "speed_bn")):
             for i, sc in enumerate(sorted(sp["scale"].unique())):
-                v = sp[sp["scale"] == sc][col].to_numpy()
+                v = sp.loc[sp["scale"] == sc, col].to_numpy()
                 ax[0, j].hist(np.log10(np.maximum(v, 1e-300)), bins=30, alpha=0.6, color=PALETTE[i],
                               label=f"input scale {sc:.3g}")  # fmt: skip
             ax[0, j].set(xlabel="log10 ‖P⊥ẇ_k‖/‖w_k‖", ylabel="RFs × draws",

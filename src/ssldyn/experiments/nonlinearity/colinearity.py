@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, field_validator
+from pydantic import Field, PositiveFloat, field_validator
 
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.two_layer_alpha_cl import (
@@ -62,17 +62,17 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class ColinearityConfig(ExperimentConfig):
-    K: conint(ge=1) = Field(4, description="receptive fields")
-    M: conint(ge=2) = Field(4, description="filters per RF")
-    d: conint(ge=2) = Field(6, description="input dimension per RF")
-    n: conint(ge=8) = Field(256, description="batch size")
+    K: int = Field(4, ge=1, description="receptive fields")
+    M: int = Field(4, ge=2, description="filters per RF")
+    d: int = Field(6, ge=2, description="input dimension per RF")
+    n: int = Field(256, ge=8, description="batch size")
     noise: PositiveFloat = Field(0.3, description="input noise / augmentation noise")
-    trials: conint(ge=1) = Field(20, description="random weight draws")
+    trials: int = Field(20, ge=1, description="random weight draws")
     tau: PositiveFloat = Field(0.5, description="InfoNCE-α temperature")
     activations: list[Literal["linear", "relu", "leaky_relu", "quadratic", "tanh", "sigmoid"]] = Field(
         ["linear", "relu", "leaky_relu", "quadratic"], min_length=2, description="activations compared"
     )
-    path_points: conint(ge=3) = Field(11, description="points checked on the path of Thm. 4 (2)")
+    path_points: int = Field(11, ge=3, description="points checked on the path of Thm. 4 (2)")
 
     @field_validator("activations")
     @classmethod
@@ -230,7 +230,7 @@ class Colinearity(Experiment):
                         row["thm4_rel_err"] = vals[3]
                     rows.append(row)
         t = pd.DataFrame(rows)
-        lin = t[t.activation == "linear"]
+        lin = t.loc[t.activation == "linear"]
         summ = {
             "linear_min_abs_cos": float(lin["min_abs_cos"].min()),
             "linear_thm4_max_rel_err": float(lin["thm4_rel_err"].max()),
@@ -238,10 +238,10 @@ class Colinearity(Experiment):
         for act in cfg.activations:
             if act == "linear":
                 continue
-            summ[f"{act}_mean_abs_cos"] = float(t[t.activation == act]["mean_abs_cos"].mean())
-            summ[f"{act}_max_min_abs_cos"] = float(t[t.activation == act]["min_abs_cos"].max())
+            summ[f"{act}_mean_abs_cos"] = float(t.loc[t.activation == act, "mean_abs_cos"].mean())
+            summ[f"{act}_max_min_abs_cos"] = float(t.loc[t.activation == act, "min_abs_cos"].max())
         summ["lemma4_max_rel_err_homogeneous"] = float(
-            t[t.activation.isin(["linear", "relu", "leaky_relu"])]["lemma4_rel_err"].max()
+            t.loc[t.activation.isin(["linear", "relu", "leaky_relu"]), "lemma4_rel_err"].max()
         )
         summ.update(_critical_path(cfg, model, ctx.generator(1)))
         res = Result(tables={"cosines": t}, summary=summ)
@@ -274,7 +274,7 @@ class Colinearity(Experiment):
         fig, ax = new_figure(1, 1, size=(5.0, 3.4))
         acts = list(dict.fromkeys(t["activation"]))
         for j, setting in enumerate(("uniform", "infonce")):
-            vals = [t[(t.activation == a) & (t.alpha == setting)]["mean_abs_cos"].to_numpy() for a in acts]
+            vals = [t.loc[(t.activation == a) & (t.alpha == setting), "mean_abs_cos"].to_numpy() for a in acts]
             pos = np.arange(len(acts)) + (j - 0.5) * 0.3
             ax[0, 0].bar(pos, [v.mean() for v in vals], width=0.3, color=PALETTE[j], label=f"α: {setting}")
         ax[0, 0].set_xticks(np.arange(len(acts)), acts)

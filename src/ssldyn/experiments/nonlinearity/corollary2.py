@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, field_validator
+from pydantic import Field, PositiveFloat, field_validator
 from scipy.stats import spearmanr
 
 from ssldyn.data.circle_mixture import CircleMixture
@@ -64,15 +64,15 @@ class Corollary2Config(ExperimentConfig):
     arc_half_widths: list[PositiveFloat] = Field(
         [30.0, 50.0, 70.0, 90.0], min_length=2, description="layouts: half-width a (degrees) of the data arc"
     )
-    n_clusters: conint(ge=2) = Field(6, description="von Mises clusters evenly spaced over [−a, a]")
+    n_clusters: int = Field(6, ge=2, description="von Mises clusters evenly spaced over [−a, a]")
     kappa: PositiveFloat = Field(100.0, description="von Mises concentration (angular std ≈ 1/√κ rad ≈ 5.7°)")
     delta: float = Field(0.1, gt=0, lt=1, description="radius r ~ U[1 − δ, 1 + δ]; C₀ = 1 + δ")
     taus: list[PositiveFloat] = Field([0.5, 0.1, 0.02], min_length=1, description="Gaussian-α temperatures τ")
-    n_grid: conint(ge=60) = Field(180, description="θ grid of the circle scan (then bisection)")
+    n_grid: int = Field(180, ge=60, description="θ grid of the circle scan (then bisection)")
     scan_arc_deg: PositiveFloat = Field(6.0, description="quadrature sub-arc (degrees) of the scan")
-    scan_nodes: conint(ge=2) = Field(3, description="Gauss–Legendre nodes per sub-arc and in the radius (scan)")
+    scan_nodes: int = Field(3, ge=2, description="Gauss–Legendre nodes per sub-arc and in the radius (scan)")
     fine_arc_deg: PositiveFloat = Field(3.0, description="quadrature sub-arc (degrees) at the optima (ρ, checks)")
-    fine_nodes: conint(ge=2) = Field(4, description="Gauss–Legendre nodes per sub-arc and in the radius (fine)")
+    fine_nodes: int = Field(4, ge=2, description="Gauss–Legendre nodes per sub-arc and in the radius (fine)")
     rho_eps: PositiveFloat = Field(1e-4, description="finite-difference step (radians) of ρ")
 
     @field_validator("arc_half_widths")
@@ -148,6 +148,11 @@ def flow_rate(A: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     return (wp[:, None, :] @ A @ _w(theta)[:, :, None]).reshape(-1)
 
 
+def scan_grid(n_grid: int) -> torch.Tensor:
+    """The θ grid of the circle scan: ``n_grid`` points evenly spaced on [−π, π), shape (n_grid,)."""
+    return torch.linspace(-math.pi, math.pi, n_grid + 1, dtype=torch.float64)[:-1]
+
+
 def stable_optima(
     mix: CircleMixture, tau: float | None, n_grid: int, quad: dict, iters: int = 40
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -155,7 +160,7 @@ def stable_optima(
 
     Returns ``(θ* (n_opt,), θ grid (n_grid,), r on the grid)``.
     """
-    th = torch.linspace(-math.pi, math.pi, n_grid + 1, dtype=torch.float64)[:-1]
+    th = scan_grid(n_grid)
     r = flow_rate(A_population(mix, th, tau, quad), th)
     s = torch.sign(r)
     idx = ((s > 0) & (torch.roll(s, -1) < 0)).nonzero().reshape(-1)
@@ -177,6 +182,12 @@ def roughness(mix: CircleMixture, theta: torch.Tensor, tau: float | None, eps: f
 
 
 LOC2 = "Thm. 2, Cor. 2, Sec. 3.2"
+
+
+def _spearman(a: pd.Series, b: pd.Series) -> float:
+    """Spearman's rank correlation ρ(a, b)."""
+    res = spearmanr(a, b)
+    return float(res.statistic)  # pyright: ignore[reportAttributeAccessIssue]  # scipy builds this result class at runtime
 
 
 @register
@@ -247,7 +258,7 @@ class Corollary2(Experiment):
             mix = layout(cfg, a)
             C0 = mix.C0
             for tau in settings:
-                opt, th, r = stable_optima(mix, tau, cfg.n_grid, scan_q)
+                opt, _, r = stable_optima(mix, tau, cfg.n_grid, scan_q)
                 scans[f"a={a:g} " + ("uniform" if tau is None else f"τ={tau:g}")] = r.numpy()
                 rows.append({"arc_deg": a, "alpha": "uniform" if tau is None else "gaussian", "tau": tau,
                              "n_optima": int(opt.numel())})  # fmt: skip
@@ -286,28 +297,30 @@ class Corollary2(Experiment):
                     opt_rows.append(row)
         counts = pd.DataFrame(rows)
         opts = pd.DataFrame(opt_rows)
-        g = opts[opts["alpha"] == "gaussian"]
+        g = opts.loc[opts["alpha"] == "gaussian"]
         small = min(cfg.taus)
         gs = g[g["tau"] == small]
         ratio = g["rho"] / g["rho_u"]
-        cu = counts[counts["alpha"] == "uniform"].set_index("arc_deg")["n_optima"]
-        cg = counts[(counts["alpha"] == "gaussian") & (counts["tau"] == small)].set_index("arc_deg")["n_optima"]
+        cu = counts.loc[counts["alpha"] == "uniform"].set_index("arc_deg")["n_optima"]
+        cg = counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == small)].set_index("arc_deg")["n_optima"]
         diff = (cg - cu.reindex(cg.index)).to_numpy()
         res = Result(
-            tables={"counts": counts, "optima": opts, "scan": pd.DataFrame({"theta": th.numpy(), **scans})},
+            tables={
+                "counts": counts,
+                "optima": opts,
+                "scan": pd.DataFrame({"theta": scan_grid(cfg.n_grid).numpy(), **scans}),
+            },
         )
         res.summary = {
-            "thm2_max_ratio": float((opts["rho"] / opts["bound"]).max()),
-            "thm2_max_ratio_uniform": float((opts[opts.alpha == "uniform"]["rho"] / opts["bound"]).max()),
+            "thm2_max_ratio": float((opts.loc[:, "rho"] / opts.loc[:, "bound"]).max()),
+            "thm2_max_ratio_uniform": float((opts.loc[opts.alpha == "uniform", "rho"] / opts.loc[:, "bound"]).max()),
             "frac_rho_g_below_rho_u": float((g["rho"] < g["rho_u"]).mean()) if len(g) else float("nan"),
             "median_ratio_rho_g_rho_u": float(ratio.median()) if len(g) else float("nan"),
-            "spearman_ratio_z0": float(spearmanr(g["z0"], ratio).statistic) if len(g) > 2 else float("nan"),
+            "spearman_ratio_z0": _spearman(g["z0"], ratio) if len(g) > 2 else float("nan"),
             "max_ratio_over_z0": float((ratio / g["z0"]).max()) if len(g) else float("nan"),
-            "spearman_z0_inactive": float(spearmanr(gs["z0"], gs["inactive"]).statistic)
-            if len(gs) > 2
-            else float("nan"),
+            "spearman_z0_inactive": _spearman(gs["z0"], gs["inactive"]) if len(gs) > 2 else float("nan"),
             "min_z0_minus_inactive": float((g["z0"] - g["inactive"]).min()) if len(g) else float("nan"),
-            "min_inactive": float(opts["inactive"].min()),
+            "min_inactive": float(opts.loc[:, "inactive"].min()),
             "min_z0": float(g["z0"].min()) if len(g) else float("nan"),
             "counts_uniform": {f"{k:g}": int(v) for k, v in cu.items()},
             "counts_gaussian_small_tau": {f"{k:g}": int(v) for k, v in cg.items()},
@@ -352,13 +365,13 @@ class Corollary2(Experiment):
 
     def plots(self, cfg: Corollary2Config, result: Result, fig_dir: Path):
         opts, counts = result.tables["optima"], result.tables["counts"]
-        g = opts[opts["alpha"] == "gaussian"]
+        g = opts.loc[opts["alpha"] == "gaussian"]
         fig, ax = new_figure(3, 1, size=(4.2, 3.4))
         for i, tau in enumerate(cfg.taus):
             gt_ = g[g["tau"] == tau]
             ax[0, 0].plot(gt_["inactive"], gt_["z0"], "o", color=PALETTE[i % 8], label=f"τ={tau:g}")
             ax[0, 1].plot(gt_["z0"], gt_["rho"] / gt_["rho_u"], "o", color=PALETTE[i % 8], label=f"τ={tau:g}")
-        lim = [0, max(1e-3, float(opts["inactive"].max()) * 1.1)]
+        lim = [0, max(1e-3, float(opts.loc[:, "inactive"].max()) * 1.1)]
         ax[0, 0].plot(lim, lim, ":", color="0.5", label="z₀ = P[inactive]")
         ax[0, 0].set(xlabel="inactive fraction P[w*ᵀx ≤ 0]", ylabel="z₀(α_g)", title="Cor. 2: z₀ at the optima")
         ax[0, 0].legend(fontsize=7)
@@ -369,7 +382,7 @@ class Corollary2(Experiment):
         labels = [("uniform", None)] + [("gaussian", t) for t in cfg.taus]
         wdt = 0.8 / len(labels)
         for i, (al, tau) in enumerate(labels):
-            sel = counts[
+            sel = counts.loc[
                 (counts["alpha"] == al) & ((counts["tau"] == tau) if tau is not None else counts["tau"].isna())
             ]
             v = [int(sel[sel["arc_deg"] == a]["n_optima"].iloc[0]) for a in arcs]

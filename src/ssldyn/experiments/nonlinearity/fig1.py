@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.latent import approx_orthogonal_basis, latent_summation_support
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration
@@ -70,7 +70,7 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class Fig1Config(ExperimentConfig):
-    d: conint(ge=2, le=14) = Field(10, description="dimension = number of latents M")
+    d: int = Field(10, ge=2, le=14, description="dimension = number of latents M")
     eps_orths: list[float] = Field(
         [0.02, 0.1], min_length=1, description="‖UᵀU − I‖₂ values ('small but non-zero', Fig. 1)"
     )
@@ -80,10 +80,10 @@ class Fig1Config(ExperimentConfig):
         [0.005, 0.05], min_length=1, description="σ in w(0) = normalize(u_m + σ g): starts near each u_m"
     )
     sigma_x: PositiveFloat = Field(0.1, description="noise σ_x of the continuous version (Gaussian-smoothed atoms)")
-    n_iter: conint(ge=5) = Field(200, description="maximal power iterations")
+    n_iter: int = Field(200, ge=5, description="maximal power iterations")
     tol: PositiveFloat = Field(1e-12, description="convergence threshold on ‖w(t+1) − w(t)‖")
     gammas: list[float] = Field([i / 20 for i in range(1, 20)], min_length=1, description="γ grid in (0, 1)")
-    cap_samples: conint(ge=4) = Field(32, description="points sampled in B_γ (continuous version) for sup ω and L")
+    cap_samples: int = Field(32, ge=4, description="points sampled in B_γ (continuous version) for sup ω and L")
     cap_gammas: list[float] = Field(
         [0.3, 0.5, 0.7, 0.9], min_length=1, description="γ grid of the sampled (continuous) check"
     )
@@ -103,7 +103,7 @@ class Fig1Config(ExperimentConfig):
 LOC = "Fig. 1 (right), Thm. 3"
 
 
-def _run_version(A_fn, U, w0, starts_pattern, cfg, exact_atoms, g, track, label) -> pd.DataFrame:
+def _run_version(A_fn, U, w0, starts_pattern, cfg, exact_atoms, g, track, label) -> tuple[pd.DataFrame, torch.Tensor]:
     """Power iteration from every start and the Thm. 3 / Thm. 1 diagnostics (one row per start)."""
     pi = power_iteration(w0, A_fn, steps=cfg.n_iter, tol=cfg.tol)
     w_end = pi.state  # (R, d)
@@ -243,8 +243,8 @@ class Fig1(Experiment):
                     for r in range(dd.shape[1])
                 ]
         runs = pd.concat(all_runs, ignore_index=True)
-        runs_d = runs[runs["version"] == "discrete"]
-        runs_c = runs[runs["version"] == "continuous"]
+        runs_d = runs.loc[runs["version"] == "discrete"]
+        runs_c = runs.loc[runs["version"] == "continuous"]
         disc = pd.DataFrame(discs)
         res = Result(tables={"runs": runs, "discrepancy": disc})
         smallest, eps_small = min(cfg.start_noise), min(cfg.eps_orths)
@@ -252,7 +252,7 @@ class Fig1(Experiment):
         held = rd[rd["thm3_holds"]]
         ok_c = runs_c[runs_c["is_lme"] & (runs_c["gap"] > runs_c["rho"]) & (runs_c["rho"] > 0)]
         res.summary = {
-            "max_final_discrepancy": float(runs["final_discrepancy"].max()),
+            "max_final_discrepancy": float(runs.loc[:, "final_discrepancy"].max()),
             "max_angle_to_nearest_deg": float(rd["angle_to_nearest_deg"].max()),
             "frac_one_per_pattern": float(((rd["nearest_pattern"] == rd["start_pattern"]) & rd["is_lme"]).mean()),
             "n_runs": len(rd),
@@ -319,7 +319,7 @@ class Fig1(Experiment):
         eo = max(cfg.eps_orths)
         fig, ax = new_figure(2, 1, size=(4.6, 3.5))
         for j, version in enumerate(("discrete", "continuous")):
-            sub = disc[(disc["version"] == version) & (disc["eps_orth"] == eo)]
+            sub = disc.loc[(disc["version"] == version) & (disc["eps_orth"] == eo)]
             for r, grp in sub.groupby("run"):
                 v = grp["discrepancy"].to_numpy()
                 ax[0, j].semilogy(grp["t"], np.maximum(v, 1e-17), color=PALETTE[r % 8], lw=1)

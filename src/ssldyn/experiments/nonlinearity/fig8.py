@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, conint
+from pydantic import Field
 
 from ssldyn.data.latent import FIG8_ANGLES, circle_points
 from ssldyn.dynamics.alpha_cl import make_A_fn, one_layer_energy, power_iteration, uniform_contrastive_covariance
@@ -45,7 +45,7 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 class Fig8Config(ExperimentConfig):
     angles: list[float] = Field(list(FIG8_ANGLES), min_length=2, description="data angles (App. E.1)")
-    n_grid: conint(ge=360) = Field(7200, description="θ grid points on [−π, π)")
+    n_grid: int = Field(7200, ge=360, description="θ grid points on [−π, π)")
     activation: Literal["relu", "leaky_relu", "quadratic"] = Field(
         "relu", description="homogeneous nonlinear activation compared with linear (App. E.1: ReLU)"
     )
@@ -181,7 +181,7 @@ class Fig8(Experiment):
         a.plot(c["theta"], c[cfg.activation], "-", color=PALETTE[0], label=cfg.activation)
         a.plot(c["theta"], c["linear"], ":", color=PALETTE[1], label="linear")
         for act, col in ((cfg.activation, PALETTE[0]), ("linear", PALETTE[1])):
-            t = m[m["activation"] == act]["theta"].to_numpy()
+            t = m.loc[m["activation"] == act, "theta"].to_numpy()
             a.plot(t, np.interp(t, c["theta"], c[act]), "o", color=col, ms=4)
         for t in cfg.angles:
             a.axvline(t, color="0.8", lw=0.8, zorder=0)

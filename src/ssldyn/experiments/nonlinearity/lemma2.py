@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, field_validator
+from pydantic import Field, PositiveFloat, field_validator
 
 from ssldyn.data.latent import latent_summation_support, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
@@ -47,10 +48,10 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class Lemma2Config(ExperimentConfig):
-    d: conint(ge=3, le=11) = Field(5, description="input dimension (d − 1 latents in a hyperplane of R^d)")
-    p: conint(ge=2) = Field(4, description="output dimension of g (the last output along the normal)")
-    ns: list[conint(ge=10)] = Field([100, 300, 1000, 3000], min_length=3, description="batch sizes N")
-    repeats: conint(ge=2) = Field(24, description="batches per N (the slope's noise is ~0.25/√repeats)")
+    d: int = Field(5, ge=3, le=11, description="input dimension (d − 1 latents in a hyperplane of R^d)")
+    p: int = Field(4, ge=2, description="output dimension of g (the last output along the normal)")
+    ns: list[Annotated[int, Field(ge=10)]] = Field([100, 300, 1000, 3000], min_length=3, description="batch sizes N")
+    repeats: int = Field(24, ge=2, description="batches per N (the slope's noise is ~0.25/√repeats)")
 
     @field_validator("ns")
     @classmethod
@@ -59,7 +60,7 @@ class Lemma2Config(ExperimentConfig):
             raise ValueError("ns: at least three distinct batch sizes (a slope is fitted)")
         return sorted(set(v))
 
-    k_max: conint(ge=4) = Field(120, description="highest order k of the Lemma 1 feature expansion summed")
+    k_max: int = Field(120, ge=4, description="highest order k of the Lemma 1 feature expansion summed")
     sigma: PositiveFloat = Field(0.5, description="augmentation noise σ in (b)")
     tau: PositiveFloat = Field(1.0, description="Gaussian-α temperature τ in (c)")
 
@@ -211,7 +212,7 @@ class Lemma2(Experiment):
                      "neg_part": max(0.0, -errs[4]) / scale_c},
                 ]  # fmt: skip
         table = pd.DataFrame(rows)
-        mean = table.groupby(["setting", "N"])[["err"]].mean().reset_index()
+        mean = table.groupby(["setting", "N"]).agg(err=("err", "mean")).reset_index()
         summary = {}
         for setting, grp in mean.groupby("setting"):
             slope = np.polyfit(np.log(grp["N"]), np.log(grp["err"]), 1)[0]
@@ -219,10 +220,10 @@ class Lemma2(Experiment):
             summary[f"err_first_{setting}"] = float(grp["err"].iloc[0])
             summary[f"err_last_{setting}"] = float(grp["err"].iloc[-1])
         nmax, nmin = max(cfg.ns), min(cfg.ns)
-        b_last = table[(table.setting == "b_augmented") & (table.N == nmax)]
+        b_last = table.loc[(table.setting == "b_augmented") & (table.N == nmax)]
         summary["aug_dist_to_total_var_last"] = float(b_last["dist_to_total_var"].mean())
         summary["aug_variance_removed_ratio"] = summary["aug_dist_to_total_var_last"] / summary["err_last_b_augmented"]
-        cg = table[table.setting == "c_gaussian"]
+        cg = table.loc[table.setting == "c_gaussian"]
         neg = cg.groupby("N")["neg_part"].mean()
         summary["neg_part_by_N"] = [float(v) for v in neg.to_numpy()]
         pos = neg > 0

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.latent import latent_categorical, latent_summation, latent_summation_support, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, uniform_contrastive_covariance
@@ -40,18 +40,18 @@ THRESHOLD = (3 - math.sqrt(5)) / 2
 
 
 class LMEConfig(ExperimentConfig):
-    d: conint(ge=2, le=14) = Field(10, description="dimension = number of patterns M (U orthonormal, Sec. 3.1)")
-    n_samples: conint(ge=1000) = Field(100_000, description="batch size N ('large batch', Cor. 1)")
-    n_batches: conint(ge=10) = Field(
-        50, description="sub-batches for the sampling-error estimate (t with n_batches − 1 dof)"
+    d: int = Field(10, ge=2, le=14, description="dimension = number of patterns M (U orthonormal, Sec. 3.1)")
+    n_samples: int = Field(100_000, ge=1000, description="batch size N ('large batch', Cor. 1)")
+    n_batches: int = Field(
+        50, ge=10, description="sub-batches for the sampling-error estimate (t with n_batches − 1 dof)"
     )
     q_min: float = Field(0.05, gt=0, lt=1, description="smallest q_m (q_m evenly spaced)")
     q_max: float = Field(0.6, gt=0, lt=1, description="largest q_m; the grid straddles 0.382")
-    starts_per_pattern: conint(ge=1) = Field(3, description="power-iteration starts near each u_m")
+    starts_per_pattern: int = Field(3, ge=1, description="power-iteration starts near each u_m")
     start_noise: PositiveFloat = Field(0.1, description="σ of the start perturbation w₀ = u_m + σ g")
-    pi_samples: conint(ge=500) = Field(20_000, description="batch of the categorical power iteration")
-    n_iter: conint(ge=10) = Field(300, description="max power iterations (ReLU)")
-    n_iter_linear: conint(ge=10) = Field(5000, description="max power iterations (linear)")
+    pi_samples: int = Field(20_000, ge=500, description="batch of the categorical power iteration")
+    n_iter: int = Field(300, ge=10, description="max power iterations (ReLU)")
+    n_iter_linear: int = Field(5000, ge=10, description="max power iterations (linear)")
 
     @model_validator(mode="after")
     def _straddle(self) -> LMEConfig:
@@ -208,16 +208,16 @@ class LME(Experiment):
         )
         res = Result(tables={"closed_form": closed, "lme": lmes, "power_iteration": pi_table})
         res.add_trajectory(pi_sum.trajectory)
-        zc, zs = closed[closed.model == "categorical"], closed[closed.model == "summation"]
+        zc, zs = closed.loc[closed.model == "categorical"], closed.loc[closed.model == "summation"]
         res.summary = {
             "max_z_categorical": float(zc["z"].max()),
             "max_z_summation": float(zs["z"].max()),
             "max_rel_err_categorical": float(zc["rel_err"].max()),
             "max_rel_err_summation": float(zs["rel_err"].max()),
-            "lme_agreement": int((lmes["is_lme"] == lmes["predicted_lme"]).sum()),
+            "lme_agreement": int((lmes.loc[:, "is_lme"] == lmes.loc[:, "predicted_lme"]).sum()),
             "n_patterns": d,
-            "n_q_below": int(lmes["predicted_lme"].sum()),
-            "n_q_above": int((~lmes["predicted_lme"]).sum()),
+            "n_q_below": int(lmes.loc[:, "predicted_lme"].sum()),
+            "n_q_above": int((~lmes.loc[:, "predicted_lme"]).sum()),
             "relu_return_categorical": float((cos_cat > 0.999).double().mean()),
             "relu_return_summation_lme": float((cos_sum[is_lme_pat] > 0.999).double().mean()),
             "relu_leave_summation_nonlme": float((cos_sum[~is_lme_pat] < 0.99).double().mean())

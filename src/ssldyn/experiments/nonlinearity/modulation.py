@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.two_layer_alpha_cl import lemma4_dynamics, thm5_closed_form, thm5_flow
@@ -61,25 +61,25 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class ModulationConfig(ExperimentConfig):
-    d: conint(ge=2) = Field(10, description="Part 1: dimension (number of orthonormal u_l)")
+    d: int = Field(10, ge=2, description="Part 1: dimension (number of orthonormal u_l)")
     b: float = Field(1.5, gt=1.0, description="Part 1: g(y) = y + b, b > 1 keeps g > 0 (Thm. 6)")
     cs: list[float] = Field([0.0, 0.1, 0.25, 0.5, 1.0, 2.0], min_length=2, description="modulation strengths c")
-    inits: conint(ge=10) = Field(2000, description="Part 1: random initialisations per seed")
+    inits: int = Field(2000, ge=10, description="Part 1: random initialisations per seed")
     t_max: PositiveFloat = Field(60.0, description="Part 1: flow time")
     dt: PositiveFloat = Field(0.05, description="Part 1: Euler step")
-    K: conint(ge=2) = Field(4, description="Part 2: receptive fields")
-    P: conint(ge=3) = Field(4, description="Part 2: patterns (= dimension) per RF")
+    K: int = Field(4, ge=2, description="Part 2: receptive fields")
+    P: int = Field(4, ge=3, description="Part 2: patterns (= dimension) per RF")
     p_disc: float = Field(0.45, gt=0, lt=1, description="Part 2: P[pattern 0 | z=1] = P[pattern 1 | z=0]")
     p_other: float = Field(0.05, ge=0, lt=1, description="Part 2: P[pattern 0 | z=0] = P[pattern 1 | z=1]")
-    inits2: conint(ge=4) = Field(200, description="Part 2: random initialisations of all filters per seed")
+    inits2: int = Field(200, ge=4, description="Part 2: random initialisations of all filters per seed")
     t_max2: PositiveFloat = Field(1000.0, description="Part 2: flow time (long: the fractions no longer change)")
     dt2: PositiveFloat = Field(2.0, description="Part 2: Euler step")
     converged_cos: float = Field(0.95, gt=0, lt=1, description="Part 2: a filter is at pattern a when cos ≥ this")
-    mc_samples: conint(ge=10_000) = Field(1_000_000, description="Part 3: Monte Carlo samples of Y")
+    mc_samples: int = Field(1_000_000, ge=10_000, description="Part 3: Monte Carlo samples of Y")
     eps_grid: list[float] = Field(
         [-0.9, -0.5, -0.2, 0.0, 0.2, 0.5, 0.9, 1.5], min_length=2, description="Part 3: modulation factors ε_l"
     )
-    eps_vectors: conint(ge=1) = Field(20, description="Part 3: random ε vectors for eq. 156-157")
+    eps_vectors: int = Field(20, ge=1, description="Part 3: random ε vectors for eq. 156-157")
 
     @model_validator(mode="after")
     def _check(self) -> ModulationConfig:
@@ -362,7 +362,7 @@ class Modulation(Experiment):
         t = pd.concat([r.tables["two_layer"] for r in rs])
         cats = ["disc", "other", "neither"]
         for i, mod in enumerate((True, False)):
-            v = t[t.modulation == mod][cats]
+            v = t.loc[t.modulation == mod, cats]
             ax[0, 1].bar(np.arange(3) + (i - 0.5) * 0.35, v.mean().to_numpy(), width=0.35, yerr=v.std().fillna(0),
                          color=PALETTE[i], label="eq. 15" if mod else "one-layer")  # fmt: skip
         ax[0, 1].set_xticks(np.arange(3), ["discriminative", "other pattern", "none"])
@@ -421,7 +421,7 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
         se = math.sqrt(max(p_cf * (1 - p_cf), 1.0 / n) / n)
         rows.append({"eps": eps, "mc": p_mc, "closed_form": p_cf, "z": abs(p_mc - p_cf) / se})
     table = pd.DataFrame(rows)
-    big = table[table["eps"] > 1]
+    big = table.loc[table["eps"] > 1]
     z156, z157, n156, n157 = [], [], 0, 0
     for _ in range(cfg.eps_vectors):
         eps = (torch.rand(d, generator=g, dtype=torch.float64) - 0.5).to(dev) * 1.6  # gaps below 1
@@ -442,7 +442,7 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
             n157 += 1
     return {
         "table": table,
-        "eq155_max_z": float(table[table["eps"] <= 1]["z"].max()),
+        "eq155_max_z": float(table.loc[table["eps"] <= 1, "z"].max()),
         "eq155_big_eps": float(big["eps"].iloc[-1]) if len(big) else float("nan"),
         "eq155_big_eps_p": float(big["mc"].iloc[-1]) if len(big) else float("nan"),
         "eq155_big_eps_z": float(big["z"].iloc[-1]) if len(big) else float("nan"),

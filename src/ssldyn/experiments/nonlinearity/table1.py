@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, PositiveFloat, model_validator
 
-from ssldyn.experiments.nonlinearity._token_seeds import split_by_seed
+from ssldyn.experiments.nonlinearity._token_seeds import seed_rows
 from ssldyn.experiments.nonlinearity.token_grid import (
     TokenTrainConfig,
     cell,
@@ -69,9 +69,9 @@ def paper_table1() -> pd.DataFrame:
     """The printed Table 1 in long form: ``beta, P, bn, paper_mean, paper_std`` (64 rows)."""
     wide = pd.read_csv(io.StringIO(PAPER_TABLE1_CSV))
     rows = [
-        {"beta": int(r.beta), "P": int(r.P), "bn": m, "paper_mean": float(getattr(r, m)),
-         "paper_std": float(getattr(r, f"{m}_std"))}
-        for r in wide.itertuples()
+        {"beta": int(r["beta"]), "P": int(r["P"]), "bn": m, "paper_mean": float(r[m]),
+         "paper_std": float(r[f"{m}_std"])}
+        for r in wide.to_dict("records")
         for m, _ in COLUMNS
     ]  # fmt: skip
     return pd.DataFrame(rows)
@@ -105,11 +105,11 @@ def _is_paper_protocol(cfg: Table1Config) -> bool:
 def side_by_side(final: pd.DataFrame, lr_final: pd.DataFrame | None) -> pd.DataFrame:
     """Per cell and variant: ours (χ̄₊), the paper's mean ± std, and the difference (long form)."""
     paper = paper_table1()
-    ours = final[["beta", "P", "bn", "chi_plus_mean"]].rename(columns={"chi_plus_mean": "ours"})
+    ours = final.loc[:, ["beta", "P", "bn", "chi_plus_mean"]].rename(columns={"chi_plus_mean": "ours"})
     t = ours.merge(paper, on=["beta", "P", "bn"], how="left")
     t["diff"] = t["ours"] - t["paper_mean"]
     if lr_final is not None:
-        lr = lr_final[["beta", "P", "chi_plus_mean"]].rename(columns={"chi_plus_mean": "ours"})
+        lr = lr_final.loc[:, ["beta", "P", "chi_plus_mean"]].rename(columns={"chi_plus_mean": "ours"})
         t = pd.concat([t, lr.assign(bn="mean_only@paper_lr")], ignore_index=True)
     return t
 
@@ -143,8 +143,8 @@ def pooled_side_by_side(results: list[Result]) -> pd.DataFrame:
 
 def _conclusion(t: pd.DataFrame, col: str) -> float:
     """Mean χ̄₊ of the σ²-detached variants minus the σ²-backpropagated ones (over the cells of ``t``)."""
-    no_var = t[t.bn.isin(["none", "mean_only"])][col].mean()
-    var = t[t.bn.isin(["var_only", "standard"])][col].mean()
+    no_var = t.loc[t.bn.isin(["none", "mean_only"]), col].mean()
+    var = t.loc[t.bn.isin(["var_only", "standard"]), col].mean()
     return float(no_var - var)
 
 
@@ -212,15 +212,12 @@ class Table1(Experiment):
             lr_runs = make_runs(activations=["relu"], betas=cfg.betas, Ps=cfg.Ps, zetas=[cfg.zeta],
                                 seeds=list(ctx.seeds), bns=["mean_only"], base=replace(base, lr=cfg.paper_lr))  # fmt: skip
             lr_df = grid_frame(lr_runs, train_grid(cfg, ctx, lr_runs))
-        col = "seed" if "seed" in df.columns else "init"
         results = []
-        for s, part in zip(ctx.seeds, split_by_seed(df, ctx.seeds, lambda p: Result(tables={"chi": p}))):
-            final = final_table(part.tables["chi"])
-            lr_final = None
-            if lr_df is not None:
-                lr_final = final_table(lr_df[lr_df[col] == s].drop(columns=col))
-            res = Result(tables={"chi": part.tables["chi"], "final": final,
-                                 "side_by_side": side_by_side(final, lr_final)})  # fmt: skip
+        for s in ctx.seeds:
+            chi = seed_rows(df, s)
+            final = final_table(chi)
+            lr_final = final_table(seed_rows(lr_df, s)) if lr_df is not None else None
+            res = Result(tables={"chi": chi, "final": final, "side_by_side": side_by_side(final, lr_final)})
             res.notes.append(
                 f"lr = {cfg.lr:g} (documented command) instead of the paper's 2e-3; the extra column trains μ-only BN at "
                 f"lr = {cfg.paper_lr}."
@@ -236,10 +233,10 @@ class Table1(Experiment):
             [cell(t, bn="mean_only", beta=b, P=P) - cell(t, bn="standard", beta=b, P=P) for b, P in cells]
         )
         paper = paper_table1()
-        paper = paper[paper.beta.isin(cfg.betas) & paper.P.isin(cfg.Ps)]
+        paper = paper.loc[paper.beta.isin(cfg.betas) & paper.P.isin(cfg.Ps)]
         out = {
             "no-var-backprop-better": Measured(
-                _conclusion(sbs[sbs.bn.isin([m for m, _ in COLUMNS])], "ours"),
+                _conclusion(sbs.loc[sbs.bn.isin([m for m, _ in COLUMNS])], "ours"),
                 detail=f"printed table: {_conclusion(paper, 'paper_mean'):+.3f}",
             ),
             "mean-only-beats-vanilla": float(mo_vs_vanilla),
@@ -247,8 +244,8 @@ class Table1(Experiment):
         if cfg.paper_lr is None:
             out["paper-lr-learns-less"] = Measured(None, not_run="paper_lr = None: no lr 2e-3 column")
         else:
-            lr = sbs[sbs.bn == "mean_only@paper_lr"].set_index(["beta", "P"])["ours"]
-            mo = sbs[sbs.bn == "mean_only"].set_index(["beta", "P"])["ours"]
+            lr = sbs.loc[sbs.bn == "mean_only@paper_lr"].set_index(["beta", "P"])["ours"]
+            mo = sbs.loc[sbs.bn == "mean_only"].set_index(["beta", "P"])["ours"]
             out["paper-lr-learns-less"] = Measured(
                 float((mo - lr.reindex(mo.index)).mean()),
                 detail=f"lr 2e-3 mean χ̄₊ {lr.mean():.3f}, lr 0.02 {mo.mean():.3f}",
@@ -260,7 +257,7 @@ class Table1(Experiment):
             why = "the printed table is for the paper's setting (5000 steps, ζ = 10, Sec. 5 sizes); this run differs"
             return {"agrees-with-paper": Measured(None, not_run=why), "diff-within-spread": Measured(None, not_run=why)}
         t = pooled_side_by_side(results)
-        t = t[t.bn.isin([m for m, _ in COLUMNS])]
+        t = t.loc[t.bn.isin([m for m, _ in COLUMNS])]
         corr = float(np.corrcoef(t["ours"], t["paper_mean"])[0, 1])
         spread = np.sqrt(t["ours_std"].fillna(0) ** 2 + t["paper_std"] ** 2)
         mad = float(t["diff"].abs().mean())

@@ -214,8 +214,8 @@ def cell(t: pd.DataFrame, col: str = "chi_plus_mean", **sel: Any) -> float:
     return float(t.loc[m, col].iloc[0])
 
 
-ACTIVATIONS4 = ["linear", "relu", "leaky_relu", "quadratic"]
 Act = Literal["linear", "relu", "leaky_relu", "quadratic", "sigmoid", "tanh"]
+ACTIVATIONS4: list[Act] = ["linear", "relu", "leaky_relu", "quadratic"]
 BN = Literal["off", "standard", "mean_only", "var_only", "none"]
 
 

@@ -27,10 +27,10 @@ def plot_chi_grid(
         col = sel.pop("col", "chi_plus")
         sub = t
         for k, v in sel.items():
-            sub = sub[sub[k] == v]
+            sub = sub.loc[sub[k] == v]
         for ci, P in enumerate(Ps):
             ax = axes[ri][ci]
-            for si, (name, d) in enumerate(sub[sub["P"] == P].groupby(series)):
+            for si, (name, d) in enumerate(sub.loc[sub["P"] == P].groupby(series)):
                 d = d.sort_values("beta")
                 ax.errorbar(
                     d["beta"],

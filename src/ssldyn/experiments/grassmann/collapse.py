@@ -30,10 +30,11 @@ initial weights drawn with per-seed CPU generators, then moved); GD loops use ``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.experiments.grassmann._common import loglog_slope, mean_contrastive_loss, moons_batch, per_member
@@ -62,19 +63,25 @@ COLLAPSED = "tolerance: σ_min/σ_max below 1e-3 is a line to plotting and probi
 
 
 class CollapseConfig(ExperimentConfig):
-    n: conint(ge=10) = Field(200, description="half-moons anchors")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
-    z: conint(ge=2) = Field(2, description="output dimension")
+    z: Annotated[int, Field(ge=2)] = Field(2, description="output dimension")
     lr: PositiveFloat = Field(0.05, description="GD learning rate (mean loss)")
-    epochs: conint(ge=10) = Field(400, description="GD steps (full batch)")
-    features: conint(ge=2) = Field(200, description="random Fourier features of the kernel model")
-    hidden: conint(ge=2) = Field(20, description="width of the constrained 2-layer linear nets")
-    projector_z: conint(ge=2) = Field(8, description="inner dimension z of u = AΘx (Remark 3); output r = z")
-    ntk_widths: list[conint(ge=2)] = Field([10, 100, 1000], min_length=2, description="widths for Lemma 1 NTK")
-    ntk_points: conint(ge=2) = Field(20, description="points for the empirical NTK")
+    epochs: Annotated[int, Field(ge=10)] = Field(400, description="GD steps (full batch)")
+    features: Annotated[int, Field(ge=2)] = Field(200, description="random Fourier features of the kernel model")
+    hidden: Annotated[int, Field(ge=2)] = Field(20, description="width of the constrained 2-layer linear nets")
+    projector_z: Annotated[int, Field(ge=2)] = Field(
+        8, description="inner dimension z of u = AΘx (Remark 3); output r = z"
+    )
+    ntk_widths: list[Annotated[int, Field(ge=2)]] = Field(
+        [10, 100, 1000], min_length=2, description="widths for Lemma 1 NTK"
+    )
+    ntk_points: Annotated[int, Field(ge=2)] = Field(20, description="points for the empirical NTK")
     infonce_tau: PositiveFloat = Field(0.5, description="InfoNCE temperature τ (Remark 2)")
-    remark2_points: conint(ge=4) = Field(200, description="anchors used by the Remark 2 losses (≤ n; N×N batch terms)")
-    record_every: conint(ge=1) = Field(10, description="epochs between recorded probes")
+    remark2_points: Annotated[int, Field(ge=4)] = Field(
+        200, description="anchors used by the Remark 2 losses (≤ n; N×N batch terms)"
+    )
+    record_every: Annotated[int, Field(ge=1)] = Field(10, description="epochs between recorded probes")
 
     @model_validator(mode="after")
     def _sizes(self):

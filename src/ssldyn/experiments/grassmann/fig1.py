@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.guards import LossGuard, NoGuard, check_finite
 from ssldyn.dynamics.manifold import ManifoldGD
@@ -58,14 +58,16 @@ DRIFT_BASIS = ("tolerance: the window mean moves by < 1% between the last two fi
 
 
 class Fig1Config(ExperimentConfig):
-    n: conint(ge=10) = Field(200, description="half-moons anchors (Example 1; not stated, our choice)")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors (Example 1; not stated, our choice)")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise (not stated, our choice)")
-    hidden: conint(ge=2) = Field(100, description="hidden width h (not stated, our choice)")
+    hidden: Annotated[int, Field(ge=2)] = Field(100, description="hidden width h (not stated, our choice)")
     lr: PositiveFloat = Field(0.05, description="GD learning rate on the anchor-mean loss (not stated)")
-    epochs: conint(ge=31) = Field(500, description="epochs (Fig. 1b right: 500)")
-    collapse_epoch: conint(ge=1) = Field(30, description="epoch of the middle panel (Fig. 1b: 30)")
-    inits: conint(ge=1) = Field(5, description="initialisations per seed, trained as one ensemble")
-    record_every: conint(ge=1) = Field(5, description="epochs between recorded embeddings (losses: every epoch)")
+    epochs: Annotated[int, Field(ge=31)] = Field(500, description="epochs (Fig. 1b right: 500)")
+    collapse_epoch: Annotated[int, Field(ge=1)] = Field(30, description="epoch of the middle panel (Fig. 1b: 30)")
+    inits: Annotated[int, Field(ge=1)] = Field(5, description="initialisations per seed, trained as one ensemble")
+    record_every: Annotated[int, Field(ge=1)] = Field(
+        5, description="epochs between recorded embeddings (losses: every epoch)"
+    )
     dtype: Literal["float32", "float64"] = Field("float64", description="floating type of data and weights")
 
     @model_validator(mode="after")

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
 from ssldyn.experiments.grassmann._common import loglog_slope, mean_contrastive_loss, moons_batch, per_member
@@ -64,19 +64,19 @@ TREND = whole_interval("a trend over widths must hold beyond the seed-to-seed sp
 
 
 class Fig2Config(ExperimentConfig):
-    widths: list[conint(ge=2)] = Field(
+    widths: list[Annotated[int, Field(ge=2)]] = Field(
         [10, 20, 50, 100, 200, 500, 1000], min_length=2, description="hidden widths h (Fig. 2: 10 to 1000)"
     )
     activations: list[Literal["sigmoid", "relu", "tanh"]] = Field(
         list(ACTS), min_length=1, description="φ (Sec. 3.2: sigmoid, ReLU, tanh)"
     )
     lr: PositiveFloat = Field(0.01, description="learning rate (Sec. 3.2)")
-    epochs: conint(ge=1) = Field(100, description="epochs (Sec. 3.2)")
-    inits: conint(ge=1) = Field(10, description="initialisations averaged per seed (Sec. 3.2: 10)")
-    z: conint(ge=1) = Field(2, description="output dimension")
-    n: conint(ge=10) = Field(200, description="half-moons anchors")
+    epochs: Annotated[int, Field(ge=1)] = Field(100, description="epochs (Sec. 3.2)")
+    inits: Annotated[int, Field(ge=1)] = Field(10, description="initialisations averaged per seed (Sec. 3.2: 10)")
+    z: Annotated[int, Field(ge=1)] = Field(2, description="output dimension")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
-    record_every: conint(ge=1) = Field(10, description="epochs between gap measurements")
+    record_every: Annotated[int, Field(ge=1)] = Field(10, description="epochs between gap measurements")
     reduction: Literal["mean", "sum"] = Field(
         "sum", description="loss (1) summed over anchors as printed (Sec. 3.2 with lr 0.01) or averaged (= lr/n)"
     )
@@ -84,8 +84,10 @@ class Fig2Config(ExperimentConfig):
     dtype: Literal["float32", "float64"] = Field(
         "float32", description="floating type of data and weights (float32 halves the memory traffic of the wide nets)"
     )
-    lemma2_widths: list[conint(ge=3)] = Field([10, 100, 1000, 10000], min_length=2, description="h for Lemma 2")
-    lemma2_draws: conint(ge=20) = Field(200, description="Haar draws Q ∈ St(h, 2) per width (Lemma 2)")
+    lemma2_widths: list[Annotated[int, Field(ge=3)]] = Field(
+        [10, 100, 1000, 10000], min_length=2, description="h for Lemma 2"
+    )
+    lemma2_draws: Annotated[int, Field(ge=20)] = Field(200, description="Haar draws Q ∈ St(h, 2) per width (Lemma 2)")
 
     @model_validator(mode="after")
     def _widths_fit(self):

@@ -26,10 +26,11 @@ come to the CPU for the trajectory and summaries.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, projected_gd_step_, train_gd
 from ssldyn.dynamics.q_ode import euler, q_from_map, solve_adaptive, trace_loss_q
@@ -57,16 +58,20 @@ ORDER_FACTORS = (4, 2, 1)  # the order study runs GD at 4η, 2η, η
 
 
 class Fig3Config(ExperimentConfig):
-    widths: list[conint(ge=2)] = Field([10, 100, 1000], min_length=1, description="hidden widths h (Sec. 4.2)")
+    widths: list[Annotated[int, Field(ge=2)]] = Field(
+        [10, 100, 1000], min_length=1, description="hidden widths h (Sec. 4.2)"
+    )
     lr: PositiveFloat = Field(0.01, description="learning rate η (Sec. 4.2)")
-    steps: conint(ge=10) = Field(3000, description="GD steps = ODE steps (t = steps·η)")
-    z: conint(ge=1, le=2) = Field(1, description="embedding dimension (≤ d = 2; Fig. 3 right: z = 1, q → v_1)")
-    inits: conint(ge=1) = Field(3, description="initialisations per width and seed")
-    n: conint(ge=10) = Field(200, description="half-moons anchors")
+    steps: Annotated[int, Field(ge=10)] = Field(3000, description="GD steps = ODE steps (t = steps·η)")
+    z: Annotated[int, Field(ge=1, le=2)] = Field(
+        1, description="embedding dimension (≤ d = 2; Fig. 3 right: z = 1, q → v_1)"
+    )
+    inits: Annotated[int, Field(ge=1)] = Field(3, description="initialisations per width and seed")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
-    record_every: conint(ge=1) = Field(20, description="steps between recorded outputs")
+    record_every: Annotated[int, Field(ge=1)] = Field(20, description="steps between recorded outputs")
     t_order: PositiveFloat = Field(2.0, description="ODE time of the convergence-order study (Thm. 2)")
-    ascent_steps: conint(ge=1) = Field(20, description="steps of the printed eq. (11) in its erratum")
+    ascent_steps: Annotated[int, Field(ge=1)] = Field(20, description="steps of the printed eq. (11) in its erratum")
 
     @model_validator(mode="after")
     def _fits(self):

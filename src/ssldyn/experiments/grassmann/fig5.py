@@ -22,9 +22,10 @@ column of q stays zero under eq. 9 and leaves the others unchanged). Runs on ``c
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import q_from_map, solve_adaptive
@@ -36,15 +37,15 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class Fig5Config(ExperimentConfig):
-    zs: list[conint(ge=1)] = Field([1, 2, 3], min_length=1, description="embedding dimensions (Fig. 5)")
+    zs: list[Annotated[int, Field(ge=1)]] = Field([1, 2, 3], min_length=1, description="embedding dimensions (Fig. 5)")
     extra_stds: list[PositiveFloat] = Field([0.3, 0.15], description="stds of extra Gaussian coordinates (d = 2 + len)")
-    n: conint(ge=10) = Field(200, description="half-moons anchors")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     t_final: PositiveFloat = Field(100.0, description="ODE time")
-    h: conint(ge=4) = Field(50, description="width of the network that gives q_0 (and of the GD run)")
+    h: Annotated[int, Field(ge=4)] = Field(50, description="width of the network that gives q_0 (and of the GD run)")
     gd: bool = Field(True, description="also run projected GD on the network")
     gd_lr: PositiveFloat = Field(0.05, description="GD learning rate (step k ↔ t = kη)")
-    fewer_negative: list[conint(ge=1)] = Field(
+    fewer_negative: list[Annotated[int, Field(ge=1)]] = Field(
         [1, 2], description="k < max(zs): numbers of negative eigenvalues of the shifted C + sI"
     )
     tol: PositiveFloat = Field(1e-2, description="distance to the limit counted as converged")

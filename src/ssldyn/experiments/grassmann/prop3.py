@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.moons import make_views
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
@@ -61,14 +62,16 @@ LABELS = {
 
 
 class Prop3Config(ExperimentConfig):
-    h: conint(ge=2) = Field(20, description="hidden width")
-    z: conint(ge=1) = Field(2, description="embedding dimension")
+    h: Annotated[int, Field(ge=2)] = Field(20, description="hidden width")
+    z: Annotated[int, Field(ge=1)] = Field(2, description="embedding dimension")
     extra_stds: list[PositiveFloat] = Field([0.3, 0.15], description="extra coordinates of the lifted half-moons")
-    n: conint(ge=10) = Field(200, description="half-moons anchors")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     lr: PositiveFloat = Field(0.05, description="GD step η (first half; then annealed to 0 along a half cosine)")
-    steps: conint(ge=10) = Field(2000, description="GD steps")
-    mc_draws: conint(ge=10) = Field(400, description="Monte Carlo draws of the views for E[C̃] (Sec. 4.1)")
+    steps: Annotated[int, Field(ge=10)] = Field(2000, description="GD steps")
+    mc_draws: Annotated[int, Field(ge=10)] = Field(
+        400, description="Monte Carlo draws of the views for E[C̃] (Sec. 4.1)"
+    )
     tol: PositiveFloat = Field(1e-3, description="relative distance to L* counted as the same minimum")
 
     @model_validator(mode="after")

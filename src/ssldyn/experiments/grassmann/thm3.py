@@ -19,10 +19,11 @@ torchdiffeq solve run; the scipy DOP853 reference runs on the CPU (on CPU copies
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import random_stiefel
 from ssldyn.dynamics.q_ode import solve_adaptive, solve_reference
@@ -33,9 +34,9 @@ CASES = ("positive", "negative")
 
 
 class Thm3Config(ExperimentConfig):
-    d: conint(ge=2) = Field(6, description="dimension of C")
-    h: conint(ge=2) = Field(50, description="hidden width of the initialising network (h >= d)")
-    trials: conint(ge=1) = Field(500, description="random (C, q_0) pairs per case and seed")
+    d: Annotated[int, Field(ge=2)] = Field(6, description="dimension of C")
+    h: Annotated[int, Field(ge=2)] = Field(50, description="hidden width of the initialising network (h >= d)")
+    trials: Annotated[int, Field(ge=1)] = Field(500, description="random (C, q_0) pairs per case and seed")
     t_final: PositiveFloat = Field(150.0, description="integration time")
     min_gap: float = Field(
         0.05,
@@ -43,7 +44,9 @@ class Thm3Config(ExperimentConfig):
         description="smallest accepted gap λ_2 − λ_1 (negative case) and smallest eigenvalue δ (positive case)",
     )
     tol: PositiveFloat = Field(1e-3, description="distance to the limit counted as converged")
-    reference_trials: conint(ge=0) = Field(5, description="trials per seed re-solved with scipy DOP853 (float64)")
+    reference_trials: Annotated[int, Field(ge=0)] = Field(
+        5, description="trials per seed re-solved with scipy DOP853 (float64)"
+    )
 
     @model_validator(mode="after")
     def _width(self):

@@ -50,11 +50,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, field_validator, model_validator
+from pydantic import Field, PositiveFloat, field_validator, model_validator
 
 from ssldyn.lab import (
     ClaimSpec,
@@ -76,18 +77,18 @@ class Fig3Config(ExperimentConfig):
     taus: list[PositiveFloat] = Field(
         [0.1, 0.5, 1.0], min_length=2, description="τ values of panels (a), (b) (≥ 2: 'decreasing τ reduces the loss')"
     )
-    ns: list[conint(ge=2)] = Field(
+    ns: list[Annotated[int, Field(ge=2)]] = Field(
         [64, 1024], min_length=2, description="sample counts n of panel (a) (n = ∞ is always added)"
     )
-    k_max: conint(ge=4) = Field(64, description="largest K in panels (a), (b); K <= min(ns)")
+    k_max: Annotated[int, Field(ge=4)] = Field(64, description="largest K in panels (a), (b); K <= min(ns)")
     threshold_taus: list[PositiveFloat] = Field(
         [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5], min_length=3, description="τ grid of panel (c)"
     )
-    threshold_n: conint(ge=100) | None = Field(
+    threshold_n: Annotated[int, Field(ge=100)] | None = Field(
         None, description="n for the thresholds; None: n → ∞ (Def. 2.1, no 1/n term, equal weights 1/K)"
     )
-    threshold_k_max: conint(ge=10) = Field(200, description="largest K searched for the threshold")
-    k_inf: conint(ge=100) = Field(1000, description="K of the near-uniform reference L_∞")
+    threshold_k_max: Annotated[int, Field(ge=10)] = Field(200, description="largest K searched for the threshold")
+    k_inf: Annotated[int, Field(ge=100)] = Field(1000, description="K of the near-uniform reference L_∞")
     tol: float = Field(1e-3, gt=0, lt=0.5, description="relative excess g(K) defining the threshold")
     positive_term: bool = Field(True, description="keep e^{1/τ} positive-pair term of eq. (1)")
 

@@ -44,11 +44,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.clustered import four_clusters_2d
 from ssldyn.experiments.variational import _flows_common as fc
@@ -66,15 +67,19 @@ FLOW_DERIVATION = (
 class FlowCompareConfig(ExperimentConfig):
     """Settings shared by Fig. 5 and Fig. 6 (network GD vs vanilla GD from one random embedding)."""
 
-    n_per_cluster: conint(ge=2) = Field(25, description="points per cluster")
+    n_per_cluster: Annotated[int, Field(ge=2)] = Field(25, description="points per cluster")
     delta: PositiveFloat = Field(0.5, description="cluster radius (uniform in a disc / ball)")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")
     init_spread: PositiveFloat = Field(0.3, description="spread of the random initial embedding around one direction")
     lr_vanilla: PositiveFloat = Field(0.01, description="step size σ of vanilla GD (eq. 14)")
-    steps_vanilla: conint(ge=1) = Field(2000, description="vanilla iterations (2 × the paper's 1,000)")
-    horizon_vanilla: conint(ge=1) = Field(1000, description="the paper's vanilla horizon: 'stabilising after 1,000'")
-    coherence_steps: conint(ge=1) = Field(5, description="iterations over which same-cluster motion is compared")
-    gif_frames: conint(ge=2, le=40) = Field(30, description="frames of the GIF (<= 40)")
+    steps_vanilla: Annotated[int, Field(ge=1)] = Field(2000, description="vanilla iterations (2 × the paper's 1,000)")
+    horizon_vanilla: Annotated[int, Field(ge=1)] = Field(
+        1000, description="the paper's vanilla horizon: 'stabilising after 1,000'"
+    )
+    coherence_steps: Annotated[int, Field(ge=1)] = Field(
+        5, description="iterations over which same-cluster motion is compared"
+    )
+    gif_frames: Annotated[int, Field(ge=2, le=40)] = Field(30, description="frames of the GIF (<= 40)")
 
     @model_validator(mode="after")
     def _vanilla_horizon(self):
@@ -84,19 +89,23 @@ class FlowCompareConfig(ExperimentConfig):
 
 
 class Fig5Config(FlowCompareConfig):
-    width: conint(ge=1) = Field(100, description="M, hidden units per output coordinate (eq. 18)")
+    width: Annotated[int, Field(ge=1)] = Field(100, description="M, hidden units per output coordinate (eq. 18)")
     lr_network: PositiveFloat = Field(0.1, description="step size σ of weight-space GD (the flow regime: see table)")
-    steps_network: conint(ge=1) = Field(3000, description="network iterations: t = 300, long enough to see the decay")
-    horizon_network: conint(ge=1) = Field(200, description="the paper's network horizon: 'stabilising after 200'")
-    probe_step: conint(ge=1) = Field(15, description="iteration of the 'clusters by iteration 15' claim")
+    steps_network: Annotated[int, Field(ge=1)] = Field(
+        3000, description="network iterations: t = 300, long enough to see the decay"
+    )
+    horizon_network: Annotated[int, Field(ge=1)] = Field(
+        200, description="the paper's network horizon: 'stabilising after 200'"
+    )
+    probe_step: Annotated[int, Field(ge=1)] = Field(15, description="iteration of the 'clusters by iteration 15' claim")
     persist_level: float = Field(0.5, gt=0, lt=1, description="silhouette that counts as clustered")
     table_lrs: list[PositiveFloat] = Field(
         [1.0, 0.3, 0.1, 0.03], min_length=2, description="step sizes of the step-size table (same flow time)"
     )
     table_time: PositiveFloat = Field(20.0, description="flow time t at which the step sizes are compared")
-    snapshots_network: list[conint(ge=0)] = Field([0, 5, 15, 30, 60, 100, 200], min_length=2)
-    snapshots_long: list[conint(ge=0)] = Field([200, 500, 1000, 2000, 3000], min_length=1)
-    snapshots_vanilla: list[conint(ge=0)] = Field([0, 15, 50, 100, 200, 500, 1000], min_length=2)
+    snapshots_network: list[Annotated[int, Field(ge=0)]] = Field([0, 5, 15, 30, 60, 100, 200], min_length=2)
+    snapshots_long: list[Annotated[int, Field(ge=0)]] = Field([200, 500, 1000, 2000, 3000], min_length=1)
+    snapshots_vanilla: list[Annotated[int, Field(ge=0)]] = Field([0, 15, 50, 100, 200, 500, 1000], min_length=2)
 
     @model_validator(mode="after")
     def _horizons(self):

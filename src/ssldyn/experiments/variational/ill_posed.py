@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat
 
 from ssldyn.lab import (
     ClaimSpec,
@@ -51,9 +52,11 @@ DT = torch.float64
 
 
 class IllPosedConfig(ExperimentConfig):
-    n: conint(ge=8) = Field(512, description="samples per distribution (and atoms on the sphere)")
-    D: conint(ge=3) = Field(10, description="ambient dimension of the clean data")
-    clusters: conint(ge=2) = Field(4, description="number of clusters K of μ₁ (and of the clustered latent)")
+    n: Annotated[int, Field(ge=8)] = Field(512, description="samples per distribution (and atoms on the sphere)")
+    D: Annotated[int, Field(ge=3)] = Field(10, description="ambient dimension of the clean data")
+    clusters: Annotated[int, Field(ge=2)] = Field(
+        4, description="number of clusters K of μ₁ (and of the clustered latent)"
+    )
     angular_noise: float = Field(0.15, ge=0, description="std of the angle around each cluster centre (rad)")
     other_std: PositiveFloat = Field(2.0, description="std σ of μ₂ in coordinates 3..D")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")

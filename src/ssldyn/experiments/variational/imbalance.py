@@ -26,11 +26,12 @@ as a one-seed run builds it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, field_validator, model_validator
+from pydantic import Field, PositiveFloat, field_validator, model_validator
 from scipy.stats import spearmanr
 
 from ssldyn.data.clustered import four_clusters_2d
@@ -46,10 +47,10 @@ DERIVATION = (
 
 
 class ImbalanceConfig(ExperimentConfig):
-    sizes: list[conint(ge=2)] = Field([40, 30, 20, 10], min_length=4, max_length=4,
+    sizes: list[Annotated[int, Field(ge=2)]] = Field([40, 30, 20, 10], min_length=4, max_length=4,
                                       description="cluster sizes (distinct; cyclically assigned to the 4 positions)")  # fmt: skip
     delta: PositiveFloat = Field(0.5, description="cluster radius (as Fig. 5)")
-    width: conint(ge=1) = Field(100, description="M of the averaging net (as Fig. 5)")
+    width: Annotated[int, Field(ge=1)] = Field(100, description="M of the averaging net (as Fig. 5)")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ (as Fig. 5)")
     init_spread: PositiveFloat = Field(0.3, description="spread of the random initial embedding (as Fig. 5)")
     lr: PositiveFloat = Field(0.1, description="step σ (the gradient-flow regime of Fig. 5)")

@@ -32,11 +32,12 @@ the logged numbers are fetched to the CPU, for the table.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 from torch import nn
 
 from ssldyn.data.clustered import ball_noise, clustered_data
@@ -72,18 +73,18 @@ KERNEL_DERIVATION = (
 
 
 class InvarianceConfig(ExperimentConfig):
-    d: conint(ge=2) = Field(3, description="signal / embedding dimension d (Sec. 4.2)")
-    D: conint(ge=3) = Field(8, description="ambient dimension D > d")
-    clusters: conint(ge=1) = Field(3, description="number of clusters N <= d")
-    cluster_size: conint(ge=1) = Field(12, description="samples per cluster")
+    d: Annotated[int, Field(ge=2)] = Field(3, description="signal / embedding dimension d (Sec. 4.2)")
+    D: Annotated[int, Field(ge=3)] = Field(8, description="ambient dimension D > d")
+    clusters: Annotated[int, Field(ge=1)] = Field(3, description="number of clusters N <= d")
+    cluster_size: Annotated[int, Field(ge=1)] = Field(12, description="samples per cluster")
     delta: PositiveFloat = Field(0.3, description="radius δ of the perturbation α ∈ P(M^⊥)")
-    width: conint(ge=1) = Field(64, description="M of the averaging net (eq. 18)")
+    width: Annotated[int, Field(ge=1)] = Field(64, description="M of the averaging net (eq. 18)")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")
-    steps: conint(ge=1) = Field(300, description="gradient-descent iterations (every dynamics)")
+    steps: Annotated[int, Field(ge=1)] = Field(300, description="gradient-descent iterations (every dynamics)")
     lr_network: PositiveFloat = Field(0.5, description="step size of weight-space GD")
     lr_vanilla: PositiveFloat = Field(0.05, description="step size σ of vanilla GD (eq. 14)")
-    draws: conint(ge=1) = Field(4, description="perturbation draws T per sample for the gap")
-    log_every: conint(ge=1) = Field(10, description="gap logged every this many iterations")
+    draws: Annotated[int, Field(ge=1)] = Field(4, description="perturbation draws T per sample for the gap")
+    log_every: Annotated[int, Field(ge=1)] = Field(10, description="gap logged every this many iterations")
 
     @model_validator(mode="after")
     def _dims(self):

@@ -28,12 +28,12 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat
 
 from ssldyn.data.clustered import clustered_data
 from ssldyn.dynamics.function_space import apply_kernel, embedding_loss_and_grad
@@ -65,10 +65,12 @@ DT = torch.float64
 
 
 class KernelConfig(ExperimentConfig):
-    d: conint(ge=2) = Field(3, description="embedding dim d = number of orthogonal centers N (Sec. 4.2)")
-    D: conint(ge=3) = Field(8, description="ambient dimension D > d (Sec. 4.2)")
-    width: conint(ge=1) = Field(128, description="M, hidden units per output coordinate (eq. 18) for (a), (b), (d)")
-    cluster_size: conint(ge=2) = Field(8, description="samples per cluster in (a), (b), (d)")
+    d: Annotated[int, Field(ge=2)] = Field(3, description="embedding dim d = number of orthogonal centers N (Sec. 4.2)")
+    D: Annotated[int, Field(ge=3)] = Field(8, description="ambient dimension D > d (Sec. 4.2)")
+    width: Annotated[int, Field(ge=1)] = Field(
+        128, description="M, hidden units per output coordinate (eq. 18) for (a), (b), (d)"
+    )
+    cluster_size: Annotated[int, Field(ge=2)] = Field(8, description="samples per cluster in (a), (b), (d)")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")
     delta: PositiveFloat = Field(0.1, description="noise radius δ for (a), (b)")
     etas: list[PositiveFloat] = Field([0.1, 0.03, 0.01, 0.003, 0.001], min_length=3, description="steps η of (a)")
@@ -77,18 +79,18 @@ class KernelConfig(ExperimentConfig):
         description="σ of (a): smooth, since with ReLU B ↦ f is piecewise linear and a step is exact "
         "until a unit flips (Prop. 4.1 holds for any parameterisation, Remark 4.1)",
     )
-    widths: list[conint(ge=1)] = Field(
+    widths: list[Annotated[int, Field(ge=1)]] = Field(
         [16, 32, 64, 128, 256, 512, 1024, 2048, 4096], min_length=3, description="widths M of (c)"
     )
-    width_seeds: conint(ge=1) = Field(8, description="random B per width in (c)")
-    n_inf: conint(ge=2) = Field(24, description="random points for (c)")
+    width_seeds: Annotated[int, Field(ge=1)] = Field(8, description="random B per width in (c)")
+    n_inf: Annotated[int, Field(ge=2)] = Field(24, description="random points for (c)")
     deltas: list[PositiveFloat] = Field(
         [0.005, 0.01, 0.02, 0.04, 0.08, 0.16], min_length=3, description="noise radii δ of (d)"
     )
-    imbalanced_sizes: list[conint(ge=1)] = Field(
+    imbalanced_sizes: list[Annotated[int, Field(ge=1)]] = Field(
         [4, 8, 16, 32], min_length=2, description="cluster sizes of (e) (N <= d; d raised if needed)"
     )
-    imbalance_width: conint(ge=1) = Field(1024, description="M of (e) (large, so that β_q ≈ ½)")
+    imbalance_width: Annotated[int, Field(ge=1)] = Field(1024, description="M of (e) (large, so that β_q ≈ ½)")
     imbalance_delta: PositiveFloat = Field(0.01, description="δ of (e), noise in M^⊥")
 
 

@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat
 
 from ssldyn.lab import (
     ClaimSpec,
@@ -71,14 +72,18 @@ ROUND_OFF = "method: float64 round-off (≈1e-16 per term) over a few hundred te
 
 class StationarityConfig(ExperimentConfig):
     taus: list[PositiveFloat] = Field([0.1, 0.5, 1.0], min_length=1, description="temperatures τ")
-    circle_ks: list[conint(ge=1)] = Field([1, 2, 3, 4, 7, 20], min_length=1, description="K evenly spaced on S¹")
-    random_measures: conint(ge=1) = Field(6, description="random measures per seed (eq. 7 check, control)")
-    random_atoms: conint(ge=2) = Field(9, description="atoms of a random measure")
-    aug_points: conint(ge=2) = Field(6, description="data points n of the eq. (6) check")
-    aug_transforms: conint(ge=2) = Field(3, description="transformations m of the eq. (6) check")
-    lemma_ks: list[conint(ge=2)] = Field([2, 3, 4], min_length=1, description="clusters K of Lemma A.2")
+    circle_ks: list[Annotated[int, Field(ge=1)]] = Field(
+        [1, 2, 3, 4, 7, 20], min_length=1, description="K evenly spaced on S¹"
+    )
+    random_measures: Annotated[int, Field(ge=1)] = Field(
+        6, description="random measures per seed (eq. 7 check, control)"
+    )
+    random_atoms: Annotated[int, Field(ge=2)] = Field(9, description="atoms of a random measure")
+    aug_points: Annotated[int, Field(ge=2)] = Field(6, description="data points n of the eq. (6) check")
+    aug_transforms: Annotated[int, Field(ge=2)] = Field(3, description="transformations m of the eq. (6) check")
+    lemma_ks: list[Annotated[int, Field(ge=2)]] = Field([2, 3, 4], min_length=1, description="clusters K of Lemma A.2")
     lemma_tau_fraction: float = Field(0.25, gt=0, lt=1, description="τ = fraction · 4/(3K²) (the lemma needs < 1)")
-    lemma_directions: conint(ge=10) = Field(20000, description="sampled directions h per K")
+    lemma_directions: Annotated[int, Field(ge=10)] = Field(20000, description="sampled directions h per K")
     scales: list[PositiveFloat] = Field([1, 2, 4, 8, 16, 32], min_length=3, description="k of f_k = k f (Prop. A.1)")
 
 

@@ -116,6 +116,20 @@ def mean_contrastive_loss(
     return simple_contrastive(u, up, un) / n
 
 
+def grad_of(W: torch.Tensor) -> torch.Tensor:
+    """``W.grad`` after a backward pass, with a clear error when the backward did not reach ``W``."""
+    if W.grad is None:
+        raise RuntimeError(f"no gradient on the parameter of shape {tuple(W.shape)}: the loss does not depend on it")
+    return W.grad
+
+
+def per_member_values(value: float | torch.Tensor, what: str) -> torch.Tensor:
+    """A probe's value for batched input ``(...)`` (probes return a Python float only for one unbatched input)."""
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{what}: expected one value per member from batched input, got the float {value}")
+    return value
+
+
 def loglog_slope(x, y) -> float:
     """Least-squares slope of log y against log x (finite positive points only)."""
     x, y = np.asarray(x, float), np.asarray(y, float)

@@ -41,7 +41,7 @@ from pydantic import Field, PositiveFloat, model_validator
 from ssldyn.dynamics.guards import LossGuard, NoGuard, check_finite
 from ssldyn.dynamics.manifold import ManifoldGD
 from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.experiments.grassmann._common import mean_contrastive_loss, moons_batch, per_member, window_drift
+from ssldyn.experiments.grassmann._common import grad_of, mean_contrastive_loss, moons_batch, per_member, window_drift
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, lt, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.collapse import singular_value_ratio
@@ -189,7 +189,7 @@ class Fig1(Experiment):
                 with torch.no_grad():
                     keep = alive[:, None, None]  # (E, 1, 1): stopped members get no update
                     for W in net.weights():
-                        W -= cfg.lr * torch.where(keep, W.grad, torch.zeros_like(W.grad))
+                        W -= cfg.lr * torch.where(keep, grad_of(W), 0.0)
             guard.check()
             curves[regime] = torch.stack(losses).cpu().numpy()  # (T, E): one transfer
             diverged_at[regime] = div.cpu().numpy()

@@ -41,7 +41,13 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
-from ssldyn.experiments.grassmann._common import loglog_slope, mean_contrastive_loss, moons_batch, per_member
+from ssldyn.experiments.grassmann._common import (
+    loglog_slope,
+    mean_contrastive_loss,
+    moons_batch,
+    per_member,
+    per_member_values,
+)
 from ssldyn.lab import (
     ClaimSpec,
     Context,
@@ -96,16 +102,15 @@ class Fig2Config(ExperimentConfig):
         return self
 
 
-def _slope_during(df: pd.DataFrame, act: str, reduction: str) -> float:
-    """Log-log slope over h of the gap averaged over initialisations and over the epochs > 0."""
-    g = df[(df.activation == act) & (df.reduction == reduction) & (df.epoch > 0)]
-    m = g.groupby("h")["gap"].mean()
-    return loglog_slope(m.index, m.values)
+def _gap_by_width(df: pd.DataFrame, act: str, reduction: str, epoch: int | None) -> pd.Series:
+    """The gap by width h, averaged over the initialisations at ``epoch`` (``None``: over the epochs > 0 too)."""
+    at = df.epoch > 0 if epoch is None else df.epoch == epoch
+    return df.loc[(df.activation == act) & (df.reduction == reduction) & at].groupby("h")["gap"].mean()
 
 
-def _slope_at(df: pd.DataFrame, act: str, reduction: str, epoch: int) -> float:
-    g = df[(df.activation == act) & (df.reduction == reduction) & (df.epoch == epoch)]
-    m = g.groupby("h")["gap"].mean()
+def _slope(df: pd.DataFrame, act: str, reduction: str, epoch: int | None) -> float:
+    """Log-log slope over h of :func:`_gap_by_width`."""
+    m = _gap_by_width(df, act, reduction, epoch)
     return loglog_slope(m.index, m.values)
 
 
@@ -209,7 +214,9 @@ class Fig2(Experiment):
             for red, act in runs:
                 if act == "linear":
                     continue
-                gap = output_gap(trajs[(red, act)], trajs[(red, "linear")]).cpu()  # (T, E)
+                gap = per_member_values(
+                    output_gap(trajs[(red, act)], trajs[(red, "linear")]), "output_gap"
+                ).cpu()  # (T, E)
                 for e in range(E):
                     s, i = divmod(e, k)
                     rows[s] += [{"activation": act, "reduction": red, "h": h, "epoch": ep, "init": i,
@@ -228,12 +235,11 @@ class Fig2(Experiment):
                 if act == "linear":
                     continue
                 tag = act if red == cfg.reduction else f"{act}_{red}"
-                sm[f"{tag}_slope_init"] = _slope_at(df, act, red, 0)
-                sm[f"{tag}_slope_final"] = _slope_at(df, act, red, cfg.epochs)
-                sm[f"{tag}_slope_during"] = _slope_during(df, act, red)
-                g = df[(df.activation == act) & (df.reduction == red)]
+                sm[f"{tag}_slope_init"] = _slope(df, act, red, 0)
+                sm[f"{tag}_slope_final"] = _slope(df, act, red, cfg.epochs)
+                sm[f"{tag}_slope_during"] = _slope(df, act, red, None)
                 for ep, key in ((0, "init"), (cfg.epochs, "final")):
-                    m = g[g.epoch == ep].groupby("h")["gap"].mean()
+                    m = _gap_by_width(df, act, red, ep)
                     sm[f"{tag}_gap_{key}"] = {str(h): round(float(v), 8) for h, v in m.items()}
             if k_hat[s]:
                 sm["tanh_K_hat"] = {str(h): v for h, v in k_hat[s].items()}
@@ -283,7 +289,7 @@ class Fig2(Experiment):
 
     def plots(self, cfg: Fig2Config, result: Result, fig_dir: Path):
         df = result.tables["gaps"]
-        df = df[df.reduction == cfg.reduction]
+        df = df.loc[df.reduction == cfg.reduction]
         mean = df.groupby(["activation", "h", "epoch"])["gap"].mean().reset_index()
         fig, ax = new_figure(len(cfg.activations), 1, size=(3.8, 3.3))
         for k, act in enumerate(cfg.activations):
@@ -300,9 +306,7 @@ class Fig2(Experiment):
             for ep, ls in ((0, "--"), (cfg.epochs, "-")):
                 per_seed = []
                 for r in runs:
-                    t = r.tables["gaps"]
-                    t = t[(t.activation == act) & (t.reduction == cfg.reduction) & (t.epoch == ep)]
-                    per_seed.append(t.groupby("h")["gap"].mean())
+                    per_seed.append(_gap_by_width(r.tables["gaps"], act, cfg.reduction, ep))
                 tab = pd.concat(per_seed, axis=1)
                 ax[0, 0].errorbar(tab.index, tab.mean(axis=1), yerr=tab.std(axis=1).fillna(0), fmt=ls, marker="o", ms=3,
                                   color=PALETTE[k], label=f"{act} ({'init' if ep == 0 else 'end'})")  # fmt: skip

@@ -174,7 +174,7 @@ def ode_step_flops(d: int, z: int, device: torch.device | str | None = None) -> 
     q = torch.zeros(d, z, dtype=torch.float64, device=device)
     lam = torch.zeros(d, dtype=torch.float64, device=device)
     with FlopCounterMode(display=False) as fc:
-        q + 0.01 * q_ode_rhs(q, lam)
+        _ = q + 0.01 * q_ode_rhs(q, lam)  # counted, not used
     return int(fc.get_total_flops())
 
 

@@ -45,7 +45,7 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.moons import make_views
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
-from ssldyn.experiments.grassmann._common import loss_table, mean_contrastive_loss, moons_batch
+from ssldyn.experiments.grassmann._common import grad_of, loss_table, mean_contrastive_loss, moons_batch
 from ssldyn.lab import ClaimSpec, Context, Erratum, Experiment, ExperimentConfig, Measured, Result, gt, le, lt, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
@@ -154,9 +154,11 @@ class Prop3(Experiment):
                 params, loss_fn = [M], lambda M=M: ((M @ C) * M).sum((-2, -1))  # Tr(M C Mᵀ)
 
                 @torch.no_grad()
-                def step(M=M, counter=counter):
-                    M.copy_(clip_singular_values(M - eta(counter[0]) * M.grad))
+                def clipped_step(M=M, counter=counter):
+                    M.copy_(clip_singular_values(M - eta(counter[0]) * grad_of(M)))
                     counter[0] += 1
+
+                step = clipped_step
 
                 final_map = lambda M=M: M.detach()  # noqa: E731
             else:
@@ -171,19 +173,23 @@ class Prop3(Experiment):
                 if prob == "stiefel":
                     opt = ManifoldGD(params, lr=cfg.lr, mode="projected", retraction="polar")
 
-                    def step(opt=opt, counter=counter):
+                    def stiefel_step(opt=opt, counter=counter):
                         opt.param_groups[0]["lr"] = max(eta(counter[0]), 1e-300)
                         opt.step()
                         counter[0] += 1
+
+                    step = stiefel_step
                 else:
 
                     @torch.no_grad()
-                    def step(params=params, prob=prob, counter=counter):
+                    def gd_step(params=params, prob=prob, counter=counter):
                         for W in params:
-                            W -= eta(counter[0]) * W.grad
+                            W -= eta(counter[0]) * grad_of(W)
                             if prob == "balls":
                                 W.copy_(clip_singular_values(W))
                         counter[0] += 1
+
+                    step = gd_step
 
                 final_map = lambda net=net: (net.end_to_end() / net.loss_scale().sqrt()[:, None, None]).detach()  # noqa: E731
             gd = train_gd(params, loss_fn, update=step, steps=cfg.steps, every=1,

@@ -57,31 +57,41 @@ STANDIN_DERIVATION = (
 
 
 class SimCLRRunConfig(ExperimentConfig):
-    encoder: Literal["conv", "mlp"] = Field("conv", description="backbone: small ConvNet or MLP")
-    widths: list[Annotated[int, Field(ge=1)]] = Field([32, 64, 128], min_length=1, description="ConvNet channels")
-    hidden: list[Annotated[int, Field(ge=1)]] = Field([512], description="MLP hidden widths")
-    feature_dim: Annotated[int, Field(ge=2)] = Field(128, description="MLP feature dimension (ConvNet: widths[-1])")
-    proj_hidden: Annotated[int, Field(ge=1)] = Field(128, description="projection head hidden width")
-    proj_dim: Annotated[int, Field(ge=2)] = Field(64, description="projection dimension (input of the loss)")
-    steps: Annotated[int, Field(ge=1)] = Field(3000, description="SimCLR optimizer steps")
-    batch: Annotated[int, Field(ge=4)] = Field(256, description="batch size (2·batch embeddings per step)")
-    lr: PositiveFloat = Field(1e-3, description="Adam learning rate")
-    weight_decay: float = Field(1e-6, ge=0, description="Adam weight decay")
-    temperature: PositiveFloat = Field(0.5, description="NT-Xent τ (SimCLR)")
-    rotation: float = Field(10.0, ge=0, description="max rotation (degrees) of SimCLRAugment (CIFAR-10)")
-    noise: float = Field(0.05, ge=0, description="additive Gaussian noise std of SimCLRAugment (CIFAR-10)")
-    blur_p: float = Field(0.5, ge=0, le=1, description="probability of Gaussian blur of SimCLRAugment (CIFAR-10)")
+    encoder: Literal["conv", "mlp"] = Field(default="conv", description="backbone: small ConvNet or MLP")
+    widths: list[Annotated[int, Field(ge=1)]] = Field(
+        default=[32, 64, 128], min_length=1, description="ConvNet channels"
+    )
+    hidden: list[Annotated[int, Field(ge=1)]] = Field(default=[512], description="MLP hidden widths")
+    feature_dim: Annotated[int, Field(ge=2)] = Field(
+        default=128, description="MLP feature dimension (ConvNet: widths[-1])"
+    )
+    proj_hidden: Annotated[int, Field(ge=1)] = Field(default=128, description="projection head hidden width")
+    proj_dim: Annotated[int, Field(ge=2)] = Field(default=64, description="projection dimension (input of the loss)")
+    steps: Annotated[int, Field(ge=1)] = Field(default=3000, description="SimCLR optimizer steps")
+    batch: Annotated[int, Field(ge=4)] = Field(default=256, description="batch size (2·batch embeddings per step)")
+    lr: PositiveFloat = Field(default=1e-3, description="Adam learning rate")
+    weight_decay: float = Field(default=1e-6, ge=0, description="Adam weight decay")
+    temperature: PositiveFloat = Field(default=0.5, description="NT-Xent τ (SimCLR)")
+    rotation: float = Field(default=10.0, ge=0, description="max rotation (degrees) of SimCLRAugment (CIFAR-10)")
+    noise: float = Field(default=0.05, ge=0, description="additive Gaussian noise std of SimCLRAugment (CIFAR-10)")
+    blur_p: float = Field(
+        default=0.5, ge=0, le=1, description="probability of Gaussian blur of SimCLRAugment (CIFAR-10)"
+    )
 
 
 class StandInConfig(ExperimentConfig):
-    downsample: Annotated[int, Field(ge=1, le=4)] = Field(2, description="average-pool the 28×28 digits by this factor")
-    canvas: Annotated[int, Field(ge=8)] = Field(20, description="side of the observed images (pixels)")
-    scale: tuple[PositiveFloat, PositiveFloat] = Field((0.8, 1.2), description="scale range")
-    max_rotation: float = Field(30.0, ge=0, le=180, description="rotation range ± degrees")
-    max_shift: float = Field(0.2, ge=0, le=0.5, description="translation range ± fraction of the canvas")
-    clutter: Annotated[int, Field(ge=0)] = Field(2, description="fragments of other digits pasted per image")
-    clutter_size: Annotated[int, Field(ge=1)] = Field(5, description="side of a fragment (pixels)")
-    invert_p: float = Field(0.0, ge=0, le=1, description="probability of contrast inversion (see module docstring)")
+    downsample: Annotated[int, Field(ge=1, le=4)] = Field(
+        default=2, description="average-pool the 28×28 digits by this factor"
+    )
+    canvas: Annotated[int, Field(ge=8)] = Field(default=20, description="side of the observed images (pixels)")
+    scale: tuple[PositiveFloat, PositiveFloat] = Field(default=(0.8, 1.2), description="scale range")
+    max_rotation: float = Field(default=30.0, ge=0, le=180, description="rotation range ± degrees")
+    max_shift: float = Field(default=0.2, ge=0, le=0.5, description="translation range ± fraction of the canvas")
+    clutter: Annotated[int, Field(ge=0)] = Field(default=2, description="fragments of other digits pasted per image")
+    clutter_size: Annotated[int, Field(ge=1)] = Field(default=5, description="side of a fragment (pixels)")
+    invert_p: float = Field(
+        default=0.0, ge=0, le=1, description="probability of contrast inversion (see module docstring)"
+    )
 
     @model_validator(mode="after")
     def _fits(self):
@@ -93,7 +103,7 @@ class StandInConfig(ExperimentConfig):
         return self
 
     def transform(self) -> DigitTransform:
-        return DigitTransform(self.canvas, tuple(self.scale), self.max_rotation, self.max_shift, self.clutter,
+        return DigitTransform(self.canvas, self.scale, self.max_rotation, self.max_shift, self.clutter,
                               self.clutter_size, self.invert_p)  # fmt: skip
 
 
@@ -142,7 +152,7 @@ def kmeans_nmi(features, labels, seed: int = 0) -> float:
     x = np.asarray(features, dtype=np.float64).reshape(len(features), -1)
     x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     y = np.asarray(labels)
-    pred = KMeans(n_clusters=len(np.unique(y)), n_init=4, random_state=seed).fit_predict(x)
+    pred = KMeans(n_clusters=len(np.unique(y)), n_init=4, random_state=seed).fit_predict(x)  # pyright: ignore[reportArgumentType] (untyped sklearn: n_init inferred as str from its default 'auto')
     return float(normalized_mutual_info_score(y, pred))
 
 

@@ -290,7 +290,7 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
     u_opt = fc.uniform_optimum(m.n, m.d)
     decay = fc.decay_times(p_net, u_opt, cfg.horizon_network * cfg.lr_network, cfg.persist_level)
     c = cfg.coherence_steps
-    coh_net = fc.coherence(net.z_raw[net.index(0)], net.z_raw[net.index(c)], m.labels)  # raw outputs (Thm. 4.5)
+    coh_net = fc.coherence(net.raw_at(0), net.raw_at(c), m.labels)  # raw outputs (Thm. 4.5)
     coh_van = fc.coherence(van.z[van.index(0)], van.z[van.index(c)], m.labels)
     i_k, j_k = net.index(probe_step), van.index(probe_step)
     i_h, j_h = net.index(cfg.horizon_network), van.index(cfg.horizon_vanilla)
@@ -309,9 +309,7 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
             "uniform_optimum": u_opt, "network_time_end": float(net.times[-1]),
             **{f"decay_{k}": v[e] for k, v in decay.items()},
         }  # fmt: skip
-        rows = [{"lr": r["lr"], "steps": r["steps"], "time": r["time"], "silhouette": r["silhouette"][e],
-                 "uniformity": r["uniformity"][e], "loss": r["loss"][e], "max_loss_increase": r["max_loss_increase"][e]}
-                for r in table]  # fmt: skip
+        rows = [r.member(e) for r in table]
         res = Result(summary={f"{k}{tag}": float(v) for k, v in s.items()})
         res.tables[f"step_table{tag}"] = pd.DataFrame(rows)
         res.tables[f"metrics{tag}"] = _metrics_frame(((net, p_net), (van, p_van)), e)

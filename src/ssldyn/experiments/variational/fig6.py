@@ -179,9 +179,9 @@ class Fig6(Experiment):
                 res.notes.append(
                     f"[{dim}-D] step-size table at t = {cfg.table_time:g}: "
                     + "; ".join(
-                        f"σ={r.lr:g}: silhouette {r.silhouette:.2f}, loss {r.loss:.3f}, largest loss "
-                        f"increase {r.max_loss_increase:.2f}"
-                        for r in table.itertuples()
+                        f"σ={r['lr']:g}: silhouette {r['silhouette']:.2f}, loss {r['loss']:.3f}, largest loss "
+                        f"increase {r['max_loss_increase']:.2f}"
+                        for r in table.to_dict("records")
                     )  # fmt: skip
                     + f". Long run at σ={cfg.lr_network:g}: silhouette peak {part.summary[f'decay_peak_{dim}d']:.2f} "
                     f"at t={part.summary[f'decay_t_peak_{dim}d']:.3g}, decay time t_half="

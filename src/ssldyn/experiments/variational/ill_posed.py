@@ -212,10 +212,10 @@ class IllPosed(Experiment):
     def measure(self, cfg: IllPosedConfig, result: Result) -> dict[str, float | Measured]:
         t = result.tables["losses"].pivot_table(index=["map", "loss"], columns="distribution", values="value")
         diff = (t["mu1"] - t["mu2"]).abs()
-        s = result.tables["sphere"].set_index(["sphere", "measure"])["loss"]
+        s = result.tables["sphere"].set_index(["sphere", "measure"]).loc[:, "loss"]
         k = cfg.clusters
         out: dict[str, float | Measured] = {
-            f"same-pushforward-{name.lower().replace('-', '')}": float(diff[("invariant", name)])
+            f"same-pushforward-{name.lower().replace('-', '')}": float(diff.loc[("invariant", name)])
             for name in ("NT-Xent", "VICReg", "BYOL")
         }
         out["control-differs"] = float(diff.loc["control"].min())

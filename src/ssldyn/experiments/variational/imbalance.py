@@ -46,6 +46,11 @@ DERIVATION = (
 )
 
 
+def _spearman(a, b) -> float:
+    """Spearman's rank correlation of two samples (scipy)."""
+    return float(spearmanr(a, b).statistic)  # pyright: ignore[reportAttributeAccessIssue] (scipy's result class is untyped: SignificanceResult.statistic)
+
+
 class ImbalanceConfig(ExperimentConfig):
     sizes: list[Annotated[int, Field(ge=2)]] = Field([40, 30, 20, 10], min_length=4, max_length=4,
                                       description="cluster sizes (distinct; cyclically assigned to the 4 positions)")  # fmt: skip
@@ -136,9 +141,9 @@ class Imbalance(Experiment):
                                  "curves": pd.DataFrame({"time": np.repeat(times, 4), "size": np.tile(cfg.sizes, len(times)),
                                                          "silhouette": curves.reshape(-1)})})  # fmt: skip
             res.summary.update(
-                rho_capture=float(spearmanr(cfg.sizes, t_cap).statistic),
-                rho_early=float(spearmanr(cfg.sizes, curves[i_early]).statistic),
-                rho_end=float(spearmanr(cfg.sizes, curves[-1]).statistic),
+                rho_capture=_spearman(cfg.sizes, t_cap),
+                rho_early=_spearman(cfg.sizes, curves[i_early]),
+                rho_end=_spearman(cfg.sizes, curves[-1]),
             )
             res.notes.append(
                 "Per size (averaged over the 4 positions): "
@@ -154,19 +159,19 @@ class Imbalance(Experiment):
         return results
 
     def measure(self, cfg: ImbalanceConfig, result: Result) -> dict[str, float | Measured]:
-        t = result.tables["per_size"]
+        t = result.tables["per_size"].to_dict("records")
         return {
             "small-clusters-later": Measured(result.summary["rho_capture"], detail="capture times "
-                                             + ", ".join(f"{r.size}: {r.t_capture:.2g}" for r in t.itertuples())),
+                                             + ", ".join(f"{r['size']}: {r['t_capture']:.2g}" for r in t)),
             "small-clusters-less-early": Measured(result.summary["rho_early"], detail="silhouette at t_early "
-                                                  + ", ".join(f"{r.size}: {r.silhouette_early:.2f}" for r in t.itertuples())),
+                                                  + ", ".join(f"{r['size']}: {r['silhouette_early']:.2f}" for r in t)),
         }  # fmt: skip
 
     def plots(self, cfg: ImbalanceConfig, result: Result, fig_dir: Path):
         fig, ax = new_figure(1, 1, size=(4.2, 3.2))
         rs = result.seed_results or [result]
         for q, size in enumerate(cfg.sizes):
-            sel = [r.tables["curves"][r.tables["curves"]["size"] == size] for r in rs]
+            sel = [r.tables["curves"].loc[r.tables["curves"]["size"] == size] for r in rs]
             curves = np.stack([c["silhouette"].to_numpy() for c in sel])  # (S, R)
             t = sel[0]["time"].to_numpy()
             ax[0, 0].plot(t, curves.mean(0), color=PALETTE[q], label=f"n_q = {size}")

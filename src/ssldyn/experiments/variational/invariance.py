@@ -262,7 +262,7 @@ class Invariance(Experiment):
         res = Result(tables={"gap": df})
 
         def col(kind, c):
-            return df[df.dynamics == kind].sort_values("step")[c].to_numpy()
+            return df.loc[df.dynamics == kind].sort_values("step")[c].to_numpy()
 
         gn = col("network", "gap")
         res.summary.update(
@@ -317,7 +317,7 @@ class Invariance(Experiment):
                  ("network-clean-data", "network, clean centers (eq. 36 fails)"),
                  ("network-projected", "network on P x (eq. 36 holds)")]  # fmt: skip
         for i, (kind, lab) in enumerate(kinds):
-            d = df[df.dynamics == kind].sort_values("step")
+            d = df.loc[df.dynamics == kind].sort_values("step")
             ax[0, 0].plot(d["step"], np.maximum(d["gap"], 1e-17), "o-" if i == 0 else "s--", ms=3, color=PALETTE[i],
                           label=lab)  # fmt: skip
             ax[0, 1].plot(d["step"], d["loss"], color=PALETTE[i], label=lab)

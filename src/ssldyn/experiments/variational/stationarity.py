@@ -229,7 +229,9 @@ class Stationarity(Experiment):
                 s = torch.zeros((), dtype=DT, requires_grad=True)
                 (d1,) = torch.autograd.grad(measure_loss(y + s * h, w, **kw), s, create_graph=True)
                 (d2,) = torch.autograd.grad(d1, s)
-                err2.append(float((second_variation(y, h, w, **kw) - d2).abs() / d2.abs().clamp_min(1e-300)))
+                d2_formula = second_variation(y, h, w, **kw)
+                assert isinstance(d2_formula, torch.Tensor)  # one tensor without return_scale
+                err2.append(float((d2_formula - d2).abs() / d2.abs().clamp_min(1e-300)))
             if d in (2, 3):
                 for t in cfg.taus:
                     control.append(sphere_stationarity(y[:, :d], w, temperature=t).residual)
@@ -307,13 +309,13 @@ class Stationarity(Experiment):
     def measure(self, cfg: StationarityConfig, result: Result) -> dict[str, float | Measured]:
         s = result.summary
         lem = result.tables["lemma_a2"]
-        adm = lem["admissible"].sum()
+        adm = int(lem.loc[:, "admissible"].sum())
         lemma = Measured(
-            float(lem["min_admissible"].min()) if adm else None,
+            float(lem.loc[:, "min_admissible"].min()) if adm else None,
             detail="; ".join(
-                f"K={r.K}: {r.admissible}/{r.directions} admissible, min δ²L/scale {r.min_admissible:.3g} "
-                f"(all directions: {r.min_all:.3g}, {r.negative_all} negative)"
-                for r in lem.itertuples()
+                f"K={r['K']}: {r['admissible']}/{r['directions']} admissible, min δ²L/scale {r['min_admissible']:.3g} "
+                f"(all directions: {r['min_all']:.3g}, {r['negative_all']} negative)"
+                for r in lem.to_dict("records")
             ),  # fmt: skip
             not_run="" if adm else "no sampled direction satisfies eq. (27); raise lemma_directions",
         )
@@ -343,13 +345,13 @@ class Stationarity(Experiment):
         t = result.tables["symmetric"]
         fig, ax = new_figure(3, 1, size=(3.8, 3.2))
         labels = list(dict.fromkeys(t["measure"]))
-        worst = t.groupby("measure")[["residual", "eq8_gap"]].max().reindex(labels)
-        ax[0, 0].barh(range(len(labels)), np.maximum(worst["residual"], 1e-18), color=PALETTE[0])
+        worst = t.groupby("measure")[["residual", "eq8_gap"]].agg("max").reindex(labels)
+        ax[0, 0].barh(range(len(labels)), np.maximum(worst.loc[:, "residual"], 1e-18), color=PALETTE[0])
         ax[0, 0].set(xscale="log", yticks=range(len(labels)), title="Thm. 3.2: tangential residual")
         ax[0, 0].set_yticklabels(labels, fontsize=6)
         ax[0, 0].axvline(result.summary["control_min_residual"], color=PALETTE[3], ls="--", label="random measures")
         ax[0, 0].legend(fontsize=6)
-        ax[0, 1].barh(range(len(labels)), worst["eq8_gap"].fillna(0), color=PALETTE[1])
+        ax[0, 1].barh(range(len(labels)), worst.loc[:, "eq8_gap"].fillna(0), color=PALETTE[1])
         ax[0, 1].set(yticks=[], title="eq. (8) as printed: gap")
         s = result.tables["scaled_limit"]
         ax[0, 2].semilogy(s["k"], np.maximum(s["residual"], 1e-300), "o-", color=PALETTE[2])

@@ -25,7 +25,20 @@ import torch
 
 from ssldyn.data.moons import half_moons
 from ssldyn.dynamics.q_ode import eigh_ascending
+from ssldyn.lab import Experiment
 from ssldyn.objectives import contrast_matrix, simple_contrastive
+
+
+class GrassmannExperiment(Experiment):
+    """What every ``grassmann`` experiment declares alike: the paper, seeds as an ensemble axis, one thread.
+
+    Each run computes all seeds of ``ctx.seeds`` at once (``batch_seeds``, see the module docstring) and
+    is made of many small tensor ops, which one torch thread runs fastest (``threads = 1``).
+    """
+
+    paper = "grassmann"
+    batch_seeds = True
+    threads = 1
 
 
 @dataclass(frozen=True)

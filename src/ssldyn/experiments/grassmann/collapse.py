@@ -39,6 +39,7 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.experiments.grassmann._common import (
+    GrassmannExperiment,
     loglog_slope,
     mean_contrastive_loss,
     moons_batch,
@@ -49,7 +50,6 @@ from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -153,9 +153,8 @@ def _rows_vs_singles(theta_multi: torch.Tensor, theta_single: torch.Tensor, z: i
 
 
 @register
-class Collapse(Experiment):
+class Collapse(GrassmannExperiment):
     name = "grassmann.collapse"
-    paper = "grassmann"
     figure = "Lemma 1, Prop. 1–3, Remarks 2–3"
     description = (
         "linear/kernel models: decoupled tangent kernel, identical per-dimension dynamics, collapse; Frobenius "
@@ -172,8 +171,6 @@ class Collapse(Experiment):
     }
     est_seconds = (3, 25)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "lemma1-linear-kernel", "Linear and kernel models: no interaction across output dimensions "

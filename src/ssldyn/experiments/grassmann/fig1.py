@@ -41,8 +41,15 @@ from pydantic import Field, PositiveFloat, model_validator
 from ssldyn.dynamics.guards import LossGuard, NoGuard, check_finite
 from ssldyn.dynamics.manifold import ManifoldGD
 from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.experiments.grassmann._common import grad_of, mean_contrastive_loss, moons_batch, per_member, window_drift
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, lt, register
+from ssldyn.experiments.grassmann._common import (
+    GrassmannExperiment,
+    grad_of,
+    mean_contrastive_loss,
+    moons_batch,
+    per_member,
+    window_drift,
+)
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, gt, lt, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.collapse import singular_value_ratio
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -87,17 +94,14 @@ def _ratios(u: torch.Tensor) -> np.ndarray:
 
 
 @register
-class Fig1(Experiment):
+class Fig1(GrassmannExperiment):
     name = "grassmann.fig1"
-    paper = "grassmann"
     figure = "Example 1, Fig. 1"
     description = "half-moons, tanh 2-layer net: unconstrained loss (1) diverges and collapses; scaled loss stays 2-D"
     Config = Fig1Config
     quick = {"epochs": 300, "inits": 2, "hidden": 50, "record_every": 10, "dtype": "float32"}
     est_seconds = (3, 30)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "unconstrained-diverges", "Without constraints the loss does not converge (it keeps decreasing "

@@ -42,6 +42,7 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
 from ssldyn.experiments.grassmann._common import (
+    GrassmannExperiment,
     loglog_slope,
     mean_contrastive_loss,
     moons_batch,
@@ -51,7 +52,6 @@ from ssldyn.experiments.grassmann._common import (
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -115,17 +115,14 @@ def _slope(df: pd.DataFrame, act: str, reduction: str, epoch: int | None) -> flo
 
 
 @register
-class Fig2(Experiment):
+class Fig2(GrassmannExperiment):
     name = "grassmann.fig2"
-    paper = "grassmann"
     figure = "Thm. 1, Lemma 2, Conj. 1, Fig. 2"
     description = "‖u^φ − u^I‖ vs width h at init and during training: tanh ↓, ReLU ↓ at init only, sigmoid ↑"
     Config = Fig2Config
     quick = {"widths": [10, 50, 300], "inits": 2, "epochs": 20, "lemma2_widths": [10, 100, 1000], "lemma2_draws": 50}
     est_seconds = (2, 160)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "tanh-decreases-init", "tanh: the gap ‖u^φ − u^I‖ at initialisation decreases with the width h.",

@@ -35,12 +35,11 @@ from pydantic import Field, PositiveFloat, model_validator
 from ssldyn.dynamics.manifold import ManifoldGD, projected_gd_step_, train_gd
 from ssldyn.dynamics.q_ode import euler, q_from_map, solve_adaptive, trace_loss_q
 from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.experiments.grassmann._common import loglog_slope, moons_batch, per_member
+from ssldyn.experiments.grassmann._common import GrassmannExperiment, loglog_slope, moons_batch, per_member
 from ssldyn.lab import (
     ClaimSpec,
     Context,
     Erratum,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -90,17 +89,14 @@ def _max_dev(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 @register
-class Fig3(Experiment):
+class Fig3(GrassmannExperiment):
     name = "grassmann.fig3"
-    paper = "grassmann"
     figure = "Thm. 2, Fig. 3"
     description = "GD on the trace loss vs the q-ODE (9): same loss and outputs (Fig. 3); Grassmann GD → eq. 9 at O(η)"
     Config = Fig3Config
     quick = {"steps": 500, "inits": 1, "record_every": 25}
     est_seconds = (2, 20)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "same-final-loss", "GD (eq. 11, projected) and the ODE converge to the same final loss.",

@@ -44,11 +44,10 @@ from ssldyn.data.mnist import mnist_two_class
 from ssldyn.data.moons import make_views
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import eigh_ascending, euler, q_from_map, q_ode_predict, q_ode_rhs
-from ssldyn.experiments.grassmann._common import loglog_slope
+from ssldyn.experiments.grassmann._common import GrassmannExperiment, loglog_slope
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -234,9 +233,8 @@ def _time_ode(q0, lam, lr, steps, blocks: int = 5) -> float:
 
 
 @register
-class Fig4(Experiment):
+class Fig4(GrassmannExperiment):
     name = "grassmann.fig4"
-    paper = "grassmann"
     figure = "Sec. 4.2, Fig. 4"
     description = (
         "MNIST 2 classes × 200: GD operations per update grow ∝ h, the ODE's are fixed and far fewer; "
@@ -253,8 +251,6 @@ class Fig4(Experiment):
     }
     est_seconds = (2, 25)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "gd-ops-linear-in-h", "The cost of a GD update (11) scales linearly with the width h.",

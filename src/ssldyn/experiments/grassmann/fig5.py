@@ -29,8 +29,8 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import q_from_map, solve_adaptive
-from ssldyn.experiments.grassmann._common import moons_batch
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, le, register
+from ssldyn.experiments.grassmann._common import GrassmannExperiment, moons_batch
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -71,17 +71,14 @@ def projection_norms_batched(q: torch.Tensor, k: int, rtol: float = 1e-10) -> to
 
 
 @register
-class Fig5(Experiment):
+class Fig5(GrassmannExperiment):
     name = "grassmann.fig5"
-    paper = "grassmann"
     figure = "Conj. 2, Fig. 5"
     description = "half-moons C, z = 1, 2, 3: span(q) → span(v_1..v_z); with k < z negative eigenvalues q → rank k"
     Config = Fig5Config
     quick = {"gd": False, "t_final": 80.0}
     est_seconds = (1, 4)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "span-converges", "If C has at least k negative eigenvalues, span(q) converges to the span of the "

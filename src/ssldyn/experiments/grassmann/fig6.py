@@ -25,8 +25,8 @@ from scipy.linalg import orthogonal_procrustes
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import euler, q_from_map, trace_loss_q
-from ssldyn.experiments.grassmann._common import loss_table, moons_batch
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, le, register
+from ssldyn.experiments.grassmann._common import GrassmannExperiment, loss_table, moons_batch
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, le, register
 from ssldyn.models.two_layer import DeepLinearNet
 from ssldyn.probes.subspace import principal_angles
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -62,17 +62,14 @@ def procrustes_align(u: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, float]
 
 
 @register
-class Fig6(Experiment):
+class Fig6(GrassmannExperiment):
     name = "grassmann.fig6"
-    paper = "grassmann"
     figure = "Sec. 4.2, Fig. 6"
     description = "deep linear nets (2, 3 hidden layers) under orthogonality converge to the 1-hidden-layer embedding"
     Config = Fig6Config
     quick = {"steps": 800, "h": 8}
     est_seconds = (2, 7)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "same-embedding", "Networks with two and three hidden layers converge to the same final embedding as "

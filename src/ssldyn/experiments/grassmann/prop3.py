@@ -45,8 +45,14 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.moons import make_views
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
-from ssldyn.experiments.grassmann._common import grad_of, loss_table, mean_contrastive_loss, moons_batch
-from ssldyn.lab import ClaimSpec, Context, Erratum, Experiment, ExperimentConfig, Measured, Result, gt, le, lt, register
+from ssldyn.experiments.grassmann._common import (
+    GrassmannExperiment,
+    grad_of,
+    loss_table,
+    mean_contrastive_loss,
+    moons_batch,
+)
+from ssldyn.lab import ClaimSpec, Context, Erratum, ExperimentConfig, Measured, Result, gt, le, lt, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
 from ssldyn.probes.subspace import principal_angles
@@ -89,16 +95,13 @@ def clip_singular_values(W: torch.Tensor, c: float = 1.0) -> torch.Tensor:
 
 
 @register
-class Prop3(Experiment):
+class Prop3(GrassmannExperiment):
     name = "grassmann.prop3"
-    paper = "grassmann"
     figure = "Prop. 3, Sec. 4.1"
     description = "the scaled loss, operator-norm and orthogonality constraints reach the same minimum Σλ_i; errata"
     Config = Prop3Config
     quick = {"steps": 800, "lr": 0.1, "mc_draws": 100}
     est_seconds = (2, 5)  # CPU seconds for all seeds (3 quick, 5 paper)
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "equivalent-minima", "The four problems — scaled loss (1), spectral-norm balls (2), product constraint "

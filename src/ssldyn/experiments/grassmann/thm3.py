@@ -27,7 +27,8 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import random_stiefel
 from ssldyn.dynamics.q_ode import solve_adaptive, solve_reference
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
+from ssldyn.experiments.grassmann._common import GrassmannExperiment
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 CASES = ("positive", "negative")
@@ -81,17 +82,14 @@ def draw_trials(cfg: Thm3Config, g: torch.Generator) -> dict[str, tuple[torch.Te
 
 
 @register
-class Thm3(Experiment):
+class Thm3(GrassmannExperiment):
     name = "grassmann.thm3"
-    paper = "grassmann"
     figure = "Thm. 3"
     description = "z = 1: q → 0 when C > 0; q → ±v_1 when C has a negative eigenvalue (random C, random inits)"
     Config = Thm3Config
     quick = {"trials": 30, "reference_trials": 1, "t_final": 60.0}
     est_seconds = (2, 12)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "positive-to-zero", "If all eigenvalues of C are positive, q converges to 0 (with probability 1).",

@@ -201,12 +201,13 @@ class Fig3(GrassmannExperiment):
         h0 = min(cfg.widths)
         t_ord = torch.tensor([0.0, cfg.t_order], dtype=torch.float64, device=dev)
         order_dev = {}
+        ref: torch.Tensor | None = None  # the ODE at t_order from the first run's q_0 (every run starts there)
         for kind in ("grassmann", "projected"):
             for f in ORDER_FACTORS:
                 lr = f * cfg.lr
                 k = round(cfg.t_order / lr)
                 _, qq = run_gd(kind, lr, k, k, h_max=h0)  # records steps 0 and k
-                if not order_dev:
+                if ref is None:
                     ref = solve_adaptive(qq[0], lam, t=t_ord, rtol=1e-11, atol=1e-13).state  # (E, d, z) at t_order
                 order_dev[(kind, f)] = _max_dev(qq[-1], ref).cpu()  # (E,)
         # erratum eq. (11): the printed update is ascent

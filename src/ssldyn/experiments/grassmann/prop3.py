@@ -148,6 +148,7 @@ class Prop3(GrassmannExperiment):
             u = max(0.0, (k - cfg.steps / 2) / (cfg.steps / 2))
             return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * u))
 
+        nets: dict[str, TwoLayerNet] = {}
         for prob in PROBLEMS:
             counter = [0]
             if prob == "product":
@@ -168,6 +169,7 @@ class Prop3(GrassmannExperiment):
                 regime = {"scaled": "scaled", "balls": "unconstrained", "stiefel": "orthogonal"}[prob]
                 net = TwoLayerNet(d, cfg.h, z, "linear", regime, ensemble=S, seeds=init, init="orthogonal",
                                   dtype=torch.float64, device=dev)  # fmt: skip
+                nets[prob] = net
                 params = net.weights()
                 if prob == "scaled":
                     loss_fn = lambda net=net: trace_loss(net.W1, net.W2, C) / net.loss_scale()  # noqa: E731
@@ -200,13 +202,12 @@ class Prop3(GrassmannExperiment):
                           track=lambda it, prob=prob: ctx.track(it, total=cfg.steps + 1, description=f"Prop. 3 ({prob})"))  # fmt: skip
             curves[prob] = loss_table(gd.trajectory)  # (T, S)
             maps[prob] = final_map()  # (S, z, d), normalised to ‖W1‖₂ = ‖W2‖₂ = 1 for the scaled loss
-            if prob == "stiefel":
-                with torch.no_grad():
-                    L1 = mean_contrastive_loss(net, mb.x, mb.x_pos, mb.x_neg).cpu()  # loss (1) from the embeddings
-                    Mst = net.end_to_end()
-                    inner = Mst @ C @ Mst.mT  # (S, z, z): W2ᵀW1 C W1ᵀW2
-                    trace_form = inner.diagonal(dim1=-2, dim2=-1).sum(-1).cpu()
-                    printed_form = torch.linalg.matrix_norm(inner, ord=2).pow(2).cpu()
+        with torch.no_grad():  # at the optimum of problem (4) (the Stiefel-trained net)
+            L1 = mean_contrastive_loss(nets["stiefel"], mb.x, mb.x_pos, mb.x_neg).cpu()  # loss (1) from the embeddings
+            Mst = nets["stiefel"].end_to_end()
+            inner = Mst @ C @ Mst.mT  # (S, z, z): W2ᵀW1 C W1ᵀW2
+            trace_form = inner.diagonal(dim1=-2, dim2=-1).sum(-1).cpu()
+            printed_form = torch.linalg.matrix_norm(inner, ord=2).pow(2).cpu()
         k = max(1, cfg.steps // 5)
         out = []
         for s, seed in enumerate(seeds):

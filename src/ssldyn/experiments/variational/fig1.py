@@ -44,7 +44,8 @@ from ssldyn.data.augment import SimCLRAugment
 from ssldyn.data.images import ImageDataset, load_images
 from ssldyn.data.transformed_digits import DigitTransform, transformed_digits
 from ssldyn.dynamics import embed, train_simclr
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, le, register
+from ssldyn.experiments.variational._common import VariationalExperiment
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, gt, le, register
 from ssldyn.models.encoders import build_simclr_net
 from ssldyn.probes.downstream import knn_accuracy, label_silhouette, linear_probe_accuracy
 from ssldyn.viz.common import new_figure, save_figure
@@ -195,9 +196,8 @@ def _simclr(train_images: torch.Tensor, view_shape, augment, cfg: SimCLRRunConfi
 
 
 @register
-class Fig1(Experiment):
+class Fig1(VariationalExperiment):
     name = "variational.fig1"
-    paper = "variational"
     figure = "Fig. 1, Sec. 1"
     description = (
         "Pixels vs SimCLR: MNIST pixels clustered; transformed digits (offline) / CIFAR-10: SimCLR uncovers clusters"
@@ -212,7 +212,6 @@ class Fig1(Experiment):
     }
     est_seconds = (15, 10800)
     version = "2"
-    threads = 1
     claims = (
         ClaimSpec(
             "mnist-pixels-clustered", "MNIST pixel representations are already clustered by class ('visual features "

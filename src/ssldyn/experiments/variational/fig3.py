@@ -57,10 +57,10 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, field_validator, model_validator
 
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -232,15 +232,15 @@ N_INF = -1  # the n → ∞ curve (Def. 2.1) in the tables' n column
 
 
 @register
-class Fig3(Experiment):
+class Fig3(VariationalExperiment):
     name = "variational.fig3"
-    paper = "variational"
     figure = "Fig. 3, Remark 3.1"
     description = "NT-Xent of K evenly spaced clusters on S¹: vs K, vs min distance, threshold vs τ"
     Config = Fig3Config
     quick = {"threshold_taus": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5], "ns": [64, 512], "threshold_k_max": 64}
     est_seconds = (1, 2)
     seeded = False  # closed-form losses of fixed point sets: nothing is random
+    threads = None  # a few large closed-form tensor ops: the process setting
     version = "2"
     claims = (
         ClaimSpec(

@@ -53,7 +53,8 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.clustered import four_clusters_2d
 from ssldyn.experiments.variational import _flows_common as fc
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
+from ssldyn.experiments.variational._common import VariationalExperiment
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.models.averaging import AveragingNet
 
 LOC = "Fig. 5, Sec. 4.2"
@@ -134,9 +135,8 @@ def seed_slice(arr: np.ndarray, e: int) -> np.ndarray:
 
 
 @register
-class Fig5(Experiment):
+class Fig5(VariationalExperiment):
     name = "variational.fig5"
-    paper = "variational"
     figure = "Fig. 5, Sec. 4.2.1"
     description = "Four 2-D clusters: one-hidden-layer net (clusters emerge, persist, then decay) vs vanilla GD"
     Config = Fig5Config
@@ -153,7 +153,6 @@ class Fig5(Experiment):
     est_seconds = (4, 20)
     version = "2"
     batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "same-cluster-move-together", "With the network, data points from the same cluster follow a similar "

@@ -46,13 +46,14 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.clustered import clusters_3d, four_clusters_2d
 from ssldyn.experiments.variational import _flows_common as fc
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.experiments.variational.fig5 import (
     FLOW_DERIVATION,
     FlowCompareConfig,
     plot_comparison,
     run_comparison,
 )
-from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, ge, le, register
+from ssldyn.lab import ClaimSpec, Context, Measured, Result, ge, le, register
 from ssldyn.models.mlp import MLP
 
 
@@ -136,9 +137,8 @@ def _dim_claims(dim: int) -> tuple[ClaimSpec, ...]:
 
 
 @register
-class Fig6(Experiment):
+class Fig6(VariationalExperiment):
     name = "variational.fig6"
-    paper = "variational"
     figure = "Fig. 6, App. B"
     description = "4-layer MLP vs vanilla GD on 2-D and 3-D clusters at several step sizes (same flow time)"
     Config = Fig6Config
@@ -153,7 +153,6 @@ class Fig6(Experiment):
     est_seconds = (5, 25)
     version = "2"
     batch_seeds = True
-    threads = 1
     claims = _dim_claims(2) + _dim_claims(3)
 
     def run(self, cfg: Fig6Config, ctx: Context) -> list[Result]:

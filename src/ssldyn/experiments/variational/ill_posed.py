@@ -33,10 +33,10 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field, PositiveFloat
 
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -101,16 +101,14 @@ def peer_losses(z1: torch.Tensor, z2: torch.Tensor, q: torch.Tensor, tau: float)
 
 
 @register
-class IllPosed(Experiment):
+class IllPosed(VariationalExperiment):
     name = "variational.ill-posed"
-    paper = "variational"
     figure = "Prop. 2.1, App. A.1"
     description = "Invariant maps: NT-Xent/VICReg/BYOL see only f#μ; uniform latents beat clustered ones"
     Config = IllPosedConfig
     quick = {"n": 256}
     est_seconds = (1, 1)
     version = "2"
-    threads = 1
     claims = (
         *(
             ClaimSpec(

@@ -36,8 +36,9 @@ from scipy.stats import spearmanr
 
 from ssldyn.data.clustered import four_clusters_2d
 from ssldyn.experiments.variational import _flows_common as fc
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.experiments.variational.fig5 import averaging_net_factory
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, gt, lt, register
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, gt, lt, register
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 DERIVATION = (
@@ -77,16 +78,14 @@ class ImbalanceConfig(ExperimentConfig):
 
 
 @register
-class Imbalance(Experiment):
+class Imbalance(VariationalExperiment):
     name = "variational.imbalance"
-    paper = "variational"
     figure = "Remark 4.4 (dynamics)"
     description = "Imbalanced Fig. 5: smaller clusters are captured later by the network (Remark 4.4)"
     Config = ImbalanceConfig
     quick = {"time": 5.0}
     est_seconds = (1, 2)
     batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "small-clusters-later", "Smaller clusters are captured later (they contribute less to the gradient).",

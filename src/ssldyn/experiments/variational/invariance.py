@@ -43,12 +43,12 @@ from torch import nn
 from ssldyn.data.clustered import ball_noise, clustered_data
 from ssldyn.dynamics.common import step_schedule
 from ssldyn.dynamics.function_space import pointwise_gradient, project_sphere
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.kernels.closed_form import averaging_net_kernel
 from ssldyn.lab import (
     ClaimSpec,
     Context,
     Erratum,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -130,16 +130,14 @@ def kernel_violation(B: torch.Tensor, x: torch.Tensor, xT: torch.Tensor, x_train
 
 
 @register
-class Invariance(Experiment):
+class Invariance(VariationalExperiment):
     name = "variational.invariance"
-    paper = "variational"
     figure = "Thm. 4.2 (App. A.5)"
     description = "Invariance under GD: kept by vanilla GD; through the network exactly when the kernel condition holds"
     Config = InvarianceConfig
     quick = {"steps": 100, "draws": 2}
     est_seconds = (2, 8)
     version = "2"
-    threads = 1
     claims = (
         ClaimSpec(
             "vanilla-stays-invariant", "If f(w⁽⁰⁾, ·) is invariant, vanilla gradient descent (eq. 14) keeps it "

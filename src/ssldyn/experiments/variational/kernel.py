@@ -37,6 +37,7 @@ from pydantic import Field, PositiveFloat
 
 from ssldyn.data.clustered import clustered_data
 from ssldyn.dynamics.function_space import apply_kernel, embedding_loss_and_grad
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.kernels.closed_form import (
     averaging_net_kernel,
     block_structure,
@@ -48,7 +49,6 @@ from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -119,9 +119,8 @@ def _slope(x, y) -> float:
 
 
 @register
-class KernelCheck(Experiment):
+class KernelCheck(VariationalExperiment):
     name = "variational.kernel"
-    paper = "variational"
     figure = "Sec. 4.1–4.2: Prop. 4.1, 4.3, 4.4, Thm. 4.5, Remark 4.4"
     description = "Neural kernel of the averaging net: NTK flow, closed form, infinite width, cluster blocks"
     Config = KernelConfig
@@ -134,7 +133,6 @@ class KernelCheck(Experiment):
     }
     est_seconds = (1, 2)
     version = "2"
-    threads = 1
     claims = (
         ClaimSpec(
             "prop41-linear-error", "The outputs of a network trained by gradient descent follow "

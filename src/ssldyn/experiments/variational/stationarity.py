@@ -42,11 +42,11 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat
 
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.lab import (
     ClaimSpec,
     Context,
     Erratum,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -119,15 +119,13 @@ ALT = {"psi": lambda t: torch.log1p(2 * t), "eta": lambda t: 1.0 / (1.0 + t)}  #
 
 
 @register
-class Stationarity(Experiment):
+class Stationarity(VariationalExperiment):
     name = "variational.stationarity"
-    paper = "variational"
     figure = "Prop. 3.1, Thm. 3.2, Lemma A.2, Prop. A.1"
     description = "First/second variation of eq. (4) vs autograd; symmetric measures are stationary on S^{d−1}"
     Config = StationarityConfig
     quick = {"random_measures": 3, "lemma_directions": 4000}
     est_seconds = (1, 1)
-    threads = 1
     claims = (
         ClaimSpec(
             "eq7-gradient", "For an invariant map the gradient of L takes the form of eq. (7).", "Prop. 3.1, eq. (7)",

@@ -7,7 +7,14 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from ssldyn.experiments.grassmann._common import mean_contrastive_loss, moons_batch, per_member, window_drift
+from ssldyn.experiments.grassmann._common import (
+    grad_of,
+    mean_contrastive_loss,
+    moons_batch,
+    per_member,
+    per_member_values,
+    window_drift,
+)
 from ssldyn.experiments.grassmann.fig2 import Fig2Config
 from ssldyn.experiments.grassmann.fig3 import Fig3Config
 from ssldyn.experiments.grassmann.fig4 import (
@@ -153,3 +160,15 @@ def test_marginal_cost_ratio_separates_linear_from_other_growth():
     assert _marginal_ratio(h, 7.0 * h + 5e5) == pytest.approx(1.0)
     assert _marginal_ratio(h, h**2) <= 0.1  # quadratic: the marginal cost grows with h
     assert _marginal_ratio(h, np.full(4, 3.0)) == 0.0  # constant cost: no growth
+
+
+def test_grad_of_and_per_member_values_fail_clearly_instead_of_computing_with_none_or_a_float():
+    W = torch.ones(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"no gradient on the parameter of shape \(2, 3\)"):
+        grad_of(W)
+    (3.0 * W).sum().backward()
+    torch.testing.assert_close(grad_of(W), torch.full((2, 3), 3.0))  # d(3 ΣW)/dW = 3
+    t = torch.tensor([0.5, 0.25])
+    assert per_member_values(t, "probe") is t
+    with pytest.raises(ValueError, match="probe: expected one value per member"):
+        per_member_values(0.5, "probe")

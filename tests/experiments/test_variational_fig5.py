@@ -95,3 +95,17 @@ def test_quick_run_claims(tmp_path):
     assert math.isclose(s, res.summary["network_silhouette_horizon"], abs_tol=1e-9)
     table = res.tables["step_table"]
     assert table["max_loss_increase"].max() < 0.1  # the averaging net is in the flow regime at every step tested
+
+
+def test_raw_outputs_and_step_rows_per_member():
+    steps = np.array([0, 5, 10])
+    z_raw = np.arange(3 * 2 * 4 * 2, dtype=float).reshape(3, 2, 4, 2)  # (R, E, n, d)
+    net = fc.Run("network", 0.1, steps, z_raw, np.zeros((3, 2)), {}, z_raw=z_raw)
+    np.testing.assert_array_equal(net.raw_at(7), z_raw[1])  # last recorded step <= 7 is 5
+    van = fc.Run("vanilla", 0.1, steps, z_raw, np.zeros((3, 2)), {})
+    with pytest.raises(ValueError, match="vanilla run: no raw outputs recorded"):
+        van.raw_at(0)
+    row = fc.StepRow(0.5, 4, 2.0, np.array([0.1, 0.2]), np.array([-3.0, -4.0]), np.array([1.0, 2.0]),
+                     np.array([0.0, 0.3]))  # fmt: skip
+    assert row.member(1) == {"lr": 0.5, "steps": 4, "time": 2.0, "silhouette": 0.2, "uniformity": -4.0,
+                             "loss": 2.0, "max_loss_increase": 0.3}  # fmt: skip

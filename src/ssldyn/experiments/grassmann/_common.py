@@ -25,7 +25,20 @@ import torch
 
 from ssldyn.data.moons import half_moons
 from ssldyn.dynamics.q_ode import eigh_ascending
+from ssldyn.lab import Experiment
 from ssldyn.objectives import contrast_matrix, simple_contrastive
+
+
+class GrassmannExperiment(Experiment):
+    """What every ``grassmann`` experiment declares alike: the paper, seeds as an ensemble axis, one thread.
+
+    Each run computes all seeds of ``ctx.seeds`` at once (``batch_seeds``, see the module docstring) and
+    is made of many small tensor ops, which one torch thread runs fastest (``threads = 1``).
+    """
+
+    paper = "grassmann"
+    batch_seeds = True
+    threads = 1
 
 
 @dataclass(frozen=True)
@@ -114,6 +127,20 @@ def mean_contrastive_loss(
         idx = neg_index.flatten(-2).expand(*u.shape[:-2], -1)  # (E, n·q)
         un = torch.gather(u, -2, idx[..., None].expand(*idx.shape, u.shape[-1])).unflatten(-2, neg_index.shape[-2:])
     return simple_contrastive(u, up, un) / n
+
+
+def grad_of(W: torch.Tensor) -> torch.Tensor:
+    """``W.grad`` after a backward pass, with a clear error when the backward did not reach ``W``."""
+    if W.grad is None:
+        raise RuntimeError(f"no gradient on the parameter of shape {tuple(W.shape)}: the loss does not depend on it")
+    return W.grad
+
+
+def per_member_values(value: float | torch.Tensor, what: str) -> torch.Tensor:
+    """A probe's value for batched input ``(...)`` (probes return a Python float only for one unbatched input)."""
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{what}: expected one value per member from batched input, got the float {value}")
+    return value
 
 
 def loglog_slope(x, y) -> float:

@@ -29,19 +29,27 @@ initial weights drawn with per-seed CPU generators, then moved); GD loops use ``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
-from ssldyn.experiments.grassmann._common import loglog_slope, mean_contrastive_loss, moons_batch, per_member
+from ssldyn.experiments.grassmann._common import (
+    GrassmannExperiment,
+    loglog_slope,
+    mean_contrastive_loss,
+    moons_batch,
+    per_member,
+    per_member_values,
+)
 from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -62,19 +70,25 @@ COLLAPSED = "tolerance: σ_min/σ_max below 1e-3 is a line to plotting and probi
 
 
 class CollapseConfig(ExperimentConfig):
-    n: conint(ge=10) = Field(200, description="half-moons anchors")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
-    z: conint(ge=2) = Field(2, description="output dimension")
+    z: Annotated[int, Field(ge=2)] = Field(2, description="output dimension")
     lr: PositiveFloat = Field(0.05, description="GD learning rate (mean loss)")
-    epochs: conint(ge=10) = Field(400, description="GD steps (full batch)")
-    features: conint(ge=2) = Field(200, description="random Fourier features of the kernel model")
-    hidden: conint(ge=2) = Field(20, description="width of the constrained 2-layer linear nets")
-    projector_z: conint(ge=2) = Field(8, description="inner dimension z of u = AΘx (Remark 3); output r = z")
-    ntk_widths: list[conint(ge=2)] = Field([10, 100, 1000], min_length=2, description="widths for Lemma 1 NTK")
-    ntk_points: conint(ge=2) = Field(20, description="points for the empirical NTK")
+    epochs: Annotated[int, Field(ge=10)] = Field(400, description="GD steps (full batch)")
+    features: Annotated[int, Field(ge=2)] = Field(200, description="random Fourier features of the kernel model")
+    hidden: Annotated[int, Field(ge=2)] = Field(20, description="width of the constrained 2-layer linear nets")
+    projector_z: Annotated[int, Field(ge=2)] = Field(
+        8, description="inner dimension z of u = AΘx (Remark 3); output r = z"
+    )
+    ntk_widths: list[Annotated[int, Field(ge=2)]] = Field(
+        [10, 100, 1000], min_length=2, description="widths for Lemma 1 NTK"
+    )
+    ntk_points: Annotated[int, Field(ge=2)] = Field(20, description="points for the empirical NTK")
     infonce_tau: PositiveFloat = Field(0.5, description="InfoNCE temperature τ (Remark 2)")
-    remark2_points: conint(ge=4) = Field(200, description="anchors used by the Remark 2 losses (≤ n; N×N batch terms)")
-    record_every: conint(ge=1) = Field(10, description="epochs between recorded probes")
+    remark2_points: Annotated[int, Field(ge=4)] = Field(
+        200, description="anchors used by the Remark 2 losses (≤ n; N×N batch terms)"
+    )
+    record_every: Annotated[int, Field(ge=1)] = Field(10, description="epochs between recorded probes")
 
     @model_validator(mode="after")
     def _sizes(self):
@@ -102,6 +116,11 @@ class _Linear(torch.nn.Module):
         return u @ self.proj.mT if self.proj is not None else u  # (E, n, r)
 
 
+def _sv_ratio(u: torch.Tensor) -> torch.Tensor:
+    """``σ_min/σ_max`` of batched embeddings ``(..., n, z)`` -> ``(...)``."""
+    return per_member_values(singular_value_ratio(u), "singular_value_ratio")
+
+
 def _gd(model, loss, lr: torch.Tensor, epochs: int, every: int, *, step=None, project=None, inputs=None, emb=None):
     """Full-batch GD with the loss guard: plain steps with a per-member learning rate ``lr (E,)``, or ``step``.
 
@@ -114,7 +133,7 @@ def _gd(model, loss, lr: torch.Tensor, epochs: int, every: int, *, step=None, pr
         for W in weights:
             W -= lr.view(-1, *([1] * (W.dim() - 1))) * W.grad
 
-    snapshots = {"theta": lambda ps: ps[0]}  # the first parameter, copied at the recorded epochs
+    snapshots: dict[str, Callable[[list[torch.Tensor]], torch.Tensor]] = {"theta": lambda ps: ps[0]}  # first parameter
     if emb is not None:
         snapshots["emb"] = lambda _ps: emb()
     traj = train_gd(weights, loss, update=step or sgd, steps=epochs, every=every, snapshots=snapshots,
@@ -134,9 +153,8 @@ def _rows_vs_singles(theta_multi: torch.Tensor, theta_single: torch.Tensor, z: i
 
 
 @register
-class Collapse(Experiment):
+class Collapse(GrassmannExperiment):
     name = "grassmann.collapse"
-    paper = "grassmann"
     figure = "Lemma 1, Prop. 1–3, Remarks 2–3"
     description = (
         "linear/kernel models: decoupled tangent kernel, identical per-dimension dynamics, collapse; Frobenius "
@@ -153,8 +171,6 @@ class Collapse(Experiment):
     }
     est_seconds = (3, 25)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "lemma1-linear-kernel", "Linear and kernel models: no interaction across output dimensions "
@@ -231,17 +247,17 @@ class Collapse(Experiment):
         S, z, d, p = len(seeds), cfg.z, 2, cfg.features
         mb = moons_batch(cfg.n, cfg.moons_noise, seeds, device=dev)
         x, xp, xn = mb.x, mb.x_pos, mb.x_neg  # (S, n, ...)
-        f64 = dict(dtype=torch.float64)
+        f64 = torch.float64
         draws = []
         for s in seeds:  # per-seed CPU draws, the same on every device
             g = ctx.generator(5, seed=s)
             draws.append({
-                "omega": torch.randn(p, d, generator=g, **f64), "phase": 2 * np.pi * torch.rand(p, generator=g, **f64),
-                "A": torch.randn(z, cfg.projector_z, generator=g, **f64) / cfg.projector_z**0.5,
-                "linear": 0.5 * torch.randn(z, d, generator=g, **f64),
-                "kernel": 0.5 * torch.randn(z, p, generator=g, **f64),
-                "projector": 0.5 * torch.randn(cfg.projector_z, d, generator=g, **f64),
-                "remark2": 0.5 * torch.randn(z, d, generator=g, **f64),
+                "omega": torch.randn(p, d, generator=g, dtype=f64), "phase": 2 * np.pi * torch.rand(p, generator=g, dtype=f64),
+                "A": torch.randn(z, cfg.projector_z, generator=g, dtype=f64) / cfg.projector_z**0.5,
+                "linear": 0.5 * torch.randn(z, d, generator=g, dtype=f64),
+                "kernel": 0.5 * torch.randn(z, p, generator=g, dtype=f64),
+                "projector": 0.5 * torch.randn(cfg.projector_z, d, generator=g, dtype=f64),
+                "remark2": 0.5 * torch.randn(z, d, generator=g, dtype=f64),
             })  # fmt: skip
         st = {k: torch.stack([dr[k] for dr in draws]).to(dev) for k in draws[0]}  # (S, ...)
         omega, phase = st["omega"], st["phase"]  # (S, p, d), (S, p)
@@ -254,7 +270,7 @@ class Collapse(Experiment):
         fx, fxp, fxn = rff(x), rff(xp), rff(xn)  # the kernel model's fixed features, computed once
         C_psi = contrast_matrix(fx, fxp, fxn) / mb.n  # (S, p, p)
         lam_psi = torch.linalg.eigvalsh(C_psi)  # (S, p)
-        lr_lin = torch.full((S,), cfg.lr, **f64, device=dev)
+        lr_lin = torch.full((S,), cfg.lr, dtype=f64, device=dev)
         # kernel-model time scale matched to the linear one: η_k = η |λ_1(C)| / |λ_1(C_ψ)| per seed
         lr_ker = cfg.lr * mb.lam[:, 0].abs() / lam_psi[:, 0].abs()  # (S,)
         res_s: list[dict] = [{"eigenvalues_C": mb.lam[s].tolist(), "kernel_lr": float(lr_ker[s])} for s in range(S)]
@@ -264,7 +280,7 @@ class Collapse(Experiment):
             return lambda: mean_contrastive_loss(model, xx, xxp, xxn, ni)
 
         def sv_series(model_hist_fn, hist) -> torch.Tensor:
-            return torch.stack([singular_value_ratio(model_hist_fn(th)) for th in hist])  # (T, E)
+            return torch.stack([_sv_ratio(model_hist_fn(th)) for th in hist])  # (T, E)
 
         # --- Prop. 1 / Lemma 1: linear and kernel models, z outputs vs z one-output runs
         ni = mb.neg_index  # (S, n, q): the negatives are anchors
@@ -302,7 +318,7 @@ class Collapse(Experiment):
             else:  # Stiefel projected GD (polar map)
                 opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
                 _, embs = _gd(net, loss_of(net), lr_lin, cfg.epochs, cfg.record_every, step=opt.step, **kw)
-            svr = singular_value_ratio(torch.stack(embs)).cpu()  # (T, S)
+            svr = _sv_ratio(torch.stack(embs)).cpu()  # (T, S)
             with torch.no_grad():
                 M = net.end_to_end()  # (S, z, d)
                 sv = torch.linalg.svdvals(M)  # (S, min(z, d))

@@ -32,17 +32,24 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.guards import LossGuard, NoGuard, check_finite
 from ssldyn.dynamics.manifold import ManifoldGD
 from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.experiments.grassmann._common import mean_contrastive_loss, moons_batch, per_member, window_drift
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, lt, register
+from ssldyn.experiments.grassmann._common import (
+    GrassmannExperiment,
+    grad_of,
+    mean_contrastive_loss,
+    moons_batch,
+    per_member,
+    window_drift,
+)
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, gt, lt, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.collapse import singular_value_ratio
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -58,14 +65,16 @@ DRIFT_BASIS = ("tolerance: the window mean moves by < 1% between the last two fi
 
 
 class Fig1Config(ExperimentConfig):
-    n: conint(ge=10) = Field(200, description="half-moons anchors (Example 1; not stated, our choice)")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors (Example 1; not stated, our choice)")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise (not stated, our choice)")
-    hidden: conint(ge=2) = Field(100, description="hidden width h (not stated, our choice)")
+    hidden: Annotated[int, Field(ge=2)] = Field(100, description="hidden width h (not stated, our choice)")
     lr: PositiveFloat = Field(0.05, description="GD learning rate on the anchor-mean loss (not stated)")
-    epochs: conint(ge=31) = Field(500, description="epochs (Fig. 1b right: 500)")
-    collapse_epoch: conint(ge=1) = Field(30, description="epoch of the middle panel (Fig. 1b: 30)")
-    inits: conint(ge=1) = Field(5, description="initialisations per seed, trained as one ensemble")
-    record_every: conint(ge=1) = Field(5, description="epochs between recorded embeddings (losses: every epoch)")
+    epochs: Annotated[int, Field(ge=31)] = Field(500, description="epochs (Fig. 1b right: 500)")
+    collapse_epoch: Annotated[int, Field(ge=1)] = Field(30, description="epoch of the middle panel (Fig. 1b: 30)")
+    inits: Annotated[int, Field(ge=1)] = Field(5, description="initialisations per seed, trained as one ensemble")
+    record_every: Annotated[int, Field(ge=1)] = Field(
+        5, description="epochs between recorded embeddings (losses: every epoch)"
+    )
     dtype: Literal["float32", "float64"] = Field("float64", description="floating type of data and weights")
 
     @model_validator(mode="after")
@@ -85,17 +94,14 @@ def _ratios(u: torch.Tensor) -> np.ndarray:
 
 
 @register
-class Fig1(Experiment):
+class Fig1(GrassmannExperiment):
     name = "grassmann.fig1"
-    paper = "grassmann"
     figure = "Example 1, Fig. 1"
     description = "half-moons, tanh 2-layer net: unconstrained loss (1) diverges and collapses; scaled loss stays 2-D"
     Config = Fig1Config
     quick = {"epochs": 300, "inits": 2, "hidden": 50, "record_every": 10, "dtype": "float32"}
     est_seconds = (3, 30)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "unconstrained-diverges", "Without constraints the loss does not converge (it keeps decreasing "
@@ -187,7 +193,7 @@ class Fig1(Experiment):
                 with torch.no_grad():
                     keep = alive[:, None, None]  # (E, 1, 1): stopped members get no update
                     for W in net.weights():
-                        W -= cfg.lr * torch.where(keep, W.grad, torch.zeros_like(W.grad))
+                        W -= cfg.lr * torch.where(keep, grad_of(W), 0.0)
             guard.check()
             curves[regime] = torch.stack(losses).cpu().numpy()  # (T, E): one transfer
             diverged_at[regime] = div.cpu().numpy()

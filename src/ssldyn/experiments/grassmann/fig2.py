@@ -33,19 +33,25 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
-from ssldyn.experiments.grassmann._common import loglog_slope, mean_contrastive_loss, moons_batch, per_member
+from ssldyn.experiments.grassmann._common import (
+    GrassmannExperiment,
+    loglog_slope,
+    mean_contrastive_loss,
+    moons_batch,
+    per_member,
+    per_member_values,
+)
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -64,19 +70,19 @@ TREND = whole_interval("a trend over widths must hold beyond the seed-to-seed sp
 
 
 class Fig2Config(ExperimentConfig):
-    widths: list[conint(ge=2)] = Field(
+    widths: list[Annotated[int, Field(ge=2)]] = Field(
         [10, 20, 50, 100, 200, 500, 1000], min_length=2, description="hidden widths h (Fig. 2: 10 to 1000)"
     )
     activations: list[Literal["sigmoid", "relu", "tanh"]] = Field(
         list(ACTS), min_length=1, description="φ (Sec. 3.2: sigmoid, ReLU, tanh)"
     )
     lr: PositiveFloat = Field(0.01, description="learning rate (Sec. 3.2)")
-    epochs: conint(ge=1) = Field(100, description="epochs (Sec. 3.2)")
-    inits: conint(ge=1) = Field(10, description="initialisations averaged per seed (Sec. 3.2: 10)")
-    z: conint(ge=1) = Field(2, description="output dimension")
-    n: conint(ge=10) = Field(200, description="half-moons anchors")
+    epochs: Annotated[int, Field(ge=1)] = Field(100, description="epochs (Sec. 3.2)")
+    inits: Annotated[int, Field(ge=1)] = Field(10, description="initialisations averaged per seed (Sec. 3.2: 10)")
+    z: Annotated[int, Field(ge=1)] = Field(2, description="output dimension")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
-    record_every: conint(ge=1) = Field(10, description="epochs between gap measurements")
+    record_every: Annotated[int, Field(ge=1)] = Field(10, description="epochs between gap measurements")
     reduction: Literal["mean", "sum"] = Field(
         "sum", description="loss (1) summed over anchors as printed (Sec. 3.2 with lr 0.01) or averaged (= lr/n)"
     )
@@ -84,8 +90,10 @@ class Fig2Config(ExperimentConfig):
     dtype: Literal["float32", "float64"] = Field(
         "float32", description="floating type of data and weights (float32 halves the memory traffic of the wide nets)"
     )
-    lemma2_widths: list[conint(ge=3)] = Field([10, 100, 1000, 10000], min_length=2, description="h for Lemma 2")
-    lemma2_draws: conint(ge=20) = Field(200, description="Haar draws Q ∈ St(h, 2) per width (Lemma 2)")
+    lemma2_widths: list[Annotated[int, Field(ge=3)]] = Field(
+        [10, 100, 1000, 10000], min_length=2, description="h for Lemma 2"
+    )
+    lemma2_draws: Annotated[int, Field(ge=20)] = Field(200, description="Haar draws Q ∈ St(h, 2) per width (Lemma 2)")
 
     @model_validator(mode="after")
     def _widths_fit(self):
@@ -94,31 +102,27 @@ class Fig2Config(ExperimentConfig):
         return self
 
 
-def _slope_during(df: pd.DataFrame, act: str, reduction: str) -> float:
-    """Log-log slope over h of the gap averaged over initialisations and over the epochs > 0."""
-    g = df[(df.activation == act) & (df.reduction == reduction) & (df.epoch > 0)]
-    m = g.groupby("h")["gap"].mean()
-    return loglog_slope(m.index, m.values)
+def _gap_by_width(df: pd.DataFrame, act: str, reduction: str, epoch: int | None) -> pd.Series:
+    """The gap by width h, averaged over the initialisations at ``epoch`` (``None``: over the epochs > 0 too)."""
+    at = df.epoch > 0 if epoch is None else df.epoch == epoch
+    return df.loc[(df.activation == act) & (df.reduction == reduction) & at].groupby("h")["gap"].mean()
 
 
-def _slope_at(df: pd.DataFrame, act: str, reduction: str, epoch: int) -> float:
-    g = df[(df.activation == act) & (df.reduction == reduction) & (df.epoch == epoch)]
-    m = g.groupby("h")["gap"].mean()
+def _slope(df: pd.DataFrame, act: str, reduction: str, epoch: int | None) -> float:
+    """Log-log slope over h of :func:`_gap_by_width`."""
+    m = _gap_by_width(df, act, reduction, epoch)
     return loglog_slope(m.index, m.values)
 
 
 @register
-class Fig2(Experiment):
+class Fig2(GrassmannExperiment):
     name = "grassmann.fig2"
-    paper = "grassmann"
     figure = "Thm. 1, Lemma 2, Conj. 1, Fig. 2"
     description = "‖u^φ − u^I‖ vs width h at init and during training: tanh ↓, ReLU ↓ at init only, sigmoid ↑"
     Config = Fig2Config
     quick = {"widths": [10, 50, 300], "inits": 2, "epochs": 20, "lemma2_widths": [10, 100, 1000], "lemma2_draws": 50}
     est_seconds = (2, 160)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "tanh-decreases-init", "tanh: the gap ‖u^φ − u^I‖ at initialisation decreases with the width h.",
@@ -207,7 +211,9 @@ class Fig2(Experiment):
             for red, act in runs:
                 if act == "linear":
                     continue
-                gap = output_gap(trajs[(red, act)], trajs[(red, "linear")]).cpu()  # (T, E)
+                gap = per_member_values(
+                    output_gap(trajs[(red, act)], trajs[(red, "linear")]), "output_gap"
+                ).cpu()  # (T, E)
                 for e in range(E):
                     s, i = divmod(e, k)
                     rows[s] += [{"activation": act, "reduction": red, "h": h, "epoch": ep, "init": i,
@@ -226,12 +232,11 @@ class Fig2(Experiment):
                 if act == "linear":
                     continue
                 tag = act if red == cfg.reduction else f"{act}_{red}"
-                sm[f"{tag}_slope_init"] = _slope_at(df, act, red, 0)
-                sm[f"{tag}_slope_final"] = _slope_at(df, act, red, cfg.epochs)
-                sm[f"{tag}_slope_during"] = _slope_during(df, act, red)
-                g = df[(df.activation == act) & (df.reduction == red)]
+                sm[f"{tag}_slope_init"] = _slope(df, act, red, 0)
+                sm[f"{tag}_slope_final"] = _slope(df, act, red, cfg.epochs)
+                sm[f"{tag}_slope_during"] = _slope(df, act, red, None)
                 for ep, key in ((0, "init"), (cfg.epochs, "final")):
-                    m = g[g.epoch == ep].groupby("h")["gap"].mean()
+                    m = _gap_by_width(df, act, red, ep)
                     sm[f"{tag}_gap_{key}"] = {str(h): round(float(v), 8) for h, v in m.items()}
             if k_hat[s]:
                 sm["tanh_K_hat"] = {str(h): v for h, v in k_hat[s].items()}
@@ -281,7 +286,7 @@ class Fig2(Experiment):
 
     def plots(self, cfg: Fig2Config, result: Result, fig_dir: Path):
         df = result.tables["gaps"]
-        df = df[df.reduction == cfg.reduction]
+        df = df.loc[df.reduction == cfg.reduction]
         mean = df.groupby(["activation", "h", "epoch"])["gap"].mean().reset_index()
         fig, ax = new_figure(len(cfg.activations), 1, size=(3.8, 3.3))
         for k, act in enumerate(cfg.activations):
@@ -298,9 +303,7 @@ class Fig2(Experiment):
             for ep, ls in ((0, "--"), (cfg.epochs, "-")):
                 per_seed = []
                 for r in runs:
-                    t = r.tables["gaps"]
-                    t = t[(t.activation == act) & (t.reduction == cfg.reduction) & (t.epoch == ep)]
-                    per_seed.append(t.groupby("h")["gap"].mean())
+                    per_seed.append(_gap_by_width(r.tables["gaps"], act, cfg.reduction, ep))
                 tab = pd.concat(per_seed, axis=1)
                 ax[0, 0].errorbar(tab.index, tab.mean(axis=1), yerr=tab.std(axis=1).fillna(0), fmt=ls, marker="o", ms=3,
                                   color=PALETTE[k], label=f"{act} ({'init' if ep == 0 else 'end'})")  # fmt: skip

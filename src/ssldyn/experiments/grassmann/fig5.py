@@ -22,29 +22,30 @@ column of q stays zero under eq. 9 and leaves the others unchanged). Runs on ``c
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import q_from_map, solve_adaptive
-from ssldyn.experiments.grassmann._common import moons_batch
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, le, register
+from ssldyn.experiments.grassmann._common import GrassmannExperiment, moons_batch
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class Fig5Config(ExperimentConfig):
-    zs: list[conint(ge=1)] = Field([1, 2, 3], min_length=1, description="embedding dimensions (Fig. 5)")
+    zs: list[Annotated[int, Field(ge=1)]] = Field([1, 2, 3], min_length=1, description="embedding dimensions (Fig. 5)")
     extra_stds: list[PositiveFloat] = Field([0.3, 0.15], description="stds of extra Gaussian coordinates (d = 2 + len)")
-    n: conint(ge=10) = Field(200, description="half-moons anchors")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     t_final: PositiveFloat = Field(100.0, description="ODE time")
-    h: conint(ge=4) = Field(50, description="width of the network that gives q_0 (and of the GD run)")
+    h: Annotated[int, Field(ge=4)] = Field(50, description="width of the network that gives q_0 (and of the GD run)")
     gd: bool = Field(True, description="also run projected GD on the network")
     gd_lr: PositiveFloat = Field(0.05, description="GD learning rate (step k ↔ t = kη)")
-    fewer_negative: list[conint(ge=1)] = Field(
+    fewer_negative: list[Annotated[int, Field(ge=1)]] = Field(
         [1, 2], description="k < max(zs): numbers of negative eigenvalues of the shifted C + sI"
     )
     tol: PositiveFloat = Field(1e-2, description="distance to the limit counted as converged")
@@ -70,17 +71,14 @@ def projection_norms_batched(q: torch.Tensor, k: int, rtol: float = 1e-10) -> to
 
 
 @register
-class Fig5(Experiment):
+class Fig5(GrassmannExperiment):
     name = "grassmann.fig5"
-    paper = "grassmann"
     figure = "Conj. 2, Fig. 5"
     description = "half-moons C, z = 1, 2, 3: span(q) → span(v_1..v_z); with k < z negative eigenvalues q → rank k"
     Config = Fig5Config
     quick = {"gd": False, "t_final": 80.0}
     est_seconds = (1, 4)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "span-converges", "If C has at least k negative eigenvalues, span(q) converges to the span of the "

@@ -16,31 +16,34 @@ q-ODE); losses and embeddings come to the CPU for arrays and summaries.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 from scipy.linalg import orthogonal_procrustes
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import euler, q_from_map, trace_loss_q
-from ssldyn.experiments.grassmann._common import loss_table, moons_batch
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, le, register
+from ssldyn.experiments.grassmann._common import GrassmannExperiment, loss_table, moons_batch
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, le, register
 from ssldyn.models.two_layer import DeepLinearNet
 from ssldyn.probes.subspace import principal_angles
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
 class Fig6Config(ExperimentConfig):
-    depths: list[conint(ge=1)] = Field([1, 2, 3], min_length=2, description="numbers of hidden layers (Fig. 6)")
-    h: conint(ge=2) = Field(32, description="hidden width (all hidden layers)")
-    z: conint(ge=1) = Field(2, description="embedding dimension")
+    depths: list[Annotated[int, Field(ge=1)]] = Field(
+        [1, 2, 3], min_length=2, description="numbers of hidden layers (Fig. 6)"
+    )
+    h: Annotated[int, Field(ge=2)] = Field(32, description="hidden width (all hidden layers)")
+    z: Annotated[int, Field(ge=1)] = Field(2, description="embedding dimension")
     extra_stds: list[PositiveFloat] = Field([0.3, 0.15], description="extra coordinates of the lifted half-moons")
-    n: conint(ge=10) = Field(200, description="half-moons anchors")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     lr: PositiveFloat = Field(0.05, description="learning rate")
-    steps: conint(ge=10) = Field(2000, description="GD steps")
-    record_every: conint(ge=1) = Field(20, description="steps between recorded losses")
+    steps: Annotated[int, Field(ge=10)] = Field(2000, description="GD steps")
+    record_every: Annotated[int, Field(ge=1)] = Field(20, description="steps between recorded losses")
 
     @model_validator(mode="after")
     def _dims(self):
@@ -59,17 +62,14 @@ def procrustes_align(u: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, float]
 
 
 @register
-class Fig6(Experiment):
+class Fig6(GrassmannExperiment):
     name = "grassmann.fig6"
-    paper = "grassmann"
     figure = "Sec. 4.2, Fig. 6"
     description = "deep linear nets (2, 3 hidden layers) under orthogonality converge to the 1-hidden-layer embedding"
     Config = Fig6Config
     quick = {"steps": 800, "h": 8}
     est_seconds = (2, 7)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "same-embedding", "Networks with two and three hidden layers converge to the same final embedding as "

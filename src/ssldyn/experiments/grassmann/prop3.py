@@ -37,15 +37,22 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.moons import make_views
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
-from ssldyn.experiments.grassmann._common import loss_table, mean_contrastive_loss, moons_batch
-from ssldyn.lab import ClaimSpec, Context, Erratum, Experiment, ExperimentConfig, Measured, Result, gt, le, lt, register
+from ssldyn.experiments.grassmann._common import (
+    GrassmannExperiment,
+    grad_of,
+    loss_table,
+    mean_contrastive_loss,
+    moons_batch,
+)
+from ssldyn.lab import ClaimSpec, Context, Erratum, ExperimentConfig, Measured, Result, gt, le, lt, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
 from ssldyn.probes.subspace import principal_angles
@@ -61,14 +68,16 @@ LABELS = {
 
 
 class Prop3Config(ExperimentConfig):
-    h: conint(ge=2) = Field(20, description="hidden width")
-    z: conint(ge=1) = Field(2, description="embedding dimension")
+    h: Annotated[int, Field(ge=2)] = Field(20, description="hidden width")
+    z: Annotated[int, Field(ge=1)] = Field(2, description="embedding dimension")
     extra_stds: list[PositiveFloat] = Field([0.3, 0.15], description="extra coordinates of the lifted half-moons")
-    n: conint(ge=10) = Field(200, description="half-moons anchors")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
     moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     lr: PositiveFloat = Field(0.05, description="GD step η (first half; then annealed to 0 along a half cosine)")
-    steps: conint(ge=10) = Field(2000, description="GD steps")
-    mc_draws: conint(ge=10) = Field(400, description="Monte Carlo draws of the views for E[C̃] (Sec. 4.1)")
+    steps: Annotated[int, Field(ge=10)] = Field(2000, description="GD steps")
+    mc_draws: Annotated[int, Field(ge=10)] = Field(
+        400, description="Monte Carlo draws of the views for E[C̃] (Sec. 4.1)"
+    )
     tol: PositiveFloat = Field(1e-3, description="relative distance to L* counted as the same minimum")
 
     @model_validator(mode="after")
@@ -86,16 +95,13 @@ def clip_singular_values(W: torch.Tensor, c: float = 1.0) -> torch.Tensor:
 
 
 @register
-class Prop3(Experiment):
+class Prop3(GrassmannExperiment):
     name = "grassmann.prop3"
-    paper = "grassmann"
     figure = "Prop. 3, Sec. 4.1"
     description = "the scaled loss, operator-norm and orthogonality constraints reach the same minimum Σλ_i; errata"
     Config = Prop3Config
     quick = {"steps": 800, "lr": 0.1, "mc_draws": 100}
     est_seconds = (2, 5)  # CPU seconds for all seeds (3 quick, 5 paper)
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "equivalent-minima", "The four problems — scaled loss (1), spectral-norm balls (2), product constraint "
@@ -142,6 +148,7 @@ class Prop3(Experiment):
             u = max(0.0, (k - cfg.steps / 2) / (cfg.steps / 2))
             return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * u))
 
+        nets: dict[str, TwoLayerNet] = {}
         for prob in PROBLEMS:
             counter = [0]
             if prob == "product":
@@ -151,15 +158,18 @@ class Prop3(Experiment):
                 params, loss_fn = [M], lambda M=M: ((M @ C) * M).sum((-2, -1))  # Tr(M C Mᵀ)
 
                 @torch.no_grad()
-                def step(M=M, counter=counter):
-                    M.copy_(clip_singular_values(M - eta(counter[0]) * M.grad))
+                def clipped_step(M=M, counter=counter):
+                    M.copy_(clip_singular_values(M - eta(counter[0]) * grad_of(M)))
                     counter[0] += 1
+
+                step = clipped_step
 
                 final_map = lambda M=M: M.detach()  # noqa: E731
             else:
                 regime = {"scaled": "scaled", "balls": "unconstrained", "stiefel": "orthogonal"}[prob]
                 net = TwoLayerNet(d, cfg.h, z, "linear", regime, ensemble=S, seeds=init, init="orthogonal",
                                   dtype=torch.float64, device=dev)  # fmt: skip
+                nets[prob] = net
                 params = net.weights()
                 if prob == "scaled":
                     loss_fn = lambda net=net: trace_loss(net.W1, net.W2, C) / net.loss_scale()  # noqa: E731
@@ -168,19 +178,23 @@ class Prop3(Experiment):
                 if prob == "stiefel":
                     opt = ManifoldGD(params, lr=cfg.lr, mode="projected", retraction="polar")
 
-                    def step(opt=opt, counter=counter):
+                    def stiefel_step(opt=opt, counter=counter):
                         opt.param_groups[0]["lr"] = max(eta(counter[0]), 1e-300)
                         opt.step()
                         counter[0] += 1
+
+                    step = stiefel_step
                 else:
 
                     @torch.no_grad()
-                    def step(params=params, prob=prob, counter=counter):
+                    def gd_step(params=params, prob=prob, counter=counter):
                         for W in params:
-                            W -= eta(counter[0]) * W.grad
+                            W -= eta(counter[0]) * grad_of(W)
                             if prob == "balls":
                                 W.copy_(clip_singular_values(W))
                         counter[0] += 1
+
+                    step = gd_step
 
                 final_map = lambda net=net: (net.end_to_end() / net.loss_scale().sqrt()[:, None, None]).detach()  # noqa: E731
             gd = train_gd(params, loss_fn, update=step, steps=cfg.steps, every=1,
@@ -188,13 +202,12 @@ class Prop3(Experiment):
                           track=lambda it, prob=prob: ctx.track(it, total=cfg.steps + 1, description=f"Prop. 3 ({prob})"))  # fmt: skip
             curves[prob] = loss_table(gd.trajectory)  # (T, S)
             maps[prob] = final_map()  # (S, z, d), normalised to ‖W1‖₂ = ‖W2‖₂ = 1 for the scaled loss
-            if prob == "stiefel":
-                with torch.no_grad():
-                    L1 = mean_contrastive_loss(net, mb.x, mb.x_pos, mb.x_neg).cpu()  # loss (1) from the embeddings
-                    Mst = net.end_to_end()
-                    inner = Mst @ C @ Mst.mT  # (S, z, z): W2ᵀW1 C W1ᵀW2
-                    trace_form = inner.diagonal(dim1=-2, dim2=-1).sum(-1).cpu()
-                    printed_form = torch.linalg.matrix_norm(inner, ord=2).pow(2).cpu()
+        with torch.no_grad():  # at the optimum of problem (4) (the Stiefel-trained net)
+            L1 = mean_contrastive_loss(nets["stiefel"], mb.x, mb.x_pos, mb.x_neg).cpu()  # loss (1) from the embeddings
+            Mst = nets["stiefel"].end_to_end()
+            inner = Mst @ C @ Mst.mT  # (S, z, z): W2ᵀW1 C W1ᵀW2
+            trace_form = inner.diagonal(dim1=-2, dim2=-1).sum(-1).cpu()
+            printed_form = torch.linalg.matrix_norm(inner, ord=2).pow(2).cpu()
         k = max(1, cfg.steps // 5)
         out = []
         for s, seed in enumerate(seeds):

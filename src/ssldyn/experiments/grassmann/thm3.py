@@ -19,23 +19,25 @@ torchdiffeq solve run; the scipy DOP853 reference runs on the CPU (on CPU copies
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import random_stiefel
 from ssldyn.dynamics.q_ode import solve_adaptive, solve_reference
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
+from ssldyn.experiments.grassmann._common import GrassmannExperiment
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 CASES = ("positive", "negative")
 
 
 class Thm3Config(ExperimentConfig):
-    d: conint(ge=2) = Field(6, description="dimension of C")
-    h: conint(ge=2) = Field(50, description="hidden width of the initialising network (h >= d)")
-    trials: conint(ge=1) = Field(500, description="random (C, q_0) pairs per case and seed")
+    d: Annotated[int, Field(ge=2)] = Field(6, description="dimension of C")
+    h: Annotated[int, Field(ge=2)] = Field(50, description="hidden width of the initialising network (h >= d)")
+    trials: Annotated[int, Field(ge=1)] = Field(500, description="random (C, q_0) pairs per case and seed")
     t_final: PositiveFloat = Field(150.0, description="integration time")
     min_gap: float = Field(
         0.05,
@@ -43,7 +45,9 @@ class Thm3Config(ExperimentConfig):
         description="smallest accepted gap λ_2 − λ_1 (negative case) and smallest eigenvalue δ (positive case)",
     )
     tol: PositiveFloat = Field(1e-3, description="distance to the limit counted as converged")
-    reference_trials: conint(ge=0) = Field(5, description="trials per seed re-solved with scipy DOP853 (float64)")
+    reference_trials: Annotated[int, Field(ge=0)] = Field(
+        5, description="trials per seed re-solved with scipy DOP853 (float64)"
+    )
 
     @model_validator(mode="after")
     def _width(self):
@@ -78,17 +82,14 @@ def draw_trials(cfg: Thm3Config, g: torch.Generator) -> dict[str, tuple[torch.Te
 
 
 @register
-class Thm3(Experiment):
+class Thm3(GrassmannExperiment):
     name = "grassmann.thm3"
-    paper = "grassmann"
     figure = "Thm. 3"
     description = "z = 1: q → 0 when C > 0; q → ±v_1 when C has a negative eigenvalue (random C, random inits)"
     Config = Thm3Config
     quick = {"trials": 30, "reference_trials": 1, "t_final": 60.0}
     est_seconds = (2, 12)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "2"
-    batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "positive-to-zero", "If all eigenvalues of C are positive, q converges to 0 (with probability 1).",

@@ -146,6 +146,12 @@ class Run:
         """Index of the last recorded step ``<= step``."""
         return int(np.searchsorted(self.steps, step, side="right") - 1)
 
+    def raw_at(self, step: int) -> np.ndarray:
+        """The raw outputs ``(E, n, d)`` at the last recorded step ``<= step`` (network runs only)."""
+        if self.z_raw is None:
+            raise ValueError(f"{self.name} run: no raw outputs recorded (only a network run has them)")
+        return self.z_raw[self.index(step)]
+
 
 def record_steps(total: int, dense: int = 30, sparse: int = 200, extra: Sequence[int] = ()) -> list[int]:
     """Every iteration up to ``dense``, then ~``sparse`` evenly spaced ones, ``extra`` and the last."""
@@ -305,13 +311,32 @@ def max_loss_increase(loss: np.ndarray) -> np.ndarray:
     return inc / np.maximum(loss[0] - loss.min(0), 1e-300)
 
 
+@dataclass(frozen=True)
+class StepRow:
+    """One step σ of :func:`step_table`: its iterations and flow time, per-member values ``(E,)`` at that time."""
+
+    lr: float
+    steps: int
+    time: float
+    silhouette: np.ndarray
+    uniformity: np.ndarray
+    loss: np.ndarray
+    max_loss_increase: np.ndarray
+
+    def member(self, e: int) -> dict[str, float]:
+        """Member ``e``'s row of the ``step_table`` result table."""
+        return {"lr": self.lr, "steps": self.steps, "time": self.time, "silhouette": self.silhouette[e],
+                "uniformity": self.uniformity[e], "loss": self.loss[e],
+                "max_loss_increase": self.max_loss_increase[e]}  # fmt: skip
+
+
 def step_table(
     make_model: Callable[[], nn.Module], m: Members, *, tau: float, lrs: Sequence[float], time: float, main: Run | None
-) -> list[dict[str, np.ndarray | float]]:
+) -> list[StepRow]:
     """The network run with each step σ in ``lrs`` up to flow time ``time`` (``round(time/σ)`` steps).
 
     A step equal to ``main.lr`` reuses ``main`` when it was recorded at every step up to ``time``. Returns one
-    row per σ with per-member arrays: silhouette, uniformity and loss at ``time``, and the
+    :class:`StepRow` per σ with per-member arrays: silhouette, uniformity and loss at ``time``, and the
     largest relative loss increase along the run (instability of large steps).
     """
     rows = []
@@ -326,8 +351,8 @@ def step_table(
             run = run_network(make_model(), m, tau=tau, lr=lr, steps=steps, record=record_steps(steps, 400, 400))
         p = probes_of(run, m.labels)
         i = p.at(time)
-        rows.append({"lr": lr, "steps": steps, "time": float(run.times[i]), "silhouette": p.silhouette[i],
-                     "uniformity": p.uniformity[i], "loss": p.loss[i], "max_loss_increase": max_loss_increase(p.loss)})  # fmt: skip
+        rows.append(StepRow(lr, steps, float(run.times[i]), p.silhouette[i], p.uniformity[i], p.loss[i],
+                            max_loss_increase(p.loss)))  # fmt: skip
     return rows
 
 

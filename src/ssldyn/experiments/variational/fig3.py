@@ -50,16 +50,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, field_validator, model_validator
+from pydantic import Field, PositiveFloat, field_validator, model_validator
 
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -76,18 +77,18 @@ class Fig3Config(ExperimentConfig):
     taus: list[PositiveFloat] = Field(
         [0.1, 0.5, 1.0], min_length=2, description="τ values of panels (a), (b) (≥ 2: 'decreasing τ reduces the loss')"
     )
-    ns: list[conint(ge=2)] = Field(
+    ns: list[Annotated[int, Field(ge=2)]] = Field(
         [64, 1024], min_length=2, description="sample counts n of panel (a) (n = ∞ is always added)"
     )
-    k_max: conint(ge=4) = Field(64, description="largest K in panels (a), (b); K <= min(ns)")
+    k_max: Annotated[int, Field(ge=4)] = Field(64, description="largest K in panels (a), (b); K <= min(ns)")
     threshold_taus: list[PositiveFloat] = Field(
         [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5], min_length=3, description="τ grid of panel (c)"
     )
-    threshold_n: conint(ge=100) | None = Field(
+    threshold_n: Annotated[int, Field(ge=100)] | None = Field(
         None, description="n for the thresholds; None: n → ∞ (Def. 2.1, no 1/n term, equal weights 1/K)"
     )
-    threshold_k_max: conint(ge=10) = Field(200, description="largest K searched for the threshold")
-    k_inf: conint(ge=100) = Field(1000, description="K of the near-uniform reference L_∞")
+    threshold_k_max: Annotated[int, Field(ge=10)] = Field(200, description="largest K searched for the threshold")
+    k_inf: Annotated[int, Field(ge=100)] = Field(1000, description="K of the near-uniform reference L_∞")
     tol: float = Field(1e-3, gt=0, lt=0.5, description="relative excess g(K) defining the threshold")
     positive_term: bool = Field(True, description="keep e^{1/τ} positive-pair term of eq. (1)")
 
@@ -231,15 +232,15 @@ N_INF = -1  # the n → ∞ curve (Def. 2.1) in the tables' n column
 
 
 @register
-class Fig3(Experiment):
+class Fig3(VariationalExperiment):
     name = "variational.fig3"
-    paper = "variational"
     figure = "Fig. 3, Remark 3.1"
     description = "NT-Xent of K evenly spaced clusters on S¹: vs K, vs min distance, threshold vs τ"
     Config = Fig3Config
     quick = {"threshold_taus": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5], "ns": [64, 512], "threshold_k_max": 64}
     est_seconds = (1, 2)
     seeded = False  # closed-form losses of fixed point sets: nothing is random
+    threads = None  # a few large closed-form tensor ops: the process setting
     version = "2"
     claims = (
         ClaimSpec(
@@ -329,8 +330,8 @@ class Fig3(Experiment):
                                  "plateau_ratio": plateau_ratio(kk, g, cfg.tol)})  # fmt: skip
                 exc_rows += [{"panel": panel, "tau": t, "K": int(k), "excess": float(v)} for k, v in zip(kk, g)]
         thr_all = pd.DataFrame(thr_rows)
-        thr_df = thr_all[thr_all.panel == "c"].drop(columns="panel").reset_index(drop=True)
-        thr_b = thr_all[thr_all.panel == "b"].drop(columns="panel").reset_index(drop=True)
+        thr_df = thr_all.loc[thr_all.panel == "c"].drop(columns="panel").reset_index(drop=True)
+        thr_b = thr_all.loc[thr_all.panel == "b"].drop(columns="panel").reset_index(drop=True)
         x, y = thr_df["tau"].to_numpy(), thr_df["threshold"].to_numpy()
         ok = np.isfinite(y)
         slope, intercept = np.polyfit(x[ok], y[ok], 1) if ok.sum() >= 2 else (float("nan"), float("nan"))
@@ -354,7 +355,7 @@ class Fig3(Experiment):
 
     def measure(self, cfg: Fig3Config, result: Result) -> dict[str, float | Measured]:
         c = result.tables["curves"]
-        finite = c[c["n"] != N_INF]
+        finite = c.loc[c["n"] != N_INF]
         drops, level, bumps, mono_b = [], [], [], []
         for _key, g in finite.groupby(["tau", "n"]):
             loss = g.sort_values("K")["loss"].to_numpy()
@@ -363,25 +364,25 @@ class Fig3(Experiment):
             level.append(abs(loss[len(loss) // 2 - 1] - loss[-1]) / max(total, 1e-300))
             bumps.append(max(0.0, float(np.diff(loss).max())) / max(total, 1e-300))
         # n-statement, samples reading: L(n_min) − L(n_max) at every K >= 2, τ; and the O(1/n) gap to n = ∞
-        piv = c[c["K"] >= 2].pivot_table(index=["tau", "K"], columns="n", values="loss")
+        piv = c.loc[c["K"] >= 2].pivot_table(index=["tau", "K"], columns="n", values="loss")
         n_lo, n_hi = min(cfg.ns), max(cfg.ns)
         more_samples = float((piv[n_lo] - piv[n_hi]).min())
         n_gap = {n: float(((piv[N_INF] - piv[n]) * n).median()) for n in (n_lo, n_hi)}
         # n-statement, atoms reading: the n = ∞ curves are non-increasing in K with a positive drop
         atoms_ok = []
-        for _tau, g in c[c["n"] == N_INF].groupby("tau"):
+        for _tau, g in c.loc[c["n"] == N_INF].groupby("tau"):
             loss = g.sort_values("K")["loss"].to_numpy()[1:]  # K = 2 .. k_max
             atoms_ok.append(bool(np.all(np.diff(loss) <= 1e-12) and loss[0] - loss[-1] > 0))
         thr_b = dict(zip(result.tables["thresholds_b"]["tau"], result.tables["thresholds_b"]["threshold"]))
-        for tau, g in c[c["n"] == n_hi].groupby("tau"):
-            g = g[g["K"] > 1].sort_values("min_sq_dist")
+        for tau, g in c.loc[c["n"] == n_hi].groupby("tau"):
+            g = g.loc[g["K"] > 1].sort_values("min_sq_dist")
             d2, loss = g["min_sq_dist"].to_numpy(), g["loss"].to_numpy()
             d_star = thr_b[tau]
             equal = (n_hi % g["K"].to_numpy()) == 0  # K | n: exactly equal weights 1/K
             above = (d2 > d_star) & equal
             mono_b.append(bool(np.all(np.diff(loss[above]) >= -1e-12)) if above.sum() > 1 else True)
         both = pd.concat([result.tables["thresholds_b"], result.tables["thresholds"]], ignore_index=True)
-        plateau = both["plateau_ratio"]
+        plateau = both.loc[:, "plateau_ratio"]
         worst = both.loc[plateau.fillna(np.inf).idxmax()]
         plateau_detail = f"largest g(2K*)/g(K*) at τ = {worst['tau']:g} over {len(both)} τ values"
         plateau_by_tau = finite[finite["K"] == cfg.k_max].groupby("tau")["loss"].mean().sort_index().to_numpy()
@@ -408,7 +409,7 @@ class Fig3(Experiment):
         ns = [*sorted(n for n in c["n"].unique() if n != N_INF), N_INF]
         for i, tau in enumerate(sorted(c["tau"].unique())):
             for j, n in enumerate(ns):
-                g = c[(c["tau"] == tau) & (c["n"] == n)].sort_values("K")
+                g = c.loc[(c["tau"] == tau) & (c["n"] == n)].sort_values("K")
                 label = f"τ={tau:g}, n={'∞' if n == N_INF else n}"
                 ax[0, 0].plot(g["K"], g["loss"], styles[j % 4], color=PALETTE[i % 8], label=label)
                 g2 = g[g["K"] > 1]

@@ -44,15 +44,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.clustered import four_clusters_2d
 from ssldyn.experiments.variational import _flows_common as fc
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
+from ssldyn.experiments.variational._common import VariationalExperiment
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.models.averaging import AveragingNet
 
 LOC = "Fig. 5, Sec. 4.2"
@@ -66,15 +68,19 @@ FLOW_DERIVATION = (
 class FlowCompareConfig(ExperimentConfig):
     """Settings shared by Fig. 5 and Fig. 6 (network GD vs vanilla GD from one random embedding)."""
 
-    n_per_cluster: conint(ge=2) = Field(25, description="points per cluster")
+    n_per_cluster: Annotated[int, Field(ge=2)] = Field(25, description="points per cluster")
     delta: PositiveFloat = Field(0.5, description="cluster radius (uniform in a disc / ball)")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")
     init_spread: PositiveFloat = Field(0.3, description="spread of the random initial embedding around one direction")
     lr_vanilla: PositiveFloat = Field(0.01, description="step size σ of vanilla GD (eq. 14)")
-    steps_vanilla: conint(ge=1) = Field(2000, description="vanilla iterations (2 × the paper's 1,000)")
-    horizon_vanilla: conint(ge=1) = Field(1000, description="the paper's vanilla horizon: 'stabilising after 1,000'")
-    coherence_steps: conint(ge=1) = Field(5, description="iterations over which same-cluster motion is compared")
-    gif_frames: conint(ge=2, le=40) = Field(30, description="frames of the GIF (<= 40)")
+    steps_vanilla: Annotated[int, Field(ge=1)] = Field(2000, description="vanilla iterations (2 × the paper's 1,000)")
+    horizon_vanilla: Annotated[int, Field(ge=1)] = Field(
+        1000, description="the paper's vanilla horizon: 'stabilising after 1,000'"
+    )
+    coherence_steps: Annotated[int, Field(ge=1)] = Field(
+        5, description="iterations over which same-cluster motion is compared"
+    )
+    gif_frames: Annotated[int, Field(ge=2, le=40)] = Field(30, description="frames of the GIF (<= 40)")
 
     @model_validator(mode="after")
     def _vanilla_horizon(self):
@@ -84,19 +90,23 @@ class FlowCompareConfig(ExperimentConfig):
 
 
 class Fig5Config(FlowCompareConfig):
-    width: conint(ge=1) = Field(100, description="M, hidden units per output coordinate (eq. 18)")
+    width: Annotated[int, Field(ge=1)] = Field(100, description="M, hidden units per output coordinate (eq. 18)")
     lr_network: PositiveFloat = Field(0.1, description="step size σ of weight-space GD (the flow regime: see table)")
-    steps_network: conint(ge=1) = Field(3000, description="network iterations: t = 300, long enough to see the decay")
-    horizon_network: conint(ge=1) = Field(200, description="the paper's network horizon: 'stabilising after 200'")
-    probe_step: conint(ge=1) = Field(15, description="iteration of the 'clusters by iteration 15' claim")
+    steps_network: Annotated[int, Field(ge=1)] = Field(
+        3000, description="network iterations: t = 300, long enough to see the decay"
+    )
+    horizon_network: Annotated[int, Field(ge=1)] = Field(
+        200, description="the paper's network horizon: 'stabilising after 200'"
+    )
+    probe_step: Annotated[int, Field(ge=1)] = Field(15, description="iteration of the 'clusters by iteration 15' claim")
     persist_level: float = Field(0.5, gt=0, lt=1, description="silhouette that counts as clustered")
     table_lrs: list[PositiveFloat] = Field(
         [1.0, 0.3, 0.1, 0.03], min_length=2, description="step sizes of the step-size table (same flow time)"
     )
     table_time: PositiveFloat = Field(20.0, description="flow time t at which the step sizes are compared")
-    snapshots_network: list[conint(ge=0)] = Field([0, 5, 15, 30, 60, 100, 200], min_length=2)
-    snapshots_long: list[conint(ge=0)] = Field([200, 500, 1000, 2000, 3000], min_length=1)
-    snapshots_vanilla: list[conint(ge=0)] = Field([0, 15, 50, 100, 200, 500, 1000], min_length=2)
+    snapshots_network: list[Annotated[int, Field(ge=0)]] = Field([0, 5, 15, 30, 60, 100, 200], min_length=2)
+    snapshots_long: list[Annotated[int, Field(ge=0)]] = Field([200, 500, 1000, 2000, 3000], min_length=1)
+    snapshots_vanilla: list[Annotated[int, Field(ge=0)]] = Field([0, 15, 50, 100, 200, 500, 1000], min_length=2)
 
     @model_validator(mode="after")
     def _horizons(self):
@@ -125,9 +135,8 @@ def seed_slice(arr: np.ndarray, e: int) -> np.ndarray:
 
 
 @register
-class Fig5(Experiment):
+class Fig5(VariationalExperiment):
     name = "variational.fig5"
-    paper = "variational"
     figure = "Fig. 5, Sec. 4.2.1"
     description = "Four 2-D clusters: one-hidden-layer net (clusters emerge, persist, then decay) vs vanilla GD"
     Config = Fig5Config
@@ -144,7 +153,6 @@ class Fig5(Experiment):
     est_seconds = (4, 20)
     version = "2"
     batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "same-cluster-move-together", "With the network, data points from the same cluster follow a similar "
@@ -281,7 +289,7 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
     u_opt = fc.uniform_optimum(m.n, m.d)
     decay = fc.decay_times(p_net, u_opt, cfg.horizon_network * cfg.lr_network, cfg.persist_level)
     c = cfg.coherence_steps
-    coh_net = fc.coherence(net.z_raw[net.index(0)], net.z_raw[net.index(c)], m.labels)  # raw outputs (Thm. 4.5)
+    coh_net = fc.coherence(net.raw_at(0), net.raw_at(c), m.labels)  # raw outputs (Thm. 4.5)
     coh_van = fc.coherence(van.z[van.index(0)], van.z[van.index(c)], m.labels)
     i_k, j_k = net.index(probe_step), van.index(probe_step)
     i_h, j_h = net.index(cfg.horizon_network), van.index(cfg.horizon_vanilla)
@@ -300,9 +308,7 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
             "uniform_optimum": u_opt, "network_time_end": float(net.times[-1]),
             **{f"decay_{k}": v[e] for k, v in decay.items()},
         }  # fmt: skip
-        rows = [{"lr": r["lr"], "steps": r["steps"], "time": r["time"], "silhouette": r["silhouette"][e],
-                 "uniformity": r["uniformity"][e], "loss": r["loss"][e], "max_loss_increase": r["max_loss_increase"][e]}
-                for r in table]  # fmt: skip
+        rows = [r.member(e) for r in table]
         res = Result(summary={f"{k}{tag}": float(v) for k, v in s.items()})
         res.tables[f"step_table{tag}"] = pd.DataFrame(rows)
         res.tables[f"metrics{tag}"] = _metrics_frame(((net, p_net), (van, p_van)), e)

@@ -38,39 +38,42 @@ probes, metrics and plots use CPU copies.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.clustered import clusters_3d, four_clusters_2d
 from ssldyn.experiments.variational import _flows_common as fc
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.experiments.variational.fig5 import (
     FLOW_DERIVATION,
     FlowCompareConfig,
     plot_comparison,
     run_comparison,
 )
-from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, ge, le, register
+from ssldyn.lab import ClaimSpec, Context, Measured, Result, ge, le, register
 from ssldyn.models.mlp import MLP
 
 
 class Fig6Config(FlowCompareConfig):
-    hidden: conint(ge=1) = Field(64, description="MLP hidden width")
-    depth: conint(ge=2) = Field(4, description="number of linear layers (App. B: 4-layer network)")
+    hidden: Annotated[int, Field(ge=1)] = Field(64, description="MLP hidden width")
+    depth: Annotated[int, Field(ge=2)] = Field(4, description="number of linear layers (App. B: 4-layer network)")
     activation: Literal["relu", "tanh", "leaky_relu", "sigmoid"] = Field("tanh", description="MLP activation")
     lr_network: PositiveFloat = Field(1.0, description="the large step σ of the main (long) network run")
-    steps_network: conint(ge=1) = Field(3000, description="iterations of the main run (long: the decay)")
-    horizon_network: conint(ge=1) = Field(200, description="iterations of the figure's network rows")
+    steps_network: Annotated[int, Field(ge=1)] = Field(3000, description="iterations of the main run (long: the decay)")
+    horizon_network: Annotated[int, Field(ge=1)] = Field(200, description="iterations of the figure's network rows")
     flow_lr: PositiveFloat = Field(0.1, description="the small step σ: gradient-flow regime (Prop. 4.1)")
     table_lrs: list[PositiveFloat] = Field([1.0, 0.3, 0.1], min_length=2, description="steps compared at table_time")
     table_time: PositiveFloat = Field(200.0, description="flow time t = σ·iteration of the comparison")
     persist_level: float = Field(0.5, gt=0, lt=1, description="silhouette that counts as clustered")
-    steps_vanilla: conint(ge=1) = Field(1000, description="vanilla iterations (the paper's 1,000; no claim beyond)")
-    snapshots_network: list[conint(ge=0)] = Field([0, 5, 15, 30, 60, 100, 200], min_length=2)
-    snapshots_long: list[conint(ge=0)] = Field([500, 1000, 2000, 3000], min_length=1)
-    snapshots_vanilla: list[conint(ge=0)] = Field([0, 15, 50, 100, 200, 500, 1000], min_length=2)
+    steps_vanilla: Annotated[int, Field(ge=1)] = Field(
+        1000, description="vanilla iterations (the paper's 1,000; no claim beyond)"
+    )
+    snapshots_network: list[Annotated[int, Field(ge=0)]] = Field([0, 5, 15, 30, 60, 100, 200], min_length=2)
+    snapshots_long: list[Annotated[int, Field(ge=0)]] = Field([500, 1000, 2000, 3000], min_length=1)
+    snapshots_vanilla: list[Annotated[int, Field(ge=0)]] = Field([0, 15, 50, 100, 200, 500, 1000], min_length=2)
     dims: list[Literal[2, 3]] = Field([2, 3], min_length=1, description="data dimensions to run (2-D, 3-D)")
 
     @model_validator(mode="after")
@@ -134,9 +137,8 @@ def _dim_claims(dim: int) -> tuple[ClaimSpec, ...]:
 
 
 @register
-class Fig6(Experiment):
+class Fig6(VariationalExperiment):
     name = "variational.fig6"
-    paper = "variational"
     figure = "Fig. 6, App. B"
     description = "4-layer MLP vs vanilla GD on 2-D and 3-D clusters at several step sizes (same flow time)"
     Config = Fig6Config
@@ -151,7 +153,6 @@ class Fig6(Experiment):
     est_seconds = (5, 25)
     version = "2"
     batch_seeds = True
-    threads = 1
     claims = _dim_claims(2) + _dim_claims(3)
 
     def run(self, cfg: Fig6Config, ctx: Context) -> list[Result]:
@@ -177,9 +178,9 @@ class Fig6(Experiment):
                 res.notes.append(
                     f"[{dim}-D] step-size table at t = {cfg.table_time:g}: "
                     + "; ".join(
-                        f"σ={r.lr:g}: silhouette {r.silhouette:.2f}, loss {r.loss:.3f}, largest loss "
-                        f"increase {r.max_loss_increase:.2f}"
-                        for r in table.itertuples()
+                        f"σ={r['lr']:g}: silhouette {r['silhouette']:.2f}, loss {r['loss']:.3f}, largest loss "
+                        f"increase {r['max_loss_increase']:.2f}"
+                        for r in table.to_dict("records")
                     )  # fmt: skip
                     + f". Long run at σ={cfg.lr_network:g}: silhouette peak {part.summary[f'decay_peak_{dim}d']:.2f} "
                     f"at t={part.summary[f'decay_t_peak_{dim}d']:.3g}, decay time t_half="

@@ -25,17 +25,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat
 
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -51,9 +52,11 @@ DT = torch.float64
 
 
 class IllPosedConfig(ExperimentConfig):
-    n: conint(ge=8) = Field(512, description="samples per distribution (and atoms on the sphere)")
-    D: conint(ge=3) = Field(10, description="ambient dimension of the clean data")
-    clusters: conint(ge=2) = Field(4, description="number of clusters K of μ₁ (and of the clustered latent)")
+    n: Annotated[int, Field(ge=8)] = Field(512, description="samples per distribution (and atoms on the sphere)")
+    D: Annotated[int, Field(ge=3)] = Field(10, description="ambient dimension of the clean data")
+    clusters: Annotated[int, Field(ge=2)] = Field(
+        4, description="number of clusters K of μ₁ (and of the clustered latent)"
+    )
     angular_noise: float = Field(0.15, ge=0, description="std of the angle around each cluster centre (rad)")
     other_std: PositiveFloat = Field(2.0, description="std σ of μ₂ in coordinates 3..D")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")
@@ -98,16 +101,14 @@ def peer_losses(z1: torch.Tensor, z2: torch.Tensor, q: torch.Tensor, tau: float)
 
 
 @register
-class IllPosed(Experiment):
+class IllPosed(VariationalExperiment):
     name = "variational.ill-posed"
-    paper = "variational"
     figure = "Prop. 2.1, App. A.1"
     description = "Invariant maps: NT-Xent/VICReg/BYOL see only f#μ; uniform latents beat clustered ones"
     Config = IllPosedConfig
     quick = {"n": 256}
     est_seconds = (1, 1)
     version = "2"
-    threads = 1
     claims = (
         *(
             ClaimSpec(
@@ -209,10 +210,10 @@ class IllPosed(Experiment):
     def measure(self, cfg: IllPosedConfig, result: Result) -> dict[str, float | Measured]:
         t = result.tables["losses"].pivot_table(index=["map", "loss"], columns="distribution", values="value")
         diff = (t["mu1"] - t["mu2"]).abs()
-        s = result.tables["sphere"].set_index(["sphere", "measure"])["loss"]
+        s = result.tables["sphere"].set_index(["sphere", "measure"]).loc[:, "loss"]
         k = cfg.clusters
         out: dict[str, float | Measured] = {
-            f"same-pushforward-{name.lower().replace('-', '')}": float(diff[("invariant", name)])
+            f"same-pushforward-{name.lower().replace('-', '')}": float(diff.loc[("invariant", name)])
             for name in ("NT-Xent", "VICReg", "BYOL")
         }
         out["control-differs"] = float(diff.loc["control"].min())

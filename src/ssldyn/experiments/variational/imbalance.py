@@ -26,17 +26,19 @@ as a one-seed run builds it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, field_validator, model_validator
+from pydantic import Field, PositiveFloat, field_validator, model_validator
 from scipy.stats import spearmanr
 
 from ssldyn.data.clustered import four_clusters_2d
 from ssldyn.experiments.variational import _flows_common as fc
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.experiments.variational.fig5 import averaging_net_factory
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, gt, lt, register
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, gt, lt, register
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 DERIVATION = (
@@ -45,11 +47,16 @@ DERIVATION = (
 )
 
 
+def _spearman(a, b) -> float:
+    """Spearman's rank correlation of two samples (scipy)."""
+    return float(spearmanr(a, b).statistic)  # pyright: ignore[reportAttributeAccessIssue] (scipy's result class is untyped: SignificanceResult.statistic)
+
+
 class ImbalanceConfig(ExperimentConfig):
-    sizes: list[conint(ge=2)] = Field([40, 30, 20, 10], min_length=4, max_length=4,
+    sizes: list[Annotated[int, Field(ge=2)]] = Field([40, 30, 20, 10], min_length=4, max_length=4,
                                       description="cluster sizes (distinct; cyclically assigned to the 4 positions)")  # fmt: skip
     delta: PositiveFloat = Field(0.5, description="cluster radius (as Fig. 5)")
-    width: conint(ge=1) = Field(100, description="M of the averaging net (as Fig. 5)")
+    width: Annotated[int, Field(ge=1)] = Field(100, description="M of the averaging net (as Fig. 5)")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ (as Fig. 5)")
     init_spread: PositiveFloat = Field(0.3, description="spread of the random initial embedding (as Fig. 5)")
     lr: PositiveFloat = Field(0.1, description="step σ (the gradient-flow regime of Fig. 5)")
@@ -71,16 +78,14 @@ class ImbalanceConfig(ExperimentConfig):
 
 
 @register
-class Imbalance(Experiment):
+class Imbalance(VariationalExperiment):
     name = "variational.imbalance"
-    paper = "variational"
     figure = "Remark 4.4 (dynamics)"
     description = "Imbalanced Fig. 5: smaller clusters are captured later by the network (Remark 4.4)"
     Config = ImbalanceConfig
     quick = {"time": 5.0}
     est_seconds = (1, 2)
     batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "small-clusters-later", "Smaller clusters are captured later (they contribute less to the gradient).",
@@ -135,9 +140,9 @@ class Imbalance(Experiment):
                                  "curves": pd.DataFrame({"time": np.repeat(times, 4), "size": np.tile(cfg.sizes, len(times)),
                                                          "silhouette": curves.reshape(-1)})})  # fmt: skip
             res.summary.update(
-                rho_capture=float(spearmanr(cfg.sizes, t_cap).statistic),
-                rho_early=float(spearmanr(cfg.sizes, curves[i_early]).statistic),
-                rho_end=float(spearmanr(cfg.sizes, curves[-1]).statistic),
+                rho_capture=_spearman(cfg.sizes, t_cap),
+                rho_early=_spearman(cfg.sizes, curves[i_early]),
+                rho_end=_spearman(cfg.sizes, curves[-1]),
             )
             res.notes.append(
                 "Per size (averaged over the 4 positions): "
@@ -153,19 +158,19 @@ class Imbalance(Experiment):
         return results
 
     def measure(self, cfg: ImbalanceConfig, result: Result) -> dict[str, float | Measured]:
-        t = result.tables["per_size"]
+        t = result.tables["per_size"].to_dict("records")
         return {
             "small-clusters-later": Measured(result.summary["rho_capture"], detail="capture times "
-                                             + ", ".join(f"{r.size}: {r.t_capture:.2g}" for r in t.itertuples())),
+                                             + ", ".join(f"{r['size']}: {r['t_capture']:.2g}" for r in t)),
             "small-clusters-less-early": Measured(result.summary["rho_early"], detail="silhouette at t_early "
-                                                  + ", ".join(f"{r.size}: {r.silhouette_early:.2f}" for r in t.itertuples())),
+                                                  + ", ".join(f"{r['size']}: {r['silhouette_early']:.2f}" for r in t)),
         }  # fmt: skip
 
     def plots(self, cfg: ImbalanceConfig, result: Result, fig_dir: Path):
         fig, ax = new_figure(1, 1, size=(4.2, 3.2))
         rs = result.seed_results or [result]
         for q, size in enumerate(cfg.sizes):
-            sel = [r.tables["curves"][r.tables["curves"]["size"] == size] for r in rs]
+            sel = [r.tables["curves"].loc[r.tables["curves"]["size"] == size] for r in rs]
             curves = np.stack([c["silhouette"].to_numpy() for c in sel])  # (S, R)
             t = sel[0]["time"].to_numpy()
             ax[0, 0].plot(t, curves.mean(0), color=PALETTE[q], label=f"n_q = {size}")

@@ -32,22 +32,23 @@ the logged numbers are fetched to the CPU, for the table.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 from torch import nn
 
 from ssldyn.data.clustered import ball_noise, clustered_data
 from ssldyn.dynamics.common import step_schedule
 from ssldyn.dynamics.function_space import pointwise_gradient, project_sphere
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.kernels.closed_form import averaging_net_kernel
 from ssldyn.lab import (
     ClaimSpec,
     Context,
     Erratum,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -72,18 +73,18 @@ KERNEL_DERIVATION = (
 
 
 class InvarianceConfig(ExperimentConfig):
-    d: conint(ge=2) = Field(3, description="signal / embedding dimension d (Sec. 4.2)")
-    D: conint(ge=3) = Field(8, description="ambient dimension D > d")
-    clusters: conint(ge=1) = Field(3, description="number of clusters N <= d")
-    cluster_size: conint(ge=1) = Field(12, description="samples per cluster")
+    d: Annotated[int, Field(ge=2)] = Field(3, description="signal / embedding dimension d (Sec. 4.2)")
+    D: Annotated[int, Field(ge=3)] = Field(8, description="ambient dimension D > d")
+    clusters: Annotated[int, Field(ge=1)] = Field(3, description="number of clusters N <= d")
+    cluster_size: Annotated[int, Field(ge=1)] = Field(12, description="samples per cluster")
     delta: PositiveFloat = Field(0.3, description="radius δ of the perturbation α ∈ P(M^⊥)")
-    width: conint(ge=1) = Field(64, description="M of the averaging net (eq. 18)")
+    width: Annotated[int, Field(ge=1)] = Field(64, description="M of the averaging net (eq. 18)")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")
-    steps: conint(ge=1) = Field(300, description="gradient-descent iterations (every dynamics)")
+    steps: Annotated[int, Field(ge=1)] = Field(300, description="gradient-descent iterations (every dynamics)")
     lr_network: PositiveFloat = Field(0.5, description="step size of weight-space GD")
     lr_vanilla: PositiveFloat = Field(0.05, description="step size σ of vanilla GD (eq. 14)")
-    draws: conint(ge=1) = Field(4, description="perturbation draws T per sample for the gap")
-    log_every: conint(ge=1) = Field(10, description="gap logged every this many iterations")
+    draws: Annotated[int, Field(ge=1)] = Field(4, description="perturbation draws T per sample for the gap")
+    log_every: Annotated[int, Field(ge=1)] = Field(10, description="gap logged every this many iterations")
 
     @model_validator(mode="after")
     def _dims(self):
@@ -129,16 +130,14 @@ def kernel_violation(B: torch.Tensor, x: torch.Tensor, xT: torch.Tensor, x_train
 
 
 @register
-class Invariance(Experiment):
+class Invariance(VariationalExperiment):
     name = "variational.invariance"
-    paper = "variational"
     figure = "Thm. 4.2 (App. A.5)"
     description = "Invariance under GD: kept by vanilla GD; through the network exactly when the kernel condition holds"
     Config = InvarianceConfig
     quick = {"steps": 100, "draws": 2}
     est_seconds = (2, 8)
     version = "2"
-    threads = 1
     claims = (
         ClaimSpec(
             "vanilla-stays-invariant", "If f(w⁽⁰⁾, ·) is invariant, vanilla gradient descent (eq. 14) keeps it "
@@ -261,7 +260,7 @@ class Invariance(Experiment):
         res = Result(tables={"gap": df})
 
         def col(kind, c):
-            return df[df.dynamics == kind].sort_values("step")[c].to_numpy()
+            return df.loc[df.dynamics == kind].sort_values("step")[c].to_numpy()
 
         gn = col("network", "gap")
         res.summary.update(
@@ -316,7 +315,7 @@ class Invariance(Experiment):
                  ("network-clean-data", "network, clean centers (eq. 36 fails)"),
                  ("network-projected", "network on P x (eq. 36 holds)")]  # fmt: skip
         for i, (kind, lab) in enumerate(kinds):
-            d = df[df.dynamics == kind].sort_values("step")
+            d = df.loc[df.dynamics == kind].sort_values("step")
             ax[0, 0].plot(d["step"], np.maximum(d["gap"], 1e-17), "o-" if i == 0 else "s--", ms=3, color=PALETTE[i],
                           label=lab)  # fmt: skip
             ax[0, 1].plot(d["step"], d["loss"], color=PALETTE[i], label=lab)

@@ -28,15 +28,16 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat
 
 from ssldyn.data.clustered import clustered_data
 from ssldyn.dynamics.function_space import apply_kernel, embedding_loss_and_grad
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.kernels.closed_form import (
     averaging_net_kernel,
     block_structure,
@@ -48,7 +49,6 @@ from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.lab import (
     ClaimSpec,
     Context,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -65,10 +65,12 @@ DT = torch.float64
 
 
 class KernelConfig(ExperimentConfig):
-    d: conint(ge=2) = Field(3, description="embedding dim d = number of orthogonal centers N (Sec. 4.2)")
-    D: conint(ge=3) = Field(8, description="ambient dimension D > d (Sec. 4.2)")
-    width: conint(ge=1) = Field(128, description="M, hidden units per output coordinate (eq. 18) for (a), (b), (d)")
-    cluster_size: conint(ge=2) = Field(8, description="samples per cluster in (a), (b), (d)")
+    d: Annotated[int, Field(ge=2)] = Field(3, description="embedding dim d = number of orthogonal centers N (Sec. 4.2)")
+    D: Annotated[int, Field(ge=3)] = Field(8, description="ambient dimension D > d (Sec. 4.2)")
+    width: Annotated[int, Field(ge=1)] = Field(
+        128, description="M, hidden units per output coordinate (eq. 18) for (a), (b), (d)"
+    )
+    cluster_size: Annotated[int, Field(ge=2)] = Field(8, description="samples per cluster in (a), (b), (d)")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")
     delta: PositiveFloat = Field(0.1, description="noise radius δ for (a), (b)")
     etas: list[PositiveFloat] = Field([0.1, 0.03, 0.01, 0.003, 0.001], min_length=3, description="steps η of (a)")
@@ -77,18 +79,18 @@ class KernelConfig(ExperimentConfig):
         description="σ of (a): smooth, since with ReLU B ↦ f is piecewise linear and a step is exact "
         "until a unit flips (Prop. 4.1 holds for any parameterisation, Remark 4.1)",
     )
-    widths: list[conint(ge=1)] = Field(
+    widths: list[Annotated[int, Field(ge=1)]] = Field(
         [16, 32, 64, 128, 256, 512, 1024, 2048, 4096], min_length=3, description="widths M of (c)"
     )
-    width_seeds: conint(ge=1) = Field(8, description="random B per width in (c)")
-    n_inf: conint(ge=2) = Field(24, description="random points for (c)")
+    width_seeds: Annotated[int, Field(ge=1)] = Field(8, description="random B per width in (c)")
+    n_inf: Annotated[int, Field(ge=2)] = Field(24, description="random points for (c)")
     deltas: list[PositiveFloat] = Field(
         [0.005, 0.01, 0.02, 0.04, 0.08, 0.16], min_length=3, description="noise radii δ of (d)"
     )
-    imbalanced_sizes: list[conint(ge=1)] = Field(
+    imbalanced_sizes: list[Annotated[int, Field(ge=1)]] = Field(
         [4, 8, 16, 32], min_length=2, description="cluster sizes of (e) (N <= d; d raised if needed)"
     )
-    imbalance_width: conint(ge=1) = Field(1024, description="M of (e) (large, so that β_q ≈ ½)")
+    imbalance_width: Annotated[int, Field(ge=1)] = Field(1024, description="M of (e) (large, so that β_q ≈ ½)")
     imbalance_delta: PositiveFloat = Field(0.01, description="δ of (e), noise in M^⊥")
 
 
@@ -117,9 +119,8 @@ def _slope(x, y) -> float:
 
 
 @register
-class KernelCheck(Experiment):
+class KernelCheck(VariationalExperiment):
     name = "variational.kernel"
-    paper = "variational"
     figure = "Sec. 4.1–4.2: Prop. 4.1, 4.3, 4.4, Thm. 4.5, Remark 4.4"
     description = "Neural kernel of the averaging net: NTK flow, closed form, infinite width, cluster blocks"
     Config = KernelConfig
@@ -132,7 +133,6 @@ class KernelCheck(Experiment):
     }
     est_seconds = (1, 2)
     version = "2"
-    threads = 1
     claims = (
         ClaimSpec(
             "prop41-linear-error", "The outputs of a network trained by gradient descent follow "
@@ -231,10 +231,9 @@ class KernelCheck(Experiment):
         for eta in cfg.etas:
             m = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, act=act_a, device=device)
             m.load_state_dict(net_a.state_dict())
-            out = loss(m(data.x)[0])
-            out.backward()
+            (g_hidden,) = torch.autograd.grad(loss(m(data.x)[0]), m.hidden.weight)
             with torch.no_grad():
-                m.hidden.weight -= eta * m.hidden.weight.grad
+                m.hidden.weight.sub_(eta * g_hidden)
                 dz = m(data.x)[0] - z0
             pred = -eta * apply_kernel(Ka, gz)
             rows.append({"eta": eta, "rel_err": float((dz - pred).norm() / pred.norm())})
@@ -260,7 +259,7 @@ class KernelCheck(Experiment):
         errs = torch.stack(errs).cpu().tolist()  # one host transfer
         wdf = pd.DataFrame([{"M": M, "draw": s, "rel_err": e} for (M, s), e in zip(keys, errs)])
         res.tables["prop44"] = wdf
-        mean = wdf.groupby("M")["rel_err"].mean()
+        mean = wdf.groupby("M")["rel_err"].agg("mean")
         res.summary["prop44_slope"] = _slope(mean.index, mean.values)
 
         # (d) block structure and cluster flow vs δ
@@ -335,10 +334,9 @@ class KernelCheck(Experiment):
         ze = ne(de.x)[0].detach()
         _, ge = embedding_loss_and_grad(loss, ze)
         eta = 1e-4
-        out = loss(ne(de.x)[0])
-        out.backward()
+        (g_hidden,) = torch.autograd.grad(loss(ne(de.x)[0]), ne.hidden.weight)
         with torch.no_grad():
-            ne.hidden.weight -= eta * ne.hidden.weight.grad
+            ne.hidden.weight.sub_(eta * g_hidden)
             vel = (ne(de.x)[0] - ze) / eta  # actual early-time velocity (n, d)
         speed, vanilla = vel.norm(dim=1), (de.n * ge).norm(dim=1)
         rows = []
@@ -406,8 +404,9 @@ class KernelCheck(Experiment):
         fig.colorbar(im, ax=ax[0, 1], fraction=0.046)
         ax[0, 1].set(title="(b) tr K_ij (eq. 20), clusters", xlabel="j", ylabel="i")
         w = result.tables["prop44"].groupby("M")["rel_err"].agg(["mean", "std"])
-        ax[0, 2].errorbar(w.index, w["mean"], yerr=w["std"], fmt="o-", color=PALETTE[1])
-        ax[0, 2].loglog(w.index, w["mean"].iloc[0] * (w.index / w.index[0]) ** -0.5, "--", color="gray", label="M^-1/2")
+        w_mean = w.loc[:, "mean"]
+        ax[0, 2].errorbar(w.index, w_mean, yerr=w.loc[:, "std"], fmt="o-", color=PALETTE[1])
+        ax[0, 2].loglog(w.index, w_mean.iloc[0] * (w.index / w.index[0]) ** -0.5, "--", color="gray", label="M^-1/2")
         ax[0, 2].set(xscale="log", yscale="log", xlabel="width M", ylabel="‖K_M − K∞‖/‖K∞‖", title="(c) Prop. 4.4")
         ax[0, 2].legend(fontsize=7)
         t = result.tables["thm45"]

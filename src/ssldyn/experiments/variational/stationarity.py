@@ -35,17 +35,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat
 
+from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.lab import (
     ClaimSpec,
     Context,
     Erratum,
-    Experiment,
     ExperimentConfig,
     Measured,
     Result,
@@ -71,14 +72,18 @@ ROUND_OFF = "method: float64 round-off (≈1e-16 per term) over a few hundred te
 
 class StationarityConfig(ExperimentConfig):
     taus: list[PositiveFloat] = Field([0.1, 0.5, 1.0], min_length=1, description="temperatures τ")
-    circle_ks: list[conint(ge=1)] = Field([1, 2, 3, 4, 7, 20], min_length=1, description="K evenly spaced on S¹")
-    random_measures: conint(ge=1) = Field(6, description="random measures per seed (eq. 7 check, control)")
-    random_atoms: conint(ge=2) = Field(9, description="atoms of a random measure")
-    aug_points: conint(ge=2) = Field(6, description="data points n of the eq. (6) check")
-    aug_transforms: conint(ge=2) = Field(3, description="transformations m of the eq. (6) check")
-    lemma_ks: list[conint(ge=2)] = Field([2, 3, 4], min_length=1, description="clusters K of Lemma A.2")
+    circle_ks: list[Annotated[int, Field(ge=1)]] = Field(
+        [1, 2, 3, 4, 7, 20], min_length=1, description="K evenly spaced on S¹"
+    )
+    random_measures: Annotated[int, Field(ge=1)] = Field(
+        6, description="random measures per seed (eq. 7 check, control)"
+    )
+    random_atoms: Annotated[int, Field(ge=2)] = Field(9, description="atoms of a random measure")
+    aug_points: Annotated[int, Field(ge=2)] = Field(6, description="data points n of the eq. (6) check")
+    aug_transforms: Annotated[int, Field(ge=2)] = Field(3, description="transformations m of the eq. (6) check")
+    lemma_ks: list[Annotated[int, Field(ge=2)]] = Field([2, 3, 4], min_length=1, description="clusters K of Lemma A.2")
     lemma_tau_fraction: float = Field(0.25, gt=0, lt=1, description="τ = fraction · 4/(3K²) (the lemma needs < 1)")
-    lemma_directions: conint(ge=10) = Field(20000, description="sampled directions h per K")
+    lemma_directions: Annotated[int, Field(ge=10)] = Field(20000, description="sampled directions h per K")
     scales: list[PositiveFloat] = Field([1, 2, 4, 8, 16, 32], min_length=3, description="k of f_k = k f (Prop. A.1)")
 
 
@@ -114,15 +119,13 @@ ALT = {"psi": lambda t: torch.log1p(2 * t), "eta": lambda t: 1.0 / (1.0 + t)}  #
 
 
 @register
-class Stationarity(Experiment):
+class Stationarity(VariationalExperiment):
     name = "variational.stationarity"
-    paper = "variational"
     figure = "Prop. 3.1, Thm. 3.2, Lemma A.2, Prop. A.1"
     description = "First/second variation of eq. (4) vs autograd; symmetric measures are stationary on S^{d−1}"
     Config = StationarityConfig
     quick = {"random_measures": 3, "lemma_directions": 4000}
     est_seconds = (1, 1)
-    threads = 1
     claims = (
         ClaimSpec(
             "eq7-gradient", "For an invariant map the gradient of L takes the form of eq. (7).", "Prop. 3.1, eq. (7)",
@@ -224,7 +227,9 @@ class Stationarity(Experiment):
                 s = torch.zeros((), dtype=DT, requires_grad=True)
                 (d1,) = torch.autograd.grad(measure_loss(y + s * h, w, **kw), s, create_graph=True)
                 (d2,) = torch.autograd.grad(d1, s)
-                err2.append(float((second_variation(y, h, w, **kw) - d2).abs() / d2.abs().clamp_min(1e-300)))
+                d2_formula = second_variation(y, h, w, **kw)
+                assert isinstance(d2_formula, torch.Tensor)  # one tensor without return_scale
+                err2.append(float((d2_formula - d2).abs() / d2.abs().clamp_min(1e-300)))
             if d in (2, 3):
                 for t in cfg.taus:
                     control.append(sphere_stationarity(y[:, :d], w, temperature=t).residual)
@@ -302,13 +307,13 @@ class Stationarity(Experiment):
     def measure(self, cfg: StationarityConfig, result: Result) -> dict[str, float | Measured]:
         s = result.summary
         lem = result.tables["lemma_a2"]
-        adm = lem["admissible"].sum()
+        adm = int(lem.loc[:, "admissible"].sum())
         lemma = Measured(
-            float(lem["min_admissible"].min()) if adm else None,
+            float(lem.loc[:, "min_admissible"].min()) if adm else None,
             detail="; ".join(
-                f"K={r.K}: {r.admissible}/{r.directions} admissible, min δ²L/scale {r.min_admissible:.3g} "
-                f"(all directions: {r.min_all:.3g}, {r.negative_all} negative)"
-                for r in lem.itertuples()
+                f"K={r['K']}: {r['admissible']}/{r['directions']} admissible, min δ²L/scale {r['min_admissible']:.3g} "
+                f"(all directions: {r['min_all']:.3g}, {r['negative_all']} negative)"
+                for r in lem.to_dict("records")
             ),  # fmt: skip
             not_run="" if adm else "no sampled direction satisfies eq. (27); raise lemma_directions",
         )
@@ -338,13 +343,13 @@ class Stationarity(Experiment):
         t = result.tables["symmetric"]
         fig, ax = new_figure(3, 1, size=(3.8, 3.2))
         labels = list(dict.fromkeys(t["measure"]))
-        worst = t.groupby("measure")[["residual", "eq8_gap"]].max().reindex(labels)
-        ax[0, 0].barh(range(len(labels)), np.maximum(worst["residual"], 1e-18), color=PALETTE[0])
+        worst = t.groupby("measure")[["residual", "eq8_gap"]].agg("max").reindex(labels)
+        ax[0, 0].barh(range(len(labels)), np.maximum(worst.loc[:, "residual"], 1e-18), color=PALETTE[0])
         ax[0, 0].set(xscale="log", yticks=range(len(labels)), title="Thm. 3.2: tangential residual")
         ax[0, 0].set_yticklabels(labels, fontsize=6)
         ax[0, 0].axvline(result.summary["control_min_residual"], color=PALETTE[3], ls="--", label="random measures")
         ax[0, 0].legend(fontsize=6)
-        ax[0, 1].barh(range(len(labels)), worst["eq8_gap"].fillna(0), color=PALETTE[1])
+        ax[0, 1].barh(range(len(labels)), worst.loc[:, "eq8_gap"].fillna(0), color=PALETTE[1])
         ax[0, 1].set(yticks=[], title="eq. (8) as printed: gap")
         s = result.tables["scaled_limit"]
         ax[0, 2].semilogy(s["k"], np.maximum(s["residual"], 1e-300), "o-", color=PALETTE[2])

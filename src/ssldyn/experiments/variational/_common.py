@@ -1,0 +1,16 @@
+"""Shared declarations of the ``variational`` experiments."""
+
+from __future__ import annotations
+
+from ssldyn.lab import Experiment
+
+
+class VariationalExperiment(Experiment):
+    """What the ``variational`` experiments declare alike: the paper, and one torch thread.
+
+    The runs are made of many small tensor ops, which one torch thread runs fastest (``threads = 1``);
+    an experiment whose work is different says so (Fig. 3's closed forms keep the process setting).
+    """
+
+    paper = "variational"
+    threads = 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,7 @@ def execute(
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise UserError(f"--jobs {jobs!r}: must be an integer >= 1")
     cuda = any(specs[i].device.startswith("cuda") for i in todo)
+    todo = start_order([specs[i].experiment for i in todo], todo)  # sources of reused results first
     if executor == "local" and jobs > 1 and len(todo) > 1 and not cuda and not raise_errors:
         portable = [i for i in todo if _discoverable(specs[i].experiment)]
         _run_parallel(specs, portable, items, store, bar, force, jobs)
@@ -188,6 +190,39 @@ def _run_worker_init() -> None:
     keep_heap_pad()
 
 
+def next_run(queued: list[str], running: list[str], reuses: Callable[[str], tuple[str, ...]]) -> int | None:
+    """Which queued run starts next (an index into ``queued``, the experiments in start order).
+
+    The first run none of whose ``reuses`` experiments (:attr:`Experiment.reuses`) is queued or
+    running, so that shared cached results are computed once; ``None`` when every queued run waits
+    for a running one; ``0`` when nothing runs (a cycle of reuses must not stall the batch).
+    """
+    busy = set(queued) | set(running)
+    for k, name in enumerate(queued):
+        if not busy & set(reuses(name)):
+            return k
+    return None if running else (0 if queued else None)
+
+
+def _reuses(name: str) -> tuple[str, ...]:
+    from ssldyn.lab.registry import get_experiment
+
+    return get_experiment(name).reuses
+
+
+def start_order(names: list[str], todo: list[int]) -> list[int]:
+    """``todo`` (runs of the experiments ``names``) reordered so that a run comes after the runs whose
+    cached results it reuses (:attr:`Experiment.reuses`), otherwise in the given order: sequential
+    and parallel execution then see the same cache, hence give the same results."""
+    queued, rest, out = list(names), list(todo), []
+    while rest:
+        k = next_run(queued, [], _reuses)
+        assert k is not None
+        queued.pop(k)
+        out.append(rest.pop(k))
+    return out
+
+
 def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:  # noqa: ANN001
     """``jobs`` runs at a time in spawned single-thread processes; lock, commit and failures in the driver."""
     import multiprocessing as mp
@@ -196,7 +231,10 @@ def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:  # noqa:
 
     from ssldyn.lab.registry import get_experiment
 
-    order = sorted(todo, key=lambda i: -float(get_experiment(specs[i].experiment).est_seconds[0]))  # longest first
+    def est(i: int) -> float:  # the experiment's estimate for the run's preset
+        return float(get_experiment(specs[i].experiment).est_seconds[0 if specs[i].preset == "quick" else 1])
+
+    order = sorted(todo, key=lambda i: -est(i))  # longest first
     held: dict[int, ExitStack] = {}
     later: list[int] = []
     for i in order:  # claim every run this process will compute; runs another process holds are done at the end
@@ -216,15 +254,26 @@ def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:  # noqa:
     try:
         with ProcessPoolExecutor(max_workers=min(jobs, max(1, len(held))), mp_context=mp.get_context("spawn"),
                                  initializer=_run_worker_init) as pool:  # fmt: skip
-            futures = {}
-            for i in order:
-                if i in held:
-                    futures[pool.submit(_compute_in_worker, specs[i], str(store.cache_dir.resolve()))] = i
-                    t0s[i] = time.perf_counter()
-            bar.update(running=min(jobs, len(futures)))
-            pending = set(futures)
+            futures: dict[Any, int] = {}
+            queue = [i for i in order if i in held]
+            pending: set[Any] = set()
+
+            def submit_ready() -> None:  # up to `jobs` runs at a time, in `order`, reusers after their sources
+                while queue and len(pending) < jobs:
+                    k = next_run([specs[j].experiment for j in queue], [specs[futures[f]].experiment for f in pending],
+                                 _reuses)  # fmt: skip
+                    if k is None:
+                        break  # the rest waits for a running run whose results it reuses
+                    i = queue.pop(k)
+                    f = pool.submit(_compute_in_worker, specs[i], str(store.cache_dir.resolve()))
+                    futures[f], t0s[i] = i, time.perf_counter()
+                    pending.add(f)
+
+            submit_ready()
+            bar.update(running=len(pending))
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                submit_ready()
                 for f in done:
                     i = futures[f]
                     spec = specs[i]

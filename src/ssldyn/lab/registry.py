@@ -78,6 +78,10 @@ class Experiment:
             :meth:`run` once per seed with ``ctx.seed`` set.
         threads: torch intra-op threads on the CPU while :meth:`run` runs (``1`` for experiments
             made of many small tensor ops; ``None`` leaves the process setting).
+        reuses: experiments whose cached sub-results this one reads (``ctx.cached`` entries with
+            the same keys, e.g. the shared token grid of nonlinearity Fig. 4 and Fig. 10): when
+            both are computed in one batch of parallel runs (``--jobs``), this one starts after
+            them, so the shared entries are computed once.
         paper_seeds: seeds of the paper-scale run when the paper states its own number of
             repetitions (e.g. "each setting is repeated 3 times"), with ``paper_seeds_reason``
             quoting where; ``None``: the lab's default (5).
@@ -95,6 +99,7 @@ class Experiment:
     seeded: ClassVar[bool] = True
     batch_seeds: ClassVar[bool] = False
     threads: ClassVar[int | None] = None
+    reuses: ClassVar[tuple[str, ...]] = ()
     paper_seeds: ClassVar[int | None] = None
     paper_seeds_reason: ClassVar[str] = ""
 
@@ -150,6 +155,8 @@ def register(cls: type[Experiment]) -> type[Experiment]:
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise ValueError(f"experiment {cls.name!r}: claim id {dup[0]!r} declared twice")
+    if not isinstance(cls.reuses, tuple) or not all(isinstance(r, str) and r != cls.name for r in cls.reuses):
+        raise ValueError(f"experiment {cls.name!r}: reuses must be a tuple of other experiments' names")
     if cls.paper_seeds is not None and (not isinstance(cls.paper_seeds, int) or cls.paper_seeds < 1
                                         or not cls.paper_seeds_reason.strip()):  # fmt: skip
         raise ValueError(f"experiment {cls.name!r}: paper_seeds must be an int >= 1 with a paper_seeds_reason")

@@ -45,6 +45,7 @@ class Fig10(_ActivationGridBase):
     Config = Fig10Config
     quick = {**_ActivationGridBase.quick, "losses": ["infonce", "quadratic"]}
     est_seconds = (10, 1500)
+    reuses = ("nonlinearity.fig4",)  # the same grid entries (ctx.cached): computed once when both run
     claims = (
         *trend_claims("quadratic loss", LOC10, suffix="-quadratic"),
         ClaimSpec(

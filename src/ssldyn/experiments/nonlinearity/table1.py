@@ -157,6 +157,7 @@ class Table1(Experiment):
     Config = Table1Config
     quick = {"steps": 400, "log_every": 100, "betas": [5], "Ps": [3, 5], "paper_lr": None}
     est_seconds = (8, 700)
+    reuses = ("nonlinearity.fig11",)  # its ReLU, ζ = 10, mean-only/no-BN runs (ctx.cached): computed once
     batch_seeds = True
     claims = (
         ClaimSpec(

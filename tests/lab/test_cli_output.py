@@ -202,7 +202,7 @@ def test_shorten_property(text, width):
     assert out.endswith(textlayout.ELLIPSIS)
     kept = out[:-1].split()
     words = text.split()
-    if len(kept) > 1 or (kept and kept[0] in words):  # whole words, in order, from the start
+    if len(kept) > 1 or (kept and kept[0] == words[0].rstrip(",;:")):  # whole words, in order, from the start
         assert [w.rstrip(",;:") for w in words[: len(kept)]] == [w.rstrip(",;:") for w in kept]
     else:  # a single word longer than the width is cut (allowed only where shown in full elsewhere)
         assert not kept or words[0].startswith(kept[0])

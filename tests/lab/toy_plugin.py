@@ -78,6 +78,8 @@ class Slow2(Slow):
 
 class Slow3(Slow):
     name = "variational.zz-slow3"
+    # the interrupt test makes this run long (set in the driver and its workers alike)
+    quick = {"sleep": float(os.environ.get("SSLDYN_TOY_SLOW3_SLEEP", "0.8"))}
 
 
 for _cls in (Toy, ToySweep, KillOnce, Slow, Slow2, Slow3):

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,6 +224,26 @@ def start_order(names: list[str], todo: list[int]) -> list[int]:
     return out
 
 
+@contextmanager
+def _stopped_on_interrupt(pool: Any) -> Iterator[None]:
+    """Shut the run workers down at the end; on an interrupt (Ctrl-C, SIGINT to the driver alone) or
+    an error, cancel queued runs and end the running ones at once instead of waiting for them (their
+    partial outputs are process-owned and never read; the same command resumes)."""
+    try:
+        yield
+    except BaseException:
+        procs = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before Python 3.14
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(timeout=10)
+        raise
+    else:
+        pool.shutdown(wait=True)
+
+
 def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:  # noqa: ANN001
     """``jobs`` runs at a time in spawned single-thread processes; lock, commit and failures in the driver."""
     import multiprocessing as mp
@@ -252,8 +273,9 @@ def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:  # noqa:
             later.append(i)
     t0s: dict[int, float] = {}
     try:
-        with ProcessPoolExecutor(max_workers=min(jobs, max(1, len(held))), mp_context=mp.get_context("spawn"),
-                                 initializer=_run_worker_init) as pool:  # fmt: skip
+        pool = ProcessPoolExecutor(max_workers=min(jobs, max(1, len(held))), mp_context=mp.get_context("spawn"),
+                                   initializer=_run_worker_init)  # fmt: skip
+        with _stopped_on_interrupt(pool):
             futures: dict[Any, int] = {}
             queue = [i for i in order if i in held]
             pending: set[Any] = set()

@@ -115,6 +115,9 @@ def test_sigint_stops_cleanly_and_says_how_to_resume(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # a shell without job control starts background commands with SIGINT ignored, and Python then
+        # installs no KeyboardInterrupt handler: give the child the default disposition, as a terminal does
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.time() + 120
     while time.time() < deadline and not list(out.glob("*/*/DONE")):

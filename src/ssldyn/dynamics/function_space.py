@@ -148,7 +148,13 @@ class NetworkKernel:
 def _check_inputs(z0: Tensor, kernel: Any) -> None:
     """NaN/inf in the flow's input data is a ``ValueError`` naming the input, before any step."""
     check_finite("z0", z0)
+    if not isinstance(z0, Tensor) or z0.dim() not in (2, 3):
+        raise ValueError(f"function_space_flow: z0 must be (n, d) or (E, n, d), got shape {tuple(z0.shape)}")
     if isinstance(kernel, Tensor):
+        n, d = z0.shape[-2:]
+        if not (kernel.dim() >= 4 and kernel.shape[-4:] == (n, n, d, d)) and not kernel.shape[-2:] == (n, n):
+            raise ValueError(f"function_space_flow: kernel of shape {tuple(kernel.shape)} does not fit z0 of shape "
+                             f"{tuple(z0.shape)}: expected (n, n) or (n, n, d, d) with n={n}, d={d}")  # fmt: skip
         check_finite("kernel", kernel)
     elif isinstance(kernel, NetworkKernel):
         check_finite("x (inputs of the NetworkKernel)", kernel.x)

@@ -41,6 +41,21 @@ RELU_INFINITE_WIDTH_BETA = 0.5
 """β_q^k for ReLU and Gaussian rows as M → ∞: E[1{b·ξ > 0}] = ½ (Cor. 4.6)."""
 
 
+def _finite(fn: str, **tensors: Tensor | None) -> None:
+    """NaN/inf in an input is a ValueError naming the function and the input (not a NaN kernel).
+
+    Checked for CPU tensors only: on a GPU the check would be a host sync per call (kernels are
+    recomputed inside flows), and the flows' guards catch a NaN there."""
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if not isinstance(t, Tensor):
+            raise ValueError(f"{fn}: {name} must be a tensor, got {type(t).__name__}")
+        if t.device.type == "cpu" and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            n = int((~torch.isfinite(t)).sum())
+            raise ValueError(f"{fn}: {name} has {n} non-finite value(s) (NaN or inf); the kernel would be NaN")
+
+
 def _check_B(B: Tensor, d: int, x: Tensor) -> tuple[Tensor, int]:
     if B.dim() not in (2, 3):
         raise ValueError(f"B must have shape (Md, D) or (E, Md, D), got {tuple(B.shape)}")
@@ -83,6 +98,7 @@ def averaging_net_kernel(
     """
     if mode not in ("full", "blocks", "trace"):
         raise ValueError(f"averaging_net_kernel: mode {mode!r}: allowed values are 'full', 'blocks', 'trace'")
+    _finite("averaging_net_kernel", B=B, x1=x1, x2=x2, bias=bias)
     act = get_activation(activation)
     x2 = x1 if x2 is None else x2
     B, M = _check_B(B, d, x1)
@@ -118,7 +134,13 @@ def relu_infinite_width_kernel(x1: Tensor, x2: Tensor | None = None, *, d: int |
         x1: ``(n1, D)``; x2: ``(n2, D)`` or None.
         d: if given, return the full ``(n1, n2, d, d)`` kernel ``k_ij I_d``; else ``(n1, n2)``.
     """
+    _finite("relu_infinite_width_kernel", x1=x1, x2=x2)
     x2 = x1 if x2 is None else x2
+    if x1.dim() != 2 or x2.dim() != 2 or x1.shape[-1] != x2.shape[-1]:
+        raise ValueError(
+            f"relu_infinite_width_kernel: x1 and x2 must be (n1, D) and (n2, D), got {tuple(x1.shape)} and "
+            f"{tuple(x2.shape)}"
+        )
     gram = x1 @ x2.mT  # (n1, n2)
     tiny = torch.finfo(gram.dtype).tiny
     u1 = x1 / x1.norm(dim=-1, keepdim=True).clamp_min(tiny)  # (n1, D)
@@ -142,6 +164,7 @@ def cluster_coefficients(
     Returns:
         ``(N, d)`` (or ``(E, N, d)``): row ``q`` is the diagonal of ``β_q``.
     """
+    _finite("cluster_coefficients", B=B, centers=centers, bias=bias)
     act = get_activation(activation)
     B, M = _check_B(B, d, centers)
     s = act.deriv(_preact(B, centers, bias))  # (..., N, Md)
@@ -164,6 +187,9 @@ def predicted_cluster_flow(grads: Tensor, labels: Tensor, centers: Tensor, beta:
     Returns:
         ``(n, d)`` predicted velocities.
     """
+    _finite("predicted_cluster_flow", grads=grads, centers=centers, beta=beta if isinstance(beta, Tensor) else None)
+    if not isinstance(beta, Tensor) and not math.isfinite(float(beta)):
+        raise ValueError(f"predicted_cluster_flow: beta must be finite, got {beta!r}")
     N, n = centers.shape[0], labels.numel()
     labels, centers = labels.to(grads.device), centers.to(grads.device)
     one_hot = torch.nn.functional.one_hot(labels, N).to(grads.dtype)  # (n, N)
@@ -221,6 +247,7 @@ def block_structure(
     """
     if K.dim() not in (2, 4) or K.shape[0] != K.shape[1] or (K.dim() == 4 and K.shape[2] != K.shape[3]):
         raise ValueError(f"block_structure: K must have shape (n, n) or (n, n, d, d), got {tuple(K.shape)}")
+    _finite("block_structure", K=K)
     labels = torch.as_tensor(labels).to(K.device)
     n = K.shape[0]
     if labels.shape != (n,):
@@ -247,7 +274,12 @@ def _class_contrast(K: Tensor, labels: Tensor, n_perm: int, generator: torch.Gen
     classes, y = torch.unique(labels, return_inverse=True)
     onehot = torch.nn.functional.one_hot(y, len(classes)).to(torch.float64)  # (n, C)
     if len(classes) < 2 or int((onehot.sum(0) >= 2).sum()) == 0:
-        raise ValueError("block_structure: labels need at least two classes and a class with two samples")
+        counts = ", ".join(f"{int(c)}: {int(m)}" for c, m in list(zip(classes.tolist(), onehot.sum(0).tolist()))[:20])
+        more = f", … ({len(classes)} classes)" if len(classes) > 20 else ""
+        raise ValueError(
+            "block_structure: labels need at least two classes and a class with two samples; "
+            f"the {n} samples have class counts {{{counts}{more}}}"
+        )
 
     sizes = onehot.sum(0)  # (C,) class sizes (kept by a permutation)
     n_same = float((sizes**2).sum()) - n  # same-class pairs i != j

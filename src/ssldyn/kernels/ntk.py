@@ -23,13 +23,15 @@ samples would not fit in ``max_memory``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
+
+from ssldyn.memory import available_memory
+from ssldyn.memory import fmt_bytes as _gb
 
 __all__ = ["empirical_ntk", "model_fn", "available_memory"]
 
@@ -59,19 +61,28 @@ def _resolve(fn: Any, params: Params | None) -> tuple[Callable[[Params, Tensor],
 
 
 def _check_module(model: nn.Module) -> None:
-    """BatchNorm / Dropout in training mode make the kernel undefined: one clear error."""
-    bad = sorted({type(m).__name__ for m in model.modules() if m.training and isinstance(m, _STOCHASTIC)})
-    if bad:
-        raise ValueError(
-            f"empirical_ntk: the model is in training mode and has {', '.join(bad)}: BatchNorm couples the "
-            "samples of a batch through its batch statistics and Dropout is random, so the kernel is not "
-            "defined; call model.eval() first"
-        )
+    """BatchNorm / Dropout in training mode make the kernel undefined: one clear error (naming only
+    the kinds of layer the model has)."""
+    found = [m for m in model.modules() if m.training and isinstance(m, _STOCHASTIC)]
+    if not found:
+        return
+    names = ", ".join(sorted({type(m).__name__ for m in found}))
+    why = []
+    if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in found):
+        why.append("BatchNorm couples the samples of a batch through its batch statistics")
+    if any(isinstance(m, nn.modules.dropout._DropoutNd) for m in found):
+        why.append("Dropout is random")
+    raise ValueError(
+        f"empirical_ntk: the model is in training mode and has {names}: {' and '.join(why)}, so the kernel "
+        "is not defined; call model.eval() first"
+    )
 
 
 def _check_inputs(name: str, x: Any) -> None:
     if not isinstance(x, Tensor) or x.dim() < 1:
         raise ValueError(f"empirical_ntk: {name} must be a tensor (n, ...), got {type(x).__name__}")
+    if x.is_complex():
+        raise ValueError(f"empirical_ntk: {name} is complex ({x.dtype}); real inputs are needed")
     if x.shape[0] == 0:
         raise ValueError(f"empirical_ntk: {name} is empty (0 samples); pass at least one sample")
     if x.is_floating_point() and not bool(torch.isfinite(x).all()):
@@ -79,31 +90,39 @@ def _check_inputs(name: str, x: Any) -> None:
         raise ValueError(f"empirical_ntk: {name} has {n} non-finite value(s) (NaN or inf); the kernel would be NaN")
 
 
-def available_memory(device: torch.device | str | None = None) -> int:
-    """Bytes free for new tensors on ``device``: ``MemAvailable`` of the host for the CPU, the free
-    memory of the GPU for CUDA (``torch.cuda.mem_get_info``)."""
-    dev = torch.device(device if device is not None else "cpu")
-    if dev.type == "cuda":
-        return int(torch.cuda.mem_get_info(dev)[0])
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 2**62  # unknown: no limit
+def _as_param_dtype(p: Params, x: Tensor) -> Tensor:
+    """Floating inputs are cast to the parameters' floating dtype (as training does): a float64 ``x``
+    for a float32 model is computed in float32. Parameters of several floating dtypes are an error."""
+    dtypes = {t.dtype for t in p.values() if t.is_floating_point()}
+    if len(dtypes) > 1:
+        raise ValueError(
+            f"empirical_ntk: the parameters have several dtypes ({', '.join(sorted(map(str, dtypes)))}); "
+            "cast the model to one (model.double() or model.float())"
+        )
+    if dtypes and x.is_floating_point() and x.dtype not in dtypes:
+        return x.to(next(iter(dtypes)))
+    return x
 
 
-def _gb(b: float) -> str:
-    """Bytes in a readable unit, with the exact count: ``"4.77 GiB (5120000000 bytes)"``."""
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if b >= size:
-            return f"{b / size:.3g} {unit} ({int(b)} bytes)"
-    return f"{int(b)} bytes"
+def _probe(f: Callable[[Params, Tensor], Tensor], p: Params, x1: Tensor) -> Tensor:
+    """The model on one sample ``x1[:1]`` as ``(E, 1, d)``: a model that cannot take ``x1``'s sample shape,
+    or that does not return one row per sample, is a ValueError naming the shapes."""
+    try:
+        with torch.no_grad():
+            out = f(p, x1[:1])
+    except (RuntimeError, ValueError, TypeError, IndexError) as e:
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise ValueError(
+            f"empirical_ntk: the model cannot be applied to samples of shape {tuple(x1.shape[1:])} "
+            f"(x1 {tuple(x1.shape)}, {x1.dtype}): {first}"
+        ) from None
+    if not isinstance(out, Tensor) or out.dim() not in (2, 3) or out.shape[-2] != 1:
+        raise ValueError(
+            f"empirical_ntk: the model returned {tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__} "
+            f"for one sample x1[:1] of shape {tuple(x1[:1].shape)}; it must return (1, d) or (E, 1, d) "
+            "(x is (n, features...) with one output row per sample)"
+        )
+    return _out_as_ensemble(out)
 
 
 def _out_as_ensemble(out: Tensor) -> Tensor:
@@ -132,7 +151,8 @@ def empirical_ntk(
         fn: an ``nn.Module`` (called through ``functional_call``; ``params`` default to its
             trainable parameters; BatchNorm/Dropout must be in eval mode) or a function ``fn(params, x)``.
         params: ``name -> tensor``; the kernel is w.r.t. these (others stay fixed).
-        x1: ``(n1, ...)`` inputs; x2: ``(n2, ...)`` or None (= x1). Non-empty and finite.
+        x1: ``(n1, ...)`` inputs; x2: ``(n2, ...)`` or None (= x1). Non-empty, finite, the same sample
+            shape; floating inputs are cast to the parameters' dtype.
         implementation: ``"jacobian"`` or ``"ntk-vp"``.
         mode: ``"full"`` -> ``(n1, n2, d, d)`` with ``[i, j, k, l] = ∇f^k(x1_i)·∇f^l(x2_j)``;
             ``"trace"`` -> ``(n1, n2)`` = Σ_k K^{kk}; ``"diagonal"`` -> ``(n1, d, d)`` the blocks
@@ -146,8 +166,10 @@ def empirical_ntk(
         The kernel; with an ensemble model (output ``(E, n, d)``, E > 1) an extra leading ``E``
         axis, one kernel per member (members share no parameters, so cross terms vanish).
     Raises:
-        ValueError: a bad argument, an empty or non-finite input, a module with BatchNorm/Dropout in
-            training mode, or a kernel that would not fit in ``max_memory`` (with the estimate).
+        ValueError: a bad argument, an empty or non-finite input, inputs the model cannot take (the
+            wrong number of features) or that give more than one output row per sample (e.g. a 3-D
+            ``x`` for an MLP), parameters of mixed dtypes, a module with BatchNorm/Dropout in training
+            mode, or a kernel that would not fit in ``max_memory`` (with the estimate).
     """
     if implementation not in ("jacobian", "ntk-vp"):
         raise ValueError(f"empirical_ntk: implementation {implementation!r}: allowed values are 'jacobian', 'ntk-vp'")
@@ -163,10 +185,15 @@ def empirical_ntk(
     if isinstance(fn, nn.Module):
         _check_module(fn)
     f, p = _resolve(fn, params)
+    if x2 is not None and x2.shape[1:] != x1.shape[1:]:
+        raise ValueError(
+            f"empirical_ntk: x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} must have the same sample shape "
+            f"{tuple(x1.shape[1:])}"
+        )
+    x1, x2 = _as_param_dtype(p, x1), (None if x2 is None else _as_param_dtype(p, x2))
     same = x2 is None
     x2 = x1 if same else x2
-    with torch.no_grad():
-        probe = _out_as_ensemble(f(p, x1[:1]))  # (E, 1, d)
+    probe = _probe(f, p, x1)  # (E, 1, d)
     squeeze = probe.shape[0] == 1
     E, d = probe.shape[0], probe.shape[-1]
     n1, n2 = x1.shape[0], x2.shape[0]

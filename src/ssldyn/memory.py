@@ -1,0 +1,76 @@
+"""Memory of the machine, for refusing work that cannot fit before any of it is done.
+
+At the package root (like :mod:`ssldyn.errors`) so that every layer can use it: the data loaders
+check a file's declared size, the kernels the size of a kernel, the lab an experiment's
+estimated peak (:meth:`ssldyn.lab.Experiment.peak_memory`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+__all__ = ["available_memory", "total_memory", "fmt_bytes"]
+
+
+def _meminfo(key: str) -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_limit() -> int | None:
+    """The memory limit of this process's cgroup (v2 ``memory.max`` or v1 ``limit_in_bytes``), if any."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            raw = open(path).read().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) < 1 << 60:
+            return int(raw)
+    return None
+
+
+def available_memory(device: torch.device | str | None = None) -> int:
+    """Bytes free for new tensors on ``device``: ``MemAvailable`` of the host for the CPU (capped by
+    the cgroup limit), the free memory of the GPU for CUDA (``torch.cuda.mem_get_info``)."""
+    dev = torch.device(device if device is not None else "cpu")
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    avail = _meminfo("MemAvailable")
+    if avail is None:
+        try:
+            avail = int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            return 2**62  # unknown: no limit
+    limit = _cgroup_limit()
+    return min(avail, limit) if limit is not None else avail
+
+
+def total_memory(device: torch.device | str | None = None) -> int:
+    """Bytes of memory of ``device``: the host's RAM (capped by the cgroup limit) or the GPU's."""
+    dev = torch.device(device if device is not None else "cpu")
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[1])
+    total = _meminfo("MemTotal")
+    if total is None:
+        try:
+            total = int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            return 2**62
+    limit = _cgroup_limit()
+    return min(total, limit) if limit is not None else total
+
+
+def fmt_bytes(b: float) -> str:
+    """Bytes in a readable unit, with the exact count: ``"4.77 GiB (5120000000 bytes)"``."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.3g} {unit} ({int(b)} bytes)"
+    return f"{int(b)} bytes"

@@ -167,7 +167,7 @@ def to_unit_tensor(
     whole array at once)."""
     n = images.shape[0]
     out = torch.empty(images.shape, dtype=dtype)
-    step = max(1, (1 << 24) // max(1, int(np.prod(images.shape[1:], dtype=np.int64))))
+    step = max(1, (1 << 20) // max(1, int(np.prod(images.shape[1:], dtype=np.int64))))  # ~1M pixels a piece
     for i in range(0, n, step):
         out[i : i + step] = torch.from_numpy(images[i : i + step].astype(work) / work(high))
     return out

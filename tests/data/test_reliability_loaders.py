@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from ssldyn.data import mnist as mnist_mod
-from ssldyn.data.images import load_cifar10, load_idx_images, load_images
+from ssldyn.data.images import load_cifar10, load_images
 from ssldyn.data.mnist import load_mnist, read_idx, read_idx_dir
 from ssldyn.errors import UserError
 

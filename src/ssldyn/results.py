@@ -33,11 +33,11 @@ from typing import Any, cast
 import pandas as pd
 
 from ssldyn.lab.claims import Claim
+from ssldyn.lab.scores import SCORED_KINDS, outcome_counts
 
 __all__ = ["load", "Results", "RunRecord"]
 
 #: scored claim kinds (the report's headline counts these; sanity checks are separate)
-SCORED_KINDS = ("paper", "consequence")
 RUN_KEYS = ("experiment", "hash", "label", "preset", "canonical")
 _READ_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError)
 
@@ -185,18 +185,21 @@ class Results:
         if "runs" not in self._cache:
             rows = []
             for r in self.records:
-                scored = [c for c in r.claims if c.kind in SCORED_KINDS and c.status != "not-run"]
+                every, scored = outcome_counts(r.claims, None), outcome_counts(r.claims, SCORED_KINDS)
                 rows.append({
                     **self._run_columns(r), "seeds": tuple(r.seeds), "n_seeds": len(r.seeds),
-                    "overrides": r.overrides, "claims_passed": sum(bool(c.passed) for c in r.claims),
-                    "claims_total": len(r.claims), "paper_claims_passed": sum(bool(c.passed) for c in scored),
-                    "paper_claims_total": len(scored), "device": r.config_record.get("device"),
+                    "overrides": r.overrides, "claims_passed": every.passed,
+                    "claims_total": every.total, "paper_claims_passed": scored.passed,
+                    "paper_claims_total": scored.ran, "paper_claims_inconclusive": scored.inconclusive,
+                    "paper_claims_vacuous": scored.vacuous, "paper_claims_not_run": scored.not_run,
+                    "device": r.config_record.get("device"),
                     "started": r.meta.get("started"), "run_seconds": r.meta.get("run_seconds"),
                     "paper": r.meta.get("paper", r.experiment.split(".")[0]), "path": str(r.path),
                 })  # fmt: skip
             self._cache["runs"] = self._frame(rows, [*RUN_KEYS, *self._key_columns().values(), "seeds", "n_seeds",
                                               "overrides", "claims_passed", "claims_total", "paper_claims_passed",
-                                              "paper_claims_total", "device", "started", "run_seconds", "paper",
+                                              "paper_claims_total", "paper_claims_inconclusive",
+                                              "paper_claims_vacuous", "paper_claims_not_run", "device", "started", "run_seconds", "paper",
                                               "path"])  # fmt: skip
         return self._cache["runs"]
 
@@ -220,21 +223,27 @@ class Results:
                         "location": c.location, "statistic": c.statistic, "estimate": _number(c.value),
                         "lo": _number(lo), "hi": _number(hi), "passed": bool(c.passed), "status": c.status,
                         "expected": c.expected, "rule": c.rule, "n_seeds": len(c.seed_passed),
+                        "control": c.control, "control_estimate": _number(c.control_value),
+                        "control_held": c.control_held,
                     }  # fmt: skip
                     values = list(c.values)
                     per_seed = len(values) == len(c.seeds) and len(values) > 0
                     if per_seed:
                         oks = list(c.seed_passed) + [False] * (len(values) - len(c.seed_passed))
-                        for s, v, ok in zip(c.seeds, values, oks):
+                        ctrl = list(c.control_values) if len(c.control_values) == len(values) else [None] * len(values)
+                        for s, v, ok, cv in zip(c.seeds, values, oks, ctrl):
                             rows.append({**common, "seed": int(s), "value": _number(v), "raw": v,
-                                         "seed_passed": bool(ok)})  # fmt: skip
+                                         "seed_passed": bool(ok), "control_value": _number(cv)})  # fmt: skip
                     else:
                         v = values[0] if values else c.value
                         ok = bool(c.seed_passed[0]) if c.seed_passed else bool(c.passed)
-                        rows.append({**common, "seed": None, "value": _number(v), "raw": v, "seed_passed": ok})
+                        cv = c.control_values[0] if c.control_values else None
+                        rows.append({**common, "seed": None, "value": _number(v), "raw": v, "seed_passed": ok,
+                                     "control_value": _number(cv)})  # fmt: skip
             cols = [*RUN_KEYS, *self._key_columns().values(), "claim", "kind", "result", "seed", "value", "raw",
                     "seed_passed", "statistic", "estimate", "lo", "hi", "passed", "status", "expected", "statement",
-                    "location", "rule", "n_seeds"]  # fmt: skip
+                    "location", "rule", "n_seeds", "control", "control_value", "control_estimate",
+                    "control_held"]  # fmt: skip
             frame = self._frame(rows, cols)
             frame["seed"] = frame["seed"].astype("Int64")
             self._cache["claims"] = frame

@@ -328,11 +328,14 @@ def _print_scores(out: str | Path) -> None:
         sc = scores.get(paper)
         if sc is None:
             continue
-        console.print(f"{paper}: {sc.passed}/{sc.total} paper claims pass · sanity checks "
+        console.print(f"{paper} ({sc.scale_text()}): paper claims {sc.outcomes.text()} · sanity checks "
                       f"{sc.sanity_passed}/{sc.sanity_total}", markup=False, style="bold", width=_width())  # fmt: skip
-        rows = [[r.result, r.status, f"{r.passed}/{r.total}"] for r in sc.rows]
-        lines = textlayout.layout(["result", "status", "claims"], rows, _width(), wrap=(0,))
+        rows = [[r.result, r.status, r.outcomes.text()] for r in sc.rows]
+        lines = textlayout.layout(["result", "status", "claims"], rows, _width(), wrap=(0, 2))
         _print_lines(lines, {"reproduced": "green", "partly": "yellow", "reproduce": "red"})
+        if sc.scale_text() != "paper scale":
+            console.print("  quick scale: a claim that fails or is inconclusive here may need paper scale "
+                          "(`ssldyn reproduce` without --quick)", markup=False, width=_width())  # fmt: skip
 
 
 def _check_out(out: str) -> None:
@@ -468,19 +471,31 @@ def _print_run(o: Any) -> None:
         width=_width(),
     )
     rows = [
-        [_verdict(c), c.statement, c.location, c.measured_text() if hasattr(c, "measured_text") else
-         _fmt_measured(c.measured), c.expected]
+        [_verdict(c), c.statement, c.location, _measured_cell(c), c.expected]
         for c in claims
     ]  # fmt: skip
     lines = textlayout.layout(["", "claim", "paper", "measured", "expected"], rows, _width(), wrap=(1, 2, 3, 4))
-    _print_lines(lines, {"PASS": "green", "FAIL": "red"})
-    console.print(f"claims passed: {sum(c.passed for c in claims)}/{len(claims)}", markup=False)
+    _print_lines(lines, {"PASS": "green", "FAIL": "red", "VACUOUS": "red", "INCONCLUSIVE": "yellow"})
+    from ssldyn.lab.scores import outcome_counts
+
+    o = outcome_counts(claims, None)
+    extra = o.text().partition(" pass")[2]
+    scale = "quick" if str(getattr(run, "meta", {}).get("preset", "")) == "quick" else "paper"
+    console.print(f"claims passed: {o.passed}/{o.total}{extra} ({scale} scale)", markup=False)
     console.print(f"run directory: {run.path}", markup=False, soft_wrap=True)
 
 
 def _verdict(c: Any) -> str:
-    status = getattr(c, "status", "")
-    return "NOT RUN" if status == "not-run" else ("PASS" if c.passed else "FAIL")
+    status = getattr(c, "status", "") or ("pass" if c.passed else "fail")
+    return {"not-run": "NOT RUN"}.get(status, status.upper())
+
+
+def _measured_cell(c: Any) -> str:
+    """The statistic with its interval, and the control's value where one was measured."""
+    text = c.measured_text() if hasattr(c, "measured_text") else _fmt_measured(c.measured)
+    if getattr(c, "control_values", ()):
+        text += f"; control {_fmt_measured(c.control_value)}"
+    return text
 
 
 def _fmt_measured(value: Any) -> str:

@@ -29,6 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ssldyn.lab.scores import outcome_counts
+
 __all__ = ["Axis", "Study", "record_study", "read_studies", "infer_studies", "write_index", "studies_dir"]
 
 
@@ -246,12 +248,12 @@ def write_index(out: str | Path, results: Any, experiments: Iterable[str] | None
             in_study[h].append(s.id)
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in res.records:
-        scored = [c for c in r.claims if c.kind in ("paper", "consequence") and c.status != "not-run"]
+        scored = outcome_counts(r.claims)
         rows[r.experiment].append({
             "hash": r.hash, "label": r.label, "status": "done", "preset": r.preset, "canonical": r.canonical,
             "seeds": " ".join(map(str, r.seeds)), "overrides": json.dumps(r.overrides, sort_keys=True, default=str),
             "claims_passed": f"{sum(bool(c.passed) for c in r.claims)}/{len(r.claims)}",
-            "paper_claims_passed": f"{sum(bool(c.passed) for c in scored)}/{len(scored)}",
+            "paper_claims_passed": scored.text(),
             "studies": " ".join(in_study.get(r.hash, [])), "started": r.meta.get("started", ""),
             "run_seconds": r.meta.get("run_seconds", ""), "error": "", "path": _rel(r.path, out),
         })  # fmt: skip

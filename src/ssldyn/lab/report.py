@@ -217,11 +217,48 @@ def _studies_block(studies: list[Any], res: Any, pages: dict[str, Path], report_
             b = _badge(r.claims) if r is not None else ("bf", "not finished")
             pts.append(f"<span class='badge {b[0]}'>{escape(vals)}: {escape(b[1])}</span>")
         href = _rel(pages[st.id], report_dir) if st.id in pages else "#"
-        kind = "sweep" if st.source == "sweep" else "variants"
+        kind = st.source if st.source in ("sweep", "robustness") else "variants"
         items.append(f"<li><a href='{href}'>{escape(st.title)}</a> <span class='meta'>({kind}, preset "
                      f"{escape(st.preset)}, seeds {escape(', '.join(map(str, st.seeds)))})</span><div>{''.join(pts)}"
                      "</div></li>")  # fmt: skip
     return f"<h4>Sweeps and variants</h4><ul>{''.join(items)}</ul>"
+
+
+def _robustness_block(exp: Any, studies: list[Any], res: Any, pages: dict[str, Path], report_dir: Path) -> str:
+    """The experiment's robustness maps: per headline claim, its verdict at every grid point of the knobs."""
+    if exp is None or not getattr(exp, "robustness", ()):
+        return ""
+    by_hash = {r.hash: r for r in res.records}
+    blocks = []
+    for rb in exp.robustness:
+        keys = list(rb.knobs)
+        st = next((s for s in studies if s.source == "robustness" and s.keys == keys), None)
+        head = f"<h4>Robustness map: {escape(' × '.join(keys))}</h4><p class='meta'>paper: {escape(rb.paper)}</p>"
+        if st is None:
+            blocks.append(head + f"<p class='meta'>not run yet: <code>ssldyn robustness {escape(exp.name)}</code></p>")
+            continue
+        rows, summary = [], {c: [0, 0] for c in rb.claims}
+        for pt in st.points:
+            run = by_hash.get(pt["hash"])
+            cells = []
+            for cid in rb.claims:
+                c = next((c for c in run.claims if c.id == cid), None) if run is not None else None
+                if c is None:
+                    cells.append("<td class='meta'>not run</td>")
+                    continue
+                summary[cid][1] += 1
+                summary[cid][0] += c.status == "pass"
+                cls, word = VERDICT_WORDS.get(c.status, ("fail", c.status.upper()))
+                ctrl = f"<div class='meta'>control {escape(str(c.control_value))}</div>" if c.control_values else ""
+                cells.append(f"<td><span class='{cls}'>{word}</span> {escape(c.measured_text())}{ctrl}</td>")
+            vals = "".join(f"<td>{escape(_value_text(pt['values'].get(k)))}</td>" for k in keys)
+            rows.append(f"<tr>{vals}{''.join(cells)}</tr>")
+        holds = " · ".join(f"<code>{escape(c)}</code> holds at {n}/{t} points" for c, (n, t) in summary.items())
+        link = f" · <a href='{_rel(pages[st.id], report_dir)}'>plots against each knob</a>" if st.id in pages else ""
+        heads = "".join(f"<th>{escape(k)}</th>" for k in keys) + "".join(f"<th>{escape(c)}</th>" for c in rb.claims)
+        blocks.append(head + f"<p class='meta'>{holds} (preset {escape(st.preset)}, seeds "
+                      f"{escape(', '.join(map(str, st.seeds)))}){link}</p><table><tr>{heads}</tr>{''.join(rows)}</table>")  # fmt: skip
+    return "".join(blocks)
 
 
 def _value_text(v: Any) -> str:
@@ -330,6 +367,7 @@ def build_report(out: str | Path) -> Path:
                 f"{escape(name)} — {escape(fig)}</h3><p>{escape(desc)}</p>"
                 f"<p class='meta'>{which}{index_html}</p>"
                 f"{_run_block(head, report_dir)}{side}"
+                f"{_robustness_block(exp, studies_by_exp.get(name, []), res, pages, report_dir)}"
                 f"{_studies_block(studies_by_exp.get(name, []), res, pages, report_dir)}{other_h}</article>"
             )
         title = PAPERS.get(paper, paper)

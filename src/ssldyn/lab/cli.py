@@ -345,7 +345,7 @@ def _run_maps(names, *, quick, seed, seeds, out, device, jobs, force, dry_run): 
         return
     _start_compute()
     items = _execute(specs, out, "local", force, None, 0, title="robustness", jobs=_jobs(jobs, device))
-    from ssldyn.results import load
+    from ssldyn.lab.results import load
 
     res = load(out, sorted({m.experiment for m in planned}))
     for m in planned:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ssldyn import __version__
+from ssldyn._version import __version__
 from ssldyn.lab.claims import VERDICT_WORDS, Claim
 from ssldyn.lab.registry import PAPERS, all_experiments
 from ssldyn.lab.scores import Outcomes, PaperScore, canonical_runs, outcome_counts, paper_scores
@@ -284,8 +284,8 @@ def build_report(out: str | Path) -> Path:
     import shutil
 
     from ssldyn.lab.report_study import write_study_page
+    from ssldyn.lab.results import load
     from ssldyn.lab.study import write_index
-    from ssldyn.results import load
 
     out = Path(out)
     report_dir = out / "report"

@@ -209,7 +209,12 @@ def run_cmd(
     out: str = typer.Option("ssldyn-runs", help="output directory (run store)"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
     executor: str = typer.Option("local", help="local (in-process) or ray"),
-    address: str | None = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
+    address: str | None = typer.Option(
+        None,
+        "--ray-address",
+        "--address",
+        help="Ray cluster address, e.g. auto or HOST:6379 (default: start a local Ray)",
+    ),
     max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
     workers: int | None = typer.Option(
         None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"
@@ -260,7 +265,12 @@ def reproduce_cmd(
     seeds: int | None = typer.Option(None, help="seeds per claim (default 3 with --quick, 5 at paper scale)"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
     executor: str = typer.Option("local", help="local (in-process) or ray"),
-    address: str | None = typer.Option(None, help="Ray cluster address (default: start a local Ray)"),
+    address: str | None = typer.Option(
+        None,
+        "--ray-address",
+        "--address",
+        help="Ray cluster address, e.g. auto or HOST:6379 (default: start a local Ray)",
+    ),
     max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
     workers: int | None = typer.Option(
         None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"

@@ -602,6 +602,13 @@ def main(argv: list[str] | None = None) -> None:
         err_console.print(f"error: {_click_message(e)}", markup=False, soft_wrap=True)
         sys.exit(int(getattr(e, "exit_code", 1)))
     except Exception as e:  # an internal failure: one line here, the traceback in a log file
+        import errno
+
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT):
+            from ssldyn.lab.store import StoreWriteError  # a full disk or a read-only folder: say which
+
+            err_console.print(f"error: {StoreWriteError(e.filename or '?', e)}", markup=False, soft_wrap=True)
+            sys.exit(1)
         import tempfile
         import traceback
 

@@ -4,6 +4,6 @@ The implementation lives in :mod:`ssldyn.lab.results` (it reads the lab's store 
 it sits inside the lab and the lab never imports upward); this module is its stable import path.
 """
 
-from ssldyn.lab.results import Results, RunRecord, load
+from ssldyn.lab.results import Results, RunRecord, key_columns, load
 
-__all__ = ["load", "Results", "RunRecord"]
+__all__ = ["load", "key_columns", "Results", "RunRecord"]

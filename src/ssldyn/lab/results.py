@@ -8,7 +8,7 @@
     res.runs          # one row per run: experiment, hash, label, preset, canonical, seeds, overrides, ...
     res.claims        # one row per claim per seed: claim, kind, seed, value, seed_passed, estimate, lo, hi, passed
     res.summaries     # one row per summary number per seed: seed, name, value
-    res.trajectories  # one row per logged probe value: seed, table, step, member, probe, value
+    res.trajectories  # one row per logged probe value: seed, table, <key columns>, step, member, probe, value
     fig5 = res.select("variational.fig5", tau=1.0)  # filter by experiment and config values
     default = res.select("variational.fig5", overrides={})  # the paper-default configuration
 
@@ -35,10 +35,12 @@ import pandas as pd
 from ssldyn.lab.claims import Claim
 from ssldyn.lab.scores import SCORED_KINDS, outcome_counts
 
-__all__ = ["load", "Results", "RunRecord"]
+__all__ = ["load", "key_columns", "Results", "RunRecord"]
 
 #: scored claim kinds (the report's headline counts these; sanity checks are separate)
 RUN_KEYS = ("experiment", "hash", "label", "preset", "canonical")
+#: the columns every trajectory row has (the others a table logged are its key columns and coordinates)
+TRAJECTORY_COLUMNS = ("seed", "table", "step", "member", "probe", "value")
 _READ_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError)
 
 
@@ -61,6 +63,43 @@ def _number(v: Any) -> float:
     if isinstance(v, str) and v.strip().lower() in {"nan", "inf", "-inf", "+inf"}:
         return float(v)
     return math.nan
+
+
+def key_columns(frame: pd.DataFrame, within: Sequence[str] = ("table", "seed", "member", "probe")) -> list[str]:
+    """The logged columns of a trajectory frame that tell its curves apart (``dynamics``, ``lr``, ...).
+
+    Every column other than ``step``, ``value`` and ``within`` is a candidate (run columns such as
+    ``experiment`` or ``hash`` included). A candidate is a *coordinate* instead of a key when it
+    is numeric, the rows stay unique per ``(*within, *other keys, step)`` without it, and it
+    changes along a curve named by the keys found so far (``time = lr · step`` in
+    ``variational.fig5``); every other candidate is a key (a text column always is). Numeric
+    candidates are examined from the most distinct values down; of two numeric columns that name
+    the same curves, one is kept as the key. Columns that are entirely missing are left out.
+
+    >>> f = pd.DataFrame({"probe": "loss", "dynamics": ["net", "net", "gd", "gd"], "lr": [0.5, 0.5, 0.1, 0.1],
+    ...                   "step": [0, 1, 0, 1], "time": [0.0, 0.5, 0.0, 0.1], "value": [1.0, 0.5, 1.0, 0.9]})
+    >>> key_columns(f, within=("probe",))
+    ['dynamics', 'lr']
+    """
+    within = [c for c in within if c in frame.columns]
+    cand = [c for c in frame.columns if c not in {*within, "step", "value"} and frame[c].notna().any()]
+    if frame.empty or not cand:
+        return cand
+    nunique = {c: int(frame[c].nunique(dropna=False)) for c in cand}
+    numeric = {c for c in cand if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])}
+    keys, kept = list(cand), set(cand) - numeric
+    for c in sorted(numeric, key=lambda c: -nunique[c]):
+        rest = [k for k in keys if k != c]
+        if frame.duplicated([*within, *rest, "step"]).any():
+            kept.add(c)  # c tells rows apart: a key
+            continue
+        by = [*within, *(k for k in rest if k in kept)]
+        varies = (frame.groupby(by, dropna=False)[c].nunique(dropna=False) > 1).any() if by else nunique[c] > 1
+        if varies:
+            keys = rest
+        else:
+            kept.add(c)
+    return [c for c in cand if c in keys]
 
 
 @dataclass
@@ -270,10 +309,21 @@ class Results:
     def trajectories(self) -> pd.DataFrame:
         """Every stored trajectory table (columns step, probe, value) of every run and seed, long format.
 
+        Besides ``seed, table, step, member, probe, value`` the frame keeps every other column an
+        experiment logged: its *key columns* (``dynamics``, ``lr``, ``width``, …: constant along one
+        curve, so ``(table, seed, member, probe, *keys, step)`` names exactly one row) and its
+        *coordinates* (``time``: changing with the step along a curve); see :func:`key_columns`.
+        Two curves that share a seed and a probe (``variational.fig5``'s network and vanilla GD)
+        therefore never mix. A logged column whose name clashes with a column of the run
+        (``experiment``, an overridden config key, ...) is named ``logged.<name>``. A table without
+        the column has ``NA`` there.
+
         Read on first use; a table that cannot be read is added to :attr:`damaged`.
         """
         if "trajectories" not in self._cache:
             frames = []
+            run_cols = [*RUN_KEYS, *self._key_columns().values()]
+            extra_cols: dict[str, None] = {}
             for r in self.records:
                 base = self._run_columns(r)
                 for p in sorted((r.path / "tables").glob("*.parquet")):
@@ -288,9 +338,14 @@ class Results:
                         t = t.assign(seed=r.seeds[0])
                     if "member" not in t.columns:
                         t = t.assign(member=0)
-                    t = t[["seed", "step", "member", "probe", "value"]].assign(table=p.stem, **base)
-                    frames.append(t)
-            cols = [*RUN_KEYS, *self._key_columns().values(), "seed", "table", "step", "member", "probe", "value"]
+                    rename = {c: f"logged.{c}" for c in t.columns if c in base or c in {"table", *RUN_KEYS}}
+                    t = t.rename(columns=rename)
+                    for c in t.columns:
+                        if c not in TRAJECTORY_COLUMNS:
+                            extra_cols[c] = None
+                    frames.append(t.assign(table=p.stem, **base))
+            extra = list(extra_cols)
+            cols = [*run_cols, "seed", "table", *extra, "step", "member", "probe", "value"]
             frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
             self._cache["trajectories"] = pd.DataFrame(frame[cols])
         return self._cache["trajectories"]

@@ -49,11 +49,11 @@ def code_version() -> str:
     to keep up to date."""
     import torch
 
-    import ssldyn
+    from ssldyn._version import __version__
 
-    root = Path(ssldyn.__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # src/ssldyn
     h = hashlib.sha256()
-    h.update(f"ssldyn {ssldyn.__version__} torch {torch.__version__} numpy {np.__version__}\n".encode())
+    h.update(f"ssldyn {__version__} torch {torch.__version__} numpy {np.__version__}\n".encode())
     files = sorted(p for p in root.rglob("*.py") if p.relative_to(root).parts[0] not in _NOT_COMPUTING)
     for p in files:
         h.update(p.relative_to(root).as_posix().encode() + b"\0")

@@ -351,17 +351,30 @@ def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) 
         try:
             ray.init(**kw)
         except (ConnectionError, RuntimeError, ValueError) as e:
-            raise UserError(f"--address {address!r}: cannot connect to a Ray cluster ({e})") from None
+            raise UserError(f"--ray-address {address!r}: cannot connect to a Ray cluster ({e})") from None
         started_here = True
     try:
         task = ray.remote(_ray_compute)
-        pending = {}
-        for i in todo:
-            spec = specs[i]
-            opts: dict[str, Any] = {"max_retries": max_retries, "retry_exceptions": True, "num_cpus": 1}
-            if spec.device.startswith("cuda"):
-                opts["num_gpus"] = 1
-            pending[task.options(**opts).remote(spec, str(store.cache_dir.resolve()))] = (i, time.perf_counter())
+        cache_dir = str(store.cache_dir.resolve())
+        queue = list(todo)  # in start order: the sources of reused results first
+        pending: dict[Any, tuple[int, float]] = {}
+
+        def submit_ready() -> None:
+            """Submit every queued run none of whose reused experiments is queued or running: a run
+            that reads a source's cached sub-results (``Experiment.reuses``) is submitted after the
+            source's run has finished, so the shared part is computed once (as with the local executors)."""
+            while queue:
+                k = next_run([specs[j].experiment for j in queue], [specs[j].experiment for j, _ in pending.values()],
+                             _reuses)  # fmt: skip
+                if k is None:
+                    return  # the rest waits for a running source
+                i = queue.pop(k)
+                opts: dict[str, Any] = {"max_retries": max_retries, "retry_exceptions": True, "num_cpus": 1}
+                if specs[i].device.startswith("cuda"):
+                    opts["num_gpus"] = 1
+                pending[task.options(**opts).remote(specs[i], cache_dir)] = (i, time.perf_counter())
+
+        submit_ready()
         bar.update(running=len(pending))
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
@@ -378,6 +391,7 @@ def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) 
                 store.record_failure(spec.experiment, spec.digest, err, spec.config)
                 items[i] = SweepItem(spec, "failed", error=err, seconds=time.perf_counter() - t0)
                 bar.update(failed=1, running=len(pending), label=spec.experiment)
+            submit_ready()  # after the commit: a reusing run starts once its source's run is in the store
     finally:
         if started_here:
             ray.shutdown()

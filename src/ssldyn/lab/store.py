@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ssldyn import __version__
+from ssldyn._version import __version__
 from ssldyn.errors import UserError
 from ssldyn.lab.claims import Claim
 from ssldyn.lab.result import Result

@@ -211,6 +211,36 @@ def _check_times(t) -> np.ndarray:
     return tn
 
 
+#: steps an adaptive solver may take (dopri5 / DOP853); a problem needing more is a ValueError (a bound on the work)
+MAX_ODE_STEPS = 100_000
+
+
+def _check_budget(
+    fn: str,
+    q0: torch.Tensor | np.ndarray,
+    lam: torch.Tensor | np.ndarray,
+    tn: np.ndarray,
+    max_steps: int,
+    radius: float,
+) -> None:
+    """Refuse before solving when stability alone needs more than ``max_steps`` explicit steps:
+    the Jacobian of eq. (9) at ``q = 0`` is ``−4Λ`` (spectral radius ``ρ = 4 max|λ|``), an explicit
+    Runge–Kutta step is stable for ``h ρ ≲ radius`` (≈ 3.3 for dopri5, 6 for DOP853), so about
+    ``|t_end − t_0| ρ / radius`` steps."""
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+        raise ValueError(f"{fn}: max_steps must be an integer >= 1, got {max_steps!r}")
+    lam_np = np.asarray(lam.detach().cpu().numpy() if isinstance(lam, torch.Tensor) else lam, dtype=np.float64)
+    rho = 4.0 * float(np.abs(lam_np).max(initial=0.0))
+    span = abs(float(tn[-1]) - float(tn[0]))
+    need = span * rho / radius
+    if need > max_steps:
+        raise ValueError(
+            f"{fn}: integrating over |Δt| = {span:.3g} with max|λ| = {np.abs(lam_np).max():.3g} needs about "
+            f"{need:.3g} explicit steps (stability: step ≲ {radius:g}/ρ, ρ = {rho:.3g}), above max_steps={max_steps}; "
+            "shorten t, rescale λ, or raise max_steps"
+        )
+
+
 def _solution_result(
     qs: torch.Tensor, lam: torch.Tensor, tn: np.ndarray, probes: Probes | None, guard: LossGuard, meta: dict
 ) -> FlowResult[torch.Tensor]:
@@ -233,8 +263,12 @@ def solve_adaptive(
     atol: float = 1e-9,
     probes: Probes | None = None,
     guard: LossGuard | bool | None = None,
+    max_steps: int = MAX_ODE_STEPS,
 ) -> FlowResult[torch.Tensor]:
     """Adaptive solution of eq. (9) with ``torchdiffeq.odeint`` at the times ``t`` (T,).
+
+    At most ``max_steps`` solver steps: a problem that needs more (checked before solving from
+    the stability bound, and during solving by the solver's step count) is a ``ValueError``.
 
     Runs on the device of ``q0`` (``lam`` and ``t`` are moved there). Returns
     ``FlowResult(state=q(t[-1]), trajectory)`` with step ``i`` ↔ ``t[i]`` (``q``, ``loss``, ``t``).
@@ -247,9 +281,20 @@ def solve_adaptive(
 
     _check_q0_lam(q0, lam)
     tn = _check_times(t)
+    _check_budget("solve_adaptive", q0, lam, tn, max_steps, 3.3)
     tt = torch.as_tensor(t, dtype=q0.dtype, device=q0.device)
     lam_t = torch.as_tensor(lam, dtype=q0.dtype, device=q0.device)
-    qs: torch.Tensor = odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol)  # type: ignore[assignment]  # (T, ..., d, z)
+    opts = (
+        {"max_num_steps": max_steps} if method in ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun") else None
+    )
+    try:
+        qs: torch.Tensor = odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol,
+                                  options=opts)  # type: ignore[assignment]  # fmt: skip  # (T, ..., d, z)
+    except AssertionError as e:
+        if "max_num_steps" not in str(e):
+            raise
+        raise ValueError(f"solve_adaptive: more than max_steps={max_steps} steps to reach t = {tn[-1]:.3g} "
+                         f"(rtol={rtol:g}); shorten t or raise max_steps") from None  # fmt: skip
     guard = resolve_guard(guard, GUARD_WHAT)
     return _solution_result(qs, lam_t, tn, probes, guard, {"method": method, "rtol": rtol, "atol": atol})
 
@@ -264,8 +309,13 @@ def solve_reference(
     rhs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     probes: Probes | None = None,
     guard: LossGuard | bool | None = None,
+    max_steps: int = MAX_ODE_STEPS,
 ) -> FlowResult[torch.Tensor]:
     """Float64 reference: ``scipy.integrate.solve_ivp`` (DOP853, tight tolerances) at the times ``t``.
+
+    At most ``max_steps`` DOP853 steps (12 right-hand-side evaluations each): a stiff ``λ`` or a long
+    ``t`` that needs more is a ``ValueError`` — before solving when the stability bound alone
+    exceeds it, else as soon as the evaluations pass the budget.
 
     scipy runs on the CPU: tensor inputs on any device are copied to the CPU first. Returns
     ``FlowResult(state=q(t[-1]), trajectory)`` (float64 CPU tensors; step ``i`` ↔ ``t[i]``).
@@ -289,16 +339,30 @@ def solve_reference(
     )
     shape = q0n.shape
     lam_np = lamt.numpy()
+    _check_budget("solve_reference", q0n, lam_np, tn, max_steps, 6.0)
+    evals = [0]
 
     def f(_t, y):
+        evals[0] += 1
+        if evals[0] > 12 * max_steps + 1:
+            raise _OverBudget
         if fast:
             return q_ode_rhs_numpy(y.reshape(shape), lam_np).reshape(-1)
         q = torch.from_numpy(y.reshape(shape))
         return rhs(q, lamt).numpy().reshape(-1)
 
-    sol = solve_ivp(f, (float(tn[0]), float(tn[-1])), q0n.reshape(-1), method="DOP853", t_eval=tn, rtol=rtol, atol=atol)
+    try:
+        sol = solve_ivp(f, (float(tn[0]), float(tn[-1])), q0n.reshape(-1), method="DOP853", t_eval=tn, rtol=rtol,
+                        atol=atol)  # fmt: skip
+    except _OverBudget:
+        raise ValueError(f"solve_reference: more than max_steps={max_steps} DOP853 steps to reach t = {tn[-1]:.3g} "
+                         f"(rtol={rtol:g}); shorten t or raise max_steps") from None  # fmt: skip
     if not sol.success:
         raise RuntimeError(f"solve_reference: scipy failed: {sol.message}")
     qs = torch.from_numpy(np.ascontiguousarray(sol.y.T.reshape(len(tn), *shape)))  # (T, ..., d, z)
     guard = resolve_guard(guard, GUARD_WHAT)
     return _solution_result(qs, lamt, tn, probes, guard, {"method": "DOP853", "rtol": rtol, "atol": atol})
+
+
+class _OverBudget(Exception):
+    """Raised inside scipy's right-hand side when the step budget is spent (caught by solve_reference)."""

@@ -497,8 +497,10 @@ def _print_plan(specs: list[Any], out: Path, quick: bool) -> None:
         est = manifest.find(s.experiment)["est_seconds"][0 if quick else 1]
         if not finished:
             todo_s, n_todo = todo_s + est, n_todo + 1
-        rows.append([_run_label(s), s.digest, s.preset, "in store" if finished else "to run"])
-    _print_lines(textlayout.layout(["run", "config hash", "preset", "status"], rows, _width(), wrap=(0, 2)))
+        mem = f"{s.est_memory / 2**30:.2g} GiB" if s.est_memory else "-"
+        rows.append([_run_label(s), s.digest, s.preset, mem, "in store" if finished else "to run"])
+    _print_lines(textlayout.layout(["run", "config hash", "preset", "est. peak memory", "status"], rows, _width(),
+                                   wrap=(0, 2)))  # fmt: skip
     console.print(
         f"dry run: {len(specs)} runs, {n_todo} to run (estimated {_fmt_s(todo_s)} on a 2-core CPU); "
         f"nothing was run or written (store: {out})",

@@ -50,6 +50,9 @@ __all__ = [
     "compute_run",
     "commit_run",
     "format_exception_line",
+    "DEFAULT_PEAK_MEMORY",
+    "estimate_memory",
+    "check_memory",
 ]
 
 DEFAULT_OUT = "ssldyn-runs"
@@ -118,6 +121,7 @@ class RunSpec:
     digest: str
     preset: str
     overrides: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    est_memory: int = field(default=0, hash=False, compare=False)  # estimated peak bytes (check_memory)
 
     @property
     def seed(self) -> int:
@@ -140,6 +144,44 @@ class RunSpec:
         parts.append(f"seed={s[0]}" if len(s) == 1 else f"seeds={s[0]}..{s[-1]}" if s == tuple(range(s[0], s[-1] + 1))
                      else "seeds=" + ",".join(map(str, s)))  # fmt: skip
         return ", ".join(parts)
+
+
+#: peak memory assumed for an experiment that declares no estimate of its own (bytes): an allowance
+#: for the interpreter, torch, the lab and a small computation (a run process measures ≈ 0.43 GB
+#: before computing; grassmann.fig3 at paper scale peaks at ≈ 0.55 GB), not a measurement of each one
+DEFAULT_PEAK_MEMORY = 1 << 30
+
+
+def estimate_memory(exp_cls: type[Experiment], cfg: ExperimentConfig, n_seeds: int) -> tuple[int, str]:
+    """``(bytes, key)``: the estimated peak memory of a run, from its config, before anything is computed.
+
+    An experiment estimates its own with a classmethod ``peak_memory(cfg, n_seeds) -> (bytes, key)``
+    (``key``: the config key that drives it, named when a run is refused) or declares a constant
+    ``est_memory`` (bytes); otherwise :data:`DEFAULT_PEAK_MEMORY`, with key ``""``.
+    """
+    fn = getattr(exp_cls, "peak_memory", None)
+    if fn is not None:
+        got = fn(cfg, n_seeds)
+        if got is not None:
+            return int(got[0]), str(got[1])
+    return int(getattr(exp_cls, "est_memory", DEFAULT_PEAK_MEMORY)), ""
+
+
+def check_memory(exp_cls: type[Experiment], cfg: ExperimentConfig, n_seeds: int, device: Any) -> int:
+    """The estimated peak (:func:`estimate_memory`); a run that cannot fit in the device's memory (the
+    host's RAM, or the GPU's) is one :class:`UserError` naming the config key that drives it."""
+    from ssldyn.lab.config import echo
+    from ssldyn.memory import fmt_bytes, total_memory
+
+    est, key = estimate_memory(exp_cls, cfg, n_seeds)
+    limit = total_memory(device)
+    if est > limit:
+        what = f"{key}={echo(getattr(cfg, key, '?'), 80)}" if key else "its config"
+        raise UserError(
+            f"{exp_cls.name}: {what} needs an estimated {fmt_bytes(est)} of memory at its peak, more than the "
+            f"{fmt_bytes(limit)} of this machine ({torch.device(device).type}); lower {key or 'the sizes'}"
+        )
+    return est
 
 
 def _short(v: Any) -> str:
@@ -186,6 +228,9 @@ def plan_run(
 ) -> RunSpec:
     """Validate everything the user asked for and compute the run hash (no side effects).
 
+    A run whose estimated peak memory (:func:`estimate_memory`) cannot fit in the device's memory is
+    refused here, naming the config key, before anything is computed.
+
     ``seeds`` is a count (``seed, seed+1, …``), an explicit list, or ``None`` for the preset's
     default (3 quick, 5 paper scale); a deterministic experiment always runs one seed.
     """
@@ -212,7 +257,8 @@ def plan_run(
     cfg_json = cfg.model_dump(mode="json")
     base = (exp_cls.quick_config() if quick else exp_cls.default_config()).model_dump(mode="json")
     digest = config_hash(exp_cls.name, cfg_json, seed_tuple, dev.type, exp_cls.version)
-    return RunSpec(exp_cls.name, cfg_json, seed_tuple, str(dev), digest, preset, flat_overrides(cfg_json, base))
+    est = check_memory(exp_cls, cfg, len(seed_tuple), dev)  # refused here, before any compute
+    return RunSpec(exp_cls.name, cfg_json, seed_tuple, str(dev), digest, preset, flat_overrides(cfg_json, base), est)
 
 
 def _progress_display(progress: Any) -> tuple[Any, Any]:

@@ -154,6 +154,13 @@ class Fig3(GrassmannExperiment):
         ),
     )  # fmt: skip
 
+    @classmethod
+    def peak_memory(cls, cfg: Fig3Config, n_seeds: int) -> tuple[int, str]:
+        """≈ 0.6 GB (process, lab, figures) + 12 copies of every member's (W1, W2) in float64 at the widest
+        width (E = widths·inits·seeds members); measured: +9 copies' worth between h = 10⁵ and 4·10⁵."""
+        E = len(cfg.widths) * cfg.inits * n_seeds
+        return int(0.6e9 + 12 * E * max(cfg.widths) * (2 + cfg.z) * 8), "widths"
+
     def run(self, cfg: Fig3Config, ctx: Context) -> list[Result]:
         dev, seeds = ctx.device, ctx.seeds
         mb = moons_batch(cfg.n, cfg.moons_noise, seeds, device=dev)

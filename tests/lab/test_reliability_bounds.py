@@ -1,0 +1,104 @@
+"""Memory and time are bounded before any compute (issue 32, items 11, 12)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from ssldyn.dynamics.q_ode import solve_adaptive, solve_reference
+from ssldyn.errors import UserError
+from ssldyn.lab import registry
+from ssldyn.lab.runner import DEFAULT_PEAK_MEMORY, estimate_memory, plan_run
+
+
+def test_a_run_that_cannot_fit_is_refused_at_plan_time_naming_the_key():
+    t0 = time.perf_counter()
+    with pytest.raises(UserError, match=r"grassmann.fig3: widths=\[400000000\] needs an estimated .* lower widths"):
+        plan_run("grassmann.fig3", sets=["widths=[400000000]"])  # reached 10 GB in 25 s before
+    assert time.perf_counter() - t0 < 10
+
+
+def test_dry_run_prints_the_estimate_and_refuses_in_one_line(tmp_path, capsys):
+    from ssldyn.lab.cli import main
+
+    with pytest.raises(SystemExit) as ex:
+        main(["run", "grassmann.fig3", "--quick", "--dry-run", "--out", str(tmp_path)])
+    assert ex.value.code == 0
+    out = capsys.readouterr().out
+    assert "est. peak memory" in out and "GiB" in out
+    with pytest.raises(SystemExit) as ex:
+        main(["run", "grassmann.fig3", "--set", "widths=[400000000]", "--dry-run", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert ex.value.code == 2 and len(err.splitlines()) == 1 and "widths" in err
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())  # nothing written
+
+
+def test_fig3_estimate_grows_with_the_widest_net_and_the_members():
+    exp = registry.get_experiment("grassmann.fig3")
+    cfg = exp.default_config()
+    small, key = estimate_memory(exp, cfg, 5)
+    assert key == "widths" and 0.6e9 < small < 1e9  # the paper's Fig. 3 fits anywhere
+    big, _ = estimate_memory(exp, cfg.model_copy(update={"widths": [10, 10**7]}), 5)
+    E = 2 * cfg.inits * 5
+    assert big == int(0.6e9 + 12 * E * 10**7 * (2 + cfg.z) * 8)
+
+
+def test_every_experiment_has_an_estimate_that_fits_its_own_defaults():
+    """A default estimate for every experiment (quick and paper scale), none refused on this machine."""
+    from ssldyn.memory import total_memory
+
+    registry.load_all()
+    for exp in registry.all_experiments():
+        for cfg in (exp.quick_config(), exp.default_config()):
+            est, _ = estimate_memory(exp, cfg, 5)
+            assert 0 < est <= total_memory(), (exp.name, est)
+
+
+def test_the_default_estimate_refuses_on_a_tiny_machine(monkeypatch):
+    monkeypatch.setattr("ssldyn.memory.total_memory", lambda device=None: DEFAULT_PEAK_MEMORY // 2)
+    with pytest.raises(UserError, match=r"variational.fig3: its config needs an estimated .* lower the sizes"):
+        plan_run("variational.fig3", quick=True)
+
+
+def test_thm3_t_final_is_limited_with_a_reason():
+    with pytest.raises(UserError, match="t_final.*less than or equal to 10000"):
+        plan_run("grassmann.thm3", sets=["t_final=1e300"])  # never returned before
+    exp = registry.get_experiment("grassmann.thm3")
+    assert "round-off" in exp.Config.model_fields["t_final"].description
+
+
+Q0 = np.array([[0.6], [0.8]])
+
+
+@pytest.mark.parametrize("lam, t", [([1e7, -1e7], [0.0, 1.0]), ([1.0, -1.0], [0.0, 1e300])])
+def test_stiff_or_endless_reference_solves_are_refused_at_once(lam, t):
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"solve_reference: integrating over .* needs about .* above max_steps"):
+        solve_reference(Q0, np.array(lam), t=np.array(t))  # ±1e7 or t = 1e300 did not return
+    with pytest.raises(ValueError, match=r"solve_adaptive: integrating over .* above max_steps"):
+        solve_adaptive(torch.tensor(Q0), torch.tensor(lam), t=torch.tensor(t, dtype=torch.float64))
+    assert time.perf_counter() - t0 < 5
+
+
+def test_the_step_budget_is_also_counted_while_solving():
+    """Accuracy, not stability, needs the steps here (|λ| = 1, tight tolerances): the counter stops it."""
+    t = np.linspace(0.0, 5.0, 5)  # stability alone: 5·4/6 ≈ 3.3 steps (DOP853), 6.1 (dopri5)
+    with pytest.raises(ValueError, match="solve_reference: more than max_steps=10 DOP853 steps"):
+        solve_reference(Q0, np.array([1.0, -1.0]), t=t, max_steps=10)
+    with pytest.raises(ValueError, match="solve_adaptive: more than max_steps=10 steps"):
+        solve_adaptive(torch.tensor(Q0), torch.tensor([1.0, -1.0]), t=torch.tensor(t), max_steps=10, rtol=1e-12,
+                       atol=1e-14)  # fmt: skip
+
+
+def test_within_budget_the_reference_is_the_closed_form():
+    """z = 1, Λ = diag(λ): q_i(t) solves eq. (9); the reference must still match it (budget does not bite).
+    For d = 1: q̇ = −2λ(2q − 2q³) = −4λ q (1 − q²), so u = q² solves u̇ = −8λ u (1 − u) (logistic):
+    u(t) = u0 e^{−8λt} / (1 − u0 + u0 e^{−8λt})."""
+    lam, q0, t = 0.7, 0.3, np.linspace(0.0, 3.0, 7)
+    res = solve_reference(np.array([[q0]]), np.array([lam]), t=t)
+    e = np.exp(-8 * lam * t)
+    exact = np.sqrt(q0**2 * e / (1 - q0**2 + q0**2 * e))
+    np.testing.assert_allclose(res.trajectory.stack("q")[1][:, 0, 0], exact, rtol=1e-9)

@@ -247,6 +247,12 @@ def test_waiting_for_a_stopped_lock_holder_says_so_at_once(tmp_path, monkeypatch
     try:
         assert holder.stdout.readline().strip() == "locked"
         os.kill(holder.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the signal is asynchronous: wait until the kernel shows it stopped
+            stat = Path(f"/proc/{holder.pid}/stat").read_text()
+            if stat[stat.rindex(")") + 2] == "T":
+                break
+            time.sleep(0.01)
         said: list[str] = []
         monkeypatch.setattr(RunStore, "on_wait", staticmethod(said.append))
         got = threading.Event()

@@ -460,17 +460,30 @@ class RunStore:
                 out.append((exp, digest, old))
         return out
 
+    def _leftovers(self) -> set[tuple[str, str]]:
+        """Runs with a partial directory or a replaced copy on disk (a writer at work, or one that died)."""
+        out = set()
+        for p in [*self.out.glob("*/.*.partial-*"), *self.out.glob("*/.*.old-*")]:
+            exp, digest = p.parent.name, p.name[1:].split(".partial-")[0].split(".old-")[0]
+            if not exp.startswith(".") and exp != "report" and digest:
+                out.add((exp, digest))
+        return out
+
     def repair(self) -> list[tuple[str, str, Path]]:
-        """Repair every interrupted replacement whose lock is free (readers call this first); returns
-        those that cannot be repaired here (a read-only store). One whose lock another process holds
-        is being replaced right now: it is left to that process."""
+        """Repair what crashed writers left, for every run whose lock is free (readers call this first):
+        an interrupted replacement is completed backwards (the old run is put back) and partial
+        directories of dead writers are removed. Returns the interrupted replacements that cannot be
+        repaired here (a read-only store). A run whose lock another process holds is being written
+        right now: it is left to that process."""
+        interrupted = {(e, d): old for e, d, old in self._interrupted()}
         unrepaired = []
-        for exp, digest, old in self._interrupted():
+        for exp, digest in sorted(self._leftovers()):
             try:
                 with self.lock(exp, digest, blocking=False):  # the lock repairs (see _recover)
                     pass
             except OSError:
-                unrepaired.append((exp, digest, old))
+                if (exp, digest) in interrupted:
+                    unrepaired.append((exp, digest, interrupted[(exp, digest)]))
         return unrepaired
 
     # -- reading ---------------------------------------------------------------------------

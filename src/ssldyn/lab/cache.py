@@ -2,8 +2,12 @@
 
 An entry is a mapping of names to numpy arrays (what experiments share: traces, filters,
 tables as columns), stored under a key derived from what determines it — a JSON-able
-description (the settings) plus the code version (:func:`code_version`) — so a cached value is
-exactly the value a recomputation would give, and any change of settings or code is a miss.
+description (the settings) plus the code version (:func:`code_version`) — so any change of
+settings or code is a miss, and a cached value is the value a recomputation with the same key
+gives. "The same" means bit-identical when the computation itself is deterministic in its key;
+a value computed inside a batch (an ensemble) can depend on the batch's shapes through float
+round-off, so experiments that batch keep the batch fixed whatever is cached (the token grid
+retrains a whole ensemble when one of its runs is missing) and state the bound across batches.
 
 Entries are written atomically (temporary file, ``fsync``, rename, ``fsync`` of the folder) and
 carry a SHA-256 checksum of their payload and their full key. On reading, a truncated,

@@ -45,23 +45,26 @@ def check_workers(workers: int | None) -> int:
     return workers
 
 
-_POOLS: dict[tuple[int, int], ProcessPoolExecutor] = {}
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+_POOL_THREAD: dict[int, int] = {}  # workers -> the thread that made (and submits to) the pool
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
     """A pool of ``workers`` lab workers (:func:`ssldyn.lab.workers.new_pool`: single-thread, dying
-    with this process), kept for later runs of this process; one per thread that asks (workers
-    start from the submitting thread, whose end the kernel's parent-death signal watches)."""
+    with this process), kept for later runs of this process. Used from the thread that made it only
+    (workers start from the submitting thread, whose end the kernel's parent-death signal watches):
+    another thread gets a new pool."""
     import threading
 
-    from ssldyn.lab.workers import new_pool
+    from ssldyn.lab.workers import new_pool, stop_pool
 
-    key = (workers, threading.get_ident())
-    pool = _POOLS.get(key)
-    if pool is not None and not getattr(pool, "_broken", False):
+    pool = _POOLS.get(workers)
+    if pool is not None and not getattr(pool, "_broken", False) and _POOL_THREAD.get(workers) == threading.get_ident():
         return pool
+    if pool is not None:
+        stop_pool(pool)
     pool = new_pool(workers)
-    _POOLS[key] = pool
+    _POOLS[workers], _POOL_THREAD[workers] = pool, threading.get_ident()
     return pool
 
 

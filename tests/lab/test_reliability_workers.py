@@ -120,3 +120,37 @@ def test_one_pool_kind_for_tasks_and_runs():
         assert sorted(pool.map(abs, [-1, -2, -3])) == [1, 2, 3]
     finally:
         tasks.shutdown_pools()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list the driver's processes")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_cli_jobs_2_workers_die_with_the_driver(tmp_path, sig):
+    """The attack of the issue: `ssldyn run ... --jobs 2` killed while two runs compute in their workers."""
+    env = {**os.environ, "SSLDYN_PLUGINS": "tests.lab.toy_plugin", "SSLDYN_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    cmd = [sys.executable, "-m", "ssldyn.lab.cli", "run", "variational.zz-slow", "--quick", "--seeds", "1",
+           "--sweep", "sleep=60,61", "--jobs", "2", "--out", str(tmp_path / "out")]  # fmt: skip
+    driver = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kids: set[int] = set()
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # two run workers (and the resource tracker) are up
+            kids = _children(driver.pid)
+            if len(kids) >= 3:
+                break
+            time.sleep(0.2)
+        assert len(kids) >= 3, kids
+        time.sleep(1.5)  # the workers are computing their runs (sleeping 60 s)
+        kids = _children(driver.pid)
+        driver.send_signal(sig)
+        driver.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(p) for p in kids):
+            time.sleep(0.1)
+        assert not [p for p in kids if _alive(p)], "processes outlived their driver"
+    finally:
+        driver.kill()
+        driver.wait(10)
+        for p in kids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)

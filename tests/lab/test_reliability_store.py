@@ -309,3 +309,21 @@ def test_no_temp_files_after_normal_use(tmp_path):
         warnings.simplefilter("error")
         build_report(tmp_path)
     assert leftovers(tmp_path) == []
+
+
+def test_cli_cached_run_on_a_full_disk_is_one_error_line(toy, tmp_path, monkeypatch, capsys):
+    """A cached `ssldyn run` refreshing runs.csv after printing its claims: one line, not an internal error."""
+    from ssldyn.lab.cli import main
+
+    argv = ["run", toy.name, "--quick", "--seeds", "1", "--out", str(tmp_path)]
+    with pytest.raises(SystemExit) as ex:
+        main(argv)
+    assert ex.value.code == 0
+    capsys.readouterr()
+    _fail_writes_under(monkeypatch, tmp_path, errno.ENOSPC)
+    with pytest.raises(SystemExit) as ex:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ex.value.code == 2 and err[-1].startswith("error: cannot write") and "runs.csv" in err[-1]
+    assert not any("internal" in line for line in err)
+    assert leftovers(tmp_path) == []

@@ -65,8 +65,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list the driver's processes")
-@pytest.mark.parametrize("kind", ["tasks", "runs"])
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("kind, sig", [("tasks", signal.SIGTERM), ("runs", signal.SIGKILL)])
 def test_workers_and_resource_tracker_die_with_the_driver(tmp_path, kind, sig):
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)

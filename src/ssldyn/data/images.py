@@ -227,14 +227,17 @@ def _np_reconstruct():
 CIFAR_BATCH_MAX_BYTES = 64 << 20
 
 
+def _check_batch_size(path: Path, size: int) -> None:
+    if size > CIFAR_BATCH_MAX_BYTES:
+        raise UserError(
+            f"CIFAR-10 file {str(path)!r} has {size} bytes, more than a CIFAR-10 python batch "
+            f"(31 MB; limit {CIFAR_BATCH_MAX_BYTES} bytes): not read"
+        )
+
+
 def _safe_load(path: Path) -> dict:
     try:
-        size = path.stat().st_size
-        if size > CIFAR_BATCH_MAX_BYTES:
-            raise UserError(
-                f"CIFAR-10 file {str(path)!r} has {size} bytes, more than a CIFAR-10 python batch "
-                f"(31 MB; limit {CIFAR_BATCH_MAX_BYTES} bytes): not read"
-            )
+        _check_batch_size(path, path.stat().st_size)
         fh = open(path, "rb")
     except OSError as e:
         raise UserError(f"CIFAR-10 file {str(path)!r} could not be read ({e})") from None
@@ -295,7 +298,9 @@ def load_cifar10(root: str | Path, split: str = "train", dtype: torch.dtype = to
             "cifar-10-python.tar.gz extracted)"
         )
     item = torch.empty((), dtype=dtype).element_size()
-    sizes = [f.stat().st_size for f in files]  # each <= CIFAR_BATCH_MAX_BYTES (checked on reading)
+    sizes = [f.stat().st_size for f in files]
+    for f, size in zip(files, sizes):
+        _check_batch_size(f, size)
     fits_in_memory(sum(sizes) * (2 + item), f"reading CIFAR-10 from {_cut(repr(str(r)))}")
     parts = [_read_cifar_batch(f) for f in files]
     X = np.concatenate([p[0] for p in parts])

@@ -42,10 +42,17 @@ def _node() -> str:
     return "local"
 
 
+def _blas_threads() -> int:
+    from threadpoolctl import threadpool_info
+
+    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=0)
+
+
 def _leave(cfg: SharedConfig, what: str) -> None:
+    """A file named after the attempt (node, process); it holds the BLAS threads the run computes with."""
     if cfg.log_dir:
         name = f"{what}.{cfg.key}.{_node()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
-        (Path(cfg.log_dir) / name).write_text("")
+        (Path(cfg.log_dir) / name).write_text(f"blas={_blas_threads()}")
 
 
 class SharedSource(Experiment):

@@ -320,8 +320,27 @@ def _inside(filename: object, root: Path) -> bool:
 def _ray_compute(spec: RunSpec, cache_dir: str):  # noqa: ANN202 - executed on a Ray worker
     from ssldyn.lab.context import set_threads
 
-    set_threads(int(os.environ.get("SSLDYN_THREADS", "1")))
-    return compute_run(spec, cache_dir=cache_dir, executor="ray")
+    n = set_threads(int(os.environ.get("SSLDYN_THREADS", "1")))
+    with _blas_threads(n):
+        return compute_run(spec, cache_dir=cache_dir, executor="ray")
+
+
+@contextmanager
+def _blas_threads(n: int) -> Iterator[None]:
+    """numpy/scipy's BLAS (OpenBLAS, MKL) on ``n`` threads, like torch, while a run computes.
+
+    A task given one CPU must not run a BLAS that spins one thread per core: with the cores shared,
+    OpenBLAS's busy-waiting threads made an SVD of 1000 × 400 10–30× slower and the k-means,
+    PCA/t-SNE and linear probes of ``variational.fig1`` 1.3–8× slower, for the same results
+    (benchmarks/README.md, issue 31). Without threadpoolctl: unchanged.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        yield
+        return
+    with threadpool_limits(n, user_api="blas"):
+        yield
 
 
 def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) -> None:  # noqa: ANN001

@@ -44,7 +44,7 @@ def write_scalars(out: str | Path, results: Any) -> Path:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
         raise UserError("--tensorboard needs TensorBoard: pip install 'ssldyn[tensorboard]'") from None
-    from ssldyn.results import TRAJECTORY_COLUMNS, key_columns
+    from ssldyn.lab.results import TRAJECTORY_COLUMNS, key_columns
 
     root = Path(out) / "tensorboard"
     traj = results.trajectories

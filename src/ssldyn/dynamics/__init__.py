@@ -45,10 +45,13 @@ contract, so two dynamics can be put side by side:
 """
 
 from ssldyn.dynamics.common import embed, minibatches, per_member, step_schedule
+from ssldyn.dynamics.engine import Callback, run
 from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
 __all__ = [
+    "run",
+    "Callback",
     "FlowResult",
     "Trajectory",
     "LossGuard",
@@ -112,12 +115,8 @@ __all__ += [
     "train_weight_space",
 ]
 
-# SimCLR training of image encoders (variational Fig. 1)
-from ssldyn.dynamics.simclr import train_simclr  # noqa: E402
+# SSL training of any backbone with online probes and hooks; SimCLR (variational Fig. 1) is train_ssl with
+# InfoNCE; the model monitors are in ssldyn.dynamics.monitors, the TensorBoard callback in dynamics.callbacks
+from ssldyn.dynamics.ssl import train_simclr, train_ssl  # noqa: E402
 
-__all__ += ["train_simclr"]
-
-# SSL training of any backbone with online probes (issue 18); the model monitors are in ssldyn.dynamics.monitors
-from ssldyn.dynamics.ssl import train_ssl  # noqa: E402
-
-__all__ += ["train_ssl"]
+__all__ += ["train_simclr", "train_ssl"]

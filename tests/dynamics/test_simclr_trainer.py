@@ -130,7 +130,9 @@ def test_wrong_output_shape_is_a_clear_error():
         def forward(self, v):
             return self.lin(v.flatten(1)).mean(0)
 
-    with pytest.raises(ValueError, match=r"output has shape \(5,\) for the 2B = 12 inputs.*allowed: \(12, d\) .* or \(E, 12, d\)"):
+    with pytest.raises(
+        ValueError, match=r"output has shape \(5,\) for the 2B = 12 inputs.*allowed: \(12, d\) .* or \(E, 12, d\)"
+    ):
         train_simclr(Flat(), x, SimCLRAugment(), steps=1, batch_size=6)
     ens = build_simclr_net("mlp", (1, 8, 8), ensemble=2, seeds=[0, 1], **KW)
     with pytest.raises(ValueError, match="batch_size=1"):

@@ -88,7 +88,9 @@ def preserved_buffers(model: nn.Module | Sequence[nn.Module]) -> Iterator[None]:
             m._buffers[name] = b
 
 
-def resolve_device(device: torch.device | str | None, default: torch.device | None = None, *, who: str = "") -> torch.device:
+def resolve_device(
+    device: torch.device | str | None, default: torch.device | None = None, *, who: str = ""
+) -> torch.device:
     """``device`` as a ``torch.device``; asking for CUDA (or MPS) where there is none is one clear error."""
     if device is None:
         return default if default is not None else torch.device("cpu")
@@ -137,7 +139,7 @@ def run(
     final: bool = True,
     stop: Callable[[Any, int], bool] | None = None,
     trajectory: Trajectory | None = None,
-    loss_name: str = "loss",
+    loss_name: str | None = "loss",
     start: int = 0,
 ) -> FlowResult[S]:
     """Advance ``state`` by ``step`` for ``steps`` steps and record it (see the module docstring).
@@ -163,7 +165,8 @@ def run(
         modules: evaluated at the final step with their buffers preserved.
         final: evaluate the final state at ``t = steps`` (True) or run ``steps`` updates only.
         stop: ``stop(state, t)`` after step ``t``; True ends the loop (step ``t`` is logged).
-        trajectory: record into this trajectory (e.g. resumed rows); loss_name: the loss's name.
+        trajectory: record into this trajectory (e.g. resumed rows); loss_name: the loss's name
+            (None: not logged — the flow logs it among its extras).
         start: the first step (resume).
     Returns:
         ``FlowResult(state, trajectory)``.
@@ -234,11 +237,12 @@ def run(
 
 def _record(traj, t, state, loss, extras, probes, observe, loss_name, callbacks) -> None:
     row: dict[str, Any] = {}
-    value = loss.detach() if isinstance(loss, Tensor) else loss
-    if isinstance(value, Tensor):
-        value = value.reshape(-1) if value.numel() > 1 else value.reshape(())
-    log_value(traj, t, loss_name, value)
-    row[loss_name] = value
+    if loss_name is not None:  # None: the flow logs its guarded quantity among its extras
+        value = loss.detach() if isinstance(loss, Tensor) else loss
+        if isinstance(value, Tensor):
+            value = value.reshape(-1) if value.numel() > 1 else value.reshape(())
+        log_value(traj, t, loss_name, value)
+        row[loss_name] = value
     if extras is not None:
         for name, v in (extras() if callable(extras) else extras).items():
             log_value(traj, t, name, v)

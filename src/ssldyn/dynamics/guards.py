@@ -162,7 +162,9 @@ class LossGuard:
             self.alive = torch.ones(loss.shape, dtype=torch.bool, device=loss.device)
             self.diverged_at = torch.full(loss.shape, math.nan, dtype=loss.dtype, device=loss.device)
         ok = torch.isfinite(loss) & (loss.abs() < self.limit)
-        self.diverged_at = torch.where(self.alive & ~ok, torch.full_like(self.diverged_at, float(step)), self.diverged_at)
+        self.diverged_at = torch.where(
+            self.alive & ~ok, torch.full_like(self.diverged_at, float(step)), self.diverged_at
+        )
         self.alive = self.alive & ok
 
     def mask(self, loss: Any) -> Any:

@@ -42,9 +42,10 @@ from typing import Any
 
 import torch
 
-from ssldyn.dynamics.common import Probes, Track, check_steps, iterate, log_probes, log_value, step_schedule
-from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
-from ssldyn.dynamics.trajectory import FlowResult, Trajectory
+from ssldyn.dynamics.common import Probes, Track, check_steps
+from ssldyn.dynamics.engine import run
+from ssldyn.dynamics.guards import LossGuard, check_finite
+from ssldyn.dynamics.trajectory import FlowResult
 from ssldyn.models.stiefel import (
     RETRACTIONS,
     _tall,
@@ -228,26 +229,30 @@ def train_gd(
     for name, x in (inputs or {}).items():
         check_finite(name, x)
     params = list(params)
-    guard = resolve_guard(guard)
-    traj = Trajectory()
-    logs = step_schedule(every, steps)
-    for k in iterate(steps, track):
-        loss = loss_fn()  # () or (E,)
-        guard.update(k, loss)
-        if k in logs:
-            guard.check()
-            log_value(traj, k, "loss", loss.detach())
-            with torch.no_grad():
-                log_probes(traj, k, probes, params)
-                for name, fn in (snapshots or {}).items():
-                    traj.snapshot(k, name, fn(params))
-        if k == steps:
-            break
-        for p in params:
+    return run(
+        params,
+        lambda ps, k: (ps, loss_fn()),  # () or (E,)
+        steps=steps,
+        every=every,
+        probes=probes,
+        snapshots=snapshots,
+        snapshot_every=every if snapshots else (),
+        track=track,
+        guard=guard,
+        optimizer=_Update(params, update),
+        after_update=after_step,
+    )
+
+
+class _Update:
+    """``update()`` as the optimizer the engine steps: gradients reset to None, then ``update()``."""
+
+    def __init__(self, params: list[torch.Tensor], update: Callable[[], Any]) -> None:
+        self.params, self.update = params, update
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
             p.grad = None
-        loss.sum().backward()
-        update()
-        if after_step is not None:
-            after_step()
-    guard.check()
-    return FlowResult(params, traj)
+
+    def step(self) -> None:
+        self.update()

@@ -63,7 +63,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import check_lr, check_steps, drop_singleton_member, embed, log_value, step_schedule
+from ssldyn.dynamics.common import check_lr, check_steps, drop_singleton_member, embed, step_schedule
 from ssldyn.dynamics.engine import resolve_device, run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
@@ -541,7 +541,9 @@ class _CheckpointState:
         state = torch.load(p, weights_only=False, map_location="cpu")
         for k, m in self.mods.items():
             if (m is None) != (k not in state["modules"]):
-                raise ValueError(f"train_ssl: the checkpoint {'has' if m is None else 'lacks'} a {k}; resume with the same arguments")
+                raise ValueError(
+                    f"train_ssl: the checkpoint {'has' if m is None else 'lacks'} a {k}; resume with the same arguments"
+                )
             if m is not None:
                 m.load_state_dict(state["modules"][k])
         self.opt.load_state_dict(state["optimizer"])

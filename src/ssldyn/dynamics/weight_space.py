@@ -33,6 +33,7 @@ from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
 __all__ = ["train_weight_space", "make_optimizer"]
 
+
 def make_optimizer(
     params: Iterable[nn.Parameter],
     optimizer: str | Callable[[list[nn.Parameter]], torch.optim.Optimizer],
@@ -123,7 +124,9 @@ def train_weight_space(
     def step(model: nn.Module, t: int) -> tuple[nn.Module, Tensor]:
         xb = x if batches is None else x[next(batches).to(x.device)]  # (B, ...)
         if augment is not None:
-            loss = loss_fn(_outputs(model, augment(xb, generator), output), _outputs(model, augment(xb, generator), output))
+            loss = loss_fn(
+                _outputs(model, augment(xb, generator), output), _outputs(model, augment(xb, generator), output)
+            )
             cur.update(t=t, z=None, loss=loss)
             return model, loss
         z = _outputs(model, xb, output)  # (E, B, d) or (B, d); no graph at the final step

@@ -212,7 +212,8 @@ def run(
                 scaler.update()
             else:
                 total.backward()
-                optimizer.step()
+                with _frozen_kept(optimizer, guard):
+                    optimizer.step()
             if after_update is not None:
                 after_update()
             if scheduler is not None:
@@ -233,6 +234,36 @@ def run(
     guard.check()
     _call(callbacks, "on_end", state, traj)
     return FlowResult(state, traj)
+
+
+def _optimizer_params(optimizer: Any) -> list[Tensor]:
+    if hasattr(optimizer, "param_groups"):
+        return [p for group in optimizer.param_groups for p in group["params"]]
+    return list(getattr(optimizer, "params", []))
+
+
+@contextmanager
+def _frozen_kept(optimizer: Any, guard: LossGuard) -> Iterator[None]:
+    """Policy "freeze": the frozen members' slices (leading axis ``E``) of every parameter stay as they
+    are through the optimizer step — their gradients are zeroed (a NaN gradient cannot leak) and their
+    values restored (momentum or Adam state cannot move them). No host sync."""
+    alive = guard.alive if guard.policy == "freeze" else None
+    if alive is None:
+        yield
+        return
+    E = alive.shape[0]
+    kept = []
+    with torch.no_grad():
+        for p in _optimizer_params(optimizer):
+            if p.dim() >= 1 and p.shape[0] == E:
+                mask = alive.view(E, *([1] * (p.dim() - 1)))
+                if p.grad is not None:
+                    p.grad.copy_(torch.where(mask, p.grad, torch.zeros_like(p.grad)))
+                kept.append((p, mask, p.detach().clone()))
+    yield
+    with torch.no_grad():
+        for p, mask, old in kept:
+            p.copy_(torch.where(mask, p, old))
 
 
 def _record(traj, t, state, loss, extras, probes, observe, loss_name, callbacks) -> None:

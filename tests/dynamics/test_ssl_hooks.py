@@ -99,9 +99,10 @@ def test_callbacks_see_every_update_every_logged_row_and_the_end():
     )
     assert [s for s, _ in hist.steps] == [0, 1, 2, 3, 4]  # one per update, none for the final evaluation
     assert [s for s, _ in hist.logs] == [0, 2, 4, 5] and hist.ended
-    for s, row in hist.logs:
+    frame = res.trajectory.to_frame()
+    for step, row in hist.logs:
         assert set(row) == {"loss", "norm"}
-        assert float(row["loss"]) == res.trajectory.to_frame().query("probe == 'loss' and step == @s").value.item()
+        assert float(row["loss"]) == frame[(frame.probe == "loss") & (frame.step == step)].value.item()
 
 
 def test_live_tensorboard_scalars_during_training_and_hparams_at_the_end(tmp_path):

@@ -173,7 +173,6 @@ KNOWN_EXCEPTIONS = {
     "experiments/grassmann/prop3.py",
     "experiments/nonlinearity/fig12.py",
     "experiments/variational/invariance.py",
-    "probes/downstream.py",  # the L-BFGS of the linear probe (an inner solver, not a training flow)
 }
 
 

@@ -306,7 +306,7 @@ def test_probes_see_the_eval_embeddings_of_the_probe_set_at_the_logged_steps():
     with torch.no_grad():
         final = net(x[:20])  # eval mode: BatchNorm running statistics
     torch.testing.assert_close(seen[-1], final, rtol=0, atol=1e-12)
-    assert res.trajectory.last("rankme") == pytest.approx(rankme(final), abs=1e-12)
+    assert res.trajectory.last("rankme") == pytest.approx(float(rankme(final)), abs=1e-12)
     assert res.trajectory.last("n") == 20
 
 

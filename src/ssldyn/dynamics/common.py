@@ -137,7 +137,7 @@ def embed(model: nn.Module, x: Tensor, *, batch_size: int = 1024, projection: bo
     return out
 
 
-def minibatches(n: int, batch_size: int, steps: int, generator: torch.Generator | None) -> Iterator[Tensor]:
+def minibatches(n: int, batch_size: int, steps: int, *, generator: torch.Generator | None = None) -> Iterator[Tensor]:
     """``steps`` index batches of size ``batch_size``: epochs of seeded permutations, last partial batch dropped."""
     if not 1 <= batch_size <= n:
         raise ValueError(f"batch_size={batch_size}: must be in [1, n={n}] (the number of samples)")

@@ -275,7 +275,8 @@ def _record(traj, t, state, loss, extras, probes, observe, loss_name, callbacks)
         log_value(traj, t, loss_name, value)
         row[loss_name] = value
     if extras is not None:
-        for name, v in (extras() if callable(extras) else extras).items():
+        items: Any = extras() if callable(extras) else extras  # name -> value
+        for name, v in items.items():
             log_value(traj, t, name, v)
             row[name] = v
     if probes:

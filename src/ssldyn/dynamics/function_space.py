@@ -30,7 +30,7 @@ guard defers its checks to the logged steps (no host sync per step) and names th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -153,7 +153,7 @@ def function_space_flow(
     *,
     steps: int,
     lr: float,
-    project: str | None = None,
+    project: Literal["sphere"] | None = None,
     probes: Probes | None = None,
     every: int | Iterable[int] | None = 1,
     snapshot_every: int | Iterable[int] | None = (),
@@ -228,7 +228,7 @@ def function_space_flow(
 
 
 def vanilla_gradient_descent(
-    z0: Tensor, loss_fn: LossFn, *, steps: int, lr: float, project: str | None = "sphere", **kw: Any
+    z0: Tensor, loss_fn: LossFn, *, steps: int, lr: float, project: Literal["sphere"] | None = "sphere", **kw: Any
 ) -> FlowResult[Tensor]:
     """eq. (14): ``z_i ← P_C(z_i − σ ∇L(z_i))`` with ``∇L(z_i) = n ∂𝓛/∂z_i`` (K = I, eq. 13).
 

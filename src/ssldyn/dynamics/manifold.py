@@ -38,7 +38,7 @@ reports it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -78,6 +78,7 @@ __all__ = [
 ]
 
 TANGENTS = ("stiefel", "grassmann")
+Tangent = Literal["stiefel", "grassmann"]
 
 
 def _sym(a: torch.Tensor) -> torch.Tensor:
@@ -96,7 +97,7 @@ def grassmann_tangent(W: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
     return G - W @ (W.mT @ G)
 
 
-def tangent_project(W: torch.Tensor, G: torch.Tensor, tangent: str = "stiefel") -> torch.Tensor:
+def tangent_project(W: torch.Tensor, G: torch.Tensor, tangent: Tangent | str = "stiefel") -> torch.Tensor:
     if tangent == "stiefel":
         return stiefel_tangent(W, G)
     if tangent == "grassmann":
@@ -158,7 +159,12 @@ class ManifoldGD(torch.optim.Optimizer):
     """
 
     def __init__(
-        self, params, lr: float, mode: str = "projected", retraction: str = "polar", tangent: str = "stiefel"
+        self,
+        params,
+        lr: float,
+        mode: str = "projected",  # "projected" | "riemannian" (str: configs pass plain strings; checked below)
+        retraction: str = "polar",  # "polar" | "qr"
+        tangent: str = "stiefel",  # "stiefel" | "grassmann"
     ) -> None:
         if not lr > 0:
             raise ValueError(f"ManifoldGD: lr must be > 0, got {lr}")

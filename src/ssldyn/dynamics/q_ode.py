@@ -43,6 +43,7 @@ check ``q0``, ``lam`` (and ``t``) for NaN/inf (``ValueError``, before any work) 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Literal
 
 import numpy as np
 import torch
@@ -69,6 +70,7 @@ __all__ = [
 ]
 
 FORMS = ("eq9", "eq12")
+Form = Literal["eq9", "eq12"]
 GUARD_WHAT = "q-ODE loss Tr(qᵀΛq)"
 
 
@@ -131,7 +133,7 @@ def trace_loss_q(q: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
     return (_lam(q, lam) * q * q).sum((-2, -1))
 
 
-def ode_time(step: int | np.ndarray, lr: float, form: str = "eq9") -> float | np.ndarray:
+def ode_time(step: int | np.ndarray, lr: float, form: Form = "eq9") -> float | np.ndarray:
     """ODE time reached after ``step`` discrete steps with rate η: ``k·η`` (eq9 / GD) or ``k·η/2`` (printed eq12)."""
     if form not in FORMS:
         raise ValueError(f"form {form!r}: allowed values are {', '.join(FORMS)}")
@@ -151,7 +153,7 @@ def euler(
     *,
     lr: float,
     steps: int,
-    form: str = "eq9",
+    form: Form = "eq9",
     probes: Probes | None = None,
     every: int | Iterable[int] | None = 1,
     track: Track | None = None,

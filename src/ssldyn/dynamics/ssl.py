@@ -228,6 +228,7 @@ def train_ssl(
         return model, losses
 
     def observe(model: nn.Module) -> Tensor:
+        assert probe_x is not None  # probes without probe_data were rejected above
         return drop_singleton_member(_features(model, probe_x, dtype=dt))  # (n, d) or (E, n, d)
 
     checked = {name: _member_checked(name, fn, members) for name, fn in (probes or {}).items()}
@@ -241,6 +242,7 @@ def train_ssl(
     if checkpoint is not None and checkpoint_every is not None:
         hooks.insert(0, _Checkpointer(state, Path(checkpoint), int(checkpoint_every)))
     plateau = isinstance(sched, torch.optim.lr_scheduler.ReduceLROnPlateau)
+    momentum = float(target_momentum) if target_momentum is not None else 0.0
     return run(
         model,
         step,
@@ -254,7 +256,7 @@ def train_ssl(
         optimizer=opt,
         scheduler=_PlateauStep(sched, last_loss) if plateau else sched,
         scaler=scaler,
-        after_update=(lambda: _ema_update(target, online, float(target_momentum))) if target is not None else None,
+        after_update=(lambda: _ema_update(target, online, momentum)) if target is not None else None,
         modules=all_modules,
         trajectory=traj,
         start=start,

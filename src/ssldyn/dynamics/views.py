@@ -86,9 +86,10 @@ def as_augment(augment: Any, *, who: str = "train_ssl") -> Augment | None:
             f"{who}: augment must be None, a callable augment(x, generator) -> view, a one-argument transform "
             f"augment(x) -> view (torchvision style, applied per sample), or a list of those; got {augment!r}"
         )
-    if _positional_capacity(augment) >= 2:
-        return augment
-    return per_sample(augment)
+    fn: Any = augment
+    if _positional_capacity(fn) >= 2:
+        return fn
+    return per_sample(fn)
 
 
 def draw_views(

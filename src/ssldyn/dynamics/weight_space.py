@@ -21,6 +21,7 @@ function-space flows, so the two can be compared side by side.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -36,7 +37,7 @@ __all__ = ["train_weight_space", "make_optimizer"]
 
 def make_optimizer(
     params: Iterable[nn.Parameter],
-    optimizer: str | Callable[[list[nn.Parameter]], torch.optim.Optimizer],
+    optimizer: Literal["sgd", "adam"] | Callable[[list[nn.Parameter]], torch.optim.Optimizer],
     lr: float,
     momentum: float = 0.0,
     weight_decay: float = 0.0,
@@ -52,7 +53,7 @@ def make_optimizer(
     raise ValueError(f"optimizer {optimizer!r}: allowed values are 'sgd', 'adam' or a factory params -> Optimizer")
 
 
-def _outputs(model: nn.Module, x: Tensor, output: str) -> Tensor:
+def _outputs(model: nn.Module, x: Tensor, output: Literal["sphere", "raw"]) -> Tensor:
     """``model(x)`` (``(E, n, d)`` or ``(n, d)``), normalised when ``output="sphere"`` (with gradients)."""
     z = model(x)
     return project_sphere(z) if output == "sphere" else z
@@ -65,10 +66,10 @@ def train_weight_space(
     *,
     steps: int,
     lr: float,
-    optimizer: str | Callable[[list[nn.Parameter]], torch.optim.Optimizer] = "sgd",
+    optimizer: Literal["sgd", "adam"] | Callable[[list[nn.Parameter]], torch.optim.Optimizer] = "sgd",
     momentum: float = 0.0,
     weight_decay: float = 0.0,
-    output: str = "sphere",
+    output: Literal["sphere", "raw"] = "sphere",
     augment: Augment | None = None,
     batch_size: int | None = None,
     generator: torch.Generator | None = None,
@@ -117,7 +118,7 @@ def train_weight_space(
         raise ValueError(f"batch_size={batch_size}: must be in [1, n={n}] or None (full batch)")
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
-    batches = None if full else minibatches(n, batch_size, steps + 1, generator)
+    batches = None if full else minibatches(n, batch_size, steps + 1, generator=generator)
     clean_grad = full and augment is None  # the optimised loss is the clean-input loss: snapshot its gradient
     cur: dict = {}  # the step's embeddings and loss, for the observable of the same step
 

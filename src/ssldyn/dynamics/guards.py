@@ -1,4 +1,4 @@
-"""Guards against non-finite data and diverging losses (DESIGN.md, "Dynamics": one guard class).
+"""Guards against non-finite data and diverging losses (docs/architecture.md, "Dynamics": one guard class).
 
 * :func:`check_finite` — NaN/inf in input data is one clear ``ValueError`` *before* training.
 * :class:`LossGuard` — the one loss guard of every trainer and flow. ``update(step, loss)``

@@ -1,6 +1,6 @@
 """Self-supervised training of any backbone on two augmented views, with online probes.
 
-:func:`train_ssl` is the SSL trainer of the dynamics contract (DESIGN.md, "Dynamics"): each step
+:func:`train_ssl` is the SSL trainer of the dynamics contract (docs/architecture.md, "Dynamics"): each step
 draws a minibatch ``x`` of ``B`` inputs, makes two views ``v1 = augment(x, g)``,
 ``v2 = augment(x, g)`` (one documented augmentation signature, ``augment(x, generator) -> view``),
 embeds both in one forward pass ``z = head(model([v1; v2]))``, and takes an optimizer step on

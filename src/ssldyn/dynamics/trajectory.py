@@ -1,4 +1,4 @@
-"""The one record every flow produces (DESIGN.md, "Dynamics").
+"""The one record every flow produces (docs/architecture.md, "Dynamics").
 
 A :class:`Trajectory` is a long-format table ``(step, member, probe, value)`` plus optional
 array snapshots ``name -> {step: array}``. Weight-space training, function-space flows,
@@ -190,7 +190,7 @@ StateT = TypeVar("StateT")
 
 @dataclass
 class FlowResult(Generic[StateT]):
-    """What every trainer and flow returns (DESIGN.md, "Dynamics"): the final state and its record.
+    """What every trainer and flow returns (docs/architecture.md, "Dynamics"): the final state and its record.
 
     Attributes:
         state: the advanced state — the trained module, the final embeddings ``(n, d)``, the

@@ -18,7 +18,7 @@ they differ in which statistics are backpropagated:
 ``none``       both statistics detached
 =============  ===============================================================
 
-Ensembles (DESIGN.md): parameters carry a leading axis E, members never interact. Members
+Ensembles (docs/architecture.md): parameters carry a leading axis E, members never interact. Members
 may differ in the number of filters (padded to ``M_pad`` with zero filters that stay zero),
 in activation and in BN variant. Two ways to evaluate the network:
 

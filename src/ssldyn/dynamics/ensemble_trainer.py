@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from ssldyn.data.tokens import TokenGenerator, TokenSpec, TokenStream
+from ssldyn.dynamics.engine import resolve_device, run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.models.rf_net import EnsembleRFNet
@@ -415,7 +416,6 @@ def train_ensemble(
         raise ValueError(f"train_ensemble: steps must be >= 0 and every >= 1, got steps={steps}, every={every}")
     guard = guard if guard is not None else LossGuard(lazy=True, check_every=None)
     probes = dict(probes or {})
-    track = track or (lambda it: it)
 
     def step_loss(batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return loss(net.forward_pair(**batch))  # (E,)
@@ -425,37 +425,18 @@ def train_ensemble(
         if "mode" not in options and "backend" not in options and net.W.device.type == "cuda":
             options["mode"] = "reduce-overhead"
         step_loss = torch.compile(step_loss, dynamic=False, **options)
-    logged: list[int] = []
-    values: dict[str, list] = {name: [] for name in ("loss", *probes)}
-
-    def record(t: int, losses: torch.Tensor | None) -> None:
-        logged.append(t)
-        values["loss"].append(losses if losses is not None else torch.full((net.ensemble,), math.nan))
-        with torch.no_grad():
-            for name, probe in probes.items():
-                values[name].append(probe(net))
-
-    losses = None
-    for t in track(range(steps)):
-        batch = batches(t)
-        opt.zero_grad(set_to_none=True)
-        losses = step_loss(batch)
-        losses.sum().backward()
-        losses = losses.detach()
-        guard.update(t, losses)
-        if t % every == 0:
-            guard.check()
-            record(t, losses)
-        opt.step()
-    guard.check()
-    record(steps, losses)
-    traj = Trajectory(meta=meta)
-    for name, vals in values.items():
-        table = torch.stack([torch.as_tensor(v, dtype=torch.float64, device="cpu") if not isinstance(v, torch.Tensor)
-                             else v.detach().to("cpu", torch.float64) for v in vals])  # fmt: skip
-        for t, row in zip(logged, table.reshape(len(logged), -1)):  # (n_log, E)
-            traj.log_members(t, name, row)
-    return FlowResult(net, traj)
+    return run(
+        net,
+        lambda net, t: (net, step_loss(batches(t))),  # (E,)
+        steps=steps,
+        every=every,
+        probes=probes,
+        track=track,
+        guard=guard,
+        optimizer=opt,
+        final=False,  # the last record: the trained network with the last step's losses
+        trajectory=Trajectory(meta=meta),
+    )
 
 
 # ---------------------------------------------------------------------- token-generator runs
@@ -542,7 +523,7 @@ def train_token_ensemble(
     """
     if not runs:
         raise ValueError("train_token_ensemble: no runs")
-    dev = torch.device(device) if device is not None else torch.device("cpu")
+    dev = resolve_device(device, who="train_token_ensemble: ")
     first = runs[0]
     for r in runs:
         if _shared_settings(r) != _shared_settings(first):

@@ -55,6 +55,7 @@ from ssldyn.experiments.variational.fig5 import (
     run_comparison,
 )
 from ssldyn.lab import ClaimSpec, Context, Measured, Result, ge, le, register
+from ssldyn.lab.claims import Robustness
 from ssldyn.models.mlp import MLP
 
 
@@ -66,8 +67,9 @@ class Fig6Config(FlowCompareConfig):
     steps_network: Annotated[int, Field(ge=1)] = Field(3000, description="iterations of the main run (long: the decay)")
     horizon_network: Annotated[int, Field(ge=1)] = Field(200, description="iterations of the figure's network rows")
     flow_lr: PositiveFloat = Field(
-        0.01, description="the small step σ of the App. B claim: the gradient-flow regime (Prop. 4.1), checked by "
-        "flow_rise and flow_agreement"
+        0.01,
+        description="the small step σ of the App. B claim: the gradient-flow regime (Prop. 4.1), checked by "
+        "flow_rise and flow_agreement",
     )
     table_lrs: list[PositiveFloat] = Field(
         [1.0, 0.3, 0.1, 0.03, 0.01], min_length=3, description="steps compared at table_time"
@@ -197,9 +199,17 @@ class Fig6(VariationalExperiment):
         "snapshots_vanilla": [0, 100, 1000],
     }
     est_seconds = (5, 25)
-    version = "2"
+    version = "3"
     batch_seeds = True
     claims = CLAIMS
+    robustness = (
+        Robustness(
+            claims=("network-clusters-flow",),
+            knobs={"activation": ["tanh", "relu"], "hidden": [64, 256]},
+            paper="App. B: 'a 4-layer fully connected network' shows the same behaviour as Fig. 5; it states neither "
+            "the activation, the width nor the step size.",
+        ),
+    )
 
     def run(self, cfg: Fig6Config, ctx: Context) -> list[Result]:
         results = [Result() for _ in ctx.seeds]

@@ -157,6 +157,7 @@ class Stationarity(VariationalExperiment):
     Config = StationarityConfig
     quick = {"random_measures": 3, "lemma_directions": 4000, "remark_ns": [8, 16, 32]}
     est_seconds = (1, 1)
+    version = "2"
     claims = (
         ClaimSpec(
             "eq7-gradient", "For an invariant map the gradient of L takes the form of eq. (7).", "Prop. 3.1, eq. (7)",
@@ -255,7 +256,7 @@ class Stationarity(VariationalExperiment):
             "grows)", relation=ge(-1e-10), basis="method: float64 round-off of a relative eigenvalue (≈1e-16), with "
             "margin: no negative direction",
             control="the same at n atoms in 4 evenly spaced clusters (stationary too, Thm. 3.2): splitting a "
-            "cluster lowers the loss", bounds=(-1.0, 1.0),
+            "cluster lowers the loss",
         ),
         ClaimSpec(
             "remark32-hessian-formula", "The Riemannian Hessian on S¹ is the App. A.3 second variation plus the "
@@ -395,7 +396,7 @@ class Stationarity(VariationalExperiment):
         d_min = float(torch.pdist(y).min())
         # Prop. A.1 erratum: G(k f) → self-mass 1/n, so Ψ'(G) → 1/(1 + 1/n), not Ψ'(0) = 1
         yk = max(cfg.scales) * y
-        G = torch.exp(-torch.cdist(yk, yk) ** 2 / (2 * 0.5)).mean(1)  # (n,) eq. (4) with η = e^{−t/τ}, τ = 0.5
+        G = torch.exp(-(torch.cdist(yk, yk) ** 2) / (2 * 0.5)).mean(1)  # (n,) eq. (4) with η = e^{−t/τ}, τ = 0.5
         self_mass_gap = float((1.0 / (1.0 + G) - 1.0).abs().min())
         # --- Remark 3.2: Hessian on S¹ at n evenly spaced atoms vs n atoms in 4 clusters
         remark_rows, hess_err = [], []
@@ -470,20 +471,21 @@ class Stationarity(VariationalExperiment):
             "eq6-printed": Measured(s["eq6_printed_rel_err"], detail=f"corrected: {s['eq6_corrected_rel_err']:.2g}"),
             "eq6-corrected": s["eq6_corrected_rel_err"],
             "thm32-stationary": Measured(s["symmetric_max_residual"], control=s["control_min_residual"]),
-            "thm32-one-multiplier": Measured(s["symmetric_max_multiplier_spread"],
-                                             control=s["control_min_multiplier_spread"]),
+            "thm32-one-multiplier": Measured(
+                s["symmetric_max_multiplier_spread"], control=s["control_min_multiplier_spread"]
+            ),
             "thm32-control": s["control_min_residual"],
             "eq8-printed": Measured(
                 s["eq8_min_gap"], detail=f"while the largest stationarity residual is {s['symmetric_max_residual']:.1e}"
             ),  # fmt: skip
-            "second-variation-formula": Measured(s["second_var_max_rel_err"],
-                                                 control=s["second_var_control_rel_err"]),
+            "second-variation-formula": Measured(s["second_var_max_rel_err"], control=s["second_var_control_rel_err"]),
             "lemma-a2-positive": lemma,
             "propa1-constant": s["constant_max_grad"],
             "remark32-uniform-local-min": Measured(
-                float(r32["uniform_min"].min()), control=float(r32["clusters_min"].min()),
-                detail="λ₂/λ_max at n evenly spaced atoms: " + ", ".join(
-                    f"n={int(n)}: {v:.2g}" for n, v in r32.groupby("n")["uniform_second"].min().items())
+                float(r32["uniform_min"].min()),
+                control=float(r32["clusters_min"].min()),
+                detail="λ₂/λ_max at n evenly spaced atoms: "
+                + ", ".join(f"n={int(n)}: {v:.2g}" for n, v in r32.groupby("n")["uniform_second"].min().items())
                 + f"; n atoms in 4 clusters: λ_min/|λ_max| ≤ {r32['clusters_min'].max():.3g}",
             ),  # fmt: skip
             "remark32-hessian-formula": s["remark32_hessian_max_rel_err"],
@@ -491,9 +493,12 @@ class Stationarity(VariationalExperiment):
                 s["prop21_printed_tau0.1"] - s["prop21_printed_tau1"],
                 detail=f"K={cfg.K_errata}, n={cfg.n_errata}, τ = 0.1/0.5/1: printed "
                 + "/".join(f"{s[f'prop21_printed_tau{t:g}']:.3f}" for t in (0.1, 0.5, 1.0))
-                + ", with the term " + "/".join(f"{s[f'prop21_with_tau{t:g}']:.3f}" for t in (0.1, 0.5, 1.0)),
+                + ", with the term "
+                + "/".join(f"{s[f'prop21_with_tau{t:g}']:.3f}" for t in (0.1, 0.5, 1.0)),
             ),
-            "eq26-index": Measured(s["eq26_bad"], detail=f"16 (K, m) pairs; corrected index: {s['eq26_bad_fixed']} bad"),
+            "eq26-index": Measured(
+                s["eq26_bad"], detail=f"16 (K, m) pairs; corrected index: {s['eq26_bad_fixed']} bad"
+            ),
             "propa1-self-mass": Measured(
                 s["self_mass_gap"],
                 detail=f"Ψ'(G) → Ψ'(self-mass 1/n) = {s['self_mass_limit']:.4f}, not Ψ'(0) = 1",

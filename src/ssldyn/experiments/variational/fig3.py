@@ -456,9 +456,14 @@ class Fig3(VariationalExperiment):
             "a-decreases": Measured(min(drops), control=max(drops_half)),
             "a-levels-off": Measured(max(level), control=min(first_half)),
             "a-monotone": Measured(max(bumps), control=min(falls)),
-            "a-tau": Measured(float(np.diff(plateau_by_tau).min()), control=float(np.diff(printed_by_tau).min()),
-                              detail="L(K_max) by τ: " + ", ".join(f"{v:.4f}" for v in plateau_by_tau)
-                              + "; printed Prop. 2.1: " + ", ".join(f"{v:.4f}" for v in printed_by_tau)),  # fmt: skip
+            "a-tau": Measured(
+                float(np.diff(plateau_by_tau).min()),
+                control=float(np.diff(printed_by_tau).min()),
+                detail="L(K_max) by τ: "
+                + ", ".join(f"{v:.4f}" for v in plateau_by_tau)
+                + "; printed Prop. 2.1: "
+                + ", ".join(f"{v:.4f}" for v in printed_by_tau),
+            ),  # fmt: skip
             "a-more-samples": Measured(more_samples, detail=gap, control=more_samples_k1),
             "a-more-atoms": Measured(all(atoms_ok), control=all(samples_ok)),
             "b-decreases": Measured(all(mono_b), control=all(mono_b_rev)),

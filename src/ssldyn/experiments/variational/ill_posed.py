@@ -201,16 +201,28 @@ class IllPosed(VariationalExperiment):
                 {
                     "sphere": "S1",
                     "measure": "control clusters",
-                    "loss": float(latent_measure_nt_xent(
-                        circle_points(cfg.clusters_control, dev)[torch.arange(n, device=dev) % cfg.clusters_control],
-                        None, cfg.tau)),
+                    "loss": float(
+                        latent_measure_nt_xent(
+                            circle_points(cfg.clusters_control, dev)[
+                                torch.arange(n, device=dev) % cfg.clusters_control
+                            ],
+                            None,
+                            cfg.tau,
+                        )
+                    ),
                 },
                 {
                     "sphere": "S2",
                     "measure": "control clusters",
-                    "loss": float(latent_measure_nt_xent(
-                        fibonacci_sphere(cfg.clusters_control, dev)[torch.arange(n, device=dev) % cfg.clusters_control],
-                        None, cfg.tau)),
+                    "loss": float(
+                        latent_measure_nt_xent(
+                            fibonacci_sphere(cfg.clusters_control, dev)[
+                                torch.arange(n, device=dev) % cfg.clusters_control
+                            ],
+                            None,
+                            cfg.tau,
+                        )
+                    ),
                 },  # fmt: skip
                 {
                     "sphere": "S2",

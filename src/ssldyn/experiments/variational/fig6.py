@@ -105,7 +105,7 @@ class Fig6Config(FlowCompareConfig):
         return self
 
 
-LOC6 = "Fig. 6, App. B"
+LOC6 = "Fig. 6 (appendix B)"
 BOTH = "the smaller over the 2-D and 3-D runs (App. B states it for both)"
 FLOW_REGIME_DERIVATION = (
     "Prop. 4.1 describes the gradient flow; GD with step σ is a discretised flow only where the loss decreases "

@@ -165,6 +165,7 @@ class Stationarity(VariationalExperiment):
             "entry, over random weighted measures (d = 2, 3, 5; τ grid; NT-Xent and a non-default Ψ, η)",
             relation=le(1e-10), basis=ROUND_OFF, rule=every_seed("an identity: it must hold for every draw"),
             control="eq. (7) evaluated with equal weights in place of the measure's weights (a wrong measure)",
+            bounds=(0.0, math.inf),
         ),
         Erratum(
             "eq6-printed", "Eq. (6), first line: Ψ'(G_{T,T'}(f, y)) should read Ψ'(G_{T',T}(f, y)).",
@@ -190,6 +191,7 @@ class Stationarity(VariationalExperiment):
             "over a single point, K ∈ circle_ks evenly spaced on S¹ and four regular polytopes on S², every τ",
             relation=le(1e-12), basis=ROUND_OFF, rule=every_seed("deterministic measures: the same at every seed"),
             control="random (non-symmetric) measures of the seed on S¹, S² (smallest residual)",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "thm32-one-multiplier", "... with one Lagrange multiplier λ for all atoms (eq. (24), eq. (25)).",
@@ -197,6 +199,7 @@ class Stationarity(VariationalExperiment):
             reading="largest |λ_i − λ̄| (radial parts of ∇L at the atoms) relative to the size of the terms",
             relation=le(1e-12), basis=ROUND_OFF, rule=every_seed("deterministic measures"),
             control="random measures of the seed (smallest multiplier spread)",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "thm32-control", "Control: random (non-symmetric) measures are not stationary, so the check discriminates.",
@@ -221,6 +224,7 @@ class Stationarity(VariationalExperiment):
             reading="largest relative difference between the formula and d²/ds² L(y + s h)|₀ by autograd, random "
             "measures and directions", relation=le(1e-10), basis=ROUND_OFF, rule=every_seed("an identity"),
             control="the formula in another random direction h' against autograd in h",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "lemma-a2-positive", "At K evenly spaced clusters, δ²L(f)(h, h) > 0 for every h with f + h ∈ S^{d−1} "
@@ -245,6 +249,7 @@ class Stationarity(VariationalExperiment):
             relation=le(1e-8), basis="tolerance: 1e-8 — a residual that tends to 0 is far below it by k = 32 "
             "(e^{−k²d²/(2τ)}) while a non-vanishing one stays O(1)",
             control="the same ratio at the second k of the grid (k = 2: the limit not reached)",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "remark32-uniform-local-min", "The uniform distribution on S^{d−1} is (asymptotically, as the number of "

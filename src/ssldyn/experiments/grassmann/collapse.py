@@ -29,8 +29,8 @@ initial weights drawn with per-seed CPU generators, then moved); GD loops use ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -62,6 +62,7 @@ from ssldyn.lab import (
     register,
     whole_interval,
 )
+from ssldyn.lab.claims import Robustness
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, info_nce, non_contrastive
 from ssldyn.objectives.peers import spectral_contrastive_loss
@@ -180,6 +181,16 @@ class Collapse(GrassmannExperiment):
     }
     est_seconds = (3, 25)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "3"
+    robustness = (
+        Robustness(
+            claims=("remark2-infonce-collapses", "remark2-spectral-no-collapse"),
+            knobs={"infonce_tau": [0.1, 0.5, 2.0, 10.0], "remark2_init_scale": [0.01, 0.5, 2.0]},
+            paper="Remark 2 gives no temperature and no initialisation; it argues through the simplified loss of Liu "
+            "et al. (2023, their Eqns. 4–6), which resembles loss (1) for small embeddings (small initial scale, "
+            "large τ), and states the conclusion for InfoNCE.",
+            base={"ntk_widths": [10, 100], "ntk_points": 4, "features": 40},
+        ),
+    )
     claims = (
         ClaimSpec(
             "lemma1-linear-kernel", "Linear and kernel models: no interaction across output dimensions "
@@ -211,7 +222,7 @@ class Collapse(GrassmannExperiment):
             reading="largest relative deviation over time of row l of the z-output linear model trained on the squared "
             "loss from the one-output model trained on target column l from row l", relation=le(1e-8),
             basis="method: identical dynamics up to float64 round-off accumulated over the epochs",
-            control=f"the same comparison (outputs) for a 2-layer tanh net of width control_width, both layers "
+            control="the same comparison (outputs) for a 2-layer tanh net of width control_width, both layers "
             "trained: the outputs share W1, so Lemma 1 does not hold",
         ),
         ClaimSpec(
@@ -408,7 +419,9 @@ class Collapse(GrassmannExperiment):
                     row = torch.linalg.svd(M[s])[2][:1].T  # (d, 1): top right singular vector
                     res_s[s]["frobenius_rowspace_angle_to_v1"] = float(principal_angles(row, mb.V[s][:, :1]).max())
                     row0 = torch.linalg.svd(M0[s])[2][:1].T  # (d, 1): the same at initialisation
-                    res_s[s]["frobenius_init_rowspace_angle_to_v1"] = float(principal_angles(row0, mb.V[s][:, :1]).max())
+                    res_s[s]["frobenius_init_rowspace_angle_to_v1"] = float(
+                        principal_angles(row0, mb.V[s][:, :1]).max()
+                    )
         # --- Remark 2: InfoNCE and the spectral contrastive loss on the linear model
         losses = {
             "infonce": lambda u, up: info_nce(u, up, cfg.infonce_tau, similarity="dot"),
@@ -467,6 +480,7 @@ class Collapse(GrassmannExperiment):
         for s in range(S):
             res_s[s]["regression_same_dynamics_dev"] = float(reg_dev[s])
             res_s[s]["regression_tanh_net_dev"] = float(net_dev[s])
+
         # --- the non-contrastive loss (2): Prop. 1 (same dynamics, collapse) and Prop. 2 (Frobenius ball), linear
         def nc_loss(model, xx=x, xxp=xp):
             return lambda: non_contrastive(model(xx), model(xxp[..., 0, :])) / xx.shape[-2]  # (E,): loss (2), mean
@@ -527,7 +541,9 @@ class Collapse(GrassmannExperiment):
                 res_s[s][f"tanh_h{h}_ntk_w1_cross"], res_s[s][f"tanh_h{h}_ntk_w1_spread"] = dimension_coupling(K1)
             hs = cfg.ntk_widths
             for key in ("cross", "spread"):
-                res_s[s][f"tanh_ntk_w1_{key}_slope"] = loglog_slope(hs, [res_s[s][f"tanh_h{h}_ntk_w1_{key}"] for h in hs])
+                res_s[s][f"tanh_ntk_w1_{key}_slope"] = loglog_slope(
+                    hs, [res_s[s][f"tanh_h{h}_ntk_w1_{key}"] for h in hs]
+                )
             res_s[s]["tanh_ntk_cross_slope"] = loglog_slope(hs, [res_s[s][f"tanh_h{h}_ntk_cross"] for h in hs])
             res_s[s]["tanh_ntk_spread_slope"] = loglog_slope(hs, [res_s[s][f"tanh_h{h}_ntk_spread"] for h in hs])
         out = []

@@ -68,6 +68,7 @@ from ssldyn.lab import (
     register,
     whole_interval,
 )
+from ssldyn.lab.claims import Robustness
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.subspace import output_gap
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -107,7 +108,8 @@ class Fig2Config(ExperimentConfig):
     )
     lemma2_draws: Annotated[int, Field(ge=20)] = Field(200, description="Haar draws Q ∈ St(h, 2) per width (Lemma 2)")
     thm1_widths: list[Annotated[int, Field(ge=3)]] = Field(
-        [100, 1000, 10000, 100000], min_length=2,
+        [100, 1000, 10000, 100000],
+        min_length=2,
         description="h for Thm. 1's constant K̂ at initialisation (≥ e⁴ ≈ 55, where the bound log²h/√h decreases)",
     )
     thm1_draws: Annotated[int, Field(ge=1)] = Field(10, description="Haar initialisations per width for K̂")
@@ -138,10 +140,25 @@ class Fig2(GrassmannExperiment):
     figure = "Thm. 1, Lemma 2, Conj. 1, Fig. 2"
     description = "‖u^φ − u^I‖ vs width h at init and during training: tanh ↓, ReLU ↓ at init only, sigmoid ↑"
     Config = Fig2Config
-    quick = {"widths": [10, 50, 300], "inits": 2, "epochs": 20, "lemma2_widths": [10, 100, 1000], "lemma2_draws": 50,
-             "thm1_widths": [100, 1000, 10000], "thm1_draws": 4}
+    quick = {
+        "widths": [10, 50, 300],
+        "inits": 2,
+        "epochs": 20,
+        "lemma2_widths": [10, 100, 1000],
+        "lemma2_draws": 50,
+        "thm1_widths": [100, 1000, 10000],
+        "thm1_draws": 4,
+    }
     est_seconds = (2, 160)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "3"
+    robustness = (
+        Robustness(
+            claims=("relu-decreases", "tanh-decreases-training", "relu-slower"),
+            knobs={"lr": [0.005, 0.01, 0.02], "epochs": [20, 100]},
+            paper="Sec. 3.2: learning rate 0.01, 100 epochs, loss (1) as printed; the step size and the length of "
+            "training are protocol choices the ReLU and tanh readings may depend on.",
+        ),
+    )
     claims = (
         ClaimSpec(
             "tanh-decreases-init", "tanh: the gap ‖u^φ − u^I‖ at initialisation decreases with the width h.",
@@ -309,29 +326,46 @@ class Fig2(GrassmannExperiment):
 
         out = {
             "tanh-decreases-init": get("tanh_slope_init", "tanh", "sigmoid_slope_init"),
-            "tanh-thm1-constant": Measured(s["tanh_K_hat_slope"], control=s["sigmoid_K_hat_slope"], detail=(
-                "K̂ at h = " + ", ".join(f"{h}: {v:.3g}" for h, v in s["tanh_K_hat"].items())
-                + f"; over Fig. 2's widths (training runs, epoch 0) slope {s.get('tanh_K_hat_slope_fig2_widths', float('nan')):.2f}")),
+            "tanh-thm1-constant": Measured(
+                s["tanh_K_hat_slope"],
+                control=s["sigmoid_K_hat_slope"],
+                detail=(
+                    "K̂ at h = "
+                    + ", ".join(f"{h}: {v:.3g}" for h, v in s["tanh_K_hat"].items())
+                    + f"; over Fig. 2's widths (training runs, epoch 0) slope {s.get('tanh_K_hat_slope_fig2_widths', float('nan')):.2f}"
+                ),
+            ),
             "tanh-decreases-training": get("tanh_slope_during", "tanh", "sigmoid_slope_during"),
             "relu-decreases-init": get("relu_slope_init", "relu", "sigmoid_slope_init"),
-            "relu-decreases": get("relu_slope_during", "relu", "sigmoid_slope_during", detail="final gaps " + ", ".join(
-                f"{v:.2f}" for v in s.get("relu_gap_final", {}).values())),
+            "relu-decreases": get(
+                "relu_slope_during",
+                "relu",
+                "sigmoid_slope_during",
+                detail="final gaps " + ", ".join(f"{v:.2f}" for v in s.get("relu_gap_final", {}).values()),
+            ),
             "relu-slower": Measured(None, not_run="needs relu and tanh"),
             "sigmoid-increases": Measured(None, not_run=nr),
-            "lemma2-max-entry": Measured(s["lemma2_slope"], control=s["lemma2_aligned_slope"],
-                                         detail="q95 of max|Q|√h/log h: " + ", ".join(
-                                             f"{v:.3f}" for v in s["lemma2_q95"].values())),
+            "lemma2-max-entry": Measured(
+                s["lemma2_slope"],
+                control=s["lemma2_aligned_slope"],
+                detail="q95 of max|Q|√h/log h: " + ", ".join(f"{v:.3f}" for v in s["lemma2_q95"].values()),
+            ),
         }
         if "relu" in acts and "tanh" in acts:
             ratio = s["relu_slope_during"] / s["tanh_slope_during"]
             ctl = s["sigmoid_slope_during"] / s["tanh_slope_during"] if sig else None
-            out["relu-slower"] = Measured(ratio, control=ctl, detail=f"slopes ReLU {s['relu_slope_during']:.3g}, "
-                                          f"tanh {s['tanh_slope_during']:.3g}")
+            out["relu-slower"] = Measured(
+                ratio,
+                control=ctl,
+                detail=f"slopes ReLU {s['relu_slope_during']:.3g}, tanh {s['tanh_slope_during']:.3g}",
+            )
         if sig:
             alt = s.get(f"sigmoid_{other}_slope_during")
             out["sigmoid-increases"] = Measured(
-                s["sigmoid_slope_during"], control=s.get("tanh_slope_during"),
-                detail=f"with reduction={other}: slope {alt:.3g}" if alt is not None else "")
+                s["sigmoid_slope_during"],
+                control=s.get("tanh_slope_during"),
+                detail=f"with reduction={other}: slope {alt:.3g}" if alt is not None else "",
+            )
         return out
 
     def plots(self, cfg: Fig2Config, result: Result, fig_dir: Path):

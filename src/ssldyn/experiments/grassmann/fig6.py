@@ -165,8 +165,11 @@ class Fig6(GrassmannExperiment):
         s = result.summary
         resid = max(s["procrustes_residual_to_depth1"].values())
         return {
-            "same-embedding": Measured(s["max_principal_angle"], control=s["max_principal_angle_at_init"],
-                                       detail=f"Procrustes residual ≤ {resid:.1e}"),
+            "same-embedding": Measured(
+                s["max_principal_angle"],
+                control=s["max_principal_angle_at_init"],
+                detail=f"Procrustes residual ≤ {resid:.1e}",
+            ),
             "same-loss": Measured(s["max_final_loss_gap"], control=s["max_loss_gap_at_init"]),
         }
 

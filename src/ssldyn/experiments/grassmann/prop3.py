@@ -243,7 +243,7 @@ class Prop3(GrassmannExperiment):
         gd = train_gd(fro.weights(), lambda: trace_loss(fro.W1, fro.W2, C), update=fro_step, steps=cfg.steps, every=1,
                       inputs={"C": C})  # fmt: skip
         curves["frobenius"] = loss_table(gd.trajectory)
-        counter = _counterexample(cfg, mb, dev, eta)
+        counter = _counterexample(cfg, mb, dev, eta, seeds)
         with torch.no_grad():  # at the optimum of problem (4) (the Stiefel-trained net)
             L1 = mean_contrastive_loss(nets["stiefel"], mb.x, mb.x_pos, mb.x_neg).cpu()  # loss (1) from the embeddings
             Mst = nets["stiefel"].end_to_end()
@@ -317,7 +317,7 @@ class Prop3(GrassmannExperiment):
         return [save_figure(fig, fig_dir / "prop3.png")]
 
 
-def _counterexample(cfg: Prop3Config, mb, dev, eta) -> dict[str, torch.Tensor]:
+def _counterexample(cfg: Prop3Config, mb, dev, eta, lab_seeds) -> dict[str, torch.Tensor]:
     """Problem (3) vs (4) at h = 2 and h = 3 on the 2-D half-moons C shifted to λ_1 < 0 < λ_2 (z = 2).
 
     Returns per seed ``(S,)``: the eigenvalues, the best losses over the last fifth, and the gaps
@@ -329,7 +329,7 @@ def _counterexample(cfg: Prop3Config, mb, dev, eta) -> dict[str, torch.Tensor]:
     C2 = C2 - 0.5 * lam2.sum(-1)[:, None, None] * torch.eye(2, dtype=C2.dtype, device=dev)  # λ_1 < 0 < λ_2
     lam = torch.linalg.eigvalsh(C2)  # (S, 2)
     k = max(1, cfg.steps // 5)
-    seeds = [int(1000 + i) for i in range(S)]
+    seeds = [int(s) + 1000 for s in lab_seeds]  # one initialisation per lab seed (the ensemble contract)
     out: dict[str, torch.Tensor] = {"counter_lambda1": lam[:, 0].cpu(), "counter_lambda2": lam[:, 1].cpu()}
     # (3): over the product M, singular values clipped at 1
     net0 = TwoLayerNet(2, 2, 2, "linear", "orthogonal", ensemble=S, seeds=seeds, dtype=torch.float64, device=dev)

@@ -222,13 +222,21 @@ class Thm3(GrassmannExperiment):
         s = result.summary
         err = max(s["positive_ref_err"], s["negative_ref_err"])
         return {
-            "positive-to-zero": Measured(s["positive_fraction"], control=s["negative_zero_fraction"],
-                                         detail=f"largest ‖q(T)‖ {s['positive_max_dist']:.2g}"),
-            "negative-to-v1": Measured(s["negative_fraction"], control=s["positive_v1_fraction"],
-                                       detail=f"largest distance {s['negative_max_dist']:.2g}"),
-            "needs-h-above-d": Measured(s["gd_min_norm_h_eq_d"], control=s["gd_min_norm_h"],
-                                        detail=f"h = d: ‖q(T)‖ ≤ {s['gd_max_norm_h_eq_d']:.6f}; h = {cfg.h}: ‖q(T)‖ ≤ "
-                                        f"{s['gd_max_norm_h']:.2g}"),
+            "positive-to-zero": Measured(
+                s["positive_fraction"],
+                control=s["negative_zero_fraction"],
+                detail=f"largest ‖q(T)‖ {s['positive_max_dist']:.2g}",
+            ),
+            "negative-to-v1": Measured(
+                s["negative_fraction"],
+                control=s["positive_v1_fraction"],
+                detail=f"largest distance {s['negative_max_dist']:.2g}",
+            ),
+            "needs-h-above-d": Measured(
+                s["gd_min_norm_h_eq_d"],
+                control=s["gd_min_norm_h"],
+                detail=f"h = d: ‖q(T)‖ ≤ {s['gd_max_norm_h_eq_d']:.6f}; h = {cfg.h}: ‖q(T)‖ ≤ {s['gd_max_norm_h']:.2g}",
+            ),
             "solver-agrees": Measured(err) if cfg.reference_trials else Measured(None, not_run="reference_trials = 0"),
         }
 

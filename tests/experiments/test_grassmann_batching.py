@@ -29,7 +29,14 @@ SMALL = {
     "grassmann.prop3": {"steps": 20, "mc_draws": 10},
 }  # fmt: skip
 ADAPTIVE = {"grassmann.fig3", "grassmann.fig5", "grassmann.thm3"}
-SKIP_KEYS = ("seconds", "wall", "time_slope", "speedup", "half_ratio", "device")  # wall-clock timings are not reproducible
+SKIP_KEYS = (
+    "seconds",
+    "wall",
+    "time_slope",
+    "speedup",
+    "half_ratio",
+    "device",
+)  # wall-clock timings are not reproducible
 
 
 def _flat(x, prefix=""):

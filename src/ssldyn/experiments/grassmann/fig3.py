@@ -339,7 +339,7 @@ class Fig3(GrassmannExperiment):
                 "final_loss_ode_median": float(losses["ode"][-1, sl].median()),
                 "lambda_min": float(mb.lam[s, 0]),
                 "max_dev_eq12_vs_gd": float(_max_dev(out["grassmann"], q_12)[:, sl].max()),
-                "eq12_half_loss_time_ratio_median": float(half_ratio[sl].median()),
+                "eq12_half_loss_time_ratio_median": float(half_ratio[sl].nanmedian()),
                 "order_etas": etas,
                 "grassmann_order_dev": dev_of["grassmann"],
                 "polar_order_dev": dev_of["polar"],

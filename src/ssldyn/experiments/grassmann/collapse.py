@@ -184,7 +184,7 @@ class Collapse(GrassmannExperiment):
     robustness = (
         Robustness(
             claims=("remark2-infonce-collapses", "remark2-spectral-no-collapse"),
-            knobs={"infonce_tau": [0.1, 0.5, 2.0, 10.0], "remark2_init_scale": [0.01, 0.5, 2.0]},
+            knobs={"infonce_tau": [0.1, 0.5, 2.0, 10.0], "remark2_init_scale": [0.01, 0.1, 0.5]},
             paper="Remark 2 gives no temperature and no initialisation; it argues through the simplified loss of Liu "
             "et al. (2023, their Eqns. 4–6), which resembles loss (1) for small embeddings (small initial scale, "
             "large τ), and states the conclusion for InfoNCE.",

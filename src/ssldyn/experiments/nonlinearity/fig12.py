@@ -13,19 +13,26 @@ as members of one ensemble on the same minibatches:
   (:class:`ssldyn.data.augment.RandomResizedCrop`).
 
 Pixels are scaled to [0, 1] and standardised with the usual MNIST mean/std (0.1307, 0.3081).
-Measured on the final filters (:mod:`ssldyn.probes.filters`): diversity (mean pairwise cosine
-of the filters of one RF, number of distinct filters), resemblance to digit parts (mean over
-filters of the best cosine with a data patch, vs the same at initialisation), and smoothness
-(``‖Δw‖²/‖w‖²`` with the discrete Laplacian and total variation per unit L1 norm).
 
-The smoothness comparison of Fig. 13 is confounded when it is made on the filters themselves:
-without augmentation InfoNCE starts near its minimum (the two views coincide), so those filters
-move less and keep more of their rough random initialisation. The claim compares the smoothness
-of what training *added*, the displacement ``W_T − W_0`` (``‖Δ(W_T − W_0)‖²/‖W_T − W_0‖²``), from the
-same initialisation. As a diagnostic (not a claim) the run also reports the smoothness of both
-conditions at a *matched distance from the initialisation* (``‖W_t − W_0‖/‖W_0‖`` equal, interpolated
-along the logged path): the augmented filters reach that distance within a few steps and the
-unaugmented ones only late, so it compares different stages of training, not the augmentation.
+What the claims measure. Random 196-d filters are already near-orthogonal (|cos| ≈ 0.057) and rough, and
+weight decay shrinks every filter's own init component (to ≈ 0.37 of ``w₀`` at the quick preset,
+``lr·wd·steps/(1 − m) = 1``), so statistics of the raw filters, and even of ``W_T − W_0``, mostly measure
+the initialisation. The claims measure *what training added*: ``d = W_T − W_0`` with each filter's own
+``w₀`` component projected out (:func:`project_out_init`), and they carry controls from the same run
+(claims-v3): a third group of members with the **linear** activation (Thm. 4: linear filters cannot
+diversify), trained from the same inits on the same minibatches, and the **first SGD step**
+(``W_1 − W_0``, projected the same way).
+
+- Fig. 12 diversity: mean |cos| between the added parts of one RF, and their participation ratio
+  ``(Σσ²)²/(MΣσ⁴)`` (effective number of directions over M) (:func:`added_stats`); digit parts: the mean
+  best cosine of a filter with a data patch (:func:`~ssldyn.probes.filters.pattern_match`), its rise from
+  the initialisation, against the linear network's rise.
+- Fig. 13 smoothness: the Laplacian energy ``‖Δd‖²/‖d‖²`` of the added parts with / without augmentation,
+  against the same ratio after the first step (if it holds there, the smoothness comes with the
+  resampled crops, not from training).
+
+As a diagnostic (not a claim) the run also reports the smoothness of both conditions at a *matched
+distance from the initialisation* (``‖W_t − W_0‖/‖W_0‖`` equal, interpolated along the logged path).
 
 Seeds: each seed is one pair of networks (no augmentation / augmentation) with its own
 initialisation and its own minibatch and crop stream; all seeds train as members of one

@@ -151,7 +151,7 @@ def _substitute(tokens: list[str], tmp_path: Path) -> tuple[list[str], set[str]]
                 t = "cpu"
         if prev == "--executor" and t == "ray":
             needs.add("ray")
-        if prev == "--address":
+        if prev in ("--address", "--ray-address"):
             needs.add("cluster")
         out.append(t)
     unknown = [t for t in out if re.fullmatch(r"[A-Z][A-Z_]+", t)]

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
-import pandas as pd
 import torch
+
+if TYPE_CHECKING:  # pandas loads on the first to_frame() (issue 31: imports that cost nothing)
+    import pandas as pd
 
 __all__ = ["Trajectory", "FlowResult"]
 
@@ -73,6 +75,8 @@ class Trajectory:
     # --- reading ---------------------------------------------------------------------
     def to_frame(self) -> pd.DataFrame:
         """The long table with columns ``step, member, probe, value``."""
+        import pandas as pd
+
         return pd.DataFrame(self._rows, columns=["step", "member", "probe", "value"])
 
     def series(self, probe: str, member: int = 0) -> tuple[np.ndarray, np.ndarray]:

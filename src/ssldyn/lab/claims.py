@@ -56,6 +56,11 @@ KINDS = ("paper", "consequence", "sanity", "erratum")
 STATISTICS = ("mean", "median")
 STATUSES = ("pass", "fail", "inconclusive", "vacuous", "not-run")
 CONTROLLED_KINDS = ("paper", "consequence")
+#: (CSS class, word) of each verdict, as the CLI and the report show it
+VERDICT_WORDS = {
+    "pass": ("pass", "PASS"), "fail": ("fail", "FAIL"), "inconclusive": ("inc", "INCONCLUSIVE"),
+    "vacuous": ("vac", "VACUOUS"), "not-run": ("nr", "NOT RUN"),
+}  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------
@@ -810,6 +815,6 @@ def _is_finite_number(v: Any) -> bool:
 __all__ = [
     "KINDS", "Relation", "gt", "ge", "lt", "le", "between", "is_true", "equals", "Rule", "MEAN_AND_80",
     "every_seed", "whole_interval", "pooled", "ClaimSpec", "Erratum", "references", "reference_in_text",
-    "Measured", "Claim", "evaluate", "t_interval", "STATUSES", "CONTROLLED_KINDS", "Robustness",
+    "Measured", "Claim", "evaluate", "t_interval", "STATUSES", "CONTROLLED_KINDS", "VERDICT_WORDS", "Robustness",
     "bootstrap_median_interval", "wilson_interval", "clip_interval", "format_estimate", "declaration_problems",
 ]  # fmt: skip

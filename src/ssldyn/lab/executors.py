@@ -104,7 +104,8 @@ def execute(
                 aside = store.set_aside(spec.experiment, spec.digest)
             except OSError as e:
                 raise UserError(f"damaged run {path} ({reason}) cannot be moved aside: {e}") from None
-            notes[i] = f"damaged run {path} ({reason}); old copy kept at {aside.name}, recomputed"
+            if aside is not None:  # None: another process repaired it meanwhile (checked under the lock)
+                notes[i] = f"damaged run {path} ({reason}); old copy kept at {aside.name}, recomputed"
         existing = store.get(spec.experiment, spec.digest)
         if existing is not None and not force:
             items[i] = SweepItem(spec, "cached", existing)
@@ -183,15 +184,6 @@ def _compute_in_worker(spec: RunSpec, cache_dir: str) -> Any:  # executed in a r
     return compute_run(spec, cache_dir=cache_dir, executor="inline")
 
 
-def _run_worker_init() -> None:
-    import torch
-
-    from ssldyn.lab.threads import keep_heap_pad
-
-    torch.set_num_threads(1)
-    keep_heap_pad()
-
-
 def next_run(queued: list[str], running: list[str], reuses: Callable[[str], tuple[str, ...]]) -> int | None:
     """Which queued run starts next (an index into ``queued``, the experiments in start order).
 
@@ -230,28 +222,24 @@ def _stopped_on_interrupt(pool: Any) -> Iterator[None]:
     """Shut the run workers down at the end; on an interrupt (Ctrl-C, SIGINT to the driver alone) or
     an error, cancel queued runs and end the running ones at once instead of waiting for them (their
     partial outputs are process-owned and never read; the same command resumes)."""
+    from ssldyn.lab.workers import stop_pool
+
     try:
         yield
     except BaseException:
-        procs = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before Python 3.14
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in procs:
-            proc.join(timeout=10)
+        stop_pool(pool, now=True)
         raise
     else:
-        pool.shutdown(wait=True)
+        stop_pool(pool)
 
 
 def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:  # noqa: ANN001
     """``jobs`` runs at a time in spawned single-thread processes; lock, commit and failures in the driver."""
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
     from contextlib import ExitStack
 
     from ssldyn.lab.registry import get_experiment
+    from ssldyn.lab.workers import new_pool
 
     def est(i: int) -> float:  # the experiment's estimate for the run's preset
         return float(get_experiment(specs[i].experiment).est_seconds[0 if specs[i].preset == "quick" else 1])
@@ -274,8 +262,7 @@ def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:  # noqa:
             later.append(i)
     t0s: dict[int, float] = {}
     try:
-        pool = ProcessPoolExecutor(max_workers=min(jobs, max(1, len(held))), mp_context=mp.get_context("spawn"),
-                                   initializer=_run_worker_init)  # fmt: skip
+        pool = new_pool(min(jobs, max(1, len(held))))  # the lab's workers: one thread, die with the driver
         with _stopped_on_interrupt(pool):
             futures: dict[Any, int] = {}
             queue = [i for i in order if i in held]
@@ -333,8 +320,27 @@ def _inside(filename: object, root: Path) -> bool:
 def _ray_compute(spec: RunSpec, cache_dir: str):  # noqa: ANN202 - executed on a Ray worker
     from ssldyn.lab.context import set_threads
 
-    set_threads(int(os.environ.get("SSLDYN_THREADS", "1")))
-    return compute_run(spec, cache_dir=cache_dir, executor="ray")
+    n = set_threads(int(os.environ.get("SSLDYN_THREADS", "1")))
+    with _blas_threads(n):
+        return compute_run(spec, cache_dir=cache_dir, executor="ray")
+
+
+@contextmanager
+def _blas_threads(n: int) -> Iterator[None]:
+    """numpy/scipy's BLAS (OpenBLAS, MKL) on ``n`` threads, like torch, while a run computes.
+
+    A task given one CPU must not run a BLAS that spins one thread per core: with the cores shared,
+    OpenBLAS's busy-waiting threads made an SVD of 1000 × 400 10–30× slower and the k-means,
+    PCA/t-SNE and linear probes of ``variational.fig1`` 1.3–8× slower, for the same results
+    (benchmarks/README.md, issue 31). Without threadpoolctl: unchanged.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        yield
+        return
+    with threadpool_limits(n, user_api="blas"):
+        yield
 
 
 def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) -> None:  # noqa: ANN001
@@ -364,17 +370,30 @@ def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) 
         try:
             ray.init(**kw)
         except (ConnectionError, RuntimeError, ValueError) as e:
-            raise UserError(f"--address {address!r}: cannot connect to a Ray cluster ({e})") from None
+            raise UserError(f"--ray-address {address!r}: cannot connect to a Ray cluster ({e})") from None
         started_here = True
     try:
         task = ray.remote(_ray_compute)
-        pending = {}
-        for i in todo:
-            spec = specs[i]
-            opts: dict[str, Any] = {"max_retries": max_retries, "retry_exceptions": True, "num_cpus": 1}
-            if spec.device.startswith("cuda"):
-                opts["num_gpus"] = 1
-            pending[task.options(**opts).remote(spec, str(store.cache_dir.resolve()))] = (i, time.perf_counter())
+        cache_dir = str(store.cache_dir.resolve())
+        queue = list(todo)  # in start order: the sources of reused results first
+        pending: dict[Any, tuple[int, float]] = {}
+
+        def submit_ready() -> None:
+            """Submit every queued run none of whose reused experiments is queued or running: a run
+            that reads a source's cached sub-results (``Experiment.reuses``) is submitted after the
+            source's run has finished, so the shared part is computed once (as with the local executors)."""
+            while queue:
+                k = next_run([specs[j].experiment for j in queue], [specs[j].experiment for j, _ in pending.values()],
+                             _reuses)  # fmt: skip
+                if k is None:
+                    return  # the rest waits for a running source
+                i = queue.pop(k)
+                opts: dict[str, Any] = {"max_retries": max_retries, "retry_exceptions": True, "num_cpus": 1}
+                if specs[i].device.startswith("cuda"):
+                    opts["num_gpus"] = 1
+                pending[task.options(**opts).remote(specs[i], cache_dir)] = (i, time.perf_counter())
+
+        submit_ready()
         bar.update(running=len(pending))
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
@@ -391,6 +410,7 @@ def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) 
                 store.record_failure(spec.experiment, spec.digest, err, spec.config)
                 items[i] = SweepItem(spec, "failed", error=err, seconds=time.perf_counter() - t0)
                 bar.update(failed=1, running=len(pending), label=spec.experiment)
+            submit_ready()  # after the commit: a reusing run starts once its source's run is in the store
     finally:
         if started_here:
             ray.shutdown()

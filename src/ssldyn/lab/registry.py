@@ -209,7 +209,7 @@ def get_experiment(name: str) -> type[Experiment]:
     load_all()
     if name in _REGISTRY:
         return _REGISTRY[name]
-    near = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.4)
+    near = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.4) if len(name) <= 200 else []
     hint = f"; did you mean {', '.join(near)}?" if near else ""
     raise UserError(f"unknown experiment {echo(name)}{hint} (see `ssldyn list`)")
 

@@ -20,11 +20,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import train_test_split
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 from torch import Tensor
 
 __all__ = ["LinearProbe", "KNNProbe"]
@@ -53,6 +48,8 @@ class _SplitProbe:
         _, counts = np.unique(y, return_counts=True)
         stratify = y if counts.min() >= 2 else None
         idx = np.arange(len(y))
+        from sklearn.model_selection import train_test_split  # scikit-learn loads on first use
+
         self.train_idx, self.test_idx = train_test_split(
             idx, test_size=self.test_size, random_state=self.seed, stratify=stratify
         )
@@ -109,6 +106,10 @@ class LinearProbe(_SplitProbe):
         self.C, self.max_iter = float(C), int(max_iter)
 
     def _classifier(self):
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
         return make_pipeline(StandardScaler(), LogisticRegression(C=self.C, max_iter=self.max_iter))
 
 
@@ -142,4 +143,6 @@ class KNNProbe(_SplitProbe):
         self.k, self.metric = int(k), metric
 
     def _classifier(self):
+        from sklearn.neighbors import KNeighborsClassifier
+
         return KNeighborsClassifier(n_neighbors=self.k, metric=self.metric, algorithm="brute")

@@ -24,3 +24,14 @@ def toy_sweep():
     registry.register(ToySweep)
     yield ToySweep
     registry._REGISTRY.pop(ToySweep.name, None)
+
+
+@pytest.fixture
+def toy_map():
+    """Register the toy experiment with a control and a robustness map for one test."""
+    from tests.lab.toy import ToyMap
+
+    registry.load_all()
+    registry.register(ToyMap)
+    yield ToyMap
+    registry._REGISTRY.pop(ToyMap.name, None)

@@ -1,4 +1,4 @@
-"""The study page's stepper in headless Chromium (DevTools over ``--remote-debugging-pipe``).
+"""The study page's stepper in headless Chromium (the system Chromium driven by Playwright).
 
 Load the page, screenshot, change the select to another grid point, screenshot again: the
 shown grid point's region must change (another run's figure and claims) while the page above
@@ -18,16 +18,16 @@ from ssldyn.lab.report import build_report
 from ssldyn.lab.report_study import study_page_path
 from ssldyn.lab.runner import plan_run
 from ssldyn.lab.study import record_study
-from tests.lab.chromium import CHROMIUM, Browser
+from tests.lab.chromium import SKIP, chromium_page, images_loaded
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")]
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(bool(SKIP), reason=SKIP)]
 
 VISIBLE = "Array.from(document.querySelectorAll('section.point')).filter(p => !p.hidden && p.offsetHeight > 0)"
 
 
-def rect(browser: Browser, js: str) -> tuple[int, int, int, int]:
+def rect(page, js: str) -> tuple[int, int, int, int]:
     """``(left, top, right, bottom)`` in viewport pixels of the element ``js`` evaluates to."""
-    r = browser.eval(
+    r = page.evaluate(
         f"(() => {{ const b = ({js}).getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; }})()"
     )
     return tuple(int(round(v)) for v in r)
@@ -48,22 +48,21 @@ def page(toy_sweep, tmp_path):
     return study_page_path(tmp_path / "report", study)
 
 
-def test_stepper_changes_the_shown_grid_point(page, tmp_path):
-    browser = Browser(str(tmp_path / "profile"))
-    try:
-        browser.open(page.resolve().as_uri())
+def test_stepper_changes_the_shown_grid_point(page):
+    with chromium_page() as browser:
+        browser.goto(page.resolve().as_uri())
+        images_loaded(browser)
         # the script shows the stepper and only the first grid point
-        assert browser.eval("document.getElementById('stepper').hidden") is False
-        assert browser.eval(f"{VISIBLE}.map(p => p.querySelector('h3').textContent)") == ["lr = 0.2"]
-        browser.eval("document.querySelector('#step h2').scrollIntoView()")
+        assert browser.evaluate("document.getElementById('stepper').hidden") is False
+        assert browser.evaluate(f"{VISIBLE}.map(p => p.querySelector('h3').textContent)") == ["lr = 0.2"]
+        browser.evaluate("document.querySelector('#step h2').scrollIntoView()")
         before = browser.screenshot()
         form = rect(browser, "document.getElementById('stepper')")
         shown = rect(browser, f"{VISIBLE}[0]")
-        browser.eval("(() => { const s = document.querySelector('#stepper select'); s.value = '2';"
-                     " s.dispatchEvent(new Event('change')); })()")  # fmt: skip
-        browser.images_loaded()
-        assert browser.eval(f"{VISIBLE}.map(p => p.querySelector('h3').textContent)") == ["lr = 0.01"]
-        assert browser.eval("window.scrollY > 0")  # still scrolled to the stepper
+        browser.select_option("#stepper select", "2")  # as a user picks it (fires input and change)
+        images_loaded(browser)
+        assert browser.evaluate(f"{VISIBLE}.map(p => p.querySelector('h3').textContent)") == ["lr = 0.01"]
+        assert browser.evaluate("window.scrollY > 0")  # still scrolled to the stepper
         after = browser.screenshot()
         shown_after = rect(browser, f"{VISIBLE}[0]")
         assert shown_after[1] == shown[1]  # the grid point's block starts at the same place
@@ -78,17 +77,17 @@ def test_stepper_changes_the_shown_grid_point(page, tmp_path):
         red = lambda x: ((x[..., 0] > 180) & (x[..., 1] < 90) & (x[..., 2] < 90)).sum()  # noqa: E731
         assert red(b) > 500 and red(b) > 5 * red(a)
         # a link to a grid point (the table's run column) selects it too
-        browser.eval("location.hash = '#point-1'")
-        assert browser.eval(f"{VISIBLE}.map(p => p.querySelector('h3').textContent)") == ["lr = 0.05"]
-        assert browser.eval("document.querySelector('#stepper select').value") == "1"
-        # without JavaScript: no stepper, every grid point shown one after the other
-        browser.open(page.resolve().as_uri(), scripts=False)
-        assert browser.eval(f"{VISIBLE}.length") == 3
-        assert browser.eval("document.getElementById('stepper').offsetHeight") == 0
+        browser.evaluate("location.hash = '#point-1'")
+        assert browser.evaluate(f"{VISIBLE}.map(p => p.querySelector('h3').textContent)") == ["lr = 0.05"]
+        assert browser.evaluate("document.querySelector('#stepper select').value") == "1"
+    # without JavaScript: no stepper, every grid point shown one after the other
+    with chromium_page(scripts=False) as browser:
+        browser.goto(page.resolve().as_uri())
+        images_loaded(browser)
+        assert browser.evaluate(f"{VISIBLE}.length") == 3
+        assert browser.evaluate("document.getElementById('stepper').offsetHeight") == 0
         static = browser.screenshot()
         assert Image.open(io.BytesIO(static)).convert("L").getextrema()[0] < 80  # rendered, not blank
-    finally:
-        browser.close()
 
 
 def test_index_renders_in_chromium(page, tmp_path, toy_sweep):
@@ -96,12 +95,10 @@ def test_index_renders_in_chromium(page, tmp_path, toy_sweep):
 
     run_experiment(toy_sweep.name, quick=True, out=tmp_path)  # the paper-default run (quick): the headline
     build_report(tmp_path)
-    browser = Browser(str(tmp_path / "profile"))
-    try:
-        browser.open((page.parents[2] / "index.html").resolve().as_uri())
-        assert browser.eval("document.getElementById('headline').textContent").startswith("1/1 paper claims pass")
-        broken = browser.eval("Array.from(document.images).filter(i => i.loading !== 'lazy' && !i.naturalWidth)"
-                              ".map(i => i.src)")  # fmt: skip
+    with chromium_page() as browser:
+        browser.goto((page.parents[2] / "index.html").resolve().as_uri())
+        images_loaded(browser)
+        assert browser.evaluate("document.getElementById('headline').textContent").startswith("1/1 paper claims pass")
+        broken = browser.evaluate("Array.from(document.images).filter(i => i.loading !== 'lazy' && !i.naturalWidth)"
+                                  ".map(i => i.src)")  # fmt: skip
         assert broken == []
-    finally:
-        browser.close()

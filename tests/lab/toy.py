@@ -8,6 +8,7 @@ from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.dynamics import Trajectory
 from ssldyn.lab import ClaimSpec, Experiment, ExperimentConfig, Result, between, every_seed, lt
+from ssldyn.lab.claims import Measured, Robustness
 from ssldyn.viz.common import new_figure, save_figure
 
 CALLS = {"run": 0}
@@ -128,3 +129,29 @@ class ToySweep(Experiment):
 
 
 __all__ = ["Toy", "ToySweep", "CALLS", "np"]
+
+
+class ToyMap(ToySweep):
+    """The toy sweep with a negative control and a robustness map over its two knobs (lr, steps).
+
+    ``rms-small``'s control is the same statistic at initialisation (rms(x_0) ≈ 1, which must not be
+    below 0.5); the map runs lr ∈ {0.2, 0.01} × steps ∈ {10, 30} at n = 64.
+    """
+
+    name = "variational.zz-map"
+    claims = (
+        ClaimSpec(
+            "rms-small", "the final rms of x is below 0.5", "toy", kind="consequence",
+            reading="rms(x_T) = ‖x_T‖/√n per seed", relation=lt(0.5), basis="tolerance: a test threshold",
+            derivation="rms(x_T) = (1 − lr)^T rms(x_0) and E rms(x_0)² = 1", control="the same statistic at t = 0",
+            bounds=(0.0, float("inf")),
+        ),
+    )  # fmt: skip
+    robustness = (
+        Robustness(claims=("rms-small",), knobs={"lr": [0.2, 0.01], "steps": [10, 30]}, base={"n": 64},
+                   paper="the toy's 'paper' leaves lr and steps open"),
+    )  # fmt: skip
+
+    def measure(self, cfg, result):
+        s = result.summary
+        return {"rms-small": Measured(s["rms"], control=s["rms0"])}

@@ -21,8 +21,6 @@ import functools
 import hashlib
 import io
 import json
-import os
-import uuid
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -51,11 +49,11 @@ def code_version() -> str:
     to keep up to date."""
     import torch
 
-    import ssldyn
+    from ssldyn._version import __version__
 
-    root = Path(ssldyn.__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # src/ssldyn
     h = hashlib.sha256()
-    h.update(f"ssldyn {ssldyn.__version__} torch {torch.__version__} numpy {np.__version__}\n".encode())
+    h.update(f"ssldyn {__version__} torch {torch.__version__} numpy {np.__version__}\n".encode())
     files = sorted(p for p in root.rglob("*.py") if p.relative_to(root).parts[0] not in _NOT_COMPUTING)
     for p in files:
         h.update(p.relative_to(root).as_posix().encode() + b"\0")
@@ -170,25 +168,8 @@ def _encode_arrays(arrays: Mapping[str, Any]) -> bytes:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, ``fsync``, rename over ``path``, ``fsync`` the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    try:
-        fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    """The lab's one atomic write (:func:`ssldyn.lab.store.atomic_write_bytes`: temp file, ``fsync``,
+    rename, ``fsync`` of the folder; no temp file left on failure)."""
+    from ssldyn.lab.store import atomic_write_bytes
+
+    atomic_write_bytes(path, data)

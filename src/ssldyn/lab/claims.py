@@ -14,6 +14,25 @@ evaluates every claim over the seeds of the run with :func:`evaluate`:
 
 ``passed`` is always computed from measured numbers, never asserted.
 
+Every claim must be able to fail (docs/architecture.md, "Claims"). A ``paper`` or
+``consequence`` claim declares a **negative control** (``control``): a null condition measured in
+the same run, per seed (at initialisation, after one step, with the linear activation, with the
+other dynamics...), on which the statement must *not* hold; or, rarely, ``no_control`` with the
+reason none is possible. The verdict (``Claim.status``) is one of
+
+* ``pass`` — the rule holds and the 95 % interval lies on the relation's side of the threshold;
+* ``fail`` — the rule fails and the interval does not reach the threshold;
+* ``inconclusive`` — the 95 % interval of the statistic contains the threshold (for a yes/no
+  claim: the fraction of seeds is below the rule but its Wilson upper bound reaches it), or a
+  declared control was not measured;
+* ``vacuous`` — the claim would pass, but its control's statistic satisfies the relation too:
+  the measurement cannot tell the paper's condition from the null one;
+* ``not-run`` — it could not be measured (e.g. no CIFAR directory).
+
+Only ``pass`` counts as reproduced. A direction claim (``gt``/``lt``... ) carries its minimum
+effect in the threshold, with the basis in ``effect``: a bare sign (threshold 0) is rejected for
+paper and consequence claims. Intervals are intersected with the statistic's range (``bounds``).
+
 Kinds (provenance):
 
 * ``paper`` — a statement the paper makes, at ``location`` (section, equation, figure, theorem);
@@ -35,6 +54,13 @@ from typing import Any
 
 KINDS = ("paper", "consequence", "sanity", "erratum")
 STATISTICS = ("mean", "median")
+STATUSES = ("pass", "fail", "inconclusive", "vacuous", "not-run")
+CONTROLLED_KINDS = ("paper", "consequence")
+#: (CSS class, word) of each verdict, as the CLI and the report show it
+VERDICT_WORDS = {
+    "pass": ("pass", "PASS"), "fail": ("fail", "FAIL"), "inconclusive": ("inc", "INCONCLUSIVE"),
+    "vacuous": ("vac", "VACUOUS"), "not-run": ("nr", "NOT RUN"),
+}  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------
@@ -73,6 +99,20 @@ class Relation:
         if self.op == "between":
             return self.ref[0] <= v <= self.ref[1]
         return {"gt": v > self.ref, "ge": v >= self.ref, "lt": v < self.ref, "le": v <= self.ref}[self.op]
+
+    @property
+    def thresholds(self) -> tuple[float, ...]:
+        """The numbers that separate holding from not holding (empty for yes/no and ``equals``)."""
+        if self.op in ("gt", "ge", "lt", "le"):
+            return (float(self.ref),)
+        if self.op == "between":
+            return (float(self.ref[0]), float(self.ref[1]))
+        return ()
+
+    @property
+    def is_bare_sign(self) -> bool:
+        """A direction relation with threshold exactly 0 (``gt(0)``): a sign with no minimum effect."""
+        return self.op in ("gt", "ge", "lt", "le") and float(self.ref) == 0.0
 
     def describe(self) -> str:
         if self.op == "true":
@@ -199,6 +239,13 @@ class ClaimSpec:
         statistic: ``mean`` or ``median`` of the per-seed values.
         rule: the pass rule (:data:`MEAN_AND_80` unless declared otherwise, with a reason).
         if_fails: our best explanation, shown when the claim does not reproduce.
+        control: one line: the negative control — the null condition, measured in the same run
+            per seed (``Measured(value, control=...)``), on which the relation must not hold.
+        no_control: one sentence: why no control is possible (never together with ``control``).
+        bounds: the range of the per-seed statistic (``(-1, 1)`` for a silhouette, ``(0, inf)``
+            for a ratio); the 95 % interval is intersected with it.
+        effect: the basis of a direction claim's minimum effect (the threshold), e.g.
+            ``"paper: Fig. 2 shows a drop of >= 20 %"``.
     """
 
     id: str
@@ -215,9 +262,19 @@ class ClaimSpec:
     if_fails: str = ""
     printed: str = ""
     used: str = ""
+    control: str = ""
+    no_control: str = ""
+    bounds: tuple[float, float] | None = None
+    effect: str = ""
 
     def __post_init__(self) -> None:
         where = f"claim {self.id!r}"
+        if self.control.strip() and self.no_control.strip():
+            raise ValueError(f"{where}: declare either a control or no_control (its reason), not both")
+        if self.bounds is not None:
+            lo, hi = self.bounds
+            if not float(lo) < float(hi):
+                raise ValueError(f"{where}: bounds {self.bounds!r} must be (lower, upper) with lower < upper")
         if not re.fullmatch(r"[a-z0-9][a-z0-9._:-]*", self.id):
             raise ValueError(f"{where}: id must be lowercase letters, digits, '-', '.', ':'")
         if self.kind not in KINDS:
@@ -251,6 +308,27 @@ class ClaimSpec:
             return self.result
         refs = references(self.location)
         return refs[0] if refs else self.location
+
+
+def declaration_problems(spec: ClaimSpec, cfgs: Sequence[Any] = ()) -> list[str]:
+    """What a paper/consequence claim's declaration still lacks under claims-v3 (empty: complete).
+
+    * a negative control (``control``) or the reason there is none (``no_control``);
+    * a minimum effect: a direction relation with threshold exactly 0 (a bare sign) is not allowed;
+      the threshold is the minimum effect and ``effect`` (or ``basis``) states where it comes from.
+
+    ``cfgs`` are configs to resolve a relation that depends on the config (quick and default).
+    Checked for every registered experiment by the test suite.
+    """
+    if spec.kind not in CONTROLLED_KINDS:
+        return []
+    out = []
+    if not (spec.control.strip() or spec.no_control.strip()):
+        out.append(f"{spec.id}: no control and no no_control reason")
+    rels = [spec.relation] if isinstance(spec.relation, Relation) else [spec.relation_for(c) for c in cfgs]
+    if any(rel.is_bare_sign for rel in rels):
+        out.append(f"{spec.id}: a bare sign ({rels[0].describe()}): put the minimum effect into the threshold")
+    return out
 
 
 def Erratum(  # noqa: N802 - reads as a declaration, like ClaimSpec
@@ -320,11 +398,13 @@ class Measured:
     ``value`` is the number (or yes/no) compared with the relation; ``detail`` a short text
     shown with it (e.g. the fitted line); ``not_run`` says why the measurement could not be
     made (e.g. no CIFAR directory given) — such a claim is reported "not run", never passed.
+    ``control`` is the same measurement under the claim's negative control (same seed, same run).
     """
 
     value: float | int | bool | None
     detail: str = ""
     not_run: str = ""
+    control: float | int | bool | None = None
 
 
 def as_measured(x: Any) -> Measured:
@@ -338,8 +418,9 @@ class Claim:
     """One evaluated claim of a finished run (what ``claims.json`` holds, one per claim).
 
     ``value`` is the statistic over seeds, ``interval`` its 95 % interval, ``values`` and
-    ``seed_passed`` the per-seed measurements and verdicts; ``status`` is ``pass``, ``fail`` or
-    ``not-run``.
+    ``seed_passed`` the per-seed measurements and verdicts; ``status`` is one of :data:`STATUSES`
+    (``passed`` is ``status == "pass"``); ``control_values`` the control's per-seed values,
+    ``control_value`` their statistic and ``control_held`` whether the relation held on it.
     """
 
     id: str
@@ -365,6 +446,13 @@ class Claim:
     details: tuple[str, ...] = ()
     printed: str = ""
     used: str = ""
+    control: str = ""
+    no_control: str = ""
+    control_values: tuple[Any, ...] = ()
+    control_value: float | int | str | None = None
+    control_held: bool | None = None
+    effect: str = ""
+    bounds: tuple[float, float] | None = None
 
     @property
     def measured(self) -> Any:
@@ -379,9 +467,10 @@ class Claim:
         """``0.62 [0.41, 0.83] (3/3 seeds)`` — the statistic, its interval and the seeds that hold."""
         if self.status == "not-run":
             return "not run"
-        v = _fmt(self.value)
-        if self.interval is not None and self.interval[0] != self.interval[1]:
-            v += f" [{_fmt(self.interval[0])}, {_fmt(self.interval[1])}]"
+        if self.interval is not None and self.interval[0] != self.interval[1] and _is_real(self.value):
+            v = format_estimate(float(self.value), float(self.interval[0]), float(self.interval[1]))  # type: ignore[arg-type]
+        else:
+            v = _fmt(self.value)
         n = len(self.seed_passed)
         return f"{v} ({self.n_seeds_passed}/{n} seeds)" if n > 1 else v
 
@@ -391,19 +480,34 @@ class Claim:
         d["value"] = _json_number(d["value"])
         d["values"] = [_json_number(v) for v in d["values"]]
         d["interval"] = None if d["interval"] is None else [_json_number(v) for v in d["interval"]]
+        d["control_value"] = _json_number(d["control_value"])
+        d["control_values"] = [_json_number(v) for v in d["control_values"]]
+        d["bounds"] = None if d["bounds"] is None else [_json_number(float(v)) for v in d["bounds"]]
         for k in ("seeds", "seed_passed", "details"):
             d[k] = list(d[k])
         return d
+
+    def control_text(self) -> str:
+        """``control: at init — 0.06 (relation held: vacuous)`` or the no-control reason."""
+        if self.control:
+            if not self.control_values:
+                return f"control: {self.control} — not measured"
+            held = "held (vacuous)" if self.control_held else "did not hold"
+            return f"control: {self.control} — {_fmt(self.control_value)}; relation {held}"
+        if self.no_control:
+            return f"no control: {self.no_control}"
+        return ""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Claim:
         names = {f for f in cls.__dataclass_fields__}
         kw = {k: v for k, v in d.items() if k in names}
-        for k in ("seeds", "values", "seed_passed", "details"):
+        for k in ("seeds", "values", "seed_passed", "details", "control_values"):
             if k in kw and kw[k] is not None:
                 kw[k] = tuple(kw[k])
-        if kw.get("interval") is not None:
-            kw["interval"] = tuple(kw["interval"])
+        for k in ("interval", "bounds"):
+            if kw.get(k) is not None:
+                kw[k] = tuple(float(x) for x in kw[k])
         if "value" not in kw and "measured" in d:  # claims.json of a single legacy check
             kw["value"] = d["measured"]
         return cls(**kw)
@@ -487,10 +591,96 @@ def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def clip_interval(interval: tuple[float, float], bounds: tuple[float, float] | None) -> tuple[float, float]:
+    """Intersect a confidence interval with the statistic's range.
+
+    The true mean (median) of a statistic with values in ``[lo, hi]`` lies in ``[lo, hi]``, so the
+    intersection keeps the interval's coverage and never leaves the range.
+    """
+    if bounds is None:
+        return interval
+    lo, hi = float(bounds[0]), float(bounds[1])
+    a, b = max(interval[0], lo), min(interval[1], hi)
+    return (min(a, hi), max(b, lo))
+
+
+def _stat_and_interval(values: Sequence[float], statistic: str) -> tuple[float, tuple[float, float], str]:
+    if statistic == "median":
+        import statistics
+
+        return statistics.median(values), bootstrap_median_interval(values), "bootstrap percentile"
+    return sum(values) / len(values), t_interval(values), "Student t"
+
+
+def _straddles(rel: Relation, interval: tuple[float, float] | None) -> bool:
+    """Whether the interval holds points on both sides of the relation's threshold."""
+    if interval is None or rel.is_boolean or rel.op == "equals":
+        return False
+    return rel.holds(interval[0]) != rel.holds(interval[1]) or (
+        rel.op == "between" and not rel.holds(interval[0]) and interval[0] < rel.ref[0] and interval[1] > rel.ref[1]
+    )
+
+
+def _verdict(
+    spec: ClaimSpec, rel: Relation, values: Sequence[Any], ok: Sequence[bool]
+) -> tuple[str, Any, tuple[float, float] | None, str, str]:
+    """(status pass/fail/inconclusive, statistic, interval, interval method, statistic name) of per-seed values."""
+    n = len(values)
+    rule = spec.rule
+    if rel.is_boolean:
+        k = sum(bool(o) for o in ok)
+        frac = k / n
+        interval = wilson_interval(k, n)
+        if rule.name == "every-seed":
+            passed = k == n
+        elif rule.name == "pooled":
+            passed = bool(ok[0])
+        elif rule.name == "interval":
+            passed = interval[0] >= rule.min_fraction
+        else:
+            passed = frac >= rule.min_fraction - 1e-12
+        if passed:
+            status = "pass"
+        elif n >= 2 and rule.name in ("mean+80%", "interval") and interval[1] >= rule.min_fraction:
+            status = "inconclusive"
+        else:
+            status = "fail"
+        return status, frac, interval, "Wilson", "fraction of seeds"
+    finite = [float(v) for v in values if _is_finite_number(v)]
+    if not finite:
+        return "fail", float("nan"), None, "", spec.statistic
+    stat, interval, method = _stat_and_interval(finite, spec.statistic)
+    interval = clip_interval(interval, spec.bounds)
+    stat_ok = rel.holds(stat)
+    frac = sum(bool(o) for o in ok) / n
+    if rule.name == "every-seed":
+        passed = all(ok) and stat_ok
+    elif rule.name == "interval":
+        passed = rel.holds(interval[0]) and rel.holds(interval[1]) and stat_ok
+    elif rule.name == "pooled":
+        passed = bool(ok[0])
+    else:
+        passed = stat_ok and frac >= rule.min_fraction - 1e-12
+    if n < 2 or rule.name in ("pooled", "every-seed"):
+        # one evaluation, or an exact statement checked on every seed: no interval decides it
+        status = "pass" if passed else "fail"
+        return (
+            status,
+            stat,
+            (interval if n >= 2 else None),
+            method if n >= 2 else "one seed: no interval",
+            spec.statistic,
+        )
+    status = "inconclusive" if _straddles(rel, interval) else ("pass" if passed else "fail")
+    return status, stat, interval, method, spec.statistic
+
+
 def evaluate(spec: ClaimSpec, cfg: Any, seeds: Sequence[int], measured: Sequence[Any], note: str = "") -> Claim:
     """Evaluate one declared claim over per-seed measurements (one entry per seed, in order).
 
-    For a ``pooled`` rule pass one measurement (``seeds`` are then all seeds of the run).
+    For a ``pooled`` rule pass one measurement (``seeds`` are then all seeds of the run). The
+    verdict is one of :data:`STATUSES` (see the module docstring); the control's values
+    (``Measured.control``) are evaluated with the same relation and rule.
     """
     rel = spec.relation_for(cfg)
     ms = [as_measured(m) for m in measured]
@@ -500,61 +690,117 @@ def evaluate(spec: ClaimSpec, cfg: Any, seeds: Sequence[int], measured: Sequence
         raise ValueError(f"claim {spec.id!r}: a pooled claim has exactly one measurement")
     values = tuple(_round(_as_number(m.value)) for m in ms)
     details = tuple(m.detail for m in ms)
+    controls = tuple(_round(_as_number(m.control)) for m in ms if m.control is not None)
     common = {
         "id": spec.id, "statement": spec.statement, "location": spec.location, "kind": spec.kind,
         "reading": spec.reading, "basis": spec.basis, "derivation": spec.derivation, "result": spec.row,
         "rule": spec.rule.describe(spec.statistic) + (f" ({spec.rule.reason})" if spec.rule.reason else ""),
         "expected": rel.describe(), "seeds": tuple(int(s) for s in seeds), "values": values, "details": details,
-        "printed": spec.printed, "used": spec.used,
+        "printed": spec.printed, "used": spec.used, "control": spec.control, "no_control": spec.no_control,
+        "effect": spec.effect, "bounds": None if spec.bounds is None else (float(spec.bounds[0]), float(spec.bounds[1])),
+        "control_values": controls,
     }  # fmt: skip
     not_run = [m.not_run for m in ms if m.not_run]
     if not_run and len(not_run) == len(ms):
         return Claim(**common, passed=False, status="not-run", seed_passed=tuple(False for _ in ms),
                      statistic=spec.statistic, note="; ".join(dict.fromkeys(not_run)))  # fmt: skip
     seed_ok = tuple(not m.not_run and rel.holds(v) for m, v in zip(ms, values))
-    finite = [float(v) for m, v in zip(ms, values) if not m.not_run and _is_finite_number(v)]
-    n = len(ms)
-    if rel.is_boolean:
-        k = sum(seed_ok)
-        stat: Any = k / n
-        interval, method, statistic = wilson_interval(k, n), "Wilson", "fraction of seeds"
-        stat_ok = stat >= spec.rule.min_fraction
-        ends_ok = interval[0] >= spec.rule.min_fraction
-    else:
-        statistic = spec.statistic
-        if not finite:
-            stat, interval, method = float("nan"), None, ""
-            stat_ok = ends_ok = False
-        else:
-            if spec.statistic == "median":
-                import statistics
-
-                stat = statistics.median(finite)
-                interval, method = bootstrap_median_interval(finite), "bootstrap percentile"
-            else:
-                stat = sum(finite) / len(finite)
-                interval, method = t_interval(finite), "Student t"
-            stat_ok = rel.holds(stat)
-            ends_ok = rel.holds(interval[0]) and rel.holds(interval[1])
-    frac = sum(seed_ok) / n
-    name = spec.rule.name
-    if name == "every-seed":
-        passed = all(seed_ok) and stat_ok
-    elif name == "interval":
-        passed = ends_ok and stat_ok
-    elif name == "pooled":
-        passed = seed_ok[0]
-    else:
-        passed = stat_ok and frac >= spec.rule.min_fraction - 1e-12
-    if n < 2:  # one evaluation: no interval
-        interval, method = None, "one seed: no interval"
+    kept = [v for m, v in zip(ms, values) if not m.not_run]
+    kept_ok = [o for m, o in zip(ms, seed_ok) if not m.not_run]
+    status, stat, interval, method, statistic = _verdict(spec, rel, kept, kept_ok)
     notes = [note] if note else []
-    if not passed and spec.if_fails:
+    control_value: Any = None
+    control_held: bool | None = None
+    if controls:
+        c_ok = [rel.holds(v) for v in controls]
+        if rel.is_boolean:
+            control_value = sum(c_ok) / len(c_ok)
+            control_held = control_value >= spec.rule.min_fraction - 1e-12
+        else:
+            finite_c = [float(v) for v in controls if _is_finite_number(v)]
+            if finite_c:
+                control_value, _, _ = _stat_and_interval(finite_c, spec.statistic)
+                control_held = rel.holds(control_value)
+            else:
+                control_held = False
+        control_value = _round(control_value)
+        if control_held and status == "pass":
+            status = "vacuous"
+            notes.append(
+                f"vacuous: the control ({spec.control or 'declared control'}) gives {_fmt(control_value)}, "
+                f"which also satisfies {rel.describe()}"
+            )
+    elif spec.control.strip() and status == "pass":
+        status = "inconclusive"
+        notes.append("inconclusive: the declared control was not measured, so the claim has not shown it can fail")
+    if status == "inconclusive" and interval is not None and not any("control" in x for x in notes):
+        notes.append(
+            f"inconclusive: the 95% interval [{_fmt(_round(interval[0]))}, {_fmt(_round(interval[1]))}] "
+            f"contains the threshold ({rel.describe()})"
+        )
+    if status in ("fail", "inconclusive") and spec.if_fails:
         notes.append(spec.if_fails)
     interval_r = None if interval is None else (_round(float(interval[0])), _round(float(interval[1])))
-    return Claim(**common, passed=bool(passed), status="pass" if passed else "fail", seed_passed=seed_ok,
-                 statistic=statistic, value=_round(stat), interval=interval_r, interval_method=method,
-                 note=" ".join(notes))  # fmt: skip
+    return Claim(**common, passed=status == "pass", status=status, seed_passed=seed_ok, statistic=statistic,
+                 value=_round(stat), interval=interval_r, interval_method=method, note=" ".join(notes),
+                 control_value=control_value, control_held=control_held)  # fmt: skip
+
+
+def format_estimate(value: float, lo: float, hi: float, digits: int = 4) -> str:
+    """``0.9997 [0.9995, 1]`` — a point estimate and its interval, rounded so that the printed
+    estimate stays inside the printed interval and the printed ends stay distinct where they differ.
+
+    Starts at ``digits`` significant figures and adds figures until the rounded numbers keep
+    ``lo <= value <= hi`` (and ``lo < hi`` when they differ).
+    """
+    for d in range(digits, 17):
+        sv, sl, sh = (f"{x:.{d}g}" for x in (value, lo, hi))
+        fv, fl, fh = float(sv), float(sl), float(sh)
+        if fl <= fv <= fh and (lo == hi or fl < fh):
+            return f"{sv} [{sl}, {sh}]"
+    return f"{value!r} [{lo!r}, {hi!r}]"
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+# --------------------------------------------------------------------------------------
+# robustness maps
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Robustness:
+    """A headline claim's robustness map: the protocol knobs the paper leaves open.
+
+    ``claims`` are claim ids of the experiment; ``knobs`` maps config keys to the values to try
+    (the grid is their product); ``paper`` says what the paper states about these knobs; ``base``
+    are overrides applied at every grid point (default: the quick preset). ``ssldyn robustness
+    EXP`` runs the grid as a study and the report shows where each claim holds.
+    """
+
+    claims: tuple[str, ...]
+    knobs: Mapping[str, Sequence[Any]]
+    paper: str
+    base: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.claims, str) or not self.claims:
+            raise ValueError("Robustness.claims must be a non-empty tuple of claim ids")
+        if not self.knobs or not all(isinstance(v, (list, tuple)) and len(v) >= 2 for v in self.knobs.values()):
+            raise ValueError("Robustness.knobs must map config keys to lists of at least two values")
+        if not self.paper.strip():
+            raise ValueError("Robustness.paper must say what the paper states about these knobs")
+
+    @property
+    def n_points(self) -> int:
+        return math.prod(len(v) for v in self.knobs.values())
+
+    def grid(self) -> list[dict[str, Any]]:
+        """Every grid point as a dict of overrides (knob order as declared)."""
+        import itertools
+
+        keys = list(self.knobs)
+        return [dict(zip(keys, combo)) for combo in itertools.product(*(self.knobs[k] for k in keys))]
 
 
 def _is_finite_number(v: Any) -> bool:
@@ -569,6 +815,6 @@ def _is_finite_number(v: Any) -> bool:
 __all__ = [
     "KINDS", "Relation", "gt", "ge", "lt", "le", "between", "is_true", "equals", "Rule", "MEAN_AND_80",
     "every_seed", "whole_interval", "pooled", "ClaimSpec", "Erratum", "references", "reference_in_text",
-    "Measured", "Claim", "evaluate", "t_interval",
-    "bootstrap_median_interval", "wilson_interval",
+    "Measured", "Claim", "evaluate", "t_interval", "STATUSES", "CONTROLLED_KINDS", "VERDICT_WORDS", "Robustness",
+    "bootstrap_median_interval", "wilson_interval", "clip_interval", "format_estimate", "declaration_problems",
 ]  # fmt: skip

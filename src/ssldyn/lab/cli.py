@@ -282,6 +282,9 @@ def reproduce_cmd(
     only: list[str] | None = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
     tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
     dry_run: bool = typer.Option(False, "--dry-run", help="validate and list the planned runs; run nothing"),
+    robustness: bool = typer.Option(
+        False, "--robustness", help="also run the robustness maps of the headline claims (quick grids)"
+    ),
 ) -> None:
     """Run every registered experiment (a sweep over experiments) and write the HTML report."""
     from ssldyn.lab.registry import all_experiments, get_experiment
@@ -303,6 +306,9 @@ def reproduce_cmd(
     for it in items:
         if it.note:
             err_console.print(f"note: {it.note}", markup=False, soft_wrap=True)
+    if robustness:
+        _run_maps([e.name for e in exps if e.robustness], quick=True, seed=seed, seeds=None, out=out, device=device,
+                  jobs=jobs, force=force, dry_run=False)  # fmt: skip
     report = build_report(out)
     _print_items(
         items, title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)", out=Path(out)
@@ -312,6 +318,60 @@ def reproduce_cmd(
     from ssldyn.lab.summary import after_runs
 
     after_runs(console, out, items, tensorboard=tensorboard)
+    if any(it.status == "failed" for it in items):
+        raise typer.Exit(1)
+
+
+@app.command("robustness")
+def robustness_cmd(
+    experiment: str,
+    paper_scale: bool = typer.Option(False, "--paper-scale", help="run the grid at paper scale (default: quick)"),
+    seed: int = typer.Option(0, help="first seed: each grid point uses seeds seed..seed+N-1"),
+    seeds: int | None = typer.Option(None, help="seeds per grid point (default 3 quick, 5 at paper scale)"),
+    out: str = typer.Option("ssldyn-runs", help="output directory (run store)"),
+    device: str = typer.Option("cpu", help="cpu or cuda"),
+    jobs: int | None = typer.Option(None, "--jobs", help="runs computed at the same time (default: the CPU cores)"),
+    force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="validate and list the planned runs; run nothing"),
+) -> None:
+    """Robustness maps of an experiment's headline claims: the knobs the paper leaves open, as a study.
+
+    Example: ssldyn robustness variational.fig5   (then `ssldyn report` shows the map beside the claim)
+    """
+    _check_out(out)
+    _run_maps([experiment], quick=not paper_scale, seed=seed, seeds=seeds, out=out, device=device, jobs=jobs,
+              force=force, dry_run=dry_run)  # fmt: skip
+
+
+def _run_maps(names, *, quick, seed, seeds, out, device, jobs, force, dry_run):  # noqa: ANN001, ANN202
+    """Plan, run, store as studies and print the robustness maps of ``names``."""
+    from ssldyn.lab.robustness import holds_text, map_rows, plan_maps
+    from ssldyn.lab.study import record_study
+
+    planned = [m for n in names for m in plan_maps(n, quick=quick, seed=seed, seeds=seeds, device=device)]
+    specs = [s for m in planned for s in m.specs]
+    if dry_run:
+        _print_plan(specs, Path(out), quick)
+        return
+    _start_compute()
+    items = _execute(specs, out, "local", force, None, 0, title="robustness", jobs=_jobs(jobs, device))
+    from ssldyn.lab.results import load
+
+    res = load(out, sorted({m.experiment for m in planned}))
+    for m in planned:
+        record_study(out, m.specs, list(m.robustness.knobs), source="robustness")
+        rows = map_rows(m, res)
+        console.print(f"{m.experiment} robustness map: {' × '.join(m.robustness.knobs)} ({len(rows)} points)",
+                      markup=False, style="bold", width=_width())  # fmt: skip
+        console.print(f"paper: {m.robustness.paper}", markup=False, width=_width())
+        heads = [*m.robustness.knobs, *m.robustness.claims]
+        table = [[str(r["point"][k]) for k in m.robustness.knobs]
+                 + [f"{r['claims'][c]['status'].upper()} {r['claims'][c]['text']}" for c in m.robustness.claims]
+                 for r in rows]  # fmt: skip
+        _print_lines(textlayout.layout(heads, table, _width(), wrap=tuple(range(len(heads)))),
+                     {"PASS": "green", "FAIL": "red", "VACUOUS": "red", "INCONCLUSIVE": "yellow"})  # fmt: skip
+        for c in m.robustness.claims:
+            console.print(f"  {c}: {holds_text(rows, c)}", markup=False, width=_width())
     if any(it.status == "failed" for it in items):
         raise typer.Exit(1)
 
@@ -338,11 +398,14 @@ def _print_scores(out: str | Path) -> None:
         sc = scores.get(paper)
         if sc is None:
             continue
-        console.print(f"{paper}: {sc.passed}/{sc.total} paper claims pass · sanity checks "
+        console.print(f"{paper} ({sc.scale_text()}): paper claims {sc.outcomes.text()} · sanity checks "
                       f"{sc.sanity_passed}/{sc.sanity_total}", markup=False, style="bold", width=_width())  # fmt: skip
-        rows = [[r.result, r.status, f"{r.passed}/{r.total}"] for r in sc.rows]
-        lines = textlayout.layout(["result", "status", "claims"], rows, _width(), wrap=(0,))
+        rows = [[r.result, r.status, r.outcomes.text()] for r in sc.rows]
+        lines = textlayout.layout(["result", "status", "claims"], rows, _width(), wrap=(0, 2))
         _print_lines(lines, {"reproduced": "green", "partly": "yellow", "reproduce": "red"})
+        if sc.scale_text() != "paper scale":
+            console.print("  quick scale: a claim that fails or is inconclusive here may need paper scale "
+                          "(`ssldyn reproduce` without --quick)", markup=False, width=_width())  # fmt: skip
 
 
 def _check_out(out: str) -> None:
@@ -478,19 +541,31 @@ def _print_run(o: Any) -> None:
         width=_width(),
     )
     rows = [
-        [_verdict(c), c.statement, c.location, c.measured_text() if hasattr(c, "measured_text") else
-         _fmt_measured(c.measured), c.expected]
+        [_verdict(c), c.statement, c.location, _measured_cell(c), c.expected]
         for c in claims
     ]  # fmt: skip
     lines = textlayout.layout(["", "claim", "paper", "measured", "expected"], rows, _width(), wrap=(1, 2, 3, 4))
-    _print_lines(lines, {"PASS": "green", "FAIL": "red"})
-    console.print(f"claims passed: {sum(c.passed for c in claims)}/{len(claims)}", markup=False)
+    _print_lines(lines, {"PASS": "green", "FAIL": "red", "VACUOUS": "red", "INCONCLUSIVE": "yellow"})
+    from ssldyn.lab.scores import outcome_counts
+
+    o = outcome_counts(claims, None)
+    extra = o.text().partition(" pass")[2]
+    scale = "quick" if str(getattr(run, "meta", {}).get("preset", "")) == "quick" else "paper"
+    console.print(f"claims passed: {o.passed}/{o.total}{extra} ({scale} scale)", markup=False)
     console.print(f"run directory: {run.path}", markup=False, soft_wrap=True)
 
 
 def _verdict(c: Any) -> str:
-    status = getattr(c, "status", "")
-    return "NOT RUN" if status == "not-run" else ("PASS" if c.passed else "FAIL")
+    status = getattr(c, "status", "") or ("pass" if c.passed else "fail")
+    return {"not-run": "NOT RUN"}.get(status, status.upper())
+
+
+def _measured_cell(c: Any) -> str:
+    """The statistic with its interval, and the control's value where one was measured."""
+    text = c.measured_text() if hasattr(c, "measured_text") else _fmt_measured(c.measured)
+    if getattr(c, "control_values", ()):
+        text += f"; control {_fmt_measured(c.control_value)}"
+    return text
 
 
 def _fmt_measured(value: Any) -> str:
@@ -527,6 +602,13 @@ def main(argv: list[str] | None = None) -> None:
         err_console.print(f"error: {_click_message(e)}", markup=False, soft_wrap=True)
         sys.exit(int(getattr(e, "exit_code", 1)))
     except Exception as e:  # an internal failure: one line here, the traceback in a log file
+        import errno
+
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT):
+            from ssldyn.lab.store import StoreWriteError  # a full disk or a read-only folder: say which
+
+            err_console.print(f"error: {StoreWriteError(e.filename or '?', e)}", markup=False, soft_wrap=True)
+            sys.exit(1)
         import tempfile
         import traceback
 

@@ -104,7 +104,8 @@ def execute(
                 aside = store.set_aside(spec.experiment, spec.digest)
             except OSError as e:
                 raise UserError(f"damaged run {path} ({reason}) cannot be moved aside: {e}") from None
-            notes[i] = f"damaged run {path} ({reason}); old copy kept at {aside.name}, recomputed"
+            if aside is not None:  # None: another process repaired it meanwhile (checked under the lock)
+                notes[i] = f"damaged run {path} ({reason}); old copy kept at {aside.name}, recomputed"
         existing = store.get(spec.experiment, spec.digest)
         if existing is not None and not force:
             items[i] = SweepItem(spec, "cached", existing)
@@ -183,15 +184,6 @@ def _compute_in_worker(spec: RunSpec, cache_dir: str) -> Any:  # executed in a r
     return compute_run(spec, cache_dir=cache_dir, executor="inline")
 
 
-def _run_worker_init() -> None:
-    import torch
-
-    from ssldyn.lab.threads import keep_heap_pad
-
-    torch.set_num_threads(1)
-    keep_heap_pad()
-
-
 def next_run(queued: list[str], running: list[str], reuses: Callable[[str], tuple[str, ...]]) -> int | None:
     """Which queued run starts next (an index into ``queued``, the experiments in start order).
 
@@ -230,28 +222,24 @@ def _stopped_on_interrupt(pool: Any) -> Iterator[None]:
     """Shut the run workers down at the end; on an interrupt (Ctrl-C, SIGINT to the driver alone) or
     an error, cancel queued runs and end the running ones at once instead of waiting for them (their
     partial outputs are process-owned and never read; the same command resumes)."""
+    from ssldyn.lab.workers import stop_pool
+
     try:
         yield
     except BaseException:
-        procs = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before Python 3.14
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in procs:
-            proc.join(timeout=10)
+        stop_pool(pool, now=True)
         raise
     else:
-        pool.shutdown(wait=True)
+        stop_pool(pool)
 
 
 def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:  # noqa: ANN001
     """``jobs`` runs at a time in spawned single-thread processes; lock, commit and failures in the driver."""
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
     from contextlib import ExitStack
 
     from ssldyn.lab.registry import get_experiment
+    from ssldyn.lab.workers import new_pool
 
     def est(i: int) -> float:  # the experiment's estimate for the run's preset
         return float(get_experiment(specs[i].experiment).est_seconds[0 if specs[i].preset == "quick" else 1])
@@ -274,8 +262,7 @@ def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:  # noqa:
             later.append(i)
     t0s: dict[int, float] = {}
     try:
-        pool = ProcessPoolExecutor(max_workers=min(jobs, max(1, len(held))), mp_context=mp.get_context("spawn"),
-                                   initializer=_run_worker_init)  # fmt: skip
+        pool = new_pool(min(jobs, max(1, len(held))))  # the lab's workers: one thread, die with the driver
         with _stopped_on_interrupt(pool):
             futures: dict[Any, int] = {}
             queue = [i for i in order if i in held]

@@ -152,9 +152,11 @@ def find(name: str) -> dict[str, Any]:
     _, entries = _catalogue()
     if name in entries:
         return entries[name]
-    near = difflib.get_close_matches(name, list(entries), n=3, cutoff=0.4)
+    from ssldyn.lab.config import echo
+
+    near = difflib.get_close_matches(name, list(entries), n=3, cutoff=0.4) if len(name) <= 200 else []
     hint = f"; did you mean {', '.join(near)}?" if near else ""
-    raise UserError(f"unknown experiment {name!r}{hint} (see `ssldyn list`)")
+    raise UserError(f"unknown experiment {echo(name)}{hint} (see `ssldyn list`)")
 
 
 def _lookup(tree: Any, dotted: str) -> Any:

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ssldyn.errors import UserError
-from ssldyn.lab.claims import ClaimSpec
+from ssldyn.lab.claims import ClaimSpec, Robustness
 from ssldyn.lab.config import ExperimentConfig, echo
 from ssldyn.lab.context import Context
 from ssldyn.lab.result import Result
@@ -85,6 +85,9 @@ class Experiment:
         paper_seeds: seeds of the paper-scale run when the paper states its own number of
             repetitions (e.g. "each setting is repeated 3 times"), with ``paper_seeds_reason``
             quoting where; ``None``: the lab's default (5).
+        robustness: :class:`~ssldyn.lab.claims.Robustness` maps of this experiment's headline
+            claims — the protocol knobs the paper leaves open and the values to try
+            (``ssldyn robustness EXP`` runs them as a study).
     """
 
     name: ClassVar[str]
@@ -102,6 +105,7 @@ class Experiment:
     reuses: ClassVar[tuple[str, ...]] = ()
     paper_seeds: ClassVar[int | None] = None
     paper_seeds_reason: ClassVar[str] = ""
+    robustness: ClassVar[tuple[Robustness, ...]] = ()
 
     def run(self, cfg: Any, ctx: Context) -> Result | list[Result]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -160,6 +164,15 @@ def register(cls: type[Experiment]) -> type[Experiment]:
     if cls.paper_seeds is not None and (not isinstance(cls.paper_seeds, int) or cls.paper_seeds < 1
                                         or not cls.paper_seeds_reason.strip()):  # fmt: skip
         raise ValueError(f"experiment {cls.name!r}: paper_seeds must be an int >= 1 with a paper_seeds_reason")
+    if not isinstance(cls.robustness, tuple) or not all(isinstance(r, Robustness) for r in cls.robustness):
+        raise ValueError(f"experiment {cls.name!r}: robustness must be a tuple of Robustness records")
+    for rb in cls.robustness:
+        unknown = [c for c in rb.claims if c not in ids]
+        if unknown:
+            raise ValueError(f"experiment {cls.name!r}: robustness map names undeclared claims {unknown}")
+        bad = [k for k in rb.knobs if k not in cls.Config.model_fields]
+        if bad:
+            raise ValueError(f"experiment {cls.name!r}: robustness knobs {bad} are not config keys")
     cls.quick_config()  # the quick preset must validate
     _REGISTRY[cls.name] = cls
     return cls
@@ -196,7 +209,7 @@ def get_experiment(name: str) -> type[Experiment]:
     load_all()
     if name in _REGISTRY:
         return _REGISTRY[name]
-    near = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.4)
+    near = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.4) if len(name) <= 200 else []
     hint = f"; did you mean {', '.join(near)}?" if near else ""
     raise UserError(f"unknown experiment {echo(name)}{hint} (see `ssldyn list`)")
 

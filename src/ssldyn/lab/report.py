@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ssldyn import __version__
-from ssldyn.lab.claims import Claim
+from ssldyn._version import __version__
+from ssldyn.lab.claims import VERDICT_WORDS, Claim
 from ssldyn.lab.registry import PAPERS, all_experiments
-from ssldyn.lab.scores import SCORED_KINDS, PaperScore, canonical_runs, paper_scores
+from ssldyn.lab.scores import Outcomes, PaperScore, canonical_runs, outcome_counts, paper_scores
 from ssldyn.lab.store import atomic_write_text
 
 __all__ = ["KIND_TITLES", "build_report"]
@@ -42,7 +42,7 @@ article{border-top:1px solid #e3e6ea;padding:10px 0}h2{margin:8px 0}h3{margin:6p
 table{border-collapse:collapse;margin:8px 0;font-size:14px;width:100%}
 td,th{border:1px solid #d8dce2;padding:4px 8px;text-align:left;vertical-align:top}th{background:#eef1f5}
 .pass{color:#17702c;font-weight:600}.fail{color:#b3261e;font-weight:600}.partly{color:#9a6700;font-weight:600}
-.nr{color:#555;font-weight:600}h4{margin:8px 0 4px;font-size:15px}nav ul{margin:4px 0}
+.nr{color:#555;font-weight:600}.inc{color:#9a6700;font-weight:600}.vac{color:#8a1c7c;font-weight:600}h4{margin:8px 0 4px;font-size:15px}nav ul{margin:4px 0}
 .badge{display:inline-block;padding:2px 8px;border-radius:10px;font-size:13px;margin-right:6px}
 .bp{background:#dcf2e0;color:#17702c}.bf{background:#fbe0de;color:#b3261e}.bn{background:#e9ecf1;color:#444}
 figure{display:inline-block;margin:6px 12px 6px 0}figure img{max-width:560px;max-height:420px;border:1px solid #ddd;background:#fff}
@@ -61,14 +61,31 @@ KIND_TITLES = {"paper": "paper", "consequence": "consequence", "sanity": "sanity
                "unclassified": "unclassified"}  # fmt: skip
 
 
+def _verdict(c: Claim) -> tuple[str, str]:
+    """(CSS class, word) of a claim's verdict."""
+    status = c.status or ("pass" if c.passed else "fail")
+    return VERDICT_WORDS.get(status, ("fail", status.upper()))
+
+
+def _control_cell(c: Claim) -> str:
+    if c.control:
+        if not c.control_values:
+            return f"{escape(c.control)}<div class='meta'>not measured</div>"
+        held = "<b>holds there too (vacuous)</b>" if c.control_held else "does not hold there"
+        return f"{escape(c.control)}<div class='meta'>{escape(str(c.control_value))}: {held}</div>"
+    if c.no_control:
+        return f"<span class='meta'>none: {escape(c.no_control)}</span>"
+    if c.kind in ("paper", "consequence"):
+        return "<span class='meta'>none declared</span>"
+    return ""
+
+
 def _claim_row(c: Claim) -> str:
-    cls, word = {"pass": ("pass", "PASS"), "not-run": ("nr", "NOT RUN")}.get(c.status, ("fail", "FAIL"))
-    if not c.status:
-        cls, word = ("pass", "PASS") if c.passed else ("fail", "FAIL")
+    cls, word = _verdict(c)
     note = f"<div class='meta'>{escape(c.note)}</div>" if c.note else ""
     how = []
     for label, text in (("reading", c.reading), ("derivation", c.derivation), ("threshold basis", c.basis),
-                        ("rule", c.rule), ("interval", c.interval_method)):  # fmt: skip
+                        ("minimum effect", c.effect), ("rule", c.rule), ("interval", c.interval_method)):  # fmt: skip
         if text:
             how.append(f"<b>{escape(label)}:</b> {escape(text)}")
     per_seed = ", ".join(
@@ -76,10 +93,12 @@ def _claim_row(c: Claim) -> str:
     )
     if per_seed:
         how.append(f"<b>per seed:</b> {per_seed}")
+    if c.control_values:
+        how.append(f"<b>control per seed:</b> {escape(', '.join(str(v) for v in c.control_values))}")
     details = f"<details><summary>how it is checked</summary>{'<br>'.join(how)}</details>" if how else ""
     return (f"<tr><td class='{cls}'>{word}</td><td>{escape(c.statement)}{note}{details}</td>"
             f"<td>{escape(KIND_TITLES.get(c.kind, c.kind))}</td><td>{escape(c.location)}</td>"
-            f"<td>{escape(c.measured_text())}</td><td>{escape(c.expected)}</td>"
+            f"<td>{escape(c.measured_text())}</td><td>{escape(c.expected)}</td><td>{_control_cell(c)}</td>"
             f"<td><code>{escape(c.id)}</code></td></tr>")  # fmt: skip
 
 
@@ -88,18 +107,19 @@ def _claims_table(run: Any) -> str:
     if not claims:
         return "<p class='meta'>No claims for this run.</p>"
     head = ("<table><tr><th>result</th><th>claim</th><th>kind</th><th>paper</th><th>measured (95% interval)</th>"
-            "<th>expected</th><th>id</th></tr>")  # fmt: skip
+            "<th>expected</th><th>negative control</th><th>id</th></tr>")  # fmt: skip
     order = {"paper": 0, "consequence": 1, "unclassified": 2, "erratum": 3, "sanity": 4}
     rows = "".join(_claim_row(c) for c in sorted(claims, key=lambda c: order.get(c.kind, 5)))
     return head + rows + "</table>"
 
 
 def _badge(claims: list[Claim]) -> tuple[str, str]:
-    scored = [c for c in claims if c.kind in SCORED_KINDS and c.status != "not-run"]
-    if not scored:
+    o = outcome_counts(claims)
+    if o.total == 0:
         return ("bn", "no paper claims")
-    n_pass = sum(c.passed for c in scored)
-    return ("bp" if n_pass == len(scored) else "bf", f"{n_pass}/{len(scored)} claims pass")
+    if o.ran == 0:
+        return ("bn", f"{o.not_run} claims not run")
+    return ("bp" if o.passed == o.total else "bf", o.text("claims"))
 
 
 def _run_block(run: Any, report_dir: Path) -> str:
@@ -130,14 +150,16 @@ def _results_table(sc: PaperScore) -> str:
     rows = []
     for r in sc.rows:
         why = "".join(
-            f"<div class='meta'><code>{escape(e)}</code> {escape(c.id)}: measured {escape(c.measured_text())}, "
+            f"<div class='meta'><code>{escape(e)}</code> {escape(c.id)} ({escape(c.status)}): measured "
+            f"{escape(c.measured_text())}, "
             f"expected {escape(c.expected)}{' — ' + escape(c.note) if c.note else ''}</div>"
             for e, c in r.failing
         )
-        cls = {"reproduced": "pass", "partly": "partly", "does not reproduce": "fail"}.get(r.status, "nr")
+        cls = {"reproduced": "pass", "partly": "partly", "does not reproduce": "fail", "inconclusive": "inc",
+               "vacuous": "vac", "incomplete": "inc"}.get(r.status, "nr")  # fmt: skip
         rows.append(f"<tr><td>{escape(r.result)}</td><td class='{cls}'>{escape(r.status)}</td>"
-                    f"<td>{r.passed}/{r.total}</td><td>{escape(', '.join(r.experiments))}{why}</td></tr>")  # fmt: skip
-    return ("<table><tr><th>paper result</th><th>status</th><th>claims pass</th><th>experiments / what fails</th>"
+                    f"<td>{escape(r.outcomes.text())}</td><td>{escape(', '.join(r.experiments))}{why}</td></tr>")  # fmt: skip
+    return ("<table><tr><th>paper result</th><th>status</th><th>claims</th><th>experiments / what does not pass</th>"
             "</tr>" + "".join(rows) + "</table>")  # fmt: skip
 
 
@@ -163,9 +185,7 @@ def _quick_vs_paper(paper_run: Any, quick_run: Any, report_dir: Path) -> str:
     def cell(c: Claim | None) -> str:
         if c is None:
             return "<td class='meta'>—</td>"
-        cls, word = {"pass": ("pass", "PASS"), "not-run": ("nr", "NOT RUN")}.get(c.status, ("fail", "FAIL"))
-        if not c.status:
-            cls, word = ("pass", "PASS") if c.passed else ("fail", "FAIL")
+        cls, word = _verdict(c)
         return f"<td><span class='{cls}'>{word}</span> {escape(c.measured_text())}</td>"
 
     rows = "".join(
@@ -197,11 +217,48 @@ def _studies_block(studies: list[Any], res: Any, pages: dict[str, Path], report_
             b = _badge(r.claims) if r is not None else ("bf", "not finished")
             pts.append(f"<span class='badge {b[0]}'>{escape(vals)}: {escape(b[1])}</span>")
         href = _rel(pages[st.id], report_dir) if st.id in pages else "#"
-        kind = "sweep" if st.source == "sweep" else "variants"
+        kind = st.source if st.source in ("sweep", "robustness") else "variants"
         items.append(f"<li><a href='{href}'>{escape(st.title)}</a> <span class='meta'>({kind}, preset "
                      f"{escape(st.preset)}, seeds {escape(', '.join(map(str, st.seeds)))})</span><div>{''.join(pts)}"
                      "</div></li>")  # fmt: skip
     return f"<h4>Sweeps and variants</h4><ul>{''.join(items)}</ul>"
+
+
+def _robustness_block(exp: Any, studies: list[Any], res: Any, pages: dict[str, Path], report_dir: Path) -> str:
+    """The experiment's robustness maps: per headline claim, its verdict at every grid point of the knobs."""
+    if exp is None or not getattr(exp, "robustness", ()):
+        return ""
+    by_hash = {r.hash: r for r in res.records}
+    blocks = []
+    for rb in exp.robustness:
+        keys = list(rb.knobs)
+        st = next((s for s in studies if s.source == "robustness" and s.keys == keys), None)
+        head = f"<h4>Robustness map: {escape(' × '.join(keys))}</h4><p class='meta'>paper: {escape(rb.paper)}</p>"
+        if st is None:
+            blocks.append(head + f"<p class='meta'>not run yet: <code>ssldyn robustness {escape(exp.name)}</code></p>")
+            continue
+        rows, summary = [], {c: [0, 0] for c in rb.claims}
+        for pt in st.points:
+            run = by_hash.get(pt["hash"])
+            cells = []
+            for cid in rb.claims:
+                c = next((c for c in run.claims if c.id == cid), None) if run is not None else None
+                if c is None:
+                    cells.append("<td class='meta'>not run</td>")
+                    continue
+                summary[cid][1] += 1
+                summary[cid][0] += c.status == "pass"
+                cls, word = VERDICT_WORDS.get(c.status, ("fail", c.status.upper()))
+                ctrl = f"<div class='meta'>control {escape(str(c.control_value))}</div>" if c.control_values else ""
+                cells.append(f"<td><span class='{cls}'>{word}</span> {escape(c.measured_text())}{ctrl}</td>")
+            vals = "".join(f"<td>{escape(_value_text(pt['values'].get(k)))}</td>" for k in keys)
+            rows.append(f"<tr>{vals}{''.join(cells)}</tr>")
+        holds = " · ".join(f"<code>{escape(c)}</code> holds at {n}/{t} points" for c, (n, t) in summary.items())
+        link = f" · <a href='{_rel(pages[st.id], report_dir)}'>plots against each knob</a>" if st.id in pages else ""
+        heads = "".join(f"<th>{escape(k)}</th>" for k in keys) + "".join(f"<th>{escape(c)}</th>" for c in rb.claims)
+        blocks.append(head + f"<p class='meta'>{holds} (preset {escape(st.preset)}, seeds "
+                      f"{escape(', '.join(map(str, st.seeds)))}){link}</p><table><tr>{heads}</tr>{''.join(rows)}</table>")  # fmt: skip
+    return "".join(blocks)
 
 
 def _value_text(v: Any) -> str:
@@ -227,8 +284,8 @@ def build_report(out: str | Path) -> Path:
     import shutil
 
     from ssldyn.lab.report_study import write_study_page
+    from ssldyn.lab.results import load
     from ssldyn.lab.study import write_index
-    from ssldyn.results import load
 
     out = Path(out)
     report_dir = out / "report"
@@ -257,8 +314,11 @@ def build_report(out: str | Path) -> Path:
     canon = canonical_runs(res.records)
     scales = _canonical_by_preset(res.records)
     scores = paper_scores([e for e in exps if e.name in canon or e.name in by_exp], canon)
-    total_pass = sum(s.passed for s in scores.values())
-    total = sum(s.total for s in scores.values())
+    overall = Outcomes()
+    for sc_ in scores.values():
+        for f in ("passed", "failed", "inconclusive", "vacuous", "not_run"):
+            setattr(overall, f, getattr(overall, f) + getattr(sc_.outcomes, f))
+    scale_words = sorted({v for sc_ in scores.values() for v in sc_.scales.values()})
     sections, toc = [], []
     papers = list(PAPERS) + sorted({n.split(".")[0] for n in by_exp} - set(PAPERS))
     for paper in papers:
@@ -307,11 +367,13 @@ def build_report(out: str | Path) -> Path:
                 f"{escape(name)} — {escape(fig)}</h3><p>{escape(desc)}</p>"
                 f"<p class='meta'>{which}{index_html}</p>"
                 f"{_run_block(head, report_dir)}{side}"
+                f"{_robustness_block(exp, studies_by_exp.get(name, []), res, pages, report_dir)}"
                 f"{_studies_block(studies_by_exp.get(name, []), res, pages, report_dir)}{other_h}</article>"
             )
         title = PAPERS.get(paper, paper)
-        score = (f"<p class='meta'>paper and consequence claims: <b>{sc.passed}/{sc.total}</b> pass · sanity checks "
-                 f"{sc.sanity_passed}/{sc.sanity_total}</p>") if sc else ""  # fmt: skip
+        score = (f"<p class='meta'>paper and consequence claims ({escape(sc.scale_text())}): "
+                 f"<b>{escape(sc.outcomes.text())}</b> · sanity checks {sc.sanity_passed}/{sc.sanity_total}"
+                 f"{_quick_note(sc)}</p>") if sc else ""  # fmt: skip
         results = (f"<p class='meta'><a href='#results-{escape(paper)}'>results table</a></p>{_errata(sc)}"
                    if sc else "")  # fmt: skip
         toc.append(f"<li><a href='#paper-{escape(paper)}'>{escape(paper)}</a><ul>{''.join(toc_items)}</ul></li>")
@@ -343,8 +405,8 @@ def build_report(out: str | Path) -> Path:
             "<section class='paper'><p>No finished runs yet. Run <code>ssldyn reproduce --quick</code>.</p></section>"
         )
     summary_tables = "".join(
-        f"<h3 id='results-{escape(p)}'><a href='#paper-{escape(p)}'>{escape(p)}</a>: {scores[p].passed}/"
-        f"{scores[p].total} paper and consequence claims pass</h3>"
+        f"<h3 id='results-{escape(p)}'><a href='#paper-{escape(p)}'>{escape(p)}</a> "
+        f"({escape(scores[p].scale_text())}): paper and consequence claims {escape(scores[p].outcomes.text())}</h3>"
         f"{_results_table(scores[p])}"
         for p in PAPERS
         if p in scores and scores[p].rows
@@ -354,10 +416,12 @@ def build_report(out: str | Path) -> Path:
     nav = f"<nav class='paper'><h2>Contents</h2><ul>{''.join(toc)}</ul></nav>" if toc else ""
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     per_paper = " · ".join(f"{escape(p)} {scores[p].passed}/{scores[p].total}" for p in PAPERS if p in scores)
+    scale_head = " and ".join(f"{w} scale" for w in scale_words) or "no runs"
     html = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ssldyn report</title>"
         f"<style>{CSS}</style></head><body><header><h1>ssldyn report</h1>"
-        f"<p id='headline'>{total_pass}/{total} paper claims pass (paper-default runs; sanity checks separate)"
+        f"<p id='headline'>{escape(overall.text('paper claims'))} (paper-default configurations at "
+        f"{escape(scale_head)}; only a pass whose control fails counts; sanity checks separate)"
         f"{' · ' + per_paper if per_paper else ''} · {len(by_exp)} experiments · "
         f"ssldyn {escape(__version__)} · built {escape(now)}</p></header><main>{overview}{nav}{''.join(sections)}"
         "</main></body></html>"
@@ -365,6 +429,15 @@ def build_report(out: str | Path) -> Path:
     path = report_dir / "index.html"
     atomic_write_text(path, html)
     return path
+
+
+def _quick_note(sc: PaperScore) -> str:
+    if "quick" not in sc.scales.values():
+        return ""
+    return (
+        " · <i>quick scale: a claim that fails or is inconclusive here may pass at paper scale (fewer seeds, "
+        "shorter runs); the paper-scale run is the verdict</i>"
+    )
 
 
 def _slug(text: str) -> str:

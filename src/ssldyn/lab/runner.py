@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ssldyn import __version__
+from ssldyn._version import __version__
 from ssldyn.errors import UserError
 from ssldyn.lab.claims import Claim, evaluate
 from ssldyn.lab.config import ExperimentConfig, build_config, load_config_file, parse_sets

@@ -9,10 +9,17 @@ errata are listed on their own.
 A paper's results table has one row per result of the paper (a figure, table, theorem...:
 each claim's ``result``), with a status:
 
-* ``reproduced`` — every paper/consequence claim of the row passes;
-* ``partly`` — some pass;
-* ``does not reproduce`` — none passes (the failing claims carry numbers and an explanation);
-* ``not run`` — no canonical run holds a claim of the row (or its claims could not be measured).
+* ``reproduced`` — every paper/consequence claim of the row ran and passed (its controls failed);
+* ``incomplete`` — at least one of the row's claims did not run (e.g. Fig. 1 without CIFAR):
+  never "reproduced", whatever the others show;
+* ``partly`` — some pass, others fail, are inconclusive or vacuous;
+* ``inconclusive`` — none fails and none passes: their intervals contain the threshold;
+* ``vacuous`` — none fails or passes and a control satisfies the statement too;
+* ``does not reproduce`` — none passes and at least one fails (the failing claims carry numbers and
+  an explanation);
+* ``not run`` — no canonical run holds a claim of the row (or none of its claims could be measured).
+
+Every count of verdicts — CLI, :mod:`ssldyn.results`, report — comes from :func:`outcome_counts`.
 """
 
 from __future__ import annotations
@@ -24,10 +31,62 @@ from typing import Any
 
 from ssldyn.lab.claims import Claim, references
 
-__all__ = ["SCORED_KINDS", "STATUS_ORDER", "ResultRow", "PaperScore", "run_rank", "canonical_runs", "paper_scores"]
+__all__ = [
+    "SCORED_KINDS", "STATUS_ORDER", "Outcomes", "outcome_counts", "ResultRow", "PaperScore", "run_rank",
+    "canonical_runs", "paper_scores",
+]  # fmt: skip
 
 SCORED_KINDS = ("paper", "consequence")
-STATUS_ORDER = ("reproduced", "partly", "does not reproduce", "not run")
+STATUS_ORDER = ("reproduced", "partly", "inconclusive", "vacuous", "does not reproduce", "incomplete", "not run")
+
+
+@dataclass
+class Outcomes:
+    """Counts of claim verdicts (see :data:`ssldyn.lab.claims.STATUSES`)."""
+
+    passed: int = 0
+    failed: int = 0
+    inconclusive: int = 0
+    vacuous: int = 0
+    not_run: int = 0
+
+    def add(self, status: str) -> None:
+        attr = {"pass": "passed", "fail": "failed", "inconclusive": "inconclusive", "vacuous": "vacuous",
+                "not-run": "not_run"}.get(status, "failed")  # fmt: skip
+        setattr(self, attr, getattr(self, attr) + 1)
+
+    @property
+    def ran(self) -> int:
+        """Claims that were measured (every verdict except not-run)."""
+        return self.passed + self.failed + self.inconclusive + self.vacuous
+
+    @property
+    def total(self) -> int:
+        return self.ran + self.not_run
+
+    def text(self, noun: str = "") -> str:
+        """``12/15 pass · 1 fail · 1 inconclusive · 1 vacuous · 2 not run`` (zero counts left out);
+        ``noun`` goes before "pass" (``12/15 claims pass ...``)."""
+        parts = [f"{self.passed}/{self.ran} {noun + ' ' if noun else ''}pass"]
+        for n, word in ((self.failed, "fail"), (self.inconclusive, "inconclusive"), (self.vacuous, "vacuous"),
+                        (self.not_run, "not run")):  # fmt: skip
+            if n:
+                parts.append(f"{n} {word}")
+        return " · ".join(parts)
+
+
+def _status_of(c: Any) -> str:
+    status = getattr(c, "status", "") or ("pass" if c.passed else "fail")
+    return status
+
+
+def outcome_counts(claims: Iterable[Any], kinds: tuple[str, ...] | None = SCORED_KINDS) -> Outcomes:
+    """Verdict counts of ``claims`` (:class:`Claim` records) of the given kinds (``None``: all kinds)."""
+    out = Outcomes()
+    for c in claims:
+        if kinds is None or c.kind in kinds:
+            out.add(_status_of(c))
+    return out
 
 
 @dataclass
@@ -37,22 +96,40 @@ class ResultRow:
     paper: str
     result: str
     experiments: list[str] = field(default_factory=list)
-    passed: int = 0
-    failed: int = 0
-    not_run: int = 0
-    failing: list[tuple[str, Claim]] = field(default_factory=list)  # (experiment, claim)
+    outcomes: Outcomes = field(default_factory=Outcomes)
+    failing: list[tuple[str, Claim]] = field(default_factory=list)  # (experiment, claim) not passing
+
+    @property
+    def passed(self) -> int:
+        return self.outcomes.passed
+
+    @property
+    def failed(self) -> int:
+        return self.outcomes.failed
+
+    @property
+    def not_run(self) -> int:
+        return self.outcomes.not_run
 
     @property
     def total(self) -> int:
-        return self.passed + self.failed
+        """Claims of the row that ran."""
+        return self.outcomes.ran
 
     @property
     def status(self) -> str:
-        if self.total == 0:
+        o = self.outcomes
+        if o.ran == 0:
             return "not run"
-        if self.failed == 0:
+        if o.not_run:
+            return "incomplete"
+        if o.passed == o.ran:
             return "reproduced"
-        return "partly" if self.passed else "does not reproduce"
+        if o.passed:
+            return "partly"
+        if o.failed:
+            return "does not reproduce"
+        return "inconclusive" if o.inconclusive else "vacuous"
 
 
 @dataclass
@@ -61,11 +138,31 @@ class PaperScore:
 
     paper: str
     rows: list[ResultRow]
-    passed: int = 0
-    total: int = 0
+    outcomes: Outcomes = field(default_factory=Outcomes)
     sanity_passed: int = 0
     sanity_total: int = 0
     errata: list[tuple[str, Claim]] = field(default_factory=list)
+    scales: dict[str, str] = field(default_factory=dict)  # experiment -> "paper" | "quick"
+
+    @property
+    def passed(self) -> int:
+        return self.outcomes.passed
+
+    @property
+    def total(self) -> int:
+        """Paper/consequence claims that ran (pass, fail, inconclusive or vacuous)."""
+        return self.outcomes.ran
+
+    def scale_text(self) -> str:
+        """``paper scale`` / ``quick scale`` / ``mixed: 3 paper scale, 5 quick``."""
+        vals = list(self.scales.values())
+        if not vals:
+            return ""
+        if all(v == "paper" for v in vals):
+            return "paper scale"
+        if all(v == "quick" for v in vals):
+            return "quick scale"
+        return f"mixed: {vals.count('paper')} paper scale, {vals.count('quick')} quick"
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = dict.fromkeys(STATUS_ORDER, 0)
@@ -127,8 +224,10 @@ def paper_scores(experiments: Iterable[Any], runs_by_exp: dict[str, Any]) -> dic
             continue
         try:
             claims = run.claims
+            preset = str(run.meta.get("preset", ""))
         except (OSError, ValueError, KeyError):
             continue
+        sc.scales[exp.name] = "paper" if preset in ("paper", "default") else "quick"
         for c in claims:
             if c.kind == "erratum":
                 sc.errata.append((exp.name, c))
@@ -141,15 +240,10 @@ def paper_scores(experiments: Iterable[Any], runs_by_exp: dict[str, Any]) -> dic
             row = rows[exp.paper].setdefault(key, ResultRow(exp.paper, key))
             if exp.name not in row.experiments:
                 row.experiments.append(exp.name)
-            if c.status == "not-run":
-                row.not_run += 1
-                continue
-            sc.total += 1
-            sc.passed += bool(c.passed)
-            if c.passed:
-                row.passed += 1
-            else:
-                row.failed += 1
+            status = _status_of(c)
+            row.outcomes.add(status)
+            sc.outcomes.add(status)
+            if status not in ("pass", "not-run"):
                 row.failing.append((exp.name, c))
     for paper, sc in scores.items():
         sc.rows = sorted(rows[paper].values(), key=lambda r: _row_sort_key(r.result))

@@ -19,19 +19,29 @@ Guarantees:
   :meth:`RunStore.damaged` lists it by path, and ``run``/``reproduce`` move it aside
   (``.damaged-<hash>-<time>``) and recompute it.
 * **Crash-safe replacement.** ``--force`` renames the old run aside before renaming the new one
-  in; a crash between the two renames is repaired at the next access (the old run is put back,
-  leftovers are removed).
+  in; a crash between the two renames is repaired at the next access, reads included
+  (:meth:`RunStore.finished` and :meth:`RunStore.damaged` put the old run back, leftovers are
+  removed); a store too read-only to repair lists it as damaged, never as absent.
+* **Unreadable files are damage, not errors.** A file that cannot be read (permissions, I/O
+  error) makes its run damaged with the reason; every other run is still listed.
+* **Writes fail cleanly.** Every file is written by :func:`atomic_write_bytes` (temp file, fsync,
+  rename): on a full disk or a read-only folder no temp file is left and the error is a
+  :class:`StoreWriteError` (a :class:`~ssldyn.errors.UserError` and an :class:`OSError`) naming
+  the path and the reason. Table and figure names are confined to one plain file name.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import io
 import json
 import os
+import re
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -42,7 +52,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ssldyn import __version__
+from ssldyn._version import __version__
+from ssldyn.errors import UserError
 from ssldyn.lab.claims import Claim
 from ssldyn.lab.result import Result
 
@@ -50,6 +61,8 @@ __all__ = [
     "DONE",
     "MANIFEST",
     "DamagedRunError",
+    "StoreWriteError",
+    "check_name",
     "atomic_write_bytes",
     "atomic_write_text",
     "file_manifest",
@@ -68,24 +81,77 @@ class DamagedRunError(RuntimeError):
     """A finished run's files do not match its manifest."""
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, make_parents: bool = True) -> None:
-    """Write ``data`` to ``path`` through a temp file + fsync + rename.
+class StoreWriteError(UserError, OSError):
+    """A file of the store could not be written (full disk, read-only folder, permissions).
 
-    With ``make_parents=False`` only the last directory level may be created: a write into a
-    directory that has disappeared fails instead of silently re-creating it.
+    Both a :class:`~ssldyn.errors.UserError` (the CLI prints one ``error:`` line) and an
+    :class:`OSError` (``errno`` and ``filename`` are those of the failed call).
     """
-    if make_parents:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    elif not path.parent.is_dir():
-        if not path.parent.parent.is_dir():
-            raise FileNotFoundError(f"{path.parent.parent} disappeared while a run was being written")
-        path.parent.mkdir(exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+
+    def __init__(self, path: Path | str, err: OSError) -> None:
+        OSError.__init__(self, err.errno, err.strerror or str(err), str(path))
+        reason = err.strerror or type(err).__name__
+        hint = {errno.ENOSPC: " (the disk is full: free space, then run the same command again)",
+                errno.EROFS: " (read-only file system: give another --out)",
+                errno.EDQUOT: " (disk quota exceeded)"}.get(err.errno or 0, "")  # fmt: skip
+        self.message = f"cannot write {_cut(str(path))}: {reason}{hint}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _cut(text: str, n: int = 200) -> str:
+    """``text`` cut to ``n`` characters (long paths and names are never echoed whole)."""
+    return text if len(text) <= n else f"{text[: n - 20]}…[{len(text)} characters]"
+
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=+,-]{0,127}")
+
+
+def check_name(name: str, what: str = "table name") -> str:
+    """A name that becomes one file name inside a run (a table, a figure): letters, digits and
+    ``_.=+,-``, not starting with a dot, at most 128 characters; anything else is a ValueError."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
+        shown = _cut(repr(name), 80)
+        raise ValueError(f"{what} {shown}: must be a plain file name (letters, digits, _.=+,-; no '/', no leading '.')")
+    return name
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, make_parents: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temp file + fsync + rename (+ fsync of the folder).
+
+    The one atomic-write helper of the lab (the run store, the cache, the report and indexes).
+    With ``make_parents=False`` only the last directory level may be created: a write into a
+    directory that has disappeared fails instead of silently re-creating it. On any failure the
+    temp file is removed; an ``OSError`` (full disk, read-only folder) becomes a
+    :class:`StoreWriteError` naming ``path``.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        if make_parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        elif not path.parent.is_dir():
+            if not path.parent.parent.is_dir():
+                raise FileNotFoundError(f"{path.parent.parent} disappeared while a run was being written")
+            path.parent.mkdir(exist_ok=True)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+    except StoreWriteError:
+        raise
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise StoreWriteError(path, e) from None
+    _fsync_dir(path.parent)
 
 
 def atomic_write_text(path: Path, text: str, *, make_parents: bool = True) -> None:
@@ -124,7 +190,11 @@ def verify_run(run_dir: Path) -> str | None:
         expected = json.loads(man_bytes)
     except (OSError, ValueError) as e:
         return f"unreadable manifest ({type(e).__name__})"
-    actual = file_manifest(run_dir)
+    try:
+        actual = file_manifest(run_dir)
+    except OSError as e:  # one unreadable file makes this run damaged, never the listing fail
+        where = Path(e.filename).name if e.filename else "a file"
+        return f"{where} cannot be read ({e.strerror or type(e).__name__})"
     missing = sorted(set(expected) - set(actual))
     if missing:
         return f"missing {missing[0]}"
@@ -138,6 +208,8 @@ def verify_run(run_dir: Path) -> str | None:
         rec = json.loads((run_dir / "config.json").read_text())
     except (OSError, ValueError):
         return "config.json unreadable"
+    if not isinstance(rec, dict):
+        return "config.json is not a record"
     if rec.get("experiment") != run_dir.parent.name or rec.get("hash") != run_dir.name:
         return "config.json names another run"
     return None
@@ -277,6 +349,7 @@ class RunStore:
 
     def __init__(self, out: str | Path) -> None:
         self.out = Path(out)
+        self._unrepaired: list[tuple[str, str, Path]] = []
 
     @property
     def cache_dir(self) -> Path:
@@ -310,11 +383,21 @@ class RunStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(fd)
-            yield False
-            return
+            if not blocking:
+                os.close(fd)
+                yield False
+                return
+            self.on_wait(self._wait_message(fd, experiment, digest))
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+        with contextlib.suppress(OSError):  # the holder's PID, for the "waiting for PID" line of others
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._held[key] = (fd, 1)
         try:
             self._recover(experiment, digest)
@@ -323,6 +406,31 @@ class RunStore:
             self._held.pop(key, None)
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+    @staticmethod
+    def on_wait(message: str) -> None:
+        """Called once when a lock is held by another process, before waiting for it (default:
+        the message on stderr)."""
+        print(message, file=sys.stderr, flush=True)
+
+    @staticmethod
+    def _wait_message(fd: int, experiment: str, digest: str) -> str:
+        try:
+            raw = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            raw = ""
+        pid = int(raw) if raw.isdigit() else None
+        who = f"PID {pid}" if pid is not None else "another process"
+        state = ""
+        if pid is not None:
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                code = stat[stat.rindex(")") + 2 :].split()[0]
+                state = {"T": " (stopped: it holds the lock until it is continued or ends)",
+                         "t": " (stopped by a debugger)", "Z": " (exiting)"}.get(code, "")  # fmt: skip
+            except (OSError, ValueError, IndexError):
+                pass
+        return f"waiting for {who}{state}, which is computing {experiment} {digest} in this --out …"
 
     def _holds(self, experiment: str, digest: str) -> bool:
         return os.path.abspath(self._lock_path(experiment, digest)) in self._held
@@ -339,7 +447,31 @@ class RunStore:
                     olds.remove(old)
                     break
         for leftover in [*olds, *parent.glob(f".{digest}.partial-*")]:
-            shutil.rmtree(leftover, ignore_errors=True)
+            _remove(leftover)
+
+    def _interrupted(self) -> list[tuple[str, str, Path]]:
+        """``(experiment, digest, old copy)`` of replacements interrupted between their two renames."""
+        out = []
+        for old in self.out.glob("*/.*.old-*"):
+            exp, digest = old.parent.name, old.name[1:].split(".old-")[0]
+            if exp.startswith(".") or exp == "report" or not digest:
+                continue
+            if not os.path.lexists(old.parent / digest):
+                out.append((exp, digest, old))
+        return out
+
+    def repair(self) -> list[tuple[str, str, Path]]:
+        """Repair every interrupted replacement whose lock is free (readers call this first); returns
+        those that cannot be repaired here (a read-only store). One whose lock another process holds
+        is being replaced right now: it is left to that process."""
+        unrepaired = []
+        for exp, digest, old in self._interrupted():
+            try:
+                with self.lock(exp, digest, blocking=False):  # the lock repairs (see _recover)
+                    pass
+            except OSError:
+                unrepaired.append((exp, digest, old))
+        return unrepaired
 
     # -- reading ---------------------------------------------------------------------------
     def get(self, experiment: str, digest: str) -> StoredRun | None:
@@ -359,6 +491,7 @@ class RunStore:
         return verify_run(d) if (d / DONE).is_file() else None
 
     def _done_dirs(self) -> list[Path]:
+        self._unrepaired = self.repair()
         dirs = [p.parent for p in self.out.glob(f"*/*/{DONE}") if not p.parent.name.startswith(".")]
         return [d for d in dirs if d.parent.name not in ("report",) and not d.parent.name.startswith(".")]
 
@@ -380,12 +513,22 @@ class RunStore:
             reason = verify_run(d)
             if reason is not None:
                 out.append((d, reason))
+        for _, digest, old in self._unrepaired:  # not repairable here (a read-only store)
+            out.append((old.parent / digest, f"interrupted --force replacement: the run is at {old.name}; "
+                                             "run it again to repair"))  # fmt: skip
         return sorted(out)
 
-    def set_aside(self, experiment: str, digest: str) -> Path:
-        """Move a damaged run out of the way (kept as ``.damaged-<hash>-<time>``) and return where it went."""
+    def set_aside(self, experiment: str, digest: str) -> Path | None:
+        """Move a damaged run out of the way (kept as ``.damaged-<hash>-<time>``) and return where it went.
+
+        The damage is checked again under the run's lock: when another process has meanwhile set
+        it aside and recomputed it (or removed it), nothing is moved and ``None`` is returned —
+        an intact run is never set aside.
+        """
         d = self.run_dir(experiment, digest)
         with self.lock(experiment, digest):
+            if self.damage(experiment, digest) is None:
+                return None
             aside = d.with_name(f".damaged-{digest}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}")
             os.replace(d, aside)
         return aside
@@ -394,15 +537,27 @@ class RunStore:
     def failure_path(self, experiment: str, digest: str) -> Path:
         return self.out / experiment / f"{digest}.failed.json"
 
-    def record_failure(self, experiment: str, digest: str, error: str, config: dict[str, Any] | None = None) -> None:
-        """Mark a run failed (its error and config); a later successful run removes the mark."""
-        atomic_write_text(
-            self.failure_path(experiment, digest),
-            _json({"experiment": experiment, "hash": digest, "error": error, "config": config}),
-        )
+    def record_failure(self, experiment: str, digest: str, error: str, config: dict[str, Any] | None = None) -> bool:
+        """Mark a run failed (its error and config); a later successful run removes the mark.
+
+        Recording a failure never fails itself: when the mark cannot be written (full disk,
+        read-only store) a warning says so and ``False`` is returned.
+        """
+        try:
+            atomic_write_text(
+                self.failure_path(experiment, digest),
+                _json({"experiment": experiment, "hash": digest, "error": error, "config": config}),
+            )
+        except OSError as e:
+            import warnings
+
+            warnings.warn(f"the failure of {experiment} {digest} was not recorded: {e}", RuntimeWarning, stacklevel=2)
+            return False
+        return True
 
     def clear_failure(self, experiment: str, digest: str) -> None:
-        self.failure_path(experiment, digest).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a stale mark only shows an old failure; never fail a finished run
+            self.failure_path(experiment, digest).unlink(missing_ok=True)
 
     def failures(self) -> list[dict[str, Any]]:
         out = []
@@ -443,6 +598,7 @@ class RunStore:
         atomic_write_text(partial / "config.json", _json(config_record), **w)
         names = list(dict.fromkeys(n for r in results for n in r.tables))
         for name in names:
+            check_name(name, "table name")
             frames = []
             for r in results:
                 if name not in r.tables:
@@ -477,14 +633,23 @@ class RunStore:
         atomic_write_text(partial / DONE, hashlib.sha256(man).hexdigest(), make_parents=False)
         final = self.run_dir(experiment, digest)
         old = None
-        if final.exists():
+        if os.path.lexists(final):  # a run directory, or a link to one (the link is replaced, not followed)
             old = final.with_name(f".{digest}.old-{uuid.uuid4().hex[:6]}")
             os.replace(final, old)
         os.replace(partial, final)
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old)
         _fsync_dir(final.parent)
         return StoredRun(final)
+
+
+def _remove(path: Path) -> None:
+    """Remove a run directory, a link to one (the link only) or a file; errors are ignored."""
+    with contextlib.suppress(OSError):
+        if path.is_symlink() or not path.is_dir():
+            path.unlink()
+            return
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _fsync_dir(d: Path) -> None:

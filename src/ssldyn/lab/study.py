@@ -29,6 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ssldyn.lab.scores import outcome_counts
+
 __all__ = ["Axis", "Study", "record_study", "read_studies", "infer_studies", "write_index", "studies_dir"]
 
 
@@ -117,7 +119,7 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
-def record_study(out: str | Path, specs: Sequence[Any], keys: Sequence[str]) -> Study:
+def record_study(out: str | Path, specs: Sequence[Any], keys: Sequence[str], source: str = "sweep") -> Study:
     """Store the grid of ``specs`` (:class:`~ssldyn.lab.runner.RunSpec`, one per grid point) swept over ``keys``.
 
     The axis values are the validated config values of the runs (``--sweep tau=1`` is stored as
@@ -136,10 +138,10 @@ def record_study(out: str | Path, specs: Sequence[Any], keys: Sequence[str]) -> 
     axes = [Axis(k, tuple(_distinct(v[k] for v in values))) for k in keys]
     shared = [{k: v for k, v in s.overrides.items() if k not in keys} for s in specs]
     base = {k: v for k, v in shared[0].items() if all(o.get(k) == v for o in shared)}
-    sid = "sweep-" + _digest([experiment, specs[0].preset, [[a.key, list(a.values)] for a in axes], base,
+    sid = f"{source}-" + _digest([experiment, specs[0].preset, [[a.key, list(a.values)] for a in axes], base,
                                list(specs[0].seeds), specs[0].device])  # fmt: skip
     points = [{"values": v, "hash": s.digest, "label": s.describe()} for v, s in zip(values, specs)]
-    study = Study(sid, experiment, axes, points, specs[0].preset, list(specs[0].seeds), base, "sweep",
+    study = Study(sid, experiment, axes, points, specs[0].preset, list(specs[0].seeds), base, source,
                   datetime.now(timezone.utc).isoformat(timespec="seconds"))  # fmt: skip
     path = studies_dir(out, experiment) / f"{sid}.json"
     atomic_write_text(path, json.dumps(study.to_dict(), indent=2, sort_keys=True, default=str))
@@ -246,12 +248,12 @@ def write_index(out: str | Path, results: Any, experiments: Iterable[str] | None
             in_study[h].append(s.id)
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in res.records:
-        scored = [c for c in r.claims if c.kind in ("paper", "consequence") and c.status != "not-run"]
+        scored = outcome_counts(r.claims)
         rows[r.experiment].append({
             "hash": r.hash, "label": r.label, "status": "done", "preset": r.preset, "canonical": r.canonical,
             "seeds": " ".join(map(str, r.seeds)), "overrides": json.dumps(r.overrides, sort_keys=True, default=str),
             "claims_passed": f"{sum(bool(c.passed) for c in r.claims)}/{len(r.claims)}",
-            "paper_claims_passed": f"{sum(bool(c.passed) for c in scored)}/{len(scored)}",
+            "paper_claims_passed": scored.text(),
             "studies": " ".join(in_study.get(r.hash, [])), "started": r.meta.get("started", ""),
             "run_seconds": r.meta.get("run_seconds", ""), "error": "", "path": _rel(r.path, out),
         })  # fmt: skip

@@ -169,8 +169,8 @@ def print_sweep_summary(console: Console, study: Study, items: Sequence[Any], re
 
 def sweep_summary(console: Console, out: Any, specs: Sequence[Any], keys: Sequence[str], items: Sequence[Any]) -> Study:
     """Store the sweep as a study (``<out>/<experiment>/studies/<id>.json``) and print its summary."""
+    from ssldyn.lab.results import load
     from ssldyn.lab.study import record_study
-    from ssldyn.results import load
 
     study = record_study(out, specs, keys)
     print_sweep_summary(console, study, items, load(out, specs[0].experiment))
@@ -179,8 +179,8 @@ def sweep_summary(console: Console, out: Any, specs: Sequence[Any], keys: Sequen
 
 def after_runs(console: Console, out: Any, items: Sequence[Any], tensorboard: bool = False) -> None:
     """Refresh ``<out>/<experiment>/runs.csv`` for the experiments run; write TensorBoard scalars if asked."""
+    from ssldyn.lab.results import load
     from ssldyn.lab.study import write_index
-    from ssldyn.results import load
 
     exps = sorted({it.spec.experiment for it in items})
     if not exps:

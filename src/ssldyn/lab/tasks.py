@@ -4,8 +4,8 @@ An experiment hands the lab a picklable top-level function and its inputs; the l
 in-process (``"inline"``), in a local pool of worker processes (``"processes"``, ``workers`` of
 them) or as Ray tasks (``"ray"``, when the run itself runs under ``--executor ray``). Every task
 runs on ONE torch thread (parallelism comes from the workers; in-process tasks too, so every
-executor gives the same numbers) and worker processes keep a malloc top pad
-(:func:`~ssldyn.lab.threads.keep_heap_pad`). On a CUDA device tasks run in-process, one after
+executor gives the same numbers); worker processes are the lab's one kind
+(:mod:`ssldyn.lab.workers`: a malloc top pad, and they die with their driver). On a CUDA device tasks run in-process, one after
 the other, on the device.
 """
 
@@ -45,37 +45,34 @@ def check_workers(workers: int | None) -> int:
     return workers
 
 
-def _worker_init() -> None:
-    """Initializer of pool workers: one torch thread, a kept heap."""
-    import torch
-
-    from ssldyn.lab.threads import keep_heap_pad
-
-    torch.set_num_threads(1)
-    keep_heap_pad()  # tasks free and re-allocate MB-sized tensors: keep the heap, no page faults
-
-
-_POOLS: dict[int, ProcessPoolExecutor] = {}
+_POOLS: dict[tuple[int, int], ProcessPoolExecutor] = {}
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
-    """A spawned pool of ``workers`` single-thread processes, kept for later runs of this process."""
-    pool = _POOLS.get(workers)
+    """A pool of ``workers`` lab workers (:func:`ssldyn.lab.workers.new_pool`: single-thread, dying
+    with this process), kept for later runs of this process; one per thread that asks (workers
+    start from the submitting thread, whose end the kernel's parent-death signal watches)."""
+    import threading
+
+    from ssldyn.lab.workers import new_pool
+
+    key = (workers, threading.get_ident())
+    pool = _POOLS.get(key)
     if pool is not None and not getattr(pool, "_broken", False):
         return pool
-    import multiprocessing as mp
-
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_init)
-    _POOLS[workers] = pool
+    pool = new_pool(workers)
+    _POOLS[key] = pool
     return pool
 
 
 @atexit.register
 def shutdown_pools() -> None:
     """Stop the kept worker processes (at exit; also safe to call at any time)."""
+    from ssldyn.lab.workers import stop_pool
+
     while _POOLS:
         _, pool = _POOLS.popitem()
-        pool.shutdown(wait=True, cancel_futures=True)
+        stop_pool(pool)
 
 
 def _run_one_thread(fn: Callable[[T], R], item: T, device: Any) -> R:
@@ -117,15 +114,23 @@ def map_tasks(
         return
     pool = _pool(workers)
     futures: dict[Future, int] = {pool.submit(fn, item): i for i, item in enumerate(items)}
+    finished = False
     try:
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in sorted(done, key=futures.__getitem__):
                 yield futures[f], f.result()
+        finished = True
     finally:
         for f in futures:
             f.cancel()
+        if not finished and any(f.running() for f in futures):  # an interrupt or an error: end running tasks now
+            from ssldyn.lab.workers import stop_pool
+
+            for key in [k for k, v in _POOLS.items() if v is pool]:
+                _POOLS.pop(key)
+            stop_pool(pool, now=True)
 
 
 def _ray_task(fn: Callable[[T], R], item: T) -> R:  # executed on a Ray worker

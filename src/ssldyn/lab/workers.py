@@ -1,0 +1,99 @@
+"""The lab's one kind of process pool: spawned single-thread workers that die with their driver.
+
+Both the tasks of one run (:mod:`ssldyn.lab.tasks`) and the runs of ``--jobs N``
+(:mod:`ssldyn.lab.executors`) use :func:`new_pool` and :func:`stop_pool`. A worker:
+
+* runs torch on ONE thread (parallelism comes from the workers) and keeps a malloc top pad
+  (:func:`~ssldyn.lab.threads.keep_heap_pad`);
+* dies with its driver, whatever ends the driver (SIGTERM, SIGKILL, a crash): on Linux the
+  kernel sends it SIGKILL when the driver exits (``prctl(PR_SET_PDEATHSIG)`` through ctypes,
+  armed only when the worker was started by the driver's main thread, the thread whose exit
+  the kernel watches), and everywhere a daemon thread polls the parent PID
+  (:data:`WATCHDOG_SECONDS`) and ends the worker once it has been re-parented. With every
+  worker gone, multiprocessing's resource tracker sees its pipe close and exits too.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+__all__ = ["WATCHDOG_SECONDS", "worker_init", "new_pool", "stop_pool"]
+
+#: how often a worker checks that its driver is alive (seconds)
+WATCHDOG_SECONDS = 0.5
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _parent_death_signal() -> bool:
+    """Ask the kernel to SIGKILL this process when its parent thread ends (Linux only)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError, TypeError):
+        return False
+
+
+def _watch_parent(parent: int, interval: float) -> None:
+    import time
+
+    while True:
+        if os.getppid() != parent:  # re-parented: the driver has gone
+            os._exit(70)
+        time.sleep(interval)
+
+
+def worker_init(parent: int, from_main_thread: bool = False) -> None:
+    """Initializer of every lab worker: die with ``parent``, one torch thread, a kept heap."""
+    if os.getppid() != parent:  # the driver died before we started
+        os._exit(70)
+    if from_main_thread and _parent_death_signal() and os.getppid() != parent:
+        os._exit(70)  # it died between the check and the prctl
+    threading.Thread(target=_watch_parent, args=(parent, WATCHDOG_SECONDS), daemon=True,
+                     name="ssldyn-parent-watchdog").start()  # fmt: skip
+    import torch
+
+    from ssldyn.lab.threads import keep_heap_pad
+
+    torch.set_num_threads(1)
+    keep_heap_pad()  # tasks free and re-allocate MB-sized tensors: keep the heap, no page faults
+
+
+def new_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of ``workers`` spawned processes initialised by :func:`worker_init`.
+
+    The parent-death signal is armed only when the pool is made on the main thread: Python's
+    pool starts workers from the thread that submits, and the kernel sends the signal when that
+    thread ends, which must not be a helper thread that ends before the driver does (the
+    watchdog still applies).
+    """
+    import multiprocessing as mp
+
+    main = threading.current_thread() is threading.main_thread()
+    return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=worker_init,
+                               initargs=(os.getpid(), main))  # fmt: skip
+
+
+def stop_pool(pool: Any, *, now: bool = False) -> None:
+    """Shut a pool down. ``now``: cancel queued work and end running workers at once (an interrupt
+    or an error; their partial outputs are never read), instead of waiting for them."""
+    if not now:
+        pool.shutdown(wait=True, cancel_futures=True)
+        return
+    terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
+    if terminate is not None:
+        terminate()
+        return
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # the only reader of this private field
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join(timeout=10)

@@ -1,0 +1,176 @@
+"""claims-v3: verdicts from synthetic per-seed values, controls, intervals inside the range, rounding.
+
+Each verdict (pass, fail, inconclusive, vacuous, not-run) is computed from made-up per-seed
+numbers whose answer is known by hand; the intervals are compared with scipy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ssldyn.lab.claims import (
+    ClaimSpec,
+    Measured,
+    Robustness,
+    between,
+    clip_interval,
+    declaration_problems,
+    evaluate,
+    format_estimate,
+    gt,
+    is_true,
+    lt,
+    t_interval,
+    wilson_interval,
+)
+
+SEEDS = [0, 1, 2, 3, 4]
+
+
+def spec(relation, **kw):
+    kw.setdefault("kind", "paper")
+    return ClaimSpec("c", "statement", "Fig. 3", reading="r", relation=relation, basis="relation: r", **kw)
+
+
+def test_pass_fail_inconclusive_from_per_seed_values():
+    # all seeds far above 0.5: the whole interval above the threshold -> pass
+    assert evaluate(spec(gt(0.5)), None, SEEDS, [0.9, 0.92, 0.88, 0.91, 0.9]).status == "pass"
+    # all far below -> fail (interval entirely below)
+    c = evaluate(spec(gt(0.5)), None, SEEDS, [0.1, 0.12, 0.08, 0.11, 0.1])
+    assert c.status == "fail" and not c.passed
+    # the t-interval straddles 0.5 -> inconclusive, never counted as pass or fail
+    c = evaluate(spec(gt(0.5)), None, SEEDS, [0.3, 0.7, 0.55, 0.45, 0.6])
+    lo, hi = t_interval([0.3, 0.7, 0.55, 0.45, 0.6])
+    assert lo < 0.5 < hi and c.status == "inconclusive" and not c.passed
+
+
+def test_a_sign_decided_by_seven_e_minus_five_is_inconclusive():
+    # grassmann Fig. 2 ReLU at 5 seeds: an interval [-0.0956, +0.00007] on "decreases" (lt 0)
+    vals = [-0.09, -0.02, -0.05, 0.01, -0.08]
+    c = evaluate(spec(lt(0.0)), None, SEEDS, vals)
+    lo, hi = t_interval(vals)
+    assert lo < 0 < hi and c.status == "inconclusive"
+
+
+def test_vacuous_when_the_control_satisfies_the_relation():
+    ms = [Measured(v, control=cv) for v, cv in zip([0.9, 0.92, 0.88, 0.91, 0.9], [0.7, 0.8, 0.75, 0.9, 0.6])]
+    c = evaluate(spec(gt(0.5), control="one training step"), None, SEEDS, ms)
+    assert c.status == "vacuous" and not c.passed and c.control_held is True
+    assert c.control_value == pytest.approx(0.75) and c.control_values == (0.7, 0.8, 0.75, 0.9, 0.6)
+    assert "vacuous" in c.note and "one training step" in c.note
+
+
+def test_a_failing_control_leaves_the_pass_standing():
+    ms = [Measured(v, control=cv) for v, cv in zip([0.9, 0.92, 0.88, 0.91, 0.9], [0.1, 0.2, 0.15, 0.1, 0.3])]
+    c = evaluate(spec(gt(0.5), control="linear activation"), None, SEEDS, ms)
+    assert c.status == "pass" and c.passed and c.control_held is False
+    assert "did not hold" in c.control_text()
+
+
+def test_a_declared_control_that_was_not_measured_makes_a_pass_inconclusive():
+    c = evaluate(spec(gt(0.5), control="at init"), None, SEEDS, [0.9, 0.92, 0.88, 0.91, 0.9])
+    assert c.status == "inconclusive" and "control was not measured" in c.note
+
+
+def test_not_run_claim():
+    c = evaluate(spec(gt(0.5), control="x"), None, SEEDS, [Measured(None, not_run="needs cifar_dir")] * 5)
+    assert c.status == "not-run" and not c.passed and "cifar_dir" in c.note
+
+
+def test_yes_no_claims_wilson_verdicts():
+    # 3/3 -> pass; 2/3 -> Wilson upper bound 0.94 >= 0.8 -> inconclusive; 0/3 -> fail
+    s3 = [0, 1, 2]
+    assert evaluate(spec(is_true()), None, s3, [True, True, True]).status == "pass"
+    assert evaluate(spec(is_true()), None, s3, [True, True, False]).status == "inconclusive"
+    assert evaluate(spec(is_true()), None, s3, [False, False, False]).status == "fail"
+    # the control of a yes/no claim: the fraction of seeds where it holds
+    ms = [Measured(True, control=True)] * 3
+    assert evaluate(spec(is_true(), control="c"), None, s3, ms).status == "vacuous"
+
+
+def test_between_relation_interval_over_both_bounds_is_inconclusive():
+    c = evaluate(spec(between(0.4, 0.6)), None, SEEDS, [0.1, 0.9, 0.5, 0.2, 0.8])
+    assert c.interval[0] < 0.4 and c.interval[1] > 0.6 and c.status == "inconclusive"
+
+
+def test_wilson_interval_matches_the_closed_form():
+    # Wilson score interval written out (z = 1.95996...) for k = 7 of n = 9
+    k, n = 7, 9
+    z = stats.norm.ppf(0.975)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert wilson_interval(k, n) == pytest.approx((centre - half, centre + half), abs=1e-12)
+
+
+def test_t_interval_matches_scipy():
+    x = [0.3, 0.7, 0.55, 0.45, 0.6]
+    ref = stats.t.interval(0.95, len(x) - 1, loc=np.mean(x), scale=stats.sem(x))
+    assert t_interval(x) == pytest.approx(ref, abs=1e-12)
+
+
+def test_intervals_stay_inside_the_statistic_range():
+    # a silhouette near 1 on three seeds: the raw t-interval leaves [-1, 1]
+    vals = [0.99, 0.5, 0.95]
+    raw = t_interval(vals)
+    assert raw[1] > 1.0
+    c = evaluate(spec(gt(0.3), bounds=(-1.0, 1.0)), None, [0, 1, 2], vals)
+    assert -1.0 <= c.interval[0] <= c.value <= c.interval[1] <= 1.0 and c.interval[1] == 1.0
+    # a positive ratio with a huge spread: the lower end stops at 0
+    assert clip_interval((-161.8, 235.9), (0.0, math.inf)) == (0.0, 235.9)
+
+
+def test_format_estimate_keeps_the_estimate_inside_its_interval():
+    assert format_estimate(0.9997, 0.9995, 1.0) == "0.9997 [0.9995, 1]"
+    # four significant figures would print 1 [1, 1]: more figures are used
+    s = format_estimate(0.99997, 0.99995, 0.999991)
+    v, lo, hi = (float(t) for t in s.replace("[", "").replace("]", "").replace(",", "").split())
+    assert lo <= v <= hi and lo < hi
+    for _ in range(200):
+        rng = np.random.default_rng(_)
+        a, b = sorted(rng.normal(size=2) * 10.0 ** rng.integers(-6, 6))
+        m = a + (b - a) * rng.uniform()
+        v, lo, hi = (
+            float(t) for t in format_estimate(m, a, b).replace("[", "").replace("]", "").replace(",", "").split()
+        )
+        assert lo <= v <= hi
+
+
+def test_declaration_problems_flag_missing_controls_and_bare_signs():
+    assert declaration_problems(spec(gt(0.0))) == [
+        "c: no control and no no_control reason",
+        "c: a bare sign (> 0): put the minimum effect into the threshold",
+    ]
+    assert declaration_problems(spec(gt(0.05), control="at init", effect="paper: Fig. 2")) == []
+    assert declaration_problems(spec(gt(0.0), kind="sanity")) == []
+    # a relation depending on the config is resolved on the configs given
+    assert declaration_problems(spec(lambda cfg: lt(cfg), no_control="closed form"), cfgs=[0.0, 1.0])[0].endswith(
+        "threshold"
+    )
+    with pytest.raises(ValueError, match="not both"):
+        spec(gt(1.0), control="a", no_control="b")
+    with pytest.raises(ValueError, match="bounds"):
+        spec(gt(1.0), bounds=(1.0, 0.0))
+
+
+def test_robustness_grid_and_validation():
+    rb = Robustness(claims=("c",), knobs={"a": [1, 2], "b": ["x", "y", "z"]}, paper="Sec. 3 leaves a and b open")
+    assert rb.n_points == 6 and rb.grid()[0] == {"a": 1, "b": "x"} and rb.grid()[-1] == {"a": 2, "b": "z"}
+    with pytest.raises(ValueError, match="at least two"):
+        Robustness(claims=("c",), knobs={"a": [1]}, paper="p")
+    with pytest.raises(ValueError, match="paper"):
+        Robustness(claims=("c",), knobs={"a": [1, 2]}, paper=" ")
+
+
+def test_claim_round_trips_through_json_with_its_control():
+    ms = [Measured(v, control=cv) for v, cv in zip([0.9, 0.92, 0.88], [0.1, 0.2, 0.15])]
+    c = evaluate(spec(gt(0.5), control="linear", bounds=(0.0, 1.0)), None, [0, 1, 2], ms)
+    from ssldyn.lab.claims import Claim
+
+    d = c.to_dict()
+    back = Claim.from_dict(d)
+    assert back == c

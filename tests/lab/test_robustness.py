@@ -1,0 +1,65 @@
+"""Robustness maps end to end: `ssldyn robustness EXP` runs the declared grid as a study, prints each
+headline claim's verdict per grid point, and the report shows the map beside the claim.
+
+Every verdict is checked against the toy's closed form: rms(x_T) = (1 − lr)^T ‖x_0‖/√n with x_0
+re-drawn here, its Student-t interval from scipy, and the control rms(x_0) ≈ 1 (never below 0.5).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from tests.lab.test_cli import run_cli
+from tests.lab.test_results import x0_norm
+
+
+def _expected_status(lr: float, steps: int, seeds: list[int], n: int = 64) -> str:
+    vals = [(1 - lr) ** steps * x0_norm(s, n) / np.sqrt(n) for s in seeds]
+    m = float(np.mean(vals))
+    half = stats.t.ppf(0.975, len(vals) - 1) * stats.sem(vals)
+    lo, hi = max(m - half, 0.0), m + half
+    if lo < 0.5 < hi:
+        return "inconclusive"
+    return "pass" if hi < 0.5 and all(v < 0.5 for v in vals) else "fail"
+
+
+def test_robustness_command_runs_the_grid_and_the_report_shows_the_map(toy_map, tmp_path, capsys):
+    out = tmp_path / "runs"
+    code, text, _ = run_cli(["robustness", toy_map.name, "--out", str(out), "--seeds", "3"], capsys)
+    assert code == 0, text
+    seeds = [0, 1, 2]
+    expected = {(lr, st): _expected_status(lr, st, seeds) for lr in (0.2, 0.01) for st in (10, 30)}
+    assert set(expected.values()) >= {"pass"} and set(expected.values()) - {"pass"}  # the map is not flat
+    from ssldyn.lab.robustness import map_rows, plan_maps
+    from ssldyn.results import load
+
+    (m,) = plan_maps(toy_map.name, seeds=3)
+    rows = map_rows(m, load(out))
+    got = {(r["point"]["lr"], r["point"]["steps"]): r["claims"]["rms-small"]["status"] for r in rows}
+    assert got == expected
+    n_pass = sum(v == "pass" for v in expected.values())
+    assert f"rms-small: holds at {n_pass}/4 points" in text and "robustness map: lr × steps" in text
+    # stored as a study of source "robustness"; the report shows the map with its verdicts
+    assert list((out / toy_map.name / "studies").glob("robustness-*.json"))
+    assert run_cli(["report", str(out)], capsys)[0] == 0
+    html = (out / "report" / "index.html").read_text()
+    assert "Robustness map: lr × steps" in html and f"holds at {n_pass}/4 points" in html
+    assert "the toy&#x27;s &#x27;paper&#x27; leaves lr and steps open" in html
+
+
+def test_robustness_of_an_experiment_without_a_map_is_one_clear_error(toy_sweep, tmp_path, capsys):
+    code, out, err = run_cli(["robustness", toy_sweep.name, "--out", str(tmp_path)], capsys)
+    assert code == 2 and "declares no robustness map" in out + err and "Traceback" not in out + err
+
+
+def test_control_values_reach_the_stored_claims(toy_map, tmp_path, capsys):
+    from ssldyn.lab import run_experiment
+    from ssldyn.results import load
+
+    run_experiment(toy_map.name, quick=True, out=tmp_path, sets={"n": 64})
+    claims = load(tmp_path).claims
+    rows = claims[claims["claim"] == "rms-small"].sort_values("seed")
+    ref = [x0_norm(s, 64) / 8 for s in (0, 1, 2)]
+    np.testing.assert_allclose(rows["control_value"], ref, rtol=1e-5)
+    assert rows["control_held"].eq(False).all() and rows["control"].iloc[0] == "the same statistic at t = 0"

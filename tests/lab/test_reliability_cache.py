@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ssldyn.dynamics.ensemble_trainer import TokenRun, group_token_runs
-from ssldyn.experiments.nonlinearity.token_grid import CACHE_NAMESPACE, make_runs, run_grid
+from ssldyn.experiments.nonlinearity.token_grid import CACHE_NAMESPACE, make_runs, run_grid, run_key
 from ssldyn.lab.context import Context
 
 #: |Δ| between a run trained alone and inside an ensemble (float32 round-off of the batched ops;
@@ -29,9 +29,8 @@ def test_deleting_an_entry_and_recomputing_gives_identical_values(tmp_path):
     first = run_grid(runs, steps=STEPS, every=EVERY, ctx=Context(cache_dir=tmp_path)).to_frame()
     entries = sorted((tmp_path / CACHE_NAMESPACE).glob("*.entry"))
     assert len(entries) == len(runs)
-    victim = Context(cache_dir=tmp_path).cache.path(CACHE_NAMESPACE, Context(cache_dir=tmp_path).cache_key(
-        {"run": runs[0].describe(), "steps": STEPS, "every": EVERY, "filters": False, "dtype": "float32",
-         "compile": False}))  # fmt: skip
+    ctx = Context(cache_dir=tmp_path)
+    victim = ctx.cache.path(CACHE_NAMESPACE, ctx.cache_key(run_key(runs[0], STEPS, EVERY, False)))
     assert victim in entries
     victim.unlink()
     again = run_grid(runs, steps=STEPS, every=EVERY, ctx=Context(cache_dir=tmp_path)).to_frame()

@@ -68,7 +68,7 @@ def test_code_version_covers_every_computing_module(tmp_path, monkeypatch):
     root = Path(ssldyn.__file__).resolve().parent
     copy = tmp_path / "ssldyn"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(ssldyn, "__file__", str(copy / "__init__.py"))
+    monkeypatch.setattr(cache_mod, "_package_root", lambda: copy)
     version = code_version.__wrapped__
     v0 = version()
     assert version() == v0  # deterministic

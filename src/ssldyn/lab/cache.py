@@ -55,7 +55,7 @@ def code_version() -> str:
 
     from ssldyn._version import __version__
 
-    root = Path(__file__).resolve().parents[1]  # src/ssldyn
+    root = _package_root()
     h = hashlib.sha256()
     h.update(f"ssldyn {__version__} torch {torch.__version__} numpy {np.__version__}\n".encode())
     files = sorted(p for p in root.rglob("*.py") if p.relative_to(root).parts[0] not in _NOT_COMPUTING)
@@ -64,6 +64,11 @@ def code_version() -> str:
         h.update(p.read_bytes())
         h.update(b"\0")
     return h.hexdigest()[:16]
+
+
+def _package_root() -> Path:
+    """The ``ssldyn`` package folder (``src/ssldyn``) whose modules :func:`code_version` hashes."""
+    return Path(__file__).resolve().parents[1]
 
 
 def _canonical(key: Any) -> str:

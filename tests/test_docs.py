@@ -205,7 +205,9 @@ def test_tutorials_are_executed_notebooks_with_figures(site, name):
     assert re.search(r'<img[^>]+src="data:image/png;base64,', page)  # the figures
     assert f'href="{name}.py"' in page and (site / "tutorials" / name / f"{name}.py").is_file()  # its script
     assert "Traceback (most recent call last)" not in page
-    assert not re.search(r'<div[^>]*data-mime-type="application/vnd.jupyter.stderr"', page)  # no error or warning output
+    assert not re.search(
+        r'<div[^>]*data-mime-type="application/vnd.jupyter.stderr"', page
+    )  # no error or warning output
 
 
 @pytest.mark.slow

@@ -42,10 +42,9 @@ def _node() -> str:
     return "local"
 
 
-def _blas_threads() -> int:
-    from threadpoolctl import threadpool_info
-
-    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=0)
+def _blas_threads() -> str:
+    """The BLAS threads numpy loaded with in this process (OpenBLAS reads the variable at load time)."""
+    return os.environ.get("OPENBLAS_NUM_THREADS", "default")
 
 
 def _leave(cfg: SharedConfig, what: str) -> None:

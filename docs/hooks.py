@@ -61,7 +61,9 @@ def summary(module: str) -> str:
     path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     first = doc.strip().split("\n\n")[0].replace("\n", " ")
-    first = ROLE.sub(lambda m: "`" + m.group(1).lstrip("~").rsplit(".", 1)[-1 if m.group(1).startswith("~") else 0] + "`", first)
+    first = ROLE.sub(
+        lambda m: "`" + m.group(1).lstrip("~").rsplit(".", 1)[-1 if m.group(1).startswith("~") else 0] + "`", first
+    )
     first = first.replace("|", "\\|")
     return first[:200] + ("…" if len(first) > 200 else "")
 
@@ -111,7 +113,9 @@ def on_config(config):
             continue
         ((title, value),) = item.items()
         if title == "API reference":
-            nav[i] = {title: ["api/index.md", *nav_section(library), *({f"ssldyn.{m}": f"api/{m}.md"} for m in ROOT_MODULES)]}
+            nav[i] = {
+                title: ["api/index.md", *nav_section(library), *({f"ssldyn.{m}": f"api/{m}.md"} for m in ROOT_MODULES)]
+            }
         elif title == "Experiments":
             nav[i] = {title: nav_section(experiments, title_prefix="")}
     return config
@@ -128,3 +132,18 @@ def on_files(files, config):
     for root_module in ROOT_MODULES:
         files.append(File.generated(config, f"api/{root_module}.md", content=module_page(f"ssldyn.{root_module}")))
     return files
+
+
+def on_page_content(html, page, config, files):
+    """A tutorial page starts with a link to its script (copied next to the page by mkdocs-jupyter)."""
+    src = page.file.src_uri
+    if src.startswith("tutorials/") and src.endswith(".py"):
+        name = src.rsplit("/", 1)[1]
+        link = (
+            f'<p class="tutorial-source">Source: <a href="{name}" download><code>tutorials/{name}</code></a> '
+            f"— a jupytext script: run it with <code>python tutorials/{name}</code> or open it as a notebook "
+            f"(<code>jupytext --to ipynb tutorials/{name}</code>). Below: the notebook as executed when this "
+            "site was built.</p>"
+        )
+        return link + html
+    return html

@@ -203,6 +203,7 @@ def test_tutorials_are_executed_notebooks_with_figures(site, name):
     assert "# %%" not in page  # cells, not the jupytext source
     assert page.count("jp-OutputArea-output") >= 3  # the cells' outputs
     assert re.search(r'<img[^>]+src="data:image/png;base64,', page)  # the figures
+    assert f'href="{name}.py"' in page and (site / "tutorials" / name / f"{name}.py").is_file()  # its script
     assert "Traceback (most recent call last)" not in page
     assert not re.search(
         r'<div[^>]*data-mime-type="application/vnd.jupyter.stderr"', page

@@ -156,12 +156,19 @@ def test_save_figure_does_not_leak_the_tight_layout_warning(tmp_path):
             a.set_xlabel("long " * 5)
         return fig
 
-    control = crowded()
-    with pytest.warns(UserWarning, match="[Tt]ight"):  # matplotlib does warn on this figure
-        control.tight_layout()
-    plt.close(control)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        path = save_figure(crowded(), tmp_path / "f.png")
-    img = Image.open(path)
-    assert img.width > 50 and img.height > 50
+    def mixed_grid():  # the warning seen in `ssldyn reproduce`: "number of columns ... multiples of one another"
+        fig = plt.figure(figsize=(6, 3))
+        fig.add_subplot(1, 2, 1).plot([0, 1])
+        fig.add_subplot(1, 3, 3).plot([1, 0])
+        return fig
+
+    for i, make in enumerate((crowded, mixed_grid)):
+        control = make()
+        with pytest.warns(UserWarning, match="[Tt]ight"):  # matplotlib does warn on this figure
+            control.tight_layout()
+        plt.close(control)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            path = save_figure(make(), tmp_path / f"f{i}.png")
+        img = Image.open(path)
+        assert img.width > 50 and img.height > 50

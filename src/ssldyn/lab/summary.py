@@ -142,7 +142,8 @@ def sweep_tables(study: Study, items: Sequence[Any], results: Any, width: int = 
         run_cells.append((h, [], [Text(status), Text(t), passed, Text(h)]))
     tail = [("status", False), ("time", False), ("claims", True), ("run", True)]
     runs = _grid_table(study, [], tail, run_cells, [False] * len(run_cells), width)
-    tables = [(f"{study.experiment}: {study.title} · {len(points)} runs", runs)]
+    assert runs is not None  # must_fit=False: always a table
+    tables: list[tuple[str, Table]] = [(f"{study.experiment}: {study.title} · {len(points)} runs", runs)]
     if claims.empty:
         return tables
     claim_cells, sections = [], []

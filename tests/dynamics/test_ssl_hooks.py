@@ -252,3 +252,23 @@ def test_scheduler_bound_to_another_optimizer_and_half_checkpoint_settings_are_r
         train_ssl(net, data(), checkpoint=tmp_path / "c.pt", **kw)
     with pytest.raises(ValueError, match="no such checkpoint"):
         train_ssl(net, data(), resume=tmp_path / "missing.pt", **kw)
+
+
+def test_a_seeded_dataloader_run_resumes_exactly(tmp_path):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def go(resume=None, callbacks=()):
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 4)).to(DT)
+        loader = DataLoader(
+            TensorDataset(data()), batch_size=6, shuffle=True, generator=torch.Generator().manual_seed(3)
+        )
+        return train_ssl(net, loader, objective=InfoNCE(0.5), augment=jitter, steps=9, every=1,
+                         checkpoint=tmp_path / "dl.pt", checkpoint_every=3, resume=resume,
+                         callbacks=callbacks)  # fmt: skip
+
+    full = go().trajectory.series("loss")[1]
+    with pytest.raises(Interrupt):
+        go(callbacks=[StopAt(4)])
+    resumed = go(resume=tmp_path / "dl.pt").trajectory.series("loss")[1]
+    np.testing.assert_array_equal(resumed, full)

@@ -1,7 +1,7 @@
 """Pieces of the one dynamics contract shared by every trainer and flow (see :mod:`ssldyn.dynamics`).
 
 * :func:`step_schedule` — the steps ``every`` selects: ``0, every, 2·every, …`` and the last.
-* :func:`log_probes` / :func:`per_member` — the one probe signature ``probe(observable) -> float | (E,)``.
+* :func:`log_value` / :func:`per_member` — the one probe signature ``probe(observable) -> float | (E,)``.
 * :func:`embed` — eval-mode embeddings of a model in batches (the one ``embed``).
 * :func:`minibatches` — seeded epochs of index batches.
 * :func:`check_steps`, :func:`check_lr` — the argument checks every flow makes.
@@ -26,14 +26,12 @@ __all__ = [
     "Augment",
     "step_schedule",
     "log_value",
-    "log_probes",
     "per_member",
     "drop_singleton_member",
     "embed",
     "minibatches",
     "check_steps",
     "check_lr",
-    "iterate",
 ]
 
 Probe = Callable[[Any], "float | Tensor"]
@@ -86,12 +84,6 @@ def log_value(traj: Trajectory, step: int, name: str, value: Any) -> None:
         traj.log_members(step, name, arr)
     else:
         raise ValueError(f"probe {name!r}: expected a float or a per-member (E,) value, got shape {arr.shape}")
-
-
-def log_probes(traj: Trajectory, step: int, probes: Probes | None, observable: Any) -> None:
-    """Evaluate every probe on the flow's observable and log it (see :func:`log_value`)."""
-    for name, fn in (probes or {}).items():
-        log_value(traj, step, name, fn(observable))
 
 
 def per_member(fn: Callable[[Any], Any]) -> Callable[[Any], Tensor]:
@@ -167,9 +159,3 @@ def check_lr(lr: Any, name: str = "lr") -> float:
     if not (math.isfinite(v) and v > 0):
         raise ValueError(f"{name} must be a finite number > 0, got {lr!r}")
     return v
-
-
-def iterate(steps: int, track: Track | None) -> Iterable[int]:
-    """``range(steps + 1)`` (the states 0..steps), wrapped by ``track`` when given."""
-    it: Iterable[int] = range(steps + 1)
-    return track(it) if track is not None else it

@@ -177,7 +177,7 @@ class Fig5(VariationalExperiment):
     robustness = (
         Robustness(
             claims=("clusters-by-iteration-15", "network-keeps-clusters", "clusters-persist"),
-            knobs={"init": ["collapsed", "invariant-uniform"], "init_spread": [0.1, 3.0, 100.0]},
+            knobs={"init": ["collapsed", "invariant-uniform"], "init_spread": [0.1, 0.3, 1.0, 100.0]},
             paper="Fig. 5: 'despite random initialization' the clusters separate by iteration 15; end of Sec. 3 / "
             "Sec. 4.2: this is true 'even if we initialize gradient descent very poorly, starting with an invariant f "
             "mapping to the uniform distribution'. The paper gives no spread of its random start.",

@@ -6,6 +6,8 @@ implementation computes, including the claims that are *expected* not to reprodu
 
 import math
 
+import pytest
+
 from ssldyn.lab import run_experiment
 
 
@@ -37,6 +39,13 @@ def test_collapse_claims(tmp_path):
         vals = [s[f"tanh_h{h}_ntk_{key}"] for h in hs]
         assert vals[0] > vals[1] > vals[2], (key, vals)
     assert s["tanh_h400_ntk_cross"] < 1e-3 and s["tanh_h400_ntk_spread"] < 1e-2
+    # the control of the h^(-3/2) rate: the first layer's kernel alone decays only like h^(-1/2)
+    assert -0.8 < s["tanh_ntk_w1_cross_slope"] < -0.2
+    # the printed non-contrastive matrix gives loss (2) with the opposite sign, the used one gives it exactly
+    assert s["loss2_printed_trace_over_loss"] == pytest.approx(-1.0, abs=1e-12)
+    assert s["loss2_used_trace_over_loss"] == pytest.approx(1.0, abs=1e-12)
+    # Remark 1: the linear regression decouples exactly, the 2-layer tanh control does not
+    assert s["regression_same_dynamics_dev"] < 1e-10 < 0.05 < s["regression_tanh_net_dev"]
     # Remark 2 does not reproduce for InfoNCE itself: its embedding stays two-dimensional
     assert not claims["remark2-infonce-collapses"].passed and s["infonce_final_sv_ratio"] > 0.1
 
@@ -44,7 +53,11 @@ def test_collapse_claims(tmp_path):
 def test_fig2_width_dependence(tmp_path):
     claims, s = _run("grassmann.fig2", tmp_path)
     _passed(claims, "tanh-decreases-init", "tanh-thm1-constant", "tanh-decreases-training", "relu-decreases-init",
-            "relu-slower", "sigmoid-increases", "lemma2-max-entry")  # fmt: skip
+            "sigmoid-increases", "lemma2-max-entry")  # fmt: skip
+    # Thm. 1's constant: flat or falling for tanh, growing for the sigmoid control over 10²–10⁴ (init only)
+    assert s["tanh_K_hat_slope"] < -0.5 and s["sigmoid_K_hat_slope"] > 0.1
+    # a "slower convergence" ratio is ≤ 0 for a curve that does not fall (the sigmoid control)
+    assert claims["relu-slower"].control_values[0] < 0
     assert s["tanh_slope_init"] < -1.0  # heuristically h^(-3/2), steeper than the bound's h^(-1/2)
     assert -0.8 < s["relu_slope_init"] < -0.2  # ReLU at init: ~h^(-1/2)
     # sigmoid: increases with the summed loss (as printed), not with the mean loss
@@ -55,14 +68,20 @@ def test_fig2_width_dependence(tmp_path):
 def test_fig3_gd_matches_ode(tmp_path):
     claims, s = _run("grassmann.fig3", tmp_path)
     _passed(claims, *claims)
-    assert 0.8 < s["grassmann_order"] < 1.2 and abs(s["projected_order"]) < 0.3
-    assert s["max_path_deviation_grassmann_vs_exact"] < s["max_path_deviation_projected_vs_exact"]
+    assert 0.8 < s["grassmann_order"] < 1.2 and abs(s["polar_order"]) < 0.3 and 0.8 < s["polar_own_flow_order"] < 1.2
+    # Fig. 3 is judged on Grassmann GD; the polar variant is a different flow (the control), close to its own
+    assert s["max_path_deviation"] < 0.02 < s["max_path_deviation_polar"]
+    assert s["max_path_deviation_polar_vs_own_flow"] < 0.02
+    # the printed eq. (11) run to the end drives q to 0 (the control of the final loss and outputs)
+    assert s["max_final_loss_gap_ascent"] > 0.1 and s["max_final_deviation_ascent"] > 0.5
 
 
 def test_thm3_all_trials(tmp_path):
     claims, s = _run("grassmann.thm3", tmp_path)
     _passed(claims, *claims)
     assert s["positive_fraction"] == 1.0 and s["negative_fraction"] == 1.0
+    # h = d: the network keeps ‖q‖ = 1 (Thm. 3 needs h > d); at h > d GD drives q to 0
+    assert s["gd_min_norm_h_eq_d"] > 1 - 1e-9 and s["gd_max_norm_h_eq_d"] < 1 + 1e-9 and s["gd_max_norm_h"] < 1e-3
 
 
 def test_fig5_span_converges(tmp_path):
@@ -75,7 +94,10 @@ def test_fig5_span_converges(tmp_path):
 
 def test_fig4_costs_and_svm(tmp_path):
     claims, s = _run("grassmann.fig4", tmp_path)
-    _passed(claims, *claims)
+    # wall-clock claims depend on the machine's load: pinned here are the deterministic ones and sane timings
+    _passed(claims, "gd-ops-linear-in-h", "ode-ops-independent-of-h", "svm-comparable")
+    assert s["min_speedup"] > 1 and s["gd_time_slope_interval"][0] <= s["gd_time_slope"] + 1e-12
+    assert "CPU" in claims["gd-time-linear-in-h"].details[0] or "cuda" in str(claims["gd-time-linear-in-h"].details)
     assert s["acc_raw_pixels"] > 0.9 and s["acc_pca50_input"] > 0.9
     assert s["acc_gd"] > s["acc_init"] - 0.05 and math.isfinite(s["gd_time_slope"])
     assert s["ode_ops_ratio_max_min"] == 1.0
@@ -92,3 +114,5 @@ def test_prop3_equivalence_and_errata(tmp_path):
     _passed(claims, *claims)
     assert s["printed_norm_form_at_optimum"] >= 0 > s["loss1_at_optimum"]
     assert abs(s["loss1_at_optimum"] - s["trace_form_at_optimum"]) < 1e-12
+    # (3) ⇔ (4) needs h ≥ d + z − k: at h = d = z = 2 orthogonality is pinned at Tr C, at h = 3 it reaches λ_1
+    assert s["counter_gap_h2"] == pytest.approx(1.0, abs=1e-3) and abs(s["counter_gap_h3"]) < 1e-3

@@ -172,3 +172,48 @@ def test_grad_of_and_per_member_values_fail_clearly_instead_of_computing_with_no
     assert per_member_values(t, "probe") is t
     with pytest.raises(ValueError, match="probe: expected one value per member"):
         per_member_values(0.5, "probe")
+
+
+def test_slope_interval_of_timings_contains_the_power_law_and_collapses_without_noise():
+    from ssldyn.experiments.grassmann.fig4 import _slope_interval
+
+    hs = np.array([1000.0, 2000.0, 5000.0])
+    exact = np.broadcast_to((1e-6 * hs)[:, None], (3, 6)).copy()  # (W, repeats): t = 1e-6·h in every block
+    lo, hi = _slope_interval(hs, exact, np.random.default_rng(0))
+    assert lo == pytest.approx(1.0, abs=1e-12) and hi == pytest.approx(1.0, abs=1e-12)
+    rng = np.random.default_rng(1)
+    noisy = exact * (1.0 + rng.uniform(0.0, 0.5, size=exact.shape))  # load only ever slows a block down
+    lo, hi = _slope_interval(hs, noisy, np.random.default_rng(2))
+    assert lo <= 1.0 + 0.2 and hi >= 1.0 - 0.2 and lo <= hi
+
+
+def test_half_time_ratio_of_a_curve_run_at_half_speed_is_two():
+    from ssldyn.experiments.grassmann.fig3 import _half_time_ratio
+
+    ks = np.arange(0, 2001, 10)
+    t = torch.as_tensor(ks, dtype=D)
+    ref = -(1 - torch.exp(-t / 100.0))[:, None]  # (T, 1): a loss falling to −1 with time scale 100 steps
+    late = -(1 - torch.exp(-t / 200.0))[:, None]  # the same curve at half the speed (eq. 12's dt = η/2)
+    r = _half_time_ratio(late, ref, ks)
+    # first recorded steps at half the final value: ⌈100·ln 2⌉₁₀ = 70 and ⌈200·ln 2⌉₁₀ = 140
+    assert float(r[0]) == pytest.approx(140 / 70)
+
+
+def test_polar_variant_euler_path_matches_a_hand_rolled_loop():
+    from ssldyn.dynamics.q_ode import projected_gd_rhs
+    from ssldyn.experiments.grassmann.fig3 import _euler_polar_flow
+
+    g = torch.Generator().manual_seed(0)
+    q0 = 0.3 * torch.randn(2, 3, 1, generator=g, dtype=D)  # (E, d, z)
+    lam = torch.tensor([[-1.0, -0.5, 0.2], [-0.3, 0.1, 0.4]], dtype=D)
+    path = _euler_polar_flow(q0, lam, 0.01, 25, 10)  # steps 0, 10, 20, 25
+    q = q0.clone()
+    ref = [q0]
+    for k in range(1, 26):  # q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq), written out
+        Lq = lam[..., None] * q
+        q = q - 0.01 * (4 * Lq - 3 * q @ (q.mT @ Lq) - Lq @ (q.mT @ q))
+        if k in (10, 20, 25):
+            ref.append(q)
+    assert torch.allclose(path, torch.stack(ref), atol=1e-14)
+    assert torch.allclose(projected_gd_rhs(q0, lam), -(4 * lam[..., None] * q0 - 3 * q0 @ (q0.mT @ (lam[..., None] * q0))
+                                                      - (lam[..., None] * q0) @ (q0.mT @ q0)), atol=1e-14)  # fmt: skip

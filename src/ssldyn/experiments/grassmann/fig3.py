@@ -3,19 +3,27 @@
 Linear net ``u(x) = W2ᵀW1x`` with ``W1ᵀW1 = I_d``, ``W2ᵀW2 = I_z`` on the half-moons contrast
 matrix ``C`` (eq. 7, mean over anchors), widths h ∈ {10, 100, 1000}, η = 0.01 (Sec. 4.2).
 
-- **Fig. 3 (paper)**: GD as Sec. 4.2 describes eq. (11) — a descent step, then the weights
-  projected back on ``W1ᵀW1 = I``, ``W2ᵀW2 = I`` (polar map) — against the ODE started from the
-  network's initial outputs ``q_0 = VᵀW1ᵀW2``, discretised as ``q ← q + η·q_ode_rhs(q)`` so that
-  step k of both is ODE time t = kη.
-- **Thm. 2 (exactness)**: the theorem's flow is GD with the Grassmann projection ``(I − WWᵀ)∇L``
-  (proof of Thm. 2, Edelman et al.). Discrete GD with that projection must then converge to the
-  exact ODE solution (float64 dopri5, tight tolerances) at order 1 in η: we run it at 4η, 2η, η up
-  to ``t_order`` and fit the order of the deviation. Projected GD with the polar map follows a
-  different flow (``projected_gd_rhs``: same fixed points, different cubic term): its deviation
-  does not vanish as η → 0 (reported as information).
+- **Fig. 3, judged on the flow Thm. 2 is about**: the theorem's flow is GD with the Grassmann
+  projection ``(I − WWᵀ)∇L`` (proof of Thm. 2, Edelman et al.), so the paper's claims — same final
+  loss, outputs that stay close, same final outputs, q → ±v_1 — are measured on *Grassmann-projected*
+  GD (``ManifoldGD(mode="riemannian", tangent="grassmann")``, polar retraction) against the ODE
+  started from the network's initial outputs ``q_0 = VᵀW1ᵀW2``, discretised as
+  ``q ← q + η·q_ode_rhs(q)`` so that step k of both is ODE time t = kη.
+- **The polar variant, reported beside it**: GD as Sec. 4.2 describes eq. (11) — a Euclidean descent
+  step, then the weights projected back on ``W1ᵀW1 = I``, ``W2ᵀW2 = I`` by the polar map — follows a
+  different flow, ``q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq)`` (``projected_gd_rhs``: the same linear part and
+  fixed points, a different cubic term). Its distance to eq. (9) does not shrink as η → 0 (it is the
+  control of ``outputs-stay-close`` and of the order claim); its distance to its own flow does (order 1).
+- **Thm. 2 (exactness)**: discrete Grassmann GD converges to the exact ODE solution (float64 dopri5,
+  tight tolerances) at order 1 in η: we run it at 4η, 2η, η up to ``t_order`` and fit the order of the
+  largest deviation along the path (an end-point error vanishes once a narrow net has converged).
+- **New datapoint** (Sec. 4.1): a held-out half-moons draw is embedded by the trained network's
+  forward pass and by the formula ``u_t(x̂) = q_tᵀVᵀx̂`` with q_t from the ODE.
 - **Errata**: the printed eq. (11) ``W ← W + η∇L`` is gradient *ascent* (a few printed steps
-  increase the loss); the printed eq. (12) drops the factor 2 of eq. (9), so it is Euler with
-  dt = η/2 (step k ↔ t = kη/2): it matches the exact solution at kη/2, not at kη.
+  increase the loss; run to the end it drives q → 0 and the loss to 0, the control of the final-loss
+  and final-output claims); the printed eq. (12) drops the factor 2 of eq. (9), so it is Euler with
+  dt = η/2 (step k ↔ t = kη/2): it matches the exact solution at kη/2, not at kη, and reaches the
+  half-way loss twice as late as GD — the "slightly slower" decay of the ODE the paper describes.
 
 Seeds are the ensemble axis (``batch_seeds``): members are seeds × widths × initialisations
 (widths masked in one ``TwoLayerNet``), each member with its seed's ``C``. Runs on ``ctx.device``
@@ -25,6 +33,7 @@ come to the CPU for the trajectory and summaries.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -33,7 +42,14 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, projected_gd_step_, train_gd
-from ssldyn.dynamics.q_ode import euler, q_from_map, solve_adaptive, trace_loss_q
+from ssldyn.dynamics.q_ode import (
+    euler,
+    projected_gd_rhs,
+    q_from_map,
+    q_ode_predict,
+    solve_adaptive,
+    trace_loss_q,
+)
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.experiments.grassmann._common import GrassmannExperiment, loglog_slope, moons_batch, per_member
 from ssldyn.lab import (
@@ -49,11 +65,13 @@ from ssldyn.lab import (
     lt,
     register,
 )
+from ssldyn.lab.claims import Robustness
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 ORDER_FACTORS = (4, 2, 1)  # the order study runs GD at 4η, 2η, η
+HELD_OUT_SEED = 7919  # held-out half-moons of seed s: the draw of seed s + HELD_OUT_SEED
 
 
 class Fig3Config(ExperimentConfig):
@@ -88,60 +106,101 @@ def _max_dev(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a - b).abs().amax((-2, -1))
 
 
+CLOSE_BASIS = ("method: two first-order discretisations (step η = 0.01) of the same flow differ by O(η) (Grassmann GD is "
+               "within ~1e-3 of the exact solution at t = 2, see the order claim); 0.02 is 2% of the unit scale of q "
+               "(‖q‖₂ ≤ 1), the resolution of Fig. 3 (right)")  # fmt: skip
+
+
 @register
 class Fig3(GrassmannExperiment):
     name = "grassmann.fig3"
     figure = "Thm. 2, Fig. 3"
-    description = "GD on the trace loss vs the q-ODE (9): same loss and outputs (Fig. 3); Grassmann GD → eq. 9 at O(η)"
+    description = (
+        "Grassmann-projected GD on the trace loss vs the q-ODE (9): same loss and outputs (Fig. 3), order 1 in η "
+        "(Thm. 2); polar-projected GD (eq. 11 as described) follows its own flow, reported beside it"
+    )
     Config = Fig3Config
     quick = {"steps": 500, "inits": 1, "record_every": 25}
-    est_seconds = (2, 20)  # CPU seconds for all seeds (3 quick, 5 paper)
-    version = "2"
+    est_seconds = (2, 25)  # CPU seconds for all seeds (3 quick, 5 paper)
+    version = "3"
+    robustness = (
+        Robustness(
+            claims=("outputs-stay-close", "thm2-grassmann-order", "same-final-outputs"),
+            knobs={"lr": [0.005, 0.01, 0.02], "widths": [[10], [1000]]},
+            paper="Sec. 4.2 uses η = 0.01 and h ∈ {10, 100, 1000}; Thm. 2 is stated for every h ≥ d and is exact as "
+            "η → 0. The width sets the initial outputs (‖q_0‖ ≈ 0.45 at h = 10, ≈ 0.04 at h = 1000; the Haar "
+            "initialisation itself varies with the seeds).",
+        ),
+    )
     claims = (
         ClaimSpec(
-            "same-final-loss", "GD (eq. 11, projected) and the ODE converge to the same final loss.",
+            "same-final-loss", "GD and the ODE converge to the same final loss.",
             "Sec. 4.2, Fig. 3 (left)", result="Fig. 3", kind="paper",
-            reading="largest over widths and initialisations of |L_GD(T) − L_ODE(T)| (loss 8, C averaged)",
+            reading="largest over widths and initialisations of |L_GD(T) − L_ODE(T)| (loss 8, C averaged), GD with "
+            "the Grassmann projection of Thm. 2; the polar variant's gap is in the detail",
             relation=le(1e-3), basis="tolerance: 0.1% of the loss scale |λ_1| ~ 1",
+            control="the printed eq. (11) (ascent, W ← polar(W + η∇L)) run for the same steps from the same start "
+            "(width min(widths)) against the ODE", bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "outputs-stay-close", "For a given initialisation the outputs of GD and of the ODE stay close along "
             "the way.", "Sec. 4.2, Fig. 3 (right)", result="Fig. 3", kind="paper",
-            reading="largest over t, widths, initialisations and entries of |q_GD(t) − q_ODE(t)|",
-            relation=le(0.1), basis="tolerance: 10% of the unit scale of q (‖q‖₂ ≤ 1), the plotted resolution",
-            if_fails="Projected GD with the polar map (eq. 11 as the paper describes it) follows "
-            "q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq), not eq. (9): same linear part and fixed points, a different cubic "
-            "term, which matters while q grows from ~0 to ±v_1 (narrow nets start from larger q). GD with the "
-            "Grassmann projection stays close to eq. (9) for the same initialisations (see the detail).",
+            reading="largest over t, widths, initialisations and entries of |q_GD(t) − q_ODE(t)|, GD with the "
+            "Grassmann projection (the flow of Thm. 2)", relation=le(0.02), basis=CLOSE_BASIS,
+            control="polar-projected GD (eq. 11 as Sec. 4.2 describes it) against the same ODE, same start and η",
+            bounds=(0.0, math.inf),
+            if_fails="an O(1) gap would mean Grassmann GD does not follow eq. (9); the polar variant's gap (the "
+            "control) is a different flow, not discretisation error",
         ),
         ClaimSpec(
             "same-final-outputs", "... and converge to the same final outputs.", "Sec. 4.2, Fig. 3 (right)",
-            kind="paper", reading="largest |q_GD(T) − q_ODE(T)| over widths, initialisations and entries",
-            result="Fig. 3",
-            relation=le(1e-2), basis="tolerance: 1% of the unit scale of q",
+            kind="paper", reading="largest |q_GD(T) − q_ODE(T)| over widths, initialisations and entries (Grassmann GD)",
+            result="Fig. 3", relation=le(1e-2), basis="tolerance: 1% of the unit scale of q",
+            control="the printed eq. (11) (ascent) run for the same steps from the same start, against the ODE",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "converges-to-v1", "The machine outputs converge to the smallest eigenvector (C has negative "
             "eigenvalues).", "Sec. 4.2, Thm. 3", kind="paper",
-            reading="largest min(‖q_GD(T) − e_1‖, ‖q_GD(T) + e_1‖) (eigenbasis, z = 1)",
+            reading="largest min(‖q_GD(T) − e_1‖, ‖q_GD(T) + e_1‖) (eigenbasis, z = 1, Grassmann GD)",
             relation=le(1e-2), basis="tolerance: 1% of ‖v_1‖ = 1", result="Fig. 3",
+            control="the same distance at initialisation (t = 0)", bounds=(0.0, 2.0),
         ),
         ClaimSpec(
             "thm2-grassmann-order", "Thm. 2: eq. (9) is the exact learning dynamics of GD under the orthogonality "
             "constraints (Grassmann projection (I − WWᵀ)∇L).", "Thm. 2", kind="paper",
             reading="an exact flow ⇒ discrete Grassmann GD converges to the exact ODE solution (float64 dopri5) "
-            "at order 1 in η: log-log slope of max |q_GD(t_order) − q_exact(t_order)| against η ∈ {4η, 2η, η} "
+            "at order 1 in η: log-log slope of max over t ≤ t_order (grid of step 4η) of |q_GD(t) − q_exact(t)| against "
+            "η ∈ {4η, 2η, η} "
             "(nets of width min(widths); the theorem does not depend on h)",
             relation=between(0.8, 1.2),
             basis="method: a retracted explicit Euler step has global error O(η), i.e. order 1 (±0.2 for the "
             "O(η²) corrections at these η)",
+            control="polar-projected GD against the same exact solution of eq. (9) (it converges to another flow: "
+            "order ≈ 0)",
             if_fails="an order near 0 means GD follows a different flow than eq. (9)",
+        ),
+        ClaimSpec(
+            "new-datapoint", "A new point x̂ is embedded by u_t(x̂) = q_tᵀVᵀx̂.", "Sec. 4.1 (New Datapoint)",
+            kind="paper", result="Fig. 3",
+            reading="largest over a held-out half-moons draw (n points), widths and initialisations of "
+            "|u_net(x̂) − q_ODE(T)ᵀVᵀx̂| / max‖x̂‖: the trained network's forward pass (Grassmann GD) against the "
+            "formula with q_T from the ODE", relation=le(0.02), basis=CLOSE_BASIS,
+            control="the same formula with the untrained outputs q_0", bounds=(0.0, math.inf),
+        ),
+        ClaimSpec(
+            "polar-own-flow", "Polar-projected GD converges to its own derived flow q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq) "
+            "at order 1 in η.", "Sec. 4.2 (method check)", kind="sanity", result="Fig. 3",
+            reading="log-log slope of max over t ≤ t_order of |q_polar(t) − q_flow(t)| against η ∈ {4η, 2η, η}, q_flow "
+            "the float64 dopri5 solution of projected_gd_rhs", relation=between(0.8, 1.2),
+            basis="method: a retracted explicit Euler step of a flow has global error O(η)",
         ),
         Erratum(
             "eq11-sign", "The printed GD update of eq. (11) adds the gradient: it is gradient ascent.",
             "eq. (11), Sec. 4.2", printed="W ← W + η∇L", used="W ← W − η∇L (then the projection)",
-            reading="smallest over members of the relative change (L(k printed steps) − L(0))/|L(0)| from the same "
-            "initialisation (both eigenvalues of C are negative, so ascent drives q towards 0 and L up to 0)",
+            reading="smallest over members (width min(widths)) of the relative change (L(k printed steps) − "
+            "L(0))/|L(0)| from the same initialisation (both eigenvalues of C are negative, so ascent drives q "
+            "towards 0 and L up to 0)",
             relation=gt(0.0), basis="relation: ascent increases the loss at every member", result="Fig. 3",
         ),
         Erratum(
@@ -157,12 +216,14 @@ class Fig3(GrassmannExperiment):
     def run(self, cfg: Fig3Config, ctx: Context) -> list[Result]:
         dev, seeds = ctx.device, ctx.seeds
         mb = moons_batch(cfg.n, cfg.moons_noise, seeds, device=dev)
+        held = moons_batch(cfg.n, cfg.moons_noise, [s + HELD_OUT_SEED for s in seeds], device=dev)  # new points
         d, W, S = mb.d, len(cfg.widths), len(seeds)
         per = W * cfg.inits  # members per seed
         widths = [w for w in cfg.widths for _ in range(cfg.inits)] * S  # (E,) seed-major
         member_seeds = [s * 1000 + 17 * i for s in seeds for i in range(per)]
         E, H = len(widths), max(cfg.widths)
         C, lam, V = (per_member(t, per) for t in (mb.C, mb.lam, mb.V))  # (E, d, d), (E, d), (E, d, d)
+        x_new = per_member(held.x, per)  # (E, n, d): held-out points of each member's seed
 
         def make_net(h_max: int = H) -> TwoLayerNet:
             ws = [min(w, h_max) for w in widths]
@@ -171,65 +232,92 @@ class Fig3(GrassmannExperiment):
 
         def run_gd(kind: str, lr: float, steps: int, every: int, h_max: int = H):
             net = make_net(h_max)
-            kw = {"mode": "projected"} if kind == "projected" else {"mode": "riemannian", "tangent": "grassmann"}
+            kw = {"mode": "projected"} if kind == "polar" else {"mode": "riemannian", "tangent": "grassmann"}
             opt = ManifoldGD(net.weights(), lr=lr, retraction="polar", **kw)
             gd = train_gd(net.weights(), lambda: trace_loss(net.W1, net.W2, C), update=opt.step, steps=steps,
                           every=every, snapshots={"q": lambda _ps: q_from_map(net.end_to_end(), V)}, inputs={"C": C},
                           track=lambda it: ctx.track(it, total=steps + 1, description=f"Fig. 3 GD ({kind}, η={lr:g})"))  # fmt: skip
             ks, qs = gd.trajectory.stack("q", tensors=True)  # (T,), (T, E, d, z)
-            return ks, qs
+            return ks, qs, net
 
-        out = {}
-        for kind in ("projected", "grassmann"):
-            ks, out[kind] = run_gd(kind, cfg.lr, cfg.steps, cfg.record_every)
+        out, nets = {}, {}
+        for kind in ("grassmann", "polar"):
+            ks, out[kind], nets[kind] = run_gd(kind, cfg.lr, cfg.steps, cfg.record_every)
         ks = np.asarray(ks)
-        q0 = out["projected"][0]  # (E, d, z): the same initial weights in every run
+        q0 = out["grassmann"][0]  # (E, d, z): the same initial weights in every run
         _, q_ode = euler(q0, lam, lr=cfg.lr, steps=cfg.steps, form="eq9", every=cfg.record_every).trajectory.stack(
             "q", tensors=True
         )  # (T, E, d, z)
         _, q_12 = euler(q0, lam, lr=cfg.lr, steps=cfg.steps, form="eq12", every=cfg.record_every).trajectory.stack(
             "q", tensors=True
         )
+        q_pflow = _euler_polar_flow(q0, lam, cfg.lr, cfg.steps, cfg.record_every)  # (T, E, d, z)
         t = torch.as_tensor(ks * cfg.lr, dtype=torch.float64, device=dev)
         grid, inv = torch.unique(torch.cat([t, t / 2]), sorted=True, return_inverse=True)  # strictly increasing
         exact = solve_adaptive(q0, lam, t=grid, rtol=1e-10, atol=1e-12).trajectory.stack("q", tensors=True)[
             1
         ]  # (G, E, d, z)
         exact_t, exact_half = exact[inv[: len(t)]], exact[inv[len(t) :]]  # at t = kη and t = kη/2
-        # Thm. 2: convergence order of Grassmann GD (and, as information, of polar projected GD), on nets of
-        # width min(widths) (the theorem is width-independent; the narrow nets make the extra runs cheap)
+        # Thm. 2: convergence order of Grassmann GD to eq. (9), of polar GD to eq. (9) (the control) and to its own
+        # flow, on nets of width min(widths) (the theorem is width-independent; narrow nets make the runs cheap)
+        # The deviation is the largest over the path on the grid of the coarsest step (t_j = j·4η ≤ t_order): a
+        # trajectory that has converged by t_order has an exponentially small end-point error, not an O(η) one.
         h0 = min(cfg.widths)
-        t_ord = torch.tensor([0.0, cfg.t_order], dtype=torch.float64, device=dev)
+        f_max = max(ORDER_FACTORS)
+        n_coarse = round(cfg.t_order / (f_max * cfg.lr))
+        t_ord = torch.linspace(0.0, cfg.t_order, n_coarse + 1, dtype=torch.float64, device=dev)  # (K + 1,)
         order_dev = {}
-        ref: torch.Tensor | None = None  # the ODE at t_order from the first run's q_0 (every run starts there)
-        for kind in ("grassmann", "projected"):
+        refs: dict[str, torch.Tensor] = {}  # eq. (9) and the polar flow on t_ord from q_0 (every run starts there)
+        for kind in ("grassmann", "polar"):
             for f in ORDER_FACTORS:
                 lr = f * cfg.lr
                 k = round(cfg.t_order / lr)
-                _, qq = run_gd(kind, lr, k, k, h_max=h0)  # records steps 0 and k
-                if ref is None:
-                    ref = solve_adaptive(qq[0], lam, t=t_ord, rtol=1e-11, atol=1e-13).state  # (E, d, z) at t_order
-                order_dev[(kind, f)] = _max_dev(qq[-1], ref).cpu()  # (E,)
-        # erratum eq. (11): the printed update is ascent
-        net = make_net()
+                _, qq, _ = run_gd(kind, lr, k, f_max // f, h_max=h0)  # (K + 1, E, d, z): steps on the coarse grid
+                if not refs:
+                    refs["eq9"] = solve_adaptive(qq[0], lam, t=t_ord, rtol=1e-11, atol=1e-13).trajectory.stack(
+                        "q", tensors=True
+                    )[1]  # (K + 1, E, d, z)
+                    refs["polar"] = _solve_polar_flow(qq[0], lam, t_ord)
+                order_dev[(kind, f)] = _max_dev(qq, refs["eq9"]).amax(0).cpu()  # (E,): largest over the path
+                if kind == "polar":
+                    order_dev[("polar-own", f)] = _max_dev(qq, refs["polar"]).amax(0).cpu()
+        # erratum eq. (11) and the control of the final-loss / final-output claims: the printed update (ascent)
+        net = make_net(h0)
         L0 = trace_loss(net.W1, net.W2, C).detach()
-        for _ in range(cfg.ascent_steps):
+        ascent = None
+        for k in range(1, cfg.steps + 1):
             net.zero_grad()
             trace_loss(net.W1, net.W2, C).sum().backward()
             projected_gd_step_(net.weights(), -cfg.lr, "polar")  # W ← polar(W + η∇L): eq. (11) as printed
-        ascent = ((trace_loss(net.W1, net.W2, C).detach() - L0) / L0.abs()).cpu()  # (E,) relative change
+            if k == cfg.ascent_steps:
+                ascent = ((trace_loss(net.W1, net.W2, C).detach() - L0) / L0.abs()).cpu()  # (E,) relative change
+        with torch.no_grad():
+            q_asc = q_from_map(net.end_to_end(), V)  # (E, d, z) after cfg.steps printed steps
+            u_new = nets["grassmann"](x_new)  # (E, n, z): the trained network on held-out points
+        xnorm = x_new.norm(dim=-1).amax(-1)  # (E,)
+        new_err = ((u_new - q_ode_predict(q_ode[-1], V, x_new)).abs().amax((-2, -1)) / xnorm).cpu()  # (E,)
+        new_err0 = ((u_new - q_ode_predict(q0, V, x_new)).abs().amax((-2, -1)) / xnorm).cpu()
         # per-seed results
-        series = {"gd": out["projected"], "gd_grassmann": out["grassmann"], "ode": q_ode, "ode_eq12": q_12}
+        series = {"gd": out["grassmann"], "gd_polar": out["polar"], "ode": q_ode, "ode_eq12": q_12,
+                  "polar_flow": q_pflow}  # fmt: skip
         losses = {k: trace_loss_q(v, lam).cpu() for k, v in series.items()}  # (T, E)
-        dev_path = _max_dev(out["projected"], q_ode).cpu()  # (T, E)
-        dev_grass = _max_dev(out["grassmann"], exact_t).cpu()
-        dev_proj_exact = _max_dev(out["projected"], exact_t).cpu()
+        loss_asc = trace_loss_q(q_asc, lam).cpu()  # (E,)
+        dev_path = _max_dev(out["grassmann"], q_ode).cpu()  # (T, E)
+        dev_polar = _max_dev(out["polar"], q_ode).cpu()
+        dev_polar_own = _max_dev(out["polar"], q_pflow).cpu()
+        dev_grass_exact = _max_dev(out["grassmann"], exact_t).cpu()
+        dev_asc_final = _max_dev(q_asc, q_ode[-1]).cpu()  # (E,)
         e12_half = _max_dev(q_12, exact_half).amax(0).cpu()  # (E,)
         e12_full = _max_dev(q_12, exact_t).amax(0).cpu()
-        dist_v1 = min_dist_to_pm_e1(out["projected"][-1]).cpu() if cfg.z == 1 else None
+        half_ratio = _half_time_ratio(losses["ode_eq12"], losses["gd"], ks)  # (E,)
+        dist_v1 = min_dist_to_pm_e1(out["grassmann"][-1]).cpu() if cfg.z == 1 else None
+        dist_v1_0 = min_dist_to_pm_e1(q0).cpu() if cfg.z == 1 else None
+        dist_v1_polar = min_dist_to_pm_e1(out["polar"][-1]).cpu() if cfg.z == 1 else None
         qs_cpu = {k: v.cpu() for k, v in series.items()}
         w_arr = np.asarray(widths)
+        asc_members = w_arr == h0  # the printed-ascent control ran on nets of width h0: every member is one
         results = []
+        etas = [f * cfg.lr for f in ORDER_FACTORS]
         for s in range(S):
             sl = slice(s * per, (s + 1) * per)
             traj = Trajectory()
@@ -240,44 +328,68 @@ class Fig3(GrassmannExperiment):
                     traj.log_members(int(k), f"{name}/q2", qq[i, sl, 1, 0])
             res = Result()
             res.add_trajectory(traj)
-            gd_dev = {f: float(order_dev[("grassmann", f)][sl].max()) for f in ORDER_FACTORS}
-            pr_dev = {f: float(order_dev[("projected", f)][sl].max()) for f in ORDER_FACTORS}
-            etas = [f * cfg.lr for f in ORDER_FACTORS]
+            dev_of = {key: [float(order_dev[(key, f)][sl].max()) for f in ORDER_FACTORS]
+                      for key in ("grassmann", "polar", "polar-own")}  # fmt: skip
             sm = {
                 "widths": cfg.widths,
                 "eigenvalues_C": mb.lam[s].tolist(),
                 "t_final": cfg.steps * cfg.lr,
                 "max_path_deviation": float(dev_path[:, sl].max()),
                 "max_final_deviation": float(dev_path[-1, sl].max()),
-                "max_path_deviation_grassmann_vs_exact": float(dev_grass[:, sl].max()),
-                "max_path_deviation_projected_vs_exact": float(dev_proj_exact[:, sl].max()),
+                "max_path_deviation_grassmann_vs_exact": float(dev_grass_exact[:, sl].max()),
+                "max_path_deviation_polar": float(dev_polar[:, sl].max()),
+                "max_final_deviation_polar": float(dev_polar[-1, sl].max()),
+                "max_path_deviation_polar_vs_own_flow": float(dev_polar_own[:, sl].max()),
                 "max_final_loss_gap": float((losses["gd"][-1, sl] - losses["ode"][-1, sl]).abs().max()),
+                "max_final_loss_gap_polar": float((losses["gd_polar"][-1, sl] - losses["ode"][-1, sl]).abs().max()),
+                "max_final_loss_gap_ascent": float((loss_asc[sl] - losses["ode"][-1, sl]).abs().max()),
+                "max_final_deviation_ascent": float(dev_asc_final[sl].max()),
                 "final_loss_ode_median": float(losses["ode"][-1, sl].median()),
                 "lambda_min": float(mb.lam[s, 0]),
-                "max_dev_eq12_vs_gd": float(_max_dev(out["projected"], q_12)[:, sl].max()),
+                "max_dev_eq12_vs_gd": float(_max_dev(out["grassmann"], q_12)[:, sl].max()),
+                "eq12_half_loss_time_ratio_median": float(half_ratio[sl].nanmedian()),
                 "order_etas": etas,
-                "grassmann_order_dev": [gd_dev[f] for f in ORDER_FACTORS],
-                "projected_order_dev": [pr_dev[f] for f in ORDER_FACTORS],
-                "grassmann_order": loglog_slope(etas, [gd_dev[f] for f in ORDER_FACTORS]),
-                "projected_order": loglog_slope(etas, [pr_dev[f] for f in ORDER_FACTORS]),
-                "eq11_ascent_min_rel_increase": float(ascent[sl].min()),
+                "grassmann_order_dev": dev_of["grassmann"],
+                "polar_order_dev": dev_of["polar"],
+                "polar_own_flow_order_dev": dev_of["polar-own"],
+                "grassmann_order": loglog_slope(etas, dev_of["grassmann"]),
+                "polar_order": loglog_slope(etas, dev_of["polar"]),
+                "polar_own_flow_order": loglog_slope(etas, dev_of["polar-own"]),
+                "eq11_ascent_min_rel_increase": float(ascent[sl][asc_members[sl]].min()) if ascent is not None
+                else None,
                 "eq12_dev_at_half_time": float(e12_half[sl].max()),
                 "eq12_dev_at_full_time": float(e12_full[sl].max()),
+                "new_datapoint_error": float(new_err[sl].max()),
+                "new_datapoint_error_q0": float(new_err0[sl].max()),
                 "max_final_distance_to_v1": float(dist_v1[sl].max()) if dist_v1 is not None else None,
-            }
+                "max_final_distance_to_v1_polar": float(dist_v1_polar[sl].max()) if dist_v1_polar is not None
+                else None,
+                "min_initial_distance_to_v1": float(dist_v1_0[sl].min()) if dist_v1_0 is not None else None,
+            }  # fmt: skip
             for h in cfg.widths:
-                sm[f"max_path_deviation_h{h}"] = float(dev_path[:, sl][:, w_arr[sl] == h].max())
+                m = w_arr[sl] == h
+                sm[f"max_path_deviation_h{h}"] = float(dev_path[:, sl][:, m].max())
+                sm[f"max_path_deviation_polar_h{h}"] = float(dev_polar[:, sl][:, m].max())
             res.summary.update(sm)
             res.notes.append(
-                "Losses are means over anchors (C/n). The ODE is Euler on eq. (9) with dt = η (step k ↔ t = kη); the "
-                f"printed eq. (12) is the same at dt = η/2 and lags GD (max |q_GD − q_eq12| = {sm['max_dev_eq12_vs_gd']:.3g})."
-            )
+                "GD is judged with the Grassmann projection (I − WWᵀ)∇L, the flow of Thm. 2; polar-projected GD (eq. 11 "
+                "as Sec. 4.2 describes it) is reported beside it with its own flow q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq). "
+                f"Max output deviation from eq. (9) along the path: Grassmann {sm['max_path_deviation']:.3g}, polar "
+                f"{sm['max_path_deviation_polar']:.3g} (polar vs its own flow {sm['max_path_deviation_polar_vs_own_flow']:.3g}); "
+                + ", ".join(f"h={h}: {sm[f'max_path_deviation_h{h}']:.2g} / {sm[f'max_path_deviation_polar_h{h}']:.2g}"
+                            for h in cfg.widths) + " (Grassmann / polar)."
+            )  # fmt: skip
             res.notes.append(
-                f"Thm. 2: GD with the Grassmann projection reaches the exact ODE solution at order "
-                f"{sm['grassmann_order']:.2f} in η (max deviations {', '.join(f'{v:.2g}' for v in sm['grassmann_order_dev'])} "
-                f"at η = {', '.join(f'{e:g}' for e in etas)}, t = {cfg.t_order:g}); projected GD with the polar map "
-                f"(the paper's eq. 11) follows q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq) instead: order {sm['projected_order']:.2f} "
-                f"(deviations {', '.join(f'{v:.2g}' for v in sm['projected_order_dev'])}), close to eq. (9) but not equal."
+                "Losses are means over anchors (C/n). The ODE is Euler on eq. (9) with dt = η (step k ↔ t = kη); the "
+                f"printed eq. (12) is the same at dt = η/2 and lags GD (max |q_GD − q_eq12| = {sm['max_dev_eq12_vs_gd']:.3g}; "
+                f"it reaches half the final loss {sm['eq12_half_loss_time_ratio_median']:.2f}× as late as GD, median)."
+            )  # fmt: skip
+            res.notes.append(
+                f"Thm. 2: Grassmann GD reaches the exact ODE solution at order {sm['grassmann_order']:.2f} in η (max "
+                f"deviations {', '.join(f'{v:.2g}' for v in sm['grassmann_order_dev'])} at η = "
+                f"{', '.join(f'{e:g}' for e in etas)}, t = {cfg.t_order:g}); polar GD: order {sm['polar_order']:.2f} "
+                f"against eq. (9) (deviations {', '.join(f'{v:.2g}' for v in sm['polar_order_dev'])}) and "
+                f"{sm['polar_own_flow_order']:.2f} against its own flow."
             )  # fmt: skip
             results.append(res)
         return results
@@ -285,39 +397,84 @@ class Fig3(GrassmannExperiment):
     def measure(self, cfg: Fig3Config, result: Result) -> dict:
         s = result.summary
         dv = s["max_final_distance_to_v1"]
+        widths = ", ".join(f"h={h}: {s[f'max_path_deviation_h{h}']:.2g}" for h in cfg.widths)
         return {
-            "same-final-loss": s["max_final_loss_gap"],
-            "outputs-stay-close": Measured(s["max_path_deviation"], detail=(
-                f"Grassmann-projected GD vs the exact eq. (9): {s['max_path_deviation_grassmann_vs_exact']:.2g}; "
-                + ", ".join(f"h={h}: {s[f'max_path_deviation_h{h}']:.2g}" for h in cfg.widths))),
-            "same-final-outputs": s["max_final_deviation"],
-            "converges-to-v1": Measured(dv) if dv is not None else Measured(None, not_run="z > 1"),
-            "thm2-grassmann-order": Measured(s["grassmann_order"], detail=f"projected GD (polar): order "
-                                             f"{s['projected_order']:.2f}"),
-            "eq11-sign": s["eq11_ascent_min_rel_increase"],
+            "same-final-loss": Measured(s["max_final_loss_gap"], control=s["max_final_loss_gap_ascent"],
+                                        detail=f"polar GD: {s['max_final_loss_gap_polar']:.2g}"),
+            "outputs-stay-close": Measured(s["max_path_deviation"], control=s["max_path_deviation_polar"], detail=(
+                f"{widths}; Grassmann GD vs the exact eq. (9): {s['max_path_deviation_grassmann_vs_exact']:.2g}; polar "
+                f"GD vs its own flow: {s['max_path_deviation_polar_vs_own_flow']:.2g}")),
+            "same-final-outputs": Measured(s["max_final_deviation"], control=s["max_final_deviation_ascent"],
+                                           detail=f"polar GD: {s['max_final_deviation_polar']:.2g}"),
+            "converges-to-v1": Measured(dv, control=s["min_initial_distance_to_v1"],
+                                        detail=f"polar GD: {s['max_final_distance_to_v1_polar']:.2g}")
+            if dv is not None else Measured(None, not_run="z > 1"),
+            "thm2-grassmann-order": Measured(s["grassmann_order"], control=s["polar_order"],
+                                             detail=f"polar GD against its own flow: order {s['polar_own_flow_order']:.2f}"),
+            "new-datapoint": Measured(s["new_datapoint_error"], control=s["new_datapoint_error_q0"]),
+            "polar-own-flow": Measured(s["polar_own_flow_order"], detail="deviations " + ", ".join(
+                f"{v:.2g}" for v in s["polar_own_flow_order_dev"])),
+            "eq11-sign": Measured(s["eq11_ascent_min_rel_increase"]) if s["eq11_ascent_min_rel_increase"] is not None
+            else Measured(None, not_run="ascent_steps > steps"),
             "eq12-time-scale": Measured(s["eq12_dev_at_half_time"] / s["eq12_dev_at_full_time"],
                                         detail=f"{s['eq12_dev_at_half_time']:.2g} at kη/2 vs "
-                                        f"{s['eq12_dev_at_full_time']:.2g} at kη"),
+                                        f"{s['eq12_dev_at_full_time']:.2g} at kη; eq. (12) reaches half the final "
+                                        f"loss {s['eq12_half_loss_time_ratio_median']:.2f}× as late as GD"),
         }  # fmt: skip
 
     def plots(self, cfg: Fig3Config, result: Result, fig_dir: Path):
         df = result.tables["metrics"]
         fig, ax = new_figure(2, 1, size=(4.6, 3.6))
-        styles = {"gd": "-", "ode": "--", "ode_eq12": ":"}
+        styles = {"gd": "-", "ode": "--", "gd_polar": "-.", "ode_eq12": ":"}
+        names = {"gd": "Grassmann GD", "ode": "ODE (9)", "gd_polar": "polar GD", "ode_eq12": "eq. (12)"}
         for i, h in enumerate(cfg.widths):
             m = i * cfg.inits  # first initialisation of this width
             for name, ls in styles.items():
                 g = df[(df.probe == f"{name}/loss") & (df.member == m)]
-                label = f"{'GD' if name == 'gd' else name} h={h}" if name != "ode_eq12" or i == 0 else None
+                label = f"{names[name]} h={h}" if name in ("gd", "gd_polar") or i == 0 else None
                 ax[0, 0].plot(g.step * cfg.lr, g.value, ls, color=PALETTE[i % 8], label=label)
                 for probe in ("q1", "q2"):
                     g = df[(df.probe == f"{name}/{probe}") & (df.member == m)]
                     if len(g) and name != "ode_eq12":
                         ax[0, 1].plot(g.step * cfg.lr, g.value, ls, color=PALETTE[i % 8])
-        ax[0, 0].set(xlabel="t = step·η", ylabel="trace loss (8)", title="(left) loss: GD (—) vs ODE (--), eq12 (··)")
-        ax[0, 0].legend(fontsize=7)
-        ax[0, 1].set(xlabel="t = step·η", ylabel="u(v_1), u(v_2)", title="(right) outputs q: GD (—) vs ODE (--)")
+        ax[0, 0].set(xlabel="t = step·η", ylabel="trace loss (8)",
+                     title="(left) loss: Grassmann GD (—), polar GD (-·), ODE (--), eq12 (··)")  # fmt: skip
+        ax[0, 0].legend(fontsize=6)
+        ax[0, 1].set(xlabel="t = step·η", ylabel="u(v_1), u(v_2)",
+                     title="(right) outputs q: Grassmann GD (—), polar GD (-·), ODE (--)")  # fmt: skip
         return [save_figure(fig, fig_dir / "fig3.png")]
+
+
+def _euler_polar_flow(q0: torch.Tensor, lam: torch.Tensor, lr: float, steps: int, every: int) -> torch.Tensor:
+    """Euler steps ``q ← q + η·projected_gd_rhs(q)`` (the polar variant's own flow) recorded at the steps of
+    :func:`~ssldyn.dynamics.q_ode.euler` (0, every ``every``, the last) -> ``(T, E, d, z)``."""
+    q, out = q0.clone(), [q0.clone()]
+    for k in range(1, steps + 1):
+        q = q + lr * projected_gd_rhs(q, lam)  # (E, d, z)
+        if k % every == 0 or k == steps:
+            out.append(q.clone())
+    return torch.stack(out)
+
+
+def _solve_polar_flow(q0: torch.Tensor, lam: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """The polar variant's flow ``q̇ = projected_gd_rhs(q)`` at the times ``t (T,)`` (float64 dopri5, tight
+    tolerances) -> ``(T, E, d, z)``."""
+    from torchdiffeq import odeint
+
+    return odeint(lambda _t, q: projected_gd_rhs(q, lam), q0, t, method="dopri5", rtol=1e-11, atol=1e-13)
+
+
+def _half_time_ratio(loss_late: torch.Tensor, loss_ref: torch.Tensor, ks: np.ndarray) -> torch.Tensor:
+    """Per member, the first recorded step at which ``loss_late (T, E)`` reaches half of its final value, over the
+    same for ``loss_ref``; NaN where a curve never gets there."""
+
+    def first(L: torch.Tensor) -> torch.Tensor:
+        reached = L <= 0.5 * L[-1]  # (T, E): the losses are negative and decrease
+        idx = reached.to(torch.int8).argmax(0)  # (E,)
+        k = torch.as_tensor(ks, dtype=torch.float64)[idx]
+        return torch.where(reached.any(0) & (k > 0), k, torch.full_like(k, float("nan")))
+
+    return first(loss_late) / first(loss_ref)
 
 
 def min_dist_to_pm_e1(q: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,16 @@ for one of five seeds); every problem is therefore solved with the same step sch
 first half of the steps, then decaying to 0 along a half cosine (the standard remedy for non-smooth
 objectives) — and its value is the best loss over the last fifth of the run.
 
+Controls: the Frobenius-ball constraint ``‖W1‖_F, ‖W2‖_F ≤ 1`` (Prop. 2) from the same start reaches
+the rank-one minimum λ_1, not λ_1 + λ_2; the map at initialisation is not aligned with v_1..v_z.
+
+**(3) ⇔ (4) needs h ≥ d + z − k** (k = the number of negative eigenvalues used by the minimiser of
+(3)): the proof writes the optimal M of (3) (eigenvalues of MMᵀ in {0, 1}) as W2ᵀW1 with orthonormal
+columns, which needs room in R^h. Counterexample at h = d = z = 2 with λ_1 < 0 < λ_2 (the lifted C
+restricted to its first two coordinates is replaced by the 2-D half-moons C shifted to
+``C − ½(λ_1 + λ_2)I``): problem (3) reaches λ_1 (M of rank one), while at h = 2 every admissible M
+is orthogonal and problem (4) is pinned at Tr C = λ_1 + λ_2; at h = 3 = d + z − k it reaches λ_1.
+
 **Errata** (each with a demonstration computed in the run):
 
 - Prop. 3 writes the general loss as ``‖W2ᵀW1CW1ᵀW2‖₂²``, which is ≥ 0; loss (1) is the trace
@@ -52,7 +62,7 @@ from ssldyn.experiments.grassmann._common import (
     mean_contrastive_loss,
     moons_batch,
 )
-from ssldyn.lab import ClaimSpec, Context, Erratum, ExperimentConfig, Measured, Result, gt, le, lt, register
+from ssldyn.lab import ClaimSpec, Context, Erratum, ExperimentConfig, Measured, Result, ge, gt, le, lt, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
 from ssldyn.probes.subspace import principal_angles
@@ -100,7 +110,8 @@ class Prop3(GrassmannExperiment):
     figure = "Prop. 3, Sec. 4.1"
     description = "the scaled loss, operator-norm and orthogonality constraints reach the same minimum Σλ_i; errata"
     Config = Prop3Config
-    quick = {"steps": 800, "lr": 0.1, "mc_draws": 100}
+    quick = {"steps": 800, "lr": 0.1, "mc_draws": 300}
+    version = "2"
     est_seconds = (2, 5)  # CPU seconds for all seeds (3 quick, 5 paper)
     claims = (
         ClaimSpec(
@@ -109,12 +120,26 @@ class Prop3(GrassmannExperiment):
             reading="largest over the four problems of |L_best − L*|/|L*| with L* = λ_1 + … + λ_z (every eigenvalue "
             "of C is negative here); L_best is the best loss over the last fifth of GD (step η, then annealed to 0 over the second half)",
             relation=lambda cfg: le(cfg.tol), basis="tolerance: tol (default 0.1%) of the optimal loss",
+            control="the Frobenius-ball constraint (Prop. 2) from the same start and schedule (minimum λ_1)",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "extracts-eigenvectors", "The constraint extracts the eigenvectors of C of the most negative eigenvalues "
             "(and so avoids dimension collapse).", "Prop. 3", kind="paper",
             reading="largest over the four problems of the largest principal angle between the row space of the "
             "final map W2ᵀW1 and span(v_1, …, v_z)", relation=le(1e-2), basis="tolerance: 0.01 rad",
+            control="the same angle for the maps at initialisation", bounds=(0.0, math.pi / 2),
+        ),
+        ClaimSpec(
+            "orthogonality-needs-width", "Prop. 3's equivalence of (3) and (4) needs h ≥ d + z − k: at h = d = z = 2 "
+            "with λ_1 < 0 < λ_2, orthogonality cannot reach the minimum λ_1 of (3).", "Prop. 3", kind="consequence",
+            result="Prop. 3",
+            derivation="the proof of (3) ⇔ (4) writes the minimiser M of (3) (MMᵀ with eigenvalues in {0, 1}) as "
+            "W2ᵀW1 with orthonormal columns; at h = d = z every admissible M is orthogonal, so Tr(MCMᵀ) = Tr C",
+            reading="(L_best(4) − L_best(3))/λ_2 on the shifted 2-D half-moons C (λ_1 < 0 < λ_2), h = 2",
+            relation=ge(0.5), basis="relation: the gap is λ_2 (ratio 1) when (4) is pinned at Tr C; 0 when equivalent",
+            effect="tolerance: half the predicted gap", bounds=(-math.inf, math.inf),
+            control="the same gap at h = 3 = d + z − k, where the equivalence holds",
         ),
         Erratum(
             "prop3-loss-is-a-trace", "Prop. 3 writes the general loss as a squared spectral norm; loss (1)/(2) is "
@@ -129,7 +154,7 @@ class Prop3(GrassmannExperiment):
             "E[x x⁻ᵀ] = E[x]E[x]ᵀ ≠ 0.", "Sec. 4.1, Prop. 3", printed="E[C̃] = −n E[xxᵀ]",
             used="E[C̃] = −n Cov(x)",
             reading="Monte Carlo mean of C̃/n over draws of the views of one data set: ‖C̄ + E[xxᵀ]‖_F divided by "
-            "‖C̄ + Cov(x)‖_F (printed form's error over the used form's error)", relation=gt(10.0),
+            "‖C̄ + Cov(x)‖_F (printed form's error over the used form's error)", relation=gt(10.0), bounds=(0.0, math.inf),
             basis="method: the used form's error is the Monte Carlo error (~ 1/√draws); the printed form misses "
             "x̄x̄ᵀ (‖x̄x̄ᵀ‖_F ≈ 0.3 for the half-moons)",
         ),
@@ -202,6 +227,23 @@ class Prop3(GrassmannExperiment):
                           track=lambda it, prob=prob: ctx.track(it, total=cfg.steps + 1, description=f"Prop. 3 ({prob})"))  # fmt: skip
             curves[prob] = loss_table(gd.trajectory)  # (T, S)
             maps[prob] = final_map()  # (S, z, d), normalised to ‖W1‖₂ = ‖W2‖₂ = 1 for the scaled loss
+        # control: the Frobenius balls (Prop. 2), the same start and schedule
+        fro = TwoLayerNet(d, cfg.h, z, "linear", "frobenius", ensemble=S, seeds=init, init="orthogonal",
+                          dtype=torch.float64, device=dev)  # fmt: skip
+        maps0 = fro.end_to_end().detach().clone()  # (S, z, d): the common initial map
+        counter_f = [0]
+
+        @torch.no_grad()
+        def fro_step():
+            for W in fro.weights():
+                W -= eta(counter_f[0]) * grad_of(W)
+            fro.project_()
+            counter_f[0] += 1
+
+        gd = train_gd(fro.weights(), lambda: trace_loss(fro.W1, fro.W2, C), update=fro_step, steps=cfg.steps, every=1,
+                      inputs={"C": C})  # fmt: skip
+        curves["frobenius"] = loss_table(gd.trajectory)
+        counter = _counterexample(cfg, mb, dev, eta, seeds)
         with torch.no_grad():  # at the optimum of problem (4) (the Stiefel-trained net)
             L1 = mean_contrastive_loss(nets["stiefel"], mb.x, mb.x_pos, mb.x_neg).cpu()  # loss (1) from the embeddings
             Mst = nets["stiefel"].end_to_end()
@@ -221,6 +263,11 @@ class Prop3(GrassmannExperiment):
                 gaps[prob] = abs(best - float(L_star[s])) / abs(float(L_star[s]))
                 angles[prob] = float(principal_angles(maps[prob][s].T, V[s][:, :z]).max())
                 res.arrays[f"loss/{prob}"] = curves[prob][:, s]
+            sm["frobenius_relative_gap"] = abs(float(np.min(curves["frobenius"][-k:, s])) - float(L_star[s])) / abs(
+                float(L_star[s])
+            )
+            sm["max_angle_at_init"] = float(principal_angles(maps0[s].T, V[s][:, :z]).max())
+            sm.update({key: float(v[s]) for key, v in counter.items()})
             sm["relative_gap_to_optimum"] = gaps
             sm["angle_to_eigvecs"] = angles
             sm["max_relative_gap"] = max(gaps.values())
@@ -246,9 +293,14 @@ class Prop3(GrassmannExperiment):
     def measure(self, cfg: Prop3Config, result: Result) -> dict:
         s = result.summary
         return {
-            "equivalent-minima": Measured(s["max_relative_gap"], detail=", ".join(
+            "equivalent-minima": Measured(s["max_relative_gap"], control=s["frobenius_relative_gap"], detail=", ".join(
                 f"{p} {v:.2g}" for p, v in s["relative_gap_to_optimum"].items())),
-            "extracts-eigenvectors": s["max_angle"],
+            "extracts-eigenvectors": Measured(s["max_angle"], control=s["max_angle_at_init"]),
+            "orthogonality-needs-width": Measured(
+                s["counter_gap_h2"], control=s["counter_gap_h3"],
+                detail=f"λ = {s['counter_lambda1']:.4g}, {s['counter_lambda2']:.4g}; (3) reaches "
+                f"{s['counter_loss_product']:.4g}, (4) at h = 2 {s['counter_loss_stiefel_h2']:.4g}, at h = 3 "
+                f"{s['counter_loss_stiefel_h3']:.4g}"),
             "prop3-loss-is-a-trace": Measured(s["loss1_at_optimum"], detail=(
                 f"Tr form {s['trace_form_at_optimum']:.6g}; printed ‖·‖₂² form {s['printed_norm_form_at_optimum']:.3g}")),
             "sec41-expectation": Measured(s["ec_printed_error"] / s["ec_used_error"], detail=(
@@ -263,6 +315,52 @@ class Prop3(GrassmannExperiment):
         ax[0, 0].set(xlabel="GD step", ylabel="loss (8)", title="Prop. 3: four equivalent problems")
         ax[0, 0].legend(fontsize=7)
         return [save_figure(fig, fig_dir / "prop3.png")]
+
+
+def _counterexample(cfg: Prop3Config, mb, dev, eta, lab_seeds) -> dict[str, torch.Tensor]:
+    """Problem (3) vs (4) at h = 2 and h = 3 on the 2-D half-moons C shifted to λ_1 < 0 < λ_2 (z = 2).
+
+    Returns per seed ``(S,)``: the eigenvalues, the best losses over the last fifth, and the gaps
+    ``(L(4) − L(3))/λ_2`` at h = 2 and h = 3.
+    """
+    S = mb.x.shape[0]
+    C2 = contrast_matrix(mb.x[..., :2], mb.x_pos[..., :2], mb.x_neg[..., :2]) / mb.n  # (S, 2, 2): the 2-D moons
+    lam2 = torch.linalg.eigvalsh(C2)  # (S, 2)
+    C2 = C2 - 0.5 * lam2.sum(-1)[:, None, None] * torch.eye(2, dtype=C2.dtype, device=dev)  # λ_1 < 0 < λ_2
+    lam = torch.linalg.eigvalsh(C2)  # (S, 2)
+    k = max(1, cfg.steps // 5)
+    seeds = [int(s) + 1000 for s in lab_seeds]  # one initialisation per lab seed (the ensemble contract)
+    out: dict[str, torch.Tensor] = {"counter_lambda1": lam[:, 0].cpu(), "counter_lambda2": lam[:, 1].cpu()}
+    # (3): over the product M, singular values clipped at 1
+    net0 = TwoLayerNet(2, 2, 2, "linear", "orthogonal", ensemble=S, seeds=seeds, dtype=torch.float64, device=dev)
+    M = torch.nn.Parameter(0.5 * net0.end_to_end().detach().clone())  # (S, 2, 2), inside the ball
+    counter = [0]
+
+    @torch.no_grad()
+    def clipped_step():
+        M.copy_(clip_singular_values(M - eta(counter[0]) * grad_of(M)))
+        counter[0] += 1
+
+    gd = train_gd([M], lambda: ((M @ C2) * M).sum((-2, -1)), update=clipped_step, steps=cfg.steps, every=1,
+                  inputs={"C": C2})  # fmt: skip
+    L3 = torch.as_tensor(loss_table(gd.trajectory)[-k:].min(0))  # (S,)
+    out["counter_loss_product"] = L3
+    for h in (2, 3):
+        net = TwoLayerNet(2, h, 2, "linear", "orthogonal", ensemble=S, seeds=seeds, dtype=torch.float64, device=dev)
+        opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
+        cnt = [0]
+
+        def step(opt=opt, cnt=cnt):
+            opt.param_groups[0]["lr"] = max(eta(cnt[0]), 1e-300)
+            opt.step()
+            cnt[0] += 1
+
+        gd = train_gd(net.weights(), lambda net=net: trace_loss(net.W1, net.W2, C2), update=step, steps=cfg.steps,
+                      every=1, inputs={"C": C2})  # fmt: skip
+        L4 = torch.as_tensor(loss_table(gd.trajectory)[-k:].min(0))  # (S,)
+        out[f"counter_loss_stiefel_h{h}"] = L4
+        out[f"counter_gap_h{h}"] = (L4 - L3) / lam[:, 1].cpu()
+    return out
 
 
 def _expectation_demo(cfg: Prop3Config, seed: int, x: torch.Tensor) -> dict:

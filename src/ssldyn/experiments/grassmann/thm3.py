@@ -9,7 +9,15 @@ Haar-random ``W1 ∈ St(h, d)``, ``W2 ∈ St(h, 1)`` (so ‖q_0‖ < 1 as the pr
 
 All trials are one batched ODE solved with torchdiffeq (dopri5) up to ``t_final``; the float64
 scipy DOP853 reference is used on a subset to check the solver. Reported: the fraction of
-trials that behave as stated (expected: all).
+trials that behave as stated (expected: all). Each case is the other's control (a positive-definite
+C must not send q to ±v_1, a C with a negative eigenvalue must not send q to 0).
+
+**Thm. 3 needs h > d.** At h = d, ``W1`` is square orthogonal and ``‖q‖ = ‖VᵀW1ᵀW2‖ = ‖W2‖ = 1`` for
+every admissible weight: the network keeps ‖q‖ = 1 throughout, while for C ≻ 0 the theorem says
+q → 0. (The unit sphere is invariant for eq. (9) with z = 1 — ``d‖q‖²/dt = −8 qᵀΛq (1 − ‖q‖²)`` —
+and repelling when C ≻ 0, so q → 0 needs ‖q_0‖ < 1, which h > d gives with probability 1.) We run
+Grassmann-projected GD on the first ``gd_trials`` positive-case trials at h = d and at h = ``h``
+(the control, where q → 0 as stated) up to ``t_final`` with step ``gd_lr``.
 
 The random C and initial weights are drawn (and the GOE draws filtered) on the CPU with the
 seeded generator, then moved to ``ctx.device``, where the eigendecompositions and the batched
@@ -18,6 +26,7 @@ torchdiffeq solve run; the scipy DOP853 reference runs on the CPU (on CPU copies
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -25,10 +34,12 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
-from ssldyn.dynamics.manifold import random_stiefel
+from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
 from ssldyn.dynamics.q_ode import solve_adaptive, solve_reference
 from ssldyn.experiments.grassmann._common import GrassmannExperiment
 from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, le, register
+from ssldyn.models.two_layer import TwoLayerNet
+from ssldyn.objectives import trace_loss
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 CASES = ("positive", "negative")
@@ -48,6 +59,10 @@ class Thm3Config(ExperimentConfig):
     reference_trials: Annotated[int, Field(ge=0)] = Field(
         5, description="trials per seed re-solved with scipy DOP853 (float64)"
     )
+    gd_trials: Annotated[int, Field(ge=1)] = Field(
+        20, description="positive-case trials per seed trained by Grassmann GD at h = d and at h (Thm. 3 needs h > d)"
+    )
+    gd_lr: PositiveFloat = Field(0.05, description="step of that GD (t_final/gd_lr steps)")
 
     @model_validator(mode="after")
     def _width(self):
@@ -87,20 +102,33 @@ class Thm3(GrassmannExperiment):
     figure = "Thm. 3"
     description = "z = 1: q → 0 when C > 0; q → ±v_1 when C has a negative eigenvalue (random C, random inits)"
     Config = Thm3Config
-    quick = {"trials": 30, "reference_trials": 1, "t_final": 60.0}
+    quick = {"trials": 30, "reference_trials": 1, "t_final": 60.0, "gd_trials": 10}
     est_seconds = (2, 12)  # CPU seconds for all seeds (3 quick, 5 paper)
-    version = "2"
+    version = "3"
     claims = (
         ClaimSpec(
             "positive-to-zero", "If all eigenvalues of C are positive, q converges to 0 (with probability 1).",
             "Thm. 3", kind="paper", reading="fraction of a seed's random (C, q_0) trials with ‖q(t_final)‖ < tol",
             relation=ge(1.0), basis="relation: 'with probability 1' means every trial",
+            control="the same test on the seed's negative-case trials (C with a negative eigenvalue)",
+            bounds=(0.0, 1.0),
         ),
         ClaimSpec(
             "negative-to-v1", "If at least one eigenvalue is negative, q converges to the eigenvector of the "
             "smallest eigenvalue (up to sign).", "Thm. 3", kind="paper",
             reading="fraction of a seed's trials with min ‖q(t_final) ∓ v_1‖ < tol (GOE draws with λ_1 < 0 and a "
             "gap λ_2 − λ_1 ≥ min_gap)", relation=ge(1.0), basis="relation: the theorem claims every trial",
+            control="the same test on the seed's positive-case trials (C ≻ 0)", bounds=(0.0, 1.0),
+        ),
+        ClaimSpec(
+            "needs-h-above-d", "Thm. 3's q → 0 for C ≻ 0 needs h > d: at h = d the network keeps ‖q‖ = 1.",
+            "Thm. 3", kind="consequence", bounds=(0.0, math.inf),
+            derivation="at h = d, W1 ∈ O(d) and ‖q‖ = ‖VᵀW1ᵀW2‖ = ‖W2‖ = 1 for all admissible weights; the unit "
+            "sphere is invariant for eq. (9) (z = 1) and repelling when C ≻ 0, so q → 0 needs ‖q_0‖ < 1",
+            reading="smallest over the first gd_trials positive-case trials of ‖q_GD(t_final)‖ for Grassmann GD at "
+            "h = d", relation=ge(0.5),
+            basis="tolerance: the network's ‖q‖ is 1 up to round-off; 0.5 is half-way to the theorem's limit 0",
+            control="the same GD at h = h > d from the same C (the theorem's case: q → 0)",
         ),
         ClaimSpec(
             "solver-agrees", "The torchdiffeq solution agrees with the float64 scipy DOP853 reference.",
@@ -124,13 +152,26 @@ class Thm3(GrassmannExperiment):
                 1
             ]  # (T, S·N, d, 1)
             qT = qs[-1, :, :, 0]  # (S·N, d)
-            if case == "positive":
-                dist = qT.norm(dim=1)
-            else:
-                e1 = torch.zeros_like(qT)
-                e1[:, 0] = 1
-                dist = torch.minimum((qT - e1).norm(dim=1), (qT + e1).norm(dim=1))
-            per_case[case] = dict(q0=q0, lam=lam, qs=qs, dist=dist.cpu())
+            e1 = torch.zeros_like(qT)
+            e1[:, 0] = 1
+            d_zero = qT.norm(dim=1)  # (S·N,): distance to 0
+            d_v1 = torch.minimum((qT - e1).norm(dim=1), (qT + e1).norm(dim=1))  # distance to ±v_1
+            dist, other = (d_zero, d_v1) if case == "positive" else (d_v1, d_zero)
+            per_case[case] = dict(q0=q0, lam=lam, qs=qs, dist=dist.cpu(), other=other.cpu())
+        # Thm. 3 needs h > d: Grassmann GD on the first gd_trials positive-case trials at h = d and at h
+        G = min(cfg.gd_trials, N)
+        C_gd = torch.cat([dr["positive"][0][:G] for dr in draws]).to(dev)  # (S·G, d, d)
+        steps = max(1, round(cfg.t_final / cfg.gd_lr))
+        gd_norm = {}
+        for tag, h in (("h_eq_d", cfg.d), ("h", cfg.h)):
+            net = TwoLayerNet(cfg.d, h, 1, "linear", "orthogonal", ensemble=len(C_gd),
+                              seeds=[1000 * s + i for s in seeds for i in range(G)], dtype=torch.float64, device=dev)  # fmt: skip
+            opt = ManifoldGD(net.weights(), lr=cfg.gd_lr, mode="riemannian", tangent="grassmann", retraction="polar")
+            train_gd(net.weights(), lambda net=net: trace_loss(net.W1, net.W2, C_gd), update=opt.step, steps=steps,
+                     inputs={"C": C_gd}, track=lambda it, tag=tag: ctx.track(it, total=steps + 1,
+                                                                              description=f"Thm. 3 GD ({tag})"))  # fmt: skip
+            with torch.no_grad():
+                gd_norm[tag] = net.end_to_end().flatten(1).norm(dim=1).cpu()  # (S·G,): ‖q‖ = ‖W2ᵀW1‖ (V orthogonal)
         out = []
         k = min(cfg.reference_trials, N)
         for s in range(len(seeds)):
@@ -145,8 +186,10 @@ class Thm3(GrassmannExperiment):
                         float(np.abs(solve_reference(q0k[i], lamk[i], t=t.cpu().numpy(), rtol=1e-11,
                                                      atol=1e-13).state.numpy() - qTk[i].numpy()).max()) for i in range(k)
                     )  # fmt: skip
+                other_test = "v1" if case == "positive" else "zero"  # the other case's test, on this case's trials
                 res.summary.update({
                     f"{case}_fraction": float((dist < cfg.tol).double().mean()),
+                    f"{case}_{other_test}_fraction": float((r["other"][sl] < cfg.tol).double().mean()),
                     f"{case}_max_dist": float(dist.max()),
                     f"{case}_q0_norm_max": float(r["q0"][sl].flatten(1).norm(dim=1).max()),
                     f"{case}_ref_err": ref_err,
@@ -155,6 +198,18 @@ class Thm3(GrassmannExperiment):
                 res.arrays[f"{case}/t"] = t.cpu().numpy()
                 res.arrays[f"{case}/norm"] = qs[..., 0].norm(dim=-1).numpy()
                 res.arrays[f"{case}/align"] = qs[:, :, 0, 0].abs().numpy()
+            gsl = slice(s * G, (s + 1) * G)
+            res.summary.update({
+                "gd_min_norm_h_eq_d": float(gd_norm["h_eq_d"][gsl].min()),
+                "gd_max_norm_h_eq_d": float(gd_norm["h_eq_d"][gsl].max()),
+                "gd_max_norm_h": float(gd_norm["h"][gsl].max()),
+                "gd_min_norm_h": float(gd_norm["h"][gsl].min()),
+            })  # fmt: skip
+            res.notes.append(
+                f"Thm. 3 needs h > d: Grassmann GD ({steps} steps of {cfg.gd_lr}) on {G} positive-case trials keeps "
+                f"‖q‖ in [{res.summary['gd_min_norm_h_eq_d']:.6f}, {res.summary['gd_max_norm_h_eq_d']:.6f}] at h = d = "
+                f"{cfg.d}, and reaches ‖q‖ ≤ {res.summary['gd_max_norm_h']:.2g} at h = {cfg.h}."
+            )  # fmt: skip
             res.notes.append(
                 f"{N} trials per case, d={cfg.d}, t_final={cfg.t_final}; negative-case C are GOE draws with λ_1 < 0 "
                 f"and gap λ_2 − λ_1 >= {cfg.min_gap} (a vanishing gap makes convergence arbitrarily slow); positive "
@@ -167,8 +222,21 @@ class Thm3(GrassmannExperiment):
         s = result.summary
         err = max(s["positive_ref_err"], s["negative_ref_err"])
         return {
-            "positive-to-zero": Measured(s["positive_fraction"], detail=f"largest ‖q(T)‖ {s['positive_max_dist']:.2g}"),
-            "negative-to-v1": Measured(s["negative_fraction"], detail=f"largest distance {s['negative_max_dist']:.2g}"),
+            "positive-to-zero": Measured(
+                s["positive_fraction"],
+                control=s["negative_zero_fraction"],
+                detail=f"largest ‖q(T)‖ {s['positive_max_dist']:.2g}",
+            ),
+            "negative-to-v1": Measured(
+                s["negative_fraction"],
+                control=s["positive_v1_fraction"],
+                detail=f"largest distance {s['negative_max_dist']:.2g}",
+            ),
+            "needs-h-above-d": Measured(
+                s["gd_min_norm_h_eq_d"],
+                control=s["gd_min_norm_h"],
+                detail=f"h = d: ‖q(T)‖ ≤ {s['gd_max_norm_h_eq_d']:.6f}; h = {cfg.h}: ‖q(T)‖ ≤ {s['gd_max_norm_h']:.2g}",
+            ),
             "solver-agrees": Measured(err) if cfg.reference_trials else Measured(None, not_run="reference_trials = 0"),
         }
 

@@ -31,3 +31,49 @@ def test_quick_run_claims(tmp_path):
     lemma = out.run.result().tables["lemma_a2"]
     assert (lemma["admissible"] > 0).all() and (lemma["min_admissible"] > 0).all()
     assert (out.run.path / "figures" / "stationarity.png").is_file()
+    # Remark 3.2: no descent direction at the uniform measure; one at n atoms in 4 clusters (the control)
+    r32 = claims["remark32-uniform-local-min"]
+    assert r32.measured >= -1e-10 and r32.control_value < -1e-3
+    s = out.run.result().summary
+    # Prop. 2.1 erratum against the closed form written out independently (numpy, float64): n = 512 samples in
+    # K = 64 evenly spaced clusters of m = 8, a sample does not repel itself (eq. 1's indicator)
+    import numpy as np
+
+    K, n = 64, 512
+    m = n // K
+    th = 2 * np.pi * np.arange(K) / K
+    cos = np.cos(th[:, None] - th[None, :])  # (K, K)
+    mass = (m - np.eye(K)) / n  # (K, K): other samples at location b seen from a
+    for tau, printed, with_term in ((0.1, 8.621, 0.225), (0.5, 1.710, 0.478), (1.0, 1.259, 0.656)):
+        neg = (mass * np.exp(cos / tau)).sum(1)  # (K,)
+        assert np.log1p(2 * neg).mean() == pytest_approx(s[f"prop21_printed_tau{tau:g}"], rel=1e-9)
+        assert np.log1p(2 * neg * np.exp(-1 / tau)).mean() == pytest_approx(s[f"prop21_with_tau{tau:g}"], rel=1e-9)
+        assert s[f"prop21_printed_tau{tau:g}"] == pytest_approx(printed, abs=1e-3)  # the issue's numbers
+        assert s[f"prop21_with_tau{tau:g}"] == pytest_approx(with_term, abs=1e-3)
+    # eq. (26): the printed index fails every (K, m) of the grid, the corrected one none
+    assert s["eq26_bad"] == 16 and s["eq26_bad_fixed"] == 0
+    # Prop. A.1: at large k, G -> the self-mass 1/n of each atom, so Ψ'(G) -> 1/(1 + 1/n), not Ψ'(0) = 1
+    assert claims["propa1-self-mass"].measured == pytest_approx(1 - 1 / (1 + 1 / 9), abs=1e-9)
+
+
+def test_remark32_hessian_matches_finite_differences():
+    """The autograd Hessian of L(y(t)) on S¹ (Remark 3.2) against central finite differences of the loss."""
+    from ssldyn.experiments.variational.stationarity import _circle_hessian
+    from ssldyn.objectives.variational_calculus import measure_loss
+
+    theta = 2 * math.pi * torch.arange(8, dtype=torch.float64) / 8
+    ev, err = _circle_hessian(theta, 0.5, torch.Generator().manual_seed(0))
+    assert err < 1e-10
+
+    def loss(t):
+        return float(measure_loss(torch.stack([(theta + t).cos(), (theta + t).sin()], 1), temperature=0.5))
+
+    h, n = 1e-4, len(theta)
+    H = torch.zeros(n, n, dtype=torch.float64)
+    for i in range(n):
+        for j in range(n):
+            e_i, e_j = h * torch.eye(n, dtype=torch.float64)[i], h * torch.eye(n, dtype=torch.float64)[j]
+            H[i, j] = (loss(e_i + e_j) - loss(e_i - e_j) - loss(-e_i + e_j) + loss(-e_i - e_j)) / (4 * h * h)
+    ev_fd = torch.linalg.eigvalsh(H)
+    torch.testing.assert_close(ev, ev_fd, atol=1e-6, rtol=1e-4)
+    assert abs(float(ev[0])) < 1e-12 and float(ev[1]) > 1e-3  # the rotation is a zero mode; the rest positive

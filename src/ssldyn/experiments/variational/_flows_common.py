@@ -1,7 +1,9 @@
 """Shared pieces of the `variational` Fig. 5 / Fig. 6 comparisons (network GD vs vanilla GD).
 
-Both dynamics start from the *same* random embedding ``z0`` (i.i.d. around one random
-direction, so that the loss is far from its minimum and ``z0`` is unrelated to the clusters):
+Both dynamics start from the *same* embedding ``z0`` — by default i.i.d. around one random
+direction (``init="collapsed"``: the loss far from its minimum, ``z0`` unrelated to the clusters), or
+the invariant start of Sec. 3/4.2 (``init="invariant-uniform"``, :func:`uniform_embedding`: the
+n-point uniform measure, every cluster's own law uniform too):
 the network is wrapped in :class:`ssldyn.models.ShiftedModel` (``f = z0 + g(w) − g(w0)`` on
 the training inputs: same NTK, initial embedding ``z0``), its outputs normalised inside the
 NT-Xent loss of Prop. 2.1; vanilla GD (eq. 14) moves the embeddings directly, projected to

@@ -70,6 +70,7 @@ from ssldyn.lab import (
     le,
     register,
 )
+from ssldyn.lab.claims import Robustness
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -256,6 +257,14 @@ class Fig3(VariationalExperiment):
     seeded = False  # closed-form losses of fixed point sets: nothing is random
     threads = None  # a few large closed-form tensor ops: the process setting
     version = "3"
+    robustness = (
+        Robustness(
+            claims=("c-linear", "c-increasing"),
+            knobs={"tol": [1e-4, 1e-3, 1e-2]},
+            paper="Fig. 3 (right): 'a linear relationship between τ and the threshold for the minimum squared "
+            "distance'; the paper does not define the threshold (our tol on the relative excess).",
+        ),
+    )
     claims = (
         ClaimSpec(
             "a-decreases", "The loss decreases with the number of clusters K (for every τ and n).",

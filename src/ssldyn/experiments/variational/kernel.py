@@ -137,8 +137,10 @@ class KernelCheck(VariationalExperiment):
     robustness = (
         Robustness(
             claims=("thm45-kernel-limit", "remark44-size-ratio"),
-            knobs={"width": [16, 64, 256], "tau": [0.1, 0.5]},
-            paper="Thm. 4.5 / Remark 4.4 hold for any width M and temperature; the paper gives no numbers for them.",
+            knobs={"width": [16, 256], "imbalance_width": [64, 1024], "imbalance_delta": [0.01, 0.1]},
+            paper="Thm. 4.5 / Remark 4.4 hold for any width M and small δ; the paper gives no numbers for them "
+            "(width sets thm45-kernel-limit's net, imbalance_width and imbalance_delta remark44-size-ratio's; the "
+            "size factor is independent of τ).",
         ),
     )
     claims = (

@@ -217,3 +217,28 @@ def test_power_iteration_and_sphere_flow_reject_nan_operators():
         power_iteration(base, w0)
     with pytest.raises(ValueError, match=r"^w0: 1 non-finite"):
         power_iteration(torch.tensor([math.nan, 1.0, 0.0], dtype=D), base)
+
+
+def test_power_iteration_warns_when_it_ends_unconverged_and_names_the_fix():
+    import warnings as _w
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(200, 5, generator=g, dtype=torch.float64)
+    A_fn = make_A_fn(x, "relu")
+    w0 = torch.randn(3, 5, generator=g, dtype=torch.float64)
+    with pytest.warns(RuntimeWarning, match=r"did not converge in 2 iterations .* raise steps, loosen tol"):
+        res = power_iteration(w0, A_fn, steps=2, tol=1e-12)
+    assert not res.trajectory.meta["converged"].all()
+    with _w.catch_warnings():
+        _w.simplefilter("error")
+        power_iteration(w0, A_fn, steps=2, tol=1e-12, warn_unconverged=False)
+        done = power_iteration(w0, make_A_fn(x, "linear"), steps=2000, tol=1e-8)  # A = Cov(x): converges
+    assert done.trajectory.meta["converged"].all()
+
+
+def test_power_iteration_meta_lists_shifted_members_for_shift_true():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(100, 4, generator=g, dtype=torch.float64)
+    res = power_iteration(torch.randn(2, 4, generator=g, dtype=torch.float64), make_A_fn(x, "relu"), steps=300,
+                          shift=True)  # fmt: skip
+    assert res.trajectory.meta["shifted"] == {"member 0": "from step 0", "member 1": "from step 0"}

@@ -184,7 +184,8 @@ def test_retract_finite_keeps_bad_members_and_retracts_the_others():
     X[1, 2, 0] = math.nan
     X[2, 0, 3] = math.inf
     out = retract_finite(X, "polar")
-    np.testing.assert_array_equal(out[0].numpy(), polar_retract(X[0]).numpy())
+    # a batched SVD is not bit-identical to a single one (LAPACK blocking): equal to round-off
+    np.testing.assert_allclose(out[0].numpy(), polar_retract(X[0]).numpy(), rtol=0, atol=1e-13)
     assert torch.isnan(out[1, 2, 0]) and torch.isinf(out[2, 0, 3])
     np.testing.assert_array_equal(out[1:].numpy(), X[1:].numpy())  # unchanged, NaN in place
 

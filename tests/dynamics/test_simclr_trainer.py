@@ -14,7 +14,7 @@ KW = dict(hidden=(32,), feature_dim=16, proj_hidden=16, proj_dim=8)
 
 def test_minibatches_are_epochs_of_permutations():
     g = torch.Generator().manual_seed(0)
-    batches = list(minibatches(10, 3, 7, g))
+    batches = list(minibatches(10, 3, 7, generator=g))
     assert len(batches) == 7 and all(len(b) == 3 for b in batches)
     for e in range(2):  # each epoch: 3 disjoint batches of one permutation
         ep = torch.cat(batches[3 * e : 3 * e + 3])
@@ -43,7 +43,7 @@ def test_logged_loss_is_nt_xent_of_the_views():
         net, x, aug, steps=1, batch_size=6, temperature=0.3, lr=1e-3, generator=torch.Generator().manual_seed(4)
     ).trajectory
     g = torch.Generator().manual_seed(4)
-    idx = next(minibatches(12, 6, 1, g))
+    idx = next(minibatches(12, 6, 1, generator=g))
     v = torch.cat([aug(x[idx], g), aug(x[idx], g)])
     z = ref(v)[0]
     steps, loss = traj.series("loss")
@@ -113,7 +113,7 @@ def test_plain_module_whose_width_equals_two_batches_trains_on_the_views():
     aug = SimCLRAugment(rotation=5.0)
     res = train_simclr(net, x, aug, steps=1, batch_size=B, temperature=0.3, generator=torch.Generator().manual_seed(4))
     g = torch.Generator().manual_seed(4)
-    idx = next(minibatches(12, B, 1, g))
+    idx = next(minibatches(12, B, 1, generator=g))
     v = torch.cat([aug(x[idx], g), aug(x[idx], g)])
     z = ref(v)  # (2B, 2B): rows are the views
     assert abs(res.trajectory.series("loss")[1][0] - _nt_xent_loop(z[:B], z[B:], 0.3)) < 1e-4
@@ -130,7 +130,9 @@ def test_wrong_output_shape_is_a_clear_error():
         def forward(self, v):
             return self.lin(v.flatten(1)).mean(0)
 
-    with pytest.raises(ValueError, match=r"must map the 12 stacked views .* to \(12, d\) or \(E, 12, d\)"):
+    with pytest.raises(
+        ValueError, match=r"output has shape \(5,\) for the 2B = 12 inputs.*allowed: \(12, d\) .* or \(E, 12, d\)"
+    ):
         train_simclr(Flat(), x, SimCLRAugment(), steps=1, batch_size=6)
     ens = build_simclr_net("mlp", (1, 8, 8), ensemble=2, seeds=[0, 1], **KW)
     with pytest.raises(ValueError, match="batch_size=1"):

@@ -184,7 +184,7 @@ def test_byol_target_network_is_the_ema_of_the_online_network():
 
 
 def test_an_ensemble_member_trains_exactly_like_a_single_run():
-    # DESIGN.md: member losses are summed, so SGD with momentum trains E independent runs
+    # docs/architecture.md: member losses are summed, so SGD with momentum trains E independent runs
     x, B, E = data(24), 8, 3
     ens = MLP(6, 5, hidden=10, depth=2, ensemble=E, dtype=DT, generator=torch.Generator().manual_seed(0))
     singles = []
@@ -306,7 +306,7 @@ def test_probes_see_the_eval_embeddings_of_the_probe_set_at_the_logged_steps():
     with torch.no_grad():
         final = net(x[:20])  # eval mode: BatchNorm running statistics
     torch.testing.assert_close(seen[-1], final, rtol=0, atol=1e-12)
-    assert res.trajectory.last("rankme") == pytest.approx(rankme(final), abs=1e-12)
+    assert res.trajectory.last("rankme") == pytest.approx(float(rankme(final)), abs=1e-12)
     assert res.trajectory.last("n") == 20
 
 

@@ -25,6 +25,15 @@ def _all_pass(out, allowed_to_fail=()):
     assert not bad, bad
 
 
+def _controls_fail(out):
+    """Every paper/consequence claim with a declared control measured it, and the control does not satisfy the
+    relation (claims-v3: a claim whose control also holds is vacuous)."""
+    for c in out.claims:
+        if c.kind in ("paper", "consequence") and c.control:
+            assert c.control_values, f"{c.id}: control not measured"
+            assert not c.control_held, f"{c.id}: the control {c.control_value} also satisfies {c.expected}"
+
+
 def test_fig8_quick(tmp_path):
     out = run_experiment("nonlinearity.fig8", quick=True, seeds=1, out=tmp_path)
     _all_pass(out)
@@ -43,12 +52,20 @@ def test_augmentation_quick_exact_counts(tmp_path):
     assert counts[10] == counts[170] and counts[30] == counts[150] and counts[60] == counts[120]
     # the old 721-node quadrature counted a spurious third maximum at 120° (relative prominence 3.7e-6)
     assert counts[120] == 2
+    # removes-some on the fixed dense grid, whatever ranges_deg is: 9 → 2 with ReLU, nothing removed with linear
+    s = out.run.summary
+    assert s["removed_dense"] == s["n_maxima_no_aug"] - 2 and s["removed_dense_linear"] == 0
+    assert s["added_dense"] == 0  # no range adds a maximum
+    # range dependence: every maximum survives very small ranges and, by the mirror identity, ranges near 180°
+    assert 0.01 in s["dense_ranges_keeping_all"] and 179.99 in s["dense_ranges_keeping_all"]
+    _controls_fail(out)
 
 
 def test_lme_quick(tmp_path):
     out = run_experiment("nonlinearity.lme", quick=True, seeds=1, out=tmp_path,
                          sets={"n_samples": 10000, "pi_samples": 2000})  # fmt: skip
     _all_pass(out)
+    _controls_fail(out)
 
 
 def test_fig1_quick_thm3_exact_and_thm1_on_smooth_data(tmp_path):
@@ -60,12 +77,20 @@ def test_fig1_quick_thm3_exact_and_thm1_on_smooth_data(tmp_path):
     assert s["thm3_holds_frac_by_setting"]["ε=0.02, σ=0.05"] < s["thm3_holds_frac_by_setting"]["ε=0.02, σ=0.005"]
     assert s["max_final_discrepancy"] < 1e-8
     assert s["rho_over_gap_max"] > 1e-2  # Thm. 1 is tested where ρ ≠ 0
+    # App. G along the same starts: Lemmas 7, 8, 10 hold to round-off at every step; removing λ₂ (μ from λ_d) or
+    # treating A as constant (ν = 0) breaks them; the plain iteration on a negative definite A' oscillates
+    assert s["lemma7_max_slack"] < 1e-12 and s["lemma8_max_slack"] < 1e-12 and s["lemma10_max_slack"] < 1e-12
+    assert s["lemma7c_max_slack_control"] > 1e-4 and s["lemma10c_max_slack_control"] > 1e-4
+    assert s["eq104_resid"] < 1e-8 and s["eq104_max_eig"] < 0 and s["eq104_plain_min_discrepancy"] > 1.9
+    assert s["lemma11_frac"] == 1.0 and s["lemma11_control_frac"] == 0.0
+    _controls_fail(out)
 
 
 def test_lemma2_quick(tmp_path):
     out = run_experiment("nonlinearity.lemma2", quick=True, seeds=1, out=tmp_path, sets={"repeats": 16})
     _all_pass(out)
     assert out.run.summary["frac_not_psd_smallest_N"] > 0  # the PSD check is not vacuous
+    _controls_fail(out)
 
 
 def test_colinearity_quick(tmp_path):
@@ -75,6 +100,10 @@ def test_colinearity_quick(tmp_path):
     s = out.run.summary
     assert s["path_max_rel_grad"] < 1e-10 < 1e-6 < s["swap_rel_grad"]
     assert s["swap_rel_grad_equal_s"] < 1e-10  # the proof's swap step holds when s_k1 = s_k2
+    # Thm. 4 (2)'s critical points have zero energy (C_α[f₂] = 0); the swapped, non-critical point does not
+    assert s["path_max_rel_energy"] < 1e-12 < s["swap_rel_energy"]
+    assert s["control_path_max_rel_grad"] > 1e-3
+    _controls_fail(out)
 
 
 def test_modulation_quick(tmp_path):
@@ -84,6 +113,13 @@ def test_modulation_quick(tmp_path):
     s = out.run.summary
     assert s["delta_corrected_rel_diff"] < 1e-10 < 0.01 < s["delta_remark_rel_diff"]
     assert 0 < s["frozen_modulated"] < 1  # filters without top-down signal never move under eq. 15
+    # the two effects apart: among the moving filters eq. 15 suppresses the other patterns
+    assert s["other_live_modulated"] < s["other_live_one_layer"]
+    # a never-moving filter stays at its random start, at no pattern: the all-filter fraction is the moving one's
+    assert (1 - s["frozen_modulated"]) * s["other_live_modulated"] == pytest.approx(s["other_modulated"], abs=1e-12)
+    for c in out.claims:
+        if c.id != "modulation-raises-delta" and c.kind in ("paper", "consequence"):
+            assert c.control_values and not c.control_held, c.id
 
 
 def test_corollary2_quick(tmp_path):
@@ -91,6 +127,9 @@ def test_corollary2_quick(tmp_path):
     _all_pass(out)
     s = out.run.summary
     assert s["counts_gaussian_small_tau"]["90"] > s["counts_uniform"]["90"]  # exact counts, not cycling PI ends
+    # at τ = 10 (α ≈ 1) the counts are the uniform ones and no optimum has ρ_g < ½ρ_u
+    assert s["counts_gaussian_control_tau"] == s["counts_uniform"] and s["frac_rho_g_below_half_rho_u_control"] == 0
+    _controls_fail(out)
 
 
 def test_batchnorm_quick(tmp_path):
@@ -217,8 +256,8 @@ def test_eq4_orders_literal_in_one_dimension():
     diff = m[:, None] - m[None, :]
     lim = 0.5 * torch.einsum("a,b,ab,abi,abj->ij", probs, probs, K, diff, diff)
     torch.testing.assert_close(total, lim, rtol=1e-10, atol=1e-12)
-    err, neg = _eq4_orders(atoms, probs, m, tau, 60, lim)
-    assert err < 1e-10 and neg > -1e-14
+    err, neg, low = _eq4_orders(atoms, probs, m, tau, 60, lim)
+    assert err < 1e-10 and neg > -1e-14 and low > 1e-3  # the truncation k ≤ 1 (the control) does not match
 
 
 def test_p_event_closed_form_against_integral():
@@ -229,13 +268,14 @@ def test_p_event_closed_form_against_integral():
     def F(x):
         return min(max((x + 1) / 2, 0.0), 1.0)
 
+    assert p_event_closed_form(-1.0, 2) == pytest.approx(0.125)  # (1 + ε/2)^d/d; it used to return 0
     for d in (2, 5, 10):
-        for eps in (-0.7, -0.2, 0.0, 0.4, 1.0, 1.6):
+        for eps in (-2.5, -2.0, -1.7, -1.2, -1.0, -0.99, -0.7, -0.2, 0.0, 0.4, 1.0, 1.6):
             ref = quad(
                 lambda y, eps=eps, d=d: F(y + eps) ** (d - 1) * 0.5,
                 0,
                 1,
-                points=[max(0.0, 1 - eps)] if 0 < 1 - eps < 1 else None,
+                points=[p for p in (1 - eps, -1 - eps) if 0 < p < 1] or None,
             )[0]
             assert p_event_closed_form(eps, d) == pytest.approx(ref, abs=1e-10)
 
@@ -257,3 +297,52 @@ def test_structural_flow_equals_sphere_flow():
 
         w = sphere_flow(y0, A_fn, steps=100, dt=0.05, every=None).state  # t = 5
         torch.testing.assert_close(y[i], w, rtol=1e-10, atol=1e-12)
+
+
+def test_lemmas_quick(tmp_path):
+    out = run_experiment("nonlinearity.lemmas", quick=True, seeds=1, out=tmp_path, sets={"trials": 2})
+    _all_pass(out)
+    _controls_fail(out)
+    s = out.run.summary
+    assert s["lemma3_min_rel_err_tanh"] > 0.05  # tanh is not homogeneous: A(w)w is not the gradient
+    assert s["lemma5_rel_err_dependent"] > 0.05  # eq. 120 needs the conditional independence of Assumption 2
+
+
+def test_lemma5_eq120_written_out_for_two_classes():
+    """Eq. 120 with C = 2: V[x̃] = diag_k[L_k] + p₀p₁ΔΔᵀ, checked literally (loops over atoms) on a small model."""
+    from ssldyn.data.latent import TwoRFModel
+    from ssldyn.experiments.nonlinearity.lemmas import lemma5_check
+
+    g = torch.Generator().manual_seed(3)
+    model = TwoRFModel.random(K=2, d=3, C=2, P=2, generator=g)
+    x, z, p = model.support()
+    W = torch.randn(2, 1, 3, generator=g, dtype=torch.float64)
+    xt = torch.stack([torch.cat([x[a, k] * float(x[a, k] @ W[k, 0] > 0) for k in range(2)]) for a in range(len(x))])
+    mean = sum(p[a] * xt[a] for a in range(len(x)))
+    V = sum(p[a] * torch.outer(xt[a] - mean, xt[a] - mean) for a in range(len(x)))
+    p0 = float(p[z == 0].sum())
+    m0 = sum(p[a] * xt[a] for a in range(len(x)) if z[a] == 0) / p0
+    m1 = sum(p[a] * xt[a] for a in range(len(x)) if z[a] == 1) / (1 - p0)
+    L = torch.zeros_like(V)
+    for c, mc, pc in ((0, m0, p0), (1, m1, 1 - p0)):
+        Vc = sum(p[a] / pc * torch.outer(xt[a] - mc, xt[a] - mc) for a in range(len(x)) if z[a] == c)
+        L[:3, :3] += pc * Vc[:3, :3]
+        L[3:, 3:] += pc * Vc[3:, 3:]
+    ref = L + p0 * (1 - p0) * torch.outer(m0 - m1, m0 - m1)
+    torch.testing.assert_close(ref, V, rtol=1e-10, atol=1e-12)
+    assert lemma5_check(model, W, x, z, p) < 1e-12
+
+
+def test_eq150_eq151_against_the_closed_form_solution():
+    """eq. 147's closed form y(t) = b q/(1 − q), q = y₀/(y₀ + b)e^{bt}, diverges exactly at eq. 150's t*;
+    eq. 151 is the b-derivative of eq. 150 (central differences of the formula)."""
+    from ssldyn.experiments.nonlinearity.lemmas import _blowup_time, eq150, eq151
+
+    for b, y0 in ((0.5, 0.2), (2.0, 1.0), (1.0, 3.0)):
+        t = eq150(y0, b)
+        assert y0 / (y0 + b) * math.exp(b * t) == pytest.approx(1.0, rel=1e-12)  # q(t*) = 1: the pole
+        assert _blowup_time(y0, b) == pytest.approx(t, rel=1e-6)
+        h = 1e-6
+        assert eq151(y0, b) == pytest.approx((eq150(y0, b + h) - eq150(y0, b - h)) / (2 * h), rel=1e-6)
+        assert eq151(y0, b) < 0
+    assert math.isinf(_blowup_time(-0.3, 1.0))  # the stable side converges to −b

@@ -93,4 +93,7 @@ def test_quick_run_claims(tmp_path):
     assert failing == {"a-more-samples"}, {k: (c.measured, c.expected) for k, c in claims.items()}
     assert claims["a-more-samples"].measured < 0 and claims["a-more-atoms"].passed
     assert claims["c-linear"].measured >= 0.98
+    # controls: the printed Prop. 2.1 form rises as τ falls; scrambled τ order breaks the line
+    assert claims["a-tau"].control_value < 0 and claims["c-linear"].control_value < 0.9
+    assert claims["a-more-atoms"].kind == "consequence" and not any(c.status == "vacuous" for c in claims.values())
     assert (out.run.path / "figures" / "fig3.png").is_file()

@@ -7,7 +7,7 @@ from ssldyn.lab.config import build_config
 
 def test_config_rules_fail_before_any_work():
     with pytest.raises(UserError, match="flow_lr"):
-        build_config(Fig6.Config, {"table_lrs": [1.0, 0.3]})
+        build_config(Fig6.Config, {"table_lrs": [1.0, 0.3, 0.1]})
     with pytest.raises(UserError, match="horizon_network"):
         build_config(Fig6.Config, {"steps_network": 100})
 
@@ -15,17 +15,18 @@ def test_config_rules_fail_before_any_work():
 def test_quick_run_claims(tmp_path):
     out = run_experiment("variational.fig6", quick=True, seeds=1, out=tmp_path)
     claims = {c.id: c for c in out.claims}
-    assert len(claims) == 10
-    # App. B's outcome appears at the large step only: the gradient-flow claims and the step independence do not
-    # reproduce (reported), everything else does
+    assert len(claims) == 7
+    # App. B's outcome appears at the large step only: in the measured flow regime (monotone loss, step-table
+    # agreement) the clusters do not form and the step independence fails (reported); everything else holds
     failing = {k for k, c in claims.items() if not c.passed}
-    assert failing == {f"{d}d-{k}" for d in (2, 3) for k in ("network-clusters-flow", "step-independent")}, {
+    assert failing == {"network-clusters-flow", "step-independent"}, {
         k: (c.measured, c.expected) for k, c in claims.items()
     }
+    assert claims["flow-monotone"].control_value > 0.1  # σ = 1.0: the loss rises by > 10% of its total decrease
     res = out.run.result()
     for dim in (2, 3):
         t = res.tables[f"step_table_{dim}d"].set_index("lr")
-        assert t.loc[1.0, "silhouette"] > t.loc[0.1, "silhouette"] + 0.3
-        assert t.loc[1.0, "max_loss_increase"] > t.loc[0.1, "max_loss_increase"]  # the large step is unstable
+        assert t.loc[1.0, "silhouette"] > t.loc[0.01, "silhouette"] + 0.3
+        assert t.loc[1.0, "max_loss_increase"] > t.loc[0.01, "max_loss_increase"]  # the large step is unstable
         assert (out.run.path / "figures" / f"fig6_{dim}d.gif").exists()
         assert (out.run.path / "figures" / f"fig6_{dim}d_steps.png").exists()

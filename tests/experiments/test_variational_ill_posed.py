@@ -26,7 +26,10 @@ def test_fibonacci_points_are_unit_and_spread():
 def test_quick_run_claims(tmp_path):
     out = run_experiment("variational.ill-posed", quick=True, seeds=1, out=tmp_path)
     claims = {c.id: c for c in out.claims}
-    assert len(claims) == 6 and all(c.passed for c in claims.values()), claims
-    assert claims["control-differs"].measured > 1e-3 and claims["control-differs"].kind == "sanity"
+    assert len(claims) == 5 and all(c.passed for c in claims.values()), claims
+    # the controls: a non-invariant map sees μ₁ ≠ μ₂; 64 clusters (beyond Fig. 3's threshold) are as good as uniform
+    assert min(claims[f"same-pushforward-{k}"].control_value for k in ("ntxent", "vicreg", "byol")) > 1e-3
+    assert abs(claims["uniform-beats-clusters-s1"].control_value) < 1e-6
+    assert claims["uniform-beats-clusters-s2"].kind == "consequence"
     assert math.isfinite(claims["uniform-beats-clusters-s1"].measured)
     assert max(claims[f"same-pushforward-{k}"].measured for k in ("ntxent", "vicreg", "byol")) <= 1e-12

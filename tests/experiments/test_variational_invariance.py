@@ -60,7 +60,8 @@ def test_quick_run_claims(tmp_path):
     out = run_experiment("variational.invariance", quick=True, seeds=1, out=tmp_path)
     claims = {c.id: c for c in out.claims}
     assert all(c.passed for c in claims.values()), {k: (c.measured, c.expected) for k, c in claims.items()}
-    assert claims["vanilla-stays-invariant"].measured <= 1e-12
+    assert claims["vanilla-stays-invariant"].measured <= 1e-12 < claims["vanilla-stays-invariant"].control_value
+    assert claims["network-starts-invariant"].kind == "sanity" and claims["network-gap-grows"].kind == "consequence"
     assert claims["network-loses-invariance"].measured > 1e-4
     # the erratum's demonstration: invariance kept (control) with eq. (36) violated by O(δ/‖x‖)
     assert claims["eq36-only-if"].kind == "erratum" and claims["eq36-only-if"].measured > 0.05

@@ -42,10 +42,16 @@ def _node() -> str:
     return "local"
 
 
+def _blas_threads() -> str:
+    """The BLAS threads numpy loaded with in this process (OpenBLAS reads the variable at load time)."""
+    return os.environ.get("OPENBLAS_NUM_THREADS", "default")
+
+
 def _leave(cfg: SharedConfig, what: str) -> None:
+    """A file named after the attempt (node, process); it holds the BLAS threads the run computes with."""
     if cfg.log_dir:
         name = f"{what}.{cfg.key}.{_node()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
-        (Path(cfg.log_dir) / name).write_text("")
+        (Path(cfg.log_dir) / name).write_text(f"blas={_blas_threads()}")
 
 
 class SharedSource(Experiment):

@@ -157,6 +157,8 @@ def test_sweep_across_two_nodes_survives_losing_one(cluster, tmp_path):
     # the runs caught on the lost node were started again (on the head node)
     attempts = _files(log, "attempt-")
     assert len(attempts) > len(specs), attempts
+    # a run given one CPU computes with one BLAS thread, like torch (no spinning BLAS threads on shared cores)
+    assert {(log / a).read_text() for a in attempts} == {"blas=1"}
     # results identical to the local run
     for a, b in zip(local, remote, strict=True):
         _same_results(a, b)

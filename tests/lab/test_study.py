@@ -59,7 +59,7 @@ def test_sweep_prints_swept_values_as_columns_and_claims_per_point(toy_sweep, tm
     assert head.split()[:2] == ["lr", "status"]  # the swept key is a column
     # the claims table: each grid point's mean ± 95% interval over seeds 0, 1, against the closed form
     for lr in (0.2, 0.05, 0.01):
-        row = next(ln for ln in lines if re.search(rf"^\s*(rms-small)?\s+{lr}\s+\d", ln) and "±" in ln)
+        row = next(ln for ln in lines if re.search(rf"^\s*(rms-small)?\s+{lr}\s+(< 0.5\s+)?\d", ln) and "±" in ln)
         assert rms_text(lr, [0, 1]) in row, (lr, row)
         v = [(1 - lr) ** STEPS * x0_norm(s, N) / np.sqrt(N) for s in (0, 1)]
         verdict = "PASS" if np.mean(v) < 0.5 and all(x < 0.5 for x in v) else "FAIL"
@@ -68,7 +68,7 @@ def test_sweep_prints_swept_values_as_columns_and_claims_per_point(toy_sweep, tm
     study = res.studies[0]
     title = f"{toy_sweep.name}: {study.title} · 3 runs"
     cells = [title, "claims per grid point (mean ± 95% interval over seeds):", "lr", "status", "time", "claims", "run",
-             "claim", "measured", "seeds", "PASS", "FAIL", "done", f"study {study.id}: 3/3 runs finished · "
+             "claim", "threshold", *res.claims["expected"], "measured", "seeds", "PASS", "FAIL", "done", f"study {study.id}: 3/3 runs finished · "
              "`ssldyn report` shows its page", *(f"{x:.1f} s" for x in np.arange(0, 100, 0.1)),
              *res.runs["hash"], *res.claims["claim"], "0.2", "0.05", "0.01", "1/2", "2/2", "0/2"]  # fmt: skip
     cells += [estimate_text(e, lo, hi) for e, lo, hi in res.claims[["estimate", "lo", "hi"]].itertuples(index=False)]
@@ -138,6 +138,8 @@ def test_summary_joins_the_axes_when_they_do_not_fit(toy_sweep, tmp_path):
             "claim",
             "measured",
             "seeds",
+            "threshold",
+            *res.claims["expected"],
             "PASS",
             "FAIL",
             "done",
@@ -155,6 +157,7 @@ def test_summary_joins_the_axes_when_they_do_not_fit(toy_sweep, tmp_path):
             "0/2",
             f"{toy_sweep.name}: {study.title} · 8 runs",
             "claims per grid point (mean ± 95% interval over seeds):",
+            "(mean ± 95% interval over seeds); thresholds: rms-small < 0.5; ratio-exact: 8 thresholds, one per grid point",
         ]
         cells += [
             estimate_text(e, lo, hi) for e, lo, hi in res.claims[["estimate", "lo", "hi"]].itertuples(index=False)

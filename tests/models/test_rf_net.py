@@ -262,3 +262,19 @@ def test_bad_inputs():
         net.forward_pair(torch.randn(1, 2, 4, 2, 3, requires_grad=True))
     with pytest.raises(ValueError, match="embedding"):
         net.forward_pair(tokens=torch.zeros(1, 2, 4, 2, dtype=torch.long))
+
+
+def test_seeds_give_each_member_the_lone_network_of_its_seed_and_hyperparameters_are_keyword_only():
+    ens = EnsembleRFNet(3, 5, [2, 4], out_dim=6, ensemble=2, seeds=[11, 12], dtype=D)
+    for e, (s, M) in enumerate([(11, 2), (12, 4)]):
+        lone = EnsembleRFNet(3, 5, M, out_dim=6, seeds=[s], dtype=D)
+        assert torch.equal(ens.W[e, :, :M], lone.W[0]) and torch.equal(ens.V[e, :, : 3 * 4].reshape(6, 3, 4)[:, :, :M],
+                                                                       lone.V[0].reshape(6, 3, M))  # fmt: skip
+    same = EnsembleRFNet(3, 5, [2, 4], out_dim=6, ensemble=2, generator=_gens([11, 12]), dtype=D)
+    assert torch.equal(same.W, ens.W) and torch.equal(same.VT, ens.VT)
+    with pytest.raises(ValueError, match="one seed per member"):
+        EnsembleRFNet(3, 5, 2, ensemble=2, seeds=[1])
+    with pytest.raises(ValueError, match="not both"):
+        EnsembleRFNet(3, 5, 2, ensemble=1, seeds=[1], generator=torch.Generator())
+    with pytest.raises(TypeError):
+        EnsembleRFNet(3, 5, 2, 6)  # out_dim is keyword-only

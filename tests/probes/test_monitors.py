@@ -19,14 +19,14 @@ def _rankme_reference(z: np.ndarray, eps: float = 1e-7) -> float:
 def test_rankme_is_the_formula_of_garrido_et_al():
     rng = np.random.default_rng(0)
     z = rng.normal(size=(40, 6)) * np.array([5.0, 3.0, 1.0, 0.5, 0.1, 0.01]) + 2.0
-    assert type(rankme(z)) is float and rankme(z) == pytest.approx(
-        _rankme_reference(z), rel=1e-12
-    )  # numpy in, float out
-    assert rankme(torch.tensor(z)) == pytest.approx(_rankme_reference(z), rel=1e-12)
+    r = rankme(z)  # numpy in: a 0-d tensor out (the type does not depend on the input's rank)
+    assert isinstance(r, torch.Tensor) and r.shape == () and r.dtype == torch.float64
+    assert float(r) == pytest.approx(_rankme_reference(z), rel=1e-12)
+    assert float(rankme(torch.tensor(z))) == pytest.approx(_rankme_reference(z), rel=1e-12)
     ens = rng.normal(size=(3, 40, 6))
     np.testing.assert_allclose(rankme(torch.tensor(ens)).numpy(), [_rankme_reference(e) for e in ens], rtol=1e-12)
     # the uncentred rank sees a constant offset (the centred effective rank would not)
-    assert rankme(np.ones((10, 4)) * np.arange(1, 5)) == pytest.approx(1.0, abs=1e-5)
+    assert float(rankme(np.ones((10, 4)) * np.arange(1, 5))) == pytest.approx(1.0, abs=1e-5)
 
 
 def test_rankme_rejects_bad_input():

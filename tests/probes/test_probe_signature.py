@@ -26,7 +26,6 @@ def _emb(seed=0, n=30, d=4):
 
 
 SCALAR_PROBES = {
-    "effective_rank": lambda z: effective_rank(z),
     "singular_value_ratio": lambda z: singular_value_ratio(z),
     "uniformity": lambda z: uniformity(z),
     "alignment": lambda z: alignment(z, z + 0.1),
@@ -47,12 +46,24 @@ def test_tensor_and_numpy_give_the_same_python_float(name):
     assert a == pytest.approx(b, rel=1e-12)
 
 
+def test_rank_probes_return_tensors_whatever_the_input_rank():
+    """effective_rank and rankme: a float64 tensor of shape (...) for (..., n, d), numpy or torch in."""
+    from ssldyn.probes import rankme
+
+    z = _emb()
+    for fn in (effective_rank, rankme):
+        one, arr, ens = fn(z), fn(z.numpy()), fn(torch.stack([z, 2 * z]))
+        assert isinstance(one, torch.Tensor) and one.shape == () and isinstance(arr, torch.Tensor)
+        assert ens.shape == (2,) and float(ens[0]) == pytest.approx(float(one), rel=1e-12)
+        assert float(arr) == pytest.approx(float(one), rel=1e-12)
+
+
 def test_batched_embeddings_give_one_value_per_member():
     zs = torch.stack([_emb(s) for s in range(3)])  # (E, n, d)
     er = effective_rank(zs)
     assert isinstance(er, torch.Tensor) and er.shape == (3,)
     for e in range(3):
-        assert float(er[e]) == pytest.approx(effective_rank(zs[e]), rel=1e-12)
+        assert float(er[e]) == pytest.approx(float(effective_rank(zs[e])), rel=1e-12)
         assert float(singular_value_ratio(zs)[e]) == pytest.approx(singular_value_ratio(zs[e]), rel=1e-12)
     u = per_member(uniformity)(zs)  # a one-member probe made into an ensemble one
     assert u.shape == (3,) and float(u[1]) == pytest.approx(uniformity(zs[1]), rel=1e-12)

@@ -32,14 +32,16 @@ operator ``A(w0)``) for NaN/inf before the first step and guard the energy they 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, iterate, log_probes, step_schedule
-from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, step_schedule
+from ssldyn.dynamics.engine import run
+from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.objectives import alpha_cl_energy, alpha_gaussian, contrastive_covariance
@@ -276,30 +278,35 @@ def sphere_flow(
     _check_state(w0, A_fn, "sphere_flow")
     single = w0.dim() == 1
     w = _normalize(w0.reshape(-1, w0.shape[-1]).clone())  # (E, d)
-    traj = Trajectory(meta={"dynamics": "alpha_cl.sphere_flow", "dt": dt, "t_max": steps * dt})
-    guard = resolve_guard(guard, "energy")
-    logs = step_schedule(every, steps)
-    for step in iterate(steps, track):
+
+    def step(w: Tensor, t: int):
         A = A_fn(w)  # (E, d, d)
-        if step == 0:
+        if t == 0:
             _check_operator(A, "sphere_flow")
         aw = (A @ w.unsqueeze(-1)).squeeze(-1)  # (E, d)
         waw = (aw * w).sum(-1, keepdim=True)  # (E, 1): wᵀA(w)w
         g = aw - waw * w  # (E, d): P⊥_w A(w) w, as sphere_grad
         energy = 0.5 * waw.squeeze(-1)  # (E,)
-        guard.update(step, energy)
-        if step in logs:
-            guard.check()  # the trajectory syncs here anyway: check before logging
-            traj.log_members(step, "energy", energy)
-            traj.log_members(step, "grad_norm", g.norm(dim=-1))
-            log_probes(traj, step, probes, w[0] if single else w)
-            if keep_path:
-                traj.snapshot(step, "w", w[0] if single else w)
-        if step == steps:
-            break
-        w = _normalize(w + dt * g)
-    guard.check()
-    return FlowResult(w[0] if single else w, traj)
+        w_next = w if t == steps else _normalize(w + dt * g)
+        return w_next, energy, (lambda: {"grad_norm": g.norm(dim=-1)})
+
+    member = (lambda w: w[0]) if single else (lambda w: w)
+    res = run(
+        w,
+        step,
+        steps=steps,
+        every=every,
+        probes=probes,
+        observe=member,
+        snapshots={"w": member} if keep_path else None,
+        snapshot_every=every if keep_path else (),
+        track=track,
+        guard=guard,
+        guard_what="energy",
+        loss_name="energy",
+        trajectory=Trajectory(meta={"dynamics": "alpha_cl.sphere_flow", "dt": dt, "t_max": steps * dt}),
+    )
+    return FlowResult(member(res.state), res.trajectory)
 
 
 def power_iteration(
@@ -314,6 +321,7 @@ def power_iteration(
     keep_path: bool = False,
     track: Track | None = None,
     guard: LossGuard | bool | None = None,
+    warn_unconverged: bool = True,
 ) -> FlowResult[Tensor]:
     """Power iteration (eq. PI): ``w(t+1) = A(w(t)) w(t) / ‖A(w(t)) w(t)‖₂``, at most ``steps`` iterations.
 
@@ -333,7 +341,7 @@ def power_iteration(
       ``wᵀA(w)w`` is non-negative; once it is negative (beyond round-off: ``A(w)`` is indefinite
       and the plain iteration heads for a negative eigenvalue) that member continues with
       ``Â(w)``. ``trajectory.meta["shifted"]`` lists the members (and the step) where it switched.
-    * ``shift=True``: always ``Â(w)``. ``shift=False``: never; a negative Rayleigh quotient is then
+    * ``shift=True``: always ``Â(w)`` (``meta["shifted"]`` lists every member, from step 0). ``shift=False``: never; a negative Rayleigh quotient is then
       a ``ValueError`` giving the eigenvalue range of ``A(w)``.
 
     Args:
@@ -343,6 +351,7 @@ def power_iteration(
         probes: ``name -> probe(w)`` logged at the ``every`` steps (a float or ``(E,)``).
         keep_path: keep every iterate ``w(t)``, ``t = 0 .. T``, as the snapshots ``w``.
         track: progress wrapper; guard: the guard of the Rayleigh quotient (None: default; False: none).
+        warn_unconverged: a ``RuntimeWarning`` naming the fix when a member ends unconverged.
 
     Returns:
         ``FlowResult(state=w (d,) or (E, d), trajectory)``. The trajectory holds per member, at
@@ -365,27 +374,25 @@ def power_iteration(
     single = w0.dim() == 1
     w = _normalize(w0.reshape(-1, w0.shape[-1]).clone())  # (E, d)
     E = w.shape[0]
-    guard = resolve_guard(guard, "Rayleigh quotient wᵀA(w)w")
-    traj = Trajectory(meta={"dynamics": "alpha_cl.power_iteration"})
-    logs = step_schedule(every, max(steps - 1, 0))
-    shifted = torch.full((E,), shift is True, dtype=torch.bool, device=w.device)  # (E,)
-    switched: dict[int, int] = {}
     round_off = math.sqrt(torch.finfo(w.dtype).eps)
-    disc = torch.zeros(E, dtype=w.dtype, device=w.device)
-    iterations = 0
-    if keep_path:
-        traj.snapshot(0, "w", w[0] if single else w)
-    it: Iterable[int] = range(steps)
-    for t in track(it) if track is not None else it:
+    st = {
+        "shifted": torch.full((E,), shift is True, dtype=torch.bool, device=w.device),  # (E,)
+        "switched": {},  # member -> step of the switch to Â(w)
+        "disc": torch.zeros(E, dtype=w.dtype, device=w.device),
+        "iterations": 0,
+        "converged": False,
+    }
+
+    def step(w: Tensor, t: int):
         A = A_fn(w)  # (E, d, d)
         if t == 0:
             _check_operator(A, "power_iteration")
         aw = (A @ w.unsqueeze(-1)).squeeze(-1)  # (E, d): A(w)w
         ray = (w * aw).sum(-1)  # (E,): wᵀA(w)w
-        guard.update(t, ray)
+        switched = st["switched"]
         if shift is not True:
             negative = ray < -round_off * torch.linalg.matrix_norm(A)  # (E,): negative beyond round-off
-            new = negative & ~shifted
+            new = negative & ~st["shifted"]
             if bool(new.any()):
                 e = int(new.nonzero()[0, 0])
                 if shift is False:
@@ -397,31 +404,60 @@ def power_iteration(
                         "(or the default shift=None)"
                     )
                 switched.update(dict.fromkeys(new.nonzero().flatten().tolist(), t))
-                shifted = shifted | new
+                st["shifted"] = st["shifted"] | new
         if shift is True or switched:
             lmin = torch.linalg.eigvalsh(0.5 * (A + A.mT))[..., 0]  # (E,)
-            sigma = torch.where(shifted, lmin - 1e-9, torch.zeros_like(lmin))  # (E,)
+            sigma = torch.where(st["shifted"], lmin - 1e-9, torch.zeros_like(lmin))  # (E,)
             aw = aw - sigma[:, None] * w  # Â(w)w for the shifted members, A(w)w for the others
         nrm = aw.norm(dim=-1, keepdim=True)
         alive = nrm > 1e-300
         w_new = torch.where(alive, aw / nrm.clamp_min(1e-300), w)
         disc = (w_new - w).norm(dim=-1)  # (E,)
-        all_converged = bool((disc < tol).all())
-        if t in logs or all_converged or t == steps - 1:  # the last iteration is always logged
-            guard.check()
-            traj.log_members(t, "discrepancy", disc)
-            traj.log_members(t, "rayleigh", ray)
-            log_probes(traj, t, probes, w[0] if single else w)
-        w = w_new
-        iterations = t + 1
-        if keep_path:
-            traj.snapshot(t + 1, "w", w[0] if single else w)
-        if all_converged:
-            break
-    guard.check()
-    traj.meta.update(
-        converged=(disc < tol).cpu().numpy() if iterations else np.ones(E, dtype=bool),
-        iterations=iterations,
-        shifted={f"member {m}": f"from step {s}" for m, s in sorted(switched.items())},
+        st.update(disc=disc, iterations=t + 1, converged=bool((disc < tol).all()))
+        return w_new, ray, {"discrepancy": disc, "rayleigh": ray}
+
+    # the logged iterations (the last one always), within 0 .. steps − 1
+    logs = {s for s in step_schedule(every, max(steps - 1, 0)) | {steps - 1} if 0 <= s < steps}
+    member = (lambda w: w[0]) if single else (lambda w: w)
+    res = run(
+        w,
+        step,
+        steps=steps,
+        every=logs,
+        probes=probes,
+        observe=member,
+        snapshots={"w": member} if keep_path else None,
+        snapshot_every=range(steps + 1) if keep_path else (),
+        track=track,
+        guard=guard,
+        guard_what="Rayleigh quotient wᵀA(w)w",
+        final=False,
+        stop=lambda w, t: st["converged"],
+        loss_name=None,
+        trajectory=Trajectory(meta={"dynamics": "alpha_cl.power_iteration"}),
     )
-    return FlowResult(w[0] if single else w, traj)
+    traj, iterations, disc = res.trajectory, st["iterations"], st["disc"]
+    converged = (disc < tol).cpu().numpy() if iterations else np.ones(E, dtype=bool)
+    traj.meta.update(
+        converged=converged,
+        iterations=iterations,
+        shifted=_shifted_meta(shift, st["switched"], E),
+    )
+    if warn_unconverged and iterations and not converged.all():
+        bad = np.flatnonzero(~converged)
+        warnings.warn(
+            f"power_iteration: {len(bad)} of {E} member(s) did not converge in {iterations} iterations "
+            f"(last discrepancy {float(disc[bad].max()):.3g} > tol = {tol:g}; members {bad[:8].tolist()}); "
+            "raise steps, loosen tol, or pass warn_unconverged=False where this is expected "
+            "(trajectory.meta['converged'] has the per-member flags)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return FlowResult(member(res.state), traj)
+
+
+def _shifted_meta(shift: bool | None, switched: dict[int, int], E: int) -> dict[str, str]:
+    """``meta["shifted"]``: which members iterated with the shifted operator Â(w), and from which step."""
+    if shift is True:
+        return {f"member {m}": "from step 0" for m in range(E)}
+    return {f"member {m}": f"from step {s}" for m, s in sorted(switched.items())}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -35,7 +34,6 @@ __all__ = [
     "check_steps",
     "check_lr",
     "iterate",
-    "preserved_buffers",
 ]
 
 Probe = Callable[[Any], "float | Tensor"]
@@ -66,6 +64,12 @@ def step_schedule(every: int | Iterable[int] | None, steps: int) -> set[int]:
 
 def log_value(traj: Trajectory, step: int, name: str, value: Any) -> None:
     """Log a probe's value: a scalar as member 0, a vector ``(E,)`` as one value per member."""
+    if isinstance(value, Mapping):
+        raise ValueError(
+            f"probe {name!r} returned a dict (keys {sorted(map(str, value))[:6]}); a probe returns a float or one "
+            "value per member (E,): make one probe per key, e.g. "
+            "{f'{name}_{k}': (lambda z, k=k: monitor(z)[k]) for k in keys} (a Monitor's .probes() does this)"
+        )
     if isinstance(value, Tensor):
         value = value.detach()
         if value.numel() == 1:
@@ -133,7 +137,7 @@ def embed(model: nn.Module, x: Tensor, *, batch_size: int = 1024, projection: bo
     return out
 
 
-def minibatches(n: int, batch_size: int, steps: int, generator: torch.Generator | None) -> Iterator[Tensor]:
+def minibatches(n: int, batch_size: int, steps: int, *, generator: torch.Generator | None = None) -> Iterator[Tensor]:
     """``steps`` index batches of size ``batch_size``: epochs of seeded permutations, last partial batch dropped."""
     if not 1 <= batch_size <= n:
         raise ValueError(f"batch_size={batch_size}: must be in [1, n={n}] (the number of samples)")
@@ -169,17 +173,3 @@ def iterate(steps: int, track: Track | None) -> Iterable[int]:
     """``range(steps + 1)`` (the states 0..steps), wrapped by ``track`` when given."""
     it: Iterable[int] = range(steps + 1)
     return track(it) if track is not None else it
-
-
-@contextmanager
-def preserved_buffers(model: nn.Module) -> Iterator[None]:
-    """Run a train-mode forward without side effects: the module's buffers (BatchNorm running
-    statistics, …) are restored afterwards. Used for the loss of the final state, which is
-    evaluated but not trained on."""
-    saved = [b.detach().clone() for b in model.buffers()]
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for b, v in zip(model.buffers(), saved):
-                b.copy_(v)

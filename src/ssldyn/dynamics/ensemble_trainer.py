@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from ssldyn.data.tokens import TokenGenerator, TokenSpec, TokenStream
+from ssldyn.dynamics.engine import resolve_device, run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.models.rf_net import EnsembleRFNet
@@ -52,12 +53,30 @@ __all__ = [
     "plan_token_ensembles",
     "group_token_runs",
     "token_ensemble_cost",
+    "sign_symmetric",
     "token_probes",
     "train_ensemble",
     "train_token_ensemble",
 ]
 
 LOSSES = ("infonce", "quadratic")
+#: activations h with h(−x) = ±h(x) + c: flipping a filter's sign w → −w gives the same network up to the
+#: top layer's sign (odd h: linear, tanh), nothing (even h: x²) or a constant the BN mean removes (sigmoid)
+SIGN_SYMMETRIC = ("linear", "tanh", "quadratic", "sigmoid")
+
+
+def sign_symmetric(activation: str, bn: str) -> bool:
+    """Whether a filter's sign is not identifiable, so χ± uses ``|cos|`` (`nonlinearity` eq. 16, Fig. 4/9).
+
+    Eq. 16 prints the signed cosine; we use it for ReLU and LeakyReLU (a flipped filter is a different
+    network). For an activation with ``h(−x) = ±h(x) + c`` the trained filter converges to ``+u`` or ``−u``
+    with equal probability, and the signed score of a single filter would average ≈ 0 where Fig. 4/9 (a)
+    shows the linear network at P = 1, β = 1 "works well": so linear, tanh and x² use ``|cos|``, and
+    sigmoid (``σ(−x) = 1 − σ(x)``) too when BN subtracts the mean (every variant but ``bn = "off"``).
+    """
+    return activation in SIGN_SYMMETRIC and (activation != "sigmoid" or bn != "off")
+
+
 # Largest activation tensor (E · 2N · K · M_pad elements) of one ensemble: ~4 MB stays cache-resident.
 # Measured (1 thread): M = 100 costs 2.6 ms per member-step at E = 2–4 but 4.7 ms at E = 24, while
 # small M needs large E to amortise the per-op overhead (M = 3: 0.36 ms at E = 24, 0.75 at E = 2).
@@ -415,7 +434,6 @@ def train_ensemble(
         raise ValueError(f"train_ensemble: steps must be >= 0 and every >= 1, got steps={steps}, every={every}")
     guard = guard if guard is not None else LossGuard(lazy=True, check_every=None)
     probes = dict(probes or {})
-    track = track or (lambda it: it)
 
     def step_loss(batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return loss(net.forward_pair(**batch))  # (E,)
@@ -425,37 +443,18 @@ def train_ensemble(
         if "mode" not in options and "backend" not in options and net.W.device.type == "cuda":
             options["mode"] = "reduce-overhead"
         step_loss = torch.compile(step_loss, dynamic=False, **options)
-    logged: list[int] = []
-    values: dict[str, list] = {name: [] for name in ("loss", *probes)}
-
-    def record(t: int, losses: torch.Tensor | None) -> None:
-        logged.append(t)
-        values["loss"].append(losses if losses is not None else torch.full((net.ensemble,), math.nan))
-        with torch.no_grad():
-            for name, probe in probes.items():
-                values[name].append(probe(net))
-
-    losses = None
-    for t in track(range(steps)):
-        batch = batches(t)
-        opt.zero_grad(set_to_none=True)
-        losses = step_loss(batch)
-        losses.sum().backward()
-        losses = losses.detach()
-        guard.update(t, losses)
-        if t % every == 0:
-            guard.check()
-            record(t, losses)
-        opt.step()
-    guard.check()
-    record(steps, losses)
-    traj = Trajectory(meta=meta)
-    for name, vals in values.items():
-        table = torch.stack([torch.as_tensor(v, dtype=torch.float64, device="cpu") if not isinstance(v, torch.Tensor)
-                             else v.detach().to("cpu", torch.float64) for v in vals])  # fmt: skip
-        for t, row in zip(logged, table.reshape(len(logged), -1)):  # (n_log, E)
-            traj.log_members(t, name, row)
-    return FlowResult(net, traj)
+    return run(
+        net,
+        lambda net, t: (net, step_loss(batches(t))),  # (E,)
+        steps=steps,
+        every=every,
+        probes=probes,
+        track=track,
+        guard=guard,
+        optimizer=opt,
+        final=False,  # the last record: the trained network with the last step's losses
+        trajectory=Trajectory(meta=meta),
+    )
 
 
 # ---------------------------------------------------------------------- token-generator runs
@@ -496,7 +495,7 @@ def token_probes(
     """χ̄₊ and χ̄₋ (:func:`~ssldyn.probes.chi.chi_scores`) of a network's filters as probes ``net -> (E,)``.
 
     ``embedding (E, T, d)``, ``relevant (E, K, T)`` of each member's data set; ``absolute`` (E,):
-    use |cos| (the linear activation, whose filters' sign is arbitrary).
+    use |cos| (the sign-symmetric activations, :func:`sign_symmetric`, whose filters' sign is arbitrary).
     """
 
     def chi(net: EnsembleRFNet, which: int) -> torch.Tensor:
@@ -529,7 +528,7 @@ def train_token_ensemble(
 
     Args:
         probes: ``name -> probe(net) -> (E,)``; default :func:`token_probes` (χ̄₊, χ̄₋; |cos| for
-            the linear activation). The per-member ``loss`` is always logged.
+            the sign-symmetric activations, :func:`sign_symmetric`). The per-member ``loss`` is always logged.
         every, track, guard, compile: as in :func:`train_ensemble` (a default guard names each
             member by its run).
         closed_form_loss: evaluate the loss gradient in closed form (:class:`ContrastiveLosses`).
@@ -542,7 +541,7 @@ def train_token_ensemble(
     """
     if not runs:
         raise ValueError("train_token_ensemble: no runs")
-    dev = torch.device(device) if device is not None else torch.device("cpu")
+    dev = resolve_device(device, who="train_token_ensemble: ")
     first = runs[0]
     for r in runs:
         if _shared_settings(r) != _shared_settings(first):
@@ -579,7 +578,7 @@ def train_token_ensemble(
     opt = EnsembleSGD([net.W, net.VT], [r.lr for r in runs], momentum=first.momentum, weight_decay=first.weight_decay)
     loss = ContrastiveLosses([r.loss for r in runs], first.temperature, closed_form=closed_form_loss)
     if probes is None:
-        absolute = torch.tensor([r.activation == "linear" for r in runs], device=dev)
+        absolute = torch.tensor([sign_symmetric(r.activation, r.bn) for r in runs], device=dev)
         probes = token_probes(emb, relevant, absolute)
     guard = guard if guard is not None else LossGuard(labels=[r.label for r in runs], lazy=True, check_every=None)
     tokens = _TokenBatches(gens, first.batch, member_stream, dev)

@@ -30,22 +30,14 @@ guard defers its checks to the logged steps (no host sync per step) and names th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import (
-    Probes,
-    Track,
-    check_lr,
-    check_steps,
-    iterate,
-    log_probes,
-    log_value,
-    step_schedule,
-)
-from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps
+from ssldyn.dynamics.engine import run
+from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
 __all__ = [
@@ -154,18 +146,6 @@ def _check_inputs(z0: Tensor, kernel: Any) -> None:
         check_finite("x (inputs of the NetworkKernel)", kernel.x)
 
 
-def _record(
-    traj: Trajectory, step: int, z: Tensor, loss: Tensor, g: Tensor, probes: Probes | None, log: bool, snap: bool
-) -> None:
-    n = z.shape[-2]
-    if log:
-        log_value(traj, step, "loss", loss)
-        log_probes(traj, step, probes, z)
-    if snap:
-        traj.snapshot(step, "z", z)
-        traj.snapshot(step, "neg_grad", -n * g)
-
-
 def function_space_flow(
     z0: Tensor,
     loss_fn: LossFn,
@@ -173,7 +153,7 @@ def function_space_flow(
     *,
     steps: int,
     lr: float,
-    project: str | None = None,
+    project: Literal["sphere"] | None = None,
     probes: Probes | None = None,
     every: int | Iterable[int] | None = 1,
     snapshot_every: int | Iterable[int] | None = (),
@@ -211,37 +191,44 @@ def function_space_flow(
     if project not in (None, "sphere"):
         raise ValueError(f"project {project!r}: allowed values are None, 'sphere'")
     _check_inputs(z0, kernel)
-    guard = resolve_guard(guard)
-    traj = trajectory if trajectory is not None else Trajectory()
-    logs, snaps = step_schedule(every, steps), step_schedule(snapshot_every, steps)
     z = z0.detach().clone()
     if project == "sphere":
         z = project_sphere(z)
-    K = kernel if isinstance(kernel, Tensor) else None
-    for step in iterate(steps, track):
+    K: list[Tensor | None] = [kernel if isinstance(kernel, Tensor) else None]
+    grad: dict[int, Tensor] = {}  # ∂𝓛/∂z of the current step (for the snapshot neg_grad)
+
+    def step(z: Tensor, t: int) -> tuple[Tensor, Tensor]:
         loss, g = embedding_loss_and_grad(loss_fn, z)
-        log, snap = step in logs, step in snaps
-        guard.update(step, loss)
-        if log or snap or step == steps:
-            guard.check()  # a non-finite loss stops the flow before it is recorded
-        _record(traj, step, z, loss, g, probes, log, snap)
-        if step == steps:
-            break
+        grad.clear()
+        grad[t] = g
+        if t == steps:
+            return z, loss
         if not isinstance(kernel, Tensor):
-            new = kernel(step, z)
-            K = new if new is not None else K
-        if K is None:
+            new = kernel(t, z)
+            K[0] = new if new is not None else K[0]
+        if K[0] is None:
             raise ValueError("function_space_flow: the kernel callable returned None at step 0")
-        z = z - lr * apply_kernel(K, g)
+        z_next = z - lr * apply_kernel(K[0], g)
         if isinstance(kernel, NetworkKernel):
             kernel.advance(g, lr)
-        if project == "sphere":
-            z = project_sphere(z)
-    return FlowResult(z, traj)
+        return (project_sphere(z_next) if project == "sphere" else z_next), loss
+
+    return run(
+        z,
+        step,
+        steps=steps,
+        every=every,
+        probes=probes,
+        snapshots={"z": lambda z: z, "neg_grad": lambda z: -z.shape[-2] * next(iter(grad.values()))},
+        snapshot_every=snapshot_every,
+        track=track,
+        guard=guard,
+        trajectory=trajectory,
+    )
 
 
 def vanilla_gradient_descent(
-    z0: Tensor, loss_fn: LossFn, *, steps: int, lr: float, project: str | None = "sphere", **kw: Any
+    z0: Tensor, loss_fn: LossFn, *, steps: int, lr: float, project: Literal["sphere"] | None = "sphere", **kw: Any
 ) -> FlowResult[Tensor]:
     """eq. (14): ``z_i ← P_C(z_i − σ ∇L(z_i))`` with ``∇L(z_i) = n ∂𝓛/∂z_i`` (K = I, eq. 13).
 

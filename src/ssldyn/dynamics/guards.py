@@ -1,4 +1,4 @@
-"""Guards against non-finite data and diverging losses (DESIGN.md, "Dynamics": one guard class).
+"""Guards against non-finite data and diverging losses (docs/architecture.md, "Dynamics": one guard class).
 
 * :func:`check_finite` — NaN/inf in input data is one clear ``ValueError`` *before* training.
 * :class:`LossGuard` — the one loss guard of every trainer and flow. ``update(step, loss)``
@@ -6,6 +6,12 @@
   host reads results anyway (logging steps, the end). A non-finite loss raises
   :class:`NonFiniteLossError` naming the step, the member (its label) and that member's last
   finite value, so the runner marks the run failed (with that message) and a sweep goes on.
+
+Policies. ``policy="raise"`` (the default) fails the run; ``policy="freeze"`` freezes a member
+whose loss became non-finite (or exceeds ``limit`` in magnitude) and lets the others go on: the
+engine trains only the members in ``guard.alive`` (``guard.mask(loss)`` zeroes the frozen members'
+losses before the backward pass), ``guard.diverged_at`` holds each member's first bad step (NaN
+for members that never diverged). Both without a host sync per step.
 
 Eager or deferred. On the CPU (the default for CPU losses) every ``update`` checks at once. On
 an accelerator (the default for losses on any other device) ``update`` only runs a few tiny
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -91,10 +97,19 @@ class LossGuard:
         labels: Sequence[str] | None = None,
         lazy: bool | None = None,
         check_every: int | None = 64,
+        policy: Literal["raise", "freeze"] = "raise",
+        limit: float = math.inf,
     ) -> None:
         if check_every is not None and check_every < 1:
             raise ValueError(f"LossGuard: check_every must be >= 1 or None, got {check_every}")
+        if policy not in ("raise", "freeze"):
+            raise ValueError(f"LossGuard: policy {policy!r}: allowed values are 'raise', 'freeze'")
+        if not limit > 0:
+            raise ValueError(f"LossGuard: limit must be > 0, got {limit!r}")
         self.what, self.labels, self.lazy, self.check_every = what, labels, lazy, check_every
+        self.policy, self.limit = policy, float(limit)
+        self.alive: torch.Tensor | None = None  # (E,) members still trained (policy "freeze")
+        self.diverged_at: torch.Tensor | None = None  # (E,) first bad step, NaN if none (policy "freeze")
         self._scalar: bool | None = None  # a scalar loss (no member in the message)
         self._n = 0  # updates since the last check
         # eager state: the previous (all finite) losses
@@ -113,6 +128,9 @@ class LossGuard:
             if self.lazy is None:
                 self.lazy = t.device.type != "cpu"
         t = t.reshape(-1)  # (E,)
+        if self.policy == "freeze":
+            self._freeze(int(step), loss if isinstance(loss, torch.Tensor) else t)
+            return
         ref = self._prev if self._prev is not None else self._last
         if ref is not None and ref.shape != t.shape:
             raise ValueError(f"LossGuard: the loss changed shape from {tuple(ref.shape)} to {tuple(t.shape)}")
@@ -137,6 +155,23 @@ class LossGuard:
         self._n += 1
         if self.check_every is not None and self._n >= self.check_every:
             self.check()
+
+    def _freeze(self, step: int, loss: torch.Tensor) -> None:
+        loss = loss.detach().reshape(-1)
+        if self.alive is None or self.diverged_at is None:
+            self.alive = torch.ones(loss.shape, dtype=torch.bool, device=loss.device)
+            self.diverged_at = torch.full(loss.shape, math.nan, dtype=loss.dtype, device=loss.device)
+        ok = torch.isfinite(loss) & (loss.abs() < self.limit)
+        self.diverged_at = torch.where(
+            self.alive & ~ok, torch.full_like(self.diverged_at, float(step)), self.diverged_at
+        )
+        self.alive = self.alive & ok
+
+    def mask(self, loss: Any) -> Any:
+        """The loss the engine backpropagates: frozen members' losses replaced by 0 (policy "freeze")."""
+        if self.policy != "freeze" or self.alive is None or not isinstance(loss, torch.Tensor):
+            return loss
+        return torch.where(self.alive.reshape(loss.shape), loss, torch.zeros_like(loss))
 
     def check(self) -> None:
         """Raise :class:`NonFiniteLossError` for the earliest non-finite loss recorded so far (one transfer)."""
@@ -172,6 +207,9 @@ class NoGuard(LossGuard):
 
     def update(self, step: int, loss: Any) -> None:
         return None
+
+    def mask(self, loss: Any) -> Any:
+        return loss
 
     def check(self) -> None:
         return None

@@ -38,13 +38,14 @@ reports it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
-from ssldyn.dynamics.common import Probes, Track, check_steps, iterate, log_probes, log_value, step_schedule
-from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
-from ssldyn.dynamics.trajectory import FlowResult, Trajectory
+from ssldyn.dynamics.common import Probes, Track, check_steps
+from ssldyn.dynamics.engine import run
+from ssldyn.dynamics.guards import LossGuard, check_finite
+from ssldyn.dynamics.trajectory import FlowResult
 from ssldyn.models.stiefel import (
     RETRACTIONS,
     _tall,
@@ -77,6 +78,7 @@ __all__ = [
 ]
 
 TANGENTS = ("stiefel", "grassmann")
+Tangent = Literal["stiefel", "grassmann"]
 
 
 def _sym(a: torch.Tensor) -> torch.Tensor:
@@ -95,7 +97,7 @@ def grassmann_tangent(W: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
     return G - W @ (W.mT @ G)
 
 
-def tangent_project(W: torch.Tensor, G: torch.Tensor, tangent: str = "stiefel") -> torch.Tensor:
+def tangent_project(W: torch.Tensor, G: torch.Tensor, tangent: Tangent | str = "stiefel") -> torch.Tensor:
     if tangent == "stiefel":
         return stiefel_tangent(W, G)
     if tangent == "grassmann":
@@ -157,7 +159,12 @@ class ManifoldGD(torch.optim.Optimizer):
     """
 
     def __init__(
-        self, params, lr: float, mode: str = "projected", retraction: str = "polar", tangent: str = "stiefel"
+        self,
+        params,
+        lr: float,
+        mode: str = "projected",  # "projected" | "riemannian" (str: configs pass plain strings; checked below)
+        retraction: str = "polar",  # "polar" | "qr"
+        tangent: str = "stiefel",  # "stiefel" | "grassmann"
     ) -> None:
         if not lr > 0:
             raise ValueError(f"ManifoldGD: lr must be > 0, got {lr}")
@@ -228,26 +235,30 @@ def train_gd(
     for name, x in (inputs or {}).items():
         check_finite(name, x)
     params = list(params)
-    guard = resolve_guard(guard)
-    traj = Trajectory()
-    logs = step_schedule(every, steps)
-    for k in iterate(steps, track):
-        loss = loss_fn()  # () or (E,)
-        guard.update(k, loss)
-        if k in logs:
-            guard.check()
-            log_value(traj, k, "loss", loss.detach())
-            with torch.no_grad():
-                log_probes(traj, k, probes, params)
-                for name, fn in (snapshots or {}).items():
-                    traj.snapshot(k, name, fn(params))
-        if k == steps:
-            break
-        for p in params:
+    return run(
+        params,
+        lambda ps, k: (ps, loss_fn()),  # () or (E,)
+        steps=steps,
+        every=every,
+        probes=probes,
+        snapshots=snapshots,
+        snapshot_every=every if snapshots else (),
+        track=track,
+        guard=guard,
+        optimizer=_Update(params, update),
+        after_update=after_step,
+    )
+
+
+class _Update:
+    """``update()`` as the optimizer the engine steps: gradients reset to None, then ``update()``."""
+
+    def __init__(self, params: list[torch.Tensor], update: Callable[[], Any]) -> None:
+        self.params, self.update = params, update
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
             p.grad = None
-        loss.sum().backward()
-        update()
-        if after_step is not None:
-            after_step()
-    guard.check()
-    return FlowResult(params, traj)
+
+    def step(self) -> None:
+        self.update()

@@ -43,12 +43,14 @@ check ``q0``, ``lam`` (and ``t``) for NaN/inf (``ValueError``, before any work) 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Literal
 
 import numpy as np
 import torch
 
-from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, iterate, log_probes, log_value, step_schedule
-from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps
+from ssldyn.dynamics.engine import run
+from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
 ]
 
 FORMS = ("eq9", "eq12")
+Form = Literal["eq9", "eq12"]
 GUARD_WHAT = "q-ODE loss Tr(qᵀΛq)"
 
 
@@ -130,18 +133,11 @@ def trace_loss_q(q: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
     return (_lam(q, lam) * q * q).sum((-2, -1))
 
 
-def ode_time(step: int | np.ndarray, lr: float, form: str = "eq9") -> float | np.ndarray:
+def ode_time(step: int | np.ndarray, lr: float, form: Form = "eq9") -> float | np.ndarray:
     """ODE time reached after ``step`` discrete steps with rate η: ``k·η`` (eq9 / GD) or ``k·η/2`` (printed eq12)."""
     if form not in FORMS:
         raise ValueError(f"form {form!r}: allowed values are {', '.join(FORMS)}")
     return step * lr * (1.0 if form == "eq9" else 0.5)
-
-
-def _record(traj: Trajectory, step: int, q: torch.Tensor, loss: torch.Tensor, t: float, probes: Probes | None) -> None:
-    log_value(traj, step, "loss", loss.reshape(-1) if loss.numel() > 1 else loss.reshape(()))
-    traj.log(step, t=t)
-    log_probes(traj, step, probes, q)
-    traj.snapshot(step, "q", q)
 
 
 def _check_q0_lam(q0, lam) -> None:
@@ -157,7 +153,7 @@ def euler(
     *,
     lr: float,
     steps: int,
-    form: str = "eq9",
+    form: Form = "eq9",
     probes: Probes | None = None,
     every: int | Iterable[int] | None = 1,
     track: Track | None = None,
@@ -184,20 +180,25 @@ def euler(
     _check_q0_lam(q0, lam)
     dt = lr if form == "eq9" else 0.5 * lr
     lam_t = torch.as_tensor(lam, dtype=q0.dtype, device=q0.device)  # (d,) or (..., d) on q0's device
-    guard = resolve_guard(guard, GUARD_WHAT)
-    traj = Trajectory(meta={"lr": lr, "form": form})
-    logs = step_schedule(every, steps)
-    q = q0.clone()
-    for k in iterate(steps, track):
-        if k > 0:
-            q = q + dt * q_ode_rhs(q, lam_t)  # (..., d, z)
+
+    def step(q: torch.Tensor, k: int):
         loss = trace_loss_q(q, lam_t)  # (...): a non-finite state has a non-finite loss
-        guard.update(k, loss)
-        if k in logs:
-            guard.check()
-            _record(traj, k, q, loss, float(ode_time(k, lr, form)), probes)
-    guard.check()
-    return FlowResult(q, traj)
+        q_next = q if k == steps else q + dt * q_ode_rhs(q, lam_t)  # (..., d, z)
+        return q_next, loss, (lambda: {"t": float(ode_time(k, lr, form))})
+
+    return run(
+        q0.clone(),
+        step,
+        steps=steps,
+        every=every,
+        probes=probes,
+        snapshots={"q": lambda q: q},
+        snapshot_every=every,
+        track=track,
+        guard=guard,
+        guard_what=GUARD_WHAT,
+        trajectory=Trajectory(meta={"lr": lr, "form": form}),
+    )
 
 
 def _check_times(t) -> np.ndarray:
@@ -212,15 +213,33 @@ def _check_times(t) -> np.ndarray:
 
 
 def _solution_result(
-    qs: torch.Tensor, lam: torch.Tensor, tn: np.ndarray, probes: Probes | None, guard: LossGuard, meta: dict
+    qs: torch.Tensor,
+    lam: torch.Tensor,
+    tn: np.ndarray,
+    probes: Probes | None,
+    guard: LossGuard | bool | None,
+    meta: dict,
 ) -> FlowResult[torch.Tensor]:
-    traj = Trajectory(meta=meta)
-    for i in range(len(tn)):
-        loss = trace_loss_q(qs[i], lam)
-        guard.update(i, loss)
-        guard.check()
-        _record(traj, i, qs[i], loss, float(tn[i]), probes)
-    return FlowResult(qs[-1], traj)
+    """The solution ``qs (T, ..., d, z)`` at the times ``tn`` recorded through the engine (step ``i`` ↔ ``t[i]``)."""
+    T = len(tn)
+
+    def step(i: int, _t: int):
+        return i + 1, trace_loss_q(qs[i], lam), (lambda: {"t": float(tn[i])})
+
+    res = run(
+        0,
+        step,
+        steps=T - 1,
+        every=1,
+        probes=probes,
+        observe=lambda i: qs[i],
+        snapshots={"q": lambda i: qs[i]},
+        snapshot_every=1,
+        guard=guard,
+        guard_what=GUARD_WHAT,
+        trajectory=Trajectory(meta=meta),
+    )
+    return FlowResult(qs[-1], res.trajectory)
 
 
 def solve_adaptive(
@@ -250,7 +269,6 @@ def solve_adaptive(
     tt = torch.as_tensor(t, dtype=q0.dtype, device=q0.device)
     lam_t = torch.as_tensor(lam, dtype=q0.dtype, device=q0.device)
     qs: torch.Tensor = odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol)  # type: ignore[assignment]  # (T, ..., d, z)
-    guard = resolve_guard(guard, GUARD_WHAT)
     return _solution_result(qs, lam_t, tn, probes, guard, {"method": method, "rtol": rtol, "atol": atol})
 
 
@@ -300,5 +318,4 @@ def solve_reference(
     if not sol.success:
         raise RuntimeError(f"solve_reference: scipy failed: {sol.message}")
     qs = torch.from_numpy(np.ascontiguousarray(sol.y.T.reshape(len(tn), *shape)))  # (T, ..., d, z)
-    guard = resolve_guard(guard, GUARD_WHAT)
     return _solution_result(qs, lamt, tn, probes, guard, {"method": "DOP853", "rtol": rtol, "atol": atol})

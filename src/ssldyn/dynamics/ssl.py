@@ -1,6 +1,6 @@
 """Self-supervised training of any backbone on two augmented views, with online probes.
 
-:func:`train_ssl` is the SSL trainer of the dynamics contract (DESIGN.md, "Dynamics"): each step
+:func:`train_ssl` is the SSL trainer of the dynamics contract (docs/architecture.md, "Dynamics"): each step
 draws a minibatch ``x`` of ``B`` inputs, makes two views ``v1 = augment(x, g)``,
 ``v2 = augment(x, g)`` (one documented augmentation signature, ``augment(x, generator) -> view``),
 embeds both in one forward pass ``z = head(model([v1; v2]))``, and takes an optimizer step on
@@ -34,35 +34,44 @@ contrast matrix, the α-CL covariance) are in :mod:`ssldyn.dynamics.monitors`.
 Randomness. One CPU ``generator`` drives everything: for tensor data, each epoch draws a
 permutation (``torch.randperm``), then every step draws view 1 and view 2 from it; a DataLoader
 shuffles with its own generator.
+
+Views. ``augment`` is ``augment(x, generator)``, a one-argument (torchvision-style) transform
+applied per sample, or a list of those — one view each (multi-crop, SwAV / DINO); with ``V > 2``
+views the objective is the mean over the pairs ``i < j`` (:mod:`ssldyn.dynamics.views`). Views of
+the same shape share one forward pass.
+
+Hooks (:mod:`ssldyn.dynamics.engine`): ``callbacks`` (``on_step``, ``on_log``, ``on_end``; e.g.
+:class:`~ssldyn.dynamics.callbacks.TensorBoardLogger` for live TensorBoard scalars), a
+``scheduler`` (any ``torch.optim.lr_scheduler``, stepped after every update), and checkpoints
+(``checkpoint=path, checkpoint_every=k``; ``resume=path`` continues a run exactly: same batches,
+views, dropout masks and losses as without the interruption, for tensor data or a seeded
+DataLoader).
+
+:func:`train_simclr` is ``train_ssl`` with the NT-Xent objective (``variational`` Fig. 1).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import (
-    check_steps,
-    drop_singleton_member,
-    embed,
-    iterate,
-    log_value,
-    minibatches,
-    preserved_buffers,
-    step_schedule,
-)
-from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.common import check_lr, check_steps, drop_singleton_member, embed, step_schedule
+from ssldyn.dynamics.engine import resolve_device, run
+from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
+from ssldyn.dynamics.views import as_augment, draw_views, pairwise_mean
 
-__all__ = ["train_ssl"]
+__all__ = ["train_ssl", "train_simclr"]
 
-Augment = Callable[[Tensor, torch.Generator], Tensor]
+Augment = Callable[..., Tensor]
 Probe = Callable[[Tensor], Any]
 
 
@@ -71,10 +80,12 @@ def train_ssl(
     data: Tensor | np.ndarray | Iterable,
     *,
     objective: Callable[[Tensor, Tensor], Tensor],
-    augment: Augment | None,
+    augment: Augment | Sequence[Augment | None] | None,
     steps: int,
     optimizer: torch.optim.Optimizer | Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
+    scheduler: Any = None,
     batch_size: int | None = None,
+    views: int = 2,
     head: nn.Module | None = None,
     predictor: nn.Module | None = None,
     target_momentum: float | None = None,
@@ -83,16 +94,21 @@ def train_ssl(
     every: int | Iterable[int] | None = 10,
     track: Callable[[Iterable[int]], Iterable[int]] | None = None,
     guard: LossGuard | bool | None = None,
+    callbacks: Sequence[Any] = (),
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
+    resume: str | os.PathLike | None = None,
     generator: torch.Generator | None = None,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
     amp: bool | torch.dtype = False,
+    meta: Mapping[str, Any] | None = None,
 ) -> FlowResult[nn.Module]:
-    """Train ``model`` (and ``head``, ``predictor``) in place on ``objective`` of two augmented views.
+    """Train ``model`` (and ``head``, ``predictor``) in place on ``objective`` of augmented views.
 
     Args:
-        model: any ``nn.Module`` (the backbone): ``(2B, ...) -> (2B, d)``, or an ensemble
-            ``(2B, ...) -> (E, 2B, d)``.
+        model: any ``nn.Module`` (the backbone): ``(V·B, ...) -> (V·B, d)``, or an ensemble
+            ``(V·B, ...) -> (E, V·B, d)``.
         data: inputs ``(N, ...)`` (tensor or array; minibatches of ``batch_size`` from seeded
             epoch permutations, the last partial batch dropped), or a ``torch.utils.data.DataLoader``
             / iterable of batches (a tensor, or a tuple/list whose first item is the inputs, e.g.
@@ -100,13 +116,18 @@ def train_ssl(
         objective: ``objective(z1, z2) -> loss``: a scalar, or ``(E,)`` per member for an ensemble
             (every two-view objective of :mod:`ssldyn.objectives`).
         augment: ``augment(x, generator) -> view`` (e.g. :class:`ssldyn.data.augment.SimCLRAugment`),
-            called twice per step on the same minibatch; None = identity views.
+            a one-argument transform ``augment(x) -> view`` (torchvision style, applied per sample;
+            :func:`ssldyn.dynamics.views.per_batch` applies it to the batch), or a list of those, one
+            per view (multi-crop); None = identity views.
         steps: optimizer updates.
         optimizer: a ``torch.optim.Optimizer`` over the parameters (it must hold every trainable
             parameter of ``model``, ``head`` and ``predictor``), or a factory
             ``params -> Optimizer`` (e.g. ``lambda p: torch.optim.SGD(p, lr=0.1)``);
             default Adam with lr 1e-3 (SimCLR on MNIST in ``variational`` Fig. 1).
+        scheduler: a ``torch.optim.lr_scheduler`` of that optimizer, or a factory ``optimizer ->
+            scheduler``; stepped after every update (``ReduceLROnPlateau`` with the mean loss).
         batch_size: B for tensor data (required there; a DataLoader sets its own).
+        views: the number of views when ``augment`` is one augmentation (>= 2).
         head: optional projection head on the backbone output: the loss sees ``head(model(x))``,
             probes see ``model(x)`` (``variational`` Remark 4.3).
         predictor: optional predictor for SimSiam/BYOL-style objectives (see the module docstring).
@@ -121,23 +142,30 @@ def train_ssl(
         guard: the :class:`~ssldyn.dynamics.guards.LossGuard` (None: a default one, checked every
             step on the CPU and at the logged steps without a host sync per step on an accelerator;
             False: none).
+        callbacks: objects with ``on_step(step, model, loss)``, ``on_log(step, model, row)``,
+            ``on_end(model, trajectory)`` (any subset; :mod:`ssldyn.dynamics.engine`).
+        checkpoint, checkpoint_every: write a checkpoint to this file after every
+            ``checkpoint_every`` updates (atomically; the last one wins).
+        resume: a checkpoint file to continue from (same arguments otherwise): the run goes on at
+            the step after the checkpoint with the same batches, views and random state.
         generator: CPU generator of batches and views (default seed 0).
         device: where to train (model, head and predictor are moved there; batches are moved per
-            step); default the model's device.
+            step); default the model's device. CUDA without CUDA is a ``ValueError``.
         dtype: cast the modules and inputs to this floating dtype; default the model's dtype
             (inputs are cast to it).
         amp: mixed precision: the forward passes under ``torch.autocast``, the objective in float32,
             the weights and the optimizer in the model's dtype. ``True`` = bfloat16 (CPU and CUDA;
             no gradient scaling, no host sync per step); ``torch.float16`` = float16 with a gradient
             scaler on CUDA (older GPUs; the scaler's inf check reads one value per step).
+        meta: stored in ``trajectory.meta`` (with ``steps``, ``logged``, ``amp``, ``views``).
 
     Returns:
         ``FlowResult(state=model, trajectory)``; the trajectory has ``loss`` and every probe per
         member at the logged steps.
 
     Raises:
-        ValueError: a bad argument, NaN/inf in tensor data, an output or loss of the wrong shape,
-            an optimizer that misses trainable parameters.
+        ValueError: a bad argument, NaN/inf in tensor data, a view, output or loss of the wrong
+            shape, an optimizer that misses trainable parameters, CUDA asked for but absent.
         NonFiniteLossError: the loss became NaN/inf (names the step and the last finite value).
 
     Example:
@@ -154,12 +182,13 @@ def train_ssl(
     _check_settings(steps, batch_size, data, target_momentum, predictor)
     if not callable(objective):
         raise ValueError(f"train_ssl: objective must be a callable (z1, z2) -> loss, got {type(objective).__name__}")
-    if augment is not None and not callable(augment):
-        raise ValueError(
-            f"train_ssl: augment must be a callable augment(x, generator) -> view or None, got {augment!r}"
-        )
+    augments = _augments(augment, views)
+    if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or int(checkpoint_every) < 1):
+        raise ValueError(f"train_ssl: checkpoint_every must be an int >= 1 or None, got {checkpoint_every!r}")
+    if (checkpoint is None) != (checkpoint_every is None):
+        raise ValueError("train_ssl: give checkpoint (a file) and checkpoint_every (updates) together")
     modules = [m for m in (model, head, predictor) if m is not None]
-    dev = torch.device(device) if device is not None else _module_device(model)
+    dev = resolve_device(device, _module_device(model), who="train_ssl: ")
     for m in modules:
         m.to(device=dev, dtype=dtype)
     dt = dtype if dtype is not None else _module_dtype(model)
@@ -173,50 +202,133 @@ def train_ssl(
 
     params = _trainable(modules)
     opt = _optimizer(optimizer, modules, params)
+    sched = _scheduler(scheduler, opt)
     all_modules = nn.ModuleList(modules)
     online = nn.Sequential(model, head) if head is not None else nn.Sequential(model)
     target = _target_network(online) if target_momentum is not None else None
-    guard = resolve_guard(guard)
     amp_dtype = _amp_dtype(amp)
     scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 and dev.type == "cuda" else None
     autocast = (lambda: torch.autocast(dev.type, dtype=amp_dtype)) if amp_dtype is not None else nullcontext
     logged = step_schedule(every, steps)
-    traj = Trajectory(meta={"steps": steps, "logged": sorted(logged), "amp": str(amp_dtype) if amp_dtype else None})
-    members: int | None = None
-    for m in modules:
-        m.train()
-    for t in iterate(steps, track):
+    info = {"steps": steps, "logged": sorted(logged), "amp": str(amp_dtype) if amp_dtype else None}
+    traj = Trajectory(meta={**info, **({"views": len(augments)} if len(augments) != 2 else {}), **(meta or {})})
+    members: list[int | None] = [None]
+    last_loss: list[Tensor] = []
+
+    def step(model: nn.Module, t: int) -> tuple[nn.Module, Tensor]:
         x = _to(next(batches), dev, dt)  # (B, ...)
         B = x.shape[0]
-        v = torch.cat([_view(augment, x, g), _view(augment, x, g)])  # (2B, ...): view 1 then view 2
-        last = t == steps
-        # the final state is evaluated, not trained on: no graph, BatchNorm statistics left as trained
-        with torch.no_grad() if last else nullcontext(), preserved_buffers(all_modules) if last else nullcontext():
-            with autocast():
-                z = _forward(model, head, v, B)  # (E, 2B, d) or (2B, d)
-                p = predictor(z) if predictor is not None else None
-                tz = _targets(target, v, B) if target is not None else None
-            losses = _loss(objective, z, p, tz, B)  # (E,) or ()
-        members = _check_loss(losses, z, members)
-        guard.update(t, losses)  # eager on the CPU; a few device ops (no host sync) on an accelerator
-        if t in logged:
-            guard.check()  # a non-finite loss fails the run with its step, member and last finite value
-            _log(traj, t, losses, probes, model, probe_x, dt, members)
-        if last:
-            break
-        opt.zero_grad(set_to_none=True)
-        total = losses.sum()
-        if scaler is not None:
-            scaler.scale(total).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            total.backward()
-            opt.step()
-        if target is not None and target_momentum is not None:
-            _ema_update(target, online, float(target_momentum))
-    guard.check()
-    return FlowResult(model, traj)
+        vs = draw_views(augments, x, g)  # V views (B, ...) each, drawn in order from g
+        with autocast():
+            z, p = _forward_views(model, head, vs, B, predictor)  # per view (E, B, d) or (B, d)
+            tz = _target_views(target, vs, B) if target is not None else None
+        losses = _loss(objective, z, p, tz)  # (E,) or ()
+        members[0] = _check_loss(losses, z[0], members[0])
+        last_loss[:] = [losses]
+        return model, losses
+
+    def observe(model: nn.Module) -> Tensor:
+        assert probe_x is not None  # probes without probe_data were rejected above
+        return drop_singleton_member(_features(model, probe_x, dtype=dt))  # (n, d) or (E, n, d)
+
+    checked = {name: _member_checked(name, fn, members) for name, fn in (probes or {}).items()}
+    for m in modules:
+        m.train()
+    start = 0
+    state = _CheckpointState(model, head, predictor, target, opt, sched, scaler, g, batches, traj)
+    if resume is not None:
+        start = state.load(resume)
+    hooks = list(callbacks or ())
+    if checkpoint is not None and checkpoint_every is not None:
+        hooks.insert(0, _Checkpointer(state, Path(checkpoint), int(checkpoint_every)))
+    plateau = isinstance(sched, torch.optim.lr_scheduler.ReduceLROnPlateau)
+    momentum = float(target_momentum) if target_momentum is not None else 0.0
+    return run(
+        model,
+        step,
+        steps=steps,
+        every=every,
+        probes=checked,
+        observe=observe,
+        track=track,
+        guard=guard,
+        callbacks=hooks,
+        optimizer=opt,
+        scheduler=_PlateauStep(sched, last_loss) if plateau else sched,
+        scaler=scaler,
+        after_update=(lambda: _ema_update(target, online, momentum)) if target is not None else None,
+        modules=all_modules,
+        trajectory=traj,
+        start=start,
+    )
+
+
+def train_simclr(
+    model: nn.Module,
+    images: Tensor,
+    augment: Augment,
+    *,
+    steps: int,
+    batch_size: int = 256,
+    temperature: float = 0.5,
+    lr: float = 1e-3,
+    weight_decay: float = 1e-6,
+    optimizer: Literal["adam", "sgd"] = "adam",
+    generator: torch.Generator | None = None,
+    probes: Mapping[str, Probe] | None = None,
+    probe_images: Tensor | None = None,
+    every: int | Iterable[int] | None = 10,
+    track: Callable[[Iterable[int]], Iterable[int]] | None = None,
+    guard: LossGuard | bool | None = None,
+    **hooks: Any,
+) -> FlowResult[nn.Module]:
+    """SimCLR (``variational`` eq. 1, Fig. 1; Chen et al. 2020): :func:`train_ssl` with the NT-Xent objective.
+
+    ``train_ssl(model, images, objective=InfoNCE(temperature), augment=augment, ...)`` with Adam
+    (``lr``, ``weight_decay``) or SGD with momentum 0.9, probes on the eval-mode backbone features of
+    ``probe_images`` (default the first 512 images). Further keywords of :func:`train_ssl`
+    (``callbacks``, ``scheduler``, ``checkpoint``, ...) are passed on.
+
+    Args:
+        model: a :class:`~ssldyn.models.SimCLRNet` (E members) or a plain module ``(2B, ...) -> (2B, d)``.
+        images: ``(N, C, H, W)`` in [0, 1].
+        augment: ``augment(x, generator) -> view`` (e.g. :class:`ssldyn.data.augment.SimCLRAugment`).
+    Returns:
+        ``FlowResult(state=model, trajectory)`` with ``loss`` per member and the probes;
+        ``trajectory.meta`` has ``temperature``, ``batch_size``, ``lr``.
+    """
+    from ssldyn.objectives import InfoNCE
+
+    lr = check_lr(lr)
+    if not isinstance(images, Tensor) or images.dim() != 4:
+        raise ValueError(f"images must be (N, C, H, W), got {tuple(getattr(images, 'shape', ()))}")
+    if not 2 <= batch_size <= images.shape[0]:
+        raise ValueError(f"batch_size={batch_size}: must be in [2, N={images.shape[0]}] (the number of images)")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    elif optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=weight_decay)
+    else:
+        raise ValueError(f"optimizer {optimizer!r}: allowed values are adam, sgd")
+    return train_ssl(
+        model,
+        images,
+        objective=InfoNCE(temperature),
+        augment=augment,
+        steps=steps,
+        optimizer=opt,
+        batch_size=batch_size,
+        probes=probes,
+        probe_data=images[:512] if probe_images is None else probe_images,
+        every=every,
+        track=track,
+        guard=guard,
+        generator=generator,
+        meta={"temperature": temperature, "batch_size": batch_size, "lr": lr},
+        **hooks,
+    )
 
 
 def _features(model: nn.Module, x: Tensor, *, head: nn.Module | None = None, dtype=None) -> Tensor:
@@ -228,44 +340,76 @@ def _features(model: nn.Module, x: Tensor, *, head: nn.Module | None = None, dty
 
 
 # --------------------------------------------------------------------------- steps
-def _view(augment: Augment | None, x: Tensor, g: torch.Generator) -> Tensor:
-    if augment is None:
-        return x
-    v = augment(x, g)
-    if not isinstance(v, Tensor) or v.shape[0] != x.shape[0]:
-        shape = tuple(v.shape) if isinstance(v, Tensor) else type(v).__name__
-        raise ValueError(
-            f"train_ssl: augment(x, generator) must return a tensor with one view per input "
-            f"({x.shape[0]}, ...), got {shape}"
-        )
-    return v
+def _augments(augment: Any, views: int) -> list:
+    """One augmentation per view (library convention ``augment(x, generator)``)."""
+    if isinstance(augment, (list, tuple)):
+        if len(augment) < 2:
+            raise ValueError(f"train_ssl: a list of augmentations needs one per view, at least 2; got {len(augment)}")
+        return [as_augment(a) for a in augment]
+    if isinstance(views, bool) or not isinstance(views, int) or views < 2:
+        raise ValueError(f"train_ssl: views must be an int >= 2, got {views!r}")
+    aug = as_augment(augment)
+    return [aug] * views
 
 
-def _forward(model: nn.Module, head: nn.Module | None, v: Tensor, B: int) -> Tensor:
-    h = model(v)
-    _check_output("model", h, B, _declared_members(model))
-    if head is None:
-        return h
-    z = head(h)
-    _check_output("head", z, B)
-    return z
+def _forward_views(
+    model: nn.Module, head: nn.Module | None, vs: list[Tensor], B: int, predictor: nn.Module | None
+) -> tuple[list[Tensor], list[Tensor] | None]:
+    """Embeddings (and predictions) per view, ``(E, B, d)`` or ``(B, d)``: consecutive views of one
+    shape share a forward pass (``(k·B, ...)`` stacked, view ``i`` = rows ``i·B .. (i+1)·B``)."""
+    out: list[Tensor] = []
+    preds: list[Tensor] = []
+    for group in _shape_groups(vs):
+        v = group[0] if len(group) == 1 else torch.cat(group)  # (k·B, ...)
+        try:
+            h = model(v)
+        except RuntimeError as e:
+            if all(gv.shape == vs[0].shape for gv in vs) and len(vs) == len(group):
+                raise
+            shapes = sorted({tuple(gv.shape) for gv in vs})
+            raise ValueError(
+                f"train_ssl: the model failed on views of shape {tuple(group[0].shape)} (the views have shapes "
+                f"{shapes}); an augmentation that changes the input shape needs a model that accepts it "
+                f"(e.g. global pooling for multi-crop) — the model said: {e}"
+            ) from e
+        _check_output("model", h, B, _declared_members(model), k=len(group))
+        z = h
+        if head is not None:
+            z = head(h)
+            _check_output("head", z, B, k=len(group))
+        out.extend(z[..., i * B : (i + 1) * B, :] for i in range(len(group)))
+        if predictor is not None:
+            pz = predictor(z)
+            _check_output("predictor", pz, B, k=len(group))
+            preds.extend(pz[..., i * B : (i + 1) * B, :] for i in range(len(group)))
+    return out, (preds if predictor is not None else None)
 
 
-def _check_output(what: str, z: Any, B: int, members: int | None = None) -> None:
-    """``(2B, d)`` (plain) or ``(E, 2B, d)`` (ensemble); anything else is an error.
+def _shape_groups(vs: list[Tensor]) -> list[list[Tensor]]:
+    groups: list[list[Tensor]] = []
+    for v in vs:
+        if groups and groups[-1][0].shape == v.shape:
+            groups[-1].append(v)
+        else:
+            groups.append([v])
+    return groups
 
-    ``(2B, 2B, d)`` is ambiguous (E = 2B members, or a plain model with an extra axis) and only
-    accepted from a model that declares ``ensemble = 2B`` members.
+
+def _check_output(what: str, z: Any, B: int, members: int | None = None, k: int = 2) -> None:
+    """``(k·B, d)`` (plain) or ``(E, k·B, d)`` (ensemble); anything else is an error.
+
+    ``(kB, kB, d)`` is ambiguous (E = kB members, or a plain model with an extra axis) and only
+    accepted from a model that declares ``ensemble = kB`` members.
     """
+    n = k * B
     ok = isinstance(z, Tensor) and (
-        (z.dim() == 2 and z.shape[0] == 2 * B)
-        or (z.dim() == 3 and z.shape[1] == 2 * B and (z.shape[0] != 2 * B or members == 2 * B))
+        (z.dim() == 2 and z.shape[0] == n) or (z.dim() == 3 and z.shape[1] == n and (z.shape[0] != n or members == n))
     )
     if not ok:
         shape = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
         raise ValueError(
-            f"train_ssl: the {what} output has shape {shape} for the 2B = {2 * B} inputs of one step (two views "
-            f"of B = {B}); allowed: ({2 * B}, d) for a plain model or (E, {2 * B}, d) for an ensemble of E members "
+            f"train_ssl: the {what} output has shape {shape} for the {k}B = {n} inputs of one step ({k} views "
+            f"of B = {B}); allowed: ({n}, d) for a plain model or (E, {n}, d) for an ensemble of E members "
             "(one embedding row per input: flatten or pool spatial outputs)"
         )
 
@@ -279,17 +423,19 @@ def _declared_members(model: nn.Module) -> int | None:
     return None
 
 
-def _loss(objective, z: Tensor, p: Tensor | None, tz: Tensor | None, B: int) -> Tensor:
-    z = z.float() if z.dtype in (torch.float16, torch.bfloat16) else z
-    z1, z2 = z[..., :B, :], z[..., B:, :]  # (E, B, d) or (B, d) each
+def _f32(t: Tensor) -> Tensor:
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
+def _loss(objective, z: list[Tensor], p: list[Tensor] | None, tz: list[Tensor] | None) -> Tensor:
+    """``objective(z_i, z_j)`` averaged over the view pairs; with a predictor the symmetrised
+    ``½[objective(p_i, t_j) + objective(p_j, t_i)]`` (SimSiam eq. 3 / BYOL)."""
+    z = [_f32(v) for v in z]  # (E, B, d) or (B, d) each
     if p is None:
-        return objective(z1, z2)
-    p = p.float() if p.dtype in (torch.float16, torch.bfloat16) else p
-    _check_output("predictor", p, B)
-    t = z if tz is None else (tz.float() if tz.dtype in (torch.float16, torch.bfloat16) else tz)
-    p1, p2 = p[..., :B, :], p[..., B:, :]
-    t1, t2 = t[..., :B, :], t[..., B:, :]
-    return 0.5 * (objective(p1, t2) + objective(p2, t1))  # SimSiam eq. 3 / symmetrised BYOL
+        return pairwise_mean(lambda i, j: objective(z[i], z[j]), len(z))
+    p = [_f32(v) for v in p]
+    t = z if tz is None else [_f32(v) for v in tz]
+    return pairwise_mean(lambda i, j: 0.5 * (objective(p[i], t[j]) + objective(p[j], t[i])), len(z))
 
 
 def _check_loss(losses: Any, z: Tensor, members: int | None) -> int:
@@ -307,11 +453,14 @@ def _check_loss(losses: Any, z: Tensor, members: int | None) -> int:
     return E
 
 
-def _targets(target: nn.Module, v: Tensor, B: int) -> Tensor:
+def _target_views(target: nn.Module, vs: list[Tensor], B: int) -> list[Tensor]:
+    out: list[Tensor] = []
     with torch.no_grad():
-        tz = target(v)
-    _check_output("target network", tz, B)
-    return tz
+        for group in _shape_groups(vs):
+            tz = target(group[0] if len(group) == 1 else torch.cat(group))
+            _check_output("target network", tz, B, k=len(group))
+            out.extend(tz[..., i * B : (i + 1) * B, :] for i in range(len(group)))
+    return out
 
 
 def _target_network(online: nn.Module) -> nn.Module:
@@ -330,29 +479,100 @@ def _ema_update(target: nn.Module, online: nn.Module, m: float) -> None:
 
 
 # --------------------------------------------------------------------------- logging
-def _log(traj: Trajectory, t: int, losses: Tensor, probes, model, probe_x, dt, members: int) -> None:
-    if members > 1:
-        traj.log_members(t, "loss", losses.detach())
-    else:
-        traj.log(t, loss=losses.detach())
-    if not probes:
-        return
-    obs = _features(model, probe_x, dtype=dt)  # (n, d) or (E, n, d)
-    obs = drop_singleton_member(obs)  # an ensemble of one: probes see (n, d)
-    for name, fn in probes.items():
-        _log_probe(traj, t, name, fn(obs), members)
+def _member_checked(name: str, fn: Probe, members: list[int | None]) -> Probe:
+    """The probe, with its number of values checked against the ensemble size."""
+
+    def probe(obs: Tensor) -> Any:
+        value = fn(obs)
+        E = members[0] or 1
+        if E > 1 and not isinstance(value, Mapping):
+            n = value.numel() if isinstance(value, Tensor) else np.asarray(value).size
+            if n != E:
+                raise ValueError(
+                    f"train_ssl: probe {name!r} returned {n} value(s) for an ensemble of {E} members; "
+                    f"return one value per member, shape ({E},) (wrap an (n, d) probe in "
+                    "ssldyn.dynamics.per_member)"
+                )
+        return value
+
+    return probe
 
 
-def _log_probe(traj: Trajectory, t: int, name: str, value: Any, members: int) -> None:
-    if members > 1:
-        n = value.numel() if isinstance(value, Tensor) else np.asarray(value).size
-        if n != members:
-            raise ValueError(
-                f"train_ssl: probe {name!r} returned {n} value(s) for an ensemble of {members} members; "
-                f"return one value per member, shape ({members},) (wrap an (n, d) probe in "
-                "ssldyn.dynamics.per_member)"
-            )
-    log_value(traj, t, name, value)
+class _PlateauStep:
+    """``ReduceLROnPlateau.step(metric)`` with the mean loss of the last step (one host read per step)."""
+
+    def __init__(self, sched: Any, last: list[Tensor]) -> None:
+        self.sched, self.last = sched, last
+
+    def step(self) -> None:
+        self.sched.step(float(self.last[0].detach().float().mean()))
+
+
+# --------------------------------------------------------------------------- checkpoints
+class _CheckpointState:
+    """Everything a run needs to continue exactly: modules, optimizer, scheduler, scaler, random
+    state (the trainer's generator, torch's global generators: dropout), the batch sampler and the
+    trajectory so far."""
+
+    def __init__(self, model, head, predictor, target, opt, sched, scaler, g, batches, traj) -> None:
+        self.mods = {"model": model, "head": head, "predictor": predictor, "target": target}
+        self.opt, self.sched, self.scaler, self.g, self.batches, self.traj = opt, sched, scaler, g, batches, traj
+
+    def save(self, path: Path, next_step: int) -> None:
+        state = {
+            "step": next_step,
+            "modules": {k: m.state_dict() for k, m in self.mods.items() if m is not None},
+            "optimizer": self.opt.state_dict(),
+            "scheduler": self.sched.state_dict() if self.sched is not None else None,
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "generator": self.g.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "batches": self.batches.state_dict(),
+            "trajectory": self.traj.state_dict(),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, path)  # atomic: a crash mid-write keeps the previous checkpoint
+
+    def load(self, path: str | os.PathLike) -> int:
+        p = Path(path)
+        if not p.is_file():
+            raise ValueError(f"train_ssl: resume={str(path)!r}: no such checkpoint file")
+        state = torch.load(p, weights_only=False, map_location="cpu")
+        for k, m in self.mods.items():
+            if (m is None) != (k not in state["modules"]):
+                raise ValueError(
+                    f"train_ssl: the checkpoint {'has' if m is None else 'lacks'} a {k}; resume with the same arguments"
+                )
+            if m is not None:
+                m.load_state_dict(state["modules"][k])
+        self.opt.load_state_dict(state["optimizer"])
+        if (self.sched is None) != (state["scheduler"] is None):
+            raise ValueError("train_ssl: the checkpoint was written with a different scheduler setting")
+        if self.sched is not None:
+            self.sched.load_state_dict(state["scheduler"])
+        if self.scaler is not None and state["scaler"] is not None:
+            self.scaler.load_state_dict(state["scaler"])
+        self.g.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        self.batches.load_state_dict(state["batches"])
+        self.traj.load_state_dict(state["trajectory"])
+        return int(state["step"])
+
+
+class _Checkpointer:
+    """Callback: a checkpoint after every ``every`` updates (``on_step``)."""
+
+    def __init__(self, state: _CheckpointState, path: Path, every: int) -> None:
+        self.state, self.path, self.every = state, path, every
+
+    def on_step(self, step: int, model: nn.Module, loss: Tensor) -> None:
+        if (step + 1) % self.every == 0:
+            self.state.save(self.path, step + 1)
 
 
 # --------------------------------------------------------------------------- setup
@@ -378,18 +598,68 @@ def _as_tensor(name: str, x: Any) -> Tensor:
     return t
 
 
-def _batches(data: Any, batch_size: int | None, n_steps: int, g: torch.Generator) -> Iterator[Tensor]:
+class _Sampler:
+    """Minibatches of a tensor: epochs of seeded permutations (as :func:`~ssldyn.dynamics.common.minibatches`,
+    the same draws in the same order), with a state to checkpoint."""
+
+    def __init__(self, x: Tensor, B: int, g: torch.Generator) -> None:
+        self.x, self.B, self.g = x, B, g
+        self.perm: Tensor | None = None
+        self.pos = 0
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return self
+
+    def __next__(self) -> Tensor:
+        n = self.x.shape[0]
+        if self.perm is None or self.pos >= n // self.B:
+            self.perm, self.pos = torch.randperm(n, generator=self.g), 0
+        idx = self.perm[self.pos * self.B : (self.pos + 1) * self.B]
+        self.pos += 1
+        return self.x[idx.to(self.x.device)]
+
+    def state_dict(self) -> dict:
+        return {"perm": self.perm, "pos": self.pos}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        self.perm, self.pos = state["perm"], int(state["pos"])
+
+
+class _Cycle:
+    """A DataLoader cycled for as many epochs as needed; its state is the number of batches drawn
+    (a resumed run skips them: exact for a loader that replays its order, e.g. a seeded one)."""
+
+    def __init__(self, loader: Iterable) -> None:
+        self.loader, self.drawn, self._it = loader, 0, _cycle(loader)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return self
+
+    def __next__(self) -> Tensor:
+        self.drawn += 1
+        return next(self._it)
+
+    def state_dict(self) -> dict:
+        return {"drawn": self.drawn}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        self._it, self.drawn = _cycle(self.loader), 0
+        for _ in range(int(state["drawn"])):
+            next(self)
+
+
+def _batches(data: Any, batch_size: int | None, n_steps: int, g: torch.Generator) -> _Sampler | _Cycle:
     if isinstance(data, (Tensor, np.ndarray)):
         x = _as_tensor("data", data)
         B = int(batch_size) if batch_size is not None else 0  # checked >= 2 by _check_settings
         if B > x.shape[0]:
             raise ValueError(f"train_ssl: batch_size={batch_size} exceeds the number of inputs N={x.shape[0]}")
-        return (x[idx.to(x.device)] for idx in minibatches(x.shape[0], B, n_steps, g))
+        return _Sampler(x, B, g)
     if not isinstance(data, Iterable):
         raise ValueError(
             f"train_ssl: data must be a tensor/array (N, ...) or a DataLoader/iterable of batches, got {type(data).__name__}"
         )
-    return _cycle(data)
+    return _Cycle(data)
 
 
 def _cycle(loader: Iterable) -> Iterator[Tensor]:
@@ -444,6 +714,24 @@ def _optimizer(optimizer: Any, modules: list[nn.Module], params: list[nn.Paramet
     raise ValueError(
         f"train_ssl: optimizer must be a torch.optim.Optimizer, a factory params -> Optimizer, or None; got {optimizer!r}"
     )
+
+
+def _scheduler(scheduler: Any, opt: torch.optim.Optimizer) -> Any:
+    if scheduler is None:
+        return None
+    sched = scheduler
+    if not hasattr(scheduler, "step") and callable(scheduler):
+        sched = scheduler(opt)
+    if not hasattr(sched, "step") or not hasattr(sched, "state_dict"):
+        raise ValueError(
+            f"train_ssl: scheduler must be a torch.optim.lr_scheduler (or a factory optimizer -> scheduler), got {scheduler!r}"
+        )
+    if getattr(sched, "optimizer", opt) is not opt:
+        raise ValueError(
+            "train_ssl: the scheduler is bound to another optimizer; pass a factory, e.g. "
+            "scheduler=lambda opt: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)"
+        )
+    return sched
 
 
 def _amp_dtype(amp: Any) -> torch.dtype | None:

@@ -1,4 +1,4 @@
-"""The one record every flow produces (DESIGN.md, "Dynamics").
+"""The one record every flow produces (docs/architecture.md, "Dynamics").
 
 A :class:`Trajectory` is a long-format table ``(step, member, probe, value)`` plus optional
 array snapshots ``name -> {step: array}``. Weight-space training, function-space flows,
@@ -45,7 +45,10 @@ class Trajectory:
     """
 
     def __init__(self, meta: Mapping[str, Any] | None = None) -> None:
-        self._rows: list[tuple[int, int, str, float]] = []
+        self._done: list[tuple[int, int, str, float]] = []  # materialised rows
+        # columnar blocks not yet read: (step, probe, values (E,) or scalar, member of a scalar); tensors stay on
+        # their device until the table is read, so logging inside a training loop adds no host synchronisation
+        self._pending: list[tuple[int, str, Any, int]] = []
         self._snaps: dict[str, dict[int, Any]] = {}  # tensors kept as they are (no host sync) until read
         self.meta: dict[str, Any] = dict(meta or {})
 
@@ -53,13 +56,37 @@ class Trajectory:
     def log(self, step: int, member: int = 0, **probes: Any) -> None:
         """Record scalar probes ``name=value`` at ``step`` for one member."""
         for name, value in probes.items():
-            self._rows.append((int(step), int(member), name, _to_float(value)))
+            if isinstance(value, torch.Tensor):
+                if value.numel() != 1:
+                    raise ValueError(f"Trajectory.log: {name!r} must be a scalar, got shape {tuple(value.shape)}")
+                self._pending.append((int(step), name, value.detach().reshape(()).clone(), int(member)))
+            else:
+                self._pending.append((int(step), name, _to_float(value), int(member)))
 
     def log_members(self, step: int, probe: str, values: Any) -> None:
-        """Record one probe for every member: ``values`` has shape ``(E,)``."""
-        arr = values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
-        for m, v in enumerate(np.asarray(arr, dtype=np.float64).reshape(-1)):
-            self._rows.append((int(step), m, probe, float(v)))
+        """Record one probe for every member: ``values`` has shape ``(E,)`` (member ``e`` = entry ``e``)."""
+        if isinstance(values, torch.Tensor):
+            self._pending.append((int(step), probe, values.detach().reshape(-1).clone(), -1))
+        else:
+            self._pending.append((int(step), probe, np.array(values, dtype=np.float64).reshape(-1), -1))
+
+    @property
+    def _rows(self) -> list[tuple[int, int, str, float]]:
+        """The long table as ``(step, member, probe, value)`` tuples, in logging order (reads pending blocks)."""
+        if self._pending:
+            for step, name, values, member in self._pending:
+                if isinstance(values, torch.Tensor):
+                    values = (
+                        values.to("cpu", torch.float64).numpy()
+                        if values.dtype != torch.float64
+                        else values.cpu().numpy()
+                    )
+                if member >= 0:
+                    self._done.append((step, member, name, float(values)))
+                else:
+                    self._done.extend((step, m, name, float(v)) for m, v in enumerate(np.asarray(values).reshape(-1)))
+            self._pending = []
+        return self._done
 
     def snapshot(self, step: int, name: str, array: Any) -> None:
         """Keep a copy of an array (e.g. embeddings ``(n, d)``) at ``step``.
@@ -100,6 +127,14 @@ class Trajectory:
             out[pos[s], m] = v
         return steps, out
 
+    def columns(self) -> pd.DataFrame:
+        """The wide table: one row per ``(step, member)``, one column per probe (NaN where not logged)."""
+        frame = self.to_frame()
+        if frame.empty:
+            return pd.DataFrame(columns=["step", "member"])
+        wide = frame.pivot_table(index=["step", "member"], columns="probe", values="value", aggfunc="last")
+        return wide.reset_index().rename_axis(columns=None)
+
     def last(self, probe: str, member: int = 0) -> float:
         return float(self.series(probe, member)[1][-1])
 
@@ -139,11 +174,16 @@ class Trajectory:
         for name, d in other._snaps.items():
             self._snaps.setdefault(prefix + name, {}).update(d)
 
-    def without_snapshots(self) -> Trajectory:
-        """A copy with the table and ``meta`` only (e.g. to store a flow's record without its path)."""
-        out = Trajectory(self.meta)
-        out._rows = list(self._rows)
-        return out
+    def state_dict(self) -> dict[str, Any]:
+        """Rows, snapshots (host arrays) and ``meta``: what a checkpoint stores to resume a flow."""
+        snaps = {name: {s: _to_numpy(a) for s, a in d.items()} for name, d in self._snaps.items()}
+        return {"rows": list(self._rows), "snapshots": snaps, "meta": dict(self.meta)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (replaces the current content)."""
+        self._done, self._pending = [tuple(r) for r in state["rows"]], []  # type: ignore[misc]
+        self._snaps = {name: dict(d) for name, d in state["snapshots"].items()}
+        self.meta = dict(state["meta"])
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -154,7 +194,7 @@ StateT = TypeVar("StateT")
 
 @dataclass
 class FlowResult(Generic[StateT]):
-    """What every trainer and flow returns (DESIGN.md, "Dynamics"): the final state and its record.
+    """What every trainer and flow returns (docs/architecture.md, "Dynamics"): the final state and its record.
 
     Attributes:
         state: the advanced state — the trained module, the final embeddings ``(n, d)``, the

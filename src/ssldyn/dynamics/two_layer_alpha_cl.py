@@ -31,8 +31,9 @@ import torch
 from torch import Tensor
 
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
-from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, iterate, log_probes, step_schedule
-from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps
+from ssldyn.dynamics.engine import run
+from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.objectives import alpha_cl_energy, contrastive_covariance
@@ -312,35 +313,42 @@ def thm5_flow(
     act = get_activation(activation)
     x = x.to(W0.device)
     masks, p0, p1 = _thm5_populations(x, z, weights)  # constant over the flow: no per-step host sync
-    guard = resolve_guard(guard, "energy")
-    traj = Trajectory(meta={"dynamics": "two_layer_alpha_cl.thm5_flow", "dt": dt, "modulation": modulation})
-    logs = step_schedule(every, steps)
-    W = W0 / W0.norm(dim=-1, keepdim=True)
-    for step in iterate(steps, track):
+    failed: list[Exception | None] = [None]
+
+    def step(W: Tensor, t: int):
         try:
             terms = _thm5_terms(W, x, masks, p0, p1, act)
         # the CPU eigh rejects NaN: the filters diverged at this step (LinAlgError is public; pyright misses
         # it because torch.linalg's __all__ does not list it)
-        except torch.linalg.LinAlgError:  # pyright: ignore[reportPrivateImportUsage]
+        except torch.linalg.LinAlgError as e:  # pyright: ignore[reportPrivateImportUsage]
             if bool(torch.isfinite(W).all()):
                 raise
-            guard.update(step, torch.full(W.shape[:-2], float("nan"), dtype=W.dtype, device=W.device).reshape(-1))
-            guard.check()  # raises NonFiniteLossError naming this step
-            raise
+            failed[0] = e  # a NaN energy: the guard names this step (without a guard, the error is raised)
+            return W, torch.full(W.shape[:-2], float("nan"), dtype=W.dtype, device=W.device).reshape(-1)
         energy = thm5_energy(terms).reshape(-1)  # (E,): step ``steps`` is the energy of the returned filters
-        guard.update(step, energy)
-        if step in logs:
-            guard.check()
-            traj.log_members(step, "energy", energy)
-            log_probes(traj, step, probes, W)
-        if step == steps:
-            break
+        if t == steps:
+            return W, energy
         if modulation:
             g = terms.w_dot
         else:
             rhs = (terms.A @ W[..., None]).squeeze(-1)
             g = rhs - (rhs * W).sum(-1, keepdim=True) * W
-        W = W + dt * g
-        W = W / W.norm(dim=-1, keepdim=True)
-    guard.check()
-    return FlowResult(W, traj)
+        W_next = W + dt * g
+        return W_next / W_next.norm(dim=-1, keepdim=True), energy
+
+    res = run(
+        W0 / W0.norm(dim=-1, keepdim=True),
+        step,
+        steps=steps,
+        every=every,
+        probes=probes,
+        track=track,
+        guard=guard,
+        guard_what="energy",
+        loss_name="energy",
+        stop=lambda W, t: failed[0] is not None,
+        trajectory=Trajectory(meta={"dynamics": "two_layer_alpha_cl.thm5_flow", "dt": dt, "modulation": modulation}),
+    )
+    if failed[0] is not None:
+        raise failed[0]
+    return res

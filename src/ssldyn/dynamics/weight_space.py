@@ -21,37 +21,23 @@ function-space flows, so the two can be compared side by side.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from contextlib import nullcontext
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import (
-    Augment,
-    Probes,
-    Track,
-    check_lr,
-    check_steps,
-    drop_singleton_member,
-    iterate,
-    log_probes,
-    log_value,
-    minibatches,
-    preserved_buffers,
-    step_schedule,
-)
+from ssldyn.dynamics.common import Augment, Probes, Track, check_lr, check_steps, minibatches
+from ssldyn.dynamics.engine import preserved_buffers, run
 from ssldyn.dynamics.function_space import project_sphere
-from ssldyn.dynamics.guards import LossGuard, check_finite, resolve_guard
+from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
 __all__ = ["train_weight_space", "make_optimizer"]
 
-OPTIMIZERS = ("sgd", "adam")
-
 
 def make_optimizer(
     params: Iterable[nn.Parameter],
-    optimizer: str | Callable[[list[nn.Parameter]], torch.optim.Optimizer],
+    optimizer: Literal["sgd", "adam"] | Callable[[list[nn.Parameter]], torch.optim.Optimizer],
     lr: float,
     momentum: float = 0.0,
     weight_decay: float = 0.0,
@@ -67,7 +53,7 @@ def make_optimizer(
     raise ValueError(f"optimizer {optimizer!r}: allowed values are 'sgd', 'adam' or a factory params -> Optimizer")
 
 
-def _outputs(model: nn.Module, x: Tensor, output: str) -> Tensor:
+def _outputs(model: nn.Module, x: Tensor, output: Literal["sphere", "raw"]) -> Tensor:
     """``model(x)`` (``(E, n, d)`` or ``(n, d)``), normalised when ``output="sphere"`` (with gradients)."""
     z = model(x)
     return project_sphere(z) if output == "sphere" else z
@@ -80,10 +66,10 @@ def train_weight_space(
     *,
     steps: int,
     lr: float,
-    optimizer: str | Callable[[list[nn.Parameter]], torch.optim.Optimizer] = "sgd",
+    optimizer: Literal["sgd", "adam"] | Callable[[list[nn.Parameter]], torch.optim.Optimizer] = "sgd",
     momentum: float = 0.0,
     weight_decay: float = 0.0,
-    output: str = "sphere",
+    output: Literal["sphere", "raw"] = "sphere",
     augment: Augment | None = None,
     batch_size: int | None = None,
     generator: torch.Generator | None = None,
@@ -130,63 +116,57 @@ def train_weight_space(
     full = batch_size is None
     if not full and not 1 <= batch_size <= n:
         raise ValueError(f"batch_size={batch_size}: must be in [1, n={n}] or None (full batch)")
-    guard = resolve_guard(guard)
-    traj = trajectory if trajectory is not None else Trajectory()
-    logs, snaps = step_schedule(every, steps), step_schedule(snapshot_every, steps)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
-    batches = None if full else minibatches(n, batch_size, steps + 1, generator)
+    batches = None if full else minibatches(n, batch_size, steps + 1, generator=generator)
     clean_grad = full and augment is None  # the optimised loss is the clean-input loss: snapshot its gradient
-    for step in iterate(steps, track):
-        record, snap = step in logs, step in snaps
+    cur: dict = {}  # the step's embeddings and loss, for the observable of the same step
+
+    def step(model: nn.Module, t: int) -> tuple[nn.Module, Tensor]:
         xb = x if batches is None else x[next(batches).to(x.device)]  # (B, ...)
-        final = step == steps  # evaluated, not trained on: no graph, buffers (BatchNorm statistics) kept
-        z: Tensor | None = None
-        with torch.no_grad() if final else nullcontext(), preserved_buffers(model) if final else nullcontext():
-            if augment is None:
-                z = _outputs(model, xb, output)  # (E, B, d) or (B, d)
-                views = None
-            else:
-                views = (
-                    _outputs(model, augment(xb, generator), output),
-                    _outputs(model, augment(xb, generator), output),
-                )
-        if views is not None:
-            loss = loss_fn(*views)
-        else:
-            assert z is not None
-            if final:
-                z = z.requires_grad_(True)  # for the gradient ∂𝓛/∂z of the snapshot
+        if augment is not None:
+            loss = loss_fn(
+                _outputs(model, augment(xb, generator), output), _outputs(model, augment(xb, generator), output)
+            )
+            cur.update(t=t, z=None, loss=loss)
+            return model, loss
+        z = _outputs(model, xb, output)  # (E, B, d) or (B, d); no graph at the final step
+        if t == steps:
+            z = z.requires_grad_(True)  # for the gradient ∂𝓛/∂z of the snapshot
+        with torch.enable_grad():
+            loss = loss_fn(z)
+        cur.update(t=t, z=z, loss=loss, g=None)
+        return model, loss
+
+    def observed(model: nn.Module) -> tuple[Tensor, Tensor | None]:
+        """``(z (E, n, d) or (n, d), −∇L(z_i) = −n ∂𝓛/∂z_i or None)`` of the clean inputs at this step."""
+        if cur.get("obs_t") == cur["t"]:
+            return cur["obs"]
+        if clean_grad and cur["z"] is not None:
+            z = cur["z"]
             with torch.enable_grad():
-                loss = loss_fn(z)
-        guard.update(step, loss)  # a non-finite loss fails the run with its step and last finite value
-        if record or snap:
-            guard.check()
-            if clean_grad and z is not None:
-                (g,) = torch.autograd.grad(loss.sum(), z, retain_graph=not final)  # ∂𝓛/∂z
-                zc = z.detach()
-            else:
-                g = None
-                with torch.no_grad(), preserved_buffers(model):
-                    zc = _outputs(model, x, output)
-            _record(traj, step, zc, loss.detach(), g, probes, record, snap)
-        if step == steps:
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        opt.step()
-    guard.check()
-    return FlowResult(model, traj)
+                (g,) = torch.autograd.grad(cur["loss"].sum(), z, retain_graph=cur["t"] != steps)  # ∂𝓛/∂z
+            zc, neg = z.detach(), -z.shape[-2] * g
+        else:
+            with torch.no_grad(), preserved_buffers(model):
+                zc, neg = _outputs(model, x, output), None
+        if zc.dim() == 3 and zc.shape[0] == 1:  # a one-member ensemble: that member's (n, d)
+            zc, neg = zc[0], (None if neg is None else neg[0])
+        cur.update(obs_t=cur["t"], obs=(zc, neg))
+        return zc, neg
 
-
-def _record(traj: Trajectory, step: int, z: Tensor, loss: Tensor, g: Tensor | None, probes, log, snap) -> None:
-    n = z.shape[-2]
-    if z.dim() == 3 and z.shape[0] == 1:
-        z, g = z[0], (None if g is None else g[0])
-    if log:
-        log_value(traj, step, "loss", loss.reshape(-1) if loss.numel() > 1 else loss.reshape(()))
-        log_probes(traj, step, probes, drop_singleton_member(z))
-    if snap:
-        traj.snapshot(step, "z", z)
-        if g is not None:
-            traj.snapshot(step, "neg_grad", -n * g)
+    return run(
+        model,
+        step,
+        steps=steps,
+        every=every,
+        probes=probes,
+        observe=lambda m: observed(m)[0],
+        snapshots={"z": lambda m: observed(m)[0], "neg_grad": lambda m: observed(m)[1]},
+        snapshot_every=snapshot_every,
+        track=track,
+        guard=guard,
+        optimizer=opt,
+        modules=model,
+        trajectory=trajectory,
+    )

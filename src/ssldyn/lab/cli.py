@@ -32,8 +32,33 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
-    help="ssldyn: learning dynamics of self-supervised learning.",
+    help="ssldyn: learning dynamics of self-supervised learning — reproduce three theory papers, check their "
+    "claims over seeds, sweep their settings.",
+    epilog="Examples:\n\n\b\n"
+    "  ssldyn list --wide                    # every experiment and what it shows\n"
+    "  ssldyn show variational.fig5          # its claims and config\n"
+    "  ssldyn run variational.fig5 --quick   # one experiment at quick scale\n"
+    "  ssldyn reproduce --quick              # all; writes the HTML report\n"
+    "\nHelp on a command: ssldyn COMMAND --help. Docs: the user guide of the docs site (mkdocs build).",
+    context_settings={"max_content_width": 120},  # use a wide terminal; narrower ones wrap, nothing is cut
 )
+
+
+def _command(name: str, examples: list[str]):  # noqa: ANN202 - a decorator
+    """``app.command`` with the docstring's first paragraph as the untruncated short help and an examples epilog.
+
+    Click cuts a command's description to fit one line of the command list ("List the registered
+    experiments with their estimated quick /..."); an explicit ``short_help`` is wrapped instead.
+    The ``\\b`` line keeps click from re-flowing the examples.
+    """
+
+    def deco(func):  # noqa: ANN001, ANN202
+        summary = " ".join((func.__doc__ or "").strip().split("\n\n")[0].split())
+        return app.command(name, short_help=summary, epilog="Examples:\n\n\b\n" + "\n".join(examples))(func)
+
+    return deco
+
+
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
@@ -80,7 +105,14 @@ def _fmt_s(s: float) -> str:
     return f"~{s / 3600:.0f} h"
 
 
-@app.command("list")
+@_command(
+    "list",
+    [
+        "  ssldyn list",
+        "  ssldyn list --paper grassmann",
+        "  ssldyn list --wide            # also what each experiment shows",
+    ],
+)
 def list_cmd(
     paper: str | None = typer.Option(None, help="only this paper (variational, nonlinearity, grassmann)"),
     wide: bool = typer.Option(False, "--wide", help="also show what each experiment shows"),
@@ -112,7 +144,7 @@ def list_cmd(
     )
 
 
-@app.command("show")
+@_command("show", ["  ssldyn show variational.fig5", "  ssldyn show grassmann.fig3 | less"])
 def show_cmd(experiment: str) -> None:
     """Show an experiment: what it checks, its config schema, the paper's defaults and the quick preset."""
     from ssldyn.lab import manifest
@@ -153,6 +185,26 @@ def show_cmd(experiment: str) -> None:
             console.print(Text(line, style="dim"), no_wrap=True, crop=False, soft_wrap=True)
 
 
+def _points_text(points: list[str], n_grid: int) -> str:
+    """``point tau=-1`` / ``points tau=-1; tau=-2`` / ``all 3 points``."""
+    if len(points) == n_grid:
+        return f"all {n_grid} points"
+    return ("point " if len(points) == 1 else "points ") + "; ".join(points)
+
+
+def _seeds_note(seeds: int | None, specs: list[Any]) -> None:
+    """A note when ``--seeds N`` was given but some runs are deterministic (one evaluation, no seeds)."""
+    if seeds is None or seeds <= 1:
+        return
+    fixed = sorted({s.experiment for s in specs if len(s.seeds) == 1})
+    if not fixed:
+        return
+    what = fixed[0] if len(fixed) == 1 else f"{len(fixed)} experiments ({', '.join(fixed)})"
+    verb = "is" if len(fixed) == 1 else "are"
+    err_console.print(f"note: --seeds {seeds} does not apply: {what} {verb} deterministic (no randomness), "
+                      "computed once", markup=False, soft_wrap=True)  # fmt: skip
+
+
 def _plan(
     experiment: str,
     *,
@@ -174,6 +226,7 @@ def _plan(
     base = parse_sets(sets)
     grid = expand_grid(sweep, limit=None if yes else MAX_GRID)
     specs, invalid = [], []
+    errors: dict[str, list[str]] = {}  # distinct error -> the grid points that have it
     for point in grid:
         try:
             specs.append(plan_run(experiment, quick=quick, config_file=config, sets=deep_merge(base, nest(point)),
@@ -181,19 +234,39 @@ def _plan(
         except UserError as e:
             if len(grid) == 1:
                 raise
-            invalid.append(f"{', '.join(f'{k}={v}' for k, v in point.items())}: {e}")
+            label = ", ".join(f"{k}={v}" for k, v in point.items())
+            invalid.append(f"{label}: {e}")
+            msg = str(e)
+            for k, v in point.items():  # the same mistake at several values is one error
+                msg = msg.replace(f"'{k}': {v}: ", f"'{k}': ")
+            errors.setdefault(msg, []).append(label)
     if len(grid) > 1:
-        err_console.print(f"grid: {len(grid)} points × {len(specs[0].seeds) if specs else 0} seeds"
+        if not specs and len(errors) == 1:  # every point has the same mistake (an unknown key): say it once
+            raise UserError(next(iter(errors)))
+        if not specs:
+            for msg, points in errors.items():
+                err_console.print(
+                    f"error: {msg} (grid {_points_text(points, len(grid))})", markup=False, soft_wrap=True
+                )
+            raise UserError(f"--sweep: no valid grid point ({len(grid)} points, {len(errors)} distinct errors above)")
+        err_console.print(f"grid: {len(grid)} points × {len(specs[0].seeds)} seeds"
                           + (f"; {len(invalid)} invalid, skipped:" if invalid else ""), markup=False,
                           soft_wrap=True)  # fmt: skip
-        for line in invalid:
-            err_console.print(f"  invalid point {line}", markup=False, soft_wrap=True)
-        if not specs:
-            raise UserError(f"--sweep: no valid grid point ({len(invalid)} invalid)")
+        for msg, points in errors.items():
+            err_console.print(f"  invalid {_points_text(points, len(grid))}: {msg}", markup=False, soft_wrap=True)
     return specs, invalid
 
 
-@app.command("run")
+@_command(
+    "run",
+    [
+        "  ssldyn run variational.fig5 --quick",
+        "  ssldyn run variational.fig5 --set tau=0.2 --set lr_network=0.5 --seeds 5",
+        "  ssldyn run grassmann.fig3 --sweep lr=0.01,0.001 --sweep 'widths=[10],[100]'",
+        "  ssldyn run variational.fig5 --quick --sweep tau=0.2,0.5 --dry-run",
+        "  ssldyn run variational.fig5 --device cuda --tensorboard",
+    ],
+)
 def run_cmd(
     experiment: str,
     quick: bool = typer.Option(False, "--quick", help="use the quick preset (seconds on a laptop)"),
@@ -232,6 +305,7 @@ def run_cmd(
     _check_out(out)
     specs, invalid = _plan(experiment, quick=quick, sets=set_, sweep=sweep, config=config, seed=seed, seeds=seeds,
                            device=device, yes=yes)  # fmt: skip
+    _seeds_note(seeds, specs)
     if dry_run:
         _print_plan(specs, Path(out), quick)
         return
@@ -256,7 +330,15 @@ def run_cmd(
         raise typer.Exit(1)
 
 
-@app.command("reproduce")
+@_command(
+    "reproduce",
+    [
+        "  ssldyn reproduce --quick                    # minutes on a laptop CPU",
+        "  ssldyn reproduce --paper grassmann --seeds 5",
+        "  ssldyn reproduce --only variational.fig5 --only grassmann.fig3",
+        "  ssldyn reproduce --executor ray --address auto --device cuda",
+    ],
+)
 def reproduce_cmd(
     quick: bool = typer.Option(False, "--quick", help="quick presets: the whole set in minutes"),
     paper: str | None = typer.Option(None, help="only this paper (variational, nonlinearity, grassmann)"),
@@ -294,6 +376,7 @@ def reproduce_cmd(
     _check_out(out)
     exps = [get_experiment(n) for n in only] if only else all_experiments(paper)
     specs = [plan_run(e.name, quick=quick, seed=seed, seeds=seeds, device=device) for e in exps]
+    _seeds_note(seeds, specs)
     if dry_run:
         _print_plan(specs, Path(out), quick)
         return
@@ -322,7 +405,13 @@ def reproduce_cmd(
         raise typer.Exit(1)
 
 
-@app.command("robustness")
+@_command(
+    "robustness",
+    [
+        "  ssldyn robustness variational.fig5   # then `ssldyn report` shows the map",
+        "  ssldyn robustness grassmann.fig3 --dry-run",
+    ],
+)
 def robustness_cmd(
     experiment: str,
     paper_scale: bool = typer.Option(False, "--paper-scale", help="run the grid at paper scale (default: quick)"),
@@ -334,10 +423,7 @@ def robustness_cmd(
     force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
     dry_run: bool = typer.Option(False, "--dry-run", help="validate and list the planned runs; run nothing"),
 ) -> None:
-    """Robustness maps of an experiment's headline claims: the knobs the paper leaves open, as a study.
-
-    Example: ssldyn robustness variational.fig5   (then `ssldyn report` shows the map beside the claim)
-    """
+    """Robustness maps of an experiment's headline claims: the knobs the paper leaves open, as a study."""
     _check_out(out)
     _run_maps([experiment], quick=not paper_scale, seed=seed, seeds=seeds, out=out, device=device, jobs=jobs,
               force=force, dry_run=dry_run)  # fmt: skip
@@ -376,7 +462,7 @@ def _run_maps(names, *, quick, seed, seeds, out, device, jobs, force, dry_run): 
         raise typer.Exit(1)
 
 
-@app.command("report")
+@_command("report", ["  ssldyn report", "  ssldyn report my-runs      # writes my-runs/report/index.html"])
 def report_cmd(directory: Path = typer.Argument(Path("ssldyn-runs"), help="the run store directory")) -> None:
     """Build DIR/report/index.html from the finished runs in DIR."""
     if not directory.is_dir():

@@ -324,6 +324,29 @@ def _ray_compute(spec: RunSpec, cache_dir: str):  # noqa: ANN202 - executed on a
     return compute_run(spec, cache_dir=cache_dir, executor="ray")
 
 
+# numpy/scipy's BLAS libraries read these when they load, i.e. when a Ray worker process starts
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def ray_worker_env() -> dict[str, str]:
+    """Environment of the Ray workers: the driver's plugins, ``PYTHONPATH`` and ``SSLDYN_THREADS``, and
+    numpy/scipy's BLAS on the same threads as torch (unless the driver sets them itself).
+
+    A task given one CPU must not run a BLAS that spins one thread per core: with the cores shared,
+    OpenBLAS's busy-waiting threads made an SVD of 1000 × 400 10–30× slower and the k-means,
+    PCA/t-SNE and linear probes of ``variational.fig1`` 1.3–8× slower, for the same results
+    (benchmarks/README.md, issue 31).
+    """
+    threads = os.environ.get("SSLDYN_THREADS", "1")
+    env = {
+        "SSLDYN_PLUGINS": os.environ.get("SSLDYN_PLUGINS", ""),
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
+        "SSLDYN_THREADS": threads,
+    }
+    env.update({var: os.environ.get(var, threads) for var in BLAS_THREAD_VARS})
+    return env
+
+
 def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) -> None:  # noqa: ANN001
     try:
         import ray
@@ -331,11 +354,7 @@ def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) 
         raise UserError("--executor ray needs Ray: pip install 'ssldyn[distributed]'") from None
     if not todo:
         return
-    env = {
-        "SSLDYN_PLUGINS": os.environ.get("SSLDYN_PLUGINS", ""),
-        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
-        "SSLDYN_THREADS": os.environ.get("SSLDYN_THREADS", "1"),
-    }
+    env = ray_worker_env()
     started_here = False
     if not ray.is_initialized():
         kw: dict[str, Any] = {

@@ -33,15 +33,25 @@ def _g(x: float, digits: int = 4) -> str:
 
 
 def estimate_text(estimate: float, lo: float, hi: float) -> str:
-    """``0.612 ± 0.051`` for a symmetric interval, ``0.612 [0.52, 0.71]`` otherwise, ``0.612`` without one."""
+    """``0.612 ± 0.051`` for a symmetric interval, ``0.9997 [0.9995, 1]`` otherwise, ``0.612`` without one.
+
+    The estimate is printed with enough significant digits to stay inside its printed interval
+    (:func:`ssldyn.lab.claims.format_estimate`; never ``0.9997 [1, 1]``); with ``±`` it is
+    printed to within the half width.
+    """
+    from ssldyn.lab.claims import format_estimate
+
     if estimate is None or not math.isfinite(estimate):
         return "n/a"
     if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)) or lo == hi:
         return _g(estimate)
     up, down = hi - estimate, estimate - lo
     if abs(up - down) <= 1e-3 * max(abs(up), abs(down), 1e-300):
-        return f"{_g(estimate)} ± {_g(up, 2)}"
-    return f"{_g(estimate)} [{_g(lo, 3)}, {_g(hi, 3)}]"
+        d = 4
+        while d < 17 and abs(float(_g(estimate, d)) - estimate) > up / 2:
+            d += 1
+        return f"{_g(estimate, d)} ± {_g(up, 2)}"
+    return format_estimate(estimate, lo, hi)
 
 
 def _value_text(v: Any) -> str:
@@ -92,7 +102,8 @@ def _table(heads: list[str], rows: list[list[Text]], no_wrap: list[bool], widths
 
 
 def _grid_table(study: Study, lead: list[tuple[str, bool]], tail: list[tuple[str, bool]],
-                cells: list[tuple[str, list[Text], list[Text]]], sections: list[bool], width: int) -> Table:  # fmt: skip
+                cells: list[tuple[str, list[Text], list[Text]]], sections: list[bool], width: int,
+                must_fit: bool = False) -> Table | None:  # fmt: skip
     """A table ``lead columns | swept keys | tail columns``, one row per ``(hash, lead cells, tail cells)``.
 
     The swept keys are separate columns when everything fits ``width`` with whole words, else
@@ -106,6 +117,8 @@ def _grid_table(study: Study, lead: list[tuple[str, bool]], tail: list[tuple[str
         widths = _widths([[hd, *(r[i].plain for r in rows)] for i, hd in enumerate(heads)], no_wrap, width)
         if widths is not None:
             break
+    if widths is None and must_fit:
+        return None
     return _table(heads, rows, no_wrap, widths, sections)
 
 
@@ -135,6 +148,7 @@ def sweep_tables(study: Study, items: Sequence[Any], results: Any, width: int = 
     claim_cells, sections = [], []
     for cid in dict.fromkeys(claims["claim"]):
         hashes = [h for h in points if ((claims["hash"] == h) & (claims["claim"] == cid)).any()]
+        previous = ""
         for i, h in enumerate(hashes):
             c = claims[(claims["hash"] == h) & (claims["claim"] == cid)]
             first = c.iloc[0]
@@ -145,11 +159,26 @@ def sweep_tables(study: Study, items: Sequence[Any], results: Any, width: int = 
                 measured = Text(f"{text} of seeds" if first["statistic"] == "fraction of seeds" else text)
                 verdict = Text("PASS", style="green") if first["passed"] else Text("FAIL", style="red")
             seeds = Text(f"{int(c['seed_passed'].sum())}/{len(c)}")
-            claim_cells.append((h, [Text(cid if i == 0 else "")], [measured, seeds, verdict]))
+            expected = str(first.get("expected", "") or "")
+            threshold = Text(expected if i == 0 or expected != previous else "")  # repeated only where it changes
+            previous = expected
+            claim_cells.append((h, [Text(cid if i == 0 else "")], [threshold, measured, seeds, verdict]))
             sections.append(i == len(hashes) - 1)
-    tail = [("measured", False), ("seeds", True), ("", True)]
-    table = _grid_table(study, [("claim", True)], tail, claim_cells, sections, width)
-    tables.append(("claims per grid point (mean ± 95% interval over seeds):", table))
+    tail = [("threshold", False), ("measured", False), ("seeds", True), ("", True)]
+    title = "claims per grid point (mean ± 95% interval over seeds):"
+    table = _grid_table(study, [("claim", True)], tail, claim_cells, sections, width, must_fit=True)
+    if table is None:  # too narrow for a threshold column: the thresholds go above the table
+        slim = [(h, lead, tc[1:]) for h, lead, tc in claim_cells]
+        table = _grid_table(study, [("claim", True)], tail[1:], slim, sections, width)
+        per_claim = []
+        for cid in dict.fromkeys(claims["claim"]):
+            exp = list(dict.fromkeys(str(x) for x in claims.loc[claims["claim"] == cid, "expected"]))
+            per_claim.append(
+                f"{cid} {exp[0]}" if len(exp) == 1 else f"{cid}: {len(exp)} thresholds, one per grid point"
+            )
+        title = f"claims per grid point (mean ± 95% interval over seeds); thresholds: {'; '.join(per_claim)}"
+    assert table is not None
+    tables.append((title, table))
     return tables
 
 

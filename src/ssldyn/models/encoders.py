@@ -5,7 +5,7 @@ head ``g`` (``Linear → BN → ReLU → Linear``). Training uses ``z = g(f(x))`
 evaluation uses the backbone features ``h = f(x)`` and discards ``g`` — the practice that
 Remark 4.3 of ``variational`` mentions (Chen et al. 2020; Bordes et al. 2023).
 
-Ensembles (DESIGN.md): every parameter has a leading member axis E. Convolutions of the E
+Ensembles (docs/architecture.md): every parameter has a leading member axis E. Convolutions of the E
 members run as one grouped convolution on a ``(B, E·C, H, W)`` layout; BatchNorm over
 ``E·C`` channels normalises each member's channels with that member's batch only, so
 members never interact. Seeding (:mod:`ssldyn.models.seeding`): members are drawn one after

@@ -1,4 +1,4 @@
-"""Ensemble-batched building blocks (DESIGN.md, "Models and ensembles").
+"""Ensemble-batched building blocks (docs/architecture.md, "Models and ensembles").
 
 Parameters carry a leading ensemble axis ``E``; forward maps ``(E, B, ...) -> (E, B, ...)``
 and a plain ``(B, ...)`` input is broadcast to all members. Members never interact, so

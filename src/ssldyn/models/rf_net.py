@@ -18,7 +18,7 @@ they differ in which statistics are backpropagated:
 ``none``       both statistics detached
 =============  ===============================================================
 
-Ensembles (DESIGN.md): parameters carry a leading axis E, members never interact. Members
+Ensembles (docs/architecture.md): parameters carry a leading axis E, members never interact. Members
 may differ in the number of filters (padded to ``M_pad`` with zero filters that stay zero),
 in activation and in BN variant. Two ways to evaluate the network:
 
@@ -39,16 +39,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
 from ssldyn.models.activations import get_activation
+from ssldyn.models.seeding import member_generators
 
 _LEAKY_SLOPE = -float(get_activation("leaky_relu").fn(torch.tensor(-1.0, dtype=torch.float64)))  # 0.05
 BN_MODES = ("off", "standard", "mean_only", "var_only", "none")
 TOKEN_PATHS = ("auto", "table", "samples")
+BNMode = Literal["off", "standard", "mean_only", "var_only", "none"]
+TokenPath = Literal["auto", "table", "samples"]
 # (μ backpropagated, σ² backpropagated) per BN variant
 _BN_BACKPROP = {
     "off": (False, False),
@@ -114,7 +118,7 @@ def _generators(generator, E: int) -> list[torch.Generator | None]:
 class EnsembleRFNet(nn.Module):
     """E independent two-layer RF networks (`nonlinearity` Sec. 4, Fig. 2a, App. D).
 
-    Args:
+    Args (the hyperparameters after ``filters`` are keyword-only):
         K: number of receptive fields.
         in_dim: input dimension per RF (d; 196 for 14×14 MNIST quadrants).
         filters: M (filters per RF) — one int, or one per member (padded to the max).
@@ -126,7 +130,9 @@ class EnsembleRFNet(nn.Module):
         token_path: which exact form :meth:`forward_pair` uses for token inputs: ``"table"``,
             ``"samples"`` or ``"auto"`` (the cheaper one by :func:`token_path`, from the shapes of
             each call).
-        generator: where the initial weights come from — one ``torch.Generator`` (members drawn
+        seeds: one int per member (:mod:`ssldyn.models.seeding`): member ``e`` is drawn from
+            ``torch.Generator().manual_seed(seeds[e])``, exactly as a lone network with ``seeds=[seeds[e]]``.
+        generator: where the initial weights come from (instead of ``seeds``) — one ``torch.Generator`` (members drawn
             one after the other: they always differ), a sequence of E generators (member e drawn
             from ``generator[e]``, exactly as a lone network built with that generator: two
             generators seeded alike give two identical members), or None (torch's default generator).
@@ -150,13 +156,14 @@ class EnsembleRFNet(nn.Module):
         K: int,
         in_dim: int,
         filters: int | Sequence[int],
+        *,
         out_dim: int = 50,
         ensemble: int = 1,
         activation: str | Sequence[str] = "relu",
-        bn: str | Sequence[str] = "off",
+        bn: BNMode | Sequence[str] = "off",
         bn_eps: float = 1e-5,
-        *,
-        token_path: str = "auto",
+        token_path: TokenPath = "auto",
+        seeds: Sequence[int] | None = None,
         generator: torch.Generator | Sequence[torch.Generator] | None = None,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
@@ -179,7 +186,10 @@ class EnsembleRFNet(nn.Module):
         for m in self.bn_modes:
             if m not in BN_MODES:
                 raise ValueError(f"bn {m!r}: allowed values are {', '.join(BN_MODES)}")
-        gens = _generators(generator, E)
+        if seeds is not None:
+            gens = member_generators(E, seeds=seeds, generator=generator)  # type: ignore[arg-type]
+        else:
+            gens = _generators(generator, E)
         self.K, self.in_dim, self.out_dim, self.ensemble, self.bn_eps = K, in_dim, out_dim, E, bn_eps
         self.token_path = token_path
         self.M_pad = Mp = max(Ms)

@@ -1,4 +1,4 @@
-"""The one seeding rule of every ensemble model (DESIGN.md, "Models and ensembles").
+"""The one seeding rule of every ensemble model (docs/architecture.md, "Models and ensembles").
 
 Every model with an ensemble axis ``E`` takes keyword-only ``seeds=``, ``generator=``, ``dtype=``
 and ``device=`` and draws its initial parameters **member by member** (member 0's whole

@@ -8,7 +8,7 @@ Shapes follow the paper: ``W1 ∈ R^{h×d}``, ``W2 ∈ R^{h×z}``, so ``u(x) ∈
 - ``"scaled"``: no constraint on the weights, the loss is divided by ``‖W1‖₂²‖W2‖₂²``
   (Prop. 3(1), "L_orth" of Example 1); :meth:`loss_scale` returns that factor.
 
-Ensembles (DESIGN.md): parameters carry a leading axis ``E`` (``W1: (E, h, d)``); inputs
+Ensembles (docs/architecture.md): parameters carry a leading axis ``E`` (``W1: (E, h, d)``); inputs
 ``(B, d)`` broadcast to every member. Members may differ in seed (``seeds=[...]``) and in
 width (``widths=[...]``): all members are stored at the largest width ``H`` and the hidden
 units ``h_e < j ≤ H`` of member ``e`` are masked out (their activations and weights are zero

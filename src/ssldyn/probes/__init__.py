@@ -59,3 +59,9 @@ from ssldyn.probes.monitors import KNNProbe, LinearProbe  # noqa: E402
 from ssldyn.probes.rank import rankme  # noqa: E402
 
 __all__ += ["KNNProbe", "LinearProbe", "rankme"]
+
+# batched cluster probes of whole trajectories, and power-law (log-log) fits
+from ssldyn.probes.cluster import silhouette_samples_cosine, uniformity_batch  # noqa: E402
+from ssldyn.probes.slopes import loglog_fit, loglog_slope  # noqa: E402
+
+__all__ += ["silhouette_samples_cosine", "uniformity_batch", "loglog_fit", "loglog_slope"]

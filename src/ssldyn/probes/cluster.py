@@ -12,7 +12,11 @@
   cluster's mean direction, averaged over clusters.
 * :func:`invariance_gap` — ``E‖f(T(x)) − f(x)‖`` over samples and draws of the perturbation.
 
-All accept ``(n, d)`` tensors or arrays (one member) and return Python floats.
+* :func:`silhouette_samples_cosine` / :func:`uniformity_batch` — the per-sample silhouette and the
+  uniformity batched over leading axes (records × members) as float64 tensors, for measuring a
+  whole trajectory at once.
+
+Unless batched, they accept ``(n, d)`` tensors or arrays (one member) and return Python floats.
 """
 
 from __future__ import annotations
@@ -24,7 +28,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["silhouette_cosine", "uniformity", "alignment", "uniformity_reference", "angular_spread", "invariance_gap"]
+__all__ = [
+    "silhouette_cosine",
+    "silhouette_samples_cosine",
+    "uniformity",
+    "uniformity_batch",
+    "alignment",
+    "uniformity_reference",
+    "angular_spread",
+    "invariance_gap",
+]
 
 
 def _t(z) -> Tensor:
@@ -38,26 +51,47 @@ def _unit(z: Tensor) -> Tensor:
     return z / z.norm(dim=-1, keepdim=True).clamp_min(1e-300)
 
 
-def silhouette_cosine(z, labels) -> float:
-    """Mean silhouette ``s_i = (b_i − a_i)/max(a_i, b_i)`` with cosine distance; clusters of size 1 give 0."""
-    z = _unit(_t(z))
-    lab = torch.as_tensor(np.asarray(labels)).long()
+def _batch(z) -> Tensor:
+    z = torch.as_tensor(np.asarray(z) if not isinstance(z, Tensor) else z).detach()
+    if z.dim() < 2:
+        raise ValueError(f"embeddings must have shape (..., n, d), got {tuple(z.shape)}")
+    return z.to(torch.float64)
+
+
+def silhouette_samples_cosine(z, labels) -> Tensor:
+    """Per-sample silhouette with cosine distance, batched over leading axes: ``(..., n, d) -> (..., n)``.
+
+    ``s_i = (b_i − a_i)/max(a_i, b_i)`` (Rousseeuw 1987), ``a_i`` the mean distance to the other
+    members of its cluster, ``b_i`` the smallest mean distance to another cluster, distance
+    ``1 − cos``; a sample of a cluster of size 1 gets 0 (scikit-learn's ``silhouette_samples``).
+    Float64 on the input's device; ``labels (n,)``.
+    """
+    u = _unit(_batch(z))  # (..., n, d)
+    lab = torch.as_tensor(np.asarray(labels.cpu() if isinstance(labels, Tensor) else labels)).long().to(u.device)
     classes = torch.unique(lab)
-    if not 2 <= classes.numel() <= z.shape[0] - 1:
-        raise ValueError(f"silhouette_cosine: need 2 <= number of clusters <= n-1, got {classes.numel()}")
-    dist = (1.0 - z @ z.T).clamp_min(0.0)  # (n, n)
-    onehot = (lab[:, None] == classes[None, :]).to(dist.dtype)  # (n, C)
-    sums = dist @ onehot  # (n, C): sum of distances to each cluster
+    if lab.shape != u.shape[-2:-1]:
+        raise ValueError(f"labels must have shape ({u.shape[-2]},), got {tuple(lab.shape)}")
+    if not 2 <= classes.numel() <= u.shape[-2] - 1:
+        raise ValueError(f"silhouette: need 2 <= number of clusters <= n-1, got {classes.numel()}")
+    onehot = (lab[:, None] == classes[None, :]).to(u.dtype)  # (n, C)
+    dist = (1.0 - u @ u.mT).clamp_min(0.0)  # (..., n, n)
+    sums = dist @ onehot  # (..., n, C): sum of distances to each cluster
     counts = onehot.sum(0)  # (C,)
     own = onehot.argmax(1)  # (n,)
-    own_count = counts[own]
-    a = sums[torch.arange(len(lab)), own] / (own_count - 1).clamp_min(1)  # (n,)
-    other = sums / counts
-    other[torch.arange(len(lab)), own] = math.inf
-    b = other.min(1).values
+    own_count = counts[own]  # (n,)
+    a = sums.gather(-1, own.expand(*sums.shape[:-1])[..., None])[..., 0] / (own_count - 1).clamp_min(1)  # (..., n)
+    other = (sums / counts).masked_fill(onehot.bool(), math.inf)  # (..., n, C)
+    b = other.min(-1).values  # (..., n)
     s = (b - a) / torch.maximum(a, b).clamp_min(1e-300)
-    s = torch.where(own_count > 1, s, torch.zeros_like(s))
-    return float(s.mean())
+    return torch.where(own_count > 1, s, torch.zeros_like(s))
+
+
+def silhouette_cosine(z, labels) -> float:
+    """Mean silhouette ``s_i = (b_i − a_i)/max(a_i, b_i)`` with cosine distance; clusters of size 1 give 0.
+
+    ``z (n, d)``; the mean of :func:`silhouette_samples_cosine` (which is batched over leading axes).
+    """
+    return float(silhouette_samples_cosine(_t(z), labels).mean())
 
 
 def uniformity(z, t: float = 2.0) -> float:
@@ -65,8 +99,22 @@ def uniformity(z, t: float = 2.0) -> float:
     u = _unit(_t(z))
     n = u.shape[0]
     sq = (2.0 - 2.0 * (u @ u.T)).clamp_min(0.0)  # (n, n)
-    off = ~torch.eye(n, dtype=torch.bool)
+    off = ~torch.eye(n, dtype=torch.bool, device=u.device)
     return float(torch.logsumexp(-t * sq[off], 0) - math.log(n * (n - 1)))
+
+
+def uniformity_batch(z, t: float = 2.0) -> Tensor:
+    """:func:`uniformity` batched over leading axes: ``(..., n, d) -> (...)`` (float64, no host sync).
+
+    ``log mean_{i≠j} exp(−t‖u_i − u_j‖²) = logsumexp_{i≠j}(2t u_iᵀu_j) − 2t − log(n(n−1))`` (unit rows).
+    """
+    u = _unit(_batch(z))  # (..., n, d)
+    n = u.shape[-2]
+    if n < 2:
+        raise ValueError(f"uniformity: need n >= 2 points, got {n}")
+    logits = (2.0 * t) * (u @ u.mT)  # (..., n, n): −t‖u_i − u_j‖² + 2t
+    logits = logits.masked_fill(torch.eye(n, dtype=torch.bool, device=u.device), -math.inf)
+    return torch.logsumexp(logits.flatten(-2), dim=-1) - 2.0 * t - math.log(n * (n - 1))
 
 
 def alignment(z1, z2, alpha: float = 2.0) -> float:

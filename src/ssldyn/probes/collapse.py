@@ -46,15 +46,16 @@ def singular_value_ratio(u, center: bool = True) -> float | torch.Tensor:
     return _scalar(s[..., -1] / s[..., 0].clamp_min(torch.finfo(s.dtype).tiny))
 
 
-def effective_rank(u, center: bool = True) -> float | torch.Tensor:
+def effective_rank(u, center: bool = True) -> torch.Tensor:
     """Effective rank ``exp(H(p))`` with ``p_k = σ_k / Σσ`` (Roy & Vetterli 2007), in [1, min(n, z)].
 
-    A float for ``(n, z)``, a tensor ``(...)`` for ``(..., n, z)``.
+    A tensor ``(...)`` for ``(..., n, z)`` whatever the rank of the input (0-d for one ``(n, z)``;
+    ``float()`` it for one value).
     """
     s = embedding_singular_values(u, center)
     p = s / s.sum(-1, keepdim=True).clamp_min(torch.finfo(s.dtype).tiny)
     ent = -(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))).sum(-1)
-    return _scalar(torch.exp(ent))
+    return torch.exp(ent)
 
 
 def dimension_coupling(K) -> tuple[float, float]:

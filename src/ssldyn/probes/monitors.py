@@ -1,6 +1,6 @@
 """Online monitors of a representation: probes ``z -> float`` (or ``(E,)`` per member) for training loops.
 
-A probe of the dynamics contract (DESIGN.md, "Dynamics") receives the flow's observable — for
+A probe of the dynamics contract (docs/architecture.md, "Dynamics") receives the flow's observable — for
 :func:`ssldyn.dynamics.train_ssl`, the embeddings ``z`` of a fixed probe set, ``(n, d)`` for a
 plain model or ``(E, n, d)`` for an ensemble — and returns a float, or one value per member.
 

@@ -22,19 +22,21 @@ from torch import Tensor
 __all__ = ["rankme"]
 
 
-def rankme(z: Any, eps: float = 1e-7) -> float | Tensor:
-    """RankMe of embeddings ``(n, d)`` (a float) or of each member of ``(E, n, d)`` (an ``(E,)`` tensor).
+def rankme(z: Any, eps: float = 1e-7) -> Tensor:
+    """RankMe of embeddings ``(..., n, d)``: a float64 tensor ``(...)`` — 0-d for one ``(n, d)``, ``(E,)``
+    for an ensemble ``(E, n, d)`` (the return type does not depend on the input's rank; ``float()`` it
+    for one value).
 
     Args:
-        z: a tensor or array of embeddings, ``(n, d)`` or ``(E, n, d)``.
+        z: a tensor or array of embeddings, ``(n, d)`` or ``(E, n, d)`` (on any device; the result is there).
         eps: the ε added to the normalised singular values (Garrido et al. use 1e-7).
 
     Example:
         >>> import torch
         >>> z = torch.zeros(10, 3); z[:, 0] = torch.arange(10.0)   # all mass on one direction
-        >>> round(rankme(z), 3)
+        >>> round(float(rankme(z)), 3)
         1.0
-        >>> round(rankme(torch.eye(4)), 3)                         # four equal singular values
+        >>> round(float(rankme(torch.eye(4))), 3)                  # four equal singular values
         4.0
     """
     t = z.detach() if isinstance(z, Tensor) else torch.as_tensor(np.asarray(z))
@@ -46,5 +48,4 @@ def rankme(z: Any, eps: float = 1e-7) -> float | Tensor:
         raise ValueError("rankme: embeddings contain NaN or inf")
     s = torch.linalg.svdvals(t.to(torch.float64))  # (..., r)
     p = s / s.sum(-1, keepdim=True).clamp_min(torch.finfo(s.dtype).tiny) + eps  # (..., r)
-    value = torch.exp(-(p * torch.log(p)).sum(-1))  # (...)
-    return float(value) if t.dim() == 2 else value
+    return torch.exp(-(p * torch.log(p)).sum(-1))  # (...)

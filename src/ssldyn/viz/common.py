@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -21,13 +22,30 @@ def new_figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (4.2,
 
 
 def save_figure(fig, path: str | Path, dpi: int = 110) -> Path:
-    """Save as PNG (tight layout) and close the figure."""
+    """Save as PNG (tight layout) and close the figure.
+
+    Where matplotlib cannot apply the tight layout (axes too small for their labels, axes it
+    cannot lay out), the figure is saved with a tight bounding box instead, and matplotlib's
+    layout warning is not passed on (it would otherwise leak into ``ssldyn reproduce``'s output).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.tight_layout()
+    layout = [w for w in caught if issubclass(w.category, UserWarning) and _is_layout_warning(str(w.message))]
+    for w in caught:
+        if w not in layout:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight" if layout else None)
     plt.close(fig)
     return path
+
+
+def _is_layout_warning(message: str) -> bool:
+    """matplotlib's "Tight layout not applied …" / "… not compatible with tight_layout …"."""
+    m = message.lower()
+    return "tight layout" in m or "tight_layout" in m
 
 
 def save_gif(frames: list, path: str | Path, fps: float = 8.0) -> Path:

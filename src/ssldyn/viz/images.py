@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -22,20 +23,36 @@ _COLORS = PALETTE + ["#bcbd22", "#7f7f7f"]
 
 
 def tsne_embedding(
-    x, seed: int = 0, perplexity: float = 30.0, pca_dims: int | None = 50, max_iter: int = 1000
+    x,
+    seed: int = 0,
+    perplexity: float = 30.0,
+    pca_dims: int | None = 50,
+    max_iter: int = 1000,
+    *,
+    method: Literal["auto", "exact", "barnes_hut"] = "auto",
 ) -> np.ndarray:
-    """t-SNE map ``(n, 2)`` of features ``(n, d)`` (PCA to ``pca_dims`` first when d is larger, as is usual)."""
+    """t-SNE map ``(n, 2)`` of features ``(n, ...)`` (van der Maaten & Hinton 2008; scikit-learn's ``TSNE``).
+
+    Features are flattened to ``(n, d)`` and, when ``d > pca_dims`` and ``n > pca_dims``, reduced by
+    PCA first (as is usual; a full SVD up to 2,000 points). The perplexity is capped at ``(n − 1)/3``
+    (at least 2); ``init="pca"``; at least 250 iterations. ``method="auto"``: exact gradients up to
+    1,000 points (faster there than Barnes–Hut), Barnes–Hut above. One thread, seeded by ``seed``.
+    """
     from sklearn.decomposition import PCA
     from sklearn.manifold import TSNE
 
+    if method not in ("auto", "exact", "barnes_hut"):
+        raise ValueError(f"tsne_embedding: method {method!r}; allowed values are auto, exact, barnes_hut")
     x = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x, dtype=np.float64)
     x = x.reshape(len(x), -1)
+    if len(x) < 3:
+        raise ValueError(f"tsne_embedding: need at least 3 points, got {len(x)}")
     if pca_dims is not None and x.shape[1] > pca_dims and len(x) > pca_dims:
-        x = PCA(pca_dims, random_state=seed).fit_transform(x)
+        x = PCA(pca_dims, svd_solver="full" if len(x) <= 2000 else "auto", random_state=seed).fit_transform(x)
     perp = min(perplexity, max(2.0, (len(x) - 1) / 3.0))
-    return TSNE(2, perplexity=perp, init="pca", random_state=seed, max_iter=max(250, max_iter), n_jobs=1).fit_transform(
-        x
-    )
+    how = ("exact" if len(x) <= 1000 else "barnes_hut") if method == "auto" else method
+    tsne = TSNE(2, perplexity=perp, init="pca", random_state=seed, max_iter=max(250, max_iter), method=how, n_jobs=1)
+    return tsne.fit_transform(x)
 
 
 def plot_tsne(ax, y2: np.ndarray, labels, title: str = "", class_names: Sequence[str] | None = None) -> None:

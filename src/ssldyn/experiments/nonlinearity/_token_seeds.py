@@ -36,8 +36,9 @@ def split_by_seed(df: pd.DataFrame, seeds: Sequence[int], build: Callable[[pd.Da
 
 
 def per_seed_result(chi: pd.DataFrame, note: str) -> Result:
-    """The tables of one seed: ``chi`` (every logged step) and ``final`` (last step per setting)."""
-    res = Result(tables={"chi": chi, "final": final_table(chi)})
+    """The tables of one seed: ``chi`` (every logged step), ``final`` (last step per setting) and ``init``
+    (step 0, the untrained networks: the negative controls "at initialisation")."""
+    res = Result(tables={"chi": chi, "final": final_table(chi), "init": final_table(chi, step=0)})
     res.notes.append(note)
     return res
 
@@ -52,7 +53,7 @@ def pooled_final(result: Result) -> pd.DataFrame:
     """Mean and std over seeds of the final χ̄± per setting (the paper's "mean/std over 3 runs")."""
     f = finals(result)
     keys = ["loss", "activation", "zeta", "bn", "beta", "P"]
-    g = f.groupby(keys)[["chi_plus_mean", "chi_minus_mean"]]
+    g = f.groupby(keys)[["chi_plus_mean", "chi_minus_mean", "chi_minus_signed_mean"]]
     t = g.agg(["mean", "std", "count"])
     t.columns = [f"{a.removesuffix('_mean')}_{b}" for a, b in t.columns]
     return t.reset_index()

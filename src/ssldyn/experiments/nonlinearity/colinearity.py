@@ -19,7 +19,10 @@ filters and ``v_k = c_k n_k``, and check that the straight path to the identical
 gradient computed by autograd of ``½ tr C_α[f2]`` (``V = sᵀ``), not with eq. 14. The printed
 proof instead swaps two filters of an RF (``W'*``) and takes convex combinations of ``W*`` and
 ``W'*``; with ``s_k1 ≠ s_k2`` the swapped ``W'*`` changes ``v_k`` by ``(s_k1 − s_k2)(μ₂ − μ₁)`` and is
-not a critical point (recorded as an erratum with the measured gradient).
+not a critical point (recorded as an erratum with the measured gradient). Every critical point of
+this kind has **zero energy**: with linear ``h``, ``f₂ = Σ_k v_kᵀx_k`` (``S = ssᵀ``) and ``C_α[x]v_k = 0``,
+so ``C_α[f₂] = 0`` — they are minima of ``E_α ≥ 0``, not the learned features (measured along the path,
+claim ``critical-path-zero-energy``).
 
 Runs on ``ctx.device`` (data are sampled with the CPU generator, then moved); the per-trial
 numbers come back to the CPU for the table.
@@ -105,8 +108,20 @@ def _critical_path(cfg: ColinearityConfig, model: TwoRFModel, g: torch.Generator
         (gW,) = torch.autograd.grad(two_layer_energy(Wg, s_vec[None, :], x, activation="linear"), Wg)
         return gW
 
-    scale = float(grad(torch.randn(K, M, d, generator=g, dtype=torch.float64), s).norm())
-    path = [float(grad((1 - c) * W_star + c * W_id, s).norm()) / scale for c in torch.linspace(0, 1, cfg.path_points)]
+    def energy(W: torch.Tensor, s_vec: torch.Tensor) -> float:
+        return float(two_layer_energy(W, s_vec[None, :], x, activation="linear"))
+
+    W_rand = torch.randn(K, M, d, generator=g, dtype=torch.float64)
+    scale = float(grad(W_rand, s).norm())
+    e_scale = energy(W_rand, s)
+    cs = torch.linspace(0, 1, cfg.path_points)
+    path = [float(grad((1 - c) * W_star + c * W_id, s).norm()) / scale for c in cs]
+    # Thm. 4 (2)'s critical points have zero energy: f₂ = Σ_k v_kᵀx_k and C_α[x] v_k = 0, so C_α[f₂] = 0
+    path_energy = [abs(energy((1 - c) * W_star + c * W_id, s)) / e_scale for c in cs]
+    # control path: to identical filters along a random direction u_k (v_k no longer ∝ n_k)
+    u = torch.randn(K, d, generator=g, dtype=torch.float64)
+    W_off = (ck * u / u.norm(dim=-1, keepdim=True) / sm.sum(-1, keepdim=True))[:, None, :].expand(K, M, d)
+    path_off = [float(grad((1 - c) * W_star + c * W_off, s).norm()) / scale for c in cs]
     swapped = W_star.clone()
     swapped[:, [0, 1]] = W_star[:, [1, 0]]
     s_eq = sm.clone()
@@ -121,6 +136,9 @@ def _critical_path(cfg: ColinearityConfig, model: TwoRFModel, g: torch.Generator
     off = cos[:, ~torch.eye(M, dtype=torch.bool)]
     return {
         "path_max_rel_grad": max(path),
+        "path_max_rel_energy": max(path_energy),
+        "control_path_max_rel_grad": max(path_off),
+        "swap_rel_energy": abs(energy(swapped, s)) / e_scale,
         "path_distinct_min_abs_cos": float(1 - off.max()),
         "swap_rel_grad": float(grad(swapped, s).norm()) / scale,
         "swap_rel_grad_equal_s": float(grad(sw_eq, s_eq.reshape(-1)).norm()) / scale,
@@ -150,21 +168,26 @@ class Colinearity(Experiment):
             "linear-colinear", "With linear activation the gradients of all filters in one RF are co-linear.",
             "Thm. 4 (1), eq. 14", kind="paper",
             reading="smallest |cos| between autograd gradients of two filters of one RF (all RFs, trials, α)",
-            relation=ge(1 - 1e-9), basis="method: float64 round-off of a cosine (≤ 1e-9)",
+            relation=ge(1 - 1e-9), basis="method: float64 round-off of a cosine (≤ 1e-9)", bounds=(0.0, 1.0),
+            control="the same smallest |cos| with ReLU (the gating differs between filters)",
         ),
         ClaimSpec(
             "eq14", "ẇ_km = s_km b_k(W, V) (eq. 14) equals the gradient of E_α.", "Thm. 4, eq. 14", kind="paper",
             reading="largest relative error of eq. 14 against autograd of ½ tr C_α[f2]", relation=le(1e-6),
-            basis="method: float64 round-off",
+            basis="method: float64 round-off", bounds=(0.0, float("inf")),
+            control="the smallest relative error of eq. 14 against the ReLU network's gradient (eq. 14 is for "
+            "linear h)",
         ),
         ClaimSpec(
             "lemma4", "Lemma 4 (eq. 12) equals the gradient of E_α for homogeneous h.", "Lemma 4, eq. 12",
             kind="paper", reading="largest relative error of eq. 12 against autograd (linear, ReLU, LeakyReLU)",
-            relation=le(1e-6), basis="method: float64 round-off",
+            relation=le(1e-6), basis="method: float64 round-off", bounds=(0.0, float("inf")),
+            control="the error of eq. 12 for the quadratic h = x², which is not homogeneous (h = ½h'x)",
         ),
         ClaimSpec(
             "relu-not-colinear", "With ReLU the filter gradients of one RF are not co-linear.", "Sec. 4.1",
             kind="consequence", reading="mean |cos| between ReLU filter gradients of one RF", relation=lt(0.99),
+            bounds=(0.0, 1.0), control="the same mean |cos| with the linear activation (Thm. 4: co-linear)",
             basis="tolerance: 0.99 (8°) separates 'not co-linear' from round-off",
             derivation="Sec. 4.1: the gating x̃_km = x_k h'(w_kmᵀx_k) differs between filters, so their "
             "gradients C_α[x̃_km, ·] are not a common b_k",
@@ -175,6 +198,15 @@ class Colinearity(Experiment):
             reading="largest ‖∂E/∂W‖ (autograd, V = sᵀ) along the straight path from a critical point W* with "
             "distinct filters to w_km = v_k/Σ_m s_km, relative to the gradient at a random W",
             relation=le(1e-10), basis="method: float64 round-off (a critical point has zero gradient)",
+            bounds=(0.0, float("inf")),
+            control="the same largest gradient along the path from W* to identical filters along a random "
+            "direction (v_k no longer ∝ n_k)",
+        ),
+        ClaimSpec(
+            "critical-path-zero-energy", "The critical points of Thm. 4 (2) all have zero energy: with linear h "
+            "and b_k = 0, C_α[f₂] = 0.", "Thm. 4 (2), App. C.4", kind="sanity",
+            reading="largest |E_α| along the path, relative to E_α at a random W", relation=le(1e-10),
+            basis="method: float64 round-off; f₂ = Σ_k v_kᵀx_k and C_α[x]v_k = 0 on the path",
         ),
         Erratum(
             "thm4-swap-step", "The proof of Thm. 4 (2) takes W'* (two filters of an RF swapped) as a critical point "
@@ -214,7 +246,7 @@ class Colinearity(Experiment):
                     _, w_dot = lemma4_dynamics(W, V, x, x_pos=xp, alpha=alpha, activation=act, project=False)
                     cos = _abs_cos_within_rf(gW)
                     stats = [cos.min(), cos.mean(), (w_dot - gW).norm() / gW.norm()]
-                    if act == "linear":
+                    if act in ("linear", "relu"):  # eq. 14 (linear h); with ReLU it is the control
                         w4, _ = thm4_linear_dynamics(W, x, s, x_pos=xp, alpha=alpha)
                         stats.append((w4 - gW).norm() / gW.norm())
                     vals = torch.stack(stats).cpu().tolist()  # one transfer per row
@@ -226,7 +258,7 @@ class Colinearity(Experiment):
                         "mean_abs_cos": vals[1],
                         "lemma4_rel_err": vals[2],
                     }
-                    if act == "linear":
+                    if act in ("linear", "relu"):
                         row["thm4_rel_err"] = vals[3]
                     rows.append(row)
         t = pd.DataFrame(rows)
@@ -240,11 +272,28 @@ class Colinearity(Experiment):
                 continue
             summ[f"{act}_mean_abs_cos"] = float(t.loc[t.activation == act, "mean_abs_cos"].mean())
             summ[f"{act}_max_min_abs_cos"] = float(t.loc[t.activation == act, "min_abs_cos"].max())
+        relu = t.loc[t.activation == "relu"]
+        summ["relu_min_abs_cos"] = float(relu["min_abs_cos"].min())
+        summ["linear_mean_abs_cos"] = float(lin["mean_abs_cos"].mean())
+        summ["relu_thm4_min_rel_err"] = float(relu["thm4_rel_err"].min())
+        # the control of lemma4, whatever cfg.activations holds: eq. 12 for the non-homogeneous h = x²
+        Wq = torch.randn(cfg.K, cfg.M, cfg.d, generator=g, dtype=torch.float64).to(dev)
+        xq = model.sample(cfg.n, generator=g)[0].to(dev)
+        sq, _ = top_eigvec_S(Wq, xq, activation="quadratic")
+        Wr = Wq.clone().requires_grad_(True)
+        (gq,) = torch.autograd.grad(two_layer_energy(Wr, sq[None, :], xq, activation="quadratic"), Wr)
+        _, wq_dot = lemma4_dynamics(Wq, sq[None, :], xq, activation="quadratic", project=False)
+        summ["lemma4_rel_err_quadratic"] = float((wq_dot - gq).norm() / gq.norm())
         summ["lemma4_max_rel_err_homogeneous"] = float(
             t.loc[t.activation.isin(["linear", "relu", "leaky_relu"]), "lemma4_rel_err"].max()
         )
         summ.update(_critical_path(cfg, model, ctx.generator(1)))
         res = Result(tables={"cosines": t}, summary=summ)
+        res.notes.append(
+            f"Thm. 4 (2): the critical points on the path have zero energy (largest |E_α| "
+            f"{summ['path_max_rel_energy']:.1e} of a random W's): with linear h and C_α[x]v_k = 0, C_α[f₂] = 0, so "
+            "the path joins minima of E_α, not learned features."
+        )
         res.notes.append(
             "Quadratic h(x) = x² satisfies h = ½h'(x)x, so eq. 12 holds up to the factor ½ for it "
             "(its Lemma-4 error is not part of the homogeneous check)."
@@ -254,12 +303,19 @@ class Colinearity(Experiment):
     def measure(self, cfg: ColinearityConfig, result: Result) -> dict:
         s = result.summary
         return {
-            "linear-colinear": s["linear_min_abs_cos"],
-            "eq14": s["linear_thm4_max_rel_err"],
-            "lemma4": s["lemma4_max_rel_err_homogeneous"],
-            "relu-not-colinear": s["relu_mean_abs_cos"],
+            "linear-colinear": Measured(s["linear_min_abs_cos"], control=s["relu_min_abs_cos"]),
+            "eq14": Measured(s["linear_thm4_max_rel_err"], control=s["relu_thm4_min_rel_err"]),
+            "lemma4": Measured(
+                s["lemma4_max_rel_err_homogeneous"],
+                control=s["lemma4_rel_err_quadratic"],
+            ),
+            "relu-not-colinear": Measured(s["relu_mean_abs_cos"], control=s["linear_mean_abs_cos"]),
+            "critical-path-zero-energy": Measured(
+                s["path_max_rel_energy"], detail=f"swapped W'*: {s['swap_rel_energy']:.2e}"
+            ),
             "critical-path": Measured(
                 s["path_max_rel_grad"],
+                control=s["control_path_max_rel_grad"],
                 detail=f"{cfg.path_points} points; filters at W* differ by "
                 f"min |cos| {s['path_distinct_min_abs_cos']:.3f}",
             ),

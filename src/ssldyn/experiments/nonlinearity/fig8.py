@@ -7,6 +7,10 @@ has at least 8 local maxima, not orthogonal to each other; linear has exactly 2,
 (top PCA direction). We also run power iteration (eq. PI) from each ReLU maximum to see
 whether it is a fixed point of eq. 7 (a critical point), reported in the summary.
 
+Controls (claims-v3): each count or angle of one curve is also measured on the other curve of the
+same run — the ReLU counts on the linear curve (which the paper says has only ±φ₁), the linear
+statements on the ReLU curve.
+
 Runs on ``ctx.device`` (energy curves, eigen-decomposition, power iteration); the local-maximum
 search (numpy) and the tables use CPU copies.
 """
@@ -72,29 +76,32 @@ class Fig8(Experiment):
         ClaimSpec(
             "relu-many-maxima", "With ReLU, E_α(θ) has many local maxima (≥ 8).", LOC, kind="paper",
             reading="number of local maxima of the exact E_α(θ) on a θ grid (prominence floor 1e-6 of the range)",
-            relation=ge(8), basis="paper: '(≥ 8)'",
+            relation=ge(8), basis="paper: '(≥ 8)'", control="the linear curve's count (same landscape)",
         ),
         ClaimSpec(
             "more-than-pca", "... much more than 2 × 2 = 4, the most local maxima PCA directions can give in 2D.",
             LOC, kind="paper", reading="number of ReLU local maxima", relation=gt(4),
-            basis="paper: '2 × 2 = 4' (±φ₁, ±φ₂)",
+            basis="paper: '2 × 2 = 4' (±φ₁, ±φ₂)", control="the linear curve's count (same landscape)",
         ),
         ClaimSpec(
             "linear-two-maxima", "With linear activation there are only two local maxima.", LOC, kind="paper",
             reading="number of local maxima of the linear curve", relation=equals(2), basis="paper: 'only two'",
             rule=every_seed("an exact count: a mean of counts is not a count"),
+            control="the ReLU curve's count (same landscape)",
         ),
         ClaimSpec(
             "linear-at-phi1", "The linear maxima are at ±φ₁, the largest PCA eigenvector.", LOC, kind="paper",
             reading="largest angle between a linear maximum and the nearer of ±φ₁ (degrees)",
             relation=lambda cfg: le(2 * 360.0 / cfg.n_grid),
             basis="method: two steps of the θ grid (the maxima are located on the grid)",
+            control="the largest angle between a ReLU maximum and the nearer of ±φ₁",
         ),
         ClaimSpec(
             "relu-not-orthogonal", "Unlike PCA directions, the ReLU local optima are not orthogonal to each other.",
             LOC, kind="paper", reading="smallest angle between neighbouring ReLU maxima (degrees)",
             relation=lambda cfg: lt(90.0 - 2 * 360.0 / cfg.n_grid),
             basis="method: 90° minus two grid steps (orthogonal maxima would be 90° apart up to the grid)",
+            control="the smallest angle between neighbouring maxima of the linear curve",
         ),
     )  # fmt: skip
 
@@ -113,10 +120,12 @@ class Fig8(Experiment):
         lam, vec = torch.linalg.eigh(uniform_contrastive_covariance(x))
         phi1 = vec[:, -1]
         phi_ang = math.atan2(float(phi1[1]), float(phi1[0]))
-        lin_dev = [
-            min(abs((m - a + math.pi) % (2 * math.pi) - math.pi) for a in (phi_ang, phi_ang + math.pi))
-            for m in maxima["linear"]
-        ]
+
+        def dev_from_phi1(ms) -> list[float]:
+            return [min(abs((m - a + math.pi) % (2 * math.pi) - math.pi) for a in (phi_ang, phi_ang + math.pi))
+                    for m in ms]  # fmt: skip
+
+        lin_dev, nonlin_dev = dev_from_phi1(maxima["linear"]), dev_from_phi1(maxima[cfg.activation])
         # are the ReLU maxima fixed points of eq. PI?
         w_max = torch.stack([torch.tensor([math.cos(t), math.sin(t)]) for t in maxima[cfg.activation]])
         w_max = w_max.double().to(dev)  # (n_max, 2)
@@ -124,6 +133,7 @@ class Fig8(Experiment):
         moved = torch.rad2deg(torch.arccos((w_pi * w_max).sum(-1).clamp(-1, 1))).cpu().numpy()
         step = 360.0 / cfg.n_grid
         seps = circ_sep_deg(maxima[cfg.activation])
+        lin_seps = circ_sep_deg(maxima["linear"])
         res = Result(
             tables={
                 "curves": pd.DataFrame(
@@ -135,6 +145,8 @@ class Fig8(Experiment):
                 "n_max_nonlinear": int(len(maxima[cfg.activation])),
                 "n_max_linear": int(len(maxima["linear"])),
                 "linear_max_dev_deg": float(np.rad2deg(max(lin_dev))) if lin_dev else float("nan"),
+                "nonlinear_max_dev_deg": float(np.rad2deg(max(nonlin_dev))) if nonlin_dev else float("nan"),
+                "min_sep_linear_deg": float(lin_seps.min()) if len(lin_seps) else float("nan"),
                 "phi1_deg": math.degrees(phi_ang),
                 "grid_step_deg": step,
                 "min_sep_nonlinear_deg": float(seps.min()) if len(seps) else float("nan"),
@@ -164,13 +176,18 @@ class Fig8(Experiment):
 
     def measure(self, cfg: Fig8Config, result: Result) -> dict:
         s = result.summary
+        nl, li = s["n_max_nonlinear"], s["n_max_linear"]
         return {
-            "relu-many-maxima": s["n_max_nonlinear"],
-            "more-than-pca": s["n_max_nonlinear"],
-            "linear-two-maxima": s["n_max_linear"],
-            "linear-at-phi1": Measured(s["linear_max_dev_deg"], detail=f"φ₁ at {s['phi1_deg']:.2f}°"),
+            "relu-many-maxima": Measured(nl, control=li),
+            "more-than-pca": Measured(nl, control=li),
+            "linear-two-maxima": Measured(li, control=nl),
+            "linear-at-phi1": Measured(
+                s["linear_max_dev_deg"], control=s["nonlinear_max_dev_deg"], detail=f"φ₁ at {s['phi1_deg']:.2f}°"
+            ),
             "relu-not-orthogonal": Measured(
-                s["min_sep_nonlinear_deg"], detail=f"{s['n_sep_not_90']} neighbouring separations differ from 90°"
+                s["min_sep_nonlinear_deg"],
+                control=s["min_sep_linear_deg"],
+                detail=f"{s['n_sep_not_90']} neighbouring separations differ from 90°",
             ),
         }
 

@@ -82,22 +82,27 @@ class LME(Experiment):
             "eq8", "Latent categorical model: A(u_m) = P[y=m](1 − P[y=m]) u_m u_mᵀ.", "Sec. 3.1, eq. 8",
             kind="paper", reading="max over m of ‖A_N(u_m) − eq. 8‖_F in units of its sampling error (sub-batch SE)",
             relation=le(4.0), basis="method: 4 standard errors (a z-score is ~1 under eq. 8; P(max of d > 4) < 1e-3 with 50 sub-batches)",
+            bounds=(0.0, float("inf")),
+            control="the smallest z-score of the same A_N(u_m) against eq. 9's form (the other model's formula)",
         ),
         ClaimSpec(
             "eq9", "Latent summation model: A(u_m) = (1 − q_m)² u_m u_mᵀ + q_m(I − u_m u_mᵀ).", "Sec. 3.1, eq. 9",
             kind="paper", reading="max over m of ‖A_N(u_m) − eq. 9‖_F in units of its sampling error",
-            relation=le(4.0), basis="method: 4 standard errors",
+            relation=le(4.0), basis="method: 4 standard errors", bounds=(0.0, float("inf")),
+            control="the smallest z-score of the same A_N(u_m) against eq. 8's form q_m(1 − q_m)u_mu_mᵀ",
         ),
         ClaimSpec(
             "lme-threshold", "u_m is an LME exactly when q_m < (3 − √5)/2 ≈ 0.382.", "Sec. 3.1, eq. 9, Def. 3",
             kind="paper", reading="the Def. 3 test on the exact population agrees with q_m < 0.382 for every m, "
             "with patterns on both sides of the threshold", relation=is_true(),
             basis="relation: 'exactly when' — agreement for every pattern",
+            control="the same agreement with the threshold q_m < ½ (patterns with 0.382 < q_m < ½ must disagree)",
         ),
         ClaimSpec(
             "relu-returns", "With ReLU, power iteration started near each u_m returns to it (categorical model: "
             "every u_m is an LME).", "Sec. 3.1, eq. 8, eq. PI", kind="consequence",
             reading="fraction of starts w₀ = u_m + σg ending at cos(w, u_m) > 0.999", relation=ge(1.0),
+            bounds=(0.0, 1.0), control="the same fraction for the linear activation from the same starts (C_α[x])",
             basis="relation: every start", derivation="eq. 8: each u_m is an LME ('learnable patterns', Sec. 3.1), "
             "found by eq. PI from a start near it",
             if_fails="u_m lies on the planes u_m'ᵀx = 0 of all other atoms (h'(0) = 0), so a perturbed start activates "
@@ -107,6 +112,7 @@ class LME(Experiment):
             "relu-returns-summation", "... and near each LME u_m of the summation model (q_m < 0.382).",
             "Sec. 3.1, eq. 9, eq. PI", kind="consequence",
             reading="fraction of starts near an LME u_m ending at cos > 0.999 (exact population)", relation=ge(1.0),
+            bounds=(0.0, 1.0), control="the same fraction for the linear activation from the same starts",
             basis="relation: every start", derivation="eq. 9: u_m is a distinct top eigenvector of the locally "
             "constant A(w) when q_m < 0.382",
         ),
@@ -114,6 +120,7 @@ class LME(Experiment):
             "relu-leaves-non-lme", "Patterns with q_m > 0.382 are not LMEs: power iteration leaves them.",
             "Sec. 3.1, eq. 9", kind="consequence",
             reading="fraction of starts near a non-LME u_m ending at cos < 0.99", relation=ge(1.0),
+            bounds=(0.0, 1.0), control="the same fraction for the starts near the LME patterns (q_m < 0.382)",
             basis="relation: every start", derivation="for q_m > 0.382 the top eigenvalue of A(u_m) is q_m on u_m⊥, "
             "so eq. PI moves away from u_m",
         ),
@@ -121,6 +128,7 @@ class LME(Experiment):
             "linear-one-winner", "With linear activation every start converges to the one top eigenvector of "
             "C_α[x] (winner-take-all).", "Sec. 3", kind="paper",
             reading="smallest |cos(w, φ₁)| over all starts after power iteration with h(x) = x", relation=ge(0.999),
+            bounds=(0.0, 1.0), control="the same smallest |cos(w, φ₁)| for the ReLU endpoints (many optima)",
             basis="tolerance: |cos| ≥ 0.999 (2.6°) after 5000 iterations",
         ),
     )  # fmt: skip
@@ -149,6 +157,9 @@ class LME(Experiment):
                     probs[m] * (1 - probs[m]) * P if model == "categorical" else (1 - q[m]) ** 2 * P + q[m] * (eye - P)
                 )
                 A = A_full(u)
+                # the control: the other model's formula (eq. 9 for categorical data, eq. 8 for summation data)
+                pq = probs[m] if model == "categorical" else q[m]
+                wrong = (1 - pq) ** 2 * P + pq * (eye - P) if model == "categorical" else pq * (1 - pq) * P
                 rows.append(
                     {
                         "model": model,
@@ -157,6 +168,7 @@ class LME(Experiment):
                         "abs_err": float((A - ref).abs().max()),
                         "rel_err": float((A - ref).norm() / ref.norm()),
                         "z": _z_score([a(u) for a in subs], A, ref),
+                        "z_other_formula": _z_score([a(u) for a in subs], A, wrong),
                     }
                 )
         closed = pd.DataFrame(rows)
@@ -209,8 +221,18 @@ class LME(Experiment):
         res = Result(tables={"closed_form": closed, "lme": lmes, "power_iteration": pi_table})
         res.add_trajectory(pi_sum.trajectory)
         zc, zs = closed.loc[closed.model == "categorical"], closed.loc[closed.model == "summation"]
+        cos_lin_target = (pi_lin.state * targets).sum(-1).abs()
+        cos_relu_phi1 = (pi_cat.state @ phi1).abs()
         res.summary = {
             "max_z_categorical": float(zc["z"].max()),
+            "min_z_categorical_other_formula": float(zc["z_other_formula"].min()),
+            "min_z_summation_other_formula": float(zs["z_other_formula"].min()),
+            "lme_agreement_half": int((lmes.loc[:, "is_lme"] == (lmes.loc[:, "q"] < 0.5)).sum()),
+            "linear_return": float((cos_lin_target > 0.999).double().mean()),
+            "relu_leave_summation_lme": float((cos_sum[is_lme_pat] < 0.99).double().mean())
+            if is_lme_pat.any()
+            else float("nan"),
+            "relu_min_cos_phi1": float(cos_relu_phi1.min()),
             "max_z_summation": float(zs["z"].max()),
             "max_rel_err_categorical": float(zc["rel_err"].max()),
             "max_rel_err_summation": float(zs["rel_err"].max()),
@@ -239,18 +261,20 @@ class LME(Experiment):
         s = result.summary
         agree = s["lme_agreement"] == s["n_patterns"] and s["n_q_below"] > 0 and s["n_q_above"] > 0
         return {
-            "eq8": s["max_z_categorical"],
-            "eq9": s["max_z_summation"],
+            "eq8": Measured(s["max_z_categorical"], control=s["min_z_categorical_other_formula"]),
+            "eq9": Measured(s["max_z_summation"], control=s["min_z_summation_other_formula"]),
             "lme-threshold": Measured(
                 agree,
+                control=s["lme_agreement_half"] == s["n_patterns"],
                 detail=f"{s['lme_agreement']}/{s['n_patterns']} agree; {s['n_q_below']} below, "
                 f"{s['n_q_above']} above 0.382",
             ),
-            "relu-returns": s["relu_return_categorical"],
-            "relu-returns-summation": s["relu_return_summation_lme"],
-            "relu-leaves-non-lme": s["relu_leave_summation_nonlme"],
+            "relu-returns": Measured(s["relu_return_categorical"], control=s["linear_return"]),
+            "relu-returns-summation": Measured(s["relu_return_summation_lme"], control=s["linear_return"]),
+            "relu-leaves-non-lme": Measured(s["relu_leave_summation_nonlme"], control=s["relu_leave_summation_lme"]),
             "linear-one-winner": Measured(
                 s["linear_min_cos_phi1"],
+                control=s["relu_min_cos_phi1"],
                 detail=f"{s['linear_distinct_endpoints']} distinct endpoint(s) vs "
                 f"{s['relu_distinct_endpoints_categorical']} with ReLU",
             ),

@@ -77,7 +77,9 @@ class ModulationConfig(ExperimentConfig):
     converged_cos: float = Field(0.95, gt=0, lt=1, description="Part 2: a filter is at pattern a when cos ≥ this")
     mc_samples: int = Field(1_000_000, ge=10_000, description="Part 3: Monte Carlo samples of Y")
     eps_grid: list[float] = Field(
-        [-0.9, -0.5, -0.2, 0.0, 0.2, 0.5, 0.9, 1.5], min_length=2, description="Part 3: modulation factors ε_l"
+        [-1.5, -1.0, -0.9, -0.5, -0.2, 0.0, 0.2, 0.5, 0.9, 1.5],
+        min_length=2,
+        description="Part 3: modulation factors ε_l",
     )
     eps_vectors: int = Field(20, ge=1, description="Part 3: random ε vectors for eq. 156-157")
 
@@ -109,13 +111,25 @@ def structural_flow(y0: torch.Tensor, b: float, cs: torch.Tensor, t_max: float, 
 
 
 def p_event_closed_form(eps: float, d: int) -> float:
-    """``P[E_l]`` of eq. 155 for ``Y ~ U[−1, 1]^d`` (the ``ε > 1`` case is ½)."""
+    """``P[E_l] = P[Y_l > 0, Y_l + ε ≥ max_{l'≠l} Y_l']`` of eq. 155 for ``Y ~ U[−1, 1]^d``.
+
+    With ``F(m) = ((m + 1)/2)^{d−1}`` the CDF of the maximum of the other ``d − 1`` coordinates,
+    ``P = ½∫₀¹ F(y + ε) dy`` (F clipped to [0, 1]):
+
+    * ``ε > 1``: ½ (eq. 155 prints "ε_l > 1" here, an erratum);
+    * ``0 ≤ ε ≤ 1``: ``(1 − ((1 + ε)/2)^d)/d + ε/2``;
+    * ``−1 < ε < 0``: ``((1 + ε/2)^d − ((1 + ε)/2)^d)/d``;
+    * ``−2 < ε ≤ −1``: ``(1 + ε/2)^d/d`` (the lower end of the integral is ``y = −1 − ε ≥ 0``);
+    * ``ε ≤ −2``: 0.
+    """
     if eps > 1:
         return 0.5
     if eps >= 0:
         return (1 - ((1 + eps) / 2) ** d) / d + eps / 2
     if eps > -1:
         return ((1 + eps / 2) ** d - ((1 + eps) / 2) ** d) / d
+    if eps > -2:
+        return (1 + eps / 2) ** d / d
     return 0.0
 
 
@@ -149,13 +163,18 @@ class Modulation(Experiment):
         ClaimSpec(
             "basin-grows", "Adding c·u_l u_lᵀ (c > 0) enlarges the attractive basin of u_l.", "Thm. 6",
             kind="paper", reading="fraction of random initialisations converging to +u_0 at the largest c minus at c = 0",
-            relation=gt(0.0), basis="relation: 'larger basin' means a larger fraction of initialisations",
+            relation=gt(0.05), bounds=(-1.0, 1.0), basis="relation: 'larger basin' means a larger fraction of "
+            "initialisations", effect="tolerance: 5 points (20 of the 400 quick initialisations, > 3 binomial SE "
+            "of a paired difference)",
+            control="the same difference for the fraction converging to a given other +u_l (l ≠ 0), same flows",
         ),
         ClaimSpec(
             "basin-monotone", "... the more, the larger c.", "Thm. 6, eq. 151", kind="consequence",
             reading="largest decrease of that fraction between consecutive c (same initialisations)",
-            relation=le(0.0), basis="relation: non-decreasing in c",
-            derivation="eq. 151: ∂t*/∂b < 0, so a larger c lowers the blow-up time of u_0 for every start",
+            relation=lambda cfg: le(0.5 / cfg.inits), bounds=(-1.0, 1.0),
+            basis="relation: non-decreasing in c — no initialisation leaves the basin (half of one initialisation's "
+            "share)", derivation="eq. 151: ∂t*/∂b < 0, so a larger c lowers the blow-up time of u_0 for every start",
+            control="the largest decrease of the fraction converging to a given other +u_l (its basin shrinks)",
         ),
         ClaimSpec(
             "eq147", "The 1-D dynamics ẏ = (y + b)y has the closed form y/(y + b) = y(0)/(y(0) + b)·e^{bt}.",
@@ -167,24 +186,33 @@ class Modulation(Experiment):
             "prefers-delta", "With global modulation, w_k goes to the discriminative direction Δ_k with higher "
             "probability than to the other patterns of A_k.", LOC5, kind="paper",
             reading="eq. 15 from random filters: fraction of all filters at a discriminative pattern per such pattern "
-            "minus the fraction at a non-discriminative pattern per such pattern", relation=gt(0.0),
-            basis="relation: 'higher probability'",
+            "minus the fraction at a non-discriminative pattern per such pattern", relation=gt(0.05),
+            bounds=(-1.0, 1.0), basis="relation: 'higher probability'",
+            effect="tolerance: 5 points per pattern (≈ 3 binomial SE over the 240 filters of the quick preset)",
+            control="the same difference under the one-layer flow from the same starts (no modulation: the "
+            "patterns have equal marginals)",
         ),
         ClaimSpec(
             "modulation-raises-delta", "The top-down term raises P[w_k → Δ_k] above the one-layer flow's.", LOC5,
             kind="consequence",
-            reading="fraction of all filters at a discriminative pattern: eq. 15 minus the one-layer flow (same starts)",
-            relation=gt(0.0), basis="relation: 'raises'",
+            reading="among the filters that move under eq. 15 (Δ_k(w_k) ≠ 0; the others never move): fraction at a "
+            "discriminative pattern, eq. 15 minus the one-layer flow from the same starts", relation=gt(0.05),
+            bounds=(-1.0, 1.0), basis="relation: 'raises'",
+            effect="tolerance: 5 points of the moving filters (≈ 1 binomial SE over the ~170 moving filters of "
+            "the quick preset, ≈ 2 over the ~570 of the default 200 starts × 4 RFs)",
             derivation="Thm. 6: adding δ_kΔ_kΔ_kᵀ (δ_k ≥ 0) to A_k enlarges the basin of Δ_k",
-            if_fails="under eq. 15 a filter with no positive weight on a discriminative pattern has Δ_k(w_k) = 0, so "
-            "s_k = 0 and it never moves; the modulation suppresses the other patterns rather than adding filters at Δ_k",
+            control="the same difference at the non-discriminative patterns (Thm. 6: their basins shrink)",
+            if_fails="the gain at Δ_k is small: most of the modulation's effect is the suppression of the other "
+            "patterns (claim modulation-suppresses-others) and the filters that never move",
         ),
         ClaimSpec(
             "modulation-suppresses-others", "... and lowers the probability of the non-discriminative patterns.",
             LOC5, kind="consequence",
-            reading="fraction of all filters at a non-discriminative pattern: eq. 15 minus the one-layer flow",
-            relation=lt(0.0), basis="relation: 'lowers'",
+            reading="among the filters that move under eq. 15: fraction at a non-discriminative pattern, eq. 15 minus "
+            "the one-layer flow (the never-moving filters, at no pattern, are left out)", relation=lt(-0.05),
+            bounds=(-1.0, 1.0), basis="relation: 'lowers'", effect="tolerance: as modulation-raises-delta",
             derivation="the basins of the patterns partition the sphere; enlarging Δ_k's shrinks the others (Thm. 6)",
+            control="the same difference at the discriminative patterns",
         ),
         ClaimSpec(
             "eq15-equals-eq12", "Eq. 15 (with δ_k of eq. 143) equals the two-layer dynamics of Lemma 4 with S = ssᵀ.",
@@ -194,19 +222,25 @@ class Modulation(Experiment):
         ),
         ClaimSpec(
             "eq155", "P[E_l] for Y ~ U[−1, 1]^d has the closed form of eq. 155.", "App. C.3, eq. 155", kind="paper",
-            reading="largest |Monte Carlo − eq. 155| in Monte Carlo standard errors over the ε grid",
-            relation=le(4.0), basis="method: 4 standard errors of a binomial proportion",
+            reading="largest |Monte Carlo − eq. 155| in Monte Carlo standard errors over the ε grid (ε ≤ 1, "
+            "including ε ≤ −1 where P = (1 + ε/2)^d/d)",
+            relation=le(4.0), basis="method: 4 standard errors of a binomial proportion", bounds=(0.0, float("inf")),
+            control="the same z-score against eq. 155 evaluated one dimension off (d − 1): the Monte Carlo must "
+            "resolve it",
         ),
         ClaimSpec(
             "eq156", "The top-ranked modulation factor gives P[E_c(1)] ≥ (ε_c(1) − ε_c(2))/2.", "App. C.3, eq. 156",
             kind="paper", reading="largest (bound − Monte Carlo)/SE over random ε vectors with gaps ≤ 1",
             relation=le(4.0), basis="method: 4 Monte Carlo standard errors",
+            control="the same z on the same ε vectors with the top factor moved 1.3 above the second (a gap > 1, "
+            "outside the bound's range: P ≤ ½ < gap/2)",
         ),
         ClaimSpec(
             "eq157", "A rank-r factor gives P[E_c(r)] ≤ min_{r'<r} (1 − (ε_c(r') − ε_c(r))/2)^{r'+1}/(r' + 1).",
             "App. C.3, eq. 157", kind="paper",
             reading="largest (Monte Carlo − bound)/SE over the ranks r ≥ 2 of random ε vectors",
             relation=le(4.0), basis="method: 4 Monte Carlo standard errors",
+            control="the same z against half the bound (shows the Monte Carlo resolves the bound's slack)",
         ),
         Erratum(
             "thm5-delta-remark", "Thm. 5's closing remark drops the factor 1/(Z²(λ − d_k)) of eq. 143.",
@@ -253,13 +287,20 @@ class Modulation(Experiment):
             [torch.randn(cfg.inits2, cfg.K, cfg.P, generator=g, dtype=torch.float64) for g in ctx.generators(1)]
         ).to(dev)  # (S, E, K, P)
         two = {}
+        live = None  # filters that move under eq. 15 (Δ_k(w_k) ≠ 0 at the start); the rest never move
         for mod in (True, False):
             W = thm5_flow(W0, xs, zs, weights=ws, modulation=mod, steps=max(1, round(cfg.t_max2 / cfg.dt2)),
                           dt=cfg.dt2).state  # (S, E, K, P)  # fmt: skip
             bestv, besti = W.max(-1)
             at = bestv >= cfg.converged_cos
             moved = (W - W0 / W0.norm(dim=-1, keepdim=True)).norm(dim=-1) > 1e-9
+            if mod:
+                live = moved  # (S, E, K)
+            assert live is not None
+            n_live = live.double().sum((-2, -1)).clamp_min(1)
             two[mod] = {
+                "disc_live": (at & (besti < 2) & live).double().sum((-2, -1)) / n_live,  # (S,)
+                "other_live": (at & (besti >= 2) & live).double().sum((-2, -1)) / n_live,
                 "disc": (at & (besti < 2)).double().mean((-2, -1)),  # (S,)
                 "other": (at & (besti >= 2)).double().mean((-2, -1)),
                 "neither": (~at).double().mean((-2, -1)),
@@ -295,6 +336,18 @@ class Modulation(Experiment):
                 "neither_modulated": float(m_["neither"]),
                 "frozen_modulated": float(m_["frozen"]),
                 "prefers_delta": float(m_["disc"]) / n_disc - float(m_["other"]) / n_other,
+                "prefers_delta_one_layer": float(o_["disc"]) / n_disc - float(o_["other"]) / n_other,
+                "disc_live_modulated": float(m_["disc_live"]),
+                "disc_live_one_layer": float(o_["disc_live"]),
+                "other_live_modulated": float(m_["other_live"]),
+                "other_live_one_layer": float(o_["other_live"]),
+                "gain_live_per_disc": (float(m_["disc_live"]) - float(o_["disc_live"])) / n_disc,
+                "gain_live_per_other": (float(m_["other_live"]) - float(o_["other_live"])) / n_other,
+                "n_filters": int(cfg.inits2 * cfg.K),
+                "max_increase_other_over_c": float(np.max(np.diff(basin["frac_to_other_plus"].to_numpy()))),
+                "max_decrease_other_over_c": float(np.max(-np.diff(basin["frac_to_other_plus"].to_numpy()))),
+                "other_plus_c0": float(basin["frac_to_other_plus"].iloc[0]),
+                "other_plus_cmax": float(basin["frac_to_other_plus"].iloc[-1]),
                 "eq15_rel_err": err15,
                 "delta_remark_rel_diff": delta_printed,
                 "delta_corrected_rel_diff": delta_fixed,
@@ -314,28 +367,41 @@ class Modulation(Experiment):
         return {
             "basin-grows": Measured(
                 s["frac_to_u0_cmax"] - s["frac_to_u0_c0"],
-                detail=f"{s['frac_to_u0_c0']:.3f} → {s['frac_to_u0_cmax']:.3f}",
+                control=s["other_plus_cmax"] - s["other_plus_c0"],
+                detail=f"{s['frac_to_u0_c0']:.3f} → {s['frac_to_u0_cmax']:.3f}; a given other u_l: "
+                f"{s['other_plus_c0']:.3f} → {s['other_plus_cmax']:.3f}",
             ),
-            "basin-monotone": s["max_decrease_over_c"],
+            "basin-monotone": Measured(s["max_decrease_over_c"], control=s["max_decrease_other_over_c"]),
             "eq147": s["eq147_rel_err"],
             "prefers-delta": Measured(
                 s["prefers_delta"],
+                control=s["prefers_delta_one_layer"],
                 detail=f"all filters: {s['disc_modulated']:.3f} at the 2 discriminative patterns, "
                 f"{s['other_modulated']:.3f} at the {cfg.P - 2} others, {s['neither_modulated']:.3f} at none "
-                f"({s['frozen_modulated']:.3f} never moved)",
+                f"({s['frozen_modulated']:.3f} never moved); one-layer {s['prefers_delta_one_layer']:.3f}",
             ),
             "modulation-raises-delta": Measured(
-                s["disc_modulated"] - s["disc_one_layer"],
-                detail=f"{s['disc_modulated']:.3f} (eq. 15) vs {s['disc_one_layer']:.3f} (one-layer)",
+                s["disc_live_modulated"] - s["disc_live_one_layer"],
+                control=s["other_live_modulated"] - s["other_live_one_layer"],
+                detail=f"moving filters: {s['disc_live_modulated']:.3f} (eq. 15) vs {s['disc_live_one_layer']:.3f} "
+                f"(one-layer); all filters {s['disc_modulated']:.3f} vs {s['disc_one_layer']:.3f} "
+                f"({s['frozen_modulated']:.3f} never move)",
             ),
             "modulation-suppresses-others": Measured(
-                s["other_modulated"] - s["other_one_layer"],
-                detail=f"{s['other_modulated']:.3f} (eq. 15) vs {s['other_one_layer']:.3f} (one-layer)",
+                s["other_live_modulated"] - s["other_live_one_layer"],
+                control=s["disc_live_modulated"] - s["disc_live_one_layer"],
+                detail=f"moving filters: {s['other_live_modulated']:.3f} (eq. 15) vs {s['other_live_one_layer']:.3f} "
+                f"(one-layer); all filters {s['other_modulated']:.3f} vs {s['other_one_layer']:.3f}, of which the "
+                f"never-moving {s['frozen_modulated']:.3f} account for the rest",
             ),
             "eq15-equals-eq12": s["eq15_rel_err"],
-            "eq155": s["eq155_max_z"],
-            "eq156": Measured(s["eq156_max_z"], detail=f"{s['eq156_cases']} ε vectors"),
-            "eq157": Measured(s["eq157_max_z"], detail=f"{s['eq157_cases']} (vector, rank) cases"),
+            "eq155": Measured(s["eq155_max_z"], control=s["eq155_control_max_z"]),
+            "eq156": Measured(
+                s["eq156_max_z"], control=s["eq156_control_max_z"], detail=f"{s['eq156_cases']} ε vectors"
+            ),
+            "eq157": Measured(
+                s["eq157_max_z"], control=s["eq157_control_max_z"], detail=f"{s['eq157_cases']} (vector, rank) cases"
+            ),
             "thm5-delta-remark": Measured(
                 s["delta_remark_rel_diff"], detail=f"corrected form vs eq. 143: {s['delta_corrected_rel_diff']:.1e}"
             ),
@@ -419,10 +485,13 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
         p_mc = float(((y0 > 0) & (y0 + eps >= others)).double().mean())
         p_cf = p_event_closed_form(eps, d)
         se = math.sqrt(max(p_cf * (1 - p_cf), 1.0 / n) / n)
-        rows.append({"eps": eps, "mc": p_mc, "closed_form": p_cf, "z": abs(p_mc - p_cf) / se})
+        p_off = p_event_closed_form(eps, d - 1)  # the control: the same formula one dimension off
+        rows.append({"eps": eps, "mc": p_mc, "closed_form": p_cf, "z": abs(p_mc - p_cf) / se,
+                     "z_control": abs(p_mc - p_off) / se})  # fmt: skip
     table = pd.DataFrame(rows)
     big = table.loc[table["eps"] > 1]
     z156, z157, n156, n157 = [], [], 0, 0
+    z156c, z157c = [], []  # controls: a top gap of 1.3 > 1 (eq. 156), half the bound (eq. 157)
     for _ in range(cfg.eps_vectors):
         eps = (torch.rand(d, generator=g, dtype=torch.float64) - 0.5).to(dev) * 1.6  # gaps below 1
         shifted = Y + eps  # (n, d)
@@ -435,14 +504,25 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
         se = torch.sqrt(torch.clamp(ps_ * (1 - ps_), min=1.0 / n) / n)
         gap12 = float(es[0] - es[1])
         z156.append(float((0.5 * gap12 - ps_[0]) / se[0]))
+        # control: the same vector with the top factor moved 1.3 above the second (gap > 1: P ≤ ½ < gap/2)
+        eps_c = es.clone()
+        eps_c[0] = es[1] + 1.3
+        sh = Y[:, order] + eps_c
+        pc = ((sh[:, 0] >= sh.amax(-1)) & (Y[:, order[0]] > 0)).double().mean()
+        sec = torch.sqrt(torch.clamp(pc * (1 - pc), min=1.0 / n) / n)
+        z156c.append(float((0.5 * 1.3 - pc) / sec))
         n156 += 1
         for r in range(1, d):  # rank r + 1 (0-based r)
             bounds = [(1 - float(es[rp] - es[r]) / 2) ** (rp + 2) / (rp + 2) for rp in range(r)]
             z157.append(float((ps_[r] - min(bounds)) / se[r]))
+            z157c.append(float((ps_[r] - 0.5 * min(bounds)) / se[r]))
             n157 += 1
     return {
         "table": table,
         "eq155_max_z": float(table.loc[table["eps"] <= 1, "z"].max()),
+        "eq155_control_max_z": float(table.loc[table["eps"] <= 1, "z_control"].max()),
+        "eq156_control_max_z": max(z156c),
+        "eq157_control_max_z": max(z157c),
         "eq155_big_eps": float(big["eps"].iloc[-1]) if len(big) else float("nan"),
         "eq155_big_eps_p": float(big["mc"].iloc[-1]) if len(big) else float("nan"),
         "eq155_big_eps_z": float(big["z"].iloc[-1]) if len(big) else float("nan"),

@@ -9,7 +9,14 @@ experiments (:mod:`.token_plots`). Protocol choices (see README, "Token-generato
 
 - learning rate 0.02 (the reference implementation's documented command), not the 2e-3 of
   the paper's text: with 2e-3, χ̄₊ only moves from ≈0.36 to ≈0.48 in 5000 steps;
-- for the linear activation χ± use |cos| (a filter's sign is arbitrary);
+- χ± as eq. 16 prints it (signed cosine) for ReLU and LeakyReLU; ``|cos|`` for the sign-symmetric
+  activations (linear, tanh, x², and sigmoid under BN), whose filters' sign is not identifiable
+  (:func:`~ssldyn.dynamics.ensemble_trainer.sign_symmetric`: the paper's Fig. 4/9 (a) shows the
+  linear network at P = 1, β = 1 working well, which a single sign-arbitrary filter scored with the
+  signed cosine could not). Every run also records ``chi_minus_signed``, χ̄₋ with the signed cosine
+  (eq. 181 as printed) whatever the activation, so χ̄₋ can be compared across activations on one
+  metric: the same filters score the same at initialisation, and a sign-symmetric network's signed
+  score is at most its ``|cos|`` score;
 - BN default ``mean_only`` (the paper's Def. 5 and the documented command's
   ``backprop_var=false``) where the paper does not state the variant.
 """
@@ -28,7 +35,9 @@ from ssldyn.data.tokens import TokenGenerator
 from ssldyn.dynamics.ensemble_trainer import (
     TokenRun,
     group_token_runs,
+    sign_symmetric,
     token_ensemble_cost,
+    token_probes,
     train_token_ensemble,
 )
 from ssldyn.dynamics.trajectory import Trajectory
@@ -36,7 +45,7 @@ from ssldyn.lab import ExperimentConfig
 from ssldyn.lab.context import Context
 
 CACHE_NAMESPACE = "token_runs"
-PROBES = ("chi_plus", "chi_minus", "loss")
+PROBES = ("chi_plus", "chi_minus", "chi_minus_signed", "loss")
 
 
 def make_runs(
@@ -86,6 +95,7 @@ def run_key(run: TokenRun, steps: int, every: int, keep_filters: bool, compile: 
         "filters": keep_filters,
         "dtype": "float32",
         "compile": compile,
+        "probes": list(PROBES),
     }
 
 
@@ -101,11 +111,31 @@ class EnsembleTask:
     compile: bool = False
 
 
+def chi_probes(runs: Sequence[TokenRun], device: str = "cpu") -> dict:
+    """χ̄₊, χ̄₋ in the activation's metric (:func:`~ssldyn.dynamics.ensemble_trainer.sign_symmetric`) and
+    ``chi_minus_signed`` (χ̄₋ with the signed cosine, eq. 181, for every run) as probes ``net -> (E,)`` of an
+    ensemble of ``runs``."""
+    import torch
+
+    gens = [TokenGenerator(r.spec, r.seed) for r in runs]
+    emb = torch.stack([g.embedding for g in gens]).to(device=device, dtype=torch.float32)  # (E, T, d)
+    relevant = torch.stack([g.relevant for g in gens]).to(device)  # (E, K, T)
+    absolute = torch.tensor([sign_symmetric(r.activation, r.bn) for r in runs], device=device)  # (E,)
+    probes = token_probes(emb, relevant, absolute)
+    probes["chi_minus_signed"] = token_probes(emb, relevant, False)["chi_minus"]
+    return probes
+
+
 def train_ensemble_task(task: EnsembleTask) -> list[dict[str, np.ndarray]]:
     """Train one ensemble (a lab task) -> one record per run: ``step``, ``chi_plus``, ``chi_minus``,
-    ``loss`` at the logged steps, and ``filters`` ``(K, M, d)`` when kept."""
+    ``chi_minus_signed``, ``loss`` at the logged steps, and ``filters`` ``(K, M, d)`` when kept."""
     res = train_token_ensemble(
-        list(task.runs), steps=task.steps, every=task.every, device=task.device, compile=task.compile
+        list(task.runs),
+        steps=task.steps,
+        every=task.every,
+        device=task.device,
+        compile=task.compile,
+        probes=chi_probes(task.runs, task.device),
     )
     frame = res.trajectory.to_frame()
     table = {
@@ -176,8 +206,8 @@ def token_data(run: TokenRun) -> dict[str, np.ndarray]:
 
 
 def grid_frame(runs: Sequence[TokenRun], traj: Trajectory) -> pd.DataFrame:
-    """Long table: loss, activation, beta, P, zeta, bn, init, step, chi_plus, chi_minus, loss_value
-    (one row per run and logged step, runs in order)."""
+    """Long table: loss, activation, beta, P, zeta, bn, init, step, chi_plus, chi_minus, chi_minus_signed,
+    loss_value (one row per run and logged step, runs in order)."""
     frame = traj.to_frame()
     wide = frame.pivot_table(index=["member", "step"], columns="probe", values="value", aggfunc="first").reset_index()
     settings = pd.DataFrame(
@@ -189,17 +219,21 @@ def grid_frame(runs: Sequence[TokenRun], traj: Trajectory) -> pd.DataFrame:
     )
     out = settings.iloc[wide["member"].to_numpy(dtype=np.int64)].reset_index(drop=True)
     out["step"] = wide["step"].to_numpy(dtype=np.int64)
-    for probe, col in (("chi_plus", "chi_plus"), ("chi_minus", "chi_minus"), ("loss", "loss_value")):
+    for probe, col in (("chi_plus", "chi_plus"), ("chi_minus", "chi_minus"), ("chi_minus_signed", "chi_minus_signed"),
+                       ("loss", "loss_value")):  # fmt: skip
         out[col] = wide[probe].to_numpy(dtype=np.float64)
     return out
 
 
-def final_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean and std over seeds of the final χ̄± per (loss, activation, ζ, bn, β, P)."""
-    last = df[df["step"] == df["step"].max()]
+def final_table(df: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
+    """Mean and std over seeds of χ̄± per (loss, activation, ζ, bn, β, P) at ``step`` (default the last;
+    ``0``: at initialisation)."""
+    last = df[df["step"] == (df["step"].max() if step is None else step)]
+    if last.empty:
+        raise ValueError(f"final_table: no rows at step {step}")
     keys = ["loss", "activation", "zeta", "bn", "beta", "P"]
     g = last.groupby(keys)
-    t = g[["chi_plus", "chi_minus"]].agg(["mean", "std", "count"])
+    t = g[["chi_plus", "chi_minus", "chi_minus_signed"]].agg(["mean", "std", "count"])
     t.columns = [f"{a}_{b}" for a, b in t.columns]
     return t.reset_index()
 

@@ -46,6 +46,7 @@ from ssldyn.probes.cluster import uniformity_reference
 from ssldyn.viz.common import PALETTE, figure_to_rgb, new_figure, save_figure, save_gif
 
 DT = torch.float64
+INITS = ("collapsed", "invariant-uniform")
 
 
 # --------------------------------------------------------------------------------------
@@ -60,6 +61,46 @@ def random_embedding(
     """
     m = project_sphere(torch.randn(1, d, generator=g, dtype=DT))
     return project_sphere(m + spread * torch.randn(n, d, generator=g, dtype=DT)).to(device)
+
+
+def uniform_embedding(
+    labels: Tensor, d: int, g: torch.Generator, jitter: float = 0.0, device: torch.device | str | None = None
+) -> Tensor:
+    """The invariant start of Sec. 3 / Sec. 4.2: an embedding whose law is uniform and carries no cluster: ``(n, d)``.
+
+    ``n`` evenly spaced points on S¹ (``d = 2``: angles ``φ0 + 2πk/n``, random phase φ0) or ``n``
+    Fibonacci points on S² (``d = 3``, a random rotation), the *push-forward is the n-point uniform
+    measure* (the uniform optimum of vanilla GD, :func:`uniform_optimum`). The points are dealt to
+    the samples round-robin over the clusters (each cluster receives every N-th point, its members
+    in a random order), so every cluster's own push-forward is itself evenly spread: the latent
+    distribution is the same for every cluster — "no information from the data distribution μ has
+    been imbued upon the latent distribution" (Sec. 4.2, after eq. 17). Drawn on the CPU from ``g``.
+    """
+    lab = torch.as_tensor(labels).long().cpu()
+    n = lab.numel()
+    if d == 2:
+        phi = 2 * math.pi * torch.rand((), generator=g, dtype=DT) + 2 * math.pi * torch.arange(n, dtype=DT) / n
+        pts = torch.stack([phi.cos(), phi.sin()], 1)  # (n, 2)
+    elif d == 3:
+        i = torch.arange(n, dtype=DT) + 0.5
+        zc = 1 - 2 * i / n
+        phi = math.pi * (1 + math.sqrt(5)) * i
+        pts = torch.stack([(1 - zc**2).sqrt() * phi.cos(), (1 - zc**2).sqrt() * phi.sin(), zc], 1)  # (n, 3)
+        q, _ = torch.linalg.qr(torch.randn(3, 3, generator=g, dtype=DT))
+        pts = pts @ q.T
+    else:
+        raise ValueError(f"uniform_embedding: d={d}; allowed 2 (S¹) or 3 (S²)")
+    # round-robin: the k-th member of every cluster (random order within the cluster) gets consecutive points
+    rank = torch.empty(n, dtype=torch.long)
+    for q in torch.unique(lab):
+        idx = torch.nonzero(lab == q)[:, 0]
+        rank[idx[torch.randperm(len(idx), generator=g)]] = torch.arange(len(idx))
+    order = torch.argsort(rank * (int(lab.max()) + 1) + lab, stable=True)  # samples in dealing order
+    z = torch.empty(n, d, dtype=DT)
+    z[order] = pts
+    if jitter > 0:  # a perturbation off the stationary point (Thm. 3.2: the exact uniform start does not move)
+        z = project_sphere(z + jitter * torch.randn(n, d, generator=g, dtype=DT))
+    return z.to(device)
 
 
 def stack_members(make: Callable[[int, torch.Generator | None], nn.Module], gens: Sequence[torch.Generator]):
@@ -105,13 +146,25 @@ def make_members(
     d: int,
     init_spread: float,
     device: torch.device | str | None = None,
+    init: str = "collapsed",
+    jitter: float = 0.0,
 ) -> Members:
-    """Draw each seed's data and initial embedding (CPU generators), stacked on ``device``."""
+    """Draw each seed's data and initial embedding (CPU generators), stacked on ``device``.
+
+    ``init``: ``"collapsed"`` — :func:`random_embedding` (every point near one random direction, spread
+    ``init_spread``); ``"invariant-uniform"`` — :func:`uniform_embedding` with perturbation ``jitter``
+    (``init_spread`` unused).
+    """
+    if init not in INITS:
+        raise ValueError(f"init={init!r}; allowed {', '.join(INITS)}")
     data = [make_data(g) for g in data_gens]
     labels = data[0].labels
     if any(not torch.equal(dd.labels, labels) for dd in data):
         raise ValueError("make_members: every seed must have the same cluster sizes (labels)")
-    z0 = torch.stack([random_embedding(dd.n, d, init_spread, g) for dd, g in zip(data, z0_gens)])  # (E, n, d)
+    if init == "collapsed":
+        z0 = torch.stack([random_embedding(dd.n, d, init_spread, g) for dd, g in zip(data, z0_gens)])  # (E, n, d)
+    else:
+        z0 = torch.stack([uniform_embedding(dd.labels, d, g, jitter) for dd, g in zip(data, z0_gens)])  # (E, n, d)
     x = torch.stack([dd.x for dd in data])  # (E, n, D)
     return Members(x.to(device), labels, z0.to(device), data)
 

@@ -211,7 +211,7 @@ class Fig1(VariationalExperiment):
         "standin_simclr": {"widths": [8, 16, 32], "steps": 200, "batch": 96, "lr": 1e-2},
     }
     est_seconds = (15, 10800)
-    version = "2"
+    version = "3"
     claims = (
         ClaimSpec(
             "mnist-pixels-clustered", "MNIST pixel representations are already clustered by class ('visual features "
@@ -219,6 +219,8 @@ class Fig1(VariationalExperiment):
             reading="k-NN accuracy (cosine, k = knn_k) of the raw pixels on held-out digits (detail: silhouette, "
             "k-means NMI)", relation=lambda cfg: ge(cfg.clustered_knn),
             basis="tolerance: k-NN ≥ 0.8 (chance 0.1): neighbours share the class — clustered by class",
+            control="the pixels of the same digits seen through the transformations T (the stand-in's observed "
+            "images)", bounds=(0.0, 1.0),
         ),
         ClaimSpec(
             "standin-pixels-uninformative", "Stand-in for Fig. 1b: the pixels of the transformed digits are not "
@@ -230,30 +232,50 @@ class Fig1(VariationalExperiment):
             "standin-simclr-knn", "Stand-in for Fig. 1c: SimCLR uncovers class neighbourhoods not present in the "
             "pixels.", "Fig. 1, Sec. 1", kind="consequence",
             reading="k-NN accuracy of the SimCLR features − that of the pixels, both on the observed test images",
-            relation=gt(0.0), basis="relation: 'uncovers ... not present in the pixels' means higher than the pixels",
-            derivation=STANDIN_DERIVATION,
+            relation=gt(0.1), basis="relation: 'uncovers ... not present in the pixels' means higher than the pixels",
+            effect="tolerance: 0.1 = one test image in ten more with same-class neighbours, the chance level of 10 "
+            "classes", derivation=STANDIN_DERIVATION,
+            control="the untrained encoder (same architecture, initial weights) − the pixels", bounds=(-1.0, 1.0),
         ),
         ClaimSpec(
-            "standin-simclr-clusters", "... and a clustering structure the pixels lack: clusters found without labels "
-            "are the classes.", "Fig. 1, Sec. 1", kind="consequence",
-            reading="NMI(classes, k-means clusters of the L2-normalised features) of SimCLR − that of the pixels, on "
-            "the observed test images (detail: label silhouettes)", relation=gt(0.0),
-            basis="relation: higher than the pixels", derivation=STANDIN_DERIVATION,
+            "standin-simclr-clusters", "... and a clustering structure the pixels lack (Fig. 1c's t-SNE map: the "
+            "classes form separate clusters).", "Fig. 1, Sec. 1", kind="consequence",
+            reading="the smaller of two gains over the pixels on the observed test images: label silhouette (cosine) "
+            "and NMI(classes, k-means clusters of the L2-normalised features) — clusters that are both compact "
+            "by class and found without labels", relation=gt(0.05),
+            basis="relation: higher than the pixels on both statistics, by at least the minimum effect",
+            effect="tolerance: 0.05 in silhouette and in NMI (on MNIST pixels vs the transformed pixels the gaps are "
+            "≈ 0.1 and ≈ 0.4)", derivation=STANDIN_DERIVATION,
+            control="the untrained encoder (same architecture, initial weights): the same smaller gain",
+            bounds=(-2.0, 2.0),
+            if_fails="The small ConvNet trained for a few hundred steps (quick) gives class neighbourhoods (k-NN "
+            "gain) and k-means clusters aligned with the classes (NMI gain), but its label silhouette is not above "
+            "the pixels' (detail): the classes are not compact, separated clusters as in Fig. 1c's t-SNE map.",
         ),
         ClaimSpec(
             "cifar-pixels-uninformative", "CIFAR-10 pixel representations are largely uninformative: no clear class "
             "clusters.", "Fig. 1, Sec. 1", kind="paper", reading="k-NN accuracy of the raw CIFAR-10 pixels",
             relation=lambda cfg: le(cfg.unclustered_knn), basis="tolerance: k-NN ≤ 0.4 (chance 0.1)",
+            control="the MNIST pixels of panel (a) (clustered by class)", bounds=(0.0, 1.0),
         ),
         ClaimSpec(
             "cifar-simclr-clusters", "SimCLR uncovers a clustering structure in CIFAR-10 that was not present in the "
             "pixel representation.", "Fig. 1, Sec. 1", kind="paper",
-            reading="NMI(classes, k-means clusters) of the SimCLR features − that of the pixels (CIFAR-10 test images; "
-            "detail: label silhouettes)", relation=gt(0.0), basis="relation: higher than the pixels",
+            reading="the smaller of the silhouette and NMI gains of the SimCLR features over the pixels (CIFAR-10 "
+            "test images), as standin-simclr-clusters", relation=gt(0.05),
+            basis="relation: higher than the pixels on both statistics, by at least the minimum effect",
+            effect="tolerance: as standin-simclr-clusters", control="the untrained encoder: the same smaller gain",
+            bounds=(-2.0, 2.0),
         ),
         ClaimSpec(
-            "cifar-simclr-knn", "... and class neighbourhoods improve over pixels.", "Fig. 1, Sec. 1", kind="paper",
-            reading="k-NN accuracy SimCLR − pixels (CIFAR-10)", relation=gt(0.0), basis="relation: higher than pixels",
+            "cifar-simclr-knn", "... and class neighbourhoods improve over pixels.", "Fig. 1, Sec. 1",
+            kind="consequence", reading="k-NN accuracy SimCLR − pixels (CIFAR-10)", relation=gt(0.1),
+            basis="relation: higher than pixels, by at least the minimum effect",
+            effect="tolerance: as standin-simclr-knn",
+            derivation="a clustering structure by class (Fig. 1c) puts same-class images in each other's "
+            "neighbourhoods, so the k-NN accuracy rises over the pixels' (the sentence is scored by "
+            "cifar-simclr-clusters)",
+            control="the untrained encoder − the pixels (CIFAR-10)", bounds=(-1.0, 1.0),
         ),
     )  # fmt: skip
 
@@ -285,7 +307,7 @@ class Fig1(VariationalExperiment):
         }
         res.summary.update(_measures("standin", reps, otr.labels, ote.labels, cfg.knn_k, ctx.seed, cfg.linear_probe))
         f_init = (embed(init, otr.images.to(dev))[0].cpu(), embed(init, ote.images.to(dev))[0].cpu())  # information
-        res.summary["standin_init_knn"] = knn_accuracy(*f_init[:1], otr.labels, f_init[1], ote.labels, k=cfg.knn_k)
+        res.summary.update(_measures("standin", {"init": f_init}, otr.labels, ote.labels, cfg.knn_k, ctx.seed, False))
         _, loss = traj.series("loss")
         res.summary.update(standin_loss_first=float(loss[0]), standin_loss_last=float(loss[-1]))
         idx = np.sort(rng.choice(len(ote), size=min(cfg.tsne_points, len(ote)), replace=False))
@@ -304,12 +326,16 @@ class Fig1(VariationalExperiment):
             ctr2, cte2 = cif.split(cfg.test_fraction, seed=ctx.seed)
             c = cfg.cifar_simclr
             aug = SimCLRAugment(rotation=c.rotation, noise=c.noise, blur_p=c.blur_p)
-            net2, _, _ = _simclr(ctr2.images, ctr2.shape, aug, c, ctx, "CIFAR-10")
+            net2, init2, _ = _simclr(ctr2.images, ctr2.shape, aug, c, ctx, "CIFAR-10")
             reps2 = {"pixels": (ctr2.flat(), cte2.flat()),
                      "simclr": (embed(net2, ctr2.images.to(dev))[0].cpu(), embed(net2, cte2.images.to(dev))[0].cpu())}  # fmt: skip
             res.summary.update(
                 _measures("cifar", reps2, ctr2.labels, cte2.labels, cfg.knn_k, ctx.seed, cfg.linear_probe)
             )
+            init_reps = {
+                "init": (embed(init2, ctr2.images.to(dev))[0].cpu(), embed(init2, cte2.images.to(dev))[0].cpu())
+            }
+            res.summary.update(_measures("cifar", init_reps, ctr2.labels, cte2.labels, cfg.knn_k, ctx.seed, False))
             res.summary.update(cifar10="run", cifar_train=len(ctr2), cifar_test=len(cte2))
             idx = np.sort(rng.choice(len(cte2), size=min(cfg.tsne_points, len(cte2)), replace=False))
             res.arrays["cifar_tsne_labels"] = cte2.labels.numpy()[idx]
@@ -327,31 +353,41 @@ class Fig1(VariationalExperiment):
 
     def measure(self, cfg: Fig1Config, result: Result) -> dict[str, float | Measured]:
         s = result.summary
+
+        def gains(tag: str, rep: str) -> tuple[float, str]:  # the smaller of the silhouette and NMI gains over pixels
+            ds = s[f"{tag}_{rep}_silhouette"] - s[f"{tag}_pixels_silhouette"]
+            dn = s[f"{tag}_{rep}_nmi"] - s[f"{tag}_pixels_nmi"]
+            return min(ds, dn), f"{rep}: silhouette {s[f'{tag}_{rep}_silhouette']:.3f}, NMI {s[f'{tag}_{rep}_nmi']:.3f}"
+
+        def clusters(tag: str) -> Measured:
+            v, dv = gains(tag, "simclr")
+            c, dc = gains(tag, "init")
+            return Measured(v, control=c, detail=f"{dv}; {dc.replace('init', 'untrained encoder')}; pixels: "
+                            f"silhouette {s[f'{tag}_pixels_silhouette']:.3f}, NMI {s[f'{tag}_pixels_nmi']:.3f}")  # fmt: skip
+
+        def knn(tag: str) -> Measured:
+            lin = (f"; linear probe SimCLR {s[f'{tag}_simclr_linear']:.3f} vs pixels {s[f'{tag}_pixels_linear']:.3f}"
+                   if f"{tag}_simclr_linear" in s else "")  # fmt: skip
+            return Measured(s[f"{tag}_simclr_knn"] - s[f"{tag}_pixels_knn"],
+                            control=s[f"{tag}_init_knn"] - s[f"{tag}_pixels_knn"],
+                            detail=f"SimCLR {s[f'{tag}_simclr_knn']:.3f}, pixels {s[f'{tag}_pixels_knn']:.3f}, "
+                            f"untrained encoder {s[f'{tag}_init_knn']:.3f}{lin}")  # fmt: skip
+
         out: dict[str, float | Measured] = {
-            "mnist-pixels-clustered": Measured(s["mnist_pixels_knn"], detail=f"silhouette {s['mnist_pixels_silhouette']:.3f}, "
-                                               f"k-means NMI {s['mnist_pixels_nmi']:.3f}"),
+            "mnist-pixels-clustered": Measured(s["mnist_pixels_knn"], control=s["standin_pixels_knn"],
+                                               detail=f"silhouette {s['mnist_pixels_silhouette']:.3f}, k-means NMI "
+                                               f"{s['mnist_pixels_nmi']:.3f}"),
             "standin-pixels-uninformative": Measured(s["standin_pixels_knn"], detail=f"silhouette "
                                                      f"{s['standin_pixels_silhouette']:.3f}"),
-            "standin-simclr-knn": Measured(s["standin_simclr_knn"] - s["standin_pixels_knn"],
-                                           detail=f"SimCLR {s['standin_simclr_knn']:.3f}, pixels {s['standin_pixels_knn']:.3f}, "
-                                           f"untrained encoder {s['standin_init_knn']:.3f}"
-                                           + (f"; linear probe SimCLR {s['standin_simclr_linear']:.3f} vs pixels "
-                                              f"{s['standin_pixels_linear']:.3f}" if "standin_simclr_linear" in s else "")),
-            "standin-simclr-clusters": Measured(s["standin_simclr_nmi"] - s["standin_pixels_nmi"],
-                                                detail=f"NMI SimCLR {s['standin_simclr_nmi']:.3f}, pixels "
-                                                f"{s['standin_pixels_nmi']:.3f}; silhouette SimCLR "
-                                                f"{s['standin_simclr_silhouette']:.3f}, pixels {s['standin_pixels_silhouette']:.3f}"),
+            "standin-simclr-knn": knn("standin"),
+            "standin-simclr-clusters": clusters("standin"),
         }  # fmt: skip
         if s.get("cifar10") == "run":
-            out["cifar-pixels-uninformative"] = s["cifar_pixels_knn"]
-            out["cifar-simclr-clusters"] = Measured(s["cifar_simclr_nmi"] - s["cifar_pixels_nmi"],
-                                                    detail=f"NMI SimCLR {s['cifar_simclr_nmi']:.3f}, pixels "
-                                                    f"{s['cifar_pixels_nmi']:.3f}; silhouette SimCLR "
-                                                    f"{s['cifar_simclr_silhouette']:.3f}, pixels "
-                                                    f"{s['cifar_pixels_silhouette']:.3f}")  # fmt: skip
-            out["cifar-simclr-knn"] = s["cifar_simclr_knn"] - s["cifar_pixels_knn"]
+            out["cifar-pixels-uninformative"] = Measured(s["cifar_pixels_knn"], control=s["mnist_pixels_knn"])
+            out["cifar-simclr-clusters"] = clusters("cifar")
+            out["cifar-simclr-knn"] = knn("cifar")
         else:
-            why = "no CIFAR-10 directory (cifar_dir) given"
+            why = "needs cifar_dir (CIFAR-10 python batches)"
             for k in ("cifar-pixels-uninformative", "cifar-simclr-clusters", "cifar-simclr-knn"):
                 out[k] = Measured(None, not_run=why)
         return out

@@ -61,6 +61,9 @@ class IllPosedConfig(ExperimentConfig):
     other_std: PositiveFloat = Field(2.0, description="std σ of μ₂ in coordinates 3..D")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")
     aug_noise: PositiveFloat = Field(0.5, description="std of the augmentation noise in coordinates 3..D")
+    clusters_control: Annotated[int, Field(ge=8)] = Field(
+        64, description="clusters of the control measure (beyond Fig. 3's threshold: as good as uniform)"
+    )
 
 
 def invariant_map(x: torch.Tensor) -> torch.Tensor:
@@ -91,6 +94,12 @@ def fibonacci_sphere(n: int, device: torch.device | str | None = None) -> torch.
     return torch.stack([r * phi.cos(), r * phi.sin(), z], dim=1)
 
 
+def circle_points(k: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """K evenly spaced points on S¹: ``(K, 2)`` on ``device``."""
+    th = 2 * math.pi * torch.arange(k, dtype=DT, device=device) / k
+    return torch.stack([th.cos(), th.sin()], 1)
+
+
 def peer_losses(z1: torch.Tensor, z2: torch.Tensor, q: torch.Tensor, tau: float) -> dict[str, float]:
     """NT-Xent, VICReg and BYOL (predictor y ↦ q y) of two views ``(n, d)``."""
     return {
@@ -108,7 +117,7 @@ class IllPosed(VariationalExperiment):
     Config = IllPosedConfig
     quick = {"n": 256}
     est_seconds = (1, 1)
-    version = "2"
+    version = "3"
     claims = (
         *(
             ClaimSpec(
@@ -117,25 +126,28 @@ class IllPosed(VariationalExperiment):
                 "Prop. 2.1, App. A.1", kind="paper", reading="|L(μ₁) − L(μ₂)| of the batch loss on (f(Tx), f(T'x))",
                 relation=le(1e-9), basis="method: float64 round-off of a loss over n samples, with margin",
                 rule=every_seed("an identity for every draw"),
+                control="a map that is not invariant, g(x) = normalise(Wx), on the same draws (it sees μ₁ ≠ μ₂)",
+                bounds=(0.0, math.inf),
             )
             for name in ("NT-Xent", "VICReg", "BYOL")
         ),
         ClaimSpec(
-            "control-differs", "Control: a map that is not invariant sees the difference of μ₁ and μ₂ (so the "
-            "equality above is due to invariance).", "Prop. 2.1", kind="sanity",
-            reading="smallest |ΔL| over the 3 losses for g(x) = normalise(Wx)", relation=gt(1e-3),
-            basis="tolerance: 1e-3 ≫ round-off",
-        ),
-        ClaimSpec(
             "uniform-beats-clusters-s1", "Minimising the loss over latent measures ignores μ's clusters: on S¹ the "
             "uniform measure has a lower NT-Xent than the same samples in K clusters.", "Sec. 1, Prop. 2.1, "
-            "Remark 3.1", kind="paper", reading="L(K clusters) − L(uniform), n samples, Prop. 2.1 cost",
-            relation=gt(0.0), basis="relation: 'lower' means a positive difference",
+            "Remark 3.1", kind="paper", reading="(L(K clusters) − L(uniform)) / L(uniform), n samples, Prop. 2.1 cost",
+            relation=gt(0.01), basis="relation: 'lower' means a positive difference, of at least the minimum effect",
+            effect="tolerance: 1% of the loss — a preference gradient descent resolves (ours: 2% on S¹, 11% on S²)",
+            control="clusters_control evenly spaced clusters (beyond Fig. 3's threshold at this τ: as good as "
+            "uniform)",
         ),
         ClaimSpec(
             "uniform-beats-clusters-s2", "... and on S² (uniform vs 4 tetrahedral clusters).", "Sec. 1, Prop. 2.1",
-            kind="paper", reading="L(4 clusters) − L(Fibonacci points)", relation=gt(0.0),
-            basis="relation: 'lower' means a positive difference",
+            kind="consequence", reading="(L(4 clusters) − L(Fibonacci points)) / L(Fibonacci points)",
+            relation=gt(0.01), basis="relation: as uniform-beats-clusters-s1",
+            effect="tolerance: as uniform-beats-clusters-s1",
+            derivation="Prop. 2.1's measure problem is posed on any sphere; the paper shows S¹ (Remark 3.1, Fig. 3), "
+            "so the S² case (tetrahedron vs nearly uniform Fibonacci points) is our reading of it",
+            control="n samples on clusters_control Fibonacci points (nearly uniform clusters)",
         ),
     )  # fmt: skip
 
@@ -187,6 +199,32 @@ class IllPosed(VariationalExperiment):
                     "loss": float(latent_measure_nt_xent(fibonacci_sphere(n, dev), None, cfg.tau)),
                 },
                 {
+                    "sphere": "S1",
+                    "measure": "control clusters",
+                    "loss": float(
+                        latent_measure_nt_xent(
+                            circle_points(cfg.clusters_control, dev)[
+                                torch.arange(n, device=dev) % cfg.clusters_control
+                            ],
+                            None,
+                            cfg.tau,
+                        )
+                    ),
+                },
+                {
+                    "sphere": "S2",
+                    "measure": "control clusters",
+                    "loss": float(
+                        latent_measure_nt_xent(
+                            fibonacci_sphere(cfg.clusters_control, dev)[
+                                torch.arange(n, device=dev) % cfg.clusters_control
+                            ],
+                            None,
+                            cfg.tau,
+                        )
+                    ),
+                },  # fmt: skip
+                {
                     "sphere": "S2",
                     "measure": "4 clusters",
                     "loss": float(latent_measure_nt_xent(tetra[torch.arange(n, device=dev) % 4], None, cfg.tau)),
@@ -213,18 +251,25 @@ class IllPosed(VariationalExperiment):
         s = result.tables["sphere"].set_index(["sphere", "measure"]).loc[:, "loss"]
         k = cfg.clusters
         out: dict[str, float | Measured] = {
-            f"same-pushforward-{name.lower().replace('-', '')}": float(diff.loc[("invariant", name)])
+            f"same-pushforward-{name.lower().replace('-', '')}": Measured(
+                float(diff.loc[("invariant", name)]), control=float(diff.loc[("control", name)])
+            )
             for name in ("NT-Xent", "VICReg", "BYOL")
         }
-        out["control-differs"] = float(diff.loc["control"].min())
+
+        def rel(sphere, measure):
+            return float((s[(sphere, measure)] - s[(sphere, "uniform")]) / s[(sphere, "uniform")])
+
         out["uniform-beats-clusters-s1"] = Measured(
-            float(s[("S1", f"{k} clusters")] - s[("S1", "uniform")]),
-            detail=f"uniform {s[('S1', 'uniform')]:.4f}, {k} clusters {s[('S1', f'{k} clusters')]:.4f}",
-        )
+            rel("S1", f"{k} clusters"), control=rel("S1", "control clusters"),
+            detail=f"uniform {s[('S1', 'uniform')]:.4f}, {k} clusters {s[('S1', f'{k} clusters')]:.4f}, "
+            f"{cfg.clusters_control} clusters {s[('S1', 'control clusters')]:.4f}",
+        )  # fmt: skip
         out["uniform-beats-clusters-s2"] = Measured(
-            float(s[("S2", "4 clusters")] - s[("S2", "uniform")]),
-            detail=f"uniform {s[('S2', 'uniform')]:.4f}, 4 clusters {s[('S2', '4 clusters')]:.4f}",
-        )
+            rel("S2", "4 clusters"), control=rel("S2", "control clusters"),
+            detail=f"uniform {s[('S2', 'uniform')]:.4f}, 4 clusters {s[('S2', '4 clusters')]:.4f}, "
+            f"{cfg.clusters_control} clusters {s[('S2', 'control clusters')]:.4f}",
+        )  # fmt: skip
         return out
 
     def plots(self, cfg: IllPosedConfig, result: Result, fig_dir: Path):

@@ -51,6 +51,7 @@ from ssldyn.lab import (
     Measured,
     Result,
     every_seed,
+    ge,
     gt,
     le,
     register,
@@ -85,6 +86,11 @@ class StationarityConfig(ExperimentConfig):
     lemma_tau_fraction: float = Field(0.25, gt=0, lt=1, description="τ = fraction · 4/(3K²) (the lemma needs < 1)")
     lemma_directions: Annotated[int, Field(ge=10)] = Field(20000, description="sampled directions h per K")
     scales: list[PositiveFloat] = Field([1, 2, 4, 8, 16, 32], min_length=3, description="k of f_k = k f (Prop. A.1)")
+    remark_ns: list[Annotated[int, Field(ge=4)]] = Field(
+        [8, 16, 32, 64], min_length=2, description="atoms n of the uniform measure on S¹ (Remark 3.2)"
+    )
+    K_errata: Annotated[int, Field(ge=2)] = Field(64, description="clusters of the Prop. 2.1 erratum (the issue's K)")
+    n_errata: Annotated[int, Field(ge=4)] = Field(512, description="samples of the Prop. 2.1 / eq. (1) errata")
 
 
 def circle(k: int) -> torch.Tensor:
@@ -115,6 +121,31 @@ def symmetric_measures(ks) -> dict[str, torch.Tensor]:
     return out
 
 
+def _circle_hessian(theta: torch.Tensor, tau: float, g: torch.Generator) -> tuple[torch.Tensor, float]:
+    """Eigenvalues ``(n,)`` of the Hessian of ``t ↦ L(y(t))``, ``y_i(t) = (cos(θ_i + t_i), sin(θ_i + t_i))``, at 0.
+
+    Also the largest relative difference between ``tᵀHt`` (autograd) and the App. A.3 second variation in
+    the tangent direction ``h_i = t_i y_i^⊥`` plus the curvature term ``−Σ_i t_i² ⟨∂L/∂y_i, y_i⟩`` (random t).
+    """
+
+    def loss(t):
+        return measure_loss(torch.stack([(theta + t).cos(), (theta + t).sin()], 1), temperature=tau)
+
+    H = torch.autograd.functional.hessian(loss, torch.zeros_like(theta))  # (n, n)
+    y = torch.stack([theta.cos(), theta.sin()], 1)  # (n, 2)
+    perp = torch.stack([-theta.sin(), theta.cos()], 1)  # (n, 2)
+    grad = first_variation(y, temperature=tau) / len(theta)  # (n, 2): ∂L/∂y_i = w_i ∇L(y_i)
+    errs = []
+    for _ in range(3):
+        t = torch.randn(len(theta), generator=g, dtype=DT)
+        sv = second_variation(y, t[:, None] * perp, temperature=tau)
+        assert isinstance(sv, torch.Tensor)
+        formula = sv - (t**2 * (grad * y).sum(1)).sum()
+        auto = t @ H @ t
+        errs.append(float((formula - auto).abs() / auto.abs().clamp_min(1e-300)))
+    return torch.linalg.eigvalsh(H), max(errs)
+
+
 ALT = {"psi": lambda t: torch.log1p(2 * t), "eta": lambda t: 1.0 / (1.0 + t)}  # a non-default (Ψ, η) pair
 
 
@@ -124,14 +155,17 @@ class Stationarity(VariationalExperiment):
     figure = "Prop. 3.1, Thm. 3.2, Lemma A.2, Prop. A.1"
     description = "First/second variation of eq. (4) vs autograd; symmetric measures are stationary on S^{d−1}"
     Config = StationarityConfig
-    quick = {"random_measures": 3, "lemma_directions": 4000}
+    quick = {"random_measures": 3, "lemma_directions": 4000, "remark_ns": [8, 16, 32]}
     est_seconds = (1, 1)
+    version = "2"
     claims = (
         ClaimSpec(
             "eq7-gradient", "For an invariant map the gradient of L takes the form of eq. (7).", "Prop. 3.1, eq. (7)",
             kind="paper", reading="largest |eq. (7) − (1/w_i) ∂L/∂y_i (autograd)| relative to the largest gradient "
             "entry, over random weighted measures (d = 2, 3, 5; τ grid; NT-Xent and a non-default Ψ, η)",
             relation=le(1e-10), basis=ROUND_OFF, rule=every_seed("an identity: it must hold for every draw"),
+            control="eq. (7) evaluated with equal weights in place of the measure's weights (a wrong measure)",
+            bounds=(0.0, math.inf),
         ),
         Erratum(
             "eq6-printed", "Eq. (6), first line: Ψ'(G_{T,T'}(f, y)) should read Ψ'(G_{T',T}(f, y)).",
@@ -156,12 +190,16 @@ class Stationarity(VariationalExperiment):
             reading="largest tangential residual ‖(I − yyᵀ)∇L(y_i)‖ relative to the size of the terms of eq. (7), "
             "over a single point, K ∈ circle_ks evenly spaced on S¹ and four regular polytopes on S², every τ",
             relation=le(1e-12), basis=ROUND_OFF, rule=every_seed("deterministic measures: the same at every seed"),
+            control="random (non-symmetric) measures of the seed on S¹, S² (smallest residual)",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "thm32-one-multiplier", "... with one Lagrange multiplier λ for all atoms (eq. (24), eq. (25)).",
             "Thm. 3.2, eq. (24), eq. (25)", kind="paper",
             reading="largest |λ_i − λ̄| (radial parts of ∇L at the atoms) relative to the size of the terms",
             relation=le(1e-12), basis=ROUND_OFF, rule=every_seed("deterministic measures"),
+            control="random measures of the seed (smallest multiplier spread)",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "thm32-control", "Control: random (non-symmetric) measures are not stationary, so the check discriminates.",
@@ -185,6 +223,8 @@ class Stationarity(VariationalExperiment):
             "of the proof of Lemma A.2.", "Lemma A.2", kind="paper",
             reading="largest relative difference between the formula and d²/ds² L(y + s h)|₀ by autograd, random "
             "measures and directions", relation=le(1e-10), basis=ROUND_OFF, rule=every_seed("an identity"),
+            control="the formula in another random direction h' against autograd in h",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "lemma-a2-positive", "At K evenly spaced clusters, δ²L(f)(h, h) > 0 for every h with f + h ∈ S^{d−1} "
@@ -192,10 +232,12 @@ class Stationarity(VariationalExperiment):
             reading="smallest δ²L / (size of its terms) over the sampled admissible directions (per-cluster "
             "targets on S¹ uniformly at random, kept if eq. (27) holds for all pairs with σ = 3K²τ), K ∈ lemma_ks, "
             "τ = fraction·4/(3K²); the relative value keeps the sign meaningful although the terms are ~e^{−1/τ}",
-            relation=gt(0.0), basis="relation: 'δ²L > 0' means a positive minimum",
+            relation=gt(1e-9), basis="method: 'δ²L > 0' above the float64 round-off of the relative value (1e-12) "
+            "with margin", effect="method: 1e-9, a thousand times the round-off of a relative second variation",
+            control="all sampled directions, admissible or not (smallest relative δ²L)",
         ),
         ClaimSpec(
-            "propa1-constant", "A constant map satisfies the Euler–Lagrange equation (6).", "Prop. A.1", kind="paper",
+            "propa1-constant", "A constant map satisfies the Euler–Lagrange equation (6).", "Prop. A.1", kind="sanity",
             reading="largest ‖∇L(f)‖ of eq. (7) when all atoms coincide (random location, d = 2, 3)",
             relation=le(0.0), basis="relation: every f(x) − f(y) vanishes, so the field is exactly 0",
             rule=every_seed("an identity"),
@@ -206,6 +248,68 @@ class Stationarity(VariationalExperiment):
             "(distinct atoms in R^d; the residual must also decrease along the k grid)",
             relation=le(1e-8), basis="tolerance: 1e-8 — a residual that tends to 0 is far below it by k = 32 "
             "(e^{−k²d²/(2τ)}) while a non-vanishing one stays O(1)",
+            control="the same ratio at the second k of the grid (k = 2: the limit not reached)",
+            bounds=(0.0, math.inf),
+        ),
+        ClaimSpec(
+            "remark32-uniform-local-min", "The uniform distribution on S^{d−1} is (asymptotically, as the number of "
+            "points grows) a local minimiser: no direction on the sphere lowers the loss to second order.",
+            "Remark 3.2, Thm. 3.2", kind="paper",
+            reading="smallest eigenvalue of the Hessian of L(y(t)), y_i(t) = (cos(θ_i + t_i), sin(θ_i + t_i)), at n "
+            "evenly spaced atoms on S¹ (autograd, float64), relative to the largest, minimum over n ∈ remark_ns and τ "
+            "(the rotation t_i = c is a zero mode; detail: the second-smallest eigenvalue, which falls towards 0 as n "
+            "grows)", relation=ge(-1e-10), basis="method: float64 round-off of a relative eigenvalue (≈1e-16), with "
+            "margin: no negative direction",
+            control="the same at n atoms in 4 evenly spaced clusters (stationary too, Thm. 3.2): splitting a "
+            "cluster lowers the loss",
+        ),
+        ClaimSpec(
+            "remark32-hessian-formula", "The Riemannian Hessian on S¹ is the App. A.3 second variation plus the "
+            "curvature term −Σ_i t_i² ⟨∂L/∂y_i, y_i⟩.", "Remark 3.2, Lemma A.2", kind="sanity",
+            reading="largest relative difference between tᵀHt (autograd) and second_variation(y, t⊙y^⊥) − "
+            "Σ_i t_i² ⟨w_i ∇L(y_i), y_i⟩ (eq. 7) over random t", relation=le(1e-10), basis=ROUND_OFF,
+            rule=every_seed("an identity"),
+        ),
+        Erratum(
+            "prop21-positive-term", "Prop. 2.1 drops the positive-pair term e^{sim(Tx,T'x)/τ} = e^{1/τ} of eq. (1): "
+            "as printed the loss of K clusters grows as τ decreases, against Remark 3.1.", "Prop. 2.1, eq. (1)",
+            printed="E_x log(1 + 2 E_y[1_{x≠y} exp(sim(x, y)/τ)])",
+            used="E_x log(1 + 2 E_y[1_{x≠y} exp(sim(x, y)/τ)] / exp(1/τ)) — the denominator of eq. (1) with "
+            "f(T x) = f(T' x)",
+            reading="printed Prop. 2.1 loss at K_errata evenly spaced clusters of n_errata samples: L(τ = 0.1) − "
+            "L(τ = 1) (detail: both forms at τ = 0.1, 0.5, 1)", relation=gt(1.0),
+            basis="relation: with the term the loss falls as τ decreases (Remark 3.1); the printed form rises by "
+            "O(1/τ), > 1 between τ = 1 and 0.1", rule=every_seed("closed forms: the same at every seed"),
+        ),
+        Erratum(
+            "eq26-index", "Eq. (26)'s cluster index ⌊i/K⌋ + 1 does not give K clusters of m points.",
+            "Lemma A.2, eq. (26)", printed="x_i = ξ_{⌊i/K⌋+1} for i ∈ [n], n = Km",
+            used="x_i = ξ_{⌊(i−1)/m⌋+1}: consecutive blocks of m points per center",
+            reading="over K, m ∈ {2, 3, 4, 6}: the number of (K, m) where the printed index leaves [1, K] or gives a "
+            "cluster of size ≠ m (the corrected index: 0 everywhere, detail)", relation=ge(1.0),
+            basis="relation: a correct index gives K clusters of m points for every (K, m)",
+            rule=every_seed("integer arithmetic: the same at every seed"),
+        ),
+        Erratum(
+            "propa1-self-mass", "Prop. A.1's proof: Ψ'(G(f_k, Id, x)) → Ψ'(0) ignores the mass f#μ puts at f(x) "
+            "itself.", "Prop. A.1",
+            printed="Ψ'(G(f_k, Id, x)) = Ψ'(E_z r(k²‖f(x) − f(z)‖²/2)) → Ψ'(0) as k → ∞",
+            used="G → ρ({f(x)}), the self-mass (r(0) = 1 at z with f(z) = f(x)), so Ψ'(G) → Ψ'(ρ({f(x)})); the "
+            "conclusion (eq. 22 → 0) still holds because k r' → 0",
+            reading="smallest |Ψ'(G(k f)) − Ψ'(0)| over the atoms of the Prop. A.1 run at the largest k (detail: "
+            "Ψ'(self-mass))", relation=gt(1e-3),
+            basis="relation: the printed limit needs 0; with atoms of mass 1/n it is 1 − 1/(1 + 1/n)",
+        ),
+        Erratum(
+            "eq1-eq4-negatives", "Eq. (1) counts two negatives per y (h ∈ {T, T'}, the factor 2 of Prop. 2.1); eq. (4), "
+            "'fundamentally consistent' with it, counts one.", "eq. (1), eq. (4), Prop. 2.1",
+            printed="eq. (1): Σ_{h ∈ {T, T'}} E_y[1_{x≠y} exp(sim(T x, h y)/τ)]; eq. (4): E_y η(T x, T' y)",
+            used="both as printed, and the difference stated: for an invariant f eq. (1) is eq. (4) with Ψ(t) = "
+            "log(1 + 2t) (measure_loss with psi=log1p(2t)), eq. (4)'s default Ψ = log(1 + t) halves the repulsion",
+            reading="relative difference of the two losses at n_errata evenly spaced atoms on S¹, τ = 0.5 (the "
+            "Ψ = log(1 + 2t) form of eq. (1) vs the Ψ = log(1 + t) of eq. (4))", relation=gt(0.05),
+            basis="relation: consistent forms would differ by 0; the measured difference is tens of percent",
+            rule=every_seed("closed forms: the same at every seed"),
         ),
     )  # fmt: skip
 
@@ -214,6 +318,7 @@ class Stationarity(VariationalExperiment):
         rows, summary = [], {}
         # --- eq. (7) vs autograd; second variation vs autograd; control
         err7, err2, control = [], [], []
+        err7_ctrl, err2_ctrl, mult_ctrl = [], [], []
         for r in range(cfg.random_measures):
             d = (2, 3, 5)[r % 3]
             y = torch.randn(cfg.random_atoms, d, generator=g, dtype=DT)
@@ -224,15 +329,21 @@ class Stationarity(VariationalExperiment):
                 (gl,) = torch.autograd.grad(measure_loss(yr, w, **kw), yr)
                 auto = gl / (w / w.sum())[:, None]
                 err7.append(float((first_variation(y, w, **kw) - auto).abs().max() / auto.abs().max()))
+                err7_ctrl.append(float((first_variation(y, None, **kw) - auto).abs().max() / auto.abs().max()))
                 s = torch.zeros((), dtype=DT, requires_grad=True)
                 (d1,) = torch.autograd.grad(measure_loss(y + s * h, w, **kw), s, create_graph=True)
                 (d2,) = torch.autograd.grad(d1, s)
                 d2_formula = second_variation(y, h, w, **kw)
                 assert isinstance(d2_formula, torch.Tensor)  # one tensor without return_scale
                 err2.append(float((d2_formula - d2).abs() / d2.abs().clamp_min(1e-300)))
+                d2_other = second_variation(y, h.flip(0), w, **kw)  # another direction h'
+                assert isinstance(d2_other, torch.Tensor)
+                err2_ctrl.append(float((d2_other - d2).abs() / d2.abs().clamp_min(1e-300)))
             if d in (2, 3):
                 for t in cfg.taus:
-                    control.append(sphere_stationarity(y[:, :d], w, temperature=t).residual)
+                    st_r = sphere_stationarity(y[:, :d], w, temperature=t)
+                    control.append(st_r.residual)
+                    mult_ctrl.append(st_r.multiplier_spread)
         # --- eq. (6): printed vs corrected vs autograd (non-invariant F); invariant F reduces to eq. (7)
         m, n = cfg.aug_transforms, cfg.aug_points
         F = torch.randn(m, n, 2, generator=g, dtype=DT)
@@ -288,6 +399,39 @@ class Stationarity(VariationalExperiment):
         for k in cfg.scales:
             scal.append(float(first_variation(k * y, temperature=0.5).norm(dim=-1).max()))
         d_min = float(torch.pdist(y).min())
+        # Prop. A.1 erratum: G(k f) → self-mass 1/n, so Ψ'(G) → 1/(1 + 1/n), not Ψ'(0) = 1
+        yk = max(cfg.scales) * y
+        G = torch.exp(-(torch.cdist(yk, yk) ** 2) / (2 * 0.5)).mean(1)  # (n,) eq. (4) with η = e^{−t/τ}, τ = 0.5
+        self_mass_gap = float((1.0 / (1.0 + G) - 1.0).abs().min())
+        # --- Remark 3.2: Hessian on S¹ at n evenly spaced atoms vs n atoms in 4 clusters
+        remark_rows, hess_err = [], []
+        for n_r in cfg.remark_ns:
+            for t in cfg.taus:
+                ev_u, err = _circle_hessian(2 * math.pi * torch.arange(n_r, dtype=DT) / n_r, t, g)
+                ev_c, _ = _circle_hessian(2 * math.pi * (torch.arange(n_r) % 4).to(DT) / 4, t, g)
+                hess_err.append(err)
+                remark_rows.append({"n": n_r, "tau": t, "uniform_min": float(ev_u[0] / ev_u[-1]),
+                                    "uniform_second": float(ev_u[1] / ev_u[-1]),
+                                    "clusters_min": float(ev_c[0] / ev_c[-1].abs())})  # fmt: skip
+        # --- errata: Prop. 2.1's positive term, eq. (26)'s index, eq. (1) vs eq. (4)
+        from ssldyn.experiments.variational.fig3 import k_point_losses
+
+        p21 = {(t, pos): float(k_point_losses([cfg.K_errata], cfg.n_errata, t, pos)[0])
+               for t in (0.1, 0.5, 1.0) for pos in (True, False)}  # fmt: skip
+        bad26, bad26_fixed = 0, 0
+        for K in (2, 3, 4, 6):
+            for m_ in (2, 3, 4, 6):
+                i = np.arange(1, K * m_ + 1)
+                for idx, fixed in ((i // K + 1, False), ((i - 1) // m_ + 1, True)):
+                    ok = idx.min() >= 1 and idx.max() <= K and np.all(np.bincount(idx, minlength=K + 1)[1:] == m_)
+                    if fixed:
+                        bad26_fixed += int(not ok)
+                    else:
+                        bad26 += int(not ok)
+        ang = 2 * math.pi * torch.arange(cfg.n_errata, dtype=DT) / cfg.n_errata
+        yu = torch.stack([ang.cos(), ang.sin()], 1)
+        l1 = float(measure_loss(yu, psi=lambda t: torch.log1p(2 * t), temperature=0.5))
+        l4 = float(measure_loss(yu, temperature=0.5))
         res = Result(tables={"symmetric": pd.DataFrame(rows), "lemma_a2": pd.DataFrame(lemma_rows),
                              "scaled_limit": pd.DataFrame({"k": list(cfg.scales), "residual": scal})})  # fmt: skip
         summary.update(
@@ -295,7 +439,14 @@ class Stationarity(VariationalExperiment):
             eq6_printed_rel_err=min(e6p), eq6_corrected_rel_err=max(e6c), symmetric_max_residual=max(stat),
             symmetric_max_multiplier_spread=max(mult), eq8_min_gap=min(gap8), constant_max_grad=max(const),
             scaled_ratio=scal[-1] / scal[0], scaled_monotone=bool(np.all(np.diff(scal) <= 0)), scaled_d_min=d_min,
+            eq7_control_rel_err=min(err7_ctrl), second_var_control_rel_err=min(err2_ctrl),
+            control_min_multiplier_spread=min(mult_ctrl), scaled_ratio_k2=scal[1] / scal[0],
+            self_mass_gap=self_mass_gap, self_mass_limit=1.0 / (1.0 + 1.0 / cfg.random_atoms),
+            remark32_hessian_max_rel_err=max(hess_err), eq26_bad=bad26, eq26_bad_fixed=bad26_fixed,
+            eq1_loss=l1, eq4_loss=l4,
+            **{f"prop21_{'with' if pos else 'printed'}_tau{t:g}": v for (t, pos), v in p21.items()},
         )  # fmt: skip
+        res.tables["remark32"] = pd.DataFrame(remark_rows)
         res.summary = summary
         res.notes.append(
             "Lemma A.2: eq. (27) needs σ ≤ ‖f(ξ_i) − f(ξ_j)‖² ≤ 4 (Cauchy–Schwarz), so σ > 3K²τ is possible only for "
@@ -316,23 +467,54 @@ class Stationarity(VariationalExperiment):
                 for r in lem.to_dict("records")
             ),  # fmt: skip
             not_run="" if adm else "no sampled direction satisfies eq. (27); raise lemma_directions",
+            control=float(lem.loc[:, "min_all"].min()),
         )
         scal = result.tables["scaled_limit"]["residual"].to_numpy()
+        r32 = result.tables["remark32"]
         return {
-            "eq7-gradient": s["eq7_max_rel_err"],
+            "eq7-gradient": Measured(s["eq7_max_rel_err"], control=s["eq7_control_rel_err"]),
             "eq6-printed": Measured(s["eq6_printed_rel_err"], detail=f"corrected: {s['eq6_corrected_rel_err']:.2g}"),
             "eq6-corrected": s["eq6_corrected_rel_err"],
-            "thm32-stationary": s["symmetric_max_residual"],
-            "thm32-one-multiplier": s["symmetric_max_multiplier_spread"],
+            "thm32-stationary": Measured(s["symmetric_max_residual"], control=s["control_min_residual"]),
+            "thm32-one-multiplier": Measured(
+                s["symmetric_max_multiplier_spread"], control=s["control_min_multiplier_spread"]
+            ),
             "thm32-control": s["control_min_residual"],
             "eq8-printed": Measured(
                 s["eq8_min_gap"], detail=f"while the largest stationarity residual is {s['symmetric_max_residual']:.1e}"
             ),  # fmt: skip
-            "second-variation-formula": s["second_var_max_rel_err"],
+            "second-variation-formula": Measured(s["second_var_max_rel_err"], control=s["second_var_control_rel_err"]),
             "lemma-a2-positive": lemma,
             "propa1-constant": s["constant_max_grad"],
+            "remark32-uniform-local-min": Measured(
+                float(r32["uniform_min"].min()),
+                control=float(r32["clusters_min"].min()),
+                detail="λ₂/λ_max at n evenly spaced atoms: "
+                + ", ".join(f"n={int(n)}: {v:.2g}" for n, v in r32.groupby("n")["uniform_second"].min().items())
+                + f"; n atoms in 4 clusters: λ_min/|λ_max| ≤ {r32['clusters_min'].max():.3g}",
+            ),  # fmt: skip
+            "remark32-hessian-formula": s["remark32_hessian_max_rel_err"],
+            "prop21-positive-term": Measured(
+                s["prop21_printed_tau0.1"] - s["prop21_printed_tau1"],
+                detail=f"K={cfg.K_errata}, n={cfg.n_errata}, τ = 0.1/0.5/1: printed "
+                + "/".join(f"{s[f'prop21_printed_tau{t:g}']:.3f}" for t in (0.1, 0.5, 1.0))
+                + ", with the term "
+                + "/".join(f"{s[f'prop21_with_tau{t:g}']:.3f}" for t in (0.1, 0.5, 1.0)),
+            ),
+            "eq26-index": Measured(
+                s["eq26_bad"], detail=f"16 (K, m) pairs; corrected index: {s['eq26_bad_fixed']} bad"
+            ),
+            "propa1-self-mass": Measured(
+                s["self_mass_gap"],
+                detail=f"Ψ'(G) → Ψ'(self-mass 1/n) = {s['self_mass_limit']:.4f}, not Ψ'(0) = 1",
+            ),
+            "eq1-eq4-negatives": Measured(
+                (s["eq1_loss"] - s["eq4_loss"]) / s["eq4_loss"],
+                detail=f"eq. (1) form {s['eq1_loss']:.4f}, eq. (4) form {s['eq4_loss']:.4f}",
+            ),
             "propa1-scaled-limit": Measured(
                 s["scaled_ratio"] if s["scaled_monotone"] else float("nan"),
+                control=s["scaled_ratio_k2"],
                 detail="residual along k: "
                 + ", ".join(f"{v:.2g}" for v in scal)
                 + f" (min atom distance {s['scaled_d_min']:.2f}){'' if s['scaled_monotone'] else ' — not monotone'}",

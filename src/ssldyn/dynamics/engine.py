@@ -1,0 +1,297 @@
+"""The one loop of every flow and trainer (``docs/architecture.md``, "The engine contract").
+
+A flow is only its step function ``step(state, t) -> (state, loss)`` (optionally
+``(state, loss, extras)``); :func:`run` owns everything around it:
+
+* **the schedule** — ``t = 0 .. steps``; the record at ``t`` describes the state after ``t``
+  updates (:func:`~ssldyn.dynamics.common.step_schedule` picks the logged steps from ``every``);
+* **the update** — either the step returns the next state (a pure flow: embeddings, weights on
+  the sphere, ``q`` of the q-ODE), or the engine is given an ``optimizer`` and applies the loss:
+  ``zero_grad; guard.mask(loss).sum().backward(); optimizer.step(); after_update(); scheduler.step()``
+  (``scaler`` for float16 mixed precision). No flow calls ``optimizer.step()`` itself;
+* **the final evaluation** — ``final=True``: the state after the last update is evaluated once
+  more at ``t = steps`` (its loss is logged) under ``torch.no_grad()`` with the buffers of
+  ``modules`` (BatchNorm running statistics) preserved, and never trained on. ``final=False``:
+  ``steps`` updates ``t = 0 .. steps − 1`` and, when ``steps`` is a logged step, a record of the
+  final state with the last step's loss;
+* **the guard** — every loss goes through a :class:`~ssldyn.dynamics.guards.LossGuard`
+  (``update`` per step with no host sync on an accelerator, ``check`` at logged steps and at
+  the end); freezing single ensemble members instead of failing is the guard's policy
+  (``LossGuard(policy="freeze")``: the engine masks frozen members out of the update);
+* **probe logging** — at a logged step: ``loss`` (one value per member), the step's
+  ``extras`` (in their order), then every probe on ``observe(state)`` (the state before the
+  step's update); a probe returns a float or one value per member ``(E,)``;
+* **snapshots** — ``snapshots: name -> fn(state)`` at the ``snapshot_every`` steps, kept on
+  their device until read;
+* **the trajectory** — columnar: values stay on their device until the table is read
+  (:class:`~ssldyn.dynamics.trajectory.Trajectory`);
+* **callbacks** — the only extension point (as in minGPT's trainer): ``on_step(step, state,
+  loss)`` after every update, ``on_log(step, state, row)`` at every logged step (``row``:
+  ``name -> value`` of what was just logged), ``on_end(state, trajectory)``.
+
+``stop(state, t) -> bool`` ends the loop early after the step ``t`` (that step is logged), e.g.
+when a power iteration converged. ``start`` resumes at step ``start`` (a checkpointed run:
+the trajectory passed in holds the rows before it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import torch
+from torch import Tensor, nn
+
+from ssldyn.dynamics.common import log_value, step_schedule
+from ssldyn.dynamics.guards import LossGuard, resolve_guard
+from ssldyn.dynamics.trajectory import FlowResult, Trajectory
+
+__all__ = ["Callback", "run", "preserved_buffers", "resolve_device"]
+
+S = TypeVar("S")
+Step = Callable[[Any, int], "tuple[Any, Any] | tuple[Any, Any, Any]"]
+
+
+@runtime_checkable
+class Callback(Protocol):
+    """What :func:`run` calls; every method is optional (a callback defines those it needs).
+
+    * ``on_step(step, state, loss)`` — after the update of step ``step`` (the state after ``step + 1``
+      updates); ``loss`` is that step's loss (detached, on its device).
+    * ``on_log(step, state, row)`` — at every logged step, ``row`` maps each logged name (``loss``,
+      the extras, the probes) to its value (a float or an ``(E,)`` tensor / array).
+    * ``on_end(state, trajectory)`` — once, after the last step.
+    """
+
+
+@contextmanager
+def preserved_buffers(model: nn.Module | Sequence[nn.Module]) -> Iterator[None]:
+    """Run forwards without side effects on the modules' buffers (BatchNorm running statistics, …).
+
+    The buffers are swapped for copies while the block runs and the originals are put back after
+    it, untouched: values seen inside are the same, nothing outside changes, and tensors saved for
+    a pending backward pass keep their version (an in-place restore would invalidate them).
+    """
+    mods = [model] if isinstance(model, nn.Module) else list(model)
+    saved: list[tuple[nn.Module, str, Tensor]] = []
+    for root in mods:
+        for m in root.modules():
+            for name, b in m._buffers.items():
+                if b is not None:
+                    saved.append((m, name, b))
+                    m._buffers[name] = b.clone()
+    try:
+        yield
+    finally:
+        for m, name, b in saved:
+            m._buffers[name] = b
+
+
+def resolve_device(
+    device: torch.device | str | None, default: torch.device | None = None, *, who: str = ""
+) -> torch.device:
+    """``device`` as a ``torch.device``; asking for CUDA (or MPS) where there is none is one clear error."""
+    if device is None:
+        return default if default is not None else torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"{who}device={device!r}: not a device; allowed: 'cpu', 'cuda', 'cuda:N', 'mps'") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"{who}device={device!r} but CUDA is not available in this PyTorch build or machine "
+            f"(torch {torch.__version__}); use device='cpu' or install a CUDA build of PyTorch"
+        )
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"{who}device={device!r}: only {torch.cuda.device_count()} CUDA device(s) present")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{who}device={device!r} but MPS is not available; use device='cpu'")
+    return dev
+
+
+def _call(callbacks: Sequence[Any], name: str, *args: Any) -> None:
+    for cb in callbacks:
+        fn = getattr(cb, name, None)
+        if fn is not None:
+            fn(*args)
+
+
+def run(
+    state: S,
+    step: Step,
+    *,
+    steps: int,
+    every: int | Iterable[int] | None = 1,
+    probes: Mapping[str, Callable[[Any], Any]] | None = None,
+    observe: Callable[[Any], Any] | None = None,
+    snapshots: Mapping[str, Callable[[Any], Any]] | None = None,
+    snapshot_every: int | Iterable[int] | None = (),
+    track: Callable[[Iterable[int]], Iterable[int]] | None = None,
+    guard: LossGuard | bool | None = None,
+    guard_what: str = "loss",
+    callbacks: Sequence[Any] = (),
+    optimizer: Any = None,
+    scheduler: Any = None,
+    scaler: Any = None,
+    after_update: Callable[[], Any] | None = None,
+    modules: nn.Module | Sequence[nn.Module] = (),
+    final: bool = True,
+    stop: Callable[[Any, int], bool] | None = None,
+    trajectory: Trajectory | None = None,
+    loss_name: str | None = "loss",
+    start: int = 0,
+) -> FlowResult[S]:
+    """Advance ``state`` by ``step`` for ``steps`` steps and record it (see the module docstring).
+
+    Args:
+        state: the flow's state (a module, embeddings, weights, parameters, ...); returned as
+            ``FlowResult.state`` (the last state the step returned, or ``state`` itself when the
+            engine applies an ``optimizer`` to it in place).
+        step: ``step(state, t) -> (state, loss)`` or ``(state, loss, extras)``: the loss of the
+            state at ``t`` (a scalar or ``(E,)``, with its graph when an ``optimizer`` is given) and
+            the next state; ``extras`` (a mapping ``name -> value``, or a callable returning one, only
+            called at logged steps) are logged after the loss.
+        steps: number of updates (>= 0).
+        every: the logged steps (an int interval, explicit steps, None: first and last).
+        probes: ``name -> probe(observable)`` with ``observable = observe(state)`` (default the state).
+        snapshots, snapshot_every: ``name -> fn(state)`` kept at the ``snapshot_every`` steps.
+        track: wraps the step iterator (progress bars).
+        guard: a :class:`LossGuard` (None/True: a default one naming ``guard_what``; False: none).
+        callbacks: objects with any of ``on_step``, ``on_log``, ``on_end`` (:class:`Callback`).
+        optimizer, scheduler, scaler, after_update: the update the engine applies after each
+            step's record (``scheduler.step()`` after every ``optimizer.step()``; ``after_update()``
+            re-imposes a constraint). Without an ``optimizer`` the step itself advances the state.
+        modules: evaluated at the final step with their buffers preserved.
+        final: evaluate the final state at ``t = steps`` (True) or run ``steps`` updates only.
+        stop: ``stop(state, t)`` after step ``t``; True ends the loop (step ``t`` is logged).
+        trajectory: record into this trajectory (e.g. resumed rows); loss_name: the loss's name
+            (None: not logged — the flow logs it among its extras).
+        start: the first step (resume).
+    Returns:
+        ``FlowResult(state, trajectory)``.
+    """
+    guard = resolve_guard(guard, guard_what)
+    traj = trajectory if trajectory is not None else Trajectory()
+    logs = step_schedule(every, steps)
+    snaps = step_schedule(snapshot_every, steps)
+    probes = dict(probes or {})
+    snapshots = dict(snapshots or {})
+    observe = observe or (lambda s: s)
+    callbacks = list(callbacks or ())
+    mods = [modules] if isinstance(modules, nn.Module) else list(modules)
+    last_t = steps if final else steps - 1
+    it: Iterable[int] = range(start, last_t + 1)
+    stopped = False
+    loss: Any = None
+    done = start  # updates applied so far
+    for t in track(it) if track is not None else it:
+        is_final = final and t == steps
+        ctx = torch.no_grad() if is_final else nullcontext()
+        with ctx, preserved_buffers(mods) if is_final and mods else nullcontext():
+            out = step(state, t)
+        new_state, loss = out[0], out[1]
+        extras = out[2] if len(out) > 2 else None
+        guard.update(t, loss)  # eager on the CPU; a few device ops (no host sync) on an accelerator
+        if stop is not None and not is_final:
+            stopped = bool(stop(new_state, t))
+        if t in logs or stopped:
+            guard.check()  # a non-finite loss fails the run before it is recorded
+            _record(traj, t, state, loss, extras, probes, observe, loss_name, callbacks)
+        if t in snaps and snapshots:
+            guard.check()
+            _snapshot(traj, t, state, snapshots)
+        if is_final:
+            break
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=True)
+            total = guard.mask(loss).sum()
+            if scaler is not None:
+                scaler.scale(total).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                total.backward()
+                with _frozen_kept(optimizer, guard):
+                    optimizer.step()
+            if after_update is not None:
+                after_update()
+            if scheduler is not None:
+                scheduler.step()
+        else:
+            state = new_state
+        done = t + 1
+        _call(callbacks, "on_step", t, state, loss.detach() if isinstance(loss, Tensor) else loss)
+        if stopped:
+            break
+    if not final:  # the state after the last update: logged with the last step's loss
+        if not stopped and steps in logs:
+            guard.check()
+            last = loss if loss is not None else torch.tensor(float("nan"))
+            _record(traj, steps, state, last, None, probes, observe, loss_name, callbacks)
+        if done in snaps and snapshots:
+            _snapshot(traj, done, state, snapshots)
+    guard.check()
+    _call(callbacks, "on_end", state, traj)
+    return FlowResult(state, traj)
+
+
+def _optimizer_params(optimizer: Any) -> list[Tensor]:
+    if hasattr(optimizer, "param_groups"):
+        return [p for group in optimizer.param_groups for p in group["params"]]
+    return list(getattr(optimizer, "params", []))
+
+
+@contextmanager
+def _frozen_kept(optimizer: Any, guard: LossGuard) -> Iterator[None]:
+    """Policy "freeze": the frozen members' slices (leading axis ``E``) of every parameter stay as they
+    are through the optimizer step — their gradients are zeroed (a NaN gradient cannot leak) and their
+    values restored (momentum or Adam state cannot move them). No host sync."""
+    alive = guard.alive if guard.policy == "freeze" else None
+    if alive is None:
+        yield
+        return
+    E = alive.shape[0]
+    kept = []
+    with torch.no_grad():
+        for p in _optimizer_params(optimizer):
+            if p.dim() >= 1 and p.shape[0] == E:
+                mask = alive.view(E, *([1] * (p.dim() - 1)))
+                if p.grad is not None:
+                    p.grad.copy_(torch.where(mask, p.grad, torch.zeros_like(p.grad)))
+                kept.append((p, mask, p.detach().clone()))
+    yield
+    with torch.no_grad():
+        for p, mask, old in kept:
+            p.copy_(torch.where(mask, p, old))
+
+
+def _record(traj, t, state, loss, extras, probes, observe, loss_name, callbacks) -> None:
+    row: dict[str, Any] = {}
+    if loss_name is not None:  # None: the flow logs its guarded quantity among its extras
+        value = loss.detach() if isinstance(loss, Tensor) else loss
+        if isinstance(value, Tensor):
+            value = value.reshape(-1) if value.numel() > 1 else value.reshape(())
+        log_value(traj, t, loss_name, value)
+        row[loss_name] = value
+    if extras is not None:
+        items: Any = extras() if callable(extras) else extras  # name -> value
+        for name, v in items.items():
+            log_value(traj, t, name, v)
+            row[name] = v
+    if probes:
+        with torch.no_grad():
+            obs = observe(state)
+            for name, fn in probes.items():
+                v = fn(obs)
+                log_value(traj, t, name, v)
+                row[name] = v
+    _call(callbacks, "on_log", t, state, row)
+
+
+def _snapshot(traj: Trajectory, t: int, state: Any, snapshots: Mapping[str, Callable[[Any], Any]]) -> None:
+    with torch.no_grad():
+        for name, fn in snapshots.items():
+            v = fn(state)
+            if v is not None:
+                traj.snapshot(t, name, v)

@@ -1,0 +1,254 @@
+"""train_ssl hooks: scheduler + callbacks + checkpoint/exact resume, live TensorBoard, several views,
+one-argument (torchvision-style) augmentations, the view-shape check, and the clear errors of the trainer."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from ssldyn.dynamics import train_ssl
+from ssldyn.dynamics.callbacks import History, TensorBoardLogger
+from ssldyn.dynamics.views import per_batch, per_sample
+from ssldyn.objectives import InfoNCE, info_nce
+
+DT = torch.float64
+
+
+def jitter(x, g):
+    return x + 0.1 * torch.randn(x.shape, generator=g, dtype=x.dtype)
+
+
+def data(n=24, D=6, seed=0):
+    return torch.randn(n, D, generator=torch.Generator().manual_seed(seed), dtype=DT)
+
+
+def net_with_bn_and_dropout(seed=1):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 8)).to(DT)
+
+
+class Interrupt(Exception):
+    pass
+
+
+class StopAt:
+    def __init__(self, step):
+        self.step = step
+
+    def on_step(self, step, model, loss):
+        if step == self.step:
+            raise Interrupt
+
+
+def _run(tmp_path, *, callbacks=(), resume=None, seed=1, steps=12):
+    torch.manual_seed(123)  # dropout draws from torch's global generator
+    net = net_with_bn_and_dropout(seed)
+    res = train_ssl(
+        net,
+        data(),
+        objective=InfoNCE(0.5),
+        augment=jitter,
+        steps=steps,
+        batch_size=8,
+        every=1,
+        optimizer=lambda p: torch.optim.SGD(p, lr=0.2, momentum=0.9),
+        scheduler=lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5),
+        checkpoint=tmp_path / "ckpt.pt",
+        checkpoint_every=4,
+        callbacks=callbacks,
+        resume=resume,
+        generator=torch.Generator().manual_seed(7),
+    )
+    return res
+
+
+def test_interrupted_run_resumed_from_its_checkpoint_matches_the_uninterrupted_run(tmp_path):
+    full = _run(tmp_path / "a")
+    hist = History()
+    with pytest.raises(Interrupt):
+        _run(tmp_path / "b", callbacks=[hist, StopAt(6)])  # checkpoints after 4 updates (not 8)
+    assert [s for s, _ in hist.steps] == list(range(7))
+    # a fresh process would rebuild the model from another seed: the checkpoint must restore everything
+    torch.manual_seed(999)
+    resumed = _run(tmp_path / "b", resume=tmp_path / "b" / "ckpt.pt", seed=5)
+    s_full, l_full = full.trajectory.series("loss")
+    s_res, l_res = resumed.trajectory.series("loss")
+    assert s_full.tolist() == s_res.tolist() == list(range(13))
+    np.testing.assert_array_equal(l_res, l_full)  # exactly: batches, views, dropout masks, LR schedule, BN stats
+    for a, b in zip(full.state.state_dict().values(), resumed.state.state_dict().values()):
+        assert torch.equal(a, b)
+    # the schedule was applied: after 12 updates StepLR(3, 0.5) has halved the LR 4 times
+    ck = torch.load(tmp_path / "a" / "ckpt.pt", weights_only=False)
+    assert ck["step"] == 12 and ck["scheduler"]["_last_lr"][0] == pytest.approx(0.2 * 0.5**4)
+
+
+def test_callbacks_see_every_update_every_logged_row_and_the_end():
+    hist = History()
+    res = train_ssl(
+        net_with_bn_and_dropout(),
+        data(),
+        objective=InfoNCE(0.5),
+        augment=jitter,
+        steps=5,
+        batch_size=8,
+        every=2,
+        probes={"norm": lambda z: z.norm()},
+        callbacks=[hist],
+    )
+    assert [s for s, _ in hist.steps] == [0, 1, 2, 3, 4]  # one per update, none for the final evaluation
+    assert [s for s, _ in hist.logs] == [0, 2, 4, 5] and hist.ended
+    frame = res.trajectory.to_frame()
+    for step, row in hist.logs:
+        assert set(row) == {"loss", "norm"}
+        assert float(row["loss"]) == frame[(frame.probe == "loss") & (frame.step == step)].value.item()
+
+
+def test_live_tensorboard_scalars_during_training_and_hparams_at_the_end(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    seen = []
+
+    class ReadBack:  # reads the event files while the run is going on
+        def on_log(self, step, model, row):
+            acc = EventAccumulator(str(tmp_path))
+            acc.Reload()
+            seen.append([e.step for e in acc.Scalars("loss")])
+
+    logger = TensorBoardLogger(tmp_path, hparams={"tau": 0.5, "batch": 8})
+    res = train_ssl(
+        net_with_bn_and_dropout(),
+        data(),
+        objective=InfoNCE(0.5),
+        augment=jitter,
+        steps=6,
+        batch_size=8,
+        every=2,
+        callbacks=[logger, ReadBack()],
+    )
+    assert seen == [[0], [0, 2], [0, 2, 4], [0, 2, 4, 6]]  # each scalar is on disk when its step is logged
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    _, losses = res.trajectory.series("loss")
+    np.testing.assert_allclose([e.value for e in acc.Scalars("loss")], losses, rtol=1e-6)  # float32 events
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    content = acc.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
+    assert start.hparams["tau"].number_value == 0.5 and start.hparams["batch"].number_value == 8
+
+
+def test_three_views_average_the_objective_over_the_pairs():
+    x = data()
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 5)).to(DT)
+    ref = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 5)).to(DT)
+    ref.load_state_dict(net.state_dict())
+    scale = lambda x, g: 1.5 * x  # noqa: E731  (a deterministic third view)
+    res = train_ssl(net, x, objective=InfoNCE(0.5), augment=[jitter, jitter, scale], steps=1, batch_size=8, every=1)
+    g = torch.Generator().manual_seed(0)
+    xb = x[torch.randperm(24, generator=g)[:8]]
+    views = [jitter(xb, g), jitter(xb, g), 1.5 * xb]
+    z = ref(torch.cat(views)).detach()  # one forward of the three same-shape views
+    zs = [z[i * 8 : (i + 1) * 8] for i in range(3)]
+    want = np.mean([float(info_nce(zs[i], zs[j], 0.5)) for i, j in itertools.combinations(range(3), 2)])
+    assert res.trajectory.series("loss")[1][0] == pytest.approx(want, rel=1e-12)
+    assert res.trajectory.meta["views"] == 3
+
+
+def test_views_keyword_draws_that_many_views_from_one_augmentation():
+    h = History()
+    train_ssl(nn.Linear(6, 4).to(DT), data(), objective=InfoNCE(0.5), augment=jitter, views=4, steps=1,
+              batch_size=8, callbacks=[h])  # fmt: skip
+    with pytest.raises(ValueError, match="views must be an int >= 2"):
+        train_ssl(
+            nn.Linear(6, 4).to(DT), data(), objective=InfoNCE(0.5), augment=jitter, views=1, steps=1, batch_size=8
+        )
+
+
+def test_one_argument_transforms_are_applied_per_sample_seeded_by_the_generator():
+    calls = []
+
+    def noise(x):  # torchvision style: one sample, global RNG
+        calls.append(tuple(x.shape))
+        return x + torch.randn(x.shape, dtype=x.dtype)
+
+    x = data(n=4)
+    out = per_sample(noise)(x, torch.Generator().manual_seed(3))
+    assert calls == [(6,)] * 4  # one call per sample
+    g = torch.Generator().manual_seed(3)
+    seed = int(torch.randint(0, 2**62, (1,), generator=g))
+    torch.manual_seed(seed)
+    want = torch.stack([xi + torch.randn(6, dtype=DT) for xi in x])
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+    state = torch.get_rng_state()
+    per_batch(noise)(x, torch.Generator().manual_seed(3))
+    assert torch.equal(state, torch.get_rng_state())  # torch's global generator is left as it was
+
+    def run(aug):
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 4)).to(DT)
+        return train_ssl(net, data(), objective=InfoNCE(0.5), augment=aug, steps=3, batch_size=8, every=1)
+
+    auto, explicit = run(noise), run(per_sample(noise))
+    np.testing.assert_array_equal(auto.trajectory.series("loss")[1], explicit.trajectory.series("loss")[1])
+    again = run(noise)  # reproducible: the randomness comes from the trainer's generator
+    np.testing.assert_array_equal(auto.trajectory.series("loss")[1], again.trajectory.series("loss")[1])
+    batch = run(per_batch(noise))
+    assert not np.array_equal(batch.trajectory.series("loss")[1], auto.trajectory.series("loss")[1])
+
+
+def test_a_view_of_the_wrong_shape_is_one_clear_error():
+    conv = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.LazyLinear(5)).to(DT)
+    imgs = torch.rand(16, 1, 8, 8, dtype=DT)
+    with pytest.raises(ValueError, match=r"augment 0 must return .* 4 axes .* got \(8, 8, 8\)"):
+        train_ssl(conv, imgs, objective=InfoNCE(0.5), augment=lambda x, g: x[:, 0], steps=1, batch_size=8)
+    crop = lambda x, g: x[..., :6, :6]  # noqa: E731  a local crop: another spatial size
+    with pytest.raises(ValueError, match=r"the model failed on views of shape \(8, 1, 6, 6\)"):
+        train_ssl(conv, imgs, objective=InfoNCE(0.5), augment=[jitter, crop], steps=1, batch_size=8)
+    with pytest.raises(ValueError, match="augment must be None, a callable"):
+        train_ssl(conv, imgs, objective=InfoNCE(0.5), augment="flip", steps=1, batch_size=8)
+
+
+def test_multi_crop_views_of_two_sizes_train_a_pooling_model():
+    class Pool(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 6, 3, padding=1)
+
+        def forward(self, x):
+            return self.conv(x).mean((-2, -1))  # global pooling: any spatial size
+
+    torch.manual_seed(0)
+    imgs = torch.rand(16, 1, 8, 8, dtype=DT)
+    crop = lambda x, g: x[..., 1:7, 1:7]  # noqa: E731
+    res = train_ssl(Pool().to(DT), imgs, objective=InfoNCE(0.5), augment=[jitter, jitter, crop, crop], steps=2,
+                    batch_size=8, every=1)  # fmt: skip
+    assert np.isfinite(res.trajectory.series("loss")[1]).all() and res.trajectory.meta["views"] == 4
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
+def test_cuda_without_cuda_is_one_clear_error():
+    with pytest.raises(ValueError, match="device='cuda' but CUDA is not available"):
+        train_ssl(nn.Linear(6, 4).to(DT), data(), objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8,
+                  device="cuda")  # fmt: skip
+
+
+def test_a_probe_returning_a_dict_is_one_clear_error():
+    with pytest.raises(ValueError, match="probe 'stats' returned a dict .* one probe per key"):
+        train_ssl(nn.Linear(6, 4).to(DT), data(), objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8,
+                  probes={"stats": lambda z: {"mean": z.mean(), "std": z.std()}})  # fmt: skip
+
+
+def test_scheduler_bound_to_another_optimizer_and_half_checkpoint_settings_are_rejected(tmp_path):
+    net = nn.Linear(6, 4).to(DT)
+    other = torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1)
+    kw = dict(objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8)
+    with pytest.raises(ValueError, match="bound to another optimizer"):
+        train_ssl(net, data(), scheduler=torch.optim.lr_scheduler.StepLR(other, 2), **kw)
+    with pytest.raises(ValueError, match="checkpoint .* together"):
+        train_ssl(net, data(), checkpoint=tmp_path / "c.pt", **kw)
+    with pytest.raises(ValueError, match="no such checkpoint"):
+        train_ssl(net, data(), resume=tmp_path / "missing.pt", **kw)

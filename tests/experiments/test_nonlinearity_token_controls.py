@@ -1,0 +1,125 @@
+"""Token experiments (nonlinearity Sec. 5, App. E.2) under claims-v3: the χ± metric per activation, the
+Table 1 agreement test, Fig. 11's error-bar reading and the controls measured in the same run."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+
+from ssldyn.dynamics.ensemble_trainer import TokenRun, sign_symmetric
+from ssldyn.experiments.nonlinearity.table1 import agreement_test, disagreements_allowed
+from ssldyn.experiments.nonlinearity.token_grid import final_table, grid_frame, make_runs, run_grid
+from ssldyn.lab import run_experiment
+from ssldyn.lab.claims import declaration_problems
+from ssldyn.lab.context import Context
+from ssldyn.lab.registry import get_experiment
+from ssldyn.models.activations import ACTIVATIONS
+
+MINE = [
+    "nonlinearity.fig4",
+    "nonlinearity.fig5",
+    "nonlinearity.fig8",
+    "nonlinearity.fig10",
+    "nonlinearity.fig11",
+    "nonlinearity.table1",
+    "nonlinearity.batchnorm",
+]
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_cache(monkeypatch):
+    monkeypatch.setenv("SSLDYN_CACHE_DIR", "off")
+
+
+def _flip_residual(h, constant: bool) -> float:
+    """Residual of the best fit h(−x) ≈ s·h(x) (+ c if ``constant``) over s ∈ {±1} (float64, x on a grid)."""
+    x = torch.linspace(-4, 4, 801, dtype=torch.float64)
+    a, b = h(-x), h(x)
+    res = []
+    for s in (1.0, -1.0):
+        c = float((a - s * b).mean()) if constant else 0.0
+        res.append(float((a - s * b - c).abs().max()))
+    return min(res)
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_sign_symmetric_is_the_flip_symmetry_of_the_activation(name):
+    """|cos| exactly for the activations with h(−x) = ±h(x) + c: with BN (the mean removes c) any c, without
+    BN only c = 0 (so sigmoid, σ(−x) = 1 − σ(x), counts only under BN)."""
+    h = ACTIVATIONS[name].fn
+    assert sign_symmetric(name, "mean_only") == (_flip_residual(h, constant=True) < 1e-12)
+    assert sign_symmetric(name, "off") == (_flip_residual(h, constant=False) < 1e-12)
+
+
+def test_signed_chi_minus_is_recorded_and_equals_init_across_activations():
+    """``chi_minus_signed`` is eq. 181 with the signed cosine for every activation: at t = 0 the same filters
+    (same seed) score the same for ReLU and linear, and linear's |cos| score is never below it."""
+    runs = make_runs(activations=["relu", "linear"], betas=[2], Ps=[3], seeds=[0], base=TokenRun(batch=16))
+    df = grid_frame(runs, run_grid(runs, steps=4, every=2, ctx=Context()))
+    init = final_table(df, step=0).set_index("activation")
+    assert init.loc["relu", "chi_minus_signed_mean"] == pytest.approx(init.loc["linear", "chi_minus_signed_mean"])
+    assert init.loc["relu", "chi_minus_signed_mean"] == pytest.approx(init.loc["relu", "chi_minus_mean"])
+    assert (df["chi_minus_signed"] <= df["chi_minus"] + 1e-6).all()
+    assert (
+        init.loc["linear", "chi_minus_mean"] > init.loc["linear", "chi_minus_signed_mean"]
+    )  # |cos| ≥ cos, strict here
+
+
+def test_agreement_test_is_welch_t():
+    rng = np.random.default_rng(0)
+    t = pd.DataFrame(
+        {
+            "ours": rng.uniform(0, 1, 20),
+            "ours_std": rng.uniform(0.01, 0.1, 20),
+            "paper_mean": rng.uniform(0, 1, 20),
+            "paper_std": np.r_[0.0, rng.uniform(0.0, 0.1, 19)],
+        }
+    )
+    got = agreement_test(t, n_ours=3)
+    for r in got.itertuples():
+        ref = stats.ttest_ind_from_stats(
+            r.ours, r.ours_std, 3, r.paper_mean, max(r.paper_std, 0.005), 3, equal_var=False
+        )
+        assert r.t == pytest.approx(ref.statistic, rel=1e-10)
+        assert r.p == pytest.approx(ref.pvalue, rel=1e-8)
+        assert r.disagrees == (ref.pvalue < 0.05)
+    # equal means never disagree; a difference of 10 standard errors always does
+    same = agreement_test(t.assign(paper_mean=t["ours"]), n_ours=3)
+    assert not same["disagrees"].any()
+    far = agreement_test(t.assign(paper_mean=t["ours"] + 10 * got["se"]), n_ours=3)
+    assert far["disagrees"].all()
+
+
+def test_disagreements_allowed_is_the_binomial_quantile():
+    assert disagreements_allowed(64) == 6
+    rng = np.random.default_rng(1)
+    counts = rng.binomial(64, 0.05, 200_000)
+    assert np.mean(counts <= 6) >= 0.95 and np.mean(counts <= 5) < 0.95
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_every_claim_has_a_control_and_an_effect(name):
+    exp = get_experiment(name)
+    problems = [p for s in exp.claims for p in declaration_problems(s, [exp.default_config(), exp.quick_config()])]
+    assert not problems, problems
+
+
+def test_fig11_small_zeta_reads_the_error_bars(tmp_path):
+    """bn-small-zeta-no-gain = mean gain / mean std over seeds of the cells, recomputed from the stored tables."""
+    sets = {"steps": 40, "log_every": 20, "zetas": [2.0, 10.0], "betas": [1, 2], "Ps": [1, 2]}
+    out = run_experiment("nonlinearity.fig11", quick=True, seeds=3, sets=sets, out=tmp_path)
+    f = pd.concat([out.run.result(s).tables["final"].assign(rep=s) for s in range(3)])
+    small = f[f.zeta == 2.0]
+    wide = small.pivot_table(index=["beta", "P", "rep"], columns="bn", values="chi_plus_mean")
+    bar = small.groupby(["beta", "P", "bn"])["chi_plus_mean"].std().mean()
+    expect = (wide["mean_only"] - wide["off"]).mean() / bar
+    c = {x.id: x for x in out.claims}
+    assert c["bn-small-zeta-no-gain"].value == pytest.approx(expect, rel=1e-4)
+    assert c["bn-small-zeta-no-harm"].value == pytest.approx(expect, rel=1e-4)
+    large = f[(f.zeta == 10.0) & (f.beta > 1) & (f.P > 1)]
+    wl = large.pivot_table(index=["beta", "P", "rep"], columns="bn", values="chi_plus_mean")
+    ctrl = (wl["mean_only"] - wl["off"]).mean() / large.groupby(["beta", "P", "bn"])["chi_plus_mean"].std().mean()
+    assert c["bn-small-zeta-no-gain"].control_values[0] == pytest.approx(ctrl, rel=1e-4)
+    # the gain claims' controls are measured per seed; at t = 0 BN and no BN share their filters
+    assert c["bn-gain-grows-with-zeta"].control_values == (0.0, 0.0, 0.0)

@@ -98,10 +98,12 @@ class Fig5(Experiment):
             "mean-only BN, G=40, output_d=50, lr 0.02, 5000 steps) learns the patterns: χ̄₊ ≥ 0.95.", "Sec. 5",
             kind="sanity", reading="χ̄₊ of that run", relation=ge(0.95),
             basis="tolerance: the reference README's reported level",
+            bounds=CHI_BOUNDS,
         ),
         ClaimSpec(
             "documented-run-chi-minus", "... and ignores the noise tokens: χ̄₋ ≤ 0.05.", "Sec. 5", kind="sanity",
             reading="χ̄₋ of that run", relation=le(0.05), basis="tolerance: the reference README's reported level",
+            bounds=CHI_BOUNDS,
         ),
         Erratum(
             "eq181-normalisation", "χ₋(R_k) of eq. 181 divides a sum over the d − P irrelevant tokens by P, so it is "

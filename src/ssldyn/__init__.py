@@ -1,6 +1,6 @@
 """ssldyn: learning dynamics of self-supervised representation learning.
 
-Subpackages follow the pipeline of DESIGN.md::
+Subpackages follow the pipeline of docs/architecture.md::
 
     data -> models -> objectives -> dynamics -> probes -> lab (claims, figures, report)
 

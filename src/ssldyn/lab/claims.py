@@ -1,4 +1,4 @@
-"""Paper claims, declared by experiments and measured over seeds (DESIGN.md, "Experiments").
+"""Paper claims, declared by experiments and measured over seeds (docs/architecture.md, "The claims mechanism").
 
 An experiment declares its claims as :class:`ClaimSpec` records — the statement in our words,
 where the paper makes it, its provenance ``kind``, the ``reading`` (how the words became a

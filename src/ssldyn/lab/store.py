@@ -1,4 +1,4 @@
-"""The run store: ``<out>/<experiment>/<config-hash>/`` (DESIGN.md, "Run store").
+"""The run store: ``<out>/<experiment>/<config-hash>/`` (docs/architecture.md, "The run store").
 
 A run directory holds ``config.json``, ``meta.json``, ``summary.json``, ``tables/*.parquet``,
 ``arrays.npz``, ``claims.json``, ``figures/``, ``MANIFEST.json`` (the SHA-256 of every file)

@@ -11,7 +11,9 @@ seed; the run's seeds are batched (``batch_seeds``).
 Erratum (eq. 181): χ₋(R_k) is printed with the factor 1/P, but it sums over the d − P tokens
 not in R_k^g; with 1/P it is not bounded by 1 (the paper states χ̄ ∈ [−1, 1]). We use the mean
 over the irrelevant tokens (:mod:`ssldyn.probes.chi`); the run measures the printed form at
-initialisation.
+initialisation. This erratum is plausible, not certain: 1/P is likely a misprint for 1/(d − P) (the
+printed form contradicts the stated range χ̄ ∈ [−1, 1]), but the paper's code could use another
+normalisation that we cannot see.
 
 Protocol choices: lr 0.02 (documented command; the paper's text says 2e-3); χ± as eq. 16 (signed)
 for ReLU, |cos| for the linear activation (a linear filter's sign is not identifiable; see
@@ -110,7 +112,8 @@ class Fig5(Experiment):
             "not bounded by 1 as the paper states.", "eq. 181, eq. 180",
             printed="χ₋(R_k) = (1/P) Σ_{a∉R_k^g} max_m cos(w_km, u_a)",
             used="the mean over the d − P tokens a ∉ R_k^g (χ̄₋ ∈ [−1, 1])",
-            reading="χ̄₋ of the ReLU network at initialisation with the printed factor, (d − P)/P × our mean",
+            reading="χ̄₋ of the ReLU network at initialisation with the printed factor, (d − P)/P × our mean "
+            "(plausible, not certain: 1/P is likely a misprint for 1/(d − P))",
             relation=gt(1.0), basis="relation: a value above 1 contradicts χ̄ ∈ [−1, 1]",
         ),
     )  # fmt: skip

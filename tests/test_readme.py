@@ -6,7 +6,7 @@
   * a *synopsis* (``[--quick]``, ``...``, ``key=value``) must name an existing command and
     only existing options;
   * a concrete line (placeholders such as ``EXP`` or ``DIR`` substituted) goes through the
-    real command line: ``run``/``reproduce`` with ``--dry-run`` (typer parsing, unknown
+    real command line: ``run``/``reproduce``/``robustness`` with ``--dry-run`` (typer parsing, unknown
     options fail; every config built with the real validation, unknown keys fail), and the
     cheap ones (``list``, ``show``, ``report``, ``--help``, and ``run`` lines whose planned
     runs are estimated at ≤ 20 s) are executed for real.
@@ -191,7 +191,7 @@ def test_command_line(line, command, tmp_path, monkeypatch, capsys):
         return
     args, needs = _substitute(tokens, tmp_path)
     _command(args[0])
-    if args[0] in ("run", "reproduce"):
+    if args[0] in ("run", "reproduce", "robustness"):  # robustness grids: validated, not run (minutes)
         code, out = _cli([*args, "--dry-run"], capsys)
         assert code == 0, f"README.md:{line}: `{command}` is rejected by the CLI:\n{out}"
         cheap = args[0] == "run" and not needs and _estimated_seconds(out) <= EXEC_BUDGET_S

@@ -143,7 +143,7 @@ def read_idx(path: str | Path, max_bytes: int = IDX_MAX_BYTES) -> np.ndarray:
             dt, shape, expected = _header(fh, p, max_bytes)
             fits_in_memory(expected, f"IDX file {str(p)!r} (shape {shape})")
             out = np.empty(shape, dtype=dt)
-            view = memoryview(out.reshape(-1).view(np.uint8))
+            view = out.reshape(-1).view(np.uint8).data  # a writable memoryview of out
             got = 0
             while got < expected:
                 n = fh.readinto(view[got : got + min(_CHUNK, expected - got)])

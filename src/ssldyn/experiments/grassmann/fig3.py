@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import numpy as np
 import torch
@@ -468,7 +468,8 @@ def _solve_polar_flow(q0: torch.Tensor, lam: torch.Tensor, t: torch.Tensor) -> t
     tolerances) -> ``(T, E, d, z)``."""
     from torchdiffeq import odeint
 
-    return odeint(lambda _t, q: projected_gd_rhs(q, lam), q0, t, method="dopri5", rtol=1e-11, atol=1e-13)
+    sol = odeint(lambda _t, q: projected_gd_rhs(q, lam), q0, t, method="dopri5", rtol=1e-11, atol=1e-13)
+    return cast(torch.Tensor, sol)  # one state tensor in, one trajectory tensor out
 
 
 def _half_time_ratio(loss_late: torch.Tensor, loss_ref: torch.Tensor, ks: np.ndarray) -> torch.Tensor:

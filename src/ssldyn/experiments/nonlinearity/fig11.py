@@ -14,6 +14,7 @@ mean gain of BN at the smallest ζ divided by the mean std over seeds of a cell'
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 from pydantic import Field, model_validator
@@ -165,7 +166,7 @@ class Fig11(Experiment):
 
         r_s, g_s, bar_s, per_cell = ratio(zs[0], False)
         r_l, g_l, bar_l, _ = ratio(zs[-1], True)
-        worst = per_cell.idxmin()
+        worst = cast(tuple, per_cell.idxmin())  # (β, P) of the MultiIndex
         detail = (
             f"ζ = {zs[0]:g}: mean gain {g_s:+.3f}, mean error bar {bar_s:.3f} ({f['rep'].nunique()} seeds); worst cell "
             f"β = {worst[0]}, P = {worst[1]}: {per_cell.min():+.3f}; ζ = {zs[-1]:g} (β > 1, P > 1): gain {g_l:+.3f}, "

@@ -479,7 +479,7 @@ def comparison_measures(cfg, result: Result, tag: str) -> dict[str, float | Meas
     start = s["silhouette_start"]
     dl = s["network_loss_start"] - s["network_loss_end"]
     loss_left = (s["network_loss_horizon"] - s["network_loss_end"]) / max(dl, 1e-300)
-    out = {
+    out: dict[str, float | Measured] = {
         "same-cluster-move-together": Measured(s["network_coherence"], control=s["vanilla_coherence"]),
         "clusters-by-iteration-15": Measured(
             s["network_silhouette_at_probe"], control=s["vanilla_silhouette_at_probe"]

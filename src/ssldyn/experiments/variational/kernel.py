@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -292,7 +292,10 @@ class KernelCheck(VariationalExperiment):
         res.tables["prop44"] = wdf
         mean = wdf.groupby("M")["rel_err"].agg("mean")
         res.summary["prop44_slope"] = _slope(mean.index, mean.values)
-        wrong = pd.Series(torch.stack(errs_wrong).cpu().tolist(), index=[k[0] for k in keys]).groupby(level=0).mean()
+        wrong = cast(
+            pd.Series,
+            pd.Series(torch.stack(errs_wrong).cpu().tolist(), index=[k[0] for k in keys]).groupby(level=0).mean(),
+        )
         res.summary["prop44_slope_wrong_limit"] = _slope(wrong.index, wrong.values)
 
         # (d) block structure and cluster flow vs δ

@@ -72,6 +72,8 @@ def cluster():
             os.environ.pop("SSLDYN_PLUGINS", None)
         else:
             os.environ["SSLDYN_PLUGINS"] = old
+        for name in (SOURCE, REUSER):  # the plugin's toys leave the registry with the cluster (other tests list it)
+            registry._REGISTRY.pop(name, None)
         registry._LOADED = False
 
 

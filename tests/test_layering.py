@@ -30,6 +30,7 @@ FORBIDDEN = {
     "lab": {"experiments", "results", "root"},
     "errors": _ALL,
     "_version": _ALL,
+    "memory": _ALL,  # machine memory, usable by every layer: imports nothing of the package
 }
 
 

@@ -1,4 +1,4 @@
-"""Shared helpers of the one-layer α-CL experiments (local maxima of curves on the circle, angles).
+"""Shared helpers of the one-layer α-CL experiments (curves on the circle, angles).
 
 :func:`angle_deg` runs on the device of its inputs; the curve helpers are numpy (CPU) and take
 tensors on any device (copied to the CPU).
@@ -14,37 +14,6 @@ import torch
 
 def _host(v):
     return v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v
-
-
-def circular_local_maxima(values: np.ndarray, rel_tol: float = 1e-9) -> np.ndarray:
-    """Indices of strict local maxima of a periodic 1-D curve (a flat top counts once, at its middle).
-
-    Values within ``rel_tol·(max − min)`` of each other count as equal; a curve that is flat
-    everywhere has no maximum.
-    """
-    v = np.asarray(_host(values), dtype=np.float64)
-    n = len(v)
-    span = float(v.max() - v.min())
-    if span <= 0:
-        return np.zeros(0, dtype=int)
-    tol = rel_tol * span
-    # compress runs of (nearly) equal values on the circle
-    starts = [0] + [i for i in range(1, n) if abs(v[i] - v[i - 1]) > tol]
-    if len(starts) > 1 and abs(v[0] - v[-1]) <= tol:  # first run continues the last one
-        starts = starts[1:]
-    runs = []
-    for j, s in enumerate(starts):
-        e = starts[j + 1] if j + 1 < len(starts) else starts[0] + n
-        runs.append((s, e))
-    out = []
-    m = len(runs)
-    for j, (s, e) in enumerate(runs):
-        val = v[s % n]
-        prev = v[runs[j - 1][0] % n]
-        nxt = v[runs[(j + 1) % m][0] % n]
-        if val > prev + tol and val > nxt + tol:
-            out.append(((s + e - 1) // 2) % n)
-    return np.asarray(sorted(out), dtype=int)
 
 
 def angle_deg(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,11 @@ pytestmark = pytest.mark.slow  # starts a two-node cluster: ~1 min on the shared
 from ssldyn.lab import registry  # noqa: E402
 from ssldyn.lab.executors import execute  # noqa: E402
 from ssldyn.lab.runner import plan_run  # noqa: E402
-from tests.lab.ray_toys import REUSER, SOURCE  # noqa: E402
+
+# the toys' names (their module registers them when the cluster fixture loads it as a plugin: importing it
+# here would register them at collection, and every other test in the worker would list them)
+SOURCE = "variational.zz-ray-source"
+REUSER = "variational.zz-ray-reuser"
 
 PLUGIN = "tests.lab.ray_toys"
 BOUND_S = 420  # the whole module: a hung cluster ends the test process with a traceback, never the CI job

@@ -147,8 +147,8 @@ class RunSpec:
 
 
 #: peak memory assumed for an experiment that declares no estimate of its own (bytes): an allowance
-#: for the interpreter, torch, the lab and a small computation (a run process measures ≈ 0.43 GB
-#: before computing; grassmann.fig3 at paper scale peaks at ≈ 0.55 GB), not a measurement of each one
+#: for the interpreter, torch, the lab and a small computation (a run process measured ≈ 0.43 GB
+#: VmHWM before computing), not a measurement of each experiment
 DEFAULT_PEAK_MEMORY = 1 << 30
 
 

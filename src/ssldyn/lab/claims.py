@@ -63,6 +63,16 @@ VERDICT_WORDS = {
 }  # fmt: skip
 
 
+def status_of(claim: Any) -> str:
+    """A claim's verdict; a record stored before verdicts existed (no ``status``) reads as pass/fail."""
+    return getattr(claim, "status", "") or ("pass" if claim.passed else "fail")
+
+
+def verdict_words(status: str) -> tuple[str, str]:
+    """(CSS class, word) of a verdict, as the CLI and the report show it (:data:`VERDICT_WORDS`)."""
+    return VERDICT_WORDS.get(status, ("fail", status.upper()))
+
+
 # --------------------------------------------------------------------------------------
 # relations
 # --------------------------------------------------------------------------------------
@@ -815,6 +825,6 @@ def _is_finite_number(v: Any) -> bool:
 __all__ = [
     "KINDS", "Relation", "gt", "ge", "lt", "le", "between", "is_true", "equals", "Rule", "MEAN_AND_80",
     "every_seed", "whole_interval", "pooled", "ClaimSpec", "Erratum", "references", "reference_in_text",
-    "Measured", "Claim", "evaluate", "t_interval", "STATUSES", "CONTROLLED_KINDS", "VERDICT_WORDS", "Robustness",
+    "Measured", "Claim", "evaluate", "t_interval", "STATUSES", "CONTROLLED_KINDS", "VERDICT_WORDS", "status_of", "verdict_words", "Robustness",
     "bootstrap_median_interval", "wilson_interval", "clip_interval", "format_estimate", "declaration_problems",
 ]  # fmt: skip

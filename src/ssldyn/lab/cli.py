@@ -644,8 +644,9 @@ def _print_run(o: Any) -> None:
 
 
 def _verdict(c: Any) -> str:
-    status = getattr(c, "status", "") or ("pass" if c.passed else "fail")
-    return {"not-run": "NOT RUN"}.get(status, status.upper())
+    from ssldyn.lab.claims import status_of, verdict_words
+
+    return verdict_words(status_of(c))[1]
 
 
 def _measured_cell(c: Any) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ssldyn._version import __version__
-from ssldyn.lab.claims import VERDICT_WORDS, Claim
+from ssldyn.lab.claims import Claim, status_of, verdict_words
 from ssldyn.lab.registry import PAPERS, all_experiments
 from ssldyn.lab.scores import Outcomes, PaperScore, canonical_runs, outcome_counts, paper_scores
 from ssldyn.lab.store import atomic_write_text
@@ -63,8 +63,7 @@ KIND_TITLES = {"paper": "paper", "consequence": "consequence", "sanity": "sanity
 
 def _verdict(c: Claim) -> tuple[str, str]:
     """(CSS class, word) of a claim's verdict."""
-    status = c.status or ("pass" if c.passed else "fail")
-    return VERDICT_WORDS.get(status, ("fail", status.upper()))
+    return verdict_words(status_of(c))
 
 
 def _control_cell(c: Claim) -> str:
@@ -248,7 +247,7 @@ def _robustness_block(exp: Any, studies: list[Any], res: Any, pages: dict[str, P
                     continue
                 summary[cid][1] += 1
                 summary[cid][0] += c.status == "pass"
-                cls, word = VERDICT_WORDS.get(c.status, ("fail", c.status.upper()))
+                cls, word = _verdict(c)
                 ctrl = f"<div class='meta'>control {escape(str(c.control_value))}</div>" if c.control_values else ""
                 cells.append(f"<td><span class='{cls}'>{word}</span> {escape(c.measured_text())}{ctrl}</td>")
             vals = "".join(f"<td>{escape(_value_text(pt['values'].get(k)))}</td>" for k in keys)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ssldyn.lab.claims import VERDICT_WORDS, t_interval
+from ssldyn.lab.claims import status_of, t_interval, verdict_words
 from ssldyn.lab.study import Study
 
 __all__ = ["claim_points", "summary_points", "plot_against_axes", "write_study_page", "study_page_path"]
@@ -240,7 +240,7 @@ def write_study_page(results: Any, study: Study, report_dir: Path, css: str, fai
                     cells += "<td></td>"
                     continue
                 f = c.iloc[0]
-                cls, word = VERDICT_WORDS.get(str(f["status"]), ("pass", "PASS") if f["passed"] else ("fail", "FAIL"))
+                cls, word = verdict_words(str(f["status"]) or ("pass" if f["passed"] else "fail"))
                 cells += (f"<td class='num'><span class='{cls}'>{word}</span> {escape(_cell(f['estimate'], f['lo'], f['hi']))}"
                           f" <span class='meta'>({int(c['seed_passed'].sum())}/{len(c)})</span></td>")  # fmt: skip
         body.append(f"<tr>{cells}</tr>")
@@ -323,7 +323,7 @@ def _index(values: tuple[Any, ...], v: Any) -> int:
 def _point_block(rec: Any, page_dir: Path) -> str:
     rows = []
     for c in rec.claims:
-        cls, word = VERDICT_WORDS.get(c.status, ("pass", "PASS") if c.passed else ("fail", "FAIL"))
+        cls, word = verdict_words(status_of(c))
         rows.append(f"<tr><td class='{cls}'>{word}</td><td><code>{escape(c.id)}</code></td><td>{escape(c.statement)}"
                     f"</td><td class='num'>{escape(c.measured_text())}</td><td>{escape(c.expected)}</td></tr>")  # fmt: skip
     claims = ("<table><tr><th></th><th>claim</th><th>statement</th><th>measured (95% interval)</th><th>expected</th>"

@@ -34,6 +34,7 @@ import pandas as pd
 
 from ssldyn.lab.claims import Claim
 from ssldyn.lab.scores import SCORED_KINDS, outcome_counts
+from ssldyn.lab.study import config_value
 
 __all__ = ["load", "key_columns", "Results", "RunRecord"]
 
@@ -42,16 +43,6 @@ RUN_KEYS = ("experiment", "hash", "label", "preset", "canonical")
 #: the columns every trajectory row has (the others a table logged are its key columns and coordinates)
 TRAJECTORY_COLUMNS = ("seed", "table", "step", "member", "probe", "value")
 _READ_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError)
-
-
-def _lookup(config: Mapping[str, Any], key: str) -> Any:
-    """The value at a dotted ``key`` of a nested config (``None`` when absent)."""
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _number(v: Any) -> float:
@@ -152,7 +143,7 @@ class RunRecord:
 
     def value(self, key: str) -> Any:
         """This run's config value at a dotted ``key``."""
-        return _lookup(self.config, key)
+        return config_value(self.config, key)
 
 
 def read_run(run: Any) -> RunRecord:

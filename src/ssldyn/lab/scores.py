@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ssldyn.lab.claims import Claim, references
+from ssldyn.lab.claims import Claim, references, status_of
 
 __all__ = [
     "SCORED_KINDS", "STATUS_ORDER", "Outcomes", "outcome_counts", "ResultRow", "PaperScore", "run_rank",
@@ -75,17 +75,12 @@ class Outcomes:
         return " · ".join(parts)
 
 
-def _status_of(c: Any) -> str:
-    status = getattr(c, "status", "") or ("pass" if c.passed else "fail")
-    return status
-
-
 def outcome_counts(claims: Iterable[Any], kinds: tuple[str, ...] | None = SCORED_KINDS) -> Outcomes:
     """Verdict counts of ``claims`` (:class:`Claim` records) of the given kinds (``None``: all kinds)."""
     out = Outcomes()
     for c in claims:
         if kinds is None or c.kind in kinds:
-            out.add(_status_of(c))
+            out.add(status_of(c))
     return out
 
 
@@ -240,7 +235,7 @@ def paper_scores(experiments: Iterable[Any], runs_by_exp: dict[str, Any]) -> dic
             row = rows[exp.paper].setdefault(key, ResultRow(exp.paper, key))
             if exp.name not in row.experiments:
                 row.experiments.append(exp.name)
-            status = _status_of(c)
+            status = status_of(c)
             row.outcomes.add(status)
             sc.outcomes.add(status)
             if status not in ("pass", "not-run"):

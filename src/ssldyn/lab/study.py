@@ -106,7 +106,8 @@ def studies_dir(out: str | Path, experiment: str) -> Path:
     return Path(out) / experiment / "studies"
 
 
-def _lookup(config: Mapping[str, Any], key: str) -> Any:
+def config_value(config: Mapping[str, Any], key: str) -> Any:
+    """The value at a dotted ``key`` of a nested config (``None`` when absent)."""
     node: Any = config
     for part in key.split("."):
         if not isinstance(node, Mapping) or part not in node:
@@ -134,7 +135,7 @@ def record_study(out: str | Path, specs: Sequence[Any], keys: Sequence[str], sou
         raise ValueError(f"record_study: one experiment per study, got {sorted(exps)}")
     experiment = specs[0].experiment
     keys = list(keys)
-    values = [{k: _lookup(s.config, k) for k in keys} for s in specs]
+    values = [{k: config_value(s.config, k) for k in keys} for s in specs]
     axes = [Axis(k, tuple(_distinct(v[k] for v in values))) for k in keys]
     shared = [{k: v for k, v in s.overrides.items() if k not in keys} for s in specs]
     base = {k: v for k, v in shared[0].items() if all(o.get(k) == v for o in shared)}

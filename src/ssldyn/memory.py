@@ -11,7 +11,7 @@ import os
 
 import torch
 
-__all__ = ["available_memory", "total_memory", "fmt_bytes"]
+__all__ = ["available_memory", "total_memory", "fmt_bytes", "peak_rss", "reset_peak_rss"]
 
 
 def _meminfo(key: str) -> int | None:
@@ -74,3 +74,36 @@ def fmt_bytes(b: float) -> str:
         if b >= size:
             return f"{b / size:.3g} {unit} ({int(b)} bytes)"
     return f"{int(b)} bytes"
+
+
+def peak_rss() -> int | None:
+    """Bytes: the peak resident set size of this process (``VmHWM`` of ``/proc/self/status``, else
+    ``getrusage``'s ``ru_maxrss``); None where neither is available. Since :func:`reset_peak_rss`,
+    where that worked."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+        import sys
+
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(rss if sys.platform == "darwin" else rss * 1024)  # bytes on macOS, KiB on Linux
+    except (ImportError, OSError, ValueError):
+        return None
+
+
+def reset_peak_rss() -> bool:
+    """Start :func:`peak_rss` afresh from the current resident size (Linux: ``5`` written to
+    ``/proc/self/clear_refs``); False where the kernel does not allow it (the peak is then the
+    process's since it started)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False

@@ -58,9 +58,16 @@ def test_every_experiment_has_an_estimate_that_fits_its_own_defaults():
 
 
 def test_the_default_estimate_refuses_on_a_tiny_machine(monkeypatch):
+    """A plugin experiment that declares no estimate gets the flat allowance, refused where it cannot fit."""
+    from ssldyn.lab.runner import check_memory
+
+    class Bare:  # an experiment class without peak_memory / est_memory
+        name = "plugin.bare"
+
+    assert estimate_memory(Bare, None, 5) == (DEFAULT_PEAK_MEMORY, "")  # type: ignore[arg-type]
     monkeypatch.setattr("ssldyn.memory.total_memory", lambda device=None: DEFAULT_PEAK_MEMORY // 2)
-    with pytest.raises(UserError, match=r"variational.fig3: its config needs an estimated .* lower the sizes"):
-        plan_run("variational.fig3", quick=True)
+    with pytest.raises(UserError, match=r"plugin.bare: its config needs an estimated .* lower the sizes"):
+        check_memory(Bare, None, 5, "cpu")  # type: ignore[arg-type]
 
 
 def test_thm3_t_final_is_limited_with_a_reason():
@@ -102,3 +109,21 @@ def test_within_budget_the_reference_is_the_closed_form():
     e = np.exp(-8 * lam * t)
     exact = np.sqrt(q0**2 * e / (1 - q0**2 + q0**2 * e))
     np.testing.assert_allclose(res.trajectory.stack("q")[1][:, 0, 0], exact, rtol=1e-9)
+
+
+def test_peak_rss_sees_an_allocation_and_reset_forgets_it():
+    """The run's measured peak (``meta["memory"]``): a 256 MiB array raises the peak resident size by
+    about that much, and after a reset the peak is back near the current (smaller) size."""
+    from ssldyn.memory import peak_rss, reset_peak_rss
+
+    if peak_rss() is None or not reset_peak_rss():
+        pytest.skip("no resettable peak resident size on this platform")
+    before = peak_rss()
+    assert before is not None
+    a = np.ones(2**25)  # (2²⁵,) float64 = 256 MiB, touched
+    grown = peak_rss()
+    del a
+    assert grown is not None and grown - before >= 0.9 * 2**28
+    assert reset_peak_rss()
+    after = peak_rss()
+    assert after is not None and after < grown - 0.5 * 2**28

@@ -171,12 +171,13 @@ def check_memory(exp_cls: type[Experiment], cfg: ExperimentConfig, n_seeds: int,
     """The estimated peak (:func:`estimate_memory`); a run that cannot fit in the device's memory (the
     host's RAM, or the GPU's) is one :class:`UserError` naming the config key that drives it."""
     from ssldyn.lab.config import echo
+    from ssldyn.lab.study import config_value
     from ssldyn.memory import fmt_bytes, total_memory
 
     est, key = estimate_memory(exp_cls, cfg, n_seeds)
     limit = total_memory(device)
     if est > limit:
-        what = f"{key}={echo(getattr(cfg, key, '?'), 80)}" if key else "its config"
+        what = f"{key}={echo(config_value(cfg.model_dump(), key), 80)}" if key else "its config"
         raise UserError(
             f"{exp_cls.name}: {what} needs an estimated {fmt_bytes(est)} of memory at its peak, more than the "
             f"{fmt_bytes(limit)} of this machine ({torch.device(device).type}); lower {key or 'the sizes'}"
@@ -342,9 +343,13 @@ def compute_run(
     ``executor`` / ``workers`` run its tasks (``ctx.map``; see :func:`ssldyn.lab.tasks.map_tasks`).
     ``progress`` is a bool or an open ``rich.progress.Progress`` to add the run's bars to.
     """
+    from ssldyn.memory import peak_rss, reset_peak_rss
+
     exp_cls = get_experiment(spec.experiment)
     cfg = exp_cls.Config.model_validate(spec.config)
     dev = resolve_device(spec.device)
+    est, est_key = estimate_memory(exp_cls, cfg, len(spec.seeds))
+    fresh_peak = reset_peak_rss()
     t0 = time.perf_counter()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     bar, display = _progress_display(progress)
@@ -369,6 +374,9 @@ def compute_run(
         finally:
             first.seed_results = []
         figures = {p.name: p.read_bytes() for p in sorted(fig_dir.iterdir()) if p.is_file()}
+    memory = {"estimated": est, "key": est_key, "measured_peak": peak_rss(),
+              "measured": "peak resident size of the process that computed the run"
+              + ("" if fresh_peak else " since it started") + " (tasks run in other processes not counted)"}  # fmt: skip
     record = {"experiment": exp_cls.name, "config": spec.config, "seeds": list(spec.seeds), "device": dev.type,
               "package": __version__, "version": exp_cls.version, "hash": spec.digest, "preset": spec.preset,
               "overrides": spec.overrides}  # fmt: skip
@@ -377,7 +385,7 @@ def compute_run(
             "canonical": spec.canonical, "label": spec.describe(), "started": started,
             "run_seconds": round(run_seconds, 3), "total_seconds": round(time.perf_counter() - t0, 3),
             "torch": torch.__version__, "python": platform.python_version(), "host": platform.node(),
-            "threads": torch.get_num_threads()}  # fmt: skip
+            "threads": torch.get_num_threads(), "memory": memory}  # fmt: skip
     return ComputedRun(spec, record, meta, results, claims, figures)
 
 

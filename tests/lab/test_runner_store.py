@@ -111,3 +111,11 @@ def test_paper_seeds_follow_the_papers_own_count_of_repetitions():
 
     with pytest.raises(ValueError, match="paper_seeds_reason"):
         register(NoReason)
+
+
+def test_record_seeds_reads_seeds_or_the_single_seed_of_older_records():
+    from ssldyn.lab.store import record_seeds
+
+    assert record_seeds({"seeds": [3, "4"], "seed": 9}) == [3, 4]  # the list wins, as ints
+    assert record_seeds({"seed": 7}) == [7]  # an older record with one seed
+    assert record_seeds({}) == [0]

@@ -232,7 +232,8 @@ def _normalize(w: Tensor) -> Tensor:
     return w / w.norm(dim=-1, keepdim=True)
 
 
-def _check_state(w0: Tensor, A_fn: AFn, fn: str) -> None:
+def _start(w0: Tensor, A_fn: AFn, fn: str) -> tuple[Tensor, Callable[[Tensor], Tensor]]:
+    """Check ``w0`` and return the flow's state ``w (E, d)`` (rows normalised) and the map back to ``w0``'s rank."""
     if callable(w0) and isinstance(A_fn, Tensor):
         raise ValueError(f"{fn}(w0, A_fn, ...): the weights come first, the operator second")
     if not isinstance(w0, Tensor) or w0.dim() not in (1, 2) or w0.shape[-1] < 1 or w0.numel() == 0:
@@ -240,6 +241,8 @@ def _check_state(w0: Tensor, A_fn: AFn, fn: str) -> None:
     check_finite("w0", w0)
     if bool((w0.norm(dim=-1) == 0).any()):
         raise ValueError(f"{fn}: w0 has a zero row (a direction on the sphere is needed)")
+    member = (lambda w: w[0]) if w0.dim() == 1 else (lambda w: w)
+    return _normalize(w0.reshape(-1, w0.shape[-1]).clone()), member  # (E, d)
 
 
 def _check_operator(A: Tensor, fn: str, w: Tensor | None = None) -> None:
@@ -287,9 +290,7 @@ def sphere_flow(
             became NaN/inf; names the step, the member and its last finite value.
     """
     steps, dt = check_steps(steps), check_lr(dt, "dt")
-    _check_state(w0, A_fn, "sphere_flow")
-    single = w0.dim() == 1
-    w = _normalize(w0.reshape(-1, w0.shape[-1]).clone())  # (E, d)
+    w, member = _start(w0, A_fn, "sphere_flow")  # (E, d)
 
     def step(w: Tensor, t: int):
         A = A_fn(w)  # (E, d, d)
@@ -302,7 +303,6 @@ def sphere_flow(
         w_next = w if t == steps else _normalize(w + dt * g)
         return w_next, energy, (lambda: {"grad_norm": g.norm(dim=-1)})
 
-    member = (lambda w: w[0]) if single else (lambda w: w)
     res = run(
         w,
         step,
@@ -382,9 +382,7 @@ def power_iteration(
         raise ValueError(f"power_iteration: tol must be a finite number >= 0, got {tol!r}")
     if shift not in (None, True, False):
         raise ValueError(f"power_iteration: shift must be None (auto), True or False, got {shift!r}")
-    _check_state(w0, A_fn, "power_iteration")
-    single = w0.dim() == 1
-    w = _normalize(w0.reshape(-1, w0.shape[-1]).clone())  # (E, d)
+    w, member = _start(w0, A_fn, "power_iteration")  # (E, d)
     E = w.shape[0]
     round_off = math.sqrt(torch.finfo(w.dtype).eps)
     st = {
@@ -430,7 +428,6 @@ def power_iteration(
 
     # the logged iterations (the last one always), within 0 .. steps − 1
     logs = {s for s in step_schedule(every, max(steps - 1, 0)) | {steps - 1} if 0 <= s < steps}
-    member = (lambda w: w[0]) if single else (lambda w: w)
     res = run(
         w,
         step,

@@ -64,6 +64,20 @@ err_console = Console(stderr=True, highlight=False)
 
 EXECUTORS = ("local", "ray")
 
+# options several commands share (one definition: the same flag and help everywhere)
+_OUT = typer.Option("ssldyn-runs", help="output directory (run store)")
+_SEEDS = typer.Option(None, help="seeds per claim (default 3 with --quick, 5 at paper scale)")
+_DEVICE = typer.Option("cpu", help="cpu or cuda")
+_EXECUTOR = typer.Option("local", help="local (in-process) or ray")
+_ADDRESS = typer.Option(
+    None, "--ray-address", "--address", help="Ray cluster address, e.g. auto or HOST:6379 (default: start a local Ray)"
+)
+_MAX_RETRIES = typer.Option(2, "--max-retries", help="Ray: retries of a failed task")
+_WORKERS = typer.Option(None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)")
+_JOBS = typer.Option(None, "--jobs", help="runs computed at the same time (default: the CPU cores; 1 on a GPU)")
+_TENSORBOARD = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars")
+_DRY_RUN = typer.Option(False, "--dry-run", help="validate and list the planned runs; run nothing")
+
 
 def _exception_class(name: str) -> type[BaseException]:
     """Typer's usage-error base class (``UsageError``, ``ClickException``), found through its public API.
@@ -278,27 +292,18 @@ def run_cmd(
     ),
     config: Path | None = typer.Option(None, "--config", help="YAML file of overrides"),
     seed: int = typer.Option(0, help="first seed: the run uses seeds seed..seed+N-1"),
-    seeds: int | None = typer.Option(None, help="seeds per claim (default 3 with --quick, 5 at paper scale)"),
-    out: str = typer.Option("ssldyn-runs", help="output directory (run store)"),
-    device: str = typer.Option("cpu", help="cpu or cuda"),
-    executor: str = typer.Option("local", help="local (in-process) or ray"),
-    address: str | None = typer.Option(
-        None,
-        "--ray-address",
-        "--address",
-        help="Ray cluster address, e.g. auto or HOST:6379 (default: start a local Ray)",
-    ),
-    max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
-    workers: int | None = typer.Option(
-        None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"
-    ),
-    jobs: int | None = typer.Option(
-        None, "--jobs", help="runs computed at the same time (default: the CPU cores; 1 on a GPU)"
-    ),
+    seeds: int | None = _SEEDS,
+    out: str = _OUT,
+    device: str = _DEVICE,
+    executor: str = _EXECUTOR,
+    address: str | None = _ADDRESS,
+    max_retries: int = _MAX_RETRIES,
+    workers: int | None = _WORKERS,
+    jobs: int | None = _JOBS,
     force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
     yes: bool = typer.Option(False, "--yes", help="run a grid larger than 200 points"),
-    tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="validate and list the planned runs; run nothing"),
+    tensorboard: bool = _TENSORBOARD,
+    dry_run: bool = _DRY_RUN,
 ) -> None:
     """Run one experiment, a sweep or several seeds (finished runs come from the store)."""
     _check_executor(executor, max_retries)
@@ -309,12 +314,8 @@ def run_cmd(
     if dry_run:
         _print_plan(specs, Path(out), quick)
         return
-    _start_compute()
     items = _execute(specs, out, executor, force, address, max_retries, title=experiment, workers=workers,
                      jobs=_jobs(jobs, device))  # fmt: skip
-    for it in items:
-        if it.note:
-            err_console.print(f"note: {it.note}", markup=False, soft_wrap=True)
     from ssldyn.lab.summary import after_runs, sweep_summary
 
     if sweep and specs:
@@ -342,28 +343,19 @@ def run_cmd(
 def reproduce_cmd(
     quick: bool = typer.Option(False, "--quick", help="quick presets: the whole set in minutes"),
     paper: str | None = typer.Option(None, help="only this paper (variational, nonlinearity, grassmann)"),
-    out: str = typer.Option("ssldyn-runs", help="output directory (run store)"),
+    out: str = _OUT,
     seed: int = typer.Option(0, help="first seed: each run uses seeds seed..seed+N-1"),
-    seeds: int | None = typer.Option(None, help="seeds per claim (default 3 with --quick, 5 at paper scale)"),
-    device: str = typer.Option("cpu", help="cpu or cuda"),
-    executor: str = typer.Option("local", help="local (in-process) or ray"),
-    address: str | None = typer.Option(
-        None,
-        "--ray-address",
-        "--address",
-        help="Ray cluster address, e.g. auto or HOST:6379 (default: start a local Ray)",
-    ),
-    max_retries: int = typer.Option(2, "--max-retries", help="Ray: retries of a failed task"),
-    workers: int | None = typer.Option(
-        None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)"
-    ),
-    jobs: int | None = typer.Option(
-        None, "--jobs", help="runs computed at the same time (default: the CPU cores; 1 on a GPU)"
-    ),
+    seeds: int | None = _SEEDS,
+    device: str = _DEVICE,
+    executor: str = _EXECUTOR,
+    address: str | None = _ADDRESS,
+    max_retries: int = _MAX_RETRIES,
+    workers: int | None = _WORKERS,
+    jobs: int | None = _JOBS,
     force: bool = typer.Option(False, "--force"),
     only: list[str] | None = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
-    tensorboard: bool = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="validate and list the planned runs; run nothing"),
+    tensorboard: bool = _TENSORBOARD,
+    dry_run: bool = _DRY_RUN,
     robustness: bool = typer.Option(
         False, "--robustness", help="also run the robustness maps of the headline claims (quick grids)"
     ),
@@ -382,13 +374,9 @@ def reproduce_cmd(
         return
     from ssldyn.lab.report import build_report
 
-    _start_compute()
     t0 = time.perf_counter()
     items = _execute(specs, out, executor, force, address, max_retries, title="reproduce", workers=workers,
                      jobs=_jobs(jobs, device))  # fmt: skip
-    for it in items:
-        if it.note:
-            err_console.print(f"note: {it.note}", markup=False, soft_wrap=True)
     if robustness:
         _run_maps([e.name for e in exps if e.robustness], quick=True, seed=seed, seeds=None, out=out, device=device,
                   jobs=jobs, force=force, dry_run=False)  # fmt: skip
@@ -417,11 +405,11 @@ def robustness_cmd(
     paper_scale: bool = typer.Option(False, "--paper-scale", help="run the grid at paper scale (default: quick)"),
     seed: int = typer.Option(0, help="first seed: each grid point uses seeds seed..seed+N-1"),
     seeds: int | None = typer.Option(None, help="seeds per grid point (default 3 quick, 5 at paper scale)"),
-    out: str = typer.Option("ssldyn-runs", help="output directory (run store)"),
-    device: str = typer.Option("cpu", help="cpu or cuda"),
+    out: str = _OUT,
+    device: str = _DEVICE,
     jobs: int | None = typer.Option(None, "--jobs", help="runs computed at the same time (default: the CPU cores)"),
     force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="validate and list the planned runs; run nothing"),
+    dry_run: bool = _DRY_RUN,
 ) -> None:
     """Robustness maps of an experiment's headline claims: the knobs the paper leaves open, as a study."""
     _check_out(out)
@@ -439,8 +427,7 @@ def _run_maps(names, *, quick, seed, seeds, out, device, jobs, force, dry_run): 
     if dry_run:
         _print_plan(specs, Path(out), quick)
         return
-    _start_compute()
-    items = _execute(specs, out, "local", force, None, 0, title="robustness", jobs=_jobs(jobs, device))
+    items = _execute(specs, out, "local", force, None, 0, title="robustness", jobs=_jobs(jobs, device), notes=False)
     from ssldyn.lab.results import load
 
     res = load(out, sorted({m.experiment for m in planned}))
@@ -499,13 +486,6 @@ def _check_out(out: str) -> None:
         raise UserError("--out '': give a directory (default: ssldyn-runs)")
 
 
-def _start_compute() -> None:
-    """Set torch threads (``SSLDYN_THREADS`` or the core count) before anything runs."""
-    from ssldyn.lab.context import set_threads
-
-    set_threads()
-
-
 def _check_executor(executor: str, max_retries: int) -> None:
     if executor not in EXECUTORS:
         raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
@@ -527,13 +507,16 @@ def _jobs(jobs: int | None, device: str) -> int:
     return jobs
 
 
-def _execute(specs, out, executor, force, address, max_retries, title, workers=None, jobs=1):  # noqa: ANN001, ANN202
-    """Run specs with a progress bar; on Ctrl-C say what finished and how to resume."""
+def _execute(specs, out, executor, force, address, max_retries, title, workers=None, jobs=1, notes=True):  # noqa: ANN001, ANN202
+    """Set torch threads (``SSLDYN_THREADS`` or the core count), run specs with a progress bar and print
+    each run's note (``notes``); on Ctrl-C say what finished and how to resume."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ssldyn.lab.context import set_threads
     from ssldyn.lab.executors import execute
     from ssldyn.lab.store import RunStore
 
+    set_threads()
     try:
         with Progress(
             TextColumn("{task.description}"),
@@ -543,7 +526,7 @@ def _execute(specs, out, executor, force, address, max_retries, title, workers=N
             console=console,
             transient=True,
         ) as bar:
-            return execute(
+            items = execute(
                 specs,
                 out,
                 executor=executor,
@@ -565,6 +548,10 @@ def _execute(specs, out, executor, force, address, max_retries, title, workers=N
             soft_wrap=True,
         )
         sys.exit(130)
+    for it in items if notes else ():
+        if it.note:
+            err_console.print(f"note: {it.note}", markup=False, soft_wrap=True)
+    return items
 
 
 def _run_label(spec: Any) -> str:

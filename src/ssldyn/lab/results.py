@@ -34,6 +34,7 @@ import pandas as pd
 
 from ssldyn.lab.claims import Claim
 from ssldyn.lab.scores import SCORED_KINDS, outcome_counts
+from ssldyn.lab.store import record_seeds
 from ssldyn.lab.study import config_value
 
 __all__ = ["load", "key_columns", "Results", "RunRecord"]
@@ -117,8 +118,7 @@ class RunRecord:
 
     @property
     def seeds(self) -> list[int]:
-        rec = self.config_record
-        return [int(s) for s in rec.get("seeds", [rec.get("seed", 0)])]
+        return record_seeds(self.config_record)
 
     @property
     def config(self) -> dict[str, Any]:

@@ -44,7 +44,7 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,7 @@ __all__ = [
     "file_manifest",
     "verify_run",
     "config_hash",
+    "record_seeds",
     "StoredRun",
     "check_out_dir",
     "RunStore",
@@ -242,6 +243,11 @@ def config_hash(experiment: str, config: dict[str, Any], seeds: Sequence[int], d
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=_json_default).encode()).hexdigest()[:12]
 
 
+def record_seeds(config_record: Mapping[str, Any]) -> list[int]:
+    """The seeds of a run from its ``config.json`` record: ``seeds``, or the one ``seed`` (default 0) of older runs."""
+    return [int(s) for s in config_record.get("seeds", [config_record.get("seed", 0)])]
+
+
 @dataclass
 class StoredRun:
     """A finished run directory: one experiment, one config, every seed of the run."""
@@ -259,8 +265,7 @@ class StoredRun:
 
     @property
     def seeds(self) -> list[int]:
-        rec = self.config_record
-        return [int(s) for s in rec.get("seeds", [rec.get("seed", 0)])]
+        return record_seeds(self.config_record)
 
     @property
     def meta(self) -> dict[str, Any]:

@@ -142,6 +142,20 @@ def _pairwise(points: Tensor) -> tuple[Tensor, Tensor]:
     return delta, 0.5 * (delta**2).sum(-1)
 
 
+def _terms(
+    fn: str, points: Tensor, weights: Tensor | None, temperature: float, psi: Scalar | None, eta: Scalar | None
+) -> tuple[_Pair, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The pieces of eq. (4) at the atoms ``points (..., n, d)``: ``(f, w, Δ, ‖Δ‖²/2, η(0), G)`` with
+    ``f`` the pair Ψ, η (and derivatives), ``w (..., n)`` the normalised weights, ``Δ (..., n, n, d)``,
+    ``‖Δ‖²/2 (..., n, n)`` and ``G_i = Σ_j w_j η(‖y_i − y_j‖²/2)/η(0)`` ``(..., n)``."""
+    f = _pair(fn, temperature, psi, eta)
+    w = _weights(fn, weights, points)  # (..., n)
+    delta, half_sq = _pairwise(points)  # (..., n, n, d), (..., n, n)
+    eta0 = f.eta(torch.zeros((), dtype=points.dtype, device=points.device))
+    G = (f.eta(half_sq) * w[..., None, :]).sum(-1) / eta0  # (..., n)
+    return f, w, delta, half_sq, eta0, G
+
+
 def measure_loss(
     points: Tensor,
     weights: Tensor | None = None,
@@ -162,11 +176,7 @@ def measure_loss(
     """
     fn = "measure_loss"
     _check_points(fn, points)
-    f = _pair(fn, temperature, psi, eta)
-    w = _weights(fn, weights, points)  # (..., n)
-    _, half_sq = _pairwise(points)
-    eta0 = f.eta(torch.zeros((), dtype=points.dtype, device=points.device))
-    G = (f.eta(half_sq) * w[..., None, :]).sum(-1) / eta0  # (..., n)
+    f, w, _, _, _, G = _terms(fn, points, weights, temperature, psi, eta)  # w, G (..., n)
     return (w * f.psi(G)).sum(-1)
 
 
@@ -188,11 +198,7 @@ def first_variation(
     """
     fn = "first_variation"
     _check_points(fn, points)
-    f = _pair(fn, temperature, psi, eta)
-    w = _weights(fn, weights, points)  # (..., n)
-    delta, half_sq = _pairwise(points)  # (..., n, n, d), (..., n, n)
-    eta0 = f.eta(torch.zeros((), dtype=points.dtype, device=points.device))
-    G = (f.eta(half_sq) * w[..., None, :]).sum(-1) / eta0  # (..., n)
+    f, w, delta, half_sq, eta0, G = _terms(fn, points, weights, temperature, psi, eta)
     dpsi = f.dpsi(G)  # (..., n)
     coef = (dpsi[..., :, None] + dpsi[..., None, :]) * f.deta(half_sq) * w[..., None, :] / eta0  # (..., n, n)
     return (coef[..., None] * delta).sum(-2)  # (..., n, d)
@@ -227,13 +233,9 @@ def second_variation(
         raise ValueError(
             f"{fn}: h must have the shape of points (n, d)={tuple(points.shape[-2:])}, got {tuple(h.shape)}"
         )
-    f = _pair(fn, temperature, psi, eta)
-    w = _weights(fn, weights, points)  # (..., n)
-    delta, half_sq = _pairwise(points)  # (..., n, n, d), (..., n, n)
+    f, w, delta, half_sq, eta0, G = _terms(fn, points, weights, temperature, psi, eta)
     dh = h[..., :, None, :] - h[..., None, :, :]  # (..., n, n, d)
     inner = (delta * dh).sum(-1)  # (..., n, n): ⟨Δy_ij, Δh_ij⟩
-    eta0 = f.eta(torch.zeros((), dtype=points.dtype, device=points.device))
-    G = (f.eta(half_sq) * w[..., None, :]).sum(-1) / eta0  # (..., n)
     G1 = (w[..., None, :] * f.deta(half_sq) * inner).sum(-1) / eta0  # (..., n)
     dh2 = (dh**2).sum(-1)  # (..., n, n)
     G2 = (w[..., None, :] * (f.d2eta(half_sq) * inner**2 + f.deta(half_sq) * dh2)).sum(-1) / eta0  # (..., n)
@@ -293,14 +295,10 @@ def sphere_stationarity(
     if points.dim() != 2:
         raise ValueError(f"{fn}: points must have shape (n, d), got {tuple(points.shape)}")
     y = points / points.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(points.dtype).tiny)  # (n, d)
-    f = _pair(fn, temperature, psi, eta)
-    w = _weights(fn, weights, y)  # (n,)
+    f, w, delta, half_sq, eta0, G = _terms(fn, y, weights, temperature, psi, eta)  # w, G (n,)
     grad = first_variation(y, w, temperature=temperature, psi=psi, eta=eta)  # (n, d)
     lam = (grad * y).sum(-1)  # (n,)
     tang = (grad - lam[:, None] * y).norm(dim=-1)  # (n,)
-    delta, half_sq = _pairwise(y)
-    eta0 = f.eta(torch.zeros((), dtype=y.dtype, device=y.device))
-    G = (f.eta(half_sq) * w[None, :]).sum(-1) / eta0
     dpsi = f.dpsi(G)
     terms = ((dpsi[:, None] + dpsi[None, :]) * f.deta(half_sq)).abs() * w[None, :] * delta.norm(dim=-1) / eta0.abs()
     scale = float(terms.sum(-1).max())
@@ -328,9 +326,7 @@ def symmetry_condition_gap(
     _check_points(fn, points)
     if points.dim() != 2:
         raise ValueError(f"{fn}: points must have shape (n, d), got {tuple(points.shape)}")
-    f = _pair(fn, temperature, None, eta)
-    w = _weights(fn, weights, points)
-    delta, half_sq = _pairwise(points)
+    f, w, delta, half_sq, _, _ = _terms(fn, points, weights, temperature, None, eta)
     integral = ((f.deta(half_sq) * w[None, :])[..., None] * delta).sum(1)  # (n, d)
     size = float(integral.norm(dim=-1).max())
     if size == 0.0:

@@ -31,6 +31,7 @@ FORBIDDEN = {
     "errors": _ALL,
     "_version": _ALL,
     "memory": _ALL,  # machine memory, usable by every layer: imports nothing of the package
+    "files": _ALL,  # atomic writes, usable by every layer: imports nothing of the package
 }
 
 

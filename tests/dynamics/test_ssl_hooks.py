@@ -84,6 +84,29 @@ def test_interrupted_run_resumed_from_its_checkpoint_matches_the_uninterrupted_r
     assert ck["step"] == 12 and ck["scheduler"]["_last_lr"][0] == pytest.approx(0.2 * 0.5**4)
 
 
+def test_a_crash_while_writing_a_checkpoint_keeps_the_previous_one_and_no_temp_file(tmp_path, monkeypatch):
+    """Checkpoints go through the one atomic write (``ssldyn.files``): a failure at the rename of
+    the second checkpoint leaves the first intact and loadable, and nothing else in the folder."""
+    import os
+
+    with pytest.raises(Interrupt):
+        _run(tmp_path, callbacks=[StopAt(5)])  # one checkpoint, after 4 updates
+    first = (tmp_path / "ckpt.pt").read_bytes()
+    real_replace = os.replace
+
+    def crash(src, dst):
+        if str(dst).endswith("ckpt.pt"):
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="No space"):
+        _run(tmp_path)
+    assert (tmp_path / "ckpt.pt").read_bytes() == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
+    assert torch.load(tmp_path / "ckpt.pt", weights_only=False)["step"] == 4
+
+
 def test_callbacks_see_every_update_every_logged_row_and_the_end():
     hist = History()
     res = train_ssl(

@@ -53,6 +53,7 @@ DataLoader).
 from __future__ import annotations
 
 import copy
+import io
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
@@ -68,6 +69,7 @@ from ssldyn.dynamics.engine import resolve_device, run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.dynamics.views import as_augment, draw_views, pairwise_mean
+from ssldyn.files import atomic_write_bytes
 
 __all__ = ["train_ssl", "train_simclr"]
 
@@ -532,9 +534,9 @@ class _CheckpointState:
             "trajectory": self.traj.state_dict(),
         }
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, path)  # atomic: a crash mid-write keeps the previous checkpoint
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        atomic_write_bytes(path, buf.getvalue())  # a crash mid-write keeps the previous checkpoint
 
     def load(self, path: str | os.PathLike) -> int:
         p = Path(path)

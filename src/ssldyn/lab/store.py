@@ -54,6 +54,8 @@ import pandas as pd
 
 from ssldyn._version import __version__
 from ssldyn.errors import UserError
+from ssldyn.files import atomic_write_bytes as write_file_atomically
+from ssldyn.files import fsync_dir
 from ssldyn.lab.claims import Claim
 from ssldyn.lab.result import Result
 
@@ -128,7 +130,6 @@ def atomic_write_bytes(path: Path, data: bytes, *, make_parents: bool = True) ->
     :class:`StoreWriteError` naming ``path``.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         if make_parents:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -136,23 +137,11 @@ def atomic_write_bytes(path: Path, data: bytes, *, make_parents: bool = True) ->
             if not path.parent.parent.is_dir():
                 raise FileNotFoundError(f"{path.parent.parent} disappeared while a run was being written")
             path.parent.mkdir(exist_ok=True)
-        try:
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-    except StoreWriteError:
-        raise
+        write_file_atomically(path, data)
     except FileNotFoundError:
         raise
     except OSError as e:
         raise StoreWriteError(path, e) from None
-    _fsync_dir(path.parent)
 
 
 def atomic_write_text(path: Path, text: str, *, make_parents: bool = True) -> None:
@@ -657,7 +646,7 @@ class RunStore:
         os.replace(partial, final)
         if old is not None:
             _remove(old)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
         return StoredRun(final)
 
 
@@ -668,16 +657,3 @@ def _remove(path: Path) -> None:
             path.unlink()
             return
     shutil.rmtree(path, ignore_errors=True)
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -32,18 +32,20 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Literal
 
 import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
-from ssldyn.dynamics.guards import LossGuard, NoGuard, check_finite
+from ssldyn.dynamics import engine
+from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.manifold import ManifoldGD
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
-    grad_of,
+    PlainGD,
     mean_contrastive_loss,
     moons_batch,
     per_member,
@@ -164,44 +166,41 @@ class Fig1(GrassmannExperiment):
         arrays = [{"labels": mb.labels[s].numpy()} for s in range(S)]
         curves: dict[str, np.ndarray] = {}
         diverged_at: dict[str, np.ndarray] = {}
+        logged = sorted({*range(0, cfg.epochs + 1, cfg.record_every), cfg.collapse_epoch, cfg.epochs})
         for regime in REGIMES:
             net = TwoLayerNet(2, cfg.hidden, 2, "tanh", regime, ensemble=E, seeds=member_seeds, init="orthogonal",
                               dtype=dt, device=dev)  # fmt: skip
-            opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-            guard = LossGuard() if regime != "unconstrained" else NoGuard()  # the unconstrained run overflows by design
-            alive = torch.ones(E, dtype=torch.bool, device=dev)
-            div = torch.full((E,), float("nan"), dtype=dt, device=dev)  # epoch of divergence
-            losses = []
-            for ep in ctx.track(range(cfg.epochs + 1), total=cfg.epochs + 1, description=f"Fig. 1 {regime}"):
+            # the unconstrained run overflows by design: its members are frozen (not trained on) from the first
+            # epoch with a non-finite or overflowing loss; the constrained runs fail on a non-finite loss
+            guard = LossGuard(policy="freeze", limit=1e150) if regime == "unconstrained" else LossGuard()
+            opt = (ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
+                   if regime == "orthogonal" else PlainGD(net.weights(), cfg.lr))  # fmt: skip
+            losses: list[torch.Tensor] = []  # (E,) per epoch
+
+            def step(net, ep, losses=losses):
                 loss = mean_contrastive_loss(net, x, xp, xn, ni) / net.loss_scale()  # (E,)
-                guard.update(ep, loss)
+                losses.append(loss.detach())
+                return net, loss
+
+            def record(ep, net, row, regime=regime):
                 with torch.no_grad():
-                    ok = torch.isfinite(loss) & (loss.abs() < 1e150)
-                    div = torch.where(alive & ~ok, torch.full_like(div, float(ep)), div)  # no host sync
-                    alive &= ok
-                    losses.append(torch.where(alive, loss, torch.full_like(loss, float("nan"))))
-                if ep % cfg.record_every == 0 or ep in (cfg.collapse_epoch, cfg.epochs):
-                    guard.check()
-                    with torch.no_grad():
-                        u = net(x).cpu()  # (E, n, 2)
-                    r = _ratios(u)
-                    for s in range(S):
-                        trajs[s].log_members(ep, f"{regime}/sv_ratio", r[s * k : (s + 1) * k])
-                        if ep in (0, cfg.collapse_epoch, cfg.epochs):
-                            arrays[s][f"{regime}/embedding@{ep}"] = u[s * k].numpy()
-                if ep == cfg.epochs:
-                    break
-                net.zero_grad()
-                torch.where(alive, loss, torch.zeros_like(loss)).sum().backward()
-                if regime == "orthogonal":  # projected GD on the Stiefel manifolds (polar map)
-                    opt.step()
-                    continue
-                with torch.no_grad():
-                    keep = alive[:, None, None]  # (E, 1, 1): stopped members get no update
-                    for W in net.weights():
-                        W -= cfg.lr * torch.where(keep, grad_of(W), 0.0)
-            guard.check()
-            curves[regime] = torch.stack(losses).cpu().numpy()  # (T, E): one transfer
+                    u = net(x).cpu()  # (E, n, 2)
+                r = _ratios(u)
+                for s in range(S):
+                    trajs[s].log_members(ep, f"{regime}/sv_ratio", r[s * k : (s + 1) * k])
+                    if ep in (0, cfg.collapse_epoch, cfg.epochs):
+                        arrays[s][f"{regime}/embedding@{ep}"] = u[s * k].numpy()
+
+            engine.run(net, step, steps=cfg.epochs, every=logged, guard=guard, optimizer=opt, loss_name=None,
+                       callbacks=[SimpleNamespace(on_log=record)], track=lambda it, regime=regime: ctx.track(
+                           it, total=cfg.epochs + 1, description=f"Fig. 1 {regime}"))  # fmt: skip
+            div = guard.diverged_at if guard.diverged_at is not None else torch.full((E,), float("nan"), dtype=dt)
+            epochs = torch.arange(cfg.epochs + 1, device=div.device)[:, None]  # (T, 1)
+            alive = ~(epochs >= div)  # (T, E): a member's loss is recorded up to (not including) its divergence
+            curve = torch.stack(losses)  # (T, E)
+            curves[regime] = (
+                torch.where(alive.to(curve.device), curve, torch.full_like(curve, float("nan"))).cpu().numpy()
+            )
             diverged_at[regime] = div.cpu().numpy()
         lam = mb.lam.cpu()
         out = []

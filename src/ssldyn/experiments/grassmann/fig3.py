@@ -290,14 +290,15 @@ class Fig3(GrassmannExperiment):
                     order_dev[("polar-own", f)] = _max_dev(qq, refs["polar"]).amax(0).cpu()
         # erratum eq. (11) and the control of the final-loss / final-output claims: the printed update (ascent)
         net = make_net(h0)
-        L0 = trace_loss(net.W1, net.W2, C).detach()
-        ascent = None
-        for k in range(1, cfg.steps + 1):
-            net.zero_grad()
-            trace_loss(net.W1, net.W2, C).sum().backward()
-            projected_gd_step_(net.weights(), -cfg.lr, "polar")  # W ← polar(W + η∇L): eq. (11) as printed
-            if k == cfg.ascent_steps:
-                ascent = ((trace_loss(net.W1, net.W2, C).detach() - L0) / L0.abs()).cpu()  # (E,) relative change
+        asc = train_gd(
+            net.weights(),
+            lambda: trace_loss(net.W1, net.W2, C),
+            steps=cfg.steps,
+            every=[0, cfg.ascent_steps],
+            update=lambda: projected_gd_step_(net.weights(), -cfg.lr, "polar"),
+        )  # W ← polar(W + η∇L): as printed
+        L = asc.trajectory.series_members("loss")[1]  # (1 or 2, E): L(0) [and L(ascent_steps)]
+        ascent = torch.as_tensor((L[1] - L[0]) / np.abs(L[0])) if len(L) > 1 else None  # (E,) relative change
         with torch.no_grad():
             q_asc = q_from_map(net.end_to_end(), V)  # (E, d, z) after cfg.steps printed steps
             u_new = nets["grassmann"](x_new)  # (E, n, z): the trained network on held-out points

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import torch
+from pydantic import Field, PositiveFloat
 
 from ssldyn.data.moons import half_moons
 from ssldyn.dynamics.manifold import sgd_step_
 from ssldyn.dynamics.q_ode import eigh_ascending
-from ssldyn.lab import Experiment
+from ssldyn.lab import Experiment, ExperimentConfig
 from ssldyn.objectives import contrast_matrix, simple_contrastive
 
 
@@ -40,6 +42,41 @@ class GrassmannExperiment(Experiment):
     paper = "grassmann"
     batch_seeds = True
     threads = 1
+
+
+#: resident memory of a run before its tensors: the interpreter, torch, the lab and matplotlib for the figures
+#: (measured, max RSS of ``ssldyn run … --quick --jobs 1``: 0.36 GB (thm3) to 0.56 GB (fig2) where the tensors
+#: are a few MB)
+BASE_MEMORY = 0.6e9
+
+
+def peak_of(terms: dict[str, float]) -> tuple[int, str]:
+    """``(bytes, key)`` for ``peak_memory``: :data:`BASE_MEMORY` + the sum of ``terms`` (``config key -> bytes``
+    of the tensors that key sizes); ``key`` is the key of the largest term (named when a run is refused)."""
+    key = max(terms, key=lambda k: terms[k])
+    return int(BASE_MEMORY + sum(terms.values())), key
+
+
+def moons_memory(n: int, n_seeds: int, d: int = 2, q: int = 1) -> float:
+    """Peak bytes of :func:`moons_batch` beyond the views: matching the negatives to the anchors compares
+    ``(S, n, q, n, d)`` coordinates (bool) and keeps an int8 copy of the ``(S, n, q, n)`` match, ``S·n²·q·(d + 2)``."""
+    return float(n_seeds * n * n * q * (d + 2))
+
+
+class MoonsConfig(ExperimentConfig):
+    """The half-moons data of Example 1 (:func:`moons_batch`): ``n`` anchors, ``make_moons`` noise (neither is
+    stated in the paper: our choices)."""
+
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
+    moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
+
+
+class LiftedMoonsConfig(MoonsConfig):
+    """The half-moons lifted to ``d = 2 + len(extra_stds)`` by independent centred Gaussian coordinates."""
+
+    extra_stds: list[PositiveFloat] = Field(
+        [0.3, 0.15], description="stds of the extra Gaussian coordinates of the lifted half-moons (d = 2 + len)"
+    )
 
 
 @dataclass(frozen=True)
@@ -174,27 +211,11 @@ class LrSchedule:
         self._set()
 
 
-def grad_of(W: torch.Tensor) -> torch.Tensor:
-    """``W.grad`` after a backward pass, with a clear error when the backward did not reach ``W``."""
-    if W.grad is None:
-        raise RuntimeError(f"no gradient on the parameter of shape {tuple(W.shape)}: the loss does not depend on it")
-    return W.grad
-
-
 def per_member_values(value: float | torch.Tensor, what: str) -> torch.Tensor:
     """A probe's value for batched input ``(...)`` (probes return a Python float only for one unbatched input)."""
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"{what}: expected one value per member from batched input, got the float {value}")
     return value
-
-
-def loglog_slope(x, y) -> float:
-    """Least-squares slope of log y against log x (finite positive points only)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    if ok.sum() < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
 def window_drift(values: np.ndarray, frac: float = 0.2) -> float:
@@ -211,10 +232,3 @@ def window_drift(values: np.ndarray, frac: float = 0.2) -> float:
         return float("nan")
     last, before = v[-k:].mean(), v[-2 * k : -k].mean()
     return float(abs(last - before) / max(abs(last), 1e-300))
-
-
-def loss_table(traj) -> np.ndarray:  # noqa: ANN001 - a Trajectory
-    """The logged per-member loss of a :func:`~ssldyn.dynamics.manifold.train_gd` run as ``(T, E)`` (steps × members)."""
-    f = traj.to_frame()
-    f = f[f["probe"] == "loss"]
-    return f.pivot(index="step", columns="member", values="value").sort_index().to_numpy()

@@ -52,21 +52,11 @@ from ssldyn.data.moons import make_views
 from ssldyn.dynamics import engine
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import eigh_ascending, euler, q_from_map, q_ode_predict, q_ode_rhs
-from ssldyn.experiments.grassmann._common import GrassmannExperiment, loglog_slope
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    ExperimentConfig,
-    Measured,
-    Result,
-    between,
-    ge,
-    gt,
-    le,
-    register,
-)
+from ssldyn.experiments.grassmann._common import GrassmannExperiment, peak_of
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, between, ge, gt, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
+from ssldyn.probes import loglog_slope
 from ssldyn.probes.subspace import linear_svm_accuracy, principal_angles
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -340,6 +330,15 @@ class Fig4(GrassmannExperiment):
             bounds=(0.0, 1.0),
         ),
     )  # fmt: skip
+
+    @classmethod
+    def peak_memory(cls, cfg: Fig4Config, n_seeds: int) -> tuple[int, str]:
+        """:data:`BASE_MEMORY` + the widest timed network ``K·max(timing_widths)·(d + z)·8`` (``W1 (h, d)``,
+        ``W2 (h, z)``, their gradients and the polar retraction's SVD factors; ``K = 8``) + the trained ensemble
+        ``K·S·h_train·(d + z)·8``. Measured (``--quick``, 3 seeds): MEASURED_FIG4."""
+        dz = (cfg.d + cfg.z) * 8
+        return peak_of({"timing_widths": 8.0 * max(cfg.timing_widths) * dz,
+                        "h_train": 8.0 * n_seeds * cfg.h_train * dz})  # fmt: skip
 
     def run(self, cfg: Fig4Config, ctx: Context) -> list[Result]:
         dev, seeds = ctx.device, ctx.seeds

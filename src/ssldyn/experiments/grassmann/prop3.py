@@ -57,13 +57,15 @@ from ssldyn.data.moons import make_views
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
+    LiftedMoonsConfig,
     LrSchedule,
     PlainGD,
-    loss_table,
     mean_contrastive_loss,
     moons_batch,
+    moons_memory,
+    peak_of,
 )
-from ssldyn.lab import ClaimSpec, Context, Erratum, ExperimentConfig, Measured, Result, ge, gt, le, lt, register
+from ssldyn.lab import ClaimSpec, Context, Erratum, Measured, Result, ge, gt, le, lt, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
 from ssldyn.probes.subspace import principal_angles
@@ -78,12 +80,9 @@ LABELS = {
 }
 
 
-class Prop3Config(ExperimentConfig):
+class Prop3Config(LiftedMoonsConfig):
     h: Annotated[int, Field(ge=2)] = Field(20, description="hidden width")
     z: Annotated[int, Field(ge=1)] = Field(2, description="embedding dimension")
-    extra_stds: list[PositiveFloat] = Field([0.3, 0.15], description="extra coordinates of the lifted half-moons")
-    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
-    moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     lr: PositiveFloat = Field(0.05, description="GD step η (first half; then annealed to 0 along a half cosine)")
     steps: Annotated[int, Field(ge=10)] = Field(2000, description="GD steps")
     mc_draws: Annotated[int, Field(ge=10)] = Field(
@@ -161,6 +160,14 @@ class Prop3(GrassmannExperiment):
         ),
     )  # fmt: skip
 
+    @classmethod
+    def peak_memory(cls, cfg: Prop3Config, n_seeds: int) -> tuple[int, str]:
+        """:data:`BASE_MEMORY` + the moons (:func:`moons_memory`, ``d = 2 + len(extra_stds)``; the ``(S, h, d)``
+        networks are small) + the ``(S, h, d)`` weights ``8·S·h·d·8``. Measured (``--quick``, 3 seeds):
+        MEASURED_PROP3."""
+        d = 2 + len(cfg.extra_stds)
+        return peak_of({"n": moons_memory(cfg.n, n_seeds, d), "h": 8.0 * n_seeds * cfg.h * d * 8})
+
     def run(self, cfg: Prop3Config, ctx: Context) -> list[Result]:
         dev, seeds = ctx.device, ctx.seeds
         S, z = len(seeds), cfg.z
@@ -206,7 +213,7 @@ class Prop3(GrassmannExperiment):
             gd = train_gd(params, loss_fn, update=opt.step, after_step=sched, steps=cfg.steps, every=1,
                           inputs={"C": C},
                           track=lambda it, prob=prob: ctx.track(it, total=cfg.steps + 1, description=f"Prop. 3 ({prob})"))  # fmt: skip
-            curves[prob] = loss_table(gd.trajectory)  # (T, S)
+            curves[prob] = gd.trajectory.series_members("loss")[1]  # (T, S)
             maps[prob] = final_map()  # (S, z, d), normalised to ‖W1‖₂ = ‖W2‖₂ = 1 for the scaled loss
         counter = _counterexample(cfg, mb, dev, eta, seeds)
         with torch.no_grad():  # at the optimum of problem (4) (the Stiefel-trained net)
@@ -309,14 +316,14 @@ def _counterexample(cfg: Prop3Config, mb, dev, eta, lab_seeds) -> dict[str, torc
     opt = PlainGD([M], cfg.lr)
     gd = train_gd([M], lambda: ((M @ C2) * M).sum((-2, -1)), update=opt.step, steps=cfg.steps, every=1,
                   after_step=LrSchedule(opt, eta, then=lambda: _clip_([M])), inputs={"C": C2})  # fmt: skip
-    L3 = torch.as_tensor(loss_table(gd.trajectory)[-k:].min(0))  # (S,)
+    L3 = torch.as_tensor(gd.trajectory.series_members("loss")[1][-k:].min(0))  # (S,)
     out["counter_loss_product"] = L3
     for h in (2, 3):
         net = TwoLayerNet(2, h, 2, "linear", "orthogonal", ensemble=S, seeds=seeds, dtype=torch.float64, device=dev)
         opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
         gd = train_gd(net.weights(), lambda net=net: trace_loss(net.W1, net.W2, C2), update=opt.step, steps=cfg.steps,
                       every=1, after_step=LrSchedule(opt, eta, floor=1e-300), inputs={"C": C2})  # fmt: skip
-        L4 = torch.as_tensor(loss_table(gd.trajectory)[-k:].min(0))  # (S,)
+        L4 = torch.as_tensor(gd.trajectory.series_members("loss")[1][-k:].min(0))  # (S,)
         out[f"counter_loss_stiefel_h{h}"] = L4
         out[f"counter_gap_h{h}"] = (L4 - L3) / lam[:, 1].cpu()
     return out

@@ -17,15 +17,18 @@ device) and moved to ``ctx.device``; results come back with ``.cpu()`` for table
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import torch
+from pydantic import Field, PositiveFloat
 
 from ssldyn.data.moons import half_moons
+from ssldyn.dynamics.manifold import sgd_step_
 from ssldyn.dynamics.q_ode import eigh_ascending
-from ssldyn.lab import Experiment
+from ssldyn.lab import Experiment, ExperimentConfig
 from ssldyn.objectives import contrast_matrix, simple_contrastive
 
 
@@ -39,6 +42,41 @@ class GrassmannExperiment(Experiment):
     paper = "grassmann"
     batch_seeds = True
     threads = 1
+
+
+#: resident memory of a run before its tensors: the interpreter, torch, the lab and matplotlib for the figures
+#: (measured, max RSS of ``ssldyn run … --quick --jobs 1``: 0.36 GB (thm3) to 0.56 GB (fig2) where the tensors
+#: are a few MB)
+BASE_MEMORY = 0.6e9
+
+
+def peak_of(terms: dict[str, float]) -> tuple[int, str]:
+    """``(bytes, key)`` for ``peak_memory``: :data:`BASE_MEMORY` + the sum of ``terms`` (``config key -> bytes``
+    of the tensors that key sizes); ``key`` is the key of the largest term (named when a run is refused)."""
+    key = max(terms, key=lambda k: terms[k])
+    return int(BASE_MEMORY + sum(terms.values())), key
+
+
+def moons_memory(n: int, n_seeds: int, d: int = 2, q: int = 1) -> float:
+    """Peak bytes of :func:`moons_batch` beyond the views: matching the negatives to the anchors compares
+    ``(S, n, q, n, d)`` coordinates (bool) and keeps an int8 copy of the ``(S, n, q, n)`` match, ``S·n²·q·(d + 2)``."""
+    return float(n_seeds * n * n * q * (d + 2))
+
+
+class MoonsConfig(ExperimentConfig):
+    """The half-moons data of Example 1 (:func:`moons_batch`): ``n`` anchors, ``make_moons`` noise (neither is
+    stated in the paper: our choices)."""
+
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
+    moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
+
+
+class LiftedMoonsConfig(MoonsConfig):
+    """The half-moons lifted to ``d = 2 + len(extra_stds)`` by independent centred Gaussian coordinates."""
+
+    extra_stds: list[PositiveFloat] = Field(
+        [0.3, 0.15], description="stds of the extra Gaussian coordinates of the lifted half-moons (d = 2 + len)"
+    )
 
 
 @dataclass(frozen=True)
@@ -129,11 +167,48 @@ def mean_contrastive_loss(
     return simple_contrastive(u, up, un) / n
 
 
-def grad_of(W: torch.Tensor) -> torch.Tensor:
-    """``W.grad`` after a backward pass, with a clear error when the backward did not reach ``W``."""
-    if W.grad is None:
-        raise RuntimeError(f"no gradient on the parameter of shape {tuple(W.shape)}: the loss does not depend on it")
-    return W.grad
+class PlainGD:
+    """The plain Euclidean step ``W ← W − η∇W`` (:func:`~ssldyn.dynamics.manifold.sgd_step_`) as the
+    optimizer :func:`ssldyn.dynamics.engine.run` steps (``zero_grad``, ``step``, ``params``; a mutable
+    ``lr``, see :class:`LrSchedule`)."""
+
+    def __init__(self, params: Sequence[torch.Tensor], lr: float) -> None:
+        self.params, self.lr = list(params), lr
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        sgd_step_(self.params, self.lr)
+
+
+class LrSchedule:
+    """Learning rate ``η_k = max(η(k), floor)`` at update ``k`` of ``opt`` (a :class:`PlainGD` or a torch optimizer).
+
+    Sets ``η_0`` at once; the engine calls it after every update (``after_update`` / ``train_gd(after_step=…)``),
+    which sets the rate of the next one (then runs ``then()``, e.g. a projection onto a constraint set).
+    ``floor``: torch optimizers need ``lr > 0`` (``1e-300`` where a decaying ``η`` reaches 0).
+    """
+
+    def __init__(self, opt, eta: Callable[[int], float], floor: float = 0.0, then: Callable[[], object] | None = None):
+        self.opt, self.eta, self.floor, self.then, self.k = opt, eta, floor, then, 0
+        self._set()
+
+    def _set(self) -> None:
+        lr = max(self.eta(self.k), self.floor)
+        if isinstance(self.opt, PlainGD):
+            self.opt.lr = lr
+        else:
+            for group in self.opt.param_groups:
+                group["lr"] = lr
+
+    def __call__(self) -> None:
+        if self.then is not None:
+            with torch.no_grad():
+                self.then()
+        self.k += 1
+        self._set()
 
 
 def per_member_values(value: float | torch.Tensor, what: str) -> torch.Tensor:
@@ -141,15 +216,6 @@ def per_member_values(value: float | torch.Tensor, what: str) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"{what}: expected one value per member from batched input, got the float {value}")
     return value
-
-
-def loglog_slope(x, y) -> float:
-    """Least-squares slope of log y against log x (finite positive points only)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    if ok.sum() < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
 def window_drift(values: np.ndarray, frac: float = 0.2) -> float:
@@ -166,10 +232,3 @@ def window_drift(values: np.ndarray, frac: float = 0.2) -> float:
         return float("nan")
     last, before = v[-k:].mean(), v[-2 * k : -k].mean()
     return float(abs(last - before) / max(abs(last), 1e-300))
-
-
-def loss_table(traj) -> np.ndarray:  # noqa: ANN001 - a Trajectory
-    """The logged per-member loss of a :func:`~ssldyn.dynamics.manifold.train_gd` run as ``(T, E)`` (steps × members)."""
-    f = traj.to_frame()
-    f = f[f["probe"] == "loss"]
-    return f.pivot(index="step", columns="member", values="value").sort_index().to_numpy()

@@ -41,31 +41,21 @@ from pydantic import Field, PositiveFloat, model_validator
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
-    loglog_slope,
+    MoonsConfig,
     mean_contrastive_loss,
     moons_batch,
+    moons_memory,
+    peak_of,
     per_member,
     per_member_values,
 )
 from ssldyn.kernels.ntk import empirical_ntk
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    Erratum,
-    ExperimentConfig,
-    Measured,
-    Result,
-    between,
-    gt,
-    le,
-    lt,
-    register,
-    whole_interval,
-)
+from ssldyn.lab import ClaimSpec, Context, Erratum, Measured, Result, between, gt, le, lt, register, whole_interval
 from ssldyn.lab.claims import Robustness
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, info_nce, non_contrastive
 from ssldyn.objectives.peers import spectral_contrastive_loss
+from ssldyn.probes import loglog_slope
 from ssldyn.probes.collapse import dimension_coupling, singular_value_ratio
 from ssldyn.probes.subspace import principal_angles
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -73,9 +63,7 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 COLLAPSED = "tolerance: σ_min/σ_max below 1e-3 is a line to plotting and probing precision"
 
 
-class CollapseConfig(ExperimentConfig):
-    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
-    moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
+class CollapseConfig(MoonsConfig):
     z: Annotated[int, Field(ge=2)] = Field(2, description="output dimension")
     lr: PositiveFloat = Field(0.05, description="GD learning rate (mean loss)")
     epochs: Annotated[int, Field(ge=10)] = Field(400, description="GD steps (full batch)")
@@ -324,6 +312,18 @@ class Collapse(GrassmannExperiment):
             basis="relation: the printed matrix gives loss (2) with the opposite sign (ratio −1)", result="Prop. 1",
         ),
     )  # fmt: skip
+
+    @classmethod
+    def peak_memory(cls, cfg: CollapseConfig, n_seeds: int) -> tuple[int, str]:
+        """:data:`BASE_MEMORY` + the kernel model on ``p = features`` random features: its contrast matrix
+        ``C_ψ (S, p, p)`` with ``K = 3.5`` live copies while it is built and diagonalised, and the features of
+        the anchors, positives and negatives ``2.5·S·3n·p·8`` + Remark 2's batch terms ``4·S·N²·8``
+        (``N = remark2_points``) + the moons (:func:`moons_memory`). Measured (max RSS, 3 seeds): ``--quick``
+        0.55 GB (estimate 0.61 GB); ``--quick features=5000 epochs=20``: 2.37 GB (estimate 2.88 GB)."""
+        S, p = n_seeds, cfg.features
+        return peak_of({"features": 3.5 * S * p * p * 8 + 2.5 * S * 3 * cfg.n * p * 8,
+                        "remark2_points": 4.0 * S * cfg.remark2_points**2 * 8,
+                        "n": moons_memory(cfg.n, S)})  # fmt: skip
 
     def run(self, cfg: CollapseConfig, ctx: Context) -> list[Result]:
         dev, seeds = ctx.device, ctx.seeds

@@ -24,32 +24,40 @@ stopped moving.
 
 Seeds are the ensemble axis (``batch_seeds``: ``seeds × inits`` members with per-member data).
 Runs on ``ctx.device``; the per-member singular-value probe is computed on a CPU copy of the
-recorded embeddings. The losses of the scaled and Stiefel runs go through the loss guard; the
-unconstrained run is *expected* to overflow: its members are stopped and recorded as diverged.
+recorded embeddings. Every run is a step function on :func:`ssldyn.dynamics.engine.run`; the losses
+of the scaled and Stiefel runs go through the default loss guard (a non-finite loss fails the run),
+while the unconstrained run is *expected* to overflow: its guard freezes a member at its first loss
+that is non-finite or above 1e150 (``LossGuard(policy="freeze", limit=1e150)``: no further update)
+and records that epoch as its divergence.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Literal
 
 import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
-from ssldyn.dynamics.guards import LossGuard, NoGuard, check_finite
+from ssldyn.dynamics import engine
+from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.manifold import ManifoldGD
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
-    grad_of,
+    MoonsConfig,
+    PlainGD,
     mean_contrastive_loss,
     moons_batch,
+    moons_memory,
+    peak_of,
     per_member,
     window_drift,
 )
-from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, gt, lt, register
+from ssldyn.lab import ClaimSpec, Context, Measured, Result, ge, gt, lt, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.collapse import singular_value_ratio
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -64,9 +72,7 @@ DRIFT_BASIS = ("tolerance: the window mean moves by < 1% between the last two fi
                "sawtooth at the spectral-norm kink (a few %) averages out over a window")  # fmt: skip
 
 
-class Fig1Config(ExperimentConfig):
-    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors (Example 1; not stated, our choice)")
-    moons_noise: float = Field(0.05, ge=0, description="make_moons noise (not stated, our choice)")
+class Fig1Config(MoonsConfig):
     hidden: Annotated[int, Field(ge=2)] = Field(100, description="hidden width h (not stated, our choice)")
     lr: PositiveFloat = Field(0.05, description="GD learning rate on the anchor-mean loss (not stated)")
     epochs: Annotated[int, Field(ge=31)] = Field(500, description="epochs (Fig. 1b right: 500)")
@@ -150,6 +156,15 @@ class Fig1(GrassmannExperiment):
         ),
     )  # fmt: skip
 
+    @classmethod
+    def peak_memory(cls, cfg: Fig1Config, n_seeds: int) -> tuple[int, str]:
+        """:data:`BASE_MEMORY` + ``K·E·2n·h·b`` (``E = seeds·inits`` members, the ``2n`` anchors and positives
+        through the hidden layer of width ``h``, ``b`` bytes of ``dtype``; ``K = 4`` live copies: pre-activations,
+        tanh and their gradients) + the moons (:func:`moons_memory`). Measured (max RSS, ``--quick``: float32,
+        E = 6): 0.56 GB (estimate 0.60 GB); ``hidden=50000 epochs=31``: 1.95 GB (estimate 2.52 GB)."""
+        E, b = n_seeds * cfg.inits, 4 if cfg.dtype == "float32" else 8
+        return peak_of({"hidden": 4.0 * E * 2 * cfg.n * cfg.hidden * b, "n": moons_memory(cfg.n, n_seeds)})
+
     def run(self, cfg: Fig1Config, ctx: Context) -> list[Result]:
         dev, seeds, k = ctx.device, ctx.seeds, cfg.inits
         S, E = len(seeds), len(ctx.seeds) * cfg.inits
@@ -164,44 +179,41 @@ class Fig1(GrassmannExperiment):
         arrays = [{"labels": mb.labels[s].numpy()} for s in range(S)]
         curves: dict[str, np.ndarray] = {}
         diverged_at: dict[str, np.ndarray] = {}
+        logged = sorted({*range(0, cfg.epochs + 1, cfg.record_every), cfg.collapse_epoch, cfg.epochs})
         for regime in REGIMES:
             net = TwoLayerNet(2, cfg.hidden, 2, "tanh", regime, ensemble=E, seeds=member_seeds, init="orthogonal",
                               dtype=dt, device=dev)  # fmt: skip
-            opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-            guard = LossGuard() if regime != "unconstrained" else NoGuard()  # the unconstrained run overflows by design
-            alive = torch.ones(E, dtype=torch.bool, device=dev)
-            div = torch.full((E,), float("nan"), dtype=dt, device=dev)  # epoch of divergence
-            losses = []
-            for ep in ctx.track(range(cfg.epochs + 1), total=cfg.epochs + 1, description=f"Fig. 1 {regime}"):
+            # the unconstrained run overflows by design: its members are frozen (not trained on) from the first
+            # epoch with a non-finite or overflowing loss; the constrained runs fail on a non-finite loss
+            guard = LossGuard(policy="freeze", limit=1e150) if regime == "unconstrained" else LossGuard()
+            opt = (ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
+                   if regime == "orthogonal" else PlainGD(net.weights(), cfg.lr))  # fmt: skip
+            losses: list[torch.Tensor] = []  # (E,) per epoch
+
+            def step(net, ep, losses=losses):
                 loss = mean_contrastive_loss(net, x, xp, xn, ni) / net.loss_scale()  # (E,)
-                guard.update(ep, loss)
+                losses.append(loss.detach())
+                return net, loss
+
+            def record(ep, net, row, regime=regime):
                 with torch.no_grad():
-                    ok = torch.isfinite(loss) & (loss.abs() < 1e150)
-                    div = torch.where(alive & ~ok, torch.full_like(div, float(ep)), div)  # no host sync
-                    alive &= ok
-                    losses.append(torch.where(alive, loss, torch.full_like(loss, float("nan"))))
-                if ep % cfg.record_every == 0 or ep in (cfg.collapse_epoch, cfg.epochs):
-                    guard.check()
-                    with torch.no_grad():
-                        u = net(x).cpu()  # (E, n, 2)
-                    r = _ratios(u)
-                    for s in range(S):
-                        trajs[s].log_members(ep, f"{regime}/sv_ratio", r[s * k : (s + 1) * k])
-                        if ep in (0, cfg.collapse_epoch, cfg.epochs):
-                            arrays[s][f"{regime}/embedding@{ep}"] = u[s * k].numpy()
-                if ep == cfg.epochs:
-                    break
-                net.zero_grad()
-                torch.where(alive, loss, torch.zeros_like(loss)).sum().backward()
-                if regime == "orthogonal":  # projected GD on the Stiefel manifolds (polar map)
-                    opt.step()
-                    continue
-                with torch.no_grad():
-                    keep = alive[:, None, None]  # (E, 1, 1): stopped members get no update
-                    for W in net.weights():
-                        W -= cfg.lr * torch.where(keep, grad_of(W), 0.0)
-            guard.check()
-            curves[regime] = torch.stack(losses).cpu().numpy()  # (T, E): one transfer
+                    u = net(x).cpu()  # (E, n, 2)
+                r = _ratios(u)
+                for s in range(S):
+                    trajs[s].log_members(ep, f"{regime}/sv_ratio", r[s * k : (s + 1) * k])
+                    if ep in (0, cfg.collapse_epoch, cfg.epochs):
+                        arrays[s][f"{regime}/embedding@{ep}"] = u[s * k].numpy()
+
+            engine.run(net, step, steps=cfg.epochs, every=logged, guard=guard, optimizer=opt, loss_name=None,
+                       callbacks=[SimpleNamespace(on_log=record)], track=lambda it, regime=regime: ctx.track(
+                           it, total=cfg.epochs + 1, description=f"Fig. 1 {regime}"))  # fmt: skip
+            div = guard.diverged_at if guard.diverged_at is not None else torch.full((E,), float("nan"), dtype=dt)
+            epochs = torch.arange(cfg.epochs + 1, device=div.device)[:, None]  # (T, 1)
+            alive = ~(epochs >= div)  # (T, E): a member's loss is recorded up to (not including) its divergence
+            curve = torch.stack(losses)  # (T, E)
+            curves[regime] = (
+                torch.where(alive.to(curve.device), curve, torch.full_like(curve, float("nan"))).cpu().numpy()
+            )
             diverged_at[regime] = div.cpu().numpy()
         lam = mb.lam.cpu()
         out = []

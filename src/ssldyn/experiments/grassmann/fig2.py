@@ -50,26 +50,18 @@ from pydantic import Field, PositiveFloat, model_validator
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
-    loglog_slope,
+    MoonsConfig,
     mean_contrastive_loss,
     moons_batch,
+    moons_memory,
+    peak_of,
     per_member,
     per_member_values,
 )
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    ExperimentConfig,
-    Measured,
-    Result,
-    between,
-    gt,
-    lt,
-    register,
-    whole_interval,
-)
+from ssldyn.lab import ClaimSpec, Context, Measured, Result, between, gt, lt, register, whole_interval
 from ssldyn.lab.claims import Robustness
 from ssldyn.models.two_layer import TwoLayerNet
+from ssldyn.probes import loglog_slope
 from ssldyn.probes.subspace import output_gap
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -82,7 +74,7 @@ FALL = ("tolerance: a log-log slope below −0.1 is a fall of ≥ 37% over Fig. 
 SIGMOID_CONTROL = "sigmoid (φ(0) ≠ 0, outside the conditions of Thm. 1), the same slope in the same run"
 
 
-class Fig2Config(ExperimentConfig):
+class Fig2Config(MoonsConfig):
     widths: list[Annotated[int, Field(ge=2)]] = Field(
         [10, 20, 50, 100, 200, 500, 1000], min_length=2, description="hidden widths h (Fig. 2: 10 to 1000)"
     )
@@ -93,8 +85,6 @@ class Fig2Config(ExperimentConfig):
     epochs: Annotated[int, Field(ge=1)] = Field(100, description="epochs (Sec. 3.2)")
     inits: Annotated[int, Field(ge=1)] = Field(10, description="initialisations averaged per seed (Sec. 3.2: 10)")
     z: Annotated[int, Field(ge=1)] = Field(2, description="output dimension")
-    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
-    moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     record_every: Annotated[int, Field(ge=1)] = Field(10, description="epochs between gap measurements")
     reduction: Literal["mean", "sum"] = Field(
         "sum", description="loss (1) summed over anchors as printed (Sec. 3.2 with lr 0.01) or averaged (= lr/n)"
@@ -236,6 +226,20 @@ class Fig2(GrassmannExperiment):
             "probability statement does not hold",
         ),
     )  # fmt: skip
+
+    @classmethod
+    def peak_memory(cls, cfg: Fig2Config, n_seeds: int) -> tuple[int, str]:
+        """:data:`BASE_MEMORY` + the largest of: training ``K·E·2n·max(widths)·b`` (``E = seeds·inits``, the
+        ``2n`` anchors and positives through width ``h``, ``b`` bytes of ``dtype``, ``K = 4`` live copies),
+        Lemma 2's Haar draws ``4·draws·max(lemma2_widths)·2·8`` and Thm. 1's ``4·thm1_points·max(thm1_widths)·8``
+        (they run one after the other); + the moons (:func:`moons_memory`). Measured (max RSS, ``--quick``,
+        float32, E = 6): 0.56 GB (estimate 0.62 GB); ``widths=[10,50000] epochs=2``: 1.95 GB (estimate 2.52 GB)."""
+        E, b = n_seeds * cfg.inits, 4 if cfg.dtype == "float32" else 8
+        phases = {"widths": 4.0 * E * 2 * cfg.n * max(cfg.widths) * b,
+                  "lemma2_widths": 4.0 * cfg.lemma2_draws * max(cfg.lemma2_widths) * 2 * 8,
+                  "thm1_widths": 4.0 * cfg.thm1_points * max(cfg.thm1_widths) * 8}  # fmt: skip
+        key = max(phases, key=lambda k: phases[k])
+        return peak_of({key: phases[key], "n": moons_memory(cfg.n, n_seeds)})
 
     def run(self, cfg: Fig2Config, ctx: Context) -> list[Result]:
         dev, seeds, k = ctx.device, ctx.seeds, cfg.inits

@@ -42,39 +42,27 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, projected_gd_step_, train_gd
-from ssldyn.dynamics.q_ode import (
-    euler,
-    projected_gd_rhs,
-    q_from_map,
-    q_ode_predict,
-    solve_adaptive,
-    trace_loss_q,
-)
+from ssldyn.dynamics.q_ode import euler, projected_gd_rhs, q_from_map, q_ode_predict, solve_adaptive, trace_loss_q
 from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.experiments.grassmann._common import GrassmannExperiment, loglog_slope, moons_batch, per_member
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    Erratum,
-    ExperimentConfig,
-    Measured,
-    Result,
-    between,
-    gt,
-    le,
-    lt,
-    register,
+from ssldyn.experiments.grassmann._common import (
+    GrassmannExperiment,
+    MoonsConfig,
+    moons_batch,
+    peak_of,
+    per_member,
 )
+from ssldyn.lab import ClaimSpec, Context, Erratum, Measured, Result, between, gt, le, lt, register
 from ssldyn.lab.claims import Robustness
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
+from ssldyn.probes import loglog_slope
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 ORDER_FACTORS = (4, 2, 1)  # the order study runs GD at 4η, 2η, η
 HELD_OUT_SEED = 7919  # held-out half-moons of seed s: the draw of seed s + HELD_OUT_SEED
 
 
-class Fig3Config(ExperimentConfig):
+class Fig3Config(MoonsConfig):
     widths: list[Annotated[int, Field(ge=2)]] = Field(
         [10, 100, 1000], min_length=1, description="hidden widths h (Sec. 4.2)"
     )
@@ -84,8 +72,6 @@ class Fig3Config(ExperimentConfig):
         1, description="embedding dimension (≤ d = 2; Fig. 3 right: z = 1, q → v_1)"
     )
     inits: Annotated[int, Field(ge=1)] = Field(3, description="initialisations per width and seed")
-    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
-    moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     record_every: Annotated[int, Field(ge=1)] = Field(20, description="steps between recorded outputs")
     t_order: PositiveFloat = Field(2.0, description="ODE time of the convergence-order study (Thm. 2)")
     ascent_steps: Annotated[int, Field(ge=1)] = Field(20, description="steps of the printed eq. (11) in its erratum")
@@ -215,10 +201,10 @@ class Fig3(GrassmannExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: Fig3Config, n_seeds: int) -> tuple[int, str]:
-        """≈ 0.6 GB (process, lab, figures) + 12 copies of every member's (W1, W2) in float64 at the widest
-        width (E = widths·inits·seeds members); measured: +9 copies' worth between h = 10⁵ and 4·10⁵."""
+        """:data:`BASE_MEMORY` + 12 copies of every member's (W1, W2) in float64 at the widest width
+        (``E = widths·inits·seeds`` members); measured: +9 copies' worth between h = 10⁵ and 4·10⁵."""
         E = len(cfg.widths) * cfg.inits * n_seeds
-        return int(0.6e9 + 12 * E * max(cfg.widths) * (2 + cfg.z) * 8), "widths"
+        return peak_of({"widths": 12.0 * E * max(cfg.widths) * (2 + cfg.z) * 8})
 
     def run(self, cfg: Fig3Config, ctx: Context) -> list[Result]:
         dev, seeds = ctx.device, ctx.seeds
@@ -290,14 +276,15 @@ class Fig3(GrassmannExperiment):
                     order_dev[("polar-own", f)] = _max_dev(qq, refs["polar"]).amax(0).cpu()
         # erratum eq. (11) and the control of the final-loss / final-output claims: the printed update (ascent)
         net = make_net(h0)
-        L0 = trace_loss(net.W1, net.W2, C).detach()
-        ascent = None
-        for k in range(1, cfg.steps + 1):
-            net.zero_grad()
-            trace_loss(net.W1, net.W2, C).sum().backward()
-            projected_gd_step_(net.weights(), -cfg.lr, "polar")  # W ← polar(W + η∇L): eq. (11) as printed
-            if k == cfg.ascent_steps:
-                ascent = ((trace_loss(net.W1, net.W2, C).detach() - L0) / L0.abs()).cpu()  # (E,) relative change
+        asc = train_gd(
+            net.weights(),
+            lambda: trace_loss(net.W1, net.W2, C),
+            steps=cfg.steps,
+            every=[0, cfg.ascent_steps],
+            update=lambda: projected_gd_step_(net.weights(), -cfg.lr, "polar"),
+        )  # W ← polar(W + η∇L): as printed
+        L = asc.trajectory.series_members("loss")[1]  # (1 or 2, E): L(0) [and L(ascent_steps)]
+        ascent = torch.as_tensor((L[1] - L[0]) / np.abs(L[0])) if len(L) > 1 else None  # (E,) relative change
         with torch.no_grad():
             q_asc = q_from_map(net.end_to_end(), V)  # (E, d, z) after cfg.steps printed steps
             u_new = nets["grassmann"](x_new)  # (E, n, z): the trained network on held-out points

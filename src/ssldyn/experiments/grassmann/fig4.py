@@ -49,23 +49,14 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.mnist import mnist_two_class
 from ssldyn.data.moons import make_views
+from ssldyn.dynamics import engine
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import eigh_ascending, euler, q_from_map, q_ode_predict, q_ode_rhs
-from ssldyn.experiments.grassmann._common import GrassmannExperiment, loglog_slope
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    ExperimentConfig,
-    Measured,
-    Result,
-    between,
-    ge,
-    gt,
-    le,
-    register,
-)
+from ssldyn.experiments.grassmann._common import GrassmannExperiment, peak_of
+from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, between, ge, gt, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
+from ssldyn.probes import loglog_slope
 from ssldyn.probes.subspace import linear_svm_accuracy, principal_angles
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -167,11 +158,8 @@ def gd_update_flops(d: int, h: int, z: int, device: torch.device | str | None = 
 
     net = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[0], dtype=torch.float64, device=device)
     C = torch.eye(d, dtype=torch.float64, device=device)
-    opt = ManifoldGD(net.weights(), lr=0.01, mode="projected", retraction="polar")
     with FlopCounterMode(display=False) as fc:
-        opt.zero_grad()
-        trace_loss(net.W1, net.W2, C).sum().backward()
-        opt.step()
+        _gd_updates(net, C, lr=0.01, steps=1)
     return int(fc.get_total_flops()) + svd_flops(h, d) + svd_flops(h, z)
 
 
@@ -212,41 +200,42 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _time_blocks(step, steps: int, repeats: int, device: torch.device) -> np.ndarray:
-    """Seconds per call of ``step()`` in ``repeats`` blocks of ``steps`` calls (after one warm-up call) ``(repeats,)``."""
-    step()
+def _time_blocks(block, steps: int, repeats: int, device: torch.device) -> np.ndarray:
+    """Seconds per step of ``block(steps)`` (runs ``steps`` steps) in ``repeats`` blocks (after a warm-up step) ``(repeats,)``."""
+    block(1)
     out = []
     for _ in range(repeats):
         _sync(device)
         t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
+        block(steps)
         _sync(device)
         out.append((time.perf_counter() - t0) / steps)
     return np.asarray(out)
 
 
+def _gd_updates(net: TwoLayerNet, C: torch.Tensor, lr: float, steps: int) -> None:
+    """``steps`` projected-GD updates (11) of ``net`` on ``Tr(W2ᵀW1 C W1ᵀW2)`` through the engine: loss, backward,
+    polar step, and nothing else (no loss guard, no record, no final evaluation)."""
+    opt = ManifoldGD(net.weights(), lr=lr, mode="projected", retraction="polar")
+    engine.run(net, lambda net, t: (net, trace_loss(net.W1, net.W2, C)), steps=steps, every=(), guard=False,
+               optimizer=opt, final=False)  # fmt: skip
+
+
 def _time_gd(C, d, z, h, lr, steps, repeats, seed) -> np.ndarray:
     """Seconds per projected-GD update (loss, backward, polar step) in ``repeats`` blocks (no loss guard inside)."""
     net = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[seed], dtype=torch.float64, device=C.device)
-    opt = ManifoldGD(net.weights(), lr=lr, mode="projected", retraction="polar")
-
-    def step():
-        opt.zero_grad()
-        trace_loss(net.W1, net.W2, C).sum().backward()
-        opt.step()
-
-    return _time_blocks(step, steps, repeats, C.device)
+    return _time_blocks(lambda n: _gd_updates(net, C, lr, n), steps, repeats, C.device)
 
 
 def _time_ode(q0, lam, lr, steps, repeats) -> np.ndarray:
     """Seconds per Euler step of the q-ODE (9) in ``repeats`` blocks."""
     state = [q0.clone()]
 
-    def step():
-        state[0] = state[0] + lr * q_ode_rhs(state[0], lam)
+    def block(n: int) -> None:
+        for _ in range(n):
+            state[0] = state[0] + lr * q_ode_rhs(state[0], lam)
 
-    return _time_blocks(step, steps, repeats, q0.device)
+    return _time_blocks(block, steps, repeats, q0.device)
 
 
 def _slope_interval(hs: np.ndarray, blocks: np.ndarray, rng: np.random.Generator, n: int = 400) -> tuple[float, float]:
@@ -341,6 +330,19 @@ class Fig4(GrassmannExperiment):
             bounds=(0.0, 1.0),
         ),
     )  # fmt: skip
+
+    @classmethod
+    def peak_memory(cls, cfg: Fig4Config, n_seeds: int) -> tuple[int, str]:
+        """:data:`BASE_MEMORY` + the widest timed network ``K·max(timing_widths)·(d + z)·8`` (``W1 (h, d)``,
+        ``W2 (h, z)``, their gradients and the polar retraction's SVD factors; ``K = 9``) + the trained ensemble
+        ``K·S·h_train·(d + z)·8`` + the images: the loader (≈ 0.1 GB: fig4's quick run is 0.05–0.1 GB above the
+        other grassmann experiments') and ``8`` copies of the ``2·per_class`` images of 784 pixels in float64.
+        Measured (max RSS, 3 seeds): ``--quick`` 0.60 GB (estimate 0.73 GB); ``--quick
+        timing_widths=[100,1000,500000] timing_steps=1 timing_repeats=2``: 2.19 GB (estimate 2.70 GB)."""
+        dz = (cfg.d + cfg.z) * 8
+        return peak_of({"timing_widths": 9.0 * max(cfg.timing_widths) * dz,
+                        "h_train": 9.0 * n_seeds * cfg.h_train * dz,
+                        "per_class": 0.1e9 + 8.0 * 2 * cfg.per_class * 784 * 8})  # fmt: skip
 
     def run(self, cfg: Fig4Config, ctx: Context) -> list[Result]:
         dev, seeds = ctx.device, ctx.seeds

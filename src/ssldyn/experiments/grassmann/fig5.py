@@ -29,18 +29,21 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import q_from_map, solve_adaptive
-from ssldyn.experiments.grassmann._common import GrassmannExperiment, moons_batch
-from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, le, register
+from ssldyn.experiments.grassmann._common import (
+    GrassmannExperiment,
+    LiftedMoonsConfig,
+    moons_batch,
+    moons_memory,
+    peak_of,
+)
+from ssldyn.lab import ClaimSpec, Context, Measured, Result, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
-class Fig5Config(ExperimentConfig):
+class Fig5Config(LiftedMoonsConfig):
     zs: list[Annotated[int, Field(ge=1)]] = Field([1, 2, 3], min_length=1, description="embedding dimensions (Fig. 5)")
-    extra_stds: list[PositiveFloat] = Field([0.3, 0.15], description="stds of extra Gaussian coordinates (d = 2 + len)")
-    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
-    moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     t_final: PositiveFloat = Field(100.0, description="ODE time")
     h: Annotated[int, Field(ge=4)] = Field(50, description="width of the network that gives q_0 (and of the GD run)")
     gd: bool = Field(True, description="also run projected GD on the network")
@@ -101,6 +104,13 @@ class Fig5(GrassmannExperiment):
             bounds=(0.0, float("inf")),
         ),
     )  # fmt: skip
+
+    @classmethod
+    def peak_memory(cls, cfg: Fig5Config, n_seeds: int) -> tuple[int, str]:
+        """:data:`BASE_MEMORY` + the moons (:func:`moons_memory`, ``d = 2 + len(extra_stds)``; the q-ODE and the
+        ``(S, h, d)`` network are small). Measured (max RSS, ``--quick``, 3 seeds): 0.47 GB (estimate 0.60 GB);
+        ``n=6000``: 0.98 GB (estimate 1.25 GB)."""
+        return peak_of({"n": moons_memory(cfg.n, n_seeds, 2 + len(cfg.extra_stds))})
 
     def run(self, cfg: Fig5Config, ctx: Context) -> list[Result]:
         dev, seeds = ctx.device, ctx.seeds

@@ -25,22 +25,25 @@ from scipy.linalg import orthogonal_procrustes
 
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import euler, q_from_map, trace_loss_q
-from ssldyn.experiments.grassmann._common import GrassmannExperiment, loss_table, moons_batch
-from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, le, register
+from ssldyn.experiments.grassmann._common import (
+    GrassmannExperiment,
+    LiftedMoonsConfig,
+    moons_batch,
+    moons_memory,
+    peak_of,
+)
+from ssldyn.lab import ClaimSpec, Context, Measured, Result, le, register
 from ssldyn.models.two_layer import DeepLinearNet
 from ssldyn.probes.subspace import principal_angles
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
-class Fig6Config(ExperimentConfig):
+class Fig6Config(LiftedMoonsConfig):
     depths: list[Annotated[int, Field(ge=1)]] = Field(
         [1, 2, 3], min_length=2, description="numbers of hidden layers (Fig. 6)"
     )
     h: Annotated[int, Field(ge=2)] = Field(32, description="hidden width (all hidden layers)")
     z: Annotated[int, Field(ge=1)] = Field(2, description="embedding dimension")
-    extra_stds: list[PositiveFloat] = Field([0.3, 0.15], description="extra coordinates of the lifted half-moons")
-    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
-    moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     lr: PositiveFloat = Field(0.05, description="learning rate")
     steps: Annotated[int, Field(ge=10)] = Field(2000, description="GD steps")
     record_every: Annotated[int, Field(ge=1)] = Field(20, description="steps between recorded losses")
@@ -88,6 +91,16 @@ class Fig6(GrassmannExperiment):
         ),
     )  # fmt: skip
 
+    @classmethod
+    def peak_memory(cls, cfg: Fig6Config, n_seeds: int) -> tuple[int, str]:
+        """:data:`BASE_MEMORY` + the ``(h, h)`` hidden-to-hidden weights of the deepest net, ``K·S·(L − 1)·h²·8``
+        (``L = max(depths)``; ``K = 10``: weights, gradients, the polar retraction's SVD factors and workspace) +
+        the moons (:func:`moons_memory`). Measured (max RSS, 3 seeds): ``--quick`` 0.54 GB (estimate 0.60 GB);
+        ``--quick h=2500 depths=[1,2] steps=10``: 1.76 GB (estimate 2.10 GB)."""
+        L = max(cfg.depths)
+        return peak_of({"h": 10.0 * n_seeds * max(L - 1, 1) * cfg.h**2 * 8,
+                        "n": moons_memory(cfg.n, n_seeds, 2 + len(cfg.extra_stds))})  # fmt: skip
+
     def run(self, cfg: Fig6Config, ctx: Context) -> list[Result]:
         dev, seeds = ctx.device, ctx.seeds
         S = len(seeds)
@@ -110,7 +123,7 @@ class Fig6(GrassmannExperiment):
             gd = train_gd(net.weights(), loss_fn, update=opt.step, steps=cfg.steps, every=cfg.record_every,
                           inputs={"C": C},
                           track=lambda it, L=L: ctx.track(it, total=cfg.steps + 1, description=f"Fig. 6 depth {L}"))  # fmt: skip
-            losses[L] = loss_table(gd.trajectory)  # (T, S)
+            losses[L] = gd.trajectory.series_members("loss")[1]  # (T, S)
             maps[L] = net.end_to_end().detach()  # (S, z, d)
         if q0_one is None:  # depth 1 not in the config: the ODE starts from a fresh 1-hidden-layer net
             q0_one = q_from_map(DeepLinearNet(d, [cfg.h], cfg.z, "orthogonal", ensemble=S,

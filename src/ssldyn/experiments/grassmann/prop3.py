@@ -57,12 +57,15 @@ from ssldyn.data.moons import make_views
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
-    grad_of,
-    loss_table,
+    LiftedMoonsConfig,
+    LrSchedule,
+    PlainGD,
     mean_contrastive_loss,
     moons_batch,
+    moons_memory,
+    peak_of,
 )
-from ssldyn.lab import ClaimSpec, Context, Erratum, ExperimentConfig, Measured, Result, ge, gt, le, lt, register
+from ssldyn.lab import ClaimSpec, Context, Erratum, Measured, Result, ge, gt, le, lt, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
 from ssldyn.probes.subspace import principal_angles
@@ -77,12 +80,9 @@ LABELS = {
 }
 
 
-class Prop3Config(ExperimentConfig):
+class Prop3Config(LiftedMoonsConfig):
     h: Annotated[int, Field(ge=2)] = Field(20, description="hidden width")
     z: Annotated[int, Field(ge=1)] = Field(2, description="embedding dimension")
-    extra_stds: list[PositiveFloat] = Field([0.3, 0.15], description="extra coordinates of the lifted half-moons")
-    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
-    moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
     lr: PositiveFloat = Field(0.05, description="GD step η (first half; then annealed to 0 along a half cosine)")
     steps: Annotated[int, Field(ge=10)] = Field(2000, description="GD steps")
     mc_draws: Annotated[int, Field(ge=10)] = Field(
@@ -160,6 +160,15 @@ class Prop3(GrassmannExperiment):
         ),
     )  # fmt: skip
 
+    @classmethod
+    def peak_memory(cls, cfg: Prop3Config, n_seeds: int) -> tuple[int, str]:
+        """:data:`BASE_MEMORY` + the moons (:func:`moons_memory`, ``d = 2 + len(extra_stds)``) + the ``(S, h, d)``
+        weights, their gradients and retractions ``8·S·h·d·8`` (small: the training runs on ``C``, not on the
+        data). Measured (max RSS, 3 seeds): ``--quick`` 0.54 GB (estimate 0.60 GB); ``--quick n=6000``: 0.98 GB
+        (estimate 1.25 GB)."""
+        d = 2 + len(cfg.extra_stds)
+        return peak_of({"n": moons_memory(cfg.n, n_seeds, d), "h": 8.0 * n_seeds * cfg.h * d * 8})
+
     def run(self, cfg: Prop3Config, ctx: Context) -> list[Result]:
         dev, seeds = ctx.device, ctx.seeds
         S, z = len(seeds), cfg.z
@@ -174,24 +183,17 @@ class Prop3(GrassmannExperiment):
             return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * u))
 
         nets: dict[str, TwoLayerNet] = {}
-        for prob in PROBLEMS:
-            counter = [0]
+        for prob in [*PROBLEMS, "frobenius"]:  # Frobenius balls (Prop. 2): the control, the same start and schedule
+            then = None
             if prob == "product":
                 net0 = TwoLayerNet(d, cfg.h, z, "linear", "orthogonal", ensemble=S, seeds=init, dtype=torch.float64,
                                    device=dev)  # fmt: skip
                 M = torch.nn.Parameter(net0.end_to_end().detach().clone())  # (S, z, d)
                 params, loss_fn = [M], lambda M=M: ((M @ C) * M).sum((-2, -1))  # Tr(M C Mᵀ)
-
-                @torch.no_grad()
-                def clipped_step(M=M, counter=counter):
-                    M.copy_(clip_singular_values(M - eta(counter[0]) * grad_of(M)))
-                    counter[0] += 1
-
-                step = clipped_step
-
+                then = lambda M=M: _clip_([M])  # noqa: E731
                 final_map = lambda M=M: M.detach()  # noqa: E731
             else:
-                regime = {"scaled": "scaled", "balls": "unconstrained", "stiefel": "orthogonal"}[prob]
+                regime = {"scaled": "scaled", "balls": "unconstrained", "stiefel": "orthogonal"}.get(prob, prob)
                 net = TwoLayerNet(d, cfg.h, z, "linear", regime, ensemble=S, seeds=init, init="orthogonal",
                                   dtype=torch.float64, device=dev)  # fmt: skip
                 nets[prob] = net
@@ -200,49 +202,20 @@ class Prop3(GrassmannExperiment):
                     loss_fn = lambda net=net: trace_loss(net.W1, net.W2, C) / net.loss_scale()  # noqa: E731
                 else:
                     loss_fn = lambda net=net: trace_loss(net.W1, net.W2, C)  # noqa: E731
-                if prob == "stiefel":
-                    opt = ManifoldGD(params, lr=cfg.lr, mode="projected", retraction="polar")
-
-                    def stiefel_step(opt=opt, counter=counter):
-                        opt.param_groups[0]["lr"] = max(eta(counter[0]), 1e-300)
-                        opt.step()
-                        counter[0] += 1
-
-                    step = stiefel_step
-                else:
-
-                    @torch.no_grad()
-                    def gd_step(params=params, prob=prob, counter=counter):
-                        for W in params:
-                            W -= eta(counter[0]) * grad_of(W)
-                            if prob == "balls":
-                                W.copy_(clip_singular_values(W))
-                        counter[0] += 1
-
-                    step = gd_step
-
+                if prob == "balls":
+                    then = lambda params=params: _clip_(params)  # noqa: E731
+                elif prob == "frobenius":
+                    then = net.project_
+                    maps0 = net.end_to_end().detach().clone()  # (S, z, d): the common initial map
                 final_map = lambda net=net: (net.end_to_end() / net.loss_scale().sqrt()[:, None, None]).detach()  # noqa: E731
-            gd = train_gd(params, loss_fn, update=step, steps=cfg.steps, every=1,
+            opt = (ManifoldGD(params, lr=cfg.lr, mode="projected", retraction="polar") if prob == "stiefel"
+                   else PlainGD(params, cfg.lr))  # fmt: skip
+            sched = LrSchedule(opt, eta, floor=1e-300 if prob == "stiefel" else 0.0, then=then)
+            gd = train_gd(params, loss_fn, update=opt.step, after_step=sched, steps=cfg.steps, every=1,
                           inputs={"C": C},
                           track=lambda it, prob=prob: ctx.track(it, total=cfg.steps + 1, description=f"Prop. 3 ({prob})"))  # fmt: skip
-            curves[prob] = loss_table(gd.trajectory)  # (T, S)
+            curves[prob] = gd.trajectory.series_members("loss")[1]  # (T, S)
             maps[prob] = final_map()  # (S, z, d), normalised to ‖W1‖₂ = ‖W2‖₂ = 1 for the scaled loss
-        # control: the Frobenius balls (Prop. 2), the same start and schedule
-        fro = TwoLayerNet(d, cfg.h, z, "linear", "frobenius", ensemble=S, seeds=init, init="orthogonal",
-                          dtype=torch.float64, device=dev)  # fmt: skip
-        maps0 = fro.end_to_end().detach().clone()  # (S, z, d): the common initial map
-        counter_f = [0]
-
-        @torch.no_grad()
-        def fro_step():
-            for W in fro.weights():
-                W -= eta(counter_f[0]) * grad_of(W)
-            fro.project_()
-            counter_f[0] += 1
-
-        gd = train_gd(fro.weights(), lambda: trace_loss(fro.W1, fro.W2, C), update=fro_step, steps=cfg.steps, every=1,
-                      inputs={"C": C})  # fmt: skip
-        curves["frobenius"] = loss_table(gd.trajectory)
         counter = _counterexample(cfg, mb, dev, eta, seeds)
         with torch.no_grad():  # at the optimum of problem (4) (the Stiefel-trained net)
             L1 = mean_contrastive_loss(nets["stiefel"], mb.x, mb.x_pos, mb.x_neg).cpu()  # loss (1) from the embeddings
@@ -317,6 +290,13 @@ class Prop3(GrassmannExperiment):
         return [save_figure(fig, fig_dir / "prop3.png")]
 
 
+@torch.no_grad()
+def _clip_(params: list[torch.Tensor]) -> None:
+    """In place: every matrix's singular values clipped at 1 (the projection onto the spectral-norm ball)."""
+    for W in params:
+        W.copy_(clip_singular_values(W))
+
+
 def _counterexample(cfg: Prop3Config, mb, dev, eta, lab_seeds) -> dict[str, torch.Tensor]:
     """Problem (3) vs (4) at h = 2 and h = 3 on the 2-D half-moons C shifted to λ_1 < 0 < λ_2 (z = 2).
 
@@ -334,30 +314,17 @@ def _counterexample(cfg: Prop3Config, mb, dev, eta, lab_seeds) -> dict[str, torc
     # (3): over the product M, singular values clipped at 1
     net0 = TwoLayerNet(2, 2, 2, "linear", "orthogonal", ensemble=S, seeds=seeds, dtype=torch.float64, device=dev)
     M = torch.nn.Parameter(0.5 * net0.end_to_end().detach().clone())  # (S, 2, 2), inside the ball
-    counter = [0]
-
-    @torch.no_grad()
-    def clipped_step():
-        M.copy_(clip_singular_values(M - eta(counter[0]) * grad_of(M)))
-        counter[0] += 1
-
-    gd = train_gd([M], lambda: ((M @ C2) * M).sum((-2, -1)), update=clipped_step, steps=cfg.steps, every=1,
-                  inputs={"C": C2})  # fmt: skip
-    L3 = torch.as_tensor(loss_table(gd.trajectory)[-k:].min(0))  # (S,)
+    opt = PlainGD([M], cfg.lr)
+    gd = train_gd([M], lambda: ((M @ C2) * M).sum((-2, -1)), update=opt.step, steps=cfg.steps, every=1,
+                  after_step=LrSchedule(opt, eta, then=lambda: _clip_([M])), inputs={"C": C2})  # fmt: skip
+    L3 = torch.as_tensor(gd.trajectory.series_members("loss")[1][-k:].min(0))  # (S,)
     out["counter_loss_product"] = L3
     for h in (2, 3):
         net = TwoLayerNet(2, h, 2, "linear", "orthogonal", ensemble=S, seeds=seeds, dtype=torch.float64, device=dev)
         opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-        cnt = [0]
-
-        def step(opt=opt, cnt=cnt):
-            opt.param_groups[0]["lr"] = max(eta(cnt[0]), 1e-300)
-            opt.step()
-            cnt[0] += 1
-
-        gd = train_gd(net.weights(), lambda net=net: trace_loss(net.W1, net.W2, C2), update=step, steps=cfg.steps,
-                      every=1, inputs={"C": C2})  # fmt: skip
-        L4 = torch.as_tensor(loss_table(gd.trajectory)[-k:].min(0))  # (S,)
+        gd = train_gd(net.weights(), lambda net=net: trace_loss(net.W1, net.W2, C2), update=opt.step, steps=cfg.steps,
+                      every=1, after_step=LrSchedule(opt, eta, floor=1e-300), inputs={"C": C2})  # fmt: skip
+        L4 = torch.as_tensor(gd.trajectory.series_members("loss")[1][-k:].min(0))  # (S,)
         out[f"counter_loss_stiefel_h{h}"] = L4
         out[f"counter_gap_h{h}"] = (L4 - L3) / lam[:, 1].cpu()
     return out

@@ -36,7 +36,7 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
 from ssldyn.dynamics.q_ode import solve_adaptive, solve_reference
-from ssldyn.experiments.grassmann._common import GrassmannExperiment
+from ssldyn.experiments.grassmann._common import GrassmannExperiment, peak_of
 from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
@@ -141,6 +141,14 @@ class Thm3(GrassmannExperiment):
             relation=le(1e-6), basis="method: dopri5 at rtol 1e-7 / atol 1e-9 against DOP853 at 1e-11",
         ),
     )  # fmt: skip
+
+    @classmethod
+    def peak_memory(cls, cfg: Thm3Config, n_seeds: int) -> tuple[int, str]:
+        """:data:`BASE_MEMORY` + per trial (``S·trials`` of them, two cases) the recorded path ``81·d`` and the
+        initialising ``(h, d)`` weights, ``K·2·S·trials·(81 + h)·d·8`` (``K = 2.5``: the solver's stages).
+        Measured (max RSS, ``--quick``, 3 seeds): 0.36 GB (estimate 0.60 GB); ``trials=20000``: 1.75 GB
+        (estimate 2.49 GB)."""
+        return peak_of({"trials": 2.5 * 2 * n_seeds * cfg.trials * (81 + cfg.h) * cfg.d * 8})
 
     def run(self, cfg: Thm3Config, ctx: Context) -> list[Result]:
         dev, seeds, N = ctx.device, ctx.seeds, cfg.trials

@@ -167,10 +167,6 @@ ENGINE = {"dynamics/engine.py"}
 # Loops outside the contract, owned by the experiments' helpers (issue 29 item 1): they move onto the
 # engine as step functions; until then they are listed here. A file that no longer loops must leave the list.
 KNOWN_EXCEPTIONS = {
-    "experiments/grassmann/fig1.py",  # alive mask → LossGuard(policy="freeze")
-    "experiments/grassmann/fig3.py",
-    "experiments/grassmann/fig4.py",
-    "experiments/grassmann/prop3.py",
     "experiments/nonlinearity/fig12.py",
     "experiments/variational/invariance.py",
 }

@@ -157,21 +157,6 @@ def kmeans_nmi(features, labels, seed: int = 0) -> float:
     return float(normalized_mutual_info_score(y, pred))
 
 
-def tsne_map(x, seed: int, perplexity: float, max_iter: int) -> np.ndarray:
-    """t-SNE map ``(n, 2)``: PCA to 50 dimensions, then scikit-learn's TSNE (exact gradients up to 1,000 points,
-    where they are faster than Barnes–Hut; Barnes–Hut above)."""
-    from sklearn.decomposition import PCA
-    from sklearn.manifold import TSNE
-
-    x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
-    if x.shape[1] > 50 and len(x) > 50:
-        x = PCA(50, svd_solver="full" if len(x) <= 2000 else "auto", random_state=seed).fit_transform(x)
-    perp = min(perplexity, max(2.0, (len(x) - 1) / 3.0))
-    method = "exact" if len(x) <= 1000 else "barnes_hut"
-    return TSNE(2, perplexity=perp, init="pca", random_state=seed, max_iter=max(250, max_iter), method=method,
-                n_jobs=1).fit_transform(x)  # fmt: skip
-
-
 def _measures(tag: str, reps: dict, ytr, yte, knn_k: int, seed: int, linear: bool = True) -> dict[str, float]:
     out = {}
     for name, (ftr, fte) in reps.items():
@@ -393,7 +378,7 @@ class Fig1(VariationalExperiment):
         return out
 
     def plots(self, cfg: Fig1Config, result: Result, fig_dir: Path):
-        from ssldyn.viz.images import plot_tsne
+        from ssldyn.viz.images import plot_tsne, tsne_embedding
 
         a, s = result.arrays, result.summary
         panels = [("mnist", "pixels", "(a) MNIST pixels"), ("standin", "pixels", "(b') transformed digits: pixels"),
@@ -403,7 +388,7 @@ class Fig1(VariationalExperiment):
         fig, ax = new_figure(len(panels), 1, size=(3.6, 3.6))
         seed = int(result.seed or 0)
         for j, (tag, rep, title) in enumerate(panels):
-            y2 = tsne_map(a[f"{tag}_features_{rep}"], seed, cfg.perplexity, cfg.tsne_iter)
+            y2 = tsne_embedding(a[f"{tag}_features_{rep}"], seed, cfg.perplexity, max_iter=cfg.tsne_iter)
             plot_tsne(ax[0, j], y2, a[f"{tag}_tsne_labels"],
                       f"{title}\nsilhouette {s[f'{tag}_{rep}_silhouette']:.2f}, k-NN {s[f'{tag}_{rep}_knn']:.2f}")  # fmt: skip
         paths = [save_figure(fig, fig_dir / "fig1_tsne.png")]

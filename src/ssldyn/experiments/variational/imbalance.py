@@ -40,6 +40,7 @@ from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.experiments.variational.fig5 import averaging_net_factory
 from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, gt, lt, register
 from ssldyn.lab.claims import Robustness
+from ssldyn.probes.cluster import silhouette_samples_cosine
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 DERIVATION = (
@@ -154,7 +155,7 @@ class Imbalance(VariationalExperiment):
             out = np.zeros((z.shape[0], S, 4))
             for a in range(4):
                 lab = data[a * S].labels
-                sil = fc.silhouette_samples_cosine(z[:, a * S : (a + 1) * S], lab)  # (R, S, n)
+                sil = silhouette_samples_cosine(z[:, a * S : (a + 1) * S], lab)  # (R, S, n)
                 onehot = (lab[:, None] == torch.arange(4)[None, :]).to(torch.float64)  # (n, positions)
                 per_pos = ((sil @ onehot) / onehot.sum(0)).numpy()  # (R, S, positions)
                 for pos, size in enumerate(shifts[a]):

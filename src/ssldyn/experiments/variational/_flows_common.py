@@ -280,6 +280,34 @@ def probes_of(run: Run, labels) -> Probes:
     return Probes(run.times, s.mean(-1).numpy(), per_cluster.numpy(), uniformity_batch(run.z).numpy(), run.loss)
 
 
+#: live float64 copies of the batched probes' ``(R, E, n, n)`` distances at their peak (measured, see
+#: :func:`probe_peak_memory`)
+PROBE_COPIES = 3.5
+
+
+def probe_peak_memory(records: int, members: int, n: int, base: float = 0.6e9) -> int:
+    """Peak bytes of a flow comparison: ``base`` (process, lab, figures and GIF) + :data:`PROBE_COPIES` ×
+    the ``(R, E, n, n)`` float64 pairwise distances of :func:`probes_of` (silhouette over every record
+    and member at once; the recorded embeddings ``(R, E, n, d)`` are small beside them).
+
+    Measured (max RSS, 3 seeds): Fig. 5 quick (R ≈ 235, n = 100) 0.701 GB, estimate 0.82 GB; Fig. 5
+    with n_per_cluster = 100 (n = 400) 2.81 GB (+2.1 GB ≈ 2.5 copies of 0.9 GB), estimate 4.07 GB;
+    Fig. 6 quick (R ≈ 800 in its step table, n = 100) 1.02 GB, estimate 1.19 GB; the imbalance check (its
+    docstring).
+    """
+    return int(base + PROBE_COPIES * records * members * n * n * 8)
+
+
+def flow_peak_memory(cfg, n_seeds: int) -> tuple[int, str]:
+    """:func:`probe_peak_memory` of Fig. 5 / Fig. 6 (a ``FlowCompareConfig``): four clusters of
+    ``n_per_cluster`` points, one member per seed, ``R`` the most records of one run (the main network run,
+    vanilla GD, or a step-table run: every step up to 400, ~400 beyond)."""
+    extra = len(cfg.snapshots_network) + len(cfg.snapshots_long) + len(cfg.snapshots_vanilla) + 4
+    table = [len(record_steps(max(1, round(cfg.table_time / lr)), 400, 400)) for lr in cfg.table_lrs]
+    R = max(len(record_steps(cfg.steps_network)) + extra, len(record_steps(cfg.steps_vanilla)) + extra, *table)
+    return probe_peak_memory(R, n_seeds, 4 * cfg.n_per_cluster), "n_per_cluster"
+
+
 def uniform_optimum(n: int, d: int) -> float:
     """Uniformity of the uniform optimum: n equally spaced points (S¹), n Fibonacci points (S²), or continuous."""
     return uniformity_reference(n, d=d) if d in (2, 3) else uniformity_reference(d=d)

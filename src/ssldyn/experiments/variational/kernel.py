@@ -214,6 +214,22 @@ class KernelCheck(VariationalExperiment):
         ),
     )  # fmt: skip
 
+    @classmethod
+    def peak_memory(cls, cfg: KernelConfig, n_seeds: int) -> tuple[int, str]:
+        """≈ 0.58 GB (process, lab, figures) + 8 live float64 ``(n, M·d)`` hidden activations of the widest net:
+        part (c) (``n_inf`` points, ``max(widths)``), part (e) (``sum(imbalanced_sizes)`` points,
+        ``imbalance_width``, ``d`` raised to the number of clusters), parts (a, b, d) (``d · cluster_size``
+        points, ``width``). Measured (max RSS, 3 seeds): 0.557 GB quick (estimate 0.588 GB); 0.614 GB at
+        max(widths) = 16384 (estimate 0.681 GB); 0.634 GB at imbalance_width = 8192 (estimate 0.706 GB)."""
+        d = max(cfg.d, len(cfg.imbalanced_sizes))
+        parts = {
+            "widths": cfg.n_inf * max(cfg.widths),
+            "imbalance_width": sum(cfg.imbalanced_sizes) * cfg.imbalance_width,
+            "width": cfg.d * cfg.cluster_size * cfg.width,
+        }
+        key = max(parts, key=lambda k: parts[k])
+        return int(0.58e9 + 8 * 8 * d * parts[key]), key
+
     def run(self, cfg: KernelConfig, ctx: Context) -> Result:
         res = Result()
         device = ctx.device

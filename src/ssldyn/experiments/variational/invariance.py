@@ -95,6 +95,11 @@ class InvarianceConfig(ExperimentConfig):
         return self
 
 
+def project_onto_M(v: torch.Tensor, d: int) -> torch.Tensor:
+    """``P v``: the projection onto M, the first ``d`` coordinates (the others set to 0); ``(..., D)``."""
+    return torch.cat([v[..., :d], torch.zeros_like(v[..., d:])], -1)
+
+
 class Projected(nn.Module):
     """``f(x) = g(P x)`` with ``P`` the projection onto M (the first d coordinates): eq. (36) holds for it."""
 
@@ -103,7 +108,7 @@ class Projected(nn.Module):
         self.net, self.d = net, d
 
     def forward(self, x):
-        return self.net(torch.cat([x[..., : self.d], torch.zeros_like(x[..., self.d :])], -1))
+        return self.net(project_onto_M(x, self.d))
 
     @property
     def B(self):
@@ -244,9 +249,6 @@ class Invariance(VariationalExperiment):
 
         centers = data.centers[data.labels]  # (n, D) the clean samples ξ_γ(i)
 
-        def project(v):  # P: onto M, the first d coordinates
-            return torch.cat([v[..., : cfg.d], torch.zeros_like(v[..., cfg.d :])], -1)
-
         def record(kind):  # the engine's on_log: one table row per logged step
             def on_log(step, state, row):
                 rows.append({"dynamics": kind, "step": step, **row})
@@ -260,7 +262,7 @@ class Invariance(VariationalExperiment):
         runs = (("network", data.x, False), ("network-clean-data", centers, False), ("network-projected", data.x, True))
         for kind, x_train, projected in runs:
             net = Projected(fresh(), cfg.d) if projected else fresh()
-            seen = project if projected else (lambda v: v)  # what the weights B act on
+            seen = (lambda v: project_onto_M(v, cfg.d)) if projected else (lambda v: v)  # what the weights B act on
             xs, xTs, x_seen = seen(data.x), seen(xT[0]), seen(x_train)
 
             @torch.no_grad()

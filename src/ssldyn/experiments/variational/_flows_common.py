@@ -21,8 +21,8 @@ unstable). Runs are compared at equal ``t``; the step-size table (:func:`step_ta
 the same network at several σ to the same t.
 
 **Probes** (silhouette, uniformity, loss) are computed after the run from the recorded
-embeddings, batched over records and members (:func:`silhouette_samples_cosine`,
-:func:`uniformity_batch`; numpy-free torch on the CPU copies), not inside the training loop.
+embeddings, batched over records and members (:func:`ssldyn.probes.silhouette_samples_cosine`,
+:func:`ssldyn.probes.uniformity_batch`, float64 torch on the CPU copies), not inside the training loop.
 
 Devices: data, model, ``z0`` and both dynamics live on ``ctx.device`` (everything random is
 drawn on the CPU and moved); the recorded embeddings come back to the CPU.
@@ -44,7 +44,7 @@ from ssldyn.dynamics.function_space import project_sphere, vanilla_gradient_desc
 from ssldyn.dynamics.weight_space import train_weight_space
 from ssldyn.models.shifted import ShiftedModel
 from ssldyn.objectives import latent_measure_nt_xent
-from ssldyn.probes.cluster import uniformity_reference
+from ssldyn.probes.cluster import silhouette_samples_cosine, uniformity_batch, uniformity_reference
 from ssldyn.viz.common import PALETTE, figure_to_rgb, new_figure, save_figure, save_gif
 
 DT = torch.float64
@@ -256,40 +256,6 @@ def run_vanilla(m: Members, *, tau: float, lr: float, steps: int, record: Sequen
 # --------------------------------------------------------------------------------------
 # probes, batched over records and members
 # --------------------------------------------------------------------------------------
-def silhouette_samples_cosine(z, labels) -> Tensor:
-    """Per-sample silhouette with cosine distance, batched: ``(..., n, d) -> (..., n)``.
-
-    ``s_i = (b_i − a_i)/max(a_i, b_i)``, ``a_i`` the mean distance to the other members of its
-    cluster, ``b_i`` the smallest mean distance to another cluster, distance ``1 − cos``;
-    samples of a cluster of size 1 get 0 (scikit-learn's ``silhouette_samples``).
-    """
-    z = torch.as_tensor(np.asarray(z) if not isinstance(z, Tensor) else z).to(DT)
-    u = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-300)  # (..., n, d)
-    lab = torch.as_tensor(np.asarray(labels)).long()
-    classes = torch.unique(lab)
-    onehot = (lab[:, None] == classes[None, :]).to(DT)  # (n, C)
-    dist = (1.0 - u @ u.mT).clamp_min(0.0)  # (..., n, n)
-    sums = dist @ onehot  # (..., n, C)
-    counts = onehot.sum(0)  # (C,)
-    own = onehot.argmax(1)  # (n,)
-    own_count = counts[own]  # (n,)
-    a = sums.gather(-1, own.expand(*sums.shape[:-1])[..., None])[..., 0] / (own_count - 1).clamp_min(1)  # (..., n)
-    other = (sums / counts).masked_fill(onehot.bool(), math.inf)  # (..., n, C)
-    b = other.min(-1).values  # (..., n)
-    s = (b - a) / torch.maximum(a, b).clamp_min(1e-300)
-    return torch.where(own_count > 1, s, torch.zeros_like(s))
-
-
-def uniformity_batch(z, t: float = 2.0) -> Tensor:
-    """Wang & Isola uniformity ``log mean_{i≠j} exp(−t‖u_i − u_j‖²)``, batched: ``(..., n, d) -> (...)``."""
-    z = torch.as_tensor(np.asarray(z) if not isinstance(z, Tensor) else z).to(DT)
-    u = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-300)
-    n = u.shape[-2]
-    logits = (2.0 * t) * (u @ u.mT)  # (..., n, n): −t‖u_i − u_j‖² + 2t
-    logits = logits.masked_fill(torch.eye(n, dtype=torch.bool), -math.inf)
-    return torch.logsumexp(logits.flatten(-2), dim=-1) - 2.0 * t - math.log(n * (n - 1))
-
-
 @dataclass
 class Probes:
     """Probes of a :class:`Run` per record and member: silhouette ``(R, E)``, per-cluster
@@ -312,6 +278,34 @@ def probes_of(run: Run, labels) -> Probes:
     onehot = (lab[:, None] == torch.unique(lab)[None, :]).to(DT)  # (n, C)
     per_cluster = (s @ onehot) / onehot.sum(0)  # (R, E, C)
     return Probes(run.times, s.mean(-1).numpy(), per_cluster.numpy(), uniformity_batch(run.z).numpy(), run.loss)
+
+
+#: live float64 copies of the batched probes' ``(R, E, n, n)`` distances at their peak (measured, see
+#: :func:`probe_peak_memory`)
+PROBE_COPIES = 3.5
+
+
+def probe_peak_memory(records: int, members: int, n: int, base: float = 0.6e9) -> int:
+    """Peak bytes of a flow comparison: ``base`` (process, lab, figures and GIF) + :data:`PROBE_COPIES` ×
+    the ``(R, E, n, n)`` float64 pairwise distances of :func:`probes_of` (silhouette over every record
+    and member at once; the recorded embeddings ``(R, E, n, d)`` are small beside them).
+
+    Measured (max RSS, 3 seeds): Fig. 5 quick (R ≈ 235, n = 100) 0.701 GB, estimate 0.82 GB; Fig. 5
+    with n_per_cluster = 100 (n = 400) 2.81 GB (+2.1 GB ≈ 2.5 copies of 0.9 GB), estimate 4.07 GB;
+    Fig. 6 quick (R ≈ 800 in its step table, n = 100) 1.02 GB, estimate 1.19 GB; the imbalance check (its
+    docstring).
+    """
+    return int(base + PROBE_COPIES * records * members * n * n * 8)
+
+
+def flow_peak_memory(cfg, n_seeds: int) -> tuple[int, str]:
+    """:func:`probe_peak_memory` of Fig. 5 / Fig. 6 (a ``FlowCompareConfig``): four clusters of
+    ``n_per_cluster`` points, one member per seed, ``R`` the most records of one run (the main network run,
+    vanilla GD, or a step-table run: every step up to 400, ~400 beyond)."""
+    extra = len(cfg.snapshots_network) + len(cfg.snapshots_long) + len(cfg.snapshots_vanilla) + 4
+    table = [len(record_steps(max(1, round(cfg.table_time / lr)), 400, 400)) for lr in cfg.table_lrs]
+    R = max(len(record_steps(cfg.steps_network)) + extra, len(record_steps(cfg.steps_vanilla)) + extra, *table)
+    return probe_peak_memory(R, n_seeds, 4 * cfg.n_per_cluster), "n_per_cluster"
 
 
 def uniform_optimum(n: int, d: int) -> float:

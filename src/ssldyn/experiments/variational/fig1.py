@@ -157,19 +157,17 @@ def kmeans_nmi(features, labels, seed: int = 0) -> float:
     return float(normalized_mutual_info_score(y, pred))
 
 
-def tsne_map(x, seed: int, perplexity: float, max_iter: int) -> np.ndarray:
-    """t-SNE map ``(n, 2)``: PCA to 50 dimensions, then scikit-learn's TSNE (exact gradients up to 1,000 points,
-    where they are faster than Barnes–Hut; Barnes–Hut above)."""
-    from sklearn.decomposition import PCA
-    from sklearn.manifold import TSNE
-
-    x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
-    if x.shape[1] > 50 and len(x) > 50:
-        x = PCA(50, svd_solver="full" if len(x) <= 2000 else "auto", random_state=seed).fit_transform(x)
-    perp = min(perplexity, max(2.0, (len(x) - 1) / 3.0))
-    method = "exact" if len(x) <= 1000 else "barnes_hut"
-    return TSNE(2, perplexity=perp, init="pca", random_state=seed, max_iter=max(250, max_iter), method=method,
-                n_jobs=1).fit_transform(x)  # fmt: skip
+def activations_per_image(cfg: SimCLRRunConfig, shape: tuple[int, int, int]) -> int:
+    """Floats one image leaves in the backbone: ConvNet ``Σ_i widths[i] · (side / 2^i)²`` (each block's output at
+    its resolution; a 2× max-pool after every block but the last), MLP ``C·H·W + Σ hidden + feature_dim``."""
+    C, H, W = shape
+    if cfg.encoder == "mlp":
+        return C * H * W + sum(cfg.hidden) + cfg.feature_dim
+    total, h, w = 0, H, W
+    for c in cfg.widths:
+        total += c * h * w
+        h, w = (h // 2, w // 2) if min(h, w) >= 2 else (h, w)
+    return total
 
 
 def _measures(tag: str, reps: dict, ytr, yte, knn_k: int, seed: int, linear: bool = True) -> dict[str, float]:
@@ -278,6 +276,29 @@ class Fig1(VariationalExperiment):
             control="the untrained encoder − the pixels (CIFAR-10)", bounds=(-1.0, 1.0),
         ),
     )  # fmt: skip
+
+    @classmethod
+    def peak_memory(cls, cfg: Fig1Config, n_seeds: int) -> tuple[int, str]:
+        """≈ 0.7 GB (process, torch, scikit-learn, the digits, k-NN / k-means / t-SNE of a few thousand points,
+        figures) + float32 backbone activations (``A`` floats per image, :func:`activations_per_image`):
+        4 copies for one chunk of :func:`~ssldyn.dynamics.embed` (``min(1024, n_images)`` images, eval mode)
+        and 2 for a SimCLR step's ``2·batch`` views (outputs, BatchNorm / ReLU saves, gradients):
+        ``0.7 GB + 4 B · A · (4 · min(1024, n) + 4 · batch)``; the CIFAR-10 run (with ``cifar_dir``) is
+        estimated alike on 3×32×32 images, plus 3 float32 copies of its images. Seeds run one after the other.
+
+        Measured (max RSS, 3 seeds; canvas 20): 0.768 GB quick (widths [8, 16, 32], batch 96; estimate
+        0.80 GB); 1.019 GB with the paper-scale standin_simclr (widths [32, 64, 128], batch 256; estimate
+        1.16 GB); 1.340 GB with widths [64, 128, 256], batch 512 (estimate 1.80 GB). A fit of the three
+        gives ≈ 3.7 copies of the embedding chunk and almost nothing per batch: the peak is the evaluation."""
+        side = cfg.standin.canvas
+        runs = {"standin_simclr": (cfg.standin_simclr, (1, side, side), min(1024, cfg.n_images))}
+        data = 0
+        if cfg.cifar_dir is not None:
+            runs["cifar_simclr"] = (cfg.cifar_simclr, (3, 32, 32), min(1024, cfg.cifar_n_images))
+            data = 3 * cfg.cifar_n_images * 3 * 32 * 32 * 4
+        need = {k: 4 * activations_per_image(c, shape) * (4 * n + 4 * c.batch) for k, (c, shape, n) in runs.items()}
+        key = max(need, key=lambda k: need[k])
+        return int(0.7e9 + need[key] + data), f"{key}.widths"
 
     def run(self, cfg: Fig1Config, ctx: Context) -> Result:
         rng = np.random.default_rng(ctx.seed)
@@ -393,7 +414,7 @@ class Fig1(VariationalExperiment):
         return out
 
     def plots(self, cfg: Fig1Config, result: Result, fig_dir: Path):
-        from ssldyn.viz.images import plot_tsne
+        from ssldyn.viz.images import plot_tsne, tsne_embedding
 
         a, s = result.arrays, result.summary
         panels = [("mnist", "pixels", "(a) MNIST pixels"), ("standin", "pixels", "(b') transformed digits: pixels"),
@@ -403,7 +424,7 @@ class Fig1(VariationalExperiment):
         fig, ax = new_figure(len(panels), 1, size=(3.6, 3.6))
         seed = int(result.seed or 0)
         for j, (tag, rep, title) in enumerate(panels):
-            y2 = tsne_map(a[f"{tag}_features_{rep}"], seed, cfg.perplexity, cfg.tsne_iter)
+            y2 = tsne_embedding(a[f"{tag}_features_{rep}"], seed, cfg.perplexity, max_iter=cfg.tsne_iter)
             plot_tsne(ax[0, j], y2, a[f"{tag}_tsne_labels"],
                       f"{title}\nsilhouette {s[f'{tag}_{rep}_silhouette']:.2f}, k-NN {s[f'{tag}_{rep}_knn']:.2f}")  # fmt: skip
         paths = [save_figure(fig, fig_dir / "fig1_tsne.png")]

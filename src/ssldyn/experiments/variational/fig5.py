@@ -326,6 +326,11 @@ class Fig5(VariationalExperiment):
         ),
     )  # fmt: skip
 
+    @classmethod
+    def peak_memory(cls, cfg: Fig5Config, n_seeds: int) -> tuple[int, str]:
+        """:func:`~ssldyn.experiments.variational._flows_common.flow_peak_memory` (formula and measurements there)."""
+        return fc.flow_peak_memory(cfg, n_seeds)
+
     def run(self, cfg: Fig5Config, ctx: Context) -> list[Result]:
         dev = ctx.device
         make = averaging_net_factory(cfg.width, dev)

@@ -217,6 +217,11 @@ class Fig6(VariationalExperiment):
         ),
     )
 
+    @classmethod
+    def peak_memory(cls, cfg: Fig6Config, n_seeds: int) -> tuple[int, str]:
+        """:func:`~ssldyn.experiments.variational._flows_common.flow_peak_memory` (formula and measurements there)."""
+        return fc.flow_peak_memory(cfg, n_seeds)
+
     def run(self, cfg: Fig6Config, ctx: Context) -> list[Result]:
         results = [Result() for _ in ctx.seeds]
         for dim in cfg.dims:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated
 
 import numpy as np
@@ -42,7 +43,7 @@ from pydantic import Field, PositiveFloat, model_validator
 from torch import nn
 
 from ssldyn.data.clustered import ball_noise, clustered_data
-from ssldyn.dynamics.common import step_schedule
+from ssldyn.dynamics import engine
 from ssldyn.dynamics.function_space import pointwise_gradient, project_sphere
 from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.kernels.closed_form import averaging_net_kernel
@@ -94,6 +95,11 @@ class InvarianceConfig(ExperimentConfig):
         return self
 
 
+def project_onto_M(v: torch.Tensor, d: int) -> torch.Tensor:
+    """``P v``: the projection onto M, the first ``d`` coordinates (the others set to 0); ``(..., D)``."""
+    return torch.cat([v[..., :d], torch.zeros_like(v[..., d:])], -1)
+
+
 class Projected(nn.Module):
     """``f(x) = g(P x)`` with ``P`` the projection onto M (the first d coordinates): eq. (36) holds for it."""
 
@@ -102,7 +108,7 @@ class Projected(nn.Module):
         self.net, self.d = net, d
 
     def forward(self, x):
-        return self.net(torch.cat([x[..., : self.d], torch.zeros_like(x[..., self.d :])], -1))
+        return self.net(project_onto_M(x, self.d))
 
     @property
     def B(self):
@@ -211,6 +217,15 @@ class Invariance(VariationalExperiment):
         ),
     )  # fmt: skip
 
+    @classmethod
+    def peak_memory(cls, cfg: InvarianceConfig, n_seeds: int) -> tuple[int, str]:
+        """≈ 0.56 GB (process, lab, figures) + 20 live float64 ``(n, M·d)`` hidden activations / ReLU masks
+        (forward and backward of the averaging net, eq. (36) and kernel-condition probes; ``n`` = clusters ·
+        cluster_size, ``M`` = width). Measured (max RSS, 3 seeds): 0.546 GB quick (M = 64), 0.773 GB at
+        M = 20000 (+0.23 GB ≈ 13 copies of 36 · 60000 · 8 B); estimate 0.56 / 0.91 GB."""
+        n = cfg.clusters * cfg.cluster_size
+        return int(0.56e9 + 20 * n * cfg.width * cfg.d * 8), "width"
+
     def run(self, cfg: InvarianceConfig, ctx: Context) -> Result:
         dev = ctx.device
         data = clustered_data([cfg.cluster_size] * cfg.clusters, cfg.d, cfg.D, cfg.delta, noise="orthogonal",
@@ -221,7 +236,6 @@ class Invariance(VariationalExperiment):
             eps[r, :, cfg.d :] = ball_noise(data.n, cfg.D - cfg.d, cfg.delta, generator=g, dtype=DT, device=dev)
         xT = data.x[None] + eps  # (R, n, D) perturbed copies T(x_i)
         loss = lambda z: latent_measure_nt_xent(z, temperature=cfg.tau)  # noqa: E731
-        logs = sorted(step_schedule(cfg.log_every, cfg.steps))
         rows = []
 
         def fresh():
@@ -235,43 +249,49 @@ class Invariance(VariationalExperiment):
 
         centers = data.centers[data.labels]  # (n, D) the clean samples ξ_γ(i)
 
-        def project(v):  # P: onto M, the first d coordinates
-            return torch.cat([v[..., : cfg.d], torch.zeros_like(v[..., cfg.d :])], -1)
+        def record(kind):  # the engine's on_log: one table row per logged step
+            def on_log(step, state, row):
+                rows.append({"dynamics": kind, "step": step, **row})
+
+            return SimpleNamespace(on_log=on_log)
+
+        def train(kind, state, step, **kw):
+            engine.run(state, step, steps=cfg.steps, every=cfg.log_every, loss_name=None, callbacks=[record(kind)],
+                       track=lambda it: ctx.track(it, description=kind), **kw)  # fmt: skip
 
         runs = (("network", data.x, False), ("network-clean-data", centers, False), ("network-projected", data.x, True))
         for kind, x_train, projected in runs:
             net = Projected(fresh(), cfg.d) if projected else fresh()
-            opt = torch.optim.SGD(net.parameters(), lr=cfg.lr_network)
-            for step in ctx.track(range(cfg.steps + 1), description=kind):
-                if step in logs:
-                    with torch.no_grad():
-                        B = net.B[0].detach()
-                        seen = project if projected else (lambda v: v)  # what the weights B act on
-                        xs, xTs = seen(data.x), seen(xT[0])
-                        rows.append({"dynamics": kind, "step": step, "gap": net_gap(net),
-                                     "loss": float(loss(net(data.x)[0])),
-                                     "eq36_violation": eq36_violation(B, xs, xTs, cfg.d),
-                                     "kernel_violation": kernel_violation(B, xs, xTs, seen(x_train), cfg.d)})  # fmt: skip
-                if step == cfg.steps:
-                    break
-                opt.zero_grad()
-                loss(net(x_train)[0]).backward()
-                opt.step()
+            seen = (lambda v: project_onto_M(v, cfg.d)) if projected else (lambda v: v)  # what the weights B act on
+            xs, xTs, x_seen = seen(data.x), seen(xT[0]), seen(x_train)
+
+            @torch.no_grad()
+            def probes(net=net, xs=xs, xTs=xTs, x_seen=x_seen):
+                B = net.B[0].detach()
+                return {"gap": net_gap(net), "loss": float(loss(net(data.x)[0])),
+                        "eq36_violation": eq36_violation(B, xs, xTs, cfg.d),
+                        "kernel_violation": kernel_violation(B, xs, xTs, x_seen, cfg.d)}  # fmt: skip
+
+            def network_step(net, t, x_train=x_train, probes=probes):  # GD on the weights (eq. 15): the loss on x_train
+                return net, loss(net(x_train)[0]), probes
+
+            train(kind, net, network_step, optimizer=torch.optim.SGD(net.parameters(), lr=cfg.lr_network))
 
         # vanilla GD on the map: samples and perturbed copies follow the same gradient field
         net0 = fresh()
         with torch.no_grad():
             z = project_sphere(net0(data.x)[0])
             zT = torch.stack([project_sphere(net0(xT[r])[0]) for r in range(cfg.draws)])  # (R, n, d)
-        for step in ctx.track(range(cfg.steps + 1), description="vanilla"):
-            if step in logs:
-                rows.append({"dynamics": "vanilla", "step": step, "gap": float((zT - z).norm(dim=-1).mean()),
-                             "loss": float(loss(z))})  # fmt: skip
-            if step == cfg.steps:
-                break
+
+        def vanilla_step(state, t):  # eq. (14) at the samples and at their perturbed copies
+            z, zT = state
+            value = loss(z)
             gz = pointwise_gradient(loss, z, z)
             gT = torch.stack([pointwise_gradient(loss, z, zT[r]) for r in range(cfg.draws)])
-            z, zT = project_sphere(z - cfg.lr_vanilla * gz), project_sphere(zT - cfg.lr_vanilla * gT)
+            nxt = (project_sphere(z - cfg.lr_vanilla * gz), project_sphere(zT - cfg.lr_vanilla * gT))
+            return nxt, value, lambda: {"gap": float((zT - z).norm(dim=-1).mean()), "loss": float(value)}
+
+        train("vanilla", (z, zT), vanilla_step)
         df = pd.DataFrame(rows)
         res = Result(tables={"gap": df})
 

@@ -60,6 +60,7 @@ from ssldyn.lab import (
 from ssldyn.lab.claims import Robustness
 from ssldyn.models.averaging import AveragingNet
 from ssldyn.objectives import latent_measure_nt_xent
+from ssldyn.probes.slopes import loglog_slope
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 DT = torch.float64
@@ -111,12 +112,6 @@ def _sync(device: torch.device) -> None:
     """Wait for queued CUDA work (so wall-clock timings measure it); nothing on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def _slope(x, y) -> float:
-    x, y = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
-    ok = np.isfinite(x) & np.isfinite(y)
-    return float(np.polyfit(x[ok], y[ok], 1)[0]) if ok.sum() >= 2 else float("nan")
 
 
 @register
@@ -219,6 +214,22 @@ class KernelCheck(VariationalExperiment):
         ),
     )  # fmt: skip
 
+    @classmethod
+    def peak_memory(cls, cfg: KernelConfig, n_seeds: int) -> tuple[int, str]:
+        """≈ 0.58 GB (process, lab, figures) + 8 live float64 ``(n, M·d)`` hidden activations of the widest net:
+        part (c) (``n_inf`` points, ``max(widths)``), part (e) (``sum(imbalanced_sizes)`` points,
+        ``imbalance_width``, ``d`` raised to the number of clusters), parts (a, b, d) (``d · cluster_size``
+        points, ``width``). Measured (max RSS, 3 seeds): 0.557 GB quick (estimate 0.588 GB); 0.614 GB at
+        max(widths) = 16384 (estimate 0.681 GB); 0.634 GB at imbalance_width = 8192 (estimate 0.706 GB)."""
+        d = max(cfg.d, len(cfg.imbalanced_sizes))
+        parts = {
+            "widths": cfg.n_inf * max(cfg.widths),
+            "imbalance_width": sum(cfg.imbalanced_sizes) * cfg.imbalance_width,
+            "width": cfg.d * cfg.cluster_size * cfg.width,
+        }
+        key = max(parts, key=lambda k: parts[k])
+        return int(0.58e9 + 8 * 8 * d * parts[key]), key
+
     def run(self, cfg: KernelConfig, ctx: Context) -> Result:
         res = Result()
         device = ctx.device
@@ -266,8 +277,8 @@ class KernelCheck(VariationalExperiment):
             rows.append({"eta": eta, "rel_err": float((dz - pred).norm() / pred.norm()),
                          "rel_err_zero": float(dz.norm() / pred.norm())})  # fmt: skip
         res.tables["prop41"] = pd.DataFrame(rows)
-        res.summary["prop41_slope"] = _slope([r["eta"] for r in rows], [r["rel_err"] for r in rows])
-        res.summary["prop41_slope_zero"] = _slope([r["eta"] for r in rows], [r["rel_err_zero"] for r in rows])
+        res.summary["prop41_slope"] = loglog_slope([r["eta"] for r in rows], [r["rel_err"] for r in rows])
+        res.summary["prop41_slope_zero"] = loglog_slope([r["eta"] for r in rows], [r["rel_err_zero"] for r in rows])
         res.summary["prop41_err_zero_min_eta"] = min(rows, key=lambda r: r["eta"])["rel_err_zero"]
         res.summary["prop41_err_min_eta"] = (
             rows[-1]["rel_err"] if cfg.etas[-1] == min(cfg.etas) else min(r["rel_err"] for r in rows)
@@ -291,12 +302,12 @@ class KernelCheck(VariationalExperiment):
         wdf = pd.DataFrame([{"M": M, "draw": s, "rel_err": e} for (M, s), e in zip(keys, errs)])
         res.tables["prop44"] = wdf
         mean = wdf.groupby("M")["rel_err"].agg("mean")
-        res.summary["prop44_slope"] = _slope(mean.index, mean.values)
+        res.summary["prop44_slope"] = loglog_slope(mean.index, mean.values)
         wrong = cast(
             pd.Series,
             pd.Series(torch.stack(errs_wrong).cpu().tolist(), index=[k[0] for k in keys]).groupby(level=0).mean(),
         )
-        res.summary["prop44_slope_wrong_limit"] = _slope(wrong.index, wrong.values)
+        res.summary["prop44_slope_wrong_limit"] = loglog_slope(wrong.index, wrong.values)
 
         # (d) block structure and cluster flow vs δ
         rows = []
@@ -358,12 +369,12 @@ class KernelCheck(VariationalExperiment):
         res.summary["cor46_flow_rel_err_beta1"] = float((actual_w - pred_w1).norm() / actual_w.norm())
         res.summary["cor46_width"] = M_wide
         res.summary.update(
-            block_slope=_slope(ddf["delta"], ddf["off_ratio"]),
-            kernel_dev_slope=_slope(ddf["delta"], ddf["kernel_dev"]),
-            flow_err_slope=_slope(ddf["delta"], ddf["flow_rel_err"]),
+            block_slope=loglog_slope(ddf["delta"], ddf["off_ratio"]),
+            kernel_dev_slope=loglog_slope(ddf["delta"], ddf["kernel_dev"]),
+            flow_err_slope=loglog_slope(ddf["delta"], ddf["flow_rel_err"]),
             flow_err_min_delta=float(ddf.sort_values("delta")["flow_rel_err"].iloc[0]),
             off_ratio_min_delta=float(ddf.sort_values("delta")["off_ratio"].iloc[0]),
-            block_slope_random_labels=_slope(ddf["delta"], ddf["off_ratio_random_labels"]),
+            block_slope_random_labels=loglog_slope(ddf["delta"], ddf["off_ratio_random_labels"]),
             kernel_dev_bound=float((ddf["kernel_dev"] / ddf["delta"]).max()),
             kernel_dev_bound_random_labels=float((ddf["kernel_dev_random_labels"] / ddf["delta"]).max()),
             flow_err_min_delta_random_labels=float(ddf.sort_values("delta")["flow_rel_err_random_labels"].iloc[0]),
@@ -406,8 +417,8 @@ class KernelCheck(VariationalExperiment):
             )
         edf = pd.DataFrame(rows)
         res.tables["imbalance"] = edf
-        res.summary["imbalance_slope"] = _slope(edf["ratio"], edf["gain"])
-        res.summary["imbalance_slope_vanilla"] = _slope(edf["ratio"], edf["vanilla_speed"])
+        res.summary["imbalance_slope"] = loglog_slope(edf["ratio"], edf["gain"])
+        res.summary["imbalance_slope_vanilla"] = loglog_slope(edf["ratio"], edf["vanilla_speed"])
         # Thm 4.5 prediction of the gain: (n_q/n) ‖ξ‖² × (β-weighted gradient norm ratio) ≈ (n_q/n)·½
         beta_e = cluster_coefficients(ne.B[0].detach(), de.centers, "relu", d=d_e)
         pred_gain = [

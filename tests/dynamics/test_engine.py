@@ -168,7 +168,6 @@ ENGINE = {"dynamics/engine.py"}
 # engine as step functions; until then they are listed here. A file that no longer loops must leave the list.
 KNOWN_EXCEPTIONS = {
     "experiments/nonlinearity/fig12.py",
-    "experiments/variational/invariance.py",
 }
 
 

@@ -43,6 +43,7 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.latent import TwoRFModel
+from ssldyn.dynamics.alpha_cl import sphere_flow
 from ssldyn.dynamics.two_layer_alpha_cl import lemma4_dynamics, thm5_closed_form, thm5_flow
 from ssldyn.lab import (
     ClaimSpec,
@@ -97,17 +98,21 @@ class ModulationConfig(ExperimentConfig):
 def structural_flow(y0: torch.Tensor, b: float, cs: torch.Tensor, t_max: float, dt: float) -> torch.Tensor:
     """Eq. 7 with ``A = Σ_l g(y_l)u_lu_lᵀ + c u_0u_0ᵀ`` in the ``u`` basis: ``y0 (..., d)`` for every ``c``.
 
-    Projected Euler with renormalisation. Returns ``(C, ..., d)`` (one flow per ``c``, same starts).
+    :func:`~ssldyn.dynamics.alpha_cl.sphere_flow` (projected Euler with renormalisation, ``round(t_max/dt)``
+    steps) with the diagonal ``A(y) = diag(y + b + c·e_0)``, every ``c`` a member of one flow. Returns
+    ``(C, ..., d)`` (one flow per ``c``, same starts).
     """
-    y = (y0 / y0.norm(dim=-1, keepdim=True)).expand(cs.shape[0], *y0.shape).clone()  # (C, ..., d)
-    e0 = torch.zeros(y0.shape[-1], dtype=y0.dtype, device=y0.device)
-    e0[0] = 1.0
-    extra = cs.view(-1, *([1] * y0.dim())) * e0  # (C, 1.., d): c on u_0
-    for _ in range(max(1, int(round(t_max / dt)))):
-        gy = (y + b + extra) * y  # A(w) w in the u basis
-        y = y + dt * (gy - (gy * y).sum(-1, keepdim=True) * y)
-        y = y / y.norm(dim=-1, keepdim=True)
-    return y
+    d = y0.shape[-1]
+    starts = y0.expand(cs.shape[0], *y0.shape)  # (C, ..., d)
+    extra = torch.zeros_like(starts)
+    extra[..., 0] = cs.view(-1, *([1] * (y0.dim() - 1)))  # (C, ..., d): c on u_0
+    extra = extra.reshape(-1, d)  # (C·…, d)
+
+    def A_fn(y: torch.Tensor) -> torch.Tensor:  # (C·…, d) -> (C·…, d, d)
+        return torch.diag_embed(y + b + extra)
+
+    steps = max(1, int(round(t_max / dt)))
+    return sphere_flow(starts.reshape(-1, d), A_fn, steps=steps, dt=dt, every=None).state.view(starts.shape)
 
 
 def p_event_closed_form(eps: float, d: int) -> float:

@@ -137,17 +137,12 @@ def train_ensemble_task(task: EnsembleTask) -> list[dict[str, np.ndarray]]:
         compile=task.compile,
         probes=chi_probes(task.runs, task.device),
     )
-    frame = res.trajectory.to_frame()
-    table = {
-        p: frame[frame["probe"] == p].pivot(index="member", columns="step", values="value") for p in PROBES
-    }  # probe -> (E, n_log)
-    steps = table["loss"].columns.to_numpy().astype(np.int64)
+    wide = res.trajectory.columns()  # one row per (step, member), one column per probe, sorted by step
     W = res.state.W.detach().cpu()  # (E, K, M_pad, d)
     out = []
     for e, r in enumerate(task.runs):
-        rec = {"step": steps}
-        for p in PROBES:
-            rec[p] = table[p].loc[e].to_numpy(np.float32)
+        mine = wide[wide["member"] == e]
+        rec = {"step": mine["step"].to_numpy(np.int64)} | {p: mine[p].to_numpy(np.float32) for p in PROBES}
         if task.keep_filters:
             rec["filters"] = W[e, :, : r.filters].numpy().copy()
         out.append(rec)
@@ -198,10 +193,13 @@ def run_grid(
             records[i] = rec
             ctx.cache_store(keys[i], rec, namespace=CACHE_NAMESPACE)
     traj = Trajectory(meta={"runs": [r.describe() for r in runs]})
-    for m, rec in enumerate(records):
-        assert rec is not None
-        for j, t in enumerate(rec["step"]):
-            traj.log(int(t), member=m, **{p: float(rec[p][j]) for p in PROBES})
+    done = [rec for rec in records if rec is not None]
+    assert len(done) == len(runs) and all(np.array_equal(rec["step"], done[0]["step"]) for rec in done)
+    cols = {p: np.stack([rec[p] for rec in done], 1) for p in PROBES} if done else {}  # probe -> (n_log, R)
+    for j, t in enumerate(done[0]["step"] if done else ()):
+        for p in PROBES:
+            traj.log_members(int(t), p, cols[p][j])  # member m = runs[m]
+    for m, rec in enumerate(done):
         if keep_filters:
             traj.snapshot(int(rec["step"][-1]), f"filters/{m}", rec["filters"])
     return traj
@@ -216,8 +214,7 @@ def token_data(run: TokenRun) -> dict[str, np.ndarray]:
 def grid_frame(runs: Sequence[TokenRun], traj: Trajectory) -> pd.DataFrame:
     """Long table: loss, activation, beta, P, zeta, bn, init, step, chi_plus, chi_minus, chi_minus_signed,
     loss_value (one row per run and logged step, runs in order)."""
-    frame = traj.to_frame()
-    wide = frame.pivot_table(index=["member", "step"], columns="probe", values="value", aggfunc="first").reset_index()
+    wide = traj.columns().sort_values(["member", "step"], kind="stable")  # one row per (member, step)
     settings = pd.DataFrame(
         [
             {"loss": r.loss, "activation": r.activation, "beta": r.beta, "P": r.spec.P, "zeta": r.spec.zeta}

@@ -58,17 +58,7 @@ from ssldyn.data.latent import approx_orthogonal_basis, latent_summation_support
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration
 from ssldyn.dynamics.alpha_cl_mixture import gaussian_mixture_A_fn
 from ssldyn.experiments.nonlinearity._alpha_landscape import angle_deg
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    Experiment,
-    ExperimentConfig,
-    Measured,
-    Result,
-    ge,
-    le,
-    register,
-)
+from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.probes.alpha_cl import (
     linear_stability,
     lme_test,

@@ -21,14 +21,7 @@ from pydantic import Field, model_validator
 
 from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, per_seed_result, pooled_final, split_by_seed
 from ssldyn.experiments.nonlinearity.fig4 import DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
-from ssldyn.experiments.nonlinearity.token_grid import (
-    BN,
-    Act,
-    TokenTrainConfig,
-    grid_frame,
-    make_runs,
-    train_grid,
-)
+from ssldyn.experiments.nonlinearity.token_grid import BN, Act, TokenTrainConfig, grid_frame, make_runs, train_grid
 from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
 from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, between, gt, le, pooled, register
 

@@ -141,7 +141,7 @@ def train_ensemble_task(task: EnsembleTask) -> list[dict[str, np.ndarray]]:
     W = res.state.W.detach().cpu()  # (E, K, M_pad, d)
     out = []
     for e, r in enumerate(task.runs):
-        mine = wide[wide["member"] == e]
+        mine = wide.loc[wide["member"] == e]
         rec = {"step": mine["step"].to_numpy(np.int64)} | {p: mine[p].to_numpy(np.float32) for p in PROBES}
         if task.keep_filters:
             rec["filters"] = W[e, :, : r.filters].numpy().copy()

@@ -21,7 +21,15 @@ from pydantic import Field, model_validator
 
 from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, per_seed_result, pooled_final, split_by_seed
 from ssldyn.experiments.nonlinearity.fig4 import DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
-from ssldyn.experiments.nonlinearity.token_grid import BN, Act, TokenTrainConfig, grid_frame, make_runs, train_grid
+from ssldyn.experiments.nonlinearity.token_grid import (
+    BN,
+    Act,
+    TokenTrainConfig,
+    grid_frame,
+    make_runs,
+    token_peak_memory,
+    train_grid,
+)
 from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
 from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, between, gt, le, pooled, register
 
@@ -100,6 +108,12 @@ class Fig11(Experiment):
             control="the same difference at initialisation (t = 0: BN and no-BN networks start from the same filters)",
         ),
     )  # fmt: skip
+
+    @classmethod
+    def peak_memory(cls, cfg: Fig11Config, n_seeds: int) -> tuple[int, str]:
+        """:func:`~.token_grid.token_peak_memory` of the grid (ζ × β × P × {BN, no BN} × seeds)."""
+        runs = len(cfg.zetas) * len(cfg.betas) * len(cfg.Ps) * 2 * n_seeds
+        return token_peak_memory(cfg, max(cfg.betas) * max(cfg.Ps), runs), "betas"
 
     def run(self, cfg: Fig11Config, ctx: Context) -> list[Result]:
         runs = make_runs(

@@ -33,6 +33,7 @@ from pydantic import Field, PositiveFloat
 
 from ssldyn.data.tokens import TokenGenerator
 from ssldyn.dynamics.ensemble_trainer import (
+    TOKEN_MAX_ELEMS,
     TokenRun,
     group_token_runs,
     sign_symmetric,
@@ -41,6 +42,7 @@ from ssldyn.dynamics.ensemble_trainer import (
     train_token_ensemble,
 )
 from ssldyn.dynamics.trajectory import Trajectory
+from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F32
 from ssldyn.lab import ExperimentConfig
 from ssldyn.lab.context import Context
 
@@ -291,6 +293,24 @@ class TokenTrainConfig(ExperimentConfig):
             temperature=self.temperature,
             out_dim=self.output_d,
         )
+
+
+def token_peak_memory(cfg: TokenTrainConfig, filters: int, runs: int) -> int:
+    """Peak memory (bytes) of a token grid trained in this process: ``BASE + 20 · n_E·4 + 2 kB · runs·n_log``.
+
+    On the CPU the runs train one ensemble at a time, each capped at ``TOKEN_MAX_ELEMS`` elements of its
+    ``(n, rows, K, M)`` token tensors (:func:`~ssldyn.dynamics.ensemble_trainer.group_token_runs`), or one
+    run alone when a single run exceeds the cap: ``n_E = max(TOKEN_MAX_ELEMS, rows·K·filters)`` with
+    ``rows = max(2·n_tokens, output_d)`` and ``filters`` the largest M = β·P of the grid (float32: activations,
+    gradients, momentum, the χ probes); the records of ``runs`` runs at ``n_log`` logged steps are small.
+    Measured (max RSS, 3 seeds): 0.50–0.54 GB for the quick presets of fig4, fig5, fig10, fig11 and table1
+    (estimates 0.73 GB); table1 with β = 2000, P = 10 (M = 20,000, n_E = 10⁷): 1.02 GB (estimate 1.35 GB;
+    16.6 float32 copies of n_E above the quick run).
+    """
+    rows = max(2 * cfg.n_tokens, cfg.output_d)
+    n_e = max(TOKEN_MAX_ELEMS, rows * cfg.K * filters)
+    n_log = cfg.steps // min(cfg.log_every, cfg.steps) + 2
+    return int(BASE_MEMORY + 20 * n_e * F32 + 2000 * runs * n_log)
 
 
 def train_grid(cfg: TokenTrainConfig, ctx: Context, runs: list[TokenRun], keep_filters: bool = False) -> Trajectory:

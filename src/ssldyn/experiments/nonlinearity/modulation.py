@@ -45,7 +45,7 @@ from pydantic import Field, PositiveFloat, model_validator
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.alpha_cl import sphere_flow
 from ssldyn.dynamics.two_layer_alpha_cl import lemma4_dynamics, thm5_closed_form, thm5_flow
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F64
+from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F64, discriminative_model
 from ssldyn.lab import ClaimSpec, Context, Erratum, Experiment, ExperimentConfig, Measured, Result, gt, le, lt, register
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -125,17 +125,6 @@ def p_event_closed_form(eps: float, d: int) -> float:
     if eps > -2:
         return (1 + eps / 2) ** d / d
     return 0.0
-
-
-def _two_rf_model(cfg: ModulationConfig) -> TwoRFModel:
-    P = cfg.P
-    rest = (1.0 - cfg.p_disc - cfg.p_other) / (P - 2)
-    pz1 = torch.tensor([cfg.p_disc, cfg.p_other] + [rest] * (P - 2), dtype=torch.float64)
-    pz0 = torch.tensor([cfg.p_other, cfg.p_disc] + [rest] * (P - 2), dtype=torch.float64)
-    pats = torch.eye(P, dtype=torch.float64).expand(cfg.K, P, P).clone()  # (K, P, P): standard basis per RF
-    return TwoRFModel(
-        pats, torch.stack([torch.stack([pz0, pz1])] * cfg.K), torch.tensor([0.5, 0.5], dtype=torch.float64)
-    )
 
 
 LOC5 = "Thm. 5, Sec. 4.2"
@@ -284,7 +273,7 @@ class Modulation(Experiment):
         converged1 = conv.double().mean(-1)
         eq147 = _eq147_error()
         # ---- Part 2: Thm. 5 two-layer simulation (all seeds in one flow, the same data)
-        model = _two_rf_model(cfg)
+        model = discriminative_model(cfg.K, cfg.P, cfg.p_disc, cfg.p_other)
         xs, zs, ws = (t.to(dev) for t in model.conditional_support())
         W0 = torch.stack(
             [torch.randn(cfg.inits2, cfg.K, cfg.P, generator=g, dtype=torch.float64) for g in ctx.generators(1)]

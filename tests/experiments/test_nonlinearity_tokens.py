@@ -183,10 +183,11 @@ def test_token_peak_memory_bounds_the_largest_planned_ensemble(betas, Ps):
     plan (group_token_runs) trains, and it grows with a single run above the cap (the planned groups are
     the independent reference)."""
     from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F32
-    from ssldyn.experiments.nonlinearity.fig11 import Fig11
+    from ssldyn.experiments.nonlinearity.fig11 import Fig11, Fig11Config
     from ssldyn.lab.runner import resolve_config
 
     cfg = resolve_config(Fig11, quick=True, sets={"betas": betas, "Ps": Ps})
+    assert isinstance(cfg, Fig11Config)
     runs = make_runs(activations=[cfg.activation], betas=cfg.betas, Ps=cfg.Ps, zetas=cfg.zetas, seeds=[0, 1, 2],
                      bns=[cfg.bn, "off"], base=cfg.base_run())  # fmt: skip
     rows = max(2 * cfg.n_tokens, cfg.output_d)

@@ -239,9 +239,9 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
     W0 = net.W.detach().cpu().clone()  # (E, 4, M, 196)
     perms = [torch.randperm(N, generator=g) for g in gens]
     pos = [0] * S
-    views: list[torch.Tensor] = []  # (n, E, 2, B, 4, 196): the two views of the current chunk's steps
+    views: list[torch.Tensor] = []  # 2 × (n, E, B, 4, 196): the two views of the current chunk's steps
 
-    def next_chunk(n: int) -> torch.Tensor:
+    def next_chunk(n: int) -> list[torch.Tensor]:
         """The two views of ``n`` steps for every member, made in one batched call per seed."""
         qs = []
         for i, g in enumerate(gens):
@@ -256,12 +256,14 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
         q0, q1, q2 = (torch.stack([q[j] for q in qs], 1) for j in range(3))  # (n, S, B, 4, 196)
         q0, q1, q2 = (q.repeat(1, len(MEMBERS), 1, 1, 1) for q in (q0, q1, q2))  # (n, E, B, 4, 196): c·S + i
         aug = aug_member.view(1, E, 1, 1, 1)
-        return torch.stack([torch.where(aug, q1, q0), torch.where(aug, q2, q0)], 2)  # (n, E, 2, B, 4, 196)
+        return [torch.where(aug, q1, q0), torch.where(aug, q2, q0)]
 
     def step(net: EnsembleRFNet, t: int) -> tuple[EnsembleRFNet, torch.Tensor]:
         if t % cfg.chunk == 0:
-            views[:] = [next_chunk(min(cfg.chunk, cfg.steps - t))]
-        z = net.forward_pair(views[0][t % cfg.chunk])  # x: (E, 2, B, 4, 196) -> (E, 2, B, out)
+            views.clear()  # the last chunk's views are freed before the next are made
+            views.extend(next_chunk(min(cfg.chunk, cfg.steps - t)))
+        x = torch.stack([v[t % cfg.chunk] for v in views], 1)  # (E, 2, B, 4, 196)
+        z = net.forward_pair(x)  # (E, 2, B, out)
         return net, info_nce(z[:, 0], z[:, 1], cfg.temperature, negatives="view1")  # (E,)
 
     def observe(net: EnsembleRFNet) -> dict[str, np.ndarray]:
@@ -389,8 +391,8 @@ class _RFMnistBase(Experiment):
         ``n = min(chunk, steps)`` steps for the ``E = 3·n_seeds`` members (float32, (n, E, 2, B, 4, 196)) are
         built from their quadrants and crops, ≈ 8 copies of ``(n, E, B, 784)`` live at once; the ``N`` images
         (``n_train``, at most the 5,000 offline digits without ``data_dir``) ≈ 4 copies (load, standardise,
-        patches). Measured (3 seeds, max RSS): 1.14 GB at the quick preset (n = 256, B = 8: estimate 1.27 GB),
-        1.99 GB at n = 768 (estimate 2.20 GB), +0.83 GB per +512 chunk steps (7.2 copies)."""
+        patches). Measured (3 seeds, max RSS): 1.03 GB at the quick preset (n = 256, B = 8: estimate 1.27 GB),
+        1.79 GB at n = 768 (estimate 2.20 GB), 2.06 GB with B = 32 (estimate 2.66 GB): 6.6 copies per chunk step."""
         n, E = min(cfg.chunk, cfg.steps), len(MEMBERS) * n_seeds
         N = cfg.n_train if cfg.data_dir else min(cfg.n_train, 5000)
         return int(BASE_MEMORY + 0.2e9 + 8 * n * cfg.batch * E * 784 * F32 + 4 * N * 784 * F32), "chunk"

@@ -173,3 +173,26 @@ def test_fig5_filters_survive_the_cache(tmp_path):
     assert fa.shape == (10, 6, 20) and np.array_equal(fa, fb)
     state = train_token_ensemble(runs, steps=10, every=5).state
     np.testing.assert_allclose(fa, state.W.detach()[0].numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "betas, Ps", [([1, 5], [1, 3]), ([1, 2, 5, 10], [1, 3, 5, 10]), ([400], [10]), ([2000], [3, 10])]
+)
+def test_token_peak_memory_bounds_the_largest_planned_ensemble(betas, Ps):
+    """The estimate's ``n_E`` is an upper bound of the elements ``n·rows·K·M_pad`` of every ensemble the CPU
+    plan (group_token_runs) trains, and it grows with a single run above the cap (the planned groups are
+    the independent reference)."""
+    from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F32
+    from ssldyn.experiments.nonlinearity.fig11 import Fig11, Fig11Config
+    from ssldyn.lab.runner import resolve_config
+
+    cfg = resolve_config(Fig11, quick=True, sets={"betas": betas, "Ps": Ps})
+    assert isinstance(cfg, Fig11Config)
+    runs = make_runs(activations=[cfg.activation], betas=cfg.betas, Ps=cfg.Ps, zetas=cfg.zetas, seeds=[0, 1, 2],
+                     bns=[cfg.bn, "off"], base=cfg.base_run())  # fmt: skip
+    rows = max(2 * cfg.n_tokens, cfg.output_d)
+    largest = max(len(g) * rows * cfg.K * max(runs[i].filters for i in g) for g in group_token_runs(runs))
+    est, key = Fig11.peak_memory(cfg, 3)
+    assert key == "betas"
+    assert est >= BASE_MEMORY + 20 * largest * F32
+    assert est <= BASE_MEMORY + 20 * max(largest, 2_200_000) * F32 + 2000 * len(runs) * (cfg.steps // cfg.log_every + 2)

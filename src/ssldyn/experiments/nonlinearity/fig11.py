@@ -27,6 +27,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     TokenTrainConfig,
     grid_frame,
     make_runs,
+    token_peak_memory,
     train_grid,
 )
 from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
@@ -107,6 +108,12 @@ class Fig11(Experiment):
             control="the same difference at initialisation (t = 0: BN and no-BN networks start from the same filters)",
         ),
     )  # fmt: skip
+
+    @classmethod
+    def peak_memory(cls, cfg: Fig11Config, n_seeds: int) -> tuple[int, str]:
+        """:func:`~.token_grid.token_peak_memory` of the grid (ζ × β × P × {BN, no BN} × seeds)."""
+        runs = len(cfg.zetas) * len(cfg.betas) * len(cfg.Ps) * 2 * n_seeds
+        return token_peak_memory(cfg, max(cfg.betas) * max(cfg.Ps), runs), "betas"
 
     def run(self, cfg: Fig11Config, ctx: Context) -> list[Result]:
         runs = make_runs(

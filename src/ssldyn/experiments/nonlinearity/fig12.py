@@ -48,8 +48,10 @@ of MNIST IDX files. Every claim says which data it was measured on.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from types import SimpleNamespace
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -57,8 +59,9 @@ from pydantic import Field, PositiveFloat, field_validator
 
 from ssldyn.data.augment import RandomResizedCrop
 from ssldyn.data.images import image_quadrants, load_images
+from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.ensemble_trainer import EnsembleSGD
-from ssldyn.dynamics.trajectory import Trajectory
+from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F32
 from ssldyn.experiments.nonlinearity.token_grid import BN
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, le, lt, register
 from ssldyn.lab.claims import Robustness
@@ -70,6 +73,8 @@ from ssldyn.viz.common import PALETTE, new_figure, save_figure
 CONDITIONS = ("noaug", "aug")
 MEMBERS = ("noaug", "aug", "noaug_linear")  # the linear members are the control of Fig. 12 (Thm. 4)
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+# logged per member (in this order) at every logged step; ``loss`` is the minibatch loss of the update into the step
+PROBES = ("laplacian", "tv", "abs_cos", "dist", "laplacian_displacement", "loss")
 
 
 class RFMnistConfig(ExperimentConfig):
@@ -225,45 +230,19 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
         generator=[torch.Generator().manual_seed(s + 7919) for s in list(ctx.seeds) * len(MEMBERS)],
         device=dev,
     )
-    opt = EnsembleSGD([net.W, net.VT], cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     crop = RandomResizedCrop(scale=cfg.crop_scale, ratio=cfg.crop_ratio)
     gens = ctx.generators(1)  # one minibatch / crop stream per seed
     patches = [
         image_quadrants(_standardize(images[torch.randperm(N, generator=g)[: cfg.match_patches].to(dev)])).cpu()
         for g in ctx.generators(2)
     ]
-
-    def loss_fn(z: torch.Tensor) -> torch.Tensor:  # (E, 2, B, out) -> (E,)
-        return info_nce(z[:, 0], z[:, 1], cfg.temperature, negatives="view1")
-
     W0 = net.W.detach().cpu().clone()  # (E, 4, M, 196)
-    W1 = W0.clone()  # after the first step (the one-step control)
-    trajs = [Trajectory(meta={"members": list(MEMBERS), "seed": s}) for s in ctx.seeds]
-
-    def measure(step: int, losses: torch.Tensor | None) -> None:
-        W = net.W.detach().cpu()
-        for e in range(E):
-            c, i = divmod(e, S)
-            st = filter_stats(W[e], None)
-            disp = W[e] - W0[e]
-            dist = float(disp.norm() / W0[e].norm())
-            lap_d = float(np.mean([laplacian_energy(disp[k]) for k in range(4)])) if dist > 0 else float("nan")
-            trajs[i].log(step, c, laplacian=st["laplacian"], tv=st["tv"], abs_cos=st["abs_cos"], dist=dist,
-                         laplacian_displacement=lap_d)  # fmt: skip
-            if losses is not None:
-                trajs[i].log(step, c, loss=float(losses[e]))
-
-    measure(0, None)
-    # log every log_every steps and at 1, 2, 4, 8, ...: the early path (where the distance from the
-    # initialisation grows fastest) must be resolved for the matched-distance comparison
-    log_steps = set(range(cfg.log_every, cfg.steps + 1, cfg.log_every)) | {cfg.steps}
-    log_steps |= {2**k for k in range(0, max(1, cfg.steps).bit_length()) if 2**k <= cfg.steps}
     perms = [torch.randperm(N, generator=g) for g in gens]
     pos = [0] * S
-    done = 0
-    bar = ctx.track(range(0, cfg.steps, cfg.chunk), description="App. E.3 RF net on MNIST")
-    for start in bar:
-        n = min(cfg.chunk, cfg.steps - start)
+    views: list[torch.Tensor] = []  # 2 × (n, E, B, 4, 196): the two views of the current chunk's steps
+
+    def next_chunk(n: int) -> list[torch.Tensor]:
+        """The two views of ``n`` steps for every member, made in one batched call per seed."""
         qs = []
         for i, g in enumerate(gens):
             idx = []
@@ -276,27 +255,63 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
             qs.append([image_quadrants(_standardize(v)).view(n, B, 4, 196) for v in (x, crop(x, g), crop(x, g))])
         q0, q1, q2 = (torch.stack([q[j] for q in qs], 1) for j in range(3))  # (n, S, B, 4, 196)
         q0, q1, q2 = (q.repeat(1, len(MEMBERS), 1, 1, 1) for q in (q0, q1, q2))  # (n, E, B, 4, 196): c·S + i
-        v1 = torch.where(aug_member.view(1, E, 1, 1, 1), q1, q0)
-        v2 = torch.where(aug_member.view(1, E, 1, 1, 1), q2, q0)
-        for s in range(n):
-            opt.zero_grad()
-            losses = loss_fn(net.forward_pair(torch.stack([v1[s], v2[s]], 1)))  # x: (E, 2, B, 4, 196) -> (E,)
-            losses.sum().backward()
-            losses = losses.detach()
-            opt.step()
-            done += 1
-            if done == 1:
-                W1 = net.W.detach().cpu().clone()
-            if done in log_steps:
-                measure(done, losses.detach().cpu())
+        aug = aug_member.view(1, E, 1, 1, 1)
+        return [torch.where(aug, q1, q0), torch.where(aug, q2, q0)]
+
+    def step(net: EnsembleRFNet, t: int) -> tuple[EnsembleRFNet, torch.Tensor]:
+        if t % cfg.chunk == 0:
+            views.clear()  # the last chunk's views are freed before the next are made
+            views.extend(next_chunk(min(cfg.chunk, cfg.steps - t)))
+        x = torch.stack([v[t % cfg.chunk] for v in views], 1)  # (E, 2, B, 4, 196)
+        z = net.forward_pair(x)  # (E, 2, B, out)
+        return net, info_nce(z[:, 0], z[:, 1], cfg.temperature, negatives="view1")  # (E,)
+
+    def observe(net: EnsembleRFNet) -> dict[str, np.ndarray]:
+        """The filter measurements of every member, ``name -> (E,)``."""
+        W = net.W.detach().cpu()
+        rows = []
+        for e in range(E):
+            st, disp = filter_stats(W[e], None), W[e] - W0[e]
+            dist = float(disp.norm() / W0[e].norm())
+            lap_d = float(np.mean([laplacian_energy(disp[k]) for k in range(4)])) if dist > 0 else float("nan")
+            rows.append((st["laplacian"], st["tv"], st["abs_cos"], dist, lap_d))
+        return dict(zip(PROBES[:-1], np.asarray(rows).T, strict=True))
+
+    last: dict[str, torch.Tensor] = {}  # the loss of the latest update: the record at t logs the update into t
+    probes: dict[str, Callable[[Any], Any]] = {p: (lambda o, p=p: o[p]) for p in PROBES[:-1]}
+    probes["loss"] = lambda o: last.get("loss", torch.full((E,), float("nan")))  # NaN at t = 0: dropped below
+    # log every log_every steps and at 1, 2, 4, 8, ...: the early path (where the distance from the
+    # initialisation grows fastest) must be resolved for the matched-distance comparison
+    every = {0, *range(cfg.log_every, cfg.steps + 1, cfg.log_every), cfg.steps}
+    every |= {2**k for k in range(0, max(1, cfg.steps).bit_length()) if 2**k <= cfg.steps}
+    flow = run(
+        net,
+        step,
+        steps=cfg.steps,
+        every=every,
+        probes=probes,
+        observe=observe,
+        snapshots={"W": lambda net: net.W.detach().cpu()},
+        snapshot_every=[1],  # the one-step control W_1
+        optimizer=EnsembleSGD([net.W, net.VT], cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay),
+        final=False,
+        loss_name=None,
+        callbacks=[SimpleNamespace(on_step=lambda t, net, loss: last.update(loss=loss))],
+        track=lambda it: ctx.track(it, description="App. E.3 RF net on MNIST"),
+    )
     W = net.W.detach().cpu()  # (E, 4, M, 196)
+    W1 = torch.from_numpy(flow.trajectory.snapshots("W")[1])  # (E, 4, M, 196) after the first step
+    frame = flow.trajectory.to_frame()
+    frame = frame.loc[(frame["probe"] != "loss") | frame["value"].notna()]  # no update before t = 0
     results = []
     for i in range(S):
         members = {c: W[j * S + i] for j, c in enumerate(MEMBERS)}
         res = Result(arrays={"filters_noaug": members["noaug"].numpy(), "filters_aug": members["aug"].numpy(),
                              "filters_noaug_linear": members["noaug_linear"].numpy(),
                              "filters_init": W0[i].numpy()})  # fmt: skip
-        res.add_trajectory(trajs[i])
+        mine = frame.loc[frame["member"] % S == i].copy()
+        mine["member"] //= S  # member c·S + i -> condition c
+        res.tables["metrics"] = mine.sort_values(["step", "member"], kind="stable").reset_index(drop=True)
         per = {c: filter_stats(members[c], patches[i]) for c in MEMBERS}
         init = filter_stats(W0[i], patches[i])
         for k in ("laplacian", "tv", "cos", "abs_cos", "distinct", "match"):
@@ -369,6 +384,18 @@ class _RFMnistBase(Experiment):
     est_seconds = (6, 1500)
     batch_seeds = True
     threads = 1
+
+    @classmethod
+    def peak_memory(cls, cfg: RFMnistConfig, n_seeds: int) -> tuple[int, str]:
+        """``BASE + 0.2 GB + 8 · n·B·E·784·4 + 4 · N·784·4`` bytes: the two views of a chunk of
+        ``n = min(chunk, steps)`` steps for the ``E = 3·n_seeds`` members (float32, (n, E, 2, B, 4, 196)) are
+        built from their quadrants and crops, ≈ 8 copies of ``(n, E, B, 784)`` live at once; the ``N`` images
+        (``n_train``, at most the 5,000 offline digits without ``data_dir``) ≈ 4 copies (load, standardise,
+        patches). Measured (3 seeds, max RSS): 1.03 GB at the quick preset (n = 256, B = 8: estimate 1.27 GB),
+        1.79 GB at n = 768 (estimate 2.20 GB), 2.06 GB with B = 32 (estimate 2.66 GB): 6.6 copies per chunk step."""
+        n, E = min(cfg.chunk, cfg.steps), len(MEMBERS) * n_seeds
+        N = cfg.n_train if cfg.data_dir else min(cfg.n_train, 5000)
+        return int(BASE_MEMORY + 0.2e9 + 8 * n * cfg.batch * E * 784 * F32 + 4 * N * 784 * F32), "chunk"
 
     def run(self, cfg: RFMnistConfig, ctx: Context) -> list[Result]:
         return train_rf_mnist(cfg, ctx)

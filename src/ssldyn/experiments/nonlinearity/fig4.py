@@ -43,6 +43,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     cell,
     grid_frame,
     make_runs,
+    token_peak_memory,
     train_grid,
 )
 from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
@@ -284,6 +285,12 @@ class _ActivationGridBase(Experiment):
     paper_seeds = 3
     paper_seeds_reason = "'Each setting is repeated 3 times and mean/std are reported' (Fig. 4 and Fig. 9 captions)"
     batch_seeds = True
+
+    @classmethod
+    def peak_memory(cls, cfg: ActivationGridConfig, n_seeds: int) -> tuple[int, str]:
+        """:func:`~.token_grid.token_peak_memory` of the grid (losses × activations × β × P × seeds)."""
+        runs = len(cfg.losses) * len(cfg.activations) * len(cfg.betas) * len(cfg.Ps) * n_seeds
+        return token_peak_memory(cfg, max(cfg.betas) * max(cfg.Ps), runs), "betas"
 
     def run(self, cfg: ActivationGridConfig, ctx: Context) -> list[Result]:
         return run_activation_grid(cfg, ctx)

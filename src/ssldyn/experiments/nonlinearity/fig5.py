@@ -38,6 +38,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     grid_frame,
     make_runs,
     token_data,
+    token_peak_memory,
     train_grid,
 )
 from ssldyn.lab import ClaimSpec, Context, Erratum, Experiment, Measured, Result, ge, gt, le, lt, register
@@ -117,6 +118,11 @@ class Fig5(Experiment):
             relation=gt(1.0), basis="relation: a value above 1 contradicts χ̄ ∈ [−1, 1]",
         ),
     )  # fmt: skip
+
+    @classmethod
+    def peak_memory(cls, cfg: Fig5Config, n_seeds: int) -> tuple[int, str]:
+        """:func:`~.token_grid.token_peak_memory` of the runs (ReLU and linear × panels_P × seeds, M = β·P)."""
+        return token_peak_memory(cfg, cfg.beta * max(cfg.panels_P), 2 * len(cfg.panels_P) * n_seeds), "beta"
 
     def run(self, cfg: Fig5Config, ctx: Context) -> list[Result]:
         runs = make_runs(

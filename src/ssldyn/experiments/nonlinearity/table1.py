@@ -36,6 +36,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     final_table,
     grid_frame,
     make_runs,
+    token_peak_memory,
     train_grid,
 )
 from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, ge, gt, le, pooled, register
@@ -251,6 +252,13 @@ class Table1(Experiment):
             basis="relation: the protocol choice is justified if 2e-3 learns less",
         ),
     )  # fmt: skip
+
+    @classmethod
+    def peak_memory(cls, cfg: Table1Config, n_seeds: int) -> tuple[int, str]:
+        """:func:`~.token_grid.token_peak_memory` of the grid (β × P × the BN columns (+ the paper-lr column)
+        × seeds)."""
+        runs = len(cfg.betas) * len(cfg.Ps) * (len(COLUMNS) + (cfg.paper_lr is not None)) * n_seeds
+        return token_peak_memory(cfg, max(cfg.betas) * max(cfg.Ps), runs), "betas"
 
     def run(self, cfg: Table1Config, ctx: Context) -> list[Result]:
         base = cfg.base_run()

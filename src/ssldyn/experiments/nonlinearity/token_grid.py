@@ -33,6 +33,7 @@ from pydantic import Field, PositiveFloat
 
 from ssldyn.data.tokens import TokenGenerator
 from ssldyn.dynamics.ensemble_trainer import (
+    TOKEN_MAX_ELEMS,
     TokenRun,
     group_token_runs,
     sign_symmetric,
@@ -41,6 +42,7 @@ from ssldyn.dynamics.ensemble_trainer import (
     train_token_ensemble,
 )
 from ssldyn.dynamics.trajectory import Trajectory
+from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F32
 from ssldyn.lab import ExperimentConfig
 from ssldyn.lab.context import Context
 
@@ -137,17 +139,12 @@ def train_ensemble_task(task: EnsembleTask) -> list[dict[str, np.ndarray]]:
         compile=task.compile,
         probes=chi_probes(task.runs, task.device),
     )
-    frame = res.trajectory.to_frame()
-    table = {
-        p: frame[frame["probe"] == p].pivot(index="member", columns="step", values="value") for p in PROBES
-    }  # probe -> (E, n_log)
-    steps = table["loss"].columns.to_numpy().astype(np.int64)
+    wide = res.trajectory.columns()  # one row per (step, member), one column per probe, sorted by step
     W = res.state.W.detach().cpu()  # (E, K, M_pad, d)
     out = []
     for e, r in enumerate(task.runs):
-        rec = {"step": steps}
-        for p in PROBES:
-            rec[p] = table[p].loc[e].to_numpy(np.float32)
+        mine = wide.loc[wide["member"] == e]
+        rec = {"step": mine["step"].to_numpy(np.int64)} | {p: mine[p].to_numpy(np.float32) for p in PROBES}
         if task.keep_filters:
             rec["filters"] = W[e, :, : r.filters].numpy().copy()
         out.append(rec)
@@ -198,10 +195,13 @@ def run_grid(
             records[i] = rec
             ctx.cache_store(keys[i], rec, namespace=CACHE_NAMESPACE)
     traj = Trajectory(meta={"runs": [r.describe() for r in runs]})
-    for m, rec in enumerate(records):
-        assert rec is not None
-        for j, t in enumerate(rec["step"]):
-            traj.log(int(t), member=m, **{p: float(rec[p][j]) for p in PROBES})
+    done = [rec for rec in records if rec is not None]
+    assert len(done) == len(runs) and all(np.array_equal(rec["step"], done[0]["step"]) for rec in done)
+    cols = {p: np.stack([rec[p] for rec in done], 1) for p in PROBES} if done else {}  # probe -> (n_log, R)
+    for j, t in enumerate(done[0]["step"] if done else ()):
+        for p in PROBES:
+            traj.log_members(int(t), p, cols[p][j])  # member m = runs[m]
+    for m, rec in enumerate(done):
         if keep_filters:
             traj.snapshot(int(rec["step"][-1]), f"filters/{m}", rec["filters"])
     return traj
@@ -216,8 +216,7 @@ def token_data(run: TokenRun) -> dict[str, np.ndarray]:
 def grid_frame(runs: Sequence[TokenRun], traj: Trajectory) -> pd.DataFrame:
     """Long table: loss, activation, beta, P, zeta, bn, init, step, chi_plus, chi_minus, chi_minus_signed,
     loss_value (one row per run and logged step, runs in order)."""
-    frame = traj.to_frame()
-    wide = frame.pivot_table(index=["member", "step"], columns="probe", values="value", aggfunc="first").reset_index()
+    wide = traj.columns().sort_values(["member", "step"], kind="stable")  # one row per (member, step)
     settings = pd.DataFrame(
         [
             {"loss": r.loss, "activation": r.activation, "beta": r.beta, "P": r.spec.P, "zeta": r.spec.zeta}
@@ -294,6 +293,24 @@ class TokenTrainConfig(ExperimentConfig):
             temperature=self.temperature,
             out_dim=self.output_d,
         )
+
+
+def token_peak_memory(cfg: TokenTrainConfig, filters: int, runs: int) -> int:
+    """Peak memory (bytes) of a token grid trained in this process: ``BASE + 20 · n_E·4 + 2 kB · runs·n_log``.
+
+    On the CPU the runs train one ensemble at a time, each capped at ``TOKEN_MAX_ELEMS`` elements of its
+    ``(n, rows, K, M)`` token tensors (:func:`~ssldyn.dynamics.ensemble_trainer.group_token_runs`), or one
+    run alone when a single run exceeds the cap: ``n_E = max(TOKEN_MAX_ELEMS, rows·K·filters)`` with
+    ``rows = max(2·n_tokens, output_d)`` and ``filters`` the largest M = β·P of the grid (float32: activations,
+    gradients, momentum, the χ probes); the records of ``runs`` runs at ``n_log`` logged steps are small.
+    Measured (max RSS, 3 seeds): 0.50–0.54 GB for the quick presets of fig4, fig5, fig10, fig11 and table1
+    (estimates 0.73 GB); table1 with β = 2000, P = 10 (M = 20,000, n_E = 10⁷): 1.02 GB (estimate 1.35 GB;
+    16.6 float32 copies of n_E above the quick run).
+    """
+    rows = max(2 * cfg.n_tokens, cfg.output_d)
+    n_e = max(TOKEN_MAX_ELEMS, rows * cfg.K * filters)
+    n_log = cfg.steps // min(cfg.log_every, cfg.steps) + 2
+    return int(BASE_MEMORY + 20 * n_e * F32 + 2000 * runs * n_log)
 
 
 def train_grid(cfg: TokenTrainConfig, ctx: Context, runs: list[TokenRun], keep_filters: bool = False) -> Trajectory:

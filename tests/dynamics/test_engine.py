@@ -167,7 +167,6 @@ ENGINE = {"dynamics/engine.py"}
 # Loops outside the contract, owned by the experiments' helpers (issue 29 item 1): they move onto the
 # engine as step functions; until then they are listed here. A file that no longer loops must leave the list.
 KNOWN_EXCEPTIONS = {
-    "experiments/nonlinearity/fig12.py",
 }
 
 

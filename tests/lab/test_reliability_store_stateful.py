@@ -85,13 +85,13 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data(), how=st.sampled_from(["truncate", "edit", "delete", "extra"]))
     def damage(self, data, how: str) -> None:  # noqa: ANN001
         d = data.draw(st.sampled_from(sorted(self.value)))
-        f = self._dir(d) / "summary.json"
+        f = self._dir(d) / "summary.json"  # may be gone already (a run damaged twice)
         if how == "truncate":
-            f.write_bytes(f.read_bytes()[:7])
+            f.write_bytes(f.read_bytes()[:7] if f.exists() else b"{")
         elif how == "edit":
             f.write_text(json.dumps({"seeds": [0], "per_seed": {"0": {"value": -1}}, "notes": []}))
         elif how == "delete":
-            f.unlink()
+            f.unlink(missing_ok=True)
         else:
             (self._dir(d) / "stray.txt").write_text("x")
         self.damaged.add(d)

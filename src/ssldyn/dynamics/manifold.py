@@ -146,7 +146,42 @@ def sgd_step_(params: Iterable[torch.Tensor], lr: float) -> None:
             W -= lr * W.grad
 
 
-class ManifoldGD(torch.optim.Optimizer):
+class _GroupGD(torch.optim.Optimizer):
+    """A full-batch GD optimizer: ``step()`` applies ``_update(group)`` to every parameter group (no state)."""
+
+    def _update(self, group: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            self._update(group)
+        return loss
+
+
+class PlainGD(_GroupGD):
+    """Plain Euclidean gradient descent ``W ← W − η ∇W`` (:func:`sgd_step_`) as a torch optimizer.
+
+    The rate is ``param_groups[i]["lr"]``, so any torch LR scheduler drives it (``train_gd(scheduler=…)``).
+    ``torch.optim.SGD`` (no momentum) computes the same step with a fused multiply-add
+    (``W.add_(∇W, alpha=−η)``), which differs in the last bit; this one rounds ``η∇W`` first, as
+    :func:`sgd_step_`. ``params``: tensors of any shape (batched ensembles ``(E, …)`` included).
+    """
+
+    def __init__(self, params, lr: float) -> None:
+        if not lr >= 0:
+            raise ValueError(f"PlainGD: lr must be >= 0, got {lr}")
+        super().__init__(params, dict(lr=lr))
+
+    def _update(self, group: dict[str, Any]) -> None:
+        sgd_step_(group["params"], group["lr"])
+
+
+class ManifoldGD(_GroupGD):
     """Gradient descent that keeps every parameter on its Stiefel manifold.
 
     Args:
@@ -177,43 +212,11 @@ class ManifoldGD(torch.optim.Optimizer):
             raise ValueError(f"ManifoldGD: tangent {tangent!r}: allowed values are {', '.join(TANGENTS)}")
         super().__init__(params, dict(lr=lr, mode=mode, retraction=retraction, tangent=tangent))
 
-    @torch.no_grad()
-    def step(self, closure=None):  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            if group["mode"] == "projected":
-                projected_gd_step_(group["params"], group["lr"], group["retraction"])
-            else:
-                riemannian_gd_step_(group["params"], group["lr"], group["tangent"], group["retraction"])
-        return loss
-
-
-class PlainGD(torch.optim.Optimizer):
-    """Plain Euclidean gradient descent ``W ← W − η ∇W`` (:func:`sgd_step_`) as a torch optimizer.
-
-    The rate is ``param_groups[i]["lr"]``, so any torch LR scheduler drives it (``train_gd(scheduler=…)``).
-    ``torch.optim.SGD`` (no momentum) computes the same step with a fused multiply-add
-    (``W.add_(∇W, alpha=−η)``), which differs in the last bit; this one rounds ``η∇W`` first, as
-    :func:`sgd_step_`. ``params``: tensors of any shape (batched ensembles ``(E, …)`` included).
-    """
-
-    def __init__(self, params, lr: float) -> None:
-        if not lr >= 0:
-            raise ValueError(f"PlainGD: lr must be >= 0, got {lr}")
-        super().__init__(params, dict(lr=lr))
-
-    @torch.no_grad()
-    def step(self, closure=None):  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            sgd_step_(group["params"], group["lr"])
-        return loss
+    def _update(self, group: dict[str, Any]) -> None:
+        if group["mode"] == "projected":
+            projected_gd_step_(group["params"], group["lr"], group["retraction"])
+        else:
+            riemannian_gd_step_(group["params"], group["lr"], group["tangent"], group["retraction"])
 
 
 def train_gd(

@@ -8,6 +8,7 @@ import torch
 from ssldyn.dynamics.guards import LossGuard, NonFiniteLossError
 from ssldyn.dynamics.manifold import (
     ManifoldGD,
+    PlainGD,
     grassmann_tangent,
     orthogonality_error,
     polar_retract,
@@ -254,3 +255,38 @@ def test_guard_deferred_mode_reports_the_same_step():
         ok.update(k, torch.tensor(float(k)))
     ok.check()
     assert ok.last_finite == 4.0
+
+
+def test_plain_gd_is_the_step_of_sgd_step_bit_for_bit():
+    g = torch.Generator().manual_seed(5)
+    W0, G = torch.randn(3, 40, 7, generator=g, dtype=D), torch.randn(3, 40, 7, generator=g, dtype=D)
+    ref = W0.clone().requires_grad_()
+    ref.grad = G.clone()
+    sgd_step_([ref], 0.037)
+    W = W0.clone().requires_grad_()
+    W.grad = G.clone()
+    PlainGD([W], lr=0.037).step()
+    assert torch.equal(W.detach(), ref.detach())
+    torch.testing.assert_close(W.detach(), W0 - 0.037 * G, rtol=0, atol=0)  # W − η∇W, η∇W rounded first
+    with pytest.raises(ValueError, match="lr must be >= 0"):
+        PlainGD([W], lr=-1.0)
+
+
+def test_train_gd_with_a_scheduler_matches_the_closed_form_of_an_annealed_rate():
+    """``f(W) = ½‖W‖²`` (∇f = W): ``W_k = W_0 · Π_{j<k} (1 − η(j))``; the scheduler sets ``η(k)`` for update ``k``
+    (``LambdaLR`` on a base rate 1.0), after ``after_step``; the optimizer passed as ``update``."""
+    from torch.optim.lr_scheduler import LambdaLR
+
+    def eta(k):
+        return 0.1 / (k + 1)
+
+    W = torch.ones(2, 3, dtype=D, requires_grad=True)
+    opt, calls = PlainGD([W], lr=1.0), []
+    sched = LambdaLR(opt, eta)
+    assert opt.param_groups[0]["lr"] == 0.1  # η(0) is set at once
+    train_gd([W], lambda: 0.5 * W.pow(2).sum(), update=opt, after_step=lambda: calls.append(opt.param_groups[0]["lr"]),
+             scheduler=sched, steps=4)  # fmt: skip
+    expected = math.prod(1.0 - eta(j) for j in range(4))
+    torch.testing.assert_close(W.detach(), torch.full((2, 3), expected, dtype=D), rtol=1e-15, atol=0)
+    assert calls == [eta(j) for j in range(4)]  # after_step runs before the scheduler sets the next rate
+    assert opt.param_groups[0]["lr"] == eta(4)

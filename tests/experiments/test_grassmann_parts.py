@@ -8,8 +8,6 @@ import torch
 from pydantic import ValidationError
 
 from ssldyn.experiments.grassmann._common import (
-    LrSchedule,
-    PlainGD,
     mean_contrastive_loss,
     moons_batch,
     per_member,
@@ -161,27 +159,6 @@ def test_marginal_cost_ratio_separates_linear_from_other_growth():
     assert _marginal_ratio(h, 7.0 * h + 5e5) == pytest.approx(1.0)
     assert _marginal_ratio(h, h**2) <= 0.1  # quadratic: the marginal cost grows with h
     assert _marginal_ratio(h, np.full(4, 3.0)) == 0.0  # constant cost: no growth
-
-
-def test_plain_gd_with_an_annealed_rate_through_the_engine_matches_the_closed_form():
-    """``f(W) = ½‖W‖²`` (∇f = W): ``W_k = W_0 · Π_{j<k} (1 − η(j))``; ``then`` runs after every update, and a
-    torch optimizer's rate is floored (``lr > 0``)."""
-    from ssldyn.dynamics.manifold import train_gd
-
-    def eta(k):
-        return 0.1 / (k + 1)
-
-    W = torch.ones(2, 3, dtype=torch.float64, requires_grad=True)
-    opt, calls = PlainGD([W], lr=123.0), []
-    sched = LrSchedule(opt, eta, then=lambda: calls.append(1))
-    assert opt.lr == 0.1  # η(0) is set at once, not the constructor's rate
-    train_gd([W], lambda: 0.5 * W.pow(2).sum(), update=opt.step, after_step=sched, steps=4)
-    expected = math.prod(1.0 - eta(j) for j in range(4))
-    torch.testing.assert_close(W.detach(), torch.full((2, 3), expected, dtype=torch.float64), rtol=1e-15, atol=0)
-    assert len(calls) == 4 and opt.lr == eta(4)
-    sgd = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
-    LrSchedule(sgd, lambda k: 0.0, floor=1e-300)
-    assert sgd.param_groups[0]["lr"] == 1e-300
 
 
 def test_per_member_values_fails_clearly_on_a_float():

@@ -280,14 +280,17 @@ def test_p_event_closed_form_against_integral():
             assert p_event_closed_form(eps, d) == pytest.approx(ref, abs=1e-10)
 
 
-def test_structural_flow_equals_sphere_flow():
+def test_structural_flow_equals_sphere_flow_and_eq7_written_out():
+    """``structural_flow`` (the diagonal ``sphere_flow``) against the dense ``sphere_flow`` of ``diag(y + b + c·e_0)``
+    and, bit for bit, against the projected Euler loop of eq. 7 written out (the loop it replaced)."""
     from ssldyn.dynamics.alpha_cl import sphere_flow
     from ssldyn.experiments.nonlinearity.modulation import structural_flow
 
     g = torch.Generator().manual_seed(3)
-    y0 = torch.randn(16, 5, generator=g, dtype=torch.float64)
-    cs = torch.tensor([0.0, 0.7], dtype=torch.float64)
-    y = structural_flow(y0, 1.5, cs, 5.0, 0.05)
+    y0 = torch.randn(2, 16, 5, generator=g, dtype=torch.float64)  # (S, inits, d)
+    cs = torch.tensor([0.0, 0.7, 2.0], dtype=torch.float64)
+    y = structural_flow(y0, 1.5, cs, 5.0, 0.05)  # (C, S, inits, d)
+    assert y.shape == (3, 2, 16, 5)
     for i, c in enumerate(cs):
 
         def A_fn(W, c=float(c)):
@@ -295,8 +298,14 @@ def test_structural_flow_equals_sphere_flow():
             gl[:, 0] += c
             return torch.diag_embed(gl)
 
-        w = sphere_flow(y0, A_fn, steps=100, dt=0.05, every=None).state  # t = 5
-        torch.testing.assert_close(y[i], w, rtol=1e-10, atol=1e-12)
+        w = sphere_flow(y0.reshape(-1, 5), A_fn, steps=100, dt=0.05, every=None).state  # t = 5
+        torch.testing.assert_close(y[i].reshape(-1, 5), w, rtol=1e-10, atol=1e-12)
+        ref = y0 / y0.norm(dim=-1, keepdim=True)  # eq. 7 in the u basis, one c at a time
+        for _ in range(100):
+            gy = (ref + 1.5 + float(c) * torch.eye(5, dtype=torch.float64)[0]) * ref  # A(y)y
+            ref = ref + 0.05 * (gy - (gy * ref).sum(-1, keepdim=True) * ref)
+            ref = ref / ref.norm(dim=-1, keepdim=True)
+        assert torch.equal(y[i], ref)
 
 
 def test_lemmas_quick(tmp_path):

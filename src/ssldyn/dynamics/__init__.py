@@ -77,7 +77,7 @@ from ssldyn.dynamics.two_layer_alpha_cl import thm5_flow  # noqa: E402
 __all__ += ["gated_covariance", "make_A_fn", "power_iteration", "sphere_flow", "thm5_flow"]
 
 # grassmann: Stiefel-manifold training (Sec. 4.2) and the q-ODE (Thm. 2)
-from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, retract, stiefel_tangent, train_gd  # noqa: E402
+from ssldyn.dynamics.manifold import ManifoldGD, PlainGD, random_stiefel, retract, stiefel_tangent, train_gd  # noqa: E402
 from ssldyn.dynamics.q_ode import (  # noqa: E402
     eigh_ascending,
     euler,
@@ -90,6 +90,7 @@ from ssldyn.dynamics.q_ode import (  # noqa: E402
 
 __all__ += [
     "ManifoldGD",
+    "PlainGD",
     "random_stiefel",
     "retract",
     "stiefel_tangent",

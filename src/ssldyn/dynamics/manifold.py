@@ -26,7 +26,7 @@ through its transpose (orthonormal rows). Everything runs on the device of its i
 
 Training loop (the one dynamics contract, :mod:`ssldyn.dynamics`): :func:`train_gd` is the
 full-batch GD loop of the ``grassmann`` experiments (Stiefel steps with :class:`ManifoldGD`,
-plain steps with :func:`sgd_step_`) and returns ``FlowResult(state=params, trajectory)``. The
+plain steps with :class:`PlainGD`, any torch LR scheduler with ``scheduler=``) and returns ``FlowResult(state=params, trajectory)``. The
 input data are checked for NaN/inf before the first step (``ValueError``) and every loss goes
 through the :class:`~ssldyn.dynamics.guards.LossGuard`, so a diverging run raises
 :class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step, the member and its last
@@ -74,6 +74,7 @@ __all__ = [
     "riemannian_gd_step_",
     "sgd_step_",
     "ManifoldGD",
+    "PlainGD",
     "train_gd",
 ]
 
@@ -145,7 +146,42 @@ def sgd_step_(params: Iterable[torch.Tensor], lr: float) -> None:
             W -= lr * W.grad
 
 
-class ManifoldGD(torch.optim.Optimizer):
+class _GroupGD(torch.optim.Optimizer):
+    """A full-batch GD optimizer: ``step()`` applies ``_update(group)`` to every parameter group (no state)."""
+
+    def _update(self, group: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            self._update(group)
+        return loss
+
+
+class PlainGD(_GroupGD):
+    """Plain Euclidean gradient descent ``W ← W − η ∇W`` (:func:`sgd_step_`) as a torch optimizer.
+
+    The rate is ``param_groups[i]["lr"]``, so any torch LR scheduler drives it (``train_gd(scheduler=…)``).
+    ``torch.optim.SGD`` (no momentum) computes the same step with a fused multiply-add
+    (``W.add_(∇W, alpha=−η)``), which differs in the last bit; this one rounds ``η∇W`` first, as
+    :func:`sgd_step_`. ``params``: tensors of any shape (batched ensembles ``(E, …)`` included).
+    """
+
+    def __init__(self, params, lr: float) -> None:
+        if not lr >= 0:
+            raise ValueError(f"PlainGD: lr must be >= 0, got {lr}")
+        super().__init__(params, dict(lr=lr))
+
+    def _update(self, group: dict[str, Any]) -> None:
+        sgd_step_(group["params"], group["lr"])
+
+
+class ManifoldGD(_GroupGD):
     """Gradient descent that keeps every parameter on its Stiefel manifold.
 
     Args:
@@ -176,25 +212,18 @@ class ManifoldGD(torch.optim.Optimizer):
             raise ValueError(f"ManifoldGD: tangent {tangent!r}: allowed values are {', '.join(TANGENTS)}")
         super().__init__(params, dict(lr=lr, mode=mode, retraction=retraction, tangent=tangent))
 
-    @torch.no_grad()
-    def step(self, closure=None):  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            if group["mode"] == "projected":
-                projected_gd_step_(group["params"], group["lr"], group["retraction"])
-            else:
-                riemannian_gd_step_(group["params"], group["lr"], group["tangent"], group["retraction"])
-        return loss
+    def _update(self, group: dict[str, Any]) -> None:
+        if group["mode"] == "projected":
+            projected_gd_step_(group["params"], group["lr"], group["retraction"])
+        else:
+            riemannian_gd_step_(group["params"], group["lr"], group["tangent"], group["retraction"])
 
 
 def train_gd(
     params: Iterable[torch.Tensor],
     loss_fn: Callable[[], torch.Tensor],
     *,
-    update: Callable[[], Any],
+    update: Callable[[], Any] | torch.optim.Optimizer,
     steps: int,
     probes: Probes | None = None,
     snapshots: Mapping[str, Callable[[list[torch.Tensor]], torch.Tensor]] | None = None,
@@ -203,6 +232,7 @@ def train_gd(
     inputs: Mapping[str, Any] | None = None,
     track: Track | None = None,
     guard: LossGuard | bool | None = None,
+    scheduler: Any = None,
 ) -> FlowResult[list[torch.Tensor]]:
     """Full-batch gradient descent with the loss guard (the GD loop of the ``grassmann`` experiments).
 
@@ -212,16 +242,19 @@ def train_gd(
     (E,)`` and the snapshots ``fn(params) -> Tensor`` (kept on their device, e.g. the embeddings
     ``model(x)``) are recorded; then, for ``k < steps``, the gradients of ``Σ_e L_k`` are computed,
     ``update()`` changes the parameters (``ManifoldGD(...).step`` for the Stiefel GD of eq. 11,
-    ``lambda: sgd_step_(params, lr)`` for plain GD) and ``after_step()`` re-imposes a constraint
-    (e.g. ``TwoLayerNet.project_``). Members train independently.
+    ``PlainGD(params, lr).step`` for plain GD), ``after_step()`` re-imposes a constraint (e.g.
+    ``TwoLayerNet.project_``) and ``scheduler.step()`` sets the next rate. Members train independently.
 
     Args:
         params: the trained tensors (the state; their gradients are reset before each backward pass).
         loss_fn: computes the loss of the current parameters.
-        update: applies one update from the gradients.
+        update: applies one update from the gradients: a callable, or a torch optimizer (its ``step()``).
         steps: number of updates (>= 0).
         probes, snapshots, every: what is recorded when (see above); the observable is ``params``.
         after_step: called after every update.
+        scheduler: a torch LR scheduler of the optimizer ``update`` steps, stepped after ``after_step``
+            (e.g. ``LambdaLR(PlainGD(params, lr=1.0), lambda k: η(k))``: the rate of update ``k`` is ``η(k)``).
+            Pass that optimizer itself as ``update`` (a scheduler wraps its ``step`` when created).
         inputs: ``name -> data`` checked for NaN/inf before the first step.
         track: progress wrapper of the step iterator (e.g. ``ctx.track``).
         guard: the loss guard (None: a default :class:`~ssldyn.dynamics.guards.LossGuard`; False: none).
@@ -247,13 +280,15 @@ def train_gd(
         guard=guard,
         optimizer=_Update(params, update),
         after_update=after_step,
+        scheduler=scheduler,
     )
 
 
 class _Update:
-    """``update()`` as the optimizer the engine steps: gradients reset to None, then ``update()``."""
+    """``update()`` (or ``optimizer.step()``) as the optimizer the engine steps: gradients reset to None, then the
+    update."""
 
-    def __init__(self, params: list[torch.Tensor], update: Callable[[], Any]) -> None:
+    def __init__(self, params: list[torch.Tensor], update: Callable[[], Any] | torch.optim.Optimizer) -> None:
         self.params, self.update = params, update
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -261,4 +296,7 @@ class _Update:
             p.grad = None
 
     def step(self) -> None:
-        self.update()
+        if isinstance(self.update, torch.optim.Optimizer):
+            self.update.step()  # looked up now: a scheduler created after train_gd's caller read it wraps it
+        else:
+            self.update()

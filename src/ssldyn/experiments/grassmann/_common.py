@@ -17,7 +17,7 @@ device) and moved to ``ctx.device``; results come back with ``.cpu()`` for table
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -26,7 +26,6 @@ import torch
 from pydantic import Field, PositiveFloat
 
 from ssldyn.data.moons import half_moons
-from ssldyn.dynamics.manifold import sgd_step_
 from ssldyn.dynamics.q_ode import eigh_ascending
 from ssldyn.lab import Experiment, ExperimentConfig
 from ssldyn.objectives import contrast_matrix, simple_contrastive
@@ -165,50 +164,6 @@ def mean_contrastive_loss(
         idx = neg_index.flatten(-2).expand(*u.shape[:-2], -1)  # (E, n·q)
         un = torch.gather(u, -2, idx[..., None].expand(*idx.shape, u.shape[-1])).unflatten(-2, neg_index.shape[-2:])
     return simple_contrastive(u, up, un) / n
-
-
-class PlainGD:
-    """The plain Euclidean step ``W ← W − η∇W`` (:func:`~ssldyn.dynamics.manifold.sgd_step_`) as the
-    optimizer :func:`ssldyn.dynamics.engine.run` steps (``zero_grad``, ``step``, ``params``; a mutable
-    ``lr``, see :class:`LrSchedule`)."""
-
-    def __init__(self, params: Sequence[torch.Tensor], lr: float) -> None:
-        self.params, self.lr = list(params), lr
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.params:
-            p.grad = None
-
-    def step(self) -> None:
-        sgd_step_(self.params, self.lr)
-
-
-class LrSchedule:
-    """Learning rate ``η_k = max(η(k), floor)`` at update ``k`` of ``opt`` (a :class:`PlainGD` or a torch optimizer).
-
-    Sets ``η_0`` at once; the engine calls it after every update (``after_update`` / ``train_gd(after_step=…)``),
-    which sets the rate of the next one (then runs ``then()``, e.g. a projection onto a constraint set).
-    ``floor``: torch optimizers need ``lr > 0`` (``1e-300`` where a decaying ``η`` reaches 0).
-    """
-
-    def __init__(self, opt, eta: Callable[[int], float], floor: float = 0.0, then: Callable[[], object] | None = None):
-        self.opt, self.eta, self.floor, self.then, self.k = opt, eta, floor, then, 0
-        self._set()
-
-    def _set(self) -> None:
-        lr = max(self.eta(self.k), self.floor)
-        if isinstance(self.opt, PlainGD):
-            self.opt.lr = lr
-        else:
-            for group in self.opt.param_groups:
-                group["lr"] = lr
-
-    def __call__(self) -> None:
-        if self.then is not None:
-            with torch.no_grad():
-                self.then()
-        self.k += 1
-        self._set()
 
 
 def per_member_values(value: float | torch.Tensor, what: str) -> torch.Tensor:

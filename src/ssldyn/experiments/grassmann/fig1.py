@@ -44,12 +44,11 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics import engine
 from ssldyn.dynamics.guards import LossGuard, check_finite
-from ssldyn.dynamics.manifold import ManifoldGD
+from ssldyn.dynamics.manifold import ManifoldGD, PlainGD
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
     MoonsConfig,
-    PlainGD,
     mean_contrastive_loss,
     moons_batch,
     moons_memory,
@@ -187,7 +186,7 @@ class Fig1(GrassmannExperiment):
             # epoch with a non-finite or overflowing loss; the constrained runs fail on a non-finite loss
             guard = LossGuard(policy="freeze", limit=1e150) if regime == "unconstrained" else LossGuard()
             opt = (ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-                   if regime == "orthogonal" else PlainGD(net.weights(), cfg.lr))  # fmt: skip
+                   if regime == "orthogonal" else PlainGD(net.weights(), lr=cfg.lr))  # fmt: skip
             losses: list[torch.Tensor] = []  # (E,) per epoch
 
             def step(net, ep, losses=losses):

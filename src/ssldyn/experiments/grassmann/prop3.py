@@ -46,20 +46,20 @@ Runs on ``ctx.device``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, model_validator
+from torch.optim.lr_scheduler import LambdaLR
 
 from ssldyn.data.moons import make_views
-from ssldyn.dynamics.manifold import ManifoldGD, train_gd
+from ssldyn.dynamics.manifold import ManifoldGD, PlainGD, train_gd
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
     LiftedMoonsConfig,
-    LrSchedule,
-    PlainGD,
     mean_contrastive_loss,
     moons_batch,
     moons_memory,
@@ -208,11 +208,10 @@ class Prop3(GrassmannExperiment):
                     then = net.project_
                     maps0 = net.end_to_end().detach().clone()  # (S, z, d): the common initial map
                 final_map = lambda net=net: (net.end_to_end() / net.loss_scale().sqrt()[:, None, None]).detach()  # noqa: E731
-            opt = (ManifoldGD(params, lr=cfg.lr, mode="projected", retraction="polar") if prob == "stiefel"
-                   else PlainGD(params, cfg.lr))  # fmt: skip
-            sched = LrSchedule(opt, eta, floor=1e-300 if prob == "stiefel" else 0.0, then=then)
-            gd = train_gd(params, loss_fn, update=opt.step, after_step=sched, steps=cfg.steps, every=1,
-                          inputs={"C": C},
+            opt = (ManifoldGD(params, lr=1.0, mode="projected", retraction="polar") if prob == "stiefel"
+                   else PlainGD(params, lr=1.0))  # fmt: skip
+            gd = train_gd(params, loss_fn, update=opt, after_step=then, scheduler=_annealed(opt, eta, prob == "stiefel"),
+                          steps=cfg.steps, every=1, inputs={"C": C},
                           track=lambda it, prob=prob: ctx.track(it, total=cfg.steps + 1, description=f"Prop. 3 ({prob})"))  # fmt: skip
             curves[prob] = gd.trajectory.series_members("loss")[1]  # (T, S)
             maps[prob] = final_map()  # (S, z, d), normalised to ‖W1‖₂ = ‖W2‖₂ = 1 for the scaled loss
@@ -290,6 +289,13 @@ class Prop3(GrassmannExperiment):
         return [save_figure(fig, fig_dir / "prop3.png")]
 
 
+def _annealed(opt: torch.optim.Optimizer, eta: Callable[[int], float], positive: bool = False) -> LambdaLR:
+    """The rate ``η(k)`` at update ``k`` of ``opt`` (created with ``lr = 1.0``: ``LambdaLR`` multiplies that base rate
+    by ``η(k)``, exactly); ``positive``: floored at ``1e-300`` where ``η`` reaches 0 (``ManifoldGD`` needs ``lr > 0``)."""
+    floor = 1e-300 if positive else 0.0
+    return LambdaLR(opt, lambda k: max(eta(k), floor))
+
+
 @torch.no_grad()
 def _clip_(params: list[torch.Tensor]) -> None:
     """In place: every matrix's singular values clipped at 1 (the projection onto the spectral-norm ball)."""
@@ -314,16 +320,16 @@ def _counterexample(cfg: Prop3Config, mb, dev, eta, lab_seeds) -> dict[str, torc
     # (3): over the product M, singular values clipped at 1
     net0 = TwoLayerNet(2, 2, 2, "linear", "orthogonal", ensemble=S, seeds=seeds, dtype=torch.float64, device=dev)
     M = torch.nn.Parameter(0.5 * net0.end_to_end().detach().clone())  # (S, 2, 2), inside the ball
-    opt = PlainGD([M], cfg.lr)
-    gd = train_gd([M], lambda: ((M @ C2) * M).sum((-2, -1)), update=opt.step, steps=cfg.steps, every=1,
-                  after_step=LrSchedule(opt, eta, then=lambda: _clip_([M])), inputs={"C": C2})  # fmt: skip
+    opt = PlainGD([M], lr=1.0)
+    gd = train_gd([M], lambda: ((M @ C2) * M).sum((-2, -1)), update=opt, steps=cfg.steps, every=1,
+                  after_step=lambda: _clip_([M]), scheduler=_annealed(opt, eta), inputs={"C": C2})  # fmt: skip
     L3 = torch.as_tensor(gd.trajectory.series_members("loss")[1][-k:].min(0))  # (S,)
     out["counter_loss_product"] = L3
     for h in (2, 3):
         net = TwoLayerNet(2, h, 2, "linear", "orthogonal", ensemble=S, seeds=seeds, dtype=torch.float64, device=dev)
-        opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-        gd = train_gd(net.weights(), lambda net=net: trace_loss(net.W1, net.W2, C2), update=opt.step, steps=cfg.steps,
-                      every=1, after_step=LrSchedule(opt, eta, floor=1e-300), inputs={"C": C2})  # fmt: skip
+        opt = ManifoldGD(net.weights(), lr=1.0, mode="projected", retraction="polar")
+        gd = train_gd(net.weights(), lambda net=net: trace_loss(net.W1, net.W2, C2), update=opt, steps=cfg.steps,
+                      every=1, scheduler=_annealed(opt, eta, True), inputs={"C": C2})  # fmt: skip
         L4 = torch.as_tensor(gd.trajectory.series_members("loss")[1][-k:].min(0))  # (S,)
         out[f"counter_loss_stiefel_h{h}"] = L4
         out[f"counter_gap_h{h}"] = (L4 - L3) / lam[:, 1].cpu()

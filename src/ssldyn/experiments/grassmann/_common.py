@@ -28,6 +28,7 @@ from pydantic import Field, PositiveFloat
 from ssldyn.data.moons import half_moons
 from ssldyn.dynamics.q_ode import eigh_ascending
 from ssldyn.lab import Experiment, ExperimentConfig
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import contrast_matrix, simple_contrastive
 
 
@@ -43,10 +44,9 @@ class GrassmannExperiment(Experiment):
     threads = 1
 
 
-#: resident memory of a run before its tensors: the interpreter, torch, the lab and matplotlib for the figures
-#: (measured, max RSS of ``ssldyn run … --quick --jobs 1``: 0.36 GB (thm3) to 0.56 GB (fig2) where the tensors
-#: are a few MB)
-BASE_MEMORY = 0.6e9
+#: resident memory of a run before its tensors (:data:`ssldyn.memory.PROCESS_BASELINE`; measured here, max
+#: RSS of ``ssldyn run … --quick --jobs 1``: 0.36 GB (thm3) to 0.56 GB (fig2) where the tensors are a few MB)
+BASE_MEMORY = PROCESS_BASELINE
 
 
 def peak_of(terms: dict[str, float]) -> tuple[int, str]:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import torch
 
 from ssldyn.data.latent import TwoRFModel
+from ssldyn.memory import PROCESS_BASELINE
 
 __all__ = ["BASE_MEMORY", "F32", "F64", "discriminative_model"]
 
-#: the process before its tensors: interpreter, torch, numpy/scipy/pandas, matplotlib, the lab and the
-#: figures. Measured (max RSS) 0.464–0.509 GB for the quick runs whose tensors are a few MB.
-BASE_MEMORY = 550_000_000
+#: the process before its tensors (:data:`ssldyn.memory.PROCESS_BASELINE`; measured here, max RSS,
+#: 0.464–0.509 GB for the quick runs whose tensors are a few MB)
+BASE_MEMORY = PROCESS_BASELINE
 F32, F64 = 4, 8  # bytes per element
 
 

@@ -42,6 +42,7 @@ from torch import Tensor, nn
 from ssldyn.data.clustered import ClusteredData
 from ssldyn.dynamics.function_space import project_sphere, vanilla_gradient_descent
 from ssldyn.dynamics.weight_space import train_weight_space
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.shifted import ShiftedModel
 from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.probes.cluster import silhouette_samples_cosine, uniformity_batch, uniformity_reference
@@ -285,7 +286,7 @@ def probes_of(run: Run, labels) -> Probes:
 PROBE_COPIES = 3.5
 
 
-def probe_peak_memory(records: int, members: int, n: int, base: float = 0.6e9) -> int:
+def probe_peak_memory(records: int, members: int, n: int, base: float = PROCESS_BASELINE + 0.1e9) -> int:
     """Peak bytes of a flow comparison: ``base`` (process, lab, figures and GIF) + :data:`PROBE_COPIES` ×
     the ``(R, E, n, n)`` float64 pairwise distances of :func:`probes_of` (silhouette over every record
     and member at once; the recorded embeddings ``(R, E, n, d)`` are small beside them).

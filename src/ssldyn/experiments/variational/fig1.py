@@ -46,6 +46,7 @@ from ssldyn.data.transformed_digits import DigitTransform, transformed_digits
 from ssldyn.dynamics import embed, train_simclr
 from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, gt, le, register
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.encoders import build_simclr_net
 from ssldyn.probes.downstream import knn_accuracy, label_silhouette, linear_probe_accuracy
 from ssldyn.viz.common import new_figure, save_figure
@@ -279,11 +280,11 @@ class Fig1(VariationalExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: Fig1Config, n_seeds: int) -> tuple[int, str]:
-        """≈ 0.7 GB (process, torch, scikit-learn, the digits, k-NN / k-means / t-SNE of a few thousand points,
+        """``PROCESS_BASELINE`` + 0.2 GB (process, torch, scikit-learn, the digits, k-NN / k-means / t-SNE of a few thousand points,
         figures) + float32 backbone activations (``A`` floats per image, :func:`activations_per_image`):
         4 copies for one chunk of :func:`~ssldyn.dynamics.embed` (``min(1024, n_images)`` images, eval mode)
         and 2 for a SimCLR step's ``2·batch`` views (outputs, BatchNorm / ReLU saves, gradients):
-        ``0.7 GB + 4 B · A · (4 · min(1024, n) + 4 · batch)``; the CIFAR-10 run (with ``cifar_dir``) is
+        ``PROCESS_BASELINE + 0.2 GB + 4 B · A · (4 · min(1024, n) + 4 · batch)``; the CIFAR-10 run (with ``cifar_dir``) is
         estimated alike on 3×32×32 images, plus 3 float32 copies of its images. Seeds run one after the other.
 
         Measured (max RSS, 3 seeds; canvas 20): 0.768 GB quick (widths [8, 16, 32], batch 96; estimate
@@ -298,7 +299,7 @@ class Fig1(VariationalExperiment):
             data = 3 * cfg.cifar_n_images * 3 * 32 * 32 * 4
         need = {k: 4 * activations_per_image(c, shape) * (4 * n + 4 * c.batch) for k, (c, shape, n) in runs.items()}
         key = max(need, key=lambda k: need[k])
-        return int(0.7e9 + need[key] + data), f"{key}.widths"
+        return int(PROCESS_BASELINE + 0.2e9 + need[key] + data), f"{key}.widths"
 
     def run(self, cfg: Fig1Config, ctx: Context) -> Result:
         rng = np.random.default_rng(ctx.seed)

@@ -71,6 +71,7 @@ from ssldyn.lab import (
     register,
 )
 from ssldyn.lab.claims import Robustness
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -359,13 +360,13 @@ class Fig3(VariationalExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: Fig3Config, n_seeds: int) -> tuple[int, str]:
-        """≈ 0.5 GB (process, lab, figures) + 7 live float64 ``(C, K_max, K_max)`` tensors of
+        """``PROCESS_BASELINE`` (0.75 GB: process, lab, figures) + 7 live float64 ``(C, K_max, K_max)`` tensors of
         :func:`k_point_losses` (pairwise angles, weights, logits; ``C`` ≤ 32 values of K per chunk): the
         largest of ``32 · max(k_max, threshold_k_max)²`` (the curves) and ``k_inf²`` (the reference, one K).
         Measured (max RSS): 0.50 GB quick; 2.01 GB at threshold_k_max = 1000 (+1.5 GB ≈ 5.9 copies of
         32 · 1000² · 8 B; estimate 2.29 GB); 3.07 GB at k_inf = 8000 (+2.6 GB ≈ 5 copies; estimate 4.08 GB)."""
         curves, ref = 32 * max(cfg.k_max, cfg.threshold_k_max) ** 2, cfg.k_inf**2
-        return int(0.5e9 + 7 * 8 * max(curves, ref)), ("k_inf" if ref >= curves else "threshold_k_max")
+        return int(PROCESS_BASELINE + 7 * 8 * max(curves, ref)), ("k_inf" if ref >= curves else "threshold_k_max")
 
     def run(self, cfg: Fig3Config, ctx: Context) -> Result:
         dev = ctx.device

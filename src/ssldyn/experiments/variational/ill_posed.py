@@ -45,6 +45,7 @@ from ssldyn.lab import (
     le,
     register,
 )
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import byol_loss, info_nce, latent_measure_nt_xent, vicreg_loss
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -153,10 +154,10 @@ class IllPosed(VariationalExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: IllPosedConfig, n_seeds: int) -> tuple[int, str]:
-        """≈ 0.5 GB (process, lab, figures) + 14 live ``(n, n)`` float64 matrices (the NT-Xent similarities of
+        """``PROCESS_BASELINE`` (0.75 GB: process, lab, figures) + 14 live ``(n, n)`` float64 matrices (the NT-Xent similarities of
         the n samples and their gradients; seeds run one after the other). Measured (max RSS, 3 seeds): 0.475 GB
         at n = 256 (quick), 2.22 GB at n = 4096 (+1.74 GB ≈ 13 copies of 4096² · 8 B); estimate 0.51 / 2.38 GB."""
-        return int(0.5e9 + 14 * cfg.n**2 * 8), "n"
+        return int(PROCESS_BASELINE + 14 * cfg.n**2 * 8), "n"
 
     def run(self, cfg: IllPosedConfig, ctx: Context) -> Result:
         dev = ctx.device

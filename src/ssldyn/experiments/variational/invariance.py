@@ -59,6 +59,7 @@ from ssldyn.lab import (
     le,
     register,
 )
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.averaging import AveragingNet
 from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.probes.cluster import invariance_gap
@@ -219,12 +220,12 @@ class Invariance(VariationalExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: InvarianceConfig, n_seeds: int) -> tuple[int, str]:
-        """≈ 0.56 GB (process, lab, figures) + 20 live float64 ``(n, M·d)`` hidden activations / ReLU masks
+        """``PROCESS_BASELINE`` + 0.06 GB (process, lab, figures) + 20 live float64 ``(n, M·d)`` hidden activations / ReLU masks
         (forward and backward of the averaging net, eq. (36) and kernel-condition probes; ``n`` = clusters ·
         cluster_size, ``M`` = width). Measured (max RSS, 3 seeds): 0.546 GB quick (M = 64), 0.773 GB at
-        M = 20000 (+0.23 GB ≈ 13 copies of 36 · 60000 · 8 B); estimate 0.56 / 0.91 GB."""
+        M = 20000 (+0.23 GB ≈ 13 copies of 36 · 60000 · 8 B) (estimates before the baseline became PROCESS_BASELINE: 0.56 / 0.91 GB)."""
         n = cfg.clusters * cfg.cluster_size
-        return int(0.56e9 + 20 * n * cfg.width * cfg.d * 8), "width"
+        return int(PROCESS_BASELINE + 0.06e9 + 20 * n * cfg.width * cfg.d * 8), "width"
 
     def run(self, cfg: InvarianceConfig, ctx: Context) -> Result:
         dev = ctx.device

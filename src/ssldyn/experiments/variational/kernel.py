@@ -58,6 +58,7 @@ from ssldyn.lab import (
     register,
 )
 from ssldyn.lab.claims import Robustness
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.averaging import AveragingNet
 from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.probes.slopes import loglog_slope
@@ -216,7 +217,7 @@ class KernelCheck(VariationalExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: KernelConfig, n_seeds: int) -> tuple[int, str]:
-        """≈ 0.58 GB (process, lab, figures) + 8 live float64 ``(n, M·d)`` hidden activations of the widest net:
+        """``PROCESS_BASELINE`` + 0.08 GB (process, lab, figures) + 8 live float64 ``(n, M·d)`` hidden activations of the widest net:
         part (c) (``n_inf`` points, ``max(widths)``), part (e) (``sum(imbalanced_sizes)`` points,
         ``imbalance_width``, ``d`` raised to the number of clusters), parts (a, b, d) (``d · cluster_size``
         points, ``width``). Measured (max RSS, 3 seeds): 0.557 GB quick (estimate 0.588 GB); 0.614 GB at
@@ -228,7 +229,7 @@ class KernelCheck(VariationalExperiment):
             "width": cfg.d * cfg.cluster_size * cfg.width,
         }
         key = max(parts, key=lambda k: parts[k])
-        return int(0.58e9 + 8 * 8 * d * parts[key]), key
+        return int(PROCESS_BASELINE + 0.08e9 + 8 * 8 * d * parts[key]), key
 
     def run(self, cfg: KernelConfig, ctx: Context) -> Result:
         res = Result()

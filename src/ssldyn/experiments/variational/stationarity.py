@@ -56,6 +56,7 @@ from ssldyn.lab import (
     le,
     register,
 )
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives.variational_calculus import (
     augmented_first_variation,
     augmented_loss,
@@ -315,10 +316,10 @@ class Stationarity(VariationalExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: StationarityConfig, n_seeds: int) -> tuple[int, str]:
-        """≈ 0.5 GB (process, lab, figures) + 6 live ``(n_errata, n_errata)`` float64 matrices (the errata's
+        """``PROCESS_BASELINE`` (0.75 GB: process, lab, figures) + 6 live ``(n_errata, n_errata)`` float64 matrices (the errata's
         pairwise losses at n_errata atoms; the other checks are a few atoms). Measured (max RSS, 3 seeds):
         0.498 GB quick (n_errata = 512), 1.14 GB at n_errata = 4096 (+0.64 GB ≈ 4.8 copies); estimate 0.51 / 1.31 GB."""
-        return int(0.5e9 + 6 * cfg.n_errata**2 * 8), "n_errata"
+        return int(PROCESS_BASELINE + 6 * cfg.n_errata**2 * 8), "n_errata"
 
     def run(self, cfg: StationarityConfig, ctx: Context) -> Result:
         g = ctx.generator(0)

@@ -49,32 +49,28 @@ def _cgroup_limit() -> int | None:
 def available_memory(device: torch.device | str | None = None) -> int:
     """Bytes free for new tensors on ``device``: ``MemAvailable`` of the host for the CPU (capped by
     the cgroup limit), the free memory of the GPU for CUDA (``torch.cuda.mem_get_info``)."""
-    dev = torch.device(device if device is not None else "cpu")
-    if dev.type == "cuda":
-        return int(torch.cuda.mem_get_info(dev)[0])
-    avail = _meminfo("MemAvailable")
-    if avail is None:
-        try:
-            avail = int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-        except (ValueError, OSError, AttributeError):
-            return 2**62  # unknown: no limit
-    limit = _cgroup_limit()
-    return min(avail, limit) if limit is not None else avail
+    return _device_memory(device, cuda_index=0, meminfo="MemAvailable", pages="SC_AVPHYS_PAGES")
 
 
 def total_memory(device: torch.device | str | None = None) -> int:
     """Bytes of memory of ``device``: the host's RAM (capped by the cgroup limit) or the GPU's."""
+    return _device_memory(device, cuda_index=1, meminfo="MemTotal", pages="SC_PHYS_PAGES")
+
+
+def _device_memory(device: torch.device | str | None, *, cuda_index: int, meminfo: str, pages: str) -> int:
+    """One of ``torch.cuda.mem_get_info``'s (free, total) on a GPU; on the host the ``/proc/meminfo``
+    entry (else ``sysconf`` pages), capped by the cgroup limit; 2⁶² (no limit) where nothing says."""
     dev = torch.device(device if device is not None else "cpu")
     if dev.type == "cuda":
-        return int(torch.cuda.mem_get_info(dev)[1])
-    total = _meminfo("MemTotal")
-    if total is None:
+        return int(torch.cuda.mem_get_info(dev)[cuda_index])
+    host = _meminfo(meminfo)
+    if host is None:
         try:
-            total = int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+            host = int(os.sysconf(pages) * os.sysconf("SC_PAGE_SIZE"))
         except (ValueError, OSError, AttributeError):
-            return 2**62
+            return 2**62  # unknown: no limit
     limit = _cgroup_limit()
-    return min(total, limit) if limit is not None else total
+    return min(host, limit) if limit is not None else host
 
 
 def fmt_bytes(b: float) -> str:

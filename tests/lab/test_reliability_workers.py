@@ -64,6 +64,26 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"  # a zombie has ended (it waits for PID 1 to reap it)
 
 
+def _kill_and_expect_no_survivors(driver: subprocess.Popen, kids: set[int], sig: int) -> None:
+    """Send ``sig`` to the driver; within 10 s (the watchdog polls every WATCHDOG_SECONDS) none of its
+    children may be alive."""
+    driver.send_signal(sig)
+    driver.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in kids):
+        time.sleep(0.1)
+    assert not [p for p in kids if _alive(p)], "processes outlived their driver"
+
+
+def _reap(driver: subprocess.Popen, kids: set[int]) -> None:
+    """Leave nothing behind, whatever the test's outcome."""
+    driver.kill()
+    driver.wait(10)
+    for p in kids:
+        if _alive(p):
+            os.kill(p, signal.SIGKILL)
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list the driver's processes")
 @pytest.mark.parametrize("kind, sig", [("tasks", signal.SIGTERM), ("runs", signal.SIGKILL)])
 def test_workers_and_resource_tracker_die_with_the_driver(tmp_path, kind, sig):
@@ -81,18 +101,9 @@ def test_workers_and_resource_tracker_die_with_the_driver(tmp_path, kind, sig):
         busy = {int((tmp_path / f"w{i}").read_text()) for i in range(2)}
         kids = _children(driver.pid)
         assert busy <= kids and len(kids) >= 3, (busy, kids)  # the workers and the resource tracker
-        driver.send_signal(sig)
-        driver.wait(10)
-        deadline = time.monotonic() + 10  # the watchdog polls every WATCHDOG_SECONDS
-        while time.monotonic() < deadline and any(_alive(p) for p in kids):
-            time.sleep(0.1)
-        assert not [p for p in kids if _alive(p)], "processes outlived their driver"
+        _kill_and_expect_no_survivors(driver, kids, sig)
     finally:
-        driver.kill()
-        driver.wait(10)
-        for p in kids:
-            if _alive(p):
-                os.kill(p, signal.SIGKILL)
+        _reap(driver, kids)
 
 
 def test_worker_ends_itself_when_reparented(monkeypatch):
@@ -141,15 +152,6 @@ def test_cli_jobs_2_workers_die_with_the_driver(tmp_path, sig):
         assert len(kids) >= 3, kids
         time.sleep(1.5)  # the workers are computing their runs (sleeping 60 s)
         kids = _children(driver.pid)
-        driver.send_signal(sig)
-        driver.wait(10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(_alive(p) for p in kids):
-            time.sleep(0.1)
-        assert not [p for p in kids if _alive(p)], "processes outlived their driver"
+        _kill_and_expect_no_survivors(driver, kids, sig)
     finally:
-        driver.kill()
-        driver.wait(10)
-        for p in kids:
-            if _alive(p):
-                os.kill(p, signal.SIGKILL)
+        _reap(driver, kids)

@@ -1,6 +1,29 @@
+import contextlib
+import os
+
 import pytest
 
 from ssldyn.lab import registry
+
+
+@contextlib.contextmanager
+def plugin_loaded(plugin: str = "tests.lab.toy_plugin"):
+    """Load ``plugin``'s experiments (through ``SSLDYN_PLUGINS``, as users do) and afterwards restore the
+    registry and the variable: the toys must not show up in other tests' ``ssldyn list``."""
+    saved, loaded, env = dict(registry._REGISTRY), registry._LOADED, os.environ.get("SSLDYN_PLUGINS")
+    os.environ["SSLDYN_PLUGINS"] = plugin
+    registry._LOADED = False
+    registry.load_all()
+    try:
+        yield
+    finally:
+        registry._REGISTRY.clear()
+        registry._REGISTRY.update(saved)
+        registry._LOADED = loaded
+        if env is None:
+            os.environ.pop("SSLDYN_PLUGINS", None)
+        else:
+            os.environ["SSLDYN_PLUGINS"] = env
 
 
 @pytest.fixture

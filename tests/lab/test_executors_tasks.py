@@ -73,19 +73,18 @@ def test_the_lab_runs_experiments_with_its_default_pool(tmp_path, monkeypatch):
         return ctx
 
     monkeypatch.setattr(runner, "Context", spy)
-    monkeypatch.setenv("SSLDYN_PLUGINS", "tests.lab.toy_plugin")
-    from ssldyn.lab import registry
-
-    monkeypatch.setattr(registry, "_LOADED", False)
     from ssldyn.lab.api import run_experiment
+    from tests.lab.conftest import plugin_loaded
 
-    run_experiment("variational.zz-toy", out=tmp_path)
+    with plugin_loaded():
+        run_experiment("variational.zz-toy", out=tmp_path)
     assert seen == {"executor": "processes", "workers": default_workers()}
 
 
 def test_ray_tasks_give_the_in_process_results():
     ray = pytest.importorskip("ray")
     ray.init(
+        address="local",  # never the cluster another test left in /tmp/ray/ray_current_cluster
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,

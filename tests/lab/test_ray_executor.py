@@ -7,17 +7,20 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ssldyn.lab import registry  # noqa: E402
 from ssldyn.lab.executors import execute  # noqa: E402
 from ssldyn.lab.runner import plan_run  # noqa: E402
+from tests.lab.conftest import plugin_loaded  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def local_ray():
-    os.environ["SSLDYN_PLUGINS"] = "tests.lab.toy_plugin"
-    registry._LOADED = False
-    registry.load_all()
+    with plugin_loaded():
+        yield from _local_ray()
+
+
+def _local_ray():
     ray.init(
+        address="local",  # never the cluster another test left in /tmp/ray/ray_current_cluster
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
@@ -32,7 +35,6 @@ def local_ray():
     )
     yield
     ray.shutdown()
-    os.environ.pop("SSLDYN_PLUGINS", None)
 
 
 def test_ray_sweep_equals_local(local_ray, tmp_path):

@@ -70,7 +70,10 @@ _SEEDS = typer.Option(None, help="seeds per claim (default 3 with --quick, 5 at 
 _DEVICE = typer.Option("cpu", help="cpu or cuda")
 _EXECUTOR = typer.Option("local", help="local (in-process) or ray")
 _ADDRESS = typer.Option(
-    None, "--ray-address", "--address", help="Ray cluster address, e.g. auto or HOST:6379 (default: start a local Ray)"
+    None,
+    "--ray-address",
+    "--address",
+    help="Ray cluster address: HOST:6379, or auto for $RAY_ADDRESS / the last `ray start` (default: start a local Ray)",
 )
 _MAX_RETRIES = typer.Option(2, "--max-retries", help="Ray: retries of a failed task")
 _WORKERS = typer.Option(None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)")

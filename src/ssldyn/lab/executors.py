@@ -366,6 +366,10 @@ def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) 
         if address:
             kw["address"] = address
         else:
+            # "local": a new local Ray, as documented. Without it ray.init() joins the cluster named by
+            # $RAY_ADDRESS or by the last `ray start`/test cluster's /tmp/ray/ray_current_cluster (stale or
+            # another process's), which then refuses num_cpus; `--ray-address auto` is Ray's discovery.
+            kw["address"] = "local"
             kw["num_cpus"] = int(os.environ.get("SSLDYN_RAY_CPUS", os.cpu_count() or 1))
         try:
             ray.init(**kw)

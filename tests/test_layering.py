@@ -145,7 +145,7 @@ def test_the_checks_can_fail():
     """The detector itself: an upward arrow and a two-module circle are found."""
     assert _layer("ssldyn.data.mnist") == "data" and "lab" in FORBIDDEN["data"]
     assert _strongly_connected({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
-    fake = ast.parse("from ssldyn.lab.errors import UserError\nimport ssldyn.dynamics.manifold")
+    fake = ast.parse("from ssldyn.lab.store import RunStore\nimport ssldyn.dynamics.manifold")
     targets = [t for node in ast.walk(fake) if isinstance(node, (ast.Import, ast.ImportFrom))
                for t in _targets("ssldyn.data.mnist", node)]  # fmt: skip
     assert {_layer(t) for t in targets} == {"lab", "dynamics"}

@@ -10,8 +10,8 @@ from pydantic import ValidationError
 from ssldyn.experiments.grassmann._common import (
     mean_contrastive_loss,
     moons_batch,
-    per_member,
     per_member_values,
+    repeat_per_seed,
     window_drift,
 )
 from ssldyn.experiments.grassmann.fig2 import Fig2Config
@@ -120,7 +120,7 @@ def test_clip_singular_values_is_the_spectral_ball_projection():
 def test_batched_contrastive_loss_equals_per_seed_loss():
     mb = moons_batch(30, 0.05, [0, 4])
     net = TwoLayerNet(2, 9, 2, "tanh", ensemble=4, seeds=[1, 2, 3, 4], dtype=D)
-    x, xp, xn = (per_member(t, 2) for t in (mb.x, mb.x_pos, mb.x_neg))
+    x, xp, xn = (repeat_per_seed(t, 2) for t in (mb.x, mb.x_pos, mb.x_neg))
     got = mean_contrastive_loss(net, x, xp, xn)
     for e in range(4):
         s = e // 2

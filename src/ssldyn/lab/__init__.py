@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ssldyn.errors import UserError  # a root module of its own: light, loaded at once
+
 _CLAIMS = ("MEAN_AND_80", "Claim", "ClaimSpec", "Erratum", "Measured", "Relation", "Rule", "between",
            "equals", "every_seed", "ge", "gt", "is_true", "le", "lt", "pooled", "whole_interval")  # fmt: skip
 
@@ -19,7 +21,6 @@ _EXPORTS = {
     "ExperimentConfig": "config",
     "Context": "context",
     "seed_everything": "context",
-    "UserError": "errors",
     "Experiment": "registry",
     "all_experiments": "registry",
     "get_experiment": "registry",
@@ -59,7 +60,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from ssldyn.errors import UserError
     from ssldyn.lab.api import run_experiment
     from ssldyn.lab.claims import (
         MEAN_AND_80,

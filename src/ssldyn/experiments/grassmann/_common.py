@@ -7,7 +7,7 @@ that the learning rates of the paper (η = 0.01) give stable explicit steps.
 
 Seeds as an ensemble axis (``batch_seeds``): the lab's seeds are stacked on a leading axis S
 (one half-moons data set per seed, :func:`moons_batch`) and expanded to the members of an
-ensemble with :func:`per_member` (member order: seed-major, so members ``s·k … s·k + k − 1``
+ensemble with :func:`repeat_per_seed` (member order: seed-major, so members ``s·k … s·k + k − 1``
 belong to seed ``s``). Member ``i`` of a batched run uses exactly the draws of a one-seed run
 with the same seed (the ensemble contract, tested in ``tests/experiments/test_grassmann_*``).
 
@@ -135,7 +135,7 @@ def moons_batch(
     return MoonsBatch(x, x_pos, x_neg, torch.stack([v.labels for v in vs]), C, lam, V, neg_index)
 
 
-def per_member(t: torch.Tensor, k: int) -> torch.Tensor:
+def repeat_per_seed(t: torch.Tensor, k: int) -> torch.Tensor:
     """Repeat each seed's slice ``k`` times along axis 0: ``(S, ...)`` -> ``(S·k, ...)`` (seed-major)."""
     return t.repeat_interleave(k, dim=0)
 

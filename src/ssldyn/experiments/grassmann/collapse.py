@@ -46,8 +46,8 @@ from ssldyn.experiments.grassmann._common import (
     moons_batch,
     moons_memory,
     peak_of,
-    per_member,
     per_member_values,
+    repeat_per_seed,
 )
 from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.lab import ClaimSpec, Context, Erratum, Measured, Result, between, gt, le, lt, register, whole_interval
@@ -375,7 +375,7 @@ class Collapse(GrassmannExperiment):
             m = _Linear(th0)
             multi, _ = _gd(m, loss_of(m, *data), lr, cfg.epochs, cfg.record_every, inputs=mb.inputs())  # (T, S, z, p_)
             ms = _Linear(th0.reshape(S * z, 1, -1))
-            single, _ = _gd(ms, loss_of(ms, *(per_member(t, z) for t in data)), per_member(lr, z), cfg.epochs,
+            single, _ = _gd(ms, loss_of(ms, *(repeat_per_seed(t, z) for t in data)), repeat_per_seed(lr, z), cfg.epochs,
                             cfg.record_every)  # fmt: skip
             dev_rows = _rows_vs_singles(multi, single, z).cpu()
             svr = sv_series(lambda th, f=data[0]: _Linear(th)(f).detach(), multi).cpu()  # (T, S)
@@ -437,7 +437,7 @@ class Collapse(GrassmannExperiment):
             m = _Linear(th0)
             multi, _ = _gd(m, loss2(m), lr_lin, cfg.epochs, cfg.record_every, inputs=mb.inputs())
             ms = _Linear(th0.reshape(S * z, 1, -1))
-            single, _ = _gd(ms, loss2(ms, per_member(x2, z), per_member(xp2, z)), per_member(lr_lin, z), cfg.epochs,
+            single, _ = _gd(ms, loss2(ms, repeat_per_seed(x2, z), repeat_per_seed(xp2, z)), repeat_per_seed(lr_lin, z), cfg.epochs,
                          cfg.record_every)  # fmt: skip
             dev_rows = _rows_vs_singles(multi, single, z).cpu()
             early = _rows_vs_singles(multi[:2], single[:2], z).cpu()  # after record_every steps
@@ -461,7 +461,7 @@ class Collapse(GrassmannExperiment):
         multi, _ = _gd(m, reg_loss(m, x, y), lr_lin, cfg.epochs, cfg.record_every, inputs=mb.inputs())
         ms = _Linear(st["regression"].reshape(S * z, 1, -1))
         y_single = y.mT.reshape(S * z, -1)[..., None]  # (S·z, n, 1): member s·z + l has target column l
-        single, _ = _gd(ms, reg_loss(ms, per_member(x, z), y_single), per_member(lr_lin, z), cfg.epochs,
+        single, _ = _gd(ms, reg_loss(ms, repeat_per_seed(x, z), y_single), repeat_per_seed(lr_lin, z), cfg.epochs,
                         cfg.record_every)  # fmt: skip
         reg_dev = _rows_vs_singles(multi, single, z).cpu()  # (S,)
         net = TwoLayerNet(d, cfg.control_width, z, "tanh", "unconstrained", ensemble=S, seeds=[s + 11 for s in seeds],
@@ -469,11 +469,11 @@ class Collapse(GrassmannExperiment):
         nets1 = TwoLayerNet(d, cfg.control_width, 1, "tanh", "unconstrained", ensemble=S * z, init="normal",
                             dtype=f64, device=dev)  # fmt: skip
         with torch.no_grad():  # one-output nets from the same weights: W1 copied, W2 column l
-            nets1.W1.copy_(per_member(net.W1, z))
+            nets1.W1.copy_(repeat_per_seed(net.W1, z))
             nets1.W2.copy_(net.W2.mT.reshape(S * z, -1)[..., None])
         _, e_multi = _gd(net, reg_loss(net, x, y), lr_lin, cfg.epochs, cfg.record_every, emb=lambda: net(x))
-        _, e_single = _gd(nets1, reg_loss(nets1, per_member(x, z), y_single), per_member(lr_lin, z), cfg.epochs,
-                          cfg.record_every, emb=lambda: nets1(per_member(x, z)))  # fmt: skip
+        _, e_single = _gd(nets1, reg_loss(nets1, repeat_per_seed(x, z), y_single), repeat_per_seed(lr_lin, z), cfg.epochs,
+                          cfg.record_every, emb=lambda: nets1(repeat_per_seed(x, z)))  # fmt: skip
         em = torch.stack(e_multi)  # (T, S, n, z)
         es = torch.stack(e_single)[..., 0].reshape(len(e_single), S, z, -1).mT  # (T, S, n, z)
         net_dev = ((em - es).norm(dim=-2) / es.norm(dim=-2).clamp_min(1e-300)).amax((0, 2)).cpu()  # (S,)
@@ -488,7 +488,7 @@ class Collapse(GrassmannExperiment):
         m = _Linear(st["loss2"])
         multi, _ = _gd(m, nc_loss(m), lr_lin, cfg.epochs, cfg.record_every, inputs=mb.inputs())
         ms = _Linear(st["loss2"].reshape(S * z, 1, -1))
-        single, _ = _gd(ms, nc_loss(ms, per_member(x, z), per_member(xp, z)), per_member(lr_lin, z), cfg.epochs,
+        single, _ = _gd(ms, nc_loss(ms, repeat_per_seed(x, z), repeat_per_seed(xp, z)), repeat_per_seed(lr_lin, z), cfg.epochs,
                         cfg.record_every)  # fmt: skip
         nc_dev = _rows_vs_singles(multi, single, z).cpu()
         svr = sv_series(lambda th: _Linear(th)(x).detach(), multi).cpu()  # (T, S)

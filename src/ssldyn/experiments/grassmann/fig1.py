@@ -53,7 +53,7 @@ from ssldyn.experiments.grassmann._common import (
     moons_batch,
     moons_memory,
     peak_of,
-    per_member,
+    repeat_per_seed,
     window_drift,
 )
 from ssldyn.lab import ClaimSpec, Context, Measured, Result, ge, gt, lt, register
@@ -171,8 +171,8 @@ class Fig1(GrassmannExperiment):
         dt = getattr(torch, cfg.dtype)
         for name, t in mb.inputs().items():
             check_finite(name, t)
-        x, xp, xn = (per_member(t, k).to(dt) for t in (mb.x, mb.x_pos, mb.x_neg))  # (E, n, ...) seed-major
-        ni = per_member(mb.neg_index, k)  # (E, n, q): the negatives are anchors
+        x, xp, xn = (repeat_per_seed(t, k).to(dt) for t in (mb.x, mb.x_pos, mb.x_neg))  # (E, n, ...) seed-major
+        ni = repeat_per_seed(mb.neg_index, k)  # (E, n, q): the negatives are anchors
         member_seeds = [s * 1000 + i for s in seeds for i in range(k)]
         trajs = [Trajectory() for _ in seeds]
         arrays = [{"labels": mb.labels[s].numpy()} for s in range(S)]

@@ -55,8 +55,8 @@ from ssldyn.experiments.grassmann._common import (
     moons_batch,
     moons_memory,
     peak_of,
-    per_member,
     per_member_values,
+    repeat_per_seed,
 )
 from ssldyn.lab import ClaimSpec, Context, Measured, Result, between, gt, lt, register, whole_interval
 from ssldyn.lab.claims import Robustness
@@ -245,8 +245,8 @@ class Fig2(GrassmannExperiment):
         dev, seeds, k = ctx.device, ctx.seeds, cfg.inits
         mb = moons_batch(cfg.n, cfg.moons_noise, seeds, device=dev)
         dt = getattr(torch, cfg.dtype)
-        x, xp, xn = (per_member(t, k).to(dt) for t in (mb.x, mb.x_pos, mb.x_neg))  # (E, n, ...) seed-major
-        ni = per_member(mb.neg_index, k)  # (E, n, q): the negatives are anchors
+        x, xp, xn = (repeat_per_seed(t, k).to(dt) for t in (mb.x, mb.x_pos, mb.x_neg))  # (E, n, ...) seed-major
+        ni = repeat_per_seed(mb.neg_index, k)  # (E, n, q): the negatives are anchors
         d, E = mb.d, len(seeds) * k
         other = "mean" if cfg.reduction == "sum" else "sum"
         runs = [(cfg.reduction, a) for a in ("linear", *cfg.activations)]

@@ -49,7 +49,7 @@ from ssldyn.experiments.grassmann._common import (
     MoonsConfig,
     moons_batch,
     peak_of,
-    per_member,
+    repeat_per_seed,
 )
 from ssldyn.lab import ClaimSpec, Context, Erratum, Measured, Result, between, gt, le, lt, register
 from ssldyn.lab.claims import Robustness
@@ -215,8 +215,8 @@ class Fig3(GrassmannExperiment):
         widths = [w for w in cfg.widths for _ in range(cfg.inits)] * S  # (E,) seed-major
         member_seeds = [s * 1000 + 17 * i for s in seeds for i in range(per)]
         E, H = len(widths), max(cfg.widths)
-        C, lam, V = (per_member(t, per) for t in (mb.C, mb.lam, mb.V))  # (E, d, d), (E, d), (E, d, d)
-        x_new = per_member(held.x, per)  # (E, n, d): held-out points of each member's seed
+        C, lam, V = (repeat_per_seed(t, per) for t in (mb.C, mb.lam, mb.V))  # (E, d, d), (E, d), (E, d, d)
+        x_new = repeat_per_seed(held.x, per)  # (E, n, d): held-out points of each member's seed
 
         def make_net(h_max: int = H) -> TwoLayerNet:
             ws = [min(w, h_max) for w in widths]

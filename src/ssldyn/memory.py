@@ -8,6 +8,7 @@ estimated peak (:meth:`ssldyn.lab.Experiment.peak_memory`).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import torch
 
@@ -38,7 +39,7 @@ def _cgroup_limit() -> int | None:
     """The memory limit of this process's cgroup (v2 ``memory.max`` or v1 ``limit_in_bytes``), if any."""
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
-            raw = open(path).read().strip()
+            raw = Path(path).read_text().strip()
         except OSError:
             continue
         if raw.isdigit() and int(raw) < 1 << 60:

@@ -1,5 +1,6 @@
 import contextlib
 import os
+import sys
 
 import pytest
 
@@ -9,14 +10,17 @@ from ssldyn.lab import registry
 @contextlib.contextmanager
 def plugin_loaded(plugin: str = "tests.lab.toy_plugin"):
     """Load ``plugin``'s experiments (through ``SSLDYN_PLUGINS``, as users do) and afterwards restore the
-    registry and the variable: the toys must not show up in other tests' ``ssldyn list``."""
+    registry and the variable: the toys must not show up in other tests' ``ssldyn list``. The plugin module
+    leaves ``sys.modules`` too, so that the next load imports (and registers) it again."""
     saved, loaded, env = dict(registry._REGISTRY), registry._LOADED, os.environ.get("SSLDYN_PLUGINS")
     os.environ["SSLDYN_PLUGINS"] = plugin
+    sys.modules.pop(plugin, None)
     registry._LOADED = False
     registry.load_all()
     try:
         yield
     finally:
+        sys.modules.pop(plugin, None)
         registry._REGISTRY.clear()
         registry._REGISTRY.update(saved)
         registry._LOADED = loaded

@@ -170,5 +170,5 @@ def test_save_figure_does_not_leak_the_tight_layout_warning(tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             path = save_figure(make(), tmp_path / f"f{i}.png")
-        img = Image.open(path)
-        assert img.width > 50 and img.height > 50
+        with Image.open(path) as img:
+            assert img.width > 50 and img.height > 50

@@ -276,6 +276,7 @@ def test_waiting_for_a_stopped_lock_holder_says_so_at_once(tmp_path, monkeypatch
     finally:
         holder.kill()
         holder.wait(10)
+        holder.stdout.close()
 
 
 def test_no_waiting_line_when_the_lock_is_free(tmp_path, monkeypatch):

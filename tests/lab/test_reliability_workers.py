@@ -79,6 +79,8 @@ def _reap(driver: subprocess.Popen, kids: set[int]) -> None:
     """Leave nothing behind, whatever the test's outcome."""
     driver.kill()
     driver.wait(10)
+    if driver.stdout is not None:
+        driver.stdout.close()
     for p in kids:
         if _alive(p):
             os.kill(p, signal.SIGKILL)

@@ -124,7 +124,8 @@ def test_study_page_table_plots_and_static_stepper(sweep):
                                                           "summary-rms0.png", "summary-rms.png"])  # fmt: skip
     for src in p.imgs:
         f = (page.parent / src).resolve()
-        assert f.is_file() and Image.open(f).size[0] > 100
+        with Image.open(f) as img:
+            assert img.size[0] > 100
     assert all(not (s.startswith("http") or s.startswith("//")) for s in p.imgs + p.links)  # offline
     assert p.scripts == [{}] and "cdn" not in html.lower()  # one inline script, nothing fetched
     # the stepper: a select per axis over the axis values; hidden until the script shows it

@@ -24,7 +24,7 @@ import platform
 import time
 
 
-def _values(claims) -> dict[str, list]:  # noqa: ANN001
+def _values(claims) -> dict[str, list]:
     return {c.id: list(c.values) for c in claims}
 
 

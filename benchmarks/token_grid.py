@@ -33,22 +33,22 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import time  # noqa: E402
+import argparse
+import json
+import time
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from ssldyn.dynamics.ensemble_trainer import (  # noqa: E402
+from ssldyn.dynamics.ensemble_trainer import (
     TokenRun,
     group_token_runs,
     token_ensemble_cost,
     train_token_ensemble,
 )
-from ssldyn.experiments.nonlinearity.token_grid import make_runs  # noqa: E402
-from ssldyn.lab.context import Context, keep_heap_pad  # noqa: E402
-from ssldyn.models.rf_net import token_path  # noqa: E402
+from ssldyn.experiments.nonlinearity.token_grid import make_runs
+from ssldyn.lab.context import Context, keep_heap_pad
+from ssldyn.models.rf_net import token_path
 
 FULL_STEPS = 5000
 
@@ -112,7 +112,7 @@ def _time_group(task: tuple[list[TokenRun], int, str]) -> dict:
 def compile_figures(members: list[TokenRun], steps: int, device: str) -> dict:
     """Per-step time of one ensemble, eager vs ``torch.compile`` (both after a warm-up)."""
 
-    def per_step(compile) -> float:  # noqa: ANN001
+    def per_step(compile) -> float:
         train_token_ensemble(members, steps=3, every=3, device=device, compile=compile)  # warm-up / compile
         t = time.perf_counter()
         res = train_token_ensemble(members, steps=steps, every=steps, device=device, compile=compile)

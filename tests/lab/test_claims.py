@@ -174,7 +174,7 @@ def test_spec_validation():
     with pytest.raises(ValueError, match="derivation"):
         ClaimSpec("c", "s", "Fig. 1", "consequence", "r", gt(0), "relation: r")
     with pytest.raises(ValueError, match="reason"):
-        Rule_ = every_seed  # noqa: N806
+        Rule_ = every_seed
         spec(gt(0), rule=type(Rule_("x"))("every-seed", 1.0, ""))
     with pytest.raises(ValueError, match="basis"):
         spec(gt(0), basis="because")

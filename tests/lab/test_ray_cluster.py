@@ -60,7 +60,7 @@ def cluster():
         )
         worker = c.add_node(num_cpus=1)
         c.wait_for_nodes()
-    except Exception as e:  # noqa: BLE001 - any reason Ray cannot start here is a skip, printed
+    except Exception as e:  # any reason Ray cannot start here is a skip, printed
         reason = f"Ray cannot start a two-node cluster on this machine: {type(e).__name__}: {e}"
         print(reason, file=sys.stderr)
         faulthandler.cancel_dump_traceback_later()

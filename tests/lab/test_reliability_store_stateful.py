@@ -48,7 +48,7 @@ class StoreMachine(RuleBasedStateMachine):
         self._real_open = builtins.open
         builtins.open = self._open  # type: ignore[assignment]
 
-    def _open(self, file, *a, **kw):  # noqa: ANN001, ANN202
+    def _open(self, file, *a, **kw):
         if self.unreadable and isinstance(file, (str, Path)):
             try:
                 ino = os.stat(file).st_ino
@@ -83,7 +83,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.value)
     @rule(data=st.data(), how=st.sampled_from(["truncate", "edit", "delete", "extra"]))
-    def damage(self, data, how: str) -> None:  # noqa: ANN001
+    def damage(self, data, how: str) -> None:
         d = data.draw(st.sampled_from(sorted(self.value)))
         f = self._dir(d) / "summary.json"  # may be gone already (a run damaged twice)
         if how == "truncate":
@@ -98,14 +98,14 @@ class StoreMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.value)
     @rule(data=st.data())
-    def make_unreadable(self, data) -> None:  # noqa: ANN001
+    def make_unreadable(self, data) -> None:
         d = data.draw(st.sampled_from(sorted(self.value)))
         f = self._dir(d) / "claims.json"
         self.unreadable[d] = os.stat(f).st_ino
 
     @precondition(lambda self: self.unreadable)
     @rule(data=st.data())
-    def make_readable_again(self, data) -> None:  # noqa: ANN001
+    def make_readable_again(self, data) -> None:
         self.unreadable.pop(data.draw(st.sampled_from(sorted(self.unreadable))))
 
     @rule(d=st.sampled_from(DIGESTS))
@@ -134,7 +134,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: any(d not in self.damaged and d not in self.unreadable for d in self.value))
     @rule(data=st.data(), value=st.integers(0, 10**6))
-    def crash_between_the_two_renames(self, data, value: int) -> None:  # noqa: ANN001
+    def crash_between_the_two_renames(self, data, value: int) -> None:
         """A --force writer killed after moving the finished run aside, before moving the new one in."""
         d = data.draw(
             st.sampled_from(sorted(x for x in self.value if x not in self.damaged and x not in self.unreadable))

@@ -138,7 +138,7 @@ def test_readme_results_block_runs(tmp_path, monkeypatch):
     assert blocks, "README 'Results in pandas' has no python block"
     monkeypatch.chdir(tmp_path)
     for b in blocks:
-        exec(compile(b, "README.md", "exec"), {})  # noqa: S102 - the README's own example
+        exec(compile(b, "README.md", "exec"), {})  # the README's own example
 
 
 def test_frames_are_pandas(store):

@@ -204,7 +204,7 @@ class RestrictedUnpickler(pickle.Unpickler):
         ("numpy.core.numeric", "_frombuffer"),
     }
 
-    def find_class(self, module: str, name: str):  # noqa: D401
+    def find_class(self, module: str, name: str):
         if (module, name) in self.ALLOWED:
             if module == "_codecs":  # protocol-2 pickles rebuild bytes as _codecs.encode(str, "latin1")
                 import codecs

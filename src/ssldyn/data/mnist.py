@@ -80,11 +80,11 @@ def data_dir(root: str | Path, what: str = "data directory") -> Path:
     return r
 
 
-def _open(p: Path):  # noqa: ANN202
+def _open(p: Path):
     return gzip.open(p, "rb") if p.name.endswith(".gz") else open(p, "rb")
 
 
-def _header(fh, p: Path, max_bytes: int) -> tuple[np.dtype, tuple[int, ...], int]:  # noqa: ANN001
+def _header(fh, p: Path, max_bytes: int) -> tuple[np.dtype, tuple[int, ...], int]:
     magic = fh.read(4)
     if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _DTYPES or magic[3] == 0:
         raise UserError(f"IDX file {str(p)!r} is malformed: bad magic number (expected 0x0000<type><ndim>)")

@@ -71,8 +71,8 @@ __all__ = [
 ]
 
 # α-CL one-layer dynamics (nonlinearity Sec. 3) and the two-layer flow of Thm. 5 (Sec. 4)
-from ssldyn.dynamics.alpha_cl import gated_covariance, make_A_fn, power_iteration, sphere_flow  # noqa: E402
-from ssldyn.dynamics.two_layer_alpha_cl import thm5_flow  # noqa: E402
+from ssldyn.dynamics.alpha_cl import gated_covariance, make_A_fn, power_iteration, sphere_flow
+from ssldyn.dynamics.two_layer_alpha_cl import thm5_flow
 
 __all__ += ["gated_covariance", "make_A_fn", "power_iteration", "sphere_flow", "thm5_flow"]
 

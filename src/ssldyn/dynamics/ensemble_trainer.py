@@ -342,13 +342,13 @@ class _ClosedFormLoss(torch.autograd.Function):
     """Per-member losses whose backward is the closed-form ``dL/dz`` scaled by the upstream gradient."""
 
     @staticmethod
-    def forward(ctx, z, runs, temperature, eps):  # noqa: ANN001
+    def forward(ctx, z, runs, temperature, eps):
         losses, dz = _closed_form(z.detach(), runs, temperature, eps)
         ctx.save_for_backward(dz)
         return losses
 
     @staticmethod
-    def backward(ctx, dlosses):  # noqa: ANN001  # pyright: ignore[reportIncompatibleMethodOverride] (torch stub: *grad_outputs)
+    def backward(ctx, dlosses):  # pyright: ignore[reportIncompatibleMethodOverride] (torch stub: *grad_outputs)
         (dz,) = ctx.saved_tensors
         return dz * dlosses.view(-1, 1, 1, 1), None, None, None
 

@@ -116,7 +116,7 @@ class RunCache:
             return None
         try:
             return self._decode(data, self._full_key(key))
-        except Exception as e:  # noqa: BLE001 - any damage means: recompute
+        except Exception as e:  # any damage means: recompute
             warnings.warn(f"cache entry {path} is damaged ({e}); recomputing it", CacheWarning, stacklevel=2)
             return None
 

@@ -341,7 +341,7 @@ def declaration_problems(spec: ClaimSpec, cfgs: Sequence[Any] = ()) -> list[str]
     return out
 
 
-def Erratum(  # noqa: N802 - reads as a declaration, like ClaimSpec
+def Erratum(  # reads as a declaration, like ClaimSpec
     id: str, statement: str, location: str, *, printed: str, used: str, reading: str,
     relation: Relation | Callable[[Any], Relation], basis: str, **kw: Any,
 ) -> ClaimSpec:  # fmt: skip

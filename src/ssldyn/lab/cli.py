@@ -44,7 +44,7 @@ app = typer.Typer(
 )
 
 
-def _command(name: str, examples: list[str]):  # noqa: ANN202 - a decorator
+def _command(name: str, examples: list[str]):  # a decorator
     """``app.command`` with the docstring's first paragraph as the untruncated short help and an examples epilog.
 
     Click cuts a command's description to fit one line of the command list ("List the registered
@@ -52,7 +52,7 @@ def _command(name: str, examples: list[str]):  # noqa: ANN202 - a decorator
     The ``\\b`` line keeps click from re-flowing the examples.
     """
 
-    def deco(func):  # noqa: ANN001, ANN202
+    def deco(func):
         summary = " ".join((func.__doc__ or "").strip().split("\n\n")[0].split())
         return app.command(name, short_help=summary, epilog="Examples:\n\n\b\n" + "\n".join(examples))(func)
 
@@ -420,7 +420,7 @@ def robustness_cmd(
               force=force, dry_run=dry_run)  # fmt: skip
 
 
-def _run_maps(names, *, quick, seed, seeds, out, device, jobs, force, dry_run):  # noqa: ANN001, ANN202
+def _run_maps(names, *, quick, seed, seeds, out, device, jobs, force, dry_run):
     """Plan, run, store as studies and print the robustness maps of ``names``."""
     from ssldyn.lab.robustness import holds_text, map_rows, plan_maps
     from ssldyn.lab.study import record_study
@@ -510,7 +510,7 @@ def _jobs(jobs: int | None, device: str) -> int:
     return jobs
 
 
-def _execute(specs, out, executor, force, address, max_retries, title, workers=None, jobs=1, notes=True):  # noqa: ANN001, ANN202
+def _execute(specs, out, executor, force, address, max_retries, title, workers=None, jobs=1, notes=True):
     """Set torch threads (``SSLDYN_THREADS`` or the core count), run specs with a progress bar and print
     each run's note (``notes``); on Ctrl-C say what finished and how to resume."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

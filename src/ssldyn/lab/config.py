@@ -183,7 +183,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             f"--config {echo(str(p))}: {p.stat().st_size} bytes; a config file is at most {CONFIG_MAX_BYTES}"
         )
     try:
-        data = yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+        data = yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader
     except UnicodeDecodeError:
         raise UserError(f"--config {echo(str(p))}: not a text file (UTF-8 YAML expected)") from None
     except RecursionError:

@@ -133,7 +133,7 @@ def execute(
     return [it for it in items if it is not None]
 
 
-def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, force=False, workers=None) -> None:  # noqa: ANN001
+def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, force=False, workers=None) -> None:
     for i in todo:
         spec = specs[i]
         bar.update(running=1, label=spec.experiment)
@@ -233,7 +233,7 @@ def _stopped_on_interrupt(pool: Any) -> Iterator[None]:
         stop_pool(pool)
 
 
-def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:  # noqa: ANN001
+def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:
     """``jobs`` runs at a time in spawned single-thread processes; lock, commit and failures in the driver."""
     from concurrent.futures import FIRST_COMPLETED, wait
     from contextlib import ExitStack
@@ -317,7 +317,7 @@ def _inside(filename: object, root: Path) -> bool:
     return filename is not None
 
 
-def _ray_compute(spec: RunSpec, cache_dir: str):  # noqa: ANN202 - executed on a Ray worker
+def _ray_compute(spec: RunSpec, cache_dir: str):  # executed on a Ray worker
     from ssldyn.lab.context import set_threads
 
     set_threads(int(os.environ.get("SSLDYN_THREADS", "1")))
@@ -347,7 +347,7 @@ def ray_worker_env() -> dict[str, str]:
     return env
 
 
-def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) -> None:  # noqa: ANN001
+def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) -> None:
     try:
         import ray
     except ImportError:

@@ -306,7 +306,7 @@ def build_report(out: str | Path) -> Path:
     for st in res.studies:
         try:
             pages[st.id] = write_study_page(res, st, report_dir, CSS, failures)
-        except Exception as e:  # noqa: BLE001 - one broken study never stops the report
+        except Exception as e:  # one broken study never stops the report
             res.damaged_list.append((str(st.path or st.id), f"study page: {type(e).__name__}: {e}"))
     exps = all_experiments()
     known = {e.name: e for e in exps}

@@ -320,7 +320,7 @@ class Results:
                 for p in sorted((r.path / "tables").glob("*.parquet")):
                     try:
                         t = pd.read_parquet(p)
-                    except Exception as e:  # noqa: BLE001 - any unreadable file is reported, never raised
+                    except Exception as e:  # any unreadable file is reported, never raised
                         self.damaged_list.append((str(p), f"{type(e).__name__}: {e}"))
                         continue
                     if not {"step", "probe", "value"} <= set(t.columns):
@@ -442,7 +442,7 @@ def load(out: str | Path = "ssldyn-runs", experiment: str | Sequence[str] | None
     damaged: list[tuple[str, str]] = []
     try:
         finished = store.finished()
-    except Exception as e:  # noqa: BLE001 - a run removed while listing; report it, keep going
+    except Exception as e:  # a run removed while listing; report it, keep going
         finished = []
         damaged.append((str(out), f"{type(e).__name__}: {e}"))
     names = [experiment] if isinstance(experiment, str) else list(experiment) if experiment is not None else None
@@ -469,12 +469,12 @@ def load(out: str | Path = "ssldyn-runs", experiment: str | Sequence[str] | None
                     continue
                 if all(p != q for q, _ in damaged):
                     damaged.append((p, err))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             damaged.append((str(out), f"listing damaged runs: {type(e).__name__}: {e}"))
     try:
         failures = [f for f in store.failures() if names is None or any(
             str(f.get("experiment")) == n or str(f.get("experiment")).split(".")[0] == n for n in names)]  # fmt: skip
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         failures = []
         damaged.append((str(out), f"listing failed runs: {type(e).__name__}: {e}"))
     res = Results(out, records, damaged, failures)

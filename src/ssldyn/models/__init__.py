@@ -6,7 +6,7 @@ from ssldyn.models.seeding import member_generators
 __all__ = ["EnsembleLinear", "broadcast_members", "member_generators"]
 
 # grassmann: u(x) = W2ᵀφ(W1x) in four regimes, deep linear nets (Sec. 3-4, Fig. 6)
-from ssldyn.models.two_layer import DeepLinearNet, TwoLayerNet  # noqa: E402
+from ssldyn.models.two_layer import DeepLinearNet, TwoLayerNet
 
 __all__ += ["TwoLayerNet", "DeepLinearNet"]
 

@@ -363,7 +363,7 @@ class _DensePair(torch.autograd.Function):
     """``z = V f^bn(h(W x))`` for both views of dense inputs ``x (E or 1, 2, N, K, d_in)`` -> ``(E, 2, N, out)``."""
 
     @staticmethod
-    def forward(ctx, W, VT, x, bn_on, mean_backprop, var_backprop, filter_mask, lay: _Layout):  # noqa: ANN001
+    def forward(ctx, W, VT, x, bn_on, mean_backprop, var_backprop, filter_mask, lay: _Layout):
         E, K, Mp, _ = W.shape
         F = K * Mp
         two, N = x.shape[1], x.shape[2]
@@ -387,7 +387,7 @@ class _DensePair(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dz):  # noqa: ANN001  # pyright: ignore[reportIncompatibleMethodOverride] (torch stub: *grad_outputs)
+    def backward(ctx, dz):  # pyright: ignore[reportIncompatibleMethodOverride] (torch stub: *grad_outputs)
         x, VT, f1, f_bn, inv_sigma, mean_backprop, var_backprop, mask, *kept_t = ctx.saved_tensors
         lay = ctx.lay
         kept: list[torch.Tensor | None] = [None] * ctx.n_kept
@@ -438,7 +438,7 @@ class _TokenPair(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, W, VT, tokens, U, bn_on, mean_backprop, var_backprop, filter_mask, lay: _Layout, path: str):  # noqa: ANN001
+    def forward(ctx, W, VT, tokens, U, bn_on, mean_backprop, var_backprop, filter_mask, lay: _Layout, path: str):
         E, K, Mp, _ = W.shape
         _, two, N, _ = tokens.shape
         T, out = U.shape[1], VT.shape[2]
@@ -489,7 +489,7 @@ class _TokenPair(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dz):  # noqa: ANN001  # pyright: ignore[reportIncompatibleMethodOverride] (torch stub: *grad_outputs)
+    def backward(ctx, dz):  # pyright: ignore[reportIncompatibleMethodOverride] (torch stub: *grad_outputs)
         lay, N = ctx.lay, ctx.N
         saved = ctx.saved_tensors  # table path: (..., f1s, mu_s, ...); samples path: (..., f_bn, ...)
         rows, counts, pre_tab, f1_tab, mu, inv_sigma = saved[:6]

@@ -55,8 +55,8 @@ __all__ = [
 ]
 
 # online monitors of a representation (issue 18): RankMe, scikit-learn linear / k-NN probes
-from ssldyn.probes.monitors import KNNProbe, LinearProbe  # noqa: E402
-from ssldyn.probes.rank import rankme  # noqa: E402
+from ssldyn.probes.monitors import KNNProbe, LinearProbe
+from ssldyn.probes.rank import rankme
 
 __all__ += ["KNNProbe", "LinearProbe", "rankme"]
 

@@ -10,7 +10,7 @@ import matplotlib
 __all__ = ["PALETTE", "new_figure", "save_figure", "save_gif", "figure_to_rgb"]
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 

@@ -66,8 +66,8 @@ class MoonsConfig(ExperimentConfig):
     """The half-moons data of Example 1 (:func:`moons_batch`): ``n`` anchors, ``make_moons`` noise (neither is
     stated in the paper: our choices)."""
 
-    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors")
-    moons_noise: float = Field(0.05, ge=0, description="make_moons noise")
+    n: Annotated[int, Field(ge=10)] = Field(200, description="half-moons anchors (not stated in the paper, our choice)")
+    moons_noise: float = Field(0.05, ge=0, description="make_moons noise (not stated in the paper, our choice)")
 
 
 class LiftedMoonsConfig(MoonsConfig):

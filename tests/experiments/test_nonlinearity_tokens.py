@@ -182,9 +182,10 @@ def test_token_peak_memory_bounds_the_largest_planned_ensemble(betas, Ps):
     """The estimate's ``n_E`` is an upper bound of the elements ``n·rows·K·M_pad`` of every ensemble the CPU
     plan (group_token_runs) trains, and it grows with a single run above the cap (the planned groups are
     the independent reference)."""
-    from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F32
+    from ssldyn.experiments.nonlinearity._common import F32
     from ssldyn.experiments.nonlinearity.fig11 import Fig11, Fig11Config
     from ssldyn.lab.runner import resolve_config
+    from ssldyn.memory import PROCESS_BASELINE
 
     cfg = resolve_config(Fig11, quick=True, sets={"betas": betas, "Ps": Ps})
     assert isinstance(cfg, Fig11Config)
@@ -194,5 +195,7 @@ def test_token_peak_memory_bounds_the_largest_planned_ensemble(betas, Ps):
     largest = max(len(g) * rows * cfg.K * max(runs[i].filters for i in g) for g in group_token_runs(runs))
     est, key = Fig11.peak_memory(cfg, 3)
     assert key == "betas"
-    assert est >= BASE_MEMORY + 20 * largest * F32
-    assert est <= BASE_MEMORY + 20 * max(largest, 2_200_000) * F32 + 2000 * len(runs) * (cfg.steps // cfg.log_every + 2)
+    assert est >= PROCESS_BASELINE + 20 * largest * F32
+    assert est <= PROCESS_BASELINE + 20 * max(largest, 2_200_000) * F32 + 2000 * len(runs) * (
+        cfg.steps // cfg.log_every + 2
+    )

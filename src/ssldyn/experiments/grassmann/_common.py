@@ -44,16 +44,13 @@ class GrassmannExperiment(Experiment):
     threads = 1
 
 
-#: resident memory of a run before its tensors (:data:`ssldyn.memory.PROCESS_BASELINE`; measured here, max
-#: RSS of ``ssldyn run … --quick --jobs 1``: 0.36 GB (thm3) to 0.56 GB (fig2) where the tensors are a few MB)
-BASE_MEMORY = PROCESS_BASELINE
-
-
 def peak_of(terms: dict[str, float]) -> tuple[int, str]:
-    """``(bytes, key)`` for ``peak_memory``: :data:`BASE_MEMORY` + the sum of ``terms`` (``config key -> bytes``
-    of the tensors that key sizes); ``key`` is the key of the largest term (named when a run is refused)."""
+    """``(bytes, key)`` for ``peak_memory``: :data:`~ssldyn.memory.PROCESS_BASELINE` (measured here, max RSS of
+    ``ssldyn run … --quick --jobs 1``: 0.36 GB (thm3) to 0.56 GB (fig2) where the tensors are a few MB) + the sum
+    of ``terms`` (``config key -> bytes`` of the tensors that key sizes); ``key`` is the key of the largest term
+    (named when a run is refused)."""
     key = max(terms, key=lambda k: terms[k])
-    return int(BASE_MEMORY + sum(terms.values())), key
+    return int(PROCESS_BASELINE + sum(terms.values())), key
 
 
 def moons_memory(n: int, n_seeds: int, d: int = 2, q: int = 1) -> float:

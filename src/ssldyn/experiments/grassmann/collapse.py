@@ -315,7 +315,7 @@ class Collapse(GrassmannExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: CollapseConfig, n_seeds: int) -> tuple[int, str]:
-        """:data:`BASE_MEMORY` + the kernel model on ``p = features`` random features: its contrast matrix
+        """``PROCESS_BASELINE`` + the kernel model on ``p = features`` random features: its contrast matrix
         ``C_ψ (S, p, p)`` with ``K = 3.5`` live copies while it is built and diagonalised, and the features of
         the anchors, positives and negatives ``2.5·S·3n·p·8`` + Remark 2's batch terms ``4·S·N²·8``
         (``N = remark2_points``) + the moons (:func:`moons_memory`). Measured (max RSS, 3 seeds): ``--quick``
@@ -437,8 +437,8 @@ class Collapse(GrassmannExperiment):
             m = _Linear(th0)
             multi, _ = _gd(m, loss2(m), lr_lin, cfg.epochs, cfg.record_every, inputs=mb.inputs())
             ms = _Linear(th0.reshape(S * z, 1, -1))
-            single, _ = _gd(ms, loss2(ms, repeat_per_seed(x2, z), repeat_per_seed(xp2, z)), repeat_per_seed(lr_lin, z), cfg.epochs,
-                         cfg.record_every)  # fmt: skip
+            single, _ = _gd(ms, loss2(ms, repeat_per_seed(x2, z), repeat_per_seed(xp2, z)), repeat_per_seed(lr_lin, z),
+                            cfg.epochs, cfg.record_every)  # fmt: skip
             dev_rows = _rows_vs_singles(multi, single, z).cpu()
             early = _rows_vs_singles(multi[:2], single[:2], z).cpu()  # after record_every steps
             svr = sv_series(lambda th: _Linear(th)(x2).detach(), multi).cpu()
@@ -472,8 +472,8 @@ class Collapse(GrassmannExperiment):
             nets1.W1.copy_(repeat_per_seed(net.W1, z))
             nets1.W2.copy_(net.W2.mT.reshape(S * z, -1)[..., None])
         _, e_multi = _gd(net, reg_loss(net, x, y), lr_lin, cfg.epochs, cfg.record_every, emb=lambda: net(x))
-        _, e_single = _gd(nets1, reg_loss(nets1, repeat_per_seed(x, z), y_single), repeat_per_seed(lr_lin, z), cfg.epochs,
-                          cfg.record_every, emb=lambda: nets1(repeat_per_seed(x, z)))  # fmt: skip
+        _, e_single = _gd(nets1, reg_loss(nets1, repeat_per_seed(x, z), y_single), repeat_per_seed(lr_lin, z),
+                          cfg.epochs, cfg.record_every, emb=lambda: nets1(repeat_per_seed(x, z)))  # fmt: skip
         em = torch.stack(e_multi)  # (T, S, n, z)
         es = torch.stack(e_single)[..., 0].reshape(len(e_single), S, z, -1).mT  # (T, S, n, z)
         net_dev = ((em - es).norm(dim=-2) / es.norm(dim=-2).clamp_min(1e-300)).amax((0, 2)).cpu()  # (S,)
@@ -488,8 +488,8 @@ class Collapse(GrassmannExperiment):
         m = _Linear(st["loss2"])
         multi, _ = _gd(m, nc_loss(m), lr_lin, cfg.epochs, cfg.record_every, inputs=mb.inputs())
         ms = _Linear(st["loss2"].reshape(S * z, 1, -1))
-        single, _ = _gd(ms, nc_loss(ms, repeat_per_seed(x, z), repeat_per_seed(xp, z)), repeat_per_seed(lr_lin, z), cfg.epochs,
-                        cfg.record_every)  # fmt: skip
+        single, _ = _gd(ms, nc_loss(ms, repeat_per_seed(x, z), repeat_per_seed(xp, z)), repeat_per_seed(lr_lin, z),
+                        cfg.epochs, cfg.record_every)  # fmt: skip
         nc_dev = _rows_vs_singles(multi, single, z).cpu()
         svr = sv_series(lambda th: _Linear(th)(x).detach(), multi).cpu()  # (T, S)
         with torch.no_grad():  # erratum: the printed C̃ = Σ x x⁺ᵀ against loss (2) at the initial map Θ_0

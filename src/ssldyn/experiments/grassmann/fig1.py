@@ -157,7 +157,7 @@ class Fig1(GrassmannExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: Fig1Config, n_seeds: int) -> tuple[int, str]:
-        """:data:`BASE_MEMORY` + ``K·E·2n·h·b`` (``E = seeds·inits`` members, the ``2n`` anchors and positives
+        """``PROCESS_BASELINE`` + ``K·E·2n·h·b`` (``E = seeds·inits`` members, the ``2n`` anchors and positives
         through the hidden layer of width ``h``, ``b`` bytes of ``dtype``; ``K = 4`` live copies: pre-activations,
         tanh and their gradients) + the moons (:func:`moons_memory`). Measured (max RSS, ``--quick``: float32,
         E = 6): 0.56 GB (estimate 0.60 GB); ``hidden=50000 epochs=31``: 1.95 GB (estimate 2.52 GB)."""

@@ -229,7 +229,7 @@ class Fig2(GrassmannExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: Fig2Config, n_seeds: int) -> tuple[int, str]:
-        """:data:`BASE_MEMORY` + the largest of: training ``K·E·2n·max(widths)·b`` (``E = seeds·inits``, the
+        """``PROCESS_BASELINE`` + the largest of: training ``K·E·2n·max(widths)·b`` (``E = seeds·inits``, the
         ``2n`` anchors and positives through width ``h``, ``b`` bytes of ``dtype``, ``K = 4`` live copies),
         Lemma 2's Haar draws ``4·draws·max(lemma2_widths)·2·8`` and Thm. 1's ``4·thm1_points·max(thm1_widths)·8``
         (they run one after the other); + the moons (:func:`moons_memory`). Measured (max RSS, ``--quick``,

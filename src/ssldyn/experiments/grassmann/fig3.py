@@ -201,7 +201,7 @@ class Fig3(GrassmannExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: Fig3Config, n_seeds: int) -> tuple[int, str]:
-        """:data:`BASE_MEMORY` + 12 copies of every member's (W1, W2) in float64 at the widest width
+        """``PROCESS_BASELINE`` + 12 copies of every member's (W1, W2) in float64 at the widest width
         (``E = widths·inits·seeds`` members); measured: +9 copies' worth between h = 10⁵ and 4·10⁵."""
         E = len(cfg.widths) * cfg.inits * n_seeds
         return peak_of({"widths": 12.0 * E * max(cfg.widths) * (2 + cfg.z) * 8})

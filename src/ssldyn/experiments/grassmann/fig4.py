@@ -333,7 +333,7 @@ class Fig4(GrassmannExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: Fig4Config, n_seeds: int) -> tuple[int, str]:
-        """:data:`BASE_MEMORY` + the widest timed network ``K·max(timing_widths)·(d + z)·8`` (``W1 (h, d)``,
+        """``PROCESS_BASELINE`` + the widest timed network ``K·max(timing_widths)·(d + z)·8`` (``W1 (h, d)``,
         ``W2 (h, z)``, their gradients and the polar retraction's SVD factors; ``K = 9``) + the trained ensemble
         ``K·S·h_train·(d + z)·8`` + the images: the loader (≈ 0.1 GB: fig4's quick run is 0.05–0.1 GB above the
         other grassmann experiments') and ``8`` copies of the ``2·per_class`` images of 784 pixels in float64.

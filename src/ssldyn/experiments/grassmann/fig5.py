@@ -107,7 +107,7 @@ class Fig5(GrassmannExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: Fig5Config, n_seeds: int) -> tuple[int, str]:
-        """:data:`BASE_MEMORY` + the moons (:func:`moons_memory`, ``d = 2 + len(extra_stds)``; the q-ODE and the
+        """``PROCESS_BASELINE`` + the moons (:func:`moons_memory`, ``d = 2 + len(extra_stds)``; the q-ODE and the
         ``(S, h, d)`` network are small). Measured (max RSS, ``--quick``, 3 seeds): 0.47 GB (estimate 0.60 GB);
         ``n=6000``: 0.98 GB (estimate 1.25 GB)."""
         return peak_of({"n": moons_memory(cfg.n, n_seeds, 2 + len(cfg.extra_stds))})

@@ -93,7 +93,7 @@ class Fig6(GrassmannExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: Fig6Config, n_seeds: int) -> tuple[int, str]:
-        """:data:`BASE_MEMORY` + the ``(h, h)`` hidden-to-hidden weights of the deepest net, ``K·S·(L − 1)·h²·8``
+        """``PROCESS_BASELINE`` + the ``(h, h)`` hidden-to-hidden weights of the deepest net, ``K·S·(L − 1)·h²·8``
         (``L = max(depths)``; ``K = 10``: weights, gradients, the polar retraction's SVD factors and workspace) +
         the moons (:func:`moons_memory`). Measured (max RSS, 3 seeds): ``--quick`` 0.54 GB (estimate 0.60 GB);
         ``--quick h=2500 depths=[1,2] steps=10``: 1.76 GB (estimate 2.10 GB)."""

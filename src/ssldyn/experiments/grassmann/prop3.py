@@ -162,7 +162,7 @@ class Prop3(GrassmannExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: Prop3Config, n_seeds: int) -> tuple[int, str]:
-        """:data:`BASE_MEMORY` + the moons (:func:`moons_memory`, ``d = 2 + len(extra_stds)``) + the ``(S, h, d)``
+        """``PROCESS_BASELINE`` + the moons (:func:`moons_memory`, ``d = 2 + len(extra_stds)``) + the ``(S, h, d)``
         weights, their gradients and retractions ``8·S·h·d·8`` (small: the training runs on ``C``, not on the
         data). Measured (max RSS, 3 seeds): ``--quick`` 0.54 GB (estimate 0.60 GB); ``--quick n=6000``: 0.98 GB
         (estimate 1.25 GB)."""

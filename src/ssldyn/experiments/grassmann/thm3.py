@@ -144,7 +144,7 @@ class Thm3(GrassmannExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: Thm3Config, n_seeds: int) -> tuple[int, str]:
-        """:data:`BASE_MEMORY` + per trial (``S·trials`` of them, two cases) the recorded path ``81·d`` and the
+        """``PROCESS_BASELINE`` + per trial (``S·trials`` of them, two cases) the recorded path ``81·d`` and the
         initialising ``(h, d)`` weights, ``K·2·S·trials·(81 + h)·d·8`` (``K = 2.5``: the solver's stages).
         Measured (max RSS, ``--quick``, 3 seeds): 0.36 GB (estimate 0.60 GB); ``trials=20000``: 1.75 GB
         (estimate 2.49 GB)."""

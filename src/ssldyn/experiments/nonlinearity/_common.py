@@ -1,9 +1,10 @@
-"""What the `nonlinearity` experiments share: the peak-memory baseline of a run (issue 32, item 11) and the
-conditional-independence model with two discriminative patterns (Thm. 5, App. D).
+"""What the `nonlinearity` experiments share: the bytes per element of the peak-memory estimates (issue 32,
+item 11) and the conditional-independence model with two discriminative patterns (Thm. 5, App. D).
 
 Every experiment estimates its peak memory from its config before computing (``peak_memory(cfg,
-n_seeds) -> (bytes, key)``, :func:`ssldyn.lab.runner.estimate_memory`): :data:`BASE_MEMORY` plus the
-dominant tensors the config asks for, each times the number of live copies measured (max RSS of
+n_seeds) -> (bytes, key)``, :func:`ssldyn.lab.runner.estimate_memory`): :data:`ssldyn.memory.PROCESS_BASELINE`
+(measured here, max RSS, 0.464–0.509 GB for the quick runs whose tensors are a few MB) plus the dominant
+tensors the config asks for, each times the number of live copies measured (max RSS of
 ``ssldyn run EXP --quick --jobs 1 --workers 1`` with the driving key scaled up to ~1–2 GB).
 """
 
@@ -12,13 +13,9 @@ from __future__ import annotations
 import torch
 
 from ssldyn.data.latent import TwoRFModel
-from ssldyn.memory import PROCESS_BASELINE
 
-__all__ = ["BASE_MEMORY", "F32", "F64", "discriminative_model"]
+__all__ = ["F32", "F64", "discriminative_model"]
 
-#: the process before its tensors (:data:`ssldyn.memory.PROCESS_BASELINE`; measured here, max RSS,
-#: 0.464–0.509 GB for the quick runs whose tensors are a few MB)
-BASE_MEMORY = PROCESS_BASELINE
 F32, F64 = 4, 8  # bytes per element
 
 

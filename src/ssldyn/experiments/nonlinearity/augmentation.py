@@ -48,8 +48,9 @@ from pydantic import Field, field_validator
 from ssldyn.data.latent import FIG8_ANGLES
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
 from ssldyn.experiments.nonlinearity._alpha_landscape import prominent_maxima
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F64
+from ssldyn.experiments.nonlinearity._common import F64
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.activations import get_activation
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -198,7 +199,7 @@ class Augmentation(Experiment):
         stride = max(1, cfg.n_grid // 360)
         G = -(-cfg.n_grid // stride)  # len(theta[::stride])
         mc, grid = 5 * G * cfg.mc_n * F64, 3000 * cfg.n_grid
-        return int(BASE_MEMORY + mc + grid), "mc_n" if mc >= grid else "n_grid"
+        return int(PROCESS_BASELINE + mc + grid), "mc_n" if mc >= grid else "n_grid"
 
     def run(self, cfg: AugmentationConfig, ctx: Context) -> Result:
         act = get_activation(cfg.activation)

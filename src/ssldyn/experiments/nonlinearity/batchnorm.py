@@ -33,7 +33,7 @@ from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
 from ssldyn.dynamics.two_layer_alpha_cl import two_layer_features, two_layer_gated_input
 from ssldyn.dynamics.two_layer_bn import bn_two_layer_energy, cor3_closed_form, lemma6_dynamics
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F64, discriminative_model
+from ssldyn.experiments.nonlinearity._common import F64, discriminative_model
 from ssldyn.lab import (
     ClaimSpec,
     Context,
@@ -48,6 +48,7 @@ from ssldyn.lab import (
     lt,
     register,
 )
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_infonce
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -163,7 +164,7 @@ class BatchNorm(Experiment):
         """``BASE + 20 · draws·K·P²·8`` bytes: the random filter draws are evaluated at once, with per-draw,
         per-RF ``(P, P)`` float64 operators (≈ 16 copies measured). Measured (max RSS): 0.49 GB at the quick
         preset (estimate 0.55 GB), 1.73 GB with draws = 10⁵ (estimate 2.09 GB)."""
-        return int(BASE_MEMORY + 20 * cfg.draws * cfg.K * cfg.P**2 * F64), "draws"
+        return int(PROCESS_BASELINE + 20 * cfg.draws * cfg.K * cfg.P**2 * F64), "draws"
 
     def run(self, cfg: BatchNormConfig, ctx: Context) -> Result:
         g = ctx.generator(0)

@@ -46,7 +46,7 @@ from ssldyn.dynamics.two_layer_alpha_cl import (
     two_layer_energy,
     two_layer_features,
 )
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F64
+from ssldyn.experiments.nonlinearity._common import F64
 from ssldyn.lab import (
     ClaimSpec,
     Context,
@@ -61,6 +61,7 @@ from ssldyn.lab import (
     lt,
     register,
 )
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_infonce
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -226,7 +227,7 @@ class Colinearity(Experiment):
         """``BASE + 6 · n²·8`` bytes: the InfoNCE-α weights ``(n, n)`` float64 of a batch and the weighted
         sums and gradients built on them (≈ 4 copies measured). Measured (max RSS): 0.48 GB at the quick
         preset (n = 128, estimate 0.55 GB), ≥ 0.77 GB with n = 3000 (stopped after 188 s; estimate 0.98 GB)."""
-        return int(BASE_MEMORY + 6 * cfg.n**2 * F64), "n"
+        return int(PROCESS_BASELINE + 6 * cfg.n**2 * F64), "n"
 
     def run(self, cfg: ColinearityConfig, ctx: Context) -> Result:
         g = ctx.generator(0)

@@ -42,8 +42,9 @@ from scipy.stats import spearmanr
 
 from ssldyn.data.circle_mixture import CircleMixture
 from ssldyn.dynamics.alpha_cl_mixture import population_contrastive_covariance
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F64
+from ssldyn.experiments.nonlinearity._common import F64
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, is_true, le, register
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 HALF = math.pi / 2
@@ -259,7 +260,7 @@ class Corollary2(Experiment):
         ≈ 16 copies measured). Measured (max RSS): 0.59 GB at the quick preset (estimate 0.61 GB), 0.66 GB
         with n_grid = 1200 (estimate 0.70 GB; +72 kB per grid point)."""
         n_q = math.ceil(360.0 / cfg.scan_arc_deg) * cfg.scan_nodes**2
-        return int(BASE_MEMORY + 0.05e9 + 20 * cfg.n_grid * n_q * F64), "n_grid"
+        return int(PROCESS_BASELINE + 0.05e9 + 20 * cfg.n_grid * n_q * F64), "n_grid"
 
     def run(self, cfg: Corollary2Config, ctx: Context) -> Result:
         scan_q, fine_q = _quad(cfg.scan_arc_deg, cfg.scan_nodes), _quad(cfg.fine_arc_deg, cfg.fine_nodes)

@@ -58,8 +58,9 @@ from ssldyn.data.latent import approx_orthogonal_basis, latent_summation_support
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration
 from ssldyn.dynamics.alpha_cl_mixture import gaussian_mixture_A_fn
 from ssldyn.experiments.nonlinearity._alpha_landscape import angle_deg
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F64
+from ssldyn.experiments.nonlinearity._common import F64
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.alpha_cl import (
     linear_stability,
     lme_test,
@@ -402,7 +403,7 @@ class Fig1(Experiment):
         Measured (max RSS): 0.49 GB at the quick preset (d = 8, estimate 0.56 GB), 0.67 GB with d = 12
         (estimate 0.78 GB)."""
         R = cfg.d * len(cfg.start_noise)
-        return int(BASE_MEMORY + 24 * R * 2**cfg.d * cfg.d * F64), "d"
+        return int(PROCESS_BASELINE + 24 * R * 2**cfg.d * cfg.d * F64), "d"
 
     def run(self, cfg: Fig1Config, ctx: Context) -> Result:
         g = ctx.generator(0)

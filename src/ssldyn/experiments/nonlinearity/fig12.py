@@ -61,10 +61,11 @@ from ssldyn.data.augment import RandomResizedCrop
 from ssldyn.data.images import image_quadrants, load_images
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.ensemble_trainer import EnsembleSGD
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F32
+from ssldyn.experiments.nonlinearity._common import F32
 from ssldyn.experiments.nonlinearity.token_grid import BN
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, le, lt, register
 from ssldyn.lab.claims import Robustness
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.rf_net import EnsembleRFNet
 from ssldyn.objectives import info_nce
 from ssldyn.probes.filters import distinct_filters, laplacian_energy, pairwise_cosine, pattern_match, total_variation
@@ -395,7 +396,7 @@ class _RFMnistBase(Experiment):
         1.79 GB at n = 768 (estimate 2.20 GB), 2.06 GB with B = 32 (estimate 2.66 GB): 6.6 copies per chunk step."""
         n, E = min(cfg.chunk, cfg.steps), len(MEMBERS) * n_seeds
         N = cfg.n_train if cfg.data_dir else min(cfg.n_train, 5000)
-        return int(BASE_MEMORY + 0.2e9 + 8 * n * cfg.batch * E * 784 * F32 + 4 * N * 784 * F32), "chunk"
+        return int(PROCESS_BASELINE + 0.2e9 + 8 * n * cfg.batch * E * 784 * F32 + 4 * N * 784 * F32), "chunk"
 
     def run(self, cfg: RFMnistConfig, ctx: Context) -> list[Result]:
         return train_rf_mnist(cfg, ctx)

@@ -29,7 +29,6 @@ from pydantic import Field
 from ssldyn.data.latent import FIG8_ANGLES, circle_points
 from ssldyn.dynamics.alpha_cl import make_A_fn, one_layer_energy, power_iteration, uniform_contrastive_covariance
 from ssldyn.experiments.nonlinearity._alpha_landscape import circ_sep_deg, prominent_maxima
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY
 from ssldyn.lab import (
     ClaimSpec,
     Context,
@@ -45,6 +44,7 @@ from ssldyn.lab import (
     lt,
     register,
 )
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -111,7 +111,7 @@ class Fig8(Experiment):
         """``BASE + 300 B · n_grid``: the energy curves over the θ grid (per data angle and activation,
         float64; ≈ 28 values per grid point measured). Measured (max RSS): 0.48 GB at the quick preset
         (n_grid = 3600, estimate 0.55 GB), 0.64 GB with n_grid = 720,000 (estimate 0.77 GB)."""
-        return int(BASE_MEMORY + 300 * cfg.n_grid), "n_grid"
+        return int(PROCESS_BASELINE + 300 * cfg.n_grid), "n_grid"
 
     def run(self, cfg: Fig8Config, ctx: Context) -> Result:
         dev = ctx.device

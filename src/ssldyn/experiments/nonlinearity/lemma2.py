@@ -42,8 +42,9 @@ from pydantic import Field, PositiveFloat, field_validator
 
 from ssldyn.data.latent import latent_summation_support, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F64
+from ssldyn.experiments.nonlinearity._common import F64
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, gt, le, register
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_gaussian, contrastive_covariance
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -170,7 +171,7 @@ class Lemma2(Experiment):
         """``BASE + 4 · N²·8`` bytes at the largest batch ``N = max(ns)``: the Gaussian-α weights of eq. 3 are
         an ``(N, N)`` float64 matrix (≈ 3 copies live: distances, α, the weighted sums). Measured (max RSS):
         0.49 GB at the quick preset (N = 900, estimate 0.58 GB), 0.87 GB with N = 4000 (estimate 1.06 GB)."""
-        return int(BASE_MEMORY + 4 * max(cfg.ns) ** 2 * F64), "ns"
+        return int(PROCESS_BASELINE + 4 * max(cfg.ns) ** 2 * F64), "ns"
 
     def run(self, cfg: Lemma2Config, ctx: Context) -> Result:
         g = ctx.generator(0)

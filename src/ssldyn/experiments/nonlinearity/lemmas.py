@@ -41,8 +41,9 @@ from pydantic import Field, PositiveFloat
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.alpha_cl import make_A_fn, one_layer_energy
 from ssldyn.dynamics.alpha_cl_mixture import gaussian_mixture_A_fn
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F64
+from ssldyn.experiments.nonlinearity._common import F64
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_gaussian
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -182,7 +183,7 @@ class Lemmas(Experiment):
         """``BASE + 4 · n²·8`` bytes: Lemma 3's fixed Gaussian-α weights ``(n, n)`` float64 and the weighted
         energy and its autograd built on them (≈ 3 copies measured). Measured (max RSS): 0.48 GB at the quick
         preset (n = 128, estimate 0.55 GB), 0.68 GB with n = 3000 (estimate 0.84 GB)."""
-        return int(BASE_MEMORY + 4 * cfg.n**2 * F64), "n"
+        return int(PROCESS_BASELINE + 4 * cfg.n**2 * F64), "n"
 
     def run(self, cfg: LemmasConfig, ctx: Context) -> Result:
         g = ctx.generator(0)

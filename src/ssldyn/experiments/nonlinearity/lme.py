@@ -32,8 +32,9 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.latent import latent_categorical, latent_summation, latent_summation_support, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, uniform_contrastive_covariance
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F64
+from ssldyn.experiments.nonlinearity._common import F64
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, is_true, le, register
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.alpha_cl import lme_test
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -139,7 +140,7 @@ class LME(Experiment):
         """``BASE + 5 · (n_samples + pi_samples)·d·8`` bytes: the two large batches ``(n_samples, d)`` float64
         (categorical and summation model) and their activations, ≈ 5 copies live. Measured (max RSS): 0.49 GB
         at the quick preset (estimate 0.56 GB), 1.08 GB with n_samples = 2·10⁶ (estimate 1.19 GB; 4.7 copies)."""
-        return int(BASE_MEMORY + 5 * (cfg.n_samples + cfg.pi_samples) * cfg.d * F64), "n_samples"
+        return int(PROCESS_BASELINE + 5 * (cfg.n_samples + cfg.pi_samples) * cfg.d * F64), "n_samples"
 
     def run(self, cfg: LMEConfig, ctx: Context) -> Result:
         g = ctx.generator(0)

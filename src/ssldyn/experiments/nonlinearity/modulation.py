@@ -45,8 +45,9 @@ from pydantic import Field, PositiveFloat, model_validator
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.alpha_cl import sphere_flow
 from ssldyn.dynamics.two_layer_alpha_cl import lemma4_dynamics, thm5_closed_form, thm5_flow
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F64, discriminative_model
+from ssldyn.experiments.nonlinearity._common import F64, discriminative_model
 from ssldyn.lab import ClaimSpec, Context, Erratum, Experiment, ExperimentConfig, Measured, Result, gt, le, lt, register
+from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -256,7 +257,7 @@ class Modulation(Experiment):
         d)``. Measured (3 seeds, max RSS): 0.64 GB at the quick preset (estimate 0.80 GB), 1.51 GB with
         mc_samples = 2·10⁶ (estimate 1.66 GB; 5.7 copies of Y)."""
         part1 = 6 * len(cfg.cs) * n_seeds * cfg.inits * cfg.d * F64
-        return int(BASE_MEMORY + 0.15e9 + 6 * cfg.mc_samples * cfg.d * F64 + part1), "mc_samples"
+        return int(PROCESS_BASELINE + 0.15e9 + 6 * cfg.mc_samples * cfg.d * F64 + part1), "mc_samples"
 
     def run(self, cfg: ModulationConfig, ctx: Context) -> list[Result]:
         dev = ctx.device

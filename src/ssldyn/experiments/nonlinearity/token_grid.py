@@ -42,9 +42,10 @@ from ssldyn.dynamics.ensemble_trainer import (
     train_token_ensemble,
 )
 from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.experiments.nonlinearity._common import BASE_MEMORY, F32
+from ssldyn.experiments.nonlinearity._common import F32
 from ssldyn.lab import ExperimentConfig
 from ssldyn.lab.context import Context
+from ssldyn.memory import PROCESS_BASELINE
 
 CACHE_NAMESPACE = "token_runs"
 PROBES = ("chi_plus", "chi_minus", "chi_minus_signed", "loss")
@@ -310,7 +311,7 @@ def token_peak_memory(cfg: TokenTrainConfig, filters: int, runs: int) -> int:
     rows = max(2 * cfg.n_tokens, cfg.output_d)
     n_e = max(TOKEN_MAX_ELEMS, rows * cfg.K * filters)
     n_log = cfg.steps // min(cfg.log_every, cfg.steps) + 2
-    return int(BASE_MEMORY + 20 * n_e * F32 + 2000 * runs * n_log)
+    return int(PROCESS_BASELINE + 20 * n_e * F32 + 2000 * runs * n_log)
 
 
 def train_grid(cfg: TokenTrainConfig, ctx: Context, runs: list[TokenRun], keep_filters: bool = False) -> Trajectory:

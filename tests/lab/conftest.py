@@ -30,6 +30,17 @@ def plugin_loaded(plugin: str = "tests.lab.toy_plugin"):
             os.environ["SSLDYN_PLUGINS"] = env
 
 
+def init_local_ray(**env_vars: str) -> None:
+    """Start a new local Ray with 2 CPUs for a test; its workers import from this process's ``sys.path`` and get
+    ``env_vars``. ``address="local"``: never the cluster another test (``ray.cluster_utils.Cluster`` on the other
+    xdist worker) left in ``/tmp/ray/ray_current_cluster``."""
+    import ray
+
+    path = os.pathsep.join(p for p in sys.path if p)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path, **env_vars}})  # fmt: skip
+
+
 @pytest.fixture
 def toy():
     """Register the toy experiment for one test."""

@@ -83,14 +83,9 @@ def test_the_lab_runs_experiments_with_its_default_pool(tmp_path, monkeypatch):
 
 def test_ray_tasks_give_the_in_process_results():
     ray = pytest.importorskip("ray")
-    ray.init(
-        address="local",  # never the cluster another test left in /tmp/ray/ray_current_cluster
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in __import__("sys").path if p)}},
-    )
+    from tests.lab.conftest import init_local_ray
+
+    init_local_ray()
     try:
         ctx = Context(executor="ray")
         items = list(range(5))

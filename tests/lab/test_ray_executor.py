@@ -1,7 +1,5 @@
 """Sweeps on a local Ray (2 CPUs): same results as in-process; a killed worker is retried."""
 
-import os
-
 import numpy as np
 import pytest
 
@@ -9,32 +7,15 @@ ray = pytest.importorskip("ray")
 
 from ssldyn.lab.executors import execute  # noqa: E402
 from ssldyn.lab.runner import plan_run  # noqa: E402
-from tests.lab.conftest import plugin_loaded  # noqa: E402
+from tests.lab.conftest import init_local_ray, plugin_loaded  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def local_ray():
     with plugin_loaded():
-        yield from _local_ray()
-
-
-def _local_ray():
-    ray.init(
-        address="local",  # never the cluster another test left in /tmp/ray/ray_current_cluster
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        runtime_env={
-            "env_vars": {
-                "SSLDYN_PLUGINS": "tests.lab.toy_plugin",
-                "SSLDYN_THREADS": "1",
-                "PYTHONPATH": os.pathsep.join(p for p in __import__("sys").path if p),
-            }
-        },
-    )
-    yield
-    ray.shutdown()
+        init_local_ray(SSLDYN_PLUGINS="tests.lab.toy_plugin", SSLDYN_THREADS="1")
+        yield
+        ray.shutdown()
 
 
 def test_ray_sweep_equals_local(local_ray, tmp_path):

@@ -5,8 +5,6 @@ Without ``address="local"``, ``ray.init()`` joins whatever cluster ``$RAY_ADDRES
 another test worker) names, and then refuses ``num_cpus``: a CI run failed that way.
 """
 
-import os
-
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -18,7 +16,6 @@ from tests.lab.conftest import plugin_loaded  # noqa: E402
 
 def test_no_address_starts_a_local_ray_whatever_ray_address_names(tmp_path, monkeypatch):
     monkeypatch.setenv("SSLDYN_RAY_CPUS", "1")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in __import__("sys").path if p))
     # a cluster that does not exist: joining it would fail (ValueError on num_cpus, or no connection)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
     if ray.is_initialized():

@@ -31,6 +31,21 @@ def test_a_run_that_reuses_cached_results_starts_after_its_source():
     assert next_run(["x", "y"], [], cycle) == 0  # a cycle does not stall the batch
 
 
+def test_critical_paths_add_the_runs_that_wait_for_a_source():
+    from ssldyn.lab.executors import critical_paths
+
+    # the measured paper-scale case: fig1 2100 s, fig4 1470 s (fig10 reads it: 10 s), fig11 1200 s
+    # then table1 770 s; by the estimate alone fig4 would start before fig11 and table1 come last
+    reuses = {"fig1": (), "fig4": (), "fig10": ("fig4",), "fig11": (), "table1": ("fig11",), "x": ()}.__getitem__
+    names = ["fig1", "fig4", "fig10", "fig11", "table1", "x"]
+    paths = critical_paths(names, [2100.0, 1470.0, 10.0, 1200.0, 770.0, 30.0], reuses)
+    assert paths == [2100.0, 1480.0, 10.0, 1970.0, 770.0, 30.0]
+    chain = {"a": (), "b": ("a",), "c": ("b",)}.__getitem__  # a <- b <- c: a's path is the whole chain
+    assert critical_paths(["c", "b", "a"], [1.0, 2.0, 4.0], chain) == [1.0, 3.0, 7.0]
+    cycle = {"x": ("y",), "y": ("x",)}.__getitem__
+    assert critical_paths(["x", "y"], [1.0, 2.0], cycle) == [3.0, 2.0]  # a cycle ends, it does not recurse
+
+
 def test_start_order_puts_sources_first_and_keeps_the_rest():
     from ssldyn.lab.executors import start_order
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ssldyn.lab.executors import BLAS_THREAD_VARS, ray_worker_env
+from ssldyn.lab.executors import ray_worker_env
+from ssldyn.lab.workers import BLAS_THREAD_VARS
 
 
 def test_workers_run_blas_on_the_torch_threads(monkeypatch):

@@ -204,6 +204,26 @@ def _reuses(name: str) -> tuple[str, ...]:
     return get_experiment(name).reuses
 
 
+def critical_paths(names: list[str], est: list[float], reuses: Callable[[str], tuple[str, ...]]) -> list[float]:
+    """Each run's critical path: its estimate plus the longest chain of runs in the batch that wait
+    for it (they reuse its cached results, :attr:`Experiment.reuses`).
+
+    ``--jobs N`` starts runs longest chain first. By estimate alone a source and its reuser are
+    scheduled apart: nonlinearity Fig. 11 (1200 s) with Table 1 after it (770 s) is a 33-minute
+    chain, but Fig. 4 (1470 s) alone would start first and Table 1 would start last.
+    """
+    waiting = [[j for j, other in enumerate(names) if j != i and name in reuses(other)] for i, name in enumerate(names)]
+    memo: dict[int, float] = {}
+
+    def path(i: int, seen: frozenset[int]) -> float:
+        if i not in memo:
+            after = [path(j, seen | {i}) for j in waiting[i] if j not in seen]  # a cycle of reuses ends here
+            memo[i] = est[i] + max(after, default=0.0)
+        return memo[i]
+
+    return [path(i, frozenset()) for i in range(len(names))]
+
+
 def start_order(names: list[str], todo: list[int]) -> list[int]:
     """``todo`` (runs of the experiments ``names``) reordered so that a run comes after the runs whose
     cached results it reuses (:attr:`Experiment.reuses`), otherwise in the given order: sequential
@@ -241,10 +261,10 @@ def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:
     from ssldyn.lab.registry import get_experiment
     from ssldyn.lab.workers import new_pool
 
-    def est(i: int) -> float:  # the experiment's estimate for the run's preset
-        return float(get_experiment(specs[i].experiment).est_seconds[0 if specs[i].preset == "quick" else 1])
-
-    order = sorted(todo, key=lambda i: -est(i))  # longest first
+    est = [float(get_experiment(specs[i].experiment).est_seconds[0 if specs[i].preset == "quick" else 1])
+           for i in todo]  # fmt: skip
+    path = critical_paths([specs[i].experiment for i in todo], est, _reuses)
+    order = [todo[k] for k in sorted(range(len(todo)), key=lambda k: -path[k])]  # longest chain first
     held: dict[int, ExitStack] = {}
     later: list[int] = []
     for i in order:  # claim every run this process will compute; runs another process holds are done at the end
@@ -324,19 +344,14 @@ def _ray_compute(spec: RunSpec, cache_dir: str):  # executed on a Ray worker
     return compute_run(spec, cache_dir=cache_dir, executor="ray")
 
 
-# numpy/scipy's BLAS libraries read these when they load, i.e. when a Ray worker process starts
-BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
 def ray_worker_env() -> dict[str, str]:
     """Environment of the Ray workers: the driver's plugins, ``PYTHONPATH`` and ``SSLDYN_THREADS``, and
-    numpy/scipy's BLAS on the same threads as torch (unless the driver sets them itself).
-
-    A task given one CPU must not run a BLAS that spins one thread per core: with the cores shared,
-    OpenBLAS's busy-waiting threads made an SVD of 1000 × 400 10–30× slower and the k-means,
-    PCA/t-SNE and linear probes of ``variational.fig1`` 1.3–8× slower, for the same results
-    (benchmarks/README.md, issue 31).
+    numpy/scipy's BLAS and OpenMP on the same threads as torch (:data:`ssldyn.lab.workers.BLAS_THREAD_VARS`,
+    unless the driver sets them itself), as in the local workers (:func:`ssldyn.lab.workers.one_blas_thread`).
+    A Ray worker process loads numpy when it starts, so the variables go in its runtime environment.
     """
+    from ssldyn.lab.workers import BLAS_THREAD_VARS
+
     threads = os.environ.get("SSLDYN_THREADS", "1")
     env = {
         "SSLDYN_PLUGINS": os.environ.get("SSLDYN_PLUGINS", ""),

@@ -68,7 +68,11 @@ class Experiment:
     """Base class: a config, a run, declared claims measured per seed, and the paper's figures.
 
     Class attributes an experiment declares:
-        name, paper, figure, description, Config, quick, est_seconds, version: as above.
+        name, paper, figure, description, Config, quick, version: as above.
+        est_seconds: ``(quick, paper scale)`` seconds of the whole run (all its seeds) in one
+            single-thread worker of the 2-core CPU — for an experiment that ``reuses`` another,
+            with the other's cached results in place, as in ``reproduce``. ``--jobs N`` starts
+            runs by these (longest chain of reusers first) and ``--dry-run`` adds them up.
         claims: the :class:`~ssldyn.lab.claims.ClaimSpec` records it checks (each measured per
             seed by :meth:`measure`; a ``pooled`` rule by :meth:`measure_pooled`).
         seeded: ``False`` for a deterministic computation (closed forms, fixed grids): one

@@ -3,8 +3,9 @@
 Both the tasks of one run (:mod:`ssldyn.lab.tasks`) and the runs of ``--jobs N``
 (:mod:`ssldyn.lab.executors`) use :func:`new_pool` and :func:`stop_pool`. A worker:
 
-* runs torch on ONE thread (parallelism comes from the workers) and keeps a malloc top pad
-  (:func:`~ssldyn.lab.threads.keep_heap_pad`);
+* runs torch on ONE thread (parallelism comes from the workers), and numpy/scipy's BLAS and
+  OpenMP on one thread too (:data:`BLAS_THREAD_VARS`, unless the driver's environment sets
+  them), and keeps a malloc top pad (:func:`~ssldyn.lab.threads.keep_heap_pad`);
 * dies with its driver, whatever ends the driver (SIGTERM, SIGKILL, a crash): on Linux the
   kernel sends it SIGKILL when the driver exits (``prctl(PR_SET_PDEATHSIG)`` through ctypes,
   armed only when the worker was started by the driver's main thread, the thread whose exit
@@ -16,16 +17,39 @@ Both the tasks of one run (:mod:`ssldyn.lab.tasks`) and the runs of ``--jobs N``
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-__all__ = ["WATCHDOG_SECONDS", "worker_init", "new_pool", "stop_pool"]
+__all__ = ["WATCHDOG_SECONDS", "BLAS_THREAD_VARS", "worker_init", "new_pool", "stop_pool", "one_blas_thread"]
 
 #: how often a worker checks that its driver is alive (seconds)
 WATCHDOG_SECONDS = 0.5
 
 _PR_SET_PDEATHSIG = 1
+
+#: numpy/scipy's BLAS (OpenBLAS, MKL) and scikit-learn's OpenMP read these when they load
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def one_blas_thread(threads: int = 1) -> None:
+    """numpy/scipy's BLAS and OpenMP on ``threads`` threads in this process, as torch is.
+
+    A worker given one core must not run a BLAS that spins one thread per core: with the cores
+    shared, OpenBLAS's busy-waiting threads made an SVD of 1000 × 400 10–30× slower and the
+    k-means, PCA/t-SNE and linear probes of ``variational.fig1`` 1.3–8× slower, for the same
+    results (benchmarks/README.md, issue 31). The variables are set (where the driver's
+    environment does not set them) before numpy loads, which is when the libraries read them;
+    if numpy is already loaded (a user's ``__main__`` imported it), ``threadpoolctl`` limits the
+    loaded libraries instead.
+    """
+    for var in BLAS_THREAD_VARS:
+        os.environ.setdefault(var, str(threads))
+    if "numpy" in sys.modules:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(threads)  # kept for the process's life: not used as a context manager
 
 
 def _parent_death_signal() -> bool:
@@ -50,13 +74,14 @@ def _watch_parent(parent: int, interval: float) -> None:
 
 
 def worker_init(parent: int, from_main_thread: bool = False) -> None:
-    """Initializer of every lab worker: die with ``parent``, one torch thread, a kept heap."""
+    """Initializer of every lab worker: die with ``parent``, one torch and BLAS thread, a kept heap."""
     if os.getppid() != parent:  # the driver died before we started
         os._exit(70)
     if from_main_thread and _parent_death_signal() and os.getppid() != parent:
         os._exit(70)  # it died between the check and the prctl
     threading.Thread(target=_watch_parent, args=(parent, WATCHDOG_SECONDS), daemon=True,
                      name="ssldyn-parent-watchdog").start()  # fmt: skip
+    one_blas_thread()  # before torch, which loads numpy
     import torch
 
     from ssldyn.lab.threads import keep_heap_pad

@@ -167,7 +167,7 @@ class Collapse(GrassmannExperiment):
         "record_every": 20,
         "remark2_points": 64,
     }
-    est_seconds = (3, 25)  # CPU seconds for all seeds (3 quick, 5 paper)
+    est_seconds = (3, 35)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "3"
     robustness = (
         Robustness(

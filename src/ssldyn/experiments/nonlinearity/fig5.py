@@ -76,7 +76,7 @@ class Fig5(Experiment):
     Config = Fig5Config
     # 3000 steps: the ReLU filters' χ̄₋ falls below 1/(d − P) between 2500 and 3000 steps (0.26 at 1000)
     quick = {"steps": 3000, "log_every": 500, "panels_P": [3]}
-    est_seconds = (6, 150)
+    est_seconds = (6, 65)
     batch_seeds = True
     claims = (
         ClaimSpec(

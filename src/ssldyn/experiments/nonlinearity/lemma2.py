@@ -113,7 +113,7 @@ class Lemma2(Experiment):
     description = "C_α[g] → Σ z_l² V_p̃l[E[g|x₀]] as N grows: uniform α, augmentation, Gaussian α"
     Config = Lemma2Config
     quick = {"ns": [100, 300, 900], "repeats": 24}
-    est_seconds = (2, 15)
+    est_seconds = (2, 60)
     threads = 1
     claims = (
         ClaimSpec(

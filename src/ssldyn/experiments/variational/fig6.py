@@ -204,7 +204,7 @@ class Fig6(VariationalExperiment):
         "snapshots_long": [200],
         "snapshots_vanilla": [0, 100, 1000],
     }
-    est_seconds = (5, 25)
+    est_seconds = (5, 65)
     version = "3"
     batch_seeds = True
     claims = CLAIMS

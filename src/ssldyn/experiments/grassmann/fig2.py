@@ -139,7 +139,7 @@ class Fig2(GrassmannExperiment):
         "thm1_widths": [100, 1000, 10000],
         "thm1_draws": 4,
     }
-    est_seconds = (2, 195)  # CPU seconds for all seeds (3 quick, 5 paper)
+    est_seconds = (2, 170)  # CPU seconds for all seeds (3 quick, 5 paper)
     version = "3"
     robustness = (
         Robustness(

@@ -49,7 +49,7 @@ class Fig10(_ActivationGridBase):
     description = "χ̄₊ / χ̄₋ vs β per activation and P with the quadratic loss, compared with InfoNCE"
     Config = Fig10Config
     quick = {**_ActivationGridBase.quick, "losses": ["infonce", "quadratic"]}
-    est_seconds = (10, 10)  # with Fig. 4's grid in the store (reuses); 1470 s more without it
+    est_seconds = (10, 10)  # with Fig. 4's grid in the store (reuses); 1440 s more without it
     reuses = ("nonlinearity.fig4",)  # the same grid entries (ctx.cached): computed once when both run
     claims = (
         *trend_claims("quadratic loss", LOC10, suffix="-quadratic"),

@@ -65,7 +65,7 @@ class Fig11(Experiment):
     description = "BatchNorm vs no BatchNorm under token-magnitude non-uniformity ζ (ReLU)"
     Config = Fig11Config
     quick = {"steps": 400, "log_every": 100, "zetas": [2.0, 10.0], "betas": [1, 5], "Ps": [1, 3]}
-    est_seconds = (8, 1200)  # measured at paper scale, one worker (benchmarks/README.md)
+    est_seconds = (8, 620)  # measured at paper scale, one worker (benchmarks/README.md)
     batch_seeds = True
     paper_seeds = 3
     paper_seeds_reason = (

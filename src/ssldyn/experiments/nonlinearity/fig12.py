@@ -382,7 +382,7 @@ class _RFMnistBase(Experiment):
     paper = "nonlinearity"
     Config = RFMnistConfig
     quick = {"steps": 1000, "lr": 0.02, "log_every": 500, "match_patches": 1000}
-    est_seconds = (6, 225)  # measured at paper scale (Fig. 12 210 s, Fig. 13 224 s; benchmarks/README.md)
+    est_seconds = (6, 350)  # measured at paper scale (Fig. 12 345 s, Fig. 13 350 s beside another run; benchmarks/README.md)
     batch_seeds = True
     threads = 1
 

@@ -302,7 +302,7 @@ class Fig4(_ActivationGridBase):
     figure = "Fig. 4, Fig. 9"
     description = "χ̄₊ / χ̄₋ vs β per activation and P with InfoNCE (token generators, 2-layer RF net)"
     Config = Fig4Config
-    est_seconds = (8, 1470)  # measured at paper scale, one worker (benchmarks/README.md)
+    est_seconds = (8, 1440)  # measured at paper scale, one worker (benchmarks/README.md)
     claims = (
         ClaimSpec(
             "p1-linear-good", "When P = 1, the linear model works well regardless of β.", "Fig. 4, Fig. 9 (a)",

@@ -197,7 +197,7 @@ class Table1(Experiment):
     description = "χ̄₊ with the four BN gradient variants (μ / σ² backpropagated or not), ζ = 10, beside the paper's"
     Config = Table1Config
     quick = {"steps": 400, "log_every": 100, "betas": [5], "Ps": [3, 5], "paper_lr": None}
-    est_seconds = (8, 770)  # with Fig. 11's runs in the store (reuses), measured (benchmarks/README.md)
+    est_seconds = (8, 680)  # with Fig. 11's runs in the store (reuses), measured (benchmarks/README.md)
     reuses = ("nonlinearity.fig11",)  # its ReLU, ζ = 10, mean-only/no-BN runs (ctx.cached): computed once
     batch_seeds = True
     paper_seeds = 3

@@ -382,7 +382,8 @@ class _RFMnistBase(Experiment):
     paper = "nonlinearity"
     Config = RFMnistConfig
     quick = {"steps": 1000, "lr": 0.02, "log_every": 500, "match_patches": 1000}
-    est_seconds = (6, 350)  # measured at paper scale (Fig. 12 345 s, Fig. 13 350 s beside another run; benchmarks/README.md)
+    # measured at paper scale: Fig. 12 345 s, Fig. 13 350 s, each beside another run (benchmarks/README.md)
+    est_seconds = (6, 350)
     batch_seeds = True
     threads = 1
 

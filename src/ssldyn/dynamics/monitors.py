@@ -23,7 +23,7 @@ arrays (spectra, eigenvectors) of every call.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from ssldyn.dynamics.q_ode import solve_reference
 from ssldyn.dynamics.ssl import _features
 from ssldyn.kernels import block_structure, empirical_ntk
+from ssldyn.kernels.ntk import NTKImplementation
 from ssldyn.objectives import contrast_matrix, contrastive_covariance
 from ssldyn.probes.cluster import alignment, uniformity
 from ssldyn.probes.subspace import projection_norms
@@ -169,7 +170,7 @@ class NTKClassBlocks(_ModelMonitor):
         n_perm: int = 200,
         shuffled_control: bool = False,
         seed: int = 0,
-        implementation: str = "jacobian",
+        implementation: NTKImplementation = "jacobian",
         chunk_size: int | None = 32,
     ) -> None:
         super().__init__(model, head)
@@ -182,7 +183,12 @@ class NTKClassBlocks(_ModelMonitor):
         if int(n_perm) < 0:
             raise ValueError(f"NTKClassBlocks: n_perm must be >= 0, got {n_perm}")
         self.n_perm, self.seed = int(n_perm), int(seed)
-        self.implementation, self.chunk_size = implementation, chunk_size
+        if implementation not in get_args(NTKImplementation):
+            raise ValueError(
+                f"NTKClassBlocks: implementation {implementation!r}: allowed values are {', '.join(get_args(NTKImplementation))}"
+            )
+        self.implementation: NTKImplementation = implementation
+        self.chunk_size = chunk_size
         base = ("contrast", "z") if self.n_perm > 0 else ("contrast",)
         self.shuffled = None
         if shuffled_control:

@@ -22,6 +22,7 @@ and centers given on another device are moved there.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -81,7 +82,7 @@ def averaging_net_kernel(
     *,
     d: int,
     bias: Tensor | None = None,
-    mode: str = "full",
+    mode: Literal["full", "blocks", "trace"] = "full",
 ) -> Tensor:
     """Prop. 4.3 (eq. 20): the NTK of ``f(x) = Aᵀσ(Bx [+c])`` w.r.t. ``B`` (and ``c`` if given).
 

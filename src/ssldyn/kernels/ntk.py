@@ -24,7 +24,7 @@ samples would not fit in ``max_memory``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, Literal, cast, get_args
 
 import torch
 from torch import Tensor, nn
@@ -33,7 +33,10 @@ from torch.func import functional_call, jacrev, jvp, vjp, vmap
 from ssldyn.memory import available_memory
 from ssldyn.memory import fmt_bytes as _gb
 
-__all__ = ["empirical_ntk", "model_fn", "available_memory"]
+__all__ = ["empirical_ntk", "model_fn", "available_memory", "NTKImplementation", "NTKMode"]
+
+NTKImplementation = Literal["jacobian", "ntk-vp"]
+NTKMode = Literal["full", "trace", "diagonal"]
 
 Params = Mapping[str, Tensor]
 _STOCHASTIC = (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd)
@@ -140,8 +143,8 @@ def empirical_ntk(
     x1: Tensor,
     x2: Tensor | None = None,
     *,
-    implementation: str = "jacobian",
-    mode: str = "full",
+    implementation: NTKImplementation = "jacobian",
+    mode: NTKMode = "full",
     chunk_size: int | None = 32,
     max_memory: int | None = None,
 ) -> Tensor:
@@ -171,9 +174,9 @@ def empirical_ntk(
             ``x`` for an MLP), parameters of mixed dtypes, a module with BatchNorm/Dropout in training
             mode, or a kernel that would not fit in ``max_memory`` (with the estimate).
     """
-    if implementation not in ("jacobian", "ntk-vp"):
+    if implementation not in get_args(NTKImplementation):
         raise ValueError(f"empirical_ntk: implementation {implementation!r}: allowed values are 'jacobian', 'ntk-vp'")
-    if mode not in ("full", "trace", "diagonal"):
+    if mode not in get_args(NTKMode):
         raise ValueError(f"empirical_ntk: mode {mode!r}: allowed values are 'full', 'trace', 'diagonal'")
     if mode == "diagonal" and x2 is not None:
         raise ValueError("empirical_ntk: mode='diagonal' computes K_ii and needs x2=None")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from torch import nn
@@ -44,7 +45,7 @@ class EnsembleLinear(nn.Module):
         ensemble: int = 1,
         *,
         bias: bool = False,
-        init: str = "torch",
+        init: Literal["torch", "normal"] = "torch",
         std: float = 1.0,
         seeds: Sequence[int] | None = None,
         generator: torch.Generator | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -45,7 +46,7 @@ class MLP(nn.Module):
         *,
         bias: bool = True,
         ensemble: int = 1,
-        init: str = "torch",
+        init: Literal["torch", "normal"] = "torch",
         gain: float = 1.0,
         seeds: Sequence[int] | None = None,
         generator: torch.Generator | None = None,

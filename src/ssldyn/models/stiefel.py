@@ -15,10 +15,13 @@ its transpose (orthonormal rows). The training steps that use them are in
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 
 __all__ = [
     "RETRACTIONS",
+    "Retraction",
     "polar_retract",
     "qr_retract",
     "retract",
@@ -27,7 +30,8 @@ __all__ = [
     "frobenius_project",
 ]
 
-RETRACTIONS = ("polar", "qr")
+Retraction = Literal["polar", "qr"]
+RETRACTIONS: tuple[str, ...] = get_args(Retraction)
 
 
 def _tall(fn):
@@ -61,7 +65,7 @@ def qr_retract(X: torch.Tensor) -> torch.Tensor:
     return (Q * s.unsqueeze(-2)).to(X.dtype)
 
 
-def retract(X: torch.Tensor, method: str = "polar") -> torch.Tensor:
+def retract(X: torch.Tensor, method: Retraction = "polar") -> torch.Tensor:
     """Map ``X`` onto the Stiefel manifold with ``method`` in {"polar", "qr"}."""
     if method == "polar":
         return polar_retract(X)

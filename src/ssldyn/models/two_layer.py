@@ -24,17 +24,19 @@ generators, so every device starts from the same weights) and the module is then
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, get_args
 
 import torch
 from torch import nn
 
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.seeding import member_generators
-from ssldyn.models.stiefel import frobenius_project, random_stiefel, retract
+from ssldyn.models.stiefel import Retraction, frobenius_project, random_stiefel, retract
 
-__all__ = ["REGIMES", "TwoLayerNet", "DeepLinearNet"]
+__all__ = ["REGIMES", "Regime", "TwoLayerNet", "DeepLinearNet"]
 
-REGIMES = ("unconstrained", "frobenius", "orthogonal", "scaled")
+Regime = Literal["unconstrained", "frobenius", "orthogonal", "scaled"]
+REGIMES: tuple[str, ...] = get_args(Regime)
 
 
 def _init_matrix(
@@ -81,7 +83,7 @@ class TwoLayerNet(nn.Module):
         h: int,
         z: int,
         activation: str | Activation = "linear",
-        regime: str = "unconstrained",
+        regime: Regime = "unconstrained",
         *,
         ensemble: int = 1,
         widths: Sequence[int] | None = None,
@@ -179,7 +181,7 @@ class TwoLayerNet(nn.Module):
                     W.grad.mul_(self.mask[..., None])
 
     @torch.no_grad()
-    def project_(self, retraction: str = "polar") -> None:
+    def project_(self, retraction: Retraction = "polar") -> None:
         """Re-impose the regime's constraint in place (after a Euclidean GD step)."""
         if self.regime == "orthogonal":
             for W in self.weights():
@@ -206,7 +208,7 @@ class DeepLinearNet(nn.Module):
         d: int,
         hidden: Sequence[int],
         z: int,
-        regime: str = "orthogonal",
+        regime: Regime = "orthogonal",
         *,
         ensemble: int = 1,
         seeds: Sequence[int] | None = None,
@@ -265,7 +267,7 @@ class DeepLinearNet(nn.Module):
         return out
 
     @torch.no_grad()
-    def project_(self, retraction: str = "polar") -> None:
+    def project_(self, retraction: Retraction = "polar") -> None:
         for W in self.layers:
             if self.regime == "orthogonal":
                 W.copy_(retract(W, retraction))

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Literal, TypeVar, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-SIMILARITIES = ("cosine", "sqdist", "dot")
+Similarity = Literal["cosine", "sqdist", "dot"]
+SIMILARITIES: tuple[str, ...] = get_args(Similarity)
+_T = TypeVar("_T")
 
 
 # --------------------------------------------------------------------------- validation
@@ -61,11 +64,12 @@ def check_nonnegative(fn: str, name: str, value: object) -> float:
     return v
 
 
-def check_choice(fn: str, name: str, value: object, choices: Sequence[str]) -> str:
+def check_choice(fn: str, name: str, value: _T, choices: Sequence[str]) -> _T:
+    """``value`` if it is one of ``choices`` (a Literal option keeps its type), else one ``ValueError``."""
     if value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
         raise ValueError(f"{fn}: {name} must be one of {allowed}, got {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def check_callable(fn: str, name: str, value: object) -> Callable | None:

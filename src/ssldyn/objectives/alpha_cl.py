@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from ._common import (
     SIMILARITIES,
+    Similarity,
     check_callable,
     check_choice,
     check_nonnegative,
@@ -243,7 +244,7 @@ def quadratic_contrastive_loss(
     z2: Tensor,
     temperature: float = 0.5,
     *,
-    similarity: str = "cosine",
+    similarity: Similarity = "cosine",
 ) -> Tensor:
     r"""Quadratic contrastive loss (constant α) of ``nonlinearity`` Sec. 2 / Sec. 5.
 
@@ -324,11 +325,11 @@ class AlphaCLEnergy(nn.Module):
 class QuadraticContrastiveLoss(nn.Module):
     """Module form of :func:`quadratic_contrastive_loss`."""
 
-    def __init__(self, temperature: float = 0.5, *, similarity: str = "cosine") -> None:
+    def __init__(self, temperature: float = 0.5, *, similarity: Similarity = "cosine") -> None:
         super().__init__()
         fn = "QuadraticContrastiveLoss"
         self.temperature = check_positive(fn, "temperature", temperature)
-        self.similarity = check_choice(fn, "similarity", similarity, SIMILARITIES)
+        self.similarity: Similarity = check_choice(fn, "similarity", similarity, SIMILARITIES)
 
     def forward(self, z1: Tensor, z2: Tensor) -> Tensor:
         return quadratic_contrastive_loss(z1, z2, self.temperature, similarity=self.similarity)

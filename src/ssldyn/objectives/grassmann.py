@@ -19,6 +19,8 @@ Conventions
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 from torch import Tensor, nn
 
@@ -36,10 +38,11 @@ __all__ = [
     "TraceLoss",
 ]
 
-REDUCTIONS = ("sum", "mean")
+Reduction = Literal["sum", "mean"]
+REDUCTIONS: tuple[str, ...] = get_args(Reduction)
 
 
-def simple_contrastive(u: Tensor, u_pos: Tensor, u_neg: Tensor, *, reduce_pairs: str = "sum") -> Tensor:
+def simple_contrastive(u: Tensor, u_pos: Tensor, u_neg: Tensor, *, reduce_pairs: Reduction = "sum") -> Tensor:
     r"""Simple contrastive loss of ``grassmann`` eq. (1) (Arora et al. 2019).
 
     .. math:: L = \sum_{i=1}^n u(x_i)^\top \big(u(x_i^-) - u(x_i^+)\big),
@@ -65,7 +68,7 @@ def simple_contrastive(u: Tensor, u_pos: Tensor, u_neg: Tensor, *, reduce_pairs:
     return (u * (neg - pos)).sum((-2, -1))
 
 
-def non_contrastive(u: Tensor, u_pos: Tensor, *, reduce_pairs: str = "sum") -> Tensor:
+def non_contrastive(u: Tensor, u_pos: Tensor, *, reduce_pairs: Reduction = "sum") -> Tensor:
     r"""Simple non-contrastive loss of ``grassmann`` eq. (2): ``L = -Σ_i u(x_i)ᵀ u(x_i⁺)``.
 
     Args:
@@ -89,7 +92,7 @@ def contrast_matrix(
     x_neg: Tensor | None = None,
     *,
     non_contrastive: bool = False,
-    reduce_pairs: str = "sum",
+    reduce_pairs: Reduction = "sum",
     symmetrize: bool = True,
 ) -> Tensor:
     r"""Data matrix ``C`` of ``grassmann`` eq. (7).
@@ -129,7 +132,9 @@ def contrast_matrix(
     return 0.5 * (c_tilde + c_tilde.mT) if symmetrize else c_tilde
 
 
-def non_contrastive_matrix(x: Tensor, x_pos: Tensor, *, reduce_pairs: str = "sum", symmetrize: bool = True) -> Tensor:
+def non_contrastive_matrix(
+    x: Tensor, x_pos: Tensor, *, reduce_pairs: Reduction = "sum", symmetrize: bool = True
+) -> Tensor:
     """``C`` of the non-contrastive loss eq. (2): ``contrast_matrix(x, x_pos, non_contrastive=True)``."""
     return contrast_matrix(x, x_pos, None, non_contrastive=True, reduce_pairs=reduce_pairs, symmetrize=symmetrize)
 
@@ -202,9 +207,9 @@ def _check_weights(fn: str, W1: Tensor, W2: Tensor, C: Tensor) -> None:
 class SimpleContrastiveLoss(nn.Module):
     """Module form of :func:`simple_contrastive`: ``forward(u, u_pos, u_neg)``."""
 
-    def __init__(self, *, reduce_pairs: str = "sum") -> None:
+    def __init__(self, *, reduce_pairs: Reduction = "sum") -> None:
         super().__init__()
-        self.reduce_pairs = check_choice("SimpleContrastiveLoss", "reduce_pairs", reduce_pairs, REDUCTIONS)
+        self.reduce_pairs: Reduction = check_choice("SimpleContrastiveLoss", "reduce_pairs", reduce_pairs, REDUCTIONS)
 
     def forward(self, u: Tensor, u_pos: Tensor, u_neg: Tensor) -> Tensor:
         return simple_contrastive(u, u_pos, u_neg, reduce_pairs=self.reduce_pairs)
@@ -213,9 +218,9 @@ class SimpleContrastiveLoss(nn.Module):
 class NonContrastiveLoss(nn.Module):
     """Module form of :func:`non_contrastive`: ``forward(u, u_pos)``."""
 
-    def __init__(self, *, reduce_pairs: str = "sum") -> None:
+    def __init__(self, *, reduce_pairs: Reduction = "sum") -> None:
         super().__init__()
-        self.reduce_pairs = check_choice("NonContrastiveLoss", "reduce_pairs", reduce_pairs, REDUCTIONS)
+        self.reduce_pairs: Reduction = check_choice("NonContrastiveLoss", "reduce_pairs", reduce_pairs, REDUCTIONS)
 
     def forward(self, u: Tensor, u_pos: Tensor) -> Tensor:
         return non_contrastive(u, u_pos, reduce_pairs=self.reduce_pairs)

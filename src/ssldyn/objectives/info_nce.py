@@ -10,12 +10,14 @@ References
 from __future__ import annotations
 
 import math
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor, nn
 
 from ._common import (
     SIMILARITIES,
+    Similarity,
     check_choice,
     check_nonnegative,
     check_positive,
@@ -27,7 +29,8 @@ from ._common import (
 
 __all__ = ["info_nce", "InfoNCE"]
 
-NEGATIVES = ("both", "view1")
+Negatives = Literal["both", "view1"]
+NEGATIVES: tuple[str, ...] = get_args(Negatives)
 
 
 def info_nce(
@@ -36,8 +39,8 @@ def info_nce(
     temperature: float = 0.5,
     *,
     eps: float = 1.0,
-    similarity: str = "cosine",
-    negatives: str = "both",
+    similarity: Similarity = "cosine",
+    negatives: Negatives = "both",
 ) -> Tensor:
     r"""InfoNCE / NT-Xent loss of two views.
 
@@ -138,15 +141,15 @@ class InfoNCE(nn.Module):
         temperature: float = 0.5,
         *,
         eps: float = 1.0,
-        similarity: str = "cosine",
-        negatives: str = "both",
+        similarity: Similarity = "cosine",
+        negatives: Negatives = "both",
     ) -> None:
         super().__init__()
         fn = "InfoNCE"
         self.temperature = check_positive(fn, "temperature", temperature)
         self.eps = check_nonnegative(fn, "eps", eps)
-        self.similarity = check_choice(fn, "similarity", similarity, SIMILARITIES)
-        self.negatives = check_choice(fn, "negatives", negatives, NEGATIVES)
+        self.similarity: Similarity = check_choice(fn, "similarity", similarity, SIMILARITIES)
+        self.negatives: Negatives = check_choice(fn, "negatives", negatives, NEGATIVES)
 
     def forward(self, z1: Tensor, z2: Tensor) -> Tensor:
         return info_nce(z1, z2, self.temperature, eps=self.eps, similarity=self.similarity, negatives=self.negatives)

@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ssldyn.probes.downstream import Metric
+
 __all__ = ["LinearProbe", "KNNProbe"]
 
 
@@ -134,7 +136,7 @@ class KNNProbe(_SplitProbe):
 
     name = "KNNProbe"
 
-    def __init__(self, labels: Any, *, k: int = 20, metric: str = "cosine", test_size: float = 0.5, seed: int = 0):
+    def __init__(self, labels: Any, *, k: int = 20, metric: Metric = "cosine", test_size: float = 0.5, seed: int = 0):
         if metric not in ("cosine", "euclidean"):
             raise ValueError(f"KNNProbe: metric {metric!r}: allowed values are 'cosine', 'euclidean'")
         super().__init__(labels, test_size, seed)

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import torch
 
@@ -51,7 +53,7 @@ def projection_norms(vectors, Q) -> torch.Tensor:
     return (B.mT @ vectors).norm(dim=0) / vectors.norm(dim=0).clamp_min(1e-30)
 
 
-def output_gap(u_phi, u_lin, reduce: str = "mean") -> float | torch.Tensor:
+def output_gap(u_phi, u_lin, reduce: Literal["mean", "max"] = "mean") -> float | torch.Tensor:
     """``‖u^φ(x) − u^I(x)‖₂`` per point, averaged (``"mean"``) or maximised (``"max"``) over the points.
 
     Shapes ``(..., n, z)`` -> ``(...)``: a Python float for one embedding ``(n, z)``, a tensor for batched input.

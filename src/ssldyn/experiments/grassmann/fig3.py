@@ -225,8 +225,11 @@ class Fig3(GrassmannExperiment):
 
         def run_gd(kind: str, lr: float, steps: int, every: int, h_max: int = H):
             net = make_net(h_max)
-            kw = {"mode": "projected"} if kind == "polar" else {"mode": "riemannian", "tangent": "grassmann"}
-            opt = ManifoldGD(net.weights(), lr=lr, retraction="polar", **kw)
+            opt = (
+                ManifoldGD(net.weights(), lr=lr, retraction="polar", mode="projected")
+                if kind == "polar"
+                else ManifoldGD(net.weights(), lr=lr, retraction="polar", mode="riemannian", tangent="grassmann")
+            )
             gd = train_gd(net.weights(), lambda: trace_loss(net.W1, net.W2, C), update=opt.step, steps=steps,
                           every=every, snapshots={"q": lambda _ps: q_from_map(net.end_to_end(), V)}, inputs={"C": C},
                           track=lambda it: ctx.track(it, total=steps + 1, description=f"Fig. 3 GD ({kind}, η={lr:g})"))  # fmt: skip

@@ -66,12 +66,19 @@ from ssldyn.experiments.grassmann._common import (
     peak_of,
 )
 from ssldyn.lab import ClaimSpec, Context, Erratum, Measured, Result, ge, gt, le, lt, register
-from ssldyn.models.two_layer import TwoLayerNet
+from ssldyn.models.two_layer import Regime, TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
 from ssldyn.probes.subspace import principal_angles
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 PROBLEMS = ("scaled", "balls", "product", "stiefel")
+#: the TwoLayerNet regime of each problem trained as a network (the product constraint trains the map M itself)
+_REGIMES: dict[str, Regime] = {
+    "scaled": "scaled",
+    "balls": "unconstrained",
+    "stiefel": "orthogonal",
+    "frobenius": "frobenius",
+}
 LABELS = {
     "scaled": "(1) L/(‖W2‖₂²‖W1‖₂²)",
     "balls": "(2) ‖W1‖₂, ‖W2‖₂ ≤ 1",
@@ -193,7 +200,7 @@ class Prop3(GrassmannExperiment):
                 then = lambda M=M: _clip_([M])  # noqa: E731
                 final_map = lambda M=M: M.detach()  # noqa: E731
             else:
-                regime = {"scaled": "scaled", "balls": "unconstrained", "stiefel": "orthogonal"}.get(prob, prob)
+                regime = _REGIMES[prob]
                 net = TwoLayerNet(d, cfg.h, z, "linear", regime, ensemble=S, seeds=init, init="orthogonal",
                                   dtype=torch.float64, device=dev)  # fmt: skip
                 nets[prob] = net

@@ -1,0 +1,88 @@
+"""API polish (issue 29, item 5): a string option of the library is typed with its choices (``Literal``).
+
+A parameter of a public library function (or ``__init__``) whose default is a string names one of a
+fixed set of choices; its annotation says which (``Literal[...]`` or an alias of one), so that an IDE
+completes it and pyright catches a typo. Only parameters whose value is open-ended are exempt, with
+the reason. Runtime checks stay (``check_choice``): configs and the CLI pass plain strings.
+"""
+
+import ast
+import typing
+from pathlib import Path
+
+import pytest
+
+import ssldyn.data.images
+import ssldyn.models.stiefel
+import ssldyn.models.two_layer
+import ssldyn.objectives._common
+import ssldyn.objectives.grassmann
+from ssldyn.objectives.info_nce import NEGATIVES, Negatives  # the module name is shadowed by the function
+
+SRC = Path(ssldyn.data.images.__file__).resolve().parents[1]
+LIBRARY = ("data", "models", "objectives", "kernels", "probes", "viz", "dynamics")
+#: parameters with a string default whose values are open-ended, not a choice
+OPEN = {
+    "name", "what", "who", "title", "prefix",
+    "guard_what",  # engine.run: the word used in the guard's error message
+    "method",  # q_ode.solve_adaptive: any torchdiffeq solver name (torchdiffeq validates it)
+}  # fmt: skip
+
+
+def _string_options() -> list[tuple[str, str, str]]:
+    """(file:line function, parameter, annotation) of every library parameter with a non-empty string default."""
+    out = []
+    for layer in LIBRARY:
+        for path in sorted((SRC / layer).rglob("*.py")):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.FunctionDef) or (node.name.startswith("_") and node.name != "__init__"):
+                    continue
+                a = node.args
+                params = a.posonlyargs + a.args + a.kwonlyargs
+                defaults = [None] * (len(a.posonlyargs + a.args) - len(a.defaults)) + list(a.defaults)
+                defaults += list(a.kw_defaults)
+                for p, d in zip(params, defaults):
+                    if isinstance(d, ast.Constant) and isinstance(d.value, str) and d.value and p.arg not in OPEN:
+                        where = f"{path.relative_to(SRC)}:{node.lineno} {node.name}"
+                        out.append((where, p.arg, ast.unparse(p.annotation) if p.annotation else ""))
+    return out
+
+
+def test_the_scan_sees_the_library_options():
+    names = {(w.split()[-1], p) for w, p, _ in _string_options()}
+    assert {("info_nce", "similarity"), ("empirical_ntk", "mode"), ("output_gap", "reduce")} <= names
+
+
+def test_every_string_option_is_typed_with_its_choices():
+    untyped = [f"{w}({p}: {ann or 'no annotation'})" for w, p, ann in _string_options() if ann == "str" or not ann]
+    assert not untyped, "string options without Literal types: " + ", ".join(untyped)
+
+
+@pytest.mark.parametrize(
+    ("alias", "choices"),
+    [
+        (ssldyn.objectives._common.Similarity, ssldyn.objectives._common.SIMILARITIES),
+        (Negatives, NEGATIVES),
+        (ssldyn.objectives.grassmann.Reduction, ssldyn.objectives.grassmann.REDUCTIONS),
+        (ssldyn.models.stiefel.Retraction, ssldyn.models.stiefel.RETRACTIONS),
+        (ssldyn.models.two_layer.Regime, ssldyn.models.two_layer.REGIMES),
+        (ssldyn.data.images.ImageSource, ssldyn.data.images.IMAGE_SOURCES),
+    ],
+)
+def test_runtime_choices_are_the_literal_alias(alias, choices):
+    """One source of truth: the tuple the runtime check uses is the alias's arguments, in order."""
+    assert tuple(choices) == typing.get_args(alias)
+
+
+def test_a_bad_choice_is_one_error_naming_the_allowed_values():
+    import torch
+
+    from ssldyn.kernels import empirical_ntk
+    from ssldyn.objectives import info_nce
+
+    z = torch.randn(4, 3)
+    with pytest.raises(ValueError, match="similarity must be one of 'cosine', 'sqdist', 'dot', got 'cos'"):
+        info_nce(z, z, 0.5, similarity="cos")  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ValueError, match="mode 'block': allowed values are 'full', 'trace', 'diagonal'"):
+        empirical_ntk(torch.nn.Linear(3, 2), None, z, mode="block")  # pyright: ignore[reportArgumentType]

@@ -62,18 +62,24 @@ def test_vacuous_when_the_control_satisfies_the_relation():
     assert c.status == "vacuous" and not c.passed and c.control_held is True
     assert c.control_value == pytest.approx(0.75) and c.control_values == (0.7, 0.8, 0.75, 0.9, 0.6)
     assert "vacuous" in c.note and "one training step" in c.note
+    assert (
+        c.control_state == "held" and c.control_text() == "control: one training step — 0.75; relation held (vacuous)"
+    )
 
 
 def test_a_failing_control_leaves_the_pass_standing():
     ms = [Measured(v, control=cv) for v, cv in zip([0.9, 0.92, 0.88, 0.91, 0.9], [0.1, 0.2, 0.15, 0.1, 0.3])]
     c = evaluate(spec(gt(0.5), control="linear activation"), None, SEEDS, ms)
     assert c.status == "pass" and c.passed and c.control_held is False
-    assert "did not hold" in c.control_text()
+    assert (
+        c.control_state == "not held" and c.control_text() == "control: linear activation — 0.17; relation did not hold"
+    )
 
 
 def test_a_declared_control_that_was_not_measured_makes_a_pass_inconclusive():
     c = evaluate(spec(gt(0.5), control="at init"), None, SEEDS, [0.9, 0.92, 0.88, 0.91, 0.9])
     assert c.status == "inconclusive" and "control was not measured" in c.note
+    assert c.control_state == "not measured" and c.control_text() == "control: at init — not measured"
 
 
 def test_not_run_claim():
@@ -174,3 +180,11 @@ def test_claim_round_trips_through_json_with_its_control():
     d = c.to_dict()
     back = Claim.from_dict(d)
     assert back == c
+
+
+def test_control_state_of_a_claim_without_a_control():
+    """The report and the CLI read one control state: a no_control reason, or nothing declared."""
+    c = evaluate(spec(gt(0.5), no_control="a closed form: no null condition"), None, SEEDS, [0.9] * 5)
+    assert c.control_state == "no control" and c.control_text() == "no control: a closed form: no null condition"
+    bare = evaluate(spec(gt(0.5), kind="sanity"), None, SEEDS, [0.9] * 5)
+    assert bare.control_state == "" and bare.control_text() == ""

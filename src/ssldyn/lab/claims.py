@@ -497,16 +497,25 @@ class Claim:
             d[k] = list(d[k])
         return d
 
-    def control_text(self) -> str:
-        """``control: at init — 0.06 (relation held: vacuous)`` or the no-control reason."""
+    @property
+    def control_state(self) -> str:
+        """What the negative control showed: ``"held"`` (the relation holds there too: vacuous), ``"not held"``,
+        ``"not measured"`` (declared, no values), ``"no control"`` (a ``no_control`` reason) or ``""`` (none)."""
         if self.control:
             if not self.control_values:
-                return f"control: {self.control} — not measured"
-            held = "held (vacuous)" if self.control_held else "did not hold"
+                return "not measured"
+            return "held" if self.control_held else "not held"
+        return "no control" if self.no_control else ""
+
+    def control_text(self) -> str:
+        """``control: at init — 0.06; relation held (vacuous)`` or the no-control reason."""
+        state = self.control_state
+        if state in ("held", "not held"):
+            held = "held (vacuous)" if state == "held" else "did not hold"
             return f"control: {self.control} — {_fmt(self.control_value)}; relation {held}"
-        if self.no_control:
-            return f"no control: {self.no_control}"
-        return ""
+        if state == "not measured":
+            return f"control: {self.control} — not measured"
+        return f"no control: {self.no_control}" if state == "no control" else ""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Claim:

@@ -67,16 +67,15 @@ def _verdict(c: Claim) -> tuple[str, str]:
 
 
 def _control_cell(c: Claim) -> str:
-    if c.control:
-        if not c.control_values:
-            return f"{escape(c.control)}<div class='meta'>not measured</div>"
-        held = "<b>holds there too (vacuous)</b>" if c.control_held else "does not hold there"
+    state = c.control_state
+    if state in ("held", "not held"):
+        held = "<b>holds there too (vacuous)</b>" if state == "held" else "does not hold there"
         return f"{escape(c.control)}<div class='meta'>{escape(str(c.control_value))}: {held}</div>"
-    if c.no_control:
+    if state == "not measured":
+        return f"{escape(c.control)}<div class='meta'>not measured</div>"
+    if state == "no control":
         return f"<span class='meta'>none: {escape(c.no_control)}</span>"
-    if c.kind in ("paper", "consequence"):
-        return "<span class='meta'>none declared</span>"
-    return ""
+    return "<span class='meta'>none declared</span>" if c.kind in ("paper", "consequence") else ""
 
 
 def _claim_row(c: Claim) -> str:

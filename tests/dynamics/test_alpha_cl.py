@@ -11,13 +11,16 @@ from ssldyn.data.latent import (
     random_orthonormal_basis,
 )
 from ssldyn.dynamics.alpha_cl import (
+    alpha_covariance,
     gated_covariance,
     gated_input,
     gaussian_alpha_fn,
     make_A_fn,
     one_layer_energy,
     power_iteration,
+    sphere_euler_step,
     sphere_flow,
+    sphere_tangent,
     uniform_contrastive_covariance,
 )
 from ssldyn.dynamics.guards import NonFiniteLossError
@@ -307,3 +310,56 @@ def test_diagonal_operators_of_the_wrong_shape_are_refused(shape):
             flow(w0, lambda w: A, steps=3, diagonal=True)
     for ok in ((3, 4), (1, 4), (4,)):  # per member, shared, shared without the member axis
         sphere_flow(w0, lambda w, s=ok: torch.ones(s, dtype=D), steps=2, diagonal=True)
+
+
+def _eq3_double_sum(a, a_pos, b, b_pos, alpha):
+    """Eq. 3 written out: ``(1/2N²) Σ_ij α_ij [(a_i − a_j)(b_i − b_j)ᵀ − (a_i − a_i')(b_i − b_i')ᵀ]``."""
+    n = a.shape[0]
+    out = torch.zeros(a.shape[1], b.shape[1], dtype=a.dtype)
+    for i in range(n):
+        for j in range(n):
+            out += alpha[i, j] * (torch.outer(a[i] - a[j], b[i] - b[j]) - torch.outer(a[i] - a_pos[i], b[i] - b_pos[i]))
+    return out / (2 * n * n)
+
+
+def test_alpha_covariance_is_eq3_for_any_alpha_and_the_weighted_covariance_for_a_population():
+    n = 7
+    a = torch.randn(n, 3, generator=gen(40), dtype=D)
+    ap = a + 0.3 * torch.randn(n, 3, generator=gen(41), dtype=D)
+    b = torch.randn(n, 2, generator=gen(42), dtype=D)
+    bp = b + 0.3 * torch.randn(n, 2, generator=gen(43), dtype=D)
+    ones = torch.ones(n, n, dtype=D)
+    alpha = torch.rand(n, n, generator=gen(44), dtype=D)
+    close = dict(rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(alpha_covariance(a, ap), _eq3_double_sum(a, ap, a, ap, ones), **close)  # O(N) path
+    torch.testing.assert_close(alpha_covariance(a), _eq3_double_sum(a, a, a, a, ones), **close)  # no augmentation
+    torch.testing.assert_close(alpha_covariance(a, ap, b=b, b_pos=bp), _eq3_double_sum(a, ap, b, bp, ones), **close)
+    torch.testing.assert_close(alpha_covariance(a, b=b), _eq3_double_sum(a, a, b, b, ones), **close)
+    torch.testing.assert_close(alpha_covariance(a, ap, alpha=alpha), _eq3_double_sum(a, ap, a, ap, alpha), **close)
+    torch.testing.assert_close(
+        alpha_covariance(a, ap, alpha=alpha, b=b, b_pos=bp), _eq3_double_sum(a, ap, b, bp, alpha), **close
+    )
+    # population weights: Σ_i p_i a_i b_iᵀ − (Σ p a)(Σ p b)ᵀ, written out
+    p = torch.rand(n, generator=gen(45), dtype=D)
+    p = p / p.sum()
+    ma, mb = sum(p[i] * a[i] for i in range(n)), sum(p[i] * b[i] for i in range(n))
+    ref = sum(p[i] * torch.outer(a[i], b[i]) for i in range(n)) - torch.outer(ma, mb)
+    torch.testing.assert_close(alpha_covariance(a, weights=p, b=b), ref, **close)
+    with pytest.raises(ValueError, match="weights: only supported with uniform alpha"):
+        alpha_covariance(a, alpha=alpha, weights=p)
+    with pytest.raises(ValueError, match="give both positive views or neither"):
+        alpha_covariance(a, ap, b=b)
+
+
+def test_sphere_tangent_and_euler_step_are_the_projection_and_the_renormalised_step():
+    w = torch.randn(4, 5, generator=gen(46), dtype=D)
+    w = w / w.norm(dim=-1, keepdim=True)
+    v = torch.randn(4, 5, generator=gen(47), dtype=D)
+    proj = torch.stack([(torch.eye(5, dtype=D) - torch.outer(wi, wi)) @ vi for wi, vi in zip(w, v)])  # (I − wwᵀ)v
+    torch.testing.assert_close(sphere_tangent(w, v), proj, rtol=1e-12, atol=1e-14)
+    assert float((sphere_tangent(w, v) * w).sum(-1).abs().max()) < 1e-14  # tangent at w
+    w0, v0 = w.clone(), v.clone()
+    step = sphere_euler_step(w, v, 0.3)
+    ref = torch.stack([(wi + 0.3 * vi) / math.sqrt(float(((wi + 0.3 * vi) ** 2).sum())) for wi, vi in zip(w, v)])
+    torch.testing.assert_close(step, ref, rtol=1e-12, atol=1e-14)
+    assert torch.equal(w, w0) and torch.equal(v, v0)  # the inputs are left as they are

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ssldyn.dynamics.alpha_cl_mixture import population_contrastive_covariance
 from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, step_schedule
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -49,11 +50,14 @@ from ssldyn.objectives import alpha_cl_energy, alpha_gaussian, contrastive_covar
 __all__ = [
     "gated_input",
     "uniform_contrastive_covariance",
+    "alpha_covariance",
     "gated_covariance",
     "make_A_fn",
     "one_layer_energy",
     "gaussian_alpha_fn",
+    "sphere_tangent",
     "sphere_grad",
+    "sphere_euler_step",
     "sphere_flow",
     "power_iteration",
 ]
@@ -120,8 +124,7 @@ def uniform_contrastive_covariance(a: Tensor, a_pos: Tensor | None = None, weigh
         p = weights.to(dtype=a.dtype, device=a.device)
         if p.dim() != 1 or p.shape[0] != a.shape[-2]:
             raise ValueError(f"weights: expected shape (N,) with N={a.shape[-2]}, got {tuple(p.shape)}")
-        m = (p[:, None] * a).sum(-2)  # (..., p)
-        return (a * p[:, None]).mT @ a - m[..., :, None] * m[..., None, :]
+        return population_contrastive_covariance(a, p)  # Σ p_i a_i a_iᵀ − m mᵀ
     n = a.shape[-2]
     ac = a - a.mean(-2, keepdim=True)  # (..., N, p)
     cov = ac.mT @ ac / n  # (..., p, p)
@@ -134,6 +137,57 @@ def uniform_contrastive_covariance(a: Tensor, a_pos: Tensor | None = None, weigh
 def _alpha_at(alpha: Tensor | Callable[[Tensor], Tensor] | None, w: Tensor) -> Tensor | None:
     """The pairwise weights α at the filter ``w``: ``alpha(w)`` for a state-dependent α, else ``alpha``."""
     return alpha(w) if callable(alpha) else alpha
+
+
+def alpha_covariance(
+    a: Tensor,
+    a_pos: Tensor | None = None,
+    *,
+    alpha: Tensor | None = None,
+    weights: Tensor | None = None,
+    b: Tensor | None = None,
+    b_pos: Tensor | None = None,
+) -> Tensor:
+    """``C_α[a]`` (or ``C_α[a, b]``) of eq. 3 for any pairwise importance, the O(N) form when α is uniform.
+
+    ``alpha=None``: :func:`uniform_contrastive_covariance` (``α ≡ 1`` without an ``N × N`` matrix; with
+    population ``weights (N,)`` the weighted covariance); ``C_α[a, b]`` is then the off-diagonal block
+    ``[:p, p:]`` of ``C_α[[a, b]]`` (eq. 3 is bilinear). Otherwise
+    :func:`ssldyn.objectives.contrastive_covariance` with ``alpha (N, N)`` or ``(..., N, N)``
+    (``weights`` are then an error). A missing positive view means no augmentation (``a_pos = a``).
+
+    Args:
+        a: ``(..., N, p)``; a_pos: same shape or None.
+        alpha: None (uniform) or the pairwise importance; weights: ``(N,)`` or None (uniform α only).
+        b, b_pos: ``(..., N, q)`` second argument or None (``C_α[a]``); give ``b_pos`` with ``b`` exactly
+            when ``a_pos`` is given.
+
+    Returns:
+        ``(..., p, p)``, or ``(..., p, q)`` with ``b``.
+    """
+    if alpha is None:
+        if b is None:
+            return uniform_contrastive_covariance(a, a_pos, weights)
+        if (a_pos is None) != (b_pos is None):
+            raise ValueError("a_pos, b_pos: give both positive views or neither")
+        joint_pos = None if a_pos is None or b_pos is None else torch.cat([a_pos, b_pos], -1)  # (..., N, p + q)
+        joint = uniform_contrastive_covariance(torch.cat([a, b], -1), joint_pos, weights)  # (..., p + q, p + q)
+        p = a.shape[-1]
+        return joint[..., :p, p:]
+    if weights is not None:
+        raise ValueError("weights: only supported with uniform alpha (alpha=None)")
+    return contrastive_covariance(
+        a, a if a_pos is None else a_pos, b, None if b is None else (b if b_pos is None else b_pos), alpha=alpha
+    )
+
+
+def _gated_covariance(
+    x: Tensor, w: Tensor, act: Activation, x_pos: Tensor | None, alpha, weights: Tensor | None
+) -> Tensor:
+    """``C_α[x̃^w]`` of checked inputs ``x``, ``x_pos`` (``w`` is checked by :func:`gated_input`)."""
+    xt = gated_input(x, w, act)  # (..., N, d)
+    xt_pos = None if x_pos is None else gated_input(x_pos, w, act)
+    return alpha_covariance(xt, xt_pos, alpha=_alpha_at(alpha, w), weights=weights)
 
 
 def gated_covariance(
@@ -157,14 +211,10 @@ def gated_covariance(
     """
     _check_x("x", x)
     _check_w(w, x.shape[-1])
-    xt = gated_input(x, w, activation)  # (..., N, d)
-    xt_pos = None if x_pos is None else gated_input(_check_x("x_pos", x_pos), w, activation)
-    a = _alpha_at(alpha, w)
-    if a is None:
-        return uniform_contrastive_covariance(xt, xt_pos, weights)
-    if weights is not None:
-        raise ValueError("weights: only supported with uniform alpha (alpha=None)")
-    return contrastive_covariance(xt, xt if xt_pos is None else xt_pos, alpha=a)
+    act = get_activation(activation)
+    if x_pos is not None:
+        _check_x("x_pos", x_pos)
+    return _gated_covariance(x, w, act, x_pos, alpha, weights)
 
 
 def make_A_fn(
@@ -175,11 +225,17 @@ def make_A_fn(
     alpha=None,
     weights: Tensor | None = None,
 ) -> AFn:
-    """The map ``w -> A(w)`` on a fixed batch (what :func:`power_iteration` and the probes take)."""
+    """The map ``w -> A(w)`` on a fixed batch (what :func:`power_iteration` and the probes take).
+
+    The batch (``x``, ``x_pos``) is checked once, here, not at every evaluation of ``A``.
+    """
     _check_x("x", x)
+    if x_pos is not None:
+        _check_x("x_pos", x_pos)
+    act = get_activation(activation)
 
     def A_fn(w: Tensor) -> Tensor:
-        return gated_covariance(x, w, activation, x_pos=x_pos, alpha=alpha, weights=weights)
+        return _gated_covariance(x, w, act, x_pos, alpha, weights)
 
     return A_fn
 
@@ -222,10 +278,25 @@ def gaussian_alpha_fn(
     return alpha
 
 
+def sphere_tangent(w: Tensor, v: Tensor) -> Tensor:
+    """``P⊥_w v = v − (wᵀv) w``: the component of ``v`` tangent to the unit sphere at the unit ``w``; ``(..., d)``."""
+    return v - (v * w).sum(-1, keepdim=True) * w
+
+
 def sphere_grad(A: Tensor, w: Tensor) -> Tensor:
     """``P⊥_w A w`` (eq. 7) for ``A (..., d, d)``, unit ``w (..., d)``."""
     aw = (A @ w.unsqueeze(-1)).squeeze(-1)  # (..., d)
-    return aw - (aw * w).sum(-1, keepdim=True) * w
+    return sphere_tangent(w, aw)
+
+
+def sphere_euler_step(w: Tensor, g: Tensor, dt: float) -> Tensor:
+    """``normalize(w + dt·g)``: one projected Euler step with renormalisation on the unit sphere; ``(..., d)``.
+
+    Computed in place on a fresh tensor (``dt·g``), so ``w`` and ``g`` are left as they are and a large
+    ensemble allocates one tensor per step.
+    """
+    w_next = (dt * g).add_(w)  # (..., d): w + dt·g
+    return w_next.div_(w_next.norm(dim=-1, keepdim=True))
 
 
 def _normalize(w: Tensor) -> Tensor:
@@ -319,10 +390,9 @@ def sphere_flow(
         waw = (aw * w).sum(-1, keepdim=True)  # (E, 1): wᵀA(w)w
         g = aw.sub_(waw * w)  # (E, d): P⊥_w A(w) w, as sphere_grad (in place: aw is a fresh tensor)
         energy = 0.5 * waw.squeeze(-1)  # (E,)
-        w_next = w
-        if t < steps:  # normalize(w + dt·g), in place on fresh tensors (fewer allocations: a large E is
-            w_next = (dt * g).add_(w)  # memory-bound, and allocator churn cost ~40% at E = 60,000, d = 10)
-            w_next = w_next.div_(w_next.norm(dim=-1, keepdim=True))  # (E, d)
+        # normalize(w + dt·g) in place on a fresh tensor (fewer allocations: a large E is memory-bound, and
+        # allocator churn cost ~40% at E = 60,000, d = 10)
+        w_next = sphere_euler_step(w, g, dt) if t < steps else w  # (E, d)
         return w_next, energy, (lambda: {"grad_norm": g.norm(dim=-1)})
 
     res = run(

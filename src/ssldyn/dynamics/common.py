@@ -2,8 +2,8 @@
 
 * :func:`step_schedule` — the steps ``every`` selects: ``0, every, 2·every, …`` and the last.
 * :func:`log_value` / :func:`per_member` — the one probe signature ``probe(observable) -> float | (E,)``.
-* :func:`embed` — eval-mode embeddings of a model in batches (the one ``embed``).
-* :func:`minibatches` — seeded epochs of index batches.
+* :func:`embed` — eval-mode embeddings of a model in batches (the one ``embed``); :func:`eval_mode`.
+* :func:`minibatches` — seeded epochs of index batches (:class:`EpochBatches`, with a state to checkpoint).
 * :func:`check_steps`, :func:`check_lr` — the argument checks every flow makes.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,9 @@ __all__ = [
     "log_value",
     "per_member",
     "drop_singleton_member",
+    "eval_mode",
     "embed",
+    "EpochBatches",
     "minibatches",
     "check_steps",
     "check_lr",
@@ -104,6 +107,21 @@ def drop_singleton_member(z: Tensor) -> Tensor:
     return z[0] if z.dim() == 3 and z.shape[0] == 1 else z
 
 
+@contextmanager
+def eval_mode(*modules: nn.Module | None) -> Iterator[None]:
+    """Put the modules (None entries skipped) in eval mode for the block; each one's train/eval mode is
+    restored after it (``module.train(was)``), also when the block raises."""
+    mods = [m for m in modules if m is not None]
+    was = [m.training for m in mods]
+    for m in mods:
+        m.eval()
+    try:
+        yield
+    finally:
+        for m, w in zip(mods, was):
+            m.train(w)
+
+
 @torch.no_grad()
 def embed(model: nn.Module, x: Tensor, *, batch_size: int = 1024, projection: bool = False) -> Tensor:
     """Eval-mode embeddings of ``x (N, ...)``, computed in batches of ``batch_size``.
@@ -117,30 +135,50 @@ def embed(model: nn.Module, x: Tensor, *, batch_size: int = 1024, projection: bo
         raise ValueError(f"embed: batch_size must be >= 1, got {batch_size}")
     if x.shape[0] == 0:
         raise ValueError("embed: x is empty (0 samples)")
-    was = model.training
-    model.eval()
     fn: Callable[[Tensor], Tensor] = model
     if not projection and callable(getattr(model, "features", None)):
         fn = model.features  # type: ignore[assignment]
-    try:
-        out = torch.cat([fn(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)], dim=-2)
-    finally:
-        model.train(was)
-    return out
+    with eval_mode(model):
+        return torch.cat([fn(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)], dim=-2)
+
+
+class EpochBatches:
+    """Index batches of size ``B`` from ``n`` samples: epochs of seeded permutations, the last partial batch
+    of each epoch dropped. A permutation ``torch.randperm(n, generator=generator)`` is drawn when an epoch
+    starts (at the first batch asked for), so the draws from ``generator`` interleave with any other use
+    of it in call order. ``state_dict()`` / ``load_state_dict()``: the current permutation and position
+    (a checkpoint resumes the same batches)."""
+
+    def __init__(self, n: int, B: int, generator: torch.Generator | None = None) -> None:
+        self.n, self.B, self.generator = n, B, generator
+        self.perm: Tensor | None = None  # (n,) permutation of the current epoch
+        self.pos = 0  # batches of the current epoch already drawn
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return self
+
+    def __next__(self) -> Tensor:
+        if self.perm is None or self.pos >= self.n // self.B:
+            self.perm, self.pos = torch.randperm(self.n, generator=self.generator), 0
+        idx = self.perm[self.pos * self.B : (self.pos + 1) * self.B]  # (B,)
+        self.pos += 1
+        return idx
+
+    def state_dict(self) -> dict:
+        return {"perm": self.perm, "pos": self.pos}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        self.perm, self.pos = state["perm"], int(state["pos"])
 
 
 def minibatches(n: int, batch_size: int, steps: int, *, generator: torch.Generator | None = None) -> Iterator[Tensor]:
-    """``steps`` index batches of size ``batch_size``: epochs of seeded permutations, last partial batch dropped."""
+    """``steps`` index batches of size ``batch_size``: epochs of seeded permutations, last partial batch dropped
+    (:class:`EpochBatches`)."""
     if not 1 <= batch_size <= n:
         raise ValueError(f"batch_size={batch_size}: must be in [1, n={n}] (the number of samples)")
-    done = 0
-    while done < steps:
-        perm = torch.randperm(n, generator=generator)
-        for i in range(n // batch_size):
-            if done >= steps:
-                return
-            yield perm[i * batch_size : (i + 1) * batch_size]
-            done += 1
+    batches = EpochBatches(n, batch_size, generator)
+    for _ in range(steps):
+        yield next(batches)
 
 
 def check_steps(steps: Any, name: str = "steps") -> int:

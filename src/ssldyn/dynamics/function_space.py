@@ -35,7 +35,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps
+from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, drop_singleton_member
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
@@ -120,16 +120,14 @@ class NetworkKernel:
 
     def outputs(self) -> Tensor:
         with torch.no_grad():
-            out = self.model(self.x)
-        return out[0] if out.dim() == 3 and out.shape[0] == 1 else out
+            return drop_singleton_member(self.model(self.x))  # (n, d), or (E, n, d) for E > 1
 
     def advance(self, g: Tensor, lr: float) -> None:
         if not self.move_weights:
             return
         params = [p for p in self.model.parameters() if p.requires_grad]
         with torch.enable_grad():
-            out = self.model(self.x)
-            out = out[0] if out.dim() == 3 and out.shape[0] == 1 else out
+            out = drop_singleton_member(self.model(self.x))  # shaped as the embeddings z and g
             grads = torch.autograd.grad((out * g).sum(), params, allow_unused=True)
         with torch.no_grad():
             for p, gp in zip(params, grads):

@@ -29,8 +29,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.q_ode import solve_reference
-from ssldyn.dynamics.ssl import _features
+from ssldyn.dynamics.common import eval_mode
+from ssldyn.dynamics.q_ode import q_from_map, solve_reference
+from ssldyn.dynamics.ssl import _features, _module_device, _module_dtype, _to
 from ssldyn.kernels import block_structure, empirical_ntk
 from ssldyn.kernels.ntk import NTKImplementation
 from ssldyn.objectives import contrast_matrix, contrastive_covariance
@@ -97,6 +98,18 @@ def _out(values: list[float], ensemble: bool) -> float | Tensor:
     return torch.tensor(values, dtype=torch.float64) if ensemble else float(values[0])
 
 
+def _per_member_map(A: Tensor, E: int) -> Tensor:
+    """A linear head's map ``(z, p)`` (one for every member) or ``(E, z, p)`` as ``(E, z, p)``."""
+    return A if A.dim() == 3 else A.unsqueeze(0).expand(E, -1, -1)
+
+
+def _head_alignment(V: Tensor, A: Tensor) -> list[float]:
+    """Per member, the mean over the first ``z`` columns ``v_k`` of ``V (E, p, p)`` of ``‖P_{row(A)} v_k‖``,
+    the norm of their projection onto the row space of the head ``A (E, z, p)`` (1: the head spans them)."""
+    z = A.shape[-2]
+    return [float(projection_norms(Ve[:, :z], Ae.mT).mean()) for Ve, Ae in zip(V, A)]
+
+
 def _linear_map(head: nn.Module, p: int, like: Tensor, name: str) -> Callable[[], Tensor]:
     """The linear part ``A`` of a linear (affine) head, ``(z, p)`` or ``(E, z, p)``: ``A e_k = head(e_k) − head(0)``.
 
@@ -104,13 +117,8 @@ def _linear_map(head: nn.Module, p: int, like: Tensor, name: str) -> Callable[[]
     """
 
     def measure(inputs: Tensor) -> Tensor:
-        was = head.training
-        head.eval()
-        try:
-            with torch.no_grad():
-                return head(inputs)
-        finally:
-            head.train(was)
+        with eval_mode(head), torch.no_grad():
+            return head(inputs)
 
     a, b = torch.randn(2, 3, p, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     a, b = a.to(like), b.to(like)
@@ -198,19 +206,11 @@ class NTKClassBlocks(_ModelMonitor):
 
     def kernel(self) -> Tensor:
         """The traced empirical NTK ``(n, n)`` (or ``(E, n, n)``) of the model now, in eval mode."""
-        net = self._net()
-        was = [m.training for m in (self.model, self.head) if m is not None]
-        net.eval()
-        try:
-            dev = next(iter(self.model.parameters())).device
-            dt = next(iter(self.model.parameters())).dtype
-            x = self.x.to(dev, dt if self.x.is_floating_point() else None)
+        x = _to(self.x, _module_device(self.model), _module_dtype(self.model))  # floating inputs: the model's dtype
+        with eval_mode(self.model, self.head):
             return empirical_ntk(
-                net, None, x, mode="trace", implementation=self.implementation, chunk_size=self.chunk_size
+                self._net(), None, x, mode="trace", implementation=self.implementation, chunk_size=self.chunk_size
             ).detach()
-        finally:
-            for m, w in zip((m for m in (self.model, self.head) if m is not None), was):
-                m.train(w)
 
     def _compute(self) -> dict[str, float | Tensor]:
         K = self.kernel()
@@ -321,12 +321,9 @@ class ContrastSpectrum(_ModelMonitor):
         }
         q = None
         if self._A is not None:
-            A = self._A()  # (z, p) or (E, z, p)
-            A_m = A if A.dim() == 3 else A.unsqueeze(0).expand(V_m.shape[0], -1, -1)  # (E, z, p)
-            zdim = A_m.shape[-2]
-            q = V_m.mT @ A_m.mT  # (E, p, z): q = Vᵀ Aᵀ, row i = u(v_i)
-            align = [float(projection_norms(Ve[:, :zdim], Ae.mT).mean()) for Ve, Ae in zip(V_m, A_m)]
-            out["qode_alignment"] = _out(align, ensemble)
+            A_m = _per_member_map(self._A(), V_m.shape[0])  # (E, z, p)
+            q = q_from_map(A_m, V_m)  # (E, p, z): q = Vᵀ Aᵀ, row i = u(v_i)
+            out["qode_alignment"] = _out(_head_alignment(V_m, A_m), ensemble)
         assert self._h is not None  # set by matrix()
         self._state = (lam_m, V_m, q, self._h)
         self.history.append({"eigenvalues": lam_m.cpu().numpy(), "q": None if q is None else q.cpu().numpy()})
@@ -418,10 +415,7 @@ class AlphaCLSpectrum(_ModelMonitor):
             "gap": _out((lam[:, 0] - lam[:, 1]).tolist() if lam.shape[1] > 1 else [0.0] * len(lam), ensemble),
         }
         if self._A is not None:
-            A = self._A()
-            A_m = A if A.dim() == 3 else A.unsqueeze(0).expand(V.shape[0], -1, -1)  # (E, z, p)
-            zdim = A_m.shape[-2]
-            align = [float(projection_norms(Ve[:, :zdim], Ae.mT).mean()) for Ve, Ae in zip(V, A_m)]
-            out["head_alignment"] = _out(align, ensemble)
+            A_m = _per_member_map(self._A(), V.shape[0])  # (E, z, p)
+            out["head_alignment"] = _out(_head_alignment(V, A_m), ensemble)  # V: descending, top-z first
         self.history.append({"eigenvalues": lam.cpu().numpy(), "top": V[..., : self.k].cpu().numpy()})
         return out

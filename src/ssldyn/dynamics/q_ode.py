@@ -43,7 +43,7 @@ check ``q0``, ``lam`` (and ``t``) for NaN/inf (``ValueError``, before any work) 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -69,8 +69,8 @@ __all__ = [
     "solve_reference",
 ]
 
-FORMS = ("eq9", "eq12")
 Form = Literal["eq9", "eq12"]
+FORMS: tuple[str, ...] = get_args(Form)
 GUARD_WHAT = "q-ODE loss Tr(qᵀΛq)"
 
 
@@ -133,10 +133,19 @@ def trace_loss_q(q: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
     return (_lam(q, lam) * q * q).sum((-2, -1))
 
 
-def ode_time(step: int | np.ndarray, lr: float, form: Form = "eq9") -> float | np.ndarray:
-    """ODE time reached after ``step`` discrete steps with rate η: ``k·η`` (eq9 / GD) or ``k·η/2`` (printed eq12)."""
+def _check_form(form: str) -> None:
     if form not in FORMS:
         raise ValueError(f"form {form!r}: allowed values are {', '.join(FORMS)}")
+
+
+def _float64(x: object) -> np.ndarray:
+    """A tensor (on any device) or array-like as a float64 numpy array on the host."""
+    return np.asarray(x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
+
+
+def ode_time(step: int | np.ndarray, lr: float, form: Form = "eq9") -> float | np.ndarray:
+    """ODE time reached after ``step`` discrete steps with rate η: ``k·η`` (eq9 / GD) or ``k·η/2`` (printed eq12)."""
+    _check_form(form)
     return step * lr * (1.0 if form == "eq9" else 0.5)
 
 
@@ -174,8 +183,7 @@ def euler(
         NonFiniteLossError: the state became non-finite: its loss ``Tr(qᵀΛq)`` at step k is
             NaN/inf (names k, the member and its loss at step k − 1).
     """
-    if form not in FORMS:
-        raise ValueError(f"form {form!r}: allowed values are {', '.join(FORMS)}")
+    _check_form(form)
     lr, steps = check_lr(lr), check_steps(steps)
     _check_q0_lam(q0, lam)
     dt = lr if form == "eq9" else 0.5 * lr
@@ -202,7 +210,7 @@ def euler(
 
 
 def _check_times(t) -> np.ndarray:
-    tn = np.asarray(t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else t, dtype=np.float64)
+    tn = _float64(t)
     if tn.ndim != 1 or tn.size == 0:
         raise ValueError(f"t: expected a non-empty 1-D array of times, got shape {tn.shape}")
     check_finite("t", tn)
@@ -230,7 +238,7 @@ def _check_budget(
     ``|t_end − t_0| ρ / radius`` steps."""
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
         raise ValueError(f"{fn}: max_steps must be an integer >= 1, got {max_steps!r}")
-    lam_np = np.asarray(lam.detach().cpu().numpy() if isinstance(lam, torch.Tensor) else lam, dtype=np.float64)
+    lam_np = _float64(lam)
     rho = 4.0 * float(np.abs(lam_np).max(initial=0.0))
     span = abs(float(tn[-1]) - float(tn[0]))
     need = span * rho / radius
@@ -351,10 +359,8 @@ def solve_reference(
     tn = _check_times(t)
     fast = rhs is None and np.ndim(q0) == 2
     rhs = rhs or q_ode_rhs
-    q0n = np.asarray(q0.detach().cpu().numpy() if isinstance(q0, torch.Tensor) else q0, dtype=np.float64)
-    lamt = torch.as_tensor(
-        np.asarray(lam.detach().cpu().numpy() if isinstance(lam, torch.Tensor) else lam, dtype=np.float64)
-    )
+    q0n = _float64(q0)
+    lamt = torch.as_tensor(_float64(lam))
     shape = q0n.shape
     lam_np = lamt.numpy()
     _check_budget("solve_reference", q0n, lam_np, tn, max_steps, 6.0)

@@ -64,11 +64,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import check_lr, check_steps, drop_singleton_member, embed, step_schedule
+from ssldyn.dynamics.common import EpochBatches, check_lr, check_steps, drop_singleton_member, embed, step_schedule
 from ssldyn.dynamics.engine import resolve_device, run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.dynamics.views import as_augment, draw_views, pairwise_mean
+from ssldyn.dynamics.weight_space import make_optimizer
 from ssldyn.files import atomic_write_bytes
 
 __all__ = ["train_ssl", "train_simclr"]
@@ -308,12 +309,10 @@ def train_simclr(
         raise ValueError(f"batch_size={batch_size}: must be in [2, N={images.shape[0]}] (the number of images)")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    if optimizer == "adam":
-        opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-    elif optimizer == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=weight_decay)
-    else:
+    if optimizer not in ("adam", "sgd"):
         raise ValueError(f"optimizer {optimizer!r}: allowed values are adam, sgd")
+    # SGD with momentum 0.9; Adam has no momentum argument
+    opt = make_optimizer(model.parameters(), optimizer, lr, momentum=0.9, weight_decay=weight_decay)
     return train_ssl(
         model,
         images,
@@ -601,30 +600,25 @@ def _as_tensor(name: str, x: Any) -> Tensor:
 
 
 class _Sampler:
-    """Minibatches of a tensor: epochs of seeded permutations (as :func:`~ssldyn.dynamics.common.minibatches`,
-    the same draws in the same order), with a state to checkpoint."""
+    """Minibatches of a tensor: the index batches of :class:`~ssldyn.dynamics.common.EpochBatches` (the
+    draws of :func:`~ssldyn.dynamics.common.minibatches`), with its state to checkpoint."""
 
     def __init__(self, x: Tensor, B: int, g: torch.Generator) -> None:
-        self.x, self.B, self.g = x, B, g
-        self.perm: Tensor | None = None
-        self.pos = 0
+        self.x = x
+        self.indices = EpochBatches(x.shape[0], B, g)
 
     def __iter__(self) -> Iterator[Tensor]:
         return self
 
     def __next__(self) -> Tensor:
-        n = self.x.shape[0]
-        if self.perm is None or self.pos >= n // self.B:
-            self.perm, self.pos = torch.randperm(n, generator=self.g), 0
-        idx = self.perm[self.pos * self.B : (self.pos + 1) * self.B]
-        self.pos += 1
+        idx = next(self.indices)  # (B,)
         return self.x[idx.to(self.x.device)]
 
     def state_dict(self) -> dict:
-        return {"perm": self.perm, "pos": self.pos}
+        return self.indices.state_dict()
 
     def load_state_dict(self, state: Mapping) -> None:
-        self.perm, self.pos = state["perm"], int(state["pos"])
+        self.indices.load_state_dict(state)
 
 
 class _Cycle:

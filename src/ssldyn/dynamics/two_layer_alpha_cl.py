@@ -30,22 +30,25 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
+from ssldyn.dynamics.alpha_cl import alpha_covariance, sphere_euler_step, sphere_grad, sphere_tangent
 from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.models.activations import Activation, get_activation
-from ssldyn.objectives import alpha_cl_energy, contrastive_covariance
+from ssldyn.objectives import alpha_cl_energy
 
 __all__ = [
     "two_layer_features",
     "two_layer_energy",
     "two_layer_gated_input",
+    "two_layer_features_and_gated_input",
+    "lemma4_filter_velocity",
     "lemma4_dynamics",
     "top_eigvec_S",
     "thm4_linear_dynamics",
     "Thm5Terms",
+    "stationary_top_layer",
     "thm5_closed_form",
     "thm5_energy",
     "thm5_flow",
@@ -59,33 +62,21 @@ def _check(x: Tensor, W: Tensor) -> None:
         raise ValueError(f"W: expected shape (K, M, d) = ({x.shape[1]}, M, {x.shape[2]}), got {tuple(W.shape)}")
 
 
-def _cc(
-    a: Tensor, a_pos: Tensor | None, alpha, weights, b: Tensor | None = None, b_pos: Tensor | None = None
-) -> Tensor:
-    """``C_α[a, b]`` with the O(N) uniform path (and population ``weights``) when ``alpha`` is None."""
-    if alpha is None:
-        if b is None:
-            return uniform_contrastive_covariance(a, a_pos, weights)
-        # C[a, b] is the off-diagonal block of C[[a, b]]
-        if (a_pos is None) != (b_pos is None):
-            raise ValueError("a_pos, b_pos: give both positive views or neither")
-        joint_pos = None if a_pos is None or b_pos is None else torch.cat([a_pos, b_pos], -1)  # (..., N, p + q)
-        plus = uniform_contrastive_covariance(torch.cat([a, b], -1), joint_pos, weights)
-        p = a.shape[-1]
-        return plus[..., :p, p:]
-    if weights is not None:
-        raise ValueError("weights: only with uniform alpha (alpha=None)")
-    return contrastive_covariance(
-        a, a if a_pos is None else a_pos, b, None if b is None else (b if b_pos is None else b_pos), alpha=alpha
-    )
+def _preactivations(x: Tensor, W: Tensor) -> Tensor:
+    """``w_kmᵀ x_k`` ``(N, K, M)`` for ``x (N, K, d)``, ``W (K, M, d)`` (shapes checked)."""
+    _check(x, W)
+    return torch.einsum("nkd,kmd->nkm", x, W)  # (N, K, M)
+
+
+def _gated(x: Tensor, gate: Tensor) -> Tensor:
+    """``x̃_km = x_k · gate_km`` concatenated in ``(k, m)`` order: ``x (N, K, d)``, ``gate (N, K, M) -> (N, K·M·d)``."""
+    return (gate[..., None] * x[:, :, None, :]).reshape(x.shape[0], -1)  # (N, K*M*d)
 
 
 def two_layer_features(x: Tensor, W: Tensor, activation: str | Activation = "relu") -> Tensor:
     """``f1 (N, K·M)`` with ``f1_km = h(w_kmᵀ x_k)``."""
-    _check(x, W)
-    act = get_activation(activation)
-    pre = torch.einsum("nkd,kmd->nkm", x, W)  # (N, K, M)
-    return act(pre).reshape(x.shape[0], -1)
+    pre = _preactivations(x, W)  # (N, K, M)
+    return get_activation(activation)(pre).reshape(x.shape[0], -1)
 
 
 def two_layer_energy(
@@ -105,10 +96,30 @@ def two_layer_energy(
 
 def two_layer_gated_input(x: Tensor, W: Tensor, activation: str | Activation = "relu") -> Tensor:
     """``x̃ (N, K·M·d)``: ``x̃_km = x_k · h'(w_kmᵀ x_k)`` concatenated in ``(k, m)`` order (Sec. 4)."""
-    _check(x, W)
+    pre = _preactivations(x, W)  # (N, K, M)
+    return _gated(x, get_activation(activation).deriv(pre))
+
+
+def two_layer_features_and_gated_input(
+    x: Tensor, W: Tensor, activation: str | Activation = "relu"
+) -> tuple[Tensor, Tensor]:
+    """``(f1 (N, K·M), x̃ (N, K·M·d))`` of :func:`two_layer_features` and :func:`two_layer_gated_input` from one
+    evaluation of the pre-activations ``w_kmᵀ x_k`` (what the dynamics of eq. 12 and eq. 166 need)."""
     act = get_activation(activation)
-    gate = act.deriv(torch.einsum("nkd,kmd->nkm", x, W))  # (N, K, M)
-    return (gate[..., None] * x[:, :, None, :]).reshape(x.shape[0], -1)  # (N, K*M*d)
+    pre = _preactivations(x, W)  # (N, K, M)
+    return act(pre).reshape(x.shape[0], -1), _gated(x, act.deriv(pre))
+
+
+def lemma4_filter_velocity(V: Tensor, C_xt: Tensor, W: Tensor) -> Tensor:
+    """The unprojected filter velocity of eq. 12, ``[(S ⊗ 1_d1_dᵀ) ∘ C_α[x̃]] w`` with ``S = VᵀV``, as ``(K, M, d)``.
+
+    ``V (d_out, K·M)``, ``C_xt = C_α[x̃]`` ``(K·M·d, K·M·d)`` (block ``(km, k'm')`` couples filters ``km`` and
+    ``k'm'``), ``W (K, M, d)``; eq. 166 (BatchNorm) is the same product with ``C_α[x̃^bn]``.
+    """
+    K, M, d = W.shape
+    S = V.T @ V  # (KM, KM)
+    G = torch.kron(S, torch.ones(d, d, dtype=S.dtype, device=S.device)) * C_xt  # (KMd, KMd)
+    return (G @ W.reshape(-1)).reshape(K, M, d)
 
 
 def lemma4_dynamics(
@@ -128,20 +139,13 @@ def lemma4_dynamics(
     ``project=False`` the projection is left out (then ``Ẇ = ∂E/∂W`` for a homogeneous ``h``
     with ``h(x) = h'(x)x``; ``P⊥_{w_km} = I − w_km w_kmᵀ/‖w_km‖²`` otherwise).
     """
-    _check(x, W)
-    K, M, d = W.shape
-    f1 = two_layer_features(x, W, activation)
-    f1p = None if x_pos is None else two_layer_features(x_pos, W, activation)
-    V_dot = V @ _cc(f1, f1p, alpha, weights)  # (d_out, KM)
-    xt = two_layer_gated_input(x, W, activation)  # (N, KMd)
-    xtp = None if x_pos is None else two_layer_gated_input(x_pos, W, activation)
-    Cx = _cc(xt, xtp, alpha, weights)  # (KMd, KMd)
-    S = V.T @ V  # (KM, KM)
-    G = torch.kron(S, torch.ones(d, d, dtype=S.dtype, device=S.device)) * Cx
-    w_dot = (G @ W.reshape(-1)).reshape(K, M, d)
+    f1, xt = two_layer_features_and_gated_input(x, W, activation)  # (N, KM), (N, KMd)
+    f1p, xtp = (None, None) if x_pos is None else two_layer_features_and_gated_input(x_pos, W, activation)
+    V_dot = V @ alpha_covariance(f1, f1p, alpha=alpha, weights=weights)  # (d_out, KM)
+    Cx = alpha_covariance(xt, xtp, alpha=alpha, weights=weights)  # (KMd, KMd)
+    w_dot = lemma4_filter_velocity(V, Cx, W)  # (K, M, d)
     if project:
-        wn = W / W.norm(dim=-1, keepdim=True)
-        w_dot = w_dot - (w_dot * wn).sum(-1, keepdim=True) * wn
+        w_dot = sphere_tangent(W / W.norm(dim=-1, keepdim=True), w_dot)
     return V_dot, w_dot
 
 
@@ -157,7 +161,7 @@ def top_eigvec_S(
     """``(s, λ)``: the maximal eigenvector/eigenvalue of ``C_α[f1]`` (fast top level: ``S = ssᵀ``)."""
     f1 = two_layer_features(x, W, activation)
     f1p = None if x_pos is None else two_layer_features(x_pos, W, activation)
-    lam, vec = torch.linalg.eigh(_cc(f1, f1p, alpha, weights))
+    lam, vec = torch.linalg.eigh(alpha_covariance(f1, f1p, alpha=alpha, weights=weights))
     return vec[:, -1], lam[-1]
 
 
@@ -179,7 +183,7 @@ def thm4_linear_dynamics(
     gp = None if x_pos is None else torch.einsum("nkd,kmd,km->n", x_pos, W, sm)[:, None]
     xf = x.reshape(x.shape[0], -1)
     xfp = None if x_pos is None else x_pos.reshape(x.shape[0], -1)
-    b = _cc(xf, xfp, alpha, weights, g, gp).reshape(K, d)  # (K, d)
+    b = alpha_covariance(xf, xfp, alpha=alpha, weights=weights, b=g, b_pos=gp).reshape(K, d)  # (K, d)
     return sm[..., None] * b[:, None, :], b
 
 
@@ -247,21 +251,36 @@ def _thm5_terms(W: Tensor, x: Tensor, masks: list[Tensor], p0: float, p1: float,
     Vf = torch.diag_embed(dk) + p0 * p1 * bk[..., :, None] * bk[..., None, :]  # (..., K, K), eq. 138
     lam_all, vec = torch.linalg.eigh(Vf)
     lam, s_eig = lam_all[..., -1], vec[..., -1]  # top eigenpair of V[f1]
-    gapk = lam[..., None] - dk  # λ − d_k >= 0
-    raw = bk / (-gapk)  # b_k / (d_k − λ)   (Bunch–Nielsen–Sorensen, eq. 139)
-    Z2 = (raw**2).sum(-1)
-    s = raw / Z2.sqrt()[..., None]
+    s, delta = stationary_top_layer(dk, bk, p0, p1, lam)
+    s = -s  # the sign of eq. 139 as printed, b_k / (d_k − λ)
     # where BNS is singular (all b_k = 0) fall back to the eigenvector itself
     s = torch.where(torch.isfinite(s).all(-1, keepdim=True), s, s_eig)
-    tot = (bk**2 / gapk).sum(-1, keepdim=True)
-    delta = p0 * p1 / (Z2[..., None] * gapk) * (tot - bk**2 / gapk)  # eq. 143
     # eq. 141 (= eq. 15 with eq. 143 whenever b_k != 0): modulation p0 p1 s_k Σ_{k'≠k} s_k' b_k' Δ_k
     sb = (s * bk).sum(-1, keepdim=True)
     modul = (p0 * p1 * s * (sb - s * bk))[..., None] * Delta
     wn = W / W.norm(dim=-1, keepdim=True)
     rhs = (s**2)[..., None] * (A @ W[..., None]).squeeze(-1) + modul
-    w_dot = rhs - (rhs * wn).sum(-1, keepdim=True) * wn
+    w_dot = sphere_tangent(wn, rhs)
     return Thm5Terms(p0, p1, A, L, Delta, dk, bk, lam, s, delta, w_dot)
+
+
+def stationary_top_layer(d: Tensor, b: Tensor, p0: float, p1: float, lam: Tensor) -> tuple[Tensor, Tensor]:
+    """``(s, δ)``: the top layer at its stationary point and the modulation weights of eq. 139 and 143.
+
+    ``V[f1] = diag(d) + p₀p₁ b bᵀ`` (eq. 138) with top eigenvalue ``λ``; its unit top eigenvector by
+    Bunch–Nielsen–Sorensen is ``s_k = (b_k / (λ − d_k)) / Z`` with ``Z² = Σ_k b_k² / (λ − d_k)²`` (eq. 139,
+    up to sign: the printed ``b_k / (d_k − λ)`` is ``−s``), and
+    ``δ_k = p₀p₁ / (Z² (λ − d_k)) Σ_{k'≠k} b_{k'}² / (λ − d_{k'})`` (eq. 143). NaN where every ``b_k = 0``
+    (``Z = 0``). Shapes: ``d, b (..., K)``, ``lam (...)`` -> ``s, δ (..., K)``. Cor. 3 (eq. 179) is the same
+    with the BatchNorm terms ``d^bn``, ``b^bn``, ``λ^bn``.
+    """
+    gap = lam[..., None] - d  # (..., K): λ − d_k >= 0
+    raw = b / gap  # (..., K)
+    Z2 = (raw**2).sum(-1)  # (...)
+    s = raw / Z2.sqrt()[..., None]
+    tot = (b**2 / gap).sum(-1, keepdim=True)  # (..., 1): Σ_k' b_k'² / (λ − d_k')
+    delta = p0 * p1 / (Z2[..., None] * gap) * (tot - b**2 / gap)
+    return s, delta
 
 
 def thm5_energy(terms: Thm5Terms) -> Tensor:
@@ -328,13 +347,8 @@ def thm5_flow(
         energy = thm5_energy(terms).reshape(-1)  # (E,): step ``steps`` is the energy of the returned filters
         if t == steps:
             return W, energy
-        if modulation:
-            g = terms.w_dot
-        else:
-            rhs = (terms.A @ W[..., None]).squeeze(-1)
-            g = rhs - (rhs * W).sum(-1, keepdim=True) * W
-        W_next = W + dt * g
-        return W_next / W_next.norm(dim=-1, keepdim=True), energy
+        g = terms.w_dot if modulation else sphere_grad(terms.A, W)  # (..., K, d): eq. 15, or P⊥ A_k(w_k) w_k
+        return sphere_euler_step(W, g, dt), energy
 
     res = run(
         W0 / W0.norm(dim=-1, keepdim=True),

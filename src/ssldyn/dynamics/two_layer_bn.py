@@ -27,9 +27,11 @@ from torch import Tensor
 
 from ssldyn.dynamics.two_layer_alpha_cl import (
     Thm5Terms,
+    lemma4_filter_velocity,
+    stationary_top_layer,
     thm5_closed_form,
     two_layer_features,
-    two_layer_gated_input,
+    two_layer_features_and_gated_input,
 )
 from ssldyn.models.activations import Activation
 from ssldyn.objectives import alpha_cl_energy, contrastive_covariance
@@ -84,18 +86,14 @@ def lemma6_dynamics(
     Equals the gradient of :func:`bn_two_layer_energy` with ``bn="mean_only"`` for a homogeneous ``h``
     (``h(x) = h'(x)x``) at any finite batch: ``C_α[·, c] = 0`` for a batch constant ``c`` (``μ_k``, ``∂μ_k/∂w_k``).
     """
-    K, M, d = W.shape
-    f1 = two_layer_features(x, W, activation)
-    f1p = two_layer_features(x_pos, W, activation)
+    d = W.shape[-1]
+    f1, xt = two_layer_features_and_gated_input(x, W, activation)  # (N, KM), (N, KMd)
+    f1p, xtp = two_layer_features_and_gated_input(x_pos, W, activation)
     mu, sigma = bn_statistics(f1, f1p)  # (KM,)
     V_dot = V @ contrastive_covariance((f1 - mu) / sigma, (f1p - mu) / sigma, alpha=alpha)
     scale = (1.0 / sigma).repeat_interleave(d)  # (KMd,): σ_km^{-1} on the d coordinates of filter km
-    xt = two_layer_gated_input(x, W, activation) * scale  # (N, KMd): x̃^bn
-    xtp = two_layer_gated_input(x_pos, W, activation) * scale
-    Cx = contrastive_covariance(xt, xtp, alpha=alpha)  # (KMd, KMd)
-    S = V.T @ V
-    G = torch.kron(S, torch.ones(d, d, dtype=S.dtype, device=S.device)) * Cx
-    return V_dot, (G @ W.reshape(-1)).reshape(K, M, d)
+    Cx = contrastive_covariance(xt * scale, xtp * scale, alpha=alpha)  # (KMd, KMd): C_α[x̃^bn]
+    return V_dot, lemma4_filter_velocity(V, Cx, W)
 
 
 @dataclass
@@ -136,12 +134,7 @@ def cor3_closed_form(
     bk = t.b / sigma
     Vf = torch.diag_embed(dk) + t.p0 * t.p1 * bk[..., :, None] * bk[..., None, :]  # V[f^bn]
     lam = torch.linalg.eigvalsh(Vf)[..., -1]
-    gap = lam[..., None] - dk  # λ^bn − d_k^bn
-    raw = bk / gap
-    Z2 = (raw**2).sum(-1)
-    s = raw / Z2.sqrt()[..., None]
-    tot = (bk**2 / gap).sum(-1, keepdim=True)
-    delta = t.p0 * t.p1 / (Z2[..., None] * gap) * (tot - bk**2 / gap)  # eq. 179
+    s, delta = stationary_top_layer(dk, bk, t.p0, t.p1, lam)  # s^bn ∝ b_k^bn / (λ^bn − d_k^bn); δ^bn, eq. 179
     Aw = (A @ W[..., None]).squeeze(-1)
     w_dot = (s**2)[..., None] * Aw + (delta * (Delta * W).sum(-1))[..., None] * Delta  # eq. 178
     return Cor3Terms(sigma, A, Delta, dk, bk, lam, s, delta, w_dot, t)

@@ -26,7 +26,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import Augment, Probes, Track, check_lr, check_steps, minibatches
+from ssldyn.dynamics.common import Augment, Probes, Track, check_lr, check_steps, drop_singleton_member, minibatches
 from ssldyn.dynamics.engine import preserved_buffers, run
 from ssldyn.dynamics.function_space import project_sphere
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -150,8 +150,8 @@ def train_weight_space(
         else:
             with torch.no_grad(), preserved_buffers(model):
                 zc, neg = _outputs(model, x, output), None
-        if zc.dim() == 3 and zc.shape[0] == 1:  # a one-member ensemble: that member's (n, d)
-            zc, neg = zc[0], (None if neg is None else neg[0])
+        # a one-member ensemble: that member's (n, d) (neg, when there is one, has the shape of zc)
+        zc, neg = drop_singleton_member(zc), (None if neg is None else drop_singleton_member(neg))
         cur.update(obs_t=cur["t"], obs=(zc, neg))
         return zc, neg
 

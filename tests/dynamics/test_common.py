@@ -1,0 +1,66 @@
+"""The shared pieces of ssldyn.dynamics.common: epoch batches (and their checkpoint state), eval mode."""
+
+import pytest
+import torch
+from torch import nn
+
+from ssldyn.dynamics.common import EpochBatches, eval_mode, minibatches
+
+
+def test_epoch_batches_are_slices_of_one_permutation_per_epoch_drawn_when_the_epoch_starts():
+    g = torch.Generator().manual_seed(5)
+    batches = EpochBatches(10, 3, g)
+    first = [next(batches) for _ in range(3)]  # one epoch: 3 batches of 3, the last sample dropped
+    other = torch.rand(2, generator=g)  # another use of the generator between the epochs
+    second = next(batches)
+    ref = torch.Generator().manual_seed(5)  # written out: randperm, the other draw, randperm
+    perm1 = torch.randperm(10, generator=ref)
+    assert torch.equal(torch.rand(2, generator=ref), other)
+    perm2 = torch.randperm(10, generator=ref)
+    assert [b.tolist() for b in first] == [perm1[3 * i : 3 * i + 3].tolist() for i in range(3)]
+    assert second.tolist() == perm2[:3].tolist()
+
+
+def test_minibatches_are_epochs_of_seeded_permutations_written_out():
+    got = list(minibatches(10, 3, 7, generator=torch.Generator().manual_seed(5)))
+    ref = torch.Generator().manual_seed(5)
+    perms = [torch.randperm(10, generator=ref) for _ in range(3)]  # epochs 1-3; 3 batches each, 1 sample dropped
+    assert [b.tolist() for b in got] == [perms[t // 3][3 * (t % 3) : 3 * (t % 3) + 3].tolist() for t in range(7)]
+
+
+def test_epoch_batches_resume_from_their_state_as_an_uninterrupted_run():
+    whole = EpochBatches(7, 2, torch.Generator().manual_seed(1))
+    ref = [next(whole).tolist() for _ in range(8)]
+    g = torch.Generator().manual_seed(1)
+    part = EpochBatches(7, 2, g)
+    head = [next(part).tolist() for _ in range(4)]  # 3 batches of epoch 1, 1 of epoch 2
+    state, gen_state = part.state_dict(), g.get_state()
+    g2 = torch.Generator()
+    g2.set_state(gen_state)
+    resumed = EpochBatches(7, 2, g2)
+    resumed.load_state_dict(state)
+    assert head + [next(resumed).tolist() for _ in range(4)] == ref
+
+
+class _Recorder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(2)
+        self.seen: list[bool] = []
+
+    def forward(self, x):
+        self.seen.append(self.training)
+        return self.bn(x)
+
+
+def test_eval_mode_sets_eval_in_the_block_and_restores_each_mode_also_after_an_error():
+    a, b = _Recorder(), _Recorder()
+    b.eval()
+    with eval_mode(a, None, b):
+        a(torch.randn(3, 2))
+        assert not a.training and not a.bn.training and not b.training
+    assert a.seen == [False] and a.training and a.bn.training and not b.training
+    with pytest.raises(RuntimeError, match="inside"):
+        with eval_mode(a):
+            raise RuntimeError("inside")
+    assert a.training and a.bn.training

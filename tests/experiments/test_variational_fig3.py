@@ -3,11 +3,12 @@ import math
 import numpy as np
 import pytest
 
+from ssldyn.data.sphere import circle_points_even
 from ssldyn.experiments.variational.fig3 import (
     Fig3,
-    equally_spaced_circle_points,
     k_point_loss,
     k_point_losses,
+    line_fit,
     min_sq_distance,
     plateau_ratio,
     relative_excess,
@@ -36,7 +37,7 @@ def test_batched_losses_equal_the_cluster_measure_loss_for_every_k():
     ks = list(range(1, 41))
     for n, tau, pos in [(40, 0.1, True), (97, 0.5, False), (1000, 0.05, True)]:
         batched = k_point_losses(ks, n, tau, pos, chunk=7)
-        ref = [float(cluster_measure_nt_xent(equally_spaced_circle_points(k), n, tau, positive_term=pos)) for k in ks]
+        ref = [float(cluster_measure_nt_xent(circle_points_even(k), n, tau, positive_term=pos)) for k in ks]
         np.testing.assert_allclose(batched, ref, rtol=1e-13, atol=1e-15)
 
 
@@ -48,6 +49,22 @@ def test_n_infinity_is_def_2_1_with_weights_one_over_k():
         # and the finite-n loss approaches it from below with an O(1/n) gap
         gaps = [k_point_loss(k, None, tau, True) - k_point_loss(k, n, tau, True) for n in (12 * 10, 12 * 1000)]
         assert gaps[0] > gaps[1] > 0 and gaps[0] / gaps[1] == pytest.approx(100, rel=0.02)
+
+
+def test_line_fit_is_least_squares_with_r2_written_out():
+    # normal equations and R² = 1 − SS_res/SS_tot written out in plain floats
+    x = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5]
+    y = [0.11, 0.2, 0.43, 0.59, 0.83, 0.98]
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    slope = sum((a - mx) * (b - my) for a, b in zip(x, y)) / sum((a - mx) ** 2 for a in x)
+    intercept = my - slope * mx
+    ss_res = sum((b - slope * a - intercept) ** 2 for a, b in zip(x, y))
+    ss_tot = sum((b - my) ** 2 for b in y)
+    s, b, r2 = line_fit(np.array(x), np.array(y))
+    assert (s, b, r2) == pytest.approx((slope, intercept, 1 - ss_res / ss_tot), rel=1e-12)
+    assert math.isnan(line_fit(np.array(x[:2]), np.array(y[:2]))[2])  # two points: no R²
+    assert line_fit(np.array(x[:2]), np.array(y[:2]))[0] == pytest.approx((y[1] - y[0]) / (x[1] - x[0]))
+    assert all(math.isnan(v) for v in line_fit(np.array(x[:1]), np.array(y[:1])))
 
 
 def test_min_sq_distance():

@@ -1,9 +1,8 @@
 import math
 
-import pytest
 import torch
 
-from ssldyn.experiments.variational.ill_posed import augment, fibonacci_sphere, invariant_map
+from ssldyn.experiments.variational.ill_posed import augment, invariant_map
 from ssldyn.lab import run_experiment
 
 
@@ -13,14 +12,6 @@ def test_invariant_map_is_invariant_to_augmentations():
     torch.testing.assert_close(invariant_map(augment(x, 0.7, g)), invariant_map(x))
     ang = torch.atan2(x[:, 1], x[:, 0])
     torch.testing.assert_close(invariant_map(x), torch.stack([ang.cos(), ang.sin()], 1))
-
-
-def test_fibonacci_points_are_unit_and_spread():
-    p = fibonacci_sphere(400)
-    torch.testing.assert_close(p.norm(dim=1), torch.ones(400, dtype=torch.float64))
-    # the mean of a uniform measure on S² is 0, and E[z²] = 1/3
-    assert p.mean(0).abs().max() < 1e-2
-    assert (p[:, 2] ** 2).mean().item() == pytest.approx(1 / 3, abs=1e-3)
 
 
 def test_quick_run_claims(tmp_path):

@@ -93,3 +93,25 @@ def test_closed_forms_compute_on_the_device_of_their_inputs():
     assert (
         predicted_cluster_flow(grads, data.labels, data.centers, torch.ones(3, 3, dtype=torch.float64)).device == meta
     )
+
+
+def test_cluster_limit_kernel_written_out_and_gives_the_cluster_flow():
+    import torch
+
+    from ssldyn.dynamics.function_space import apply_kernel
+    from ssldyn.kernels.closed_form import cluster_limit_kernel, predicted_cluster_flow
+
+    g = torch.Generator().manual_seed(0)
+    labels = torch.tensor([0, 0, 1, 2, 1, 2, 2])  # (n,) unordered, unequal sizes
+    centers = torch.randn(3, 5, generator=g, dtype=torch.float64)  # (N, D)
+    beta = torch.rand(3, 2, generator=g, dtype=torch.float64)  # (N, d)
+    K = cluster_limit_kernel(labels, centers, beta)  # (n, n, d, d)
+    ref = torch.zeros(7, 7, 2, 2, dtype=torch.float64)
+    for i in range(7):
+        for j in range(7):
+            if labels[i] == labels[j]:
+                ref[i, j] = float((centers[labels[i]] ** 2).sum()) * torch.diag(beta[labels[i]])
+    torch.testing.assert_close(K, ref, rtol=1e-15, atol=0)
+    # −Σ_j K_ij ∂𝓛/∂z_j with this kernel is Thm. 4.5's flow −(n_q/n)‖ξ_q‖²β_q ∇L(ξ_q), ∇L(z_j) = n ∂𝓛/∂z_j
+    gz = torch.randn(7, 2, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(-apply_kernel(K, gz), predicted_cluster_flow(7 * gz, labels, centers, beta))

@@ -1,14 +1,17 @@
 import math
 
 import numpy as np
+import pytest
 import torch
-from sklearn.metrics import silhouette_score
+from sklearn.metrics import silhouette_samples, silhouette_score
 
 from ssldyn.probes.cluster import (
     alignment,
     angular_spread,
     invariance_gap,
+    per_cluster_mean,
     silhouette_cosine,
+    silhouette_samples_cosine,
     uniformity,
     uniformity_reference,
 )
@@ -21,6 +24,22 @@ def test_silhouette_matches_scikit_learn_cosine():
     assert abs(silhouette_cosine(z, lab) - silhouette_score(z, lab, metric="cosine")) < 1e-7
     z[lab == 0] += 5 * np.array([1, 0, 0])
     assert abs(silhouette_cosine(z, lab) - silhouette_score(z, lab, metric="cosine")) < 1e-7
+
+
+def test_per_cluster_mean_written_out_and_per_cluster_silhouette():
+    rng = np.random.default_rng(1)
+    lab = np.array([2, 0, 5, 2, 2, 0, 5, 5, 5, 0, 2])  # (n,) unsorted labels with gaps
+    v = torch.as_tensor(rng.normal(size=(3, 4, lab.size)))  # (R, E, n)
+    ref = np.stack([v.numpy()[..., lab == c].mean(-1) for c in (0, 2, 5)], -1)  # (R, E, C) in label order
+    np.testing.assert_allclose(per_cluster_mean(v, lab).numpy(), ref, rtol=1e-14)
+    np.testing.assert_allclose(per_cluster_mean(v, torch.as_tensor(lab)).numpy(), ref, rtol=1e-14)
+    # the per-cluster silhouette against scikit-learn's per-sample values averaged by hand
+    z = rng.normal(size=(lab.size, 3))
+    sk = silhouette_samples(z, lab, metric="cosine")
+    ours = per_cluster_mean(silhouette_samples_cosine(z, lab), lab).numpy()
+    np.testing.assert_allclose(ours, [sk[lab == c].mean() for c in (0, 2, 5)], atol=1e-12)
+    with pytest.raises(ValueError, match="per_cluster_mean: labels must have shape"):
+        per_cluster_mean(v, lab[:-1])
 
 
 def test_uniformity_and_alignment_written_out():

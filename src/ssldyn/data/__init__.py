@@ -20,6 +20,9 @@ from ssldyn.data.latent import (
 from ssldyn.data.mnist import class_subset, load_mnist, mnist_two_class, preprocess, read_idx
 from ssldyn.data.moons import SSLViews, half_moons, make_views
 
+# variational: evenly spread points on S¹ / S² and the regular polytopes (Remark 3.1, Thm. 3.2)
+from ssldyn.data.sphere import POLYTOPES, circle_angles_even, circle_points_even, fibonacci_sphere, regular_polytope
+
 __all__ = [
     "ClusteredData",
     "clustered_data",
@@ -43,4 +46,9 @@ __all__ = [
     "SSLViews",
     "half_moons",
     "make_views",
+    "POLYTOPES",
+    "circle_angles_even",
+    "circle_points_even",
+    "fibonacci_sphere",
+    "regular_polytope",
 ]

@@ -6,6 +6,7 @@ from ssldyn.kernels.closed_form import (
     averaging_net_kernel,
     block_structure,
     cluster_coefficients,
+    cluster_limit_kernel,
     predicted_cluster_flow,
     relu_infinite_width_kernel,
 )
@@ -16,6 +17,7 @@ __all__ = [
     "averaging_net_kernel",
     "block_structure",
     "cluster_coefficients",
+    "cluster_limit_kernel",
     "predicted_cluster_flow",
     "relu_infinite_width_kernel",
     "empirical_ntk",

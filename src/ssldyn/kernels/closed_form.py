@@ -34,6 +34,7 @@ __all__ = [
     "relu_infinite_width_kernel",
     "cluster_coefficients",
     "predicted_cluster_flow",
+    "cluster_limit_kernel",
     "block_structure",
     "RELU_INFINITE_WIDTH_BETA",
 ]
@@ -170,6 +171,25 @@ def cluster_coefficients(
     B, M = _check_B(B, d, centers)
     s = act.deriv(_preact(B, centers, bias))  # (..., N, Md)
     return (s**2).unflatten(-1, (d, M)).mean(-1)  # (..., N, d)
+
+
+def cluster_limit_kernel(labels: Tensor, centers: Tensor, beta: Tensor) -> Tensor:
+    """The block-diagonal cluster limit of the kernel (Thm. 4.5): ``K_ij = 1[γ(i) = γ(j)] ‖ξ_q‖² diag(β_q)``, ``q = γ(i)``.
+
+    The kernel whose flow ``ż_i = −(1/n) Σ_j K_ij ∇L(z_j)`` is :func:`predicted_cluster_flow`; Thm. 4.5 bounds the
+    averaging net's kernel's distance to it by O(δ).
+
+    Args:
+        labels: ``(n,)`` cluster indices γ(i) in ``0..N-1``.
+        centers: ``(N, D)`` ξ_q.
+        beta: ``(N, d)`` from :func:`cluster_coefficients`.
+    Returns:
+        ``(n, n, d, d)`` in ``beta``'s dtype, the layout of :func:`averaging_net_kernel`.
+    """
+    same = (labels[:, None] == labels[None, :]).to(beta.dtype)  # (n, n)
+    sq = (centers**2).sum(-1)  # (N,)
+    K_block = same[..., None] * (sq[labels][:, None, None] * beta[labels][:, None, :])  # (n, n, d)
+    return torch.diag_embed(K_block)  # (n, n, d, d)
 
 
 def predicted_cluster_flow(grads: Tensor, labels: Tensor, centers: Tensor, beta: Tensor | float) -> Tensor:

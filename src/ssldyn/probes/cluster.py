@@ -14,7 +14,8 @@
 
 * :func:`silhouette_samples_cosine` / :func:`uniformity_batch` — the per-sample silhouette and the
   uniformity batched over leading axes (records × members) as float64 tensors, for measuring a
-  whole trajectory at once.
+  whole trajectory at once; :func:`per_cluster_mean` averages a per-sample quantity (the
+  silhouette) over each cluster.
 
 Unless batched, they accept ``(n, d)`` tensors or arrays (one member) and return Python floats.
 """
@@ -28,9 +29,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ssldyn.data.sphere import circle_points_even, fibonacci_sphere
+
 __all__ = [
     "silhouette_cosine",
     "silhouette_samples_cosine",
+    "per_cluster_mean",
     "uniformity",
     "uniformity_batch",
     "alignment",
@@ -94,6 +98,22 @@ def silhouette_cosine(z, labels) -> float:
     return float(silhouette_samples_cosine(_t(z), labels).mean())
 
 
+def per_cluster_mean(values, labels) -> Tensor:
+    """Mean of a per-sample quantity over each cluster, batched over leading axes: ``(..., n) -> (..., C)``.
+
+    ``m_c = (1/|I_c|) Σ_{i ∈ I_c} v_i``, ``I_c = {i: labels_i = c}``, the clusters ``c`` in increasing
+    label order (``torch.unique``); e.g. the per-cluster silhouette from :func:`silhouette_samples_cosine`.
+    ``labels (n,)``; the result has the dtype and device of ``values``.
+    """
+    v = torch.as_tensor(values)
+    lab = torch.as_tensor(np.asarray(labels.cpu() if isinstance(labels, Tensor) else labels)).long().to(v.device)
+    if lab.dim() != 1 or v.dim() < 1 or v.shape[-1] != lab.numel():
+        raise ValueError(f"per_cluster_mean: labels must have shape ({v.shape[-1] if v.dim() else 0},) to match "
+                         f"values (..., n) = {tuple(v.shape)}, got {tuple(lab.shape)}")  # fmt: skip
+    onehot = (lab[:, None] == torch.unique(lab)[None, :]).to(v.dtype)  # (n, C)
+    return (v @ onehot) / onehot.sum(0)  # (..., C)
+
+
 def uniformity(z, t: float = 2.0) -> float:
     """Wang & Isola (2020): ``log mean_{i≠j} exp(−t ‖u_i − u_j‖²)``, ``u = z/‖z‖``. Lower = more uniform."""
     u = _unit(_t(z))
@@ -124,19 +144,15 @@ def alignment(z1, z2, alpha: float = 2.0) -> float:
 
 
 def uniformity_reference(n: int | None = None, d: int = 2, t: float = 2.0) -> float:
-    """Uniformity of the uniform optimum: ``n`` equally spaced points on S¹ (``d = 2``) or ``n``
-    Fibonacci-lattice points on S² (``d = 3``), or, with
+    """Uniformity of the uniform optimum: ``n`` equally spaced points on S¹ (``d = 2``,
+    :func:`ssldyn.data.sphere.circle_points_even`) or ``n`` Fibonacci-lattice points on S² (``d = 3``,
+    :func:`ssldyn.data.sphere.fibonacci_sphere`), or, with
     ``n=None``, the continuous uniform measure on S^{d−1} (``d = 2``: ``−2t + log I₀(2t)``)."""
     if n is not None:
         if d == 2:
-            a = torch.arange(n, dtype=torch.float64) * (2 * math.pi / n)
-            return uniformity(torch.stack([a.cos(), a.sin()], 1), t)
+            return uniformity(circle_points_even(n), t)
         if d == 3:  # Fibonacci lattice: n near-evenly spread points on S²
-            i = torch.arange(n, dtype=torch.float64) + 0.5
-            zc = 1 - 2 * i / n
-            phi = math.pi * (3 - math.sqrt(5)) * i
-            r = (1 - zc**2).sqrt()
-            return uniformity(torch.stack([r * phi.cos(), r * phi.sin(), zc], 1), t)
+            return uniformity(fibonacci_sphere(n), t)
         raise ValueError("uniformity_reference: n evenly spread points are defined for d = 2, 3 only")
     if d == 2:
         from scipy.special import i0e

@@ -40,12 +40,13 @@ import torch
 from torch import Tensor, nn
 
 from ssldyn.data.clustered import ClusteredData
+from ssldyn.data.sphere import circle_points_even, fibonacci_sphere
 from ssldyn.dynamics.function_space import project_sphere, vanilla_gradient_descent
 from ssldyn.dynamics.weight_space import train_weight_space
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.shifted import ShiftedModel
 from ssldyn.objectives import latent_measure_nt_xent
-from ssldyn.probes.cluster import silhouette_samples_cosine, uniformity_batch, uniformity_reference
+from ssldyn.probes.cluster import per_cluster_mean, silhouette_samples_cosine, uniformity_batch, uniformity_reference
 from ssldyn.viz.common import PALETTE, figure_to_rgb, new_figure, save_figure, save_gif
 
 DT = torch.float64
@@ -82,15 +83,10 @@ def uniform_embedding(
     lab = torch.as_tensor(labels).long().cpu()
     n = lab.numel()
     if d == 2:
-        phi = 2 * math.pi * torch.rand((), generator=g, dtype=DT) + 2 * math.pi * torch.arange(n, dtype=DT) / n
-        pts = torch.stack([phi.cos(), phi.sin()], 1)  # (n, 2)
+        pts = circle_points_even(n, phase=2 * math.pi * torch.rand((), generator=g, dtype=DT))  # (n, 2)
     elif d == 3:
-        i = torch.arange(n, dtype=DT) + 0.5
-        zc = 1 - 2 * i / n
-        phi = math.pi * (1 + math.sqrt(5)) * i
-        pts = torch.stack([(1 - zc**2).sqrt() * phi.cos(), (1 - zc**2).sqrt() * phi.sin(), zc], 1)  # (n, 3)
         q, _ = torch.linalg.qr(torch.randn(3, 3, generator=g, dtype=DT))
-        pts = pts @ q.T
+        pts = fibonacci_sphere(n) @ q.T  # (n, 3)
     else:
         raise ValueError(f"uniform_embedding: d={d}; allowed 2 (S¹) or 3 (S²)")
     # round-robin: the k-th member of every cluster (random order within the cluster) gets consecutive points
@@ -257,6 +253,11 @@ def run_vanilla(m: Members, *, tau: float, lr: float, steps: int, record: Sequen
 # --------------------------------------------------------------------------------------
 # probes, batched over records and members
 # --------------------------------------------------------------------------------------
+def index_at_time(times: np.ndarray, t: float) -> int:
+    """Index of the last record of the sorted flow times ``times (R,)`` at time ``<= t`` (+ 1e-9 round-off)."""
+    return int(np.searchsorted(times, t + 1e-9, side="right") - 1)
+
+
 @dataclass
 class Probes:
     """Probes of a :class:`Run` per record and member: silhouette ``(R, E)``, per-cluster
@@ -269,15 +270,14 @@ class Probes:
     loss: np.ndarray
 
     def at(self, t: float) -> int:
-        """Index of the last record at time ``<= t`` (+ round-off)."""
-        return int(np.searchsorted(self.times, t + 1e-9, side="right") - 1)
+        """Index of the last record at time ``<= t`` (+ round-off): :func:`index_at_time`."""
+        return index_at_time(self.times, t)
 
 
 def probes_of(run: Run, labels) -> Probes:
     lab = torch.as_tensor(np.asarray(labels)).long()
     s = silhouette_samples_cosine(run.z, lab)  # (R, E, n)
-    onehot = (lab[:, None] == torch.unique(lab)[None, :]).to(DT)  # (n, C)
-    per_cluster = (s @ onehot) / onehot.sum(0)  # (R, E, C)
+    per_cluster = per_cluster_mean(s, lab)  # (R, E, C)
     return Probes(run.times, s.mean(-1).numpy(), per_cluster.numpy(), uniformity_batch(run.z).numpy(), run.loss)
 
 

@@ -110,14 +110,6 @@ class Fig3Config(ExperimentConfig):
         return self
 
 
-def equally_spaced_circle_points(
-    k: int, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None
-) -> torch.Tensor:
-    """K evenly spaced points on S¹: ``(K, 2)`` on ``device``."""
-    theta = torch.arange(k, dtype=dtype, device=device) * (2 * math.pi / k)  # (K,)
-    return torch.stack([theta.cos(), theta.sin()], dim=1)  # (K, 2)
-
-
 def min_sq_distance(k: int) -> float:
     """``d²(K) = 2 − 2 cos(2π/K)``, the squared distance between neighbouring points."""
     return 2.0 - 2.0 * math.cos(2 * math.pi / k)
@@ -200,13 +192,18 @@ def threshold(
     return _threshold_from_excess(ks, g, tol)
 
 
-def _r2(x: np.ndarray, y: np.ndarray) -> float:
-    """R² of the least-squares line through ``(x, y)`` (NaN for fewer than 3 points)."""
-    if len(x) < 3:
-        return float("nan")
-    slope, intercept = np.polyfit(x, y, 1)
-    resid = y - (slope * x + intercept)
-    return 1.0 - float((resid**2).sum() / ((y - y.mean()) ** 2).sum())
+def line_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """``(slope, intercept, R²)`` of the least-squares line through ``(x, y)`` (scipy's ``linregress``, R² = r²).
+
+    NaN slope and intercept for fewer than 2 points, NaN R² for fewer than 3 (two points fit any line).
+    """
+    from scipy.stats import linregress
+
+    if len(x) < 2:
+        return float("nan"), float("nan"), float("nan")
+    fit = linregress(x, y)  # scipy's result class is untyped: LinregressResult.slope, .intercept, .rvalue
+    r2 = float(fit.rvalue) ** 2 if len(x) >= 3 else float("nan")  # pyright: ignore[reportAttributeAccessIssue]
+    return float(fit.slope), float(fit.intercept), r2  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _scramble(n: int) -> np.ndarray:
@@ -219,10 +216,10 @@ def _threshold_from_excess(ks: np.ndarray, g: np.ndarray, tol: float) -> float:
     if len(below) == 0 or below[0] == 0:
         return float("nan")
     i = int(below[0])
-    d2 = 2.0 - 2.0 * np.cos(2 * np.pi / ks)
+    d2_above, d2_below = min_sq_distance(int(ks[i - 1])), min_sq_distance(int(ks[i]))  # d² at the bracketing K
     lg = np.log(np.maximum(g, 1e-300))
     frac = (math.log(tol) - lg[i - 1]) / (lg[i] - lg[i - 1])
-    return float(d2[i - 1] + frac * (d2[i] - d2[i - 1]))
+    return float(d2_above + frac * (d2_below - d2_above))
 
 
 def plateau_ratio(ks: np.ndarray, g: np.ndarray, tol: float) -> float:
@@ -395,11 +392,9 @@ class Fig3(VariationalExperiment):
         thr_b = thr_all.loc[thr_all.panel == "b"].drop(columns="panel").reset_index(drop=True)
         x, y = thr_df["tau"].to_numpy(), thr_df["threshold"].to_numpy()
         ok = np.isfinite(y)
-        slope, intercept = np.polyfit(x[ok], y[ok], 1) if ok.sum() >= 2 else (float("nan"), float("nan"))
-        r2 = _r2(x[ok], y[ok])
+        slope, intercept, r2 = line_fit(x[ok], y[ok])
         scrambled = _scramble(len(x))  # control: the thresholds paired with the τ grid in a scrambled order
-        slope_s = float(np.polyfit(x[ok], y[scrambled][ok], 1)[0]) if ok.all() and len(x) >= 2 else float("nan")
-        r2_s = _r2(x[ok], y[scrambled][ok]) if ok.all() else float("nan")
+        slope_s, _, r2_s = line_fit(x[ok], y[scrambled][ok]) if ok.all() else (float("nan"),) * 3
         res = Result(
             tables={"curves": curves, "thresholds": thr_df, "thresholds_b": thr_b, "excess": pd.DataFrame(exc_rows)},
             summary={
@@ -440,15 +435,17 @@ class Fig3(VariationalExperiment):
         k1 = c.loc[c["K"] == 1].pivot_table(index="tau", columns="n", values="loss")
         more_samples_k1 = float((k1[n_lo] - k1[n_hi]).min())
         n_gap = {n: float(((piv[N_INF] - piv[n]) * n).median()) for n in (n_lo, n_hi)}
+
         # n-statement, atoms reading: the n = ∞ curves are non-increasing in K with a positive drop
-        atoms_ok = []
-        for _tau, g in c.loc[c["n"] == N_INF].groupby("tau"):
-            loss = g.sort_values("K")["loss"].to_numpy()[1:]  # K = 2 .. k_max
-            atoms_ok.append(bool(np.all(np.diff(loss) <= 1e-12) and loss[0] - loss[-1] > 0))
-        samples_ok = []  # control: the same check on the finite-n curve n = min(ns)
-        for _tau, g in c.loc[c["n"] == n_lo].groupby("tau"):
-            loss = g.sort_values("K")["loss"].to_numpy()[1:]
-            samples_ok.append(bool(np.all(np.diff(loss) <= 1e-12) and loss[0] - loss[-1] > 0))
+        def decreasing_in_k(n) -> list[bool]:  # per τ: the curve of this n is non-increasing over K = 2 .. k_max
+            out = []
+            for _tau, g in c.loc[c["n"] == n].groupby("tau"):
+                loss = g.sort_values("K")["loss"].to_numpy()[1:]  # K = 2 .. k_max
+                out.append(bool(np.all(np.diff(loss) <= 1e-12) and loss[0] - loss[-1] > 0))
+            return out
+
+        atoms_ok = decreasing_in_k(N_INF)
+        samples_ok = decreasing_in_k(n_lo)  # control: the same check on the finite-n curve n = min(ns)
         thr_b = dict(zip(result.tables["thresholds_b"]["tau"], result.tables["thresholds_b"]["threshold"]))
         for tau, g in c.loc[c["n"] == n_hi].groupby("tau"):
             g = g.loc[g["K"] > 1].sort_values("min_sq_dist")

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field, PositiveFloat
 
+from ssldyn.data.sphere import circle_angles_even, circle_points_even, fibonacci_sphere, regular_polytope
 from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.lab import (
     ClaimSpec,
@@ -84,21 +85,6 @@ def augment(x: torch.Tensor, noise: float, g: torch.Generator) -> torch.Tensor:
     out[:, :2] = out[:, :2] * s
     out[:, 2:] = out[:, 2:] + noise * eps
     return out
-
-
-def fibonacci_sphere(n: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """n nearly evenly spread points on S²: ``(n, 3)`` on ``device``."""
-    i = torch.arange(n, dtype=DT, device=device) + 0.5
-    z = 1 - 2 * i / n
-    r = torch.sqrt(1 - z**2)
-    phi = math.pi * (1 + math.sqrt(5)) * i
-    return torch.stack([r * phi.cos(), r * phi.sin(), z], dim=1)
-
-
-def circle_points(k: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """K evenly spaced points on S¹: ``(K, 2)`` on ``device``."""
-    th = 2 * math.pi * torch.arange(k, dtype=DT, device=device) / k
-    return torch.stack([th.cos(), th.sin()], 1)
 
 
 def peer_losses(z1: torch.Tensor, z2: torch.Tensor, q: torch.Tensor, tau: float) -> dict[str, float]:
@@ -171,7 +157,7 @@ class IllPosed(VariationalExperiment):
         x2 = cfg.other_std * torch.randn(n, cfg.D, generator=g, dtype=DT).to(dev)  # μ₂: other radii and content
         q = torch.eye(2, dtype=DT, device=dev) + 0.3 * torch.randn(2, 2, generator=g, dtype=DT).to(dev)  # BYOL
         w = torch.randn(2, cfg.D, generator=g, dtype=DT).to(dev)  # control: non-invariant map
-        theta = 2 * math.pi * labels.to(device=dev, dtype=DT) / K + cfg.angular_noise * noise.to(dev)  # (n,)
+        theta = circle_angles_even(K, device=dev)[labels.to(dev)] + cfg.angular_noise * noise.to(dev)  # (n,)
         x1 = torch.zeros(n, cfg.D, dtype=DT, device=dev)  # μ₁: clusters on the unit circle of the first plane
         x1[:, 0], x1[:, 1] = theta.cos(), theta.sin()
         perm = perm.to(dev)
@@ -186,22 +172,15 @@ class IllPosed(VariationalExperiment):
                     rows.append({"map": mapname, "distribution": dist, "loss": loss, "value": val})
         losses = pd.DataFrame(rows)
 
-        ang = 2 * math.pi * torch.arange(n, dtype=DT, device=dev) / n
-        spread1 = torch.stack([ang.cos(), ang.sin()], 1)  # (n, 2): uniform on S¹
-        cang = 2 * math.pi * (torch.arange(n, device=dev) % K).to(DT) / K
-        clustered1 = torch.stack([cang.cos(), cang.sin()], 1)  # (n, 2): K clusters on S¹
-        tetra = F.normalize(
-            torch.tensor([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=DT, device=dev), dim=1
-        )
-
         def dealt(atoms):  # (n, d): the n samples dealt round-robin to the atoms
             return atoms[torch.arange(n, device=dev) % len(atoms)]
 
-        measures = [("S1", "uniform", spread1), ("S1", f"{K} clusters", clustered1),
-                    ("S2", "uniform", fibonacci_sphere(n, dev)),
-                    ("S1", "control clusters", dealt(circle_points(cfg.clusters_control, dev))),
-                    ("S2", "control clusters", dealt(fibonacci_sphere(cfg.clusters_control, dev))),
-                    ("S2", "4 clusters", dealt(tetra))]  # fmt: skip
+        measures = [("S1", "uniform", circle_points_even(n, device=dev)),  # (n, 2): uniform on S¹
+                    ("S1", f"{K} clusters", dealt(circle_points_even(K, device=dev))),  # (n, 2): K clusters on S¹
+                    ("S2", "uniform", fibonacci_sphere(n, device=dev)),
+                    ("S1", "control clusters", dealt(circle_points_even(cfg.clusters_control, device=dev))),
+                    ("S2", "control clusters", dealt(fibonacci_sphere(cfg.clusters_control, device=dev))),
+                    ("S2", "4 clusters", dealt(regular_polytope("tetrahedron", device=dev)))]  # fmt: skip
         sphere = pd.DataFrame([{"sphere": sp, "measure": what, "loss": float(latent_measure_nt_xent(z, None, cfg.tau))}
                                for sp, what, z in measures])  # fmt: skip
         res = Result(

@@ -40,7 +40,7 @@ from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.experiments.variational.fig5 import averaging_net_factory
 from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, gt, lt, register
 from ssldyn.lab.claims import Robustness
-from ssldyn.probes.cluster import silhouette_samples_cosine
+from ssldyn.probes.cluster import per_cluster_mean, silhouette_samples_cosine
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 DERIVATION = (
@@ -165,8 +165,7 @@ class Imbalance(VariationalExperiment):
             for a in range(4):
                 lab = data[a * S].labels
                 sil = silhouette_samples_cosine(z[:, a * S : (a + 1) * S], lab)  # (R, S, n)
-                onehot = (lab[:, None] == torch.arange(4)[None, :]).to(torch.float64)  # (n, positions)
-                per_pos = ((sil @ onehot) / onehot.sum(0)).numpy()  # (R, S, positions)
+                per_pos = per_cluster_mean(sil, lab).numpy()  # (R, S, positions): labels 0..3 = positions
                 for pos, size in enumerate(shifts[a]):
                     out[:, :, cfg.sizes.index(size)] += per_pos[:, :, pos] / 4
             return out
@@ -178,7 +177,7 @@ class Imbalance(VariationalExperiment):
             return float(times[hit[0]]) if len(hit) else 2.0 * float(times[-1])
 
         results = []
-        i_early = int(np.searchsorted(times, cfg.t_early + 1e-9, side="right") - 1)
+        i_early = fc.index_at_time(times, cfg.t_early)
         for s in range(S):
             curves = per_size[:, s]  # (R, 4)
             t_cap = [capture(c) for c in curves.T]

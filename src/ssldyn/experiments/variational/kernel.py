@@ -42,6 +42,7 @@ from ssldyn.kernels.closed_form import (
     averaging_net_kernel,
     block_structure,
     cluster_coefficients,
+    cluster_limit_kernel,
     predicted_cluster_flow,
     relu_infinite_width_kernel,
 )
@@ -327,13 +328,8 @@ class KernelCheck(VariationalExperiment):
             actual = -apply_kernel(Kd, gd)
             pred = predicted_cluster_flow(dd.n * gd, dd.labels, dd.centers, beta)
             pred_inf = predicted_cluster_flow(dd.n * gd, dd.labels, dd.centers, 0.5)
-            same = (dd.labels[:, None] == dd.labels[None, :]).to(DT)
-            sq = (dd.centers**2).sum(-1)
-            K_block = same[..., None] * (sq[dd.labels][:, None, None] * beta[dd.labels][:, None, :])  # (n, n, d)
-            dev = (Kd - torch.diag_embed(K_block)).norm() / Kd.norm()
-            same_r = (perm_lab[:, None] == perm_lab[None, :]).to(DT)
-            K_block_r = same_r[..., None] * (sq[perm_lab][:, None, None] * beta[perm_lab][:, None, :])
-            dev_r = (Kd - torch.diag_embed(K_block_r)).norm() / Kd.norm()
+            dev = (Kd - cluster_limit_kernel(dd.labels, dd.centers, beta)).norm() / Kd.norm()
+            dev_r = (Kd - cluster_limit_kernel(perm_lab, dd.centers, beta)).norm() / Kd.norm()
             pred_r = predicted_cluster_flow(dd.n * gd, perm_lab, dd.centers, beta)
             rows.append(
                 {

@@ -42,6 +42,7 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat
 
+from ssldyn.data.sphere import POLYTOPES, circle_angles_even, circle_points_even, regular_polytope
 from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.lab import (
     ClaimSpec,
@@ -94,31 +95,12 @@ class StationarityConfig(ExperimentConfig):
     n_errata: Annotated[int, Field(ge=4)] = Field(512, description="samples of the Prop. 2.1 / eq. (1) errata")
 
 
-def circle(k: int) -> torch.Tensor:
-    """K evenly spaced points on S¹: ``(K, 2)``."""
-    th = 2 * math.pi * torch.arange(k, dtype=DT) / k
-    return torch.stack([th.cos(), th.sin()], 1)
-
-
-def polytopes() -> dict[str, torch.Tensor]:
-    """Vertices of the regular tetrahedron, octahedron, cube and icosahedron, on S²."""
-    t = torch.tensor([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=DT)
-    o = torch.cat([torch.eye(3, dtype=DT), -torch.eye(3, dtype=DT)])
-    c = torch.tensor([[a, b, e] for a in (-1, 1) for b in (-1, 1) for e in (-1, 1)], dtype=DT)
-    p = (1 + math.sqrt(5)) / 2
-    ico = []
-    for a in (-1, 1):
-        for b in (-p, p):
-            ico += [[0, a, b], [a, b, 0], [b, 0, a]]
-    i = torch.tensor(ico, dtype=DT)
-    return {name: v / v.norm(dim=1, keepdim=True) for name, v in
-            (("tetrahedron", t), ("octahedron", o), ("cube", c), ("icosahedron", i))}  # fmt: skip
-
-
 def symmetric_measures(ks) -> dict[str, torch.Tensor]:
+    """The symmetric measures of Thm. 3.2: a single point on S², K evenly spaced points on S¹ for K in ``ks``
+    (K = 1: a single point) and the vertices of the four regular polytopes on S²."""
     out = {"single point (S²)": torch.tensor([[0.0, 0.0, 1.0]], dtype=DT)}
-    out.update({f"{k} evenly spaced (S¹)" if k > 1 else "single point (S¹)": circle(k) for k in ks})
-    out.update({f"{name} (S²)": v for name, v in polytopes().items()})
+    out.update({f"{k} evenly spaced (S¹)" if k > 1 else "single point (S¹)": circle_points_even(k) for k in ks})
+    out.update({f"{name} (S²)": regular_polytope(name) for name in POLYTOPES})
     return out
 
 
@@ -383,7 +365,7 @@ class Stationarity(VariationalExperiment):
         for K in cfg.lemma_ks:
             tau = cfg.lemma_tau_fraction * 4.0 / (3 * K * K)
             sigma = 3 * K * K * tau
-            xi = circle(K)  # (K, 2)
+            xi = circle_points_even(K)  # (K, 2)
             ang = 2 * math.pi * torch.rand(cfg.lemma_directions, K, generator=g, dtype=DT)
             p = torch.stack([ang.cos(), ang.sin()], -1)  # (S, K, 2) targets on S¹: f + h ∈ S¹
             h = p - xi  # (S, K, 2)
@@ -415,8 +397,8 @@ class Stationarity(VariationalExperiment):
         remark_rows, hess_err = [], []
         for n_r in cfg.remark_ns:
             for t in cfg.taus:
-                ev_u, err = _circle_hessian(2 * math.pi * torch.arange(n_r, dtype=DT) / n_r, t, g)
-                ev_c, _ = _circle_hessian(2 * math.pi * (torch.arange(n_r) % 4).to(DT) / 4, t, g)
+                ev_u, err = _circle_hessian(circle_angles_even(n_r), t, g)
+                ev_c, _ = _circle_hessian(circle_angles_even(4)[torch.arange(n_r) % 4], t, g)  # n atoms in 4 clusters
                 hess_err.append(err)
                 remark_rows.append({"n": n_r, "tau": t, "uniform_min": float(ev_u[0] / ev_u[-1]),
                                     "uniform_second": float(ev_u[1] / ev_u[-1]),
@@ -436,8 +418,7 @@ class Stationarity(VariationalExperiment):
                         bad26_fixed += int(not ok)
                     else:
                         bad26 += int(not ok)
-        ang = 2 * math.pi * torch.arange(cfg.n_errata, dtype=DT) / cfg.n_errata
-        yu = torch.stack([ang.cos(), ang.sin()], 1)
+        yu = circle_points_even(cfg.n_errata)  # (n_errata, 2)
         l1 = float(measure_loss(yu, psi=lambda t: torch.log1p(2 * t), temperature=0.5))
         l4 = float(measure_loss(yu, temperature=0.5))
         res = Result(tables={"symmetric": pd.DataFrame(rows), "lemma_a2": pd.DataFrame(lemma_rows),

@@ -7,7 +7,6 @@ Carlo, exact checks against sampling).
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
@@ -159,21 +158,6 @@ def test_batchnorm_quick(tmp_path):
 def test_bad_configs_fail_before_compute(name, sets):
     with pytest.raises(UserError):
         plan_run(name, quick=True, sets=sets)
-
-
-def test_prominent_maxima_counts_real_maxima_only():
-    from ssldyn.experiments.nonlinearity._alpha_landscape import prominent_maxima
-
-    th = np.linspace(-math.pi, math.pi, 2000, endpoint=False)
-    # 3 maxima of cos 3θ and a ripple of relative height ~1e-6 on the valleys (clipped at −0.5)
-    v = np.maximum(np.cos(3 * th), -0.5) + 1e-6 * np.sin(97 * th)
-    idx, prom = prominent_maxima(v, 1e-4)
-    assert len(idx) == 3 and np.all(prom > 0.5)
-    np.testing.assert_allclose(np.sort(np.mod(th[idx], 2 * math.pi)), [0, 2 * math.pi / 3, 4 * math.pi / 3], atol=0.01)
-    assert len(prominent_maxima(v, 1e-9)[0]) > 3  # without the floor the ripple's bumps count
-    w = np.roll(np.maximum(np.cos(th), 0.5), 1000)  # a flat top straddling the wrap-around counts once
-    assert len(prominent_maxima(w, 1e-4)[0]) == 1
-    assert len(prominent_maxima(np.ones(10))[0]) == 0
 
 
 @pytest.mark.parametrize("act", ["relu", "linear", "leaky_relu", "quadratic"])

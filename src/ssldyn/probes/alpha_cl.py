@@ -24,6 +24,11 @@ All functions take ``A_fn: w -> A(w)`` (``(E, d) -> (E, d, d)``, e.g.
 - linear stability of a fixed point of eq. 7 from the tangent-space Jacobian
   (:func:`linear_stability`), the independent check of Thm. 1's conclusion.
 
+The landscape on the circle (App. E.1, B.5: ``w = (cos θ, sin θ)``) and angles between weights, which
+take curves and unit vectors rather than ``A_fn``: the θ grid of a scan (:func:`theta_grid`), the
+prominent local maxima of a periodic curve (:func:`prominent_maxima`), the separations between angles on
+the circle (:func:`circ_sep_deg`) and the angle between unit vectors (:func:`angle_deg`).
+
 Devices: computations run on the device of ``w`` (and of what ``A_fn`` returns); random points
 (:func:`sample_cap`) are drawn with the given CPU generator and moved there; scalar results
 (``float``) come back to the host.
@@ -35,6 +40,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -47,6 +53,8 @@ __all__ = [
     "lipschitz_estimate",
     "default_kappa",
     "mu_value",
+    "nu_value",
+    "ball_min_cos",
     "Irregularity",
     "irregularity",
     "LMETest",
@@ -56,6 +64,10 @@ __all__ = [
     "theorem3_condition",
     "theorem3_condition_discrete",
     "linear_stability",
+    "theta_grid",
+    "angle_deg",
+    "circ_sep_deg",
+    "prominent_maxima",
 ]
 
 AFn = Callable[[Tensor], Tensor]
@@ -149,8 +161,32 @@ def default_kappa(gap: Tensor) -> Tensor:
 
 
 def mu_value(c: Tensor, lam1: Tensor, lam2: Tensor) -> Tensor:
-    """``μ = (1 + c) / (2c²) · (λ₂/λ₁)²`` (Lemma 7, eq. 182; = Def. 4's ``[1 − λ_gap/λ₁]²`` form)."""
-    return (1 + c) / (2 * c.clamp_min(1e-300) ** 2) * (lam2 / lam1) ** 2
+    """``μ = (1 + c) / (2c²) · (λ₂/λ₁)²`` (Lemma 7, eq. 182; = Def. 4's ``[1 − λ_gap/λ₁]²`` form).
+
+    Elementwise on tensors of one shape (``()`` or ``(E,)``); ``c = 0`` gives ``inf``.
+    """
+    return (1 + c) / (2 * c**2) * (lam2 / lam1) ** 2
+
+
+def nu_value(c: Tensor, mu: Tensor, gap: Tensor, L: float | Tensor, kappa: float | Tensor | None = None) -> Tensor:
+    """``ν = 2κL²(1 + μc) + 2Lλ_gap⁻¹√(μ(1 + μc))`` (Lemma 10, eq. 193; the ν of Def. 4's ``ω = μ + ν``).
+
+    ``c``, ``mu`` (:func:`mu_value`), ``gap`` = ``λ_gap``: tensors of one shape (``()`` or ``(E,)``); ``L`` the
+    Lipschitz constant of ``A`` (a float, or one per point); ``kappa`` the eigenvector bound of Lemma 9
+    (default :func:`default_kappa` of ``gap``).
+    """
+    kap = default_kappa(gap) if kappa is None else kappa
+    return 2 * kap * L**2 * (1 + mu * c) + 2 * L / gap.clamp_min(1e-300) * torch.sqrt(mu * (1 + mu * c))
+
+
+def ball_min_cos(c0: float, gamma: float) -> float:
+    """The bound of Thm. 3's cap ``B_γ = {w : wᵀw(0) ≥ (c₀ − c_γ)/(1 − c_γ)}`` with ``c_γ = 2√γ/(1 + γ)``.
+
+    ``c0 = c(w(0))`` (Sec. 3.3) and ``0 < γ < 1``; returns ``(c₀ − c_γ)/(1 − c_γ)`` (≤ 0: the cap is at least a
+    hemisphere).
+    """
+    cg = 2 * math.sqrt(gamma) / (1 + gamma)
+    return (c0 - cg) / (1 - cg)
 
 
 @dataclass
@@ -187,7 +223,7 @@ def irregularity(A_fn: AFn, w: Tensor, L: float, *, kappa: float | None = None, 
     c = (wb * phi).sum(-1).abs()
     mu = mu_value(c, lam1, lam2)
     kap = default_kappa(gap) if kappa is None else torch.full_like(gap, float(kappa))
-    nu = 2 * kap * L**2 * (1 + mu * c) + 2 * L / gap.clamp_min(1e-300) * torch.sqrt(mu * (1 + mu * c))
+    nu = nu_value(c, mu, gap, L, kap)
     omega = mu + nu
     vals = [c, lam1, lam2, gap, mu, nu, omega, kap]
     if single:
@@ -262,8 +298,7 @@ def theorem3_condition(
     c0 = float(correlation(A_fn, w0))
     rows = []
     for gam in gammas:
-        cg = 2 * math.sqrt(gam) / (1 + gam)
-        min_cos = (c0 - cg) / (1 - cg)
+        min_cos = ball_min_cos(c0, gam)
         pts = sample_cap(w0, min_cos, n_samples, generator=generator)
         L = lipschitz_estimate(A_fn, pts)
         irr = irregularity(A_fn, pts, L, kappa=kappa, shift=shift)
@@ -303,8 +338,7 @@ def theorem3_condition_discrete(
     margin = float((xn @ w0).abs().min())  # sine of the smallest angle between w(0) and an atom's plane
     rows = []
     for gam in gammas:
-        cg = 2 * math.sqrt(gam) / (1 + gam)
-        min_cos = (c0 - cg) / (1 - cg)
+        min_cos = ball_min_cos(c0, gam)
         crossing = min_cos <= 0 or margin < math.sqrt(max(0.0, 1 - min_cos**2))
         if crossing:
             sup = float("inf")
@@ -338,3 +372,55 @@ def linear_stability(A_fn: AFn, w: Tensor, *, eps: float = 1e-6) -> float:
     J = (F(vp) - F(vm)) / (2 * eps)  # (d-1, d): column j = dF/du_j
     Jt = basis @ J.T  # (d-1, d-1) in the tangent basis
     return float(torch.linalg.eigvals(Jt).real.max())
+
+
+def theta_grid(n: int, *, dtype: torch.dtype = torch.float64, device=None) -> Tensor:
+    """``n`` angles evenly spaced on ``[−π, π)`` (``linspace(−π, π, n + 1)`` without its end point), ``(n,)``:
+    the grid on which a landscape ``E_α(θ)`` of ``w = (cos θ, sin θ)`` is scanned."""
+    return torch.linspace(-math.pi, math.pi, n + 1, dtype=dtype, device=device)[:-1]
+
+
+def _host(v):
+    return v.detach().cpu().numpy() if isinstance(v, Tensor) else v
+
+
+def angle_deg(a: Tensor, b: Tensor) -> Tensor:
+    """Angle in degrees between unit vectors (rows), ``(…, d) × (…, d) -> (…)``: ``arccos(aᵀb)`` with the
+    cosine clipped to ``[−1, 1]``; on the device of the inputs."""
+    c = (a * b).sum(-1).clamp(-1.0, 1.0)
+    return torch.rad2deg(torch.arccos(c))
+
+
+def circ_sep_deg(thetas) -> np.ndarray:
+    """Angular separations (degrees) between consecutive sorted angles (radians) on the circle, the last one
+    across the wrap-around: ``(n,) -> (n,)``, summing to 360 (empty for fewer than two angles)."""
+    t = np.sort(np.mod(np.asarray(_host(thetas), dtype=np.float64), 2 * math.pi))
+    if len(t) < 2:
+        return np.zeros(0)
+    d = np.diff(np.concatenate([t, t[:1] + 2 * math.pi]))
+    return np.rad2deg(d)
+
+
+def prominent_maxima(values, rel_prominence: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+    """Local maxima of a periodic 1-D curve whose prominence is at least ``rel_prominence·(max − min)``.
+
+    Returns ``(indices, relative prominences)``. The prominence of a peak is how far the curve
+    must descend from it before rising to a higher value (:func:`scipy.signal.find_peaks`);
+    periodicity is handled by searching the middle copy of three concatenated periods. A flat
+    top counts once (its middle index); a curve with ``max − min == 0`` has no maximum. The
+    floor removes maxima that are quadrature or round-off ripples (e.g. a bump of relative
+    height 1e-6 on a curve computed with a coarse quadrature). ``values (n,)``: numpy, or a tensor
+    on any device (copied to the CPU).
+    """
+    from scipy.signal import find_peaks
+
+    v = np.asarray(_host(values), dtype=np.float64)
+    n = len(v)
+    span = float(v.max() - v.min())
+    if span <= 0:
+        return np.zeros(0, dtype=int), np.zeros(0)
+    ext = np.concatenate([v, v, v])
+    idx, props = find_peaks(ext, prominence=rel_prominence * span, plateau_size=1)
+    keep = (idx >= n) & (idx < 2 * n)
+    order = np.argsort(idx[keep] - n)
+    return (idx[keep] - n)[order], (props["prominences"][keep] / span)[order]

@@ -10,6 +10,8 @@ scale-free, per filter, then averaged:
 
 Diversity:
 
+* :func:`cosine_matrix` — the cosines ``w_m·w_n/(‖w_m‖‖w_n‖)`` between the rows of one or two sets of
+  vectors (batched: ``(..., M, D)``), on which the measures below are built.
 * :func:`pairwise_cosine` — mean cosine ``w_m·w_n/(‖w_m‖‖w_n‖)`` over pairs ``m ≠ n``
   (and the mean absolute value): near 0 = filters point in different directions.
 * :func:`distinct_filters` — the number of filters whose largest |cosine| with any other filter
@@ -22,7 +24,14 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["laplacian_energy", "total_variation", "pairwise_cosine", "distinct_filters", "pattern_match"]
+__all__ = [
+    "laplacian_energy",
+    "total_variation",
+    "cosine_matrix",
+    "pairwise_cosine",
+    "distinct_filters",
+    "pattern_match",
+]
 
 
 def _as_images(W, shape: tuple[int, int] | None) -> torch.Tensor:
@@ -57,11 +66,22 @@ def total_variation(W, shape: tuple[int, int] | None = None) -> float:
     return float((tv[ok] / n1[ok]).mean())
 
 
+def cosine_matrix(A, B=None) -> torch.Tensor:
+    """Cosines between the rows of ``A (..., M, D)`` and of ``B (..., N, D)`` (default ``B = A``):
+    ``C[..., m, n] = a_m·b_n / (‖a_m‖‖b_n‖)``, float64 ``(..., M, N)``; a zero row has cosine 0 with every row."""
+
+    def unit_rows(X) -> torch.Tensor:
+        X = torch.as_tensor(X).detach().to(torch.float64)
+        return X / X.norm(dim=-1, keepdim=True).clamp_min(1e-300)  # (..., M, D)
+
+    An = unit_rows(A)
+    Bn = An if B is None else unit_rows(B)
+    return An @ Bn.mT  # (..., M, N)
+
+
 def _cos(W) -> torch.Tensor:
     W = torch.as_tensor(W).detach().to(torch.float64)
-    W = W.reshape(W.shape[0], -1)
-    Wn = W / W.norm(dim=1, keepdim=True).clamp_min(1e-300)
-    return Wn @ Wn.T  # (M, M)
+    return cosine_matrix(W.reshape(W.shape[0], -1))  # (M, M): filters flattened
 
 
 def pairwise_cosine(W) -> tuple[float, float]:
@@ -85,6 +105,4 @@ def pattern_match(W, patches) -> float:
     """Mean over filters of ``max_x cos(w, x)`` over input patches ``(n, h·w)``."""
     W = torch.as_tensor(W).detach().to(torch.float64).reshape(len(W), -1)
     X = torch.as_tensor(patches).detach().to(torch.float64).reshape(len(patches), -1)
-    Wn = W / W.norm(dim=1, keepdim=True).clamp_min(1e-300)
-    Xn = X / X.norm(dim=1, keepdim=True).clamp_min(1e-300)
-    return float((Wn @ Xn.T).max(1).values.mean())
+    return float(cosine_matrix(W, X).max(1).values.mean())  # (M, n) -> best patch per filter

@@ -43,10 +43,14 @@ def per_seed_result(chi: pd.DataFrame, note: str) -> Result:
     return res
 
 
+def stack_seeds(results: Sequence[Result], table: str = "final") -> pd.DataFrame:
+    """The table ``table`` of every seed's result stacked, with the seed's position as a ``rep`` column."""
+    return pd.concat([r.tables[table].assign(rep=i) for i, r in enumerate(results)], ignore_index=True)
+
+
 def finals(result: Result) -> pd.DataFrame:
     """The final χ̄± of every seed (``result.seed_results``, or the one result), with a ``rep`` column."""
-    rs = result.seed_results or [result]
-    return pd.concat([r.tables["final"].assign(rep=i) for i, r in enumerate(rs)], ignore_index=True)
+    return stack_seeds(result.seed_results or [result])
 
 
 def pooled_final(result: Result) -> pd.DataFrame:
@@ -57,6 +61,11 @@ def pooled_final(result: Result) -> pd.DataFrame:
     t = g.agg(["mean", "std", "count"])
     t.columns = [f"{a.removesuffix('_mean')}_{b}" for a, b in t.columns]
     return t.reset_index()
+
+
+def over_parameterised_cells(betas: Sequence[int], Ps: Sequence[int]) -> list[tuple[int, int]]:
+    """The ``(β, P)`` cells with ``β > 1`` and ``P > 1`` (over-parameterised, several tokens per RF), sorted."""
+    return [(b, P) for b in sorted(betas) if b > 1 for P in sorted(Ps) if P > 1]
 
 
 def mean_diff(t: pd.DataFrame, a: dict, b: dict, cells: Sequence[tuple[int, int]], col: str = "chi_plus_mean") -> float:

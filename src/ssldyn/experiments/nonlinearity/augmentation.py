@@ -12,7 +12,7 @@ Counting. A local maximum of ``E_α(θ)`` on the θ grid counts when its promine
 ``prominence`` (default 1e-4) of the curve's range (:func:`prominent_maxima`): a maximum of
 smaller relative prominence is a ripple, not an optimum an ascent would stop at (the maxima of
 App. E.1's curve have prominences ≥ 1e-2). A curve flat to 1e-12 of the un-augmented range (the
-full group, ``a = 180°``) has no maximum.
+full group, ``a = 180°``) has no maximum (:func:`_maxima`).
 
 What App. B.5 says and what we claim: with the full rotation group ``SO(2)`` (``a = π``, a Lie
 group, eq. 106-108) ``b`` does not depend on ``θ`` and every local optimum disappears; for ``a < π``
@@ -47,11 +47,11 @@ from pydantic import Field, field_validator
 
 from ssldyn.data.latent import FIG8_ANGLES
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
-from ssldyn.experiments.nonlinearity._alpha_landscape import prominent_maxima
-from ssldyn.experiments.nonlinearity._common import F64
+from ssldyn.experiments.nonlinearity._common import F64, spearman
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.activations import get_activation
+from ssldyn.probes.alpha_cl import prominent_maxima, theta_grid
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -117,21 +117,34 @@ def smoothed_energy(theta: torch.Tensor, angles: torch.Tensor, a: float, activat
     return 0.5 * b.var(-1, unbiased=False)
 
 
+def _ref_span(theta: torch.Tensor, angles: torch.Tensor, activation: str) -> float:
+    """Range (max − min) of the un-augmented ``E_α(θ)`` (``a = 0``) over the θ grid."""
+    return float(np.ptp(smoothed_energy(theta, angles, 0.0, activation).cpu().numpy()))
+
+
+def _maxima(e: np.ndarray, ref_span: float, prominence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Prominent maxima ``(indices, relative prominences)`` of a curve ``e (G,)`` of ``E_α(θ; a)``
+    (:func:`~ssldyn.probes.alpha_cl.prominent_maxima`); none when the curve is flat to 1e-12 of the
+    un-augmented range ``ref_span`` (E_α invariant, as under the full group)."""
+    if float(np.ptp(e)) > 1e-12 * ref_span:
+        return prominent_maxima(e, prominence)
+    return np.zeros(0, dtype=int), np.zeros(0)
+
+
 def _counts(theta: torch.Tensor, angles: torch.Tensor, ranges_deg, activation: str, prominence: float) -> list[int]:
     """Number of prominent maxima of ``E_α(θ; a)`` for every range ``a`` (degrees); a flat curve has none."""
-    ref = float(np.ptp(smoothed_energy(theta, angles, 0.0, activation).cpu().numpy()))
+    ref = _ref_span(theta, angles, activation)
     out = []
     for a in ranges_deg:
         e = smoothed_energy(theta, angles, math.radians(a), activation).cpu().numpy()
-        out.append(len(prominent_maxima(e, prominence)[0]) if float(np.ptp(e)) > 1e-12 * ref else 0)
+        out.append(len(_maxima(e, ref, prominence)[0]))
     return out
 
 
 def _rel_span(theta: torch.Tensor, angles: torch.Tensor, a_deg: float, activation: str) -> float:
     """Range of ``E_α(θ; a)`` relative to the un-augmented range."""
     e = smoothed_energy(theta, angles, math.radians(a_deg), activation)
-    e0 = smoothed_energy(theta, angles, 0.0, activation)
-    return float((e.max() - e.min()) / (e0.max() - e0.min()))
+    return float(e.max() - e.min()) / _ref_span(theta, angles, activation)
 
 
 @register
@@ -204,18 +217,15 @@ class Augmentation(Experiment):
     def run(self, cfg: AugmentationConfig, ctx: Context) -> Result:
         act = get_activation(cfg.activation)
         dev = ctx.device
-        theta = torch.linspace(-math.pi, math.pi, cfg.n_grid + 1, dtype=torch.float64, device=dev)[:-1]
+        theta = theta_grid(cfg.n_grid, device=dev)
         angles = torch.tensor(cfg.angles, dtype=torch.float64, device=dev)
         rows, curves = [], {}
-        ref_span = float(np.ptp(smoothed_energy(theta, angles, 0.0, cfg.activation).cpu().numpy()))
+        ref_span = _ref_span(theta, angles, cfg.activation)
         for a_deg in ctx.track(cfg.ranges_deg, description="rotation ranges"):
             e = smoothed_energy(theta, angles, math.radians(a_deg), cfg.activation).cpu().numpy()
             span = float(e.max() - e.min())
-            if span > 1e-12 * ref_span:
-                idx, prom = prominent_maxima(e, cfg.prominence)
-            else:  # flat: E_α invariant
-                idx, prom = np.zeros(0, dtype=int), np.zeros(0)
-            _, all_prom = prominent_maxima(e, 1e-15) if span > 1e-12 * ref_span else (None, np.zeros(0))
+            idx, prom = _maxima(e, ref_span, cfg.prominence)  # none when flat: E_α invariant
+            _, all_prom = _maxima(e, ref_span, 1e-15)
             rows.append({
                 "range_deg": a_deg, "n_maxima": len(idx), "energy_span": span, "rel_span": span / ref_span,
                 "min_prominence": float(prom.min()) if len(prom) else float("nan"),
@@ -266,8 +276,7 @@ class Augmentation(Experiment):
         err = float((e_mc - e_lim).abs().max() / e_lim.abs().max())
         ns = table["n_maxima"].to_numpy()
         ranges = table["range_deg"].to_numpy()
-        rank = pd.Series(ranges).rank().to_numpy()
-        spearman = float(np.corrcoef(rank, pd.Series(ns).rank().to_numpy())[0, 1])
+        rho = spearman(ranges, ns)
         partial = (ranges > 0) & (ranges < 180)
         ups = [
             f"{ranges[i]:g}°→{ranges[i + 1]:g}°: {ns[i]}→{ns[i + 1]}" for i in range(len(ns) - 1) if ns[i + 1] > ns[i]
@@ -287,7 +296,7 @@ class Augmentation(Experiment):
                 "dense_min_count_range_deg": [float(a) for a, n in zip(dense_deg, cnt[1:]) if n == min(cnt[1:])],
                 "dense_ranges_keeping_all": [float(a) for a in kept],
                 "rel_span_179": _rel_span(theta, angles, 179.0, cfg.activation),
-                "spearman_range_vs_count": spearman,
+                "spearman_range_vs_count": rho,
                 "counts": [int(v) for v in ns],
                 "rises": ups,
                 "rel_span_full_group": float(table["rel_span"].iloc[-1]),
@@ -303,7 +312,7 @@ class Augmentation(Experiment):
                 "group and App. B.5's invariance argument does not apply. By the mirror identity "
                 "E_α(θ; π − a) ∝ E_α(θ + π; a) the count at 180° − a equals the count at a, so partial rotations "
                 f"wider than 90° give maxima back; only the full group SO(2) removes them all (Spearman ρ(a, count) "
-                f"= {spearman:.2f})."
+                f"= {rho:.2f})."
             )
         res.notes.append(
             f"Curves are the exact large-batch limit of Lemma 2 (eq. 105, closed-form b(w|x₀)); maxima count "

@@ -63,6 +63,7 @@ from ssldyn.lab import (
 )
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_infonce
+from ssldyn.probes.filters import cosine_matrix
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -87,6 +88,31 @@ class ColinearityConfig(ExperimentConfig):
         return list(dict.fromkeys(v))
 
 
+def _energy_grad(W: torch.Tensor, V: torch.Tensor, x: torch.Tensor, **kw) -> torch.Tensor:
+    """``∂E_α/∂W`` by autograd of ``E_α = ½ tr C_α[f₂]`` (:func:`~ssldyn.dynamics.two_layer_alpha_cl.two_layer_energy`,
+    α treated as a constant) at the filters ``W (K, M, d)`` with top layer ``V``; ``kw``: ``x_pos``, ``alpha``,
+    ``activation``. Returns ``(K, M, d)``."""
+    Wr = W.clone().requires_grad_(True)
+    (gW,) = torch.autograd.grad(two_layer_energy(Wr, V, x, **kw), Wr)
+    return gW
+
+
+def _with_top_down_sum(W: torch.Tensor, s: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """A copy of the filters ``W (K, M, d)`` whose last filter of each RF is chosen so that
+    ``Σ_m s_km w_km = v_k`` (``s (K, M)`` with ``s_kM ≠ 0``, ``v (K, d)``); the other filters are kept."""
+    rest = (s[:, :-1, None] * W[:, :-1]).sum(1)  # (K, d)
+    out = W.clone()
+    out[:, -1] = (v - rest) / s[:, -1:]
+    return out
+
+
+def _swap_first_two(W: torch.Tensor) -> torch.Tensor:
+    """``W (K, M, d)`` with filters 0 and 1 of every RF swapped (the ``W'*`` of the proof of Thm. 4 (2))."""
+    out = W.clone()
+    out[:, [0, 1]] = W[:, [1, 0]]
+    return out
+
+
 def _critical_path(cfg: ColinearityConfig, model: TwoRFModel, g: torch.Generator) -> dict[str, float]:
     """Thm. 4 (2) on data in hyperplanes ``n_kᵀx_k = 0`` (float64, CPU; see the module docstring)."""
     K, M, d = cfg.K, cfg.M, cfg.d
@@ -99,16 +125,11 @@ def _critical_path(cfg: ColinearityConfig, model: TwoRFModel, g: torch.Generator
     sm = s.reshape(K, M)
     Wr = torch.randn(K, M, d, generator=g, dtype=torch.float64)
     ck = 1.0 + torch.rand(K, 1, generator=g, dtype=torch.float64)
-    # last filter of each RF chosen so that v_k = Σ_m s_km w_km = c_k n_k
-    rest = (sm[:, :-1, None] * Wr[:, :-1]).sum(1)  # (K, d)
-    Wr[:, -1] = (ck * nvec - rest) / sm[:, -1:]
-    W_star = Wr
+    W_star = _with_top_down_sum(Wr, sm, ck * nvec)  # v_k = Σ_m s_km w_km = c_k n_k: a critical point
     W_id = (ck * nvec / sm.sum(-1, keepdim=True))[:, None, :].expand(K, M, d)  # identical filters, same v_k
 
     def grad(W: torch.Tensor, s_vec: torch.Tensor) -> torch.Tensor:
-        Wg = W.clone().requires_grad_(True)
-        (gW,) = torch.autograd.grad(two_layer_energy(Wg, s_vec[None, :], x, activation="linear"), Wg)
-        return gW
+        return _energy_grad(W, s_vec[None, :], x, activation="linear")
 
     def energy(W: torch.Tensor, s_vec: torch.Tensor) -> float:
         return float(two_layer_energy(W, s_vec[None, :], x, activation="linear"))
@@ -124,33 +145,24 @@ def _critical_path(cfg: ColinearityConfig, model: TwoRFModel, g: torch.Generator
     u = torch.randn(K, d, generator=g, dtype=torch.float64)
     W_off = (ck * u / u.norm(dim=-1, keepdim=True) / sm.sum(-1, keepdim=True))[:, None, :].expand(K, M, d)
     path_off = [float(grad((1 - c) * W_star + c * W_off, s).norm()) / scale for c in cs]
-    swapped = W_star.clone()
-    swapped[:, [0, 1]] = W_star[:, [1, 0]]
+    swapped = _swap_first_two(W_star)
     s_eq = sm.clone()
     s_eq[:, 1] = s_eq[:, 0]  # s_k1 = s_k2: the proof's swap is then harmless
-    rest_eq = (s_eq[:, :-1, None] * Wr[:, :-1]).sum(1)
-    W_eq = Wr.clone()
-    W_eq[:, -1] = (ck * nvec - rest_eq) / s_eq[:, -1:]
-    sw_eq = W_eq.clone()
-    sw_eq[:, [0, 1]] = W_eq[:, [1, 0]]
-    Wn = W_star / W_star.norm(dim=-1, keepdim=True)
-    cos = (Wn @ Wn.mT).abs()
-    off = cos[:, ~torch.eye(M, dtype=torch.bool)]
+    sw_eq = _swap_first_two(_with_top_down_sum(Wr, s_eq, ck * nvec))
     return {
         "path_max_rel_grad": max(path),
         "path_max_rel_energy": max(path_energy),
         "control_path_max_rel_grad": max(path_off),
         "swap_rel_energy": abs(energy(swapped, s)) / e_scale,
-        "path_distinct_min_abs_cos": float(1 - off.max()),
+        "path_distinct_min_abs_cos": float(1 - _abs_cos_within_rf(W_star).max()),
         "swap_rel_grad": float(grad(swapped, s).norm()) / scale,
         "swap_rel_grad_equal_s": float(grad(sw_eq, s_eq.reshape(-1)).norm()) / scale,
     }
 
 
 def _abs_cos_within_rf(G: torch.Tensor) -> torch.Tensor:
-    """All |cos| between gradients of distinct filters of the same RF: ``G (K, M, d) -> (K·M(M−1)/2,)``."""
-    Gn = G / G.norm(dim=-1, keepdim=True)
-    C = (Gn @ Gn.mT).abs()  # (K, M, M)
+    """All |cos| between (gradients of) distinct filters of the same RF: ``G (K, M, d) -> (K·M(M−1)/2,)``."""
+    C = cosine_matrix(G).abs()  # (K, M, M)
     iu = torch.triu_indices(G.shape[1], G.shape[1], offset=1, device=G.device)
     return C[:, iu[0], iu[1]].reshape(-1)
 
@@ -250,8 +262,7 @@ class Colinearity(Experiment):
                         alpha = alpha_infonce(z1, z2, cfg.tau)
                     s, _ = top_eigvec_S(W, x, x_pos=xp, alpha=alpha, activation=act)
                     V = s[None, :]  # stationary top layer, S = ssᵀ
-                    Wr = W.clone().requires_grad_(True)
-                    (gW,) = torch.autograd.grad(two_layer_energy(Wr, V, x, x_pos=xp, alpha=alpha, activation=act), Wr)
+                    gW = _energy_grad(W, V, x, x_pos=xp, alpha=alpha, activation=act)
                     _, w_dot = lemma4_dynamics(W, V, x, x_pos=xp, alpha=alpha, activation=act, project=False)
                     cos = _abs_cos_within_rf(gW)
                     stats = [cos.min(), cos.mean(), (w_dot - gW).norm() / gW.norm()]
@@ -289,8 +300,7 @@ class Colinearity(Experiment):
         Wq = torch.randn(cfg.K, cfg.M, cfg.d, generator=g, dtype=torch.float64).to(dev)
         xq = model.sample(cfg.n, generator=g)[0].to(dev)
         sq, _ = top_eigvec_S(Wq, xq, activation="quadratic")
-        Wr = Wq.clone().requires_grad_(True)
-        (gq,) = torch.autograd.grad(two_layer_energy(Wr, sq[None, :], xq, activation="quadratic"), Wr)
+        gq = _energy_grad(Wq, sq[None, :], xq, activation="quadratic")
         _, wq_dot = lemma4_dynamics(Wq, sq[None, :], xq, activation="quadratic", project=False)
         summ["lemma4_rel_err_quadratic"] = float((wq_dot - gq).norm() / gq.norm())
         summ["lemma4_max_rel_err_homogeneous"] = float(

@@ -38,13 +38,14 @@ import numpy as np
 import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, field_validator
-from scipy.stats import spearmanr
 
 from ssldyn.data.circle_mixture import CircleMixture
+from ssldyn.data.latent import circle_points
 from ssldyn.dynamics.alpha_cl_mixture import population_contrastive_covariance
-from ssldyn.experiments.nonlinearity._common import F64
+from ssldyn.experiments.nonlinearity._common import F64, spearman
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, is_true, le, register
 from ssldyn.memory import PROCESS_BASELINE
+from ssldyn.probes.alpha_cl import eigen_summary, theta_grid
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 HALF = math.pi / 2
@@ -90,10 +91,6 @@ def _quad(arc_deg: float, nodes: int) -> dict:
     return {"max_arc": math.radians(arc_deg), "n_gl": nodes, "n_r": nodes}
 
 
-def _w(theta: torch.Tensor) -> torch.Tensor:
-    return torch.stack([theta.cos(), theta.sin()], -1)  # (G, 2)
-
-
 def A_population(
     mix: CircleMixture, theta: torch.Tensor, tau: float | None, quad: dict, h: float = 0.0
 ) -> torch.Tensor:
@@ -110,11 +107,11 @@ def A_population(
     out = []
     for th in theta.split(chunk):
         x, p, _ = mix.nodes(th, breaks, span=(lo, hi), **quad)  # (G, n, 2)
-        xt = x * ((x * _w(th)[:, None, :]).sum(-1) > 0).to(x.dtype)[..., None]  # x̃^w
+        xt = x * ((x * circle_points(th)[:, None, :]).sum(-1) > 0).to(x.dtype)[..., None]  # x̃^w
         if tau is None:
             out.append(population_contrastive_covariance(xt, p, None))
             continue
-        u = torch.relu((x * _w(th + h)[:, None, :]).sum(-1))  # (G, n): h(w*ᵀx)
+        u = torch.relu((x * circle_points(th + h)[:, None, :]).sum(-1))  # (G, n): h(w*ᵀx)
         p0 = 1.0 - p.sum(-1)  # (G,) mass outside both half-planes: x̃ = 0, u = 0
         K = torch.exp(-((u[:, :, None] - u[:, None, :]) ** 2) / (2 * tau))  # (G, n, n)
         kbar = (K @ p[..., None]).squeeze(-1) + p0[:, None] * torch.exp(-u * u / (2 * tau))  # (G, n)
@@ -127,10 +124,10 @@ def A_reference(mix: CircleMixture, theta: torch.Tensor, tau: float | None, quad
     """``A(w)`` with α at the same ``w``, integrating over the whole circle (no shortcut): the check of
     :func:`A_population`."""
     x, p, _ = mix.nodes(theta, [HALF, -HALF], **quad)
-    xt = x * ((x * _w(theta)[:, None, :]).sum(-1) > 0).to(x.dtype)[..., None]
+    xt = x * ((x * circle_points(theta)[:, None, :]).sum(-1) > 0).to(x.dtype)[..., None]
     K = None
     if tau is not None:
-        u = torch.relu((x * _w(theta)[:, None, :]).sum(-1))
+        u = torch.relu((x * circle_points(theta)[:, None, :]).sum(-1))
         K = torch.exp(-((u[:, :, None] - u[:, None, :]) ** 2) / (2 * tau))
     return population_contrastive_covariance(xt, p, K)
 
@@ -138,12 +135,7 @@ def A_reference(mix: CircleMixture, theta: torch.Tensor, tau: float | None, quad
 def flow_rate(A: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     """``r(θ) = w⊥ᵀ A w`` (the flow on the circle, eq. 7), ``(G,)``."""
     wp = torch.stack([-theta.sin(), theta.cos()], -1)
-    return (wp[:, None, :] @ A @ _w(theta)[:, :, None]).reshape(-1)
-
-
-def scan_grid(n_grid: int) -> torch.Tensor:
-    """The θ grid of the circle scan: ``n_grid`` points evenly spaced on [−π, π), shape (n_grid,)."""
-    return torch.linspace(-math.pi, math.pi, n_grid + 1, dtype=torch.float64)[:-1]
+    return (wp[:, None, :] @ A @ circle_points(theta)[:, :, None]).reshape(-1)
 
 
 def stable_optima(
@@ -153,7 +145,7 @@ def stable_optima(
 
     Returns ``(θ* (n_opt,), θ grid (n_grid,), r on the grid)``.
     """
-    th = scan_grid(n_grid)
+    th = theta_grid(n_grid)  # the θ grid of the circle scan
     r = flow_rate(A_population(mix, th, tau, quad), th)
     s = torch.sign(r)
     idx = ((s > 0) & (torch.roll(s, -1) < 0)).nonzero().reshape(-1)
@@ -170,17 +162,11 @@ def roughness(mix: CircleMixture, theta: torch.Tensor, tau: float | None, eps: f
     """``ρ(w*) = ‖∂_θ A(w) w*‖`` at ``θ*`` with α frozen at ``w*`` (central differences), ``(G,)``."""
     ap = A_population(mix, theta + eps, tau, quad, h=-eps)
     am = A_population(mix, theta - eps, tau, quad, h=eps)
-    w = _w(theta)[:, :, None]
+    w = circle_points(theta)[:, :, None]
     return ((ap - am) @ w).squeeze(-1).norm(dim=-1) / (2 * eps)
 
 
 LOC2 = "Thm. 2, Cor. 2, Sec. 3.2"
-
-
-def _spearman(a: pd.Series, b: pd.Series) -> float:
-    """Spearman's rank correlation ρ(a, b)."""
-    res = spearmanr(a, b)
-    return float(res.statistic)  # pyright: ignore[reportAttributeAccessIssue]  # scipy builds this result class at runtime
 
 
 @register
@@ -283,10 +269,10 @@ class Corollary2(Experiment):
                 scale = A_f.abs().amax((-2, -1))
                 quad_err = max(quad_err, float(((A_f - A_s).abs().amax((-2, -1)) / scale).max()))
                 short_err = max(short_err, float((A_f[:1] - A_r).abs().max() / scale[0]))
-                lam, vec = torch.linalg.eigh(A_f)
-                c = (vec[..., -1] * _w(opt)).sum(-1).abs()
+                _, _, gap, phi1 = eigen_summary(A_f)  # (G,), (G, 2)
+                c = (phi1 * circle_points(opt)).sum(-1).abs()
                 x, p, _ = mix.nodes(opt, [HALF, -HALF], **fine_q)
-                pre = (x * _w(opt)[:, None, :]).sum(-1)  # (G, n)
+                pre = (x * circle_points(opt)[:, None, :]).sum(-1)  # (G, n)
                 inactive = (p * (pre <= 0)).sum(-1)
                 rho_u = roughness(mix, opt, None, cfg.rho_eps, fine_q)
                 rho_g = {t: roughness(mix, opt, t, cfg.rho_eps, fine_q) for t in [*cfg.taus, cfg.control_tau]}
@@ -295,7 +281,7 @@ class Corollary2(Experiment):
                     row = {
                         "arc_deg": a, "alpha": "uniform" if tau is None else "gaussian", "tau": tau,
                         "theta_deg": math.degrees(float(opt[j])), "inactive": float(inactive[j]),
-                        "gap": float(lam[j, -1] - lam[j, -2]), "c": float(c[j]), "rho_u": float(rho_u[j]),
+                        "gap": float(gap[j]), "c": float(c[j]), "rho_u": float(rho_u[j]),
                         "r_u": float(r_u[j]), "bound_u": C0**5 * float(r_u[j]),
                     }  # fmt: skip
                     for t in [*cfg.taus, cfg.control_tau]:  # Gaussian α at this w*, every τ (α frozen at w*)
@@ -328,7 +314,7 @@ class Corollary2(Experiment):
             tables={
                 "counts": counts,
                 "optima": opts,
-                "scan": pd.DataFrame({"theta": scan_grid(cfg.n_grid).numpy(), **scans}),
+                "scan": pd.DataFrame({"theta": theta_grid(cfg.n_grid).numpy(), **scans}),
             },
         )
         res.summary = {
@@ -339,16 +325,16 @@ class Corollary2(Experiment):
             "frac_rho_g_below_half_rho_u_control": float((g[f"rho_g@{cfg.control_tau:g}"] < 0.5 * g["rho_u"]).mean())
             if len(g)
             else float("nan"),
-            "spearman_z0_inactive_shuffled": _spearman(gs["z0"], pd.Series(rng.permutation(gs["inactive"].to_numpy())))
+            "spearman_z0_inactive_shuffled": spearman(gs["z0"], pd.Series(rng.permutation(gs["inactive"].to_numpy())))
             if len(gs) > 2
             else float("nan"),
             "counts_gaussian_control_tau": {f"{k:g}": int(v) for k, v in cc.items()},
             "more_optima_control": bool((diff_c >= 0).all() and (diff_c > 0).any()),
             "n_control_tau_optima": int(len(ctl)),
             "median_ratio_rho_g_rho_u": float(ratio.median()) if len(g) else float("nan"),
-            "spearman_ratio_z0": _spearman(g["z0"], ratio) if len(g) > 2 else float("nan"),
+            "spearman_ratio_z0": spearman(g["z0"], ratio) if len(g) > 2 else float("nan"),
             "max_ratio_over_z0": float((ratio / g["z0"]).max()) if len(g) else float("nan"),
-            "spearman_z0_inactive": _spearman(gs["z0"], gs["inactive"]) if len(gs) > 2 else float("nan"),
+            "spearman_z0_inactive": spearman(gs["z0"], gs["inactive"]) if len(gs) > 2 else float("nan"),
             "min_z0_minus_inactive": float((g["z0"] - g["inactive"]).min()) if len(g) else float("nan"),
             "min_inactive": float(opts.loc[:, "inactive"].min()),
             "min_z0": float(g["z0"].min()) if len(g) else float("nan"),

@@ -55,16 +55,18 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.latent import approx_orthogonal_basis, latent_summation_support
-from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration
+from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, sphere_grad, uniform_contrastive_covariance
 from ssldyn.dynamics.alpha_cl_mixture import gaussian_mixture_A_fn
-from ssldyn.experiments.nonlinearity._alpha_landscape import angle_deg
 from ssldyn.experiments.nonlinearity._common import F64
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.alpha_cl import (
+    angle_deg,
     linear_stability,
     lme_test,
     local_roughness,
+    mu_value,
+    nu_value,
     theorem3_condition,
     theorem3_condition_discrete,
 )
@@ -115,12 +117,14 @@ def lemma_trace(A_fn, w0: torch.Tensor, steps: int) -> dict[str, torch.Tensor]:
 
     At step ``t`` with ``A = A(w(t))`` (eigenvalues ``λ₁ ≥ λ₂ ≥ … ≥ λ_d``, ``φ₁`` signed so that
     ``c_t = φ₁ᵀw(t) > 0``), ``w(t+1) = Aw/‖Aw‖``, ``d_t = φ₁(t)ᵀw(t+1)``, ``c_{t+1} = φ₁(t+1)ᵀw(t+1)``
-    (``φ₁(t+1)`` signed like ``φ₁(t)``) and ``μ_t = (1 + c_t)/(2c_t²)(λ₂/λ₁)²`` (eq. 182):
+    (``φ₁(t+1)`` signed like ``φ₁(t)``) and ``μ_t = (1 + c_t)/(2c_t²)(λ₂/λ₁)²`` (eq. 182,
+    :func:`~ssldyn.probes.alpha_cl.mu_value`):
 
     * Lemma 7: ``1 − d_t ≤ μ_t(1 − c_t)``;
     * Lemma 8: ``‖w(t+1) − w(t)‖ ≤ √(2(1 + μ_t c_t)(1 − c_t))``;
-    * Lemma 10: ``|d_t − c_{t+1}| ≤ ν_t(1 − c_t)`` with ``ν_t`` of eq. 193, ``L`` the secant constant of
-      this step ``‖A(t+1) − A(t)‖₂/‖δw(t)‖`` (what the proof uses, eq. 200) and ``κ = 5/(2λ_gap²)``.
+    * Lemma 10: ``|d_t − c_{t+1}| ≤ ν_t(1 − c_t)`` with ``ν_t`` of eq. 193 (:func:`~ssldyn.probes.alpha_cl.nu_value`),
+      ``L`` the secant constant of this step ``‖A(t+1) − A(t)‖₂/‖δw(t)‖`` (what the proof uses, eq. 200) and
+      ``κ = 5/(2λ_gap²)``.
 
     Slacks (left − right, ≤ 0 when the lemma holds) are returned per step and run ``(T, R)``, with the
     controls: Lemmas 7-8 with ``μ`` computed from the smallest eigenvalue ``λ_d`` instead of ``λ₂`` (the
@@ -146,11 +150,10 @@ def lemma_trace(A_fn, w0: torch.Tensor, steps: int) -> dict[str, torch.Tensor]:
         c_next = (p1n * w_next).sum(-1)
         L = torch.linalg.matrix_norm(A_n - A, ord=2) / dw.clamp_min(1e-300)
         gap = (l1 - l2).clamp_min(1e-300)
-        kappa = 5 / (2 * gap**2)
         live = (1 - c) > 1e-12  # beyond this both sides are round-off (√(1 − c) ~ 1e-8 in Lemma 8)
         for tag, lo in (("", l2), ("c", ld)):
-            mu = (1 + c) / (2 * c**2) * (lo / l1) ** 2
-            nu = 2 * kappa * L**2 * (1 + mu * c) + 2 * L / gap * torch.sqrt(mu * (1 + mu * c))
+            mu = mu_value(c, l1, lo)
+            nu = nu_value(c, mu, gap, L)  # κ = 5/(2λ_gap²)
             neg = torch.full_like(c, -math.inf)
             out["l7" + tag].append(torch.where(live, (1 - d_t) - mu * (1 - c), neg))
             out["l8" + tag].append(torch.where(live, dw - torch.sqrt(2 * (1 + mu * c) * (1 - c).clamp_min(0)), neg))
@@ -236,8 +239,7 @@ def _linear_control(xs, ps, U, w0, labels, cfg: Fig1Config) -> dict[str, float]:
     """The linear activation from the same starts (the control of the multiple-optima claims): ``A = V[x]``
     (uniform α, no augmentation) is constant, so power iteration sends every start to its top
     eigenvector; the other eigenvectors are critical points of eq. 7 that are not LMEs (unstable)."""
-    mean = ps @ xs
-    C = (xs - mean).T @ ((xs - mean) * ps[:, None])  # (d, d) = V[x]
+    C = uniform_contrastive_covariance(xs, None, ps)  # (d, d) = V[x]
     d = C.shape[0]
 
     def A_lin(W: torch.Tensor) -> torch.Tensor:
@@ -272,8 +274,7 @@ def _eq104_check(A_disc, U: torch.Tensor, w0: torch.Tensor, cfg: Fig1Config) -> 
 
     w_s = power_iteration(w0, A_neg, steps=cfg.n_iter, tol=cfg.tol, shift=True).state  # (R, d)
     An = A_neg(w_s)
-    aw = (An @ w_s[..., None]).squeeze(-1)
-    resid = (aw - (aw * w_s).sum(-1, keepdim=True) * w_s).norm(dim=-1) / torch.linalg.matrix_norm(An, ord=2)
+    resid = sphere_grad(An, w_s).norm(dim=-1) / torch.linalg.matrix_norm(An, ord=2)  # ‖P⊥A'w‖ / ‖A'‖₂
     w_pd = power_iteration(w0, A_disc, steps=cfg.n_iter, tol=cfg.tol).state  # the PD problem from the same starts
     w = w0 / w0.norm(dim=-1, keepdim=True)
     disc = torch.zeros(w.shape[0], dtype=w.dtype, device=w.device)

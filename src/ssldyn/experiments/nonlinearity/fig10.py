@@ -14,14 +14,13 @@ from pathlib import Path
 import numpy as np
 from pydantic import model_validator
 
-from ssldyn.experiments.nonlinearity._token_seeds import mean_diff
+from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, over_parameterised_cells
 from ssldyn.experiments.nonlinearity.fig4 import (
     DIFF_BOUNDS,
     EFFECT_CHI,
     EFFECT_CHI_BASIS,
     ActivationGridConfig,
     _ActivationGridBase,
-    _cells,
     plot_activation_grid,
     trend_claims,
     trend_measures,
@@ -77,7 +76,7 @@ class Fig10(_ActivationGridBase):
             float(np.mean(diff)),
             control=float(np.mean(loss_diff(t0))),
             detail=f"quadratic below InfoNCE in {np.mean(diff < 0):.0%} of the cells; (β > 1, "
-            f"P > 1), ReLU: {mean_diff(t, {'activation': 'relu', 'loss': 'quadratic'}, {'activation': 'relu', 'loss': 'infonce'}, _cells(cfg)):+.3f}",
+            f"P > 1), ReLU: {mean_diff(t, {'activation': 'relu', 'loss': 'quadratic'}, {'activation': 'relu', 'loss': 'infonce'}, over_parameterised_cells(cfg.betas, cfg.Ps)):+.3f}",
         )
         return out
 

@@ -19,7 +19,14 @@ from typing import cast
 import pandas as pd
 from pydantic import Field, model_validator
 
-from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, per_seed_result, pooled_final, split_by_seed
+from ssldyn.experiments.nonlinearity._token_seeds import (
+    mean_diff,
+    over_parameterised_cells,
+    per_seed_result,
+    pooled_final,
+    split_by_seed,
+    stack_seeds,
+)
 from ssldyn.experiments.nonlinearity.fig4 import DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
 from ssldyn.experiments.nonlinearity.token_grid import (
     BN,
@@ -131,7 +138,7 @@ class Fig11(Experiment):
 
     def _gains(self, cfg: Fig11Config, t) -> dict[str, float]:
         zs = sorted(set(cfg.zetas))
-        over = [(b, P) for b in sorted(cfg.betas) if b > 1 for P in sorted(cfg.Ps) if P > 1]
+        over = over_parameterised_cells(cfg.betas, cfg.Ps)
         every = [(b, P) for b in sorted(cfg.betas) for P in sorted(cfg.Ps)]
 
         def gain(z: float, cells) -> float:
@@ -153,7 +160,7 @@ class Fig11(Experiment):
     def measure_pooled(self, cfg: Fig11Config, results: list[Result]) -> dict:
         """Item 6 of issue 27: "doesn't help much" against the error bars of the same cells (std over seeds)."""
         zs = sorted(set(cfg.zetas))
-        f = pd.concat([r.tables["final"].assign(rep=i) for i, r in enumerate(results)], ignore_index=True)
+        f = stack_seeds(results)
         if f["rep"].nunique() < 2:
             why = "needs at least two seeds (the error bar is a std over seeds)"
             return {

@@ -129,19 +129,26 @@ def _standardize(x: torch.Tensor) -> torch.Tensor:
     return (x - MNIST_MEAN) / MNIST_STD
 
 
+def _rf_mean(stat: Callable[..., float], W: torch.Tensor, patches: torch.Tensor | None = None) -> float:
+    """Mean over the K receptive fields of a per-RF filter measurement: ``stat(W[k])`` for filters
+    ``W (K, M, 196)``, or ``stat(W[k], patches[:, k])`` with data patches ``(n, K, 196)``."""
+    K = W.shape[0]
+    return float(np.mean([stat(W[k]) if patches is None else stat(W[k], patches[:, k]) for k in range(K)]))
+
+
 def filter_stats(W: torch.Tensor, patches: torch.Tensor | None = None) -> dict[str, float]:
     """Filter measurements of one member ``W (K, M, 196)`` averaged over the K receptive fields;
     ``patches (n, K, 196)`` for the pattern match."""
-    K, M = W.shape[:2]
+    M = W.shape[1]
     out = {
-        "laplacian": float(np.mean([laplacian_energy(W[k]) for k in range(K)])),
-        "tv": float(np.mean([total_variation(W[k]) for k in range(K)])),
-        "cos": float(np.mean([pairwise_cosine(W[k])[0] for k in range(K)])),
-        "abs_cos": float(np.mean([pairwise_cosine(W[k])[1] for k in range(K)])),
-        "distinct": float(np.mean([distinct_filters(W[k], 0.9) / M for k in range(K)])),
+        "laplacian": _rf_mean(laplacian_energy, W),
+        "tv": _rf_mean(total_variation, W),
+        "cos": _rf_mean(lambda w: pairwise_cosine(w)[0], W),
+        "abs_cos": _rf_mean(lambda w: pairwise_cosine(w)[1], W),
+        "distinct": _rf_mean(lambda w: distinct_filters(w, 0.9) / M, W),
     }
     if patches is not None:
-        out["match"] = float(np.mean([pattern_match(W[k], patches[:, k]) for k in range(K)]))
+        out["match"] = _rf_mean(pattern_match, W, patches)
     return out
 
 
@@ -180,6 +187,12 @@ def _matched_distance(path: dict[str, dict[str, np.ndarray]]) -> tuple[float, fl
     return target, out[0], out[1]
 
 
+def init_coefficient(D: torch.Tensor, W0: torch.Tensor) -> torch.Tensor:
+    """``⟨d, w₀⟩/‖w₀‖²`` per filter: the coordinate of ``d`` along the filter's own initialisation ``w₀``.
+    ``D, W0 (..., 196) -> (..., 1)``."""
+    return (D * W0).sum(-1, keepdim=True) / (W0 * W0).sum(-1, keepdim=True).clamp_min(1e-300)  # (..., 1)
+
+
 def project_out_init(D: torch.Tensor, W0: torch.Tensor) -> torch.Tensor:
     """``D − (⟨D, w₀⟩/‖w₀‖²) w₀`` per filter: the part of a displacement orthogonal to the filter's own
     initialisation. ``D, W0 (..., 196)``.
@@ -187,8 +200,7 @@ def project_out_init(D: torch.Tensor, W0: torch.Tensor) -> torch.Tensor:
     Weight decay and the rescaling of a filter move it along its own (random, rough) ``w₀``: the
     projection removes that part, so what is left is what the gradient of the loss *added*.
     """
-    c = (D * W0).sum(-1, keepdim=True) / (W0 * W0).sum(-1, keepdim=True).clamp_min(1e-300)  # (..., 1)
-    return D - c * W0
+    return D - init_coefficient(D, W0) * W0
 
 
 def added_stats(D: torch.Tensor) -> dict[str, float]:
@@ -196,16 +208,15 @@ def added_stats(D: torch.Tensor) -> dict[str, float]:
     mean |cos| between the added parts of the filters of one RF, and the participation ratio of the
     singular values of ``D_k`` divided by M (``(Σσ²)²/(M Σσ⁴)`` ∈ [1/M, 1]: 1/M = every filter added the
     same direction, 1 = M orthogonal directions of equal size), averaged over the K RFs."""
-    K = D.shape[0]
-    pr = []
-    for k in range(K):
-        sv = torch.linalg.svdvals(D[k].to(torch.float64))  # (min(M, 196),)
-        e = sv**2
-        pr.append(float(e.sum() ** 2 / (D.shape[1] * (e**2).sum()).clamp_min(1e-300)))
+
+    def participation(Dk: torch.Tensor) -> float:  # (Σσ²)²/(M Σσ⁴) of one RF's added parts (M, 196)
+        e = torch.linalg.svdvals(Dk.to(torch.float64)) ** 2  # (min(M, 196),)
+        return float(e.sum() ** 2 / (Dk.shape[0] * (e**2).sum()).clamp_min(1e-300))
+
     return {
-        "abs_cos": float(np.mean([pairwise_cosine(D[k])[1] for k in range(K)])),
-        "rank": float(np.mean(pr)),
-        "laplacian": float(np.mean([laplacian_energy(D[k]) for k in range(K)])),
+        "abs_cos": _rf_mean(lambda w: pairwise_cosine(w)[1], D),
+        "rank": _rf_mean(participation, D),
+        "laplacian": _rf_mean(laplacian_energy, D),
     }
 
 
@@ -274,7 +285,7 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
         for e in range(E):
             st, disp = filter_stats(W[e], None), W[e] - W0[e]
             dist = float(disp.norm() / W0[e].norm())
-            lap_d = float(np.mean([laplacian_energy(disp[k]) for k in range(4)])) if dist > 0 else float("nan")
+            lap_d = _rf_mean(laplacian_energy, disp) if dist > 0 else float("nan")
             rows.append((st["laplacian"], st["tv"], st["abs_cos"], dist, lap_d))
         return dict(zip(PROBES[:-1], np.asarray(rows).T, strict=True))
 
@@ -322,17 +333,15 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
         for j, c in enumerate(MEMBERS):
             w0 = W0[j * S + i]
             disp = members[c] - w0
-            res.summary[f"laplacian_displacement_{c}"] = float(np.mean([laplacian_energy(disp[k]) for k in range(4)]))
+            res.summary[f"laplacian_displacement_{c}"] = _rf_mean(laplacian_energy, disp)
             res.summary[f"dist_{c}"] = float(disp.norm() / w0.norm())
             # the part of w₀ the filters keep (weight decay shrinks it) and what training added orthogonal to w₀
-            res.summary[f"init_component_{c}"] = float(((members[c] * w0).sum(-1) / (w0 * w0).sum(-1)).mean())
+            res.summary[f"init_component_{c}"] = float(init_coefficient(members[c], w0).mean())
             for name, D in (("added", project_out_init(disp, w0)),
                             ("added_step1", project_out_init(W1[j * S + i] - w0, w0))):  # fmt: skip
                 for k, v in added_stats(D).items():
                     res.summary[f"{name}_{k}_{c}"] = v
-            res.summary[f"match_added_{c}"] = float(
-                np.mean([pattern_match(project_out_init(disp, w0)[k], patches[i][:, k]) for k in range(4)])
-            )
+            res.summary[f"match_added_{c}"] = _rf_mean(pattern_match, project_out_init(disp, w0), patches[i])
         m = res.tables["metrics"]
         path = {
             c: {

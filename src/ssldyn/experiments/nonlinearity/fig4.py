@@ -34,7 +34,13 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, per_seed_result, pooled_final, split_by_seed
+from ssldyn.experiments.nonlinearity._token_seeds import (
+    mean_diff,
+    over_parameterised_cells,
+    per_seed_result,
+    pooled_final,
+    split_by_seed,
+)
 from ssldyn.experiments.nonlinearity.token_grid import (
     ACTIVATIONS4,
     BN,
@@ -125,10 +131,6 @@ def run_activation_grid(cfg: ActivationGridConfig, ctx: Context) -> list[Result]
     return results
 
 
-def _cells(cfg: ActivationGridConfig, *, beta_gt1: bool = True) -> list[tuple[int, int]]:
-    return [(b, P) for b in sorted(cfg.betas) if b > 1 or not beta_gt1 for P in sorted(cfg.Ps) if P > 1]
-
-
 #: minimum effect of a χ̄₊ difference between two settings of one cell, and its basis
 EFFECT_CHI = 0.05
 EFFECT_CHI_BASIS = (
@@ -183,7 +185,7 @@ def trend_measures(cfg: ActivationGridConfig, final, init, loss: str) -> dict[st
         control=min(lin_beyond),
         detail=f"ReLU β-gain after training minus at initialisation, per P>1: {', '.join(f'{x:+.3f}' for x in beyond)}",
     )
-    cells = _cells(cfg)
+    cells = over_parameterised_cells(cfg.betas, cfg.Ps)
     p1 = [(b, 1) for b in betas if b > 1]
     diffs = [cell(t, activation="relu", beta=b, P=P) - cell(t, activation="linear", beta=b, P=P) for b, P in cells]
     out["relu-beats-linear"] = Measured(

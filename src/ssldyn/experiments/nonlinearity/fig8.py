@@ -28,7 +28,6 @@ from pydantic import Field
 
 from ssldyn.data.latent import FIG8_ANGLES, circle_points
 from ssldyn.dynamics.alpha_cl import make_A_fn, one_layer_energy, power_iteration, uniform_contrastive_covariance
-from ssldyn.experiments.nonlinearity._alpha_landscape import circ_sep_deg, prominent_maxima
 from ssldyn.lab import (
     ClaimSpec,
     Context,
@@ -45,6 +44,7 @@ from ssldyn.lab import (
     register,
 )
 from ssldyn.memory import PROCESS_BASELINE
+from ssldyn.probes.alpha_cl import angle_deg, circ_sep_deg, eigen_summary, prominent_maxima, theta_grid
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -116,17 +116,16 @@ class Fig8(Experiment):
     def run(self, cfg: Fig8Config, ctx: Context) -> Result:
         dev = ctx.device
         x = circle_points(cfg.angles).to(dev)  # (9, 2)
-        theta = torch.linspace(-math.pi, math.pi, cfg.n_grid + 1, dtype=torch.float64, device=dev)[:-1]
+        theta = theta_grid(cfg.n_grid, device=dev)
         theta_np = theta.cpu().numpy()
-        W = torch.stack([theta.cos(), theta.sin()], -1)  # (G, 2)
+        W = circle_points(theta)  # (G, 2)
         curves, maxima = {}, {}
         for act in (cfg.activation, "linear"):
             e = one_layer_energy(x, W, act)  # (G,)
             e = (e / e.max()).cpu().numpy()
             curves[act] = e
             maxima[act] = theta_np[prominent_maxima(e, cfg.prominence)[0]]
-        lam, vec = torch.linalg.eigh(uniform_contrastive_covariance(x))
-        phi1 = vec[:, -1]
+        phi1 = eigen_summary(uniform_contrastive_covariance(x))[3]  # top PCA direction of the nine points
         phi_ang = math.atan2(float(phi1[1]), float(phi1[0]))
 
         def dev_from_phi1(ms) -> list[float]:
@@ -139,7 +138,7 @@ class Fig8(Experiment):
         w_max = w_max.double().to(dev)  # (n_max, 2)
         # 200 steps from each landscape maximum: how far the iteration moves is the measurement, not convergence
         w_pi = power_iteration(w_max, make_A_fn(x, cfg.activation), steps=200, tol=1e-12, warn_unconverged=False).state
-        moved = torch.rad2deg(torch.arccos((w_pi * w_max).sum(-1).clamp(-1, 1))).cpu().numpy()
+        moved = angle_deg(w_pi, w_max).cpu().numpy()
         step = 360.0 / cfg.n_grid
         seps = circ_sep_deg(maxima[cfg.activation])
         lin_seps = circ_sep_deg(maxima["linear"])

@@ -46,6 +46,7 @@ from ssldyn.experiments.nonlinearity._common import F64
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, gt, le, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_gaussian, contrastive_covariance
+from ssldyn.probes.slopes import loglog_slope
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -69,6 +70,11 @@ class Lemma2Config(ExperimentConfig):
 
 def _norm_cdf(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+
+
+def _min_eig(C: torch.Tensor) -> torch.Tensor:
+    """Smallest eigenvalue of the symmetric part ``½(C + Cᵀ)`` of ``C (..., p, p)`` -> ``(...)``."""
+    return torch.linalg.eigvalsh(0.5 * (C + C.mT))[..., 0]
 
 
 def _eq4_orders(
@@ -100,7 +106,7 @@ def _eq4_orders(
         total = total + part
         if k == 1:
             low = float((total - lim).norm())
-        neg = min(neg, float(torch.linalg.eigvalsh(0.5 * (part + part.T))[0]))
+        neg = min(neg, float(_min_eig(part)))
     scale = float(lim.norm())
     return float((total - lim).norm()) / scale, neg / scale, low / scale
 
@@ -186,16 +192,12 @@ class Lemma2(Experiment):
         def gfun(x):
             return torch.relu(x @ G.T)  # (…, p)
 
-        def wcov(v, w):
-            m = w @ v
-            return (v * w[:, None]).T @ v - torch.outer(m, m)
-
         ga = gfun(atoms)  # (A, p)
-        lim_a = wcov(ga, probs)
+        lim_a = uniform_contrastive_covariance(ga, None, probs)  # V[g] over the exact population
         a = atoms @ G.T  # (A, p)
         s = cfg.sigma * G.norm(dim=-1)  # (p,)
         cond_mean = a * _norm_cdf(a / s) + s * torch.exp(-0.5 * (a / s) ** 2) / math.sqrt(2 * math.pi)  # E[g|x₀]
-        lim_b = wcov(cond_mean, probs)
+        lim_b = uniform_contrastive_covariance(cond_mean, None, probs)  # V_x₀[E[g|x₀]]
         K = torch.exp(-(torch.cdist(atoms, atoms) ** 2) / (2 * cfg.tau))  # (A, A)
         diff = cond_mean[:, None, :] - cond_mean[None, :, :]  # (A, A, p)
         lim_c = 0.5 * torch.einsum("a,b,ab,abi,abj->ij", probs, probs, K, diff, diff)
@@ -213,10 +215,10 @@ class Lemma2(Experiment):
                 c_a = uniform_contrastive_covariance(f0)  # eq. 3 with α ≡ 1 in O(N) (tested equal)
                 c_b = uniform_contrastive_covariance(f1, f2)
                 c_c = contrastive_covariance(f1, f2, alpha=alpha_gaussian(x0, cfg.tau))
-                v_total = f1.T @ f1 / n - torch.outer(f1.mean(0), f1.mean(0))  # V[g(x)] incl. augmentation variance
-                lmin = torch.linalg.eigvalsh(0.5 * (c_c + c_c.T))[0]
+                v_total = uniform_contrastive_covariance(f1)  # V[g(x)] incl. augmentation variance (biased)
+                lmin = _min_eig(c_c)
                 d_intra = c_b - v_total  # → −E V[g|x₀]: negative definite, never asymptotically PSD (control)
-                lmin_ctl = torch.linalg.eigvalsh(0.5 * (d_intra + d_intra.T))[0]
+                lmin_ctl = _min_eig(d_intra)
                 vals = torch.stack(
                     [
                         (c_a - lim_a).norm() / lim_a.norm(),
@@ -242,9 +244,8 @@ class Lemma2(Experiment):
         mean = table.groupby(["setting", "N"]).agg(err=("err", "mean"), wrong=("err_wrong_limit", "mean")).reset_index()
         summary = {}
         for setting, grp in mean.groupby("setting"):
-            slope = np.polyfit(np.log(grp["N"]), np.log(grp["err"]), 1)[0]
-            summary[f"slope_{setting}"] = float(slope)
-            summary[f"slope_wrong_limit_{setting}"] = float(np.polyfit(np.log(grp["N"]), np.log(grp["wrong"]), 1)[0])
+            summary[f"slope_{setting}"] = loglog_slope(grp["N"], grp["err"])
+            summary[f"slope_wrong_limit_{setting}"] = loglog_slope(grp["N"], grp["wrong"])
             summary[f"err_first_{setting}"] = float(grp["err"].iloc[0])
             summary[f"err_last_{setting}"] = float(grp["err"].iloc[-1])
         nmax, nmin = max(cfg.ns), min(cfg.ns)
@@ -258,15 +259,11 @@ class Lemma2(Experiment):
         cg = table.loc[table.setting == "c_gaussian"]
         neg = cg.groupby("N")["neg_part"].mean()
         summary["neg_part_by_N"] = [float(v) for v in neg.to_numpy()]
-        pos = neg > 0
-        summary["slope_neg_part"] = (
-            float(np.polyfit(np.log(neg.index[pos]), np.log(neg[pos]), 1)[0]) if pos.sum() >= 2 else float("nan")
-        )
+        summary["slope_neg_part"] = loglog_slope(neg.index, neg)  # over the N with a negative part (NaN if < 2)
         negc = cg.groupby("N")["neg_part_control"].mean()
+        # the control keeps every N once two have a negative part: a zero enters at 1e-300 (a steep fall)
         summary["slope_neg_part_control"] = (
-            float(np.polyfit(np.log(negc.index), np.log(negc.clip(lower=1e-300)), 1)[0])
-            if (negc > 0).sum() >= 2
-            else float("nan")
+            loglog_slope(negc.index, negc.clip(lower=1e-300)) if (negc > 0).sum() >= 2 else float("nan")
         )
         summary["eq4_orders_low_rel_err"] = struct_low
         summary["frac_not_psd_smallest_N"] = float((cg[cg.N == nmin]["lambda_min"] < 0).mean())

@@ -35,7 +35,7 @@ from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, uniform_contras
 from ssldyn.experiments.nonlinearity._common import F64
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, is_true, le, register
 from ssldyn.memory import PROCESS_BASELINE
-from ssldyn.probes.alpha_cl import lme_test
+from ssldyn.probes.alpha_cl import eigen_summary, lme_test
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 THRESHOLD = (3 - math.sqrt(5)) / 2
@@ -215,7 +215,7 @@ class LME(Experiment):
         pi_lin = power_iteration(
             w0, lambda W: C_lin.expand(W.shape[0], d, d), steps=cfg.n_iter_linear, tol=1e-12, warn_unconverged=False
         )
-        phi1 = torch.linalg.eigh(C_lin)[1][:, -1]
+        phi1 = eigen_summary(C_lin)[3]  # the top eigenvector of C_α[x]
         cos_lin = (pi_lin.state @ phi1).abs()
         ends_lin = _n_distinct(pi_lin.state.cpu())
         ends_relu = _n_distinct(pi_cat.state.cpu())

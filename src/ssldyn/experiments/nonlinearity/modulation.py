@@ -468,6 +468,12 @@ def _thm5_checks(cfg: ModulationConfig, g: torch.Generator) -> tuple[float, floa
     return err15, float((printed - t.delta).abs().max() / scale), float((fixed - t.delta).abs().max() / scale)
 
 
+def _binomial_se(p: torch.Tensor, n: int) -> torch.Tensor:
+    """Standard error ``√(p(1 − p)/n)`` of a proportion ``p`` estimated from ``n`` samples, elementwise, with
+    ``p(1 − p)`` floored at ``1/n`` (one count: a proportion of 0 or 1 still has an error)."""
+    return torch.sqrt(torch.clamp(p * (1 - p), min=1.0 / n) / n)
+
+
 def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.device) -> dict:
     """Monte Carlo of eq. 155 (ε grid) and of the bounds eq. 156-157 (random ε vectors)."""
     n, d = cfg.mc_samples, cfg.d
@@ -477,7 +483,7 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
     for eps in cfg.eps_grid:
         p_mc = float(((y0 > 0) & (y0 + eps >= others)).double().mean())
         p_cf = p_event_closed_form(eps, d)
-        se = math.sqrt(max(p_cf * (1 - p_cf), 1.0 / n) / n)
+        se = float(_binomial_se(torch.tensor(p_cf, dtype=torch.float64), n))  # at the closed form's P
         p_off = p_event_closed_form(eps, d - 1)  # the control: the same formula one dimension off
         rows.append({"eps": eps, "mc": p_mc, "closed_form": p_cf, "z": abs(p_mc - p_cf) / se,
                      "z_control": abs(p_mc - p_off) / se})  # fmt: skip
@@ -494,7 +500,7 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
         order = torch.argsort(eps, descending=True)
         es = eps[order]
         ps_ = p[order]
-        se = torch.sqrt(torch.clamp(ps_ * (1 - ps_), min=1.0 / n) / n)
+        se = _binomial_se(ps_, n)
         gap12 = float(es[0] - es[1])
         z156.append(float((0.5 * gap12 - ps_[0]) / se[0]))
         # control: the same vector with the top factor moved 1.3 above the second (gap > 1: P ≤ ½ < gap/2)
@@ -502,7 +508,7 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
         eps_c[0] = es[1] + 1.3
         sh = Y[:, order] + eps_c
         pc = ((sh[:, 0] >= sh.amax(-1)) & (Y[:, order[0]] > 0)).double().mean()
-        sec = torch.sqrt(torch.clamp(pc * (1 - pc), min=1.0 / n) / n)
+        sec = _binomial_se(pc, n)
         z156c.append(float((0.5 * 1.3 - pc) / sec))
         n156 += 1
         for r in range(1, d):  # rank r + 1 (0-based r)

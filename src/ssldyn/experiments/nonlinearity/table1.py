@@ -28,11 +28,10 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, PositiveFloat, model_validator
 
-from ssldyn.experiments.nonlinearity._token_seeds import seed_rows
+from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, seed_rows, stack_seeds
 from ssldyn.experiments.nonlinearity.fig4 import CHI_BOUNDS, DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
 from ssldyn.experiments.nonlinearity.token_grid import (
     TokenTrainConfig,
-    cell,
     final_table,
     grid_frame,
     make_runs,
@@ -140,7 +139,7 @@ def render_table(t: pd.DataFrame, betas, Ps, with_lr: bool) -> pd.DataFrame:
 def pooled_side_by_side(results: list[Result], table: str = "side_by_side") -> pd.DataFrame:
     """Mean and std over seeds of ours, with the paper's numbers and the difference of the means (``table``:
     ``side_by_side_init`` for our χ̄₊ at initialisation)."""
-    t = pd.concat([r.tables[table].assign(rep=i) for i, r in enumerate(results)], ignore_index=True)
+    t = stack_seeds(results, table)
     g = t.groupby(["beta", "P", "bn"])
     out = g.agg(ours=("ours", "mean"), ours_std=("ours", "std"), paper_mean=("paper_mean", "first"),
                 paper_std=("paper_std", "first")).reset_index()  # fmt: skip
@@ -155,22 +154,22 @@ PRINTED_STD_FLOOR = 0.005  # the printed std is rounded to 0.01: a printed 0.00 
 def agreement_test(t: pd.DataFrame, n_ours: int, alpha: float = 0.05) -> pd.DataFrame:
     """Per cell: does our mean over ``n_ours`` seeds agree with the printed mean over 3 runs?
 
-    Welch's two-sample t statistic ``t = (m_ours − m_paper) / √(s_ours²/n_ours + s_paper²/3)`` with the
-    Welch–Satterthwaite degrees of freedom, two-sided p-value; the printed std is floored at 0.005 (its
-    rounding). ``t``: :func:`pooled_side_by_side` rows (``ours``, ``ours_std``, ``paper_mean``,
-    ``paper_std``). Returns ``t`` with columns ``se``, ``t``, ``df``, ``p``, ``disagrees`` (p < alpha).
+    Welch's two-sample t statistic ``t = (m_ours − m_paper) / se``, ``se = √(s_ours²/n_ours + s_paper²/3)``,
+    with the Welch–Satterthwaite degrees of freedom and the two-sided p-value
+    (:func:`scipy.stats.ttest_ind_from_stats` with ``equal_var=False``); the printed std is floored at 0.005
+    (its rounding). ``t``: :func:`pooled_side_by_side` rows (``ours``, ``ours_std``, ``paper_mean``,
+    ``paper_std``). Returns ``t`` with columns ``se``, ``t``, ``p``, ``disagrees`` (p < alpha).
     """
     from scipy import stats
 
     out = t.copy()
     s1 = out["ours_std"].to_numpy(float)
     s2 = np.maximum(out["paper_std"].to_numpy(float), PRINTED_STD_FLOOR)
-    v1, v2 = s1**2 / n_ours, s2**2 / PAPER_RUNS
-    se = np.sqrt(v1 + v2)
-    tt = (out["ours"].to_numpy(float) - out["paper_mean"].to_numpy(float)) / se
-    df = (v1 + v2) ** 2 / (v1**2 / (n_ours - 1) + v2**2 / (PAPER_RUNS - 1))
-    out["se"], out["t"], out["df"] = se, tt, df
-    out["p"] = 2 * stats.t.sf(np.abs(tt), df)
+    welch = stats.ttest_ind_from_stats(
+        out["ours"].to_numpy(float), s1, n_ours, out["paper_mean"].to_numpy(float), s2, PAPER_RUNS, equal_var=False
+    )
+    out["se"] = np.sqrt(s1**2 / n_ours + s2**2 / PAPER_RUNS)
+    out["t"], out["p"] = welch.statistic, welch.pvalue
     out["disagrees"] = out["p"] < alpha
     return out
 
@@ -304,9 +303,7 @@ class Table1(Experiment):
         cells = [(b, P) for b in cfg.betas for P in cfg.Ps]
 
         def mo_vs_vanilla(tab) -> float:
-            return float(np.mean(
-                [cell(tab, bn="mean_only", beta=b, P=P) - cell(tab, bn="standard", beta=b, P=P) for b, P in cells]
-            ))  # fmt: skip
+            return mean_diff(tab, {"bn": "mean_only"}, {"bn": "standard"}, cells)
 
         variants = [m for m, _ in COLUMNS]
         paper = paper_table1()

@@ -8,28 +8,27 @@ import torch
 from pydantic import ValidationError
 
 from ssldyn.experiments.grassmann._common import (
+    map_trace_loss,
     mean_contrastive_loss,
     moons_batch,
     per_member_values,
     repeat_per_seed,
     window_drift,
 )
-from ssldyn.experiments.grassmann.fig2 import Fig2Config
+from ssldyn.experiments.grassmann.fig2 import C_TANH, Fig2Config, thm1_constant
 from ssldyn.experiments.grassmann.fig3 import Fig3Config
 from ssldyn.experiments.grassmann.fig4 import (
     Fig4Config,
     gd_update_flops,
     ode_step_flops,
-    pca_components,
     svd_flops,
 )
-from ssldyn.experiments.grassmann.fig5 import Fig5Config, projection_norms_batched
+from ssldyn.experiments.grassmann.fig5 import Fig5Config, eigvec_projection_norms, projector_k, shortfall
 from ssldyn.experiments.grassmann.fig6 import procrustes_align
 from ssldyn.experiments.grassmann.prop3 import clip_singular_values
 from ssldyn.lab import all_experiments
 from ssldyn.models.two_layer import TwoLayerNet
-from ssldyn.objectives import simple_contrastive
-from ssldyn.probes.subspace import projection_norms
+from ssldyn.objectives import simple_contrastive, trace_loss
 
 D = torch.float64
 
@@ -47,26 +46,6 @@ def test_every_grassmann_experiment_declares_its_claims_and_batches_seeds():
     assert {"eq11-sign", "eq12-time-scale", "prop3-loss-is-a-trace", "sec41-expectation"} <= {
         i for i, k in kinds.items() if k == "erratum"
     }
-
-
-def test_pca_components_sign_convention_is_backend_independent():
-    """Two SVD algorithms with arbitrary signs give the same components after the convention.
-
-    Without a convention, torch's SVD and numpy's eigh of XᵀX disagree in sign on some component
-    (this data has 6 components: all agree by chance with probability 2⁻⁶)."""
-    g = torch.Generator().manual_seed(3)
-    X = torch.randn(40, 9, generator=g, dtype=D) * torch.arange(1, 10, dtype=D)
-    X = X - X.mean(0)
-    comps = pca_components(X, 6)  # (6, 9)
-    w, v = np.linalg.eigh(X.numpy().T @ X.numpy())
-    ref = v[:, ::-1][:, :6].T  # (6, 9), descending variance, arbitrary signs
-    idx = np.abs(ref).argmax(1)
-    ref = ref * np.sign(ref[np.arange(6), idx])[:, None]
-    np.testing.assert_allclose(comps.numpy(), ref, atol=1e-10)
-    big = comps.gather(1, comps.abs().argmax(1, keepdim=True))
-    assert (big > 0).all()
-    # flipping the sign of the data flips U but not the convention: same components
-    np.testing.assert_allclose(pca_components(-X, 6).numpy(), comps.numpy(), atol=1e-10)
 
 
 def test_gd_and_ode_operation_counts_match_the_formulas():
@@ -97,14 +76,38 @@ def test_procrustes_recovers_a_rotation():
     assert r < 1e-12
 
 
-def test_projection_norms_batched_match_the_probe_and_ignore_zero_columns():
-    g = torch.Generator().manual_seed(1)
-    q = torch.randn(5, 6, 2, generator=g, dtype=D)  # (B, d, z)
-    padded = torch.nn.functional.pad(q, (0, 2))  # two zero columns
-    got = projection_norms_batched(padded, 6)
-    eye = torch.eye(6, dtype=D)
-    for b in range(5):
-        torch.testing.assert_close(got[b], projection_norms(eye, q[b]))
+def test_fig5_shortfall_of_a_plane_tilted_out_of_span_v1_v2():
+    """span(q) = span(e_1, cos θ e_2 + sin θ e_3) (zero-padded to z = 3): ‖P e_i‖ = 1, cos θ, sin θ, 0, so the
+    shortfall from span(v_1, v_2) is max(1 − cos θ, sin θ) = sin θ; Π_k is diag(1, …, 1, 0, …)."""
+    for theta in (0.0, 0.1, 0.7):
+        basis = torch.tensor([[1.0, 0, 0, 0], [0, math.cos(theta), math.sin(theta), 0]], dtype=D).T  # (4, 2)
+        mix = torch.tensor([[2.0, 1.0], [-0.5, 3.0]], dtype=D)  # any basis of the same plane
+        q = torch.nn.functional.pad(basis @ mix, (0, 1))[None]  # (1, 4, 3): one zero column
+        norms = eigvec_projection_norms(q)[0].tolist()
+        np.testing.assert_allclose(norms, [1.0, math.cos(theta), math.sin(theta), 0.0], atol=1e-12)
+        assert shortfall(norms, 2, 3) == pytest.approx(math.sin(theta), abs=1e-12)
+    torch.testing.assert_close(projector_k(2, 4), torch.diag(torch.tensor([1.0, 1.0, 0.0, 0.0], dtype=D)))
+
+
+def test_thm1_constant_is_the_bound_ratio_at_the_worst_point():
+    """K̂ = max_x gap(x)/(c‖x‖²d√(log⁴h/h)): a gap equal to K times the bound at one point and half of it
+    elsewhere gives K."""
+    h, d, K = 300, 2, 0.37
+    x_norm2 = torch.tensor([[0.5, 2.0, 1.3]], dtype=D)  # (1, n)
+    bound = C_TANH * x_norm2 * d * math.log(h) ** 2 / math.sqrt(h)  # c‖x‖² d √(log⁴h/h)
+    gap = K * bound * torch.tensor([[0.5, 1.0, 0.5]], dtype=D)
+    torch.testing.assert_close(thm1_constant(gap, x_norm2, h, d, C_TANH), torch.tensor([K], dtype=D))
+
+
+def test_map_trace_loss_is_the_trace_loss_of_the_end_to_end_map():
+    g = torch.Generator().manual_seed(4)
+    W1, W2 = torch.randn(3, 7, 4, generator=g, dtype=D), torch.randn(3, 7, 2, generator=g, dtype=D)
+    B = torch.randn(4, 4, generator=g, dtype=D)
+    C = B + B.T
+    A = W2.mT @ W1  # (3, 2, 4)
+    ref = [np.trace(a @ C.numpy() @ a.T) for a in A.numpy()]
+    np.testing.assert_allclose(map_trace_loss(A, C).numpy(), ref, rtol=1e-12)
+    torch.testing.assert_close(map_trace_loss(A, C), trace_loss(W1, W2, C))
 
 
 def test_clip_singular_values_is_the_spectral_ball_projection():

@@ -4,7 +4,14 @@ import scipy.linalg
 import torch
 
 from ssldyn.probes.collapse import dimension_coupling, effective_rank, embedding_singular_values, singular_value_ratio
-from ssldyn.probes.subspace import linear_svm_accuracy, output_gap, principal_angles, projection_norms
+from ssldyn.probes.subspace import (
+    distance_up_to_sign,
+    linear_svm_accuracy,
+    output_gap,
+    pca_components,
+    principal_angles,
+    projection_norms,
+)
 
 D = torch.float64
 
@@ -45,6 +52,57 @@ def test_projection_norms_against_least_squares():
     coef, *_ = np.linalg.lstsq(Q, v, rcond=None)
     ref = np.linalg.norm(Q @ coef, axis=0) / np.linalg.norm(v, axis=0)
     np.testing.assert_allclose(projection_norms(torch.tensor(v), torch.tensor(Q)).numpy(), ref, atol=1e-10)
+
+
+def test_projection_norms_batched_with_zero_columns_against_least_squares():
+    """A batch of Q (..., n, r) with zero (padding) columns and a broadcast standard basis: every member equals
+    the least-squares projection onto its nonzero columns."""
+    rng = np.random.default_rng(4)
+    Q = rng.normal(size=(3, 2, 6, 2))  # (T, B, n, r)
+    Q[1, 0, :, 1] = 0.0  # a member of rank 1
+    padded = np.concatenate([Q, np.zeros((3, 2, 6, 2))], axis=-1)  # two zero columns more
+    got = projection_norms(torch.eye(6, dtype=D), torch.tensor(padded))  # (T, B, 6)
+    assert got.shape == (3, 2, 6)
+    for t in range(3):
+        for b in range(2):
+            coef, *_ = np.linalg.lstsq(Q[t, b], np.eye(6), rcond=None)
+            np.testing.assert_allclose(got[t, b].numpy(), np.linalg.norm(Q[t, b] @ coef, axis=0), atol=1e-10)
+    np.testing.assert_allclose(got[1, 0].pow(2).sum().item(), 1.0, atol=1e-10)  # Σ_i ‖P e_i‖² = rank
+    assert projection_norms(torch.eye(6, dtype=D), torch.zeros(6, 2, dtype=D)).abs().max() == 0  # no span
+
+
+def test_distance_up_to_sign_closed_form():
+    """``min(‖a − b‖, ‖a + b‖) = √(‖a‖² + 1 − 2|⟨a, b⟩|)`` for a unit b; invariant to the sign of a and of b."""
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=(7, 4))
+    b = rng.normal(size=4)
+    b /= np.linalg.norm(b)
+    ref = np.sqrt((a**2).sum(-1) + 1 - 2 * np.abs(a @ b))
+    got = distance_up_to_sign(torch.tensor(a), torch.tensor(b))
+    np.testing.assert_allclose(got.numpy(), ref, atol=1e-12)
+    np.testing.assert_allclose(distance_up_to_sign(torch.tensor(-a), torch.tensor(b)).numpy(), ref, atol=1e-12)
+    assert float(distance_up_to_sign(torch.tensor(-b), torch.tensor(b))) == 0.0
+
+
+def test_pca_components_match_scikit_learn_with_its_sign_convention():
+    """``PCA(k).components_`` of scikit-learn (full SVD, ``svd_flip`` on the components: the entry of largest
+    magnitude is positive); the sign of the data and of the SVD factors does not matter."""
+    from sklearn.decomposition import PCA
+
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(40, 9, generator=g, dtype=D) * torch.arange(1, 10, dtype=D)
+    X = X - X.mean(0)
+    comps = pca_components(X, 6)  # (6, 9)
+    ref = PCA(6, svd_solver="full").fit(X.numpy()).components_
+    np.testing.assert_allclose(comps.numpy(), ref, atol=1e-10)
+    # numpy's eigh of XᵀX: the same directions with arbitrary signs, fixed by the convention
+    _, v = np.linalg.eigh(X.numpy().T @ X.numpy())
+    ev = v[:, ::-1][:, :6].T  # (6, 9), descending variance
+    ev = ev * np.sign(ev[np.arange(6), np.abs(ev).argmax(1)])[:, None]
+    np.testing.assert_allclose(comps.numpy(), ev, atol=1e-10)
+    np.testing.assert_allclose(pca_components(-X, 6).numpy(), comps.numpy(), atol=1e-10)
+    with pytest.raises(ValueError, match="pca_components"):
+        pca_components(X, 10)
 
 
 def test_output_gap_is_mean_euclidean_distance():

@@ -1,7 +1,10 @@
-"""Subspace probes (``grassmann`` Thm. 1, Conj. 2, Figs. 2, 4, 5, 6).
+"""Subspace probes (``grassmann`` Thm. 1, Thm. 3, Conj. 2, Figs. 2–6).
 
 - :func:`principal_angles` between the column spaces of two matrices;
-- :func:`projection_norms` of vectors onto a column space (Conj. 2 / Fig. 5);
+- :func:`projection_norms` of vectors onto a column space (Conj. 2 / Fig. 5), batched;
+- :func:`distance_up_to_sign` ``min(‖a − b‖, ‖a + b‖)``: distance to a direction known up to its sign
+  (an eigenvector, Thm. 3 / Fig. 3);
+- :func:`pca_components`: principal directions with a sign convention (Fig. 4's PCA input);
 - :func:`output_gap` ``‖u^φ − u^I‖`` (Thm. 1 / Fig. 2);
 - :func:`linear_svm_accuracy`: cross-validated ``sklearn.svm.LinearSVC`` accuracy (Fig. 4 right).
 """
@@ -13,7 +16,15 @@ from typing import Literal
 import numpy as np
 import torch
 
-__all__ = ["column_space_basis", "principal_angles", "projection_norms", "output_gap", "linear_svm_accuracy"]
+__all__ = [
+    "column_space_basis",
+    "principal_angles",
+    "projection_norms",
+    "distance_up_to_sign",
+    "pca_components",
+    "output_gap",
+    "linear_svm_accuracy",
+]
 
 
 def _as_tensor(a) -> torch.Tensor:
@@ -42,15 +53,54 @@ def principal_angles(A, B) -> torch.Tensor:
     return torch.arccos(c)
 
 
-def projection_norms(vectors, Q) -> torch.Tensor:
-    """``‖P_{span(Q)} v_i‖ / ‖v_i‖`` for each column ``v_i`` of ``vectors (n, k)``; ``Q (n, r)`` -> ``(k,)``.
+def projection_norms(vectors, Q, tol: float = 1e-10) -> torch.Tensor:
+    """``‖P_{span(Q)} v_i‖ / ‖v_i‖`` for each column ``v_i`` of ``vectors (..., n, k)``; ``Q (..., n, r)`` -> ``(..., k)``.
+
+    ``P = B Bᵀ`` with ``B`` the left singular vectors of ``Q`` whose singular values exceed ``tol`` times
+    the largest (:func:`column_space_basis`, per matrix), so zero or dependent columns of ``Q`` do not count.
+    Leading axes broadcast (e.g. the standard basis ``vectors = I (n, k)`` against a batch of ``Q``).
 
     Conj. 2: the eigenvectors of the most negative eigenvalues lie in span(q) in the limit,
     i.e. these norms tend to 1.
     """
-    vectors = _as_tensor(vectors)
-    B = column_space_basis(Q)  # (n, r)
-    return (B.mT @ vectors).norm(dim=0) / vectors.norm(dim=0).clamp_min(1e-30)
+    vectors, Q = _as_tensor(vectors), _as_tensor(Q)
+    if vectors.dim() < 2 or Q.dim() < 2 or vectors.shape[-2] != Q.shape[-2]:
+        raise ValueError(
+            f"projection_norms: need vectors (..., n, k) and Q (..., n, r), got {tuple(vectors.shape)}, {tuple(Q.shape)}"
+        )
+    U, s, _ = torch.linalg.svd(Q, full_matrices=False)  # (..., n, m), (..., m)
+    keep = s > tol * s.amax(-1, keepdim=True).clamp_min(torch.finfo(s.dtype).tiny) if s.shape[-1] else s > 0
+    B = U * keep[..., None, :]  # (..., n, m): the columns beyond each matrix's rank set to 0
+    return (B.mT @ vectors).norm(dim=-2) / vectors.norm(dim=-2).clamp_min(1e-30)
+
+
+def distance_up_to_sign(a, b) -> torch.Tensor:
+    """``min(‖a − b‖₂, ‖a + b‖₂)`` over the last axis: ``a (..., d)``, ``b`` broadcastable -> ``(...)``.
+
+    The distance of ``a`` to the line direction ``±b`` given up to its sign (an eigenvector: Thm. 3's
+    ``q → ±v_1``). For a unit ``b`` it is ``√(‖a‖² + 1 − 2|⟨a, b⟩|)``.
+    """
+    a, b = _as_tensor(a), _as_tensor(b)
+    return torch.minimum((a - b).norm(dim=-1), (a + b).norm(dim=-1))
+
+
+def pca_components(X, k: int) -> torch.Tensor:
+    """The first ``k`` principal directions ``(k, D)`` of centered rows ``X (n, D)``, with a sign convention.
+
+    The rows ``v_j`` of ``Vᵀ`` in the SVD ``X = U S Vᵀ`` (descending singular values). An SVD fixes each
+    direction only up to its sign, and different backends (LAPACK on the CPU, cuSOLVER on a GPU) return
+    different signs. Each direction is flipped so that its entry of largest magnitude is positive (the
+    first such entry on ties) — scikit-learn's ``PCA.components_`` convention (``svd_flip`` with
+    ``u_based_decision=False``) — so every device sees the same data. ``X`` is not centered here.
+    """
+    X = _as_tensor(X)
+    if X.dim() != 2 or not 1 <= int(k) <= min(X.shape):
+        raise ValueError(f"pca_components: need X (n, D) and 1 <= k <= min(n, D), got {tuple(X.shape)}, k={k}")
+    _, _, Vh = torch.linalg.svd(X, full_matrices=False)  # (min(n, D), D)
+    comps = Vh[: int(k)]  # (k, D)
+    idx = comps.abs().argmax(dim=1, keepdim=True)  # (k, 1)
+    sign = torch.sign(comps.gather(1, idx))  # (k, 1)
+    return comps * torch.where(sign == 0, torch.ones_like(sign), sign)
 
 
 def output_gap(u_phi, u_lin, reduce: Literal["mean", "max"] = "mean") -> float | torch.Tensor:

@@ -163,6 +163,12 @@ def mean_contrastive_loss(
     return simple_contrastive(u, up, un) / n
 
 
+def map_trace_loss(A: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """Loss (8) of an end-to-end map: ``Tr(A C Aᵀ)`` for ``A (..., z, d)`` (``A = W2ᵀW1``, or any map
+    ``u = Ax``) and ``C (..., d, d)`` -> ``(...)`` (``trace_loss(W1, W2, C)`` with ``A`` given)."""
+    return ((A @ C) * A).sum((-2, -1))
+
+
 def per_member_values(value: float | torch.Tensor, what: str) -> torch.Tensor:
     """A probe's value for batched input ``(...)`` (probes return a Python float only for one unbatched input)."""
     if not isinstance(value, torch.Tensor):

@@ -42,6 +42,7 @@ from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
     MoonsConfig,
+    map_trace_loss,
     mean_contrastive_loss,
     moons_batch,
     moons_memory,
@@ -114,9 +115,10 @@ class _Linear(torch.nn.Module):
         return u @ self.proj.mT if self.proj is not None else u  # (E, n, r)
 
 
-def _sv_ratio(u: torch.Tensor) -> torch.Tensor:
-    """``σ_min/σ_max`` of batched embeddings ``(..., n, z)`` -> ``(...)``."""
-    return per_member_values(singular_value_ratio(u), "singular_value_ratio")
+def _sv_ratio(u: torch.Tensor, center: bool = True) -> torch.Tensor:
+    """``σ_min/σ_max`` of batched embeddings ``(..., n, z)`` (centered over the n points) -> ``(...)``;
+    ``center=False`` for a map ``(..., z, d)`` (the end-to-end ``W2ᵀW1``)."""
+    return per_member_values(singular_value_ratio(u, center), "singular_value_ratio")
 
 
 def _gd(model, loss, lr: torch.Tensor, epochs: int, every: int, *, step=None, project=None, inputs=None, emb=None):
@@ -140,14 +142,19 @@ def _gd(model, loss, lr: torch.Tensor, epochs: int, every: int, *, step=None, pr
     return traj.stack("theta", tensors=True)[1], embs
 
 
+def _max_row_deviation(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Largest over time and rows l of ``‖a_l − b_l‖ / ‖b_l‖``: ``a, b (T, S, z, m)`` (row l on axis −2) -> ``(S,)``."""
+    rel = (a - b).norm(dim=-1) / b.norm(dim=-1).clamp_min(1e-300)  # (T, S, z)
+    return rel.amax((0, 2))
+
+
 def _rows_vs_singles(theta_multi: torch.Tensor, theta_single: torch.Tensor, z: int) -> torch.Tensor:
     """Largest relative deviation per seed between row l of the z-output run and the one-output run from row l.
 
     ``theta_multi (T, S, z, p)``, ``theta_single (T, S·z, 1, p)`` (member s·z + l) -> ``(S,)``."""
     T, S = theta_multi.shape[:2]
     single = theta_single[:, :, 0].reshape(T, S, z, -1)  # (T, S, z, p)
-    rel = (theta_multi - single).norm(dim=-1) / single.norm(dim=-1).clamp_min(1e-300)  # (T, S, z)
-    return rel.amax((0, 2))
+    return _max_row_deviation(theta_multi, single)
 
 
 @register
@@ -409,10 +416,10 @@ class Collapse(GrassmannExperiment):
             svr = _sv_ratio(torch.stack(embs)).cpu()  # (T, S)
             with torch.no_grad():
                 M = net.end_to_end()  # (S, z, d)
-                sv = torch.linalg.svdvals(M)  # (S, min(z, d))
+                map_ratio = _sv_ratio(M, center=False)  # (S,): σ_min/σ_max of the map W2ᵀW1
             for s in range(S):
                 res_s[s][f"{regime}_final_sv_ratio"] = float(svr[-1, s])
-                res_s[s][f"{regime}_map_sv_ratio"] = float(sv[s, -1] / sv[s, 0])
+                res_s[s][f"{regime}_map_sv_ratio"] = float(map_ratio[s])
                 arrays[s][f"{regime}/sv_ratio"] = svr[:, s].numpy()
                 arrays[s][f"{regime}/final_embedding"] = embs[-1][s].cpu().numpy()
                 if regime == "frobenius":
@@ -474,9 +481,9 @@ class Collapse(GrassmannExperiment):
         _, e_multi = _gd(net, reg_loss(net, x, y), lr_lin, cfg.epochs, cfg.record_every, emb=lambda: net(x))
         _, e_single = _gd(nets1, reg_loss(nets1, repeat_per_seed(x, z), y_single), repeat_per_seed(lr_lin, z),
                           cfg.epochs, cfg.record_every, emb=lambda: nets1(repeat_per_seed(x, z)))  # fmt: skip
-        em = torch.stack(e_multi)  # (T, S, n, z)
-        es = torch.stack(e_single)[..., 0].reshape(len(e_single), S, z, -1).mT  # (T, S, n, z)
-        net_dev = ((em - es).norm(dim=-2) / es.norm(dim=-2).clamp_min(1e-300)).amax((0, 2)).cpu()  # (S,)
+        em = torch.stack(e_multi).mT  # (T, S, z, n): output l of the z-output net on the anchors
+        es = torch.stack(e_single)[..., 0].reshape(len(e_single), S, z, -1)  # (T, S, z, n): the one-output net l
+        net_dev = _max_row_deviation(em, es).cpu()  # (S,)
         for s in range(S):
             res_s[s]["regression_same_dynamics_dev"] = float(reg_dev[s])
             res_s[s]["regression_tanh_net_dev"] = float(net_dev[s])
@@ -497,8 +504,8 @@ class Collapse(GrassmannExperiment):
             L2 = non_contrastive(x @ th0.mT, xp[..., 0, :] @ th0.mT) / mb.n  # (S,): the first positive (p = 1)
             used = contrast_matrix(x, xp[..., 0, :], None, non_contrastive=True) / mb.n  # (S, d, d): sym(−Σ x x⁺ᵀ)/n
             printed = -used  # the printed C̃ = +Σ x x⁺ᵀ (symmetrised, /n)
-            tr_printed = ((th0 @ printed) * th0).sum((-2, -1))  # Tr(Θ C̃ Θᵀ)
-            tr_used = ((th0 @ used) * th0).sum((-2, -1))
+            tr_printed = map_trace_loss(th0, printed)  # Tr(Θ C̃ Θᵀ)
+            tr_used = map_trace_loss(th0, used)
         for s in range(S):
             res_s[s]["loss2_same_dynamics_dev"] = float(nc_dev[s])
             res_s[s]["loss2_final_sv_ratio"] = float(svr[-1, s])
@@ -514,9 +521,9 @@ class Collapse(GrassmannExperiment):
                 opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
                 _gd(net, nc_loss(net), lr_lin, cfg.epochs, cfg.record_every, step=opt.step, inputs=mb.inputs())
             with torch.no_grad():
-                sv = torch.linalg.svdvals(net.end_to_end())  # (S, min(z, d))
+                map_ratio = _sv_ratio(net.end_to_end(), center=False)  # (S,): σ_min/σ_max of the map W2ᵀW1
             for s in range(S):
-                res_s[s][f"loss2_{regime}_map_sv_ratio"] = float(sv[s, -1] / sv[s, 0])
+                res_s[s][f"loss2_{regime}_map_sv_ratio"] = float(map_ratio[s])
         # --- Prop. 2 with a nonlinear activation: u = W2ᵀtanh(W1x) in the Frobenius balls (control: Stiefel)
         for regime in ("frobenius", "orthogonal"):
             net = TwoLayerNet(d, cfg.hidden, z, "tanh", regime, ensemble=S, seeds=[s + 13 for s in seeds],

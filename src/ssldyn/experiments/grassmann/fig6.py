@@ -28,6 +28,7 @@ from ssldyn.dynamics.q_ode import euler, q_from_map, trace_loss_q
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
     LiftedMoonsConfig,
+    map_trace_loss,
     moons_batch,
     moons_memory,
     peak_of,
@@ -118,7 +119,7 @@ class Fig6(GrassmannExperiment):
 
             def loss_fn(net=net):
                 A = net.end_to_end()  # (S, z, d)
-                return ((A @ C) * A).sum((-2, -1))  # (S,): Tr(A C Aᵀ) = loss (8)
+                return map_trace_loss(A, C)  # (S,): Tr(A C Aᵀ) = loss (8)
 
             gd = train_gd(net.weights(), loss_fn, update=opt.step, steps=cfg.steps, every=cfg.record_every,
                           inputs={"C": C},

@@ -60,6 +60,7 @@ from ssldyn.dynamics.manifold import ManifoldGD, PlainGD, train_gd
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
     LiftedMoonsConfig,
+    map_trace_loss,
     mean_contrastive_loss,
     moons_batch,
     moons_memory,
@@ -196,7 +197,7 @@ class Prop3(GrassmannExperiment):
                 net0 = TwoLayerNet(d, cfg.h, z, "linear", "orthogonal", ensemble=S, seeds=init, dtype=torch.float64,
                                    device=dev)  # fmt: skip
                 M = torch.nn.Parameter(net0.end_to_end().detach().clone())  # (S, z, d)
-                params, loss_fn = [M], lambda M=M: ((M @ C) * M).sum((-2, -1))  # Tr(M C Mᵀ)
+                params, loss_fn = [M], lambda M=M: map_trace_loss(M, C)  # Tr(M C Mᵀ)
                 then = lambda M=M: _clip_([M])  # noqa: E731
                 final_map = lambda M=M: M.detach()  # noqa: E731
             else:
@@ -328,7 +329,7 @@ def _counterexample(cfg: Prop3Config, mb, dev, eta, lab_seeds) -> dict[str, torc
     net0 = TwoLayerNet(2, 2, 2, "linear", "orthogonal", ensemble=S, seeds=seeds, dtype=torch.float64, device=dev)
     M = torch.nn.Parameter(0.5 * net0.end_to_end().detach().clone())  # (S, 2, 2), inside the ball
     opt = PlainGD([M], lr=1.0)
-    gd = train_gd([M], lambda: ((M @ C2) * M).sum((-2, -1)), update=opt, steps=cfg.steps, every=1,
+    gd = train_gd([M], lambda: map_trace_loss(M, C2), update=opt, steps=cfg.steps, every=1,
                   after_step=lambda: _clip_([M]), scheduler=_annealed(opt, eta), inputs={"C": C2})  # fmt: skip
     L3 = torch.as_tensor(gd.trajectory.series_members("loss")[1][-k:].min(0))  # (S,)
     out["counter_loss_product"] = L3

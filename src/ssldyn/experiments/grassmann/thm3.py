@@ -35,11 +35,12 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
-from ssldyn.dynamics.q_ode import solve_adaptive, solve_reference
+from ssldyn.dynamics.q_ode import q_from_weights, solve_adaptive, solve_reference
 from ssldyn.experiments.grassmann._common import GrassmannExperiment, peak_of
 from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
+from ssldyn.probes.subspace import distance_up_to_sign
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 CASES = ("positive", "negative")
@@ -160,15 +161,13 @@ class Thm3(GrassmannExperiment):
             W1 = torch.cat([dr[case][1] for dr in draws]).to(dev)
             W2 = torch.cat([dr[case][2] for dr in draws]).to(dev)
             lam, V = torch.linalg.eigh(C)  # ascending
-            q0 = V.mT @ W1.mT @ W2  # (S·N, d, 1)
+            q0 = q_from_weights(W1, W2, V)  # (S·N, d, 1): q_0 = VᵀW1ᵀW2
             qs = solve_adaptive(q0, lam, t=t, rtol=1e-7, atol=1e-9).trajectory.stack("q", tensors=True)[
                 1
             ]  # (T, S·N, d, 1)
             qT = qs[-1, :, :, 0]  # (S·N, d)
-            e1 = torch.zeros_like(qT)
-            e1[:, 0] = 1
             d_zero = qT.norm(dim=1)  # (S·N,): distance to 0
-            d_v1 = torch.minimum((qT - e1).norm(dim=1), (qT + e1).norm(dim=1))  # distance to ±v_1
+            d_v1 = distance_up_to_sign(qT, torch.eye(cfg.d, dtype=qT.dtype, device=qT.device)[0])  # to ±v_1 = ±e_1
             dist, other = (d_zero, d_v1) if case == "positive" else (d_v1, d_zero)
             per_case[case] = dict(q0=q0, lam=lam, qs=qs, dist=dist.cpu(), other=other.cpu())
         # Thm. 3 needs h > d: Grassmann GD on the first gd_trials positive-case trials at h = d and at h

@@ -23,7 +23,6 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-import torch
 from pydantic import Field
 
 from ssldyn.data.latent import FIG8_ANGLES, circle_points
@@ -134,8 +133,7 @@ class Fig8(Experiment):
 
         lin_dev, nonlin_dev = dev_from_phi1(maxima["linear"]), dev_from_phi1(maxima[cfg.activation])
         # are the ReLU maxima fixed points of eq. PI?
-        w_max = torch.stack([torch.tensor([math.cos(t), math.sin(t)]) for t in maxima[cfg.activation]])
-        w_max = w_max.double().to(dev)  # (n_max, 2)
+        w_max = circle_points(maxima[cfg.activation]).to(dev)  # (n_max, 2), float64 (was built in float32: ~1e-8 off)
         # 200 steps from each landscape maximum: how far the iteration moves is the measurement, not convergence
         w_pi = power_iteration(w_max, make_A_fn(x, cfg.activation), steps=200, tol=1e-12, warn_unconverged=False).state
         moved = angle_deg(w_pi, w_max).cpu().numpy()

@@ -107,7 +107,7 @@ def _head_alignment(V: Tensor, A: Tensor) -> list[float]:
     """Per member, the mean over the first ``z`` columns ``v_k`` of ``V (E, p, p)`` of ``‖P_{row(A)} v_k‖``,
     the norm of their projection onto the row space of the head ``A (E, z, p)`` (1: the head spans them)."""
     z = A.shape[-2]
-    return [float(projection_norms(Ve[:, :z], Ae.mT).mean()) for Ve, Ae in zip(V, A)]
+    return projection_norms(V[..., :z], A.mT).mean(-1).tolist()  # (E,): every member in one batched call
 
 
 def _linear_map(head: nn.Module, p: int, like: Tensor, name: str) -> Callable[[], Tensor]:

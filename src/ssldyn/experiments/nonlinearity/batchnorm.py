@@ -30,7 +30,7 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.data.latent import TwoRFModel
-from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
+from ssldyn.dynamics.alpha_cl import sphere_tangent, uniform_contrastive_covariance
 from ssldyn.dynamics.two_layer_alpha_cl import two_layer_features, two_layer_gated_input
 from ssldyn.dynamics.two_layer_bn import bn_two_layer_energy, cor3_closed_form, lemma6_dynamics
 from ssldyn.experiments.nonlinearity._common import F64, discriminative_model
@@ -253,7 +253,7 @@ def app_d_statistics(
     ok = (p.b.abs() > 1e-9).all(-1) & (t.b.abs() > 1e-9).all(-1)  # every RF has top-down signal
     wn = Wd / Wd.norm(dim=-1, keepdim=True)
     speed_plain = p.w_dot.norm(dim=-1) / Wd.norm(dim=-1)  # eq. 15 is already projected
-    wb = t.w_dot - (t.w_dot * wn).sum(-1, keepdim=True) * wn
+    wb = sphere_tangent(wn, t.w_dot)  # eq. 178 is not projected: P⊥_w ẇ
     speed_bn = wb.norm(dim=-1) / Wd.norm(dim=-1)
     # at ζ = 1 every RF has the same scale: compare the first half of the RFs with the second
     K = cfg.K

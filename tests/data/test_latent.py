@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -39,6 +40,19 @@ def test_summation_support_exact_moments():
     cov = (x * p[:, None]).T @ x - torch.outer(mean, mean)
     assert torch.allclose(mean, torch.zeros(4, dtype=torch.float64), atol=1e-12)
     assert torch.allclose(cov, U @ U.T, atol=1e-12)  # E[yyᵀ] = I  =>  V[x] = U Uᵀ
+
+
+def test_random_orthonormal_basis_is_the_sign_fixed_qr_of_a_gaussian():
+    U = random_orthonormal_basis(6, 4, generator=gen(5), dtype=torch.float32)
+    G = torch.randn(6, 4, generator=gen(5), dtype=torch.float64).numpy()  # the Gaussian it is drawn from
+    q, r = np.linalg.qr(G)  # numpy's QR, then the sign fix diag(R) > 0
+    ref = q * np.sign(np.diag(r))[None, :]
+    assert U.dtype == torch.float32
+    np.testing.assert_allclose(U.double().numpy(), ref, atol=1e-6)
+    U64 = random_orthonormal_basis(6, 4, generator=gen(5))
+    np.testing.assert_allclose(U64.numpy(), ref, atol=1e-12)
+    np.testing.assert_allclose(U64.numpy().T @ U64.numpy(), np.eye(4), atol=1e-12)
+    assert torch.equal(random_orthonormal_basis(6, 4), random_orthonormal_basis(6, 4, generator=gen(0)))
 
 
 def test_categorical_frequencies():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from ssldyn.data.sphere import circle_points_even
 from ssldyn.objectives import (
     LatentMeasureNTXent,
     cluster_measure_nt_xent,
@@ -29,11 +30,6 @@ def ref_measure(points, weights, tau, positive_term=False):
                 inner += w[j] * math.exp(cos / tau - shift)
         total += w[i] * math.log(1.0 + 2.0 * inner)
     return total
-
-
-def _circle(k, dtype=torch.float64):
-    th = torch.arange(k, dtype=dtype) * 2 * math.pi / k
-    return torch.stack([th.cos(), th.sin()], -1)  # (K, 2)
 
 
 def _points(*shape, seed=0, dtype=torch.float64):
@@ -80,7 +76,7 @@ def test_cluster_closed_form_equals_repeated_samples(counts):
 def test_fig3_loss_decreases_with_number_of_clusters_then_plateaus():
     """variational Fig. 3 (left): K evenly spaced clusters on S¹, loss falls with K then levels off."""
     n, tau = 120, 0.5
-    losses = [cluster_measure_nt_xent(_circle(k), n, tau).item() for k in (1, 2, 3, 4, 5, 6, 8, 12)]
+    losses = [cluster_measure_nt_xent(circle_points_even(k), n, tau).item() for k in (1, 2, 3, 4, 5, 6, 8, 12)]
     assert all(a > b for a, b in zip(losses[:5], losses[1:6]))
     assert abs(losses[-1] - losses[-2]) < 1e-3 < losses[0] - losses[-1]
 
@@ -122,7 +118,7 @@ def test_stable_at_tiny_temperature(dtype):
     loss = latent_measure_nt_xent(y, temperature=1e-3)
     assert loss.dtype == dtype and torch.isfinite(loss).all()
     assert torch.isfinite(torch.autograd.grad(loss.sum(), y)[0]).all()
-    c = _circle(4, dtype).requires_grad_(True)
+    c = circle_points_even(4, dtype=dtype).requires_grad_(True)
     lc = cluster_measure_nt_xent(c, 40, 1e-3)
     assert torch.isfinite(lc) and torch.isfinite(torch.autograd.grad(lc, c)[0]).all()
     # log(1 + 2·(9/40)·e^{1000}) ≈ 1000 + log(2·9/40)

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from ssldyn.data.sphere import circle_points_even
 from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.objectives.variational_calculus import (
     augmented_first_variation,
@@ -19,11 +20,6 @@ from ssldyn.objectives.variational_calculus import (
 
 DT = torch.float64
 PAIRS = [{}, {"temperature": 0.2}, {"psi": lambda t: torch.log1p(2 * t), "eta": lambda t: 1.0 / (1.0 + t)}]
-
-
-def _circle(k):
-    th = 2 * math.pi * torch.arange(k, dtype=DT) / k
-    return torch.stack([th.cos(), th.sin()], 1)
 
 
 def test_measure_loss_written_out():
@@ -88,7 +84,7 @@ def test_eq6_derived_form_equals_autograd_and_printed_form_does_not():
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 7, 20])
 def test_evenly_spaced_points_are_stationary_with_one_multiplier(k):
-    st = sphere_stationarity(_circle(k), temperature=0.3)
+    st = sphere_stationarity(circle_points_even(k), temperature=0.3)
     assert st.residual < 1e-13 and st.multiplier_spread < 1e-13
     if k > 1:
         assert st.scale > 0 and bool((st.multipliers < 0).all())  # repulsion: ∇L points inwards
@@ -108,9 +104,9 @@ def test_random_measure_is_not_stationary_and_probe_agrees():
 
 def test_eq8_as_printed_fails_for_evenly_spaced_points():
     # ∫h(x_i, ·) = c x_i for evenly spaced points: the printed gap is max‖x_i − x_k‖ = 2 (K = 4), √3 (K = 3)
-    assert symmetry_condition_gap(_circle(4)) == pytest.approx(2.0, rel=1e-12)
-    assert symmetry_condition_gap(_circle(3)) == pytest.approx(math.sqrt(3), rel=1e-12)
-    assert symmetry_condition_gap(_circle(1)) == 0.0
+    assert symmetry_condition_gap(circle_points_even(4)) == pytest.approx(2.0, rel=1e-12)
+    assert symmetry_condition_gap(circle_points_even(3)) == pytest.approx(math.sqrt(3), rel=1e-12)
+    assert symmetry_condition_gap(circle_points_even(1)) == 0.0
 
 
 def test_constant_map_has_zero_gradient():

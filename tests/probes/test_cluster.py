@@ -5,6 +5,7 @@ import pytest
 import torch
 from sklearn.metrics import silhouette_samples, silhouette_score
 
+from ssldyn.data.latent import circle_points
 from ssldyn.probes.cluster import (
     alignment,
     angular_spread,
@@ -70,7 +71,7 @@ def test_uniformity_reference_values():
 
 def test_angular_spread_and_invariance_gap():
     a = torch.tensor([-0.1, 0.0, 0.1, math.pi / 2 - 0.2, math.pi / 2 + 0.2])
-    z = torch.stack([a.cos(), a.sin()], 1)
+    z = circle_points(a)  # (cos a, sin a)
     lab = torch.tensor([0, 0, 0, 1, 1])
     assert abs(angular_spread(z, lab) - (0.2 / 3 + 0.2) / 2) < 1e-6
     x = torch.randn(50, 4, dtype=torch.float64)

@@ -21,6 +21,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from ssldyn.data.sphere import regular_polytope
+
 __all__ = ["ClusteredData", "clustered_data", "ball_noise", "four_clusters_2d", "clusters_3d"]
 
 
@@ -133,7 +135,7 @@ def clustered_data(
         basis = q.T
     centers = torch.zeros(N, D, dtype=torch.float64)
     centers[:, :d] = center_norm * basis[:N]  # (N, D), orthogonal rows
-    labels = torch.cat([torch.full((s,), q, dtype=torch.long) for q, s in enumerate(sizes)])  # (n,)
+    labels = _cluster_labels(sizes)  # (n,)
     n = labels.numel()
     eps = torch.zeros(n, D, dtype=torch.float64)
     if noise == "ball":
@@ -142,6 +144,11 @@ def clustered_data(
         eps[:, d:] = ball_noise(n, D - d, delta, generator=generator, dtype=torch.float64)
     x = centers[labels] + eps  # (n, D)
     return ClusteredData(x.to(dtype), labels, centers.to(dtype), sizes, float(delta), d).to(device)
+
+
+def _cluster_labels(sizes: Sequence[int]) -> Tensor:
+    """``γ(i)`` of samples ordered by cluster: ``sizes[q]`` copies of ``q`` for ``q = 0 .. N − 1``, long ``(n,)``."""
+    return torch.cat([torch.full((s,), q, dtype=torch.long) for q, s in enumerate(sizes)])  # (n,)
 
 
 def _from_centers(
@@ -156,7 +163,7 @@ def _from_centers(
     sizes = [n_per_cluster] * N if isinstance(n_per_cluster, int) else [int(s) for s in n_per_cluster]
     if len(sizes) != N or any(s < 1 for s in sizes):
         raise ValueError(f"need {N} cluster sizes >= 1, got {sizes}")
-    labels = torch.cat([torch.full((s,), q, dtype=torch.long) for q, s in enumerate(sizes)])
+    labels = _cluster_labels(sizes)  # (n,)
     x = centers[labels] + ball_noise(labels.numel(), D, delta, generator=generator, dtype=torch.float64)
     return ClusteredData(x.to(dtype), labels, centers.to(dtype), sizes, float(delta), D).to(device)
 
@@ -194,7 +201,5 @@ def clusters_3d(
     in a ball of radius ``delta`` around its center — the 3-D analogue of Fig. 5's four
     well-separated clusters, with no cluster on a ray through another.
     """
-    v = torch.tensor(
-        [[1.0, 1.0, 1.0], [1.0, -1.0, -1.0], [-1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]], dtype=torch.float64
-    ) / math.sqrt(3.0)
+    v = regular_polytope("tetrahedron")  # (4, 3) float64: (1, 1, 1) and its sign changes of two coordinates, /√3
     return _from_centers(radius * v, n_per_cluster, delta, generator, dtype, device)

@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ssldyn.models.stiefel import random_stiefel
+
 __all__ = [
     "FIG8_ANGLES",
     "standardized_bernoulli_values",
@@ -140,13 +142,12 @@ def latent_summation_support(U: Tensor, q) -> tuple[Tensor, Tensor]:
 def random_orthonormal_basis(
     d: int, m: int, *, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64
 ) -> Tensor:
-    """``(d, m)`` random matrix with orthonormal columns (QR of a Gaussian), ``m <= d``."""
+    """``(d, m)`` random matrix with orthonormal columns, ``m <= d``: Haar-uniform, the Q of ``G = QR`` for a
+    Gaussian ``G`` with the sign fix ``diag(R) > 0`` (:func:`ssldyn.models.stiefel.random_stiefel`); drawn in
+    float64 from ``generator`` (None: a generator seeded with 0)."""
     if m > d:
         raise ValueError(f"random_orthonormal_basis: m={m} columns cannot be orthonormal in dimension d={d}")
-    g = torch.randn(d, m, generator=_gen(generator), dtype=torch.float64)
-    q, r = torch.linalg.qr(g)
-    q = q * torch.sign(torch.diagonal(r))[None, :]
-    return q.to(dtype)
+    return random_stiefel(d, m, generator=_gen(generator), dtype=dtype)  # (d, m)
 
 
 def approx_orthogonal_basis(

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.ensemble import EnsembleLinear
-from ssldyn.models.seeding import member_generators
+from ssldyn.models.seeding import draw_members
 
 __all__ = ["AveragingNet", "averaging_matrix"]
 
@@ -83,17 +83,22 @@ class AveragingNet(nn.Module):
         self.hidden = EnsembleLinear(
             in_dim, width * out_dim, ensemble, bias=bias, init="normal", std=init_std, dtype=dtype, draw=False
         )
-        with torch.no_grad():
-            for e, g in enumerate(member_generators(ensemble, seeds=seeds, generator=generator)):
-                self.hidden.init_member(e, g)  # B[e] ~ N(0, std²) (and a uniform bias draw, replaced next)
-                if self.hidden.bias is not None:
-                    self.hidden.bias[e].normal_(0.0, init_std, generator=g)
+        self.init_std = init_std
+        draw_members(self, ensemble, seeds=seeds, generator=generator)
         if invariant_init:
             with torch.no_grad():
                 self.hidden.weight[:, :, out_dim:] = 0.0
         self.register_buffer("A", averaging_matrix(width, out_dim, dtype=self.hidden.weight.dtype), persistent=False)
         if device is not None:
             self.to(device)
+
+    @torch.no_grad()
+    def init_member(self, e: int, g: torch.Generator | None) -> None:
+        """Draw member ``e`` from ``g``: ``B[e] ~ N(0, init_std²)``, then (with a bias) ``c[e] ~ N(0, init_std²)``
+        (``invariant_init`` is applied by the constructor, after every member is drawn)."""
+        self.hidden.init_member(e, g)  # B[e] ~ N(0, std²) (and a uniform bias draw, replaced next)
+        if self.hidden.bias is not None:
+            self.hidden.bias[e].normal_(0.0, self.init_std, generator=g)
 
     @property
     def B(self) -> Tensor:

@@ -20,29 +20,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Protocol, cast
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssldyn.models.seeding import member_generators
+from ssldyn.models.seeding import EnsembleMember, draw_members
 
 __all__ = ["EnsembleConv2d", "ConvEncoder", "MLPEncoder", "ProjectionHead", "SimCLRNet", "build_simclr_net"]
-
-
-class EnsembleMember(Protocol):
-    """A module whose ensemble member ``e`` can be (re)drawn from a generator (the seeding rule)."""
-
-    def init_member(self, e: int, g: torch.Generator | None) -> None: ...
-
-
-def _draw_members(
-    module: EnsembleMember, ensemble: int, seeds: Sequence[int] | None, generator: torch.Generator | None
-) -> None:
-    """Initialise every member of ``module`` (``init_member(e, g)``) by the seeding rule."""
-    for e, g in enumerate(member_generators(ensemble, seeds=seeds, generator=generator)):
-        module.init_member(e, g)
 
 
 def _uniform_(t: torch.Tensor, bound: float, g: torch.Generator | None) -> None:
@@ -147,7 +133,7 @@ class ConvEncoder(nn.Module):
         self.convs = nn.ModuleList([EnsembleConv2d(a, b, 3, ensemble) for a, b in zip(chans[:-1], chans[1:])])
         self.bns = nn.ModuleList([nn.BatchNorm2d(ensemble * b) for b in widths])
         if draw:
-            _draw_members(self, ensemble, seeds, generator)
+            draw_members(self, ensemble, seeds=seeds, generator=generator)
 
     def init_member(self, e: int, g: torch.Generator | None) -> None:
         for c in self.convs:
@@ -193,7 +179,7 @@ class MLPEncoder(nn.Module):
         self.linears = nn.ModuleList([_EnsembleLinear(a, b, ensemble) for a, b in zip(dims[:-1], dims[1:])])
         self.bns = nn.ModuleList([_EnsembleBN1d(h, ensemble) for h in hidden])
         if draw:
-            _draw_members(self, ensemble, seeds, generator)
+            draw_members(self, ensemble, seeds=seeds, generator=generator)
 
     def init_member(self, e: int, g: torch.Generator | None) -> None:
         for lin in self.linears:
@@ -232,7 +218,7 @@ class ProjectionHead(nn.Module):
         self.bn = _EnsembleBN1d(hidden, ensemble)
         self.l2 = _EnsembleLinear(hidden, out_dim, ensemble)
         if draw:
-            _draw_members(self, ensemble, seeds, generator)
+            draw_members(self, ensemble, seeds=seeds, generator=generator)
 
     def init_member(self, e: int, g: torch.Generator | None) -> None:
         self.l1.init_member(e, g)
@@ -268,10 +254,13 @@ class SimCLRNet(nn.Module):
             raise ValueError(f"SimCLRNet: backbone needs an int ensemble size E >= 1, got {E!r}")
         self.backbone, self.head = backbone, head
         self.ensemble = E
-        for e, g in enumerate(member_generators(self.ensemble, seeds=seeds, generator=generator)):
-            cast(EnsembleMember, backbone).init_member(e, g)
-            if head is not None:
-                cast(EnsembleMember, head).init_member(e, g)
+        draw_members(self, E, seeds=seeds, generator=generator)
+
+    def init_member(self, e: int, g: torch.Generator | None) -> None:
+        """Draw member ``e``: its backbone, then its head, from ``g``."""
+        cast(EnsembleMember, self.backbone).init_member(e, g)
+        if self.head is not None:
+            cast(EnsembleMember, self.head).init_member(e, g)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """Backbone features ``h`` ``(E, B, d_h)``."""

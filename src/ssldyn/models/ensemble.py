@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ssldyn.models.seeding import member_generators
+from ssldyn.models.seeding import draw_members
 
 __all__ = ["broadcast_members", "EnsembleLinear"]
 
@@ -72,9 +72,8 @@ class EnsembleLinear(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, *, seeds: Sequence[int] | None = None, generator: torch.Generator | None = None) -> None:
-        """Draw every member anew by the seeding rule (:func:`ssldyn.models.seeding.member_generators`)."""
-        for e, g in enumerate(member_generators(self.ensemble, seeds=seeds, generator=generator)):
-            self.init_member(e, g)
+        """Draw every member anew by the seeding rule (:func:`ssldyn.models.seeding.draw_members`)."""
+        draw_members(self, self.ensemble, seeds=seeds, generator=generator)
 
     @torch.no_grad()
     def init_member(self, e: int, generator: torch.Generator | None) -> None:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from torch import Tensor, nn
 
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.ensemble import EnsembleLinear
-from ssldyn.models.seeding import member_generators
+from ssldyn.models.seeding import draw_members
 
 __all__ = ["MLP"]
 
@@ -64,17 +64,19 @@ class MLP(nn.Module):
         dims = [in_dim, *widths, out_dim]
         self.activation = get_activation(activation)
         self.ensemble = ensemble
-        gens = member_generators(ensemble, seeds=seeds, generator=generator)
         layers = [
             EnsembleLinear(a, b, ensemble, bias=bias, init=init, std=gain / a**0.5, dtype=dtype, draw=False)
             for a, b in zip(dims[:-1], dims[1:])
         ]
         self.layers = nn.ModuleList(layers)
-        for e, g in enumerate(gens):  # member by member: every layer of member e from its generator
-            for layer in layers:
-                layer.init_member(e, g)
+        draw_members(self, ensemble, seeds=seeds, generator=generator)
         if device is not None:
             self.to(device)
+
+    def init_member(self, e: int, g: torch.Generator | None) -> None:
+        """Draw member ``e``: every layer's weight (and bias), first layer first, from ``g``."""
+        for layer in self.layers:
+            cast(EnsembleLinear, layer).init_member(e, g)
 
     def forward(self, x: Tensor) -> Tensor:
         h = x

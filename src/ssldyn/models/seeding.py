@@ -11,15 +11,26 @@ parameter set, then member 1's, …), on the CPU, before moving to ``device``:
 * neither — the same with torch's default generator.
 
 Members therefore always differ, unless asked for: the same seed given twice.
+
+A model that draws its members itself has ``init_member(e, g)`` (member ``e``'s whole parameter
+set from ``g``: the :class:`EnsembleMember` protocol) and calls :func:`draw_members`, the rule
+written once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import torch
 
-__all__ = ["member_generators"]
+__all__ = ["EnsembleMember", "member_generators", "draw_members"]
+
+
+class EnsembleMember(Protocol):
+    """A module whose ensemble member ``e`` can be (re)drawn from a generator (the seeding rule)."""
+
+    def init_member(self, e: int, g: torch.Generator | None, /) -> None: ...
 
 
 def member_generators(
@@ -44,3 +55,20 @@ def member_generators(
     if len(seeds) != ensemble:
         raise ValueError(f"seeds: need one seed per member ({ensemble}), got {len(seeds)}")
     return [torch.Generator().manual_seed(int(s)) for s in seeds]
+
+
+def draw_members(
+    module: EnsembleMember,
+    ensemble: int,
+    *,
+    seeds: Sequence[int] | None = None,
+    generator: torch.Generator | None = None,
+) -> None:
+    """Draw every member of ``module``: ``module.init_member(e, g_e)`` for ``e = 0 .. ensemble − 1`` in
+    order, ``g_e`` from :func:`member_generators` (member by member, each one's whole parameter set).
+
+    Raises:
+        ValueError: as :func:`member_generators`, before anything is drawn.
+    """
+    for e, g in enumerate(member_generators(ensemble, seeds=seeds, generator=generator)):
+        module.init_member(e, g)

@@ -49,6 +49,14 @@ def check_same_shape(fn: str, name1: str, x1: Tensor, name2: str, x2: Tensor) ->
         raise ValueError(f"{fn}: {name1} and {name2} must have the same dtype, got {x1.dtype} and {x2.dtype}")
 
 
+def check_pair(fn: str, name1: str, x1: object, name2: str, x2: object, *, min_rows: int = 1) -> None:
+    """Two inputs of one shape and dtype: each a floating tensor ``(..., N, d)`` with ``N >= min_rows``
+    (:func:`check_tensor`, ``x1`` first), then :func:`check_same_shape`."""
+    a = check_tensor(fn, name1, x1, min_rows=min_rows)
+    b = check_tensor(fn, name2, x2, min_rows=min_rows)
+    check_same_shape(fn, name1, a, name2, b)
+
+
 def check_positive(fn: str, name: str, value: object) -> float:
     """A finite real number > 0 (Python number or 0-dim tensor)."""
     v = _as_float(fn, name, value)

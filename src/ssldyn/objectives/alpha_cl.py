@@ -32,11 +32,11 @@ from ._common import (
     check_callable,
     check_choice,
     check_nonnegative,
+    check_pair,
     check_positive,
     check_same_shape,
     check_tensor,
     half_sqdist,
-    paired_half_sqdist,
     view1_similarity,
 )
 
@@ -85,9 +85,7 @@ def contrastive_covariance(
     a, a_pos, b, b_pos = _check_pairs(fn, ("a", "a_pos"), a, a_pos, b, b_pos)
     n = a.shape[-2]
     alpha = _check_alpha(fn, alpha, a)
-    r = alpha.sum(-1)  # (..., N): Σ_j α_ij
-    c = alpha.sum(-2)  # (..., N): Σ_i α_ij
-    lap = torch.diag_embed(r + c) - alpha - alpha.mT  # (..., N, N)
+    r, lap = _row_sums_and_laplacian(alpha)  # (..., N), (..., N, N)
     inter = a.mT @ (lap @ b)  # (..., p, q)
     intra = (a - a_pos).mT @ (r[..., :, None] * (b - b_pos))  # (..., p, q)
     return (inter - intra) / (2.0 * n * n)
@@ -126,11 +124,18 @@ def alpha_cl_energy(
     alpha = _check_alpha(fn, alpha, f)
     if stop_gradient:
         alpha = alpha.detach()
-    r = alpha.sum(-1)  # (..., N)
-    lap = torch.diag_embed(r + alpha.sum(-2)) - alpha - alpha.mT  # (..., N, N)
+    r, lap = _row_sums_and_laplacian(alpha)  # (..., N), (..., N, N)
     inter = (f * (lap @ f)).sum((-2, -1))  # (...): tr(Fᵀ L F)
     intra = (r * (f - f_pos).pow(2).sum(-1)).sum(-1)  # (...)
     return (inter - intra) / (4.0 * n * n)
+
+
+def _row_sums_and_laplacian(alpha: Tensor) -> tuple[Tensor, Tensor]:
+    """``r_i = Σ_j α_ij`` ``(..., N)`` and ``L = diag(r + c) − α − αᵀ`` ``(..., N, N)`` (``c_j = Σ_i α_ij``):
+    ``Σ_ij α_ij (a_i − a_j)(b_i − b_j)ᵀ = Aᵀ L B``, the inter term of eq. (3)."""
+    r = alpha.sum(-1)  # (..., N): Σ_j α_ij
+    c = alpha.sum(-2)  # (..., N): Σ_i α_ij
+    return r, torch.diag_embed(r + c) - alpha - alpha.mT  # (..., N, N)
 
 
 # --------------------------------------------------------------------------- pairwise importance
@@ -203,8 +208,8 @@ def _infonce_distances(fn, z1, z2, d2, eps) -> Tensor:
         return half_sqdist(z1, z1)
     check_tensor(fn, "z2", z2, min_rows=2)
     check_same_shape(fn, "z1", z1, "z2", z2)
-    eye = torch.eye(z1.shape[-2], dtype=torch.bool, device=z1.device)
-    return torch.where(eye, paired_half_sqdist(z1, z2)[..., :, None], half_sqdist(z1, z1))
+    # d²_ij = ‖z1_i − z1_j‖²/2 off the diagonal, d²_i = ‖z1_i − z2_i‖²/2 on it: minus the view-1 "sqdist" matrix
+    return -view1_similarity(z1, z2, "sqdist")  # (..., N, N)
 
 
 def alpha_gaussian(
@@ -266,9 +271,7 @@ def quadratic_contrastive_loss(
         A scalar, or shape ``(...)`` with ensemble axes.
     """
     fn = "quadratic_contrastive_loss"
-    check_tensor(fn, "z1", z1, min_rows=2)
-    check_tensor(fn, "z2", z2, min_rows=2)
-    check_same_shape(fn, "z1", z1, "z2", z2)
+    check_pair(fn, "z1", z1, "z2", z2, min_rows=2)
     t = check_positive(fn, "temperature", temperature)
     check_choice(fn, "similarity", similarity, SIMILARITIES)
     n = z1.shape[-2]
@@ -283,16 +286,12 @@ def _check_pairs(
     fn: str, names: tuple[str, str], a: Tensor, a_pos: Tensor, b: Tensor | None, b_pos: Tensor | None
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Validated ``(a, a_pos, b, b_pos)`` with ``b, b_pos`` defaulting to ``a, a_pos``."""
-    check_tensor(fn, names[0], a)
-    check_tensor(fn, names[1], a_pos)
-    check_same_shape(fn, names[0], a, names[1], a_pos)
+    check_pair(fn, names[0], a, names[1], a_pos)
     if (b is None) != (b_pos is None):
         raise ValueError(f"{fn}: give both b and b_pos or neither")
     if b is None or b_pos is None:
         return a, a_pos, a, a_pos
-    check_tensor(fn, "b", b)
-    check_tensor(fn, "b_pos", b_pos)
-    check_same_shape(fn, "b", b, "b_pos", b_pos)
+    check_pair(fn, "b", b, "b_pos", b_pos)
     if b.shape[:-1] != a.shape[:-1]:
         raise ValueError(
             f"{fn}: b must have the same leading shape (..., N) as a, got {tuple(b.shape)} and {tuple(a.shape)}"

@@ -11,9 +11,8 @@ from torch import Tensor, nn
 
 from ._common import (
     check_callable,
+    check_pair,
     check_positive,
-    check_same_shape,
-    check_tensor,
     half_sqdist,
     paired_half_sqdist,
 )
@@ -64,9 +63,7 @@ def generalized_contrastive_loss(
         Mean over anchors: a scalar, or shape ``(...)`` with ensemble axes.
     """
     fn = "generalized_contrastive_loss"
-    check_tensor(fn, "z1", z1)
-    check_tensor(fn, "z2", z2)
-    check_same_shape(fn, "z1", z1, "z2", z2)
+    check_pair(fn, "z1", z1, "z2", z2)
     check_callable(fn, "psi", psi)
     check_callable(fn, "eta", eta)
     tau = check_positive(fn, "temperature", temperature)

@@ -20,9 +20,8 @@ from ._common import (
     Similarity,
     check_choice,
     check_nonnegative,
+    check_pair,
     check_positive,
-    check_same_shape,
-    check_tensor,
     similarity_matrix,
     view1_similarity,
 )
@@ -84,9 +83,7 @@ def info_nce(
         ``(...)`` (one value per ensemble member) for ``(..., N, d)`` input.
     """
     fn = "info_nce"
-    check_tensor(fn, "z1", z1, min_rows=2)
-    check_tensor(fn, "z2", z2, min_rows=2)
-    check_same_shape(fn, "z1", z1, "z2", z2)
+    check_pair(fn, "z1", z1, "z2", z2, min_rows=2)
     tau = check_positive(fn, "temperature", temperature)
     eps = check_nonnegative(fn, "eps", eps)
     check_choice(fn, "similarity", similarity, SIMILARITIES)

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._common import check_nonnegative, check_positive, check_same_shape, check_tensor
+from ._common import check_nonnegative, check_pair, check_positive
 
 __all__ = [
     "VICRegTerms",
@@ -57,7 +57,7 @@ def vicreg_terms(z1: Tensor, z2: Tensor, *, gamma: float = 1.0, eps: float = 1e-
         eps: ε >= 0 inside the square root.
     """
     fn = "vicreg_terms"
-    _check_two(fn, z1, z2, min_rows=2)
+    check_pair(fn, "z1", z1, "z2", z2, min_rows=2)
     gamma = check_positive(fn, "gamma", gamma)
     eps = check_nonnegative(fn, "eps", eps)
     return _vicreg_terms(z1, z2, gamma, eps)
@@ -106,7 +106,7 @@ def vicreg_loss(
         A scalar, or shape ``(...)`` per ensemble member.
     """
     fn = "vicreg_loss"
-    _check_two(fn, z1, z2, min_rows=2)
+    check_pair(fn, "z1", z1, "z2", z2, min_rows=2)
     lam = check_nonnegative(fn, "inv", inv)
     mu = check_nonnegative(fn, "var", var)
     nu = check_nonnegative(fn, "cov", cov)
@@ -132,7 +132,7 @@ def byol_loss(p: Tensor, z: Tensor, *, stop_gradient: bool = True) -> Tensor:
         Mean over the N samples: a scalar, or shape ``(...)``.
     """
     fn = "byol_loss"
-    _check_two(fn, p, z, names=("p", "z"))
+    check_pair(fn, "p", p, "z", z)
     return (2.0 - 2.0 * _cosine(p, z, stop_gradient)).mean(-1)
 
 
@@ -149,7 +149,7 @@ def negative_cosine(p: Tensor, z: Tensor, *, stop_gradient: bool = True) -> Tens
         Mean over the N samples: a scalar, or shape ``(...)``.
     """
     fn = "negative_cosine"
-    _check_two(fn, p, z, names=("p", "z"))
+    check_pair(fn, "p", p, "z", z)
     return -_cosine(p, z, stop_gradient).mean(-1)
 
 
@@ -176,18 +176,12 @@ def spectral_contrastive_loss(z1: Tensor, z2: Tensor) -> Tensor:
         A scalar, or shape ``(...)``.
     """
     fn = "spectral_contrastive_loss"
-    _check_two(fn, z1, z2, min_rows=2)
+    check_pair(fn, "z1", z1, "z2", z2, min_rows=2)
     n = z1.shape[-2]
     g = z1 @ z2.mT  # (..., N, N): z1_i·z2_j
     pos = torch.diagonal(g, dim1=-2, dim2=-1)  # (..., N)
     neg_sq = g.pow(2).sum((-2, -1)) - pos.pow(2).sum(-1)  # (...): Σ_{i≠j}
     return -2.0 * pos.mean(-1) + neg_sq / (n * (n - 1))
-
-
-def _check_two(fn: str, a: Tensor, b: Tensor, *, names=("z1", "z2"), min_rows: int = 1) -> None:
-    check_tensor(fn, names[0], a, min_rows=min_rows)
-    check_tensor(fn, names[1], b, min_rows=min_rows)
-    check_same_shape(fn, names[0], a, names[1], b)
 
 
 class VICRegLoss(nn.Module):

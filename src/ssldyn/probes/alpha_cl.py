@@ -104,6 +104,17 @@ def tangent_basis(w: Tensor) -> Tensor:
     return q[:, keep].T.contiguous()
 
 
+def _tangent_stencil(w: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """The points of a central difference on the sphere at a unit ``w (d,)``: the basis ``u_j`` of ``w⊥``
+    (:func:`tangent_basis`, ``(d-1, d)``) and ``v±_j = normalize(w ± ε u_j)`` (``(d-1, d)`` each)."""
+    basis = tangent_basis(w)  # (d-1, d)
+    vp = w + eps * basis
+    vm = w - eps * basis
+    vp = vp / vp.norm(dim=-1, keepdim=True)
+    vm = vm / vm.norm(dim=-1, keepdim=True)
+    return basis, vp, vm
+
+
 def local_roughness(A_fn: AFn, w: Tensor, eps: float = 1e-4) -> Tensor:
     """``ρ(w)`` by central finite differences on the tangent space (see module docstring).
 
@@ -112,11 +123,7 @@ def local_roughness(A_fn: AFn, w: Tensor, eps: float = 1e-4) -> Tensor:
     wb, single = _batch(w)
     out = []
     for wi in wb:
-        basis = tangent_basis(wi)  # (d-1, d)
-        vp = wi + eps * basis
-        vm = wi - eps * basis
-        vp = vp / vp.norm(dim=-1, keepdim=True)
-        vm = vm / vm.norm(dim=-1, keepdim=True)
+        basis, vp, vm = _tangent_stencil(wi, eps)  # (d-1, d) each
         A = A_fn(torch.cat([vp, vm]))  # (2(d-1), d, d)
         k = basis.shape[0]
         cols = ((A[:k] - A[k:]) @ wi) / (vp - vm).norm(dim=-1, keepdim=True)  # (d-1, d): directional derivatives
@@ -359,11 +366,7 @@ def linear_stability(A_fn: AFn, w: Tensor, *, eps: float = 1e-6) -> float:
     (``2(d − 1)`` evaluations of ``A``), projected back onto the tangent space.
     """
     w = w / w.norm()
-    basis = tangent_basis(w)  # (d-1, d)
-    vp = w + eps * basis
-    vm = w - eps * basis
-    vp = vp / vp.norm(dim=-1, keepdim=True)
-    vm = vm / vm.norm(dim=-1, keepdim=True)
+    basis, vp, vm = _tangent_stencil(w, eps)  # (d-1, d) each
 
     def F(v: Tensor) -> Tensor:
         av = (A_fn(v) @ v[..., None]).squeeze(-1)  # (n, d)

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from ssldyn.data.sphere import circle_points_even, fibonacci_sphere
+from ssldyn.probes.filters import cosine_matrix
 
 __all__ = [
     "silhouette_cosine",
@@ -44,11 +45,16 @@ __all__ = [
 ]
 
 
+def _float64(z) -> Tensor:
+    return torch.as_tensor(np.asarray(z) if not isinstance(z, Tensor) else z).detach().to(torch.float64)
+
+
 def _t(z) -> Tensor:
-    z = torch.as_tensor(np.asarray(z) if not isinstance(z, Tensor) else z).detach()
+    """One embedding ``(n, d)`` as float64."""
+    z = _float64(z)
     if z.dim() != 2:
         raise ValueError(f"embeddings must have shape (n, d), got {tuple(z.shape)}")
-    return z.to(torch.float64)
+    return z
 
 
 def _unit(z: Tensor) -> Tensor:
@@ -56,10 +62,16 @@ def _unit(z: Tensor) -> Tensor:
 
 
 def _batch(z) -> Tensor:
-    z = torch.as_tensor(np.asarray(z) if not isinstance(z, Tensor) else z).detach()
+    """Embeddings ``(..., n, d)`` as float64."""
+    z = _float64(z)
     if z.dim() < 2:
         raise ValueError(f"embeddings must have shape (..., n, d), got {tuple(z.shape)}")
-    return z.to(torch.float64)
+    return z
+
+
+def _labels(labels, device: torch.device) -> Tensor:
+    """Cluster labels (a tensor on any device, an array or a list) as a long tensor on ``device``."""
+    return torch.as_tensor(np.asarray(labels.cpu() if isinstance(labels, Tensor) else labels)).long().to(device)
 
 
 def silhouette_samples_cosine(z, labels) -> Tensor:
@@ -70,15 +82,15 @@ def silhouette_samples_cosine(z, labels) -> Tensor:
     ``1 − cos``; a sample of a cluster of size 1 gets 0 (scikit-learn's ``silhouette_samples``).
     Float64 on the input's device; ``labels (n,)``.
     """
-    u = _unit(_batch(z))  # (..., n, d)
-    lab = torch.as_tensor(np.asarray(labels.cpu() if isinstance(labels, Tensor) else labels)).long().to(u.device)
+    z = _batch(z)  # (..., n, d)
+    lab = _labels(labels, z.device)  # (n,)
     classes = torch.unique(lab)
-    if lab.shape != u.shape[-2:-1]:
-        raise ValueError(f"labels must have shape ({u.shape[-2]},), got {tuple(lab.shape)}")
-    if not 2 <= classes.numel() <= u.shape[-2] - 1:
+    if lab.shape != z.shape[-2:-1]:
+        raise ValueError(f"labels must have shape ({z.shape[-2]},), got {tuple(lab.shape)}")
+    if not 2 <= classes.numel() <= z.shape[-2] - 1:
         raise ValueError(f"silhouette: need 2 <= number of clusters <= n-1, got {classes.numel()}")
-    onehot = (lab[:, None] == classes[None, :]).to(u.dtype)  # (n, C)
-    dist = (1.0 - u @ u.mT).clamp_min(0.0)  # (..., n, n)
+    onehot = (lab[:, None] == classes[None, :]).to(z.dtype)  # (n, C)
+    dist = (1.0 - cosine_matrix(z)).clamp_min(0.0)  # (..., n, n)
     sums = dist @ onehot  # (..., n, C): sum of distances to each cluster
     counts = onehot.sum(0)  # (C,)
     own = onehot.argmax(1)  # (n,)
@@ -106,7 +118,7 @@ def per_cluster_mean(values, labels) -> Tensor:
     ``labels (n,)``; the result has the dtype and device of ``values``.
     """
     v = torch.as_tensor(values)
-    lab = torch.as_tensor(np.asarray(labels.cpu() if isinstance(labels, Tensor) else labels)).long().to(v.device)
+    lab = _labels(labels, v.device)
     if lab.dim() != 1 or v.dim() < 1 or v.shape[-1] != lab.numel():
         raise ValueError(f"per_cluster_mean: labels must have shape ({v.shape[-1] if v.dim() else 0},) to match "
                          f"values (..., n) = {tuple(v.shape)}, got {tuple(lab.shape)}")  # fmt: skip
@@ -116,10 +128,10 @@ def per_cluster_mean(values, labels) -> Tensor:
 
 def uniformity(z, t: float = 2.0) -> float:
     """Wang & Isola (2020): ``log mean_{i≠j} exp(−t ‖u_i − u_j‖²)``, ``u = z/‖z‖``. Lower = more uniform."""
-    u = _unit(_t(z))
-    n = u.shape[0]
-    sq = (2.0 - 2.0 * (u @ u.T)).clamp_min(0.0)  # (n, n)
-    off = ~torch.eye(n, dtype=torch.bool, device=u.device)
+    z = _t(z)
+    n = z.shape[0]
+    sq = (2.0 - 2.0 * cosine_matrix(z)).clamp_min(0.0)  # (n, n): ‖u_i − u_j‖² of the unit rows
+    off = ~torch.eye(n, dtype=torch.bool, device=z.device)
     return float(torch.logsumexp(-t * sq[off], 0) - math.log(n * (n - 1)))
 
 
@@ -128,12 +140,12 @@ def uniformity_batch(z, t: float = 2.0) -> Tensor:
 
     ``log mean_{i≠j} exp(−t‖u_i − u_j‖²) = logsumexp_{i≠j}(2t u_iᵀu_j) − 2t − log(n(n−1))`` (unit rows).
     """
-    u = _unit(_batch(z))  # (..., n, d)
-    n = u.shape[-2]
+    z = _batch(z)  # (..., n, d)
+    n = z.shape[-2]
     if n < 2:
         raise ValueError(f"uniformity: need n >= 2 points, got {n}")
-    logits = (2.0 * t) * (u @ u.mT)  # (..., n, n): −t‖u_i − u_j‖² + 2t
-    logits = logits.masked_fill(torch.eye(n, dtype=torch.bool, device=u.device), -math.inf)
+    logits = (2.0 * t) * cosine_matrix(z)  # (..., n, n): −t‖u_i − u_j‖² + 2t
+    logits = logits.masked_fill(torch.eye(n, dtype=torch.bool, device=z.device), -math.inf)
     return torch.logsumexp(logits.flatten(-2), dim=-1) - 2.0 * t - math.log(n * (n - 1))
 
 
@@ -169,7 +181,7 @@ def uniformity_reference(n: int | None = None, d: int = 2, t: float = 2.0) -> fl
 def angular_spread(z, labels) -> float:
     """Mean over clusters of the mean angle (rad) between ``u_i`` and the cluster's mean direction."""
     u = _unit(_t(z))
-    lab = torch.as_tensor(np.asarray(labels)).long()
+    lab = _labels(labels, u.device)  # (n,)
     out = []
     for c in torch.unique(lab):
         uc = u[lab == c]

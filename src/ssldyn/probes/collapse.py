@@ -9,21 +9,15 @@ tensor ``(...)`` (one value per member) for batched input (the probe signature o
 
 from __future__ import annotations
 
-import numpy as np
 import torch
+
+from ssldyn.probes._common import as_tensor
 
 __all__ = ["embedding_singular_values", "singular_value_ratio", "effective_rank", "dimension_coupling"]
 
 
-def _as_tensor(u) -> torch.Tensor:
-    t = u.detach() if isinstance(u, torch.Tensor) else torch.as_tensor(np.asarray(u))
-    if not (t.is_floating_point() or t.is_complex()):
-        t = t.to(torch.float64)
-    return t
-
-
 def _centered(u, center: bool) -> torch.Tensor:
-    u = _as_tensor(u)
+    u = as_tensor(u)
     if u.dim() < 2 or u.shape[-2] == 0 or u.shape[-1] == 0:
         raise ValueError(f"embeddings must have shape (..., n, z) with n, z >= 1, got {tuple(u.shape)}")
     return u - u.mean(-2, keepdim=True) if center else u
@@ -65,7 +59,7 @@ def dimension_coupling(K) -> tuple[float, float]:
     dimensions do not interact) and ``spread = max_{l,j} |K_ll − K_jj| / max_l |K_ll|`` (0 when
     every dimension sees the same kernel, so every dimension follows the same dynamics, Prop. 1).
     """
-    K = _as_tensor(K)
+    K = as_tensor(K)
     if K.dim() != 4 or K.shape[0] != K.shape[1] or K.shape[2] != K.shape[3]:
         raise ValueError(f"dimension_coupling: need K of shape (n, n, z, z), got {tuple(K.shape)}")
     z = K.shape[-1]

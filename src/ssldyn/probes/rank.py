@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
+
+from ssldyn.probes._common import as_tensor
 
 __all__ = ["rankme"]
 
@@ -39,11 +40,9 @@ def rankme(z: Any, eps: float = 1e-7) -> Tensor:
         >>> round(float(rankme(torch.eye(4))), 3)                  # four equal singular values
         4.0
     """
-    t = z.detach() if isinstance(z, Tensor) else torch.as_tensor(np.asarray(z))
+    t = as_tensor(z)
     if t.dim() not in (2, 3):
         raise ValueError(f"rankme: embeddings must have shape (n, d) or (E, n, d), got {tuple(t.shape)}")
-    if not t.is_floating_point():
-        t = t.to(torch.float64)
     if not bool(torch.isfinite(t).all()):
         raise ValueError("rankme: embeddings contain NaN or inf")
     s = torch.linalg.svdvals(t.to(torch.float64))  # (..., r)

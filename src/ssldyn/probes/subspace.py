@@ -16,6 +16,8 @@ from typing import Literal
 import numpy as np
 import torch
 
+from ssldyn.probes._common import as_tensor
+
 __all__ = [
     "column_space_basis",
     "principal_angles",
@@ -27,15 +29,18 @@ __all__ = [
 ]
 
 
-def _as_tensor(a) -> torch.Tensor:
-    t = a.detach() if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a))
-    return t if t.is_floating_point() else t.to(torch.float64)
+def _significant(s: torch.Tensor, tol: float) -> torch.Tensor:
+    """The singular values ``s (..., m)`` above ``tol`` times the largest of their matrix: a bool mask ``(..., m)``
+    (the numerical rank is its sum)."""
+    if not s.shape[-1]:
+        return s > 0  # no singular value: an empty mask
+    return s > tol * s.amax(-1, keepdim=True).clamp_min(torch.finfo(s.dtype).tiny)
 
 
 def column_space_basis(A, tol: float = 1e-10) -> torch.Tensor:
     """Orthonormal basis of the column space of ``A (n, k)`` (SVD, rank by relative ``tol``) ``(n, r)``."""
-    U, s, _ = torch.linalg.svd(_as_tensor(A), full_matrices=False)
-    r = int((s > tol * s.max().clamp_min(torch.finfo(s.dtype).tiny)).sum()) if s.numel() else 0
+    U, s, _ = torch.linalg.svd(as_tensor(A), full_matrices=False)
+    r = int(_significant(s, tol).sum())
     return U[:, :r]
 
 
@@ -45,7 +50,7 @@ def principal_angles(A, B) -> torch.Tensor:
     ``cos θ_k`` are the singular values of ``Q_Aᵀ Q_B`` (Björck & Golub 1973); min(rank) angles.
     Tensors or arrays.
     """
-    A, B = _as_tensor(A), _as_tensor(B)
+    A, B = as_tensor(A), as_tensor(B)
     if A.dim() != 2 or B.dim() != 2 or A.shape[0] != B.shape[0]:
         raise ValueError(f"principal_angles: need A (n, a) and B (n, b), got {tuple(A.shape)}, {tuple(B.shape)}")
     Qa, Qb = column_space_basis(A), column_space_basis(B)
@@ -63,13 +68,13 @@ def projection_norms(vectors, Q, tol: float = 1e-10) -> torch.Tensor:
     Conj. 2: the eigenvectors of the most negative eigenvalues lie in span(q) in the limit,
     i.e. these norms tend to 1.
     """
-    vectors, Q = _as_tensor(vectors), _as_tensor(Q)
+    vectors, Q = as_tensor(vectors), as_tensor(Q)
     if vectors.dim() < 2 or Q.dim() < 2 or vectors.shape[-2] != Q.shape[-2]:
         raise ValueError(
             f"projection_norms: need vectors (..., n, k) and Q (..., n, r), got {tuple(vectors.shape)}, {tuple(Q.shape)}"
         )
     U, s, _ = torch.linalg.svd(Q, full_matrices=False)  # (..., n, m), (..., m)
-    keep = s > tol * s.amax(-1, keepdim=True).clamp_min(torch.finfo(s.dtype).tiny) if s.shape[-1] else s > 0
+    keep = _significant(s, tol)  # (..., m)
     B = U * keep[..., None, :]  # (..., n, m): the columns beyond each matrix's rank set to 0
     return (B.mT @ vectors).norm(dim=-2) / vectors.norm(dim=-2).clamp_min(1e-30)
 
@@ -80,7 +85,7 @@ def distance_up_to_sign(a, b) -> torch.Tensor:
     The distance of ``a`` to the line direction ``±b`` given up to its sign (an eigenvector: Thm. 3's
     ``q → ±v_1``). For a unit ``b`` it is ``√(‖a‖² + 1 − 2|⟨a, b⟩|)``.
     """
-    a, b = _as_tensor(a), _as_tensor(b)
+    a, b = as_tensor(a), as_tensor(b)
     return torch.minimum((a - b).norm(dim=-1), (a + b).norm(dim=-1))
 
 
@@ -93,7 +98,7 @@ def pca_components(X, k: int) -> torch.Tensor:
     first such entry on ties) — scikit-learn's ``PCA.components_`` convention (``svd_flip`` with
     ``u_based_decision=False``) — so every device sees the same data. ``X`` is not centered here.
     """
-    X = _as_tensor(X)
+    X = as_tensor(X)
     if X.dim() != 2 or not 1 <= int(k) <= min(X.shape):
         raise ValueError(f"pca_components: need X (n, D) and 1 <= k <= min(n, D), got {tuple(X.shape)}, k={k}")
     _, _, Vh = torch.linalg.svd(X, full_matrices=False)  # (min(n, D), D)
@@ -110,7 +115,7 @@ def output_gap(u_phi, u_lin, reduce: Literal["mean", "max"] = "mean") -> float |
     """
     if reduce not in ("mean", "max"):
         raise ValueError(f"output_gap: reduce {reduce!r}: allowed values are mean, max")
-    u_phi, u_lin = _as_tensor(u_phi), _as_tensor(u_lin)
+    u_phi, u_lin = as_tensor(u_phi), as_tensor(u_lin)
     if u_phi.shape != u_lin.shape or u_phi.dim() < 2:
         raise ValueError(
             f"output_gap: need two embeddings (..., n, z) of one shape, got {tuple(u_phi.shape)}, {tuple(u_lin.shape)}"

@@ -73,6 +73,11 @@ def verdict_words(status: str) -> tuple[str, str]:
     return VERDICT_WORDS.get(status, ("fail", status.upper()))
 
 
+def verdict_of(claim: Any) -> tuple[str, str]:
+    """(CSS class, word) of a claim's verdict (:func:`status_of`, :func:`verdict_words`): ``("pass", "PASS")``."""
+    return verdict_words(status_of(claim))
+
+
 # --------------------------------------------------------------------------------------
 # relations
 # --------------------------------------------------------------------------------------
@@ -313,11 +318,17 @@ class ClaimSpec:
 
     @property
     def row(self) -> str:
-        """The paper-results row (``result`` or the first reference of ``location``)."""
-        if self.result:
-            return self.result
-        refs = references(self.location)
-        return refs[0] if refs else self.location
+        """The paper-results row (``result`` or the first reference of ``location``: :func:`result_row`)."""
+        return result_row(self.result, self.location)
+
+
+def result_row(result: str, location: str) -> str:
+    """The row of the paper's results table a claim belongs to: its declared ``result``, else the first
+    reference in its ``location`` (``"Fig. 3 (left), Remark 3.1"`` -> ``"Fig. 3"``), else the location."""
+    if result:
+        return result
+    refs = references(location)
+    return refs[0] if refs else location
 
 
 def declaration_problems(spec: ClaimSpec, cfgs: Sequence[Any] = ()) -> list[str]:
@@ -834,6 +845,7 @@ def _is_finite_number(v: Any) -> bool:
 __all__ = [
     "KINDS", "Relation", "gt", "ge", "lt", "le", "between", "is_true", "equals", "Rule", "MEAN_AND_80",
     "every_seed", "whole_interval", "pooled", "ClaimSpec", "Erratum", "references", "reference_in_text",
-    "Measured", "Claim", "evaluate", "t_interval", "STATUSES", "CONTROLLED_KINDS", "VERDICT_WORDS", "status_of", "verdict_words", "Robustness",
-    "bootstrap_median_interval", "wilson_interval", "clip_interval", "format_estimate", "declaration_problems",
+    "Measured", "Claim", "evaluate", "t_interval", "STATUSES", "CONTROLLED_KINDS", "VERDICT_WORDS", "status_of",
+    "verdict_words", "verdict_of", "result_row", "Robustness", "bootstrap_median_interval", "wilson_interval",
+    "clip_interval", "format_estimate", "declaration_problems",
 ]  # fmt: skip

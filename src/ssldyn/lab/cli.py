@@ -12,7 +12,6 @@ words are never broken; long values wrap on spaces.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from rich.text import Text
 from ssldyn.errors import UserError
 from ssldyn.lab import textlayout
 
-__all__ = ["EXECUTORS", "list_cmd", "show_cmd", "run_cmd", "reproduce_cmd", "report_cmd", "main"]
+__all__ = ["list_cmd", "show_cmd", "run_cmd", "reproduce_cmd", "report_cmd", "main"]
 
 app = typer.Typer(
     add_completion=False,
@@ -61,8 +60,6 @@ def _command(name: str, examples: list[str]):  # a decorator
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
-
-EXECUTORS = ("local", "ray")
 
 # options several commands share (one definition: the same flag and help everywhere)
 _OUT = typer.Option("ssldyn-runs", help="output directory (run store)")
@@ -485,50 +482,36 @@ def _print_scores(out: str | Path) -> None:
 
 
 def _check_out(out: str) -> None:
-    if not str(out).strip():
-        raise UserError("--out '': give a directory (default: ssldyn-runs)")
+    from ssldyn.lab.store import check_out_given
+
+    check_out_given(out)
 
 
 def _check_executor(executor: str, max_retries: int) -> None:
-    if executor not in EXECUTORS:
-        raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
-    if max_retries < 0:
-        raise UserError(f"--max-retries {max_retries}: must be >= 0")
+    from ssldyn.lab.executors import check_executor
+
+    check_executor(executor, max_retries)
 
 
 def _jobs(jobs: int | None, device: str) -> int:
     """``--jobs``: None -> the CPU cores on a CPU, 1 on a GPU (one device); otherwise an integer >= 1."""
+    from ssldyn.lab.tasks import check_count, default_workers
+
     if jobs is None:
-        if device.startswith("cuda"):
-            return 1
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # not on Linux
-            return max(1, os.cpu_count() or 1)
-    if jobs < 1:
-        raise UserError(f"--jobs {jobs}: must be an integer >= 1")
-    return jobs
+        return 1 if device.startswith("cuda") else default_workers()
+    return check_count("--jobs", jobs)
 
 
 def _execute(specs, out, executor, force, address, max_retries, title, workers=None, jobs=1, notes=True):
     """Set torch threads (``SSLDYN_THREADS`` or the core count), run specs with a progress bar and print
     each run's note (``notes``); on Ctrl-C say what finished and how to resume."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from ssldyn.lab.context import set_threads
+    from ssldyn.lab.context import progress_display, set_threads
     from ssldyn.lab.executors import execute
     from ssldyn.lab.store import RunStore
 
     set_threads()
     try:
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as bar:
+        with progress_display(console, indent="") as bar:
             items = execute(
                 specs,
                 out,
@@ -587,11 +570,13 @@ def _print_plan(specs: list[Any], out: Path, quick: bool) -> None:
 
 def _print_items(items: list[Any], title: str, out: Path) -> None:
     """A table of sweep / reproduce outcomes; errors and run directories below it."""
+    from ssldyn.lab.scores import outcome_counts
+
     console.print(title, markup=False, style="bold", width=_width())
     rows, tp, tn = [], 0, 0
     for it in items:
-        cl = it.run.claims if it.run is not None else []
-        p, n = sum(c.passed for c in cl), len(cl)
+        o = outcome_counts(it.run.claims if it.run is not None else [], None)
+        p, n = o.passed, o.total
         tp, tn = tp + p, tn + n
         t = "cached" if it.status == "cached" else f"{it.seconds:.1f} s"
         rows.append([_run_label(it.spec), it.status, t, f"{p}/{n}", it.spec.digest])
@@ -634,9 +619,9 @@ def _print_run(o: Any) -> None:
 
 
 def _verdict(c: Any) -> str:
-    from ssldyn.lab.claims import status_of, verdict_words
+    from ssldyn.lab.claims import verdict_of
 
-    return verdict_words(status_of(c))[1]
+    return verdict_of(c)[1]
 
 
 def _measured_cell(c: Any) -> str:
@@ -659,9 +644,9 @@ def _fmt_measured(value: Any) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one clean line and exit code 2 for user mistakes."""
     try:
-        raw = os.environ.get("SSLDYN_THREADS", "").strip()
-        if raw and (not raw.isdigit() or not 1 <= int(raw) <= 4096):
-            raise UserError(f"SSLDYN_THREADS={raw[:40]!r}: must be an integer from 1 to 4096 (torch threads)")
+        from ssldyn.lab.threads import threads_from_env
+
+        threads_from_env()  # a bad SSLDYN_THREADS is one error line before any command runs
         rv = typer.main.get_command(app).main(args=argv, prog_name="ssldyn", standalone_mode=False)
     except UserError as e:
         err_console.print(f"error: {e}", markup=False, soft_wrap=True)

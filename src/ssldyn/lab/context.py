@@ -15,7 +15,7 @@ import torch
 from ssldyn.errors import UserError
 from ssldyn.lab.threads import keep_heap_pad, set_threads, threads_from_env, torch_threads  # noqa: F401 (re-exported)
 
-__all__ = ["seed_everything", "resolve_device", "Context"]
+__all__ = ["seed_everything", "resolve_device", "progress_display", "Context"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,6 +41,15 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: CUDA is not available on this machine; use --device cpu")
     return dev
+
+
+def progress_display(console: Any = None, *, indent: str = "  ") -> Any:
+    """The lab's transient ``rich.progress.Progress``: description (after ``indent``), bar, done/total and
+    elapsed time, on ``console`` (default: rich's). Bars of runs and tasks are added to it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn(indent + "{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True)  # fmt: skip
 
 
 @dataclass
@@ -161,15 +170,11 @@ class Context:
 
     @contextmanager
     def progress_bars(self) -> Iterator[Context]:
-        """Open a rich progress display for the duration of a run (used by the runner)."""
+        """Open a rich progress display (:func:`progress_display`) for the duration of a run."""
         if not self.progress or self._bar is not None:
             yield self
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(
-            TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
-        ) as bar:
+        with progress_display() as bar:
             self._bar = bar
             try:
                 yield self

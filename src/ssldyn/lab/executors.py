@@ -20,9 +20,9 @@ from typing import Any
 from ssldyn.errors import UserError
 from ssldyn.lab.runner import RunSpec, commit_run, compute_run, format_exception_line
 from ssldyn.lab.store import RunStore, StoredRun, check_out_dir
-from ssldyn.lab.tasks import check_workers
+from ssldyn.lab.tasks import check_count, check_workers
 
-__all__ = ["EXECUTORS", "SweepItem", "execute"]
+__all__ = ["EXECUTORS", "SweepItem", "check_executor", "execute"]
 
 EXECUTORS = ("local", "ray")
 
@@ -62,6 +62,14 @@ class _Bar:
             self.progress.update(self.task, description=desc, advance=done + failed)
 
 
+def check_executor(executor: str, max_retries: int) -> None:
+    """``--executor`` must be one of :data:`EXECUTORS` and ``--max-retries`` >= 0 (else one :class:`UserError`)."""
+    if executor not in EXECUTORS:
+        raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
+    if max_retries < 0:
+        raise UserError(f"--max-retries {max_retries}: must be >= 0")
+
+
 def execute(
     specs: list[RunSpec],
     out: str | Path,
@@ -86,10 +94,7 @@ def execute(
     ``jobs``: local runs computed at the same time, each in its own single-thread worker process
     (longest first; the driver alone writes the store); a run's own tasks then run in its worker.
     """
-    if executor not in EXECUTORS:
-        raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
-    if max_retries < 0:
-        raise UserError(f"--max-retries {max_retries}: must be >= 0")
+    check_executor(executor, max_retries)
     workers = check_workers(workers)
     check_out_dir(out)
     store = RunStore(out)
@@ -113,8 +118,7 @@ def execute(
             todo.append(i)
     bar = _Bar(None if isinstance(progress, bool) else progress, len(specs), title)
     bar.update(done=len(specs) - len(todo))
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise UserError(f"--jobs {jobs!r}: must be an integer >= 1")
+    check_count("--jobs", jobs)
     cuda = any(specs[i].device.startswith("cuda") for i in todo)
     todo = start_order([specs[i].experiment for i in todo], todo)  # sources of reused results first
     if executor == "local" and jobs > 1 and len(todo) > 1 and not cuda and not raise_errors:
@@ -155,8 +159,7 @@ def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, for
         except UserError as exc:  # a config rule checked inside run(): this run fails, a sweep goes on
             if raise_errors or len(todo) == 1:
                 raise
-            store.record_failure(spec.experiment, spec.digest, f"error: {exc}", spec.config)
-            items[i] = SweepItem(spec, "failed", error=f"error: {exc}", seconds=time.perf_counter() - t0)
+            items[i] = _failed(store, spec, f"error: {exc}", t0)
             bar.update(failed=1, running=0)
         except (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
             if not _inside(exc.filename, store.out):
@@ -165,10 +168,15 @@ def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, for
         except Exception as exc:  # the sweep goes on; the run is marked failed with its error
             if raise_errors:
                 raise
-            err = format_exception_line(exc)
-            store.record_failure(spec.experiment, spec.digest, err, spec.config)
-            items[i] = SweepItem(spec, "failed", error=err, seconds=time.perf_counter() - t0)
+            items[i] = _failed(store, spec, format_exception_line(exc), t0)
             bar.update(failed=1, running=0)
+
+
+def _failed(store: RunStore, spec: RunSpec, error: str, t0: float) -> SweepItem:
+    """Mark the run of ``spec`` failed in the store (its error line and config; a later success removes the
+    mark) and return its outcome, timed from ``t0``."""
+    store.record_failure(spec.experiment, spec.digest, error, spec.config)
+    return SweepItem(spec, "failed", error=error, seconds=time.perf_counter() - t0)
 
 
 def _discoverable(name: str) -> bool:
@@ -318,8 +326,7 @@ def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:
                         raise UserError(f"--out {str(store.out)!r}: cannot write there ({exc.strerror})") from None
                     except Exception as exc:  # the sweep goes on; the run is marked failed with its error
                         err = f"error: {exc}" if isinstance(exc, UserError) else format_exception_line(exc)
-                        store.record_failure(spec.experiment, spec.digest, err, spec.config)
-                        items[i] = SweepItem(spec, "failed", error=err, seconds=time.perf_counter() - t0s[i])
+                        items[i] = _failed(store, spec, err, t0s[i])
                         bar.update(failed=1, running=min(jobs, len(pending)), label=spec.experiment)
                     finally:
                         held.pop(i).close()
@@ -426,9 +433,7 @@ def _run_ray(specs, todo, items, store, bar, address, max_retries, force=False) 
                 items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0)
                 bar.update(done=1, running=len(pending), label=spec.experiment)
             except Exception as exc:  # retries exhausted (task error or worker death)
-                err = _ray_error_line(exc)
-                store.record_failure(spec.experiment, spec.digest, err, spec.config)
-                items[i] = SweepItem(spec, "failed", error=err, seconds=time.perf_counter() - t0)
+                items[i] = _failed(store, spec, _ray_error_line(exc), t0)
                 bar.update(failed=1, running=len(pending), label=spec.experiment)
             submit_ready()  # after the commit: a reusing run starts once its source's run is in the store
     finally:

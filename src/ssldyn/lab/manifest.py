@@ -37,12 +37,13 @@ _BUILTIN_PREFIX = "ssldyn.experiments."
 def entry(exp: Any) -> dict[str, Any]:
     """The manifest entry of one experiment class (JSON-ready)."""
     from ssldyn.lab.config import config_schema_rows, format_value
+    from ssldyn.lab.study import config_value
 
     defaults = exp.default_config().model_dump(mode="json")
     quick = exp.quick_config().model_dump(mode="json")
     rows = []
     for key, type_text, default, description in config_schema_rows(exp.Config):
-        q = _lookup(quick, key)
+        q = config_value(quick, key)
         q_text = format_value(q)
         rows.append(
             {
@@ -157,12 +158,6 @@ def find(name: str) -> dict[str, Any]:
     near = difflib.get_close_matches(name, list(entries), n=3, cutoff=0.4) if len(name) <= 200 else []
     hint = f"; did you mean {', '.join(near)}?" if near else ""
     raise UserError(f"unknown experiment {echo(name)}{hint} (see `ssldyn list`)")
-
-
-def _lookup(tree: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        tree = tree.get(part) if isinstance(tree, dict) else None
-    return tree
 
 
 def _dedent_doc(doc: str | None) -> str:

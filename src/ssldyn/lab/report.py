@@ -23,13 +23,15 @@ from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from ssldyn._version import __version__
-from ssldyn.lab.claims import Claim, status_of, verdict_words
+from ssldyn.lab.claims import Claim, verdict_of
 from ssldyn.lab.registry import PAPERS, all_experiments
-from ssldyn.lab.scores import Outcomes, PaperScore, canonical_runs, outcome_counts, paper_scores
+from ssldyn.lab.report_study import relative_url, slug
+from ssldyn.lab.robustness import claims_at
+from ssldyn.lab.scores import Outcomes, PaperScore, canonical_runs, outcome_counts, paper_scores, run_scale
 from ssldyn.lab.store import atomic_write_text
+from ssldyn.lab.study import point_text, value_text
 
 __all__ = ["KIND_TITLES", "build_report"]
 
@@ -51,19 +53,8 @@ figcaption{font-size:12px;color:#555}pre{background:#f1f3f6;padding:8px;overflow
 """
 
 
-def _rel(target: Path, start: Path) -> str:
-    import os
-
-    return quote(os.path.relpath(target, start).replace(os.sep, "/"))
-
-
 KIND_TITLES = {"paper": "paper", "consequence": "consequence", "sanity": "sanity", "erratum": "erratum",
                "unclassified": "unclassified"}  # fmt: skip
-
-
-def _verdict(c: Claim) -> tuple[str, str]:
-    """(CSS class, word) of a claim's verdict."""
-    return verdict_words(status_of(c))
 
 
 def _control_cell(c: Claim) -> str:
@@ -79,7 +70,7 @@ def _control_cell(c: Claim) -> str:
 
 
 def _claim_row(c: Claim) -> str:
-    cls, word = _verdict(c)
+    cls, word = verdict_of(c)
     note = f"<div class='meta'>{escape(c.note)}</div>" if c.note else ""
     how = []
     for label, text in (("reading", c.reading), ("derivation", c.derivation), ("threshold basis", c.basis),
@@ -124,19 +115,18 @@ def _run_block(run: Any, report_dir: Path) -> str:
     meta, rec = run.meta, run.config_record
     notes = "".join(f"<div class='note'>{escape(str(n))}</div>" for n in run.notes)
     figs = "".join(
-        f"<figure><a href='{_rel(f, report_dir)}'><img src='{_rel(f, report_dir)}' alt='{escape(f.name)}' loading='lazy'></a>"
+        f"<figure><a href='{relative_url(f, report_dir)}'><img src='{relative_url(f, report_dir)}' alt='{escape(f.name)}' loading='lazy'></a>"
         f"<figcaption>{escape(f.name)}</figcaption></figure>"
         for f in run.figures
     )
     cfg = escape(json.dumps(rec.get("config", {}), indent=2, sort_keys=True))
-    seeds = rec.get("seeds", [rec.get("seed")])
     label = meta.get("label") or ""
     return (
         f"<p class='meta'>preset <b>{escape(str(meta.get('preset')))}</b>"
-        f"{' · ' + escape(label) if label else ''} · seeds {escape(', '.join(map(str, seeds)))}"
+        f"{' · ' + escape(label) if label else ''} · seeds {escape(', '.join(map(str, run.seeds)))}"
         f" · device {escape(str(rec.get('device')))} · run time {float(meta.get('run_seconds', 0)):.1f} s"
         f" · finished {escape(str(meta.get('started', '')))}"
-        f" · <a href='{_rel(run.path, report_dir)}/'>run directory {escape(run.path.name)}</a></p>"
+        f" · <a href='{relative_url(run.path, report_dir)}/'>run directory {escape(run.path.name)}</a></p>"
         f"{notes}{_claims_table(run)}<div>{figs}</div>"
         f"<details><summary>config</summary><pre>{cfg}</pre></details>"
     )
@@ -183,7 +173,7 @@ def _quick_vs_paper(paper_run: Any, quick_run: Any, report_dir: Path) -> str:
     def cell(c: Claim | None) -> str:
         if c is None:
             return "<td class='meta'>—</td>"
-        cls, word = _verdict(c)
+        cls, word = verdict_of(c)
         return f"<td><span class='{cls}'>{word}</span> {escape(c.measured_text())}</td>"
 
     rows = "".join(
@@ -193,9 +183,9 @@ def _quick_vs_paper(paper_run: Any, quick_run: Any, report_dir: Path) -> str:
     )
     return (
         "<h4>Paper scale and quick, side by side</h4><table><tr><th>claim</th>"
-        f"<th>paper scale (<a href='{_rel(paper_run.path, report_dir)}/'>{escape(paper_run.path.name)}</a>, "
+        f"<th>paper scale (<a href='{relative_url(paper_run.path, report_dir)}/'>{escape(paper_run.path.name)}</a>, "
         f"seeds {escape(', '.join(map(str, paper_run.seeds)))})</th>"
-        f"<th>quick (<a href='{_rel(quick_run.path, report_dir)}/'>{escape(quick_run.path.name)}</a>, "
+        f"<th>quick (<a href='{relative_url(quick_run.path, report_dir)}/'>{escape(quick_run.path.name)}</a>, "
         f"seeds {escape(', '.join(map(str, quick_run.seeds)))})</th></tr>{rows}</table>"
         f"<details><summary>the quick-scale run</summary>{_run_block(quick_run, report_dir)}</details>"
     )
@@ -211,10 +201,10 @@ def _studies_block(studies: list[Any], res: Any, pages: dict[str, Path], report_
         pts = []
         for p in st.points:
             r = done.get(p["hash"])
-            vals = ", ".join(f"{k}={_value_text(v)}" for k, v in p["values"].items())
+            vals = point_text(p["values"])
             b = _badge(r.claims) if r is not None else ("bf", "not finished")
             pts.append(f"<span class='badge {b[0]}'>{escape(vals)}: {escape(b[1])}</span>")
-        href = _rel(pages[st.id], report_dir) if st.id in pages else "#"
+        href = relative_url(pages[st.id], report_dir) if st.id in pages else "#"
         kind = st.source if st.source in ("sweep", "robustness") else "variants"
         items.append(f"<li><a href='{href}'>{escape(st.title)}</a> <span class='meta'>({kind}, preset "
                      f"{escape(st.preset)}, seeds {escape(', '.join(map(str, st.seeds)))})</span><div>{''.join(pts)}"
@@ -239,28 +229,27 @@ def _robustness_block(exp: Any, studies: list[Any], res: Any, pages: dict[str, P
         for pt in st.points:
             run = by_hash.get(pt["hash"])
             cells = []
-            for cid in rb.claims:
-                c = next((c for c in run.claims if c.id == cid), None) if run is not None else None
+            for cid, c in claims_at(run, rb.claims):
                 if c is None:
                     cells.append("<td class='meta'>not run</td>")
                     continue
                 summary[cid][1] += 1
                 summary[cid][0] += c.status == "pass"
-                cls, word = _verdict(c)
+                cls, word = verdict_of(c)
                 ctrl = f"<div class='meta'>control {escape(str(c.control_value))}</div>" if c.control_values else ""
                 cells.append(f"<td><span class='{cls}'>{word}</span> {escape(c.measured_text())}{ctrl}</td>")
-            vals = "".join(f"<td>{escape(_value_text(pt['values'].get(k)))}</td>" for k in keys)
+            vals = "".join(f"<td>{escape(value_text(pt['values'].get(k)))}</td>" for k in keys)
             rows.append(f"<tr>{vals}{''.join(cells)}</tr>")
         holds = " · ".join(f"<code>{escape(c)}</code> holds at {n}/{t} points" for c, (n, t) in summary.items())
-        link = f" · <a href='{_rel(pages[st.id], report_dir)}'>plots against each knob</a>" if st.id in pages else ""
+        link = (
+            f" · <a href='{relative_url(pages[st.id], report_dir)}'>plots against each knob</a>"
+            if st.id in pages
+            else ""
+        )
         heads = "".join(f"<th>{escape(k)}</th>" for k in keys) + "".join(f"<th>{escape(c)}</th>" for c in rb.claims)
         blocks.append(head + f"<p class='meta'>{holds} (preset {escape(st.preset)}, seeds "
                       f"{escape(', '.join(map(str, st.seeds)))}){link}</p><table><tr>{heads}</tr>{''.join(rows)}</table>")  # fmt: skip
     return "".join(blocks)
-
-
-def _value_text(v: Any) -> str:
-    return v if isinstance(v, str) else json.dumps(v, default=str)
 
 
 def _canonical_by_preset(records: list[Any]) -> dict[tuple[str, str], Any]:
@@ -268,8 +257,7 @@ def _canonical_by_preset(records: list[Any]) -> dict[tuple[str, str], Any]:
     out: dict[tuple[str, str], Any] = {}
     for r in records:  # newest first
         if r.canonical:
-            scale = "paper" if r.preset in ("paper", "default") else "quick"
-            out.setdefault((r.experiment, scale), r)
+            out.setdefault((r.experiment, run_scale(r.preset)), r)
     return out
 
 
@@ -342,9 +330,9 @@ def build_report(out: str | Path) -> Path:
             )
             desc = exp.description if exp else head.meta.get("description", "")
             fig = exp.figure if exp else head.meta.get("figure", "")
-            anchor = _slug(name)
+            anchor = slug(name)
             study_toc = "".join(
-                f"<li><a href='{_rel(pages[st.id], report_dir)}'>{escape(st.title)}</a></li>"
+                f"<li><a href='{relative_url(pages[st.id], report_dir)}'>{escape(st.title)}</a></li>"
                 for st in studies_by_exp.get(name, [])
                 if st.id in pages
             )
@@ -352,7 +340,7 @@ def build_report(out: str | Path) -> Path:
                              f"{escape(badge[1])}</span>{f'<ul>{study_toc}</ul>' if study_toc else ''}</li>")  # fmt: skip
             other_h = f"<h4>Other runs (variants, sweep points, other scales)</h4>{others}" if others else ""
             index_link = out / name / "runs.csv"
-            index_html = (f" · <a href='{_rel(index_link, report_dir)}'>all runs (runs.csv)</a>"
+            index_html = (f" · <a href='{relative_url(index_link, report_dir)}'>all runs (runs.csv)</a>"
                           if index_link.is_file() else "")  # fmt: skip
             if name in canon:
                 which = (f"Headline and badge: the paper-default run at {'quick' if head.preset == 'quick' else 'paper'}"
@@ -436,9 +424,3 @@ def _quick_note(sc: PaperScore) -> str:
         " · <i>quick scale: a claim that fails or is inconclusive here may pass at paper scale (fewer seeds, "
         "shorter runs); the paper-scale run is the verdict</i>"
     )
-
-
-def _slug(text: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"

@@ -16,20 +16,24 @@
 
 from __future__ import annotations
 
-import json
 import math
+import os
 import re
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
 
-from ssldyn.lab.claims import status_of, t_interval, verdict_words
-from ssldyn.lab.study import Study
+from ssldyn.lab.claims import t_interval, verdict_of, verdict_words
+from ssldyn.lab.study import Study, point_text, value_key, value_text
+from ssldyn.lab.summary import estimate_text
 
-__all__ = ["claim_points", "summary_points", "plot_against_axes", "write_study_page", "study_page_path"]
+__all__ = [
+    "slug", "relative_url", "claim_points", "summary_points", "plot_against_axes", "write_study_page", "study_page_path",
+]  # fmt: skip
 
 STEPPER_JS = """
 (function () {
@@ -76,16 +80,19 @@ td.num{white-space:nowrap}
 """
 
 
-def _text(v: Any) -> str:
-    return v if isinstance(v, str) else json.dumps(v, default=str)
-
-
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """``text`` as an HTML anchor or a file name of the report: letters, digits and ``._-`` (each run of other
+    characters becomes one ``_``)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
 
 
+def relative_url(target: Path, start: Path) -> str:
+    """The relative, URL-quoted link from the page folder ``start`` to ``target`` (the report has no absolute links)."""
+    return quote(os.path.relpath(target, start).replace(os.sep, "/"))
+
+
 def study_page_path(report_dir: Path, study: Study) -> Path:
-    return report_dir / "studies" / _slug(study.experiment) / f"{_slug(study.id)}.html"
+    return report_dir / "studies" / slug(study.experiment) / f"{slug(study.id)}.html"
 
 
 def claim_points(results: Any, study: Study, claim: str) -> pd.DataFrame:
@@ -160,11 +167,11 @@ def plot_against_axes(points: pd.DataFrame, study: Study, title: str, path: Path
     thr = _threshold(pd.Series(points["expected"])) if "expected" in points else None
     for ax, axis in zip(axes[0], study.axes):
         others = [k for k in study.keys if k != axis.key]
-        pos = {json.dumps(v, sort_keys=True, default=str): i for i, v in enumerate(axis.values)}
+        pos = {value_key(v): i for i, v in enumerate(axis.values)}
         numeric = axis.numeric and len(axis.values) > 1
-        groups = points.groupby([points[k].map(_text) for k in others], sort=False) if others else [((), points)]
+        groups = points.groupby([points[k].map(value_text) for k in others], sort=False) if others else [((), points)]
         for gi, (gkey, g) in enumerate(groups):
-            g = g.assign(_order=[pos.get(json.dumps(v, sort_keys=True, default=str), 0) for v in g[axis.key]])
+            g = g.assign(_order=[pos.get(value_key(v), 0) for v in g[axis.key]])
             g = g.sort_values("_order")
             x = g[axis.key].astype(float).to_numpy() if numeric else g["_order"].to_numpy(dtype=float)
             y = g["estimate"].to_numpy(dtype=float)
@@ -189,7 +196,7 @@ def plot_against_axes(points: pd.DataFrame, study: Study, title: str, path: Path
             if (vals > 0).all() and vals.max() / vals.min() >= 20:
                 ax.set_xscale("log")
         else:
-            ax.set_xticks(range(len(axis.values)), [_text(v) for v in axis.values])
+            ax.set_xticks(range(len(axis.values)), [value_text(v) for v in axis.values])
         ax.set_xlabel(axis.key)
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=10)
@@ -198,24 +205,11 @@ def plot_against_axes(points: pd.DataFrame, study: Study, title: str, path: Path
     return save_figure(fig, path)
 
 
-def _rel(target: Path, start: Path) -> str:
-    import os
-    from urllib.parse import quote
-
-    return quote(os.path.relpath(target, start).replace(os.sep, "/"))
-
-
-def _cell(est: float, lo: float, hi: float) -> str:
-    from ssldyn.lab.summary import estimate_text
-
-    return estimate_text(est, lo, hi)
-
-
 def write_study_page(results: Any, study: Study, report_dir: Path, css: str, failures: dict[str, str]) -> Path:
     """Write the study's page (and its plots) under ``report_dir/studies/`` and return its path."""
     path = study_page_path(report_dir, study)
     page_dir = path.parent
-    plot_dir = page_dir / _slug(study.id)
+    plot_dir = page_dir / slug(study.id)
     plot_dir.mkdir(parents=True, exist_ok=True)
     sub = results.select(hashes=study.hashes)
     claims = sub.claims
@@ -227,7 +221,7 @@ def write_study_page(results: Any, study: Study, report_dir: Path, css: str, fai
     body = []
     for i, p in enumerate(study.points):
         h = p["hash"]
-        cells = "".join(f"<td>{escape(_text(p['values'][k]))}</td>" for k in study.keys)
+        cells = "".join(f"<td>{escape(value_text(p['values'][k]))}</td>" for k in study.keys)
         if h not in done:
             why = failures.get(h, "not finished")
             cells += f"<td><a href='#point-{i}'>{escape(h)}</a></td><td class='fail' colspan='{max(1, len(ids))}'>"
@@ -241,7 +235,7 @@ def write_study_page(results: Any, study: Study, report_dir: Path, css: str, fai
                     continue
                 f = c.iloc[0]
                 cls, word = verdict_words(str(f["status"]) or ("pass" if f["passed"] else "fail"))
-                cells += (f"<td class='num'><span class='{cls}'>{word}</span> {escape(_cell(f['estimate'], f['lo'], f['hi']))}"
+                cells += (f"<td class='num'><span class='{cls}'>{word}</span> {escape(estimate_text(f['estimate'], f['lo'], f['hi']))}"
                           f" <span class='meta'>({int(c['seed_passed'].sum())}/{len(c)})</span></td>")  # fmt: skip
         body.append(f"<tr>{cells}</tr>")
     legend = "".join(
@@ -258,14 +252,14 @@ def write_study_page(results: Any, study: Study, report_dir: Path, css: str, fai
         pts = claim_points(results, study, cid)
         if pts.empty or not np.isfinite(pts["estimate"].astype(float)).any():
             continue
-        png = plot_against_axes(pts, study, cid, plot_dir / f"claim-{_slug(cid)}.png", ylabel="measured")
-        figs.append(f"<figure><img src='{_rel(png, page_dir)}' alt='{escape(cid)}'><figcaption>claim "
+        png = plot_against_axes(pts, study, cid, plot_dir / f"claim-{slug(cid)}.png", ylabel="measured")
+        figs.append(f"<figure><img src='{relative_url(png, page_dir)}' alt='{escape(cid)}'><figcaption>claim "
                     f"<code>{escape(cid)}</code></figcaption></figure>")  # fmt: skip
     sfigs = []
     for name in numeric_summaries(results, study):
         pts = summary_points(results, study, name)
-        png = plot_against_axes(pts, study, name, plot_dir / f"summary-{_slug(name)}.png", ylabel=name)
-        sfigs.append(f"<figure><img src='{_rel(png, page_dir)}' alt='{escape(name)}' loading='lazy'><figcaption>"
+        png = plot_against_axes(pts, study, name, plot_dir / f"summary-{slug(name)}.png", ylabel=name)
+        sfigs.append(f"<figure><img src='{relative_url(png, page_dir)}' alt='{escape(name)}' loading='lazy'><figcaption>"
                      f"{escape(name)}</figcaption></figure>")  # fmt: skip
     plots = f"<h3>Claims against the swept keys</h3><div class='plots'>{''.join(figs)}</div>" if figs else ""
     if sfigs:
@@ -274,7 +268,7 @@ def write_study_page(results: Any, study: Study, report_dir: Path, css: str, fai
     # the stepper: one select per axis; every grid point's section (all shown without JavaScript)
     selects = "".join(
         f"<label>{escape(a.key)}<select name='a{j}'>"
-        + "".join(f"<option value='{i}'>{escape(_text(v))}</option>" for i, v in enumerate(a.values))
+        + "".join(f"<option value='{i}'>{escape(value_text(v))}</option>" for i, v in enumerate(a.values))
         + "</select></label>"
         for j, a in enumerate(study.axes)
     )
@@ -283,7 +277,7 @@ def write_study_page(results: Any, study: Study, report_dir: Path, css: str, fai
     sections = []
     for i, p in enumerate(study.points):
         key = "&".join(f"a{j}={_index(a.values, p['values'][a.key])}" for j, a in enumerate(study.axes))
-        title = " · ".join(f"{k} = {_text(p['values'][k])}" for k in study.keys)
+        title = " · ".join(f"{k} = {value_text(p['values'][k])}" for k in study.keys)
         rec = done.get(p["hash"])
         if rec is None:
             content = f"<p class='fail'>{escape(failures.get(p['hash'], 'not finished'))}</p>"
@@ -292,15 +286,15 @@ def write_study_page(results: Any, study: Study, report_dir: Path, css: str, fai
         sections.append(f"<section class='point' id='point-{i}' data-point='{escape(key)}'><h3>{escape(title)}</h3>"
                         f"{content}</section>")  # fmt: skip
     seeds = ", ".join(map(str, study.seeds))
-    base = ", ".join(f"{k}={_text(v)}" for k, v in sorted(study.base.items())) or "none"
-    back = _rel(report_dir / "index.html", page_dir)
+    base = point_text(dict(sorted(study.base.items()))) or "none"
+    back = relative_url(report_dir / "index.html", page_dir)
     html = (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{escape(study.experiment)}: {escape(study.title)}</title><style>{css}{STUDY_CSS}</style></head><body>"
         f"<header><h1>{escape(study.experiment)}: {escape(study.title)}</h1><p>{escape(study.source)} "
         f"<code>{escape(study.id)}</code> · preset {escape(study.preset or '?')} · seeds {escape(seeds)} · "
         f"fixed overrides: {escape(base)} · {len(study.points)} grid points</p></header><main>"
-        f"<p><a href='{back}#{escape(_slug(study.experiment))}'>← back to the report</a></p>"
+        f"<p><a href='{back}#{escape(slug(study.experiment))}'>← back to the report</a></p>"
         f"<section class='paper'><h2>Grid</h2>{table}{plots}</section>"
         f"<section class='paper' id='step'><h2>Step through the grid</h2><p class='meta'>Each grid point's figures and claims"
         f" from its run directory. Without JavaScript all grid points are listed below one after the other.</p>"
@@ -314,24 +308,23 @@ def write_study_page(results: Any, study: Study, report_dir: Path, css: str, fai
 
 
 def _index(values: tuple[Any, ...], v: Any) -> int:
-    for i, w in enumerate(values):
-        if json.dumps(w, sort_keys=True, default=str) == json.dumps(v, sort_keys=True, default=str):
-            return i
-    return -1
+    """The position of ``v`` among an axis's ``values`` (matched by :func:`~ssldyn.lab.study.value_key`; -1: absent)."""
+    key = value_key(v)
+    return next((i for i, w in enumerate(values) if value_key(w) == key), -1)
 
 
 def _point_block(rec: Any, page_dir: Path) -> str:
     rows = []
     for c in rec.claims:
-        cls, word = verdict_words(status_of(c))
+        cls, word = verdict_of(c)
         rows.append(f"<tr><td class='{cls}'>{word}</td><td><code>{escape(c.id)}</code></td><td>{escape(c.statement)}"
                     f"</td><td class='num'>{escape(c.measured_text())}</td><td>{escape(c.expected)}</td></tr>")  # fmt: skip
     claims = ("<table><tr><th></th><th>claim</th><th>statement</th><th>measured (95% interval)</th><th>expected</th>"
               f"</tr>{''.join(rows)}</table>") if rows else "<p class='meta'>No claims.</p>"  # fmt: skip
     figs = "".join(
-        f"<figure><img src='{_rel(f, page_dir)}' alt='{escape(f.name)}'><figcaption>{escape(f.name)}</figcaption>"
+        f"<figure><img src='{relative_url(f, page_dir)}' alt='{escape(f.name)}'><figcaption>{escape(f.name)}</figcaption>"
         "</figure>"
         for f in rec.figures
     )
-    return (f"<p class='meta'>{escape(rec.label)} · <a href='{_rel(rec.path, page_dir)}/'>run directory "
+    return (f"<p class='meta'>{escape(rec.label)} · <a href='{relative_url(rec.path, page_dir)}/'>run directory "
             f"{escape(rec.path.name)}</a></p>{claims}<div>{figs}</div>")  # fmt: skip

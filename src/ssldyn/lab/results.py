@@ -35,7 +35,7 @@ import pandas as pd
 from ssldyn.lab.claims import Claim
 from ssldyn.lab.scores import SCORED_KINDS, outcome_counts
 from ssldyn.lab.store import record_seeds
-from ssldyn.lab.study import config_value
+from ssldyn.lab.study import config_value, selects
 
 __all__ = ["load", "key_columns", "Results", "RunRecord"]
 
@@ -158,6 +158,13 @@ def read_run(run: Any) -> RunRecord:
     summaries = {int(k): dict(v) for k, v in run.summaries.items()}
     return RunRecord(Path(run.path), str(rec["experiment"]), dict(rec), dict(meta), claims, summaries,
                      [str(n) for n in run.notes], list(run.figures))  # fmt: skip
+
+
+def _names(experiment: str | Sequence[str] | None) -> list[str] | None:
+    """The ``experiment`` argument of :func:`load` and :meth:`Results.select` as a list (``None``: every experiment)."""
+    if experiment is None:
+        return None
+    return [experiment] if isinstance(experiment, str) else list(experiment)
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
@@ -390,11 +397,11 @@ class Results:
         """
         want = dict(config or {})
         want.update({k.replace("__", "."): v for k, v in values.items()})
-        names = [experiment] if isinstance(experiment, str) else list(experiment) if experiment is not None else None
+        names = _names(experiment)
         keep_hashes = set(hashes) if hashes is not None else None
 
         def ok(r: RunRecord) -> bool:
-            if names is not None and not any(r.experiment == n or r.experiment.split(".")[0] == n for n in names):
+            if not selects(names, r.experiment):
                 return False
             if preset is not None and r.preset != preset:
                 return False
@@ -409,8 +416,7 @@ class Results:
         recs = [r for r in self.records if ok(r)]
         kept = {r.hash for r in recs}
         studies = [s for s in self.studies if kept & set(s.hashes)]
-        fails = [f for f in self.failure_list if names is None or any(
-            str(f.get("experiment")) == n or str(f.get("experiment")).split(".")[0] == n for n in names)]  # fmt: skip
+        fails = [f for f in self.failure_list if selects(names, str(f.get("experiment")))]
         return Results(self.out, recs, list(self.damaged_list), fails, studies, self.override_keys)
 
     def study(self, study_id: str) -> Any:
@@ -445,11 +451,10 @@ def load(out: str | Path = "ssldyn-runs", experiment: str | Sequence[str] | None
     except Exception as e:  # a run removed while listing; report it, keep going
         finished = []
         damaged.append((str(out), f"{type(e).__name__}: {e}"))
-    names = [experiment] if isinstance(experiment, str) else list(experiment) if experiment is not None else None
+    names = _names(experiment)
     records = []
     for run in finished:
-        if names is not None and not any(run.path.parent.name == n or run.path.parent.name.split(".")[0] == n
-                                         for n in names):  # fmt: skip
+        if not selects(names, run.path.parent.name):
             continue
         try:
             records.append(read_run(run))
@@ -465,15 +470,14 @@ def load(out: str | Path = "ssldyn-runs", experiment: str | Sequence[str] | None
                     p = str(getattr(d, "path", d.get("path") if isinstance(d, Mapping) else d))
                     err = str(getattr(d, "error", d.get("error", "damaged") if isinstance(d, Mapping) else "damaged"))
                 exp_name = Path(p).parent.name
-                if names is not None and not any(exp_name == n or exp_name.split(".")[0] == n for n in names):
+                if not selects(names, exp_name):
                     continue
                 if all(p != q for q, _ in damaged):
                     damaged.append((p, err))
         except Exception as e:
             damaged.append((str(out), f"listing damaged runs: {type(e).__name__}: {e}"))
     try:
-        failures = [f for f in store.failures() if names is None or any(
-            str(f.get("experiment")) == n or str(f.get("experiment")).split(".")[0] == n for n in names)]  # fmt: skip
+        failures = [f for f in store.failures() if selects(names, str(f.get("experiment")))]
     except Exception as e:
         failures = []
         damaged.append((str(out), f"listing failed runs: {type(e).__name__}: {e}"))

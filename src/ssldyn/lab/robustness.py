@@ -11,13 +11,14 @@ claim with a link to the study page (plots of each claim against each knob).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ssldyn.errors import UserError
 from ssldyn.lab.claims import Robustness
 
-__all__ = ["PlannedMap", "plan_maps", "map_rows", "holds_text"]
+__all__ = ["PlannedMap", "plan_maps", "claims_at", "map_rows", "holds_text"]
 
 
 @dataclass
@@ -53,6 +54,16 @@ def plan_maps(
     return out
 
 
+def claims_at(run: Any, ids: Sequence[str]) -> list[tuple[str, Any]]:
+    """``[(claim id, Claim or None)]`` for each of ``ids`` in a finished run, in the order of ``ids``
+    (``None`` where the run has no such claim, and for every id when ``run`` is ``None``: a grid point
+    not run yet)."""
+    found: dict[str, Any] = {}
+    for c in run.claims if run is not None else ():
+        found.setdefault(c.id, c)
+    return [(cid, found.get(cid)) for cid in ids]
+
+
 def map_rows(planned: PlannedMap, results: Any) -> list[dict[str, Any]]:
     """One row per grid point: the knob values and, per headline claim, its verdict and statistic.
 
@@ -64,8 +75,7 @@ def map_rows(planned: PlannedMap, results: Any) -> list[dict[str, Any]]:
     for point, spec in zip(planned.points, planned.specs):
         run = by_hash.get(spec.digest)
         row: dict[str, Any] = {"point": point, "hash": spec.digest, "claims": {}}
-        for cid in planned.robustness.claims:
-            c = next((c for c in run.claims if c.id == cid), None) if run is not None else None
+        for cid, c in claims_at(run, planned.robustness.claims):
             row["claims"][cid] = (
                 {"status": "missing", "text": "not run yet"}
                 if c is None

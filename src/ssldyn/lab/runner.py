@@ -27,7 +27,7 @@ from ssldyn._version import __version__
 from ssldyn.errors import UserError
 from ssldyn.lab.claims import Claim, evaluate
 from ssldyn.lab.config import ExperimentConfig, build_config, load_config_file, parse_sets
-from ssldyn.lab.context import Context, resolve_device, seed_everything
+from ssldyn.lab.context import Context, progress_display, resolve_device, seed_everything
 from ssldyn.lab.registry import Experiment, get_experiment
 from ssldyn.lab.result import Result
 from ssldyn.lab.store import RunStore, StoredRun, atomic_write_bytes, config_hash
@@ -186,9 +186,10 @@ def check_memory(exp_cls: type[Experiment], cfg: ExperimentConfig, n_seeds: int,
 
 
 def _short(v: Any) -> str:
-    import json
+    """A value of a run label (:func:`~ssldyn.lab.study.value_text`), cut to 40 characters."""
+    from ssldyn.lab.study import value_text
 
-    text = json.dumps(v, default=str) if not isinstance(v, str) else v
+    text = value_text(v)
     return text if len(text) <= 40 else text[:39] + "…"
 
 
@@ -265,10 +266,7 @@ def plan_run(
 def _progress_display(progress: Any) -> tuple[Any, Any]:
     """``(bar, context manager)``: an open rich Progress to add bars to, or none."""
     if progress is True:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       transient=True)  # fmt: skip
+        bar = progress_display()
         return bar, bar
     from contextlib import nullcontext
 

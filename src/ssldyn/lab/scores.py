@@ -29,10 +29,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ssldyn.lab.claims import Claim, references, status_of
+from ssldyn.lab.claims import Claim, result_row, status_of
 
 __all__ = [
-    "SCORED_KINDS", "STATUS_ORDER", "Outcomes", "outcome_counts", "ResultRow", "PaperScore", "run_rank",
+    "SCORED_KINDS", "STATUS_ORDER", "Outcomes", "outcome_counts", "ResultRow", "PaperScore", "run_scale", "run_rank",
     "canonical_runs", "paper_scores",
 ]  # fmt: skip
 
@@ -166,11 +166,16 @@ class PaperScore:
         return out
 
 
+def run_scale(preset: Any) -> str:
+    """The scale of a run of preset ``preset``: ``"paper"`` (``paper``, or ``default`` in older stores) or ``"quick"``."""
+    return "paper" if preset in ("paper", "default") else "quick"
+
+
 def run_rank(meta: dict[str, Any]) -> tuple[int, int]:
     """Sort key of a run as a headline candidate: canonical first, paper scale before quick."""
     canonical = bool(meta.get("canonical"))
     preset = str(meta.get("preset", ""))
-    return (0 if canonical else 1, 0 if preset in ("paper", "default") else 1)
+    return (0 if canonical else 1, 0 if run_scale(preset) == "paper" else 1)
 
 
 def canonical_runs(runs: Iterable[Any]) -> dict[str, Any]:
@@ -194,13 +199,6 @@ def canonical_runs(runs: Iterable[Any]) -> dict[str, Any]:
     return {k: v[1] for k, v in best.items()}
 
 
-def _row_of(claim: Claim) -> str:
-    if claim.result:
-        return claim.result
-    refs = references(claim.location)
-    return refs[0] if refs else claim.location
-
-
 def paper_scores(experiments: Iterable[Any], runs_by_exp: dict[str, Any]) -> dict[str, PaperScore]:
     """Scores per paper from registered ``experiments`` (classes) and their canonical runs."""
     rows: dict[str, dict[str, ResultRow]] = defaultdict(dict)
@@ -222,7 +220,7 @@ def paper_scores(experiments: Iterable[Any], runs_by_exp: dict[str, Any]) -> dic
             preset = str(run.meta.get("preset", ""))
         except (OSError, ValueError, KeyError):
             continue
-        sc.scales[exp.name] = "paper" if preset in ("paper", "default") else "quick"
+        sc.scales[exp.name] = run_scale(preset)
         for c in claims:
             if c.kind == "erratum":
                 sc.errata.append((exp.name, c))
@@ -231,7 +229,7 @@ def paper_scores(experiments: Iterable[Any], runs_by_exp: dict[str, Any]) -> dic
                 sc.sanity_total += 1
                 sc.sanity_passed += bool(c.passed)
                 continue
-            key = _row_of(c)
+            key = result_row(c.result, c.location)
             row = rows[exp.paper].setdefault(key, ResultRow(exp.paper, key))
             if exp.name not in row.experiments:
                 row.experiments.append(exp.name)

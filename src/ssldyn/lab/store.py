@@ -72,6 +72,7 @@ __all__ = [
     "config_hash",
     "record_seeds",
     "StoredRun",
+    "check_out_given",
     "check_out_dir",
     "RunStore",
 ]
@@ -248,9 +249,12 @@ class StoredRun:
         """The experiment this run belongs to (its directory; the manifest check ties config.json to it)."""
         return self.path.parent.name
 
+    def _read_json(self, name: str) -> Any:
+        return json.loads((self.path / name).read_text())
+
     @property
     def config_record(self) -> dict[str, Any]:
-        return json.loads((self.path / "config.json").read_text())
+        return self._read_json("config.json")
 
     @property
     def seeds(self) -> list[int]:
@@ -258,14 +262,14 @@ class StoredRun:
 
     @property
     def meta(self) -> dict[str, Any]:
-        return json.loads((self.path / "meta.json").read_text())
+        return self._read_json("meta.json")
 
     @property
     def claims(self) -> list[Claim]:
-        return [Claim.from_dict(d) for d in json.loads((self.path / "claims.json").read_text())]
+        return [Claim.from_dict(d) for d in self._read_json("claims.json")]
 
     def _summary_file(self) -> dict[str, Any]:
-        data = json.loads((self.path / "summary.json").read_text())
+        data = self._read_json("summary.json")
         if "per_seed" not in data:  # a one-seed run of an earlier layout
             notes = data.pop("__notes__", [])
             return {"seeds": self.seeds[:1], "per_seed": {str(self.seeds[0]): data}, "notes": notes}
@@ -320,12 +324,15 @@ class StoredRun:
         return [self.result(s) for s in self.seeds]
 
 
-def check_out_dir(out: str | Path) -> None:
-    """``--out`` must be a directory (or creatable as one) that we can write to."""
-    from ssldyn.errors import UserError
-
+def check_out_given(out: str | Path) -> None:
+    """``--out`` must name a directory: an empty value is a UserError (checked before anything is planned)."""
     if str(out).strip() == "":
         raise UserError("--out '': give a directory (default: ssldyn-runs)")
+
+
+def check_out_dir(out: str | Path) -> None:
+    """``--out`` must be a directory (or creatable as one) that we can write to."""
+    check_out_given(out)
     p = Path(out)
     if p.exists() and not p.is_dir():
         raise UserError(f"--out {str(p)!r}: exists and is not a directory")
@@ -448,7 +455,7 @@ class RunStore:
         out = []
         for old in self.out.glob("*/.*.old-*"):
             exp, digest = old.parent.name, old.name[1:].split(".old-")[0]
-            if exp.startswith(".") or exp == "report" or not digest:
+            if not _holds_runs(exp) or not digest:
                 continue
             if not os.path.lexists(old.parent / digest):
                 out.append((exp, digest, old))
@@ -459,7 +466,7 @@ class RunStore:
         out = set()
         for p in [*self.out.glob("*/.*.partial-*"), *self.out.glob("*/.*.old-*")]:
             exp, digest = p.parent.name, p.name[1:].split(".partial-")[0].split(".old-")[0]
-            if not exp.startswith(".") and exp != "report" and digest:
+            if _holds_runs(exp) and digest:
                 out.add((exp, digest))
         return out
 
@@ -500,7 +507,7 @@ class RunStore:
     def _done_dirs(self) -> list[Path]:
         self._unrepaired = self.repair()
         dirs = [p.parent for p in self.out.glob(f"*/*/{DONE}") if not p.parent.name.startswith(".")]
-        return [d for d in dirs if d.parent.name not in ("report",) and not d.parent.name.startswith(".")]
+        return [d for d in dirs if _holds_runs(d.parent.name)]
 
     def finished(self) -> list[StoredRun]:
         """Every intact finished run, newest first (damaged runs are left out: see :meth:`damaged`)."""
@@ -648,6 +655,11 @@ class RunStore:
             _remove(old)
         fsync_dir(final.parent)
         return StoredRun(final)
+
+
+def _holds_runs(name: str) -> bool:
+    """Whether the folder ``<out>/<name>`` holds an experiment's runs (not ``report/``, ``.cache``, ``.locks``)."""
+    return not name.startswith(".") and name != "report"
 
 
 def _remove(path: Path) -> None:

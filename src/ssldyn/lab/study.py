@@ -31,7 +31,10 @@ from typing import Any
 
 from ssldyn.lab.scores import outcome_counts
 
-__all__ = ["Axis", "Study", "record_study", "read_studies", "infer_studies", "write_index", "studies_dir"]
+__all__ = [
+    "Axis", "Study", "value_text", "point_text", "value_key", "selects", "config_value", "record_study", "read_studies",
+    "infer_studies", "write_index", "studies_dir",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,29 @@ class Axis:
         return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in self.values)
 
 
-def _text(v: Any) -> str:
+def value_text(v: Any) -> str:
+    """A config value as the user writes it (``1.0``, ``relu``, ``[1, 2]``): strings bare, the rest as JSON.
+
+    The one spelling of swept values and grid points in the CLI, the report and the run labels.
+    """
     return v if isinstance(v, str) else json.dumps(v, default=str)
+
+
+def point_text(values: Mapping[str, Any]) -> str:
+    """``tau=0.2, width=10``: a grid point's values (:func:`value_text`) in the order given."""
+    return ", ".join(f"{k}={value_text(v)}" for k, v in values.items())
+
+
+def value_key(v: Any) -> str:
+    """A config value as a key that two equal values share (JSON with sorted keys): grid points are
+    matched on it."""
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def selects(names: Sequence[str] | None, experiment: str) -> bool:
+    """Whether ``names`` (experiment names or papers: ``variational.fig5``, ``grassmann``) select
+    ``experiment``; ``None`` selects every experiment."""
+    return names is None or any(experiment == n or experiment.split(".")[0] == n for n in names)
 
 
 @dataclass
@@ -76,7 +100,7 @@ class Study:
     @property
     def title(self) -> str:
         """``tau ∈ {0.2, 0.5, 1.0} × width ∈ {10, 100}``."""
-        return " × ".join(f"{a.key} ∈ {{{', '.join(_text(v) for v in a.values)}}}" for a in self.axes)
+        return " × ".join(f"{a.key} ∈ {{{', '.join(value_text(v) for v in a.values)}}}" for a in self.axes)
 
     def values_of(self, digest: str) -> dict[str, Any]:
         """The axis values of the grid point run as ``digest``."""
@@ -165,7 +189,7 @@ def read_studies(
     found, bad = [], []
     for p in Path(out).glob("*/studies/*.json"):
         exp = p.parent.parent.name
-        if experiments is not None and not any(exp == n or exp.split(".")[0] == n for n in experiments):
+        if not selects(experiments, exp):
             continue
         try:
             found.append((p.stat().st_mtime, Study.from_dict(json.loads(p.read_text()), p)))
@@ -211,15 +235,15 @@ def infer_studies(records: Sequence[Any], stored: Sequence[Study] = ()) -> list[
         chosen: dict[str, Any] = {}
         for r in runs + ([default] if default is not None and not base else []):
             point = {k: r.value(k) for k in axis_keys}
-            chosen.setdefault(json.dumps(point, sort_keys=True, default=str), r)  # newest run of a point wins
+            chosen.setdefault(value_key(point), r)  # newest run of a point wins
         if len(chosen) < 2:
             continue
         hashes = {r.hash for r in chosen.values()}
         if any(hashes <= c for c in covered):
             continue
         axes = [Axis(k, tuple(_sort_values(_distinct(r.value(k) for r in chosen.values())))) for k in axis_keys]
-        order = {k: {json.dumps(v, default=str): i for i, v in enumerate(a.values)} for k, a in zip(axis_keys, axes)}
-        pts = sorted(chosen.values(), key=lambda r: [order[k][json.dumps(r.value(k), default=str)] for k in axis_keys])
+        order = {k: {value_key(v): i for i, v in enumerate(a.values)} for k, a in zip(axis_keys, axes)}
+        pts = sorted(chosen.values(), key=lambda r: [order[k][value_key(r.value(k))] for k in axis_keys])
         points = [{"values": {k: r.value(k) for k in axis_keys}, "hash": r.hash, "label": r.label} for r in pts]
         sid = "variants-" + _digest([experiment, sorted(hashes)])
         studies.append(Study(sid, experiment, axes, points, preset, list(seeds), base, "variants"))
@@ -249,11 +273,11 @@ def write_index(out: str | Path, results: Any, experiments: Iterable[str] | None
             in_study[h].append(s.id)
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in res.records:
-        scored = outcome_counts(r.claims)
+        every, scored = outcome_counts(r.claims, None), outcome_counts(r.claims)
         rows[r.experiment].append({
             "hash": r.hash, "label": r.label, "status": "done", "preset": r.preset, "canonical": r.canonical,
             "seeds": " ".join(map(str, r.seeds)), "overrides": json.dumps(r.overrides, sort_keys=True, default=str),
-            "claims_passed": f"{sum(bool(c.passed) for c in r.claims)}/{len(r.claims)}",
+            "claims_passed": f"{every.passed}/{every.total}",
             "paper_claims_passed": scored.text(),
             "studies": " ".join(in_study.get(r.hash, [])), "started": r.meta.get("started", ""),
             "run_seconds": r.meta.get("run_seconds", ""), "error": "", "path": _rel(r.path, out),

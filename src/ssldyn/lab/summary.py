@@ -13,7 +13,6 @@ columns they are joined into one ``grid point`` column (``tau=0.2, width=10``).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -23,7 +22,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ssldyn.lab.study import Study
+from ssldyn.lab.study import Study, point_text, value_text
+from ssldyn.lab.textlayout import longest_word
 
 __all__ = ["estimate_text", "sweep_tables", "print_sweep_summary"]
 
@@ -54,20 +54,11 @@ def estimate_text(estimate: float, lo: float, hi: float) -> str:
     return format_estimate(estimate, lo, hi)
 
 
-def _value_text(v: Any) -> str:
-    """A swept value as the user writes it (``1.0``, ``relu``, ``[1, 2]``)."""
-    return v if isinstance(v, str) else json.dumps(v, default=str)
-
-
-def _longest_word(text: str) -> int:
-    return max((len(w) for w in str(text).split()), default=0)
-
-
 def _axis_cells(study: Study, digest: str, joined: bool) -> list[str]:
     vals = study.values_of(digest)
     if joined:
-        return [", ".join(f"{k}={_value_text(vals[k])}" for k in study.keys)]
-    return [_value_text(vals[k]) for k in study.keys]
+        return [point_text({k: vals[k] for k in study.keys})]
+    return [value_text(vals[k]) for k in study.keys]
 
 
 def _widths(columns: list[list[str]], no_wrap: list[bool], width: int) -> list[int] | None:
@@ -78,7 +69,7 @@ def _widths(columns: list[list[str]], no_wrap: list[bool], width: int) -> list[i
     column gets at least its longest word (its longest cell when it must not wrap); spare width
     goes first to the columns that need least of it to show whole cells.
     """
-    need = [max(len(c) if nw else _longest_word(c) for c in col) for col, nw in zip(columns, no_wrap)]
+    need = [max(len(c) if nw else longest_word(c) for c in col) for col, nw in zip(columns, no_wrap)]
     natural = [max(len(c) for c in col) for col in columns]
     spare = width - 2 - (len(columns) - 1) - 2 * len(columns) - sum(need)
     if spare < 0:
@@ -190,8 +181,8 @@ def print_sweep_summary(console: Console, study: Study, items: Sequence[Any], re
         console.print(table)
     for it in items:
         if it.status == "failed":
-            vals = ", ".join(f"{k}={_value_text(v)}" for k, v in study.values_of(it.spec.digest).items())
-            console.print(f"failed ({vals}): {it.error}", markup=False, highlight=False)
+            console.print(f"failed ({point_text(study.values_of(it.spec.digest))}): {it.error}", markup=False,
+                          highlight=False)  # fmt: skip
     n_pass = sum(1 for it in items if it.run is not None)
     console.print(f"study {study.id}: {n_pass}/{len(items)} runs finished · `ssldyn report` shows its page",
                   markup=False, highlight=False)  # fmt: skip

@@ -8,6 +8,7 @@ quotes do not split).
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 from ssldyn.errors import UserError
@@ -69,10 +70,8 @@ def grid_axes(items: list[str] | None) -> list[tuple[str, list[Any]]]:
 
 
 def grid_size(items: list[str] | None) -> int:
-    size = 1
-    for _, values in grid_axes(items):
-        size *= len(values)
-    return size
+    """The number of grid points: the product of the axes' distinct values (1 without ``--sweep``)."""
+    return math.prod(len(values) for _, values in grid_axes(items))
 
 
 def expand_grid(items: list[str] | None, *, limit: int | None = MAX_GRID) -> list[dict[str, Any]]:
@@ -84,9 +83,7 @@ def expand_grid(items: list[str] | None, *, limit: int | None = MAX_GRID) -> lis
     axes = grid_axes(items)
     if not axes:
         return [{}]
-    size = 1
-    for _, values in axes:
-        size *= len(values)
+    size = math.prod(len(values) for _, values in axes)
     if limit is not None and size > limit:
         raise UserError(f"--sweep: the grid has {size} points (limit {limit}); narrow it or pass --yes")
     keys = [k for k, _ in axes]

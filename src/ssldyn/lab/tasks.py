@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from ssldyn.errors import UserError
 
-__all__ = ["TASK_EXECUTORS", "default_workers", "check_workers", "shutdown_pools", "map_tasks"]
+__all__ = ["TASK_EXECUTORS", "default_workers", "check_count", "check_workers", "shutdown_pools", "map_tasks"]
 
 TASK_EXECUTORS = ("inline", "processes", "ray")
 
@@ -36,13 +36,19 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def check_count(option: str, value: Any) -> int:
+    """``value`` of a count option (``--workers``, ``--jobs``) when it is an integer >= 1, else one
+    :class:`UserError` naming the option."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"{option} {value!r}: must be an integer >= 1")
+    return value
+
+
 def check_workers(workers: int | None) -> int:
     """``--workers``: None -> :func:`default_workers`; otherwise an integer >= 1."""
     if workers is None:
         return default_workers()
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise UserError(f"--workers {workers!r}: must be an integer >= 1")
-    return workers
+    return check_count("--workers", workers)
 
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}

@@ -1,14 +1,20 @@
-"""Process-level settings of a run: torch threads and the malloc top pad (no other lab imports)."""
+"""Process-level settings of a run: torch threads and the malloc top pad (no other lab imports).
+
+Light to import (torch is imported by the functions that set threads), so that the command line
+checks ``SSLDYN_THREADS`` with :func:`threads_from_env` before it imports anything heavy.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-import torch
+from typing import TYPE_CHECKING
 
 from ssldyn.errors import UserError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 __all__ = ["threads_from_env", "set_threads", "torch_threads", "keep_heap_pad"]
 
@@ -25,6 +31,8 @@ def threads_from_env(default: int = 0) -> int:
 
 def set_threads(n: int | None = None) -> int:
     """Set torch intra-op threads deliberately (env ``SSLDYN_THREADS`` or the core count)."""
+    import torch
+
     n = n or threads_from_env() or (os.cpu_count() or 1)
     torch.set_num_threads(max(1, n))
     return torch.get_num_threads()
@@ -37,6 +45,8 @@ def torch_threads(n: int = 1, device: torch.device | str | None = None) -> Itera
     Experiments made of many tiny tensor ops use ``torch_threads(1)``: on a 2-core machine
     extra threads only add contention (measured up to ~10x slower when the cores are busy).
     """
+    import torch
+
     old = torch.get_num_threads()
     if device is None or torch.device(device).type == "cpu":
         torch.set_num_threads(max(1, n))

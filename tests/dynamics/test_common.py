@@ -64,3 +64,18 @@ def test_eval_mode_sets_eval_in_the_block_and_restores_each_mode_also_after_an_e
         with eval_mode(a):
             raise RuntimeError("inside")
     assert a.training and a.bn.training
+
+
+def test_module_placement_helpers():
+    """Inputs follow the model: floating inputs take its floating dtype, integer inputs keep theirs."""
+    import torch
+
+    from ssldyn.dynamics.common import module_device, module_dtype, to_module
+
+    net = torch.nn.Linear(3, 2).double()
+    assert module_device(net) == torch.device("cpu") and module_dtype(net) == torch.float64
+    assert module_device(torch.nn.ReLU()) == torch.device("cpu") and module_dtype(torch.nn.ReLU()) is None
+    x, idx = torch.randn(4, 3), torch.arange(4)
+    assert to_module(x, module_device(net), module_dtype(net)).dtype == torch.float64
+    assert to_module(idx, module_device(net), module_dtype(net)).dtype == torch.int64
+    assert to_module(x, module_device(net), None).dtype == torch.float32

@@ -29,6 +29,9 @@ __all__ = [
     "log_value",
     "per_member",
     "drop_singleton_member",
+    "module_device",
+    "module_dtype",
+    "to_module",
     "eval_mode",
     "embed",
     "EpochBatches",
@@ -105,6 +108,27 @@ def per_member(fn: Callable[[Any], Any]) -> Callable[[Any], Tensor]:
 def drop_singleton_member(z: Tensor) -> Tensor:
     """``(1, n, d) -> (n, d)``: the observable of a one-member ensemble is that member's."""
     return z[0] if z.dim() == 3 and z.shape[0] == 1 else z
+
+
+def module_device(model: nn.Module) -> torch.device:
+    """The device of the model's first parameter (the CPU for a model without parameters)."""
+    for q in model.parameters():
+        return q.device
+    return torch.device("cpu")
+
+
+def module_dtype(model: nn.Module) -> torch.dtype | None:
+    """The dtype of the model's first floating parameter (None without one)."""
+    for q in model.parameters():
+        if q.is_floating_point():
+            return q.dtype
+    return None
+
+
+def to_module(x: Tensor, device: torch.device, dtype: torch.dtype | None) -> Tensor:
+    """Move inputs to the model's ``device``; floating inputs take its floating ``dtype`` (integer inputs stay)."""
+    cast = dtype is not None and dtype.is_floating_point and x.is_floating_point()
+    return x.to(device=device, dtype=dtype if cast else None, non_blocking=True)
 
 
 @contextmanager

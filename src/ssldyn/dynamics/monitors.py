@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import eval_mode
+from ssldyn.dynamics.common import eval_mode, module_device, module_dtype, to_module
 from ssldyn.dynamics.q_ode import q_from_map, solve_reference
-from ssldyn.dynamics.ssl import _features, _module_device, _module_dtype, _to
+from ssldyn.dynamics.ssl import _features
 from ssldyn.kernels import block_structure, empirical_ntk
 from ssldyn.kernels.ntk import NTKImplementation
 from ssldyn.objectives import contrast_matrix, contrastive_covariance
@@ -206,7 +206,7 @@ class NTKClassBlocks(_ModelMonitor):
 
     def kernel(self) -> Tensor:
         """The traced empirical NTK ``(n, n)`` (or ``(E, n, n)``) of the model now, in eval mode."""
-        x = _to(self.x, _module_device(self.model), _module_dtype(self.model))  # floating inputs: the model's dtype
+        x = to_module(self.x, module_device(self.model), module_dtype(self.model))  # floating inputs: the model's dtype
         with eval_mode(self.model, self.head):
             return empirical_ntk(
                 self._net(), None, x, mode="trace", implementation=self.implementation, chunk_size=self.chunk_size

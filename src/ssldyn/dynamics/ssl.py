@@ -64,7 +64,17 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import EpochBatches, check_lr, check_steps, drop_singleton_member, embed, step_schedule
+from ssldyn.dynamics.common import (
+    EpochBatches,
+    check_lr,
+    check_steps,
+    drop_singleton_member,
+    embed,
+    module_device,
+    module_dtype,
+    step_schedule,
+    to_module,
+)
 from ssldyn.dynamics.engine import resolve_device, run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
@@ -191,10 +201,10 @@ def train_ssl(
     if (checkpoint is None) != (checkpoint_every is None):
         raise ValueError("train_ssl: give checkpoint (a file) and checkpoint_every (updates) together")
     modules = [m for m in (model, head, predictor) if m is not None]
-    dev = resolve_device(device, _module_device(model), who="train_ssl: ")
+    dev = resolve_device(device, module_device(model), who="train_ssl: ")
     for m in modules:
         m.to(device=dev, dtype=dtype)
-    dt = dtype if dtype is not None else _module_dtype(model)
+    dt = dtype if dtype is not None else module_dtype(model)
     g = generator if generator is not None else torch.Generator().manual_seed(0)
     batches = _batches(data, batch_size, steps + 1, g)
     if probes and probe_data is None:
@@ -219,7 +229,7 @@ def train_ssl(
     last_loss: list[Tensor] = []
 
     def step(model: nn.Module, t: int) -> tuple[nn.Module, Tensor]:
-        x = _to(next(batches), dev, dt)  # (B, ...)
+        x = to_module(next(batches), dev, dt)  # (B, ...)
         B = x.shape[0]
         vs = draw_views(augments, x, g)  # V views (B, ...) each, drawn in order from g
         with autocast():
@@ -335,9 +345,9 @@ def train_simclr(
 def _features(model: nn.Module, x: Tensor, *, head: nn.Module | None = None, dtype=None) -> Tensor:
     """:func:`~ssldyn.dynamics.common.embed` of ``head ∘ model`` (``model`` alone without a head) on inputs
     moved to the model's device and cast to ``dtype`` (default the model's floating dtype)."""
-    dev, dt = _module_device(model), dtype if dtype is not None else _module_dtype(model)
+    dev, dt = module_device(model), dtype if dtype is not None else module_dtype(model)
     net = nn.Sequential(model, head) if head is not None else model
-    return embed(net, _to(x, dev, dt))
+    return embed(net, to_module(x, dev, dt))
 
 
 # --------------------------------------------------------------------------- steps
@@ -738,22 +748,3 @@ def _amp_dtype(amp: Any) -> torch.dtype | None:
     if amp in (torch.bfloat16, torch.float16):
         return amp
     raise ValueError(f"train_ssl: amp must be False, True (bfloat16), torch.bfloat16 or torch.float16, got {amp!r}")
-
-
-def _module_device(model: nn.Module) -> torch.device:
-    for q in model.parameters():
-        return q.device
-    return torch.device("cpu")
-
-
-def _module_dtype(model: nn.Module) -> torch.dtype | None:
-    for q in model.parameters():
-        if q.is_floating_point():
-            return q.dtype
-    return None
-
-
-def _to(x: Tensor, dev: torch.device, dt: torch.dtype | None) -> Tensor:
-    """Move a batch to the device; floating inputs take the model's floating dtype (integer inputs stay)."""
-    cast = dt is not None and dt.is_floating_point and x.is_floating_point()
-    return x.to(device=dev, dtype=dt if cast else None, non_blocking=True)

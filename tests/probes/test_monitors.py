@@ -96,6 +96,20 @@ def test_probes_give_one_value_per_member_for_an_ensemble():
         assert out.tolist() == [probe(z[0]), probe(z[1])]
 
 
+def test_probes_score_with_the_library_measures_and_accept_any_sortable_labels():
+    from ssldyn.probes.downstream import knn_accuracy, linear_probe_accuracy
+
+    rng = np.random.default_rng(5)
+    y = np.repeat(np.arange(3), 20)
+    z = rng.normal(size=(60, 4)) + 1.2 * np.eye(4)[y]
+    lin, knn = LinearProbe(y, C=0.3, seed=1), KNNProbe(y, k=5, seed=1)
+    tr, te = lin.train_idx, lin.test_idx
+    assert lin(z) == linear_probe_accuracy(z[tr], y[tr], z[te], y[te], C=0.3, max_iter=1000)
+    assert knn(z) == knn_accuracy(z[tr], y[tr], z[te], y[te], k=5)
+    words = np.array(["cat", "dog", "emu"])[y]  # the same classes, named: coded in sorted order
+    assert LinearProbe(words, C=0.3, seed=1)(z) == lin(z) and KNNProbe(words, k=5, seed=1)(z) == knn(z)
+
+
 def test_probe_inputs_are_checked():
     with pytest.raises(ValueError, match="one row per label"):
         LinearProbe(np.arange(10) % 2)(np.ones((9, 2)))

@@ -13,6 +13,7 @@ from ssldyn.probes import (
     loglog_slope,
     silhouette_cosine,
     silhouette_samples_cosine,
+    spearman,
     uniformity,
     uniformity_batch,
 )
@@ -73,6 +74,44 @@ def test_loglog_slope_recovers_a_power_law_and_skips_unusable_points():
     assert loglog_slope(xn, yn) == pytest.approx(np.polyfit(np.log(xn), np.log(yn), 1)[0], abs=1e-12)
     with pytest.raises(ValueError, match="same length"):
         loglog_slope([1, 2, 3], [1, 2])
+
+
+def _average_ranks(v):
+    """Ranks 1..n, tied values sharing the mean of their positions (written out, no scipy)."""
+    order = sorted(range(len(v)), key=lambda i: v[i])
+    r = [0.0] * len(v)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return np.array(r)
+
+
+def test_spearman_is_the_pearson_correlation_of_average_ranks():
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=25)
+    b = np.round(a + rng.normal(size=25), 0)  # ties in b
+    ra, rb = _average_ranks(a.tolist()), _average_ranks(b.tolist())
+    want = ((ra - ra.mean()) * (rb - rb.mean())).sum() / np.sqrt(
+        ((ra - ra.mean()) ** 2).sum() * ((rb - rb.mean()) ** 2).sum()
+    )
+    assert spearman(a, b) == pytest.approx(want, abs=1e-12)
+    assert 0.3 < want < 0.95  # a partial order, so a wrong rank rule would show
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 400]) == pytest.approx(1.0)  # monotone, not linear
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # a constant sample: undefined, NaN by default or 0 (no order) when asked; either side
+    assert math.isnan(spearman([1, 2, 3], [5, 5, 5]))
+    assert spearman([1, 2, 3], [5, 5, 5], if_constant="zero") == 0.0
+    assert spearman([np.inf] * 3, [1, 2, 3], if_constant="zero") == 0.0
+    assert math.isnan(spearman([1, 2, np.nan], [1, 2, 3], if_constant="zero"))
+    with pytest.raises(ValueError, match="same length"):
+        spearman([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="if_constant 'skip'; allowed values are nan, zero"):
+        spearman([1, 2], [1, 2], if_constant="skip")  # pyright: ignore[reportArgumentType]
 
 
 def test_tsne_embedding_is_scikit_learn_tsne_with_the_documented_settings():

@@ -60,11 +60,18 @@ from ssldyn.probes.rank import rankme
 
 __all__ += ["KNNProbe", "LinearProbe", "rankme"]
 
-# batched cluster probes of whole trajectories, and power-law (log-log) fits
+# batched cluster probes of whole trajectories, power-law (log-log) fits and Spearman's ρ
 from ssldyn.probes.cluster import per_cluster_mean, silhouette_samples_cosine, uniformity_batch  # noqa: E402
-from ssldyn.probes.slopes import loglog_fit, loglog_slope  # noqa: E402
+from ssldyn.probes.slopes import loglog_fit, loglog_slope, spearman  # noqa: E402
 
-__all__ += ["silhouette_samples_cosine", "uniformity_batch", "per_cluster_mean", "loglog_fit", "loglog_slope"]
+__all__ += [
+    "silhouette_samples_cosine",
+    "uniformity_batch",
+    "per_cluster_mean",
+    "loglog_fit",
+    "loglog_slope",
+    "spearman",
+]
 
 # subspace measurements shared by the grassmann experiments: a direction known up to its sign, signed PCA
 from ssldyn.probes.subspace import distance_up_to_sign, pca_components  # noqa: E402

@@ -4,14 +4,17 @@ A probe of the dynamics contract (docs/architecture.md, "Dynamics") receives the
 :func:`ssldyn.dynamics.train_ssl`, the embeddings ``z`` of a fixed probe set, ``(n, d)`` for a
 plain model or ``(E, n, d)`` for an ensemble — and returns a float, or one value per member.
 
-* :class:`LinearProbe` — accuracy of a logistic-regression probe (scikit-learn
-  ``LogisticRegression`` on standardised features) trained on one part of the probe set and
-  tested on the other (the linear evaluation protocol of SimCLR, Chen et al. 2020).
-* :class:`KNNProbe` — accuracy of a ``k``-nearest-neighbour classifier (scikit-learn
-  ``KNeighborsClassifier``, cosine distance by default; Wu et al. 2018) on the same split.
+* :class:`LinearProbe` — accuracy of a logistic-regression probe
+  (:func:`ssldyn.probes.downstream.linear_probe_accuracy`: scikit-learn ``LogisticRegression`` on
+  standardised features) trained on one part of the probe set and tested on the other (the linear
+  evaluation protocol of SimCLR, Chen et al. 2020).
+* :class:`KNNProbe` — accuracy of a ``k``-nearest-neighbour classifier
+  (:func:`ssldyn.probes.downstream.knn_accuracy`: scikit-learn ``KNeighborsClassifier``, cosine
+  distance by default; Wu et al. 2018) on the same split.
 
 Both use one fixed stratified split of the probe set (``test_size``, ``seed``), so values at
-different steps are comparable. Inputs may be tensors or arrays.
+different steps are comparable, and score with the library's one implementation of each measure.
+Inputs may be tensors or arrays; labels of any sortable type (they are coded ``0..K−1`` in sorted order).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ssldyn.probes.downstream import Metric
+from ssldyn.probes.downstream import Metric, knn_accuracy, linear_probe_accuracy
 
 __all__ = ["LinearProbe", "KNNProbe"]
 
@@ -47,7 +50,8 @@ class _SplitProbe:
         if not 0.0 < float(test_size) < 1.0:
             raise ValueError(f"{self.name}: test_size must be in (0, 1), got {test_size!r}")
         self.labels, self.test_size, self.seed = y, float(test_size), int(seed)
-        _, counts = np.unique(y, return_counts=True)
+        _, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+        self.codes = codes.reshape(-1)  # (n,) labels as 0..K-1, in sorted order (ties: the smallest label)
         stratify = y if counts.min() >= 2 else None
         idx = np.arange(len(y))
         from sklearn.model_selection import train_test_split  # scikit-learn loads on first use
@@ -70,16 +74,16 @@ class _SplitProbe:
         return self._score(arr)
 
     def _score(self, z: np.ndarray) -> float:
-        clf = self._classifier()
-        clf.fit(z[self.train_idx], self.labels[self.train_idx])
-        return float(clf.score(z[self.test_idx], self.labels[self.test_idx]))
+        tr, te = self.train_idx, self.test_idx
+        return self._accuracy(z[tr], self.codes[tr], z[te], self.codes[te])
 
-    def _classifier(self):  # pragma: no cover - overridden
+    def _accuracy(self, z_train, y_train, z_test, y_test) -> float:  # pragma: no cover - overridden
         raise NotImplementedError
 
 
 class LinearProbe(_SplitProbe):
-    """Linear-probe accuracy of embeddings: ``StandardScaler`` + ``LogisticRegression(C)`` (scikit-learn).
+    """Linear-probe accuracy of embeddings: :func:`~ssldyn.probes.downstream.linear_probe_accuracy`
+    (features standardised with the training part's mean and sd, scikit-learn ``LogisticRegression(C)``).
 
     Fits on ``1 − test_size`` of the probe set and reports the accuracy on the rest (one fixed
     stratified split drawn with ``seed``).
@@ -107,16 +111,13 @@ class LinearProbe(_SplitProbe):
         super().__init__(labels, test_size, seed)
         self.C, self.max_iter = float(C), int(max_iter)
 
-    def _classifier(self):
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
-
-        return make_pipeline(StandardScaler(), LogisticRegression(C=self.C, max_iter=self.max_iter))
+    def _accuracy(self, z_train, y_train, z_test, y_test) -> float:
+        return linear_probe_accuracy(z_train, y_train, z_test, y_test, C=self.C, max_iter=self.max_iter)
 
 
 class KNNProbe(_SplitProbe):
-    """k-NN accuracy of embeddings: scikit-learn ``KNeighborsClassifier(k, metric)``, majority vote.
+    """k-NN accuracy of embeddings: :func:`~ssldyn.probes.downstream.knn_accuracy` (scikit-learn
+    ``KNeighborsClassifier(k, metric)``, majority vote).
 
     Args:
         labels: ``(n,)`` class labels of the probe set.
@@ -142,9 +143,8 @@ class KNNProbe(_SplitProbe):
         super().__init__(labels, test_size, seed)
         if not 1 <= int(k) <= len(self.train_idx):
             raise ValueError(f"KNNProbe: k={k} must be in [1, {len(self.train_idx)}] (the training part of the split)")
-        self.k, self.metric = int(k), metric
+        self.k = int(k)
+        self.metric: Metric = metric
 
-    def _classifier(self):
-        from sklearn.neighbors import KNeighborsClassifier
-
-        return KNeighborsClassifier(n_neighbors=self.k, metric=self.metric, algorithm="brute")
+    def _accuracy(self, z_train, y_train, z_test, y_test) -> float:
+        return knn_accuracy(z_train, y_train, z_test, y_test, k=self.k, metric=self.metric)

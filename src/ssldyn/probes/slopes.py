@@ -1,15 +1,23 @@
-"""Power laws: least-squares fits on log-log axes (rates of convergence, scaling with width or size).
+"""Trends of measured curves: power laws fitted on log-log axes, and Spearman's rank correlation.
 
 ``y ≈ c · x^s`` ⇔ ``log y = s log x + log c``; :func:`loglog_fit` returns ``(s, log c)`` from the
 points with finite positive ``x`` and ``y`` (others are left out: a zero error or a diverged run has
 no logarithm), NaN when fewer than two are left. :func:`loglog_slope` is the slope alone.
+
+:func:`spearman` is Spearman's ρ (the Pearson correlation of the average ranks, scipy's
+``spearmanr``), with an explicit answer for a constant sample, where ρ is undefined.
 """
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 
-__all__ = ["loglog_fit", "loglog_slope"]
+__all__ = ["loglog_fit", "loglog_slope", "spearman"]
+
+IfConstant = Literal["nan", "zero"]
+IF_CONSTANT: tuple[str, ...] = get_args(IfConstant)
 
 
 def loglog_fit(x, y) -> tuple[float, float]:
@@ -37,3 +45,28 @@ def loglog_fit(x, y) -> tuple[float, float]:
 def loglog_slope(x, y) -> float:
     """The slope ``s`` of ``y ≈ c · x^s`` (:func:`loglog_fit`); NaN with fewer than two usable points."""
     return loglog_fit(x, y)[0]
+
+
+def spearman(a, b, *, if_constant: IfConstant = "nan") -> float:
+    """Spearman's rank correlation ``ρ(a, b)``: the Pearson correlation of the ranks of ``a`` and ``b``
+    (ties get their average rank; :func:`scipy.stats.spearmanr`).
+
+    Args:
+        a, b: 1-D sequences of the same length ``n >= 2``.
+        if_constant: the answer when ``a`` or ``b`` is constant (all tied), where ρ is undefined:
+            ``"nan"`` (default), or ``"zero"`` (no order: a trend that was asked for and is absent).
+    Returns:
+        ρ in [−1, 1] as a float; NaN where an input holds NaN.
+    """
+    from scipy.stats import spearmanr
+
+    if if_constant not in IF_CONSTANT:
+        raise ValueError(f"spearman: if_constant {if_constant!r}; allowed values are {', '.join(IF_CONSTANT)}")
+    xa, ya = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if xa.ndim != 1 or xa.shape != ya.shape or len(xa) < 2:
+        raise ValueError(f"spearman: a and b must be 1-D of the same length >= 2, got {xa.shape} and {ya.shape}")
+    if np.isnan(xa).any() or np.isnan(ya).any():
+        return float("nan")
+    if len(np.unique(xa)) == 1 or len(np.unique(ya)) == 1:  # all tied (±inf included)
+        return float("nan") if if_constant == "nan" else 0.0
+    return float(spearmanr(xa, ya).statistic)  # pyright: ignore[reportAttributeAccessIssue]  # scipy builds this result class at runtime

@@ -1,6 +1,5 @@
 """What the `nonlinearity` experiments share: the bytes per element of the peak-memory estimates (issue 32,
-item 11), the conditional-independence model with two discriminative patterns (Thm. 5, App. D) and
-Spearman's rank correlation as a float (:func:`spearman`).
+item 11) and the conditional-independence model with two discriminative patterns (Thm. 5, App. D).
 
 Every experiment estimates its peak memory from its config before computing (``peak_memory(cfg,
 n_seeds) -> (bytes, key)``, :func:`ssldyn.lab.runner.estimate_memory`): :data:`ssldyn.memory.PROCESS_BASELINE`
@@ -12,11 +11,10 @@ tensors the config asks for, each times the number of live copies measured (max 
 from __future__ import annotations
 
 import torch
-from scipy.stats import spearmanr
 
 from ssldyn.data.latent import TwoRFModel
 
-__all__ = ["F32", "F64", "discriminative_model", "spearman"]
+__all__ = ["F32", "F64", "discriminative_model"]
 
 F32, F64 = 4, 8  # bytes per element
 
@@ -38,10 +36,3 @@ def discriminative_model(
     if scales is not None:
         pats = pats * scales[:, None, None]
     return TwoRFModel(pats, torch.stack([torch.stack([pz0, pz1])] * K), torch.tensor([0.5, 0.5], dtype=torch.float64))
-
-
-def spearman(a, b) -> float:
-    """Spearman's rank correlation ρ(a, b) of two 1-D sequences (:func:`scipy.stats.spearmanr`, average ranks
-    for ties); NaN when either is constant."""
-    res = spearmanr(a, b)
-    return float(res.statistic)  # pyright: ignore[reportAttributeAccessIssue]  # scipy builds this result class at runtime

@@ -47,11 +47,12 @@ from pydantic import Field, field_validator
 
 from ssldyn.data.latent import FIG8_ANGLES
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
-from ssldyn.experiments.nonlinearity._common import F64, spearman
+from ssldyn.experiments.nonlinearity._common import F64
 from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.activations import get_activation
 from ssldyn.probes.alpha_cl import prominent_maxima, theta_grid
+from ssldyn.probes.slopes import spearman
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 

@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, field_validator, model_validator
-from scipy.stats import spearmanr
 
 from ssldyn.data.clustered import four_clusters_2d
 from ssldyn.experiments.variational import _flows_common as fc
@@ -41,19 +40,13 @@ from ssldyn.experiments.variational.fig5 import averaging_net_factory
 from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, gt, lt, register
 from ssldyn.lab.claims import Robustness
 from ssldyn.probes.cluster import per_cluster_mean, silhouette_samples_cosine
+from ssldyn.probes.slopes import spearman
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 DERIVATION = (
     "Remark 4.4 / Thm. 4.5: ż_i ≈ −(n_q/n)‖ξ_q‖²β_q∇L(ξ_q), so a cluster of fewer points moves more slowly and "
     "its structure forms later"
 )
-
-
-def _spearman(a, b) -> float:
-    """Spearman's rank correlation of two samples (scipy); 0 (no order) when one sample is constant (all tied)."""
-    if len(set(np.asarray(b).tolist())) == 1:
-        return 0.0
-    return float(spearmanr(a, b).statistic)  # pyright: ignore[reportAttributeAccessIssue] (scipy's result class is untyped: SignificanceResult.statistic)
 
 
 class ImbalanceConfig(ExperimentConfig):
@@ -189,13 +182,13 @@ class Imbalance(VariationalExperiment):
                                  "curves": pd.DataFrame({"time": np.repeat(times, 4), "size": np.tile(cfg.sizes, len(times)),
                                                          "silhouette": curves.reshape(-1)})})  # fmt: skip
             res.summary.update(
-                rho_capture=_spearman(cfg.sizes, t_cap),
-                rho_capture_vanilla=_spearman(cfg.sizes, t_cap_van),
+                rho_capture=spearman(cfg.sizes, t_cap, if_constant="zero"),
+                rho_capture_vanilla=spearman(cfg.sizes, t_cap_van, if_constant="zero"),
                 never_captured=int(sum(t > times[-1] for t in t_cap)),
                 never_captured_vanilla=int(sum(t > times[-1] for t in t_cap_van)),
-                rho_early=_spearman(cfg.sizes, curves[i_early]),
-                rho_start=_spearman(cfg.sizes, curves[0]),
-                rho_end=_spearman(cfg.sizes, curves[-1]),
+                rho_early=spearman(cfg.sizes, curves[i_early], if_constant="zero"),
+                rho_start=spearman(cfg.sizes, curves[0], if_constant="zero"),
+                rho_end=spearman(cfg.sizes, curves[-1], if_constant="zero"),
             )
             res.notes.append(
                 "Per size (averaged over the 4 positions): "

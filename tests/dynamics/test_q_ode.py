@@ -231,3 +231,24 @@ def test_solvers_reject_unordered_or_empty_times():
         solve_reference(q0, lam, t=np.array([]))
     with pytest.raises(ValueError, match=r"^q0: expected shape \(\.\.\., d, z\)"):
         solve_reference(np.array([0.3, 0.2]), lam, t=np.array([0.0, 1.0]))
+
+
+def test_solvers_name_a_finite_time_blow_up_before_it_and_agree_with_the_closed_form():
+    # d = z = 1: q̇ = −2[2λq − 2λq³] = 4λq(q² − 1). With u = q², u̇ = 8λu(u − 1), so
+    # (u − 1)/u = (1 − 1/u₀) e^{8λt}: from q₀ = 2, λ = 1 the solution blows up at t* = ln(4/3)/8 ≈ 0.036
+    q0, lam = np.array([[2.0]]), np.array([1.0])
+    t_star = np.log(4 / 3) / 8
+    t = np.array([0.0, 0.5 * t_star, 0.9 * t_star])
+    want = np.sqrt(1 / (1 - 0.75 * np.exp(8 * t)))
+    ref = solve_reference(q0, lam, t=t).trajectory.stack("q", tensors=True)[1][:, 0, 0].numpy()
+    ada = solve_adaptive(torch.tensor(q0), torch.tensor(lam), t=torch.tensor(t)).trajectory.stack("q", tensors=True)
+    np.testing.assert_allclose(ref, want, rtol=1e-8)
+    np.testing.assert_allclose(ada[1][:, 0, 0].numpy(), want, rtol=1e-5)
+    past = np.array([0.0, 1.1 * t_star])  # the solvers' own errors here: an AssertionError / a RuntimeError
+    with pytest.raises(ValueError, match=r"^solve_reference: the solver's step size fell to round-off before t = "):
+        solve_reference(q0, lam, t=past)
+    with pytest.raises(ValueError, match=r"^solve_adaptive: .* blows up in finite time on this interval"):
+        solve_adaptive(torch.tensor(q0), torch.tensor(lam), t=torch.tensor(past))
+    # the same start with λ < 0 is attracted to ±1: no blow-up, both solvers agree
+    ok = solve_reference(q0, -lam, t=np.array([0.0, 1.0])).state
+    assert float(ok) == pytest.approx(1.0, abs=1e-3)

@@ -78,3 +78,27 @@ def test_angular_spread_and_invariance_gap():
     f = lambda t: t[:, :2] * 2  # noqa: E731  invariant to the last two coordinates
     assert invariance_gap(f, x, lambda t: t + torch.cat([torch.zeros(50, 2), torch.ones(50, 2)], 1)) == 0.0
     assert abs(invariance_gap(f, x, lambda t: t + 0.5) - 2 * 0.5 * math.sqrt(2)) < 1e-12
+
+
+def test_uniformity_and_alignment_reject_what_has_no_meaning():
+    from ssldyn.probes.cluster import alignment, uniformity, uniformity_batch, uniformity_reference
+
+    z = torch.randn(6, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match=r"^uniformity: t must be a finite number > 0"):
+            uniformity(z, t=bad)
+        with pytest.raises(ValueError, match=r"^uniformity_batch: t must be a finite number > 0"):
+            uniformity_batch(z, t=bad)
+        with pytest.raises(ValueError, match=r"^uniformity_reference: t must be a finite number > 0"):
+            uniformity_reference(t=bad)
+        with pytest.raises(ValueError, match=r"^alignment: alpha must be a finite number > 0"):
+            alignment(z, z, alpha=bad)
+    with pytest.raises(ValueError, match=r"^uniformity: need n >= 2 points, got 1"):
+        uniformity(z[:1])
+    with pytest.raises(ValueError, match=r"^alignment: z1 and z2 must be positive pairs of one shape"):
+        alignment(z, z[:5])
+    # numpy scalars are numbers; the value is the formula's
+    u = z / z.norm(dim=1, keepdim=True)
+    sq = torch.cdist(u, u) ** 2
+    want = math.log(torch.exp(-1.5 * sq[~torch.eye(6, dtype=torch.bool)]).mean().item())
+    assert uniformity(z, t=np.float32(1.5)) == pytest.approx(want, rel=1e-6)

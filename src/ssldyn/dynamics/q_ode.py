@@ -220,6 +220,13 @@ def _check_times(t) -> np.ndarray:
     return tn
 
 
+def _blow_up(fn: str, tn: np.ndarray) -> str:
+    """The error of an adaptive solve whose step size fell to round-off (the solver's own message is cryptic)."""
+    return (f"{fn}: the solver's step size fell to round-off before t = {tn[-1]:.3g}: q(t) blows up in finite "
+            "time on this interval (eq. 9 is cubic in q: it does backwards in time, or forwards from ‖q_0‖ > 1 "
+            "along an eigenvector with λ > 0, e.g. q̇ = 4λq(q² − 1) for d = z = 1); shorten t or check q_0 and lam")  # fmt: skip
+
+
 #: steps an adaptive solver may take (dopri5 / DOP853); a problem needing more is a ValueError (a bound on the work)
 MAX_ODE_STEPS = 100_000
 
@@ -318,6 +325,8 @@ def solve_adaptive(
         qs: torch.Tensor = odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol,
                                   options=opts)  # type: ignore[assignment]  # fmt: skip  # (T, ..., d, z)
     except AssertionError as e:
+        if "underflow in dt" in str(e):
+            raise ValueError(_blow_up("solve_adaptive", tn)) from None
         if "max_num_steps" not in str(e):
             raise
         raise ValueError(f"solve_adaptive: more than max_steps={max_steps} steps to reach t = {tn[-1]:.3g} "
@@ -381,6 +390,8 @@ def solve_reference(
     except _OverBudget:
         raise ValueError(f"solve_reference: more than max_steps={max_steps} DOP853 steps to reach t = {tn[-1]:.3g} "
                          f"(rtol={rtol:g}); shorten t or raise max_steps") from None  # fmt: skip
+    if not sol.success and "step size is less than spacing" in str(sol.message):
+        raise ValueError(_blow_up("solve_reference", tn))
     if not sol.success:
         raise RuntimeError(f"solve_reference: scipy failed: {sol.message}")
     qs = torch.from_numpy(np.ascontiguousarray(sol.y.T.reshape(len(tn), *shape)))  # (T, ..., d, z)

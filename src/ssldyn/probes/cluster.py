@@ -23,6 +23,7 @@ Unless batched, they accept ``(n, d)`` tensors or arrays (one member) and return
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import numpy as np
@@ -67,6 +68,13 @@ def _batch(z) -> Tensor:
     if z.dim() < 2:
         raise ValueError(f"embeddings must have shape (..., n, d), got {tuple(z.shape)}")
     return z
+
+
+def _positive(fn: str, name: str, v: float) -> float:
+    """A finite number > 0 (the scale ``t`` of the uniformity, the power ``α`` of the alignment)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{fn}: {name} must be a finite number > 0, got {v!r}")
+    return float(v)
 
 
 def _labels(labels, device: torch.device) -> Tensor:
@@ -127,9 +135,13 @@ def per_cluster_mean(values, labels) -> Tensor:
 
 
 def uniformity(z, t: float = 2.0) -> float:
-    """Wang & Isola (2020): ``log mean_{i≠j} exp(−t ‖u_i − u_j‖²)``, ``u = z/‖z‖``. Lower = more uniform."""
+    """Wang & Isola (2020): ``log mean_{i≠j} exp(−t ‖u_i − u_j‖²)``, ``u = z/‖z‖``, ``t > 0``; ``z (n, d)``
+    with ``n >= 2``. Lower = more uniform."""
+    t = _positive("uniformity", "t", t)
     z = _t(z)
     n = z.shape[0]
+    if n < 2:
+        raise ValueError(f"uniformity: need n >= 2 points, got {n}")
     sq = (2.0 - 2.0 * cosine_matrix(z)).clamp_min(0.0)  # (n, n): ‖u_i − u_j‖² of the unit rows
     off = ~torch.eye(n, dtype=torch.bool, device=z.device)
     return float(torch.logsumexp(-t * sq[off], 0) - math.log(n * (n - 1)))
@@ -140,18 +152,23 @@ def uniformity_batch(z, t: float = 2.0) -> Tensor:
 
     ``log mean_{i≠j} exp(−t‖u_i − u_j‖²) = logsumexp_{i≠j}(2t u_iᵀu_j) − 2t − log(n(n−1))`` (unit rows).
     """
+    t = _positive("uniformity_batch", "t", t)
     z = _batch(z)  # (..., n, d)
     n = z.shape[-2]
     if n < 2:
-        raise ValueError(f"uniformity: need n >= 2 points, got {n}")
+        raise ValueError(f"uniformity_batch: need n >= 2 points, got {n}")
     logits = (2.0 * t) * cosine_matrix(z)  # (..., n, n): −t‖u_i − u_j‖² + 2t
     logits = logits.masked_fill(torch.eye(n, dtype=torch.bool, device=z.device), -math.inf)
     return torch.logsumexp(logits.flatten(-2), dim=-1) - 2.0 * t - math.log(n * (n - 1))
 
 
 def alignment(z1, z2, alpha: float = 2.0) -> float:
-    """Wang & Isola (2020): ``mean_i ‖u_i − v_i‖^α`` over positive pairs (normalised)."""
+    """Wang & Isola (2020): ``mean_i ‖u_i − v_i‖^α`` over positive pairs (normalised), ``α > 0``; ``z1, z2 (n, d)``."""
+    alpha = _positive("alignment", "alpha", alpha)
     u, v = _unit(_t(z1)), _unit(_t(z2))
+    if u.shape != v.shape:
+        raise ValueError(f"alignment: z1 and z2 must be positive pairs of one shape (n, d), got {tuple(u.shape)} "
+                         f"and {tuple(v.shape)}")  # fmt: skip
     return float(((u - v).norm(dim=-1) ** alpha).mean())
 
 
@@ -160,6 +177,7 @@ def uniformity_reference(n: int | None = None, d: int = 2, t: float = 2.0) -> fl
     :func:`ssldyn.data.sphere.circle_points_even`) or ``n`` Fibonacci-lattice points on S² (``d = 3``,
     :func:`ssldyn.data.sphere.fibonacci_sphere`), or, with
     ``n=None``, the continuous uniform measure on S^{d−1} (``d = 2``: ``−2t + log I₀(2t)``)."""
+    t = _positive("uniformity_reference", "t", t)
     if n is not None:
         if d == 2:
             return uniformity(circle_points_even(n), t)

@@ -125,3 +125,14 @@ def test_deep_linear_normal_init_fan_in():
     net = DeepLinearNet(d, [h, h], z, regime="unconstrained", init="normal", dtype=torch.float64)
     v = [W.detach().var().item() for W in net.layers]
     assert abs(v[0] * d - 1) < 0.1 and abs(v[1] * h - 1) < 0.05 and abs(v[2] * h - 1) < 0.1, v
+
+
+def test_two_layer_and_deep_linear_nets_name_a_wrong_input_shape():
+    net = TwoLayerNet(4, 5, 2, ensemble=2)
+    deep = DeepLinearNet(4, [5, 5], 2, ensemble=2)
+    for m, name in ((net, "TwoLayerNet"), (deep, "DeepLinearNet")):
+        for bad in (torch.randn(5, 6), torch.randn(3, 5, 4), torch.randn(2, 5, 6), torch.randn(4)):
+            with pytest.raises(ValueError, match=rf"^{name}: input must be \(B, d=4\) or \(E=2, B, d=4\), got"):
+                m(bad)
+        x = torch.randn(5, 4)
+        assert torch.equal(m(x), m(x.expand(2, 5, 4)))  # a shared batch is every member's batch

@@ -58,6 +58,15 @@ def _init_matrix(
     raise ValueError(f"init {init!r}: allowed values are orthogonal, normal")
 
 
+def _members_input(model: str, x: torch.Tensor, E: int, d: int) -> torch.Tensor:
+    """``x (B, d)`` shared by the ``E`` members (a view, ``(E, B, d)``) or ``(E, B, d)`` one batch per member."""
+    if x.dim() == 2 and x.shape[1] == d:
+        return x.unsqueeze(0).expand(E, *x.shape)  # (E, B, d)
+    if x.dim() == 3 and x.shape[0] == E and x.shape[2] == d:
+        return x
+    raise ValueError(f"{model}: input must be (B, d={d}) or (E={E}, B, d={d}), got {tuple(x.shape)}")
+
+
 class TwoLayerNet(nn.Module):
     """``u(x) = W2ᵀ φ(W1 x)`` with ``W1: (E, h, d)``, ``W2: (E, h, z)`` (``grassmann`` Sec. 3).
 
@@ -130,11 +139,7 @@ class TwoLayerNet(nn.Module):
 
     # --- forward -------------------------------------------------------------------------
     def _x(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 2:
-            return x.unsqueeze(0).expand(self.ensemble, *x.shape)  # (E, B, d)
-        if x.dim() == 3 and x.shape[0] == self.ensemble:
-            return x
-        raise ValueError(f"TwoLayerNet: input must be (B, d) or (E={self.ensemble}, B, d), got {tuple(x.shape)}")
+        return _members_input("TwoLayerNet", x, self.ensemble, self.d)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """``φ(W1 x)`` ``(E, B, h)`` (masked hidden units are 0)."""
@@ -251,9 +256,7 @@ class DeepLinearNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, d)`` or ``(E, B, d)`` -> ``(E, B, z)``."""
-        if x.dim() == 2:
-            x = x.unsqueeze(0).expand(self.ensemble, *x.shape)
-        return x @ self.end_to_end().mT
+        return _members_input("DeepLinearNet", x, self.ensemble, self.d) @ self.end_to_end().mT
 
     def weights(self) -> list[nn.Parameter]:
         return list(self.layers)

@@ -120,3 +120,33 @@ def test_ntk_class_blocks_error_names_the_class_counts():
 def test_relu_kernel_shape_mismatch_is_an_error():
     with pytest.raises(ValueError, match=r"\(n1, D\) and \(n2, D\)"):
         relu_infinite_width_kernel(torch.randn(2, 3), torch.randn(2, 4))
+
+
+def test_block_structure_needs_a_count_of_shuffles():
+    K, labels = torch.eye(4) + 0.1, torch.tensor([0, 0, 1, 1])
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match=r"^block_structure: n_perm must be an integer >= 0"):
+            block_structure(K, labels, n_perm=bad)
+
+
+def test_cluster_limit_kernel_names_wrong_shapes_and_labels_out_of_range():
+    from ssldyn.kernels import cluster_limit_kernel
+
+    labels, centers, beta = torch.tensor([0, 1, 1]), torch.randn(2, 3), torch.rand(2, 2)
+    K = cluster_limit_kernel(labels, centers, beta)  # the written-out blocks: 1[γ(i)=γ(j)] ‖ξ_q‖² diag(β_q)
+    want = torch.zeros(3, 3, 2, 2)
+    for i in range(3):
+        for j in range(3):
+            if labels[i] == labels[j]:
+                want[i, j] = (centers[labels[i]] ** 2).sum() * torch.diag(beta[labels[i]])
+    torch.testing.assert_close(K, want)
+    with pytest.raises(
+        ValueError, match=r"^cluster_limit_kernel: need labels \(n,\), centers \(N, D\) and beta \(N, d\)"
+    ):
+        cluster_limit_kernel(labels, centers, torch.rand(2))
+    with pytest.raises(ValueError, match=r"^cluster_limit_kernel: need labels"):
+        cluster_limit_kernel(labels, centers, torch.rand(3, 2))  # one β row per cluster
+    with pytest.raises(
+        ValueError, match=r"^cluster_limit_kernel: labels must be cluster indices in 0\.\.1, got 0\.\.2"
+    ):
+        cluster_limit_kernel(torch.tensor([0, 2]), centers, beta)

@@ -157,3 +157,33 @@ def test_cli_jobs_2_workers_die_with_the_driver(tmp_path, sig):
         _kill_and_expect_no_survivors(driver, kids, sig)
     finally:
         _reap(driver, kids)
+
+
+def test_stopping_a_pool_now_leaves_no_pool_thread_to_race_the_exit_hook(monkeypatch):
+    # the pool's manager thread closes its wake-up pipe when it sees its workers end; the interpreter's exit
+    # hook (concurrent.futures' _python_exit) writes to that pipe: if the thread is still closing it, the
+    # write fails ("OSError: [Errno 9] Bad file descriptor", a traceback after `reproduce`'s interrupt message;
+    # seen once in a full -n 2 run). A slow close makes the window certain: stop_pool must wait it out.
+    import threading
+    from concurrent.futures import process
+
+    if sys.version_info >= (3, 14):
+        pytest.skip("Python >= 3.14 ends the workers with terminate_workers()")
+    closing = process._ExecutorManagerThread.join_executor_internals
+
+    def slow_close(self):
+        time.sleep(1.0)
+        closing(self)
+
+    monkeypatch.setattr(process._ExecutorManagerThread, "join_executor_internals", slow_close)
+    pool = workers.new_pool(2)
+    futures = [pool.submit(time.sleep, 30) for _ in range(3)]
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(f.running() for f in futures):
+        time.sleep(0.05)
+    assert any(f.running() for f in futures), "the pool never started its workers"
+    t0 = time.time()
+    workers.stop_pool(pool, now=True)
+    assert time.time() - t0 < 15, "stopping now waited for the running tasks"
+    alive = [t for t in threading.enumerate() if isinstance(t, process._ExecutorManagerThread) and t.is_alive()]
+    assert not alive, f"pool threads still running after stop_pool(now=True): {alive}"

@@ -131,3 +131,11 @@ def test_linear_svm_accuracy_separable_and_random():
     assert linear_svm_accuracy(X, y) == pytest.approx(1.0)
     acc = linear_svm_accuracy(rng.normal(size=(100, 2)), y)
     assert 0.25 < acc < 0.75
+
+
+def test_collapse_probes_name_non_finite_embeddings():
+    u = torch.randn(6, 3)
+    u[2, 1] = float("nan")
+    for probe in (effective_rank, singular_value_ratio, embedding_singular_values):
+        with pytest.raises(ValueError, match=r"^embeddings contain NaN or inf \(shape \(6, 3\)\)"):
+            probe(u)

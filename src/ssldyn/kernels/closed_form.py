@@ -186,6 +186,12 @@ def cluster_limit_kernel(labels: Tensor, centers: Tensor, beta: Tensor) -> Tenso
     Returns:
         ``(n, n, d, d)`` in ``beta``'s dtype, the layout of :func:`averaging_net_kernel`.
     """
+    if labels.dim() != 1 or centers.dim() != 2 or beta.dim() != 2 or len(centers) != len(beta):
+        raise ValueError(f"cluster_limit_kernel: need labels (n,), centers (N, D) and beta (N, d), got "
+                         f"{tuple(labels.shape)}, {tuple(centers.shape)}, {tuple(beta.shape)}")  # fmt: skip
+    if labels.numel() and not (0 <= int(labels.min()) and int(labels.max()) < len(centers)):
+        raise ValueError(f"cluster_limit_kernel: labels must be cluster indices in 0..{len(centers) - 1}, got "
+                         f"{int(labels.min())}..{int(labels.max())}")  # fmt: skip
     same = (labels[:, None] == labels[None, :]).to(beta.dtype)  # (n, n)
     sq = (centers**2).sum(-1)  # (N,)
     K_block = same[..., None] * (sq[labels][:, None, None] * beta[labels][:, None, :])  # (n, n, d)
@@ -269,6 +275,10 @@ def block_structure(
     if K.dim() not in (2, 4) or K.shape[0] != K.shape[1] or (K.dim() == 4 and K.shape[2] != K.shape[3]):
         raise ValueError(f"block_structure: K must have shape (n, n) or (n, n, d, d), got {tuple(K.shape)}")
     _finite("block_structure", K=K)
+    if isinstance(n_perm, bool) or not isinstance(n_perm, int) or n_perm < 0:
+        raise ValueError(
+            f"block_structure: n_perm must be an integer >= 0 (label shuffles; 0: no z-score), got {n_perm!r}"
+        )
     labels = torch.as_tensor(labels).to(K.device)
     n = K.shape[0]
     if labels.shape != (n,):

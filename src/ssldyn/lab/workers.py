@@ -115,10 +115,16 @@ def stop_pool(pool: Any, *, now: bool = False) -> None:
     if terminate is not None:
         terminate()
         return
-    procs = list((getattr(pool, "_processes", None) or {}).values())  # the only reader of this private field
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # the only readers of these private fields
+    manager = getattr(pool, "_executor_manager_thread", None)  # (Python < 3.14: no terminate_workers)
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs:
         if proc.is_alive():
             proc.terminate()
     for proc in procs:
         proc.join(timeout=10)
+    # let the pool's manager thread see its dead workers and close its wake-up pipe now: left running, it
+    # races the interpreter's exit hook, which writes to that pipe while the thread closes it (CPython 3.11:
+    # "OSError: [Errno 9] Bad file descriptor" and a traceback after the interrupt message)
+    if manager is not None and manager.is_alive():
+        manager.join(timeout=10)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from ssldyn.models._sizes import check_sizes
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.ensemble import EnsembleLinear
 from ssldyn.models.seeding import draw_members
@@ -74,8 +75,7 @@ class AveragingNet(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        if width < 1 or out_dim < 1 or in_dim < 1:
-            raise ValueError(f"AveragingNet: in_dim, out_dim, width must be >= 1, got {in_dim}, {out_dim}, {width}")
+        check_sizes("AveragingNet", in_dim=in_dim, out_dim=out_dim, width=width, ensemble=ensemble)
         if invariant_init and in_dim < out_dim:
             raise ValueError(f"AveragingNet: invariant_init needs in_dim D >= out_dim d, got D={in_dim}, d={out_dim}")
         self.in_dim, self.out_dim, self.width, self.ensemble = in_dim, out_dim, width, ensemble

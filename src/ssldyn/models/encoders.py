@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ssldyn.models._sizes import check_sizes, check_widths
 from ssldyn.models.seeding import EnsembleMember, draw_members
 
 __all__ = ["EnsembleConv2d", "ConvEncoder", "MLPEncoder", "ProjectionHead", "SimCLRNet", "build_simclr_net"]
@@ -123,11 +124,8 @@ class ConvEncoder(nn.Module):
         draw: bool = True,
     ) -> None:
         super().__init__()
-        if in_channels < 1 or not widths or min(widths) < 1 or ensemble < 1:
-            raise ValueError(
-                f"ConvEncoder: in_channels, widths, ensemble must be >= 1, got {in_channels}, "
-                f"{list(widths)}, {ensemble}"
-            )
+        check_sizes("ConvEncoder", in_channels=in_channels, ensemble=ensemble)
+        check_widths("ConvEncoder", "widths", widths, allow_empty=False)
         self.E, self.in_channels, self.out_dim = ensemble, in_channels, int(widths[-1])
         chans = [in_channels, *widths]
         self.convs = nn.ModuleList([EnsembleConv2d(a, b, 3, ensemble) for a, b in zip(chans[:-1], chans[1:])])
@@ -169,11 +167,8 @@ class MLPEncoder(nn.Module):
         draw: bool = True,
     ) -> None:
         super().__init__()
-        if in_dim < 1 or out_dim < 1 or ensemble < 1 or (hidden and min(hidden) < 1):
-            raise ValueError(
-                f"MLPEncoder: sizes must be >= 1, got in_dim={in_dim}, hidden={list(hidden)}, "
-                f"out_dim={out_dim}, ensemble={ensemble}"
-            )
+        check_sizes("MLPEncoder", in_dim=in_dim, out_dim=out_dim, ensemble=ensemble)
+        check_widths("MLPEncoder", "hidden", hidden)
         self.E, self.in_dim, self.out_dim = ensemble, in_dim, out_dim
         dims = [in_dim, *hidden, out_dim]
         self.linears = nn.ModuleList([_EnsembleLinear(a, b, ensemble) for a, b in zip(dims[:-1], dims[1:])])

@@ -14,6 +14,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from ssldyn.models._sizes import check_sizes
 from ssldyn.models.seeding import draw_members
 
 __all__ = ["broadcast_members", "EnsembleLinear"]
@@ -54,11 +55,7 @@ class EnsembleLinear(nn.Module):
         draw: bool = True,
     ) -> None:
         super().__init__()
-        if ensemble < 1 or in_features < 1 or out_features < 1:
-            raise ValueError(
-                f"EnsembleLinear: ensemble, in_features, out_features must be >= 1, got "
-                f"{ensemble}, {in_features}, {out_features}"
-            )
+        check_sizes("EnsembleLinear", in_features=in_features, out_features=out_features, ensemble=ensemble)
         if init not in ("torch", "normal"):
             raise ValueError(f"init {init!r}: allowed values are 'torch', 'normal'")
         self.ensemble, self.in_features, self.out_features = ensemble, in_features, out_features

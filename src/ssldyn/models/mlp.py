@@ -8,6 +8,7 @@ from typing import Literal, cast
 import torch
 from torch import Tensor, nn
 
+from ssldyn.models._sizes import check_sizes, check_widths
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.ensemble import EnsembleLinear
 from ssldyn.models.seeding import draw_members
@@ -54,8 +55,8 @@ class MLP(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        if depth < 1:
-            raise ValueError(f"MLP: depth must be >= 1, got {depth}")
+        check_sizes("MLP", in_dim=in_dim, out_dim=out_dim, depth=depth, ensemble=ensemble)
+        check_widths("MLP", "hidden", [hidden] if isinstance(hidden, int) else hidden)
         widths = [hidden] * (depth - 1) if isinstance(hidden, int) else [int(h) for h in hidden]
         if len(widths) != depth - 1:
             raise ValueError(f"MLP: hidden must be an int or a list of depth-1={depth - 1} widths, got {hidden}")

@@ -45,6 +45,7 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from ssldyn.models._sizes import check_sizes
 from ssldyn.models.activations import get_activation
 from ssldyn.models.seeding import member_generators
 
@@ -169,10 +170,7 @@ class EnsembleRFNet(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        if K < 1 or in_dim < 1 or out_dim < 1 or ensemble < 1:
-            raise ValueError(
-                f"EnsembleRFNet: K, in_dim, out_dim, ensemble must be >= 1, got {K}, {in_dim}, {out_dim}, {ensemble}"
-            )
+        check_sizes("EnsembleRFNet", K=K, in_dim=in_dim, out_dim=out_dim, ensemble=ensemble)
         if token_path not in TOKEN_PATHS:
             raise ValueError(f"token_path {token_path!r}: allowed values are {', '.join(TOKEN_PATHS)}")
         E = ensemble

@@ -29,6 +29,7 @@ from typing import Literal, get_args
 import torch
 from torch import nn
 
+from ssldyn.models._sizes import check_sizes
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.seeding import member_generators
 from ssldyn.models.stiefel import Retraction, frobenius_project, random_stiefel, retract
@@ -106,8 +107,7 @@ class TwoLayerNet(nn.Module):
         super().__init__()
         if regime not in REGIMES:
             raise ValueError(f"regime {regime!r}: allowed values are {', '.join(REGIMES)}")
-        if min(d, h, z, ensemble) < 1:
-            raise ValueError(f"TwoLayerNet: d, h, z, ensemble must be >= 1, got {d}, {h}, {z}, {ensemble}")
+        check_sizes("TwoLayerNet", d=d, h=h, z=z, ensemble=ensemble)
         widths = list(widths) if widths is not None else [h] * ensemble
         if len(widths) != ensemble or min(widths) < 1 or max(widths) > h:
             raise ValueError(f"widths: need {ensemble} widths in [1, h={h}], got {widths}")

@@ -20,6 +20,8 @@ def _centered(u, center: bool) -> torch.Tensor:
     u = as_tensor(u)
     if u.dim() < 2 or u.shape[-2] == 0 or u.shape[-1] == 0:
         raise ValueError(f"embeddings must have shape (..., n, z) with n, z >= 1, got {tuple(u.shape)}")
+    if not bool(torch.isfinite(u).all()):
+        raise ValueError(f"embeddings contain NaN or inf (shape {tuple(u.shape)}): a diverged run has no spectrum")
     return u - u.mean(-2, keepdim=True) if center else u
 
 

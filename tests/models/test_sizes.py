@@ -1,0 +1,39 @@
+"""Every model's constructor rejects a size that is not an integer >= 1 with one error naming the model and the size."""
+
+import numpy as np
+import pytest
+import torch
+
+from ssldyn.models import AveragingNet, ConvEncoder, EnsembleLinear, MLPEncoder, TwoLayerNet
+from ssldyn.models.mlp import MLP
+from ssldyn.models.rf_net import EnsembleRFNet
+
+
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda: MLP(4, [8], 3), r"^MLP: out_dim must be an integer >= 1, got \[8\]$"),  # arguments swapped
+        (lambda: MLP(4, 3, depth=0), r"^MLP: depth must be an integer >= 1, got 0$"),
+        (lambda: MLP(4, 3, hidden=[8, -1, 3]), r"^MLP: hidden must be a list of integers >= 1, got \[8, -1, 3\]$"),
+        (lambda: TwoLayerNet(4, 2.5, 2), r"^TwoLayerNet: h must be an integer >= 1, got 2\.5$"),
+        (lambda: AveragingNet(4, 2, True), r"^AveragingNet: width must be an integer >= 1, got True$"),
+        (lambda: EnsembleLinear(3, 2, 0), r"^EnsembleLinear: ensemble must be an integer >= 1, got 0$"),
+        (
+            lambda: ConvEncoder(1, []),
+            r"^ConvEncoder: widths must be a list of integers >= 1 \(at least one\), got \[\]$",
+        ),
+        (lambda: ConvEncoder(1, [8, 0]), r"^ConvEncoder: widths must be .*, got \[8, 0\]$"),
+        (lambda: MLPEncoder(4, [8], 0), r"^MLPEncoder: out_dim must be an integer >= 1, got 0$"),
+        (lambda: EnsembleRFNet(0, 4, 2), r"^EnsembleRFNet: K must be an integer >= 1, got 0$"),
+    ],
+)
+def test_a_bad_size_is_one_error_naming_the_model_and_the_size(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+def test_integer_sizes_of_any_integral_type_build_the_same_model():
+    a = MLP(np.int64(4), 3, hidden=(8,), depth=2, seeds=[0])
+    b = MLP(4, 3, hidden=[8], depth=2, seeds=[0])
+    x = torch.randn(5, 4)
+    assert torch.equal(a(x), b(x))

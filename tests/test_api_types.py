@@ -86,3 +86,33 @@ def test_a_bad_choice_is_one_error_naming_the_allowed_values():
         info_nce(z, z, 0.5, similarity="cos")  # pyright: ignore[reportArgumentType]
     with pytest.raises(ValueError, match="mode 'block': allowed values are 'full', 'trace', 'diagonal'"):
         empirical_ntk(torch.nn.Linear(3, 2), None, z, mode="block")  # pyright: ignore[reportArgumentType]
+
+
+#: where randomness comes in positionally on purpose: the call protocols ``augment(x, g)`` and
+#: ``init_member(e, g)`` (a positional generator is the contract), and a token source whose seed is
+#: its identity (required, ``TokenGenerator(spec, seed)``)
+RANDOMNESS_PROTOCOLS = {"__call__", "init_member", "augment"}
+RANDOMNESS_IDENTITY = {("data/tokens.py", "__init__")}
+
+
+def _positional_randomness() -> list[str]:
+    """``file:line function(param)`` of every library parameter named ``generator`` or ``seed`` that can be
+    given positionally (the one idiom is keyword-only: ``generator=`` for torch draws, ``seed=`` for numpy /
+    scikit-learn ones)."""
+    out = []
+    for layer in LIBRARY:
+        for path in sorted((SRC / layer).rglob("*.py")):
+            rel = str(path.relative_to(SRC))
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.FunctionDef) or (node.name.startswith("_") and node.name != "__init__"):
+                    continue
+                if node.name in RANDOMNESS_PROTOCOLS or (rel, node.name) in RANDOMNESS_IDENTITY:
+                    continue
+                for p in node.args.posonlyargs + node.args.args:
+                    if p.arg in ("generator", "seed"):
+                        out.append(f"{rel}:{node.lineno} {node.name}({p.arg})")
+    return out
+
+
+def test_randomness_is_keyword_only():
+    assert not _positional_randomness(), "positional generator/seed: " + ", ".join(_positional_randomness())

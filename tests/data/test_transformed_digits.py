@@ -17,7 +17,7 @@ def _digits(B=3, side=10, seed=0):
 
 
 def _params(T, B, **kw):
-    p = T.sample(B, 10, 10, torch.Generator().manual_seed(0))
+    p = T.sample(B, 10, 10, generator=torch.Generator().manual_seed(0))
     p.update({"scale": torch.ones(B, dtype=torch.float64), "angle": torch.zeros(B, dtype=torch.float64),
               "shift": torch.zeros(B, 2, dtype=torch.float64), "invert": torch.zeros(B, dtype=torch.bool)})  # fmt: skip
     p.update(kw)
@@ -68,7 +68,7 @@ def test_seeded_and_bounded():
     torch.testing.assert_close(a, b)
     assert a.shape == (6, 1, 20, 20) and float(a.min()) >= 0 and float(a.max()) <= 1
     ds = ImageDataset(d.float(), torch.arange(6), "toy")
-    out = transformed_digits(ds, T, torch.Generator().manual_seed(1), batch=4)
+    out = transformed_digits(ds, T, generator=torch.Generator().manual_seed(1), batch=4)
     assert out.images.shape == (6, 1, 20, 20) and torch.equal(out.labels, ds.labels)
 
 

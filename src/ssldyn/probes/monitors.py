@@ -43,7 +43,7 @@ class _SplitProbe:
 
     name = "probe"
 
-    def __init__(self, labels: Any, test_size: float, seed: int) -> None:
+    def __init__(self, labels: Any, *, test_size: float, seed: int) -> None:
         y = _numpy(labels)
         if y.ndim != 1 or len(y) < 4:
             raise ValueError(f"{self.name}: labels must be a vector (n,) with n >= 4, got shape {tuple(y.shape)}")
@@ -108,7 +108,7 @@ class LinearProbe(_SplitProbe):
     def __init__(self, labels: Any, *, test_size: float = 0.5, seed: int = 0, C: float = 1.0, max_iter: int = 1000):
         if not C > 0:
             raise ValueError(f"LinearProbe: C must be > 0, got {C!r}")
-        super().__init__(labels, test_size, seed)
+        super().__init__(labels, test_size=test_size, seed=seed)
         self.C, self.max_iter = float(C), int(max_iter)
 
     def _accuracy(self, z_train, y_train, z_test, y_test) -> float:
@@ -140,7 +140,7 @@ class KNNProbe(_SplitProbe):
     def __init__(self, labels: Any, *, k: int = 20, metric: Metric = "cosine", test_size: float = 0.5, seed: int = 0):
         if metric not in ("cosine", "euclidean"):
             raise ValueError(f"KNNProbe: metric {metric!r}: allowed values are 'cosine', 'euclidean'")
-        super().__init__(labels, test_size, seed)
+        super().__init__(labels, test_size=test_size, seed=seed)
         if not 1 <= int(k) <= len(self.train_idx):
             raise ValueError(f"KNNProbe: k={k} must be in [1, {len(self.train_idx)}] (the training part of the split)")
         self.k = int(k)

@@ -130,6 +130,7 @@ def linear_svm_accuracy(
     labels: torch.Tensor | np.ndarray,
     folds: int = 5,
     C: float = 1.0,
+    *,
     seed: int = 0,
     standardize: bool = True,
 ) -> float:

@@ -24,11 +24,11 @@ _COLORS = PALETTE + ["#bcbd22", "#7f7f7f"]
 
 def tsne_embedding(
     x,
+    *,
     seed: int = 0,
     perplexity: float = 30.0,
     pca_dims: int | None = 50,
     max_iter: int = 1000,
-    *,
     method: Literal["auto", "exact", "barnes_hut"] = "auto",
 ) -> np.ndarray:
     """t-SNE map ``(n, 2)`` of features ``(n, ...)`` (van der Maaten & Hinton 2008; scikit-learn's ``TSNE``).

@@ -325,7 +325,10 @@ class Fig1(VariationalExperiment):
             lambda d: ImageDataset(F.avg_pool2d(d.images, st.downsample), d.labels, d.name, d.classes))  # fmt: skip
         ctr, cte = pool(train), pool(test)
         g = ctx.generator(5)
-        otr, ote = transformed_digits(ctr, T, g), transformed_digits(cte, T, g)  # the observed images T(x)
+        otr, ote = (
+            transformed_digits(ctr, T, generator=g),
+            transformed_digits(cte, T, generator=g),
+        )  # the observed images T(x)
         net, init, traj = _simclr(ctr.images, (1, st.canvas, st.canvas), lambda x, gg: T(x, gg), cfg.standin_simclr,
                                   ctx, "transformed digits")  # fmt: skip
         dev = ctx.device
@@ -431,7 +434,9 @@ class Fig1(VariationalExperiment):
         fig, ax = new_figure(len(panels), 1, size=(3.6, 3.6))
         seed = int(result.seed or 0)
         for j, (tag, rep, title) in enumerate(panels):
-            y2 = tsne_embedding(a[f"{tag}_features_{rep}"], seed, cfg.perplexity, max_iter=cfg.tsne_iter)
+            y2 = tsne_embedding(
+                a[f"{tag}_features_{rep}"], seed=seed, perplexity=cfg.perplexity, max_iter=cfg.tsne_iter
+            )
             plot_tsne(ax[0, j], y2, a[f"{tag}_tsne_labels"],
                       f"{title}\nsilhouette {s[f'{tag}_{rep}_silhouette']:.2f}, k-NN {s[f'{tag}_{rep}_knn']:.2f}")  # fmt: skip
         paths = [save_figure(fig, fig_dir / "fig1_tsne.png")]

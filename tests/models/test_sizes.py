@@ -37,3 +37,20 @@ def test_integer_sizes_of_any_integral_type_build_the_same_model():
     b = MLP(4, 3, hidden=[8], depth=2, seeds=[0])
     x = torch.randn(5, 4)
     assert torch.equal(a(x), b(x))
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        lambda: MLP(4, 3, 8, 2, ensemble=2),
+        lambda: AveragingNet(4, 2, 10, ensemble=2),
+        lambda: EnsembleLinear(4, 3, 2),
+    ],
+)
+def test_a_wrong_input_shape_is_one_error_naming_the_shapes_allowed(model):
+    m = model()
+    for bad in (torch.randn(5, 6), torch.randn(3, 5, 4)):  # wrong features; three members for two
+        with pytest.raises(ValueError, match=r"^EnsembleLinear: input must be \(B, in=4\) or \(E=2, B, in=4\), got"):
+            m(bad)
+    x = torch.randn(5, 4)
+    assert torch.equal(m(x), m(x.expand(2, 5, 4)))

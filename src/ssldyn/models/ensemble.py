@@ -85,6 +85,9 @@ class EnsembleLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = broadcast_members(x, self.ensemble)  # (E, B, in)
+        if x.dim() != 3 or x.shape[-1] != self.in_features:
+            E, d = self.ensemble, self.in_features
+            raise ValueError(f"EnsembleLinear: input must be (B, in={d}) or (E={E}, B, in={d}), got {tuple(x.shape)}")
         y = (
             torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
             if self.bias is not None

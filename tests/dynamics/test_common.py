@@ -79,3 +79,29 @@ def test_module_placement_helpers():
     assert to_module(x, module_device(net), module_dtype(net)).dtype == torch.float64
     assert to_module(idx, module_device(net), module_dtype(net)).dtype == torch.int64
     assert to_module(x, module_device(net), None).dtype == torch.float32
+
+
+def test_a_per_sample_loss_is_one_error_not_a_silent_sum():
+    # a loss of shape (n,) or (n, d) would be optimised as its sum and logged as n members
+    from ssldyn.dynamics import function_space_flow, train_weight_space, vanilla_gradient_descent
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    x, z0 = torch.randn(12, 4), torch.randn(6, 2)
+    with pytest.raises(ValueError, match=r"^loss_fn: expected a scalar tensor for embeddings \(12, 2\), got \(12,\)"):
+        train_weight_space(net, x, lambda z: (z**2).sum(-1), steps=2, lr=0.1)
+    with pytest.raises(ValueError, match=r"^loss_fn: expected a scalar tensor for embeddings \(12, 2\), got \(12, 2\)"):
+        train_weight_space(net, x, lambda z: z, steps=2, lr=0.1)
+    with pytest.raises(ValueError, match=r"^loss_fn: expected a scalar tensor for embeddings \(6, 2\), got \(6,\)"):
+        function_space_flow(z0, lambda z: (z**2).sum(-1), torch.eye(6), steps=2, lr=0.1)
+    with pytest.raises(ValueError, match=r"or one value per member \(3,\) for embeddings \(3, 6, 2\), got \(3, 6\)"):
+        vanilla_gradient_descent(z0.expand(3, 6, 2), lambda z: (z**2).sum(-1), steps=2, lr=0.1)
+    # the engine itself: any step whose loss has more than one axis
+    from ssldyn.dynamics.engine import run
+
+    with pytest.raises(ValueError, match=r"^step 0: the loss must be a scalar or one value per ensemble member"):
+        run(torch.zeros(2), lambda s, t: (s, torch.zeros(3, 2)), steps=2)
+    # what is allowed: a scalar, or one value per member; the same flow as summing by hand
+    a = vanilla_gradient_descent(z0.expand(3, 6, 2), lambda z: (z**2).sum((-1, -2)), steps=2, lr=0.1).state
+    b = vanilla_gradient_descent(z0.expand(3, 6, 2), lambda z: (z**2).sum(), steps=2, lr=0.1).state
+    torch.testing.assert_close(a, b)

@@ -38,6 +38,7 @@ __all__ = [
     "minibatches",
     "check_steps",
     "check_lr",
+    "check_embedding_loss",
 ]
 
 Probe = Callable[[Any], "float | Tensor"]
@@ -221,3 +222,14 @@ def check_lr(lr: Any, name: str = "lr") -> float:
     if not (math.isfinite(v) and v > 0):
         raise ValueError(f"{name} must be a finite number > 0, got {lr!r}")
     return v
+
+
+def check_embedding_loss(loss: Tensor, z: Tensor) -> None:
+    """``loss_fn(z)`` of embeddings ``(..., n, d)``: a scalar, or one value per member ``(...)``. A per-sample loss
+    ``(n,)`` would be differentiated as its sum and logged as ``n`` members, silently."""
+    members = tuple(z.shape[:-2])
+    if not isinstance(loss, Tensor) or tuple(loss.shape) not in {(), members}:
+        got = tuple(loss.shape) if isinstance(loss, Tensor) else type(loss).__name__
+        want = "a scalar tensor" + (f" or one value per member {members}" if members else "")
+        raise ValueError(f"loss_fn: expected {want} for embeddings {tuple(z.shape)}, got {got}: reduce a "
+                         "per-sample loss over the samples (the objectives of ssldyn.objectives do)")  # fmt: skip

@@ -192,6 +192,8 @@ def run(
             out = step(state, t)
         new_state, loss = out[0], out[1]
         extras = out[2] if len(out) > 2 else None
+        if t == start:
+            _check_loss_shape(loss, t)
         guard.update(t, loss)  # eager on the CPU; a few device ops (no host sync) on an accelerator
         if stop is not None and not is_final:
             stopped = bool(stop(new_state, t))
@@ -264,6 +266,15 @@ def _frozen_kept(optimizer: Any, guard: LossGuard) -> Iterator[None]:
     with torch.no_grad():
         for p, mask, old in kept:
             p.copy_(torch.where(mask, p, old))
+
+
+def _check_loss_shape(loss: Any, t: int) -> None:
+    """A step's loss is a scalar or one value per member ``(E,)``: a per-sample loss ``(n, ...)`` would be
+    optimised as its sum and logged as members, silently."""
+    shape = tuple(getattr(loss, "shape", ()))  # a tensor, an array or a Python number
+    if len(shape) > 1:
+        raise ValueError(f"step {t}: the loss must be a scalar or one value per ensemble member (E,), got shape "
+                         f"{shape}: reduce it over the samples (e.g. .mean() or .sum())")  # fmt: skip
 
 
 def _record(traj, t, state, loss, extras, probes, observe, loss_name, callbacks) -> None:

@@ -35,7 +35,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, drop_singleton_member
+from ssldyn.dynamics.common import Probes, Track, check_embedding_loss, check_lr, check_steps, drop_singleton_member
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
@@ -64,6 +64,7 @@ def embedding_loss_and_grad(loss_fn: LossFn, z: Tensor) -> tuple[Tensor, Tensor]
     z = z.detach().requires_grad_(True)
     with torch.enable_grad():
         loss = loss_fn(z)
+        check_embedding_loss(loss, z)
         (g,) = torch.autograd.grad(loss.sum(), z)
     return loss.detach(), g
 

@@ -26,7 +26,16 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import Augment, Probes, Track, check_lr, check_steps, drop_singleton_member, minibatches
+from ssldyn.dynamics.common import (
+    Augment,
+    Probes,
+    Track,
+    check_embedding_loss,
+    check_lr,
+    check_steps,
+    drop_singleton_member,
+    minibatches,
+)
 from ssldyn.dynamics.engine import preserved_buffers, run
 from ssldyn.dynamics.function_space import project_sphere
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -125,9 +134,9 @@ def train_weight_space(
     def step(model: nn.Module, t: int) -> tuple[nn.Module, Tensor]:
         xb = x if batches is None else x[next(batches).to(x.device)]  # (B, ...)
         if augment is not None:
-            loss = loss_fn(
-                _outputs(model, augment(xb, generator), output), _outputs(model, augment(xb, generator), output)
-            )
+            z1 = _outputs(model, augment(xb, generator), output)
+            loss = loss_fn(z1, _outputs(model, augment(xb, generator), output))
+            check_embedding_loss(loss, z1)
             cur.update(t=t, z=None, loss=loss)
             return model, loss
         z = _outputs(model, xb, output)  # (E, B, d) or (B, d); no graph at the final step
@@ -135,6 +144,7 @@ def train_weight_space(
             z = z.requires_grad_(True)  # for the gradient ∂𝓛/∂z of the snapshot
         with torch.enable_grad():
             loss = loss_fn(z)
+        check_embedding_loss(loss, z)
         cur.update(t=t, z=z, loss=loss, g=None)
         return model, loss
 

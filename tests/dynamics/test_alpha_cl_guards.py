@@ -203,3 +203,19 @@ def test_deferred_guard_reports_first_bad_step_and_member():
         g.update(6, torch.tensor([math.nan, 0.0]))  # member 0 at step 6: later, not reported
         g.check()
     assert (e.value.step, e.value.member, e.value.last_finite, e.value.value) == (5, 1, 5.0, math.inf)
+
+
+def test_thm5_flow_names_mismatched_shapes_before_any_step():
+    x, z = torch.randn(10, 2, 4), torch.randint(0, 2, (10,))
+    W0 = torch.randn(3, 2, 4)
+    cases = [
+        (dict(W0=torch.randn(3, 4), x=x, z=z), r"^thm5_flow: W0 must be \(\.\.\., K=2, d=4\) like x"),
+        (dict(W0=W0, x=torch.randn(10, 8), z=z), r"^thm5_flow: x must be \(N, K, d\)"),
+        (dict(W0=W0, x=x, z=torch.randint(0, 2, (9,))), r"^thm5_flow: z must be the N=10 latent classes in \{0, 1\}"),
+        (dict(W0=W0, x=x, z=z + 2), r"^thm5_flow: z must be the N=10 latent classes"),
+        (dict(W0=W0, x=x, z=z, weights=torch.rand(10, 3)), r"^thm5_flow: weights must be \(N=10,\) or \(N, K=2\)"),
+    ]
+    for kw, match in cases:
+        with pytest.raises(ValueError, match=match):
+            thm5_flow(steps=1, **kw)
+    assert thm5_flow(W0, x, z, steps=1).state.shape == (3, 2, 4)  # the shapes it takes

@@ -252,3 +252,13 @@ def test_solvers_name_a_finite_time_blow_up_before_it_and_agree_with_the_closed_
     # the same start with λ < 0 is attracted to ±1: no blow-up, both solvers agree
     ok = solve_reference(q0, -lam, t=np.array([0.0, 1.0])).state
     assert float(ok) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_q_helpers_name_mismatched_shapes():
+    V = torch.eye(4)
+    with pytest.raises(ValueError, match=r"^q_from_weights: need W1 \(\.\.\., h, d\), W2 \(\.\.\., h, z\)"):
+        q_from_weights(torch.randn(5, 4), torch.randn(6, 2), V)  # h = 5 vs 6
+    with pytest.raises(ValueError, match=r"^q_ode_predict: need q \(\.\.\., d, z\), V \(\.\.\., d, d\) and x"):
+        q_ode_predict(torch.randn(4, 2), V, torch.randn(3, 5))
+    W1, W2, x = torch.randn(5, 4), torch.randn(5, 2), torch.randn(3, 4)  # the identities the checks guard
+    torch.testing.assert_close(q_ode_predict(q_from_weights(W1, W2, V), V, x), x @ W1.T @ W2)

@@ -120,11 +120,18 @@ def q_from_map(A: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
 
 def q_from_weights(W1: torch.Tensor, W2: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
     """``q = Vᵀ W1ᵀ W2`` ``(..., d, z)`` for ``W1 (..., h, d)``, ``W2 (..., h, z)``."""
+    if W1.dim() < 2 or W2.dim() < 2 or W1.shape[-2] != W2.shape[-2] or V.shape[-1] != W1.shape[-1]:
+        raise ValueError(f"q_from_weights: need W1 (..., h, d), W2 (..., h, z) and V (..., d, d), got "
+                         f"{tuple(W1.shape)}, {tuple(W2.shape)}, {tuple(V.shape)}")  # fmt: skip
     return V.mT @ (W1.mT @ W2)
 
 
 def q_ode_predict(q: torch.Tensor, V: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Embed new points: ``u_t(x̂) = q_tᵀ Vᵀ x̂`` for rows ``x (..., B, d)`` -> ``(..., B, z)``."""
+    d = V.shape[-1]
+    if V.dim() < 2 or V.shape[-2] != d or q.dim() < 2 or q.shape[-2] != d or x.dim() < 1 or x.shape[-1] != d:
+        raise ValueError(f"q_ode_predict: need q (..., d, z), V (..., d, d) and x (..., B, d) with one d, got "
+                         f"{tuple(q.shape)}, {tuple(V.shape)}, {tuple(x.shape)}")  # fmt: skip
     return x @ V @ q
 
 

@@ -204,6 +204,20 @@ class Thm5Terms:
     w_dot: Tensor  # (..., K, d)  eq. 15 (projected)
 
 
+def _check_thm5_inputs(W0: Tensor, x: Tensor, z: Tensor, weights: Tensor | None) -> None:
+    """Shapes of eq. 15's inputs: ``x (N, K, d)``, ``W0 (..., K, d)``, ``z (N,)`` in {0, 1}, ``weights (N,)`` or ``(N, K)``."""
+    if x.dim() != 3:
+        raise ValueError(f"thm5_flow: x must be (N, K, d) (N samples, K receptive fields), got {tuple(x.shape)}")
+    N, K, d = x.shape
+    if W0.dim() < 2 or tuple(W0.shape[-2:]) != (K, d):
+        raise ValueError(f"thm5_flow: W0 must be (..., K={K}, d={d}) like x, got {tuple(W0.shape)}")
+    zt = torch.as_tensor(z)
+    if tuple(zt.shape) != (N,) or not bool(((zt == 0) | (zt == 1)).all()):
+        raise ValueError(f"thm5_flow: z must be the N={N} latent classes in {{0, 1}}, got shape {tuple(zt.shape)}")
+    if weights is not None and tuple(weights.shape) not in {(N,), (N, K)}:
+        raise ValueError(f"thm5_flow: weights must be (N={N},) or (N, K={K}), got {tuple(weights.shape)}")
+
+
 def _thm5_populations(x: Tensor, z: Tensor, weights: Tensor | None) -> tuple[list[Tensor], float, float]:
     """Per-class masks ``p_i·1[z_i = c]`` ``(N, K)`` on the device of ``x`` and ``(p0, p1)``."""
     n, K, _ = x.shape
@@ -325,6 +339,7 @@ def thm5_flow(
             and its last finite value.
     """
     steps, dt = check_steps(steps), check_lr(dt, "dt")
+    _check_thm5_inputs(W0, x, z, weights)
     check_finite("W0", W0)
     check_finite("x", x)
     if weights is not None:

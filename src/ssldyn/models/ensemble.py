@@ -17,7 +17,7 @@ from torch import nn
 from ssldyn.models._sizes import check_sizes
 from ssldyn.models.seeding import draw_members
 
-__all__ = ["broadcast_members", "EnsembleLinear"]
+__all__ = ["broadcast_members", "members_input", "EnsembleLinear"]
 
 
 def broadcast_members(x: torch.Tensor, ensemble: int) -> torch.Tensor:
@@ -25,6 +25,18 @@ def broadcast_members(x: torch.Tensor, ensemble: int) -> torch.Tensor:
     if x.dim() >= 3 and x.shape[0] == ensemble:
         return x
     return x.unsqueeze(0).expand(ensemble, *x.shape)
+
+
+def members_input(
+    model: str, x: torch.Tensor, ensemble: int, features: int, *, axis: Literal["d", "in"] = "d"
+) -> torch.Tensor:
+    """The input of an ensemble layer: ``(B, features)`` shared by the members (:func:`broadcast_members`, a
+    view) or ``(E, B, features)``, one batch per member; anything else is one error naming ``model``."""
+    xe = broadcast_members(x, ensemble)  # (E, B, features)
+    if xe.dim() != 3 or xe.shape[-1] != features:
+        raise ValueError(f"{model}: input must be (B, {axis}={features}) or (E={ensemble}, B, {axis}={features}), "
+                         f"got {tuple(x.shape)}")  # fmt: skip
+    return xe
 
 
 class EnsembleLinear(nn.Module):
@@ -84,10 +96,7 @@ class EnsembleLinear(nn.Module):
             self.bias[e].uniform_(-bound, bound, generator=generator)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = broadcast_members(x, self.ensemble)  # (E, B, in)
-        if x.dim() != 3 or x.shape[-1] != self.in_features:
-            E, d = self.ensemble, self.in_features
-            raise ValueError(f"EnsembleLinear: input must be (B, in={d}) or (E={E}, B, in={d}), got {tuple(x.shape)}")
+        x = members_input("EnsembleLinear", x, self.ensemble, self.in_features, axis="in")  # (E, B, in)
         y = (
             torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
             if self.bias is not None

@@ -31,6 +31,7 @@ from torch import nn
 
 from ssldyn.models._sizes import check_sizes
 from ssldyn.models.activations import Activation, get_activation
+from ssldyn.models.ensemble import members_input
 from ssldyn.models.seeding import member_generators
 from ssldyn.models.stiefel import Retraction, frobenius_project, random_stiefel, retract
 
@@ -57,15 +58,6 @@ def _init_matrix(
         fan = cols if fan_in is None else fan_in
         return torch.randn(rows, cols, generator=gen, dtype=torch.float64).div(fan**0.5).to(dtype)
     raise ValueError(f"init {init!r}: allowed values are orthogonal, normal")
-
-
-def _members_input(model: str, x: torch.Tensor, E: int, d: int) -> torch.Tensor:
-    """``x (B, d)`` shared by the ``E`` members (a view, ``(E, B, d)``) or ``(E, B, d)`` one batch per member."""
-    if x.dim() == 2 and x.shape[1] == d:
-        return x.unsqueeze(0).expand(E, *x.shape)  # (E, B, d)
-    if x.dim() == 3 and x.shape[0] == E and x.shape[2] == d:
-        return x
-    raise ValueError(f"{model}: input must be (B, d={d}) or (E={E}, B, d={d}), got {tuple(x.shape)}")
 
 
 class TwoLayerNet(nn.Module):
@@ -139,7 +131,7 @@ class TwoLayerNet(nn.Module):
 
     # --- forward -------------------------------------------------------------------------
     def _x(self, x: torch.Tensor) -> torch.Tensor:
-        return _members_input("TwoLayerNet", x, self.ensemble, self.d)
+        return members_input("TwoLayerNet", x, self.ensemble, self.d)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """``φ(W1 x)`` ``(E, B, h)`` (masked hidden units are 0)."""
@@ -256,7 +248,7 @@ class DeepLinearNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, d)`` or ``(E, B, d)`` -> ``(E, B, z)``."""
-        return _members_input("DeepLinearNet", x, self.ensemble, self.d) @ self.end_to_end().mT
+        return members_input("DeepLinearNet", x, self.ensemble, self.d) @ self.end_to_end().mT
 
     def weights(self) -> list[nn.Parameter]:
         return list(self.layers)

@@ -32,6 +32,7 @@ FORBIDDEN = {
     "_version": _ALL,
     "memory": _ALL,  # machine memory, usable by every layer: imports nothing of the package
     "files": _ALL,  # atomic writes, usable by every layer: imports nothing of the package
+    "checks": _ALL,  # scalar argument checks, usable by every layer: imports nothing of the package
 }
 
 

@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ssldyn.checks import positive
+
 __all__ = ["CircleMixture"]
 
 
@@ -78,8 +80,7 @@ class CircleMixture:
     def __post_init__(self) -> None:
         if not self.centres:
             raise ValueError("centres: at least one cluster")
-        if not self.kappa > 0:
-            raise ValueError(f"kappa: must be > 0, got {self.kappa}")
+        positive(self.kappa, "kappa", where="CircleMixture")
         if not 0 < self.delta < 1:
             raise ValueError(f"delta: must lie in (0, 1), got {self.delta}")
         if self.weights is not None and (len(self.weights) != len(self.centres) or min(self.weights) < 0):

@@ -13,7 +13,6 @@ moved to ``device`` (default CPU), so a CUDA run sees exactly the data of a CPU 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -21,6 +20,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from ssldyn.checks import nonnegative
 from ssldyn.data.sphere import regular_polytope
 
 __all__ = ["ClusteredData", "clustered_data", "ball_noise", "four_clusters_2d", "clusters_3d"]
@@ -82,8 +82,7 @@ def ball_noise(
 
     Drawn on the CPU from ``generator``, then moved to ``device`` (None: CPU).
     """
-    if radius < 0 or not math.isfinite(radius):
-        raise ValueError(f"ball_noise: radius must be a finite number >= 0, got {radius!r}")
+    radius = nonnegative(radius, "radius", where="ball_noise")
     g = torch.randn(n, dim, generator=generator, dtype=torch.float64)
     g = g / g.norm(dim=1, keepdim=True).clamp_min(1e-300)
     r = torch.rand(n, 1, generator=generator, dtype=torch.float64) ** (1.0 / dim)

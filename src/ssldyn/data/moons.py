@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ssldyn.checks import nonnegative
+
 __all__ = ["SSLViews", "make_views", "half_moons"]
 
 
@@ -77,8 +79,7 @@ def make_views(
         raise ValueError("make_views: x contains NaN or inf")
     if int(p) < 1 or int(q) < 0:
         raise ValueError(f"make_views: need p >= 1 and q >= 0, got p={p}, q={q}")
-    if not (noise_var >= 0 and np.isfinite(noise_var)):
-        raise ValueError(f"make_views: noise_var must be a finite number >= 0, got {noise_var}")
+    noise_var = nonnegative(noise_var, "noise_var", where="make_views")
     n, d = xa.shape
     rng = np.random.default_rng(seed)
     eps = rng.normal(0.0, np.sqrt(noise_var), size=(n, p, d))

@@ -28,6 +28,8 @@ from typing import Literal, overload
 
 import torch
 
+from ssldyn.checks import positive
+
 __all__ = ["TokenSpec", "token_magnitudes", "TokenGenerator", "TokenStream"]
 
 
@@ -63,8 +65,7 @@ class TokenSpec:
             raise ValueError(f"TokenSpec.P={self.P}: must be <= n_tokens={self.n_tokens}")
         if self.L > self.K:
             raise ValueError(f"TokenSpec.L={self.L}: must be <= K={self.K}")
-        if not self.zeta > 0:
-            raise ValueError(f"TokenSpec.zeta={self.zeta}: must be > 0")
+        positive(self.zeta, "zeta", where="TokenSpec")
         if self.embed_dim is not None and self.embed_dim < 1:
             raise ValueError(f"TokenSpec.embed_dim={self.embed_dim}: must be None (one-hot) or >= 1")
         if self.aug_degree is not None and not 0 <= self.aug_degree <= self.K - self.L:

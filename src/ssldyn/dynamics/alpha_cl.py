@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ssldyn.checks import nonnegative
 from ssldyn.dynamics.alpha_cl_mixture import population_contrastive_covariance
 from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, step_schedule
 from ssldyn.dynamics.engine import run
@@ -473,8 +474,7 @@ def power_iteration(
         NonFiniteLossError: the Rayleigh quotient became NaN/inf at a later step.
     """
     steps = check_steps(steps)
-    if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol >= 0):
-        raise ValueError(f"power_iteration: tol must be a finite number >= 0, got {tol!r}")
+    tol = nonnegative(tol, "tol", where="power_iteration")
     if shift not in (None, True, False):
         raise ValueError(f"power_iteration: shift must be None (auto), True or False, got {shift!r}")
     w, member = _start(w0, A_fn, "power_iteration")  # (E, d)

@@ -28,6 +28,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ssldyn.checks import positive
+
 __all__ = ["gaussian_mixture_relu_A", "gaussian_mixture_A_fn", "population_contrastive_covariance"]
 
 
@@ -43,8 +45,7 @@ def gaussian_mixture_relu_A(w: Tensor, means: Tensor, probs: Tensor, sigma: floa
     Returns:
         ``(d, d)`` or ``(E, d, d)``.
     """
-    if not sigma > 0:
-        raise ValueError(f"sigma: must be > 0, got {sigma!r}")
+    sigma = positive(sigma, "sigma", where="gaussian_mixture_relu_A")
     if means.dim() != 2 or probs.shape != means.shape[:1]:
         raise ValueError(f"means (C, d) and probs (C,): got {tuple(means.shape)} and {tuple(probs.shape)}")
     single = w.dim() == 1

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -18,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ssldyn.checks import positive
 from ssldyn.dynamics.trajectory import Trajectory
 
 __all__ = [
@@ -214,14 +214,8 @@ def check_steps(steps: Any, name: str = "steps") -> int:
 
 
 def check_lr(lr: Any, name: str = "lr") -> float:
-    """``lr`` must be a finite number > 0."""
-    try:
-        v = float(lr)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {lr!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {lr!r}")
-    return v
+    """``lr`` must be a finite number > 0 (:func:`ssldyn.checks.positive`)."""
+    return positive(lr, name)
 
 
 def check_embedding_loss(loss: Tensor, z: Tensor) -> None:

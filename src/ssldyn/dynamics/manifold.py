@@ -42,6 +42,7 @@ from typing import Any, Literal, get_args
 
 import torch
 
+from ssldyn.checks import positive
 from ssldyn.dynamics.common import Probes, Track, check_steps
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -203,8 +204,7 @@ class ManifoldGD(_GroupGD):
         retraction: Retraction = "polar",
         tangent: Tangent = "stiefel",
     ) -> None:
-        if not lr > 0:
-            raise ValueError(f"ManifoldGD: lr must be > 0, got {lr}")
+        lr = positive(lr, "lr", where="ManifoldGD")
         if mode not in ("projected", "riemannian"):
             raise ValueError(f"ManifoldGD: mode {mode!r}: allowed values are projected, riemannian")
         if retraction not in RETRACTIONS:

@@ -64,6 +64,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ssldyn.checks import positive
 from ssldyn.dynamics.common import (
     EpochBatches,
     check_lr,
@@ -317,8 +318,7 @@ def train_simclr(
         raise ValueError(f"images must be (N, C, H, W), got {tuple(getattr(images, 'shape', ()))}")
     if not 2 <= batch_size <= images.shape[0]:
         raise ValueError(f"batch_size={batch_size}: must be in [2, N={images.shape[0]}] (the number of images)")
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+    temperature = positive(temperature, "temperature")
     if optimizer not in ("adam", "sgd"):
         raise ValueError(f"optimizer {optimizer!r}: allowed values are adam, sgd")
     # SGD with momentum 0.9; Adam has no momentum argument

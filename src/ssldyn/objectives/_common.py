@@ -6,13 +6,14 @@ mistake gives one ``ValueError`` line that names the argument and what is allowe
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Literal, TypeVar, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from ssldyn.checks import nonnegative, positive
 
 Similarity = Literal["cosine", "sqdist", "dot"]
 SIMILARITIES: tuple[str, ...] = get_args(Similarity)
@@ -58,18 +59,12 @@ def check_pair(fn: str, name1: str, x1: object, name2: str, x2: object, *, min_r
 
 
 def check_positive(fn: str, name: str, value: object) -> float:
-    """A finite real number > 0 (Python number or 0-dim tensor)."""
-    v = _as_float(fn, name, value)
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{fn}: {name} must be a finite number > 0, got {v!r}")
-    return v
+    """A finite real number > 0 (Python number or one-element tensor): :func:`ssldyn.checks.positive`."""
+    return positive(value, name, where=fn)
 
 
 def check_nonnegative(fn: str, name: str, value: object) -> float:
-    v = _as_float(fn, name, value)
-    if not (math.isfinite(v) and v >= 0):
-        raise ValueError(f"{fn}: {name} must be a finite number >= 0, got {v!r}")
-    return v
+    return nonnegative(value, name, where=fn)
 
 
 def check_choice(fn: str, name: str, value: _T, choices: Sequence[str]) -> _T:
@@ -84,19 +79,6 @@ def check_callable(fn: str, name: str, value: object) -> Callable | None:
     if value is not None and not callable(value):
         raise ValueError(f"{fn}: {name} must be a callable or None, got {type(value).__name__}")
     return value  # type: ignore[return-value]
-
-
-def _as_float(fn: str, name: str, value: object) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{fn}: {name} must be a real number, got {value!r}")
-    if isinstance(value, Tensor):
-        if value.numel() != 1:
-            raise ValueError(f"{fn}: {name} must be a scalar, got a tensor of shape {tuple(value.shape)}")
-        return float(value.item())
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{fn}: {name} must be a real number, got {value!r}") from None
 
 
 # --------------------------------------------------------------------------- similarities

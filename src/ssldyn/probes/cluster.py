@@ -23,13 +23,13 @@ Unless batched, they accept ``(n, d)`` tensors or arrays (one member) and return
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ssldyn.checks import positive
 from ssldyn.data.sphere import circle_points_even, fibonacci_sphere
 from ssldyn.probes.filters import cosine_matrix
 
@@ -68,13 +68,6 @@ def _batch(z) -> Tensor:
     if z.dim() < 2:
         raise ValueError(f"embeddings must have shape (..., n, d), got {tuple(z.shape)}")
     return z
-
-
-def _positive(fn: str, name: str, v: float) -> float:
-    """A finite number > 0 (the scale ``t`` of the uniformity, the power ``α`` of the alignment)."""
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{fn}: {name} must be a finite number > 0, got {v!r}")
-    return float(v)
 
 
 def _labels(labels, device: torch.device) -> Tensor:
@@ -137,7 +130,7 @@ def per_cluster_mean(values, labels) -> Tensor:
 def uniformity(z, t: float = 2.0) -> float:
     """Wang & Isola (2020): ``log mean_{i≠j} exp(−t ‖u_i − u_j‖²)``, ``u = z/‖z‖``, ``t > 0``; ``z (n, d)``
     with ``n >= 2``. Lower = more uniform."""
-    t = _positive("uniformity", "t", t)
+    t = positive(t, "t", where="uniformity")
     z = _t(z)
     n = z.shape[0]
     if n < 2:
@@ -152,7 +145,7 @@ def uniformity_batch(z, t: float = 2.0) -> Tensor:
 
     ``log mean_{i≠j} exp(−t‖u_i − u_j‖²) = logsumexp_{i≠j}(2t u_iᵀu_j) − 2t − log(n(n−1))`` (unit rows).
     """
-    t = _positive("uniformity_batch", "t", t)
+    t = positive(t, "t", where="uniformity_batch")
     z = _batch(z)  # (..., n, d)
     n = z.shape[-2]
     if n < 2:
@@ -164,7 +157,7 @@ def uniformity_batch(z, t: float = 2.0) -> Tensor:
 
 def alignment(z1, z2, alpha: float = 2.0) -> float:
     """Wang & Isola (2020): ``mean_i ‖u_i − v_i‖^α`` over positive pairs (normalised), ``α > 0``; ``z1, z2 (n, d)``."""
-    alpha = _positive("alignment", "alpha", alpha)
+    alpha = positive(alpha, "alpha", where="alignment")
     u, v = _unit(_t(z1)), _unit(_t(z2))
     if u.shape != v.shape:
         raise ValueError(f"alignment: z1 and z2 must be positive pairs of one shape (n, d), got {tuple(u.shape)} "
@@ -177,7 +170,7 @@ def uniformity_reference(n: int | None = None, d: int = 2, t: float = 2.0) -> fl
     :func:`ssldyn.data.sphere.circle_points_even`) or ``n`` Fibonacci-lattice points on S² (``d = 3``,
     :func:`ssldyn.data.sphere.fibonacci_sphere`), or, with
     ``n=None``, the continuous uniform measure on S^{d−1} (``d = 2``: ``−2t + log I₀(2t)``)."""
-    t = _positive("uniformity_reference", "t", t)
+    t = positive(t, "t", where="uniformity_reference")
     if n is not None:
         if d == 2:
             return uniformity(circle_points_even(n), t)

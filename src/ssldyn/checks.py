@@ -1,0 +1,54 @@
+"""Scalar argument checks, for every layer: one rule and one message for "a finite number > 0".
+
+At the package root (like :mod:`ssldyn.files` and :mod:`ssldyn.memory`): it imports nothing of
+the package, so the objectives (a temperature ``τ``), the probes (the uniformity's ``t``), the data
+(a noise scale), the models and the dynamics (a learning rate ``η``, a step ``dt``) share it.
+
+A value is accepted if it is a real number: a Python ``int`` / ``float``, a NumPy scalar or a
+one-element tensor / array. ``bool`` is refused (``True`` is not a learning rate), so is a string.
+The error is one ``ValueError`` line that names the argument (and, with ``where``, the function):
+``"info_nce: temperature must be a finite number > 0, got nan"``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import torch
+
+__all__ = ["real", "positive", "nonnegative"]
+
+
+def _prefix(where: str) -> str:
+    return f"{where}: " if where else ""
+
+
+def real(value: object, name: str, *, where: str = "") -> float:
+    """``value`` as a Python float; one ``ValueError`` if it is not a real number (NaN and inf pass)."""
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        if value.size == 1 if isinstance(value, np.ndarray) else value.numel() == 1:
+            value = value.item()
+        else:
+            shape = tuple(value.shape)
+            raise ValueError(f"{_prefix(where)}{name} must be a scalar, got a tensor of shape {shape}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{_prefix(where)}{name} must be a real number, got {value!r}")
+    return float(value)
+
+
+def positive(value: object, name: str, *, where: str = "") -> float:
+    """A finite real number ``> 0`` (see :func:`real`), as a float."""
+    v = real(value, name, where=where)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{_prefix(where)}{name} must be a finite number > 0, got {v!r}")
+    return v
+
+
+def nonnegative(value: object, name: str, *, where: str = "") -> float:
+    """A finite real number ``>= 0`` (see :func:`real`), as a float."""
+    v = real(value, name, where=where)
+    if not (math.isfinite(v) and v >= 0):
+        raise ValueError(f"{_prefix(where)}{name} must be a finite number >= 0, got {v!r}")
+    return v

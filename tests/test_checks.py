@@ -1,0 +1,81 @@
+"""ssldyn.checks: one rule for "a finite number > 0" / ">= 0", and the callers that now share it.
+
+Several callers used to test ``not x > 0`` only, which lets ``inf`` through (an infinite
+temperature, learning rate or noise scale gives a finite-looking but meaningless result).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ssldyn.checks import nonnegative, positive, real
+
+
+@pytest.mark.parametrize("value", [0.5, 3, np.float32(0.25), np.int64(2), torch.tensor(0.5), torch.tensor([2.0])])
+def test_real_numbers_are_accepted_as_python_floats(value):
+    out = positive(value, "x")
+    assert type(out) is float
+    assert out == float(np.asarray(value.item() if isinstance(value, torch.Tensor) else value))
+
+
+@pytest.mark.parametrize("value", [True, "0.1", None, [1.0], torch.tensor(True)])
+def test_what_is_not_a_real_number_is_refused(value):
+    with pytest.raises(ValueError, match=r"^f: x must be a real number, got "):
+        real(value, "x", where="f")
+
+
+def test_a_tensor_with_more_than_one_element_is_refused():
+    with pytest.raises(ValueError, match=r"^x must be a scalar, got a tensor of shape \(2,\)$"):
+        real(torch.ones(2), "x")
+    with pytest.raises(ValueError, match=r"^x must be a scalar, got a tensor of shape \(2, 1\)$"):
+        real(np.ones((2, 1)), "x")
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, -math.inf, math.nan])
+def test_positive_refuses_zero_negative_and_non_finite(bad):
+    with pytest.raises(ValueError, match=r"^lr must be a finite number > 0, got "):
+        positive(bad, "lr")
+
+
+@pytest.mark.parametrize("bad", [-1e-12, math.inf, math.nan])
+def test_nonnegative_refuses_negative_and_non_finite(bad):
+    with pytest.raises(ValueError, match=r"^g: s must be a finite number >= 0, got "):
+        nonnegative(bad, "s", where="g")
+    assert nonnegative(0, "s") == 0.0
+
+
+def _callers():
+    from ssldyn.data.circle_mixture import CircleMixture
+    from ssldyn.data.clustered import ball_noise
+    from ssldyn.data.moons import make_views
+    from ssldyn.data.tokens import TokenSpec
+    from ssldyn.dynamics.alpha_cl_mixture import gaussian_mixture_relu_A
+    from ssldyn.dynamics.manifold import ManifoldGD
+    from ssldyn.probes.monitors import LinearProbe
+
+    x = np.random.default_rng(0).normal(size=(6, 2))
+    return [
+        ("ManifoldGD: lr", lambda v: ManifoldGD([torch.zeros(3, 2, requires_grad=True)], lr=v)),
+        ("LinearProbe: C", lambda v: LinearProbe([0, 1] * 4, C=v)),
+        ("CircleMixture: kappa", lambda v: CircleMixture((0.0,), kappa=v)),
+        ("TokenSpec: zeta", lambda v: TokenSpec(K=4, n_tokens=4, P=2, G=1, L=1, zeta=v)),
+        (
+            "gaussian_mixture_relu_A: sigma",
+            lambda v: gaussian_mixture_relu_A(torch.ones(2), torch.zeros(1, 2), torch.ones(1), v),
+        ),
+        ("ball_noise: radius", lambda v: ball_noise(4, 2, v)),
+        ("make_views: noise_var", lambda v: make_views(x, noise_var=v)),
+    ]
+
+
+@pytest.mark.parametrize("where, build", _callers(), ids=lambda c: c if isinstance(c, str) else "")
+def test_the_callers_refuse_an_infinite_value(where, build):
+    """An infinite temperature-like argument used to pass the callers' own ``not x > 0``."""
+    with pytest.raises(ValueError, match=rf"^{where} must be a finite number (> 0|>= 0), got inf"):
+        build(math.inf)
+    with pytest.raises(ValueError, match=rf"^{where} must be a finite number"):
+        build(math.nan)

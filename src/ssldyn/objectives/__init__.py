@@ -13,109 +13,27 @@ axes; a loss returns a scalar, or one value per ensemble member.
 - :mod:`.variational_calculus` — first/second variation of eq. (4), stationarity on S^{d−1} (``variational`` Sec. 3, App. A)
 """
 
-from .alpha_cl import (
-    AlphaCLEnergy,
-    QuadraticContrastiveLoss,
-    alpha_cl_energy,
-    alpha_gaussian,
-    alpha_infonce,
-    alpha_uniform,
-    contrastive_covariance,
-    quadratic_contrastive_loss,
-)
-from .generalized import GeneralizedContrastiveLoss, generalized_contrastive_loss
-from .grassmann import (
-    NonContrastiveLoss,
-    SimpleContrastiveLoss,
-    TraceLoss,
-    contrast_matrix,
-    non_contrastive,
-    non_contrastive_matrix,
-    scaled_trace_loss,
-    simple_contrastive,
-    trace_loss,
-)
-from .info_nce import InfoNCE, info_nce
-from .latent_measure import (
-    LatentMeasureNTXent,
-    cluster_measure_nt_xent,
-    cluster_sizes,
-    latent_measure_nt_xent,
-)
-from .peers import (
-    BYOLLoss,
-    NegativeCosine,
-    SpectralContrastiveLoss,
-    VICRegLoss,
-    VICRegTerms,
-    byol_loss,
-    negative_cosine,
-    spectral_contrastive_loss,
-    vicreg_loss,
-    vicreg_terms,
-)
-from .variational_calculus import (
-    Stationarity,
-    augmented_first_variation,
-    augmented_loss,
-    first_variation,
-    measure_loss,
-    second_variation,
-    sphere_stationarity,
-    stationarity_probe,
-    symmetry_condition_gap,
-)
+# Every public name of a submodule is public here: each submodule's ``__all__`` is the one list.
+from . import alpha_cl as _alpha_cl
+from . import generalized as _generalized
+from . import grassmann as _grassmann
+from . import info_nce as _info_nce
+from . import latent_measure as _latent_measure
+from . import peers as _peers
+from . import variational_calculus as _variational_calculus
+from .alpha_cl import *
+from .generalized import *
+from .grassmann import *
+from .info_nce import *
+from .latent_measure import *
+from .peers import *
+from .variational_calculus import *
 
-__all__ = [
-    # info_nce
-    "info_nce",
-    "InfoNCE",
-    # generalized
-    "generalized_contrastive_loss",
-    "GeneralizedContrastiveLoss",
-    # latent measure
-    "latent_measure_nt_xent",
-    "cluster_measure_nt_xent",
-    "cluster_sizes",
-    "LatentMeasureNTXent",
-    # alpha-CL
-    "contrastive_covariance",
-    "alpha_cl_energy",
-    "alpha_uniform",
-    "alpha_infonce",
-    "alpha_gaussian",
-    "quadratic_contrastive_loss",
-    "AlphaCLEnergy",
-    "QuadraticContrastiveLoss",
-    # grassmann
-    "simple_contrastive",
-    "non_contrastive",
-    "contrast_matrix",
-    "non_contrastive_matrix",
-    "trace_loss",
-    "scaled_trace_loss",
-    "SimpleContrastiveLoss",
-    "NonContrastiveLoss",
-    "TraceLoss",
-    # peers
-    "vicreg_terms",
-    "vicreg_loss",
-    "VICRegTerms",
-    "byol_loss",
-    "negative_cosine",
-    "spectral_contrastive_loss",
-    "VICRegLoss",
-    "BYOLLoss",
-    "NegativeCosine",
-    "SpectralContrastiveLoss",
-    # variational calculus (variational Sec. 3, App. A)
-    "measure_loss",
-    "first_variation",
-    "second_variation",
-    "Stationarity",
-    "sphere_stationarity",
-    "symmetry_condition_gap",
-    "stationarity_probe",
-    "augmented_loss",
-    "augmented_first_variation",
-]
+__all__: list[str] = []
+__all__ += _info_nce.__all__
+__all__ += _generalized.__all__
+__all__ += _latent_measure.__all__
+__all__ += _alpha_cl.__all__
+__all__ += _grassmann.__all__
+__all__ += _peers.__all__
+__all__ += _variational_calculus.__all__

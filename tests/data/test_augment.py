@@ -107,6 +107,43 @@ def test_bad_inputs():
         RandomResizedCrop()(torch.rand(28, 28))
 
 
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(noise=-0.1), r"noise must be a finite number >= 0, got -0.1"),
+        (dict(noise=math.inf), r"noise must be a finite number >= 0, got inf"),  # views of clamped ±inf: 0/1 pixels
+        (dict(rotation=math.nan), r"rotation \(degrees\) must be a finite number >= 0, got nan"),
+        (dict(blur_p=1.5), r"blur_p must be in \[0, 1\], got 1.5"),
+        (dict(gray_p=-0.2), r"gray_p must be in \[0, 1\], got -0.2"),
+        (dict(jitter=True), r"jitter must be a real number, got True"),
+        # σ = 0: kornia's BaseError at the first call
+        (dict(blur_sigma=(0.0, 1.0)), r"blur_sigma=\(0.0, 1.0\): need 0 < lo <= hi < inf"),
+        (dict(blur_sigma=(1.0, 0.5)), r"blur_sigma=\(1.0, 0.5\)"),
+        (dict(scale=(0.5, 1.5)), r"scale=\(0.5, 1.5\): need 0 < lo <= hi <= 1"),
+        (dict(ratio=(0.5, math.inf)), r"ratio=\(0.5, inf\): need 0 < lo <= hi < inf"),
+        (dict(ratio=0.5), r"ratio=0.5: need"),
+    ],
+)
+def test_simclr_augment_rejects_bad_settings_when_built(kw, message):
+    """One error at construction naming the setting, before any image is drawn (it used to be silent or
+    surface at the first call: a negative noise was |noise|, σ = 0 kornia's BaseError, blur_p > 1 meant 'always')."""
+    with pytest.raises(ValueError, match=rf"^SimCLRAugment: {message}"):
+        SimCLRAugment(**kw)
+
+
+def test_random_resized_crop_rejects_bad_settings_when_built():
+    with pytest.raises(ValueError, match=r"^RandomResizedCrop: scale=\(0.0, 1.0\): need 0 < lo <= hi <= 1$"):
+        RandomResizedCrop(scale=(0.0, 1.0))
+    with pytest.raises(ValueError, match=r"^RandomResizedCrop: ratio=\(2.0, 1.0\)"):
+        RandomResizedCrop(ratio=(2.0, 1.0))
+    with pytest.raises(ValueError, match=r"^RandomResizedCrop: size=\(0, 28\)"):
+        RandomResizedCrop(size=(0, 28))
+    # the edges of the allowed ranges are fine: an identity crop, no blur, no noise
+    x = torch.rand(3, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+    same = SimCLRAugment(scale=(1.0, 1.0), ratio=(1.0, 1.0), rotation=0, jitter=0, blur_p=0, noise=0)
+    torch.testing.assert_close(same(x, torch.Generator().manual_seed(0)), x, atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("aug", [SimCLRAugment(), RandomResizedCrop()])
 def test_augmentations_reject_images_outside_the_unit_range(aug):
     # raw digits (0–16) used to be clamped silently into views in [0.76, 1]; standardised images lose their negatives

@@ -29,6 +29,8 @@ from kornia.enhance import adjust_brightness, adjust_contrast, adjust_saturation
 from kornia.filters import gaussian_blur2d
 from kornia.geometry.transform import crop_and_resize, rotate
 
+from ssldyn.checks import nonnegative, real
+
 __all__ = [
     "check_unit_range",
     "sample_resized_crop",
@@ -73,6 +75,24 @@ def _uniform(n: int, lo: float, hi: float, g: torch.Generator | None, *shape: in
     return lo + (hi - lo) * torch.rand(n, *shape, generator=g, dtype=torch.float64)
 
 
+def _interval(value: object) -> tuple[float, float] | None:
+    """``(lo, hi)`` of two real numbers, else None."""
+    try:
+        lo, hi = value  # type: ignore[misc]
+        return float(lo), float(hi)
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_crop(where: str, scale: object, ratio: object) -> None:
+    """The crop's area fraction ``scale`` in (0, 1] and aspect ratio ``ratio`` in (0, ∞), each ``(lo, hi)``."""
+    s, r = _interval(scale), _interval(ratio)
+    if s is None or not (0 < s[0] <= s[1] <= 1.0):
+        raise ValueError(f"{where}: scale={scale}: need 0 < lo <= hi <= 1")
+    if r is None or not (0 < r[0] <= r[1] < math.inf):
+        raise ValueError(f"{where}: ratio={ratio}: need 0 < lo <= hi < inf")
+
+
 def sample_resized_crop(
     n: int,
     height: int,
@@ -90,10 +110,7 @@ def sample_resized_crop(
         scale: range of the crop's area fraction; ratio: range of the aspect ratio ``w/h``.
         generator: CPU generator (seeded) for all draws.
     """
-    if not (0 < scale[0] <= scale[1] <= 1.0):
-        raise ValueError(f"scale={scale}: need 0 < lo <= hi <= 1")
-    if not (0 < ratio[0] <= ratio[1]):
-        raise ValueError(f"ratio={ratio}: need 0 < lo <= hi")
+    _check_crop("sample_resized_crop", scale, ratio)
     area = float(height * width)
     s = _uniform(n, scale[0], scale[1], generator, tries)  # (n, T)
     log_r = _uniform(n, math.log(ratio[0]), math.log(ratio[1]), generator, tries)  # (n, T)
@@ -147,6 +164,13 @@ class RandomResizedCrop:
     ratio: tuple[float, float] = (0.5, 1.5)
     size: tuple[int, int] | None = None  # None: the input size
 
+    def __post_init__(self) -> None:
+        _check_crop("RandomResizedCrop", self.scale, self.ratio)
+        if self.size is not None and not (
+            len(self.size) == 2 and all(isinstance(v, int) and v >= 1 for v in self.size)
+        ):
+            raise ValueError(f"RandomResizedCrop: size={self.size}: need None (the input size) or (h, w), ints >= 1")
+
     def __call__(self, images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         _check_images(images)
         _check_range_once(self, images)
@@ -164,6 +188,10 @@ class SimCLRAugment:
     brightness/contrast/saturation factors ``U(1 ± jitter)``, then grayscale with probability
     ``gray_p``; Gaussian blur with probability ``blur_p`` and ``σ ~ U(blur_sigma)`` pixels;
     additive noise ``N(0, noise²)``; clamp to [0, 1].
+
+    Settings are checked when the augmentation is built (one ``ValueError`` naming the setting):
+    ``scale`` in (0, 1], ``ratio`` in (0, ∞), ``rotation``, ``noise`` finite and >= 0, ``jitter`` and
+    the probabilities in [0, 1], ``blur_sigma`` ``0 < lo <= hi``.
     """
 
     scale: tuple[float, float] = (0.5, 1.0)
@@ -175,6 +203,19 @@ class SimCLRAugment:
     blur_p: float = 0.5
     blur_sigma: tuple[float, float] = (0.1, 1.0)
     noise: float = 0.05
+
+    def __post_init__(self) -> None:
+        where = "SimCLRAugment"
+        _check_crop(where, self.scale, self.ratio)
+        nonnegative(self.rotation, "rotation (degrees)", where=where)
+        nonnegative(self.noise, "noise", where=where)
+        for name in ("jitter", "jitter_p", "gray_p", "blur_p"):
+            value = getattr(self, name)
+            if not 0 <= real(value, name, where=where) <= 1:
+                raise ValueError(f"{where}: {name} must be in [0, 1], got {value!r}")
+        b = _interval(self.blur_sigma)
+        if b is None or not (0 < b[0] <= b[1] < math.inf):
+            raise ValueError(f"{where}: blur_sigma={self.blur_sigma}: need 0 < lo <= hi < inf (pixels)")
 
     def __call__(self, images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         _check_images(images)

@@ -101,3 +101,13 @@ def test_bad_inputs():
         latent_summation(10, torch.eye(2, dtype=torch.float64), [0.0, 0.5])
     with pytest.raises(ValueError, match="eps"):
         approx_orthogonal_basis(4, 4, 1.5)
+
+
+@pytest.mark.parametrize("noise", [-0.1, math.inf, math.nan])
+def test_two_rf_model_refuses_a_noise_that_is_not_a_finite_number_ge_0(noise):
+    # NaN and inf passed the old `noise < 0` check and gave NaN / inf samples
+    patterns = torch.eye(2, dtype=torch.float64).expand(2, 2, 2)  # (K, P, d)
+    probs = torch.full((2, 2, 2), 0.5, dtype=torch.float64)  # (K, C, P)
+    TwoRFModel(patterns, probs, torch.tensor([0.5, 0.5], dtype=torch.float64), noise=0.0)  # fine
+    with pytest.raises(ValueError, match=r"^TwoRFModel: noise must be a finite number >= 0, got "):
+        TwoRFModel(patterns, probs, torch.tensor([0.5, 0.5], dtype=torch.float64), noise=noise)

@@ -73,7 +73,8 @@ def test_seeded_and_bounded():
 
 
 @pytest.mark.parametrize("kw", [{"canvas": 4}, {"scale": (1.2, 0.8)}, {"max_shift": 0.7}, {"invert_p": 1.5},
-                                {"clutter_size": 0}])  # fmt: skip
+                                {"clutter_size": 0}, {"max_rotation": -5.0}, {"max_rotation": float("inf")},
+                                {"max_rotation": float("nan")}])  # fmt: skip
 def test_bad_parameters_are_one_clear_error(kw):
     with pytest.raises(ValueError, match="DigitTransform"):
         DigitTransform(**kw)

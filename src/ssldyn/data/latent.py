@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ssldyn.checks import nonnegative
 from ssldyn.models.stiefel import random_stiefel
 
 __all__ = [
@@ -212,8 +213,7 @@ class TwoRFModel:
             raise ValueError("pattern_probs: each (k, c) row must be a probability vector")
         if (self.z_probs < 0).any() or abs(float(self.z_probs.sum()) - 1) > 1e-9:
             raise ValueError("z_probs: must be a probability vector")
-        if self.noise < 0:
-            raise ValueError(f"noise={self.noise}: must be >= 0")
+        nonnegative(self.noise, "noise", where="TwoRFModel")  # NaN / inf noise used to pass (NaN data)
 
     @property
     def K(self) -> int:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from kornia.geometry.transform import warp_affine
 
+from ssldyn.checks import nonnegative
 from ssldyn.data.images import ImageDataset
 
 __all__ = ["DigitTransform", "transformed_digits"]
@@ -63,8 +64,9 @@ class DigitTransform:
             raise ValueError(f"DigitTransform: canvas={self.canvas} must be >= 8")
         if not 0 < self.scale[0] <= self.scale[1]:
             raise ValueError(f"DigitTransform: scale={self.scale}: need 0 < lo <= hi")
-        if self.max_rotation < 0 or not 0 <= self.max_shift <= 0.5:
-            raise ValueError("DigitTransform: max_rotation must be >= 0 and max_shift in [0, 0.5]")
+        nonnegative(self.max_rotation, "max_rotation (degrees)", where="DigitTransform")
+        if not 0 <= self.max_shift <= 0.5:
+            raise ValueError(f"DigitTransform: max_shift={self.max_shift} must be in [0, 0.5]")
         if self.clutter < 0 or not 1 <= self.clutter_size <= self.canvas:
             raise ValueError(f"DigitTransform: clutter >= 0 and 1 <= clutter_size <= canvas={self.canvas} needed")
         if not 0 <= self.invert_p <= 1:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from ssldyn.models import AveragingNet, ConvEncoder, EnsembleLinear, MLPEncoder, TwoLayerNet
+from ssldyn.models import AveragingNet, ConvEncoder, DeepLinearNet, EnsembleLinear, MLPEncoder, TwoLayerNet
 from ssldyn.models.mlp import MLP
 from ssldyn.models.rf_net import EnsembleRFNet
 
@@ -54,3 +54,30 @@ def test_a_wrong_input_shape_is_one_error_naming_the_shapes_allowed(model):
             m(bad)
     x = torch.randn(5, 4)
     assert torch.equal(m(x), m(x.expand(2, 5, 4)))
+
+
+@pytest.mark.parametrize(
+    "build, match",
+    [  # the init scales: NaN / inf used to give NaN / inf weights silently, a negative std torch's RuntimeError
+        (lambda v: MLP(4, 3, 8, 2, init="normal", gain=v), r"^MLP: gain must be a finite number >= 0, got "),
+        (lambda v: AveragingNet(4, 2, 5, init_std=v), r"^AveragingNet: init_std must be a finite number >= 0, got "),
+        (lambda v: EnsembleLinear(4, 3, init="normal", std=v), r"^EnsembleLinear: std must be a finite number >= 0"),
+        # the Frobenius bounds of Prop. 2: a ball of radius <= 0 or inf is no constraint of the paper's
+        (
+            lambda v: TwoLayerNet(4, 6, 2, regime="frobenius", frobenius=(1.0, v)),
+            r"^TwoLayerNet: frobenius c2 must be a finite",
+        ),
+        (lambda v: DeepLinearNet(4, [6], 2, "frobenius", frobenius=v), r"^DeepLinearNet: frobenius must be a finite"),
+    ],
+)
+@pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf")])
+def test_a_bad_init_scale_or_bound_is_one_error(build, match, value):
+    with pytest.raises(ValueError, match=match):
+        build(value)
+
+
+def test_zero_init_scales_still_build_a_zero_network():
+    net = MLP(4, 3, 8, 2, init="normal", gain=0.0, bias=False, seeds=[0])
+    assert bool((net(torch.randn(5, 4)) == 0).all())
+    with pytest.raises(ValueError, match=r"^TwoLayerNet: frobenius must be the bounds \(c1, c2\)"):
+        TwoLayerNet(4, 6, 2, regime="frobenius", frobenius=1.0)

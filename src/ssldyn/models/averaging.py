@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from ssldyn.checks import nonnegative
 from ssldyn.models._sizes import check_sizes
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.ensemble import EnsembleLinear
@@ -78,6 +79,7 @@ class AveragingNet(nn.Module):
         check_sizes("AveragingNet", in_dim=in_dim, out_dim=out_dim, width=width, ensemble=ensemble)
         if invariant_init and in_dim < out_dim:
             raise ValueError(f"AveragingNet: invariant_init needs in_dim D >= out_dim d, got D={in_dim}, d={out_dim}")
+        init_std = nonnegative(init_std, "init_std", where="AveragingNet")
         self.in_dim, self.out_dim, self.width, self.ensemble = in_dim, out_dim, width, ensemble
         self.activation = get_activation(activation)
         self.hidden = EnsembleLinear(

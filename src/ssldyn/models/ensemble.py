@@ -14,6 +14,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from ssldyn.checks import nonnegative
 from ssldyn.models._sizes import check_sizes
 from ssldyn.models.seeding import draw_members
 
@@ -71,7 +72,7 @@ class EnsembleLinear(nn.Module):
         if init not in ("torch", "normal"):
             raise ValueError(f"init {init!r}: allowed values are 'torch', 'normal'")
         self.ensemble, self.in_features, self.out_features = ensemble, in_features, out_features
-        self.init, self.std = init, std
+        self.init, self.std = init, nonnegative(std, "std", where="EnsembleLinear")
         self.weight = nn.Parameter(torch.empty(ensemble, out_features, in_features, dtype=dtype))
         self.bias = nn.Parameter(torch.empty(ensemble, out_features, dtype=dtype)) if bias else None
         if draw:

@@ -29,6 +29,7 @@ from typing import Literal, get_args
 import torch
 from torch import nn
 
+from ssldyn.checks import positive
 from ssldyn.models._sizes import check_sizes
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.ensemble import members_input
@@ -110,7 +111,14 @@ class TwoLayerNet(nn.Module):
             )
         self.d, self.h, self.z, self.ensemble, self.regime = d, h, z, ensemble, regime
         self.act = get_activation(activation)
-        self.frobenius = (float(frobenius[0]), float(frobenius[1]))
+        if not (isinstance(frobenius, (tuple, list)) and len(frobenius) == 2):
+            raise ValueError(
+                f"TwoLayerNet: frobenius must be the bounds (c1, c2) of ‖W1‖_F, ‖W2‖_F (Prop. 2), got {frobenius!r}"
+            )
+        self.frobenius = (
+            positive(frobenius[0], "frobenius c1", where="TwoLayerNet"),
+            positive(frobenius[1], "frobenius c2", where="TwoLayerNet"),
+        )
         init = init or ("orthogonal" if regime in ("orthogonal", "scaled") else "normal")
         gens = member_generators(ensemble, seeds=seeds, generator=generator)
         W1 = torch.zeros(ensemble, h, d, dtype=dtype)
@@ -224,7 +232,7 @@ class DeepLinearNet(nn.Module):
         if regime == "orthogonal" and (hidden[0] < d or hidden[-1] < z):
             raise ValueError(f"regime 'orthogonal' needs h_1 >= d={d} and h_L >= z={z}, got hidden={hidden}")
         self.d, self.z, self.hidden_sizes, self.ensemble, self.regime = d, z, hidden, ensemble, regime
-        self.frobenius = float(frobenius)
+        self.frobenius = positive(frobenius, "frobenius", where="DeepLinearNet")
         init = init or ("orthogonal" if regime in ("orthogonal", "scaled") else "normal")
         gens = member_generators(ensemble, seeds=seeds, generator=generator)
         shapes = [(hidden[0], d)] + [(hidden[k], hidden[k - 1]) for k in range(1, len(hidden))] + [(hidden[-1], z)]

@@ -55,12 +55,10 @@ def _callers():
     from ssldyn.data.tokens import TokenSpec
     from ssldyn.dynamics.alpha_cl_mixture import gaussian_mixture_relu_A
     from ssldyn.dynamics.manifold import ManifoldGD
-    from ssldyn.probes.monitors import LinearProbe
 
     x = np.random.default_rng(0).normal(size=(6, 2))
     return [
         ("ManifoldGD: lr", lambda v: ManifoldGD([torch.zeros(3, 2, requires_grad=True)], lr=v)),
-        ("LinearProbe: C", lambda v: LinearProbe([0, 1] * 4, C=v)),
         ("CircleMixture: kappa", lambda v: CircleMixture((0.0,), kappa=v)),
         ("TokenSpec: zeta", lambda v: TokenSpec(K=4, n_tokens=4, P=2, G=1, L=1, zeta=v)),
         (
@@ -79,3 +77,13 @@ def test_the_callers_refuse_an_infinite_value(where, build):
         build(math.inf)
     with pytest.raises(ValueError, match=rf"^{where} must be a finite number"):
         build(math.nan)
+
+
+def test_linear_probe_c_follows_scikit_learn():
+    """C = inf is scikit-learn's unregularised fit (linear_probe_accuracy accepts it): so does LinearProbe."""
+    from ssldyn.probes.monitors import LinearProbe
+
+    assert LinearProbe([0, 1] * 4, C=math.inf).C == math.inf
+    for bad in (0.0, -1.0, math.nan):
+        with pytest.raises(ValueError, match=r"^LinearProbe: C must be > 0 \(inf: no regularisation\), got "):
+            LinearProbe([0, 1] * 4, C=bad)

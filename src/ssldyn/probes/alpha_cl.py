@@ -44,6 +44,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ssldyn.checks import nonnegative, positive
+
 __all__ = [
     "eigen_summary",
     "correlation",
@@ -120,6 +122,7 @@ def local_roughness(A_fn: AFn, w: Tensor, eps: float = 1e-4) -> Tensor:
 
     ``w (d,) -> ()``, ``(E, d) -> (E,)``. Cost: ``2(d−1)`` evaluations of ``A`` per point.
     """
+    eps = positive(eps, "eps", where="local_roughness")
     wb, single = _batch(w)
     out = []
     for wi in wb:
@@ -220,6 +223,9 @@ def irregularity(A_fn: AFn, w: Tensor, L: float, *, kappa: float | None = None, 
     ``shift=True`` uses the PD matrix ``Â = A − λ_min I`` (+1e-12) of the proof of Thm. 3 for
     the eigenvalues (same eigenvectors, so ``c`` and ``λ_gap`` are unchanged).
     """
+    L = nonnegative(L, "L (the Lipschitz constant)", where="irregularity")
+    if kappa is not None:
+        kappa = nonnegative(kappa, "kappa", where="irregularity")
     wb, single = _batch(w)
     A = A_fn(wb)  # (E, d, d)
     lam = torch.linalg.eigvalsh(0.5 * (A + A.mT))
@@ -255,6 +261,7 @@ def lme_test(A_fn: AFn, w: Tensor, *, tol: float = 1e-6, gap_tol: float = 1e-9) 
     Checks ``‖A w − (wᵀAw)w‖ ≤ tol·|λ₁|``, ``c(w) ≥ 1 − tol`` (``w`` is the *top* eigenvector)
     and ``λ_gap > gap_tol·|λ₁|`` (the top eigenvalue is distinct).
     """
+    tol, gap_tol = nonnegative(tol, "tol", where="lme_test"), nonnegative(gap_tol, "gap_tol", where="lme_test")
     w = w / w.norm()
     A = A_fn(w[None])[0]
     lam1, _, gap, phi = eigen_summary(A)
@@ -277,7 +284,8 @@ class StabilityTest:
 
 def stability_test(A_fn: AFn, w: Tensor, *, eps: float = 1e-4, tol: float = 1e-6) -> StabilityTest:
     """Thm. 1: ``w*`` is stable if it is an LME and ``λ_gap(w*) > ρ(w*)`` (``ρ`` by :func:`local_roughness`)."""
-    lme = lme_test(A_fn, w, tol=tol)
+    positive(eps, "eps", where="stability_test")
+    lme = lme_test(A_fn, w, tol=nonnegative(tol, "tol", where="stability_test"))
     rho = float(local_roughness(A_fn, w / w.norm(), eps=eps))
     return StabilityTest(bool(lme.is_lme and lme.gap > rho), lme.is_lme, lme.gap, rho)
 
@@ -365,6 +373,7 @@ def linear_stability(A_fn: AFn, w: Tensor, *, eps: float = 1e-6) -> float:
     Central finite differences of ``F(normalize(w + εu))`` along an orthonormal basis ``u`` of ``w⊥``
     (``2(d − 1)`` evaluations of ``A``), projected back onto the tangent space.
     """
+    eps = positive(eps, "eps", where="linear_stability")
     w = w / w.norm()
     basis, vp, vm = _tangent_stencil(w, eps)  # (d-1, d) each
 
@@ -417,6 +426,7 @@ def prominent_maxima(values, rel_prominence: float = 1e-3) -> tuple[np.ndarray, 
     """
     from scipy.signal import find_peaks
 
+    rel_prominence = nonnegative(rel_prominence, "rel_prominence", where="prominent_maxima")
     v = np.asarray(_host(values), dtype=np.float64)
     n = len(v)
     span = float(v.max() - v.min())

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import torch
 
+from ssldyn.checks import real
+
 __all__ = [
     "laplacian_energy",
     "total_variation",
@@ -95,7 +97,9 @@ def pairwise_cosine(W) -> tuple[float, float]:
 
 
 def distinct_filters(W, threshold: float = 0.9) -> int:
-    """Number of filters whose max |cos| with every other filter is ``< threshold``."""
+    """Number of filters whose max |cos| with every other filter is ``< threshold``, ``threshold`` in [0, 1]."""
+    if not 0 <= real(threshold, "threshold", where="distinct_filters") <= 1:
+        raise ValueError(f"distinct_filters: threshold must be in [0, 1] (a |cos|), got {threshold!r}")
     C = _cos(W).abs()
     C.fill_diagonal_(0.0)
     return int((C.max(1).values < threshold).sum())

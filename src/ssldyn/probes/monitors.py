@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ssldyn.checks import positive
+from ssldyn.checks import real
 from ssldyn.probes.downstream import Metric, knn_accuracy, linear_probe_accuracy
 
 __all__ = ["LinearProbe", "KNNProbe"]
@@ -107,7 +107,9 @@ class LinearProbe(_SplitProbe):
     name = "LinearProbe"
 
     def __init__(self, labels: Any, *, test_size: float = 0.5, seed: int = 0, C: float = 1.0, max_iter: int = 1000):
-        C = positive(C, "C", where="LinearProbe")
+        C = real(C, "C", where="LinearProbe")
+        if not C > 0:  # inf is scikit-learn's unregularised fit, as in linear_probe_accuracy
+            raise ValueError(f"LinearProbe: C must be > 0 (inf: no regularisation), got {C!r}")
         super().__init__(labels, test_size=test_size, seed=seed)
         self.C, self.max_iter = float(C), int(max_iter)
 

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ssldyn.checks import positive
 from ssldyn.probes._common import as_tensor
 
 __all__ = ["rankme"]
@@ -40,6 +41,7 @@ def rankme(z: Any, eps: float = 1e-7) -> Tensor:
         >>> round(float(rankme(torch.eye(4))), 3)                  # four equal singular values
         4.0
     """
+    eps = positive(eps, "eps", where="rankme")
     t = as_tensor(z)
     if t.dim() not in (2, 3):
         raise ValueError(f"rankme: embeddings must have shape (n, d) or (E, n, d), got {tuple(t.shape)}")

@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from ssldyn.checks import nonnegative
 from ssldyn.probes._common import as_tensor
 
 __all__ = [
@@ -39,6 +40,7 @@ def _significant(s: torch.Tensor, tol: float) -> torch.Tensor:
 
 def column_space_basis(A, tol: float = 1e-10) -> torch.Tensor:
     """Orthonormal basis of the column space of ``A (n, k)`` (SVD, rank by relative ``tol``) ``(n, r)``."""
+    tol = nonnegative(tol, "tol", where="column_space_basis")
     U, s, _ = torch.linalg.svd(as_tensor(A), full_matrices=False)
     r = int(_significant(s, tol).sum())
     return U[:, :r]

@@ -50,9 +50,9 @@ def test_nonnegative_refuses_negative_and_non_finite(bad):
 
 def _callers():
     from ssldyn.data.circle_mixture import CircleMixture
-    from ssldyn.data.clustered import ball_noise
-    from ssldyn.data.moons import make_views
-    from ssldyn.data.tokens import TokenSpec
+    from ssldyn.data.clustered import ball_noise, clustered_data
+    from ssldyn.data.moons import half_moons, make_views
+    from ssldyn.data.tokens import TokenSpec, token_magnitudes
     from ssldyn.dynamics.alpha_cl_mixture import gaussian_mixture_relu_A
     from ssldyn.dynamics.manifold import ManifoldGD
 
@@ -67,6 +67,10 @@ def _callers():
         ),
         ("ball_noise: radius", lambda v: ball_noise(4, 2, v)),
         ("make_views: noise_var", lambda v: make_views(x, noise_var=v)),
+        ("half_moons: noise", lambda v: half_moons(20, noise=v)),
+        (r"half_moons: extra_stds\[1\]", lambda v: half_moons(20, extra_stds=(1.0, v))),
+        ("clustered_data: center_norm", lambda v: clustered_data([3, 3], 2, 4, 0.1, center_norm=v)),
+        ("token_magnitudes: zeta", lambda v: token_magnitudes(4, v)),
     ]
 
 

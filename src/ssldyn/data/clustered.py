@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from ssldyn.checks import nonnegative
+from ssldyn.checks import nonnegative, positive
 from ssldyn.data.sphere import regular_polytope
 
 __all__ = ["ClusteredData", "clustered_data", "ball_noise", "four_clusters_2d", "clusters_3d"]
@@ -127,6 +127,7 @@ def clustered_data(
         raise ValueError(f"clustered_data: noise {noise!r}: allowed values are 'ball', 'orthogonal'")
     if noise == "orthogonal" and D == d:
         raise ValueError("clustered_data: noise='orthogonal' needs D > d (a non-empty complement M^⊥)")
+    center_norm = positive(center_norm, "center_norm", where="clustered_data")
     N = len(sizes)
     basis = torch.eye(d, dtype=torch.float64)
     if rotate:

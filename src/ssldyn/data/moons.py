@@ -129,8 +129,9 @@ def half_moons(
 
     if int(n) < 2:
         raise ValueError(f"half_moons: n must be >= 2, got {n}")
-    if not noise >= 0:
-        raise ValueError(f"half_moons: noise must be >= 0, got {noise}")
+    noise = nonnegative(noise, "noise", where="half_moons")
+    for k, std in enumerate(extra_stds):
+        nonnegative(std, f"extra_stds[{k}]", where="half_moons")
     x, y = make_moons(n_samples=int(n), noise=float(noise), random_state=seed)
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y)  # (n, 2), (n,)
     if len(extra_stds):

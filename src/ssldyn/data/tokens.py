@@ -78,7 +78,8 @@ class TokenSpec:
 
 
 def token_magnitudes(n_tokens: int, zeta: float) -> torch.Tensor:
-    """Per-token norms (App. E.2): ``1/ζ`` for index < n_tokens//2, ``ζ`` for the others."""
+    """Per-token norms (App. E.2): ``1/ζ`` for index < n_tokens//2, ``ζ`` for the others (``ζ`` finite, > 0)."""
+    zeta = positive(zeta, "zeta", where="token_magnitudes")
     mags = torch.ones(n_tokens)
     mags[: n_tokens // 2] /= zeta
     mags[n_tokens // 2 :] *= zeta

@@ -318,3 +318,22 @@ def test_cuda_loop_has_no_synchronising_call_and_compiled_step_equals_eager():
     np.testing.assert_allclose(
         compiled.trajectory.to_frame()["value"], eager.trajectory.to_frame()["value"], rtol=1e-4, atol=1e-5
     )
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(lr=0.0), r"lr must be a finite number > 0, got 0.0"),
+        (dict(lr=float("nan")), r"lr must be a finite number > 0, got nan"),
+        (dict(temperature=float("inf")), r"temperature must be a finite number > 0, got inf"),
+        (dict(weight_decay=-1e-3), r"weight_decay must be a finite number >= 0"),
+        (dict(momentum=1.0), r"momentum must be in \[0, 1\), got 1.0"),  # SGD with momentum 1 never forgets
+        (dict(batch=1), r"batch must be an integer >= 2, got 1"),  # InfoNCE needs a negative in the batch
+        (dict(out_dim=0), r"out_dim must be an integer >= 1, got 0"),
+    ],
+)
+def test_token_run_rejects_bad_hyperparameters_when_built(kw, message):
+    """One error naming the setting, before any ensemble is built (before, nothing checked them here:
+    lr = 0 trained nothing, a NaN lr gave NaN losses, in the middle of a grid)."""
+    with pytest.raises(ValueError, match=rf"^TokenRun: {message}"):
+        TokenRun(**kw)

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from ssldyn.checks import nonnegative, positive
 from ssldyn.data.tokens import TokenGenerator, TokenSpec, TokenStream
 from ssldyn.dynamics.engine import resolve_device, run
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -117,6 +118,15 @@ class TokenRun:
             raise ValueError(f"TokenRun.loss {self.loss!r}: allowed values are {', '.join(LOSSES)}")
         if self.beta < 1:
             raise ValueError(f"TokenRun.beta={self.beta}: must be >= 1")
+        positive(self.lr, "lr", where="TokenRun")
+        positive(self.temperature, "temperature", where="TokenRun")
+        nonnegative(self.weight_decay, "weight_decay", where="TokenRun")
+        if not 0 <= nonnegative(self.momentum, "momentum", where="TokenRun") < 1:
+            raise ValueError(f"TokenRun: momentum must be in [0, 1), got {self.momentum!r}")
+        for name, low in (("batch", 2), ("out_dim", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"TokenRun: {name} must be an integer >= {low}, got {value!r}")
 
     @property
     def filters(self) -> int:

@@ -120,3 +120,22 @@ def test_final_evaluation_leaves_batchnorm_statistics_alone():
     net = Net()
     train_weight_space(net, x, _loss, steps=2, lr=0.1, output="raw", every=None)
     assert int(net.bn.num_batches_tracked) == 2  # two updates, two train-mode forwards counted
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(momentum=float("nan")), r"momentum must be a finite number >= 0, got nan"),
+        (dict(momentum=1.0), r"momentum must be in \[0, 1\), got 1.0"),
+        (dict(weight_decay=float("inf")), r"weight_decay must be a finite number >= 0, got inf"),
+    ],
+)
+def test_optimizer_settings_torch_lets_through_are_one_error(kw, message):
+    """torch.optim.SGD refuses negative values only: NaN momentum or an infinite weight decay trained to NaN."""
+    from ssldyn.dynamics.weight_space import make_optimizer
+
+    p = [torch.nn.Parameter(torch.zeros(2))]
+    with pytest.raises(ValueError, match=rf"^make_optimizer: {message}"):
+        make_optimizer(p, "sgd", 0.1, **kw)
+    opt = make_optimizer(p, "sgd", 0.1, momentum=0.9, weight_decay=0.0)
+    assert opt.param_groups[0]["momentum"] == 0.9 and opt.param_groups[0]["lr"] == 0.1

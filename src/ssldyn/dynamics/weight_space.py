@@ -26,6 +26,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from ssldyn.checks import nonnegative, positive
 from ssldyn.dynamics.common import (
     Augment,
     Probes,
@@ -51,10 +52,18 @@ def make_optimizer(
     momentum: float = 0.0,
     weight_decay: float = 0.0,
 ) -> torch.optim.Optimizer:
-    """``"sgd"`` (with ``momentum``, ``weight_decay``), ``"adam"``, or a factory ``params -> Optimizer``."""
+    """``"sgd"`` (with ``momentum`` in [0, 1), ``weight_decay`` >= 0), ``"adam"``, or a factory ``params -> Optimizer``.
+
+    ``lr``, ``momentum`` and ``weight_decay`` must be finite (torch refuses negative ones only: NaN or inf
+    would train to NaN without a word).
+    """
     params = list(params)
     if callable(optimizer):
         return optimizer(params)
+    lr = positive(lr, "lr", where="make_optimizer")
+    weight_decay = nonnegative(weight_decay, "weight_decay", where="make_optimizer")
+    if not nonnegative(momentum, "momentum", where="make_optimizer") < 1:
+        raise ValueError(f"make_optimizer: momentum must be in [0, 1), got {momentum!r}")
     if optimizer == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     if optimizer == "adam":

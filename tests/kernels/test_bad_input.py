@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -150,3 +151,16 @@ def test_cluster_limit_kernel_names_wrong_shapes_and_labels_out_of_range():
         ValueError, match=r"^cluster_limit_kernel: labels must be cluster indices in 0\.\.1, got 0\.\.2"
     ):
         cluster_limit_kernel(torch.tensor([0, 2]), centers, beta)
+
+
+@pytest.mark.parametrize("d", [0, -1, 2.0, True])
+def test_the_output_dimension_d_is_an_integer_ge_1(d):
+    # a float d was torch.eye's / unflatten's TypeError, d = -1 torch's RuntimeError
+    x = torch.randn(4, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^relu_infinite_width_kernel: d must be None or an integer >= 1, got "):
+        relu_infinite_width_kernel(x, d=d)
+    with pytest.raises(ValueError, match=r"d \(the output dimension\) must be an integer >= 1, got "):
+        averaging_net_kernel(torch.randn(6, 3, dtype=torch.float64), x, d=d)
+    K = relu_infinite_width_kernel(x, d=np.int64(2))  # any integral type
+    torch.testing.assert_close(K[..., 0, 0], relu_infinite_width_kernel(x), rtol=0, atol=0)
+    assert float(K[..., 0, 1].abs().max()) == 0.0

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from ssldyn.checks import nonnegative, positive, real
+from ssldyn.checks import integer, nonnegative, positive, real, unit_interval
 
 
 @pytest.mark.parametrize("value", [0.5, 3, np.float32(0.25), np.int64(2), torch.tensor(0.5), torch.tensor([2.0])])
@@ -46,6 +46,28 @@ def test_nonnegative_refuses_negative_and_non_finite(bad):
     with pytest.raises(ValueError, match=r"^g: s must be a finite number >= 0, got "):
         nonnegative(bad, "s", where="g")
     assert nonnegative(0, "s") == 0.0
+
+
+def test_unit_interval_closed_and_half_open():
+    assert unit_interval(0, "p") == 0.0 and unit_interval(1, "p") == 1.0 and unit_interval(np.float32(0.5), "p") == 0.5
+    assert unit_interval(0.0, "momentum", include_one=False) == 0.0
+    for bad in (-0.01, 1.01, math.nan, math.inf):
+        with pytest.raises(ValueError, match=r"^f: p must be in \[0, 1\], got "):
+            unit_interval(bad, "p", where="f")
+    with pytest.raises(ValueError, match=r"^momentum must be in \[0, 1\), got 1.0$"):
+        unit_interval(1.0, "momentum", include_one=False)
+    with pytest.raises(ValueError, match=r"^p must be a real number, got True$"):
+        unit_interval(True, "p")
+
+
+def test_integer_takes_integral_types_only():
+    assert integer(np.int64(3), "n") == 3 and type(integer(np.int64(3), "n")) is int
+    assert integer(2, "batch", minimum=2) == 2
+    for bad in (0, -1, 2.0, True, "3", None):
+        with pytest.raises(ValueError, match=r"^M: n must be an integer >= 1, got "):
+            integer(bad, "n", where="M")
+    with pytest.raises(ValueError, match=r"^batch must be an integer >= 2, got 1$"):
+        integer(1, "batch", minimum=2)
 
 
 def _callers():

@@ -1,4 +1,5 @@
-"""Scalar argument checks, for every layer: one rule and one message for "a finite number > 0".
+"""Scalar argument checks, for every layer: one rule and one message for "a finite number > 0",
+"a number in [0, 1]" and "an integer >= k".
 
 At the package root (like :mod:`ssldyn.files` and :mod:`ssldyn.memory`): it imports nothing of
 the package, so the objectives (a temperature ``τ``), the probes (the uniformity's ``t``), the data
@@ -18,7 +19,7 @@ import numbers
 import numpy as np
 import torch
 
-__all__ = ["real", "positive", "nonnegative"]
+__all__ = ["real", "positive", "nonnegative", "unit_interval", "integer"]
 
 
 def _prefix(where: str) -> str:
@@ -52,3 +53,19 @@ def nonnegative(value: object, name: str, *, where: str = "") -> float:
     if not (math.isfinite(v) and v >= 0):
         raise ValueError(f"{_prefix(where)}{name} must be a finite number >= 0, got {v!r}")
     return v
+
+
+def unit_interval(value: object, name: str, *, where: str = "", include_one: bool = True) -> float:
+    """A real number in ``[0, 1]`` (a probability, a ``|cos|``), or in ``[0, 1)`` with ``include_one=False``
+    (an SGD momentum); NaN is refused."""
+    v = real(value, name, where=where)
+    if not (0 <= v <= 1 and (include_one or v < 1)):
+        raise ValueError(f"{_prefix(where)}{name} must be in [0, 1{']' if include_one else ')'}, got {value!r}")
+    return v
+
+
+def integer(value: object, name: str, *, where: str = "", minimum: int = 1) -> int:
+    """An integer ``>= minimum`` (any integral type: ``int``, a NumPy integer; not a bool, not ``2.0``), as an int."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < minimum:
+        raise ValueError(f"{_prefix(where)}{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)

@@ -125,7 +125,7 @@ def test_final_evaluation_leaves_batchnorm_statistics_alone():
 @pytest.mark.parametrize(
     "kw, message",
     [
-        (dict(momentum=float("nan")), r"momentum must be a finite number >= 0, got nan"),
+        (dict(momentum=float("nan")), r"momentum must be in \[0, 1\), got nan"),
         (dict(momentum=1.0), r"momentum must be in \[0, 1\), got 1.0"),
         (dict(weight_decay=float("inf")), r"weight_decay must be a finite number >= 0, got inf"),
     ],

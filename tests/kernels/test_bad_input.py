@@ -157,7 +157,7 @@ def test_cluster_limit_kernel_names_wrong_shapes_and_labels_out_of_range():
 def test_the_output_dimension_d_is_an_integer_ge_1(d):
     # a float d was torch.eye's / unflatten's TypeError, d = -1 torch's RuntimeError
     x = torch.randn(4, 3, dtype=torch.float64)
-    with pytest.raises(ValueError, match=r"^relu_infinite_width_kernel: d must be None or an integer >= 1, got "):
+    with pytest.raises(ValueError, match=r"^relu_infinite_width_kernel: d must be an integer >= 1, got "):
         relu_infinite_width_kernel(x, d=d)
     with pytest.raises(ValueError, match=r"d \(the output dimension\) must be an integer >= 1, got "):
         averaging_net_kernel(torch.randn(6, 3, dtype=torch.float64), x, d=d)

@@ -29,7 +29,7 @@ from kornia.enhance import adjust_brightness, adjust_contrast, adjust_saturation
 from kornia.filters import gaussian_blur2d
 from kornia.geometry.transform import crop_and_resize, rotate
 
-from ssldyn.checks import nonnegative, real
+from ssldyn.checks import nonnegative, unit_interval
 
 __all__ = [
     "check_unit_range",
@@ -210,9 +210,7 @@ class SimCLRAugment:
         nonnegative(self.rotation, "rotation (degrees)", where=where)
         nonnegative(self.noise, "noise", where=where)
         for name in ("jitter", "jitter_p", "gray_p", "blur_p"):
-            value = getattr(self, name)
-            if not 0 <= real(value, name, where=where) <= 1:
-                raise ValueError(f"{where}: {name} must be in [0, 1], got {value!r}")
+            unit_interval(getattr(self, name), name, where=where)
         b = _interval(self.blur_sigma)
         if b is None or not (0 < b[0] <= b[1] < math.inf):
             raise ValueError(f"{where}: blur_sigma={self.blur_sigma}: need 0 < lo <= hi < inf (pixels)")

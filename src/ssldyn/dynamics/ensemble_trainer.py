@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from ssldyn.checks import nonnegative, positive
+from ssldyn.checks import integer, nonnegative, positive, unit_interval
 from ssldyn.data.tokens import TokenGenerator, TokenSpec, TokenStream
 from ssldyn.dynamics.engine import resolve_device, run
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -121,12 +121,9 @@ class TokenRun:
         positive(self.lr, "lr", where="TokenRun")
         positive(self.temperature, "temperature", where="TokenRun")
         nonnegative(self.weight_decay, "weight_decay", where="TokenRun")
-        if not 0 <= nonnegative(self.momentum, "momentum", where="TokenRun") < 1:
-            raise ValueError(f"TokenRun: momentum must be in [0, 1), got {self.momentum!r}")
-        for name, low in (("batch", 2), ("out_dim", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"TokenRun: {name} must be an integer >= {low}, got {value!r}")
+        unit_interval(self.momentum, "momentum", where="TokenRun", include_one=False)
+        integer(self.batch, "batch", where="TokenRun", minimum=2)
+        integer(self.out_dim, "out_dim", where="TokenRun")
 
     @property
     def filters(self) -> int:

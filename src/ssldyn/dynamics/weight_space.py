@@ -26,7 +26,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from ssldyn.checks import nonnegative, positive
+from ssldyn.checks import nonnegative, positive, unit_interval
 from ssldyn.dynamics.common import (
     Augment,
     Probes,
@@ -62,8 +62,7 @@ def make_optimizer(
         return optimizer(params)
     lr = positive(lr, "lr", where="make_optimizer")
     weight_decay = nonnegative(weight_decay, "weight_decay", where="make_optimizer")
-    if not nonnegative(momentum, "momentum", where="make_optimizer") < 1:
-        raise ValueError(f"make_optimizer: momentum must be in [0, 1), got {momentum!r}")
+    momentum = unit_interval(momentum, "momentum", where="make_optimizer", include_one=False)
     if optimizer == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     if optimizer == "adam":

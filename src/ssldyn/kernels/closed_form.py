@@ -22,12 +22,12 @@ and centers given on another device are moved there.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Literal
 
 import torch
 from torch import Tensor
 
+from ssldyn.checks import integer
 from ssldyn.models.activations import Activation, get_activation
 
 __all__ = [
@@ -62,8 +62,7 @@ def _finite(fn: str, **tensors: Tensor | None) -> None:
 def _check_B(B: Tensor, d: int, x: Tensor) -> tuple[Tensor, int]:
     if B.dim() not in (2, 3):
         raise ValueError(f"B must have shape (Md, D) or (E, Md, D), got {tuple(B.shape)}")
-    if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1:
-        raise ValueError(f"d (the output dimension) must be an integer >= 1, got {d!r}")
+    d = integer(d, "d (the output dimension)")
     if B.shape[-2] % d:
         raise ValueError(f"B has {B.shape[-2]} rows, not a multiple of d={d}")
     if x.shape[-1] != B.shape[-1]:
@@ -140,8 +139,8 @@ def relu_infinite_width_kernel(x1: Tensor, x2: Tensor | None = None, *, d: int |
         d: if given, return the full ``(n1, n2, d, d)`` kernel ``k_ij I_d``; else ``(n1, n2)``.
     """
     _finite("relu_infinite_width_kernel", x1=x1, x2=x2)
-    if d is not None and (isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1):
-        raise ValueError(f"relu_infinite_width_kernel: d must be None or an integer >= 1, got {d!r}")
+    if d is not None:
+        d = integer(d, "d", where="relu_infinite_width_kernel")
     x2 = x1 if x2 is None else x2
     if x1.dim() != 2 or x2.dim() != 2 or x1.shape[-1] != x2.shape[-1]:
         raise ValueError(

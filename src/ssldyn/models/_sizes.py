@@ -5,6 +5,8 @@ from __future__ import annotations
 import numbers
 from collections.abc import Sequence
 
+from ssldyn.checks import integer
+
 __all__ = ["check_sizes", "check_widths"]
 
 
@@ -13,14 +15,13 @@ def _is_size(v: object) -> bool:
 
 
 def check_sizes(model: str, **sizes: int) -> None:
-    """Every size an integer ``>= 1``.
+    """Every size an integer ``>= 1`` (:func:`ssldyn.checks.integer`).
 
     Raises:
         ValueError: ``"{model}: {name} must be an integer >= 1, got {value!r}"`` for the first bad one.
     """
     for name, v in sizes.items():
-        if not _is_size(v):
-            raise ValueError(f"{model}: {name} must be an integer >= 1, got {v!r}")
+        integer(v, name, where=model)
 
 
 def check_widths(model: str, name: str, widths: Sequence[int], *, allow_empty: bool = True) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ssldyn.checks import real
+from ssldyn.checks import unit_interval
 
 __all__ = [
     "laplacian_energy",
@@ -98,8 +98,7 @@ def pairwise_cosine(W) -> tuple[float, float]:
 
 def distinct_filters(W, threshold: float = 0.9) -> int:
     """Number of filters whose max |cos| with every other filter is ``< threshold``, ``threshold`` in [0, 1]."""
-    if not 0 <= real(threshold, "threshold", where="distinct_filters") <= 1:
-        raise ValueError(f"distinct_filters: threshold must be in [0, 1] (a |cos|), got {threshold!r}")
+    unit_interval(threshold, "threshold", where="distinct_filters")  # a |cos|
     C = _cos(W).abs()
     C.fill_diagonal_(0.0)
     return int((C.max(1).values < threshold).sum())

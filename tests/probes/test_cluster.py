@@ -41,6 +41,8 @@ def test_per_cluster_mean_written_out_and_per_cluster_silhouette():
     np.testing.assert_allclose(ours, [sk[lab == c].mean() for c in (0, 2, 5)], atol=1e-12)
     with pytest.raises(ValueError, match="per_cluster_mean: labels must have shape"):
         per_cluster_mean(v, lab[:-1])
+    with pytest.raises(ValueError, match=r"angular_spread: labels must have shape \(11,\), one per sample"):
+        angular_spread(z, lab[:-1])  # was a boolean-mask IndexError
 
 
 def test_uniformity_and_alignment_written_out():

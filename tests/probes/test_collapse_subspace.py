@@ -82,6 +82,8 @@ def test_distance_up_to_sign_closed_form():
     np.testing.assert_allclose(got.numpy(), ref, atol=1e-12)
     np.testing.assert_allclose(distance_up_to_sign(torch.tensor(-a), torch.tensor(b)).numpy(), ref, atol=1e-12)
     assert float(distance_up_to_sign(torch.tensor(-b), torch.tensor(b))) == 0.0
+    with pytest.raises(ValueError, match=r"distance_up_to_sign: a and b must be vectors .* got \(7, 4\) and \(5,\)"):
+        distance_up_to_sign(torch.tensor(a), torch.ones(5, dtype=torch.float64))  # was a broadcasting RuntimeError
 
 
 def test_pca_components_match_scikit_learn_with_its_sign_convention():

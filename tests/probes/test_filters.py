@@ -36,3 +36,22 @@ def test_filter_diversity_measures_are_built_on_the_cosines():
     assert distinct_filters(W, 0.9) == int((C.max(1) < 0.9).sum()) == 4
     X = rng.normal(size=(9, 16))
     assert pattern_match(W, X) == pytest.approx(cosine_similarity(W, X).max(1).mean(), rel=1e-12)
+
+
+def test_filter_measures_refuse_inputs_they_would_misread():
+    """A 1-D vector is not a set of filters (it read as M one-pixel filters, cosines ±1); a shape that does not
+    hold the filters, and patches of another dimension, are one error each (were torch's reshape/matmul errors)."""
+    from ssldyn.probes.filters import total_variation
+
+    rng = np.random.default_rng(2)
+    with pytest.raises(ValueError, match=r"pairwise_cosine: filters must be \(M, \.\.\.\)"):
+        pairwise_cosine(rng.normal(size=5))
+    with pytest.raises(ValueError, match="distinct_filters: filters must be"):
+        distinct_filters(rng.normal(size=5))
+    with pytest.raises(ValueError, match=r"shape \(3, 4\) does not hold filters of dimension 10"):
+        total_variation(rng.normal(size=(3, 10)), (3, 4))
+    with pytest.raises(ValueError, match="pattern_match: filters of dimension 16 and patches of dimension 9"):
+        pattern_match(rng.normal(size=(4, 16)), rng.normal(size=(5, 9)))
+    # image-shaped filters and patches are flattened alike: (M, h, w) against (n, h, w)
+    W, X = rng.normal(size=(4, 3, 3)), rng.normal(size=(6, 3, 3))
+    assert pattern_match(W, X) == pytest.approx(cosine_similarity(W.reshape(4, 9), X.reshape(6, 9)).max(1).mean())

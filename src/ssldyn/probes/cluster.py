@@ -70,9 +70,13 @@ def _batch(z) -> Tensor:
     return z
 
 
-def _labels(labels, device: torch.device) -> Tensor:
-    """Cluster labels (a tensor on any device, an array or a list) as a long tensor on ``device``."""
-    return torch.as_tensor(np.asarray(labels.cpu() if isinstance(labels, Tensor) else labels)).long().to(device)
+def _labels(labels, device: torch.device, n: int, where: str) -> Tensor:
+    """Cluster labels (a tensor on any device, an array or a list) of ``n`` samples as a long ``(n,)`` tensor
+    on ``device``; any other shape is one error naming ``where``."""
+    lab = torch.as_tensor(np.asarray(labels.cpu() if isinstance(labels, Tensor) else labels)).long().to(device)
+    if lab.shape != (n,):
+        raise ValueError(f"{where}: labels must have shape ({n},), one per sample, got {tuple(lab.shape)}")
+    return lab
 
 
 def silhouette_samples_cosine(z, labels) -> Tensor:
@@ -84,10 +88,8 @@ def silhouette_samples_cosine(z, labels) -> Tensor:
     Float64 on the input's device; ``labels (n,)``.
     """
     z = _batch(z)  # (..., n, d)
-    lab = _labels(labels, z.device)  # (n,)
+    lab = _labels(labels, z.device, z.shape[-2], "silhouette")  # (n,)
     classes = torch.unique(lab)
-    if lab.shape != z.shape[-2:-1]:
-        raise ValueError(f"labels must have shape ({z.shape[-2]},), got {tuple(lab.shape)}")
     if not 2 <= classes.numel() <= z.shape[-2] - 1:
         raise ValueError(f"silhouette: need 2 <= number of clusters <= n-1, got {classes.numel()}")
     onehot = (lab[:, None] == classes[None, :]).to(z.dtype)  # (n, C)
@@ -119,10 +121,9 @@ def per_cluster_mean(values, labels) -> Tensor:
     ``labels (n,)``; the result has the dtype and device of ``values``.
     """
     v = torch.as_tensor(values)
-    lab = _labels(labels, v.device)
-    if lab.dim() != 1 or v.dim() < 1 or v.shape[-1] != lab.numel():
-        raise ValueError(f"per_cluster_mean: labels must have shape ({v.shape[-1] if v.dim() else 0},) to match "
-                         f"values (..., n) = {tuple(v.shape)}, got {tuple(lab.shape)}")  # fmt: skip
+    if v.dim() < 1:
+        raise ValueError(f"per_cluster_mean: values must have shape (..., n), got {tuple(v.shape)}")
+    lab = _labels(labels, v.device, v.shape[-1], "per_cluster_mean")  # (n,)
     onehot = (lab[:, None] == torch.unique(lab)[None, :]).to(v.dtype)  # (n, C)
     return (v @ onehot) / onehot.sum(0)  # (..., C)
 
@@ -192,7 +193,7 @@ def uniformity_reference(n: int | None = None, d: int = 2, t: float = 2.0) -> fl
 def angular_spread(z, labels) -> float:
     """Mean over clusters of the mean angle (rad) between ``u_i`` and the cluster's mean direction."""
     u = _unit(_t(z))
-    lab = _labels(labels, u.device)  # (n,)
+    lab = _labels(labels, u.device, u.shape[0], "angular_spread")  # (n,)
     out = []
     for c in torch.unique(lab):
         uc = u[lab == c]

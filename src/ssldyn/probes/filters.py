@@ -44,6 +44,9 @@ def _as_images(W, shape: tuple[int, int] | None) -> torch.Tensor:
             if side * side != W.shape[1]:
                 raise ValueError(f"filters of dimension {W.shape[1]} are not square; pass shape=(h, w)")
             shape = (side, side)
+        if len(shape) != 2 or shape[0] * shape[1] != W.shape[1]:
+            raise ValueError(f"shape {tuple(shape)} does not hold filters of dimension {W.shape[1]} (need h·w = "
+                             f"{W.shape[1]})")  # fmt: skip
         W = W.reshape(W.shape[0], *shape)
     if W.dim() != 3:
         raise ValueError(f"filters must be (M, h·w) or (M, h, w), got {tuple(W.shape)}")
@@ -81,14 +84,21 @@ def cosine_matrix(A, B=None) -> torch.Tensor:
     return An @ Bn.mT  # (..., M, N)
 
 
-def _cos(W) -> torch.Tensor:
+def _filters(W, where: str) -> torch.Tensor:
+    """Filters ``(M, ...)`` flattened to float64 ``(M, D)``; a 1-D input (one filter, or no filter axis) is an error."""
     W = torch.as_tensor(W).detach().to(torch.float64)
-    return cosine_matrix(W.reshape(W.shape[0], -1))  # (M, M): filters flattened
+    if W.dim() < 2:
+        raise ValueError(f"{where}: filters must be (M, ...) with one row per filter, got {tuple(W.shape)}")
+    return W.reshape(W.shape[0], -1)  # (M, D)
+
+
+def _cos(W, where: str) -> torch.Tensor:
+    return cosine_matrix(_filters(W, where))  # (M, M)
 
 
 def pairwise_cosine(W) -> tuple[float, float]:
     """``(mean cos, mean |cos|)`` over ordered pairs ``m ≠ n`` of filters ``(M, ...)``."""
-    C = _cos(W)
+    C = _cos(W, "pairwise_cosine")
     M = C.shape[0]
     if M < 2:
         raise ValueError("pairwise_cosine needs at least 2 filters")
@@ -99,13 +109,15 @@ def pairwise_cosine(W) -> tuple[float, float]:
 def distinct_filters(W, threshold: float = 0.9) -> int:
     """Number of filters whose max |cos| with every other filter is ``< threshold``, ``threshold`` in [0, 1]."""
     unit_interval(threshold, "threshold", where="distinct_filters")  # a |cos|
-    C = _cos(W).abs()
+    C = _cos(W, "distinct_filters").abs()
     C.fill_diagonal_(0.0)
     return int((C.max(1).values < threshold).sum())
 
 
 def pattern_match(W, patches) -> float:
     """Mean over filters of ``max_x cos(w, x)`` over input patches ``(n, h·w)``."""
-    W = torch.as_tensor(W).detach().to(torch.float64).reshape(len(W), -1)
-    X = torch.as_tensor(patches).detach().to(torch.float64).reshape(len(patches), -1)
+    W, X = _filters(W, "pattern_match"), _filters(patches, "pattern_match")  # (M, D), (n, D)
+    if W.shape[1] != X.shape[1]:
+        raise ValueError(f"pattern_match: filters of dimension {W.shape[1]} and patches of dimension {X.shape[1]} "
+                         "differ")  # fmt: skip
     return float(cosine_matrix(W, X).max(1).values.mean())  # (M, n) -> best patch per filter

@@ -88,6 +88,9 @@ def distance_up_to_sign(a, b) -> torch.Tensor:
     ``q → ±v_1``). For a unit ``b`` it is ``√(‖a‖² + 1 − 2|⟨a, b⟩|)``.
     """
     a, b = as_tensor(a), as_tensor(b)
+    if a.dim() == 0 or b.dim() == 0 or a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"distance_up_to_sign: a and b must be vectors (..., d) of the same d, got {tuple(a.shape)} "
+                         f"and {tuple(b.shape)}")  # fmt: skip
     return torch.minimum((a - b).norm(dim=-1), (a + b).norm(dim=-1))
 
 

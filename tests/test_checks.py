@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from ssldyn.checks import integer, nonnegative, positive, real, unit_interval
+from ssldyn.checks import integer, nonnegative, positive, probabilities, real, unit_interval
 
 
 @pytest.mark.parametrize("value", [0.5, 3, np.float32(0.25), np.int64(2), torch.tensor(0.5), torch.tensor([2.0])])
@@ -113,3 +113,51 @@ def test_linear_probe_c_follows_scikit_learn():
     for bad in (0.0, -1.0, math.nan):
         with pytest.raises(ValueError, match=r"^LinearProbe: C must be > 0 \(inf: no regularisation\), got "):
             LinearProbe([0, 1] * 4, C=bad)
+
+
+def test_probability_vectors_along_the_last_axis():
+    """Finite, >= 0, each row summing to 1 within atol; NaN (for which ``p < 0`` and ``|Σp − 1| > atol`` are
+    both false) is refused, float32 round-off of a normalised vector is not."""
+    p = torch.rand(3, 1000, generator=torch.Generator().manual_seed(0))
+    p32 = p / p.sum(-1, keepdim=True)  # float32: each row sums to 1 up to ~1e-7
+    assert probabilities(p32, "p") is p32
+    with pytest.raises(ValueError, match=r"^f: p must sum to 1 along its last axis \(off by 2\)"):
+        probabilities(torch.tensor([1.0, 2.0]), "p", where="f")  # counts, not probabilities
+    with pytest.raises(ValueError, match=r"must be finite and >= 0"):
+        probabilities(torch.tensor([1.5, -0.5]), "p")  # sums to 1, but a negative "probability"
+    with pytest.raises(ValueError, match=r"must be finite and >= 0"):
+        probabilities(torch.tensor([float("nan"), 1.0]), "p")
+    with pytest.raises(ValueError, match=r"must be a floating tensor \(\.\.\., m\)"):
+        probabilities(torch.tensor([0, 1]), "p")
+    with pytest.raises(ValueError, match=r"off by 0\.01"):
+        probabilities(torch.tensor([[0.5, 0.5], [0.5, 0.51]], dtype=torch.float64), "p")  # the second row
+
+
+def test_probability_inputs_share_the_check():
+    """The latent models' probabilities and the population weights of the α-CL covariances: a NaN z_probs of
+    TwoRFModel used to pass (the hand-written check compared only), unnormalised or signed population weights
+    gave a matrix that is not the covariance of any population, without a word."""
+    from ssldyn.data import TwoRFModel, latent_categorical
+    from ssldyn.dynamics import gated_covariance
+    from ssldyn.dynamics.two_layer_alpha_cl import thm5_closed_form
+
+    pats, pp = torch.randn(2, 3, 4), torch.full((2, 2, 3), 1 / 3)
+    with pytest.raises(ValueError, match=r"^TwoRFModel: z_probs must be finite and >= 0"):
+        TwoRFModel(pats, pp, torch.tensor([float("nan"), 1.0]))
+    with pytest.raises(ValueError, match=r"^TwoRFModel: pattern_probs \(each \(k, c\) row\) must sum to 1"):
+        TwoRFModel(pats, torch.full((2, 2, 3), 0.5), torch.tensor([0.5, 0.5]))
+    with pytest.raises(ValueError, match=r"^latent_categorical: probs must sum to 1"):
+        latent_categorical(5, torch.eye(3), torch.tensor([0.5, 0.5, 0.5]))
+    x, w = torch.randn(10, 4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^contrastive covariance: weights must sum to 1"):
+        gated_covariance(x, w, weights=torch.ones(10, dtype=torch.float64))  # counts
+    xk, z = torch.randn(6, 2, 3, dtype=torch.float64), torch.tensor([0, 1, 0, 1, 0, 1])
+    with pytest.raises(ValueError, match=r"^eq\. 15: weights \(per RF\) must sum to 1"):
+        thm5_closed_form(torch.randn(2, 3, dtype=torch.float64), xk, z, weights=torch.ones(6, 2, dtype=torch.float64))
+    # normalised weights are accepted and give the weighted covariance Σ p_i x̃_i x̃_iᵀ − m mᵀ
+    p = torch.rand(10, dtype=torch.float64)
+    p = p / p.sum()
+    xt = x * (x @ w > 0).to(x.dtype)[:, None]  # ReLU gate: x̃ = x h'(wᵀx)
+    m = p @ xt
+    ref = (p[:, None] * xt).T @ xt - torch.outer(m, m)
+    torch.testing.assert_close(gated_covariance(x, w, weights=p), ref, rtol=1e-12, atol=1e-14)

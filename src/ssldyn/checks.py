@@ -1,5 +1,5 @@
-"""Scalar argument checks, for every layer: one rule and one message for "a finite number > 0",
-"a number in [0, 1]" and "an integer >= k".
+"""Argument checks, for every layer: one rule and one message for "a finite number > 0",
+"a number in [0, 1]", "an integer >= k" and "a probability vector".
 
 At the package root (like :mod:`ssldyn.files` and :mod:`ssldyn.memory`): it imports nothing of
 the package, so the objectives (a temperature ``τ``), the probes (the uniformity's ``t``), the data
@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 import torch
 
-__all__ = ["real", "positive", "nonnegative", "unit_interval", "integer"]
+__all__ = ["real", "positive", "nonnegative", "unit_interval", "integer", "probabilities"]
 
 
 def _prefix(where: str) -> str:
@@ -69,3 +69,26 @@ def integer(value: object, name: str, *, where: str = "", minimum: int = 1) -> i
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < minimum:
         raise ValueError(f"{_prefix(where)}{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def probabilities(p: torch.Tensor, name: str, *, where: str = "", atol: float = 1e-6) -> torch.Tensor:
+    """Probability vectors along the last axis of ``p (..., m)``: finite, ``>= 0``, each summing to 1 within
+    ``atol`` (round-off of a float32 sum; counts or a forgotten normalisation are far off). ``p`` is returned.
+
+    A NaN entry is refused (``p < 0`` and ``|Σp − 1| > atol`` are both false for NaN, so a comparison alone
+    lets it through).
+    """
+    if not isinstance(p, torch.Tensor) or p.dim() < 1 or p.shape[-1] < 1 or not p.is_floating_point():
+        what = tuple(p.shape) if isinstance(p, torch.Tensor) else type(p).__name__
+        raise ValueError(f"{_prefix(where)}{name} must be a floating tensor (..., m) of probabilities, got {what}")
+    if not bool(torch.isfinite(p).all()) or bool((p < 0).any()):
+        raise ValueError(f"{_prefix(where)}{name} must be finite and >= 0 (probabilities), got {_head(p)}")
+    err = float((p.sum(-1, dtype=torch.float64) - 1).abs().max())
+    if not err <= atol:
+        raise ValueError(f"{_prefix(where)}{name} must sum to 1 along its last axis (off by {err:.3g}), got {_head(p)}")
+    return p
+
+
+def _head(p: torch.Tensor) -> str:
+    v = p.detach().reshape(-1)[:6].tolist()
+    return f"{v}{' …' if p.numel() > 6 else ''}"

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ssldyn.checks import nonnegative
+from ssldyn.checks import nonnegative, probabilities
 from ssldyn.models.stiefel import random_stiefel
 
 __all__ = [
@@ -96,8 +96,7 @@ def latent_categorical(
     _check_n(n)
     d, m = U.shape
     p = torch.full((m,), 1.0 / m, dtype=torch.float64) if probs is None else _probs("probs", probs, m)
-    if (p < 0).any() or abs(float(p.sum()) - 1) > 1e-9:
-        raise ValueError(f"probs: must be non-negative and sum to 1, got {p.tolist()}")
+    probabilities(p, "probs", where="latent_categorical", atol=1e-9)
     y = torch.multinomial(p, n, replacement=True, generator=_gen(generator))  # (n,)
     return U.T[y].clone(), y
 
@@ -207,12 +206,8 @@ class TwoRFModel:
             raise ValueError(
                 f"pattern_probs: expected shape (K, C, P) = {(k, c, p)}, got {tuple(self.pattern_probs.shape)}"
             )
-        if (self.pattern_probs < 0).any() or not torch.allclose(
-            self.pattern_probs.sum(-1), torch.ones(k, c, dtype=self.pattern_probs.dtype)
-        ):
-            raise ValueError("pattern_probs: each (k, c) row must be a probability vector")
-        if (self.z_probs < 0).any() or abs(float(self.z_probs.sum()) - 1) > 1e-9:
-            raise ValueError("z_probs: must be a probability vector")
+        probabilities(self.pattern_probs, "pattern_probs (each (k, c) row)", where="TwoRFModel", atol=1e-5)
+        probabilities(self.z_probs.reshape(-1), "z_probs", where="TwoRFModel", atol=1e-9)
         nonnegative(self.noise, "noise", where="TwoRFModel")  # NaN / inf noise used to pass (NaN data)
 
     @property

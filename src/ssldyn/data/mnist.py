@@ -333,6 +333,8 @@ def preprocess(X: torch.Tensor, how: Preprocessing = "unit") -> torch.Tensor:
     """
     if how not in get_args(Preprocessing):
         raise ValueError(f"preprocess: how={how!r}; allowed values are none, unit, center, center_unit")
+    if X.dim() != 2:
+        raise ValueError(f"preprocess: X must be image rows (N, D), got shape {tuple(X.shape)}")
     out = X
     if how.startswith("center"):
         out = out - out.mean(0, keepdim=True)

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ssldyn.checks import nonnegative
+from ssldyn.checks import nonnegative, probabilities
 from ssldyn.dynamics.alpha_cl_mixture import population_contrastive_covariance
 from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, step_schedule
 from ssldyn.dynamics.engine import run
@@ -75,6 +75,16 @@ def _check_x(name: str, x: Tensor) -> Tensor:
     if not torch.isfinite(x).all():
         raise ValueError(f"{name}: contains NaN or inf")
     return x
+
+
+def _check_views(x: Tensor, x_pos: Tensor | None) -> None:
+    """The batch ``x (N, d)`` and its second view ``x_pos``, of the same shape (row i is sample i's view)."""
+    _check_x("x", x)
+    if x_pos is not None:
+        _check_x("x_pos", x_pos)
+        if x_pos.shape != x.shape:
+            raise ValueError(f"x_pos: the second view must have the shape of x {tuple(x.shape)}, got "
+                             f"{tuple(x_pos.shape)}")  # fmt: skip
 
 
 def _check_w(w: Tensor, d: int) -> Tensor:
@@ -125,6 +135,7 @@ def uniform_contrastive_covariance(a: Tensor, a_pos: Tensor | None = None, weigh
         p = weights.to(dtype=a.dtype, device=a.device)
         if p.dim() != 1 or p.shape[0] != a.shape[-2]:
             raise ValueError(f"weights: expected shape (N,) with N={a.shape[-2]}, got {tuple(p.shape)}")
+        probabilities(p, "weights", where="contrastive covariance")  # counts or signed weights: not a covariance
         return population_contrastive_covariance(a, p)  # Σ p_i a_i a_iᵀ − m mᵀ
     n = a.shape[-2]
     ac = a - a.mean(-2, keepdim=True)  # (..., N, p)
@@ -210,11 +221,9 @@ def gated_covariance(
         alpha: None (uniform), ``(N, N)``/``(E, N, N)`` tensor, or callable ``w -> α``.
         weights: ``(N,)`` probabilities of the rows (population mode; uniform α, no augmentation).
     """
-    _check_x("x", x)
+    _check_views(x, x_pos)
     _check_w(w, x.shape[-1])
     act = get_activation(activation)
-    if x_pos is not None:
-        _check_x("x_pos", x_pos)
     return _gated_covariance(x, w, act, x_pos, alpha, weights)
 
 
@@ -230,9 +239,7 @@ def make_A_fn(
 
     The batch (``x``, ``x_pos``) is checked once, here, not at every evaluation of ``A``.
     """
-    _check_x("x", x)
-    if x_pos is not None:
-        _check_x("x_pos", x_pos)
+    _check_views(x, x_pos)
     act = get_activation(activation)
 
     def A_fn(w: Tensor) -> Tensor:

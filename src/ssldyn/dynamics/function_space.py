@@ -239,6 +239,7 @@ def vanilla_gradient_descent(
 
     Same arguments and result as :func:`function_space_flow`; projected onto the sphere by default.
     """
+    _check_inputs(z0, None)
     n = z0.shape[-2]
 
     def identity_kernel(step: int, z: Tensor) -> Tensor | None:
@@ -258,6 +259,9 @@ def pointwise_gradient(loss_fn: LossFn, z: Tensor, queries: Tensor) -> Tensor:
     (``(n, n, d) -> (n,)``, the ensemble convention of :mod:`ssldyn.objectives`): the n
     substituted configurations are evaluated as one batch.
     """
+    if z.dim() != 2 or not z.is_floating_point() or queries.shape != z.shape or not queries.is_floating_point():
+        raise ValueError(f"pointwise_gradient: z and queries must be floating (n, d) of the same shape, got "
+                         f"{tuple(z.shape)} {z.dtype} and {tuple(queries.shape)} {queries.dtype}")  # fmt: skip
     n = z.shape[-2]
     u = queries.detach().clone().requires_grad_(True)  # (n, d)
     eye = torch.eye(n, dtype=torch.bool, device=z.device)[..., None]  # (n, n, 1): batch b, row j

@@ -75,8 +75,10 @@ GUARD_WHAT = "q-ODE loss Tr(qᵀΛq)"
 
 
 def _lam(q: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
+    if q.dim() < 2:
+        raise ValueError(f"q_ode: q must have shape (..., d, z), got {tuple(q.shape)}")
     lam = torch.as_tensor(lam, dtype=q.dtype, device=q.device)
-    if lam.shape[-1] != q.shape[-2]:
+    if lam.dim() < 1 or lam.shape[-1] != q.shape[-2]:
         raise ValueError(
             f"q_ode: lam must have shape (..., d) with d = q.shape[-2] = {q.shape[-2]}, got {tuple(lam.shape)}"
         )
@@ -108,6 +110,8 @@ def projected_gd_rhs(q: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
 
 def eigh_ascending(C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(lam (..., d) ascending, V (..., d, d))`` with ``C = V diag(lam) Vᵀ`` (C symmetrised first)."""
+    if C.dim() < 2 or C.shape[-1] != C.shape[-2]:
+        raise ValueError(f"eigh_ascending: C must be square (..., d, d), got shape {tuple(C.shape)}")
     C = 0.5 * (C + C.mT)
     lam, V = torch.linalg.eigh(C)
     return lam, V

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ssldyn.checks import probabilities
 from ssldyn.dynamics.alpha_cl import alpha_covariance, sphere_euler_step, sphere_grad, sphere_tangent
 from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps
 from ssldyn.dynamics.engine import run
@@ -228,6 +229,7 @@ def _thm5_populations(x: Tensor, z: Tensor, weights: Tensor | None) -> tuple[lis
     )
     if p.dim() == 1:
         p = p[:, None].expand(n, K)  # (N, K)
+    probabilities(p.mT, "weights (per RF)", where="eq. 15")  # (K, N): each RF's population sums to 1
     z = z.to(x.device)
     masks = [(z == c).to(x.dtype)[:, None] * p for c in (0, 1)]  # (N, K)
     p0, p1 = float(masks[0][:, 0].sum()), float(masks[1][:, 0].sum())

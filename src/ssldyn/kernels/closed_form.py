@@ -59,6 +59,16 @@ def _finite(fn: str, **tensors: Tensor | None) -> None:
             raise ValueError(f"{fn}: {name} has {n} non-finite value(s) (NaN or inf); the kernel would be NaN")
 
 
+def _check_clusters(fn: str, labels: Tensor, centers: Tensor, beta: Tensor | None) -> None:
+    """``labels (n,)`` cluster indices in ``0..N-1`` of ``centers (N, D)``, and ``beta (N, d)`` when given."""
+    if labels.dim() != 1 or centers.dim() != 2 or (beta is not None and (beta.dim() != 2 or len(beta) != len(centers))):
+        raise ValueError(f"{fn}: need labels (n,), centers (N, D) and beta (N, d), got {tuple(labels.shape)}, "
+                         f"{tuple(centers.shape)}, {None if beta is None else tuple(beta.shape)}")  # fmt: skip
+    if labels.numel() and not (0 <= int(labels.min()) and int(labels.max()) < len(centers)):
+        raise ValueError(f"{fn}: labels must be cluster indices in 0..{len(centers) - 1}, got "
+                         f"{int(labels.min())}..{int(labels.max())}")  # fmt: skip
+
+
 def _check_B(B: Tensor, d: int, x: Tensor) -> tuple[Tensor, int]:
     if B.dim() not in (2, 3):
         raise ValueError(f"B must have shape (Md, D) or (E, Md, D), got {tuple(B.shape)}")
@@ -190,12 +200,7 @@ def cluster_limit_kernel(labels: Tensor, centers: Tensor, beta: Tensor) -> Tenso
     Returns:
         ``(n, n, d, d)`` in ``beta``'s dtype, the layout of :func:`averaging_net_kernel`.
     """
-    if labels.dim() != 1 or centers.dim() != 2 or beta.dim() != 2 or len(centers) != len(beta):
-        raise ValueError(f"cluster_limit_kernel: need labels (n,), centers (N, D) and beta (N, d), got "
-                         f"{tuple(labels.shape)}, {tuple(centers.shape)}, {tuple(beta.shape)}")  # fmt: skip
-    if labels.numel() and not (0 <= int(labels.min()) and int(labels.max()) < len(centers)):
-        raise ValueError(f"cluster_limit_kernel: labels must be cluster indices in 0..{len(centers) - 1}, got "
-                         f"{int(labels.min())}..{int(labels.max())}")  # fmt: skip
+    _check_clusters("cluster_limit_kernel", labels, centers, beta)
     same = (labels[:, None] == labels[None, :]).to(beta.dtype)  # (n, n)
     sq = (centers**2).sum(-1)  # (N,)
     K_block = same[..., None] * (sq[labels][:, None, None] * beta[labels][:, None, :])  # (n, n, d)
@@ -221,7 +226,13 @@ def predicted_cluster_flow(grads: Tensor, labels: Tensor, centers: Tensor, beta:
     _finite("predicted_cluster_flow", grads=grads, centers=centers, beta=beta if isinstance(beta, Tensor) else None)
     if not isinstance(beta, Tensor) and not math.isfinite(float(beta)):
         raise ValueError(f"predicted_cluster_flow: beta must be finite, got {beta!r}")
+    _check_clusters("predicted_cluster_flow", labels, centers, beta if isinstance(beta, Tensor) else None)
     N, n = centers.shape[0], labels.numel()
+    if grads.dim() != 2 or len(grads) != n or (isinstance(beta, Tensor) and beta.shape[-1] != grads.shape[-1]):
+        raise ValueError(
+            f"predicted_cluster_flow: grads must be (n={n}, d) with beta (N, d), got "
+            f"{tuple(grads.shape)}" + (f" and beta {tuple(beta.shape)}" if isinstance(beta, Tensor) else "")
+        )
     labels, centers = labels.to(grads.device), centers.to(grads.device)
     one_hot = torch.nn.functional.one_hot(labels, N).to(grads.dtype)  # (n, N)
     sizes = one_hot.sum(0)  # (N,)

@@ -38,6 +38,8 @@ def _tall(fn):
     """Apply ``fn`` to the tall orientation of a matrix (transpose wide ones)."""
 
     def wrapped(W: torch.Tensor, *args, **kw):
+        if W.dim() < 2:
+            raise ValueError(f"{fn.__name__}: W must be a matrix (..., n, p), got shape {tuple(W.shape)}")
         if W.shape[-2] < W.shape[-1]:
             args = tuple(a.mT if isinstance(a, torch.Tensor) else a for a in args)
             return fn(W.mT, *args, **kw).mT

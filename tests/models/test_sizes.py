@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from ssldyn.models import AveragingNet, ConvEncoder, DeepLinearNet, EnsembleLinear, MLPEncoder, TwoLayerNet
+from ssldyn.models.encoders import ProjectionHead
 from ssldyn.models.mlp import MLP
 from ssldyn.models.rf_net import EnsembleRFNet
 
@@ -25,6 +26,8 @@ from ssldyn.models.rf_net import EnsembleRFNet
         (lambda: ConvEncoder(1, [8, 0]), r"^ConvEncoder: widths must be .*, got \[8, 0\]$"),
         (lambda: MLPEncoder(4, [8], 0), r"^MLPEncoder: out_dim must be an integer >= 1, got 0$"),
         (lambda: EnsembleRFNet(0, 4, 2), r"^EnsembleRFNet: K must be an integer >= 1, got 0$"),
+        (lambda: ProjectionHead(0, 4, 2), r"^ProjectionHead: in_dim must be an integer >= 1, got 0$"),  # was ÷ 0
+        (lambda: ProjectionHead(4, 4, -1), r"^ProjectionHead: out_dim must be an integer >= 1, got -1$"),
     ],
 )
 def test_a_bad_size_is_one_error_naming_the_model_and_the_size(build, match):

@@ -209,6 +209,7 @@ class ProjectionHead(nn.Module):
         draw: bool = True,
     ) -> None:
         super().__init__()
+        check_sizes("ProjectionHead", in_dim=in_dim, hidden=hidden, out_dim=out_dim, ensemble=ensemble)
         self.l1 = _EnsembleLinear(in_dim, hidden, ensemble)
         self.bn = _EnsembleBN1d(hidden, ensemble)
         self.l2 = _EnsembleLinear(hidden, out_dim, ensemble)

@@ -96,6 +96,12 @@ def test_trace_loss_matches_explicit_trace():
     W1, W2, C = _rand(7, 4, seed=9), _rand(7, 2, seed=10), _rand(4, 4, seed=11)
     w1, w2, c = W1.numpy(), W2.numpy(), C.numpy()
     assert trace_loss(W1, W2, C).item() == pytest.approx(np.trace(w2.T @ w1 @ c @ w1.T @ w2), rel=1e-12)
+    # batched over an ensemble axis, C broadcast; ensemble axes that do not broadcast are one error (was torch's)
+    E1, E2 = torch.stack([W1, 2 * W1, -W1]), torch.stack([W2, W2, 3 * W2])  # (3, 7, 4), (3, 7, 2)
+    ref = [np.trace(b.T @ a @ c @ a.T @ b) for a, b in zip(E1.numpy(), E2.numpy())]
+    np.testing.assert_allclose(trace_loss(E1, E2, C).numpy(), ref, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"trace_loss: the ensemble axes .* do not broadcast"):
+        trace_loss(E1, E2[:2], C)
 
 
 @pytest.mark.parametrize("how", ["sum", "mean"])

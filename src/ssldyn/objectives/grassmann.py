@@ -202,6 +202,11 @@ def _check_weights(fn: str, W1: Tensor, W2: Tensor, C: Tensor) -> None:
     d = W1.shape[-1]
     if C.shape[-2:] != (d, d):
         raise ValueError(f"{fn}: C must have shape (d, d) = ({d}, {d}) matching W1 (h, d), got {tuple(C.shape)}")
+    try:
+        torch.broadcast_shapes(W1.shape[:-2], W2.shape[:-2], C.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"{fn}: the ensemble axes (...) of W1 {tuple(W1.shape)}, W2 {tuple(W2.shape)} and C "
+                         f"{tuple(C.shape)} do not broadcast") from None  # fmt: skip
 
 
 class SimpleContrastiveLoss(nn.Module):

@@ -74,6 +74,10 @@ def test_integrators_against_scipy_reference():
     steps, qs = ad.trajectory.stack("q")  # step i ↔ t[i]
     assert steps.tolist() == [0, 1, 2] and np.array_equal(qs[-1], ad.state.numpy())
     assert ad.trajectory.series("t")[1].tolist() == [0.0, 1.0, T]
+    # one time is the initial value, for both solvers (solve_reference failed inside scipy's empty span)
+    for solve in (solve_reference, solve_adaptive):
+        one = solve(q0, lam, t=torch.tensor([T], dtype=D))
+        assert torch.equal(one.state, q0) and one.trajectory.series("t")[1].tolist() == [T]
 
 
 def test_gd_on_weights_follows_eq9_at_time_k_eta():

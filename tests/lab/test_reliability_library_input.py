@@ -68,3 +68,11 @@ def test_cli_echo_of_a_huge_experiment_name_is_cut(cmd, tmp_path, capsys):
         main(argv)
     err = capsys.readouterr().err.strip()
     assert ex.value.code == 2 and err.startswith("error: unknown experiment") and len(err) < 400
+
+
+def test_function_space_flow_checks_a_kernel_callables_answer():
+    """A kernel callable's kernel is checked when it arrives (was torch's matmul error mid-flow)."""
+    with pytest.raises(ValueError, match=r"the kernel at step 0 of shape \(4, 4\) does not fit z of shape \(10, 2\)"):
+        function_space_flow(torch.randn(10, 2), _loss, lambda t, z: torch.eye(4), steps=3, lr=0.1)
+    with pytest.raises(ValueError, match=r"the kernel at step 1 of shape float does not fit z"):
+        function_space_flow(torch.randn(10, 2), _loss, lambda t, z: torch.eye(10) if t == 0 else 1.0, steps=3, lr=0.1)

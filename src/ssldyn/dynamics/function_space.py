@@ -136,16 +136,24 @@ class NetworkKernel:
                     p.sub_(lr * gp)
 
 
+def _check_kernel_shape(kernel: Any, z: Tensor, what: str, zname: str = "z") -> None:
+    """A kernel ``(n, n)`` (times the identity in R^d) or ``(n, n, d, d)`` for embeddings ``z (..., n, d)``."""
+    n, d = z.shape[-2:]
+    shape = tuple(kernel.shape) if isinstance(kernel, Tensor) else None
+    if shape is None or not (
+        (len(shape) >= 4 and shape[-4:] == (n, n, d, d)) or (len(shape) >= 2 and shape[-2:] == (n, n))
+    ):
+        raise ValueError(f"function_space_flow: {what} of shape {shape if shape is not None else type(kernel).__name__} "
+                         f"does not fit {zname} of shape {tuple(z.shape)}: expected (n, n) or (n, n, d, d) with n={n}, d={d}")  # fmt: skip
+
+
 def _check_inputs(z0: Tensor, kernel: Any) -> None:
     """NaN/inf in the flow's input data is a ``ValueError`` naming the input, before any step."""
     check_finite("z0", z0)
     if not isinstance(z0, Tensor) or z0.dim() not in (2, 3):
         raise ValueError(f"function_space_flow: z0 must be (n, d) or (E, n, d), got shape {tuple(z0.shape)}")
     if isinstance(kernel, Tensor):
-        n, d = z0.shape[-2:]
-        if not (kernel.dim() >= 4 and kernel.shape[-4:] == (n, n, d, d)) and not kernel.shape[-2:] == (n, n):
-            raise ValueError(f"function_space_flow: kernel of shape {tuple(kernel.shape)} does not fit z0 of shape "
-                             f"{tuple(z0.shape)}: expected (n, n) or (n, n, d, d) with n={n}, d={d}")  # fmt: skip
+        _check_kernel_shape(kernel, z0, "kernel", "z0")
         check_finite("kernel", kernel)
     elif isinstance(kernel, NetworkKernel):
         check_finite("x (inputs of the NetworkKernel)", kernel.x)
@@ -210,7 +218,9 @@ def function_space_flow(
             return z, loss
         if not isinstance(kernel, Tensor):
             new = kernel(t, z)
-            K[0] = new if new is not None else K[0]
+            if new is not None:
+                _check_kernel_shape(new, z, f"the kernel at step {t}")
+                K[0] = new
         if K[0] is None:
             raise ValueError("function_space_flow: the kernel callable returned None at step 0")
         z_next = z - lr * apply_kernel(K[0], g)

@@ -395,6 +395,9 @@ def solve_reference(
         q = torch.from_numpy(y.reshape(shape))
         return rhs(q, lamt).numpy().reshape(-1)
 
+    if len(tn) == 1:  # one time: q(t[0]) = q0 (scipy returns no solution array for an empty span)
+        qs = torch.from_numpy(q0n.copy())[None]  # (1, ..., d, z)
+        return _solution_result(qs, lamt, tn, probes, guard, {"method": "DOP853", "rtol": rtol, "atol": atol})
     try:
         sol = solve_ivp(f, (float(tn[0]), float(tn[-1])), q0n.reshape(-1), method="DOP853", t_eval=tn, rtol=rtol,
                         atol=atol)  # fmt: skip

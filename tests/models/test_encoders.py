@@ -83,3 +83,22 @@ def test_simclr_net_rejects_parts_without_the_seeding_rule():
     pair = SimCLRNet(MLPEncoder(16, (8,), 4, 2), None, seeds=[5, 3])
     x = torch.rand(5, 16)
     torch.testing.assert_close(pair(x)[1], lone(x)[0])  # member 1 of the pair is the lone seed-3 network
+
+
+def test_encoder_layers_are_ensemble_linear_drawn_in_float64():
+    """The encoders' linear layers are EnsembleLinear(init="torch64"): U(±1/√in) drawn in float64 and rounded, so a
+    float32 and a float64 layer from one seed hold the same weights up to float32 rounding; the draw is the
+    formula written out (weight, then bias, from the member's generator)."""
+    from ssldyn.models.ensemble import EnsembleLinear
+
+    net = build_simclr_net("mlp", (1, 4, 4), hidden=(32,), feature_dim=8, seeds=[3])
+    assert all(type(m) is EnsembleLinear for m in [*net.backbone.linears, net.head.l1, net.head.l2])
+    lin32 = EnsembleLinear(16, 5, 1, bias=True, init="torch64", seeds=[7])
+    lin64 = EnsembleLinear(16, 5, 1, bias=True, init="torch64", seeds=[7], dtype=torch.float64)
+    torch.testing.assert_close(lin32.weight.double(), lin64.weight, rtol=0, atol=1e-7)
+    g = torch.Generator().manual_seed(7)
+    w = (torch.rand(5, 16, generator=g, dtype=torch.float64) * 2 - 1) / 4  # bound 1/√16
+    b = (torch.rand(5, generator=g, dtype=torch.float64) * 2 - 1) / 4
+    assert torch.equal(lin64.weight[0], w) and torch.equal(lin64.bias[0], b)
+    with pytest.raises(ValueError, match=r"init 'uniform': allowed values are 'torch', 'torch64', 'normal'"):
+        EnsembleLinear(4, 3, init="uniform")  # pyright: ignore[reportArgumentType]

@@ -27,14 +27,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ssldyn.models._sizes import check_sizes, check_widths
+from ssldyn.models.ensemble import EnsembleLinear, uniform64_
 from ssldyn.models.seeding import EnsembleMember, draw_members
 
 __all__ = ["EnsembleConv2d", "ConvEncoder", "MLPEncoder", "ProjectionHead", "SimCLRNet", "build_simclr_net"]
-
-
-def _uniform_(t: torch.Tensor, bound: float, g: torch.Generator | None) -> None:
-    with torch.no_grad():
-        t.copy_((torch.rand(t.shape, generator=g, dtype=torch.float64) * 2 - 1).to(t.dtype) * bound)
 
 
 class EnsembleConv2d(nn.Module):
@@ -49,32 +45,18 @@ class EnsembleConv2d(nn.Module):
     def init_member(self, e: int, g: torch.Generator | None) -> None:
         """``nn.Conv2d`` default init (kaiming-uniform a=√5 ⇒ bound 1/√fan_in) for member ``e``."""
         bound = 1.0 / math.sqrt(self.in_ch * self.kernel**2)
-        _uniform_(self.weight[e], bound, g)
-        _uniform_(self.bias[e], bound, g)
+        uniform64_(self.weight[e], bound, g)
+        uniform64_(self.bias[e], bound, g)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, E·in, H, W) -> (B, E·out, H, W)
         w = self.weight.reshape(self.E * self.out_ch, self.in_ch, self.kernel, self.kernel)
         return F.conv2d(x, w, self.bias.reshape(-1), padding=self.kernel // 2, groups=self.E)
 
 
-class _EnsembleLinear(nn.Module):
-    """E independent ``nn.Linear`` layers, ``(E, B, in) -> (E, B, out)``, per-member seeded init."""
-
-    def __init__(self, in_f: int, out_f: int, ensemble: int, bias: bool = True) -> None:
-        super().__init__()
-        self.in_f, self.out_f = in_f, out_f
-        self.weight = nn.Parameter(torch.empty(ensemble, out_f, in_f))  # (E, out, in)
-        self.bias = nn.Parameter(torch.empty(ensemble, out_f)) if bias else None  # (E, out)
-
-    def init_member(self, e: int, g: torch.Generator | None) -> None:
-        bound = 1.0 / math.sqrt(self.in_f)
-        _uniform_(self.weight[e], bound, g)
-        if self.bias is not None:
-            _uniform_(self.bias[e], bound, g)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.bmm(x, self.weight.transpose(1, 2))  # (E, B, out)
-        return y + self.bias.unsqueeze(1) if self.bias is not None else y
+def _linear(in_f: int, out_f: int, ensemble: int) -> EnsembleLinear:
+    """E independent ``nn.Linear(in_f, out_f)`` layers with bias, drawn by the encoders' rule (``init="torch64"``)
+    when the owning model draws its members."""
+    return EnsembleLinear(in_f, out_f, ensemble, bias=True, init="torch64", draw=False)
 
 
 class _EnsembleBN1d(nn.Module):
@@ -171,14 +153,14 @@ class MLPEncoder(nn.Module):
         check_widths("MLPEncoder", "hidden", hidden)
         self.E, self.in_dim, self.out_dim = ensemble, in_dim, out_dim
         dims = [in_dim, *hidden, out_dim]
-        self.linears = nn.ModuleList([_EnsembleLinear(a, b, ensemble) for a, b in zip(dims[:-1], dims[1:])])
+        self.linears = nn.ModuleList([_linear(a, b, ensemble) for a, b in zip(dims[:-1], dims[1:])])
         self.bns = nn.ModuleList([_EnsembleBN1d(h, ensemble) for h in hidden])
         if draw:
             draw_members(self, ensemble, seeds=seeds, generator=generator)
 
     def init_member(self, e: int, g: torch.Generator | None) -> None:
         for lin in self.linears:
-            cast(_EnsembleLinear, lin).init_member(e, g)
+            cast(EnsembleLinear, lin).init_member(e, g)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() >= 4:  # images: (B, C, H, W) or (E, B, C, H, W)
@@ -210,9 +192,9 @@ class ProjectionHead(nn.Module):
     ) -> None:
         super().__init__()
         check_sizes("ProjectionHead", in_dim=in_dim, hidden=hidden, out_dim=out_dim, ensemble=ensemble)
-        self.l1 = _EnsembleLinear(in_dim, hidden, ensemble)
+        self.l1 = _linear(in_dim, hidden, ensemble)
         self.bn = _EnsembleBN1d(hidden, ensemble)
-        self.l2 = _EnsembleLinear(hidden, out_dim, ensemble)
+        self.l2 = _linear(hidden, out_dim, ensemble)
         if draw:
             draw_members(self, ensemble, seeds=seeds, generator=generator)
 

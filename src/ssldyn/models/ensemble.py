@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 from torch import nn
@@ -19,6 +19,16 @@ from ssldyn.models._sizes import check_sizes
 from ssldyn.models.seeding import draw_members
 
 __all__ = ["broadcast_members", "members_input", "EnsembleLinear"]
+
+Init = Literal["torch", "torch64", "normal"]
+INITS: tuple[str, ...] = get_args(Init)
+
+
+def uniform64_(t: torch.Tensor, bound: float, g: torch.Generator | None) -> None:
+    """In place: ``t ← U(−bound, bound)`` drawn in float64 from ``g``, then rounded to ``t``'s dtype (so a float32
+    and a float64 model drawn from one seed hold the same weights up to rounding)."""
+    with torch.no_grad():
+        t.copy_((torch.rand(t.shape, generator=g, dtype=torch.float64) * 2 - 1).to(t.dtype) * bound)
 
 
 def broadcast_members(x: torch.Tensor, ensemble: int) -> torch.Tensor:
@@ -44,9 +54,10 @@ class EnsembleLinear(nn.Module):
     """E independent linear maps: ``y[e] = x[e] @ weight[e].T (+ bias[e])``.
 
     weight: (E, out, in); bias: (E, out) or None. Input (E, B, in) or (B, in) -> (E, B, out).
-    Initialisation per member matches ``nn.Linear`` (Kaiming-uniform with a=√5) when
-    ``init="torch"``, or N(0, std²) when ``init="normal"`` (the bias, if any, ``nn.Linear``'s
-    uniform). Members are drawn by the seeding rule of :mod:`ssldyn.models.seeding` (``seeds=``
+    Initialisation per member matches ``nn.Linear`` (Kaiming-uniform with a=√5, i.e. weight and bias
+    ``U(−1/√in, 1/√in)``) when ``init="torch"``; ``init="torch64"`` draws the same law in float64 and
+    rounds it to the parameters' dtype (:func:`uniform64_`, the image encoders' rule); ``init="normal"``
+    draws the weight from N(0, std²) (the bias, if any, ``nn.Linear``'s uniform). Members are drawn by the seeding rule of :mod:`ssldyn.models.seeding` (``seeds=``
     one per member, or ``generator=`` drawing member 0's weight and bias, then member 1's, …);
     ``draw=False`` leaves them to the caller (:meth:`init_member`, for models that draw a whole
     member across several layers).
@@ -59,7 +70,7 @@ class EnsembleLinear(nn.Module):
         ensemble: int = 1,
         *,
         bias: bool = False,
-        init: Literal["torch", "normal"] = "torch",
+        init: Init = "torch",
         std: float = 1.0,
         seeds: Sequence[int] | None = None,
         generator: torch.Generator | None = None,
@@ -69,8 +80,8 @@ class EnsembleLinear(nn.Module):
     ) -> None:
         super().__init__()
         check_sizes("EnsembleLinear", in_features=in_features, out_features=out_features, ensemble=ensemble)
-        if init not in ("torch", "normal"):
-            raise ValueError(f"init {init!r}: allowed values are 'torch', 'normal'")
+        if init not in INITS:
+            raise ValueError(f"init {init!r}: allowed values are {', '.join(map(repr, INITS))}")
         self.ensemble, self.in_features, self.out_features = ensemble, in_features, out_features
         self.init, self.std = init, nonnegative(std, "std", where="EnsembleLinear")
         self.weight = nn.Parameter(torch.empty(ensemble, out_features, in_features, dtype=dtype))
@@ -89,6 +100,11 @@ class EnsembleLinear(nn.Module):
     def init_member(self, e: int, generator: torch.Generator | None) -> None:
         """Draw member ``e``'s weight, then its bias, from ``generator``."""
         bound = 1.0 / math.sqrt(self.in_features)
+        if self.init == "torch64":
+            uniform64_(self.weight[e], bound, generator)
+            if self.bias is not None:
+                uniform64_(self.bias[e], bound, generator)
+            return
         if self.init == "torch":
             self.weight[e].uniform_(-bound, bound, generator=generator)
         else:

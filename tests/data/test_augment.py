@@ -62,6 +62,11 @@ def test_resized_crop_equals_slicing_and_identity():
     ramp = torch.arange(16, dtype=torch.float64).view(1, 1, 1, 16).expand(1, 1, 16, 16)
     up = resized_crop(ramp, torch.tensor([[0, 4, 16, 8]]), size=(16, 15))  # columns 4..11 -> 15 samples
     torch.testing.assert_close(up[0, 0, 0], torch.linspace(4, 11, 15, dtype=torch.float64), atol=1e-10, rtol=0)
+    # boxes that do not fit the image were filled with zeros by kornia, and params of the wrong shape failed inside it
+    with pytest.raises(ValueError, match=r"every box \(top, left, h, w\) must lie inside the 16×16 image"):
+        resized_crop(x, torch.tensor([[0, 0, 16, 16], [0, 0, 16, 16], [4, 4, 16, 8]]))
+    with pytest.raises(ValueError, match=r"params must be \(B=3, 4\) rows .* got \(2, 4\)"):
+        resized_crop(x, full[:2])
 
 
 @pytest.mark.parametrize("channels", [1, 3])

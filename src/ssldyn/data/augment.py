@@ -141,6 +141,8 @@ def sample_resized_crop(
 
 def crop_boxes(params: torch.Tensor) -> torch.Tensor:
     """``(n, 4)`` rows ``(top, left, h, w)`` -> kornia corner boxes ``(n, 4, 2)`` of (x, y) pixel centres."""
+    if params.dim() != 2 or params.shape[1] != 4:
+        raise ValueError(f"crop params must be (n, 4) rows (top, left, h, w), got {tuple(params.shape)}")
     top, left, h, w = (params[:, i].double() for i in range(4))
     x0, y0, x1, y1 = left, top, left + w - 1, top + h - 1
     return torch.stack(
@@ -151,7 +153,15 @@ def crop_boxes(params: torch.Tensor) -> torch.Tensor:
 def resized_crop(images: torch.Tensor, params: torch.Tensor, size: tuple[int, int] | None = None) -> torch.Tensor:
     """Crop each image ``(B, C, H, W)`` by its ``(top, left, h, w)`` and resize (bilinear) to ``size``."""
     _check_images(images)
-    out_size = size or (int(images.shape[-2]), int(images.shape[-1]))
+    B, _, H, W = images.shape
+    if params.dim() != 2 or tuple(params.shape) != (B, 4):
+        raise ValueError(f"resized_crop: params must be (B={B}, 4) rows (top, left, h, w), one per image, got "
+                         f"{tuple(params.shape)}")  # fmt: skip
+    top, left, h, w = params.detach().cpu().double().unbind(1)  # (B,) each
+    if B and not bool(((top >= 0) & (left >= 0) & (h >= 1) & (w >= 1) & (top + h <= H) & (left + w <= W)).all()):
+        raise ValueError(f"resized_crop: every box (top, left, h, w) must lie inside the {H}×{W} image (a box "
+                         "outside it would be filled with zeros)")  # fmt: skip
+    out_size = size or (int(H), int(W))
     boxes = crop_boxes(params).to(device=images.device, dtype=images.dtype)  # (B, 4, 2)
     return crop_and_resize(images, boxes, out_size, mode="bilinear", align_corners=True)  # (B, C, h, w)
 

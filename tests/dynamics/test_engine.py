@@ -151,6 +151,26 @@ def test_start_resumes_the_schedule_into_the_given_trajectory():
     assert rest.trajectory.to_frame().equals(full.trajectory.to_frame())
 
 
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda s: run(s, lambda x, t: x.sum(), steps=2), r"step 0: the step function must return \(state, loss\) or "
+         r"\(state, loss, extras\), got Tensor"),
+        (lambda s: run(s, lambda x, t: (x, x.sum(), 1.0), steps=2), r"step 0: extras must be a mapping"),
+        (lambda s: run(s, lambda x, t: (x, [1.0]), steps=2), r"step 0: the loss must be a number or a tensor"),
+        (lambda s: run(s, lambda x, t: (x, x.sum()), steps=-1), r"steps must be an int >= 0, got -1"),
+        (lambda s: run(s, lambda x, t: (x, x.sum()), steps=2, start=3), r"start=3: the first step must be in 0\.\.steps=2"),
+        (lambda s: run(s, lambda x, t: (x, x.sum()), steps=2, probes={"a": 3}), r"probes: 'a' must be a callable"),
+        (lambda s: run(s, lambda x, t: (x, x.sum()), steps=2, snapshots={"z": None}), r"snapshots: 'z' must be"),
+    ],
+)  # fmt: skip
+def test_a_step_function_or_setting_outside_the_contract_is_one_error_before_any_update(call, message):
+    """Each was a TypeError / IndexError / AttributeError from inside the loop, or (steps = -1, a snapshot that is not
+    a callable, a list as the loss) no error at all: an empty or mis-logged run."""
+    with pytest.raises(ValueError, match=message):
+        call(torch.ones(2, dtype=D))
+
+
 def test_trajectory_keeps_device_tensors_until_read_and_copies_them():
     traj = Trajectory()
     v = torch.tensor([1.0, 2.0])

@@ -36,14 +36,16 @@ the trajectory passed in holds the rows before it).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import log_value, step_schedule
+from ssldyn.dynamics.common import check_steps, log_value, step_schedule
 from ssldyn.dynamics.guards import LossGuard, resolve_guard
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
@@ -171,6 +173,14 @@ def run(
     Returns:
         ``FlowResult(state, trajectory)``.
     """
+    steps = check_steps(steps)
+    start = check_steps(start, "start")
+    if start > steps:
+        raise ValueError(f"start={start}: the first step must be in 0..steps={steps}")
+    for kind, fns in (("probes", probes), ("snapshots", snapshots)):
+        for name, fn in (fns or {}).items():
+            if not callable(fn):
+                raise ValueError(f"{kind}: {name!r} must be a callable (observable -> value), got {type(fn).__name__}")
     guard = resolve_guard(guard, guard_what)
     traj = trajectory if trajectory is not None else Trajectory()
     logs = step_schedule(every, steps)
@@ -190,10 +200,10 @@ def run(
         ctx = torch.no_grad() if is_final else nullcontext()
         with ctx, preserved_buffers(mods) if is_final and mods else nullcontext():
             out = step(state, t)
+        if t == start:
+            _check_step_output(out, t)
         new_state, loss = out[0], out[1]
         extras = out[2] if len(out) > 2 else None
-        if t == start:
-            _check_loss_shape(loss, t)
         guard.update(t, loss)  # eager on the CPU; a few device ops (no host sync) on an accelerator
         if stop is not None and not is_final:
             stopped = bool(stop(new_state, t))
@@ -268,9 +278,20 @@ def _frozen_kept(optimizer: Any, guard: LossGuard) -> Iterator[None]:
             p.copy_(torch.where(mask, p, old))
 
 
-def _check_loss_shape(loss: Any, t: int) -> None:
-    """A step's loss is a scalar or one value per member ``(E,)``: a per-sample loss ``(n, ...)`` would be
-    optimised as its sum and logged as members, silently."""
+def _check_step_output(out: Any, t: int) -> None:
+    """``step(state, t)`` returns ``(state, loss)`` or ``(state, loss, extras)``; the loss is a number, a scalar
+    or one value per member ``(E,)`` (a per-sample loss ``(n, ...)`` would be optimised as its sum and logged as
+    members, silently); ``extras`` a mapping ``name -> value`` or a callable returning one."""
+    if not isinstance(out, tuple) or len(out) not in (2, 3):
+        got = f"a {len(out)}-tuple" if isinstance(out, tuple) else type(out).__name__
+        raise ValueError(f"step {t}: the step function must return (state, loss) or (state, loss, extras), got {got}")
+    loss = out[1]
+    if isinstance(loss, bool) or not isinstance(loss, (Tensor, np.ndarray, numbers.Real)):
+        raise ValueError(f"step {t}: the loss must be a number or a tensor (a scalar or one value per ensemble "
+                         f"member), got {type(loss).__name__}")  # fmt: skip
+    if len(out) == 3 and out[2] is not None and not (isinstance(out[2], Mapping) or callable(out[2])):
+        raise ValueError(f"step {t}: extras must be a mapping name -> value (or a callable returning one), got "
+                         f"{type(out[2]).__name__}")  # fmt: skip
     shape = tuple(getattr(loss, "shape", ()))  # a tensor, an array or a Python number
     if len(shape) > 1:
         raise ValueError(f"step {t}: the loss must be a scalar or one value per ensemble member (E,), got shape "

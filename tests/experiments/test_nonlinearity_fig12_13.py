@@ -109,3 +109,21 @@ def test_batched_seeds_equal_one_seed_run(tmp_path):
     one = run_experiment("nonlinearity.fig12", quick=True, seeds=[1], sets=sets, out=tmp_path / "b")
     for k in ("filters_noaug", "filters_aug", "filters_noaug_linear", "filters_init"):
         np.testing.assert_allclose(two.run.result(1).arrays[k], one.run.result(1).arrays[k], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        ({"crop_scale": (0.5, 2.0)}, r"RandomResizedCrop: scale=\(0\.5, 2\.0\): need 0 < lo <= hi <= 1"),
+        ({"crop_ratio": (1.5, 0.5)}, r"RandomResizedCrop: ratio=\(1\.5, 0\.5\): need 0 < lo <= hi < inf"),
+    ],
+)
+def test_crop_settings_follow_the_crops_own_rule(sets, message):
+    """The config asks RandomResizedCrop (one rule, data.augment) instead of repeating its check."""
+    from pydantic import ValidationError
+
+    from ssldyn.experiments.nonlinearity.fig12 import RFMnistConfig
+
+    with pytest.raises(ValidationError, match=message):
+        RFMnistConfig(**sets)
+    RFMnistConfig(crop_scale=(0.2, 1.0), crop_ratio=(0.75, 1.33))  # torchvision's defaults are fine

@@ -55,7 +55,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, field_validator
+from pydantic import Field, PositiveFloat, field_validator, model_validator
 
 from ssldyn.data.augment import RandomResizedCrop
 from ssldyn.data.images import image_quadrants, load_images
@@ -110,19 +110,10 @@ class RFMnistConfig(ExperimentConfig):
             raise ValueError(f"data_dir {v!r}: not a directory (expected MNIST IDX files)")
         return v
 
-    @field_validator("crop_scale")
-    @classmethod
-    def _scale(cls, v: tuple[float, float]) -> tuple[float, float]:
-        if not 0 < v[0] <= v[1] <= 1:
-            raise ValueError("crop_scale must satisfy 0 < lo <= hi <= 1")
-        return v
-
-    @field_validator("crop_ratio")
-    @classmethod
-    def _ratio(cls, v: tuple[float, float]) -> tuple[float, float]:
-        if not 0 < v[0] <= v[1]:
-            raise ValueError("crop_ratio must satisfy 0 < lo <= hi")
-        return v
+    @model_validator(mode="after")
+    def _crop(self) -> RFMnistConfig:
+        RandomResizedCrop(self.crop_scale, self.crop_ratio)  # the crop's own rule: one error naming scale / ratio
+        return self
 
 
 def _standardize(x: torch.Tensor) -> torch.Tensor:

@@ -188,6 +188,27 @@ def _measures(tag: str, reps: dict, ytr, yte, knn_k: int, seed: int, linear: boo
     return out
 
 
+def _evaluate(
+    tag: str, tr, te, cfg, ctx: Context, rng: np.random.Generator, res: Result, *, net=None, init=None
+) -> None:
+    """Fig. 1's measures on one data set (train ``tr``, test ``te``), into ``res``: k-NN, linear probe, silhouette and
+    k-means NMI of the pixels and of the trained backbone's features (``net``), the same without the linear probe
+    for the untrained encoder (``init``: the information control), and ``tsne_points`` test points drawn from
+    ``rng`` with their labels and features for the t-SNE panels (``{tag}_tsne_labels``, ``{tag}_features_*``)."""
+
+    def features(m) -> tuple[torch.Tensor, torch.Tensor]:
+        return embed(m, tr.images.to(ctx.device))[0].cpu(), embed(m, te.images.to(ctx.device))[0].cpu()
+
+    reps = {"pixels": (tr.flat(), te.flat())} | ({"simclr": features(net)} if net is not None else {})
+    res.summary.update(_measures(tag, reps, tr.labels, te.labels, cfg.knn_k, ctx.seed, cfg.linear_probe))
+    if init is not None:
+        res.summary.update(_measures(tag, {"init": features(init)}, tr.labels, te.labels, cfg.knn_k, ctx.seed, False))
+    idx = np.sort(rng.choice(len(te), size=min(cfg.tsne_points, len(te)), replace=False))
+    res.arrays[f"{tag}_tsne_labels"] = te.labels.numpy()[idx]
+    for name, (_, f_test) in reps.items():
+        res.arrays[f"{tag}_features_{name}"] = f_test.numpy()[idx]
+
+
 def _simclr(train_images: torch.Tensor, view_shape, augment, cfg: SimCLRRunConfig, ctx: Context, tag: str):
     net = build_simclr_net(cfg.encoder, view_shape, ensemble=1, seeds=[ctx.seed + 11], widths=cfg.widths,
                            hidden=cfg.hidden, feature_dim=cfg.feature_dim, proj_hidden=cfg.proj_hidden,
@@ -313,11 +334,7 @@ class Fig1(VariationalExperiment):
         # (a) MNIST pixels
         ds = load_images(cfg.dataset, cfg.data_dir).take(cfg.n_images, seed=ctx.seed)
         train, test = ds.split(cfg.test_fraction, seed=ctx.seed)
-        res.summary.update(_measures("mnist", {"pixels": (train.flat(), test.flat())}, train.labels, test.labels,
-                                     cfg.knn_k, ctx.seed, cfg.linear_probe))  # fmt: skip
-        idx = np.sort(rng.choice(len(test), size=min(cfg.tsne_points, len(test)), replace=False))
-        res.arrays["mnist_tsne_labels"] = test.labels.numpy()[idx]
-        res.arrays["mnist_features_pixels"] = test.flat().numpy()[idx]
+        _evaluate("mnist", train, test, cfg, ctx, rng, res)
         # (b, c) stand-in: transformed digits
         st = cfg.standin
         T = st.transform()
@@ -331,20 +348,9 @@ class Fig1(VariationalExperiment):
         )  # the observed images T(x)
         net, init, traj = _simclr(ctr.images, (1, st.canvas, st.canvas), lambda x, gg: T(x, gg), cfg.standin_simclr,
                                   ctx, "transformed digits")  # fmt: skip
-        dev = ctx.device
-        reps = {
-            "pixels": (otr.flat(), ote.flat()),
-            "simclr": (embed(net, otr.images.to(dev))[0].cpu(), embed(net, ote.images.to(dev))[0].cpu()),
-        }
-        res.summary.update(_measures("standin", reps, otr.labels, ote.labels, cfg.knn_k, ctx.seed, cfg.linear_probe))
-        f_init = (embed(init, otr.images.to(dev))[0].cpu(), embed(init, ote.images.to(dev))[0].cpu())  # information
-        res.summary.update(_measures("standin", {"init": f_init}, otr.labels, ote.labels, cfg.knn_k, ctx.seed, False))
+        _evaluate("standin", otr, ote, cfg, ctx, rng, res, net=net, init=init)
         _, loss = traj.series("loss")
         res.summary.update(standin_loss_first=float(loss[0]), standin_loss_last=float(loss[-1]))
-        idx = np.sort(rng.choice(len(ote), size=min(cfg.tsne_points, len(ote)), replace=False))
-        res.arrays["standin_tsne_labels"] = ote.labels.numpy()[idx]
-        res.arrays["standin_features_pixels"] = reps["pixels"][1].numpy()[idx]
-        res.arrays["standin_features_simclr"] = reps["simclr"][1].numpy()[idx]
         res.arrays["standin_examples"] = ote.images[:16, 0].numpy()
         res.add_trajectory(traj)
         # (b, c) CIFAR-10
@@ -358,20 +364,8 @@ class Fig1(VariationalExperiment):
             c = cfg.cifar_simclr
             aug = SimCLRAugment(rotation=c.rotation, noise=c.noise, blur_p=c.blur_p)
             net2, init2, _ = _simclr(ctr2.images, ctr2.shape, aug, c, ctx, "CIFAR-10")
-            reps2 = {"pixels": (ctr2.flat(), cte2.flat()),
-                     "simclr": (embed(net2, ctr2.images.to(dev))[0].cpu(), embed(net2, cte2.images.to(dev))[0].cpu())}  # fmt: skip
-            res.summary.update(
-                _measures("cifar", reps2, ctr2.labels, cte2.labels, cfg.knn_k, ctx.seed, cfg.linear_probe)
-            )
-            init_reps = {
-                "init": (embed(init2, ctr2.images.to(dev))[0].cpu(), embed(init2, cte2.images.to(dev))[0].cpu())
-            }
-            res.summary.update(_measures("cifar", init_reps, ctr2.labels, cte2.labels, cfg.knn_k, ctx.seed, False))
+            _evaluate("cifar", ctr2, cte2, cfg, ctx, rng, res, net=net2, init=init2)
             res.summary.update(cifar10="run", cifar_train=len(ctr2), cifar_test=len(cte2))
-            idx = np.sort(rng.choice(len(cte2), size=min(cfg.tsne_points, len(cte2)), replace=False))
-            res.arrays["cifar_tsne_labels"] = cte2.labels.numpy()[idx]
-            res.arrays["cifar_features_pixels"] = reps2["pixels"][1].numpy()[idx]
-            res.arrays["cifar_features_simclr"] = reps2["simclr"][1].numpy()[idx]
         res.summary.update(mnist_data=ds.name, n_train=len(train), n_test=len(test))
         res.notes.append(
             f"Stand-in: digits pooled ×{st.downsample}, canvas {st.canvas}, scale {tuple(st.scale)}, rotation ±"

@@ -16,6 +16,18 @@ def test_parse_sets_rejects_malformed(bad):
         parse_sets([bad])
 
 
+def test_a_dotted_key_under_a_value_is_one_error_in_sets_and_sweeps():
+    """--set and --sweep nest their dotted keys with one helper (set_path): "a=1" then "a.b=2" is refused by both
+    (the sweep's copy failed with a TypeError)."""
+    from ssldyn.lab.sweep import nest
+
+    assert nest({"optim.lr": 0.1, "optim.momentum": 0.9, "n": 3}) == {"optim": {"lr": 0.1, "momentum": 0.9}, "n": 3}
+    with pytest.raises(UserError, match=r"^--set 'optim.lr=0.1': 'optim' was already set to a value$"):
+        parse_sets(["optim=3", "optim.lr=0.1"])
+    with pytest.raises(UserError, match=r"^--sweep 'optim.lr': 'optim' was already set to a value$"):
+        nest({"optim": 3, "optim.lr": 0.1})
+
+
 def test_build_config_layers_and_validation():
     cfg = build_config(ToyConfig, {"n": 4}, parse_sets(["optim.lr=0.25"]))
     assert (cfg.n, cfg.optim.lr, cfg.tau) == (4, 0.25, 0.5)

@@ -1,5 +1,11 @@
 """Runs computed at the same time in worker processes (``--jobs``) equal runs computed one after another."""
 
+import errno
+
+import pytest
+
+from ssldyn.errors import UserError
+from ssldyn.lab import executors
 from ssldyn.lab.executors import execute
 from ssldyn.lab.runner import plan_run
 from ssldyn.lab.store import verify_run
@@ -74,3 +80,21 @@ def test_fig10_is_computed_after_fig4_and_reads_its_grid(tmp_path):
     seq = execute(specs, tmp_path / "seq", jobs=1)
     for a, b in zip(seq, items):
         assert [c.to_dict() for c in a.run.claims] == [c.to_dict() for c in b.run.claims]
+
+
+def test_a_store_that_cannot_be_written_is_one_error_naming_out_with_one_job_or_several(tmp_path, monkeypatch):
+    """Both paths (one job, several jobs) turn a permission error inside the store into one UserError naming --out
+    and the file; an error outside the store is not the store's and propagates as it is."""
+    specs = [plan_run(name, quick=True, seeds=1) for name in EXPS[:2]]
+    where = {"file": str(tmp_path / "store" / "variational.ill-posed" / "x")}
+
+    def refuse(store, computed, force=False):
+        raise PermissionError(errno.EACCES, "Permission denied", where["file"])
+
+    monkeypatch.setattr(executors, "commit_run", refuse)
+    for jobs in (1, 2):
+        with pytest.raises(UserError, match=r"^--out '.*store': cannot write there \(Permission denied: .*/x\)$"):
+            execute(specs, tmp_path / "store", jobs=jobs)
+    where["file"] = "/elsewhere/x"
+    with pytest.raises(PermissionError):
+        execute(specs, tmp_path / "store", jobs=1)

@@ -132,15 +132,31 @@ def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
         key = key.strip()
         if not key or any(not part for part in key.split(".")):
             raise UserError(f"--set {echo(pair)}: empty key; expected key=value")
-        node = out
-        parts = key.split(".")
-        for part in parts[:-1]:
-            nxt = node.setdefault(part, {})
-            if not isinstance(nxt, dict):
-                raise UserError(f"--set {echo(pair)}: {echo(part)} was already set to a value")
-            node = nxt
-        node[parts[-1]] = parse_value(raw)
+        try:
+            set_path(out, key, parse_value(raw))
+        except ValueError as e:
+            raise UserError(f"--set {echo(pair)}: {e}") from None
     return out
+
+
+def unknown_experiment(name: str, known: abc.Iterable[str]) -> UserError:
+    """The error for an experiment name that is not registered, suggesting the (up to 3) closest known names."""
+    near = difflib.get_close_matches(name, list(known), n=3, cutoff=0.4) if len(name) <= 200 else []
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    return UserError(f"unknown experiment {echo(name)}{hint} (see `ssldyn list`)")
+
+
+def set_path(tree: dict[str, Any], key: str, value: Any) -> None:
+    """``tree[a][b] = value`` for the dotted ``key = "a.b"``, creating the inner dicts; a ``ValueError`` naming the
+    part if a prefix already holds a value (``a=1`` and then ``a.b=2``)."""
+    node = tree
+    parts = key.split(".")
+    for part in parts[:-1]:
+        nxt = node.setdefault(part, {})
+        if not isinstance(nxt, dict):
+            raise ValueError(f"{echo(part)} was already set to a value")
+        node = nxt
+    node[parts[-1]] = value
 
 
 def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -161,15 +161,24 @@ def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, for
                 raise
             items[i] = _failed(store, spec, f"error: {exc}", t0)
             bar.update(failed=1, running=0)
-        except (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
-            if not _inside(exc.filename, store.out):
-                raise
-            raise UserError(f"--out {str(store.out)!r}: cannot write there ({exc.strerror}: {exc.filename})") from None
+        except _WRITE_ERRORS as exc:
+            raise _store_write_error(exc, store) from None
         except Exception as exc:  # the sweep goes on; the run is marked failed with its error
             if raise_errors:
                 raise
             items[i] = _failed(store, spec, format_exception_line(exc), t0)
             bar.update(failed=1, running=0)
+
+
+_WRITE_ERRORS = (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError)
+
+
+def _store_write_error(exc: OSError, store: RunStore) -> Exception:
+    """A file-system error writing inside the run store is the user's ``--out`` (one UserError naming it); any other
+    path is re-raised as it is (it is not the store's)."""
+    if not _inside(exc.filename, store.out):
+        return exc
+    return UserError(f"--out {str(store.out)!r}: cannot write there ({exc.strerror}: {exc.filename})")
 
 
 def _failed(store: RunStore, spec: RunSpec, error: str, t0: float) -> SweepItem:
@@ -320,10 +329,8 @@ def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:
                         run = commit_run(store, f.result(), force=True)
                         items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0s[i])
                         bar.update(done=1, running=min(jobs, len(pending)), label=spec.experiment)
-                    except (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
-                        if not _inside(exc.filename, store.out):
-                            raise
-                        raise UserError(f"--out {str(store.out)!r}: cannot write there ({exc.strerror})") from None
+                    except _WRITE_ERRORS as exc:
+                        raise _store_write_error(exc, store) from None
                     except Exception as exc:  # the sweep goes on; the run is marked failed with its error
                         err = f"error: {exc}" if isinstance(exc, UserError) else format_exception_line(exc)
                         items[i] = _failed(store, spec, err, t0s[i])

@@ -153,11 +153,9 @@ def find(name: str) -> dict[str, Any]:
     _, entries = _catalogue()
     if name in entries:
         return entries[name]
-    from ssldyn.lab.config import echo
+    from ssldyn.lab.config import unknown_experiment  # lazily: config imports pydantic
 
-    near = difflib.get_close_matches(name, list(entries), n=3, cutoff=0.4) if len(name) <= 200 else []
-    hint = f"; did you mean {', '.join(near)}?" if near else ""
-    raise UserError(f"unknown experiment {echo(name)}{hint} (see `ssldyn list`)")
+    raise unknown_experiment(name, entries)
 
 
 def _dedent_doc(doc: str | None) -> str:

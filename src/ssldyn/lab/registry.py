@@ -36,7 +36,6 @@ them all, so adding a module is enough to register its experiments. Your own exp
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 import pkgutil
@@ -47,7 +46,7 @@ from typing import Any, ClassVar
 
 from ssldyn.errors import UserError
 from ssldyn.lab.claims import ClaimSpec, Robustness
-from ssldyn.lab.config import ExperimentConfig, echo
+from ssldyn.lab.config import ExperimentConfig, echo, unknown_experiment
 from ssldyn.lab.context import Context
 from ssldyn.lab.result import Result
 
@@ -213,9 +212,7 @@ def get_experiment(name: str) -> type[Experiment]:
     load_all()
     if name in _REGISTRY:
         return _REGISTRY[name]
-    near = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.4) if len(name) <= 200 else []
-    hint = f"; did you mean {', '.join(near)}?" if near else ""
-    raise UserError(f"unknown experiment {echo(name)}{hint} (see `ssldyn list`)")
+    raise unknown_experiment(name, _REGISTRY)
 
 
 def registered() -> list[type[Experiment]]:

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from ssldyn.errors import UserError
-from ssldyn.lab.config import echo, parse_value
+from ssldyn.lab.config import echo, parse_value, set_path
 
 __all__ = ["MAX_GRID", "split_top_level", "parse_sweep", "grid_axes", "grid_size", "expand_grid", "nest"]
 
@@ -94,9 +94,8 @@ def nest(flat: dict[str, Any]) -> dict[str, Any]:
     """``{"a.b": 1}`` -> ``{"a": {"b": 1}}``."""
     out: dict[str, Any] = {}
     for key, value in flat.items():
-        node = out
-        parts = key.split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
+        try:
+            set_path(out, key, value)
+        except ValueError as e:
+            raise UserError(f"--sweep {echo(key)}: {e}") from None
     return out

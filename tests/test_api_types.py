@@ -82,7 +82,7 @@ def test_a_bad_choice_is_one_error_naming_the_allowed_values():
     from ssldyn.objectives import info_nce
 
     z = torch.randn(4, 3)
-    with pytest.raises(ValueError, match="similarity must be one of 'cosine', 'sqdist', 'dot', got 'cos'"):
+    with pytest.raises(ValueError, match="similarity 'cos': allowed values are 'cosine', 'sqdist', 'dot'"):
         info_nce(z, z, 0.5, similarity="cos")  # pyright: ignore[reportArgumentType]
     with pytest.raises(ValueError, match="mode 'block': allowed values are 'full', 'trace', 'diagonal'"):
         empirical_ntk(torch.nn.Linear(3, 2), None, z, mode="block")  # pyright: ignore[reportArgumentType]

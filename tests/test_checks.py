@@ -12,7 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from ssldyn.checks import integer, nonnegative, positive, probabilities, real, unit_interval
+from ssldyn.checks import choice, integer, nonnegative, positive, probabilities, real, unit_interval
+from ssldyn.dynamics import ManifoldGD
+from ssldyn.models import TwoLayerNet
+from ssldyn.objectives import info_nce
+from ssldyn.probes import knn_accuracy
 
 
 @pytest.mark.parametrize("value", [0.5, 3, np.float32(0.25), np.int64(2), torch.tensor(0.5), torch.tensor([2.0])])
@@ -161,3 +165,36 @@ def test_probability_inputs_share_the_check():
     m = p @ xt
     ref = (p[:, None] * xt).T @ xt - torch.outer(m, m)
     torch.testing.assert_close(gated_covariance(x, w, weights=p), ref, rtol=1e-12, atol=1e-14)
+
+
+def test_one_rule_for_options():
+    """choice: the value back if allowed, else one line in one format for every option of the library (there were
+    four: 'allowed values are a, b', '... 'a', 'b'', '; allowed ...', 'must be one of ..., got ...')."""
+    assert choice("qr", "retraction", ("polar", "qr")) == "qr"
+    assert choice(None, "project", (None, "sphere")) is None
+    with pytest.raises(ValueError, match=r"^f: mode 'x': allowed values are 'a', 'b'$"):
+        choice("x", "mode", ("a", "b"), where="f")
+    with pytest.raises(ValueError, match=r"^mode tensor\(\[1, 2\]\): allowed values are 'a'$"):
+        choice(torch.tensor([1, 2]), "mode", ("a",))  # a tensor compares element-wise: not an option, no crash
+    from ssldyn.errors import UserError
+
+    with pytest.raises(UserError, match=r"^split 'val': allowed values are 'train', 'test'$"):
+        choice("val", "split", ("train", "test"), error=UserError)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: ManifoldGD([torch.zeros(2, 2)], 0.1, mode="p"),  # pyright: ignore[reportArgumentType]
+         r"^ManifoldGD: mode 'p': allowed values are 'projected', 'riemannian'$"),
+        (lambda: knn_accuracy([[0.0]], [0], [[0.0]], [0], metric="l1"),  # pyright: ignore[reportArgumentType]
+         r"^knn_accuracy: metric 'l1': allowed values are 'cosine', 'euclidean'$"),
+        (lambda: TwoLayerNet(2, 3, 1, regime="free"),  # pyright: ignore[reportArgumentType]
+         r"^regime 'free': allowed values are "),
+        (lambda: info_nce(torch.ones(4, 2), torch.ones(4, 2), similarity="l2"),  # pyright: ignore[reportArgumentType]
+         r"^info_nce: similarity 'l2': allowed values are 'cosine', 'sqdist', 'dot'$"),
+    ],
+)  # fmt: skip
+def test_the_library_options_share_the_rule(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

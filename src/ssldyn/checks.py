@@ -1,5 +1,5 @@
 """Argument checks, for every layer: one rule and one message for "a finite number > 0",
-"a number in [0, 1]", "an integer >= k" and "a probability vector".
+"a number in [0, 1]", "an integer >= k", "a probability vector" and "one of these options".
 
 At the package root (like :mod:`ssldyn.files` and :mod:`ssldyn.memory`): it imports nothing of
 the package, so the objectives (a temperature ``τ``), the probes (the uniformity's ``t``), the data
@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
+from typing import TypeVar
 
 import numpy as np
 import torch
 
-__all__ = ["real", "positive", "nonnegative", "unit_interval", "integer", "probabilities"]
+__all__ = ["real", "positive", "nonnegative", "unit_interval", "integer", "probabilities", "choice"]
+
+_T = TypeVar("_T")
 
 
 def _prefix(where: str) -> str:
@@ -92,3 +96,19 @@ def probabilities(p: torch.Tensor, name: str, *, where: str = "", atol: float = 
 def _head(p: torch.Tensor) -> str:
     v = p.detach().reshape(-1)[:6].tolist()
     return f"{v}{' …' if p.numel() > 6 else ''}"
+
+
+def choice(
+    value: _T, name: str, allowed: Iterable[object], *, where: str = "", error: type[ValueError] = ValueError
+) -> _T:
+    """``value`` if it is one of ``allowed`` (a ``Literal`` option keeps its type), else one ``error`` line:
+    ``"{where}: {name} 'x': allowed values are 'a', 'b'"``. ``error`` may be a subclass of ``ValueError``
+    (:class:`ssldyn.errors.UserError` for a data set name a user types)."""
+    options = tuple(allowed)
+    try:
+        ok = value in options
+    except (TypeError, ValueError, RuntimeError):  # an incomparable value (a tensor, an array) is not an option
+        ok = False
+    if not ok:
+        raise error(f"{_prefix(where)}{name} {value!r}: allowed values are {', '.join(map(repr, options))}")
+    return value

@@ -110,7 +110,7 @@ def test_spearman_is_the_pearson_correlation_of_average_ranks():
     assert math.isnan(spearman([1, 2, np.nan], [1, 2, 3], if_constant="zero"))
     with pytest.raises(ValueError, match="same length"):
         spearman([1, 2, 3], [1, 2])
-    with pytest.raises(ValueError, match="if_constant 'skip'; allowed values are nan, zero"):
+    with pytest.raises(ValueError, match="spearman: if_constant 'skip': allowed values are 'nan', 'zero'"):
         spearman([1, 2], [1, 2], if_constant="skip")  # pyright: ignore[reportArgumentType]
 
 

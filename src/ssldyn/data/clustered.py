@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from ssldyn.checks import nonnegative, positive
+from ssldyn.checks import choice, nonnegative, positive
 from ssldyn.data.sphere import regular_polytope
 
 __all__ = ["ClusteredData", "clustered_data", "ball_noise", "four_clusters_2d", "clusters_3d"]
@@ -123,8 +123,7 @@ def clustered_data(
         raise ValueError(f"clustered_data: sizes must be a non-empty list of integers >= 1, got {sizes}")
     if not (1 <= len(sizes) <= d <= D):
         raise ValueError(f"clustered_data: need 1 <= N <= d <= D, got N={len(sizes)}, d={d}, D={D}")
-    if noise not in ("ball", "orthogonal"):
-        raise ValueError(f"clustered_data: noise {noise!r}: allowed values are 'ball', 'orthogonal'")
+    choice(noise, "noise", ("ball", "orthogonal"), where="clustered_data")
     if noise == "orthogonal" and D == d:
         raise ValueError("clustered_data: noise='orthogonal' needs D > d (a non-empty complement M^⊥)")
     center_norm = positive(center_norm, "center_norm", where="clustered_data")

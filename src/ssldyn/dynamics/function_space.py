@@ -35,6 +35,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from ssldyn.checks import choice
 from ssldyn.dynamics.common import Probes, Track, check_embedding_loss, check_lr, check_steps, drop_singleton_member
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -201,8 +202,7 @@ def function_space_flow(
             last finite loss; the trajectory holds the steps before it).
     """
     steps, lr = check_steps(steps), check_lr(lr)
-    if project not in (None, "sphere"):
-        raise ValueError(f"project {project!r}: allowed values are None, 'sphere'")
+    choice(project, "project", (None, "sphere"))
     _check_inputs(z0, kernel)
     z = z0.detach().clone()
     if project == "sphere":

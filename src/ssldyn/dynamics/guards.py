@@ -29,6 +29,8 @@ from typing import Any, Literal
 
 import torch
 
+from ssldyn.checks import choice
+
 __all__ = ["NonFiniteLossError", "check_finite", "LossGuard", "NoGuard", "resolve_guard"]
 
 
@@ -102,8 +104,7 @@ class LossGuard:
     ) -> None:
         if check_every is not None and check_every < 1:
             raise ValueError(f"LossGuard: check_every must be >= 1 or None, got {check_every}")
-        if policy not in ("raise", "freeze"):
-            raise ValueError(f"LossGuard: policy {policy!r}: allowed values are 'raise', 'freeze'")
+        choice(policy, "policy", ("raise", "freeze"), where="LossGuard")
         if not limit > 0:
             raise ValueError(f"LossGuard: limit must be > 0, got {limit!r}")
         self.what, self.labels, self.lazy, self.check_every = what, labels, lazy, check_every

@@ -42,7 +42,7 @@ from typing import Any, Literal, get_args
 
 import torch
 
-from ssldyn.checks import positive
+from ssldyn.checks import choice, positive
 from ssldyn.dynamics.common import Probes, Track, check_steps
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -205,12 +205,9 @@ class ManifoldGD(_GroupGD):
         tangent: Tangent = "stiefel",
     ) -> None:
         lr = positive(lr, "lr", where="ManifoldGD")
-        if mode not in ("projected", "riemannian"):
-            raise ValueError(f"ManifoldGD: mode {mode!r}: allowed values are projected, riemannian")
-        if retraction not in RETRACTIONS:
-            raise ValueError(f"ManifoldGD: retraction {retraction!r}: allowed values are {', '.join(RETRACTIONS)}")
-        if tangent not in TANGENTS:
-            raise ValueError(f"ManifoldGD: tangent {tangent!r}: allowed values are {', '.join(TANGENTS)}")
+        choice(mode, "mode", ("projected", "riemannian"), where="ManifoldGD")
+        choice(retraction, "retraction", RETRACTIONS, where="ManifoldGD")
+        choice(tangent, "tangent", TANGENTS, where="ManifoldGD")
         super().__init__(params, dict(lr=lr, mode=mode, retraction=retraction, tangent=tangent))
 
     def _update(self, group: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ssldyn.checks import choice
 from ssldyn.dynamics.common import eval_mode, module_device, module_dtype, to_module
 from ssldyn.dynamics.q_ode import q_from_map, solve_reference
 from ssldyn.dynamics.ssl import _features
@@ -191,10 +192,7 @@ class NTKClassBlocks(_ModelMonitor):
         if int(n_perm) < 0:
             raise ValueError(f"NTKClassBlocks: n_perm must be >= 0, got {n_perm}")
         self.n_perm, self.seed = int(n_perm), int(seed)
-        if implementation not in get_args(NTKImplementation):
-            raise ValueError(
-                f"NTKClassBlocks: implementation {implementation!r}: allowed values are {', '.join(get_args(NTKImplementation))}"
-            )
+        choice(implementation, "implementation", get_args(NTKImplementation), where="NTKClassBlocks")
         self.implementation: NTKImplementation = implementation
         self.chunk_size = chunk_size
         base = ("contrast", "z") if self.n_perm > 0 else ("contrast",)

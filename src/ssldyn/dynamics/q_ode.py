@@ -48,6 +48,7 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
+from ssldyn.checks import choice
 from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -145,8 +146,7 @@ def trace_loss_q(q: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
 
 
 def _check_form(form: str) -> None:
-    if form not in FORMS:
-        raise ValueError(f"form {form!r}: allowed values are {', '.join(FORMS)}")
+    choice(form, "form", FORMS)
 
 
 def _float64(x: object) -> np.ndarray:

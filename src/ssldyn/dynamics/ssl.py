@@ -64,7 +64,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.checks import positive
+from ssldyn.checks import choice, positive
 from ssldyn.dynamics.common import (
     EpochBatches,
     check_lr,
@@ -319,8 +319,7 @@ def train_simclr(
     if not 2 <= batch_size <= images.shape[0]:
         raise ValueError(f"batch_size={batch_size}: must be in [2, N={images.shape[0]}] (the number of images)")
     temperature = positive(temperature, "temperature")
-    if optimizer not in ("adam", "sgd"):
-        raise ValueError(f"optimizer {optimizer!r}: allowed values are adam, sgd")
+    choice(optimizer, "optimizer", ("adam", "sgd"))
     # SGD with momentum 0.9; Adam has no momentum argument
     opt = make_optimizer(model.parameters(), optimizer, lr, momentum=0.9, weight_decay=weight_decay)
     return train_ssl(

@@ -26,7 +26,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from ssldyn.checks import nonnegative, positive, unit_interval
+from ssldyn.checks import choice, nonnegative, positive, unit_interval
 from ssldyn.dynamics.common import (
     Augment,
     Probes,
@@ -124,8 +124,7 @@ def train_weight_space(
         NonFiniteLossError: the loss became NaN/inf (names the step and the last finite value).
     """
     steps, lr = check_steps(steps), check_lr(lr)
-    if output not in ("sphere", "raw"):
-        raise ValueError(f"output {output!r}: allowed values are 'sphere', 'raw'")
+    choice(output, "output", ("sphere", "raw"))
     if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[0] == 0:
         raise ValueError(f"x: expected a non-empty tensor (n, ...), got {getattr(x, 'shape', type(x).__name__)}")
     check_finite("x", x)

@@ -27,7 +27,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from ssldyn.checks import integer
+from ssldyn.checks import choice, integer
 from ssldyn.models.activations import Activation, get_activation
 
 __all__ = [
@@ -110,8 +110,7 @@ def averaging_net_kernel(
     Returns:
         The kernel (with a leading ``E`` axis for an ensemble ``B``).
     """
-    if mode not in ("full", "blocks", "trace"):
-        raise ValueError(f"averaging_net_kernel: mode {mode!r}: allowed values are 'full', 'blocks', 'trace'")
+    choice(mode, "mode", ("full", "blocks", "trace"), where="averaging_net_kernel")
     _finite("averaging_net_kernel", B=B, x1=x1, x2=x2, bias=bias)
     act = get_activation(activation)
     x2 = x1 if x2 is None else x2

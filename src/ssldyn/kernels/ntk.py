@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
 
+from ssldyn.checks import choice
 from ssldyn.memory import available_memory
 from ssldyn.memory import fmt_bytes as _gb
 
@@ -174,10 +175,8 @@ def empirical_ntk(
             ``x`` for an MLP), parameters of mixed dtypes, a module with BatchNorm/Dropout in training
             mode, or a kernel that would not fit in ``max_memory`` (with the estimate).
     """
-    if implementation not in get_args(NTKImplementation):
-        raise ValueError(f"empirical_ntk: implementation {implementation!r}: allowed values are 'jacobian', 'ntk-vp'")
-    if mode not in get_args(NTKMode):
-        raise ValueError(f"empirical_ntk: mode {mode!r}: allowed values are 'full', 'trace', 'diagonal'")
+    choice(implementation, "implementation", get_args(NTKImplementation), where="empirical_ntk")
+    choice(mode, "mode", get_args(NTKMode), where="empirical_ntk")
     if mode == "diagonal" and x2 is not None:
         raise ValueError("empirical_ntk: mode='diagonal' computes K_ii and needs x2=None")
     if chunk_size is not None and chunk_size < 1:

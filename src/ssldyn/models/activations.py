@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ssldyn.checks import choice
+
 __all__ = ["Activation", "monomial", "get_activation"]
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
@@ -62,6 +64,5 @@ def get_activation(name: str | Activation) -> Activation:
     """Look up by name: linear, relu, leaky_relu (slope 0.05), quadratic, sigmoid, tanh."""
     if isinstance(name, Activation):
         return name
-    if name not in ACTIVATIONS:
-        raise ValueError(f"activation {name!r}: allowed values are {', '.join(ACTIVATIONS)}")
+    choice(name, "activation", ACTIVATIONS)
     return ACTIVATIONS[name]

@@ -14,7 +14,7 @@ from typing import Literal, get_args
 import torch
 from torch import nn
 
-from ssldyn.checks import nonnegative
+from ssldyn.checks import choice, nonnegative
 from ssldyn.models._sizes import check_sizes
 from ssldyn.models.seeding import draw_members
 
@@ -80,8 +80,7 @@ class EnsembleLinear(nn.Module):
     ) -> None:
         super().__init__()
         check_sizes("EnsembleLinear", in_features=in_features, out_features=out_features, ensemble=ensemble)
-        if init not in INITS:
-            raise ValueError(f"init {init!r}: allowed values are {', '.join(map(repr, INITS))}")
+        choice(init, "init", INITS)
         self.ensemble, self.in_features, self.out_features = ensemble, in_features, out_features
         self.init, self.std = init, nonnegative(std, "std", where="EnsembleLinear")
         self.weight = nn.Parameter(torch.empty(ensemble, out_features, in_features, dtype=dtype))

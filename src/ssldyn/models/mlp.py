@@ -8,7 +8,7 @@ from typing import Literal, cast
 import torch
 from torch import Tensor, nn
 
-from ssldyn.checks import nonnegative
+from ssldyn.checks import choice, nonnegative
 from ssldyn.models._sizes import check_sizes, check_widths
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.ensemble import EnsembleLinear
@@ -61,8 +61,7 @@ class MLP(nn.Module):
         widths = [hidden] * (depth - 1) if isinstance(hidden, int) else [int(h) for h in hidden]
         if len(widths) != depth - 1:
             raise ValueError(f"MLP: hidden must be an int or a list of depth-1={depth - 1} widths, got {hidden}")
-        if init not in ("torch", "normal"):
-            raise ValueError(f"MLP: init {init!r}: allowed values are 'torch', 'normal'")
+        choice(init, "init", ("torch", "normal"), where="MLP")
         gain = nonnegative(gain, "gain", where="MLP")
         dims = [in_dim, *widths, out_dim]
         self.activation = get_activation(activation)

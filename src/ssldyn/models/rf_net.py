@@ -45,6 +45,7 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from ssldyn.checks import choice
 from ssldyn.models._sizes import check_sizes
 from ssldyn.models.activations import get_activation
 from ssldyn.models.seeding import member_generators
@@ -171,8 +172,7 @@ class EnsembleRFNet(nn.Module):
     ) -> None:
         super().__init__()
         check_sizes("EnsembleRFNet", K=K, in_dim=in_dim, out_dim=out_dim, ensemble=ensemble)
-        if token_path not in TOKEN_PATHS:
-            raise ValueError(f"token_path {token_path!r}: allowed values are {', '.join(TOKEN_PATHS)}")
+        choice(token_path, "token_path", TOKEN_PATHS)
         E = ensemble
         Ms = [int(m) for m in _per_member(filters, E, "filters")]
         if min(Ms) < 1:
@@ -182,8 +182,7 @@ class EnsembleRFNet(nn.Module):
         ]
         self.bn_modes = _per_member(bn, E, "bn")
         for m in self.bn_modes:
-            if m not in BN_MODES:
-                raise ValueError(f"bn {m!r}: allowed values are {', '.join(BN_MODES)}")
+            choice(m, "bn", BN_MODES)
         if seeds is not None:
             gens = member_generators(E, seeds=seeds, generator=generator)  # type: ignore[arg-type]
         else:

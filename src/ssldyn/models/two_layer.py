@@ -29,7 +29,7 @@ from typing import Literal, get_args
 import torch
 from torch import nn
 
-from ssldyn.checks import positive
+from ssldyn.checks import choice, positive
 from ssldyn.models._sizes import check_sizes
 from ssldyn.models.activations import Activation, get_activation
 from ssldyn.models.ensemble import members_input
@@ -98,8 +98,7 @@ class TwoLayerNet(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        if regime not in REGIMES:
-            raise ValueError(f"regime {regime!r}: allowed values are {', '.join(REGIMES)}")
+        choice(regime, "regime", REGIMES)
         check_sizes("TwoLayerNet", d=d, h=h, z=z, ensemble=ensemble)
         widths = list(widths) if widths is not None else [h] * ensemble
         if len(widths) != ensemble or min(widths) < 1 or max(widths) > h:
@@ -224,8 +223,7 @@ class DeepLinearNet(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        if regime not in REGIMES:
-            raise ValueError(f"regime {regime!r}: allowed values are {', '.join(REGIMES)}")
+        choice(regime, "regime", REGIMES)
         hidden = list(hidden)
         if not hidden or min(hidden) < 1:
             raise ValueError(f"DeepLinearNet: hidden must be a non-empty list of widths >= 1, got {hidden}")

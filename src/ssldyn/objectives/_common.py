@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ssldyn.checks import nonnegative, positive
+from ssldyn.checks import choice, nonnegative, positive
 
 Similarity = Literal["cosine", "sqdist", "dot"]
 SIMILARITIES: tuple[str, ...] = get_args(Similarity)
@@ -68,11 +68,9 @@ def check_nonnegative(fn: str, name: str, value: object) -> float:
 
 
 def check_choice(fn: str, name: str, value: _T, choices: Sequence[str]) -> _T:
-    """``value`` if it is one of ``choices`` (a Literal option keeps its type), else one ``ValueError``."""
-    if value not in choices:
-        allowed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{fn}: {name} must be one of {allowed}, got {value!r}")
-    return value
+    """``value`` if it is one of ``choices`` (a Literal option keeps its type), else one ``ValueError``
+    (:func:`ssldyn.checks.choice`)."""
+    return choice(value, name, choices, where=fn)
 
 
 def check_callable(fn: str, name: str, value: object) -> Callable | None:

@@ -22,6 +22,8 @@ from typing import Literal
 import numpy as np
 import torch
 
+from ssldyn.checks import choice
+
 __all__ = ["fit_logistic_regression", "linear_probe_accuracy", "knn_accuracy", "label_silhouette"]
 
 Metric = Literal["cosine", "euclidean"]
@@ -92,8 +94,7 @@ def knn_accuracy(z_train, y_train, z_test, y_test, k: int = 20, metric: Metric =
     """Accuracy of the ``k``-NN majority vote (``metric`` = ``"cosine"`` or ``"euclidean"``)."""
     from sklearn.neighbors import KNeighborsClassifier
 
-    if metric not in ("cosine", "euclidean"):
-        raise ValueError(f"knn_accuracy: metric {metric!r}; allowed values are cosine, euclidean")
+    choice(metric, "metric", ("cosine", "euclidean"), where="knn_accuracy")
     ztr, zte = _x(z_train), _x(z_test)
     ytr, yte = _y(y_train, len(ztr)), _y(y_test, len(zte))
     if not 1 <= k <= len(ztr):
@@ -106,8 +107,7 @@ def label_silhouette(z, labels, metric: Metric = "cosine") -> float:
     """Mean silhouette of the class labels with ``1 − cos`` (``"cosine"``) or Euclidean distance."""
     from sklearn.metrics import silhouette_score
 
-    if metric not in ("cosine", "euclidean"):
-        raise ValueError(f"label_silhouette: metric {metric!r}; allowed values are cosine, euclidean")
+    choice(metric, "metric", ("cosine", "euclidean"), where="label_silhouette")
     x = _x(z)
     lab = _y(labels, len(x))
     n_classes = len(np.unique(lab))

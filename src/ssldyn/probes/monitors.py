@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ssldyn.checks import real
+from ssldyn.checks import choice, real
 from ssldyn.probes.downstream import Metric, knn_accuracy, linear_probe_accuracy
 
 __all__ = ["LinearProbe", "KNNProbe"]
@@ -140,8 +140,7 @@ class KNNProbe(_SplitProbe):
     name = "KNNProbe"
 
     def __init__(self, labels: Any, *, k: int = 20, metric: Metric = "cosine", test_size: float = 0.5, seed: int = 0):
-        if metric not in ("cosine", "euclidean"):
-            raise ValueError(f"KNNProbe: metric {metric!r}: allowed values are 'cosine', 'euclidean'")
+        choice(metric, "metric", ("cosine", "euclidean"), where="KNNProbe")
         super().__init__(labels, test_size=test_size, seed=seed)
         if not 1 <= int(k) <= len(self.train_idx):
             raise ValueError(f"KNNProbe: k={k} must be in [1, {len(self.train_idx)}] (the training part of the split)")

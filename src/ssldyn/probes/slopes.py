@@ -14,6 +14,8 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from ssldyn.checks import choice
+
 __all__ = ["loglog_fit", "loglog_slope", "spearman"]
 
 IfConstant = Literal["nan", "zero"]
@@ -60,8 +62,7 @@ def spearman(a, b, *, if_constant: IfConstant = "nan") -> float:
     """
     from scipy.stats import spearmanr
 
-    if if_constant not in IF_CONSTANT:
-        raise ValueError(f"spearman: if_constant {if_constant!r}; allowed values are {', '.join(IF_CONSTANT)}")
+    choice(if_constant, "if_constant", IF_CONSTANT, where="spearman")
     xa, ya = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if xa.ndim != 1 or xa.shape != ya.shape or len(xa) < 2:
         raise ValueError(f"spearman: a and b must be 1-D of the same length >= 2, got {xa.shape} and {ya.shape}")

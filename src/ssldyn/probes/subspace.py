@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from ssldyn.checks import nonnegative
+from ssldyn.checks import choice, nonnegative
 from ssldyn.probes._common import as_tensor
 
 __all__ = [
@@ -118,8 +118,7 @@ def output_gap(u_phi, u_lin, reduce: Literal["mean", "max"] = "mean") -> float |
 
     Shapes ``(..., n, z)`` -> ``(...)``: a Python float for one embedding ``(n, z)``, a tensor for batched input.
     """
-    if reduce not in ("mean", "max"):
-        raise ValueError(f"output_gap: reduce {reduce!r}: allowed values are mean, max")
+    choice(reduce, "reduce", ("mean", "max"), where="output_gap")
     u_phi, u_lin = as_tensor(u_phi), as_tensor(u_lin)
     if u_phi.shape != u_lin.shape or u_phi.dim() < 2:
         raise ValueError(

@@ -15,6 +15,7 @@ from typing import Literal
 
 import numpy as np
 
+from ssldyn.checks import choice
 from ssldyn.viz.common import PALETTE
 
 __all__ = ["tsne_embedding", "plot_tsne", "tile_filters", "plot_filter_grid"]
@@ -41,8 +42,7 @@ def tsne_embedding(
     from sklearn.decomposition import PCA
     from sklearn.manifold import TSNE
 
-    if method not in ("auto", "exact", "barnes_hut"):
-        raise ValueError(f"tsne_embedding: method {method!r}; allowed values are auto, exact, barnes_hut")
+    choice(method, "method", ("auto", "exact", "barnes_hut"), where="tsne_embedding")
     x = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x, dtype=np.float64)
     x = x.reshape(len(x), -1)
     if len(x) < 3:

@@ -89,3 +89,8 @@ def test_bad_spec_is_rejected():
         TokenSpec(n_tokens=5, P=6)
     with pytest.raises(ValueError, match="aug_degree"):
         TokenSpec(K=10, L=5, aug_degree=6)
+    # sizes of the stream and the magnitudes (batch = 0 drew empty batches, n_tokens = 0 an empty table)
+    with pytest.raises(ValueError, match=r"^TokenStream: batch must be an integer >= 1, got 0$"):
+        TokenStream(TokenGenerator(TokenSpec(), 0), 0)
+    with pytest.raises(ValueError, match=r"^token_magnitudes: n_tokens must be an integer >= 1, got 2\.5$"):
+        token_magnitudes(2.5, 1.0)  # pyright: ignore[reportArgumentType]

@@ -28,7 +28,7 @@ from typing import Literal, overload
 
 import torch
 
-from ssldyn.checks import positive
+from ssldyn.checks import integer, positive
 
 __all__ = ["TokenSpec", "token_magnitudes", "TokenGenerator", "TokenStream"]
 
@@ -80,6 +80,7 @@ class TokenSpec:
 def token_magnitudes(n_tokens: int, zeta: float) -> torch.Tensor:
     """Per-token norms (App. E.2): ``1/ζ`` for index < n_tokens//2, ``ζ`` for the others (``ζ`` finite, > 0)."""
     zeta = positive(zeta, "zeta", where="token_magnitudes")
+    n_tokens = integer(n_tokens, "n_tokens", where="token_magnitudes")
     mags = torch.ones(n_tokens)
     mags[: n_tokens // 2] /= zeta
     mags[n_tokens // 2 :] *= zeta
@@ -174,7 +175,7 @@ class TokenStream:
     CHUNK = 50
 
     def __init__(self, gen: TokenGenerator, batch: int) -> None:
-        self.gen, self.batch = gen, int(batch)
+        self.gen, self.batch = gen, integer(batch, "batch", where="TokenStream")  # batch 0 drew empty batches
         self._buf: torch.Tensor | None = None
         self._i = 0
 

@@ -198,3 +198,22 @@ def test_one_rule_for_options():
 def test_the_library_options_share_the_rule(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_integer_settings_share_the_rule():
+    """Hand-written int checks either truncated a float (int(2.5) = 2 passed: TokenSpec K, take n, a chunk size)
+    or refused a NumPy integer (isinstance(n, int)); the one rule does neither."""
+    from ssldyn.data.sphere import fibonacci_sphere
+    from ssldyn.data.tokens import TokenSpec
+    from ssldyn.dynamics import LossGuard
+    from ssldyn.models.activations import monomial
+    from ssldyn.objectives import alpha_uniform
+
+    with pytest.raises(ValueError, match=r"^TokenSpec: K must be an integer >= 1, got 2\.5$"):
+        TokenSpec(K=2.5)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ValueError, match=r"^LossGuard: check_every must be an integer >= 1, got 2\.5$"):
+        LossGuard(check_every=2.5)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ValueError, match=r"^monomial: power p must be an integer >= 1, got 1\.5$"):
+        monomial(1.5)  # pyright: ignore[reportArgumentType]
+    assert alpha_uniform(np.int64(3)).shape == (3, 3)  # was "n must be a positive int"
+    assert fibonacci_sphere(np.int64(4)).shape == (4, 3)

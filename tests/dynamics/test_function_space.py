@@ -233,7 +233,7 @@ def test_flow_rejects_negative_steps_and_non_positive_lr(kw):
 
 def test_network_kernel_rejects_bad_arguments():
     net = MLP(3, 2, hidden=4, depth=2, dtype=torch.float64)
-    with pytest.raises(ValueError, match="refresh_every must be an int >= 1 or None"):
+    with pytest.raises(ValueError, match="refresh_every must be an integer >= 1"):
         NetworkKernel(net, torch.randn(4, 3, dtype=torch.float64), refresh_every=0)
     with pytest.raises(ValueError, match="x must be a non-empty tensor"):
         NetworkKernel(net, torch.randn(0, 3, dtype=torch.float64))

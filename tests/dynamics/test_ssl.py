@@ -337,7 +337,7 @@ def test_nan_data_and_bad_settings_are_rejected_before_training():
     kw = dict(objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8)
     with pytest.raises(ValueError, match="data: 1 non-finite"):
         train_ssl(plain_net(d=5), x, **kw)
-    with pytest.raises(ValueError, match="batch_size must be an int >= 2"):
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 2"):
         train_ssl(plain_net(d=5), data(), **{**kw, "batch_size": None})
     with pytest.raises(ValueError, match="exceeds the number of inputs"):
         train_ssl(plain_net(d=5), data(), **{**kw, "batch_size": 64})

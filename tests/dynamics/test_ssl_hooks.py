@@ -185,7 +185,7 @@ def test_views_keyword_draws_that_many_views_from_one_augmentation():
     h = History()
     train_ssl(nn.Linear(6, 4).to(DT), data(), objective=InfoNCE(0.5), augment=jitter, views=4, steps=1,
               batch_size=8, callbacks=[h])  # fmt: skip
-    with pytest.raises(ValueError, match="views must be an int >= 2"):
+    with pytest.raises(ValueError, match="views must be an integer >= 2"):
         train_ssl(
             nn.Linear(6, 4).to(DT), data(), objective=InfoNCE(0.5), augment=jitter, views=1, steps=1, batch_size=8
         )

@@ -133,7 +133,7 @@ def test_alpha_gaussian_matches_loop_reference_and_is_psd():
 
 def test_alpha_uniform():
     assert torch.equal(alpha_uniform(3), torch.ones(3, 3))
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match=r"alpha_uniform: n must be an integer >= 1"):
         alpha_uniform(0)
 
 

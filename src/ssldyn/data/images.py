@@ -32,7 +32,7 @@ from typing import Literal, cast, get_args
 import numpy as np
 import torch
 
-from ssldyn.checks import choice
+from ssldyn.checks import choice, integer
 from ssldyn.data.mnist import (
     Split,
     _cut,
@@ -139,8 +139,8 @@ class ImageDataset:
         too: any prefix ``take(n)[:m]`` is itself a uniform random sample (``[:200]`` does not hold
         one class). The same ``(n, seed)`` always gives the same images in the same order.
         """
-        if n is not None and (isinstance(n, bool) or int(n) < 1):
-            raise ValueError(f"take: n={n!r}; must be an integer >= 1 or None")
+        if n is not None:
+            integer(n, "n", where="take")
         if len(self) == 0:
             raise ValueError("take: the data set is empty")
         k = len(self) if n is None else min(int(n), len(self))

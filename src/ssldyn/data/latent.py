@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ssldyn.checks import nonnegative, probabilities
+from ssldyn.checks import integer, nonnegative, probabilities
 from ssldyn.models.stiefel import random_stiefel
 
 __all__ = [
@@ -289,5 +289,4 @@ class TwoRFModel:
 
 
 def _check_n(n: int) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n={n!r}: must be a positive integer")
+    integer(n, "n")

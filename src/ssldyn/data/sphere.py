@@ -19,6 +19,7 @@ from typing import Literal, get_args
 import torch
 from torch import Tensor
 
+from ssldyn.checks import integer
 from ssldyn.data.latent import circle_points
 
 __all__ = ["POLYTOPES", "Polytope", "circle_angles_even", "circle_points_even", "fibonacci_sphere", "regular_polytope"]
@@ -29,9 +30,7 @@ POLYTOPES: tuple[Polytope, ...] = get_args(Polytope)
 
 
 def _check_count(fn: str, n: int) -> int:
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise ValueError(f"{fn}: n must be an integer >= 1, got {n!r}")
-    return int(n)
+    return integer(n, "n", where=fn)
 
 
 def circle_angles_even(

@@ -59,8 +59,7 @@ class TokenSpec:
 
     def __post_init__(self) -> None:
         for name in ("K", "n_tokens", "P", "G", "L"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"TokenSpec.{name}={getattr(self, name)!r}: must be an integer >= 1")
+            integer(getattr(self, name), name, where="TokenSpec")
         if self.P > self.n_tokens:
             raise ValueError(f"TokenSpec.P={self.P}: must be <= n_tokens={self.n_tokens}")
         if self.L > self.K:

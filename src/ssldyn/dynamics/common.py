@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.checks import positive
+from ssldyn.checks import integer, positive
 from ssldyn.dynamics.trajectory import Trajectory
 
 __all__ = [
@@ -156,8 +156,7 @@ def embed(model: nn.Module, x: Tensor, *, batch_size: int = 1024, projection: bo
     for any other module ``model(x)``. Returns what the model returns, concatenated over the
     batches: ``(N, d)``, or ``(E, N, d)`` for an ensemble. The model's train/eval mode is restored.
     """
-    if batch_size < 1:
-        raise ValueError(f"embed: batch_size must be >= 1, got {batch_size}")
+    batch_size = integer(batch_size, "batch_size", where="embed")
     if x.shape[0] == 0:
         raise ValueError("embed: x is empty (0 samples)")
     fn: Callable[[Tensor], Tensor] = model

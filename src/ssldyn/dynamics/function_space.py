@@ -35,7 +35,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from ssldyn.checks import choice
+from ssldyn.checks import choice, integer
 from ssldyn.dynamics.common import Probes, Track, check_embedding_loss, check_lr, check_steps, drop_singleton_member
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -104,8 +104,8 @@ class NetworkKernel:
     ) -> None:
         from ssldyn.kernels.ntk import empirical_ntk
 
-        if refresh_every is not None and (isinstance(refresh_every, bool) or int(refresh_every) < 1):
-            raise ValueError(f"NetworkKernel: refresh_every must be an int >= 1 or None, got {refresh_every!r}")
+        if refresh_every is not None:
+            refresh_every = integer(refresh_every, "refresh_every", where="NetworkKernel")
         if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[0] == 0:
             raise ValueError(f"NetworkKernel: x must be a non-empty tensor (n, ...), got {getattr(x, 'shape', x)!r}")
         self.model, self.x, self.refresh_every = model, x, refresh_every

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import torch
 
-from ssldyn.checks import choice
+from ssldyn.checks import choice, integer
 
 __all__ = ["NonFiniteLossError", "check_finite", "LossGuard", "NoGuard", "resolve_guard"]
 
@@ -102,8 +102,8 @@ class LossGuard:
         policy: Literal["raise", "freeze"] = "raise",
         limit: float = math.inf,
     ) -> None:
-        if check_every is not None and check_every < 1:
-            raise ValueError(f"LossGuard: check_every must be >= 1 or None, got {check_every}")
+        if check_every is not None:
+            check_every = integer(check_every, "check_every", where="LossGuard")
         choice(policy, "policy", ("raise", "freeze"), where="LossGuard")
         if not limit > 0:
             raise ValueError(f"LossGuard: limit must be > 0, got {limit!r}")

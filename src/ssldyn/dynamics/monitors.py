@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.checks import choice
+from ssldyn.checks import choice, integer
 from ssldyn.dynamics.common import eval_mode, module_device, module_dtype, to_module
 from ssldyn.dynamics.q_ode import q_from_map, solve_reference
 from ssldyn.dynamics.ssl import _features
@@ -189,8 +189,7 @@ class NTKClassBlocks(_ModelMonitor):
             raise ValueError(
                 f"NTKClassBlocks: labels must have shape ({self.x.shape[0]},) like x, got {tuple(self.labels.shape)}"
             )
-        if int(n_perm) < 0:
-            raise ValueError(f"NTKClassBlocks: n_perm must be >= 0, got {n_perm}")
+        integer(n_perm, "n_perm", where="NTKClassBlocks", minimum=0)
         self.n_perm, self.seed = int(n_perm), int(seed)
         choice(implementation, "implementation", get_args(NTKImplementation), where="NTKClassBlocks")
         self.implementation: NTKImplementation = implementation

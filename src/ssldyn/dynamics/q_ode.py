@@ -48,7 +48,7 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
-from ssldyn.checks import choice
+from ssldyn.checks import choice, integer
 from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -254,8 +254,7 @@ def _check_budget(
     the Jacobian of eq. (9) at ``q = 0`` is ``−4Λ`` (spectral radius ``ρ = 4 max|λ|``), an explicit
     Runge–Kutta step is stable for ``h ρ ≲ radius`` (≈ 3.3 for dopri5, 6 for DOP853), so about
     ``|t_end − t_0| ρ / radius`` steps."""
-    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
-        raise ValueError(f"{fn}: max_steps must be an integer >= 1, got {max_steps!r}")
+    integer(max_steps, "max_steps", where=fn)
     lam_np = _float64(lam)
     rho = 4.0 * float(np.abs(lam_np).max(initial=0.0))
     span = abs(float(tn[-1]) - float(tn[0]))

@@ -64,7 +64,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.checks import choice, positive
+from ssldyn.checks import choice, integer, positive
 from ssldyn.dynamics.common import (
     EpochBatches,
     check_lr,
@@ -197,8 +197,8 @@ def train_ssl(
     if not callable(objective):
         raise ValueError(f"train_ssl: objective must be a callable (z1, z2) -> loss, got {type(objective).__name__}")
     augments = _augments(augment, views)
-    if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or int(checkpoint_every) < 1):
-        raise ValueError(f"train_ssl: checkpoint_every must be an int >= 1 or None, got {checkpoint_every!r}")
+    if checkpoint_every is not None:
+        checkpoint_every = integer(checkpoint_every, "checkpoint_every", where="train_ssl")
     if (checkpoint is None) != (checkpoint_every is None):
         raise ValueError("train_ssl: give checkpoint (a file) and checkpoint_every (updates) together")
     modules = [m for m in (model, head, predictor) if m is not None]
@@ -356,8 +356,7 @@ def _augments(augment: Any, views: int) -> list:
         if len(augment) < 2:
             raise ValueError(f"train_ssl: a list of augmentations needs one per view, at least 2; got {len(augment)}")
         return [as_augment(a) for a in augment]
-    if isinstance(views, bool) or not isinstance(views, int) or views < 2:
-        raise ValueError(f"train_ssl: views must be an int >= 2, got {views!r}")
+    views = integer(views, "views", where="train_ssl", minimum=2)
     aug = as_augment(augment)
     return [aug] * views
 
@@ -589,8 +588,8 @@ class _Checkpointer:
 def _check_settings(steps, batch_size, data, target_momentum, predictor) -> None:
     check_steps(steps)
     tensor_data = isinstance(data, (Tensor, np.ndarray))
-    if tensor_data and (batch_size is None or isinstance(batch_size, bool) or int(batch_size) < 2):
-        raise ValueError(f"train_ssl: batch_size must be an int >= 2 for tensor data, got {batch_size!r}")
+    if tensor_data:
+        integer(batch_size, "batch_size", where="train_ssl", minimum=2)
     if not tensor_data and batch_size is not None:
         raise ValueError("train_ssl: batch_size is set by the DataLoader; leave batch_size=None")
     if target_momentum is not None:

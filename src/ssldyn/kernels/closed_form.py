@@ -289,10 +289,7 @@ def block_structure(
     if K.dim() not in (2, 4) or K.shape[0] != K.shape[1] or (K.dim() == 4 and K.shape[2] != K.shape[3]):
         raise ValueError(f"block_structure: K must have shape (n, n) or (n, n, d, d), got {tuple(K.shape)}")
     _finite("block_structure", K=K)
-    if isinstance(n_perm, bool) or not isinstance(n_perm, int) or n_perm < 0:
-        raise ValueError(
-            f"block_structure: n_perm must be an integer >= 0 (label shuffles; 0: no z-score), got {n_perm!r}"
-        )
+    integer(n_perm, "n_perm", where="block_structure", minimum=0)
     labels = torch.as_tensor(labels).to(K.device)
     n = K.shape[0]
     if labels.shape != (n,):

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
 
-from ssldyn.checks import choice
+from ssldyn.checks import choice, integer
 from ssldyn.memory import available_memory
 from ssldyn.memory import fmt_bytes as _gb
 
@@ -179,8 +179,8 @@ def empirical_ntk(
     choice(mode, "mode", get_args(NTKMode), where="empirical_ntk")
     if mode == "diagonal" and x2 is not None:
         raise ValueError("empirical_ntk: mode='diagonal' computes K_ii and needs x2=None")
-    if chunk_size is not None and chunk_size < 1:
-        raise ValueError(f"empirical_ntk: chunk_size must be >= 1 or None, got {chunk_size}")
+    if chunk_size is not None:
+        chunk_size = integer(chunk_size, "chunk_size", where="empirical_ntk")
     _check_inputs("x1", x1)
     if x2 is not None:
         _check_inputs("x2", x2)

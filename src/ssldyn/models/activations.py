@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ssldyn.checks import choice
+from ssldyn.checks import choice, integer
 
 __all__ = ["Activation", "monomial", "get_activation"]
 
@@ -45,8 +45,7 @@ def _leaky(slope: float) -> Activation:
 
 def monomial(p: int) -> Activation:
     """h(x) = x^p, h'(x) = p x^{p-1}; homogeneous with c = 1/p."""
-    if p < 1:
-        raise ValueError(f"monomial power p={p}: must be an integer >= 1")
+    p = integer(p, "power p", where="monomial")
     return Activation(f"monomial{p}", lambda x: x**p, lambda x: p * x ** (p - 1), True, 1.0 / p)
 
 

@@ -24,6 +24,8 @@ from typing import Protocol
 
 import torch
 
+from ssldyn.checks import integer
+
 __all__ = ["EnsembleMember", "member_generators", "draw_members"]
 
 
@@ -41,8 +43,7 @@ def member_generators(
     Raises:
         ValueError: both ``seeds`` and ``generator``; ``seeds`` not one int per member.
     """
-    if ensemble < 1:
-        raise ValueError(f"ensemble must be >= 1, got {ensemble}")
+    ensemble = integer(ensemble, "ensemble")
     if seeds is None:
         return [generator] * ensemble
     if generator is not None:

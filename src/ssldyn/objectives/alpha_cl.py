@@ -26,6 +26,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from ssldyn.checks import integer
+
 from ._common import (
     SIMILARITIES,
     Similarity,
@@ -141,8 +143,7 @@ def _row_sums_and_laplacian(alpha: Tensor) -> tuple[Tensor, Tensor]:
 # --------------------------------------------------------------------------- pairwise importance
 def alpha_uniform(n: int, *, dtype: torch.dtype | None = None, device=None) -> Tensor:
     """Uniform pairwise importance ``α_ij ≡ 1`` of shape ``(n, n)`` (quadratic loss, ``nonlinearity`` Sec. 2)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"alpha_uniform: n must be a positive int, got {n!r}")
+    n = integer(n, "n", where="alpha_uniform")
     return torch.ones(n, n, dtype=dtype, device=device)
 
 

@@ -217,3 +217,16 @@ def test_integer_settings_share_the_rule():
         monomial(1.5)  # pyright: ignore[reportArgumentType]
     assert alpha_uniform(np.int64(3)).shape == (3, 3)  # was "n must be a positive int"
     assert fibonacci_sphere(np.int64(4)).shape == (4, 3)
+
+
+def test_more_settings_share_the_rules():
+    """PlainGD's lr let inf through (``not lr >= 0``); make_views truncated p = 1.5 to one positive."""
+    from ssldyn.data.moons import make_views
+    from ssldyn.dynamics import PlainGD
+
+    with pytest.raises(ValueError, match=r"^PlainGD: lr must be a finite number >= 0, got inf$"):
+        PlainGD([torch.zeros(2, requires_grad=True)], lr=math.inf)
+    with pytest.raises(ValueError, match=r"^make_views: p must be an integer >= 1, got 1\.5$"):
+        make_views(np.zeros((4, 2)), p=1.5)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ValueError, match=r"^make_views: q must be an integer >= 0, got -1$"):
+        make_views(np.zeros((4, 2)), q=-1)

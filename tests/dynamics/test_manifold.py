@@ -268,7 +268,7 @@ def test_plain_gd_is_the_step_of_sgd_step_bit_for_bit():
     PlainGD([W], lr=0.037).step()
     assert torch.equal(W.detach(), ref.detach())
     torch.testing.assert_close(W.detach(), W0 - 0.037 * G, rtol=0, atol=0)  # W − η∇W, η∇W rounded first
-    with pytest.raises(ValueError, match="lr must be >= 0"):
+    with pytest.raises(ValueError, match="lr must be a finite number >= 0"):
         PlainGD([W], lr=-1.0)
 
 

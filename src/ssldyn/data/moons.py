@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ssldyn.checks import nonnegative
+from ssldyn.checks import integer, nonnegative
 
 __all__ = ["SSLViews", "make_views", "half_moons"]
 
@@ -77,8 +77,7 @@ def make_views(
         raise ValueError(f"make_views: x must have shape (n, d) with n >= 2, got {xa.shape}")
     if not np.isfinite(xa).all():
         raise ValueError("make_views: x contains NaN or inf")
-    if int(p) < 1 or int(q) < 0:
-        raise ValueError(f"make_views: need p >= 1 and q >= 0, got p={p}, q={q}")
+    p, q = integer(p, "p", where="make_views"), integer(q, "q", where="make_views", minimum=0)
     noise_var = nonnegative(noise_var, "noise_var", where="make_views")
     n, d = xa.shape
     rng = np.random.default_rng(seed)

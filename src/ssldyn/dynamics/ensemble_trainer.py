@@ -115,8 +115,7 @@ class TokenRun:
 
     def __post_init__(self) -> None:
         choice(self.loss, "loss", LOSSES, where="TokenRun")
-        if self.beta < 1:
-            raise ValueError(f"TokenRun.beta={self.beta}: must be >= 1")
+        integer(self.beta, "beta", where="TokenRun")  # M = β·P filters
         positive(self.lr, "lr", where="TokenRun")
         positive(self.temperature, "temperature", where="TokenRun")
         nonnegative(self.weight_decay, "weight_decay", where="TokenRun")
@@ -435,8 +434,8 @@ def train_ensemble(
     No host-device synchronisation happens between logging steps: probe values stay on the
     device until the end, and the guard is read only when logging.
     """
-    if steps < 0 or every < 1:
-        raise ValueError(f"train_ensemble: steps must be >= 0 and every >= 1, got steps={steps}, every={every}")
+    integer(steps, "steps", where="train_ensemble", minimum=0)
+    integer(every, "every", where="train_ensemble")
     guard = guard if guard is not None else LossGuard(lazy=True, check_every=None)
     probes = dict(probes or {})
 

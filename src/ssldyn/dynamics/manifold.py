@@ -42,7 +42,7 @@ from typing import Any, Literal, get_args
 
 import torch
 
-from ssldyn.checks import choice, positive
+from ssldyn.checks import choice, nonnegative, positive
 from ssldyn.dynamics.common import Probes, Track, check_steps
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
@@ -175,8 +175,7 @@ class PlainGD(_GroupGD):
     """
 
     def __init__(self, params, lr: float) -> None:
-        if not lr >= 0:
-            raise ValueError(f"PlainGD: lr must be >= 0, got {lr}")
+        lr = nonnegative(lr, "lr", where="PlainGD")  # inf passed the hand-written check
         super().__init__(params, dict(lr=lr))
 
     def _update(self, group: dict[str, Any]) -> None:

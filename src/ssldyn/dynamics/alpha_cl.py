@@ -87,6 +87,27 @@ def _check_views(x: Tensor, x_pos: Tensor | None) -> None:
                              f"{tuple(x_pos.shape)}")  # fmt: skip
 
 
+def _population_weights(weights: Tensor, a: Tensor, a_pos: Tensor | None) -> Tensor:
+    """Population ``weights (N,)`` of the rows of ``a (..., N, p)`` as ``a``'s dtype and device: probabilities, and
+    only without augmentation (counts or signed weights give a matrix that is the covariance of no population)."""
+    if a_pos is not None:
+        raise ValueError("weights: only supported without augmentation (a_pos=None)")
+    p = weights.to(dtype=a.dtype, device=a.device)
+    if p.dim() != 1 or p.shape[0] != a.shape[-2]:
+        raise ValueError(f"weights: expected shape (N,) with N={a.shape[-2]}, got {tuple(p.shape)}")
+    return probabilities(p, "weights", where="contrastive covariance")
+
+
+def _check_population(weights: Tensor | None, x: Tensor, x_pos: Tensor | None, alpha) -> Tensor | None:
+    """The population weights of a batch, checked once where they enter (:func:`gated_covariance`,
+    :func:`make_A_fn`), so that an evaluation of ``A(w)`` does not check them again."""
+    if weights is None:
+        return None
+    if alpha is not None:
+        raise ValueError("weights: only supported with uniform alpha (alpha=None)")
+    return _population_weights(weights, x, x_pos)
+
+
 def _check_w(w: Tensor, d: int) -> Tensor:
     if not isinstance(w, Tensor) or w.dim() not in (1, 2) or w.shape[-1] != d:
         raise ValueError(
@@ -130,13 +151,7 @@ def uniform_contrastive_covariance(a: Tensor, a_pos: Tensor | None = None, weigh
         ``(..., p, p)``.
     """
     if weights is not None:
-        if a_pos is not None:
-            raise ValueError("weights: only supported without augmentation (a_pos=None)")
-        p = weights.to(dtype=a.dtype, device=a.device)
-        if p.dim() != 1 or p.shape[0] != a.shape[-2]:
-            raise ValueError(f"weights: expected shape (N,) with N={a.shape[-2]}, got {tuple(p.shape)}")
-        probabilities(p, "weights", where="contrastive covariance")  # counts or signed weights: not a covariance
-        return population_contrastive_covariance(a, p)  # Σ p_i a_i a_iᵀ − m mᵀ
+        return population_contrastive_covariance(a, _population_weights(weights, a, a_pos))  # Σ p_i a_i a_iᵀ − m mᵀ
     n = a.shape[-2]
     ac = a - a.mean(-2, keepdim=True)  # (..., N, p)
     cov = ac.mT @ ac / n  # (..., p, p)
@@ -196,8 +211,11 @@ def alpha_covariance(
 def _gated_covariance(
     x: Tensor, w: Tensor, act: Activation, x_pos: Tensor | None, alpha, weights: Tensor | None
 ) -> Tensor:
-    """``C_α[x̃^w]`` of checked inputs ``x``, ``x_pos`` (``w`` is checked by :func:`gated_input`)."""
+    """``C_α[x̃^w]`` of checked inputs ``x``, ``x_pos`` and ``weights`` (:func:`_check_population`; ``w`` is checked
+    by :func:`gated_input`)."""
     xt = gated_input(x, w, act)  # (..., N, d)
+    if weights is not None:  # population mode: uniform α, no augmentation
+        return population_contrastive_covariance(xt, weights)  # Σ p_i x̃_i x̃_iᵀ − m mᵀ
     xt_pos = None if x_pos is None else gated_input(x_pos, w, act)
     return alpha_covariance(xt, xt_pos, alpha=_alpha_at(alpha, w), weights=weights)
 
@@ -224,7 +242,7 @@ def gated_covariance(
     _check_views(x, x_pos)
     _check_w(w, x.shape[-1])
     act = get_activation(activation)
-    return _gated_covariance(x, w, act, x_pos, alpha, weights)
+    return _gated_covariance(x, w, act, x_pos, alpha, _check_population(weights, x, x_pos, alpha))
 
 
 def make_A_fn(
@@ -237,9 +255,10 @@ def make_A_fn(
 ) -> AFn:
     """The map ``w -> A(w)`` on a fixed batch (what :func:`power_iteration` and the probes take).
 
-    The batch (``x``, ``x_pos``) is checked once, here, not at every evaluation of ``A``.
+    The batch (``x``, ``x_pos``, ``weights``) is checked once, here, not at every evaluation of ``A``.
     """
     _check_views(x, x_pos)
+    weights = _check_population(weights, x, x_pos, alpha)
     act = get_activation(activation)
 
     def A_fn(w: Tensor) -> Tensor:

@@ -249,10 +249,9 @@ def vanilla_gradient_descent(
 
     Same arguments and result as :func:`function_space_flow`; projected onto the sphere by default.
     """
-    _check_inputs(z0, None)
-    n = z0.shape[-2]
 
     def identity_kernel(step: int, z: Tensor) -> Tensor | None:
+        n = z.shape[-2]  # z0 was checked by function_space_flow before the first step
         return torch.eye(n, dtype=z.dtype, device=z.device) * n if step == 0 else None
 
     return function_space_flow(z0, loss_fn, identity_kernel, steps=steps, lr=lr, project=project, **kw)

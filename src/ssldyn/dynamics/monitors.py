@@ -189,8 +189,7 @@ class NTKClassBlocks(_ModelMonitor):
             raise ValueError(
                 f"NTKClassBlocks: labels must have shape ({self.x.shape[0]},) like x, got {tuple(self.labels.shape)}"
             )
-        integer(n_perm, "n_perm", where="NTKClassBlocks", minimum=0)
-        self.n_perm, self.seed = int(n_perm), int(seed)
+        self.n_perm, self.seed = integer(n_perm, "n_perm", where="NTKClassBlocks", minimum=0), int(seed)
         choice(implementation, "implementation", get_args(NTKImplementation), where="NTKClassBlocks")
         self.implementation: NTKImplementation = implementation
         self.chunk_size = chunk_size

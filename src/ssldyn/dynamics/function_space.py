@@ -144,8 +144,9 @@ def _check_kernel_shape(kernel: Any, z: Tensor, what: str, zname: str = "z") -> 
     if shape is None or not (
         (len(shape) >= 4 and shape[-4:] == (n, n, d, d)) or (len(shape) >= 2 and shape[-2:] == (n, n))
     ):
-        raise ValueError(f"function_space_flow: {what} of shape {shape if shape is not None else type(kernel).__name__} "
-                         f"does not fit {zname} of shape {tuple(z.shape)}: expected (n, n) or (n, n, d, d) with n={n}, d={d}")  # fmt: skip
+        got = shape if shape is not None else type(kernel).__name__
+        raise ValueError(f"function_space_flow: {what} of shape {got} does not fit {zname} of shape {tuple(z.shape)}: "
+                         f"expected (n, n) or (n, n, d, d) with n={n}, d={d}")  # fmt: skip
 
 
 def _check_inputs(z0: Tensor, kernel: Any) -> None:

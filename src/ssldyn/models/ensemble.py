@@ -57,10 +57,10 @@ class EnsembleLinear(nn.Module):
     Initialisation per member matches ``nn.Linear`` (Kaiming-uniform with a=√5, i.e. weight and bias
     ``U(−1/√in, 1/√in)``) when ``init="torch"``; ``init="torch64"`` draws the same law in float64 and
     rounds it to the parameters' dtype (:func:`uniform64_`, the image encoders' rule); ``init="normal"``
-    draws the weight from N(0, std²) (the bias, if any, ``nn.Linear``'s uniform). Members are drawn by the seeding rule of :mod:`ssldyn.models.seeding` (``seeds=``
-    one per member, or ``generator=`` drawing member 0's weight and bias, then member 1's, …);
-    ``draw=False`` leaves them to the caller (:meth:`init_member`, for models that draw a whole
-    member across several layers).
+    draws the weight from N(0, std²) (the bias, if any, ``nn.Linear``'s uniform). Members are drawn
+    by the seeding rule of :mod:`ssldyn.models.seeding` (``seeds=`` one per member, or ``generator=``
+    drawing member 0's weight and bias, then member 1's, …); ``draw=False`` leaves them to the caller
+    (:meth:`init_member`, for models that draw a whole member across several layers).
     """
 
     def __init__(

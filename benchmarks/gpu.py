@@ -28,8 +28,16 @@ Targets (issue 31, one H100/H200): paper-scale reproduce of all experiments <= 3
 grid at 5000 steps <= 15 s; nonlinearity.fig12 <= 20 s; variational.fig1 <= 30 s; quick reproduce on
 the GPU no slower than on the CPU (the README's quick_total_s).
 
-Usage: python benchmarks/gpu.py [--json PATH] [--skip STEP ...] [--timeout-s S]
+Usage: python benchmarks/gpu.py [--json PATH] [--skip STEP ...] [--order STEP,...] [--timeout-s S]
+                                [--deadline-s S] [--log-dir DIR]
        STEP: tests, quick, paper, token_grid, fig12, fig1
+
+A device lease is short, so the steps can be ordered (``--order``, default the order above) and
+bounded together: ``--deadline-s`` is the wall-clock budget of the whole script, and each step's
+process gets ``min(--timeout-s, what is left)``. A step cut off by its bound is recorded with
+``rc`` 124; a reproduce cut off keeps the per-experiment figures of the runs it finished
+(``partial: true``). With ``--json`` the object is written again after every step, so what was
+measured survives the script being killed; ``--log-dir`` keeps each step's whole output.
 """
 
 from __future__ import annotations
@@ -165,11 +173,17 @@ def _env() -> dict[str, str]:
 
 def _timed(cmd: list[str], timeout_s: float) -> tuple[float, int, str]:
     t0 = time.perf_counter()
+    if timeout_s <= 0:
+        return 0.0, 124, "not started: no time left before the deadline"
     try:
         done = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False)
         rc, out = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as e:
-        rc, out = 124, f"timed out after {timeout_s} s: {e}"
+
+        def text(b: bytes | str | None) -> str:
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+
+        rc, out = 124, text(e.stdout) + text(e.stderr) + f"\ntimed out after {timeout_s:.0f} s"
     return time.perf_counter() - t0, rc, out
 
 
@@ -180,6 +194,8 @@ def _store_figures(out: Path) -> dict[str, Any]:
     per_exp: dict[str, float] = {}
     claims: dict[str, str] = {}
     passed = evaluated = 0
+    if not out.is_dir():
+        return {"per_exp_s": per_exp, "claims": claims, "claims_total": None}
     for r in load(out).records:
         per_exp[r.experiment] = float(r.meta["run_seconds"])
         ev = [c for c in r.claims if c.status in ("pass", "fail")]
@@ -193,37 +209,66 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "ssldyn.lab.cli", *args]
 
 
-def measure(skip: set[str], timeout_s: float, log: dict[str, Any]) -> dict[str, Any]:
+class _Clock:
+    """The per-step bound: ``min(timeout_s, what is left of deadline_s)`` (no deadline: timeout_s)."""
+
+    def __init__(self, timeout_s: float, deadline_s: float | None) -> None:
+        self.timeout_s, self.t_end = timeout_s, None if deadline_s is None else time.perf_counter() + deadline_s
+
+    def bound(self) -> float:
+        return self.timeout_s if self.t_end is None else min(self.timeout_s, self.t_end - time.perf_counter())
+
+
+def measure(
+    steps: list[str],
+    clock: _Clock,
+    log: dict[str, Any],
+    on_step: Any = None,
+    log_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Run ``steps`` in order (each bounded by ``clock``); ``on_step(measured)`` after each one."""
     measured: dict[str, Any] = {}
+
+    def keep(step: str, out: str) -> None:
+        if log_dir is not None:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            (log_dir / f"{step}.log").write_text(out, encoding="utf-8")
+
     with tempfile.TemporaryDirectory() as tmp:
-        if "tests" not in skip:
-            wall, rc, out = _timed([sys.executable, "-m", "pytest", "-q", "-k", "cuda", "-p", "no:cacheprovider",
-                                    *CUDA_TESTS], timeout_s)  # fmt: skip
-            tail = out.strip().splitlines()[-1] if out.strip() else ""
-            log["tests"] = {"wall_s": round(wall, 1), "rc": rc, "summary": tail}
-        for preset in ("quick", "paper"):
-            if preset in skip:
-                continue
-            store = Path(tmp) / preset
-            args = ["reproduce", "--device", "cuda", "--jobs", "1", "--out", str(store)]
-            wall, rc, out = _timed(_cli(*args, *(["--quick"] if preset == "quick" else [])), timeout_s)
-            log[preset] = {"rc": rc, "tail": out[-500:] if rc else ""}
-            measured[preset] = {"total_s": wall, **_store_figures(store)}
-        if "token_grid" not in skip:
-            cmd = [sys.executable, str(ROOT / "benchmarks" / "token_grid.py"), "--device", "cuda", "--steps", "5000",
-                   "--single-sample", "2", "--compile"]  # fmt: skip
-            wall, rc, out = _timed(cmd, timeout_s)
-            line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("{")), "{}")
-            log["token_grid"] = {"rc": rc, "wall_s": round(wall, 1), "json": json.loads(line)}
-            measured["token_grid"] = {k: v for k, v in json.loads(line).items() if k.startswith("grid_")}
-        for key, name in (("fig12", "nonlinearity.fig12"), ("fig1", "variational.fig1")):
-            if key in skip:
-                continue
-            store = Path(tmp) / key
-            wall, rc, out = _timed(_cli("run", name, "--device", "cuda", "--out", str(store)), timeout_s)
-            figs = _store_figures(store)
-            log[key] = {"rc": rc, "run_s": figs["per_exp_s"].get(name), "tail": out[-500:] if rc else ""}
-            measured[key] = {"wall_s": wall, "claims": figs["claims"].get(name)}
+        for step in steps:
+            print(f"[gpu.py] {step}: bound {clock.bound():.0f} s", file=sys.stderr, flush=True)
+            if step == "tests":
+                wall, rc, out = _timed([sys.executable, "-m", "pytest", "-q", "-k", "cuda", "-p", "no:cacheprovider",
+                                        *CUDA_TESTS], clock.bound())  # fmt: skip
+                tail = out.strip().splitlines()[-1] if out.strip() else ""
+                log["tests"] = {"wall_s": round(wall, 1), "rc": rc, "summary": tail}
+            elif step in ("quick", "paper"):
+                store = Path(tmp) / step
+                args = ["reproduce", "--device", "cuda", "--jobs", "1", "--out", str(store)]
+                wall, rc, out = _timed(_cli(*args, *(["--quick"] if step == "quick" else [])), clock.bound())
+                figs = _store_figures(store)
+                log[step] = {"rc": rc, "wall_s": round(wall, 1), "tail": out[-500:] if rc else ""}
+                # a reproduce cut off by its bound keeps what it finished, but has no total time
+                measured[step] = {"total_s": None if rc == 124 else wall, **figs, "partial": rc == 124}
+            elif step == "token_grid":
+                cmd = [sys.executable, str(ROOT / "benchmarks" / "token_grid.py"), "--device", "cuda", "--steps",
+                       "5000", "--single-sample", "2", "--compile"]  # fmt: skip
+                wall, rc, out = _timed(cmd, clock.bound())
+                line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("{")), "{}")
+                rec = json.loads(line)
+                log["token_grid"] = {"rc": rc, "wall_s": round(wall, 1), "json": rec, "tail": out[-500:] if rc else ""}
+                measured["token_grid"] = {k: v for k, v in rec.items() if k.startswith("grid_")}
+            else:
+                name = {"fig12": "nonlinearity.fig12", "fig1": "variational.fig1"}[step]
+                store = Path(tmp) / step
+                wall, rc, out = _timed(_cli("run", name, "--device", "cuda", "--out", str(store)), clock.bound())
+                figs = _store_figures(store)
+                log[step] = {"rc": rc, "run_s": figs["per_exp_s"].get(name), "tail": out[-500:] if rc else ""}
+                if name in figs["per_exp_s"]:
+                    measured[step] = {"wall_s": wall, "claims": figs["claims"].get(name)}
+            keep(step, out)
+            if on_step is not None:
+                on_step(measured)
     return measured
 
 
@@ -231,8 +276,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", type=Path, default=None, help="also write the JSON object to this file")
     ap.add_argument("--skip", action="append", default=[], choices=STEPS, help="leave a step out")
+    ap.add_argument("--order", default=",".join(STEPS), help="the steps, comma-separated, in the order to run them")
     ap.add_argument("--timeout-s", type=float, default=3600.0, help="bound on each step's process")
+    ap.add_argument("--deadline-s", type=float, default=None, help="wall-clock budget of all the steps together")
+    ap.add_argument("--log-dir", type=Path, default=None, help="keep each step's whole output here")
     args = ap.parse_args(argv)
+    order = [s.strip() for s in args.order.split(",") if s.strip()]
+    bad = [s for s in order if s not in STEPS]
+    if bad or len(set(order)) != len(order):
+        ap.error(f"--order {args.order!r}: each step at most once, allowed steps are {', '.join(STEPS)}")
     import torch
 
     if not torch.cuda.is_available():
@@ -240,20 +292,26 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"benchmark": "gpu", "skipped": True, "reason": f"{why} (torch {torch.__version__})"}))
         return 0
     log: dict[str, Any] = {}
-    measured = measure(set(args.skip), args.timeout_s, log)
-    rec = {
-        "benchmark": "gpu",
-        "skipped": False,
-        "device": torch.cuda.get_device_name(0),
-        "machine": f"{platform.machine()} {os.cpu_count()} cores",
-        "torch": torch.__version__,
-        "table": assemble_table(cpu_figures(README.read_text(encoding="utf-8")), measured),
-        "steps": log,
-    }
-    text = json.dumps(rec)
-    if args.json is not None:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    cpu = cpu_figures(README.read_text(encoding="utf-8"))
+
+    def record(measured: dict[str, Any]) -> str:
+        rec = {
+            "benchmark": "gpu",
+            "skipped": False,
+            "device": torch.cuda.get_device_name(0),
+            "machine": f"{platform.machine()} {os.cpu_count()} cores",
+            "torch": torch.__version__,
+            "table": assemble_table(cpu, measured),
+            "steps": log,
+        }
+        text = json.dumps(rec)
+        if args.json is not None:
+            args.json.write_text(text + "\n", encoding="utf-8")
+        return text
+
+    steps = [s for s in order if s not in set(args.skip)]
+    measured = measure(steps, _Clock(args.timeout_s, args.deadline_s), log, on_step=record, log_dir=args.log_dir)
+    print(record(measured))
     return 0
 
 

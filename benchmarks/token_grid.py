@@ -9,7 +9,8 @@ Prints ONE JSON line with
   a sample of ``--single-sample`` runs spread over the widths M (linear fit of time vs M) × ``--steps`` steps.
 - ``speedup`` = single / grid; ``gflops``: executed matmul FLOPs of the ensemble path per second
   (the token-space path of ``EnsembleRFNet.forward_pair``: table matmuls, BN statistics from
-  counts, the loss); ``peak_gflops``: a 2048² float32 matmul in this process with the same threads;
+  counts, the loss); ``peak_gflops``: a float32 matmul on the same device (2048² with the same threads
+  on the CPU, 8192² on a GPU);
   ``frac_peak`` = gflops / peak.
 - ``model_gflops`` / ``mfu``: *model* FLOPs per second — the FLOPs of the network's per-sample
   forward + backward (first layer on dense inputs, V, its two gradients, the loss), which is what
@@ -53,13 +54,23 @@ from ssldyn.models.rf_net import token_path
 FULL_STEPS = 5000
 
 
-def matmul_peak(n: int = 2048, reps: int = 8) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_peak(device: torch.device, reps: int = 8) -> float:
+    """GFLOP/s of a float32 matmul on ``device`` (the grid's dtype and matmul precision): 2048² on the CPU,
+    8192² on a GPU (2048² is too small to fill one), synchronised before each clock read."""
+    n = 8192 if device.type == "cuda" else 2048
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     for _ in range(2):
         a @ b
+    sync()
     t = time.perf_counter()
     for _ in range(reps):
         a @ b
+    sync()
     return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
 
 
@@ -144,7 +155,7 @@ def main() -> None:
     keep_heap_pad()  # as the grid's workers: the E = 1 baseline below runs in this process
     torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
-    peak = matmul_peak()
+    peak = matmul_peak(dev)  # on the device the grid runs on (before 2026-12-04: always the CPU)
     runs = make_runs(
         losses=["infonce", "quadratic"],
         activations=["linear", "relu", "leaky_relu", "quadratic"],

@@ -105,3 +105,24 @@ def test_without_cuda_one_json_line_says_skipped_and_why():
     assert len(lines) == 1
     rec = json.loads(lines[0])
     assert rec["benchmark"] == "gpu" and rec["skipped"] is True and rec["reason"]
+
+
+def test_a_step_is_bounded_by_what_is_left_of_the_deadline():
+    clock = gpu._Clock(timeout_s=100.0, deadline_s=2.0)
+    assert 1.5 < clock.bound() <= 2.0  # the deadline, not the per-step timeout
+    assert gpu._Clock(timeout_s=3.0, deadline_s=50.0).bound() == 3.0  # the per-step timeout
+    assert gpu._Clock(timeout_s=3.0, deadline_s=None).bound() == 3.0
+    wall, rc, out = gpu._timed([sys.executable, "-c", "pass"], 0.0)  # nothing left: not started
+    assert (wall, rc) == (0.0, 124) and "not started" in out
+
+
+def test_a_step_cut_off_keeps_its_output_and_reads_124():
+    code = "import sys, time; print('started', flush=True); time.sleep(30)"
+    wall, rc, out = gpu._timed([sys.executable, "-c", code], 3.0)
+    assert rc == 124 and wall < 20 and "started" in out and "timed out after 3 s" in out
+
+
+def test_bad_order_is_one_error_naming_the_steps():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--order", "tests,tests"],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 2 and "--order 'tests,tests': each step at most once" in done.stderr

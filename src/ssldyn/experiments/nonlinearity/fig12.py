@@ -219,7 +219,9 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
     # members: [noaug × S, aug × S, noaug with the linear activation × S (the control of Fig. 12)];
     # member c·S + i belongs to seed ctx.seeds[i]
     E = len(MEMBERS) * S
-    aug_member = torch.tensor([m == "aug" for m in MEMBERS for _ in range(S)], device=dev)
+    # the two views of member c·S + i: seed i's clean view (0) for both, or its two crops (1, 2) when augmented
+    view_of = torch.tensor([[1, 2] if m == "aug" else [0, 0] for m in MEMBERS for _ in range(S)], device=dev)  # (E, 2)
+    seed_of = torch.tensor([i for _ in MEMBERS for i in range(S)], device=dev)  # (E,)
     acts = [cfg.activation if m != "noaug_linear" else "linear" for m in MEMBERS for _ in range(S)]
     net = EnsembleRFNet(
         4,
@@ -242,30 +244,37 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
     W0 = net.W.detach().cpu().clone()  # (E, 4, M, 196)
     perms = [torch.randperm(N, generator=g) for g in gens]
     pos = [0] * S
-    views: list[torch.Tensor] = []  # 2 × (n, E, B, 4, 196): the two views of the current chunk's steps
+    views: list[torch.Tensor] = []  # [(n, 3, S, B, 4, 196)]: per seed, the clean view and two crops of n steps
 
-    def next_chunk(n: int) -> list[torch.Tensor]:
-        """The two views of ``n`` steps for every member, made in one batched call per seed."""
+    def draw(i: int, g: torch.Generator, count: int) -> torch.Tensor:
+        """The next ``count`` image indices of seed ``i``: epochs of seeded permutations, a new one drawn
+        when the last is used up and another index is needed ("start a new pass if needed")."""
+        parts = []
+        while count > 0:
+            if pos[i] == N:
+                perms[i], pos[i] = torch.randperm(N, generator=g), 0
+            take = min(count, N - pos[i])
+            parts.append(perms[i][pos[i] : pos[i] + take])
+            pos[i], count = pos[i] + take, count - take
+        return torch.cat(parts)  # (count,)
+
+    def next_chunk(n: int) -> torch.Tensor:
+        """The clean view and the two crops of ``n`` steps for every seed, made in one batched call per seed.
+        Members are not materialised here: :func:`step` picks each member's views (E = 3S would copy the
+        chunk E times, and the copies cost more than the training steps they feed)."""
         qs = []
         for i, g in enumerate(gens):
-            idx = []
-            for _ in range(n * B):  # epochs of seeded permutations ("start a new pass if needed")
-                if pos[i] == N:
-                    perms[i], pos[i] = torch.randperm(N, generator=g), 0
-                idx.append(perms[i][pos[i]])
-                pos[i] += 1
-            x = images[torch.stack(idx).to(dev)]  # (n·B, 1, 28, 28)
-            qs.append([image_quadrants(_standardize(v)).view(n, B, 4, 196) for v in (x, crop(x, g), crop(x, g))])
-        q0, q1, q2 = (torch.stack([q[j] for q in qs], 1) for j in range(3))  # (n, S, B, 4, 196)
-        q0, q1, q2 = (q.repeat(1, len(MEMBERS), 1, 1, 1) for q in (q0, q1, q2))  # (n, E, B, 4, 196): c·S + i
-        aug = aug_member.view(1, E, 1, 1, 1)
-        return [torch.where(aug, q1, q0), torch.where(aug, q2, q0)]
+            x = images[draw(i, g, n * B).to(dev)]  # (n·B, 1, 28, 28)
+            v3 = (x, crop(x, g), crop(x, g))  # the clean view, then the two crops (in the generator's order)
+            q = [image_quadrants(_standardize(v)).view(n, B, 4, 196) for v in v3]  # 3 × (n, B, 4, 196)
+            qs.append(torch.stack(q, 1))  # (n, 3, B, 4, 196)
+        return torch.stack(qs, 2)  # (n, 3, S, B, 4, 196)
 
     def step(net: EnsembleRFNet, t: int) -> tuple[EnsembleRFNet, torch.Tensor]:
         if t % cfg.chunk == 0:
             views.clear()  # the last chunk's views are freed before the next are made
-            views.extend(next_chunk(min(cfg.chunk, cfg.steps - t)))
-        x = torch.stack([v[t % cfg.chunk] for v in views], 1)  # (E, 2, B, 4, 196)
+            views.append(next_chunk(min(cfg.chunk, cfg.steps - t)))
+        x = views[0][t % cfg.chunk][view_of, seed_of[:, None]]  # (E, 2, B, 4, 196)
         z = net.forward_pair(x)  # (E, 2, B, out)
         return net, info_nce(z[:, 0], z[:, 1], cfg.temperature, negatives="view1")  # (E,)
 
@@ -389,15 +398,17 @@ class _RFMnistBase(Experiment):
 
     @classmethod
     def peak_memory(cls, cfg: RFMnistConfig, n_seeds: int) -> tuple[int, str]:
-        """``BASE + 0.2 GB + 8 · n·B·E·784·4 + 4 · N·784·4`` bytes: the two views of a chunk of
-        ``n = min(chunk, steps)`` steps for the ``E = 3·n_seeds`` members (float32, (n, E, 2, B, 4, 196)) are
-        built from their quadrants and crops, ≈ 8 copies of ``(n, E, B, 784)`` live at once; the ``N`` images
-        (``n_train``, at most the 5,000 offline digits without ``data_dir``) ≈ 4 copies (load, standardise,
-        patches). Measured (3 seeds, max RSS): 1.03 GB at the quick preset (n = 256, B = 8: estimate 1.27 GB),
-        1.79 GB at n = 768 (estimate 2.20 GB), 2.06 GB with B = 32 (estimate 2.66 GB): 6.6 copies per chunk step."""
+        """``BASE + 0.2 GB + 5 · n·B·E·784·4 + 4 · N·784·4`` bytes: the clean view and the two crops of a chunk of
+        ``n = min(chunk, steps)`` steps for the ``n_seeds`` seeds (float32, (n, 3, n_seeds, B, 4, 196): as many
+        values as ``(n, E, B, 784)`` for the ``E = 3·n_seeds`` members) are built per seed and stacked, ≈ 3–4
+        copies live at once, 5 with margin; the ``N`` images (``n_train``, at most the 5,000 offline digits
+        without ``data_dir``) ≈ 4 copies (load, standardise, patches). Measured (3 seeds, max RSS, 2026-12-04):
+        0.70 GB at the quick preset (n = 256, B = 8: estimate 1.30 GB), 1.09 GB at n = 768 (estimate 1.88 GB),
+        1.42 GB with B = 32 (estimate 2.17 GB): 3.4–4.2 copies per chunk step (6.6 before the members' views
+        were picked per step instead of materialised per chunk: 0.90 GB at the quick preset)."""
         n, E = min(cfg.chunk, cfg.steps), len(MEMBERS) * n_seeds
         N = cfg.n_train if cfg.data_dir else min(cfg.n_train, 5000)
-        return int(PROCESS_BASELINE + 0.2e9 + 8 * n * cfg.batch * E * 784 * F32 + 4 * N * 784 * F32), "chunk"
+        return int(PROCESS_BASELINE + 0.2e9 + 5 * n * cfg.batch * E * 784 * F32 + 4 * N * 784 * F32), "chunk"
 
     def run(self, cfg: RFMnistConfig, ctx: Context) -> list[Result]:
         return train_rf_mnist(cfg, ctx)

@@ -29,7 +29,7 @@ grid at 5000 steps <= 15 s; nonlinearity.fig12 <= 20 s; variational.fig1 <= 30 s
 the GPU no slower than on the CPU (the README's quick_total_s).
 
 Usage: python benchmarks/gpu.py [--json PATH] [--skip STEP ...] [--order STEP,...] [--timeout-s S]
-                                [--deadline-s S] [--log-dir DIR]
+                                [--deadline-s S] [--log-dir DIR] [--only EXP ...]
        STEP: tests, quick, paper, token_grid, fig12, fig1
 
 A device lease is short, so the steps can be ordered (``--order``, default the order above) and
@@ -38,6 +38,8 @@ process gets ``min(--timeout-s, what is left)``. A step cut off by its bound is 
 ``rc`` 124; a reproduce cut off keeps the per-experiment figures of the runs it finished
 (``partial: true``). With ``--json`` the object is written again after every step, so what was
 measured survives the script being killed; ``--log-dir`` keeps each step's whole output.
+``--only EXP`` (repeatable) limits the two reproduce steps to those experiments (``reproduce --only``),
+for a lease too short for all of them; the paper-scale total is then that subset's.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +137,8 @@ def assemble_table(cpu: dict[str, Any], measured: dict[str, Any]) -> list[dict[s
     """One row per experiment and preset, then the aggregate rows (see the module docstring).
 
     ``cpu``: :func:`cpu_figures`. ``measured``: what this run measured, each key optional —
-    ``quick`` / ``paper``: ``{"total_s": s, "per_exp_s": {name: s}, "claims": {name: "p/n"}, "claims_total": "p/n"}``;
+    ``quick`` / ``paper``: ``{"total_s": s, "per_exp_s": {name: s}, "claims": {name: "p/n"}, "claims_total": "p/n",
+    "only": [name, ...]}`` (``only``: the subset run with ``--only``; absent or empty: all);
     ``token_grid``: ``{"grid_wall_s": s, "grid_extrapolated": bool}``; ``fig12`` / ``fig1``:
     ``{"wall_s": s, "claims": "p/n"}``. A missing measurement gives ``gpu_s`` None (and ``meets`` None).
     """
@@ -150,10 +154,19 @@ def assemble_table(cpu: dict[str, Any], measured: dict[str, Any]) -> list[dict[s
     q, p = measured.get("quick", {}), measured.get("paper", {})
     quick_target = cpu.get("quick_total_s")
     rows.append(_row("reproduce --quick", "quick", quick_target, q.get("total_s"), q.get("claims_total"), quick_target))
-    paper_cpu = [v["paper"] for v in cpu["experiments"].values()]
+    # a subset (gpu.py --only): its own CPU sum, and the all-experiments target does not apply
+    only = p.get("only") or []
+    paper_cpu = [cpu["experiments"].get(n, {}).get("paper") for n in only] or [
+        v["paper"] for v in cpu["experiments"].values()
+    ]
     paper_cpu_sum = round(sum(paper_cpu), 1) if paper_cpu and all(v is not None for v in paper_cpu) else None
-    rows.append(_row("reproduce (paper scale, all experiments)", "paper", paper_cpu_sum, p.get("total_s"),
-                     p.get("claims_total"), TARGETS_S["reproduce (paper scale, all experiments)"]))  # fmt: skip
+    name = (
+        f"reproduce (paper scale, {len(only)} experiments: --only)"
+        if only
+        else "reproduce (paper scale, all experiments)"
+    )
+    rows.append(_row(name, "paper", paper_cpu_sum, p.get("total_s"), p.get("claims_total"),
+                     None if only else TARGETS_S["reproduce (paper scale, all experiments)"]))  # fmt: skip
     tg = measured.get("token_grid", {})
     rows.append(_row("token grid (384 runs, 5000 steps)", "paper", cpu.get("token_grid_s"), tg.get("grid_wall_s"),
                      None, TARGETS_S["token grid (384 runs, 5000 steps)"]))  # fmt: skip
@@ -219,12 +232,19 @@ class _Clock:
         return self.timeout_s if self.t_end is None else min(self.timeout_s, self.t_end - time.perf_counter())
 
 
+def reproduce_args(preset: str, store: Path, only: Sequence[str] = ()) -> list[str]:
+    """The ``ssldyn reproduce`` arguments of the ``quick`` / ``paper`` step (``only``: ``--only`` each)."""
+    args = ["reproduce", "--device", "cuda", "--jobs", "1", "--out", str(store)]
+    return args + (["--quick"] if preset == "quick" else []) + [a for e in only for a in ("--only", e)]
+
+
 def measure(
     steps: list[str],
     clock: _Clock,
     log: dict[str, Any],
     on_step: Any = None,
     log_dir: Path | None = None,
+    only: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run ``steps`` in order (each bounded by ``clock``); ``on_step(measured)`` after each one."""
     measured: dict[str, Any] = {}
@@ -244,12 +264,12 @@ def measure(
                 log["tests"] = {"wall_s": round(wall, 1), "rc": rc, "summary": tail}
             elif step in ("quick", "paper"):
                 store = Path(tmp) / step
-                args = ["reproduce", "--device", "cuda", "--jobs", "1", "--out", str(store)]
-                wall, rc, out = _timed(_cli(*args, *(["--quick"] if step == "quick" else [])), clock.bound())
+                wall, rc, out = _timed(_cli(*reproduce_args(step, store, only)), clock.bound())
                 figs = _store_figures(store)
                 log[step] = {"rc": rc, "wall_s": round(wall, 1), "tail": out[-500:] if rc else ""}
                 # a reproduce cut off by its bound keeps what it finished, but has no total time
-                measured[step] = {"total_s": None if rc == 124 else wall, **figs, "partial": rc == 124}
+                measured[step] = {"total_s": None if rc == 124 else wall, **figs, "partial": rc == 124,
+                                  "only": list(only)}  # fmt: skip
             elif step == "token_grid":
                 cmd = [sys.executable, str(ROOT / "benchmarks" / "token_grid.py"), "--device", "cuda", "--steps",
                        "5000", "--single-sample", "2", "--compile"]  # fmt: skip
@@ -280,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-s", type=float, default=3600.0, help="bound on each step's process")
     ap.add_argument("--deadline-s", type=float, default=None, help="wall-clock budget of all the steps together")
     ap.add_argument("--log-dir", type=Path, default=None, help="keep each step's whole output here")
+    ap.add_argument("--only", action="append", default=[], metavar="EXP", help="reproduce steps: only this experiment")
     args = ap.parse_args(argv)
     order = [s.strip() for s in args.order.split(",") if s.strip()]
     bad = [s for s in order if s not in STEPS]
@@ -310,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         return text
 
     steps = [s for s in order if s not in set(args.skip)]
-    measured = measure(steps, _Clock(args.timeout_s, args.deadline_s), log, on_step=record, log_dir=args.log_dir)
+    measured = measure(
+        steps, _Clock(args.timeout_s, args.deadline_s), log, on_step=record, log_dir=args.log_dir, only=args.only
+    )
     print(record(measured))
     return 0
 

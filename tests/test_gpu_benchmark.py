@@ -126,3 +126,20 @@ def test_bad_order_is_one_error_naming_the_steps():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--order", "tests,tests"],
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 2 and "--order 'tests,tests': each step at most once" in done.stderr
+
+
+def test_a_subset_of_the_paper_reproduce_is_compared_with_its_own_cpu_sum_and_no_target():
+    cpu = gpu.cpu_figures(README_SNIPPET)
+    only = ["grassmann.fig2", "nonlinearity.fig12"]
+    rows = gpu.assemble_table(cpu, {"paper": {"total_s": 40.4, "only": only}})
+    sub = next(r for r in rows if r["experiment"].startswith("reproduce (paper"))
+    assert sub["experiment"] == "reproduce (paper scale, 2 experiments: --only)"
+    assert sub["cpu_s"] == pytest.approx(193.8 + 210.2) and sub["speedup"] == pytest.approx(404.0 / 40.4, abs=0.005)
+    assert "target_s" not in sub  # the 300 s target is for all experiments
+    assert gpu.reproduce_args("paper", Path("/s"), only) == [
+        "reproduce", "--device", "cuda", "--jobs", "1", "--out", "/s", "--only", "grassmann.fig2", "--only",
+        "nonlinearity.fig12",
+    ]  # fmt: skip
+    assert gpu.reproduce_args("quick", Path("/s")) == [
+        "reproduce", "--device", "cuda", "--jobs", "1", "--out", "/s", "--quick"
+    ]  # fmt: skip

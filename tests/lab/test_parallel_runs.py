@@ -98,3 +98,16 @@ def test_a_store_that_cannot_be_written_is_one_error_naming_out_with_one_job_or_
     where["file"] = "/elsewhere/x"
     with pytest.raises(PermissionError):
         execute(specs, tmp_path / "store", jobs=1)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_run_asked_for_twice_is_computed_once(tmp_path, jobs):
+    """Two robustness maps can share a grid point: the same spec twice in one batch. It used to be computed by two
+    workers and its re-entrant lock released out of order (KeyError in the store's lock)."""
+    a, b = (plan_run(name, quick=True, seeds=1) for name in ("variational.ill-posed", "grassmann.fig5"))
+    items = execute([a, b, a], tmp_path, jobs=jobs)
+    assert [it.spec.experiment for it in items] == [a.experiment, b.experiment, a.experiment]
+    assert [it.status for it in items] == ["done", "done", "cached"]
+    assert items[0].run.path == items[2].run.path and verify_run(items[2].run.path) is None
+    runs = list((tmp_path / a.experiment).iterdir())
+    assert [p.name for p in runs] == [a.digest]  # one directory, nothing left aside

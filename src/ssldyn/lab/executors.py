@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +116,16 @@ def execute(
             items[i] = SweepItem(spec, "cached", existing)
         else:
             todo.append(i)
+    # a run asked for twice (e.g. a grid point two robustness maps share) is computed once: two workers
+    # computing it would race for its directory, and its re-entrant lock would be released out of order
+    first: dict[tuple[str, str], int] = {}
+    repeats: dict[int, int] = {}  # index -> the index of the same run's first spec
+    for i in todo:
+        repeats.setdefault(i, first.setdefault((specs[i].experiment, specs[i].digest), i))
+    repeats = {i: j for i, j in repeats.items() if i != j}
+    todo = [i for i in todo if i not in repeats]
     bar = _Bar(None if isinstance(progress, bool) else progress, len(specs), title)
-    bar.update(done=len(specs) - len(todo))
+    bar.update(done=len(specs) - len(todo) - len(repeats))
     check_count("--jobs", jobs)
     cuda = any(specs[i].device.startswith("cuda") for i in todo)
     todo = start_order([specs[i].experiment for i in todo], todo)  # sources of reused results first
@@ -131,6 +139,11 @@ def execute(
         _run_local(specs, todo, items, store, bar, progress, raise_errors, force, workers)
     else:
         _run_ray(specs, todo, items, store, bar, address, max_retries, force)
+    for i, j in repeats.items():
+        done = items[j]
+        if done is not None:
+            items[i] = replace(done, spec=specs[i], status="cached" if done.status == "done" else done.status)
+            bar.update(failed=1) if done.status == "failed" else bar.update(done=1)
     for i, note in notes.items():
         if items[i] is not None:
             items[i].note = note  # type: ignore[union-attr]

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ssldyn.experiments.variational import _flows_common as fc
-from ssldyn.experiments.variational.fig5 import Fig5
+from ssldyn.experiments.variational.fig5 import Fig5, averaging_net_factory
 from ssldyn.lab import Context, UserError, run_experiment
 from ssldyn.lab.config import build_config
 from ssldyn.probes.cluster import silhouette_samples_cosine
@@ -124,3 +124,32 @@ def test_uniform_start_is_uniform_and_cluster_blind():
         np.testing.assert_allclose(np.diff(a), 2 * np.pi / 25, atol=1e-12)
     s = silhouette_samples_cosine(z, labels).mean()
     assert abs(float(s)) < 0.1  # no cluster structure at the start
+
+
+@pytest.mark.parametrize("positive_term", [False, True])
+def test_positive_term_reaches_both_dynamics(positive_term):
+    """``positive_term`` picks the NT-Xent both flows minimise: at step 0 their loss equals the printed Prop. 2.1
+    (``c = 0``) or the form with the positive-pair term of eq. (1) (``c = 1``), written out here:
+    ``(1/n) Σ_i log(1 + (2/n) Σ_{j≠i} exp((cos_ij − c)/τ))``."""
+    g = torch.Generator().manual_seed(0)
+    z0 = fc.random_embedding(12, 2, 0.5, g)[None]  # (1, n, 2)
+    x = torch.randn(1, 12, 2, generator=g, dtype=torch.float64)
+    m = fc.Members(x, torch.arange(12) % 3, z0)
+    tau, c = 0.3, float(positive_term)
+    y = z0[0] / z0[0].norm(dim=-1, keepdim=True)
+    cos = (y @ y.T).numpy()
+    off = np.exp((cos - c) / tau) * (1 - np.eye(12))
+    expected = np.mean(np.log1p(2.0 / 12 * off.sum(1)))
+    van = fc.run_vanilla(m, tau=tau, lr=0.01, steps=2, record=[0, 1, 2], positive_term=positive_term)
+    assert van.loss[0, 0] == pytest.approx(expected, rel=1e-12)
+    make = averaging_net_factory(10, "cpu")
+    net = fc.run_network(
+        make(1, torch.Generator().manual_seed(1)),
+        m,
+        tau=tau,
+        lr=0.01,
+        steps=2,
+        record=[0, 1, 2],
+        positive_term=positive_term,
+    )
+    assert net.loss[0, 0] == pytest.approx(expected, rel=1e-12)  # the shifted net starts at z0

@@ -15,5 +15,7 @@ def test_quick_run_claims(tmp_path):
     # the Remark 4.4 gain table: measured speeds/vanilla speeds agree with (n_q/n)‖ξ‖²β_q
     t = pd.read_parquet(out.run.path / "tables" / "imbalance.parquet")
     assert ((t["gain"] - t["predicted_gain"]).abs() / t["predicted_gain"]).max() < 0.05
+    # the centers have norm 2, so the ‖ξ‖² factor is exercised: the prediction without it is off by 4×
+    assert ((t["gain"] - t["predicted_gain"] / 4).abs() / t["gain"]).min() > 0.5
     assert (out.run.path / "figures" / "kernel.png").exists()
     assert math.isfinite(claims["thm45-flow"].measured)

@@ -211,8 +211,15 @@ def record_steps(total: int, dense: int = 30, sparse: int = 200, extra: Sequence
     return sorted(grid | {int(s) for s in extra if 0 <= s <= total})
 
 
-def _loss(tau: float):
-    return lambda z: latent_measure_nt_xent(z, temperature=tau)
+def flow_loss(tau: float, positive_term: bool = False) -> Callable[[Tensor], Tensor]:
+    """The NT-Xent cost both dynamics minimise: :func:`~ssldyn.objectives.latent_measure_nt_xent` at τ.
+
+    ``positive_term=False``: Prop. 2.1 as printed, ``Σ_i w_i log(1 + 2 Σ_{j≠i} w_j e^{sim_ij/τ})``;
+    ``True``: with the positive-pair term ``e^{sim(Tx, T'x)/τ} = e^{1/τ}`` of eq. (1) (for an invariant
+    map), i.e. ``e^{(sim_ij − 1)/τ}`` — the form of eq. (4) with ``Ψ = log(1 + t)``, ``η = e^{−t/τ}``
+    (Def. 2.1), whose flow Sec. 4 analyses. The paper does not say which one its Fig. 5/6 minimise.
+    """
+    return lambda z: latent_measure_nt_xent(z, temperature=tau, positive_term=positive_term)
 
 
 def _collect(name: str, lr: float, traj, E: int, arrows: Sequence[int]) -> Run:
@@ -228,24 +235,43 @@ def _collect(name: str, lr: float, traj, E: int, arrows: Sequence[int]) -> Run:
 
 
 def run_network(
-    model: nn.Module, m: Members, *, tau: float, lr: float, steps: int, record: Sequence[int], arrows=(), track=None
+    model: nn.Module,
+    m: Members,
+    *,
+    tau: float,
+    lr: float,
+    steps: int,
+    record: Sequence[int],
+    arrows=(),
+    track=None,
+    positive_term: bool = False,
 ) -> Run:
-    """Weight-space GD (eq. 9/15) of the shifted ensemble network from ``m.z0`` on the NT-Xent of Prop. 2.1.
+    """Weight-space GD (eq. 9/15) of the shifted ensemble network from ``m.z0`` on the NT-Xent :func:`flow_loss`.
 
     The loss is a function of the normalised outputs (cosine similarities), i.e. the outputs are
     mapped to the sphere inside the loss; the raw outputs are recorded too (``Run.z_raw``).
     """
     net = ShiftedModel(model, m.x, m.z0.to(m.x.dtype))
     keep = sorted(set(record) | set(arrows))
-    traj = train_weight_space(net, m.x, _loss(tau), steps=steps, lr=lr, output="raw", every=keep,
+    traj = train_weight_space(net, m.x, flow_loss(tau, positive_term), steps=steps, lr=lr, output="raw", every=keep,
                               snapshot_every=keep, track=track).trajectory  # fmt: skip
     return _collect("network", lr, traj, m.x.shape[0], arrows)
 
 
-def run_vanilla(m: Members, *, tau: float, lr: float, steps: int, record: Sequence[int], arrows=(), track=None) -> Run:
+def run_vanilla(
+    m: Members,
+    *,
+    tau: float,
+    lr: float,
+    steps: int,
+    record: Sequence[int],
+    arrows=(),
+    track=None,
+    positive_term: bool = False,
+) -> Run:
     """Vanilla GD on the embeddings (eq. 14), projected onto the sphere."""
     keep = sorted(set(record) | set(arrows))
-    traj = vanilla_gradient_descent(m.z0, _loss(tau), steps=steps, lr=lr, every=keep, snapshot_every=keep,
+    traj = vanilla_gradient_descent(m.z0, flow_loss(tau, positive_term), steps=steps, lr=lr, every=keep, snapshot_every=keep,
                                     track=track).trajectory  # fmt: skip
     return _collect("vanilla", lr, traj, m.z0.shape[0], arrows)
 
@@ -381,7 +407,14 @@ class StepRow:
 
 
 def step_table(
-    make_model: Callable[[], nn.Module], m: Members, *, tau: float, lrs: Sequence[float], time: float, main: Run | None
+    make_model: Callable[[], nn.Module],
+    m: Members,
+    *,
+    tau: float,
+    lrs: Sequence[float],
+    time: float,
+    main: Run | None,
+    positive_term: bool = False,
 ) -> list[StepRow]:
     """The network run with each step σ in ``lrs`` up to flow time ``time`` (``round(time/σ)`` steps).
 
@@ -398,7 +431,8 @@ def step_table(
             run = Run(run.name, run.lr, run.steps[sub], run.z[sub], run.loss[sub], {})
         else:
             # every step up to 400 steps (the loss increases of an unstable step are visible), ~400 records beyond
-            run = run_network(make_model(), m, tau=tau, lr=lr, steps=steps, record=record_steps(steps, 400, 400))
+            run = run_network(make_model(), m, tau=tau, lr=lr, steps=steps, record=record_steps(steps, 400, 400),
+                              positive_term=positive_term)  # fmt: skip
         p = probes_of(run, m.labels)
         i = p.at(time)
         rows.append(StepRow(lr, steps, float(run.times[i]), p.silhouette[i], p.uniformity[i], p.loss[i],

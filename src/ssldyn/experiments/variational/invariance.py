@@ -185,7 +185,10 @@ class Invariance(VariationalExperiment):
             "eq36-sufficient", "If f is invariant and satisfies eq. (36), it stays invariant (the proof of Thm. 4.2).",
             "Thm. 4.2, eq. (36)", kind="paper",
             reading="a network that sees only the projection P x onto M (eq. 36 holds for it: detail): max gap "
-            "over training on the noisy samples", relation=le(1e-12), basis=EXACT,
+            "over training on the noisy samples. For eq. (18)'s networks eq. (36) with T ≠ Id holds only in this "
+            "structural way (f(x) = g(Px) is invariant for every weight value), so the check confirms the statement "
+            "where it applies and that training keeps it; it cannot separate eq. (36) from structural invariance",
+            relation=le(1e-12), basis=EXACT,
             rule=every_seed("an exact identity"),
             control="the network on the raw x (eq. 36 fails), trained on the same samples (max gap)",
             bounds=(0.0, math.inf),

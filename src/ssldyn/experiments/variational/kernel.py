@@ -17,7 +17,12 @@ loss), 𝓛 = mean over samples. The paper gives no numbers for these checks; si
     Cor. 4.6: with β_q = ½ (ReLU, M → ∞) the same prediction matches a wide network.
 (e) Remark 4.4 — with imbalanced clusters, from the invariant initialisation (eq. 17, noise
     in M^⊥), the early-time speed of a cluster divided by its vanilla speed ``‖∇L(z_i)‖``
-    (the kernel's gain) scales with the size ratio ``n_q/n`` (log-log slope ≈ 1).
+    (the kernel's gain) scales with the size ratio ``n_q/n`` (log-log slope ≈ 1); the gain matches
+    eq. (21)'s ``(n_q/n)‖ξ_q‖²‖β_q g‖/‖g‖`` (detail of ``remark44-size-ratio``).
+
+Centers of (d), Cor. 4.6 and (e) have norm ``center_norm = 2`` (our choice): with unit centers the
+``‖ξ_q‖²`` factor of eq. (21) and Cor. 4.6 would be 1, and a prediction with ``‖ξ‖``, ``‖ξ‖²`` or no
+factor at all would pass alike.
 
 Runs on ``ctx.device`` (data and weights drawn from CPU generators, then moved; timings of (b)
 synchronise CUDA); the log-log fits (numpy) and the tables use CPU copies.
@@ -96,6 +101,11 @@ class KernelConfig(ExperimentConfig):
     )
     imbalance_width: Annotated[int, Field(ge=1)] = Field(1024, description="M of (e) (large, so that β_q ≈ ½)")
     imbalance_delta: PositiveFloat = Field(0.01, description="δ of (e), noise in M^⊥")
+    center_norm: PositiveFloat = Field(
+        2.0,
+        description="‖ξ_q‖ of the cluster centers of (d), Cor. 4.6 and (e) (not stated in the paper; ≠ 1 so that the "
+        "‖ξ‖² factor of eq. (21) and Cor. 4.6 is exercised: with ‖ξ‖ = 1 it could not be told from ‖ξ‖ or 1)",
+    )
 
 
 def _loss(tau: float):
@@ -130,7 +140,7 @@ class KernelCheck(VariationalExperiment):
         "imbalance_width": 512,
     }
     est_seconds = (1, 2)
-    version = "3"
+    version = "4"
     robustness = (
         Robustness(
             claims=("thm45-kernel-limit", "remark44-size-ratio"),
@@ -314,9 +324,8 @@ class KernelCheck(VariationalExperiment):
         # (d) block structure and cluster flow vs δ
         rows = []
         for delta in cfg.deltas:
-            dd = clustered_data(
-                [cfg.cluster_size] * cfg.d, cfg.d, cfg.D, delta, generator=ctx.generator(20), dtype=DT, device=device
-            )
+            dd = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, delta, center_norm=cfg.center_norm,
+                                generator=ctx.generator(20), dtype=DT, device=device)  # fmt: skip
             Kd = averaging_net_kernel(net.B[0].detach(), dd.x, None, "relu", d=cfg.d)
             bs = block_structure(Kd, dd.labels)
             perm = torch.randperm(dd.n, generator=torch.Generator().manual_seed(ctx.seed + 5))
@@ -352,6 +361,7 @@ class KernelCheck(VariationalExperiment):
             cfg.d,
             cfg.D,
             min(cfg.deltas),
+            center_norm=cfg.center_norm,
             generator=ctx.generator(20),
             dtype=DT,
             device=device,
@@ -385,6 +395,7 @@ class KernelCheck(VariationalExperiment):
             d_e,
             max(cfg.D, d_e + 2),
             cfg.imbalance_delta,
+            center_norm=cfg.center_norm,
             noise="orthogonal",
             generator=ctx.generator(30),
             dtype=DT,
@@ -418,9 +429,12 @@ class KernelCheck(VariationalExperiment):
         res.summary["imbalance_slope_vanilla"] = loglog_slope(edf["ratio"], edf["vanilla_speed"])
         # Thm 4.5 prediction of the gain: (n_q/n) ‖ξ‖² × (β-weighted gradient norm ratio) ≈ (n_q/n)·½
         beta_e = cluster_coefficients(ne.B[0].detach(), de.centers, "relu", d=d_e)
-        pred_gain = [
+        pred_gain = [  # (n_q/n) ‖ξ_q‖² ‖β_q g‖/‖g‖ (eq. 21)
             float(
-                (s / de.n) * (beta_e[q] * (de.n * ge[de.labels == q][0])).norm() / (de.n * ge[de.labels == q][0]).norm()
+                (s / de.n)
+                * de.centers[q].norm() ** 2
+                * (beta_e[q] * (de.n * ge[de.labels == q][0])).norm()
+                / (de.n * ge[de.labels == q][0]).norm()
             )
             for q, s in enumerate(sizes)
         ]

@@ -339,3 +339,19 @@ def test_eq150_eq151_against_the_closed_form_solution():
         assert eq151(y0, b) == pytest.approx((eq150(y0, b + h) - eq150(y0, b - h)) / (2 * h), rel=1e-6)
         assert eq151(y0, b) < 0
     assert math.isinf(_blowup_time(-0.3, 1.0))  # the stable side converges to −b
+
+
+def test_eq155_claim_covers_the_papers_cases_and_the_consequence_the_rest():
+    """eq155 (paper) reads only −1 < ε ≤ 1, the cases eq. 155 states; ε ≤ −1 is eq155-below-minus-one; ε > 1 neither."""
+    import pandas as pd
+
+    from ssldyn.experiments.nonlinearity.modulation import Modulation
+
+    eps = [-1.5, -1.0, -0.9, 0.0, 1.0, 1.5]
+    z = [7.0, 6.0, 1.0, 2.0, 3.0, 50.0]
+    table = pd.DataFrame({"eps": eps, "mc": 0.1, "closed_form": 0.1, "z": z, "z_control": [10 * v for v in z]})
+    got = Modulation._eq155(table)
+    assert got["eq155"].value == 3.0 and got["eq155"].control == 30.0
+    assert got["eq155-below-minus-one"].value == 7.0 and got["eq155-below-minus-one"].control == 70.0
+    only_paper = Modulation._eq155(table[table["eps"] > -1])
+    assert only_paper["eq155-below-minus-one"].not_run and only_paper["eq155"].value == 3.0

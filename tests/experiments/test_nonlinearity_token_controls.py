@@ -123,3 +123,28 @@ def test_fig11_small_zeta_reads_the_error_bars(tmp_path):
     assert c["bn-small-zeta-no-gain"].control_values[0] == pytest.approx(ctrl, rel=1e-4)
     # the gain claims' controls are measured per seed; at t = 0 BN and no BN share their filters
     assert c["bn-gain-grows-with-zeta"].control_values == (0.0, 0.0, 0.0)
+
+
+def test_fig4_fig10_controls_are_the_t0_readings(tmp_path):
+    """The claims that the untrained filters can pass take the same reading at t = 0 as their control (χ̄₊ is a
+    max over M = β·P filters, so it rises with β before training; linear's |cos| starts above ReLU's signed score);
+    controls between variants that share the seed's filters (activations on signed χ̄₋, the two losses) are 0."""
+    sets = {"steps": 4, "log_every": 2, "betas": [1, 3], "Ps": [1, 2]}
+    f4 = run_experiment("nonlinearity.fig4", quick=True, seeds=2, sets=sets, out=tmp_path)
+    f10 = run_experiment("nonlinearity.fig10", quick=True, seeds=2, sets=sets, out=tmp_path)
+    c4, c10 = ({x.id: x for x in out.claims} for out in (f4, f10))
+    for s in range(2):
+        t0 = f4.run.result(s).tables["init"]
+        t0 = t0[t0["loss"] == "infonce"].set_index(["activation", "beta", "P"])["chi_plus_mean"]
+        gain = {P: t0["relu", 3, P] - t0["relu", 1, P] for P in (1, 2)}
+        assert c4["relu-rises-with-beta"].control_values[s] == pytest.approx(gain[2], abs=1e-6)
+        assert c10["relu-rises-with-beta-quadratic"].control_values[s] == pytest.approx(gain[2], abs=1e-6)
+        assert c4["relu-p1-needs-beta"].control_values[s] == pytest.approx(gain[1], abs=1e-6)
+        lin_minus_relu = np.mean([t0["linear", b, 1] - t0["relu", b, 1] for b in (1, 3)])
+        assert c4["p1-linear-beats-relu"].control_values[s] == pytest.approx(lin_minus_relu, abs=1e-6)
+    # the same filters at t = 0, scored with one metric: these differences vanish exactly
+    assert c4["relu-lowest-chi-minus"].control_values == (0.0, 0.0)
+    assert c10["quadratic-below-infonce"].control_values == (0.0, 0.0)
+    for c in (c4["relu-rises-with-beta"], c4["relu-p1-needs-beta"], c4["p1-linear-beats-relu"]):
+        if c.control_held:  # the untrained filters pass the reading: never reported as a pass
+            assert c.status != "pass", c.id

@@ -92,6 +92,7 @@ class BatchNorm(Experiment):
     Config = BatchNormConfig
     quick = {"draws": 100}
     est_seconds = (1, 3)
+    version = "2"  # 2: dbn-formula cites the remark after Cor. 3 (where the formula is), not eq. 176
     threads = 1
     claims = (
         ClaimSpec(
@@ -125,7 +126,8 @@ class BatchNorm(Experiment):
             "is predicted to violate it",
         ),
         ClaimSpec(
-            "dbn-formula", "d_k^bn = 1/(1 + p₀p₁(w_kᵀΔ_k/√d_k)²).", "App. D, eq. 176", kind="sanity",
+            "dbn-formula", "d_k^bn = 1/(1 + p₀p₁(w_kᵀΔ_k/√d_k)²).", "App. D, the remark after Cor. 3",
+            kind="sanity",
             reading="largest |d_k^bn − formula| over RFs and draws", relation=le(1e-12),
             basis="method: float64 round-off", bounds=(0.0, math.inf),
         ),

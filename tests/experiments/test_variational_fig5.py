@@ -128,7 +128,7 @@ def test_uniform_start_is_uniform_and_cluster_blind():
 
 @pytest.mark.parametrize("positive_term", [False, True])
 def test_positive_term_reaches_both_dynamics(positive_term):
-    """``positive_term`` picks the NT-Xent both flows minimise: at step 0 their loss equals the printed Prop. 2.1
+    """``flow_loss``'s ``positive_term`` picks the NT-Xent both flows minimise: at step 0 their loss equals the printed Prop. 2.1
     (``c = 0``) or the form with the positive-pair term of eq. (1) (``c = 1``), written out here:
     ``(1/n) Σ_i log(1 + (2/n) Σ_{j≠i} exp((cos_ij − c)/τ))``."""
     g = torch.Generator().manual_seed(0)
@@ -140,16 +140,9 @@ def test_positive_term_reaches_both_dynamics(positive_term):
     cos = (y @ y.T).numpy()
     off = np.exp((cos - c) / tau) * (1 - np.eye(12))
     expected = np.mean(np.log1p(2.0 / 12 * off.sum(1)))
-    van = fc.run_vanilla(m, tau=tau, lr=0.01, steps=2, record=[0, 1, 2], positive_term=positive_term)
+    loss = fc.flow_loss(tau, positive_term)
+    van = fc.run_vanilla(m, loss=loss, lr=0.01, steps=2, record=[0, 1, 2])
     assert van.loss[0, 0] == pytest.approx(expected, rel=1e-12)
     make = averaging_net_factory(10, "cpu")
-    net = fc.run_network(
-        make(1, torch.Generator().manual_seed(1)),
-        m,
-        tau=tau,
-        lr=0.01,
-        steps=2,
-        record=[0, 1, 2],
-        positive_term=positive_term,
-    )
+    net = fc.run_network(make(1, torch.Generator().manual_seed(1)), m, loss=loss, lr=0.01, steps=2, record=[0, 1, 2])
     assert net.loss[0, 0] == pytest.approx(expected, rel=1e-12)  # the shifted net starts at z0

@@ -121,8 +121,9 @@ def execute(
     first: dict[tuple[str, str], int] = {}
     repeats: dict[int, int] = {}  # index -> the index of the same run's first spec
     for i in todo:
-        repeats.setdefault(i, first.setdefault((specs[i].experiment, specs[i].digest), i))
-    repeats = {i: j for i, j in repeats.items() if i != j}
+        j = first.setdefault((specs[i].experiment, specs[i].digest), i)
+        if j != i:
+            repeats[i] = j
     todo = [i for i in todo if i not in repeats]
     bar = _Bar(None if isinstance(progress, bool) else progress, len(specs), title)
     bar.update(done=len(specs) - len(todo) - len(repeats))
@@ -143,7 +144,8 @@ def execute(
         done = items[j]
         if done is not None:
             items[i] = replace(done, spec=specs[i], status="cached" if done.status == "done" else done.status)
-            bar.update(failed=1) if done.status == "failed" else bar.update(done=1)
+            failed = done.status == "failed"
+            bar.update(done=int(not failed), failed=int(failed))
     for i, note in notes.items():
         if items[i] is not None:
             items[i].note = note  # type: ignore[union-attr]

@@ -51,7 +51,7 @@ from ssldyn.experiments.grassmann._common import (
     moons_memory,
     peak_of,
 )
-from ssldyn.experiments.grassmann.prop3 import RANK_TOL, rank_z_angle
+from ssldyn.experiments.grassmann.prop3 import rank_z_angle, rank_z_row_space
 from ssldyn.lab import ClaimSpec, Context, Measured, Result, le, register
 from ssldyn.models.two_layer import DeepLinearNet
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -112,11 +112,8 @@ def row_space_angle(A: torch.Tensor, B: torch.Tensor) -> float:
     """Largest principal angle between the rank-z row spaces of two maps ``A, B (z, d)`` (top-z right singular
     vectors, :func:`~ssldyn.experiments.grassmann.prop3.rank_z_angle`); π/2 when either has collapsed below rank z
     (``σ_z/σ_1 ≤ RANK_TOL``)."""
-    z = B.shape[-2]
-    _, sv, Vh = torch.linalg.svd(B, full_matrices=False)
-    if sv.shape[-1] < z or not bool(sv[z - 1] > RANK_TOL * sv[0]):
-        return math.pi / 2
-    return rank_z_angle(A, Vh[:z].mT)
+    V = rank_z_row_space(B, B.shape[-2])  # (d, z) or None
+    return math.pi / 2 if V is None else rank_z_angle(A, V)
 
 
 @register

@@ -117,6 +117,15 @@ class Prop3Config(LiftedMoonsConfig):
 RANK_TOL = 1e-3
 
 
+def rank_z_row_space(M: torch.Tensor, z: int, tol: float = RANK_TOL) -> torch.Tensor | None:
+    """The rank-z row space of the map ``M (m, d)``: its top-z right singular vectors ``(d, z)``, or None when M has
+    collapsed below rank z (fewer than z rows, or ``σ_z ≤ tol·σ_1``)."""
+    _, sv, Vh = torch.linalg.svd(M, full_matrices=False)
+    if sv.shape[-1] < z or not bool(sv[z - 1] > tol * sv[0]):
+        return None
+    return Vh[:z].mT
+
+
 def rank_z_angle(M: torch.Tensor, B: torch.Tensor, tol: float = RANK_TOL) -> float:
     """Largest principal angle (radians) between ``span(B)``, ``B (d, z)``, and the row space of the map ``M (m, d)``
     at the fixed rank z.
@@ -127,11 +136,8 @@ def rank_z_angle(M: torch.Tensor, B: torch.Tensor, tol: float = RANK_TOL) -> flo
     ``e_1e_1ᵀ`` returns ``e_2`` as second right singular vector), and a numerical-rank comparison would give a
     rank-one map angle 0 against a z-dimensional subspace that contains its row.
     """
-    z = B.shape[-1]
-    _, sv, Vh = torch.linalg.svd(M, full_matrices=False)
-    if sv.shape[-1] < z or not bool(sv[z - 1] > tol * sv[0]):
-        return math.pi / 2
-    return float(principal_angles(Vh[:z].mT, B).max())
+    V = rank_z_row_space(M, B.shape[-1], tol)  # (d, z) or None
+    return math.pi / 2 if V is None else float(principal_angles(V, B).max())
 
 
 def clip_singular_values(W: torch.Tensor, c: float = 1.0) -> torch.Tensor:

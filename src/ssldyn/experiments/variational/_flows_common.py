@@ -211,7 +211,10 @@ def record_steps(total: int, dense: int = 30, sparse: int = 200, extra: Sequence
     return sorted(grid | {int(s) for s in extra if 0 <= s <= total})
 
 
-def flow_loss(tau: float, positive_term: bool = False) -> Callable[[Tensor], Tensor]:
+Loss = Callable[[Tensor], Tensor]  # embeddings (E, n, d) -> per-member loss (E,)
+
+
+def flow_loss(tau: float, positive_term: bool = False) -> Loss:
     """The NT-Xent cost both dynamics minimise: :func:`~ssldyn.objectives.latent_measure_nt_xent` at τ.
 
     ``positive_term=False``: Prop. 2.1 as printed, ``Σ_i w_i log(1 + 2 Σ_{j≠i} w_j e^{sim_ij/τ})``;
@@ -235,43 +238,24 @@ def _collect(name: str, lr: float, traj, E: int, arrows: Sequence[int]) -> Run:
 
 
 def run_network(
-    model: nn.Module,
-    m: Members,
-    *,
-    tau: float,
-    lr: float,
-    steps: int,
-    record: Sequence[int],
-    arrows=(),
-    track=None,
-    positive_term: bool = False,
+    model: nn.Module, m: Members, *, loss: Loss, lr: float, steps: int, record: Sequence[int], arrows=(), track=None
 ) -> Run:
-    """Weight-space GD (eq. 9/15) of the shifted ensemble network from ``m.z0`` on the NT-Xent :func:`flow_loss`.
+    """Weight-space GD (eq. 9/15) of the shifted ensemble network from ``m.z0`` on ``loss`` (:func:`flow_loss`).
 
     The loss is a function of the normalised outputs (cosine similarities), i.e. the outputs are
     mapped to the sphere inside the loss; the raw outputs are recorded too (``Run.z_raw``).
     """
     net = ShiftedModel(model, m.x, m.z0.to(m.x.dtype))
     keep = sorted(set(record) | set(arrows))
-    traj = train_weight_space(net, m.x, flow_loss(tau, positive_term), steps=steps, lr=lr, output="raw", every=keep,
+    traj = train_weight_space(net, m.x, loss, steps=steps, lr=lr, output="raw", every=keep,
                               snapshot_every=keep, track=track).trajectory  # fmt: skip
     return _collect("network", lr, traj, m.x.shape[0], arrows)
 
 
-def run_vanilla(
-    m: Members,
-    *,
-    tau: float,
-    lr: float,
-    steps: int,
-    record: Sequence[int],
-    arrows=(),
-    track=None,
-    positive_term: bool = False,
-) -> Run:
-    """Vanilla GD on the embeddings (eq. 14), projected onto the sphere."""
+def run_vanilla(m: Members, *, loss: Loss, lr: float, steps: int, record: Sequence[int], arrows=(), track=None) -> Run:
+    """Vanilla GD on the embeddings (eq. 14) on ``loss`` (:func:`flow_loss`), projected onto the sphere."""
     keep = sorted(set(record) | set(arrows))
-    traj = vanilla_gradient_descent(m.z0, flow_loss(tau, positive_term), steps=steps, lr=lr, every=keep, snapshot_every=keep,
+    traj = vanilla_gradient_descent(m.z0, loss, steps=steps, lr=lr, every=keep, snapshot_every=keep,
                                     track=track).trajectory  # fmt: skip
     return _collect("vanilla", lr, traj, m.z0.shape[0], arrows)
 
@@ -407,14 +391,7 @@ class StepRow:
 
 
 def step_table(
-    make_model: Callable[[], nn.Module],
-    m: Members,
-    *,
-    tau: float,
-    lrs: Sequence[float],
-    time: float,
-    main: Run | None,
-    positive_term: bool = False,
+    make_model: Callable[[], nn.Module], m: Members, *, loss: Loss, lrs: Sequence[float], time: float, main: Run | None
 ) -> list[StepRow]:
     """The network run with each step σ in ``lrs`` up to flow time ``time`` (``round(time/σ)`` steps).
 
@@ -431,8 +408,7 @@ def step_table(
             run = Run(run.name, run.lr, run.steps[sub], run.z[sub], run.loss[sub], {})
         else:
             # every step up to 400 steps (the loss increases of an unstable step are visible), ~400 records beyond
-            run = run_network(make_model(), m, tau=tau, lr=lr, steps=steps, record=record_steps(steps, 400, 400),
-                              positive_term=positive_term)  # fmt: skip
+            run = run_network(make_model(), m, loss=loss, lr=lr, steps=steps, record=record_steps(steps, 400, 400))
         p = probes_of(run, m.labels)
         i = p.at(time)
         rows.append(StepRow(lr, steps, float(run.times[i]), p.silhouette[i], p.uniformity[i], p.loss[i],

@@ -371,11 +371,12 @@ class Fig5(VariationalExperiment):
         mu = fc.make_members(data, ctx.generators(0), ctx.generators(200), 2, cfg.init_spread, dev,
                              init="invariant-uniform", jitter=cfg.uniform_spread)  # fmt: skip
         steps = max(1, int(round(cfg.uniform_time / cfg.lr_network)))
-        net_u = fc.run_network(fc.stack_members(make, ctx.generators(1)), mu, tau=cfg.tau, lr=cfg.lr_network,
-                               steps=steps, record=fc.record_steps(steps, 30, 100), positive_term=cfg.positive_term,
+        loss = fc.flow_loss(cfg.tau, cfg.positive_term)
+        net_u = fc.run_network(fc.stack_members(make, ctx.generators(1)), mu, loss=loss, lr=cfg.lr_network,
+                               steps=steps, record=fc.record_steps(steps, 30, 100),
                                track=lambda it: ctx.track(it, description="network (uniform start)"))  # fmt: skip
-        van_u = fc.run_vanilla(mu, tau=cfg.tau, lr=cfg.lr_vanilla, steps=cfg.horizon_vanilla,
-                               record=fc.record_steps(cfg.horizon_vanilla, 30, 100), positive_term=cfg.positive_term,
+        van_u = fc.run_vanilla(mu, loss=loss, lr=cfg.lr_vanilla, steps=cfg.horizon_vanilla,
+                               record=fc.record_steps(cfg.horizon_vanilla, 30, 100),
                                track=lambda it: ctx.track(it, description="vanilla (uniform start)"))  # fmt: skip
         pn, pv = fc.probes_of(net_u, mu.labels), fc.probes_of(van_u, mu.labels)
         for e, r in enumerate(results):
@@ -421,19 +422,19 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
     keep_van = sorted({s for s in cfg.snapshots_vanilla if s <= cfg.steps_vanilla} | {0, cfg.horizon_vanilla})
     probe_step = getattr(cfg, "probe_step", cfg.coherence_steps)
     extra_net = [probe_step, cfg.horizon_network, cfg.coherence_steps]
+    loss = fc.flow_loss(cfg.tau, cfg.positive_term)
     net = fc.run_network(
-        make_model(), m, tau=cfg.tau, lr=cfg.lr_network, steps=cfg.steps_network,
+        make_model(), m, loss=loss, lr=cfg.lr_network, steps=cfg.steps_network,
         record=fc.record_steps(cfg.steps_network, extra=[*extra_net, *keep_net]), arrows=keep_net,
-        track=lambda it: ctx.track(it, description=f"network{tag}"), positive_term=cfg.positive_term,
+        track=lambda it: ctx.track(it, description=f"network{tag}"),
     )  # fmt: skip
     van = fc.run_vanilla(
-        m, tau=cfg.tau, lr=cfg.lr_vanilla, steps=cfg.steps_vanilla,
+        m, loss=loss, lr=cfg.lr_vanilla, steps=cfg.steps_vanilla,
         record=fc.record_steps(cfg.steps_vanilla, extra=[probe_step, cfg.horizon_vanilla, cfg.coherence_steps,
                                                           *keep_van]),
-        arrows=keep_van, track=lambda it: ctx.track(it, description=f"vanilla{tag}"), positive_term=cfg.positive_term,
+        arrows=keep_van, track=lambda it: ctx.track(it, description=f"vanilla{tag}"),
     )  # fmt: skip
-    table = fc.step_table(make_model, m, tau=cfg.tau, lrs=cfg.table_lrs, time=cfg.table_time, main=net,
-                          positive_term=cfg.positive_term)  # fmt: skip
+    table = fc.step_table(make_model, m, loss=loss, lrs=cfg.table_lrs, time=cfg.table_time, main=net)
     p_net, p_van = fc.probes_of(net, m.labels), fc.probes_of(van, m.labels)
     u_opt = fc.uniform_optimum(m.n, m.d)
     decay = fc.decay_times(p_net, u_opt, cfg.horizon_network * cfg.lr_network, cfg.persist_level)

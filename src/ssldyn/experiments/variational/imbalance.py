@@ -159,13 +159,11 @@ class Imbalance(VariationalExperiment):
         m = fc.Members(torch.stack([d.x for d in data]).to(dev), data[0].labels, torch.stack(z0).to(dev), data)
         make = averaging_net_factory(cfg.width, dev)
         steps = int(round(cfg.time / cfg.lr))
-        run = fc.run_network(fc.stack_members(make, gens(1)), m, tau=cfg.tau, lr=cfg.lr, steps=steps,
-                             record=range(steps + 1), track=lambda it: ctx.track(it, description="imbalanced net"),
-                             positive_term=cfg.positive_term)  # fmt: skip
+        loss = fc.flow_loss(cfg.tau, cfg.positive_term)
+        run = fc.run_network(fc.stack_members(make, gens(1)), m, loss=loss, lr=cfg.lr, steps=steps,
+                             record=range(steps + 1), track=lambda it: ctx.track(it, description="imbalanced net"))  # fmt: skip
         times = run.times
-        van = fc.run_vanilla(
-            m, tau=cfg.tau, lr=cfg.lr, steps=steps, record=range(steps + 1), positive_term=cfg.positive_term
-        )  # control
+        van = fc.run_vanilla(m, loss=loss, lr=cfg.lr, steps=steps, record=range(steps + 1))  # control
 
         def per_size_curves(z):  # (R, 4S, n, d) -> (R, S, size index): silhouette averaged over positions
             out = np.zeros((z.shape[0], S, 4))

@@ -41,6 +41,7 @@ import time
 import numpy as np
 import torch
 
+from ssldyn.contract.context import Context, keep_heap_pad
 from ssldyn.dynamics.ensemble_trainer import (
     TokenRun,
     group_token_runs,
@@ -48,7 +49,7 @@ from ssldyn.dynamics.ensemble_trainer import (
     train_token_ensemble,
 )
 from ssldyn.experiments.nonlinearity.token_grid import make_runs
-from ssldyn.lab.context import Context, keep_heap_pad
+from ssldyn.lab.tasks import Tasks
 from ssldyn.models.rf_net import token_path
 
 FULL_STEPS = 5000
@@ -171,7 +172,7 @@ def main() -> None:
     mflops = sum(model_flops([runs[i] for i in g]) for g in groups) * steps
     # ensemble path: the lab's executor (a pool of `workers` single-thread processes, started and
     # warmed up before timing; in-process on a GPU), every ensemble of the grid trained `steps` steps
-    ctx = Context(executor="processes", workers=args.workers, device=dev)
+    ctx = Context(tasks=Tasks("processes", workers=args.workers), device=dev)
     ctx.map(_warm, range(args.workers))
     if dev.type == "cuda":  # CUDA context and kernels: not part of the grid's time
         _time_group(([runs[i] for i in groups[0]], 2, str(dev)))

@@ -49,7 +49,7 @@ def _lookup(pkg: Any, path: str) -> Any | None:
         return None
     try:
         return pkg[path[len(pkg.path) + 1 :]]
-    except Exception:  # noqa: BLE001 - any lookup failure means "not in the package"
+    except Exception:
         return None
 
 
@@ -61,7 +61,7 @@ def _final(pkg: Any, path: str) -> str | None:
     if obj.is_alias:
         try:
             return obj.final_target.path
-        except Exception:  # noqa: BLE001 - an alias to something outside the package
+        except Exception:
             return obj.target_path
     return obj.path
 
@@ -79,7 +79,7 @@ def resolve(pkg: Any, obj: Any, name: str, index: dict[str, list[str]]) -> str |
     while scope is not None:
         try:
             full = scope.resolve(head)
-        except Exception:  # noqa: BLE001 - not in this scope
+        except Exception:
             full = None
         if full:
             candidates.append(f"{full}.{rest}" if rest else full)

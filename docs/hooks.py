@@ -37,6 +37,7 @@ PACKAGES = (
     "dynamics",
     "probes",
     "viz",
+    "contract",
     "lab",
     "experiments/variational",
     "experiments/nonlinearity",

@@ -5,9 +5,12 @@ Every ``import`` statement of the package is read with ``ast`` — module-level 
 
 * ``data``, ``models``, ``objectives``, ``kernels``, ``probes``, ``viz`` import none of ``dynamics``,
   ``experiments``, ``lab`` or ``ssldyn.results``;
-* ``dynamics`` imports none of ``experiments``, ``lab`` or ``ssldyn.results``;
-* ``lab`` never imports an experiment module (it discovers them through the registry), nor
-  ``ssldyn.results`` (the public path of :mod:`ssldyn.lab.results`, which sits above the lab);
+* ``dynamics`` imports none of ``contract``, ``experiments``, ``lab`` or ``ssldyn.results``;
+* ``contract`` (what an experiment declares and is given) imports nothing above it: no
+  ``dynamics``, experiment, ``lab`` or ``ssldyn.results`` — nor the data, models and the rest;
+* the experiments import none of ``lab`` (they follow ``contract``) or ``ssldyn.results``;
+* ``lab`` sits above the experiments (it finds them by name: :func:`ssldyn.lab.registry.load_all`),
+  but does not import ``ssldyn.results`` (the public path of :mod:`ssldyn.lab.results`, above the lab);
 * no module imports the package root ``ssldyn`` (its ``__init__`` exposes entry points lazily;
   the version lives in ``ssldyn._version``);
 * ``ssldyn.errors`` and ``ssldyn._version`` import nothing of the package;
@@ -22,17 +25,20 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 LOWER = {"data", "models", "objectives", "kernels", "probes", "viz"}
-_ALL = {"data", "models", "objectives", "kernels", "probes", "viz", "dynamics", "experiments", "lab", "results", "root"}
+_ALL = {"data", "models", "objectives", "kernels", "probes", "viz", "dynamics", "contract", "experiments", "lab",
+        "results", "root"}  # fmt: skip
 FORBIDDEN = {
-    **dict.fromkeys(LOWER, {"dynamics", "experiments", "lab", "results", "root"}),
-    "dynamics": {"experiments", "lab", "results", "root"},
-    "experiments": {"results", "root"},
-    "lab": {"experiments", "results", "root"},
+    **dict.fromkeys(LOWER, {"dynamics", "contract", "experiments", "lab", "results", "root"}),
+    "dynamics": {"contract", "experiments", "lab", "results", "root"},
+    "contract": _ALL - {"contract"},
+    "experiments": {"lab", "results", "root"},
+    "lab": {"results", "root"},
     "errors": _ALL,
     "_version": _ALL,
     "memory": _ALL,  # machine memory, usable by every layer: imports nothing of the package
     "files": _ALL,  # atomic writes, usable by every layer: imports nothing of the package
     "checks": _ALL,  # scalar argument checks, usable by every layer: imports nothing of the package
+    "_lazy": _ALL,  # the lazy package faces: imports nothing of the package
 }
 
 

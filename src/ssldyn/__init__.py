@@ -2,7 +2,7 @@
 
 Subpackages follow the pipeline of docs/architecture.md::
 
-    data -> models -> objectives -> dynamics -> probes -> lab (claims, figures, report)
+    data -> models -> objectives -> dynamics -> probes -> experiments (on the contract) -> lab (runs, report)
 
 ``kernels`` holds empirical/closed-form neural tangent kernels and ``viz`` the figures.
 
@@ -19,9 +19,9 @@ on first use (PEP 562), so ``import ssldyn`` does not import torch::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ssldyn._lazy import lazy_face
 from ssldyn._version import __version__
 
 # public name -> the module that defines it
@@ -38,7 +38,8 @@ _EXPORTS = {
     "function_space_flow": "ssldyn.dynamics.function_space",
     "power_iteration": "ssldyn.dynamics.alpha_cl",
 }
-_SUBPACKAGES = ("data", "models", "objectives", "kernels", "dynamics", "probes", "viz", "lab", "results", "errors")
+_SUBPACKAGES = ("data", "models", "objectives", "kernels", "dynamics", "probes", "viz", "contract", "lab", "results",
+                "errors")  # fmt: skip
 
 __all__ = [
     "__version__",
@@ -60,13 +61,14 @@ __all__ = [
     "dynamics",
     "probes",
     "viz",
+    "contract",
     "lab",
     "results",
     "errors",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from ssldyn import data, dynamics, errors, kernels, lab, models, objectives, probes, results, viz
+    from ssldyn import contract, data, dynamics, errors, kernels, lab, models, objectives, probes, results, viz
     from ssldyn.dynamics.alpha_cl import power_iteration
     from ssldyn.dynamics.function_space import function_space_flow
     from ssldyn.dynamics.ssl import train_ssl
@@ -78,16 +80,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ssldyn.results import Results, load
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SUBPACKAGES:
-        value = importlib.import_module(f"ssldyn.{name}")
-    elif name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    else:
-        raise AttributeError(f"module 'ssldyn' has no attribute {name!r}")
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_face(__name__, {**_EXPORTS, **{p: f"ssldyn.{p}" for p in _SUBPACKAGES}}, __all__)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ssldyn.lab.claims import (
+from ssldyn.contract.claims import (
     CONTROLLED_KINDS,
     ClaimSpec,
     Measured,
@@ -79,7 +79,7 @@ def _expected(spec, rel, values) -> str:
         return "fail"
     stat = float(np.median(values)) if spec.statistic == "median" else float(np.mean(values))
     if spec.statistic == "median":
-        from ssldyn.lab.claims import bootstrap_median_interval
+        from ssldyn.contract.claims import bootstrap_median_interval
 
         lo, hi = bootstrap_median_interval(values)
     else:
@@ -135,7 +135,7 @@ def test_at_most_ten_percent_of_paper_claims_have_no_control():
 
 
 def test_each_paper_declares_three_headline_claims_with_robustness_maps():
-    from ssldyn.lab.registry import PAPERS
+    from ssldyn.contract.experiment import PAPERS
 
     for paper in PAPERS:
         heads = {(e.name, c) for e in all_experiments(paper) for rb in e.robustness for c in rb.claims}

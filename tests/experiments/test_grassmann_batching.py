@@ -10,8 +10,8 @@ import math
 
 import pytest
 
+from ssldyn.contract.config import build_config
 from ssldyn.lab import Context, get_experiment
-from ssldyn.lab.config import build_config
 
 SMALL = {
     "grassmann.fig1": {"epochs": 40, "hidden": 10, "inits": 2, "record_every": 10, "collapse_epoch": 30},

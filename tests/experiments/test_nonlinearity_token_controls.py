@@ -7,12 +7,12 @@ import pytest
 import torch
 from scipy import stats
 
+from ssldyn.contract.claims import declaration_problems
+from ssldyn.contract.context import Context
 from ssldyn.dynamics.ensemble_trainer import TokenRun, sign_symmetric
 from ssldyn.experiments.nonlinearity.table1 import agreement_test, disagreements_allowed
 from ssldyn.experiments.nonlinearity.token_grid import final_table, grid_frame, make_runs, run_grid
 from ssldyn.lab import run_experiment
-from ssldyn.lab.claims import declaration_problems
-from ssldyn.lab.context import Context
 from ssldyn.lab.registry import get_experiment
 from ssldyn.models.activations import ACTIVATIONS
 

@@ -3,12 +3,13 @@
 import numpy as np
 import pytest
 
+from ssldyn.contract.context import Context
 from ssldyn.dynamics.ensemble_trainer import TokenRun, group_token_runs, train_token_ensemble
 from ssldyn.experiments.nonlinearity import token_grid
 from ssldyn.experiments.nonlinearity.token_grid import final_table, grid_frame, make_runs, run_grid
 from ssldyn.lab import run_experiment
-from ssldyn.lab.cache import CacheWarning
-from ssldyn.lab.context import Context
+from ssldyn.lab.cache import CacheWarning, RunCache
+from ssldyn.lab.tasks import Tasks
 
 
 def _claims(out):
@@ -88,7 +89,7 @@ def test_grid_in_worker_processes_equals_in_process(tmp_path):
     runs = _small_grid()
     assert len(group_token_runs(runs)) >= 2  # really more than one task
     inline = run_grid(runs, steps=12, every=6, ctx=Context())
-    pool = run_grid(runs, steps=12, every=6, ctx=Context(executor="processes", workers=2))
+    pool = run_grid(runs, steps=12, every=6, ctx=Context(tasks=Tasks("processes", workers=2)))
     from ssldyn.lab import tasks
 
     assert 2 in tasks._POOLS  # it ran in the pool of 2 worker processes
@@ -112,43 +113,43 @@ def test_grid_cache_hit_miss_and_invalidation(tmp_path, monkeypatch):
         return real(task)
 
     monkeypatch.setattr(token_grid, "train_ensemble_task", counting)
-    ctx = Context(cache_dir=tmp_path)  # in-process: the counting task runs here
+    ctx = Context(cache=RunCache(tmp_path))  # in-process: the counting task runs here
     first = run_grid(runs, steps=12, every=6, ctx=ctx)
     assert sorted(trained, key=TokenRun.key) == sorted(runs, key=TokenRun.key)
     assert len(list((tmp_path / "token_runs").glob("*.entry"))) == len(runs)
     # hit: nothing trained, same numbers
     trained.clear()
-    _frames_equal(run_grid(runs, steps=12, every=6, ctx=Context(cache_dir=tmp_path)), first)
+    _frames_equal(run_grid(runs, steps=12, every=6, ctx=Context(cache=RunCache(tmp_path))), first)
     assert trained == []
     # a grid sharing some runs trains only the ensembles holding a new run (whole: issue 32 item 8)
     more = runs + make_runs(activations=["relu"], betas=[1], Ps=[3], seeds=[0], base=TokenRun(batch=16))
-    run_grid(more, steps=12, every=6, ctx=Context(cache_dir=tmp_path))
+    run_grid(more, steps=12, every=6, ctx=Context(cache=RunCache(tmp_path)))
     new = more[len(runs) :]
     touched = [g for g in group_token_runs(more) if any(more[i] in new for i in g)]
     assert sorted(trained, key=TokenRun.key) == sorted((more[i] for g in touched for i in g), key=TokenRun.key)
     # other settings (steps, logging, filters kept) miss
     for kw in ({"steps": 13, "every": 6}, {"steps": 12, "every": 4}):
         trained.clear()
-        run_grid(runs[:1], ctx=Context(cache_dir=tmp_path), **kw)
+        run_grid(runs[:1], ctx=Context(cache=RunCache(tmp_path)), **kw)
         assert trained == runs[:1]
     trained.clear()
-    run_grid(runs[:1], steps=12, every=6, ctx=Context(cache_dir=tmp_path), keep_filters=True)
+    run_grid(runs[:1], steps=12, every=6, ctx=Context(cache=RunCache(tmp_path)), keep_filters=True)
     assert trained == runs[:1]
     # another code version misses (every cached value is what this code computes)
     monkeypatch.setattr("ssldyn.lab.cache.code_version", lambda: "another-version")
     trained.clear()
-    _frames_equal(run_grid(runs, steps=12, every=6, ctx=Context(cache_dir=tmp_path)), first)
+    _frames_equal(run_grid(runs, steps=12, every=6, ctx=Context(cache=RunCache(tmp_path))), first)
     assert sorted(trained, key=TokenRun.key) == sorted(runs, key=TokenRun.key)
 
 
 def test_grid_recomputes_a_damaged_entry_and_names_it(tmp_path):
     runs = _small_grid()[:2]
-    first = run_grid(runs, steps=12, every=6, ctx=Context(cache_dir=tmp_path))
+    first = run_grid(runs, steps=12, every=6, ctx=Context(cache=RunCache(tmp_path)))
     entries = sorted((tmp_path / "token_runs").glob("*.entry"))
     data = entries[0].read_bytes()
     entries[0].write_bytes(data[: len(data) // 2])  # truncated (the old cache failed with BadZipFile forever)
     with pytest.warns(CacheWarning, match=str(entries[0])):
-        again = run_grid(runs, steps=12, every=6, ctx=Context(cache_dir=tmp_path))
+        again = run_grid(runs, steps=12, every=6, ctx=Context(cache=RunCache(tmp_path)))
     _frames_equal(again, first)
     assert entries[0].read_bytes() == data  # rewritten whole
     # now a silently edited value: the checksum catches it
@@ -161,14 +162,14 @@ def test_grid_recomputes_a_damaged_entry_and_names_it(tmp_path):
     np.savez(buf, **arrays)
     entries[0].write_bytes(b"\n".join(head) + b"\n" + buf.getvalue())
     with pytest.warns(CacheWarning, match="checksum"):
-        again = run_grid(runs, steps=12, every=6, ctx=Context(cache_dir=tmp_path))
+        again = run_grid(runs, steps=12, every=6, ctx=Context(cache=RunCache(tmp_path)))
     _frames_equal(again, first)
 
 
 def test_fig5_filters_survive_the_cache(tmp_path):
     runs = make_runs(activations=["relu"], betas=[2], Ps=[3], seeds=[0], base=TokenRun(batch=16))
-    a = run_grid(runs, steps=10, every=5, ctx=Context(cache_dir=tmp_path), keep_filters=True)
-    b = run_grid(runs, steps=10, every=5, ctx=Context(cache_dir=tmp_path), keep_filters=True)
+    a = run_grid(runs, steps=10, every=5, ctx=Context(cache=RunCache(tmp_path)), keep_filters=True)
+    b = run_grid(runs, steps=10, every=5, ctx=Context(cache=RunCache(tmp_path)), keep_filters=True)
     (fa,), (fb,) = a.snapshots("filters/0").values(), b.snapshots("filters/0").values()
     assert fa.shape == (10, 6, 20) and np.array_equal(fa, fb)
     state = train_token_ensemble(runs, steps=10, every=5).state

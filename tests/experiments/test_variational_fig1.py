@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from ssldyn.contract.config import build_config
 from ssldyn.data.images import load_images
 from ssldyn.experiments.variational.fig1 import Fig1, kmeans_nmi
 from ssldyn.lab import UserError, run_experiment
-from ssldyn.lab.config import build_config
 
 
 def test_kmeans_nmi_separates_clustered_from_random_features():

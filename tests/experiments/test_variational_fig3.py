@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 
+from ssldyn.contract.config import build_config
 from ssldyn.data.sphere import circle_points_even
 from ssldyn.experiments.variational.fig3 import (
     Fig3,
@@ -15,7 +16,6 @@ from ssldyn.experiments.variational.fig3 import (
     threshold,
 )
 from ssldyn.lab import UserError, run_experiment
-from ssldyn.lab.config import build_config
 from ssldyn.objectives import cluster_measure_nt_xent
 
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
+from ssldyn.contract.config import build_config
 from ssldyn.experiments.variational import _flows_common as fc
 from ssldyn.experiments.variational.fig5 import Fig5, averaging_net_factory
 from ssldyn.lab import Context, UserError, run_experiment
-from ssldyn.lab.config import build_config
 from ssldyn.probes.cluster import silhouette_samples_cosine
 
 

@@ -1,8 +1,8 @@
 import pytest
 
+from ssldyn.contract.config import build_config
 from ssldyn.experiments.variational.fig6 import Fig6
 from ssldyn.lab import UserError, run_experiment
-from ssldyn.lab.config import build_config
 
 
 def test_config_rules_fail_before_any_work():

@@ -1,9 +1,9 @@
 import torch
 
+from ssldyn.contract.config import build_config
 from ssldyn.experiments.variational.invariance import Invariance, eq36_violation, kernel_violation
 from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.lab import UserError, run_experiment
-from ssldyn.lab.config import build_config
 from ssldyn.models.averaging import AveragingNet
 
 DT = torch.float64

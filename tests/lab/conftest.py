@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from ssldyn.contract import experiment as contract
 from ssldyn.lab import registry
 
 
@@ -12,7 +13,7 @@ def plugin_loaded(plugin: str = "tests.lab.toy_plugin"):
     """Load ``plugin``'s experiments (through ``SSLDYN_PLUGINS``, as users do) and afterwards restore the
     registry and the variable: the toys must not show up in other tests' ``ssldyn list``. The plugin module
     leaves ``sys.modules`` too, so that the next load imports (and registers) it again."""
-    saved, loaded, env = dict(registry._REGISTRY), registry._LOADED, os.environ.get("SSLDYN_PLUGINS")
+    saved, loaded, env = dict(contract._REGISTRY), registry._LOADED, os.environ.get("SSLDYN_PLUGINS")
     os.environ["SSLDYN_PLUGINS"] = plugin
     sys.modules.pop(plugin, None)
     registry._LOADED = False
@@ -21,8 +22,8 @@ def plugin_loaded(plugin: str = "tests.lab.toy_plugin"):
         yield
     finally:
         sys.modules.pop(plugin, None)
-        registry._REGISTRY.clear()
-        registry._REGISTRY.update(saved)
+        contract._REGISTRY.clear()
+        contract._REGISTRY.update(saved)
         registry._LOADED = loaded
         if env is None:
             os.environ.pop("SSLDYN_PLUGINS", None)
@@ -47,10 +48,10 @@ def toy():
     from tests.lab.toy import CALLS, Toy
 
     registry.load_all()
-    registry.register(Toy)
+    contract.register(Toy)
     CALLS["run"] = 0
     yield Toy
-    registry._REGISTRY.pop(Toy.name, None)
+    contract._REGISTRY.pop(Toy.name, None)
 
 
 @pytest.fixture
@@ -59,9 +60,9 @@ def toy_sweep():
     from tests.lab.toy import ToySweep
 
     registry.load_all()
-    registry.register(ToySweep)
+    contract.register(ToySweep)
     yield ToySweep
-    registry._REGISTRY.pop(ToySweep.name, None)
+    contract._REGISTRY.pop(ToySweep.name, None)
 
 
 @pytest.fixture
@@ -70,6 +71,6 @@ def toy_map():
     from tests.lab.toy import ToyMap
 
     registry.load_all()
-    registry.register(ToyMap)
+    contract.register(ToyMap)
     yield ToyMap
-    registry._REGISTRY.pop(ToyMap.name, None)
+    contract._REGISTRY.pop(ToyMap.name, None)

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from pydantic import Field
 
+from ssldyn.contract.experiment import _REGISTRY
 from ssldyn.lab import ClaimSpec, Experiment, ExperimentConfig, Result, between, register
-from ssldyn.lab.registry import _REGISTRY
 
 SOURCE = "variational.zz-ray-source"
 REUSER = "variational.zz-ray-reuser"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ssldyn.lab.claims import (
+from ssldyn.contract.claims import (
     Claim,
     ClaimSpec,
     Erratum,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ssldyn.lab.claims import (
+from ssldyn.contract.claims import (
     ClaimSpec,
     Measured,
     Robustness,
@@ -175,7 +175,7 @@ def test_robustness_grid_and_validation():
 def test_claim_round_trips_through_json_with_its_control():
     ms = [Measured(v, control=cv) for v, cv in zip([0.9, 0.92, 0.88], [0.1, 0.2, 0.15])]
     c = evaluate(spec(gt(0.5), control="linear", bounds=(0.0, 1.0)), None, [0, 1, 2], ms)
-    from ssldyn.lab.claims import Claim
+    from ssldyn.contract.claims import Claim
 
     d = c.to_dict()
     back = Claim.from_dict(d)

@@ -7,8 +7,8 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field, PositiveFloat, confloat, conint
 
+from ssldyn.contract.config import config_schema_rows, describe_type, format_value
 from ssldyn.lab import manifest
-from ssldyn.lab.config import config_schema_rows, describe_type, format_value
 
 
 class Act(enum.Enum):

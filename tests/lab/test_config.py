@@ -1,7 +1,7 @@
 import pytest
 
+from ssldyn.contract.config import build_config, load_config_file, parse_sets
 from ssldyn.lab import UserError
-from ssldyn.lab.config import build_config, load_config_file, parse_sets
 from tests.lab.toy import ToyConfig
 
 

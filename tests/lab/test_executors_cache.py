@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import ssldyn
+from ssldyn.contract.context import Context
 from ssldyn.lab import cache as cache_mod
 from ssldyn.lab.cache import CacheWarning, RunCache, code_version
-from ssldyn.lab.context import Context
 
 
 def _counting(value):
@@ -26,7 +26,7 @@ def _counting(value):
 
 
 def test_hit_miss_and_keys(tmp_path):
-    ctx = Context(cache_dir=tmp_path)
+    ctx = Context(cache=RunCache(tmp_path))
     compute, calls = _counting({"x": np.arange(4.0), "n": 3})
     a = ctx.cached({"lr": 0.1, "steps": 10}, compute)
     b = ctx.cached({"steps": 10, "lr": 0.1}, compute)  # same key (order does not matter)
@@ -35,7 +35,9 @@ def test_hit_miss_and_keys(tmp_path):
     assert int(b["n"]) == 3
     ctx.cached({"lr": 0.2, "steps": 10}, compute)  # other settings: a miss
     assert len(calls) == 2
-    Context(cache_dir=tmp_path, device=__import__("torch").device("meta")).cached({"lr": 0.1, "steps": 10}, compute)
+    Context(cache=RunCache(tmp_path), device=__import__("torch").device("meta")).cached(
+        {"lr": 0.1, "steps": 10}, compute
+    )
     assert len(calls) == 3  # the device type is part of the key
     ctx.cached({"lr": 0.1, "steps": 10}, compute, namespace="other")
     assert len(calls) == 4  # namespaces are separate folders
@@ -54,11 +56,11 @@ def test_outside_the_lab_nothing_is_stored(tmp_path, monkeypatch):
 
 def test_code_version_changes_invalidate(tmp_path, monkeypatch):
     compute, calls = _counting({"x": np.ones(2)})
-    Context(cache_dir=tmp_path).cached("k", compute)
-    Context(cache_dir=tmp_path).cached("k", compute)
+    Context(cache=RunCache(tmp_path)).cached("k", compute)
+    Context(cache=RunCache(tmp_path)).cached("k", compute)
     assert len(calls) == 1
     monkeypatch.setattr(cache_mod, "code_version", lambda: "edited")
-    Context(cache_dir=tmp_path).cached("k", compute)
+    Context(cache=RunCache(tmp_path)).cached("k", compute)
     assert len(calls) == 2
 
 
@@ -87,7 +89,7 @@ def test_code_version_covers_every_computing_module(tmp_path, monkeypatch):
 
 
 def _entry(tmp_path):
-    ctx = Context(cache_dir=tmp_path)
+    ctx = Context(cache=RunCache(tmp_path))
     value = {"x": np.arange(6.0).reshape(2, 3), "label": np.array("relu")}
     ctx.cached({"run": 1}, lambda: value)
     (path,) = (tmp_path / "shared").glob("*.entry")
@@ -169,7 +171,7 @@ def test_unreadable_store_does_not_stop_the_run(tmp_path):
             pytest.skip("running as a user who can write anywhere")
         compute, calls = _counting({"x": np.ones(2)})
         with pytest.warns(CacheWarning, match="could not be written"):
-            got = Context(cache_dir=ro).cached("k", compute)
+            got = Context(cache=RunCache(ro)).cached("k", compute)
         assert len(calls) == 1 and got["x"].tolist() == [1.0, 1.0]
     finally:
         ro.chmod(0o700)

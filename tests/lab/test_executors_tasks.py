@@ -5,15 +5,15 @@ import os
 import pytest
 import torch
 
+from ssldyn.contract.context import Context
 from ssldyn.errors import UserError
-from ssldyn.lab.context import Context
-from ssldyn.lab.tasks import check_workers, default_workers, map_tasks
+from ssldyn.lab.tasks import Tasks, check_workers, default_workers, map_tasks
 from tests.lab import tasks_toy
 
 
 def test_inline_map_is_ordered_and_single_threaded():
     ctx = Context()
-    assert ctx.executor == "inline"  # outside the lab: this process
+    assert ctx.tasks is None  # outside the lab: this process (inline_tasks)
     assert ctx.map(tasks_toy.square, range(6)) == [0, 1, 4, 9, 16, 25]
     torch.set_num_threads(2)
     try:
@@ -25,7 +25,7 @@ def test_inline_map_is_ordered_and_single_threaded():
 
 
 def test_process_pool_gives_the_in_process_results_in_order():
-    ctx = Context(executor="processes", workers=2)
+    ctx = Context(tasks=Tasks("processes", workers=2))
     items = list(range(7))
     assert ctx.map(tasks_toy.square, items) == [x * x for x in items]
     assert ctx.map(tasks_toy.matmul_sum, items) == Context().map(tasks_toy.matmul_sum, items)  # bitwise
@@ -38,7 +38,7 @@ def test_process_pool_gives_the_in_process_results_in_order():
 
 
 def test_a_failing_task_raises_its_error():
-    for ctx in (Context(), Context(executor="processes", workers=2)):
+    for ctx in (Context(), Context(tasks=Tasks("processes", workers=2))):
         with pytest.raises(ValueError, match="task 3 failed"):
             ctx.map(tasks_toy.fail_on_three, range(6))
 
@@ -61,7 +61,7 @@ def test_worker_count_is_a_lab_setting():
 
 
 def test_the_lab_runs_experiments_with_its_default_pool(tmp_path, monkeypatch):
-    """``run_experiment`` hands the experiment ``executor="processes"`` and the default worker count."""
+    """``run_experiment`` hands the experiment a process pool of the default worker count and the store's cache."""
     from ssldyn.lab import runner
 
     seen = {}
@@ -69,7 +69,7 @@ def test_the_lab_runs_experiments_with_its_default_pool(tmp_path, monkeypatch):
 
     def spy(*a, **k):
         ctx = real(*a, **k)
-        seen.update(executor=ctx.executor, workers=ctx.workers)
+        seen.update(tasks=ctx.tasks, cache=type(ctx.cache).__name__)
         return ctx
 
     monkeypatch.setattr(runner, "Context", spy)
@@ -78,7 +78,7 @@ def test_the_lab_runs_experiments_with_its_default_pool(tmp_path, monkeypatch):
 
     with plugin_loaded():
         run_experiment("variational.zz-toy", out=tmp_path)
-    assert seen == {"executor": "processes", "workers": default_workers()}
+    assert seen == {"tasks": Tasks("processes", workers=default_workers()), "cache": "RunCache"}
 
 
 def test_ray_tasks_give_the_in_process_results():
@@ -87,7 +87,7 @@ def test_ray_tasks_give_the_in_process_results():
 
     init_local_ray()
     try:
-        ctx = Context(executor="ray")
+        ctx = Context(tasks=Tasks("ray"))
         items = list(range(5))
         assert ctx.map(tasks_toy.matmul_sum, items) == Context().map(tasks_toy.matmul_sum, items)
         assert {threads for _, threads in ctx.map(tasks_toy.worker_info, range(4))} == {1}
@@ -96,4 +96,4 @@ def test_ray_tasks_give_the_in_process_results():
     finally:
         ray.shutdown()
     with pytest.raises(ValueError, match="Ray is not initialised"):
-        Context(executor="ray").map(tasks_toy.square, [1, 2])
+        Context(tasks=Tasks("ray")).map(tasks_toy.square, [1, 2])

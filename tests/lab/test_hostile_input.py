@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from ssldyn.contract.config import build_config, parse_sets
 from ssldyn.lab import UserError
 from ssldyn.lab.cli import main
-from ssldyn.lab.config import build_config, parse_sets
 from ssldyn.lab.registry import all_experiments
 
 EXPS = {e.name: e for e in all_experiments()}

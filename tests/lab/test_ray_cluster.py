@@ -24,6 +24,7 @@ import pytest
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow  # starts a two-node cluster: ~1 min on the shared 2-core CPU
 
+from ssldyn.contract import experiment as contract  # noqa: E402
 from ssldyn.lab import registry  # noqa: E402
 from ssldyn.lab.executors import execute  # noqa: E402
 from ssldyn.lab.runner import plan_run  # noqa: E402
@@ -77,7 +78,7 @@ def cluster():
         else:
             os.environ["SSLDYN_PLUGINS"] = old
         for name in (SOURCE, REUSER):  # the plugin's toys leave the registry with the cluster (other tests list it)
-            registry._REGISTRY.pop(name, None)
+            contract._REGISTRY.pop(name, None)
         registry._LOADED = False
 
 

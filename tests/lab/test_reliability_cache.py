@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ssldyn.contract.context import Context
 from ssldyn.dynamics.ensemble_trainer import TokenRun, group_token_runs
 from ssldyn.experiments.nonlinearity.token_grid import CACHE_NAMESPACE, make_runs, run_grid, run_key
-from ssldyn.lab.context import Context
+from ssldyn.lab.cache import RunCache
 
 #: |Δ| between a run trained alone and inside an ensemble (float32 round-off of the batched ops;
 #: measured 6e-8 on χ̄+ and 2.4e-7 on the loss for run 0 of this grid over 30 steps): the stated bound
@@ -26,14 +27,14 @@ def test_deleting_an_entry_and_recomputing_gives_identical_values(tmp_path):
     groups = group_token_runs(runs)
     big = next(g for g in groups if 0 in g)
     assert len(big) >= 2  # run 0 shares its ensemble
-    first = run_grid(runs, steps=STEPS, every=EVERY, ctx=Context(cache_dir=tmp_path)).to_frame()
+    first = run_grid(runs, steps=STEPS, every=EVERY, ctx=Context(cache=RunCache(tmp_path))).to_frame()
     entries = sorted((tmp_path / CACHE_NAMESPACE).glob("*.entry"))
     assert len(entries) == len(runs)
-    ctx = Context(cache_dir=tmp_path)
+    ctx = Context(cache=RunCache(tmp_path))
     victim = ctx.cache.path(CACHE_NAMESPACE, ctx.cache_key(run_key(runs[0], STEPS, EVERY, False)))
     assert victim in entries
     victim.unlink()
-    again = run_grid(runs, steps=STEPS, every=EVERY, ctx=Context(cache_dir=tmp_path)).to_frame()
+    again = run_grid(runs, steps=STEPS, every=EVERY, ctx=Context(cache=RunCache(tmp_path))).to_frame()
     assert again.equals(first), (again["value"] - first["value"]).abs().max()  # bit-identical, not ≈ 4.8e-7
     assert victim.is_file()
     # and a cold recomputation of everything agrees bit for bit as well

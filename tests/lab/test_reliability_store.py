@@ -22,11 +22,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from ssldyn.contract.result import Result
 from ssldyn.errors import UserError
 from ssldyn.lab import run_experiment
 from ssldyn.lab import store as store_mod
 from ssldyn.lab.report import build_report
-from ssldyn.lab.result import Result
 from ssldyn.lab.store import DONE, RunStore, StoreWriteError, atomic_write_bytes, verify_run
 from ssldyn.results import load
 

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from ssldyn.lab.result import Result
+from ssldyn.contract.result import Result
 from ssldyn.lab.store import DONE, RunStore, verify_run
 
 EXP = "variational.zz-stateful"

@@ -93,7 +93,8 @@ def test_interrupted_partial_is_ignored_and_redone(toy, tmp_path):
 
 
 def test_paper_seeds_follow_the_papers_own_count_of_repetitions():
-    from ssldyn.lab.registry import Experiment, get_experiment, register
+    from ssldyn.contract.experiment import Experiment, register
+    from ssldyn.lab.registry import get_experiment
     from ssldyn.lab.runner import DEFAULT_SEEDS, default_seeds
 
     fig4 = get_experiment("nonlinearity.fig4")

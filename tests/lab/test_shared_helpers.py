@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from ssldyn.contract.claims import ClaimSpec, gt, result_row, verdict_of
 from ssldyn.errors import UserError
-from ssldyn.lab.claims import ClaimSpec, gt, result_row, verdict_of
 from ssldyn.lab.robustness import claims_at
 from ssldyn.lab.scores import run_rank, run_scale
 from ssldyn.lab.study import point_text, selects, value_key, value_text
@@ -127,7 +127,7 @@ def test_report_links_and_anchors():
 
 
 def test_the_threads_module_is_light_so_the_cli_checks_the_environment_first():
-    probe = "import json, sys; import ssldyn.lab.threads as t; print(json.dumps(['torch' in sys.modules, t.threads_from_env(7)]))"
+    probe = "import json, sys; import ssldyn.contract.threads as t; print(json.dumps(['torch' in sys.modules, t.threads_from_env(7)]))"
     env = {k: v for k, v in os.environ.items() if k != "SSLDYN_THREADS"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)

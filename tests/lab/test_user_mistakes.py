@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from ssldyn.contract.config import build_config, load_config_file, parse_sets
+from ssldyn.contract.experiment import Experiment, register
 from ssldyn.lab import UserError
 from ssldyn.lab.cli import main
-from ssldyn.lab.config import build_config, load_config_file, parse_sets
-from ssldyn.lab.registry import Experiment, get_experiment, register
+from ssldyn.lab.registry import get_experiment
 from ssldyn.lab.runner import plan_run
 from ssldyn.lab.sweep import expand_grid
 

@@ -6,9 +6,9 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, conint
 
+from ssldyn.contract.claims import Measured, Robustness
 from ssldyn.dynamics import Trajectory
 from ssldyn.lab import ClaimSpec, Experiment, ExperimentConfig, Result, between, every_seed, lt
-from ssldyn.lab.claims import Measured, Robustness
 from ssldyn.viz.common import new_figure, save_figure
 
 CALLS = {"run": 0}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import Field
 
+from ssldyn.contract.experiment import _REGISTRY
 from ssldyn.lab import ClaimSpec, Experiment, ExperimentConfig, Result, between, equals, register
-from ssldyn.lab.registry import _REGISTRY
 from tests.lab.toy import Toy, ToySweep
 
 

@@ -233,7 +233,7 @@ def _plan(
 ) -> tuple[list[Any], list[str]]:
     """Validate a ``run`` request: its run specs (one per grid point, each with all its seeds) and the
     invalid grid points (each with its error; a single-point request raises instead). Nothing is written."""
-    from ssldyn.lab.config import deep_merge, parse_sets
+    from ssldyn.contract.config import deep_merge, parse_sets
     from ssldyn.lab.runner import plan_run
     from ssldyn.lab.sweep import MAX_GRID, expand_grid, nest
 
@@ -461,7 +461,8 @@ def report_cmd(directory: Path = typer.Argument(Path("ssldyn-runs"), help="the r
 
 def _print_scores(out: str | Path) -> None:
     """One table per paper: its results × status, from the paper-default runs in ``out``."""
-    from ssldyn.lab.registry import PAPERS, all_experiments
+    from ssldyn.contract.experiment import PAPERS
+    from ssldyn.lab.registry import all_experiments
     from ssldyn.lab.scores import canonical_runs, paper_scores
     from ssldyn.lab.store import RunStore
 
@@ -505,7 +506,7 @@ def _jobs(jobs: int | None, device: str) -> int:
 def _execute(specs, out, executor, force, address, max_retries, title, workers=None, jobs=1, notes=True):
     """Set torch threads (``SSLDYN_THREADS`` or the core count), run specs with a progress bar and print
     each run's note (``notes``); on Ctrl-C say what finished and how to resume."""
-    from ssldyn.lab.context import progress_display, set_threads
+    from ssldyn.contract.context import progress_display, set_threads
     from ssldyn.lab.executors import execute
     from ssldyn.lab.store import RunStore
 
@@ -619,7 +620,7 @@ def _print_run(o: Any) -> None:
 
 
 def _verdict(c: Any) -> str:
-    from ssldyn.lab.claims import verdict_of
+    from ssldyn.contract.claims import verdict_of
 
     return verdict_of(c)[1]
 
@@ -644,7 +645,7 @@ def _fmt_measured(value: Any) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one clean line and exit code 2 for user mistakes."""
     try:
-        from ssldyn.lab.threads import threads_from_env
+        from ssldyn.contract.threads import threads_from_env
 
         threads_from_env()  # a bad SSLDYN_THREADS is one error line before any command runs
         rv = typer.main.get_command(app).main(args=argv, prog_name="ssldyn", standalone_mode=False)

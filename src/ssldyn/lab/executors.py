@@ -368,7 +368,7 @@ def _inside(filename: object, root: Path) -> bool:
 
 
 def _ray_compute(spec: RunSpec, cache_dir: str):  # executed on a Ray worker
-    from ssldyn.lab.context import set_threads
+    from ssldyn.contract.context import set_threads
 
     set_threads(int(os.environ.get("SSLDYN_THREADS", "1")))
     return compute_run(spec, cache_dir=cache_dir, executor="ray")

@@ -36,7 +36,7 @@ _BUILTIN_PREFIX = "ssldyn.experiments."
 
 def entry(exp: Any) -> dict[str, Any]:
     """The manifest entry of one experiment class (JSON-ready)."""
-    from ssldyn.lab.config import config_schema_rows, format_value
+    from ssldyn.contract.config import config_schema_rows, format_value
     from ssldyn.lab.study import config_value
 
     defaults = exp.default_config().model_dump(mode="json")
@@ -71,7 +71,8 @@ def entry(exp: Any) -> dict[str, Any]:
 
 def build() -> dict[str, Any]:
     """The manifest of the experiments shipped in :mod:`ssldyn.experiments` (imports them all)."""
-    from ssldyn.lab.registry import PAPERS, all_experiments
+    from ssldyn.contract.experiment import PAPERS
+    from ssldyn.lab.registry import all_experiments
 
     exps = [e for e in all_experiments() if e.__module__.startswith(_BUILTIN_PREFIX)]
     return {
@@ -96,8 +97,8 @@ def _committed() -> dict[str, Any] | None:
 
 
 def _live_registry() -> Any:
-    """The registry module if something in this process imported it (never imports it here)."""
-    return sys.modules.get("ssldyn.lab.registry")
+    """The contract module holding the registered experiments if something in this process imported it (never imports it here)."""
+    return sys.modules.get("ssldyn.contract.experiment")
 
 
 def _load_plugins() -> None:
@@ -153,7 +154,7 @@ def find(name: str) -> dict[str, Any]:
     _, entries = _catalogue()
     if name in entries:
         return entries[name]
-    from ssldyn.lab.config import unknown_experiment  # lazily: config imports pydantic
+    from ssldyn.contract.config import unknown_experiment  # lazily: config imports pydantic
 
     raise unknown_experiment(name, entries)
 

@@ -1,37 +1,11 @@
-"""The experiment registry: every figure/table/result of the papers under ``<paper>.<result>``.
+"""Finding the experiments: the lab's side of the registry.
 
-An experiment is a subclass of :class:`Experiment` decorated with :func:`register`; it
-declares a config, its claims, and how one seed is run and measured::
-
-    class Fig3Config(ExperimentConfig):
-        tau: PositiveFloat = 0.5           # paper setting (cite section)
-
-    @register
-    class Fig3(Experiment):
-        name = "variational.fig3"
-        paper = "variational"
-        figure = "Fig. 3, Remark 3.1"
-        description = "NT-Xent of K-point measures on S^1"
-        Config = Fig3Config
-        quick = {"n": 60}                  # overrides for --quick
-        est_seconds = (5, 60)              # (quick, full) on a 2-core CPU
-        claims = (
-            ClaimSpec("loss-decreases", "The loss decreases with K.", "Fig. 3, Remark 3.1", kind="paper",
-                      reading="drop L(1) - L(K_max) relative to L(1)", relation=gt(0.0),
-                      basis="relation: 'decreases' means a positive drop"),
-        )
-
-        def run(self, cfg: Fig3Config, ctx: Context) -> Result: ...         # one seed (ctx.seed)
-        def measure(self, cfg: Fig3Config, result: Result) -> dict: ...    # {claim id: number}
-        def plots(self, cfg: Fig3Config, result: Result, fig_dir: Path) -> list[Path]: ...
-
-The lab runs every seed of the run (``--seeds``), measures each claim per seed and
-evaluates it over seeds (:func:`ssldyn.lab.claims.evaluate`).
-
-Experiment modules live anywhere under :mod:`ssldyn.experiments`; :func:`load_all` imports
-them all, so adding a module is enough to register its experiments. Your own experiments
-(outside the package) are registered by listing their modules in the environment variable
-``SSLDYN_PLUGINS`` (comma-separated module names); Ray workers inherit it.
+The contract an experiment follows (:class:`~ssldyn.contract.experiment.Experiment`,
+:func:`~ssldyn.contract.experiment.register`) sits below the experiments; this module sits above
+them and imports them. :func:`load_all` imports every module under :mod:`ssldyn.experiments`, so
+adding a module is enough to register its experiments. Your own experiments (outside the package)
+are registered by listing their modules in the environment variable ``SSLDYN_PLUGINS``
+(comma-separated module names); Ray workers inherit it.
 """
 
 from __future__ import annotations
@@ -39,155 +13,22 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-import re
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, ClassVar
 
+from ssldyn.contract.config import echo, unknown_experiment
+from ssldyn.contract.experiment import PAPERS, Experiment, register, registered
 from ssldyn.errors import UserError
-from ssldyn.lab.claims import ClaimSpec, Robustness
-from ssldyn.lab.config import ExperimentConfig, echo, unknown_experiment
-from ssldyn.lab.context import Context
-from ssldyn.lab.result import Result
 
-__all__ = ["PAPERS", "Experiment", "register", "load_all", "all_experiments", "get_experiment", "registered"]
+__all__ = ["PAPERS", "Experiment", "register", "load_all", "all_experiments", "get_experiment"]
 
-PAPERS = {
-    "variational": "Calder & Lee — Understanding Contrastive Learning through Variational Analysis "
-    "and Neural Network Optimization Perspectives",
-    "nonlinearity": "Tian — Understanding the Role of Nonlinearity in Training Dynamics of Contrastive Learning",
-    "grassmann": "Esser, Mukherjee, Ghoshdastidar — Representation Learning Dynamics of Self-Supervised Models",
-}
-
-_REGISTRY: dict[str, type[Experiment]] = {}
 _LOADED = False
 
 
-class Experiment:
-    """Base class: a config, a run, declared claims measured per seed, and the paper's figures.
-
-    Class attributes an experiment declares:
-        name, paper, figure, description, Config, quick, version: as above.
-        est_seconds: ``(quick, paper scale)`` seconds of the whole run (all its seeds) in one
-            single-thread worker of the 2-core CPU — for an experiment that ``reuses`` another,
-            with the other's cached results in place, as in ``reproduce``. ``--jobs N`` starts
-            runs by these (longest chain of reusers first) and ``--dry-run`` adds them up.
-        claims: the :class:`~ssldyn.lab.claims.ClaimSpec` records it checks (each measured per
-            seed by :meth:`measure`; a ``pooled`` rule by :meth:`measure_pooled`).
-        seeded: ``False`` for a deterministic computation (closed forms, fixed grids): one
-            evaluation, whatever ``--seeds`` asks.
-        batch_seeds: ``True`` when :meth:`run` computes every seed of ``ctx.seeds`` at once (seeds
-            as an ensemble axis) and returns one :class:`Result` per seed; otherwise the lab calls
-            :meth:`run` once per seed with ``ctx.seed`` set.
-        threads: torch intra-op threads on the CPU while :meth:`run` runs (``1`` for experiments
-            made of many small tensor ops; ``None`` leaves the process setting).
-        reuses: experiments whose cached sub-results this one reads (``ctx.cached`` entries with
-            the same keys, e.g. the shared token grid of nonlinearity Fig. 4 and Fig. 10): when
-            both are computed in one batch of parallel runs (``--jobs``), this one starts after
-            them, so the shared entries are computed once.
-        paper_seeds: seeds of the paper-scale run when the paper states its own number of
-            repetitions (e.g. "each setting is repeated 3 times"), with ``paper_seeds_reason``
-            quoting where; ``None``: the lab's default (5).
-        robustness: :class:`~ssldyn.lab.claims.Robustness` maps of this experiment's headline
-            claims — the protocol knobs the paper leaves open and the values to try
-            (``ssldyn robustness EXP`` runs them as a study).
-    """
-
-    name: ClassVar[str]
-    paper: ClassVar[str]
-    figure: ClassVar[str]
-    description: ClassVar[str]
-    Config: ClassVar[type[ExperimentConfig]]
-    quick: ClassVar[dict[str, Any]] = {}
-    est_seconds: ClassVar[tuple[float, float]] = (30.0, 300.0)
-    version: ClassVar[str] = "1"  # bump when the experiment's code changes its results
-    claims: ClassVar[tuple[ClaimSpec, ...]] = ()
-    seeded: ClassVar[bool] = True
-    batch_seeds: ClassVar[bool] = False
-    threads: ClassVar[int | None] = None
-    reuses: ClassVar[tuple[str, ...]] = ()
-    paper_seeds: ClassVar[int | None] = None
-    paper_seeds_reason: ClassVar[str] = ""
-    robustness: ClassVar[tuple[Robustness, ...]] = ()
-
-    def run(self, cfg: Any, ctx: Context) -> Result | list[Result]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def measure(self, cfg: Any, result: Result) -> Mapping[str, Any]:
-        """One measurement per declared claim (``{claim id: value or Measured}``) for one seed's result."""
-        return {}
-
-    def measure_pooled(self, cfg: Any, results: list[Result]) -> Mapping[str, Any]:
-        """Measurements of the claims whose rule is ``pooled``, from all seeds' results together."""
-        return {}
-
-    def plots(self, cfg: Any, result: Result, fig_dir: Path) -> list[Path]:
-        """The paper's figure(s) from the first seed's result (``result.seed_results`` holds all seeds)."""
-        return []
-
-    # -- configs ----------------------------------------------------------------------
-    @classmethod
-    def default_config(cls) -> ExperimentConfig:
-        return cls.Config()
-
-    @classmethod
-    def quick_config(cls) -> ExperimentConfig:
-        from ssldyn.lab.config import build_config
-
-        return build_config(cls.Config, cls.quick)
-
-    @classmethod
-    def claim_spec(cls, claim_id: str) -> ClaimSpec:
-        for spec in cls.claims:
-            if spec.id == claim_id:
-                return spec
-        raise KeyError(f"{cls.name}: no claim {claim_id!r}; declared: {', '.join(s.id for s in cls.claims)}")
-
-
-def register(cls: type[Experiment]) -> type[Experiment]:
-    """Class decorator adding an experiment to the registry (name must be ``<paper>.<result>``)."""
-    paper, dot, rest = cls.name.partition(".")
-    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*\.[a-z0-9][a-z0-9._-]*", cls.name) or paper not in PAPERS:
-        raise ValueError(
-            f"experiment name {cls.name!r} must be '<paper>.<result>' (lowercase letters, digits, '-', '_', '.') "
-            f"with paper in {sorted(PAPERS)}"
-        )
-    if cls.paper != paper:
-        raise ValueError(f"experiment {cls.name!r} declares paper {cls.paper!r}")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"experiment {cls.name!r} registered twice")
-    if not isinstance(cls.claims, tuple) or not all(isinstance(s, ClaimSpec) for s in cls.claims):
-        raise ValueError(f"experiment {cls.name!r}: claims must be a tuple of ClaimSpec records (ssldyn.lab.ClaimSpec)")
-    ids = [s.id for s in cls.claims]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
-    if dup:
-        raise ValueError(f"experiment {cls.name!r}: claim id {dup[0]!r} declared twice")
-    if not isinstance(cls.reuses, tuple) or not all(isinstance(r, str) and r != cls.name for r in cls.reuses):
-        raise ValueError(f"experiment {cls.name!r}: reuses must be a tuple of other experiments' names")
-    if cls.paper_seeds is not None and (not isinstance(cls.paper_seeds, int) or cls.paper_seeds < 1
-                                        or not cls.paper_seeds_reason.strip()):  # fmt: skip
-        raise ValueError(f"experiment {cls.name!r}: paper_seeds must be an int >= 1 with a paper_seeds_reason")
-    if not isinstance(cls.robustness, tuple) or not all(isinstance(r, Robustness) for r in cls.robustness):
-        raise ValueError(f"experiment {cls.name!r}: robustness must be a tuple of Robustness records")
-    for rb in cls.robustness:
-        unknown = [c for c in rb.claims if c not in ids]
-        if unknown:
-            raise ValueError(f"experiment {cls.name!r}: robustness map names undeclared claims {unknown}")
-        bad = [k for k in rb.knobs if k not in cls.Config.model_fields]
-        if bad:
-            raise ValueError(f"experiment {cls.name!r}: robustness knobs {bad} are not config keys")
-    cls.quick_config()  # the quick preset must validate
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
 def load_all() -> None:
-    """Import every module under :mod:`ssldyn.experiments` (idempotent)."""
+    """Import every module under :mod:`ssldyn.experiments` and ``SSLDYN_PLUGINS`` (idempotent)."""
     global _LOADED
     if _LOADED:
         return
-    pkg = importlib.import_module("ssldyn.experiments")  # discovery by name: the lab has no static arrow to experiments
-
+    pkg = importlib.import_module("ssldyn.experiments")
     for mod in pkgutil.walk_packages(pkg.__path__, prefix="ssldyn.experiments."):
         importlib.import_module(mod.name)
     for name in filter(None, (m.strip() for m in os.environ.get("SSLDYN_PLUGINS", "").split(","))):
@@ -199,26 +40,19 @@ def load_all() -> None:
 
 
 def all_experiments(paper: str | None = None) -> list[type[Experiment]]:
+    """Every registered experiment (of one paper), in the papers' order, then by name."""
     load_all()
     if paper is not None and paper not in PAPERS:
         raise UserError(f"unknown paper {echo(paper)}; allowed: {', '.join(sorted(PAPERS))}")
-    exps = [e for e in _REGISTRY.values() if paper is None or e.paper == paper]
     order = list(PAPERS)
+    exps = [e for e in registered() if paper is None or e.paper == paper]
     return sorted(exps, key=lambda e: (order.index(e.paper), e.name))
 
 
 def get_experiment(name: str) -> type[Experiment]:
     """Look up by full name; unknown names raise a UserError suggesting the closest ones."""
     load_all()
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    raise unknown_experiment(name, _REGISTRY)
-
-
-def registered() -> list[type[Experiment]]:
-    """The experiments registered so far in this process, without importing any module.
-
-    Used by :mod:`ssldyn.lab.manifest` so that ``ssldyn list``/``show`` see your own
-    experiments (``SSLDYN_PLUGINS``) next to the committed manifest of the shipped ones.
-    """
-    return list(_REGISTRY.values())
+    by_name = {e.name: e for e in registered()}
+    if name in by_name:
+        return by_name[name]
+    raise unknown_experiment(name, by_name)

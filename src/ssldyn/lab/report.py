@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ssldyn._version import __version__
-from ssldyn.lab.claims import Claim, verdict_of
-from ssldyn.lab.registry import PAPERS, all_experiments
+from ssldyn.contract.claims import Claim, verdict_of
+from ssldyn.contract.experiment import PAPERS
+from ssldyn.lab.registry import all_experiments
 from ssldyn.lab.report_study import relative_url, slug
 from ssldyn.lab.robustness import claims_at
 from ssldyn.lab.scores import Outcomes, PaperScore, canonical_runs, outcome_counts, paper_scores, run_scale

@@ -27,7 +27,7 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from ssldyn.lab.claims import t_interval, verdict_of, verdict_words
+from ssldyn.contract.claims import t_interval, verdict_of, verdict_words
 from ssldyn.lab.study import Study, point_text, value_key, value_text
 from ssldyn.lab.summary import estimate_text
 

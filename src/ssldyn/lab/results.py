@@ -32,7 +32,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from ssldyn.lab.claims import Claim
+from ssldyn.contract.claims import Claim
 from ssldyn.lab.scores import SCORED_KINDS, outcome_counts
 from ssldyn.lab.store import record_seeds
 from ssldyn.lab.study import config_value, selects

@@ -1,6 +1,6 @@
 """Robustness maps: where a headline claim holds over the protocol knobs the paper leaves open.
 
-An experiment declares :class:`~ssldyn.lab.claims.Robustness` records (``Experiment.robustness``):
+An experiment declares :class:`~ssldyn.contract.claims.Robustness` records (``Experiment.robustness``):
 headline claim ids and a grid of config values (initialisation, step size, grid, batch...).
 :func:`plan_maps` turns them into run specs (quick preset by default, the map's ``base`` overrides
 on top), the executor runs them like any sweep, each map is stored as a study of source
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ssldyn.contract.claims import Robustness
 from ssldyn.errors import UserError
-from ssldyn.lab.claims import Robustness
 
 __all__ = ["PlannedMap", "plan_maps", "claims_at", "map_rows", "holds_text"]
 
@@ -35,7 +35,7 @@ def plan_maps(
     name: str, *, quick: bool = True, seed: int = 0, seeds: int | None = None, device: str = "cpu"
 ) -> list[PlannedMap]:
     """Run specs of every robustness map declared by experiment ``name`` (validated, nothing run)."""
-    from ssldyn.lab.config import deep_merge
+    from ssldyn.contract.config import deep_merge
     from ssldyn.lab.registry import get_experiment
     from ssldyn.lab.runner import plan_run
     from ssldyn.lab.sweep import nest

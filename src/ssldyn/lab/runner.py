@@ -24,15 +24,17 @@ from typing import Any
 import torch
 
 from ssldyn._version import __version__
+from ssldyn.contract.claims import Claim, evaluate
+from ssldyn.contract.config import ExperimentConfig, build_config, load_config_file, parse_sets
+from ssldyn.contract.context import Context, progress_display, resolve_device, seed_everything
+from ssldyn.contract.experiment import Experiment
+from ssldyn.contract.result import Result
+from ssldyn.contract.threads import torch_threads
 from ssldyn.errors import UserError
-from ssldyn.lab.claims import Claim, evaluate
-from ssldyn.lab.config import ExperimentConfig, build_config, load_config_file, parse_sets
-from ssldyn.lab.context import Context, progress_display, resolve_device, seed_everything
-from ssldyn.lab.registry import Experiment, get_experiment
-from ssldyn.lab.result import Result
+from ssldyn.lab.cache import RunCache
+from ssldyn.lab.registry import get_experiment
 from ssldyn.lab.store import RunStore, StoredRun, atomic_write_bytes, config_hash
-from ssldyn.lab.tasks import default_workers
-from ssldyn.lab.threads import torch_threads
+from ssldyn.lab.tasks import Tasks, default_workers
 
 __all__ = [
     "DEFAULT_OUT",
@@ -170,7 +172,7 @@ def estimate_memory(exp_cls: type[Experiment], cfg: ExperimentConfig, n_seeds: i
 def check_memory(exp_cls: type[Experiment], cfg: ExperimentConfig, n_seeds: int, device: Any) -> int:
     """The estimated peak (:func:`estimate_memory`); a run that cannot fit in the device's memory (the
     host's RAM, or the GPU's) is one :class:`UserError` naming the config key that drives it."""
-    from ssldyn.lab.config import echo
+    from ssldyn.contract.config import echo
     from ssldyn.lab.study import config_value
     from ssldyn.memory import fmt_bytes, total_memory
 
@@ -337,8 +339,8 @@ def compute_run(
 ) -> ComputedRun:
     """Run the experiment of ``spec`` for every seed in this process; figures are rendered to bytes.
 
-    ``cache_dir`` (normally ``<out>/.cache``) is handed to the experiment as ``ctx.cache_dir``;
-    ``executor`` / ``workers`` run its tasks (``ctx.map``; see :func:`ssldyn.lab.tasks.map_tasks`).
+    ``cache_dir`` (normally ``<out>/.cache``) holds the cache handed to the experiment as ``ctx.cache``;
+    ``executor`` / ``workers`` run its tasks (``ctx.map``; see :class:`ssldyn.lab.tasks.Tasks`).
     ``progress`` is a bool or an open ``rich.progress.Progress`` to add the run's bars to.
     """
     from ssldyn.memory import peak_rss, reset_peak_rss
@@ -353,9 +355,9 @@ def compute_run(
     bar, display = _progress_display(progress)
     exp = exp_cls()
     with tempfile.TemporaryDirectory(prefix="ssldyn-run-") as tmp, display:
-        ctx_kw = {"device": dev, "progress": bool(progress), "run_dir": Path(tmp),
-                  "cache_dir": Path(cache_dir) if cache_dir is not None else None, "executor": executor,
-                  "workers": workers if workers is not None else default_workers(), "_bar": bar}  # fmt: skip
+        ctx_kw = {"device": dev, "progress": bool(progress), "run_dir": Path(tmp), "_bar": bar,
+                  "tasks": Tasks(executor, workers if workers is not None else default_workers()),
+                  "cache": RunCache(cache_dir) if cache_dir is not None else None}  # fmt: skip
         results = run_seeds(exp, cfg, spec.seeds, ctx_kw)
         if spec.preset == "paper" and exp_cls.paper_seeds is not None and len(spec.seeds) == exp_cls.paper_seeds:
             note = f"{len(spec.seeds)} seeds at paper scale, the paper's own count: {exp_cls.paper_seeds_reason}"

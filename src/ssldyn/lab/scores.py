@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ssldyn.lab.claims import Claim, result_row, status_of
+from ssldyn.contract.claims import Claim, result_row, status_of
 
 __all__ = [
     "SCORED_KINDS", "STATUS_ORDER", "Outcomes", "outcome_counts", "ResultRow", "PaperScore", "run_scale", "run_rank",
@@ -42,7 +42,7 @@ STATUS_ORDER = ("reproduced", "partly", "inconclusive", "vacuous", "does not rep
 
 @dataclass
 class Outcomes:
-    """Counts of claim verdicts (see :data:`ssldyn.lab.claims.STATUSES`)."""
+    """Counts of claim verdicts (see :data:`ssldyn.contract.claims.STATUSES`)."""
 
     passed: int = 0
     failed: int = 0

@@ -53,11 +53,11 @@ import numpy as np
 import pandas as pd
 
 from ssldyn._version import __version__
+from ssldyn.contract.claims import Claim
+from ssldyn.contract.result import Result
 from ssldyn.errors import UserError
 from ssldyn.files import atomic_write_bytes as write_file_atomically
 from ssldyn.files import fsync_dir
-from ssldyn.lab.claims import Claim
-from ssldyn.lab.result import Result
 
 __all__ = [
     "DONE",

@@ -36,10 +36,10 @@ def estimate_text(estimate: float, lo: float, hi: float) -> str:
     """``0.612 ± 0.051`` for a symmetric interval, ``0.9997 [0.9995, 1]`` otherwise, ``0.612`` without one.
 
     The estimate is printed with enough significant digits to stay inside its printed interval
-    (:func:`ssldyn.lab.claims.format_estimate`; never ``0.9997 [1, 1]``); with ``±`` it is
+    (:func:`ssldyn.contract.claims.format_estimate`; never ``0.9997 [1, 1]``); with ``±`` it is
     printed to within the half width.
     """
-    from ssldyn.lab.claims import format_estimate
+    from ssldyn.contract.claims import format_estimate
 
     if estimate is None or not math.isfinite(estimate):
         return "n/a"

@@ -11,8 +11,8 @@ import itertools
 import math
 from typing import Any
 
+from ssldyn.contract.config import echo, parse_value, set_path
 from ssldyn.errors import UserError
-from ssldyn.lab.config import echo, parse_value, set_path
 
 __all__ = ["MAX_GRID", "split_top_level", "parse_sweep", "grid_axes", "grid_size", "expand_grid", "nest"]
 

@@ -15,11 +15,13 @@ import atexit
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ssldyn.contract.context import inline_tasks
 from ssldyn.errors import UserError
 
-__all__ = ["TASK_EXECUTORS", "default_workers", "check_count", "check_workers", "shutdown_pools", "map_tasks"]
+__all__ = ["TASK_EXECUTORS", "default_workers", "check_count", "check_workers", "shutdown_pools", "map_tasks", "Tasks"]
 
 TASK_EXECUTORS = ("inline", "processes", "ray")
 
@@ -84,13 +86,6 @@ def shutdown_pools() -> None:
         stop_pool(pool)
 
 
-def _run_one_thread(fn: Callable[[T], R], item: T, device: Any) -> R:
-    from ssldyn.lab.threads import torch_threads
-
-    with torch_threads(1, device):
-        return fn(item)
-
-
 def map_tasks(
     fn: Callable[[T], R],
     items: Sequence[T],
@@ -111,12 +106,7 @@ def map_tasks(
     items = list(items)
     cuda = device is not None and str(device).startswith("cuda")
     if executor == "inline" or cuda or len(items) <= 1 or (executor == "processes" and workers <= 1):
-        if not cuda:
-            from ssldyn.lab.threads import keep_heap_pad
-
-            keep_heap_pad()
-        for i, item in enumerate(items):
-            yield i, _run_one_thread(fn, item, device)
+        yield from inline_tasks(fn, items, device=device)
         return
     if executor == "ray":
         yield from _ray_tasks(fn, items)
@@ -145,7 +135,7 @@ def map_tasks(
 def _ray_task(fn: Callable[[T], R], item: T) -> R:  # executed on a Ray worker
     import torch
 
-    from ssldyn.lab.threads import keep_heap_pad
+    from ssldyn.contract.threads import keep_heap_pad
 
     torch.set_num_threads(1)
     keep_heap_pad()
@@ -169,3 +159,19 @@ def _ray_tasks(fn: Callable[[T], R], items: list[T]) -> Iterator[tuple[int, R]]:
     finally:
         for ref in pending:
             ray.cancel(ref)
+
+
+@dataclass(frozen=True)
+class Tasks:
+    """The lab's executor of a run's tasks, as a :class:`~ssldyn.contract.context.Context` takes it
+    (``Context(tasks=Tasks("processes", workers=2))``): :func:`map_tasks` with these settings."""
+
+    executor: str = "processes"
+    workers: int = 1
+
+    def __post_init__(self) -> None:
+        if self.executor not in TASK_EXECUTORS:
+            raise ValueError(f"executor {self.executor!r}: allowed values are {', '.join(TASK_EXECUTORS)}")
+
+    def __call__(self, fn: Callable[[T], R], items: Sequence[T], *, device: Any = None) -> Iterator[tuple[int, R]]:
+        return map_tasks(fn, items, executor=self.executor, workers=self.workers, device=device)

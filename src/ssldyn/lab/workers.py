@@ -5,7 +5,7 @@ Both the tasks of one run (:mod:`ssldyn.lab.tasks`) and the runs of ``--jobs N``
 
 * runs torch on ONE thread (parallelism comes from the workers), and numpy/scipy's BLAS and
   OpenMP on one thread too (:data:`BLAS_THREAD_VARS`, unless the driver's environment sets
-  them), and keeps a malloc top pad (:func:`~ssldyn.lab.threads.keep_heap_pad`);
+  them), and keeps a malloc top pad (:func:`~ssldyn.contract.threads.keep_heap_pad`);
 * dies with its driver, whatever ends the driver (SIGTERM, SIGKILL, a crash): on Linux the
   kernel sends it SIGKILL when the driver exits (``prctl(PR_SET_PDEATHSIG)`` through ctypes,
   armed only when the worker was started by the driver's main thread, the thread whose exit
@@ -84,7 +84,7 @@ def worker_init(parent: int, from_main_thread: bool = False) -> None:
     one_blas_thread()  # before torch, which loads numpy
     import torch
 
-    from ssldyn.lab.threads import keep_heap_pad
+    from ssldyn.contract.threads import keep_heap_pad
 
     torch.set_num_threads(1)
     keep_heap_pad()  # tasks free and re-allocate MB-sized tensors: keep the heap, no page faults

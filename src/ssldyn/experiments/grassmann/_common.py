@@ -25,9 +25,9 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat
 
+from ssldyn.contract import Experiment, ExperimentConfig
 from ssldyn.data.moons import half_moons
 from ssldyn.dynamics.q_ode import eigh_ascending
-from ssldyn.lab import Experiment, ExperimentConfig
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import contrast_matrix, simple_contrastive
 

@@ -57,6 +57,8 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, Result, register
+from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, Robustness, between, gt, le, lt, whole_interval
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
@@ -70,8 +72,6 @@ from ssldyn.experiments.grassmann._common import (
     repeat_per_seed,
 )
 from ssldyn.kernels.ntk import empirical_ntk
-from ssldyn.lab import ClaimSpec, Context, Erratum, Measured, Result, between, gt, le, lt, register, whole_interval
-from ssldyn.lab.claims import Robustness
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, info_nce, non_contrastive
 from ssldyn.objectives.peers import spectral_contrastive_loss

@@ -42,6 +42,8 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, ge, gt, lt
 from ssldyn.dynamics import engine
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.manifold import ManifoldGD, PlainGD
@@ -56,7 +58,6 @@ from ssldyn.experiments.grassmann._common import (
     repeat_per_seed,
     window_drift,
 )
-from ssldyn.lab import ClaimSpec, Context, Measured, Result, ge, gt, lt, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.collapse import singular_value_ratio
 from ssldyn.viz.common import PALETTE, new_figure, save_figure

@@ -47,6 +47,8 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, between, gt, lt, whole_interval
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
@@ -58,8 +60,6 @@ from ssldyn.experiments.grassmann._common import (
     per_member_values,
     repeat_per_seed,
 )
-from ssldyn.lab import ClaimSpec, Context, Measured, Result, between, gt, lt, register, whole_interval
-from ssldyn.lab.claims import Robustness
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes import loglog_slope
 from ssldyn.probes.subspace import output_gap

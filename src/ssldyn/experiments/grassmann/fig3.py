@@ -41,6 +41,8 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, Result, register
+from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, Robustness, between, gt, le, lt
 from ssldyn.dynamics.manifold import ManifoldGD, projected_gd_step_, train_gd
 from ssldyn.dynamics.q_ode import euler, projected_gd_rhs, q_from_map, q_ode_predict, solve_adaptive, trace_loss_q
 from ssldyn.dynamics.trajectory import Trajectory
@@ -51,8 +53,6 @@ from ssldyn.experiments.grassmann._common import (
     peak_of,
     repeat_per_seed,
 )
-from ssldyn.lab import ClaimSpec, Context, Erratum, Measured, Result, between, gt, le, lt, register
-from ssldyn.lab.claims import Robustness
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
 from ssldyn.probes import loglog_slope

@@ -48,13 +48,14 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, between, ge, gt, le
 from ssldyn.data.mnist import mnist_two_class
 from ssldyn.data.moons import make_views
 from ssldyn.dynamics import engine
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import eigh_ascending, euler, q_from_map, q_ode_predict, q_ode_rhs
 from ssldyn.experiments.grassmann._common import GrassmannExperiment, peak_of
-from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, between, ge, gt, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
 from ssldyn.probes import loglog_slope

@@ -27,6 +27,8 @@ from typing import Annotated
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, le
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import q_from_map, solve_adaptive
 from ssldyn.experiments.grassmann._common import (
@@ -36,7 +38,6 @@ from ssldyn.experiments.grassmann._common import (
     moons_memory,
     peak_of,
 )
-from ssldyn.lab import ClaimSpec, Context, Measured, Result, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
 from ssldyn.probes.subspace import projection_norms

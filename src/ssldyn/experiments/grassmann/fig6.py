@@ -41,6 +41,8 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 from scipy.linalg import orthogonal_procrustes
 
+from ssldyn.contract import Context, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, le
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.dynamics.q_ode import euler, q_from_map, trace_loss_q
 from ssldyn.experiments.grassmann._common import (
@@ -52,7 +54,6 @@ from ssldyn.experiments.grassmann._common import (
     peak_of,
 )
 from ssldyn.experiments.grassmann.prop3 import rank_z_angle, rank_z_row_space
-from ssldyn.lab import ClaimSpec, Context, Measured, Result, le, register
 from ssldyn.models.two_layer import DeepLinearNet
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 

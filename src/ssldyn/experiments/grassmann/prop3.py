@@ -61,6 +61,8 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 from torch.optim.lr_scheduler import LambdaLR
 
+from ssldyn.contract import Context, Result, register
+from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, ge, gt, le, lt
 from ssldyn.data.moons import make_views
 from ssldyn.dynamics.manifold import ManifoldGD, PlainGD, train_gd
 from ssldyn.experiments.grassmann._common import (
@@ -72,7 +74,6 @@ from ssldyn.experiments.grassmann._common import (
     moons_memory,
     peak_of,
 )
-from ssldyn.lab import ClaimSpec, Context, Erratum, Measured, Result, ge, gt, le, lt, register
 from ssldyn.models.two_layer import Regime, TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
 from ssldyn.probes.subspace import principal_angles

@@ -34,10 +34,11 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, ge, le
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
 from ssldyn.dynamics.q_ode import q_from_weights, solve_adaptive, solve_reference
 from ssldyn.experiments.grassmann._common import GrassmannExperiment, peak_of
-from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import trace_loss
 from ssldyn.probes.subspace import distance_up_to_sign

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from ssldyn.contract import Result
 from ssldyn.experiments.nonlinearity.token_grid import cell, final_table
-from ssldyn.lab import Result
 
 SEED_COLUMNS = ("seed", "init")  # the grid's name for a run's seed (the lab owns "seed" in stored tables)
 

@@ -45,10 +45,11 @@ import pandas as pd
 import torch
 from pydantic import Field, field_validator
 
+from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, ge, le
 from ssldyn.data.latent import FIG8_ANGLES
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
 from ssldyn.experiments.nonlinearity._common import F64
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.activations import get_activation
 from ssldyn.probes.alpha_cl import prominent_maxima, theta_grid

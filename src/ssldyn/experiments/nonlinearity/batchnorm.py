@@ -29,25 +29,13 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, every_seed, ge, gt, le, lt
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.alpha_cl import sphere_tangent, uniform_contrastive_covariance
 from ssldyn.dynamics.two_layer_alpha_cl import two_layer_features, two_layer_gated_input
 from ssldyn.dynamics.two_layer_bn import bn_two_layer_energy, cor3_closed_form, lemma6_dynamics
 from ssldyn.experiments.nonlinearity._common import F64, discriminative_model
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    Experiment,
-    ExperimentConfig,
-    Measured,
-    Result,
-    every_seed,
-    ge,
-    gt,
-    le,
-    lt,
-    register,
-)
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_infonce
 from ssldyn.viz.common import PALETTE, new_figure, save_figure

@@ -38,6 +38,8 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, field_validator
 
+from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, ge, gt, le, lt
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.two_layer_alpha_cl import (
     lemma4_dynamics,
@@ -47,20 +49,6 @@ from ssldyn.dynamics.two_layer_alpha_cl import (
     two_layer_features,
 )
 from ssldyn.experiments.nonlinearity._common import F64
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    Erratum,
-    Experiment,
-    ExperimentConfig,
-    Measured,
-    Result,
-    ge,
-    gt,
-    le,
-    lt,
-    register,
-)
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_infonce
 from ssldyn.probes.filters import cosine_matrix

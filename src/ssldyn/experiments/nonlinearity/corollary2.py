@@ -39,11 +39,12 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, field_validator
 
+from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, ge, gt, is_true, le
 from ssldyn.data.circle_mixture import CircleMixture
 from ssldyn.data.latent import circle_points
 from ssldyn.dynamics.alpha_cl_mixture import population_contrastive_covariance
 from ssldyn.experiments.nonlinearity._common import F64
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, is_true, le, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.alpha_cl import eigen_summary, theta_grid
 from ssldyn.probes.slopes import spearman

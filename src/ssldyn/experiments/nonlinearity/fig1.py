@@ -54,11 +54,12 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, ge, le
 from ssldyn.data.latent import approx_orthogonal_basis, latent_summation_support
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, sphere_grad, uniform_contrastive_covariance
 from ssldyn.dynamics.alpha_cl_mixture import gaussian_mixture_A_fn
 from ssldyn.experiments.nonlinearity._common import F64
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.alpha_cl import (
     angle_deg,

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import model_validator
 
+from ssldyn.contract import Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, lt
 from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, over_parameterised_cells
 from ssldyn.experiments.nonlinearity.fig4 import (
     DIFF_BOUNDS,
@@ -27,7 +29,6 @@ from ssldyn.experiments.nonlinearity.fig4 import (
     trend_claims,
     trend_measures,
 )
-from ssldyn.lab import ClaimSpec, Measured, Result, lt, register
 
 
 class Fig10Config(ActivationGridConfig):

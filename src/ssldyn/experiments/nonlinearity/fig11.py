@@ -19,6 +19,8 @@ from typing import cast
 import pandas as pd
 from pydantic import Field, model_validator
 
+from ssldyn.contract import Context, Experiment, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, between, gt, le, pooled
 from ssldyn.experiments.nonlinearity._token_seeds import (
     mean_diff,
     over_parameterised_cells,
@@ -38,7 +40,6 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     train_grid,
 )
 from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
-from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, between, gt, le, pooled, register
 
 
 class Fig11Config(TokenTrainConfig):

@@ -57,14 +57,14 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, field_validator, model_validator
 
+from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, le, lt
 from ssldyn.data.augment import RandomResizedCrop
 from ssldyn.data.images import image_quadrants, load_images
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.ensemble_trainer import EnsembleSGD
 from ssldyn.experiments.nonlinearity._common import F32
 from ssldyn.experiments.nonlinearity.token_grid import BN
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, gt, le, lt, register
-from ssldyn.lab.claims import Robustness
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.rf_net import EnsembleRFNet
 from ssldyn.objectives import info_nce

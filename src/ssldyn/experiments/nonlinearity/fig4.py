@@ -41,6 +41,8 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from ssldyn.contract import Context, Experiment, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, lt
 from ssldyn.experiments.nonlinearity._token_seeds import (
     mean_diff,
     over_parameterised_cells,
@@ -60,8 +62,6 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     train_grid,
 )
 from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
-from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, ge, gt, lt, register
-from ssldyn.lab.claims import Robustness
 
 
 class ActivationGridConfig(TokenTrainConfig):

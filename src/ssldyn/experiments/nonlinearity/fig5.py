@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field, model_validator
 
+from ssldyn.contract import Context, Experiment, Result, register
+from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, ge, gt, le, lt
 from ssldyn.experiments.nonlinearity._token_seeds import seed_rows
 from ssldyn.experiments.nonlinearity.fig4 import CHI_BOUNDS, DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
 from ssldyn.experiments.nonlinearity.token_grid import (
@@ -41,7 +43,6 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     token_peak_memory,
     train_grid,
 )
-from ssldyn.lab import ClaimSpec, Context, Erratum, Experiment, Measured, Result, ge, gt, le, lt, register
 
 
 class Fig5Config(TokenTrainConfig):

@@ -25,23 +25,10 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, equals, every_seed, ge, gt, le, lt
 from ssldyn.data.latent import FIG8_ANGLES, circle_points
 from ssldyn.dynamics.alpha_cl import make_A_fn, one_layer_energy, power_iteration, uniform_contrastive_covariance
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    Experiment,
-    ExperimentConfig,
-    Measured,
-    Result,
-    equals,
-    every_seed,
-    ge,
-    gt,
-    le,
-    lt,
-    register,
-)
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.alpha_cl import angle_deg, circ_sep_deg, eigen_summary, prominent_maxima, theta_grid
 from ssldyn.viz.common import PALETTE, new_figure, save_figure

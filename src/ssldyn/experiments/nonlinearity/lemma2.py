@@ -40,10 +40,11 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, field_validator
 
+from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, gt, le
 from ssldyn.data.latent import latent_summation_support, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
 from ssldyn.experiments.nonlinearity._common import F64
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, gt, le, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_gaussian, contrastive_covariance
 from ssldyn.probes.slopes import loglog_slope

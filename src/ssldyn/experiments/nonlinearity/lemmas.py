@@ -38,11 +38,12 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat
 
+from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, ge, le
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.alpha_cl import make_A_fn, one_layer_energy
 from ssldyn.dynamics.alpha_cl_mixture import gaussian_mixture_A_fn
 from ssldyn.experiments.nonlinearity._common import F64
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, le, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_gaussian
 from ssldyn.viz.common import PALETTE, new_figure, save_figure

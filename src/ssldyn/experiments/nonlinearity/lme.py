@@ -30,10 +30,11 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, ge, is_true, le
 from ssldyn.data.latent import latent_categorical, latent_summation, latent_summation_support, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, uniform_contrastive_covariance
 from ssldyn.experiments.nonlinearity._common import F64
-from ssldyn.lab import ClaimSpec, Context, Experiment, ExperimentConfig, Measured, Result, ge, is_true, le, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.alpha_cl import eigen_summary, lme_test
 from ssldyn.viz.common import PALETTE, new_figure, save_figure

@@ -42,11 +42,12 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, gt, le, lt
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.alpha_cl import sphere_flow
 from ssldyn.dynamics.two_layer_alpha_cl import lemma4_dynamics, thm5_closed_form, thm5_flow
 from ssldyn.experiments.nonlinearity._common import F64, discriminative_model
-from ssldyn.lab import ClaimSpec, Context, Erratum, Experiment, ExperimentConfig, Measured, Result, gt, le, lt, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 

@@ -27,6 +27,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, Experiment, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, ge, gt, le, pooled
 from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, seed_rows, stack_seeds
 from ssldyn.experiments.nonlinearity.fig4 import CHI_BOUNDS, DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
 from ssldyn.experiments.nonlinearity.token_grid import (
@@ -37,7 +39,6 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     token_peak_memory,
     train_grid,
 )
-from ssldyn.lab import ClaimSpec, Context, Experiment, Measured, Result, ge, gt, le, pooled, register
 
 # the paper's column order: (μ backprop?, σ² backprop?)
 COLUMNS = [

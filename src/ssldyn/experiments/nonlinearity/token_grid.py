@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, PositiveFloat
 
+from ssldyn.contract import ExperimentConfig
+from ssldyn.contract.context import Context
 from ssldyn.data.tokens import TokenGenerator
 from ssldyn.dynamics.ensemble_trainer import (
     TOKEN_MAX_ELEMS,
@@ -43,8 +45,6 @@ from ssldyn.dynamics.ensemble_trainer import (
 )
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.experiments.nonlinearity._common import F32
-from ssldyn.lab import ExperimentConfig
-from ssldyn.lab.context import Context
 from ssldyn.memory import PROCESS_BASELINE
 
 CACHE_NAMESPACE = "token_runs"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ssldyn.lab import Experiment
+from ssldyn.contract import Experiment
 
 
 class VariationalExperiment(Experiment):

@@ -44,12 +44,13 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, ge, gt, le
 from ssldyn.data.augment import SimCLRAugment
 from ssldyn.data.images import ImageDataset, load_images
 from ssldyn.data.transformed_digits import DigitTransform, transformed_digits
 from ssldyn.dynamics import embed, train_simclr
 from ssldyn.experiments.variational._common import VariationalExperiment
-from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, ge, gt, le, register
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.encoders import build_simclr_net
 from ssldyn.probes.downstream import knn_accuracy, label_silhouette, linear_probe_accuracy

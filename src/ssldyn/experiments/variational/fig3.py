@@ -57,20 +57,9 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, field_validator, model_validator
 
+from ssldyn.contract import Context, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, is_true, le
 from ssldyn.experiments.variational._common import VariationalExperiment
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    ExperimentConfig,
-    Measured,
-    Result,
-    ge,
-    gt,
-    is_true,
-    le,
-    register,
-)
-from ssldyn.lab.claims import Robustness
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 

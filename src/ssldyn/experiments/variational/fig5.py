@@ -87,11 +87,11 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, Rule, ge, le
 from ssldyn.data.clustered import four_clusters_2d
 from ssldyn.experiments.variational import _flows_common as fc
 from ssldyn.experiments.variational._common import VariationalExperiment
-from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, Rule, ge, le, register
-from ssldyn.lab.claims import Robustness
 from ssldyn.models.averaging import AveragingNet
 from ssldyn.probes.cluster import silhouette_samples_cosine
 

@@ -51,6 +51,8 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
+from ssldyn.contract import Context, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, le
 from ssldyn.data.clustered import clusters_3d, four_clusters_2d
 from ssldyn.experiments.variational import _flows_common as fc
 from ssldyn.experiments.variational._common import VariationalExperiment
@@ -60,8 +62,6 @@ from ssldyn.experiments.variational.fig5 import (
     plot_comparison,
     run_comparison,
 )
-from ssldyn.lab import ClaimSpec, Context, Measured, Result, ge, le, register
-from ssldyn.lab.claims import Robustness
 from ssldyn.models.mlp import MLP
 
 

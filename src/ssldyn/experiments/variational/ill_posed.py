@@ -33,19 +33,10 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field, PositiveFloat
 
+from ssldyn.contract import Context, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, every_seed, gt, le
 from ssldyn.data.sphere import circle_angles_even, circle_points_even, fibonacci_sphere, regular_polytope
 from ssldyn.experiments.variational._common import VariationalExperiment
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    ExperimentConfig,
-    Measured,
-    Result,
-    every_seed,
-    gt,
-    le,
-    register,
-)
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import byol_loss, info_nce, latent_measure_nt_xent, vicreg_loss
 from ssldyn.viz.common import PALETTE, new_figure, save_figure

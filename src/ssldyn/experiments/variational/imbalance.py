@@ -34,12 +34,12 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, field_validator, model_validator
 
+from ssldyn.contract import Context, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, gt, lt
 from ssldyn.data.clustered import four_clusters_2d
 from ssldyn.experiments.variational import _flows_common as fc
 from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.experiments.variational.fig5 import averaging_net_factory
-from ssldyn.lab import ClaimSpec, Context, ExperimentConfig, Measured, Result, gt, lt, register
-from ssldyn.lab.claims import Robustness
 from ssldyn.probes.cluster import per_cluster_mean, silhouette_samples_cosine
 from ssldyn.probes.slopes import spearman
 from ssldyn.viz.common import PALETTE, new_figure, save_figure

@@ -42,23 +42,13 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 from torch import nn
 
+from ssldyn.contract import Context, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, every_seed, gt, le
 from ssldyn.data.clustered import ball_noise, clustered_data
 from ssldyn.dynamics import engine
 from ssldyn.dynamics.function_space import pointwise_gradient, project_sphere
 from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.kernels.closed_form import averaging_net_kernel
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    Erratum,
-    ExperimentConfig,
-    Measured,
-    Result,
-    every_seed,
-    gt,
-    le,
-    register,
-)
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.averaging import AveragingNet
 from ssldyn.objectives import latent_measure_nt_xent

@@ -40,6 +40,8 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat
 
+from ssldyn.contract import Context, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, between, every_seed, le
 from ssldyn.data.clustered import clustered_data
 from ssldyn.dynamics.function_space import apply_kernel, embedding_loss_and_grad
 from ssldyn.experiments.variational._common import VariationalExperiment
@@ -52,18 +54,6 @@ from ssldyn.kernels.closed_form import (
     relu_infinite_width_kernel,
 )
 from ssldyn.kernels.ntk import empirical_ntk
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    ExperimentConfig,
-    Measured,
-    Result,
-    between,
-    every_seed,
-    le,
-    register,
-)
-from ssldyn.lab.claims import Robustness
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.averaging import AveragingNet
 from ssldyn.objectives import latent_measure_nt_xent

@@ -42,21 +42,10 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat
 
+from ssldyn.contract import Context, ExperimentConfig, Result, register
+from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, every_seed, ge, gt, le
 from ssldyn.data.sphere import POLYTOPES, circle_angles_even, circle_points_even, regular_polytope
 from ssldyn.experiments.variational._common import VariationalExperiment
-from ssldyn.lab import (
-    ClaimSpec,
-    Context,
-    Erratum,
-    ExperimentConfig,
-    Measured,
-    Result,
-    every_seed,
-    ge,
-    gt,
-    le,
-    register,
-)
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives.variational_calculus import (
     augmented_first_variation,

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import torch
 
+from ssldyn.contract.threads import keep_heap_pad, set_threads, threads_from_env, torch_threads  # noqa: F401 (re-exported)
 from ssldyn.errors import UserError
-from ssldyn.lab.threads import keep_heap_pad, set_threads, threads_from_env, torch_threads  # noqa: F401 (re-exported)
 
-__all__ = ["seed_everything", "resolve_device", "progress_display", "Context"]
+__all__ = [
+    "seed_everything",
+    "resolve_device",
+    "progress_display",
+    "TaskRunner",
+    "SubResultCache",
+    "inline_tasks",
+    "Context",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -52,6 +59,34 @@ def progress_display(console: Any = None, *, indent: str = "  ") -> Any:
                     console=console, transient=True)  # fmt: skip
 
 
+class TaskRunner(Protocol):
+    """How :meth:`Context.map` runs tasks: ``(index, fn(items[index]))`` as they finish."""
+
+    def __call__(
+        self, fn: Callable[[Any], Any], items: Sequence[Any], *, device: Any = None
+    ) -> Iterator[tuple[int, Any]]: ...
+
+
+class SubResultCache(Protocol):
+    """Where :meth:`Context.cached` keeps arrays by (namespace, JSON key): the lab's ``RunCache``."""
+
+    def get(self, namespace: str, key: Any) -> dict[str, np.ndarray] | None: ...
+
+    def put(self, namespace: str, key: Any, arrays: Mapping[str, Any]) -> Any: ...
+
+    def cached(self, namespace: str, key: Any, compute: Callable[[], Mapping[str, Any]]) -> dict[str, np.ndarray]: ...
+
+
+def inline_tasks(fn: Callable[[T], R], items: Sequence[T], *, device: Any = None) -> Iterator[tuple[int, R]]:
+    """Every task in this process, in order, each on ONE torch thread (as a worker process runs
+    it, so every executor gives the same numbers); on the CPU with the malloc top pad kept."""
+    if device is None or not str(device).startswith("cuda"):
+        keep_heap_pad()
+    for i, item in enumerate(items):
+        with torch_threads(1, device):
+            yield i, fn(item)
+
+
 @dataclass
 class Context:
     """What an experiment may use besides its config.
@@ -65,13 +100,14 @@ class Context:
         device: torch device to compute on.
         progress: show rich progress bars (the CLI turns them on; library use keeps quiet).
         run_dir: a scratch directory for this run (removed afterwards).
-        cache_dir: a directory inside the run store (``<out>/.cache``) where experiments may
-            keep computations shared between runs (e.g. one training grid behind several
-            figures), through :meth:`cached`; ``None`` outside the lab (then nothing is cached on disk).
-        executor: how :meth:`map` runs tasks: ``"inline"`` (this process; the default outside
-            the lab), ``"processes"`` (a local pool of ``workers`` single-thread processes; the
-            lab's default) or ``"ray"`` (Ray tasks; runs under ``--executor ray``).
-        workers: worker processes for ``"processes"`` (the lab's ``--workers``, default the cores).
+        tasks: how :meth:`map` runs tasks, ``tasks(fn, items, device=...) -> iterator of (index,
+            result)``; the lab hands in its executor (a pool of single-thread processes, or Ray:
+            :class:`ssldyn.lab.tasks.Tasks`). None (outside the lab): in this process, one after
+            the other, each on one torch thread (:func:`inline_tasks`) — the same numbers.
+        cache: where :meth:`cached` keeps sub-results shared between runs (e.g. one training
+            grid behind several figures); the lab hands in its run store's cache
+            (:class:`ssldyn.lab.cache.RunCache` on ``<out>/.cache``). None (outside the lab):
+            nothing is kept, every call computes.
     """
 
     seed: int = 0
@@ -79,11 +115,9 @@ class Context:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     progress: bool = False
     run_dir: Any = None
-    cache_dir: Any = None
-    executor: str = "inline"
-    workers: int = 1
+    tasks: TaskRunner | None = None
+    cache: SubResultCache | None = None
     _bar: Any = field(default=None, repr=False)
-    _cache: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.seeds = tuple(int(s) for s in self.seeds) or (int(self.seed),)
@@ -102,13 +136,11 @@ class Context:
     def as_completed(
         self, fn: Callable[[T], R], items: Iterable[T], *, description: str = ""
     ) -> Iterator[tuple[int, R]]:
-        """Run ``fn(item)`` for every item with the lab's executor; yields ``(index, result)`` as
-        tasks finish (with a progress bar). ``fn``: a picklable top-level function; tasks run on
-        one torch thread each (see :func:`ssldyn.lab.tasks.map_tasks`)."""
-        from ssldyn.lab.tasks import map_tasks
-
+        """Run ``fn(item)`` for every item with the lab's executor (:attr:`tasks`); yields ``(index,
+        result)`` as tasks finish (with a progress bar). ``fn``: a picklable top-level function;
+        every task runs on one torch thread, whichever executor."""
         items = list(items)
-        done = map_tasks(fn, items, executor=self.executor, workers=self.workers, device=self.device)
+        done = (self.tasks or inline_tasks)(fn, items, device=self.device)
         yield from self.track(done, total=len(items), description=description or "tasks")
 
     def map(self, fn: Callable[[T], R], items: Iterable[T], *, description: str = "") -> list[R]:
@@ -120,16 +152,6 @@ class Context:
         return out
 
     # ------------------------------------------------------------------ shared sub-results
-    @property
-    def cache(self) -> Any:
-        """The run store's cache (:class:`~ssldyn.lab.cache.RunCache` on ``cache_dir``; keeps
-        nothing when ``cache_dir`` is None)."""
-        if self._cache is None or self._cache.root != (None if self.cache_dir is None else Path(self.cache_dir)):
-            from ssldyn.lab.cache import RunCache
-
-            self._cache = RunCache(self.cache_dir)
-        return self._cache
-
     def cache_key(self, key: Any) -> dict[str, Any]:
         """The full key of a shared sub-result: ``key`` (its settings, JSON data) and the device type
         (the code version is added by the cache)."""
@@ -138,21 +160,24 @@ class Context:
     def cache_lookup(self, key: Any, *, namespace: str = "shared") -> dict[str, np.ndarray] | None:
         """The stored arrays of ``key`` (see :meth:`cached`), or None: missing, damaged (a
         :class:`~ssldyn.lab.cache.CacheWarning`) or outside the lab. For results computed in batches."""
-        return self.cache.get(namespace, self.cache_key(key))
+        return None if self.cache is None else self.cache.get(namespace, self.cache_key(key))
 
     def cache_store(self, key: Any, arrays: Mapping[str, Any], *, namespace: str = "shared") -> None:
         """Store the arrays of ``key`` (see :meth:`cached`; nothing outside the lab)."""
-        self.cache.put(namespace, self.cache_key(key), arrays)
+        if self.cache is not None:
+            self.cache.put(namespace, self.cache_key(key), arrays)
 
     def cached(
         self, key: Any, compute: Callable[[], Mapping[str, Any]], *, namespace: str = "shared"
     ) -> dict[str, np.ndarray]:
         """Arrays ``compute()`` returns (name -> array), shared through the run store: read back when
-        ``<out>/.cache/<namespace>/`` holds a sound entry for ``key`` (JSON data: the settings that
+        the lab's cache (``<out>/.cache/<namespace>/``) holds a sound entry for ``key`` (JSON data: the settings that
         determine the value) on this device type and code version, else computed and stored
         (atomically, checksummed). A damaged entry is recomputed with a
-        :class:`~ssldyn.lab.cache.CacheWarning` naming it. Outside the lab (``cache_dir`` None):
+        :class:`~ssldyn.lab.cache.CacheWarning` naming it. Outside the lab (``cache`` None):
         ``compute()``."""
+        if self.cache is None:
+            return {k: np.asarray(v) for k, v in compute().items()}
         return self.cache.cached(namespace, self.cache_key(key), compute)
 
     def track(self, iterable: Iterable[T], total: int | None = None, description: str = "") -> Iterator[T]:

@@ -332,6 +332,7 @@ def test_cuda_loop_has_no_synchronising_call_and_compiled_step_equals_eager():
         (dict(momentum=1.0), r"momentum must be in \[0, 1\), got 1.0"),  # SGD with momentum 1 never forgets
         (dict(batch=1), r"batch must be an integer >= 2, got 1"),  # InfoNCE needs a negative in the batch
         (dict(out_dim=0), r"out_dim must be an integer >= 1, got 0"),
+        (dict(bn_stats="batch"), r"bn_stats 'batch': allowed values are 'view', 'joint'"),
     ],
 )
 def test_token_run_rejects_bad_hyperparameters_when_built(kw, message):
@@ -339,3 +340,19 @@ def test_token_run_rejects_bad_hyperparameters_when_built(kw, message):
     lr = 0 trained nothing, a NaN lr gave NaN losses, in the middle of a grid)."""
     with pytest.raises(ValueError, match=rf"^TokenRun: {message}"):
         TokenRun(**kw)
+
+
+def test_joint_bn_statistics_train_apart_and_never_share_an_ensemble():
+    """``bn_stats="joint"`` (App. D: statistics over the 2N samples) reaches the network, changes the
+    training of a BN run (not of a run without BN), and runs with the two settings are never one ensemble."""
+    base = TokenRun(spec=TokenSpec(P=3), beta=2, bn="mean_only", seed=1, batch=32)
+    view, joint = base, TokenRun(**{**base.describe(), "spec": base.spec, "bn_stats": "joint"})
+    assert group_token_runs([view, joint, view]) == [[0, 2], [1]]
+    with pytest.raises(ValueError, match="must share .* bn_stats"):
+        train_token_ensemble([view, joint], steps=1)
+    res = {r.bn_stats: train_token_ensemble([r], steps=40, every=20) for r in (view, joint)}
+    assert res["joint"].state.bn_stats == "joint"
+    assert abs(_series(res["view"], "loss", 0)[-1] - _series(res["joint"], "loss", 0)[-1]) > 1e-4
+    no_bn = [TokenRun(**{**base.describe(), "spec": base.spec, "bn": "off", "bn_stats": s}) for s in ("view", "joint")]
+    a, b = (train_token_ensemble([r], steps=40, every=20) for r in no_bn)
+    np.testing.assert_array_equal(_series(a, "loss", 0), _series(b, "loss", 0))  # without BN the knob is inert

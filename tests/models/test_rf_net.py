@@ -28,8 +28,11 @@ def _grads(net, z_fn, loss):
     return losses.detach(), net.W.grad.clone(), net.VT.grad.clone()
 
 
+@pytest.mark.parametrize("bn_stats", ["view", "joint"])
 @pytest.mark.parametrize("path", ["table", "samples"])
-def test_fast_path_matches_autograd_for_mixed_members(path):
+def test_fast_path_matches_autograd_for_mixed_members(path, bn_stats):
+    """Token path (both forms) = dense path = autograd through ``forward``: on each view alone
+    (``bn_stats="view"``), or on the 2N samples of both views at once (``"joint"``, App. D eq. 164)."""
     spec = TokenSpec(K=4, n_tokens=6, P=2, G=5, L=2, zeta=3.0)
     gen = TokenGenerator(spec, 1)
     tok = gen.sample(1, 16)[0]  # (2, N, K)
@@ -44,6 +47,7 @@ def test_fast_path_matches_autograd_for_mixed_members(path):
         ensemble=E,
         activation=acts,
         bn=bns,
+        bn_stats=bn_stats,
         token_path=path,
         generator=_gens(range(E)),
         dtype=D,
@@ -54,7 +58,14 @@ def test_fast_path_matches_autograd_for_mixed_members(path):
     _, gW_dense, gV_dense = _grads(net, lambda: net.forward_pair(x.unsqueeze(0)), _loss)  # dense path
     torch.testing.assert_close(gW_dense, gW, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(gV_dense, gV, rtol=1e-10, atol=1e-10)
-    ref, gW_ref, gV_ref = _grads(net, lambda: torch.stack([net(x[0]), net(x[1])], 1), _loss)  # autograd, per view
+    per_view, _, _ = _grads(net, lambda: torch.stack([net(x[0]), net(x[1])], 1), _loss)  # autograd, per view
+    joint, _, _ = _grads(net, lambda: net(x.flatten(0, 1)).unflatten(1, (2, -1)), _loss)  # autograd, all 2N
+    assert (per_view - joint)[net.bn_on].abs().min() > 1e-4  # the two statistics differ on every BN member
+    reference = {
+        "view": lambda: torch.stack([net(x[0]), net(x[1])], 1),
+        "joint": lambda: net(x.flatten(0, 1)).unflatten(1, (2, -1)),
+    }
+    ref, gW_ref, gV_ref = _grads(net, reference[bn_stats], _loss)
     torch.testing.assert_close(loss_tok, ref, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(gW, gW_ref, rtol=1e-9, atol=1e-10)
     torch.testing.assert_close(gV, gV_ref, rtol=1e-9, atol=1e-10)

@@ -41,7 +41,7 @@ from ssldyn.data.tokens import TokenGenerator, TokenSpec, TokenStream
 from ssldyn.dynamics.engine import resolve_device, run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
-from ssldyn.models.rf_net import EnsembleRFNet
+from ssldyn.models.rf_net import BN_STATS, EnsembleRFNet
 from ssldyn.probes.chi import chi_scores
 
 __all__ = [
@@ -105,6 +105,7 @@ class TokenRun:
     activation: str = "relu"
     loss: str = "infonce"
     bn: str = "mean_only"
+    bn_stats: str = "view"
     seed: int = 0
     lr: float = 0.02
     momentum: float = 0.9
@@ -115,6 +116,7 @@ class TokenRun:
 
     def __post_init__(self) -> None:
         choice(self.loss, "loss", LOSSES, where="TokenRun")
+        choice(self.bn_stats, "bn_stats", BN_STATS, where="TokenRun")
         integer(self.beta, "beta", where="TokenRun")  # M = β·P filters
         positive(self.lr, "lr", where="TokenRun")
         positive(self.temperature, "temperature", where="TokenRun")
@@ -131,7 +133,10 @@ class TokenRun:
     def label(self) -> str:
         """Short description (guards and trajectories name runs by it)."""
         s = self.spec
-        return f"token run {self.activation}/{self.loss}/bn={self.bn}/beta={self.beta}/P={s.P}/zeta={s.zeta}/seed={self.seed}"
+        bn = self.bn if self.bn_stats == "view" else f"{self.bn}({self.bn_stats})"
+        return (
+            f"token run {self.activation}/{self.loss}/bn={bn}/beta={self.beta}/P={s.P}/zeta={s.zeta}/seed={self.seed}"
+        )
 
     def describe(self) -> dict:
         """All settings as plain JSON values (for trajectory metadata and cache keys)."""
@@ -523,8 +528,8 @@ def train_token_ensemble(
 ) -> FlowResult[EnsembleRFNet]:
     """Train token-generator runs as ONE ensemble (member e = ``runs[e]``).
 
-    All runs must share K, input dimension, batch, temperature and out_dim, momentum and weight
-    decay; they may differ in everything else (data set, ζ, P, β, activation, loss, BN variant,
+    All runs must share K, input dimension, batch, temperature and out_dim, momentum, weight
+    decay and ``bn_stats``; they may differ in everything else (data set, ζ, P, β, activation, loss, BN variant,
     seed, lr). Members with one activation / loss should be contiguous (fewer slices per step;
     :func:`group_token_runs` orders them so). Member e is initialised from a generator seeded
     ``runs[e].seed + INIT_SEED_OFFSET`` and sees the batches of its data set (seeded
@@ -551,7 +556,7 @@ def train_token_ensemble(
         if _shared_settings(r) != _shared_settings(first):
             raise ValueError(
                 "train_token_ensemble: runs must share K, input dim, batch, temperature, out_dim, "
-                "momentum and weight_decay"
+                "momentum, weight_decay and bn_stats"
             )
     E = len(runs)
     streams: dict[tuple, int] = {}
@@ -575,6 +580,7 @@ def train_token_ensemble(
         ensemble=E,
         activation=[r.activation for r in runs],
         bn=[r.bn for r in runs],
+        bn_stats=first.bn_stats,  # type: ignore[arg-type] (checked by TokenRun)
         generator=[torch.Generator().manual_seed(r.seed + INIT_SEED_OFFSET) for r in runs],
         dtype=dtype,
         device=dev,
@@ -631,7 +637,7 @@ def plan_token_ensembles(
 
 def _shared_settings(r: TokenRun) -> tuple:
     """Settings every member of one ensemble must share."""
-    return (r.spec.K, r.spec.dim, r.batch, r.temperature, r.out_dim, r.momentum, r.weight_decay)
+    return (r.spec.K, r.spec.dim, r.batch, r.temperature, r.out_dim, r.momentum, r.weight_decay, r.bn_stats)
 
 
 def group_token_runs(

@@ -6,9 +6,9 @@ batch-normalised without affine parameters, ``f^bn_km = (f_1km − μ_km)/σ_km`
 then mapped by the bias-free top layer ``V ∈ R^{out × KM}`` to the output ``z = V f^bn``
 (L2-normalised by the loss).
 
-BatchNorm variants (App. E.2, Table 1): the forward pass is always ``(f_1 − μ)/σ`` with the
-batch statistics of the view being normalised (biased variance, ``σ² + ε`` with ε = 1e-5);
-they differ in which statistics are backpropagated:
+BatchNorm variants (App. E.2, Table 1): the forward pass is always ``(f_1 − μ)/σ`` with batch
+statistics (biased variance, ``σ² + ε`` with ε = 1e-5); they differ in which statistics are
+backpropagated:
 
 =============  ===============================================================
 ``off``        no BatchNorm
@@ -17,6 +17,12 @@ they differ in which statistics are backpropagated:
 ``var_only``   μ detached, gradient through σ²
 ``none``       both statistics detached
 =============  ===============================================================
+
+Which samples the statistics of the two-view path (:meth:`EnsembleRFNet.forward_pair`) are taken
+over, ``bn_stats``: ``"view"`` — each view's N samples (the reference implementation's training
+loop, ``z1 = model(x1); z2 = model(x2)``, and our default) — or ``"joint"`` — all 2N samples of
+the batch, as App. D defines μ_k and σ_k (eq. 164–165). The paper does not say which of the two
+its experiments used beyond the reference code, so the token experiments expose it as a knob.
 
 Ensembles (docs/architecture.md): parameters carry a leading axis E, members never interact. Members
 may differ in the number of filters (padded to ``M_pad`` with zero filters that stay zero),
@@ -29,7 +35,8 @@ in activation and in BN variant. Two ways to evaluate the network:
   accumulate in ``.grad`` as usual. With token inputs (``tokens`` + ``embedding``) it computes
   in *token space* (see :class:`_TokenPair`), exactly.
 
-Hand-derived BN backward, with ``s = 1/σ = (σ² + ε)^{-1/2}`` and means over the N samples of a view:
+Hand-derived BN backward, with ``s = 1/σ = (σ² + ε)^{-1/2}`` and means over the samples the statistics
+are taken over (the N of a view, or the 2N of the batch):
 ``∂L/∂f_1 = s (∂L/∂f^bn − a·mean(∂L/∂f^bn) − b·f^bn·mean(∂L/∂f^bn · f^bn))`` with a = 1 iff μ is
 backpropagated and b = 1 iff σ² is; ``∂L/∂f_1 = ∂L/∂f^bn`` without BN.
 """
@@ -52,8 +59,10 @@ from ssldyn.models.seeding import member_generators
 
 _LEAKY_SLOPE = -float(get_activation("leaky_relu").fn(torch.tensor(-1.0, dtype=torch.float64)))  # 0.05
 BN_MODES = ("off", "standard", "mean_only", "var_only", "none")
+BN_STATS = ("view", "joint")
 TOKEN_PATHS = ("auto", "table", "samples")
 BNMode = Literal["off", "standard", "mean_only", "var_only", "none"]
+BNStats = Literal["view", "joint"]
 TokenPath = Literal["auto", "table", "samples"]
 # (μ backpropagated, σ² backpropagated) per BN variant
 _BN_BACKPROP = {
@@ -64,7 +73,7 @@ _BN_BACKPROP = {
     "none": (False, False),
 }
 
-__all__ = ["BN_MODES", "TOKEN_PATHS", "EnsembleRFNet", "token_path"]
+__all__ = ["BN_MODES", "BN_STATS", "TOKEN_PATHS", "EnsembleRFNet", "token_path"]
 
 
 def _per_member(value, n: int, name: str) -> list:
@@ -93,7 +102,8 @@ class _Layout:
 
     ``activations``: contiguous runs ``(name, start, stop)`` of members with one activation;
     ``need_mask``: padded filters must be zeroed after the activation (h(0) ≠ 0);
-    ``mean_backprop`` / ``var_backprop``: some member backpropagates μ / σ²; ``eps``: BN ε.
+    ``mean_backprop`` / ``var_backprop``: some member backpropagates μ / σ²; ``eps``: BN ε;
+    ``joint``: the two-view path takes the BN statistics over both views (``bn_stats="joint"``).
     """
 
     activations: tuple[tuple[str, int, int], ...]
@@ -101,6 +111,7 @@ class _Layout:
     mean_backprop: bool
     var_backprop: bool
     eps: float
+    joint: bool = False
 
 
 def _generators(generator, E: int) -> list[torch.Generator | None]:
@@ -129,6 +140,9 @@ class EnsembleRFNet(nn.Module):
         activation: name (see :func:`~ssldyn.models.activations.get_activation`) or one per member.
         bn: BN variant (``BN_MODES``) or one per member.
         bn_eps: ε of BatchNorm.
+        bn_stats: the samples :meth:`forward_pair` takes the BN statistics over: ``"view"`` (each
+            view's N; the reference implementation) or ``"joint"`` (all 2N, App. D eq. 164–165).
+            :meth:`forward` always uses the batch it is given.
         token_path: which exact form :meth:`forward_pair` uses for token inputs: ``"table"``,
             ``"samples"`` or ``"auto"`` (the cheaper one by :func:`token_path`, from the shapes of
             each call).
@@ -164,6 +178,7 @@ class EnsembleRFNet(nn.Module):
         activation: str | Sequence[str] = "relu",
         bn: BNMode | Sequence[str] = "off",
         bn_eps: float = 1e-5,
+        bn_stats: BNStats = "view",
         token_path: TokenPath = "auto",
         seeds: Sequence[int] | None = None,
         generator: torch.Generator | Sequence[torch.Generator] | None = None,
@@ -173,6 +188,7 @@ class EnsembleRFNet(nn.Module):
         super().__init__()
         check_sizes("EnsembleRFNet", K=K, in_dim=in_dim, out_dim=out_dim, ensemble=ensemble)
         choice(token_path, "token_path", TOKEN_PATHS)
+        choice(bn_stats, "bn_stats", BN_STATS)
         E = ensemble
         Ms = [int(m) for m in _per_member(filters, E, "filters")]
         if min(Ms) < 1:
@@ -188,7 +204,7 @@ class EnsembleRFNet(nn.Module):
         else:
             gens = _generators(generator, E)
         self.K, self.in_dim, self.out_dim, self.ensemble, self.bn_eps = K, in_dim, out_dim, E, bn_eps
-        self.token_path = token_path
+        self.token_path, self.bn_stats = token_path, bn_stats
         self.M_pad = Mp = max(Ms)
         self.filters = Ms
         W = torch.zeros(E, K, Mp, in_dim, dtype=torch.float64)
@@ -219,6 +235,7 @@ class EnsembleRFNet(nn.Module):
             mean_backprop=any(a for a, _ in backprop),
             var_backprop=any(b for _, b in backprop),
             eps=float(bn_eps),
+            joint=bn_stats == "joint",
         )
 
     @property
@@ -267,8 +284,9 @@ class EnsembleRFNet(nn.Module):
             tokens + embedding: token indices ``(E, 2, N, K)`` and per-member embeddings
                 ``(E, n_tokens, d_in)`` (``x_k = u_{tokens[k]}``), computed in token space.
 
-        Equal to :meth:`forward` applied to each view (BN statistics per view), with a backward
-        written by hand (tested against autograd through :meth:`forward`). Inputs are data:
+        Equal to :meth:`forward` applied to each view (``bn_stats="view"``) or to the 2N samples of
+        both views at once (``"joint"``), with a backward written by hand (tested against autograd
+        through :meth:`forward`). Inputs are data:
         gradients flow to ``W`` and ``VT`` only (an input that requires grad is an error).
         """
         lay = self._layout
@@ -344,6 +362,11 @@ def _activation_derivative(name: str, pre: torch.Tensor) -> torch.Tensor:
     return get_activation(name).deriv(pre)
 
 
+def _stats_dims(lay: _Layout) -> int | tuple[int, int]:
+    """The sample axes of ``(E, 2, N, F)`` the BN statistics are taken over: N (per view) or 2 × N (joint)."""
+    return (1, 2) if lay.joint else 2
+
+
 def _bn_statistics(
     mean_f1: torch.Tensor, mean_f1_sq: torch.Tensor, bn_on: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -369,10 +392,10 @@ class _DensePair(torch.autograd.Function):
         mask = filter_mask.reshape(E, 1, 1, F)
         if lay.need_mask:
             f1.mul_(mask)
-        # per-view BN statistics (torch.var_mean over a non-inner dim is ~10x slower than two sums here)
-        on = bn_on.view(E, 1, 1, 1)
-        mu, inv_sigma = _bn_statistics(f1.mean(2, keepdim=True), (f1 * f1).mean(2, keepdim=True), on, lay.eps)
-        # (E, 2, 1, F) each
+        # BN statistics per view, or over both (torch.var_mean over a non-inner dim is ~10x slower than two sums)
+        on, over = bn_on.view(E, 1, 1, 1), _stats_dims(lay)
+        mu, inv_sigma = _bn_statistics(f1.mean(over, keepdim=True), (f1 * f1).mean(over, keepdim=True), on, lay.eps)
+        # (E, 2 or 1, 1, F) each
         f_bn = torch.addcmul(-(mu * inv_sigma), f1, inv_sigma)  # (E, 2, N, F) = (f_1 − μ)/σ
         z = torch.bmm(f_bn.view(E, two * N, F), VT)  # (E, 2N, out)
         ctx.lay, ctx.n_kept = lay, len(kept)
@@ -395,11 +418,12 @@ class _DensePair(torch.autograd.Function):
         dVT = torch.bmm(f_bn.view(E, two * N, F).transpose(1, 2), dz)  # (E, F, out)
         df_bn = torch.bmm(dz, VT.transpose(1, 2)).view(E, two, N, F)  # (E, 2, N, F) ∂L/∂f^bn
         # BN backward: ∂L/∂f_1 = s (∂L/∂f^bn − a mean(∂L/∂f^bn) − b f^bn mean(∂L/∂f^bn f^bn))
+        over = _stats_dims(lay)
         if lay.mean_backprop:  # ("off" members have both flags 0)
-            df_bn.sub_(df_bn.mean(2, keepdim=True) * mean_backprop.view(E, 1, 1, 1))
+            df_bn.sub_(df_bn.mean(over, keepdim=True) * mean_backprop.view(E, 1, 1, 1))
         if lay.var_backprop:
             # mean(df^bn · f^bn) after the μ term: unchanged by it since Σ_n f^bn = 0
-            mean_df_f = (df_bn * f_bn).mean(2, keepdim=True) * var_backprop.view(E, 1, 1, 1)  # (E, 2, 1, F)
+            mean_df_f = (df_bn * f_bn).mean(over, keepdim=True) * var_backprop.view(E, 1, 1, 1)  # (E, 2 or 1, 1, F)
             df_bn.addcmul_(f_bn, mean_df_f, value=-1.0)
         df1 = df_bn.mul_(inv_sigma)  # (E, 2, N, F) ∂L/∂f_1
         dpre = _activation_backward_(df1, f1, kept, lay)  # (E, 2, N, F) ∂L/∂(w_kmᵀ x_k)
@@ -459,9 +483,15 @@ class _TokenPair(torch.autograd.Function):
         counts.index_add_(0, flat_rows, torch.ones((), device=dev, dtype=dt).expand(flat_rows.shape[0]))
         counts = counts.view(E, K, two, T)  # (E, K, 2, T)
         on = bn_on.view(E, 1, 1, 1)
-        mu, inv_sigma = _bn_statistics(
-            torch.matmul(counts, f1_tab) / N, torch.matmul(counts, f1_tab * f1_tab) / N, on, lay.eps
-        )  # (E, K, 2, M) each
+        mean_f1, mean_f1_sq = (
+            torch.matmul(counts, f1_tab) / N,
+            torch.matmul(counts, f1_tab * f1_tab) / N,
+        )  # (E, K, 2, M)
+        if lay.joint:  # over the 2N samples: the mean of the two views' means (equal N)
+            mean_f1, mean_f1_sq = mean_f1.mean(2, keepdim=True), mean_f1_sq.mean(2, keepdim=True)  # (E, K, 1, M)
+        mu, inv_sigma = _bn_statistics(mean_f1, mean_f1_sq, on, lay.eps)
+        mu, inv_sigma = mu.expand(E, K, two, Mp).contiguous(), inv_sigma.expand(E, K, two, Mp).contiguous()
+        # (E, K, 2, M) each: equal for both views when joint
         ctx.lay, ctx.path, ctx.N = lay, path, N
         if path == "table":
             f1s = (f1_tab.unsqueeze(2) * inv_sigma.unsqueeze(3)).view(E, K, two * T, Mp)  # (E, K, 2T, M) f1_tab s_v
@@ -523,10 +553,14 @@ class _TokenPair(torch.autograd.Function):
             a, b = mean_bp.view(E, 1, 1, 1), var_bp.view(E, 1, 1, 1)  # 0 for "off" members
             mean_df_bn = torch.bmm(dz_sum / N, VT.transpose(1, 2))  # (E, 2, K·M) m_v = mean_n(∂L/∂f^bn)
             mean_df_bn = mean_df_bn.view(E, two, K, Mp).transpose(1, 2)  # (E, K, 2, M)
+            if lay.joint:  # m = mean over the 2N samples
+                mean_df_bn = mean_df_bn.mean(2, keepdim=True).expand_as(mean_df_bn)
             bn_offset = -(inv_sigma * a * mean_df_bn)  # (E, K, 2, M): coefficient of c_v
             if lay.var_backprop:
                 # r_v = mean_n(∂L/∂f^bn · f^bn) = s (Σ_a f1_tab df_bn_tab / N − m_v μ)
                 r = inv_sigma * ((f1_tab.unsqueeze(2) * df_bn_tab).sum(3) / N - mean_df_bn * mu)  # (E, K, 2, M)
+                if lay.joint:  # r = mean over the 2N samples = the mean of the views' r_v (μ, s shared)
+                    r = r.mean(2, keepdim=True).expand_as(r)
                 bn_offset = bn_offset + inv_sigma * inv_sigma * b * r * mu
                 bn_slope = -(inv_sigma * inv_sigma) * b * r  # (E, K, 2, M): coefficient of c_v f1_tab
                 df1_tab.addcmul_(torch.matmul(counts.transpose(2, 3), bn_slope), f1_tab)

@@ -10,10 +10,13 @@ that appear at k in at least one generator):
   scores lie in [−1, 1]);
 - ``χ̄±`` = mean over the K RFs.
 
-Deviation from eq. 16: the paper averages ``χ₊`` over the P candidate tokens ``R_k^g`` of RF k (dividing
-by P); here ``R_k`` is the subset of them some generator actually draws at k (``relevant``), and a
-candidate no generator draws — it appears at k only through a wildcard, as noise — counts in ``χ₋``.
-With few generators and large P the two sets differ (see the README's token-experiment notes).
+The token set follows the reference implementation's scoring (``check_result`` of
+``ssl/real-dataset/bn_gen.py`` in facebookresearch/luckmatters averages, per position, over the
+tokens the generators' patterns hold there, ``symbol_freq``); eq. 16's text averages ``χ₊`` over
+the P candidate tokens ``R_k^g`` of RF k (dividing by P). ``R_k`` here is the subset of the
+candidates some generator actually draws at k (``relevant``); a candidate no generator draws — it
+appears at k only through a wildcard, as noise — counts in ``χ₋``. With few generators and large
+P the two sets differ (see the README's token-experiment notes).
 
 For a linear activation the sign of a filter is arbitrary (``h(−w·x) = −h(w·x)`` is absorbed
 by the top layer), so ``absolute=True`` uses ``|cos|`` (as the reference implementation does).

@@ -28,7 +28,7 @@ import pandas as pd
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.contract import Context, Experiment, Result, register
-from ssldyn.contract.claims import ClaimSpec, Measured, ge, gt, le, pooled
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, le, pooled
 from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, seed_rows, stack_seeds
 from ssldyn.experiments.nonlinearity.fig4 import CHI_BOUNDS, DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
 from ssldyn.experiments.nonlinearity.token_grid import (
@@ -187,6 +187,14 @@ class Table1(Experiment):
     paper_seeds_reason = (
         "the protocol of Fig. 4/9 ('Each setting is repeated 3 times and mean/std are reported'); Table 1 prints "
         "mean ± std"
+    )
+    robustness = (
+        Robustness(
+            claims=("no-var-backprop-better", "mean-only-beats-vanilla"),
+            knobs={"bn_stats": ["view", "joint"]},
+            paper="App. D computes the BN statistics on all 2N samples of a batch (eq. 164-165); the reference "
+            "implementation's training loop normalises each view on its own; the experiments do not say which.",
+        ),
     )
     claims = (
         ClaimSpec(

@@ -280,6 +280,11 @@ class TokenTrainConfig(ExperimentConfig):
     n_tokens: int = Field(20, ge=2, description="number of tokens d")
     G: int = Field(40, ge=1, description="number of generators")
     L: int = Field(5, ge=1, description="fixed positions per generator")
+    bn_stats: Literal["view", "joint"] = Field(
+        "view",
+        description="BN statistics over each view's N samples (the reference implementation's training loop "
+        "normalises each view on its own) or over all 2N samples of the batch (App. D, eq. 164-165)",
+    )
 
     def base_run(self) -> TokenRun:
         from ssldyn.data.tokens import TokenSpec
@@ -293,6 +298,7 @@ class TokenTrainConfig(ExperimentConfig):
             batch=self.batch,
             temperature=self.temperature,
             out_dim=self.output_d,
+            bn_stats=self.bn_stats,
         )
 
 

@@ -200,3 +200,36 @@ def test_token_peak_memory_bounds_the_largest_planned_ensemble(betas, Ps):
     assert est <= PROCESS_BASELINE + 20 * max(largest, 2_200_000) * F32 + 2000 * len(runs) * (
         cfg.steps // cfg.log_every + 2
     )
+
+
+def test_chi_over_the_candidate_tokens_is_eq16_and_chi_tokens_picks_the_columns():
+    """``chi_plus_candidates`` is eq. 16 over the P candidates R_k^g (written out here from the final filters:
+    the mean over k and a ∈ R_k^g of max_m cos(w_km, u_a)); with few generators and P = 10 some candidates are
+    never drawn, so it differs from the reference's score over the drawn tokens; ``grid_frame(chi_tokens=...)``
+    puts the chosen one in the chi columns."""
+    from ssldyn.data.tokens import TokenGenerator, TokenSpec
+
+    run = TokenRun(spec=TokenSpec(P=10, G=8), beta=1, seed=3, batch=32)
+    other = TokenRun(spec=TokenSpec(P=3, G=8), beta=2, seed=3, batch=32)  # another P in the same ensemble
+    (group,) = group_token_runs([run, other])  # one ensemble
+    assert sorted(group) == [0, 1]
+    traj = run_grid([run, other], steps=20, every=10, ctx=Context(), keep_filters=True)
+    gen = TokenGenerator(run.spec, run.seed)
+    W = traj.snapshots("filters/0")[20]  # (K, M, d)
+    U = gen.embedding.numpy()  # (T, d)
+    cos = np.einsum(
+        "kmd,td->kmt", W / np.linalg.norm(W, axis=-1, keepdims=True), U / np.linalg.norm(U, axis=-1)[:, None]
+    )
+    best = cos.max(1)  # (K, T)
+    allowed = gen.allowed.numpy()  # (K, P)
+    eq16 = np.mean([best[k, allowed[k]].mean() for k in range(run.spec.K)])
+    relevant = gen.relevant.numpy()
+    drawn = np.mean([best[k, relevant[k]].mean() for k in range(run.spec.K)])
+    assert relevant.sum() < allowed.size  # some candidates are never drawn by a generator
+    by_gen, by_cand = grid_frame([run, other], traj), grid_frame([run, other], traj, chi_tokens="candidates")
+    last = (by_gen["step"] == 20) & (by_gen["P"] == 10)
+    np.testing.assert_allclose(by_cand.loc[last, "chi_plus"].item(), eq16, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(by_gen.loc[last, "chi_plus"].item(), drawn, rtol=1e-5, atol=1e-6)
+    assert abs(eq16 - drawn) > 1e-3
+    with pytest.raises(ValueError, match="chi_tokens 'all': allowed values are generators, candidates"):
+        grid_frame([run, other], traj, chi_tokens="all")

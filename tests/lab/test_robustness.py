@@ -63,3 +63,23 @@ def test_control_values_reach_the_stored_claims(toy_map, tmp_path, capsys):
     ref = [x0_norm(s, 64) / 8 for s in (0, 1, 2)]
     np.testing.assert_allclose(rows["control_value"], ref, rtol=1e-5)
     assert rows["control_held"].eq(False).all() and rows["control"].iloc[0] == "the same statistic at t = 0"
+
+
+def test_a_point_whose_run_fails_is_named_with_its_error(toy_map, tmp_path, capsys, monkeypatch):
+    """A failing grid point is shown as FAILED with its error (not as 'not run yet'), the other points keep
+    their verdicts, and the command exits 1."""
+    real = toy_map.run
+
+    def run(self, cfg, ctx):
+        if cfg.lr == 0.01 and cfg.steps == 30:
+            raise RuntimeError("stack expects each tensor to be equal size")
+        return real(self, cfg, ctx)
+
+    monkeypatch.setattr(toy_map, "run", run)
+    out = tmp_path / "runs"
+    code, text, err = run_cli(["robustness", toy_map.name, "--out", str(out), "--seeds", "3", "--jobs", "1"], capsys)
+    assert code == 1
+    assert "failed: variational.zz-map" in err and "stack expects each tensor to be equal size" in err
+    assert "FAILED" in text and "not run yet" not in text
+    flat = " ".join(text.split())  # the terminal layout wraps lines
+    assert "rms-small: holds at 2/3 points" in flat and "1 point(s) failed" in flat

@@ -431,9 +431,13 @@ def _run_maps(names, *, quick, seed, seeds, out, device, jobs, force, dry_run):
     from ssldyn.lab.results import load
 
     res = load(out, sorted({m.experiment for m in planned}))
+    failed = {it.spec.digest: it.error for it in items if it.status == "failed"}
+    for it in items:
+        if it.status == "failed":
+            err_console.print(Text(f"failed: {_run_label(it.spec)} [{it.spec.digest}]: {it.error}", style="red"))
     for m in planned:
         record_study(out, m.specs, list(m.robustness.knobs), source="robustness")
-        rows = map_rows(m, res)
+        rows = map_rows(m, res, failed)
         console.print(f"{m.experiment} robustness map: {' × '.join(m.robustness.knobs)} ({len(rows)} points)",
                       markup=False, style="bold", width=_width())  # fmt: skip
         console.print(f"paper: {m.robustness.paper}", markup=False, width=_width())
@@ -442,7 +446,7 @@ def _run_maps(names, *, quick, seed, seeds, out, device, jobs, force, dry_run):
                  + [f"{r['claims'][c]['status'].upper()} {r['claims'][c]['text']}" for c in m.robustness.claims]
                  for r in rows]  # fmt: skip
         _print_lines(textlayout.layout(heads, table, _width(), wrap=tuple(range(len(heads)))),
-                     {"PASS": "green", "FAIL": "red", "VACUOUS": "red", "INCONCLUSIVE": "yellow"})  # fmt: skip
+                     {"PASS": "green", "FAIL": "red", "FAILED": "red", "VACUOUS": "red", "INCONCLUSIVE": "yellow"})  # fmt: skip
         for c in m.robustness.claims:
             console.print(f"  {c}: {holds_text(rows, c)}", markup=False, width=_width())
     if any(it.status == "failed" for it in items):

@@ -11,7 +11,7 @@ claim with a link to the study page (plots of each claim against each knob).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,32 +64,36 @@ def claims_at(run: Any, ids: Sequence[str]) -> list[tuple[str, Any]]:
     return [(cid, found.get(cid)) for cid in ids]
 
 
-def map_rows(planned: PlannedMap, results: Any) -> list[dict[str, Any]]:
+def map_rows(planned: PlannedMap, results: Any, failed: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """One row per grid point: the knob values and, per headline claim, its verdict and statistic.
 
-    ``results`` is a :class:`ssldyn.results.Results` holding the finished runs; a point not run
-    yet has status ``missing``.
+    ``results`` is a :class:`ssldyn.results.Results` holding the finished runs; ``failed`` maps the
+    config hash of a run that failed to its error (status ``failed``, the error as the text); any
+    other point not in ``results`` has status ``missing``.
     """
     by_hash = {r.hash: r for r in results.records}
+    failed = failed or {}
     rows = []
     for point, spec in zip(planned.points, planned.specs):
         run = by_hash.get(spec.digest)
         row: dict[str, Any] = {"point": point, "hash": spec.digest, "claims": {}}
         for cid, c in claims_at(run, planned.robustness.claims):
-            row["claims"][cid] = (
-                {"status": "missing", "text": "not run yet"}
-                if c is None
-                else {"status": c.status, "text": c.measured_text(), "control": c.control_value}
-            )
+            if c is not None:
+                row["claims"][cid] = {"status": c.status, "text": c.measured_text(), "control": c.control_value}
+            elif spec.digest in failed:
+                row["claims"][cid] = {"status": "failed", "text": failed[spec.digest]}
+            else:
+                row["claims"][cid] = {"status": "missing", "text": "not run yet"}
         rows.append(row)
     return rows
 
 
 def holds_text(rows: list[dict[str, Any]], claim: str) -> str:
     """``holds at 3/5 points; not at init_spread=10, init_spread=100 (fail, inconclusive)``."""
-    done = [r for r in rows if r["claims"][claim]["status"] != "missing"]
+    done = [r for r in rows if r["claims"][claim]["status"] not in ("missing", "failed")]
+    broken = len([r for r in rows if r["claims"][claim]["status"] == "failed"])
     if not done:
-        return "not run yet"
+        return f"not run ({broken} failed)" if broken else "not run yet"
     ok = [r for r in done if r["claims"][claim]["status"] == "pass"]
     text = f"holds at {len(ok)}/{len(done)} points"
     bad = [r for r in done if r["claims"][claim]["status"] != "pass"]
@@ -98,4 +102,6 @@ def holds_text(rows: list[dict[str, Any]], claim: str) -> str:
             ", ".join(f"{k}={v}" for k, v in r["point"].items()) + f" ({r['claims'][claim]['status']})" for r in bad
         )
         text += f"; not at {where}"
+    if broken:
+        text += f"; {broken} point(s) failed"
     return text

@@ -143,7 +143,7 @@ class Fig11(Experiment):
             bns=[cfg.bn, "off"],
             base=cfg.base_run(),
         )
-        df = grid_frame(runs, train_grid(cfg, ctx, runs))
+        df = grid_frame(runs, train_grid(cfg, ctx, runs), cfg.chi_tokens)
         note = "lr = 0.02 (documented command) instead of the paper's 2e-3; BN = mean-only (Def. 5)."
         return split_by_seed(df, ctx.seeds, lambda part: per_seed_result(part, note))
 

@@ -131,7 +131,7 @@ def run_activation_grid(cfg: ActivationGridConfig, ctx: Context) -> list[Result]
         bns=[cfg.bn],
         base=cfg.base_run(),
     )
-    df = grid_frame(runs, train_grid(cfg, ctx, runs))
+    df = grid_frame(runs, train_grid(cfg, ctx, runs), cfg.chi_tokens)
     results = split_by_seed(df, ctx.seeds, lambda part: per_seed_result(part, NOTE))
     for r in results:
         r.summary.update({"runs": len(runs) // len(ctx.seeds), "steps": cfg.steps})

@@ -135,7 +135,7 @@ class Fig5(Experiment):
             base=cfg.base_run(),
         )
         traj = train_grid(cfg, ctx, runs, keep_filters=True)  # member m = runs[m]
-        df = grid_frame(runs, traj)
+        df = grid_frame(runs, traj, cfg.chi_tokens)
         results = []
         for s in ctx.seeds:
             res = Result()

@@ -48,7 +48,11 @@ from ssldyn.experiments.nonlinearity._common import F32
 from ssldyn.memory import PROCESS_BASELINE
 
 CACHE_NAMESPACE = "token_runs"
-PROBES = ("chi_plus", "chi_minus", "chi_minus_signed", "loss")
+CHI = ("chi_plus", "chi_minus", "chi_minus_signed")
+# χ̄± over the tokens some generator draws at k (the reference's scoring) and, suffixed, over eq. 16's
+# P candidates R_k^g: both logged, ``chi_tokens`` picks which one the tables call chi_plus / chi_minus
+PROBES = (*CHI, *(f"{c}_candidates" for c in CHI), "loss")
+CHI_TOKENS = ("generators", "candidates")
 
 
 def make_runs(
@@ -117,21 +121,28 @@ class EnsembleTask:
 def chi_probes(runs: Sequence[TokenRun], device: str = "cpu") -> dict:
     """χ̄₊, χ̄₋ in the activation's metric (:func:`~ssldyn.dynamics.ensemble_trainer.sign_symmetric`) and
     ``chi_minus_signed`` (χ̄₋ with the signed cosine, eq. 181, for every run) as probes ``net -> (E,)`` of an
-    ensemble of ``runs``."""
+    ensemble of ``runs``: over the tokens some generator draws at position k (``relevant``, the reference's
+    scoring) and, as ``*_candidates``, over the P candidate tokens R_k^g of eq. 16 (``allowed``)."""
     import torch
 
     gens = [TokenGenerator(r.spec, r.seed) for r in runs]
     emb = torch.stack([g.embedding for g in gens]).to(device=device, dtype=torch.float32)  # (E, T, d)
-    relevant = torch.stack([g.relevant for g in gens]).to(device)  # (E, K, T)
     absolute = torch.tensor([sign_symmetric(r.activation, r.bn) for r in runs], device=device)  # (E,)
-    probes = token_probes(emb, relevant, absolute)
-    probes["chi_minus_signed"] = token_probes(emb, relevant, False)["chi_minus"]
+    relevant = torch.stack([g.relevant for g in gens]).to(device)  # (E, K, T)
+    candidates = torch.stack(  # (E, K, T): a ∈ R_k^g (P differs between members)
+        [torch.zeros_like(g.relevant).scatter_(1, g.allowed, True) for g in gens]
+    ).to(device)
+    probes = {}
+    for suffix, tokens in (("", relevant), ("_candidates", candidates)):
+        chi = token_probes(emb, tokens, absolute)
+        probes[f"chi_plus{suffix}"], probes[f"chi_minus{suffix}"] = chi["chi_plus"], chi["chi_minus"]
+        probes[f"chi_minus_signed{suffix}"] = token_probes(emb, tokens, False)["chi_minus"]
     return probes
 
 
 def train_ensemble_task(task: EnsembleTask) -> list[dict[str, np.ndarray]]:
-    """Train one ensemble (a lab task) -> one record per run: ``step``, ``chi_plus``, ``chi_minus``,
-    ``chi_minus_signed``, ``loss`` at the logged steps, and ``filters`` ``(K, M, d)`` when kept."""
+    """Train one ensemble (a lab task) -> one record per run: ``step``, the :data:`PROBES` (χ̄± both ways,
+    ``loss``) at the logged steps, and ``filters`` ``(K, M, d)`` when kept."""
     res = train_token_ensemble(
         list(task.runs),
         steps=task.steps,
@@ -177,7 +188,8 @@ def run_grid(
 
     Returns:
         a :class:`~ssldyn.dynamics.trajectory.Trajectory` with member m = ``runs[m]``: probes
-        ``chi_plus``, ``chi_minus``, ``loss`` at steps 0, every, …, steps; with ``keep_filters``
+        ``chi_plus``, ``chi_minus``, ``chi_minus_signed`` (and the same over eq. 16's candidates,
+        ``*_candidates``; :func:`chi_probes`), ``loss`` at steps 0, every, …, steps; with ``keep_filters``
         the final filters ``(K, M, d)`` of run m as the snapshot ``filters/m`` at the last step.
         ``meta["runs"]`` describes the runs.
     """
@@ -214,9 +226,14 @@ def token_data(run: TokenRun) -> dict[str, np.ndarray]:
     return {"relevant": gen.relevant.numpy(), "allowed": gen.allowed.numpy()}
 
 
-def grid_frame(runs: Sequence[TokenRun], traj: Trajectory) -> pd.DataFrame:
+def grid_frame(runs: Sequence[TokenRun], traj: Trajectory, chi_tokens: str = "generators") -> pd.DataFrame:
     """Long table: loss, activation, beta, P, zeta, bn, init, step, chi_plus, chi_minus, chi_minus_signed,
-    loss_value (one row per run and logged step, runs in order)."""
+    loss_value (one row per run and logged step, runs in order). ``chi_tokens``: the χ̄± columns are over
+    the tokens some generator draws at k (``"generators"``, the reference's scoring) or over eq. 16's P
+    candidates R_k^g (``"candidates"``)."""
+    if chi_tokens not in CHI_TOKENS:
+        raise ValueError(f"chi_tokens {chi_tokens!r}: allowed values are {', '.join(CHI_TOKENS)}")
+    suffix = "" if chi_tokens == "generators" else "_candidates"
     wide = traj.columns().sort_values(["member", "step"], kind="stable")  # one row per (member, step)
     settings = pd.DataFrame(
         [
@@ -227,8 +244,7 @@ def grid_frame(runs: Sequence[TokenRun], traj: Trajectory) -> pd.DataFrame:
     )
     out = settings.iloc[wide["member"].to_numpy(dtype=np.int64)].reset_index(drop=True)
     out["step"] = wide["step"].to_numpy(dtype=np.int64)
-    for probe, col in (("chi_plus", "chi_plus"), ("chi_minus", "chi_minus"), ("chi_minus_signed", "chi_minus_signed"),
-                       ("loss", "loss_value")):  # fmt: skip
+    for probe, col in [*((c + suffix, c) for c in CHI), ("loss", "loss_value")]:
         out[col] = wide[probe].to_numpy(dtype=np.float64)
     return out
 
@@ -280,6 +296,11 @@ class TokenTrainConfig(ExperimentConfig):
     n_tokens: int = Field(20, ge=2, description="number of tokens d")
     G: int = Field(40, ge=1, description="number of generators")
     L: int = Field(5, ge=1, description="fixed positions per generator")
+    chi_tokens: Literal["generators", "candidates"] = Field(
+        "generators",
+        description="tokens χ̄₊ averages over at position k: those some generator draws there (the reference "
+        "implementation's scoring) or the P candidates R_k^g (eq. 16's text); both are logged",
+    )
     bn_stats: Literal["view", "joint"] = Field(
         "view",
         description="BN statistics over each view's N samples (the reference implementation's training loop "

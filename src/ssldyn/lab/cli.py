@@ -432,9 +432,7 @@ def _run_maps(names, *, quick, seed, seeds, out, device, jobs, force, dry_run):
 
     res = load(out, sorted({m.experiment for m in planned}))
     failed = {it.spec.digest: it.error for it in items if it.status == "failed"}
-    for it in items:
-        if it.status == "failed":
-            err_console.print(Text(f"failed: {_run_label(it.spec)} [{it.spec.digest}]: {it.error}", style="red"))
+    _print_failures(items, err_console)
     for m in planned:
         record_study(out, m.specs, list(m.robustness.knobs), source="robustness")
         rows = map_rows(m, res, failed)
@@ -545,6 +543,13 @@ def _execute(specs, out, executor, force, address, max_retries, title, workers=N
     return items
 
 
+def _print_failures(items: list[Any], to: Any) -> None:
+    """One red line per failed run: ``failed: <run> [<hash>]: <error>``."""
+    for it in items:
+        if it.status == "failed":
+            to.print(Text(f"failed: {_run_label(it.spec)} [{it.spec.digest}]: {it.error}", style="red"))
+
+
 def _run_label(spec: Any) -> str:
     """``experiment (overrides, seeds)``: what a run is, for people."""
     describe = getattr(spec, "describe", None)
@@ -590,9 +595,7 @@ def _print_items(items: list[Any], title: str, out: Path) -> None:
     )
     _print_lines(lines, {"failed": "red"})
     console.print(f"run directories: {out}/<experiment>/<run directory>/", markup=False, soft_wrap=True)
-    for it in items:
-        if it.status == "failed":
-            console.print(Text(f"failed: {_run_label(it.spec)} [{it.spec.digest}]: {it.error}", style="red"))
+    _print_failures(items, console)
     n_failed = sum(it.status == "failed" for it in items)
     console.print(f"claims passed: {tp}/{tn} · runs failed: {n_failed}", markup=False)
 

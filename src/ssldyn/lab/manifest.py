@@ -16,7 +16,6 @@ module that already imported the registry) are read live and take precedence.
 from __future__ import annotations
 
 import difflib
-import importlib
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ssldyn.errors import UserError
+from ssldyn.lab.plugins import load_plugins
 
 __all__ = ["MANIFEST_PATH", "FORMAT", "entry", "build", "dumps", "papers", "experiments", "find", "main"]
 
@@ -101,18 +101,9 @@ def _live_registry() -> Any:
     return sys.modules.get("ssldyn.contract.experiment")
 
 
-def _load_plugins() -> None:
-    """Import the modules named in ``SSLDYN_PLUGINS`` (they register their experiments)."""
-    for name in filter(None, (m.strip() for m in os.environ.get("SSLDYN_PLUGINS", "").split(","))):
-        try:
-            importlib.import_module(name)
-        except ImportError as e:
-            raise UserError(f"SSLDYN_PLUGINS: cannot import module {name!r} ({e})") from None
-
-
 def _catalogue() -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
     """``(papers, {name: entry})``: the committed manifest, overridden by live registrations."""
-    _load_plugins()
+    load_plugins()
     data = _committed()
     reg = _live_registry()
     if data is None:  # no (valid) manifest: ask the live registry, importing everything

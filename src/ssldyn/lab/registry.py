@@ -5,20 +5,20 @@ The contract an experiment follows (:class:`~ssldyn.contract.experiment.Experime
 them and imports them. :func:`load_all` imports every module under :mod:`ssldyn.experiments`, so
 adding a module is enough to register its experiments. Your own experiments (outside the package)
 are registered by listing their modules in the environment variable ``SSLDYN_PLUGINS``
-(comma-separated module names); Ray workers inherit it.
+(comma-separated module names, :mod:`ssldyn.lab.plugins`); Ray workers inherit it.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import pkgutil
 
 from ssldyn.contract.config import echo, unknown_experiment
-from ssldyn.contract.experiment import PAPERS, Experiment, register, registered
+from ssldyn.contract.experiment import PAPERS, Experiment, registered
 from ssldyn.errors import UserError
+from ssldyn.lab.plugins import load_plugins
 
-__all__ = ["PAPERS", "Experiment", "register", "load_all", "all_experiments", "get_experiment"]
+__all__ = ["load_all", "all_experiments", "get_experiment"]
 
 _LOADED = False
 
@@ -31,11 +31,7 @@ def load_all() -> None:
     pkg = importlib.import_module("ssldyn.experiments")
     for mod in pkgutil.walk_packages(pkg.__path__, prefix="ssldyn.experiments."):
         importlib.import_module(mod.name)
-    for name in filter(None, (m.strip() for m in os.environ.get("SSLDYN_PLUGINS", "").split(","))):
-        try:
-            importlib.import_module(name)
-        except ImportError as e:
-            raise UserError(f"SSLDYN_PLUGINS: cannot import module {name!r} ({e})") from None
+    load_plugins()
     _LOADED = True
 
 

@@ -86,6 +86,11 @@ def shutdown_pools() -> None:
         stop_pool(pool)
 
 
+def _check_executor(executor: str) -> None:
+    if executor not in TASK_EXECUTORS:
+        raise ValueError(f"executor {executor!r}: allowed values are {', '.join(TASK_EXECUTORS)}")
+
+
 def map_tasks(
     fn: Callable[[T], R],
     items: Sequence[T],
@@ -101,8 +106,7 @@ def map_tasks(
     balance). A failing task raises its exception here; tasks not yet started are cancelled.
     One task, one worker, or a CUDA ``device``: in-process.
     """
-    if executor not in TASK_EXECUTORS:
-        raise ValueError(f"executor {executor!r}: allowed values are {', '.join(TASK_EXECUTORS)}")
+    _check_executor(executor)
     items = list(items)
     cuda = device is not None and str(device).startswith("cuda")
     if executor == "inline" or cuda or len(items) <= 1 or (executor == "processes" and workers <= 1):
@@ -170,8 +174,7 @@ class Tasks:
     workers: int = 1
 
     def __post_init__(self) -> None:
-        if self.executor not in TASK_EXECUTORS:
-            raise ValueError(f"executor {self.executor!r}: allowed values are {', '.join(TASK_EXECUTORS)}")
+        _check_executor(self.executor)
 
     def __call__(self, fn: Callable[[T], R], items: Sequence[T], *, device: Any = None) -> Iterator[tuple[int, R]]:
         return map_tasks(fn, items, executor=self.executor, workers=self.workers, device=device)

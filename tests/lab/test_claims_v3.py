@@ -63,8 +63,11 @@ def test_vacuous_when_the_control_satisfies_the_relation():
     assert c.control_value == pytest.approx(0.75) and c.control_values == (0.7, 0.8, 0.75, 0.9, 0.6)
     assert "vacuous" in c.note and "one training step" in c.note
     assert (
-        c.control_state == "held" and c.control_text() == "control: one training step — 0.75; relation held (vacuous)"
+        c.control_state == "held" and c.control_text() == "control: one training step — 0.75: relation held (vacuous)"
     )
+    from ssldyn.lab.report import _control_cell  # the report's cell says the same, in bold
+
+    assert _control_cell(c) == "one training step<div class='meta'><b>0.75: relation held (vacuous)</b></div>"
 
 
 def test_a_failing_control_leaves_the_pass_standing():
@@ -72,7 +75,7 @@ def test_a_failing_control_leaves_the_pass_standing():
     c = evaluate(spec(gt(0.5), control="linear activation"), None, SEEDS, ms)
     assert c.status == "pass" and c.passed and c.control_held is False
     assert (
-        c.control_state == "not held" and c.control_text() == "control: linear activation — 0.17; relation did not hold"
+        c.control_state == "not held" and c.control_text() == "control: linear activation — 0.17: relation did not hold"
     )
 
 
@@ -188,3 +191,7 @@ def test_control_state_of_a_claim_without_a_control():
     assert c.control_state == "no control" and c.control_text() == "no control: a closed form: no null condition"
     bare = evaluate(spec(gt(0.5), kind="sanity"), None, SEEDS, [0.9] * 5)
     assert bare.control_state == "" and bare.control_text() == ""
+    from ssldyn.lab.report import _control_cell
+
+    assert _control_cell(c) == "<span class='meta'>none: a closed form: no null condition</span>"
+    assert _control_cell(bare) == ""

@@ -518,15 +518,24 @@ class Claim:
             return "held" if self.control_held else "not held"
         return "no control" if self.no_control else ""
 
-    def control_text(self) -> str:
-        """``control: at init — 0.06; relation held (vacuous)`` or the no-control reason."""
+    def control_outcome(self) -> str:
+        """What the control showed, in words: ``"0.75: relation held (vacuous)"``, ``"0.17: relation did not
+        hold"``, ``"not measured"``, the ``no_control`` reason, or ``""`` when no control is declared."""
         state = self.control_state
         if state in ("held", "not held"):
-            held = "held (vacuous)" if state == "held" else "did not hold"
-            return f"control: {self.control} — {_fmt(self.control_value)}; relation {held}"
-        if state == "not measured":
-            return f"control: {self.control} — not measured"
-        return f"no control: {self.no_control}" if state == "no control" else ""
+            return f"{_fmt(self.control_value)}: relation {'held (vacuous)' if state == 'held' else 'did not hold'}"
+        return {"not measured": "not measured", "no control": self.no_control}.get(state, "")
+
+    def control_text(self) -> str:
+        """``control: at init — 0.06: relation held (vacuous)`` or ``no control: <reason>`` (one line)."""
+        state = self.control_state
+        if not state:
+            return ""
+        return (
+            f"no control: {self.no_control}"
+            if state == "no control"
+            else f"control: {self.control} — {self.control_outcome()}"
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Claim:

@@ -59,14 +59,11 @@ KIND_TITLES = {"paper": "paper", "consequence": "consequence", "sanity": "sanity
 
 
 def _control_cell(c: Claim) -> str:
-    state = c.control_state
-    if state in ("held", "not held"):
-        held = "<b>holds there too (vacuous)</b>" if state == "held" else "does not hold there"
-        return f"{escape(c.control)}<div class='meta'>{escape(str(c.control_value))}: {held}</div>"
-    if state == "not measured":
-        return f"{escape(c.control)}<div class='meta'>not measured</div>"
+    state, outcome = c.control_state, escape(c.control_outcome())
     if state == "no control":
-        return f"<span class='meta'>none: {escape(c.no_control)}</span>"
+        return f"<span class='meta'>none: {outcome}</span>"
+    if state:
+        return f"{escape(c.control)}<div class='meta'>{f'<b>{outcome}</b>' if state == 'held' else outcome}</div>"
     return "<span class='meta'>none declared</span>" if c.kind in ("paper", "consequence") else ""
 
 

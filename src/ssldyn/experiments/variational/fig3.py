@@ -163,7 +163,7 @@ def relative_excess(tau: float, n: int | None, k_max: int, k_inf: int, positive_
     k_inf = min(k_inf, n) if n is not None else k_inf
     ks = np.arange(2, k_max + 1)
     losses = k_point_losses(ks, n, tau, positive_term, device)  # (k_max − 1,)
-    l_inf = float(k_point_losses([k_inf], n, tau, positive_term, device)[0])
+    l_inf = k_point_loss(k_inf, n, tau, positive_term, device)
     return ks, (losses - l_inf) / abs(l_inf)
 
 

@@ -193,10 +193,6 @@ def averaging_net_factory(width: int, device, d: int = 2, D: int = 2):
     return make
 
 
-def seed_slice(arr: np.ndarray, e: int) -> np.ndarray:
-    return np.asarray(arr)[:, e] if np.ndim(arr) >= 2 else np.asarray(arr)
-
-
 @register
 class Fig5(VariationalExperiment):
     name = "variational.fig5"

@@ -393,10 +393,11 @@ class Stationarity(VariationalExperiment):
                                     "uniform_second": float(ev_u[1] / ev_u[-1]),
                                     "clusters_min": float(ev_c[0] / ev_c[-1].abs())})  # fmt: skip
         # --- errata: Prop. 2.1's positive term, eq. (26)'s index, eq. (1) vs eq. (4)
-        from ssldyn.experiments.variational.fig3 import k_point_losses
+        from ssldyn.experiments.variational.fig3 import k_point_loss
 
-        p21 = {(t, pos): float(k_point_losses([cfg.K_errata], cfg.n_errata, t, pos)[0])
-               for t in (0.1, 0.5, 1.0) for pos in (True, False)}  # fmt: skip
+        p21 = {
+            (t, pos): k_point_loss(cfg.K_errata, cfg.n_errata, t, pos) for t in (0.1, 0.5, 1.0) for pos in (True, False)
+        }
         bad26, bad26_fixed = 0, 0
         for K in (2, 3, 4, 6):
             for m_ in (2, 3, 4, 6):

@@ -107,7 +107,7 @@ def test_every_claim_has_a_control_and_an_effect(name):
 
 def test_fig11_small_zeta_reads_the_error_bars(tmp_path):
     """bn-small-zeta-no-gain = mean gain / mean std over seeds of the cells, recomputed from the stored tables."""
-    sets = {"steps": 40, "log_every": 20, "zetas": [2.0, 10.0], "betas": [1, 2], "Ps": [1, 2]}
+    sets = {"steps": 40, "log_every": 20, "zetas": [2.0, 10.0], "betas": [1, 2, 3], "Ps": [1, 2, 3]}
     out = run_experiment("nonlinearity.fig11", quick=True, seeds=3, sets=sets, out=tmp_path)
     f = pd.concat([out.run.result(s).tables["final"].assign(rep=s) for s in range(3)])
     small = f[f.zeta == 2.0]
@@ -121,14 +121,24 @@ def test_fig11_small_zeta_reads_the_error_bars(tmp_path):
     wl = large.pivot_table(index=["beta", "P", "rep"], columns="bn", values="chi_plus_mean")
     ctrl = (wl["mean_only"] - wl["off"]).mean() / large.groupby(["beta", "P", "bn"])["chi_plus_mean"].std().mean()
     assert c["bn-small-zeta-no-gain"].control_values[0] == pytest.approx(ctrl, rel=1e-4)
-    # the gain claims' controls are measured per seed; at t = 0 BN and no BN share their filters
-    assert c["bn-gain-grows-with-zeta"].control_values == (0.0, 0.0, 0.0)
+    # bn-gain-grows-with-zeta's control: the sign-flip null, BN and no BN swapped in a checkerboard of the four
+    # cells β, P ∈ {2, 3} (written out: + at (2, 2) and (3, 3), − at (2, 3) and (3, 2)), per seed
+    sign = {(2, 2): 1.0, (2, 3): -1.0, (3, 2): -1.0, (3, 3): 1.0}
+    for s in range(3):
+        g = f[(f.rep == s) & (f.beta > 1) & (f.P > 1)].set_index(["zeta", "bn", "beta", "P"])["chi_plus_mean"]
+        null = {
+            z: np.mean([w * (g[z, "mean_only", b, P] - g[z, "off", b, P]) for (b, P), w in sign.items()])
+            for z in (2.0, 10.0)
+        }
+        assert c["bn-gain-grows-with-zeta"].control_values[s] == pytest.approx(null[10.0] - null[2.0], abs=1e-6)
+    assert len(set(c["bn-gain-grows-with-zeta"].control_values)) == 3  # measured on the trained values, not 0
 
 
-def test_fig4_fig10_controls_are_the_t0_readings(tmp_path):
+def test_fig4_fig10_controls(tmp_path):
     """The claims that the untrained filters can pass take the same reading at t = 0 as their control (χ̄₊ is a
     max over M = β·P filters, so it rises with β before training; linear's |cos| starts above ReLU's signed score);
-    controls between variants that share the seed's filters (activations on signed χ̄₋, the two losses) are 0."""
+    comparisons of variants that share the seed's filters (activations on signed χ̄₋, the two losses), 0 at t = 0 by
+    construction, take the sign-flip null of the trained values instead."""
     sets = {"steps": 4, "log_every": 2, "betas": [1, 3], "Ps": [1, 2]}
     f4 = run_experiment("nonlinearity.fig4", quick=True, seeds=2, sets=sets, out=tmp_path)
     f10 = run_experiment("nonlinearity.fig10", quick=True, seeds=2, sets=sets, out=tmp_path)
@@ -142,9 +152,42 @@ def test_fig4_fig10_controls_are_the_t0_readings(tmp_path):
         assert c4["relu-p1-needs-beta"].control_values[s] == pytest.approx(gain[1], abs=1e-6)
         lin_minus_relu = np.mean([t0["linear", b, 1] - t0["relu", b, 1] for b in (1, 3)])
         assert c4["p1-linear-beats-relu"].control_values[s] == pytest.approx(lin_minus_relu, abs=1e-6)
-    # the same filters at t = 0, scored with one metric: these differences vanish exactly
-    assert c4["relu-lowest-chi-minus"].control_values == (0.0, 0.0)
-    assert c10["quadratic-below-infonce"].control_values == (0.0, 0.0)
+        # the sign-flip null, written out: the cells (β, P) ∈ {1, 3} × {1, 2} as a checkerboard
+        sign = {(1, 1): 1.0, (1, 2): -1.0, (3, 1): -1.0, (3, 2): 1.0}
+        t = f10.run.result(s).tables["final"].set_index(["loss", "activation", "beta", "P"])
+        acts = sorted(set(t.index.get_level_values("activation")))
+        flip = {a: np.mean([w * (t.loc[("quadratic", a, *k), "chi_plus_mean"] - t.loc[("infonce", a, *k), "chi_plus_mean"])
+                            for k, w in sign.items()]) for a in acts}  # fmt: skip
+        assert c10["quadratic-below-infonce"].control_values[s] == pytest.approx(np.mean(list(flip.values())), abs=1e-6)
+        t4 = f4.run.result(s).tables["final"]
+        cm = t4[t4["loss"] == "infonce"].set_index(["activation", "beta", "P"])["chi_minus_signed_mean"]
+        null = max(
+            np.mean([w * (cm[("relu", *k)] - cm[(a, *k)]) for k, w in sign.items()]) for a in acts if a != "relu"
+        )
+        assert c4["relu-lowest-chi-minus"].control_values[s] == pytest.approx(null, abs=1e-6)
     for c in (c4["relu-rises-with-beta"], c4["relu-p1-needs-beta"], c4["p1-linear-beats-relu"]):
         if c.control_held:  # the untrained filters pass the reading: never reported as a pass
             assert c.status != "pass", c.id
+
+
+def test_flip_signs_is_a_balanced_checkerboard_that_cancels_shared_effects():
+    """The sign-flip null: +1 / −1 in a checkerboard over the sorted β and P (written out for a 2 × 2 grid), summing
+    to 0; on a full even grid an effect shared by the cells and additive trends in β or P cancel exactly, while a
+    checkerboard-shaped effect passes whole; on an odd grid the last surplus sign is dropped (3 × 3: 4 + 4, one 0)."""
+    from ssldyn.experiments.nonlinearity._token_seeds import flip_signs, flipped_mean
+
+    assert flip_signs([(1, 1), (1, 3), (5, 1), (5, 3)]).tolist() == [1.0, -1.0, -1.0, 1.0]
+    assert flip_signs([(5, 3), (1, 1), (5, 1), (1, 3)]).tolist() == [1.0, 1.0, -1.0, -1.0]  # by rank, not position
+    betas, Ps = [1, 2, 5, 10], [1, 3, 5, 10]
+    cells = [(b, P) for b in betas for P in Ps]
+    s = flip_signs(cells)
+    assert s.sum() == 0 and set(s.tolist()) == {-1.0, 1.0}
+    rng = np.random.default_rng(0)
+    f, g = dict(zip(betas, rng.normal(size=4))), dict(zip(Ps, rng.normal(size=4)))
+    shared = np.array([0.3 + f[b] + g[P] for b, P in cells])  # common effect + trend in β + trend in P
+    assert abs(np.mean(s * shared)) < 1e-12
+    assert np.mean(s * (0.2 * s)) == pytest.approx(0.2)  # an effect with the checkerboard's shape is not cancelled
+    odd = flip_signs([(b, P) for b in (2, 5, 10) for P in (3, 5, 10)])
+    assert odd is not None and odd.sum() == 0 and sorted(odd.tolist()).count(0.0) == 1 and odd[-1] == 0.0
+    # a line of cells admits no null (the signs would keep the trend along it): the control is not measured
+    assert flip_signs([(5, 3), (5, 5)]) is None and flipped_mean(np.array([0.3, 0.1]), [(5, 3), (5, 5)]) is None

@@ -56,7 +56,7 @@ def test_bn_experiments_quick_claims(name, tmp_path):
         sbs = out.run.result().tables["side_by_side"]
         assert set(sbs["bn"]) == {"none", "var_only", "mean_only", "standard"}  # quick: no lr 2e-3 column
         paper = sbs.dropna(subset=["paper_mean"])
-        assert len(paper) == 8 and (paper["diff"] == paper["ours"] - paper["paper_mean"]).all()
+        assert len(paper) == 16 and (paper["diff"] == paper["ours"] - paper["paper_mean"]).all()  # 2 × 2 cells × 4
 
 
 def test_fig5_quick_filters_and_scores(tmp_path):

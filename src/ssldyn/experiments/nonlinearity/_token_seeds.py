@@ -68,6 +68,43 @@ def over_parameterised_cells(betas: Sequence[int], Ps: Sequence[int]) -> list[tu
     return [(b, P) for b in sorted(betas) if b > 1 for P in sorted(Ps) if P > 1]
 
 
+def flip_signs(cells: Sequence[tuple[int, int]]) -> np.ndarray | None:
+    """The signs ``(n,)`` of the sign-flip null over ``(β, P)`` cells: a checkerboard over the sorted β and P
+    values (+1 where their ranks sum to an even number), made balanced: where one sign outnumbers the other
+    (an odd number of cells on a full grid), its last cells get 0, so the signs sum to 0. ``None`` when the
+    cells do not span two β and two P values (on a line of cells the signs would alternate along one axis
+    and keep its trend: no null).
+
+    A between-arm difference ``d_c`` averaged with these signs, ``mean_c s_c d_c``, is the same statistic with
+    the two arms swapped in half of the cells: an effect shared by the cells cancels, and on a full even grid
+    so does a trend in β or P alone; what remains is the cell-to-cell noise and the β × P interaction of the
+    trained values. It is the control of the token claims that compare two arms trained from the same
+    filters, whose difference at t = 0 is 0 by construction and so could never hold.
+    """
+    betas = sorted({b for b, _ in cells})
+    Ps = sorted({P for _, P in cells})
+    if len(betas) < 2 or len(Ps) < 2:
+        return None
+    s = np.array([1.0 if (betas.index(b) + Ps.index(P)) % 2 == 0 else -1.0 for b, P in cells])  # (n,)
+    while s.sum() != 0:
+        s[np.flatnonzero(s == np.sign(s.sum()))[-1]] = 0.0
+    return s
+
+
+def flipped_mean(d: np.ndarray, cells: Sequence[tuple[int, int]]) -> float | None:
+    """``mean_c s_c d_c`` with :func:`flip_signs` (``d (n,)`` per cell of ``cells``), or ``None`` where the cells
+    admit no null (the control is then "not measured")."""
+    s = flip_signs(cells)
+    return None if s is None else float(np.mean(np.asarray(d) * s))
+
+
+def cell_diffs(
+    t: pd.DataFrame, a: dict, b: dict, cells: Sequence[tuple[int, int]], col: str = "chi_plus_mean"
+) -> np.ndarray:
+    """``cell(a) − cell(b)`` per ``(β, P)`` cell ``(n,)`` (one seed's final table)."""
+    return np.array([cell(t, col, beta=bb, P=P, **a) - cell(t, col, beta=bb, P=P, **b) for bb, P in cells])
+
+
 def mean_diff(t: pd.DataFrame, a: dict, b: dict, cells: Sequence[tuple[int, int]], col: str = "chi_plus_mean") -> float:
     """Mean over ``(β, P)`` cells of ``cell(a) − cell(b)`` (one seed's final table)."""
-    return float(np.mean([cell(t, col, beta=bb, P=P, **a) - cell(t, col, beta=bb, P=P, **b) for bb, P in cells]))
+    return float(np.mean(cell_diffs(t, a, b, cells, col)))

@@ -19,7 +19,7 @@ from pydantic import model_validator
 
 from ssldyn.contract import Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, lt
-from ssldyn.experiments.nonlinearity._token_seeds import flipped_mean, mean_diff, over_parameterised_cells
+from ssldyn.experiments.nonlinearity._token_seeds import flip_signs, mean_diff, over_parameterised_cells
 from ssldyn.experiments.nonlinearity.fig4 import (
     DIFF_BOUNDS,
     EFFECT_CHI,
@@ -78,12 +78,11 @@ class Fig10(_ActivationGridBase):
         n = t[t["loss"] == "infonce"].set_index(keys)["chi_plus_mean"]
         d = q - n.reindex(q.index)  # (activation × β × P,)
         diff = d.to_numpy()
-        per_act = d.groupby(level="activation")  # the same checkerboard of (β, P) for every activation
-        nulls = [flipped_mean(g.to_numpy(), list(g.index.droplevel(0))) for _, g in per_act]
-        measured = [v for v in nulls if v is not None]  # none where the cells admit no null
+        wide = d.unstack("activation")  # (β × P cells, activations): one checkerboard for every activation
+        signs = flip_signs(list(wide.index))  # (cells,), None where the cells admit no null
         out["quadratic-below-infonce"] = Measured(
             float(np.mean(diff)),
-            control=float(np.mean(measured)) if len(measured) == len(nulls) else None,
+            control=None if signs is None else float(np.mean(signs[:, None] * wide.to_numpy())),
             detail=f"quadratic below InfoNCE in {np.mean(diff < 0):.0%} of the cells; (β > 1, "
             f"P > 1), ReLU: {mean_diff(t, {'activation': 'relu', 'loss': 'quadratic'}, {'activation': 'relu', 'loss': 'infonce'}, over_parameterised_cells(cfg.betas, cfg.Ps)):+.3f}",
         )

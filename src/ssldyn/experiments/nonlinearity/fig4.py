@@ -46,7 +46,7 @@ from pydantic import Field, model_validator
 from ssldyn.contract import Context, Experiment, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, lt
 from ssldyn.experiments.nonlinearity._token_seeds import (
-    flipped_mean,
+    flip_signs,
     mean_diff,
     over_parameterised_cells,
     per_seed_result,
@@ -378,10 +378,9 @@ class Fig4(_ActivationGridBase):
         others = means.drop("relu")
         d, nxt, relu_chi = float(means["relu"] - others.min()), str(others.idxmin()), float(means["relu"])
         wide = t.pivot_table(index=["beta", "P"], columns="activation", values="chi_minus_signed_mean")  # (cells, acts)
+        signs = flip_signs(list(wide.index))  # (cells,), None where the cells admit no null
         # ReLU − the lowest other = max over the others of (ReLU − other); the null swaps them in half the cells
-        nulls = [flipped_mean((wide["relu"] - wide[a]).to_numpy(), list(wide.index)) for a in others.index]
-        measured = [v for v in nulls if v is not None]  # none where the cells admit no null
-        d_null = max(measured) if len(measured) == len(nulls) else None
+        d_null = None if signs is None else max(float(np.mean(signs * (wide["relu"] - wide[a]))) for a in others.index)
         own = t.groupby("activation")["chi_minus_mean"].mean()
         lin0 = [cell(t0, activation="linear", beta=b, P=1) for b in betas]
         relu0 = [cell(t0, activation="relu", beta=b, P=1) for b in betas]

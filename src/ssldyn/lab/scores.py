@@ -95,23 +95,6 @@ class ResultRow:
     failing: list[tuple[str, Claim]] = field(default_factory=list)  # (experiment, claim) not passing
 
     @property
-    def passed(self) -> int:
-        return self.outcomes.passed
-
-    @property
-    def failed(self) -> int:
-        return self.outcomes.failed
-
-    @property
-    def not_run(self) -> int:
-        return self.outcomes.not_run
-
-    @property
-    def total(self) -> int:
-        """Claims of the row that ran."""
-        return self.outcomes.ran
-
-    @property
     def status(self) -> str:
         o = self.outcomes
         if o.ran == 0:

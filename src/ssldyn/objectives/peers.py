@@ -7,7 +7,8 @@ Bardes et al. 2021, Grill et al. 2020, Chen & He 2021, HaoChen et al. 2021.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -203,26 +204,29 @@ class VICRegLoss(nn.Module):
         return f"inv={self.inv}, var={self.var}, cov={self.cov}, gamma={self.gamma}, eps={self.eps}"
 
 
-class BYOLLoss(nn.Module):
+class _PredictorLoss(nn.Module):
+    """Module form of a loss ``fn(p, z, *, stop_gradient)`` of a prediction ``p`` and a target ``z``."""
+
+    fn: ClassVar[Callable[..., Tensor]]
+
+    def __init__(self, *, stop_gradient: bool = True) -> None:
+        super().__init__()
+        self.stop_gradient = bool(stop_gradient)
+
+    def forward(self, p: Tensor, z: Tensor) -> Tensor:
+        return type(self).fn(p, z, stop_gradient=self.stop_gradient)
+
+
+class BYOLLoss(_PredictorLoss):
     """Module form of :func:`byol_loss`: ``forward(p, z)``."""
 
-    def __init__(self, *, stop_gradient: bool = True) -> None:
-        super().__init__()
-        self.stop_gradient = bool(stop_gradient)
-
-    def forward(self, p: Tensor, z: Tensor) -> Tensor:
-        return byol_loss(p, z, stop_gradient=self.stop_gradient)
+    fn = staticmethod(byol_loss)
 
 
-class NegativeCosine(nn.Module):
+class NegativeCosine(_PredictorLoss):
     """Module form of :func:`negative_cosine`: ``forward(p, z)``."""
 
-    def __init__(self, *, stop_gradient: bool = True) -> None:
-        super().__init__()
-        self.stop_gradient = bool(stop_gradient)
-
-    def forward(self, p: Tensor, z: Tensor) -> Tensor:
-        return negative_cosine(p, z, stop_gradient=self.stop_gradient)
+    fn = staticmethod(negative_cosine)
 
 
 class SpectralContrastiveLoss(nn.Module):

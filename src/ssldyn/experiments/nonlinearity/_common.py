@@ -1,4 +1,4 @@
-"""What the `nonlinearity` experiments share: the bytes per element of the peak-memory estimates (issue 32,
+"""What the `nonlinearity` experiments share: their base class, the bytes per element of the peak-memory estimates (issue 32,
 item 11) and the conditional-independence model with two discriminative patterns (Thm. 5, App. D).
 
 Every experiment estimates its peak memory from its config before computing (``peak_memory(cfg,
@@ -12,11 +12,23 @@ from __future__ import annotations
 
 import torch
 
+from ssldyn.contract import Experiment
 from ssldyn.data.latent import TwoRFModel
 
-__all__ = ["F32", "F64", "discriminative_model"]
+__all__ = ["F32", "F64", "NonlinearityExperiment", "discriminative_model"]
 
 F32, F64 = 4, 8  # bytes per element
+
+
+class NonlinearityExperiment(Experiment):
+    """What the ``nonlinearity`` experiments declare alike: the paper, and one torch thread.
+
+    The runs are made of many small tensor ops, which one torch thread runs fastest (``threads = 1``); the
+    token-grid experiments (Fig. 4, 5, 10, 11, Table 1) keep the process setting, since their tasks set their own.
+    """
+
+    paper = "nonlinearity"
+    threads = 1
 
 
 def discriminative_model(

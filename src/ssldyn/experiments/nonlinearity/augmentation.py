@@ -45,11 +45,11 @@ import pandas as pd
 import torch
 from pydantic import Field, field_validator
 
-from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, ge, le
 from ssldyn.data.latent import FIG8_ANGLES
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
-from ssldyn.experiments.nonlinearity._common import F64
+from ssldyn.experiments.nonlinearity._common import F64, NonlinearityExperiment
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.activations import get_activation
 from ssldyn.probes.alpha_cl import prominent_maxima, theta_grid
@@ -150,16 +150,14 @@ def _rel_span(theta: torch.Tensor, angles: torch.Tensor, a_deg: float, activatio
 
 
 @register
-class Augmentation(Experiment):
+class Augmentation(NonlinearityExperiment):
     name = "nonlinearity.augmentation"
-    paper = "nonlinearity"
     figure = "App. B.5 (with the data of Fig. 8)"
     description = "Rotation augmentation removes local maxima of E_α that are not locally invariant"
     Config = AugmentationConfig
     quick = {"n_grid": 3600, "mc_n": 1500}
     est_seconds = (1, 2)
     seeded = False  # exact curves; the finite-batch check uses a fixed draw
-    threads = 1
     claims = (
         ClaimSpec(
             "full-group-removes-all", "With the full rotation group (a Lie group, here SO(2)) E_α(R w) = E_α(w): "

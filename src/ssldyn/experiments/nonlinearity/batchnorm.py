@@ -29,13 +29,13 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
-from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, every_seed, ge, gt, le, lt
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.alpha_cl import sphere_tangent, uniform_contrastive_covariance
 from ssldyn.dynamics.two_layer_alpha_cl import two_layer_features, two_layer_gated_input
 from ssldyn.dynamics.two_layer_bn import bn_two_layer_energy, cor3_closed_form, lemma6_dynamics
-from ssldyn.experiments.nonlinearity._common import F64, discriminative_model
+from ssldyn.experiments.nonlinearity._common import F64, NonlinearityExperiment, discriminative_model
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_infonce
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -72,16 +72,14 @@ def _cv(v: torch.Tensor) -> torch.Tensor:
 
 
 @register
-class BatchNorm(Experiment):
+class BatchNorm(NonlinearityExperiment):
     name = "nonlinearity.batchnorm"
-    paper = "nonlinearity"
     figure = "App. D, Lemma 6, Cor. 3"
     description = "BatchNorm dynamics (mean-backprop BN): Lemma 6, Cor. 3 and the even learning speed across RFs"
     Config = BatchNormConfig
     quick = {"draws": 100}
     est_seconds = (1, 3)
     version = "2"  # 2: dbn-formula cites the remark after Cor. 3 (where the formula is), not eq. 176
-    threads = 1
     claims = (
         ClaimSpec(
             "lemma6", "With mean-backprop BatchNorm the dynamics are ẇ = [(S ⊗ 1_d1_dᵀ) ∘ C_α[x̃^bn]] w and "

@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, field_validator
 
-from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, ge, gt, le, lt
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.two_layer_alpha_cl import (
@@ -48,7 +48,7 @@ from ssldyn.dynamics.two_layer_alpha_cl import (
     two_layer_energy,
     two_layer_features,
 )
-from ssldyn.experiments.nonlinearity._common import F64
+from ssldyn.experiments.nonlinearity._common import F64, NonlinearityExperiment
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_infonce
 from ssldyn.probes.filters import cosine_matrix
@@ -156,15 +156,13 @@ def _abs_cos_within_rf(G: torch.Tensor) -> torch.Tensor:
 
 
 @register
-class Colinearity(Experiment):
+class Colinearity(NonlinearityExperiment):
     name = "nonlinearity.colinearity"
-    paper = "nonlinearity"
     figure = "Thm. 4, Sec. 4.1"
     description = "Filter gradients within one RF are co-linear with linear activation, not with ReLU"
     Config = ColinearityConfig
     quick = {"trials": 5, "n": 128}
     est_seconds = (1, 4)
-    threads = 1
     claims = (
         ClaimSpec(
             "linear-colinear", "With linear activation the gradients of all filters in one RF are co-linear.",

@@ -39,12 +39,12 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, field_validator
 
-from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, ge, gt, is_true, le
 from ssldyn.data.circle_mixture import CircleMixture
 from ssldyn.data.latent import circle_points
 from ssldyn.dynamics.alpha_cl_mixture import population_contrastive_covariance
-from ssldyn.experiments.nonlinearity._common import F64
+from ssldyn.experiments.nonlinearity._common import F64, NonlinearityExperiment
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.alpha_cl import eigen_summary, theta_grid
 from ssldyn.probes.slopes import spearman
@@ -172,16 +172,14 @@ LOC2 = "Thm. 2, Cor. 2, Sec. 3.2"
 
 
 @register
-class Corollary2(Experiment):
+class Corollary2(NonlinearityExperiment):
     name = "nonlinearity.corollary2"
-    paper = "nonlinearity"
     figure = "Thm. 2, Cor. 2"
     description = "Gaussian vs uniform α on data with a density: roughness, Thm. 2's bound, z₀ and the exact optima"
     Config = Corollary2Config
     quick = {"arc_half_widths": [30.0, 90.0], "taus": [0.1, 0.02], "n_grid": 120}
     est_seconds = (4, 25)
     seeded = False  # fixed layouts and quadrature: nothing is random
-    threads = 1
     claims = (
         ClaimSpec(
             "thm2-bound", "ρ(w*) ≤ C₀³ vol(C₀)/π · r(w*, α) (bounded input, kernel α, N → ∞).", "Thm. 2",

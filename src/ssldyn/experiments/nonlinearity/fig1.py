@@ -54,12 +54,12 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
-from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, ge, le
 from ssldyn.data.latent import approx_orthogonal_basis, latent_summation_support
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, sphere_grad, uniform_contrastive_covariance
 from ssldyn.dynamics.alpha_cl_mixture import gaussian_mixture_A_fn
-from ssldyn.experiments.nonlinearity._common import F64
+from ssldyn.experiments.nonlinearity._common import F64, NonlinearityExperiment
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.alpha_cl import (
     angle_deg,
@@ -296,9 +296,8 @@ def _eq104_check(A_disc, U: torch.Tensor, w0: torch.Tensor, cfg: Fig1Config) -> 
 
 
 @register
-class Fig1(Experiment):
+class Fig1(NonlinearityExperiment):
     name = "nonlinearity.fig1"
-    paper = "nonlinearity"
     figure = "Fig. 1 (right), Thm. 3, Thm. 1"
     description = (
         "Power iteration near u_m with approximately orthogonal U; Thm. 3's condition exact, Thm. 1 on smooth data"
@@ -306,7 +305,6 @@ class Fig1(Experiment):
     Config = Fig1Config
     quick = {"d": 8, "cap_samples": 12, "cap_gammas": [0.5, 0.9], "n_iter": 100}
     est_seconds = (2, 15)
-    threads = 1
     claims = (
         ClaimSpec(
             "converges", "Power iteration converges (the iteration discrepancy goes to 0) in every run.", LOC,

@@ -57,13 +57,13 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, field_validator, model_validator
 
-from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, le, lt
 from ssldyn.data.augment import RandomResizedCrop
 from ssldyn.data.images import image_quadrants, load_images
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.ensemble_trainer import EnsembleSGD
-from ssldyn.experiments.nonlinearity._common import F32
+from ssldyn.experiments.nonlinearity._common import F32, NonlinearityExperiment
 from ssldyn.experiments.nonlinearity.token_grid import BN
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.rf_net import EnsembleRFNet
@@ -387,14 +387,12 @@ def _data_detail(s: dict) -> str:
     )
 
 
-class _RFMnistBase(Experiment):
-    paper = "nonlinearity"
+class _RFMnistBase(NonlinearityExperiment):
     Config = RFMnistConfig
     quick = {"steps": 1000, "lr": 0.02, "log_every": 500, "match_patches": 1000}
     # measured at paper scale: Fig. 12 345 s, Fig. 13 350 s, each beside another run (benchmarks/README.md)
     est_seconds = (6, 350)
     batch_seeds = True
-    threads = 1
 
     @classmethod
     def peak_memory(cls, cfg: RFMnistConfig, n_seeds: int) -> tuple[int, str]:

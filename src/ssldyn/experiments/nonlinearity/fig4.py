@@ -43,8 +43,9 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ssldyn.contract import Context, Experiment, Result, register
+from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, lt
+from ssldyn.experiments.nonlinearity._common import NonlinearityExperiment
 from ssldyn.experiments.nonlinearity._token_seeds import (
     flip_signs,
     mean_diff,
@@ -286,10 +287,10 @@ def trend_claims(loss: str, where: str, suffix: str = "") -> tuple[ClaimSpec, ..
 LOC4 = "Fig. 4 (top), Sec. 5.1"
 
 
-class _ActivationGridBase(Experiment):
+class _ActivationGridBase(NonlinearityExperiment):
     """What Fig. 4 and Fig. 10 share: the grid run (one cached grid for both), its seed policy and quick preset."""
 
-    paper = "nonlinearity"
+    threads = None  # the token grid's tasks set their own (one torch thread per task, lab/tasks.py)
     quick = {
         "steps": 800,
         "log_every": 200,

@@ -25,10 +25,11 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, equals, every_seed, ge, gt, le, lt
 from ssldyn.data.latent import FIG8_ANGLES, circle_points
 from ssldyn.dynamics.alpha_cl import make_A_fn, one_layer_energy, power_iteration, uniform_contrastive_covariance
+from ssldyn.experiments.nonlinearity._common import NonlinearityExperiment
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.alpha_cl import angle_deg, circ_sep_deg, eigen_summary, prominent_maxima, theta_grid
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -49,9 +50,8 @@ LOC = "App. E.1, Fig. 8"
 
 
 @register
-class Fig8(Experiment):
+class Fig8(NonlinearityExperiment):
     name = "nonlinearity.fig8"
-    paper = "nonlinearity"
     figure = "Fig. 8, App. E.1"
     description = "E_α(θ) on the circle: ReLU has ≥ 8 non-orthogonal local maxima, linear only ±φ₁"
     Config = Fig8Config
@@ -59,7 +59,6 @@ class Fig8(Experiment):
     est_seconds = (1, 2)
     version = "3"  # 3: relu-not-orthogonal is a consequence of relu-many-maxima; 2: power iteration in float64
     seeded = False  # nine fixed points and an exact landscape: nothing is random
-    threads = 1
     claims = (
         ClaimSpec(
             "relu-many-maxima", "With ReLU, E_α(θ) has many local maxima (≥ 8).", LOC, kind="paper",

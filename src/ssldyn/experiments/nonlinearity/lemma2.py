@@ -40,11 +40,11 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, field_validator
 
-from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, gt, le
 from ssldyn.data.latent import latent_summation_support, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import uniform_contrastive_covariance
-from ssldyn.experiments.nonlinearity._common import F64
+from ssldyn.experiments.nonlinearity._common import F64, NonlinearityExperiment
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_gaussian, contrastive_covariance
 from ssldyn.probes.slopes import loglog_slope
@@ -113,15 +113,13 @@ def _eq4_orders(
 
 
 @register
-class Lemma2(Experiment):
+class Lemma2(NonlinearityExperiment):
     name = "nonlinearity.lemma2"
-    paper = "nonlinearity"
     figure = "Lemma 2, Cor. 1, Lemma 1"
     description = "C_α[g] → Σ z_l² V_p̃l[E[g|x₀]] as N grows: uniform α, augmentation, Gaussian α"
     Config = Lemma2Config
     quick = {"ns": [100, 300, 900], "repeats": 24}
     est_seconds = (2, 60)
-    threads = 1
     claims = (
         ClaimSpec(
             "converges-a_uniform", "Uniform α, no augmentation: C_α[g] → V[g]; the error shrinks with N.",

@@ -38,12 +38,12 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat
 
-from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, ge, le
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.alpha_cl import make_A_fn, one_layer_energy
 from ssldyn.dynamics.alpha_cl_mixture import gaussian_mixture_A_fn
-from ssldyn.experiments.nonlinearity._common import F64
+from ssldyn.experiments.nonlinearity._common import F64, NonlinearityExperiment
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_gaussian
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -123,15 +123,13 @@ def lemma5_check(model: TwoRFModel, W: torch.Tensor, x: torch.Tensor, z: torch.T
 
 
 @register
-class Lemmas(Experiment):
+class Lemmas(NonlinearityExperiment):
     name = "nonlinearity.lemmas"
-    paper = "nonlinearity"
     figure = "Lemma 3, Lemma 5, App. B.2, eq. 146-151 (Fig. 7)"
     description = "Lemma 3's flow vs autograd, wᵀ(dA)w = 0 (App. B.2), Lemma 5's variance decomposition, Fig. 7 blow-up"
     Config = LemmasConfig
     quick = {"trials": 4, "n": 128}
     est_seconds = (2, 5)
-    threads = 1
     claims = (
         ClaimSpec(
             "lemma3", "For homogeneous h and α treated as a constant, the gradient of E_α is A(w)w with "

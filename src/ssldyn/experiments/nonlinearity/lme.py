@@ -30,11 +30,11 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
-from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, ge, is_true, le
 from ssldyn.data.latent import latent_categorical, latent_summation, latent_summation_support, random_orthonormal_basis
 from ssldyn.dynamics.alpha_cl import make_A_fn, power_iteration, uniform_contrastive_covariance
-from ssldyn.experiments.nonlinearity._common import F64
+from ssldyn.experiments.nonlinearity._common import F64, NonlinearityExperiment
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.alpha_cl import eigen_summary, lme_test
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -71,15 +71,13 @@ def _z_score(A_fn_batches, A_full: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 @register
-class LME(Experiment):
+class LME(NonlinearityExperiment):
     name = "nonlinearity.lme"
-    paper = "nonlinearity"
     figure = "Sec. 3.1, eq. 8-9"
     description = "A(u_m) of the latent categorical/summation models; LMEs iff q < 0.382; ReLU keeps many, linear one"
     Config = LMEConfig
     quick = {"n_samples": 20_000, "pi_samples": 4000, "d": 8, "n_iter": 100, "starts_per_pattern": 2}
     est_seconds = (2, 10)
-    threads = 1
     claims = (
         ClaimSpec(
             "eq8", "Latent categorical model: A(u_m) = P[y=m](1 − P[y=m]) u_m u_mᵀ.", "Sec. 3.1, eq. 8",

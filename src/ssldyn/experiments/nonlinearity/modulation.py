@@ -42,12 +42,12 @@ import pandas as pd
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
-from ssldyn.contract import Context, Experiment, ExperimentConfig, Result, register
+from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, gt, le, lt
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.alpha_cl import sphere_flow
 from ssldyn.dynamics.two_layer_alpha_cl import lemma4_dynamics, thm5_closed_form, thm5_flow
-from ssldyn.experiments.nonlinearity._common import F64, discriminative_model
+from ssldyn.experiments.nonlinearity._common import F64, NonlinearityExperiment, discriminative_model
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -133,9 +133,8 @@ LOC5 = "Thm. 5, Sec. 4.2"
 
 
 @register
-class Modulation(Experiment):
+class Modulation(NonlinearityExperiment):
     name = "nonlinearity.modulation"
-    paper = "nonlinearity"
     figure = "Thm. 5-6, Sec. 4.2, App. C.3"
     description = "Global modulation: basin of u_l grows with c; two-layer filters prefer discriminative patterns"
     Config = ModulationConfig
@@ -144,7 +143,6 @@ class Modulation(Experiment):
     est_seconds = (3, 20)
     version = "2"  # 2: eq155 (paper) covers −1 < ε ≤ 1 only; ε ≤ −1 is the consequence eq155-below-minus-one
     batch_seeds = True
-    threads = 1
     claims = (
         ClaimSpec(
             "basin-grows", "Adding c·u_l u_lᵀ (c > 0) enlarges the attractive basin of u_l.", "Thm. 6",

@@ -69,10 +69,6 @@ class Lemma2Config(ExperimentConfig):
     tau: PositiveFloat = Field(1.0, description="Gaussian-α temperature τ in (c)")
 
 
-def _norm_cdf(x: torch.Tensor) -> torch.Tensor:
-    return 0.5 * (1 + torch.erf(x / math.sqrt(2)))
-
-
 def _min_eig(C: torch.Tensor) -> torch.Tensor:
     """Smallest eigenvalue of the symmetric part ``½(C + Cᵀ)`` of ``C (..., p, p)`` -> ``(...)``."""
     return torch.linalg.eigvalsh(0.5 * (C + C.mT))[..., 0]
@@ -195,7 +191,8 @@ class Lemma2(NonlinearityExperiment):
         lim_a = uniform_contrastive_covariance(ga, None, probs)  # V[g] over the exact population
         a = atoms @ G.T  # (A, p)
         s = cfg.sigma * G.norm(dim=-1)  # (p,)
-        cond_mean = a * _norm_cdf(a / s) + s * torch.exp(-0.5 * (a / s) ** 2) / math.sqrt(2 * math.pi)  # E[g|x₀]
+        r = a / s  # (A, p); E[g|x₀] = E[relu(a + sZ)] = aΦ(r) + sφ(r)
+        cond_mean = a * torch.special.ndtr(r) + s * torch.exp(-0.5 * r**2) / math.sqrt(2 * math.pi)
         lim_b = uniform_contrastive_covariance(cond_mean, None, probs)  # V_x₀[E[g|x₀]]
         K = torch.exp(-(torch.cdist(atoms, atoms) ** 2) / (2 * cfg.tau))  # (A, A)
         diff = cond_mean[:, None, :] - cond_mean[None, :, :]  # (A, A, p)

@@ -206,3 +206,30 @@ def test_shorten_property(text, width):
         assert [w.rstrip(",;:") for w in words[: len(kept)]] == [w.rstrip(",;:") for w in kept]
     else:  # a single word longer than the width is cut (allowed only where shown in full elsewhere)
         assert not kept or words[0].startswith(kept[0])
+
+
+def test_show_lists_each_claim_with_its_rule_and_control():
+    """``ssldyn show`` says what a run checks: every declared claim with the relation at the paper's defaults (and
+    at --quick where the threshold depends on the config), the pass rule, the control; the robustness maps."""
+    e = manifest.find("grassmann.fig2")
+    narrow = _ssldyn(["show", e["name"]], columns=80)
+    assert max(map(len, narrow.splitlines())) <= 80
+    out = " ".join(_ssldyn(["show", e["name"]], columns=200).split())
+    for c in e["claims"]:
+        assert f"{c['id']} · {c['kind']} · {c['location']}" in out
+    # written out from the declaration in grassmann/fig2.py: lt(-0.25) under the whole-interval rule
+    assert (
+        "tanh-decreases-init · paper · Thm. 1, Fig. 2 claim tanh: the gap ‖u^φ − u^I‖ at initialisation decreases "
+        "with the width h. measured log-log slope of the init-averaged gap at epoch 0 against h passes value < -0.25 "
+        "(holds for the whole 95% interval of the mean)"
+    ) in out
+    assert (
+        "control sigmoid (φ(0) ≠ 0, outside the conditions of Thm. 1), the same slope in the same run at epoch 0" in out
+    )
+    assert (
+        "claims relu-decreases, tanh-decreases-training, relu-slower knobs lr = 0.005, 0.01, 0.02 × epochs = 20, 100"
+        in out
+    )
+    # nonlinearity.fig8 linear-at-phi1: le(2 · 360° / n_grid), n_grid 7200 at the paper's defaults and 3600 in --quick
+    out8 = " ".join(_ssldyn(["show", "nonlinearity.fig8"], columns=200).split())
+    assert "linear-at-phi1 · paper" in out8 and "passes value <= 0.1 (" in out8 and "; --quick: <= 0.2)" in out8

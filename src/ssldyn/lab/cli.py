@@ -160,7 +160,8 @@ def list_cmd(
 
 @_command("show", ["  ssldyn show variational.fig5", "  ssldyn show grassmann.fig3 | less"])
 def show_cmd(experiment: str) -> None:
-    """Show an experiment: what it checks, its config schema, the paper's defaults and the quick preset."""
+    """Show an experiment: what it checks (each claim with its rule and control), its config schema, the paper's
+    defaults and the quick preset."""
     from ssldyn.lab import manifest
 
     e = manifest.find(experiment)
@@ -179,6 +180,24 @@ def show_cmd(experiment: str) -> None:
             body = wrap(para.strip(), max(20, width - indent)) if para.strip() else [""]
             lines += [" " * indent + line for line in body]
     _print_lines(lines)
+    if e.get("claims"):
+        console.print()
+        console.print(
+            "claims: what a run checks, over seeds (paper and consequence claims are scored, each against "
+            "its negative control)",
+            markup=False,
+            width=width,
+        )
+        for c in e["claims"]:
+            head = Text(c["id"], style="bold")
+            head.append(f" · {c['kind']} · {c['location']}")
+            console.print(head, width=width)
+            _print_lines(_claim_lines(c, width))
+    for rb in e.get("robustness", []):
+        console.print()
+        console.print(f"robustness map (ssldyn robustness {e['name']}):", markup=False, width=width)
+        knobs = " × ".join(f"{k} = {', '.join(map(str, v))}" for k, v in rb["knobs"].items())
+        _print_lines(_labelled([("claims", ", ".join(rb["claims"])), ("knobs", knobs), ("paper", rb["paper"])], width))
     console.print()
     console.print(
         "config: key, type, the paper's default (and the --quick preset where it differs); "
@@ -197,6 +216,23 @@ def show_cmd(experiment: str) -> None:
         _print_lines(block[1:])
         for line in desc:
             console.print(Text(line, style="dim"), no_wrap=True, crop=False, soft_wrap=True)
+
+
+def _labelled(rows: list[tuple[str, str]], width: int, indent: int = 2) -> list[str]:
+    """``label  text`` rows under a heading: labels in a column, texts wrapped beside them (empty texts left out)."""
+    label_w = max(len(label) for label, _ in rows)
+    return [" " * indent + line for label, text in rows if text
+            for line in textlayout.hanging(label, text, width - indent, label_w)]  # fmt: skip
+
+
+def _claim_lines(c: dict[str, Any], width: int) -> list[str]:
+    """One claim of ``ssldyn show``: the paper's words, what is measured, when it passes and its control."""
+    quick = f"; --quick: {c['expected_quick']}" if c["expected_quick"] else ""
+    what = "the check holds" if c["expected"] == "holds" else f"value {c['expected']}"
+    rows = [("claim", c["statement"]), ("measured", c["reading"]), ("passes", f"{what} ({c['rule']}{quick})"),
+            ("basis", c["basis"]), ("effect", c["effect"]), ("control", c["control"]),
+            ("no control", c["no_control"])]  # fmt: skip
+    return _labelled(rows, width)
 
 
 def _points_text(points: list[str], n_grid: int) -> str:

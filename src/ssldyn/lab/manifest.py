@@ -1,8 +1,8 @@
 """Registry metadata without importing the experiments: the committed ``manifest.json``.
 
 ``ssldyn list`` and ``ssldyn show`` need each experiment's name, paper, figure, description,
-config schema (types written for people, paper defaults, quick preset) and time estimates,
-but not torch, pandas or the experiment code. This module serves them from
+config schema (types written for people, paper defaults, quick preset), time estimates, claims
+(what each checks, its rule and control) and robustness maps, but not torch, pandas or the experiment code. This module serves them from
 ``src/ssldyn/lab/manifest.json``, generated from the live registry::
 
     python -m ssldyn.lab.manifest --write     # regenerate after changing an experiment
@@ -27,10 +27,10 @@ from typing import Any
 from ssldyn.errors import UserError
 from ssldyn.lab.plugins import load_plugins
 
-__all__ = ["MANIFEST_PATH", "FORMAT", "entry", "build", "dumps", "papers", "experiments", "find", "main"]
+__all__ = ["MANIFEST_PATH", "FORMAT", "entry", "claim_entry", "build", "dumps", "papers", "experiments", "find", "main"]
 
 MANIFEST_PATH = Path(__file__).with_name("manifest.json")
-FORMAT = 1
+FORMAT = 2  # 2: with claims and robustness maps
 _BUILTIN_PREFIX = "ssldyn.experiments."
 
 
@@ -65,8 +65,37 @@ def entry(exp: Any) -> dict[str, Any]:
         "quick": dict(exp.quick),
         "defaults": defaults,
         "config": rows,
+        "claims": [claim_entry(spec, exp.default_config(), exp.quick_config()) for spec in exp.claims],
+        "robustness": [
+            {"claims": list(rb.claims), "knobs": {k: list(v) for k, v in rb.knobs.items()}, "paper": rb.paper}
+            for rb in exp.robustness
+        ],
     }
     return json.loads(json.dumps(out, default=str))
+
+
+def claim_entry(spec: Any, default_cfg: Any, quick_cfg: Any) -> dict[str, Any]:
+    """What ``ssldyn show`` says of one declared claim: its words, what is measured and the pass rule.
+
+    ``expected`` is the relation at the paper's defaults; ``expected_quick`` the one of the quick preset
+    where a config-dependent threshold differs there (else empty).
+    """
+    expected = spec.relation_for(default_cfg).describe()
+    quick = spec.relation_for(quick_cfg).describe()
+    return {
+        "id": spec.id,
+        "kind": spec.kind,
+        "location": spec.location,
+        "statement": spec.statement,
+        "reading": spec.reading,
+        "expected": expected,
+        "expected_quick": "" if quick == expected else quick,
+        "rule": spec.rule.describe(spec.statistic),
+        "basis": spec.basis,
+        "effect": spec.effect,
+        "control": spec.control,
+        "no_control": spec.no_control,
+    }
 
 
 def build() -> dict[str, Any]:

@@ -7,11 +7,14 @@ so a claim's check can fail in a test, not only in a run.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from ssldyn.contract.claims import (
     CONTROLLED_KINDS,
@@ -166,3 +169,25 @@ def test_every_experiment_declares_its_claims():
             "measure" in b.__dict__ for b in e.__mro__[1:] if b.__name__ != "Experiment"
         )
         assert not callable(e.__dict__.get("claims")), f"{e.name}: claims() as a method is the removed legacy form"
+
+
+SIZE_READING = re.compile(
+    r"^(relative (error|difference|gradient norm|deviation)|largest relative|largest \||max \||\|)", re.IGNORECASE
+)
+
+
+def test_claims_that_measure_a_size_declare_a_range_from_zero():
+    """A relative error, a |difference| or a norm is >= 0: its claim declares ``bounds`` from 0, so the 95 % interval
+    stays inside the statistic's range (a t-interval of three nonnegative values can reach below 0)."""
+    missing = [
+        f"{n}:{s.id}"
+        for n, e, s in DECLARED
+        if SIZE_READING.search(s.reading)
+        and not s.relation_for(e.default_config()).is_boolean
+        and (s.bounds is None or s.bounds[0] < 0)
+    ]
+    assert not missing, f"claims measuring a size without bounds=(0, ...): {missing}"
+    v = [0.68, 0.51, 0.11]  # thm4-swap-step at --quick: the t-interval reaches below 0
+    half = stats.t.ppf(0.975, 2) * np.std(v, ddof=1) / math.sqrt(3)
+    assert np.mean(v) - half < 0
+    assert clip_interval(t_interval(v), (0.0, math.inf)) == pytest.approx((0.0, np.mean(v) + half))

@@ -261,7 +261,7 @@ class Collapse(GrassmannExperiment):
         "remark2_points": 64,
     }
     est_seconds = (3, 35)  # CPU seconds for all seeds (3 quick, 5 paper)
-    version = "4"
+    version = "5"  # 5: the relative-deviation claims declare their range (0, ∞)
     robustness = (
         Robustness(
             claims=("remark2-infonce-collapses", "remark2-spectral-no-collapse"),
@@ -324,6 +324,7 @@ class Collapse(GrassmannExperiment):
             basis="method: identical dynamics up to float64 round-off accumulated over the epochs",
             control="the same comparison (outputs) for a 2-layer tanh net of width control_width, both layers "
             "trained: the outputs share W1, so Lemma 1 does not hold",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "prop1-same-dynamics", "Every output dimension follows the same dynamics.", "Prop. 1", kind="paper",
@@ -331,6 +332,7 @@ class Collapse(GrassmannExperiment):
             "started from row l (linear and kernel models, loss 1)", relation=le(1e-8),
             basis="method: identical dynamics up to float64 round-off accumulated over the epochs",
             control="the spectral contrastive loss (Remark 2: the dimensions stay coupled), linear model, same comparison",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "prop1-collapse", "The output collapses to one dimension (linear and kernel models).", "Prop. 1",
@@ -344,6 +346,7 @@ class Collapse(GrassmannExperiment):
             "from the one-output run started from row l", relation=le(1e-8),
             basis="method: identical dynamics up to float64 round-off accumulated over the epochs",
             control="the spectral contrastive loss (Remark 2: coupled), linear model, same comparison",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "loss2-collapse", "Non-contrastive loss (2): the output collapses to one dimension.", "Prop. 1, eq. (2)",
@@ -412,6 +415,7 @@ class Collapse(GrassmannExperiment):
             "(linear model, spectral contrastive loss)", relation=gt(0.1),
             basis="tolerance: decoupled dynamics give ≤ 1e-8 (Prop. 1); a coupled run departs by O(1), > 0.1",
             control="loss (1), same model (Prop. 1: decoupled)",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "remark2-spectral-no-collapse", "... so the spectral contrastive loss does not collapse.", "Remark 2",

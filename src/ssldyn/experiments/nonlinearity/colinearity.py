@@ -30,6 +30,7 @@ numbers come back to the CPU for the table.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 
@@ -39,7 +40,7 @@ import torch
 from pydantic import Field, PositiveFloat, field_validator
 
 from ssldyn.contract import Context, ExperimentConfig, Result, register
-from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, ge, gt, le, lt
+from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, every_seed, ge, gt, le, lt
 from ssldyn.data.latent import TwoRFModel
 from ssldyn.dynamics.two_layer_alpha_cl import (
     lemma4_dynamics,
@@ -163,6 +164,9 @@ class Colinearity(NonlinearityExperiment):
     Config = ColinearityConfig
     quick = {"trials": 5, "n": 128}
     est_seconds = (1, 4)
+    # 2: thm4-swap-step is an every-draw counterexample (as eq6-printed); it and critical-path-zero-energy declare their
+    # range (0, ∞)
+    version = "2"
     claims = (
         ClaimSpec(
             "linear-colinear", "With linear activation the gradients of all filters in one RF are co-linear.",
@@ -207,6 +211,7 @@ class Colinearity(NonlinearityExperiment):
             "and b_k = 0, C_α[f₂] = 0.", "Thm. 4 (2), App. C.4", kind="sanity",
             reading="largest |E_α| along the path, relative to E_α at a random W", relation=le(1e-10),
             basis="method: float64 round-off; f₂ = Σ_k v_kᵀx_k and C_α[x]v_k = 0 on the path",
+            bounds=(0.0, math.inf),
         ),
         Erratum(
             "thm4-swap-step", "The proof of Thm. 4 (2) takes W'* (two filters of an RF swapped) as a critical point "
@@ -217,6 +222,8 @@ class Colinearity(NonlinearityExperiment):
             used="the path that keeps v_k = Σ_m s_km w_km fixed (claim critical-path)",
             reading="relative gradient norm at the swapped W'* (s_k1 ≠ s_k2), same scale as critical-path",
             relation=gt(1e-6), basis="method: ≫ the 1e-10 round-off level of a true critical point",
+            rule=every_seed("the printed step is contradicted by one draw; every draw (s_k1 ≠ s_k2) must show it"),
+            bounds=(0.0, math.inf),
         ),
     )  # fmt: skip
 

@@ -179,6 +179,7 @@ class Corollary2(NonlinearityExperiment):
     Config = Corollary2Config
     quick = {"arc_half_widths": [30.0, 90.0], "taus": [0.1, 0.02], "n_grid": 120}
     est_seconds = (4, 25)
+    version = "2"  # 2: quadrature-converged declares its range (0, ∞) (a relative difference)
     seeded = False  # fixed layouts and quadrature: nothing is random
     claims = (
         ClaimSpec(
@@ -236,6 +237,7 @@ class Corollary2(NonlinearityExperiment):
             reading="largest relative difference of A(w*) between the scan and the fine quadrature, and between "
             "the half-plane shortcut and the whole-circle integral",
             relation=le(1e-4), basis="tolerance: well below the gaps and roughness compared (≥ 1e-2 relative)",
+            bounds=(0.0, math.inf),
         ),
     )  # fmt: skip
 

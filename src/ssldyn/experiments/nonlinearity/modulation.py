@@ -141,7 +141,9 @@ class Modulation(NonlinearityExperiment):
     quick = {"inits": 400, "t_max": 40.0, "dt": 0.1, "inits2": 60, "t_max2": 400.0, "mc_samples": 200_000,
              "eps_vectors": 8}  # fmt: skip
     est_seconds = (3, 20)
-    version = "2"  # 2: eq155 (paper) covers −1 < ε ≤ 1 only; ε ≤ −1 is the consequence eq155-below-minus-one
+    # 2: eq155 (paper) covers −1 < ε ≤ 1 only; ε ≤ −1 is the consequence eq155-below-minus-one; 3: eq155-first-case,
+    # eq147, eq15-equals-eq12 and thm5-delta-remark declare their range (0, ∞) (absolute or relative deviations)
+    version = "3"
     batch_seeds = True
     claims = (
         ClaimSpec(
@@ -165,6 +167,7 @@ class Modulation(NonlinearityExperiment):
             "Thm. 6, eq. 146-147", kind="sanity",
             reading="largest relative error of eq. 147 against scipy's solve_ivp (rtol 1e-10) on a grid of y(0), b",
             relation=le(1e-6), basis="method: the ODE solver's tolerance",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "prefers-delta", "With global modulation, w_k goes to the discriminative direction Δ_k with higher "
@@ -203,6 +206,7 @@ class Modulation(NonlinearityExperiment):
             "Thm. 5, eq. 15, eq. 143, Lemma 4", kind="sanity",
             reading="relative error of eq. 15 against eq. 12 on the exact population at random filters",
             relation=le(1e-10), basis="method: float64 round-off",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "eq155", "P[E_l] for Y ~ U[−1, 1]^d has the closed form of eq. 155 (its cases 0 ≤ ε ≤ 1 and −1 < ε < 0).",
@@ -245,12 +249,13 @@ class Modulation(NonlinearityExperiment):
             reading="largest relative difference between the printed remark and eq. 143 at random filters (the "
             "corrected form agrees to round-off, see detail)", relation=gt(0.01),
             basis="method: ≫ the 1e-12 agreement of the corrected form",
+            bounds=(0.0, math.inf),
         ),
         Erratum(
             "eq155-first-case", "Eq. 155's first case prints 'ε_l > 1' as the probability; for ε_l > 1 it is ½.",
             "App. C.3, eq. 155", printed="P[E_l] = 'ε_l > 1' for ε_l > 1", used="P[E_l] = 1/2 for ε_l > 1",
             reading="|Monte Carlo P[E_l] at the largest ε > 1 of the grid − ½| in standard errors",
-            relation=le(4.0), basis="method: 4 Monte Carlo standard errors",
+            relation=le(4.0), basis="method: 4 Monte Carlo standard errors", bounds=(0.0, math.inf),
         ),
         Erratum(
             "positive-modulation-bound", "The bound P[E_l] ≥ ε_l/2 ('positive modulation', and eq. 156 with the gap) "

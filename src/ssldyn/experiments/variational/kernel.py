@@ -130,7 +130,7 @@ class KernelCheck(VariationalExperiment):
         "imbalance_width": 512,
     }
     est_seconds = (1, 2)
-    version = "4"
+    version = "5"  # 5: prop43-closed-form declares its range (0, ∞) (a max |difference|)
     robustness = (
         Robustness(
             claims=("thm45-kernel-limit", "remark44-size-ratio"),
@@ -164,6 +164,7 @@ class KernelCheck(VariationalExperiment):
             relation=le(1e-8), basis="method: float64 round-off of sums over M·d hidden units, with margin",
             rule=every_seed("an identity"),
             control="the closed form with the hidden weights of another draw (a wrong B) against the same autograd NTK",
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "prop44-rate", "As M → ∞ the kernel converges to K∞ = (x_iᵀx_j)[½ − θ_ij/(2π)] I_d.", "Prop. 4.4",

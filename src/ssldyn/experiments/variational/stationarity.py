@@ -129,7 +129,9 @@ class Stationarity(VariationalExperiment):
     Config = StationarityConfig
     quick = {"random_measures": 3, "lemma_directions": 4000, "remark_ns": [8, 16, 32]}
     est_seconds = (1, 1)
-    version = "2"
+    # 3: eq6-printed, eq6-corrected, remark32-hessian-formula and eq1-eq4-negatives declare their range (0, ∞) (relative
+    # errors)
+    version = "3"
     claims = (
         ClaimSpec(
             "eq7-gradient", "For an invariant map the gradient of L takes the form of eq. (7).", "Prop. 3.1, eq. (7)",
@@ -148,13 +150,14 @@ class Stationarity(VariationalExperiment):
             reading="relative error of the printed eq. (6) against autograd of eq. (4) for a non-invariant f on n "
             "points × m transformations (detail: the corrected form's error)",
             relation=gt(1e-3), basis="relation: a correct formula agrees to round-off (≈1e-15); the printed one is "
-            "off by O(1)", rule=every_seed("a formula is wrong if one draw contradicts it"),
+            "off by O(1)", rule=every_seed("a formula is wrong if one draw contradicts it"), bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "eq6-corrected", "The corrected eq. (6) equals autograd of eq. (4), and reduces to eq. (7) for invariant f.",
             "Prop. 3.1", kind="sanity",
             reading="largest relative error of the corrected eq. (6) against autograd, and against eq. (7) for an "
             "invariant f", relation=le(1e-10), basis=ROUND_OFF, rule=every_seed("an identity"),
+            bounds=(0.0, math.inf),
         ),
         ClaimSpec(
             "thm32-stationary", "Symmetric discrete measures (evenly spaced points, all points at one location) "
@@ -241,6 +244,7 @@ class Stationarity(VariationalExperiment):
             reading="largest relative difference between tᵀHt (autograd) and second_variation(y, t⊙y^⊥) − "
             "Σ_i t_i² ⟨w_i ∇L(y_i), y_i⟩ (eq. 7) over random t", relation=le(1e-10), basis=ROUND_OFF,
             rule=every_seed("an identity"),
+            bounds=(0.0, math.inf),
         ),
         Erratum(
             "prop21-positive-term", "Prop. 2.1 drops the positive-pair term e^{sim(Tx,T'x)/τ} = e^{1/τ} of eq. (1): "
@@ -282,6 +286,7 @@ class Stationarity(VariationalExperiment):
             "Ψ = log(1 + 2t) form of eq. (1) vs the Ψ = log(1 + t) of eq. (4))", relation=gt(0.05),
             basis="relation: consistent forms would differ by 0; the measured difference is tens of percent",
             rule=every_seed("closed forms: the same at every seed"),
+            bounds=(0.0, math.inf),
         ),
     )  # fmt: skip
 

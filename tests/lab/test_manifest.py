@@ -94,3 +94,20 @@ def test_plugins_are_listed_and_shown_live():
     assert "file created on the first attempt" in shown.stdout and "float ≥ 0 · default 0.0" in shown.stdout
     bad = _cli(["list"], {"SSLDYN_PLUGINS": "no_such_plugin_module"})
     assert bad.returncode == 2 and bad.stderr.startswith("error: SSLDYN_PLUGINS: cannot import module")
+
+
+def test_claim_entry_states_the_relation_at_defaults_and_quick_and_survives_a_broken_one():
+    from types import SimpleNamespace
+
+    from ssldyn.contract.claims import ClaimSpec, le
+
+    spec = ClaimSpec("c", "s", "Fig. 1", "sanity", "r", lambda cfg: le(2 * 360.0 / cfg.n_grid), "method: grid")
+    e = manifest.claim_entry(spec, SimpleNamespace(n_grid=7200), SimpleNamespace(n_grid=3600))
+    assert (e["expected"], e["expected_quick"]) == ("<= 0.1", "<= 0.2")
+    e = manifest.claim_entry(spec, SimpleNamespace(n_grid=7200), SimpleNamespace(n_grid=7200))
+    assert (e["expected"], e["expected_quick"]) == ("<= 0.1", "")
+    broken = ClaimSpec("b", "s", "Fig. 1", "sanity", "r", lambda cfg: le(cfg.tol), "method: tol")
+    e = manifest.claim_entry(broken, SimpleNamespace(), SimpleNamespace())  # a plugin's relation that cannot be read
+    assert (
+        e["expected"].startswith("set by the config (not evaluable here: AttributeError") and e["expected_quick"] == ""
+    )

@@ -80,8 +80,7 @@ def claim_entry(spec: Any, default_cfg: Any, quick_cfg: Any) -> dict[str, Any]:
     ``expected`` is the relation at the paper's defaults; ``expected_quick`` the one of the quick preset
     where a config-dependent threshold differs there (else empty).
     """
-    expected = spec.relation_for(default_cfg).describe()
-    quick = spec.relation_for(quick_cfg).describe()
+    expected, quick = _relation_text(spec, default_cfg), _relation_text(spec, quick_cfg)
     return {
         "id": spec.id,
         "kind": spec.kind,
@@ -96,6 +95,15 @@ def claim_entry(spec: Any, default_cfg: Any, quick_cfg: Any) -> dict[str, Any]:
         "control": spec.control,
         "no_control": spec.no_control,
     }
+
+
+def _relation_text(spec: Any, cfg: Any) -> str:
+    """The relation of ``spec`` at ``cfg`` in words; a config-dependent relation that cannot be evaluated there (a
+    plugin's) is named as such instead of stopping ``ssldyn list``/``show``."""
+    try:
+        return spec.relation_for(cfg).describe()
+    except Exception as err:  # any error of user code: shown as text; the run itself reports it properly
+        return f"set by the config (not evaluable here: {type(err).__name__}: {err})"
 
 
 def build() -> dict[str, Any]:

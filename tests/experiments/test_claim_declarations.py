@@ -176,9 +176,13 @@ SIZE_READING = re.compile(
 )
 
 
+FRACTION_READING = re.compile(r"^(fraction|k-NN accuracy|accuracy|probability) of", re.IGNORECASE)
+
+
 def test_claims_that_measure_a_size_declare_a_range_from_zero():
-    """A relative error, a |difference| or a norm is >= 0: its claim declares ``bounds`` from 0, so the 95 % interval
-    stays inside the statistic's range (a t-interval of three nonnegative values can reach below 0)."""
+    """A relative error, a |difference| or a norm is >= 0, a fraction or an accuracy in [0, 1]: its claim declares
+    ``bounds`` so, and the 95 % interval stays inside the statistic's range (a t-interval of three nonnegative values
+    can reach below 0)."""
     missing = [
         f"{n}:{s.id}"
         for n, e, s in DECLARED
@@ -187,6 +191,15 @@ def test_claims_that_measure_a_size_declare_a_range_from_zero():
         and (s.bounds is None or s.bounds[0] < 0)
     ]
     assert not missing, f"claims measuring a size without bounds=(0, ...): {missing}"
+    unbounded = [
+        f"{n}:{s.id}"
+        for n, e, s in DECLARED
+        if FRACTION_READING.search(s.reading)
+        and not any(w in s.reading for w in (" minus ", " − "))  # a difference of two is in [-1, 1]
+        and not s.relation_for(e.default_config()).is_boolean
+        and (s.bounds is None or s.bounds[0] < 0 or s.bounds[1] > 1)
+    ]
+    assert not unbounded, f"fractions or accuracies without bounds inside [0, 1]: {unbounded}"
     v = [0.68, 0.51, 0.11]  # thm4-swap-step at --quick: the t-interval reaches below 0
     half = stats.t.ppf(0.975, 2) * np.std(v, ddof=1) / math.sqrt(3)
     assert np.mean(v) - half < 0

@@ -116,6 +116,7 @@ class Lemma2(NonlinearityExperiment):
     Config = Lemma2Config
     quick = {"ns": [100, 300, 900], "repeats": 24}
     est_seconds = (2, 60)
+    version = "2"  # 2: finite-n-not-psd declares its range [0, 1] (a fraction)
     claims = (
         ClaimSpec(
             "converges-a_uniform", "Uniform α, no augmentation: C_α[g] → V[g]; the error shrinks with N.",
@@ -163,7 +164,7 @@ class Lemma2(NonlinearityExperiment):
             "finite-n-not-psd", "At finite N with augmentation C_α is not PSD (so the PSD check above is not "
             "vacuous).", "Lemma 2", kind="sanity",
             reading="fraction of batches at the smallest N with λ_min(C_N) < 0 (Gaussian α, augmentation)",
-            relation=gt(0.0), basis="relation: at least one batch with a negative eigenvalue",
+            relation=gt(0.0), basis="relation: at least one batch with a negative eigenvalue", bounds=(0.0, 1.0),
         ),
     )  # fmt: skip
 

@@ -231,5 +231,7 @@ def test_chi_over_the_candidate_tokens_is_eq16_and_chi_tokens_picks_the_columns(
     np.testing.assert_allclose(by_cand.loc[last, "chi_plus"].item(), eq16, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(by_gen.loc[last, "chi_plus"].item(), drawn, rtol=1e-5, atol=1e-6)
     assert abs(eq16 - drawn) > 1e-3
-    with pytest.raises(ValueError, match="chi_tokens 'all': allowed values are generators, candidates"):
+    with pytest.raises(
+        ValueError, match="^grid_frame: chi_tokens 'all': allowed values are 'generators', 'candidates'$"
+    ):
         grid_frame([run, other], traj, chi_tokens="all")

@@ -13,6 +13,9 @@ def plugin_loaded(plugin: str = "tests.lab.toy_plugin"):
     """Load ``plugin``'s experiments (through ``SSLDYN_PLUGINS``, as users do) and afterwards restore the
     registry and the variable: the toys must not show up in other tests' ``ssldyn list``. The plugin module
     leaves ``sys.modules`` too, so that the next load imports (and registers) it again."""
+    # the shipped experiments first: their modules stay imported, so a registry restored without them (the state
+    # before the first load_all) would never register them again in this process
+    registry.load_all()
     saved, loaded, env = dict(contract._REGISTRY), registry._LOADED, os.environ.get("SSLDYN_PLUGINS")
     os.environ["SSLDYN_PLUGINS"] = plugin
     sys.modules.pop(plugin, None)

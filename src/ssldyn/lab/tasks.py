@@ -18,6 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ssldyn.checks import choice
 from ssldyn.contract.context import inline_tasks
 from ssldyn.errors import UserError
 
@@ -87,8 +88,7 @@ def shutdown_pools() -> None:
 
 
 def _check_executor(executor: str) -> None:
-    if executor not in TASK_EXECUTORS:
-        raise ValueError(f"executor {executor!r}: allowed values are {', '.join(TASK_EXECUTORS)}")
+    choice(executor, "executor", TASK_EXECUTORS, where="map_tasks")
 
 
 def map_tasks(

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, PositiveFloat
 
+from ssldyn.checks import choice
 from ssldyn.contract import ExperimentConfig
 from ssldyn.contract.context import Context
 from ssldyn.data.tokens import TokenGenerator
@@ -231,8 +232,7 @@ def grid_frame(runs: Sequence[TokenRun], traj: Trajectory, chi_tokens: str = "ge
     loss_value (one row per run and logged step, runs in order). ``chi_tokens``: the χ̄± columns are over
     the tokens some generator draws at k (``"generators"``, the reference's scoring) or over eq. 16's P
     candidates R_k^g (``"candidates"``)."""
-    if chi_tokens not in CHI_TOKENS:
-        raise ValueError(f"chi_tokens {chi_tokens!r}: allowed values are {', '.join(CHI_TOKENS)}")
+    choice(chi_tokens, "chi_tokens", CHI_TOKENS, where="grid_frame")
     suffix = "" if chi_tokens == "generators" else "_candidates"
     wide = traj.columns().sort_values(["member", "step"], kind="stable")  # one row per (member, step)
     settings = pd.DataFrame(

@@ -233,3 +233,21 @@ def test_show_lists_each_claim_with_its_rule_and_control():
     # nonlinearity.fig8 linear-at-phi1: le(2 · 360° / n_grid), n_grid 7200 at the paper's defaults and 3600 in --quick
     out8 = " ".join(_ssldyn(["show", "nonlinearity.fig8"], columns=200).split())
     assert "linear-at-phi1 · paper" in out8 and "passes value <= 0.1 (" in out8 and "; --quick: <= 0.2)" in out8
+
+
+def test_show_part_selects_the_claims_or_the_config():
+    claims = _ssldyn(["show", "grassmann.fig2", "--part", "claims"], columns=120)
+    config = _ssldyn(["show", "grassmann.fig2", "--part", "config"], columns=120)
+    whole = _ssldyn(["show", "grassmann.fig2"], columns=120)
+    assert "claims: what a run checks" in claims and "robustness map" in claims and "config: key, type" not in claims
+    assert (
+        "config: key, type" in config and "claims: what a run checks" not in config and "tanh-decreases" not in config
+    )
+    head = whole.split("\n\n", 1)[0]  # name, description, estimated time: in every part
+    assert claims.startswith(head) and config.startswith(head)
+    assert whole.splitlines() == claims.splitlines() + config.splitlines()[len(head.splitlines()) :]
+    env = {k: v for k, v in os.environ.items() if k != "SSLDYN_PLUGINS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    bad = subprocess.run([sys.executable, "-m", "ssldyn.lab.cli", "show", "grassmann.fig2", "--part", "both"], env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: --part 'both': allowed values are all, claims, config"

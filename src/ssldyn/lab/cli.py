@@ -158,12 +158,27 @@ def list_cmd(
     )
 
 
-@_command("show", ["  ssldyn show variational.fig5", "  ssldyn show grassmann.fig3 | less"])
-def show_cmd(experiment: str) -> None:
+SHOW_PARTS = ("all", "claims", "config")
+
+
+@_command(
+    "show",
+    [
+        "  ssldyn show variational.fig5",
+        "  ssldyn show grassmann.fig3 --part config",
+        "  ssldyn show grassmann.fig3 | less",
+    ],
+)
+def show_cmd(
+    experiment: str,
+    part: str = typer.Option("all", "--part", help="all, claims (the claims and robustness maps) or config"),
+) -> None:
     """Show an experiment: what it checks (each claim with its rule and control), its config schema, the paper's
     defaults and the quick preset."""
     from ssldyn.lab import manifest
 
+    if part not in SHOW_PARTS:  # not ssldyn.checks.choice: it imports torch, which show must not
+        raise UserError(f"--part {part!r}: allowed values are {', '.join(SHOW_PARTS)}")
     e = manifest.find(experiment)
     width = _width()
     wrap = textlayout.wrap_words
@@ -180,6 +195,14 @@ def show_cmd(experiment: str) -> None:
             body = wrap(para.strip(), max(20, width - indent)) if para.strip() else [""]
             lines += [" " * indent + line for line in body]
     _print_lines(lines)
+    if part != "config":
+        _show_claims(e, width)
+    if part != "claims":
+        _show_config(e, width)
+
+
+def _show_claims(e: dict[str, Any], width: int) -> None:
+    """The claims and robustness maps of ``ssldyn show``."""
     if e.get("claims"):
         console.print()
         console.print(
@@ -198,6 +221,10 @@ def show_cmd(experiment: str) -> None:
         console.print(f"robustness map (ssldyn robustness {e['name']}):", markup=False, width=width)
         knobs = " × ".join(f"{k} = {', '.join(map(str, v))}" for k, v in rb["knobs"].items())
         _print_lines(_labelled([("claims", ", ".join(rb["claims"])), ("knobs", knobs), ("paper", rb["paper"])], width))
+
+
+def _show_config(e: dict[str, Any], width: int) -> None:
+    """The config schema of ``ssldyn show``: key, type, default, quick preset, description."""
     console.print()
     console.print(
         "config: key, type, the paper's default (and the --quick preset where it differs); "

@@ -39,8 +39,8 @@ def entry(exp: Any) -> dict[str, Any]:
     from ssldyn.contract.config import config_schema_rows, format_value
     from ssldyn.lab.study import config_value
 
-    defaults = exp.default_config().model_dump(mode="json")
-    quick = exp.quick_config().model_dump(mode="json")
+    default_cfg, quick_cfg = exp.default_config(), exp.quick_config()
+    defaults, quick = default_cfg.model_dump(mode="json"), quick_cfg.model_dump(mode="json")
     rows = []
     for key, type_text, default, description in config_schema_rows(exp.Config):
         q = config_value(quick, key)
@@ -65,7 +65,7 @@ def entry(exp: Any) -> dict[str, Any]:
         "quick": dict(exp.quick),
         "defaults": defaults,
         "config": rows,
-        "claims": [claim_entry(spec, exp.default_config(), exp.quick_config()) for spec in exp.claims],
+        "claims": [claim_entry(spec, default_cfg, quick_cfg) for spec in exp.claims],
         "robustness": [
             {"claims": list(rb.claims), "knobs": {k: list(v) for k, v in rb.knobs.items()}, "paper": rb.paper}
             for rb in exp.robustness

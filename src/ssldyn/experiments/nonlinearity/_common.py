@@ -24,7 +24,8 @@ class NonlinearityExperiment(Experiment):
     """What the ``nonlinearity`` experiments declare alike: the paper, and one torch thread.
 
     The runs are made of many small tensor ops, which one torch thread runs fastest (``threads = 1``); the
-    token-grid experiments (Fig. 4, 5, 10, 11, Table 1) keep the process setting, since their tasks set their own.
+    token-grid experiments (Fig. 4, 5, 10, 11, Table 1) derive from
+    :class:`~ssldyn.experiments.nonlinearity.token_grid.TokenGridExperiment`, which keeps the process setting.
     """
 
     paper = "nonlinearity"

@@ -22,7 +22,6 @@ from pydantic import Field, model_validator
 
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, between, gt, le, pooled
-from ssldyn.experiments.nonlinearity._common import NonlinearityExperiment
 from ssldyn.experiments.nonlinearity._token_seeds import (
     cell_diffs,
     flipped_mean,
@@ -36,6 +35,7 @@ from ssldyn.experiments.nonlinearity.fig4 import DIFF_BOUNDS, EFFECT_CHI, EFFECT
 from ssldyn.experiments.nonlinearity.token_grid import (
     BN,
     Act,
+    TokenGridExperiment,
     TokenTrainConfig,
     grid_frame,
     make_runs,
@@ -69,7 +69,7 @@ LOC11 = "Fig. 11"
 
 
 @register
-class Fig11(NonlinearityExperiment):
+class Fig11(TokenGridExperiment):
     name = "nonlinearity.fig11"
     figure = "Fig. 11"
     description = "BatchNorm vs no BatchNorm under token-magnitude non-uniformity ζ (ReLU)"
@@ -77,9 +77,7 @@ class Fig11(NonlinearityExperiment):
     # β, P ∈ {2, 5} × {3, 5}: 2 × 2 over-parameterised cells, so the sign-flip null exists
     quick = {"steps": 400, "log_every": 100, "zetas": [2.0, 10.0], "betas": [1, 2, 5], "Ps": [1, 3, 5]}
     est_seconds = (14, 620)  # measured at paper scale, one worker (benchmarks/README.md)
-    threads = None  # the token grid's tasks set their own (one torch thread per task, lab/tasks.py)
     version = "2"  # 2: bn-gain-grows-with-zeta's control is the sign-flip null (was t = 0, 0 by construction)
-    batch_seeds = True
     paper_seeds = 3
     paper_seeds_reason = (
         "the protocol of Fig. 4/9, whose captions say 'Each setting is repeated 3 times and mean/std are reported'; "

@@ -45,7 +45,6 @@ from pydantic import Field, model_validator
 
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, lt
-from ssldyn.experiments.nonlinearity._common import NonlinearityExperiment
 from ssldyn.experiments.nonlinearity._token_seeds import (
     flip_signs,
     mean_diff,
@@ -58,6 +57,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     ACTIVATIONS4,
     BN,
     Act,
+    TokenGridExperiment,
     TokenTrainConfig,
     cell,
     grid_frame,
@@ -287,10 +287,9 @@ def trend_claims(loss: str, where: str, suffix: str = "") -> tuple[ClaimSpec, ..
 LOC4 = "Fig. 4 (top), Sec. 5.1"
 
 
-class _ActivationGridBase(NonlinearityExperiment):
+class _ActivationGridBase(TokenGridExperiment):
     """What Fig. 4 and Fig. 10 share: the grid run (one cached grid for both), its seed policy and quick preset."""
 
-    threads = None  # the token grid's tasks set their own (one torch thread per task, lab/tasks.py)
     quick = {
         "steps": 800,
         "log_every": 200,
@@ -301,7 +300,6 @@ class _ActivationGridBase(NonlinearityExperiment):
     }
     paper_seeds = 3
     paper_seeds_reason = "'Each setting is repeated 3 times and mean/std are reported' (Fig. 4 and Fig. 9 captions)"
-    batch_seeds = True
 
     @classmethod
     def peak_memory(cls, cfg: ActivationGridConfig, n_seeds: int) -> tuple[int, str]:

@@ -32,11 +32,11 @@ from pydantic import Field, model_validator
 
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, ge, gt, le, lt
-from ssldyn.experiments.nonlinearity._common import NonlinearityExperiment
 from ssldyn.experiments.nonlinearity._token_seeds import seed_rows
 from ssldyn.experiments.nonlinearity.fig4 import CHI_BOUNDS, DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
 from ssldyn.experiments.nonlinearity.token_grid import (
     BN,
+    TokenGridExperiment,
     TokenTrainConfig,
     grid_frame,
     make_runs,
@@ -70,7 +70,7 @@ class Fig5Config(TokenTrainConfig):
 
 
 @register
-class Fig5(NonlinearityExperiment):
+class Fig5(TokenGridExperiment):
     name = "nonlinearity.fig5"
     figure = "Fig. 5"
     description = "learned filters per RF, ReLU vs linear (P = 3 and the documented P = 5 run, β = 5)"
@@ -78,8 +78,6 @@ class Fig5(NonlinearityExperiment):
     # 3000 steps: the ReLU filters' χ̄₋ falls below 1/(d − P) between 2500 and 3000 steps (0.26 at 1000)
     quick = {"steps": 3000, "log_every": 500, "panels_P": [3]}
     est_seconds = (6, 65)
-    threads = None  # the token grid's tasks set their own (one torch thread per task, lab/tasks.py)
-    batch_seeds = True
     claims = (
         ClaimSpec(
             "relu-beats-linear", "With ReLU the learned weights capture the P candidate tokens of R_k^g at each RF, "

@@ -32,10 +32,10 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, le, pooled
-from ssldyn.experiments.nonlinearity._common import NonlinearityExperiment
 from ssldyn.experiments.nonlinearity._token_seeds import cell_diffs, flipped_mean, seed_rows, stack_seeds
 from ssldyn.experiments.nonlinearity.fig4 import CHI_BOUNDS, DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
 from ssldyn.experiments.nonlinearity.token_grid import (
+    TokenGridExperiment,
     TokenTrainConfig,
     final_table,
     grid_frame,
@@ -184,17 +184,15 @@ def _conclusion_null(t: pd.DataFrame, col: str) -> float | None:
 
 
 @register
-class Table1(NonlinearityExperiment):
+class Table1(TokenGridExperiment):
     name = "nonlinearity.table1"
     figure = "Table 1"
     description = "χ̄₊ with the four BN gradient variants (μ / σ² backpropagated or not), ζ = 10, beside the paper's"
     Config = Table1Config
     quick = {"steps": 400, "log_every": 100, "betas": [2, 5], "Ps": [3, 5], "paper_lr": None}  # 2 × 2: a sign-flip null
     est_seconds = (10, 680)  # with Fig. 11's runs in the store (reuses), measured (benchmarks/README.md)
-    threads = None  # the token grid's tasks set their own (one torch thread per task, lab/tasks.py)
     version = "2"  # 2: the variant comparisons' control is the sign-flip null (was t = 0, 0 by construction)
     reuses = ("nonlinearity.fig11",)  # its ReLU, ζ = 10, mean-only/no-BN runs (ctx.cached): computed once
-    batch_seeds = True
     paper_seeds = 3
     paper_seeds_reason = (
         "the protocol of Fig. 4/9 ('Each setting is repeated 3 times and mean/std are reported'); Table 1 prints "

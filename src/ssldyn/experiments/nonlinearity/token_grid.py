@@ -45,7 +45,7 @@ from ssldyn.dynamics.ensemble_trainer import (
     train_token_ensemble,
 )
 from ssldyn.dynamics.trajectory import Trajectory
-from ssldyn.experiments.nonlinearity._common import F32
+from ssldyn.experiments.nonlinearity._common import F32, NonlinearityExperiment
 from ssldyn.memory import PROCESS_BASELINE
 
 CACHE_NAMESPACE = "token_runs"
@@ -321,6 +321,15 @@ class TokenTrainConfig(ExperimentConfig):
             out_dim=self.output_d,
             bn_stats=self.bn_stats,
         )
+
+
+class TokenGridExperiment(NonlinearityExperiment):
+    """What the token-generator experiments (Fig. 4, 5, 10, 11, Table 1) declare alike: every seed trains the whole
+    grid in the same ensembles (``batch_seeds``), and the run keeps the process's torch threads, since the grid's
+    tasks set their own (one torch thread per task, :mod:`ssldyn.lab.tasks`)."""
+
+    threads = None
+    batch_seeds = True
 
 
 def token_peak_memory(cfg: TokenTrainConfig, filters: int, runs: int) -> int:

@@ -49,7 +49,7 @@ def test_idx_roundtrip_layouts(tmp_path, layout):
     np.testing.assert_array_equal(ds.labels.numpy(), lab)
     te = load_idx_images(tmp_path, "test", kind)
     np.testing.assert_allclose(te.images[:, 0].numpy(), timg / 255.0, atol=1e-7)
-    assert (ds.classes[0] == "t-shirt") == (kind == "fashion-mnist")
+    assert (ds.classes[0] == "t-shirt") == (kind == "fashion-mnist") and ds.num_classes == 10
 
 
 def test_idx_errors(tmp_path):

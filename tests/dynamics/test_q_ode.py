@@ -153,7 +153,11 @@ def test_euler_trajectory_logs_loss_time_and_q():
     q = res.state[1, :, 0].numpy()
     assert list(steps) == [0, 10, 20] and vals[-1] == pytest.approx(-1.0 * q[0] ** 2 + 0.5 * q[1] ** 2)
     assert tr.last("t") == pytest.approx(20 * 0.1 / 2)
-    assert set(tr.snapshots("q")) == {0, 10, 20} and np.array_equal(tr.snapshots("q")[20], res.state.numpy())
+    assert (
+        tr.snapshot_names == {"q"}
+        and set(tr.snapshots("q")) == {0, 10, 20}
+        and np.array_equal(tr.snapshots("q")[20], res.state.numpy())
+    )
     assert tr.last("q1", member=1) == pytest.approx(q[0])  # a per-member probe of q
     # eq. (12) by hand from q0 for 10 steps: q ← q − η[2Λq − Λqqᵀq − qqᵀΛq]
     qh = q0.clone()

@@ -97,3 +97,21 @@ def test_ray_tasks_give_the_in_process_results():
         ray.shutdown()
     with pytest.raises(ValueError, match="Ray is not initialised"):
         Context(tasks=Tasks("ray")).map(tasks_toy.square, [1, 2])
+
+
+def test_progress_bars_outside_the_lab_show_tracked_loops_and_close():
+    """``Context(progress=True)`` used as a library: ``with ctx.progress_bars():`` opens one display for the
+    run (``track`` adds a task to it and removes it when the loop ends) and closes it afterwards; without
+    ``progress`` nothing is opened. ``track`` yields every item either way."""
+    ctx = Context(progress=True)
+    with ctx.progress_bars() as inner:
+        assert inner is ctx and ctx._bar is not None
+        seen = []
+        for i in ctx.track(range(4), description="toy"):
+            seen.append(i)
+            assert [t.description for t in ctx._bar.tasks] == ["toy"]
+        assert seen == [0, 1, 2, 3] and list(ctx._bar.tasks) == []
+    assert ctx._bar is None
+    quiet = Context()
+    with quiet.progress_bars():
+        assert quiet._bar is None and list(quiet.track([5, 6])) == [5, 6]

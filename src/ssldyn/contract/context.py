@@ -98,7 +98,8 @@ class Context:
             all seeds of the run for an experiment with ``batch_seeds`` (member/run ``i`` of a
             batched computation must use ``seeds[i]`` exactly as a one-seed run would).
         device: torch device to compute on.
-        progress: show rich progress bars (the CLI turns them on; library use keeps quiet).
+        progress: show rich progress bars (the CLI turns them on; library use keeps quiet; outside the lab
+            they show inside ``with ctx.progress_bars():``).
         run_dir: a scratch directory for this run (removed afterwards).
         tasks: how :meth:`map` runs tasks, ``tasks(fn, items, device=...) -> iterator of (index,
             result)``; the lab hands in its executor (a pool of single-thread processes, or Ray:

@@ -130,13 +130,6 @@ class Experiment:
 
         return build_config(cls.Config, cls.quick)
 
-    @classmethod
-    def claim_spec(cls, claim_id: str) -> ClaimSpec:
-        for spec in cls.claims:
-            if spec.id == claim_id:
-                return spec
-        raise KeyError(f"{cls.name}: no claim {claim_id!r}; declared: {', '.join(s.id for s in cls.claims)}")
-
 
 def register(cls: type[Experiment]) -> type[Experiment]:
     """Class decorator adding an experiment to the registry (name must be ``<paper>.<result>``)."""

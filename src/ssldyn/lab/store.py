@@ -62,7 +62,6 @@ from ssldyn.files import fsync_dir
 __all__ = [
     "DONE",
     "MANIFEST",
-    "DamagedRunError",
     "StoreWriteError",
     "check_name",
     "atomic_write_bytes",
@@ -79,10 +78,6 @@ __all__ = [
 
 DONE = "DONE"
 MANIFEST = "MANIFEST.json"
-
-
-class DamagedRunError(RuntimeError):
-    """A finished run's files do not match its manifest."""
 
 
 class StoreWriteError(UserError, OSError):

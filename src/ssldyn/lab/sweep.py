@@ -14,7 +14,7 @@ from typing import Any
 from ssldyn.contract.config import echo, parse_value, set_path
 from ssldyn.errors import UserError
 
-__all__ = ["MAX_GRID", "split_top_level", "parse_sweep", "grid_axes", "grid_size", "expand_grid", "nest"]
+__all__ = ["MAX_GRID", "split_top_level", "parse_sweep", "grid_axes", "expand_grid", "nest"]
 
 #: largest grid run without ``--yes``
 MAX_GRID = 200
@@ -67,11 +67,6 @@ def grid_axes(items: list[str] | None) -> list[tuple[str, list[Any]]]:
     if dup:
         raise UserError(f"--sweep: key {echo(sorted(dup)[0])} given twice")
     return axes
-
-
-def grid_size(items: list[str] | None) -> int:
-    """The number of grid points: the product of the axes' distinct values (1 without ``--sweep``)."""
-    return math.prod(len(values) for _, values in grid_axes(items))
 
 
 def expand_grid(items: list[str] | None, *, limit: int | None = MAX_GRID) -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -212,9 +212,6 @@ class Irregularity:
     omega: Tensor
     kappa: Tensor
     L: float
-
-    def as_dict(self) -> dict:
-        return {k: (v.tolist() if isinstance(v, Tensor) else v) for k, v in asdict(self).items()}
 
 
 def irregularity(A_fn: AFn, w: Tensor, L: float, *, kappa: float | None = None, shift: bool = False) -> Irregularity:

@@ -333,6 +333,8 @@ def test_cuda_loop_has_no_synchronising_call_and_compiled_step_equals_eager():
         (dict(batch=1), r"batch must be an integer >= 2, got 1"),  # InfoNCE needs a negative in the batch
         (dict(out_dim=0), r"out_dim must be an integer >= 1, got 0"),
         (dict(bn_stats="batch"), r"bn_stats 'batch': allowed values are 'view', 'joint'"),
+        (dict(activation="gelu"), r"activation 'gelu': allowed values are 'linear', 'relu', 'leaky_relu'"),
+        (dict(bn="batch"), r"bn 'batch': allowed values are 'off', 'standard', 'mean_only'"),
     ],
 )
 def test_token_run_rejects_bad_hyperparameters_when_built(kw, message):

@@ -45,7 +45,7 @@ from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, step_sc
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
-from ssldyn.models.activations import Activation, get_activation
+from ssldyn.models.activations import Activation, ActivationName, get_activation
 from ssldyn.objectives import alpha_cl_energy, alpha_gaussian, contrastive_covariance
 
 __all__ = [
@@ -120,7 +120,9 @@ def _check_w(w: Tensor, d: int) -> Tensor:
 ZERO_TOL = 1e-12
 
 
-def gated_input(x: Tensor, w: Tensor, activation: str | Activation = "relu", *, zero_tol: float = ZERO_TOL) -> Tensor:
+def gated_input(
+    x: Tensor, w: Tensor, activation: ActivationName | Activation = "relu", *, zero_tol: float = ZERO_TOL
+) -> Tensor:
     """``x̃^w = x · h'(wᵀx)`` (eq. 6): ``x (N, d)``, ``w (d,) -> (N, d)`` or ``w (E, d) -> (E, N, d)``.
 
     Pre-activations with ``|wᵀx| <= zero_tol`` are set to exactly 0 before ``h'`` is applied, so
@@ -223,7 +225,7 @@ def _gated_covariance(
 def gated_covariance(
     x: Tensor,
     w: Tensor,
-    activation: str | Activation = "relu",
+    activation: ActivationName | Activation = "relu",
     *,
     x_pos: Tensor | None = None,
     alpha=None,
@@ -247,7 +249,7 @@ def gated_covariance(
 
 def make_A_fn(
     x: Tensor,
-    activation: str | Activation = "relu",
+    activation: ActivationName | Activation = "relu",
     *,
     x_pos: Tensor | None = None,
     alpha=None,
@@ -270,7 +272,7 @@ def make_A_fn(
 def one_layer_energy(
     x: Tensor,
     w: Tensor,
-    activation: str | Activation = "relu",
+    activation: ActivationName | Activation = "relu",
     *,
     x_pos: Tensor | None = None,
     alpha=None,
@@ -293,7 +295,7 @@ def one_layer_energy(
 
 
 def gaussian_alpha_fn(
-    x0: Tensor, activation: str | Activation = "relu", temperature: float = 1.0
+    x0: Tensor, activation: ActivationName | Activation = "relu", temperature: float = 1.0
 ) -> Callable[[Tensor], Tensor]:
     """Cor. 2's 1-D Gaussian α: ``w -> α_ij = exp(−(h(wᵀx0_i) − h(wᵀx0_j))² / 2τ)``, ``(N, N)`` or ``(E, N, N)``."""
     act = get_activation(activation)

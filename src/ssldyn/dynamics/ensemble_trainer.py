@@ -32,7 +32,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
 
@@ -41,7 +41,8 @@ from ssldyn.data.tokens import TokenGenerator, TokenSpec, TokenStream
 from ssldyn.dynamics.engine import resolve_device, run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
-from ssldyn.models.rf_net import BN_STATS, EnsembleRFNet
+from ssldyn.models.activations import ACTIVATION_NAMES, ActivationName
+from ssldyn.models.rf_net import BN_MODES, BN_STATS, BNMode, BNStats, EnsembleRFNet
 from ssldyn.probes.chi import chi_scores
 
 __all__ = [
@@ -60,7 +61,9 @@ __all__ = [
     "train_token_ensemble",
 ]
 
-LOSSES = ("infonce", "quadratic")
+#: the contrastive losses of the token experiments (InfoNCE, Sec. 5; the quadratic loss, App. E.2)
+TokenLoss = Literal["infonce", "quadratic"]
+LOSSES: tuple[str, ...] = get_args(TokenLoss)
 #: activations h with h(−x) = ±h(x) + c: flipping a filter's sign w → −w gives the same network up to the
 #: top layer's sign (odd h: linear, tanh), nothing (even h: x²) or a constant the BN mean removes (sigmoid)
 SIGN_SYMMETRIC = ("linear", "tanh", "quadratic", "sigmoid")
@@ -102,10 +105,10 @@ class TokenRun:
 
     spec: TokenSpec = field(default_factory=TokenSpec)
     beta: int = 5
-    activation: str = "relu"
-    loss: str = "infonce"
-    bn: str = "mean_only"
-    bn_stats: str = "view"
+    activation: ActivationName = "relu"
+    loss: TokenLoss = "infonce"
+    bn: BNMode = "mean_only"
+    bn_stats: BNStats = "view"
     seed: int = 0
     lr: float = 0.02
     momentum: float = 0.9
@@ -115,7 +118,9 @@ class TokenRun:
     out_dim: int = 50
 
     def __post_init__(self) -> None:
+        choice(self.activation, "activation", ACTIVATION_NAMES, where="TokenRun")
         choice(self.loss, "loss", LOSSES, where="TokenRun")
+        choice(self.bn, "bn", BN_MODES, where="TokenRun")
         choice(self.bn_stats, "bn_stats", BN_STATS, where="TokenRun")
         integer(self.beta, "beta", where="TokenRun")  # M = β·P filters
         positive(self.lr, "lr", where="TokenRun")
@@ -580,7 +585,7 @@ def train_token_ensemble(
         ensemble=E,
         activation=[r.activation for r in runs],
         bn=[r.bn for r in runs],
-        bn_stats=first.bn_stats,  # type: ignore[arg-type] (checked by TokenRun)
+        bn_stats=first.bn_stats,
         generator=[torch.Generator().manual_seed(r.seed + INIT_SEED_OFFSET) for r in runs],
         dtype=dtype,
         device=dev,

@@ -36,7 +36,7 @@ from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
-from ssldyn.models.activations import Activation, get_activation
+from ssldyn.models.activations import Activation, ActivationName, get_activation
 from ssldyn.objectives import alpha_cl_energy
 
 __all__ = [
@@ -74,7 +74,7 @@ def _gated(x: Tensor, gate: Tensor) -> Tensor:
     return (gate[..., None] * x[:, :, None, :]).reshape(x.shape[0], -1)  # (N, K*M*d)
 
 
-def two_layer_features(x: Tensor, W: Tensor, activation: str | Activation = "relu") -> Tensor:
+def two_layer_features(x: Tensor, W: Tensor, activation: ActivationName | Activation = "relu") -> Tensor:
     """``f1 (N, K·M)`` with ``f1_km = h(w_kmᵀ x_k)``."""
     pre = _preactivations(x, W)  # (N, K, M)
     return get_activation(activation)(pre).reshape(x.shape[0], -1)
@@ -87,7 +87,7 @@ def two_layer_energy(
     *,
     x_pos: Tensor | None = None,
     alpha: Tensor | None = None,
-    activation: str | Activation = "relu",
+    activation: ActivationName | Activation = "relu",
 ) -> Tensor:
     """``E_α = ½ tr C_α[f2]`` with ``f2 = f1 Vᵀ`` (eq. 2-3), via ``ssldyn.objectives.alpha_cl_energy``."""
     f2 = two_layer_features(x, W, activation) @ V.T  # (N, d_out)
@@ -95,14 +95,14 @@ def two_layer_energy(
     return alpha_cl_energy(f2, f2p, alpha)
 
 
-def two_layer_gated_input(x: Tensor, W: Tensor, activation: str | Activation = "relu") -> Tensor:
+def two_layer_gated_input(x: Tensor, W: Tensor, activation: ActivationName | Activation = "relu") -> Tensor:
     """``x̃ (N, K·M·d)``: ``x̃_km = x_k · h'(w_kmᵀ x_k)`` concatenated in ``(k, m)`` order (Sec. 4)."""
     pre = _preactivations(x, W)  # (N, K, M)
     return _gated(x, get_activation(activation).deriv(pre))
 
 
 def two_layer_features_and_gated_input(
-    x: Tensor, W: Tensor, activation: str | Activation = "relu"
+    x: Tensor, W: Tensor, activation: ActivationName | Activation = "relu"
 ) -> tuple[Tensor, Tensor]:
     """``(f1 (N, K·M), x̃ (N, K·M·d))`` of :func:`two_layer_features` and :func:`two_layer_gated_input` from one
     evaluation of the pre-activations ``w_kmᵀ x_k`` (what the dynamics of eq. 12 and eq. 166 need)."""
@@ -131,7 +131,7 @@ def lemma4_dynamics(
     x_pos: Tensor | None = None,
     alpha: Tensor | None = None,
     weights: Tensor | None = None,
-    activation: str | Activation = "relu",
+    activation: ActivationName | Activation = "relu",
     project: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """Eq. 12: ``(V̇ (d_out, KM), Ẇ (K, M, d))``.
@@ -157,7 +157,7 @@ def top_eigvec_S(
     x_pos: Tensor | None = None,
     alpha: Tensor | None = None,
     weights: Tensor | None = None,
-    activation: str | Activation = "relu",
+    activation: ActivationName | Activation = "relu",
 ) -> tuple[Tensor, Tensor]:
     """``(s, λ)``: the maximal eigenvector/eigenvalue of ``C_α[f1]`` (fast top level: ``S = ssᵀ``)."""
     f1 = two_layer_features(x, W, activation)
@@ -237,7 +237,7 @@ def _thm5_populations(x: Tensor, z: Tensor, weights: Tensor | None) -> tuple[lis
 
 
 def thm5_closed_form(
-    W: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None, activation: str | Activation = "relu"
+    W: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None, activation: ActivationName | Activation = "relu"
 ) -> Thm5Terms:
     """Eq. 15 for ``M = 1``, ``C = 2`` (``z ∈ {0, 1}``), uniform α, no augmentation.
 
@@ -317,7 +317,7 @@ def thm5_flow(
     steps: int,
     dt: float = 0.1,
     weights: Tensor | None = None,
-    activation: str | Activation = "relu",
+    activation: ActivationName | Activation = "relu",
     modulation: bool = True,
     probes: Probes | None = None,
     every: int | Iterable[int] | None = None,

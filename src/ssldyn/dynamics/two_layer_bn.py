@@ -33,7 +33,7 @@ from ssldyn.dynamics.two_layer_alpha_cl import (
     two_layer_features,
     two_layer_features_and_gated_input,
 )
-from ssldyn.models.activations import Activation
+from ssldyn.models.activations import Activation, ActivationName
 from ssldyn.objectives import alpha_cl_energy, contrastive_covariance
 
 __all__ = ["bn_statistics", "bn_two_layer_energy", "lemma6_dynamics", "Cor3Terms", "cor3_closed_form"]
@@ -56,7 +56,7 @@ def bn_two_layer_energy(
     x_pos: Tensor,
     *,
     alpha: Tensor | None = None,
-    activation: str | Activation = "relu",
+    activation: ActivationName | Activation = "relu",
     bn: BNGrad = "mean_only",
 ) -> Tensor:
     """``E_α = ½ tr C_α[V f^bn]`` (eq. 2-3) with BatchNorm on the hidden nodes; ``bn`` picks which batch
@@ -79,7 +79,7 @@ def lemma6_dynamics(
     x_pos: Tensor,
     *,
     alpha: Tensor | None = None,
-    activation: str | Activation = "relu",
+    activation: ActivationName | Activation = "relu",
 ) -> tuple[Tensor, Tensor]:
     """Eq. 166: ``(V̇ (d_out, KM), Ẇ (K, M, d))`` with ``x̃^bn_km = σ_km^{-1} x̃_km`` (mean-backprop BN).
 
@@ -113,7 +113,7 @@ class Cor3Terms:
 
 
 def cor3_closed_form(
-    W: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None, activation: str | Activation = "relu"
+    W: Tensor, x: Tensor, z: Tensor, *, weights: Tensor | None = None, activation: ActivationName | Activation = "relu"
 ) -> Cor3Terms:
     """Cor. 3 for ``M = 1``, ``C = 2`` (``z ∈ {0, 1}``), uniform α, no augmentation (population ``weights``).
 

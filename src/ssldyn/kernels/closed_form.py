@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from ssldyn.checks import choice, integer
-from ssldyn.models.activations import Activation, get_activation
+from ssldyn.models.activations import Activation, ActivationName, get_activation
 
 __all__ = [
     "averaging_net_kernel",
@@ -91,7 +91,7 @@ def averaging_net_kernel(
     B: Tensor,
     x1: Tensor,
     x2: Tensor | None = None,
-    activation: str | Activation = "relu",
+    activation: ActivationName | Activation = "relu",
     *,
     d: int,
     bias: Tensor | None = None,
@@ -170,7 +170,7 @@ def relu_infinite_width_kernel(x1: Tensor, x2: Tensor | None = None, *, d: int |
 
 
 def cluster_coefficients(
-    B: Tensor, centers: Tensor, activation: str | Activation = "relu", *, d: int, bias: Tensor | None = None
+    B: Tensor, centers: Tensor, activation: ActivationName | Activation = "relu", *, d: int, bias: Tensor | None = None
 ) -> Tensor:
     """eq. (37): ``β_q^k = (1/M) Σ_{p=(k-1)M+1}^{kM} σ'(b_p ξ_q)²``.
 

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 
 from ssldyn.checks import choice, integer
 
-__all__ = ["Activation", "monomial", "get_activation"]
+__all__ = ["Activation", "ActivationName", "ACTIVATION_NAMES", "monomial", "get_activation"]
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
+#: the names :func:`get_activation` knows (the keys of ``ACTIVATIONS``)
+ActivationName = Literal["linear", "relu", "leaky_relu", "quadratic", "sigmoid", "tanh"]
+ACTIVATION_NAMES: tuple[str, ...] = get_args(ActivationName)
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,8 @@ ACTIVATIONS: dict[str, Activation] = {
 
 
 def get_activation(name: str | Activation) -> Activation:
-    """Look up by name: linear, relu, leaky_relu (slope 0.05), quadratic, sigmoid, tanh."""
+    """Look up by name (:data:`ActivationName`: linear, relu, leaky_relu (slope 0.05), quadratic, sigmoid, tanh);
+    any other string is one ``ValueError`` naming the allowed ones (names read from configs and files arrive as ``str``)."""
     if isinstance(name, Activation):
         return name
     choice(name, "activation", ACTIVATIONS)

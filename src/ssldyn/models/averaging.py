@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from ssldyn.checks import nonnegative
 from ssldyn.models._sizes import check_sizes
-from ssldyn.models.activations import Activation, get_activation
+from ssldyn.models.activations import Activation, ActivationName, get_activation
 from ssldyn.models.ensemble import EnsembleLinear
 from ssldyn.models.seeding import draw_members
 
@@ -64,7 +64,7 @@ class AveragingNet(nn.Module):
         in_dim: int,
         out_dim: int,
         width: int,
-        activation: str | Activation = "relu",
+        activation: ActivationName | Activation = "relu",
         *,
         ensemble: int = 1,
         bias: bool = False,

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from ssldyn.checks import choice, nonnegative
 from ssldyn.models._sizes import check_sizes, check_widths
-from ssldyn.models.activations import Activation, get_activation
+from ssldyn.models.activations import Activation, ActivationName, get_activation
 from ssldyn.models.ensemble import EnsembleLinear
 from ssldyn.models.seeding import draw_members
 
@@ -44,7 +44,7 @@ class MLP(nn.Module):
         out_dim: int,
         hidden: int | Sequence[int] = 64,
         depth: int = 4,
-        activation: str | Activation = "relu",
+        activation: ActivationName | Activation = "relu",
         *,
         bias: bool = True,
         ensemble: int = 1,

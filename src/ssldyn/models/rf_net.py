@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 from torch import nn
@@ -54,16 +54,16 @@ from torch.autograd.function import once_differentiable
 
 from ssldyn.checks import choice
 from ssldyn.models._sizes import check_sizes
-from ssldyn.models.activations import get_activation
+from ssldyn.models.activations import ActivationName, get_activation
 from ssldyn.models.seeding import member_generators
 
 _LEAKY_SLOPE = -float(get_activation("leaky_relu").fn(torch.tensor(-1.0, dtype=torch.float64)))  # 0.05
-BN_MODES = ("off", "standard", "mean_only", "var_only", "none")
-BN_STATS = ("view", "joint")
-TOKEN_PATHS = ("auto", "table", "samples")
 BNMode = Literal["off", "standard", "mean_only", "var_only", "none"]
 BNStats = Literal["view", "joint"]
 TokenPath = Literal["auto", "table", "samples"]
+BN_MODES: tuple[str, ...] = get_args(BNMode)
+BN_STATS: tuple[str, ...] = get_args(BNStats)
+TOKEN_PATHS: tuple[str, ...] = get_args(TokenPath)
 # (μ backpropagated, σ² backpropagated) per BN variant
 _BN_BACKPROP = {
     "off": (False, False),
@@ -175,8 +175,8 @@ class EnsembleRFNet(nn.Module):
         *,
         out_dim: int = 50,
         ensemble: int = 1,
-        activation: str | Sequence[str] = "relu",
-        bn: BNMode | Sequence[str] = "off",
+        activation: ActivationName | Sequence[ActivationName] = "relu",
+        bn: BNMode | Sequence[BNMode] = "off",
         bn_eps: float = 1e-5,
         bn_stats: BNStats = "view",
         token_path: TokenPath = "auto",

@@ -31,7 +31,7 @@ from torch import nn
 
 from ssldyn.checks import choice, positive
 from ssldyn.models._sizes import check_sizes
-from ssldyn.models.activations import Activation, get_activation
+from ssldyn.models.activations import Activation, ActivationName, get_activation
 from ssldyn.models.ensemble import members_input
 from ssldyn.models.seeding import member_generators
 from ssldyn.models.stiefel import Retraction, frobenius_project, random_stiefel, retract
@@ -85,7 +85,7 @@ class TwoLayerNet(nn.Module):
         d: int,
         h: int,
         z: int,
-        activation: str | Activation = "linear",
+        activation: ActivationName | Activation = "linear",
         regime: Regime = "unconstrained",
         *,
         ensemble: int = 1,

@@ -60,6 +60,7 @@ from ssldyn.experiments.grassmann._common import (
     per_member_values,
     repeat_per_seed,
 )
+from ssldyn.models.activations import ActivationName
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes import loglog_slope
 from ssldyn.probes.subspace import output_gap
@@ -257,9 +258,9 @@ class Fig2(GrassmannExperiment):
         ni = repeat_per_seed(mb.neg_index, k)  # (E, n, q): the negatives are anchors
         d, E = mb.d, len(seeds) * k
         other = "mean" if cfg.reduction == "sum" else "sum"
-        runs = [(cfg.reduction, a) for a in ("linear", *cfg.activations)]
+        runs: list[tuple[str, ActivationName]] = [(cfg.reduction, a) for a in ("linear", *cfg.activations)]
         if cfg.compare_reductions and "sigmoid" in cfg.activations:
-            runs += [(other, "linear"), (other, "sigmoid")]
+            runs.extend([(other, "linear"), (other, "sigmoid")])
         eps = [ep for ep in range(cfg.epochs + 1) if ep % cfg.record_every == 0 or ep == cfg.epochs]
         rows: list[list[dict]] = [[] for _ in seeds]
         k_hat: list[dict[int, float]] = [{} for _ in seeds]

@@ -66,6 +66,7 @@ from ssldyn.dynamics.ensemble_trainer import EnsembleSGD
 from ssldyn.experiments.nonlinearity._common import F32, NonlinearityExperiment
 from ssldyn.experiments.nonlinearity.token_grid import BN
 from ssldyn.memory import PROCESS_BASELINE
+from ssldyn.models.activations import ActivationName
 from ssldyn.models.rf_net import EnsembleRFNet
 from ssldyn.objectives import info_nce
 from ssldyn.probes.filters import distinct_filters, laplacian_energy, pairwise_cosine, pattern_match, total_variation
@@ -222,7 +223,9 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
     # the two views of member c·S + i: seed i's clean view (0) for both, or its two crops (1, 2) when augmented
     view_of = torch.tensor([[1, 2] if m == "aug" else [0, 0] for m in MEMBERS for _ in range(S)], device=dev)  # (E, 2)
     seed_of = torch.tensor([i for _ in MEMBERS for i in range(S)], device=dev)  # (E,)
-    acts = [cfg.activation if m != "noaug_linear" else "linear" for m in MEMBERS for _ in range(S)]
+    acts: list[ActivationName] = [
+        cfg.activation if m != "noaug_linear" else "linear" for m in MEMBERS for _ in range(S)
+    ]
     net = EnsembleRFNet(
         4,
         196,

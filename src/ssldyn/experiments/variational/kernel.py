@@ -55,6 +55,7 @@ from ssldyn.kernels.closed_form import (
 )
 from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.memory import PROCESS_BASELINE
+from ssldyn.models.activations import ActivationName
 from ssldyn.models.averaging import AveragingNet
 from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.probes.slopes import loglog_slope
@@ -103,7 +104,13 @@ def _loss(tau: float):
 
 
 def _net(
-    D: int, d: int, M: int, seed: int, invariant: bool = False, act: str = "relu", device: torch.device | None = None
+    D: int,
+    d: int,
+    M: int,
+    seed: int,
+    invariant: bool = False,
+    act: ActivationName = "relu",
+    device: torch.device | None = None,
 ) -> AveragingNet:
     return AveragingNet(
         D, d, M, act, dtype=DT, invariant_init=invariant, generator=torch.Generator().manual_seed(seed), device=device

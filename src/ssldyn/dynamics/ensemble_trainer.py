@@ -47,6 +47,7 @@ from ssldyn.probes.chi import chi_scores
 
 __all__ = [
     "LOSSES",
+    "TokenLoss",
     "TokenRun",
     "EnsembleSGD",
     "ContrastiveLosses",

@@ -73,7 +73,7 @@ _BN_BACKPROP = {
     "none": (False, False),
 }
 
-__all__ = ["BN_MODES", "BN_STATS", "TOKEN_PATHS", "EnsembleRFNet", "token_path"]
+__all__ = ["BNMode", "BNStats", "TokenPath", "BN_MODES", "BN_STATS", "TOKEN_PATHS", "EnsembleRFNet", "token_path"]
 
 
 def _per_member(value, n: int, name: str) -> list:

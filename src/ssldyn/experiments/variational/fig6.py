@@ -147,9 +147,12 @@ CLAIMS = (
         "Prop. 4.1, Fig. 6", kind="consequence", result="Fig. 6",
         reading="largest loss rise between consecutive iterations at σ = flow_lr, relative to the total decrease, "
         "the larger over 2-D and 3-D", relation=lambda cfg: le(cfg.flow_rise),
-        basis="tolerance: flow_rise = 1% of the total decrease (σ = 0.1 rises by 13–31%, σ = 0.01 by < 0.1%)",
+        basis="tolerance: flow_rise = 1% of the total decrease (σ = 0.1 rises by 13–31%, σ = 0.01 by 0–1.3%)",
         derivation=FLOW_REGIME_DERIVATION,
         control="the same at the largest step of the table (σ = 1.0)", bounds=(0.0, math.inf),
+        if_fails="σ = 0.01 sits at the border of the gradient-flow regime: at paper scale (5 seeds) the largest rise "
+        "is 0–0.13% on three seeds and 1.1–1.3% on two (the σ = 1.0 control: 77%); the silhouettes still agree with "
+        "the next larger step (flow-agreement)",
     ),
     ClaimSpec(
         "flow-agreement", "... and the next larger step reaches the same state at the same time (step table).",
@@ -205,7 +208,7 @@ class Fig6(VariationalExperiment):
         "snapshots_vanilla": [0, 100, 1000],
     }
     est_seconds = (5, 65)
-    version = "3"
+    version = "4"  # 4: flow-monotone says why it is inconclusive at paper scale (if_fails; basis updated)
     batch_seeds = True
     claims = CLAIMS
     robustness = (

@@ -164,6 +164,15 @@ def test_failed_claim_carries_the_explanation():
     assert not c.passed and "A(w) jump" in c.note
 
 
+def test_vacuous_claim_carries_the_explanation_and_a_pass_does_not():
+    """A vacuous claim did not reproduce either (its control holds too): the report shows why, as for a failure."""
+    why = spec(gt(0.5), control="at initialisation", if_fails="the untrained filters already score high")
+    vac = evaluate(why, None, SEEDS, [Measured(0.9, control=0.8)] * 5)
+    ok = evaluate(why, None, SEEDS, [Measured(0.9, control=0.1)] * 5)
+    assert vac.status == "vacuous" and "already score high" in vac.note
+    assert ok.status == "pass" and "already score high" not in ok.note
+
+
 def test_measurement_count_must_match_the_seeds():
     with pytest.raises(ValueError):
         evaluate(spec(gt(0)), None, SEEDS, [1.0, 2.0])

@@ -253,7 +253,7 @@ class ClaimSpec:
         derivation: for ``consequence`` claims, the one-line derivation from the paper's statement.
         statistic: ``mean`` or ``median`` of the per-seed values.
         rule: the pass rule (:data:`MEAN_AND_80` unless declared otherwise, with a reason).
-        if_fails: our best explanation, shown when the claim does not reproduce.
+        if_fails: our best explanation, shown when the claim does not reproduce (fail, inconclusive or vacuous).
         control: one line: the negative control — the null condition, measured in the same run
             per seed (``Measured(value, control=...)``), on which the relation must not hold.
         no_control: one sentence: why no control is possible (never together with ``control``).
@@ -777,7 +777,7 @@ def evaluate(spec: ClaimSpec, cfg: Any, seeds: Sequence[int], measured: Sequence
             f"inconclusive: the 95% interval [{_fmt(_round(interval[0]))}, {_fmt(_round(interval[1]))}] "
             f"contains the threshold ({rel.describe()})"
         )
-    if status in ("fail", "inconclusive") and spec.if_fails:
+    if status in ("fail", "inconclusive", "vacuous") and spec.if_fails:
         notes.append(spec.if_fails)
     interval_r = None if interval is None else (_round(float(interval[0])), _round(float(interval[1])))
     return Claim(**common, passed=status == "pass", status=status, seed_passed=seed_ok, statistic=statistic,

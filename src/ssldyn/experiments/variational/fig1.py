@@ -238,7 +238,7 @@ class Fig1(VariationalExperiment):
         "standin_simclr": {"widths": [8, 16, 32], "steps": 200, "batch": 96, "lr": 1e-2},
     }
     est_seconds = (15, 2800)  # measured at paper scale, one worker (benchmarks/README.md)
-    version = "4"  # 4: standin-pixels-uninformative declares its range [0, 1] (an accuracy)
+    version = "5"  # 4: standin-pixels-uninformative declares its range [0, 1] (an accuracy); 5: and says why it can be inconclusive
     claims = (
         ClaimSpec(
             "mnist-pixels-clustered", "MNIST pixel representations are already clustered by class ('visual features "
@@ -255,6 +255,9 @@ class Fig1(VariationalExperiment):
             reading="k-NN accuracy of the observed (transformed) images' pixels", relation=lambda cfg: le(cfg.unclustered_knn),
             basis="tolerance: k-NN ≤ 0.4 (MNIST pixels ≈ 0.9): most neighbours are of another class",
             bounds=(0.0, 1.0),
+            if_fails="the stand-in's transformations bring the pixels' k-NN accuracy to about the tolerance (paper "
+            "scale, 5 seeds: 0.37–0.41, mean 0.39), far below the MNIST pixels' ≈ 0.9; the stand-in claims compare "
+            "SimCLR with these same pixels, so their verdicts do not rest on this check",
         ),
         ClaimSpec(
             "standin-simclr-knn", "Stand-in for Fig. 1c: SimCLR uncovers class neighbourhoods not present in the "

@@ -64,8 +64,10 @@ ACTIVATIONS: dict[str, Activation] = {
 
 
 def get_activation(name: str | Activation) -> Activation:
-    """Look up by name (:data:`ActivationName`: linear, relu, leaky_relu (slope 0.05), quadratic, sigmoid, tanh);
-    any other string is one ``ValueError`` naming the allowed ones (names read from configs and files arrive as ``str``)."""
+    """Look up by name (:data:`ActivationName`: linear, relu, leaky_relu (slope 0.05), quadratic, sigmoid, tanh).
+
+    Any other string is one ``ValueError`` naming the allowed ones (names read from configs and files arrive as
+    ``str``, so the lookup takes any string and checks it)."""
     if isinstance(name, Activation):
         return name
     choice(name, "activation", ACTIVATIONS)

@@ -20,12 +20,13 @@ On the half-moons (d = 2) with loss (1) (mean over anchors), full-batch GD:
   uses the seed ``seed + h + 100000·r``). The paper fixes no number of draws; with 4 the per-seed
   slopes spread from −0.24 to −0.44 and the claim was inconclusive at paper scale (−0.33
   [−0.43, −0.24] against < −0.25), with the default 16 they spread from −0.37 to −0.43 (−0.40
-  [−0.45, −0.36], pass); the robustness map over ``ntk_draws`` × ``ntk_points`` shows both. Negative control, the same networks with correlated
-  output weights (columns j ≥ 1 of W2 replaced by ``ρ·W2[:, 0] + √(1−ρ²)·W2[:, j]``,
-  ρ = ``ntk_control_rho``): the outputs share their random weights, so the cross term stays
-  O(ρ) at every width. Separately (a consequence, one draw): in the standard parametrisation
-  (gradients w.r.t. W1, W2 themselves) the W2 block ``φᵀφ`` grows like h, so the normalised
-  cross term and spread fall like ``h^(−3/2)``, the rate of this parametrisation, not of Lemma 1.
+  [−0.45, −0.36], pass); the robustness map over ``ntk_draws`` × ``ntk_points`` shows both.
+  Negative control, the same networks with correlated output weights (columns j ≥ 1 of W2
+  replaced by ``ρ·W2[:, 0] + √(1−ρ²)·W2[:, j]``, ρ = ``ntk_control_rho``): the outputs share
+  their random weights, so the cross term stays O(ρ) at every width. Separately (a consequence,
+  one draw): in the standard parametrisation (gradients w.r.t. W1, W2 themselves) the W2 block
+  ``φᵀφ`` grows like h, so the normalised cross term and spread fall like ``h^(−3/2)``, the rate
+  of this parametrisation, not of Lemma 1.
 - **Prop. 1** — every output dimension follows the same dynamics: we train the z-output
   model and, separately, z one-output models started from each row of its initial weights;
   the trajectories coincide. The output collapses to one dimension (σ_min/σ_max → 0).

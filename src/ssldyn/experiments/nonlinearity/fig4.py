@@ -318,7 +318,9 @@ class Fig4(_ActivationGridBase):
     description = "χ̄₊ / χ̄₋ vs β per activation and P with InfoNCE (token generators, 2-layer RF net)"
     Config = Fig4Config
     est_seconds = (8, 1440)  # measured at paper scale, one worker (benchmarks/README.md)
-    version = "4"  # 4: the two P = 1 claims say why they are vacuous; 3: relu-lowest-chi-minus's control is the sign-flip null; 2: β-gain claims' control at t = 0
+    # 4: the two P = 1 claims say why they are vacuous; 3: relu-lowest-chi-minus's control is the sign-flip null;
+    # 2: β-gain claims' control at t = 0
+    version = "4"
     claims = (
         ClaimSpec(
             "p1-linear-good", "When P = 1, the linear model works well regardless of β.", "Fig. 4, Fig. 9 (a)",

@@ -238,7 +238,8 @@ class Fig1(VariationalExperiment):
         "standin_simclr": {"widths": [8, 16, 32], "steps": 200, "batch": 96, "lr": 1e-2},
     }
     est_seconds = (15, 2800)  # measured at paper scale, one worker (benchmarks/README.md)
-    version = "5"  # 4: standin-pixels-uninformative declares its range [0, 1] (an accuracy); 5: and says why it can be inconclusive
+    # 4: standin-pixels-uninformative declares its range [0, 1] (an accuracy); 5: and says why it can be inconclusive
+    version = "5"
     claims = (
         ClaimSpec(
             "mnist-pixels-clustered", "MNIST pixel representations are already clustered by class ('visual features "

@@ -26,13 +26,10 @@ def test_relu_derivative_at_zero_is_zero_and_values():
     assert get_activation("relu").deriv(torch.zeros(1)).item() == 0.0
     assert get_activation("leaky_relu")(torch.tensor([-1.0])).item() == pytest.approx(-0.05)
     assert monomial(3)(torch.tensor([2.0])).item() == 8.0
-    with pytest.raises(ValueError, match="allowed values"):
+    with pytest.raises(ValueError, match=r"activation 'gelu': allowed values are 'linear', 'relu', .*'tanh'"):
         get_activation("gelu")
 
 
 def test_the_activation_names_type_lists_exactly_the_known_activations():
-    """``ActivationName`` (the ``Literal`` of the signatures) and the lookup table name the same six, in order;
-    a name outside them is one error listing them."""
+    """``ActivationName`` (the ``Literal`` of the signatures) and the lookup table name the same six, in order."""
     assert ACTIVATION_NAMES == tuple(ACTIVATIONS) == ("linear", "relu", "leaky_relu", "quadratic", "sigmoid", "tanh")
-    with pytest.raises(ValueError, match=r"activation 'gelu': allowed values are 'linear', 'relu', .*'tanh'"):
-        get_activation("gelu")

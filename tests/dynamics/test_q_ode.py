@@ -74,6 +74,12 @@ def test_integrators_against_scipy_reference():
     steps, qs = ad.trajectory.stack("q")  # step i ↔ t[i]
     assert steps.tolist() == [0, 1, 2] and np.array_equal(qs[-1], ad.state.numpy())
     assert ad.trajectory.series("t")[1].tolist() == [0.0, 1.0, T]
+    # every adaptive method agrees with the float64 scipy reference; a fixed-step one (no error control) is refused
+    for method in ("bosh3", "dopri8"):
+        other = solve_adaptive(q0, lam, t=torch.tensor([0.0, T], dtype=D), method=method, rtol=1e-10, atol=1e-12)
+        assert np.abs(other.state.numpy() - ref).max() < 1e-7, method
+    with pytest.raises(ValueError, match=r"^solve_adaptive: method 'rk4': allowed values are 'dopri5', "):
+        solve_adaptive(q0, lam, t=torch.tensor([0.0, T], dtype=D), method="rk4")  # type: ignore[arg-type]
     # one time is the initial value, for both solvers (solve_reference failed inside scipy's empty span)
     for solve in (solve_reference, solve_adaptive):
         one = solve(q0, lam, t=torch.tensor([T], dtype=D))

@@ -136,3 +136,13 @@ def test_two_layer_and_deep_linear_nets_name_a_wrong_input_shape():
                 m(bad)
         x = torch.randn(5, 4)
         assert torch.equal(m(x), m(x.expand(2, 5, 4)))  # a shared batch is every member's batch
+
+
+@pytest.mark.parametrize("cls, args", [(TwoLayerNet, (3, 5, 2)), (DeepLinearNet, (3, [5], 2))])
+def test_unknown_init_and_regime_are_one_error_naming_the_class(cls, args):
+    """``init`` and ``regime`` are checked when the net is built, with the class and the allowed values named."""
+    name = cls.__name__
+    with pytest.raises(ValueError, match=rf"^{name}: init 'xavier': allowed values are None, 'orthogonal', 'normal'$"):
+        cls(*args, init="xavier")
+    with pytest.raises(ValueError, match=rf"^{name}: regime 'free': allowed values are 'unconstrained', "):
+        cls(*args, regime="free")

@@ -50,11 +50,17 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
-KINDS = ("paper", "consequence", "sanity", "erratum")
-STATISTICS = ("mean", "median")
-STATUSES = ("pass", "fail", "inconclusive", "vacuous", "not-run")
+#: a claim's provenance (module docstring, "Kinds")
+ClaimKind = Literal["paper", "consequence", "sanity", "erratum"]
+#: the summary statistic over seeds
+Statistic = Literal["mean", "median"]
+#: a measured claim's verdict (module docstring)
+ClaimStatus = Literal["pass", "fail", "inconclusive", "vacuous", "not-run"]
+KINDS: tuple[str, ...] = get_args(ClaimKind)
+STATISTICS: tuple[str, ...] = get_args(Statistic)
+STATUSES: tuple[str, ...] = get_args(ClaimStatus)
 CONTROLLED_KINDS = ("paper", "consequence")
 #: (CSS class, word) of each verdict, as the CLI and the report show it
 VERDICT_WORDS = {
@@ -266,13 +272,13 @@ class ClaimSpec:
     id: str
     statement: str
     location: str
-    kind: str
+    kind: ClaimKind
     reading: str
     relation: Relation | Callable[[Any], Relation]
     basis: str
     result: str = ""
     derivation: str = ""
-    statistic: str = "mean"
+    statistic: Statistic = "mean"
     rule: Rule = MEAN_AND_80
     if_fails: str = ""
     printed: str = ""
@@ -449,7 +455,7 @@ class Claim:
     location: str
     passed: bool
     expected: str
-    kind: str = "paper"
+    kind: ClaimKind = "paper"
     reading: str = ""
     basis: str = ""
     derivation: str = ""
@@ -462,7 +468,7 @@ class Claim:
     seeds: tuple[int, ...] = ()
     values: tuple[Any, ...] = ()
     seed_passed: tuple[bool, ...] = ()
-    status: str = ""
+    status: ClaimStatus | Literal[""] = ""
     note: str = ""
     details: tuple[str, ...] = ()
     printed: str = ""
@@ -662,7 +668,7 @@ def _straddles(rel: Relation, interval: tuple[float, float] | None) -> bool:
 
 def _verdict(
     spec: ClaimSpec, rel: Relation, values: Sequence[Any], ok: Sequence[bool]
-) -> tuple[str, Any, tuple[float, float] | None, str, str]:
+) -> tuple[ClaimStatus, Any, tuple[float, float] | None, str, str]:
     """(status pass/fail/inconclusive, statistic, interval, interval method, statistic name) of per-seed values."""
     n = len(values)
     rule = spec.rule
@@ -678,6 +684,7 @@ def _verdict(
             passed = interval[0] >= rule.min_fraction
         else:
             passed = frac >= rule.min_fraction - 1e-12
+        status: ClaimStatus
         if passed:
             status = "pass"
         elif n >= 2 and rule.name in ("mean+80%", "interval") and interval[1] >= rule.min_fraction:
@@ -702,7 +709,7 @@ def _verdict(
         passed = stat_ok and frac >= rule.min_fraction - 1e-12
     if n < 2 or rule.name in ("pooled", "every-seed"):
         # one evaluation, or an exact statement checked on every seed: no interval decides it
-        status = "pass" if passed else "fail"
+        status: ClaimStatus = "pass" if passed else "fail"
         return (
             status,
             stat,
@@ -852,7 +859,7 @@ def _is_finite_number(v: Any) -> bool:
 
 
 __all__ = [
-    "KINDS", "Relation", "gt", "ge", "lt", "le", "between", "is_true", "equals", "Rule", "MEAN_AND_80",
+    "KINDS", "STATISTICS", "ClaimKind", "ClaimStatus", "Statistic", "Relation", "gt", "ge", "lt", "le", "between", "is_true", "equals", "Rule", "MEAN_AND_80",
     "every_seed", "whole_interval", "pooled", "ClaimSpec", "Erratum", "references", "reference_in_text",
     "Measured", "Claim", "evaluate", "t_interval", "STATUSES", "CONTROLLED_KINDS", "VERDICT_WORDS", "status_of",
     "verdict_words", "verdict_of", "result_row", "Robustness", "bootstrap_median_interval", "wilson_interval",

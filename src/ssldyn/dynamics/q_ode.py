@@ -55,7 +55,10 @@ from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
 __all__ = [
+    "ADAPTIVE_METHODS",
     "FORMS",
+    "AdaptiveMethod",
+    "Form",
     "q_ode_rhs",
     "q_ode_rhs_numpy",
     "projected_gd_rhs",
@@ -72,6 +75,9 @@ __all__ = [
 
 Form = Literal["eq9", "eq12"]
 FORMS: tuple[str, ...] = get_args(Form)
+#: the adaptive (error-controlled) solvers of ``torchdiffeq`` that :func:`solve_adaptive` takes
+AdaptiveMethod = Literal["dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun"]
+ADAPTIVE_METHODS: tuple[str, ...] = get_args(AdaptiveMethod)
 GUARD_WHAT = "q-ODE loss Tr(qᵀΛq)"
 
 
@@ -302,7 +308,7 @@ def solve_adaptive(
     lam: torch.Tensor,
     *,
     t: torch.Tensor | np.ndarray,
-    method: str = "dopri5",
+    method: AdaptiveMethod = "dopri5",
     rtol: float = 1e-7,
     atol: float = 1e-9,
     probes: Probes | None = None,
@@ -311,6 +317,8 @@ def solve_adaptive(
 ) -> FlowResult[torch.Tensor]:
     """Adaptive solution of eq. (9) with ``torchdiffeq.odeint`` at the times ``t`` (T,).
 
+    ``method`` is one of :data:`ADAPTIVE_METHODS` (error-controlled, so ``rtol``/``atol`` and the step
+    budget hold; a fixed-step solver of ``torchdiffeq`` would ignore them and is refused).
     At most ``max_steps`` solver steps: a problem that needs more (checked before solving from
     the stability bound, and during solving by the solver's step count) is a ``ValueError``.
 
@@ -323,17 +331,15 @@ def solve_adaptive(
     """
     from torchdiffeq import odeint
 
+    choice(method, "method", ADAPTIVE_METHODS, where="solve_adaptive")  # fixed-step solvers ignore rtol and max_steps
     _check_q0_lam(q0, lam)
     tn = _check_times(t)
     _check_budget("solve_adaptive", q0, lam, tn, max_steps, 3.3)
     tt = torch.as_tensor(t, dtype=q0.dtype, device=q0.device)
     lam_t = torch.as_tensor(lam, dtype=q0.dtype, device=q0.device)
-    opts = (
-        {"max_num_steps": max_steps} if method in ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun") else None
-    )
     try:
         qs: torch.Tensor = odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol,
-                                  options=opts)  # type: ignore[assignment]  # fmt: skip  # (T, ..., d, z)
+                                  options={"max_num_steps": max_steps})  # type: ignore[assignment]  # fmt: skip  # (T, ..., d, z)
     except AssertionError as e:
         if "underflow in dt" in str(e):
             raise ValueError(_blow_up("solve_adaptive", tn)) from None

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ssldyn.lab.executors import execute
+from ssldyn.lab.executors import Executor, execute
 from ssldyn.lab.runner import DEFAULT_OUT, RunOutcome, plan_run
 
 __all__ = ["run_experiment"]
@@ -25,7 +25,7 @@ def run_experiment(
     out: str | Path = DEFAULT_OUT,
     force: bool = False,
     progress: Any = False,
-    executor: str = "local",
+    executor: Executor = "local",
 ) -> RunOutcome:
     """Run one experiment (every seed of it) into the store and return the finished run.
 

@@ -15,16 +15,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ssldyn.errors import UserError
 from ssldyn.lab.runner import RunSpec, commit_run, compute_run, format_exception_line
 from ssldyn.lab.store import RunStore, StoredRun, check_out_dir
 from ssldyn.lab.tasks import check_count, check_workers
 
-__all__ = ["EXECUTORS", "SweepItem", "check_executor", "execute"]
+__all__ = ["EXECUTORS", "Executor", "SweepItem", "check_executor", "execute"]
 
-EXECUTORS = ("local", "ray")
+#: where the runs of a sweep execute: this machine (``--jobs`` processes) or a Ray cluster
+Executor = Literal["local", "ray"]
+EXECUTORS: tuple[str, ...] = get_args(Executor)
 
 
 @dataclass
@@ -74,7 +76,7 @@ def execute(
     specs: list[RunSpec],
     out: str | Path,
     *,
-    executor: str = "local",
+    executor: Executor = "local",
     force: bool = False,
     address: str | None = None,
     max_retries: int = 2,

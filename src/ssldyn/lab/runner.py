@@ -34,7 +34,7 @@ from ssldyn.errors import UserError
 from ssldyn.lab.cache import RunCache
 from ssldyn.lab.registry import get_experiment
 from ssldyn.lab.store import RunStore, StoredRun, atomic_write_bytes, config_hash
-from ssldyn.lab.tasks import Tasks, default_workers
+from ssldyn.lab.tasks import TaskExecutor, Tasks, default_workers
 
 __all__ = [
     "DEFAULT_OUT",
@@ -334,7 +334,7 @@ def compute_run(
     spec: RunSpec,
     progress: Any = False,
     cache_dir: str | Path | None = None,
-    executor: str = "processes",
+    executor: TaskExecutor = "processes",
     workers: int | None = None,
 ) -> ComputedRun:
     """Run the experiment of ``spec`` for every seed in this process; figures are rendered to bytes.

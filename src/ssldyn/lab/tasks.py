@@ -16,15 +16,20 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from ssldyn.checks import choice
 from ssldyn.contract.context import inline_tasks
 from ssldyn.errors import UserError
 
-__all__ = ["TASK_EXECUTORS", "default_workers", "check_count", "check_workers", "shutdown_pools", "map_tasks", "Tasks"]
+__all__ = [
+    "TASK_EXECUTORS", "TaskExecutor", "default_workers", "check_count", "check_workers", "shutdown_pools", "map_tasks",
+    "Tasks",
+]  # fmt: skip
 
-TASK_EXECUTORS = ("inline", "processes", "ray")
+#: where the tasks of one run execute: in this process, a process pool, or Ray tasks
+TaskExecutor = Literal["inline", "processes", "ray"]
+TASK_EXECUTORS: tuple[str, ...] = get_args(TaskExecutor)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -95,7 +100,7 @@ def map_tasks(
     fn: Callable[[T], R],
     items: Sequence[T],
     *,
-    executor: str = "inline",
+    executor: TaskExecutor = "inline",
     workers: int = 1,
     device: Any = None,
 ) -> Iterator[tuple[int, R]]:
@@ -170,7 +175,7 @@ class Tasks:
     """The lab's executor of a run's tasks, as a :class:`~ssldyn.contract.context.Context` takes it
     (``Context(tasks=Tasks("processes", workers=2))``): :func:`map_tasks` with these settings."""
 
-    executor: str = "processes"
+    executor: TaskExecutor = "processes"
     workers: int = 1
 
     def __post_init__(self) -> None:

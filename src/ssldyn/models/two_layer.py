@@ -36,14 +36,17 @@ from ssldyn.models.ensemble import members_input
 from ssldyn.models.seeding import member_generators
 from ssldyn.models.stiefel import Retraction, frobenius_project, random_stiefel, retract
 
-__all__ = ["REGIMES", "Regime", "TwoLayerNet", "DeepLinearNet"]
+__all__ = ["REGIMES", "WEIGHT_INITS", "Regime", "WeightInit", "TwoLayerNet", "DeepLinearNet"]
 
 Regime = Literal["unconstrained", "frobenius", "orthogonal", "scaled"]
 REGIMES: tuple[str, ...] = get_args(Regime)
+#: the initial draws of :class:`TwoLayerNet` / :class:`DeepLinearNet` (default from the regime)
+WeightInit = Literal["orthogonal", "normal"]
+WEIGHT_INITS: tuple[str, ...] = get_args(WeightInit)
 
 
 def _init_matrix(
-    rows: int, cols: int, init: str, gen: torch.Generator | None, dtype: torch.dtype, fan_in: int | None = None
+    rows: int, cols: int, init: WeightInit, gen: torch.Generator | None, dtype: torch.dtype, fan_in: int | None = None
 ) -> torch.Tensor:
     """``(rows, cols)``: Haar-random orthonormal columns (rows when wide), or N(0, 1/fan_in).
 
@@ -55,10 +58,8 @@ def _init_matrix(
         if rows >= cols:
             return random_stiefel(rows, cols, generator=gen, dtype=dtype)
         return random_stiefel(cols, rows, generator=gen, dtype=dtype).T
-    if init == "normal":  # N(0, 1/fan_in): unit-variance outputs for unit-variance inputs
-        fan = cols if fan_in is None else fan_in
-        return torch.randn(rows, cols, generator=gen, dtype=torch.float64).div(fan**0.5).to(dtype)
-    raise ValueError(f"init {init!r}: allowed values are orthogonal, normal")
+    fan = cols if fan_in is None else fan_in  # "normal": N(0, 1/fan_in), unit-variance outputs for unit-variance inputs
+    return torch.randn(rows, cols, generator=gen, dtype=torch.float64).div(fan**0.5).to(dtype)
 
 
 class TwoLayerNet(nn.Module):
@@ -91,14 +92,15 @@ class TwoLayerNet(nn.Module):
         ensemble: int = 1,
         widths: Sequence[int] | None = None,
         seeds: Sequence[int] | None = None,
-        init: str | None = None,
+        init: WeightInit | None = None,
         frobenius: tuple[float, float] = (1.0, 1.0),
         generator: torch.Generator | None = None,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        choice(regime, "regime", REGIMES)
+        choice(regime, "regime", REGIMES, where="TwoLayerNet")
+        choice(init, "init", (None, *WEIGHT_INITS), where="TwoLayerNet")
         check_sizes("TwoLayerNet", d=d, h=h, z=z, ensemble=ensemble)
         widths = list(widths) if widths is not None else [h] * ensemble
         if len(widths) != ensemble or min(widths) < 1 or max(widths) > h:
@@ -216,14 +218,15 @@ class DeepLinearNet(nn.Module):
         *,
         ensemble: int = 1,
         seeds: Sequence[int] | None = None,
-        init: str | None = None,
+        init: WeightInit | None = None,
         frobenius: float = 1.0,
         generator: torch.Generator | None = None,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        choice(regime, "regime", REGIMES)
+        choice(regime, "regime", REGIMES, where="DeepLinearNet")
+        choice(init, "init", (None, *WEIGHT_INITS), where="DeepLinearNet")
         hidden = list(hidden)
         if not hidden or min(hidden) < 1:
             raise ValueError(f"DeepLinearNet: hidden must be a non-empty list of widths >= 1, got {hidden}")

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import ssldyn.contract.claims
 import ssldyn.data.images
+import ssldyn.dynamics.q_ode
+import ssldyn.lab.executors
+import ssldyn.lab.tasks
 import ssldyn.models.stiefel
 import ssldyn.models.two_layer
 import ssldyn.objectives._common
@@ -25,7 +29,6 @@ LIBRARY = ("data", "models", "objectives", "kernels", "probes", "viz", "dynamics
 OPEN = {
     "name", "what", "who", "title", "prefix",
     "guard_what",  # engine.run: the word used in the guard's error message
-    "method",  # q_ode.solve_adaptive: any torchdiffeq solver name (torchdiffeq validates it)
 }  # fmt: skip
 
 
@@ -68,6 +71,13 @@ def test_every_string_option_is_typed_with_its_choices():
         (ssldyn.models.stiefel.Retraction, ssldyn.models.stiefel.RETRACTIONS),
         (ssldyn.models.two_layer.Regime, ssldyn.models.two_layer.REGIMES),
         (ssldyn.data.images.ImageSource, ssldyn.data.images.IMAGE_SOURCES),
+        (ssldyn.models.two_layer.WeightInit, ssldyn.models.two_layer.WEIGHT_INITS),
+        (ssldyn.dynamics.q_ode.AdaptiveMethod, ssldyn.dynamics.q_ode.ADAPTIVE_METHODS),
+        (ssldyn.contract.claims.ClaimKind, ssldyn.contract.claims.KINDS),
+        (ssldyn.contract.claims.Statistic, ssldyn.contract.claims.STATISTICS),
+        (ssldyn.contract.claims.ClaimStatus, ssldyn.contract.claims.STATUSES),
+        (ssldyn.lab.executors.Executor, ssldyn.lab.executors.EXECUTORS),
+        (ssldyn.lab.tasks.TaskExecutor, ssldyn.lab.tasks.TASK_EXECUTORS),
     ],
 )
 def test_runtime_choices_are_the_literal_alias(alias, choices):
@@ -116,3 +126,50 @@ def _positional_randomness() -> list[str]:
 
 def test_randomness_is_keyword_only():
     assert not _positional_randomness(), "positional generator/seed: " + ", ".join(_positional_randomness())
+
+
+#: parameters that are data, not hyperparameters: they may come positionally after the inputs
+DATA = {"x2", "x_pos", "z1", "z2", "weights", "a_pos", "b", "b_pos", "alpha", "labels", "B", "filter_mask", "root"}
+#: where two or more defaulted options stay positional on purpose, with the reason
+POSITIONAL_OPTIONS = {
+    ("data/images.py", "to"): "torch's own idiom, ``.to(device, dtype)``",
+    ("data/latent.py", "random"): "the model's sizes K, d, C, P (Sec. 3), not options",
+    ("models/two_layer.py", "__init__"): "``TwoLayerNet(d, h, z, activation, regime)`` is the model of eq. (8)",
+    ("viz/common.py", "new_figure"): "``(ncols, nrows)``, the grid's shape, as in ``plt.subplots``",
+}
+
+
+def _positional_options() -> list[str]:
+    """``file:line function(params)`` of every library function whose defaulted positional parameters hold
+    ``dtype``/``device`` or more than one option (hyperparameter) that is not data."""
+    out = []
+    for layer in LIBRARY:
+        for path in sorted((SRC / layer).rglob("*.py")):
+            rel = str(path.relative_to(SRC))
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.FunctionDef) or (node.name.startswith("_") and node.name != "__init__"):
+                    continue
+                if (rel, node.name) in POSITIONAL_OPTIONS:
+                    continue
+                params = node.args.posonlyargs + node.args.args
+                n_def = len(node.args.defaults)
+                defaulted = [p.arg for p in params[len(params) - n_def :]] if n_def else []
+                options = [p for p in defaulted if p not in DATA]
+                if any(p in ("dtype", "device") for p in options) or len(options) > 1:
+                    out.append(f"{rel}:{node.lineno} {node.name}({', '.join(options)})")
+    return out
+
+
+def test_options_are_keyword_only():
+    """One positional option at most (``info_nce(z1, z2, τ)``); the rest, and ``dtype``/``device``, keyword-only:
+    ``vicreg_loss(z1, z2, 1.0, 2.0, 3.0)`` could not say which coefficient is which."""
+    assert not _positional_options(), "positional options: " + ", ".join(_positional_options())
+
+
+def test_the_option_scan_sees_a_positional_option(tmp_path, monkeypatch):
+    for layer in LIBRARY:
+        (tmp_path / layer).mkdir()
+    """The scan is not vacuous: a function with two positional options is reported."""
+    (tmp_path / "probes" / "x.py").write_text("def f(z, k=1, metric='cosine', *, seed=0):\n    pass\n")
+    monkeypatch.setitem(globals(), "SRC", tmp_path)
+    assert _positional_options() == ["probes/x.py:1 f(k, metric)"]

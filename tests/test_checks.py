@@ -190,7 +190,7 @@ def test_one_rule_for_options():
         (lambda: knn_accuracy([[0.0]], [0], [[0.0]], [0], metric="l1"),  # pyright: ignore[reportArgumentType]
          r"^knn_accuracy: metric 'l1': allowed values are 'cosine', 'euclidean'$"),
         (lambda: TwoLayerNet(2, 3, 1, regime="free"),  # pyright: ignore[reportArgumentType]
-         r"^regime 'free': allowed values are "),
+         r"^TwoLayerNet: regime 'free': allowed values are "),
         (lambda: info_nce(torch.ones(4, 2), torch.ones(4, 2), similarity="l2"),  # pyright: ignore[reportArgumentType]
          r"^info_nce: similarity 'l2': allowed values are 'cosine', 'sqdist', 'dot'$"),
     ],

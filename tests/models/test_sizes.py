@@ -13,21 +13,24 @@ from ssldyn.models.rf_net import EnsembleRFNet
 @pytest.mark.parametrize(
     "build, match",
     [
-        (lambda: MLP(4, [8], 3), r"^MLP: out_dim must be an integer >= 1, got \[8\]$"),  # arguments swapped
+        (lambda: MLP(4, [8]), r"^MLP: out_dim must be an integer >= 1, got \[8\]$"),  # hidden passed as out_dim
         (lambda: MLP(4, 3, depth=0), r"^MLP: depth must be an integer >= 1, got 0$"),
         (lambda: MLP(4, 3, hidden=[8, -1, 3]), r"^MLP: hidden must be a list of integers >= 1, got \[8, -1, 3\]$"),
         (lambda: TwoLayerNet(4, 2.5, 2), r"^TwoLayerNet: h must be an integer >= 1, got 2\.5$"),
         (lambda: AveragingNet(4, 2, True), r"^AveragingNet: width must be an integer >= 1, got True$"),
         (lambda: EnsembleLinear(3, 2, 0), r"^EnsembleLinear: ensemble must be an integer >= 1, got 0$"),
         (
-            lambda: ConvEncoder(1, []),
+            lambda: ConvEncoder(1, widths=[]),
             r"^ConvEncoder: widths must be a list of integers >= 1 \(at least one\), got \[\]$",
         ),
-        (lambda: ConvEncoder(1, [8, 0]), r"^ConvEncoder: widths must be .*, got \[8, 0\]$"),
-        (lambda: MLPEncoder(4, [8], 0), r"^MLPEncoder: out_dim must be an integer >= 1, got 0$"),
+        (lambda: ConvEncoder(1, widths=[8, 0]), r"^ConvEncoder: widths must be .*, got \[8, 0\]$"),
+        (lambda: MLPEncoder(4, hidden=[8], out_dim=0), r"^MLPEncoder: out_dim must be an integer >= 1, got 0$"),
         (lambda: EnsembleRFNet(0, 4, 2), r"^EnsembleRFNet: K must be an integer >= 1, got 0$"),
-        (lambda: ProjectionHead(0, 4, 2), r"^ProjectionHead: in_dim must be an integer >= 1, got 0$"),  # was ÷ 0
-        (lambda: ProjectionHead(4, 4, -1), r"^ProjectionHead: out_dim must be an integer >= 1, got -1$"),
+        (
+            lambda: ProjectionHead(0, hidden=4, out_dim=2),
+            r"^ProjectionHead: in_dim must be an integer >= 1, got 0$",
+        ),  # was ÷ 0
+        (lambda: ProjectionHead(4, hidden=4, out_dim=-1), r"^ProjectionHead: out_dim must be an integer >= 1, got -1$"),
     ],
 )
 def test_a_bad_size_is_one_error_naming_the_model_and_the_size(build, match):
@@ -45,7 +48,7 @@ def test_integer_sizes_of_any_integral_type_build_the_same_model():
 @pytest.mark.parametrize(
     "model",
     [
-        lambda: MLP(4, 3, 8, 2, ensemble=2),
+        lambda: MLP(4, 3, hidden=8, depth=2, ensemble=2),
         lambda: AveragingNet(4, 2, 10, ensemble=2),
         lambda: EnsembleLinear(4, 3, 2),
     ],
@@ -62,7 +65,10 @@ def test_a_wrong_input_shape_is_one_error_naming_the_shapes_allowed(model):
 @pytest.mark.parametrize(
     "build, match",
     [  # the init scales: NaN / inf used to give NaN / inf weights silently, a negative std torch's RuntimeError
-        (lambda v: MLP(4, 3, 8, 2, init="normal", gain=v), r"^MLP: gain must be a finite number >= 0, got "),
+        (
+            lambda v: MLP(4, 3, hidden=8, depth=2, init="normal", gain=v),
+            r"^MLP: gain must be a finite number >= 0, got ",
+        ),
         (lambda v: AveragingNet(4, 2, 5, init_std=v), r"^AveragingNet: init_std must be a finite number >= 0, got "),
         (lambda v: EnsembleLinear(4, 3, init="normal", std=v), r"^EnsembleLinear: std must be a finite number >= 0"),
         # the Frobenius bounds of Prop. 2: a ball of radius <= 0 or inf is no constraint of the paper's
@@ -80,7 +86,7 @@ def test_a_bad_init_scale_or_bound_is_one_error(build, match, value):
 
 
 def test_zero_init_scales_still_build_a_zero_network():
-    net = MLP(4, 3, 8, 2, init="normal", gain=0.0, bias=False, seeds=[0])
+    net = MLP(4, 3, hidden=8, depth=2, init="normal", gain=0.0, bias=False, seeds=[0])
     assert bool((net(torch.randn(5, 4)) == 0).all())
     with pytest.raises(ValueError, match=r"^TwoLayerNet: frobenius must be the bounds \(c1, c2\)"):
         TwoLayerNet(4, 6, 2, regime="frobenius", frobenius=1.0)

@@ -74,7 +74,9 @@ def test_vicreg_matches_loop_reference(scale):
     assert t.covariance.item() == pytest.approx(c, rel=1e-12)
     assert vicreg_loss(z1, z2).item() == pytest.approx(total, rel=1e-12)
     _, total2 = ref_vicreg(z1.numpy(), z2.numpy(), inv=1.0, var=2.0, cov=3.0, gamma=2.0, eps=1e-3)
-    assert vicreg_loss(z1, z2, 1.0, 2.0, 3.0, gamma=2.0, eps=1e-3).item() == pytest.approx(total2, rel=1e-12)
+    assert vicreg_loss(z1, z2, inv=1.0, var=2.0, cov=3.0, gamma=2.0, eps=1e-3).item() == pytest.approx(
+        total2, rel=1e-12
+    )
 
 
 def test_vicreg_collapse_is_penalised_only_by_variance():
@@ -139,7 +141,9 @@ def test_float32(fn):
 
 def test_modules_and_validation():
     z1, z2 = _rand(5, 3, seed=14), _rand(5, 3, seed=15)
-    assert VICRegLoss(1.0, 2.0, 3.0)(z1, z2).item() == pytest.approx(vicreg_loss(z1, z2, 1.0, 2.0, 3.0).item())
+    assert VICRegLoss(inv=1.0, var=2.0, cov=3.0)(z1, z2).item() == pytest.approx(
+        vicreg_loss(z1, z2, inv=1.0, var=2.0, cov=3.0).item()
+    )
     assert BYOLLoss()(z1, z2).item() == pytest.approx(byol_loss(z1, z2).item())
     assert NegativeCosine()(z1, z2).item() == pytest.approx(negative_cosine(z1, z2).item())
     assert SpectralContrastiveLoss()(z1, z2).item() == pytest.approx(spectral_contrastive_loss(z1, z2).item())

@@ -97,9 +97,9 @@ def sample_resized_crop(
     n: int,
     height: int,
     width: int,
+    *,
     scale: tuple[float, float] = (0.5, 1.0),
     ratio: tuple[float, float] = (0.5, 1.5),
-    *,
     generator: torch.Generator | None = None,
     tries: int = 10,
 ) -> torch.Tensor:
@@ -185,7 +185,7 @@ class RandomResizedCrop:
         _check_images(images)
         _check_range_once(self, images)
         B, _, H, W = images.shape
-        params = sample_resized_crop(B, H, W, self.scale, self.ratio, generator=generator)
+        params = sample_resized_crop(B, H, W, scale=self.scale, ratio=self.ratio, generator=generator)
         return resized_crop(images, params, self.size)
 
 
@@ -235,7 +235,7 @@ class SimCLRAugment:
         def col(t: torch.Tensor) -> torch.Tensor:  # (B,) -> (B, 1, 1, 1) on the device
             return t.to(device=dev, dtype=dt).view(B, 1, 1, 1)
 
-        params = sample_resized_crop(B, H, W, self.scale, self.ratio, generator=g)
+        params = sample_resized_crop(B, H, W, scale=self.scale, ratio=self.ratio, generator=g)
         x = resized_crop(images, params)  # (B, C, H, W)
         if self.rotation > 0:
             angle = _uniform(B, -self.rotation, self.rotation, g)

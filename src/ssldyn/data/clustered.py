@@ -169,8 +169,8 @@ def _from_centers(
 
 def four_clusters_2d(
     n_per_cluster: int | Sequence[int] = 25,
-    delta: float = 0.5,
     *,
+    delta: float = 0.5,
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
@@ -186,9 +186,9 @@ def four_clusters_2d(
 
 def clusters_3d(
     n_per_cluster: int | Sequence[int] = 25,
+    *,
     delta: float = 0.5,
     radius: float = 2.0,
-    *,
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,

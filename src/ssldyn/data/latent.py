@@ -174,7 +174,7 @@ def approx_orthogonal_basis(
     return (qmat @ root).to(dtype)
 
 
-def circle_points(angles, dtype: torch.dtype = torch.float64) -> Tensor:
+def circle_points(angles, *, dtype: torch.dtype = torch.float64) -> Tensor:
     """Points ``(cos θ, sin θ)`` on the unit circle, ``(n, 2)`` (App. E.1)."""
     t = torch.as_tensor(angles, dtype=dtype).reshape(-1)
     return torch.stack([torch.cos(t), torch.sin(t)], dim=-1)

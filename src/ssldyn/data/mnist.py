@@ -164,7 +164,7 @@ def read_idx(path: str | Path, max_bytes: int = IDX_MAX_BYTES) -> np.ndarray:
 
 
 def to_unit_tensor(
-    images: np.ndarray, dtype: torch.dtype, work: type = np.float64, high: float = 255.0
+    images: np.ndarray, dtype: torch.dtype, work: type = np.float64, *, high: float = 255.0
 ) -> torch.Tensor:
     """``images / high`` as a ``dtype`` tensor, converted in pieces (peak ≈ the output, not 25× the
     input): each piece is divided in ``work`` precision, then cast (the same values as converting the
@@ -303,7 +303,7 @@ def load_mnist(
 
 
 def class_subset(
-    X: torch.Tensor, y: torch.Tensor, classes: Sequence[int] = (0, 1), per_class: int = 200, *, seed: int = 0
+    X: torch.Tensor, y: torch.Tensor, classes: Sequence[int] = (0, 1), *, per_class: int = 200, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A balanced random subset: ``per_class`` images of each of ``classes`` (in class order).
 
@@ -344,8 +344,8 @@ def preprocess(X: torch.Tensor, how: Preprocessing = "unit") -> torch.Tensor:
 
 def mnist_two_class(
     classes: Sequence[int] = (0, 1),
-    per_class: int = 200,
     *,
+    per_class: int = 200,
     root: str | Path | None = None,
     normalize: Preprocessing = "unit",
     seed: int = 0,
@@ -357,7 +357,7 @@ def mnist_two_class(
 
     Read and subset on the CPU, then moved to ``device`` (default CPU) where ``normalize`` runs."""
     X, y = load_mnist(root, dtype=dtype)
-    X, y = class_subset(X, y, classes, per_class, seed=seed)
+    X, y = class_subset(X, y, classes, per_class=per_class, seed=seed)
     if device is not None:
         X, y = X.to(device), y.to(device)
     return preprocess(X, normalize), y

@@ -295,7 +295,7 @@ def one_layer_energy(
 
 
 def gaussian_alpha_fn(
-    x0: Tensor, activation: ActivationName | Activation = "relu", temperature: float = 1.0
+    x0: Tensor, activation: ActivationName | Activation = "relu", *, temperature: float = 1.0
 ) -> Callable[[Tensor], Tensor]:
     """Cor. 2's 1-D Gaussian α: ``w -> α_ij = exp(−(h(wᵀx0_i) − h(wᵀx0_j))² / 2τ)``, ``(N, N)`` or ``(E, N, N)``."""
     act = get_activation(activation)

@@ -172,6 +172,7 @@ class EnsembleSGD:
         self,
         params: Iterable[torch.nn.Parameter],
         lr: float | Sequence[float] | torch.Tensor,
+        *,
         momentum: float = 0.9,
         weight_decay: float = 0.0,
     ) -> None:
@@ -240,6 +241,7 @@ class EnsembleSGD:
 
 def plan_ensembles(
     filters: Sequence[int],
+    *,
     overhead: int = 8,
     slack: float = 0.25,
     max_elems: float = MAX_ELEMS,
@@ -286,7 +288,7 @@ def _kind_runs(kinds: Sequence[bool]) -> list[tuple[bool, int, int]]:
 
 
 def contrastive_loss_and_grad(
-    z: torch.Tensor, kinds: Sequence[bool] | torch.Tensor, temperature: float, eps: float = 1e-12
+    z: torch.Tensor, kinds: Sequence[bool] | torch.Tensor, temperature: float, *, eps: float = 1e-12
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-member loss and ``dL/dz`` in closed form for the two losses of Sec. 5 (a fast path).
 
@@ -619,7 +621,7 @@ def token_ensemble_cost(runs: Sequence[TokenRun]) -> float:
 
 
 def plan_token_ensembles(
-    runs: Sequence[TokenRun], max_elems: float | None = None, overhead: int = 8, slack: float = 0.25
+    runs: Sequence[TokenRun], max_elems: float | None = None, *, overhead: int = 8, slack: float = 0.25
 ) -> list[list[int]]:
     """:func:`plan_ensembles` for token runs sharing K, n_tokens and out_dim (indices into ``runs``).
 

@@ -98,6 +98,7 @@ class NetworkKernel:
         self,
         model: nn.Module,
         x: Tensor,
+        *,
         refresh_every: int | None = 1,
         kernel: Callable[[nn.Module, Tensor], Tensor] | None = None,
         move_weights: bool = True,

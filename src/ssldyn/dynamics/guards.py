@@ -45,7 +45,7 @@ class NonFiniteLossError(FloatingPointError):
     """
 
     def __init__(
-        self, step: int, last_finite: float | None, value: float, what: str = "loss", member: int | None = None
+        self, step: int, last_finite: float | None, value: float, what: str = "loss", *, member: int | None = None
     ) -> None:
         self.step, self.last_finite, self.value, self.member = step, last_finite, value, member
         last = "none" if last_finite is None else f"{last_finite:.6g}"
@@ -200,7 +200,7 @@ class LossGuard:
         if self._scalar:
             raise NonFiniteLossError(step, last, value, self.what)
         label = self.labels[member] if self.labels is not None else f"member {member}"
-        raise NonFiniteLossError(step, last, value, f"{self.what} of {label}", member)
+        raise NonFiniteLossError(step, last, value, f"{self.what} of {label}", member=member)
 
 
 class NoGuard(LossGuard):

@@ -130,7 +130,7 @@ def projected_gd_step_(params: Iterable[torch.Tensor], lr: float, retraction: Re
 
 @torch.no_grad()
 def riemannian_gd_step_(
-    params: Iterable[torch.Tensor], lr: float, tangent: Tangent = "stiefel", retraction: Retraction = "qr"
+    params: Iterable[torch.Tensor], lr: float, tangent: Tangent = "stiefel", *, retraction: Retraction = "qr"
 ) -> None:
     """In place: ``W ← retract(W − η · P_W(∇W))`` with the tangent projection ``P_W`` (non-finite
     steps kept as they are, see :func:`retract_finite`)."""
@@ -200,6 +200,7 @@ class ManifoldGD(_GroupGD):
         params,
         lr: float,
         mode: Literal["projected", "riemannian"] = "projected",
+        *,
         retraction: Retraction = "polar",
         tangent: Tangent = "stiefel",
     ) -> None:
@@ -213,7 +214,7 @@ class ManifoldGD(_GroupGD):
         if group["mode"] == "projected":
             projected_gd_step_(group["params"], group["lr"], group["retraction"])
         else:
-            riemannian_gd_step_(group["params"], group["lr"], group["tangent"], group["retraction"])
+            riemannian_gd_step_(group["params"], group["lr"], group["tangent"], retraction=group["retraction"])
 
 
 def train_gd(

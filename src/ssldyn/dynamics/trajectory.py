@@ -168,7 +168,7 @@ class Trajectory:
         """Snapshots flattened to ``{f"{prefix}{name}@{step}": array}`` for storage."""
         return {f"{prefix}{name}@{step}": _to_numpy(arr) for name, d in self._snaps.items() for step, arr in d.items()}
 
-    def extend(self, other: Trajectory, member_offset: int = 0, prefix: str = "") -> None:
+    def extend(self, other: Trajectory, member_offset: int = 0, *, prefix: str = "") -> None:
         """Append another trajectory's rows (members shifted, probe names prefixed)."""
         self._rows.extend((s, m + member_offset, prefix + p, v) for s, m, p, v in other._rows)
         for name, d in other._snaps.items():

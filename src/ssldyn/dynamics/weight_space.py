@@ -49,6 +49,7 @@ def make_optimizer(
     params: Iterable[nn.Parameter],
     optimizer: Literal["sgd", "adam"] | Callable[[list[nn.Parameter]], torch.optim.Optimizer],
     lr: float,
+    *,
     momentum: float = 0.0,
     weight_decay: float = 0.0,
 ) -> torch.optim.Optimizer:
@@ -133,7 +134,7 @@ def train_weight_space(
     if not full and not 1 <= batch_size <= n:
         raise ValueError(f"batch_size={batch_size}: must be in [1, n={n}] or None (full batch)")
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
+    opt = make_optimizer(params, optimizer, lr, momentum=momentum, weight_decay=weight_decay)
     batches = None if full else minibatches(n, batch_size, steps + 1, generator=generator)
     clean_grad = full and augment is None  # the optimised loss is the clean-input loss: snapshot its gradient
     cur: dict = {}  # the step's embeddings and loss, for the observable of the same step

@@ -30,7 +30,7 @@ __all__ = ["AveragingNet", "averaging_matrix"]
 
 
 def averaging_matrix(
-    width: int, d: int, dtype: torch.dtype | None = None, device: torch.device | str | None = None
+    width: int, d: int, *, dtype: torch.dtype | None = None, device: torch.device | str | None = None
 ) -> Tensor:
     """``A`` of eq. (19): ``(Md, d)``, block ``k`` of rows equal to ``1/√M`` in column ``k``."""
     return torch.kron(

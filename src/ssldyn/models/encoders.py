@@ -98,9 +98,9 @@ class ConvEncoder(nn.Module):
     def __init__(
         self,
         in_channels: int = 1,
+        *,
         widths: Sequence[int] = (32, 64, 128),
         ensemble: int = 1,
-        *,
         seeds: Sequence[int] | None = None,
         generator: torch.Generator | None = None,
         draw: bool = True,
@@ -140,10 +140,10 @@ class MLPEncoder(nn.Module):
     def __init__(
         self,
         in_dim: int,
+        *,
         hidden: Sequence[int] = (512,),
         out_dim: int = 128,
         ensemble: int = 1,
-        *,
         seeds: Sequence[int] | None = None,
         generator: torch.Generator | None = None,
         draw: bool = True,
@@ -182,10 +182,10 @@ class ProjectionHead(nn.Module):
     def __init__(
         self,
         in_dim: int,
+        *,
         hidden: int = 128,
         out_dim: int = 64,
         ensemble: int = 1,
-        *,
         seeds: Sequence[int] | None = None,
         generator: torch.Generator | None = None,
         draw: bool = True,
@@ -252,8 +252,8 @@ class SimCLRNet(nn.Module):
 def build_simclr_net(
     arch: str,
     image_shape: Sequence[int],
-    ensemble: int = 1,
     *,
+    ensemble: int = 1,
     seeds: Sequence[int] | None = None,
     generator: torch.Generator | None = None,
     dtype: torch.dtype | None = None,
@@ -272,12 +272,16 @@ def build_simclr_net(
     """
     C, H, W = (int(s) for s in image_shape)
     if arch == "conv":
-        bb: nn.Module = ConvEncoder(C, widths, ensemble, draw=False)
+        bb: nn.Module = ConvEncoder(C, widths=widths, ensemble=ensemble, draw=False)
     elif arch == "mlp":
-        bb = MLPEncoder(C * H * W, hidden, feature_dim, ensemble, draw=False)
+        bb = MLPEncoder(C * H * W, hidden=hidden, out_dim=feature_dim, ensemble=ensemble, draw=False)
     else:
         raise ValueError(f"encoder {arch!r}: allowed values are conv, mlp")
-    head = ProjectionHead(bb.out_dim, proj_hidden, proj_dim, ensemble, draw=False) if projection else None
+    head = (
+        ProjectionHead(bb.out_dim, hidden=proj_hidden, out_dim=proj_dim, ensemble=ensemble, draw=False)
+        if projection
+        else None
+    )
     net = SimCLRNet(bb, head, seeds=seeds, generator=generator)
     if dtype is not None or device is not None:
         net = net.to(dtype=dtype, device=device)

@@ -23,10 +23,10 @@ __all__ = ["generalized_contrastive_loss", "GeneralizedContrastiveLoss"]
 def generalized_contrastive_loss(
     z1: Tensor,
     z2: Tensor,
+    *,
     psi: Callable[[Tensor], Tensor] | None = None,
     eta: Callable[[Tensor], Tensor] | None = None,
     temperature: float = 0.5,
-    *,
     symmetric: bool = True,
 ) -> Tensor:
     r"""Generalized NT-Xent cost of ``variational`` eq. (4)-(5) on a batch.
@@ -93,10 +93,10 @@ class GeneralizedContrastiveLoss(nn.Module):
 
     def __init__(
         self,
+        *,
         psi: Callable[[Tensor], Tensor] | None = None,
         eta: Callable[[Tensor], Tensor] | None = None,
         temperature: float = 0.5,
-        *,
         symmetric: bool = True,
     ) -> None:
         super().__init__()
@@ -107,7 +107,9 @@ class GeneralizedContrastiveLoss(nn.Module):
         self.symmetric = bool(symmetric)
 
     def forward(self, z1: Tensor, z2: Tensor) -> Tensor:
-        return generalized_contrastive_loss(z1, z2, self.psi, self.eta, self.temperature, symmetric=self.symmetric)
+        return generalized_contrastive_loss(
+            z1, z2, psi=self.psi, eta=self.eta, temperature=self.temperature, symmetric=self.symmetric
+        )
 
     def extra_repr(self) -> str:
         return f"temperature={self.temperature}, symmetric={self.symmetric}"

@@ -87,6 +87,7 @@ def _covariance_term(z: Tensor) -> Tensor:
 def vicreg_loss(
     z1: Tensor,
     z2: Tensor,
+    *,
     inv: float = 25.0,
     var: float = 25.0,
     cov: float = 1.0,
@@ -188,7 +189,9 @@ def spectral_contrastive_loss(z1: Tensor, z2: Tensor) -> Tensor:
 class VICRegLoss(nn.Module):
     """Module form of :func:`vicreg_loss`."""
 
-    def __init__(self, inv: float = 25.0, var: float = 25.0, cov: float = 1.0, gamma: float = 1.0, eps: float = 1e-4):
+    def __init__(
+        self, *, inv: float = 25.0, var: float = 25.0, cov: float = 1.0, gamma: float = 1.0, eps: float = 1e-4
+    ):
         super().__init__()
         fn = "VICRegLoss"
         self.inv = check_nonnegative(fn, "inv", inv)
@@ -198,7 +201,7 @@ class VICRegLoss(nn.Module):
         self.eps = check_nonnegative(fn, "eps", eps)
 
     def forward(self, z1: Tensor, z2: Tensor) -> Tensor:
-        return vicreg_loss(z1, z2, self.inv, self.var, self.cov, self.gamma, self.eps)
+        return vicreg_loss(z1, z2, inv=self.inv, var=self.var, cov=self.cov, gamma=self.gamma, eps=self.eps)
 
     def extra_repr(self) -> str:
         return f"inv={self.inv}, var={self.var}, cov={self.cov}, gamma={self.gamma}, eps={self.eps}"

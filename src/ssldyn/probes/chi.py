@@ -32,6 +32,7 @@ __all__ = ["best_match", "chi_scores"]
 def best_match(
     W: torch.Tensor,
     embedding: torch.Tensor,
+    *,
     absolute: bool | torch.Tensor = False,
     filter_mask: torch.Tensor | None = None,
     eps: float = 1e-12,
@@ -63,6 +64,7 @@ def chi_scores(
     W: torch.Tensor,
     embedding: torch.Tensor,
     relevant: torch.Tensor,
+    *,
     absolute: bool | torch.Tensor = False,
     filter_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,7 +75,7 @@ def chi_scores(
         relevant: bool ``(..., K, n_tokens)``, token a appears at position k in some generator.
         absolute, filter_mask: as in :func:`best_match`.
     """
-    c = best_match(W, embedding, absolute, filter_mask)  # (..., K, T)
+    c = best_match(W, embedding, absolute=absolute, filter_mask=filter_mask)  # (..., K, T)
     rel = relevant.to(c.dtype)
     irr = 1.0 - rel
     chi_p = (c * rel).sum(-1) / rel.sum(-1).clamp_min(1.0)  # (..., K)

@@ -166,7 +166,7 @@ def alignment(z1, z2, alpha: float = 2.0) -> float:
     return float(((u - v).norm(dim=-1) ** alpha).mean())
 
 
-def uniformity_reference(n: int | None = None, d: int = 2, t: float = 2.0) -> float:
+def uniformity_reference(n: int | None = None, *, d: int = 2, t: float = 2.0) -> float:
     """Uniformity of the uniform optimum: ``n`` equally spaced points on S¹ (``d = 2``,
     :func:`ssldyn.data.sphere.circle_points_even`) or ``n`` Fibonacci-lattice points on S² (``d = 3``,
     :func:`ssldyn.data.sphere.fibonacci_sphere`), or, with

@@ -45,7 +45,7 @@ def _y(y, n: int) -> np.ndarray:
     return out
 
 
-def fit_logistic_regression(z, y, C: float = 1.0, max_iter: int = 200) -> tuple[torch.Tensor, torch.Tensor]:
+def fit_logistic_regression(z, y, *, C: float = 1.0, max_iter: int = 200) -> tuple[torch.Tensor, torch.Tensor]:
     """Multinomial logistic regression ``(W (d, K), b (K,))`` (float64) minimising
 
     ``J(W, b) = Σ_i CE(softmax(z_i W + b), y_i) + ‖W‖²/(2C)``
@@ -75,7 +75,7 @@ def fit_logistic_regression(z, y, C: float = 1.0, max_iter: int = 200) -> tuple[
     return W, b
 
 
-def linear_probe_accuracy(z_train, y_train, z_test, y_test, C: float = 1.0, max_iter: int = 200) -> float:
+def linear_probe_accuracy(z_train, y_train, z_test, y_test, *, C: float = 1.0, max_iter: int = 200) -> float:
     """Test accuracy of a logistic-regression probe trained on ``(z_train, y_train)``.
 
     Features are standardised with the training mean and standard deviation; the probe is
@@ -85,12 +85,12 @@ def linear_probe_accuracy(z_train, y_train, z_test, y_test, C: float = 1.0, max_
     ytr, yte = _y(y_train, len(ztr)), _y(y_test, len(zte))
     mu, sd = ztr.mean(0), ztr.std(0)
     sd = np.where(sd > 1e-12, sd, 1.0)
-    W, b = fit_logistic_regression((ztr - mu) / sd, ytr, C, max_iter)
+    W, b = fit_logistic_regression((ztr - mu) / sd, ytr, C=C, max_iter=max_iter)
     pred = (torch.from_numpy((zte - mu) / sd) @ W + b).argmax(1).numpy()
     return float((pred == yte).mean())
 
 
-def knn_accuracy(z_train, y_train, z_test, y_test, k: int = 20, metric: Metric = "cosine") -> float:
+def knn_accuracy(z_train, y_train, z_test, y_test, *, k: int = 20, metric: Metric = "cosine") -> float:
     """Accuracy of the ``k``-NN majority vote (``metric`` = ``"cosine"`` or ``"euclidean"``)."""
     from sklearn.neighbors import KNeighborsClassifier
 

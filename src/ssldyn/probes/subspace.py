@@ -132,9 +132,9 @@ def output_gap(u_phi, u_lin, reduce: Literal["mean", "max"] = "mean") -> float |
 def linear_svm_accuracy(
     emb: torch.Tensor | np.ndarray,
     labels: torch.Tensor | np.ndarray,
+    *,
     folds: int = 5,
     C: float = 1.0,
-    *,
     seed: int = 0,
     standardize: bool = True,
 ) -> float:

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
 
-def new_figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (4.2, 3.4), **kw):
+def new_figure(ncols: int = 1, nrows: int = 1, *, size: tuple[float, float] = (4.2, 3.4), **kw):
     """A figure with ``nrows x ncols`` axes of ``size`` inches each; returns ``(fig, axes)``."""
     fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False, **kw)
     return fig, axes

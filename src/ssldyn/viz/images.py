@@ -55,7 +55,7 @@ def tsne_embedding(
     return tsne.fit_transform(x)
 
 
-def plot_tsne(ax, y2: np.ndarray, labels, title: str = "", class_names: Sequence[str] | None = None) -> None:
+def plot_tsne(ax, y2: np.ndarray, labels, title: str = "", *, class_names: Sequence[str] | None = None) -> None:
     """Scatter ``y2 (n, 2)`` on ``ax`` coloured by integer ``labels``."""
     labels = np.asarray(labels)
     for c in np.unique(labels):
@@ -66,7 +66,7 @@ def plot_tsne(ax, y2: np.ndarray, labels, title: str = "", class_names: Sequence
     ax.legend(fontsize=6, markerscale=3, loc="best", ncol=2, frameon=False)
 
 
-def tile_filters(filters: np.ndarray, ncols: int | None = None, pad: int = 1) -> np.ndarray:
+def tile_filters(filters: np.ndarray, ncols: int | None = None, *, pad: int = 1) -> np.ndarray:
     """Filters ``(M, h, w)`` -> one image ``(rows·(h+pad)−pad, cols·(w+pad)−pad)``, each filter divided by
     its max |value| (so values are in [-1, 1]); padding is NaN (drawn blank)."""
     f = np.asarray(filters, dtype=np.float64)
@@ -83,7 +83,7 @@ def tile_filters(filters: np.ndarray, ncols: int | None = None, pad: int = 1) ->
     return out
 
 
-def plot_filter_grid(ax, filters: np.ndarray, title: str = "", ncols: int | None = None) -> None:
+def plot_filter_grid(ax, filters: np.ndarray, title: str = "", *, ncols: int | None = None) -> None:
     """Draw :func:`tile_filters` on ``ax`` with a diverging colour map centred at 0."""
     ax.imshow(tile_filters(filters, ncols), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax.set(title=title, xticks=[], yticks=[])

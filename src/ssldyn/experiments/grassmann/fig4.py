@@ -114,7 +114,9 @@ class Fig4Config(ExperimentConfig):
 
 def _images(cfg: Fig4Config, seed: int, device: torch.device | str | None = None):
     """``(X centered (n, 784), y)``: the seed's two-class subset, unit-norm images, centered."""
-    X, y = mnist_two_class(cfg.classes, cfg.per_class, root=cfg.data_dir, normalize="unit", seed=seed, device=device)
+    X, y = mnist_two_class(
+        cfg.classes, per_class=cfg.per_class, root=cfg.data_dir, normalize="unit", seed=seed, device=device
+    )
     return X - X.mean(0, keepdim=True), y
 
 

@@ -358,7 +358,7 @@ class Fig5(VariationalExperiment):
         make = averaging_net_factory(cfg.width, dev)
 
         def data(g):
-            return four_clusters_2d(cfg.n_per_cluster, cfg.delta, generator=g, dtype=torch.float64)
+            return four_clusters_2d(cfg.n_per_cluster, delta=cfg.delta, generator=g, dtype=torch.float64)
 
         m = fc.make_members(data, ctx.generators(0), ctx.generators(100), 2, cfg.init_spread, dev, init=cfg.init,
                             jitter=cfg.init_spread)  # fmt: skip

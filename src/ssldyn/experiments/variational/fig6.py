@@ -230,7 +230,7 @@ class Fig6(VariationalExperiment):
         for dim in cfg.dims:
             make_data = four_clusters_2d if dim == 2 else clusters_3d
             m = fc.make_members(
-                lambda g, mk=make_data: mk(cfg.n_per_cluster, cfg.delta, generator=g, dtype=torch.float64),
+                lambda g, mk=make_data: mk(cfg.n_per_cluster, delta=cfg.delta, generator=g, dtype=torch.float64),
                 ctx.generators(dim), ctx.generators(100), dim, cfg.init_spread, ctx.device, init=cfg.init,
                 jitter=cfg.init_spread,
             )  # fmt: skip

@@ -153,7 +153,7 @@ class Imbalance(VariationalExperiment):
         def gens(offset: int) -> list[torch.Generator]:  # member a·S + s: assignment a, seed s
             return [ctx.generator(offset + 1000 * a, seed=s) for a in range(4) for s in ctx.seeds]
 
-        data = [four_clusters_2d(shifts[i // S], cfg.delta, generator=g, dtype=torch.float64)
+        data = [four_clusters_2d(shifts[i // S], delta=cfg.delta, generator=g, dtype=torch.float64)
                 for i, g in enumerate(gens(0))]  # fmt: skip
         z0 = [fc.random_embedding(d.n, 2, cfg.init_spread, g) for d, g in zip(data, gens(100))]
         m = fc.Members(torch.stack([d.x for d in data]).to(dev), data[0].labels, torch.stack(z0).to(dev), data)

@@ -320,7 +320,7 @@ class Fig4(_ActivationGridBase):
     est_seconds = (8, 1440)  # measured at paper scale, one worker (benchmarks/README.md)
     # 4: the two P = 1 claims say why they are vacuous; 3: relu-lowest-chi-minus's control is the sign-flip null;
     # 2: β-gain claims' control at t = 0
-    version = "4"
+    version = "5"  # 5: the lr × batch map shows linear-flat-in-beta (inconclusive at paper scale) too
     claims = (
         ClaimSpec(
             "p1-linear-good", "When P = 1, the linear model works well regardless of β.", "Fig. 4, Fig. 9 (a)",
@@ -364,7 +364,7 @@ class Fig4(_ActivationGridBase):
     )  # fmt: skip
     robustness = (
         Robustness(
-            claims=("relu-rises-with-beta", "relu-gain-beyond-init", "relu-beats-linear"),
+            claims=("relu-rises-with-beta", "relu-gain-beyond-init", "relu-beats-linear", "linear-flat-in-beta"),
             knobs={"lr": [0.002, 0.02, 0.05], "batch": [64, 128]},
             paper="Sec. 5 prints lr 2e-3 (the reference's documented command uses 0.02) and batch 128; the paper does "
             "not discuss how the over-parameterisation gain depends on them.",

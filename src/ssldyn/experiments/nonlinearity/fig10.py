@@ -18,12 +18,14 @@ import numpy as np
 from pydantic import model_validator
 
 from ssldyn.contract import Result, register
-from ssldyn.contract.claims import ClaimSpec, Measured, lt
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, lt
 from ssldyn.experiments.nonlinearity._token_seeds import flip_signs, mean_diff, over_parameterised_cells
 from ssldyn.experiments.nonlinearity.fig4 import (
     DIFF_BOUNDS,
     EFFECT_CHI,
     EFFECT_CHI_BASIS,
+    LR_BATCH_KNOBS,
+    LR_BATCH_PAPER,
     ActivationGridConfig,
     _ActivationGridBase,
     plot_activation_grid,
@@ -53,10 +55,20 @@ class Fig10(_ActivationGridBase):
     Config = Fig10Config
     quick = {**_ActivationGridBase.quick, "losses": ["infonce", "quadratic"]}
     est_seconds = (10, 10)  # with Fig. 4's grid in the store (reuses); 1440 s more without it
-    version = (
-        "3"  # 3: quadratic-below-infonce's control is the sign-flip null; 2: relu-rises-with-beta-quadratic at t = 0
-    )
+    # 4: robustness map over lr × batch (as Fig. 4's); 3: quadratic-below-infonce's control is the sign-flip null;
+    # 2: relu-rises-with-beta-quadratic at t = 0
+    version = "4"
     reuses = ("nonlinearity.fig4",)  # the same grid entries (ctx.cached): computed once when both run
+    robustness = (
+        Robustness(
+            claims=(
+                "relu-rises-with-beta-quadratic", "relu-gain-beyond-init-quadratic", "relu-beats-linear-quadratic",
+                "linear-flat-in-beta-quadratic", "quadratic-below-infonce",
+            ),
+            knobs=LR_BATCH_KNOBS,
+            paper=LR_BATCH_PAPER,
+        ),
+    )  # fmt: skip
     claims = (
         *trend_claims("quadratic loss", LOC10, suffix="-quadratic"),
         ClaimSpec(

@@ -43,3 +43,21 @@ def test_reproduce_dry_run_plans_every_experiment(capsys, tmp_path):
 def test_bare_command_prints_help_not_an_error(capsys):
     code, out, err = _cli([], capsys)
     assert code == 0 and "Usage: ssldyn" in out and "error" not in err
+
+
+def test_dry_run_estimate_counts_the_reused_results_that_may_be_missing(capsys, tmp_path):
+    """nonlinearity.fig10 reuses Fig. 4's cached grid: its est_seconds assume the grid is in place, so alone it
+    also prints the time with Fig. 4's computed (it said ~10 s and took 16 min); planned with Fig. 4, it does not."""
+    from ssldyn.lab import manifest
+
+    fig4, fig10 = (manifest.find(f"nonlinearity.{n}")["est_seconds"][1] for n in ("fig4", "fig10"))
+    out = str(tmp_path / "r")
+    code, text, err = _cli(["run", "nonlinearity.fig10", "--out", out, "--dry-run"], capsys)
+    line = " ".join(text.split())
+    assert code == 0, err
+    assert f"estimated ~{fig10:.0f} s on a 2-core CPU, ~{(fig4 + fig10) / 60:.0f} min if the cached results of " \
+        "nonlinearity.fig4 are not in the store" in line, line  # fmt: skip
+    code, text, err = _cli(["reproduce", "--only", "nonlinearity.fig4", "--only", "nonlinearity.fig10", "--out", out,
+                            "--dry-run"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert "if the cached results" not in text

@@ -61,6 +61,7 @@ def entry(exp: Any) -> dict[str, Any]:
         "description": exp.description,
         "doc": _dedent_doc(exp.__doc__),
         "est_seconds": list(exp.est_seconds),
+        "reuses": list(exp.reuses),
         "version": exp.version,
         "quick": dict(exp.quick),
         "defaults": defaults,

@@ -8,6 +8,7 @@ the reason. Runtime checks stay (``check_choice``): configs and the CLI pass pla
 
 import ast
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,23 +33,28 @@ OPEN = {
 }  # fmt: skip
 
 
+def _library_functions() -> Iterator[tuple[str, ast.FunctionDef]]:
+    """(path relative to the package, node) of every public function and ``__init__`` of the library layers."""
+    for layer in LIBRARY:
+        for path in sorted((SRC / layer).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef) and (not node.name.startswith("_") or node.name == "__init__"):
+                    yield str(path.relative_to(SRC)), node
+
+
 def _string_options() -> list[tuple[str, str, str]]:
     """(file:line function, parameter, annotation) of every library parameter with a non-empty string default."""
     out = []
-    for layer in LIBRARY:
-        for path in sorted((SRC / layer).rglob("*.py")):
-            tree = ast.parse(path.read_text())
-            for node in ast.walk(tree):
-                if not isinstance(node, ast.FunctionDef) or (node.name.startswith("_") and node.name != "__init__"):
-                    continue
-                a = node.args
-                params = a.posonlyargs + a.args + a.kwonlyargs
-                defaults = [None] * (len(a.posonlyargs + a.args) - len(a.defaults)) + list(a.defaults)
-                defaults += list(a.kw_defaults)
-                for p, d in zip(params, defaults):
-                    if isinstance(d, ast.Constant) and isinstance(d.value, str) and d.value and p.arg not in OPEN:
-                        where = f"{path.relative_to(SRC)}:{node.lineno} {node.name}"
-                        out.append((where, p.arg, ast.unparse(p.annotation) if p.annotation else ""))
+    for rel, node in _library_functions():
+        a = node.args
+        params = a.posonlyargs + a.args + a.kwonlyargs
+        defaults = [None] * (len(a.posonlyargs + a.args) - len(a.defaults)) + list(a.defaults)
+        defaults += list(a.kw_defaults)
+        for p, d in zip(params, defaults):
+            if isinstance(d, ast.Constant) and isinstance(d.value, str) and d.value and p.arg not in OPEN:
+                out.append(
+                    (f"{rel}:{node.lineno} {node.name}", p.arg, ast.unparse(p.annotation) if p.annotation else "")
+                )
     return out
 
 
@@ -110,17 +116,12 @@ def _positional_randomness() -> list[str]:
     given positionally (the one idiom is keyword-only: ``generator=`` for torch draws, ``seed=`` for numpy /
     scikit-learn ones)."""
     out = []
-    for layer in LIBRARY:
-        for path in sorted((SRC / layer).rglob("*.py")):
-            rel = str(path.relative_to(SRC))
-            for node in ast.walk(ast.parse(path.read_text())):
-                if not isinstance(node, ast.FunctionDef) or (node.name.startswith("_") and node.name != "__init__"):
-                    continue
-                if node.name in RANDOMNESS_PROTOCOLS or (rel, node.name) in RANDOMNESS_IDENTITY:
-                    continue
-                for p in node.args.posonlyargs + node.args.args:
-                    if p.arg in ("generator", "seed"):
-                        out.append(f"{rel}:{node.lineno} {node.name}({p.arg})")
+    for rel, node in _library_functions():
+        if node.name in RANDOMNESS_PROTOCOLS or (rel, node.name) in RANDOMNESS_IDENTITY:
+            continue
+        for p in node.args.posonlyargs + node.args.args:
+            if p.arg in ("generator", "seed"):
+                out.append(f"{rel}:{node.lineno} {node.name}({p.arg})")
     return out
 
 
@@ -143,20 +144,15 @@ def _positional_options() -> list[str]:
     """``file:line function(params)`` of every library function whose defaulted positional parameters hold
     ``dtype``/``device`` or more than one option (hyperparameter) that is not data."""
     out = []
-    for layer in LIBRARY:
-        for path in sorted((SRC / layer).rglob("*.py")):
-            rel = str(path.relative_to(SRC))
-            for node in ast.walk(ast.parse(path.read_text())):
-                if not isinstance(node, ast.FunctionDef) or (node.name.startswith("_") and node.name != "__init__"):
-                    continue
-                if (rel, node.name) in POSITIONAL_OPTIONS:
-                    continue
-                params = node.args.posonlyargs + node.args.args
-                n_def = len(node.args.defaults)
-                defaulted = [p.arg for p in params[len(params) - n_def :]] if n_def else []
-                options = [p for p in defaulted if p not in DATA]
-                if any(p in ("dtype", "device") for p in options) or len(options) > 1:
-                    out.append(f"{rel}:{node.lineno} {node.name}({', '.join(options)})")
+    for rel, node in _library_functions():
+        if (rel, node.name) in POSITIONAL_OPTIONS:
+            continue
+        params = node.args.posonlyargs + node.args.args
+        n_def = len(node.args.defaults)
+        defaulted = [p.arg for p in params[len(params) - n_def :]] if n_def else []
+        options = [p for p in defaulted if p not in DATA]
+        if any(p in ("dtype", "device") for p in options) or len(options) > 1:
+            out.append(f"{rel}:{node.lineno} {node.name}({', '.join(options)})")
     return out
 
 

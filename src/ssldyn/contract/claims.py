@@ -672,6 +672,7 @@ def _verdict(
     """(status pass/fail/inconclusive, statistic, interval, interval method, statistic name) of per-seed values."""
     n = len(values)
     rule = spec.rule
+    status: ClaimStatus
     if rel.is_boolean:
         k = sum(bool(o) for o in ok)
         frac = k / n
@@ -684,7 +685,6 @@ def _verdict(
             passed = interval[0] >= rule.min_fraction
         else:
             passed = frac >= rule.min_fraction - 1e-12
-        status: ClaimStatus
         if passed:
             status = "pass"
         elif n >= 2 and rule.name in ("mean+80%", "interval") and interval[1] >= rule.min_fraction:
@@ -709,7 +709,7 @@ def _verdict(
         passed = stat_ok and frac >= rule.min_fraction - 1e-12
     if n < 2 or rule.name in ("pooled", "every-seed"):
         # one evaluation, or an exact statement checked on every seed: no interval decides it
-        status: ClaimStatus = "pass" if passed else "fail"
+        status = "pass" if passed else "fail"
         return (
             status,
             stat,
@@ -859,7 +859,8 @@ def _is_finite_number(v: Any) -> bool:
 
 
 __all__ = [
-    "KINDS", "STATISTICS", "ClaimKind", "ClaimStatus", "Statistic", "Relation", "gt", "ge", "lt", "le", "between", "is_true", "equals", "Rule", "MEAN_AND_80",
+    "KINDS", "STATISTICS", "ClaimKind", "ClaimStatus", "Statistic", "Relation", "gt", "ge", "lt", "le", "between",
+    "is_true", "equals", "Rule", "MEAN_AND_80",
     "every_seed", "whole_interval", "pooled", "ClaimSpec", "Erratum", "references", "reference_in_text",
     "Measured", "Claim", "evaluate", "t_interval", "STATUSES", "CONTROLLED_KINDS", "VERDICT_WORDS", "status_of",
     "verdict_words", "verdict_of", "result_row", "Robustness", "bootstrap_median_interval", "wilson_interval",

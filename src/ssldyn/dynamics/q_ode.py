@@ -338,8 +338,10 @@ def solve_adaptive(
     tt = torch.as_tensor(t, dtype=q0.dtype, device=q0.device)
     lam_t = torch.as_tensor(lam, dtype=q0.dtype, device=q0.device)
     try:
-        qs: torch.Tensor = odeint(lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol,
-                                  options={"max_num_steps": max_steps})  # type: ignore[assignment]  # fmt: skip  # (T, ..., d, z)
+        qs: torch.Tensor = odeint(  # type: ignore[assignment]  # (T, ..., d, z)
+            lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol,
+            options={"max_num_steps": max_steps},
+        )  # fmt: skip
     except AssertionError as e:
         if "underflow in dt" in str(e):
             raise ValueError(_blow_up("solve_adaptive", tn)) from None

@@ -624,18 +624,19 @@ def _print_plan(specs: list[Any], out: Path, quick: bool) -> None:
     from ssldyn.lab import manifest
 
     rows, todo_s, n_todo = [], 0.0, 0
+    scale = 0 if quick else 1  # the index into est_seconds = (quick, paper scale)
     planned = {s.experiment for s in specs}
     extra_s, reused = 0.0, set()  # the reused experiments' time, when their cached results may be missing
     for s in specs:
         finished = (out / s.experiment / s.digest / "DONE").is_file()
         entry = manifest.find(s.experiment)
-        est = entry["est_seconds"][0 if quick else 1]
+        est = entry["est_seconds"][scale]
         if not finished:
             todo_s, n_todo = todo_s + est, n_todo + 1
             # est_seconds assumes the reused experiment's cached results are in place (as in reproduce, which
             # runs it first); a run without it in the plan may have to compute them (other settings, new store)
             for r in set(entry.get("reuses", ())) - planned:
-                extra_s, reused = extra_s + manifest.find(r)["est_seconds"][0 if quick else 1], reused | {r}
+                extra_s, reused = extra_s + manifest.find(r)["est_seconds"][scale], reused | {r}
         mem = f"{s.est_memory / 2**30:.2g} GiB" if s.est_memory else "-"
         rows.append([_run_label(s), s.digest, s.preset, mem, "in store" if finished else "to run"])
     _print_lines(textlayout.layout(["run", "config hash", "preset", "est. peak memory", "status"], rows, _width(),

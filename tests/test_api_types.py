@@ -33,12 +33,25 @@ OPEN = {
 }  # fmt: skip
 
 
+def _defs(body: list[ast.stmt]) -> Iterator[ast.FunctionDef]:
+    """The functions of a module or class body and the methods of its public classes (not closures inside
+    functions)."""
+    for node in body:
+        if isinstance(node, ast.FunctionDef):
+            yield node
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            yield from _defs(node.body)
+        elif isinstance(node, ast.If):  # ``if TYPE_CHECKING:`` / version branches
+            yield from _defs(node.body + node.orelse)
+
+
 def _library_functions() -> Iterator[tuple[str, ast.FunctionDef]]:
-    """(path relative to the package, node) of every public function and ``__init__`` of the library layers."""
+    """(path relative to the package, node) of every public function, method and ``__init__`` of the library
+    layers."""
     for layer in LIBRARY:
         for path in sorted((SRC / layer).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.FunctionDef) and (not node.name.startswith("_") or node.name == "__init__"):
+            for node in _defs(ast.parse(path.read_text()).body):
+                if not node.name.startswith("_") or node.name == "__init__":
                     yield str(path.relative_to(SRC)), node
 
 
@@ -163,9 +176,42 @@ def test_options_are_keyword_only():
 
 
 def test_the_option_scan_sees_a_positional_option(tmp_path, monkeypatch):
+    """The scan is not vacuous: a function with two positional options is reported."""
     for layer in LIBRARY:
         (tmp_path / layer).mkdir()
-    """The scan is not vacuous: a function with two positional options is reported."""
     (tmp_path / "probes" / "x.py").write_text("def f(z, k=1, metric='cosine', *, seed=0):\n    pass\n")
     monkeypatch.setitem(globals(), "SRC", tmp_path)
     assert _positional_options() == ["probes/x.py:1 f(k, metric)"]
+
+
+def _unannotated() -> list[str]:
+    """``file:line function(params)`` of every public library function with a parameter that has no annotation;
+    the ``(ctx, *inputs)`` hooks of a ``torch.autograd.Function`` (first parameter ``ctx``) follow torch's idiom."""
+    out = []
+    for rel, node in _library_functions():
+        a = node.args
+        params = [p for p in a.posonlyargs + a.args + a.kwonlyargs if p.arg not in ("self", "cls")]
+        if params and params[0].arg == "ctx":
+            continue
+        missing = [p.arg for p in params if p.annotation is None]
+        if missing:
+            out.append(f"{rel}:{node.lineno} {node.name}({', '.join(missing)})")
+    return out
+
+
+def test_library_parameters_are_annotated():
+    """Every parameter of the library's public functions says what it takes (``ArrayLike`` for a probe's array
+    input: a tensor or anything ``np.asarray`` reads), so that the docs and pyright show it."""
+    assert not _unannotated(), "parameters without annotation: " + ", ".join(_unannotated())
+
+
+def test_the_annotation_scan_sees_a_missing_annotation(tmp_path, monkeypatch):
+    """The scan is not vacuous: an unannotated parameter is reported; a closure and an autograd hook are not."""
+    for layer in LIBRARY:
+        (tmp_path / layer).mkdir()
+    (tmp_path / "probes" / "x.py").write_text(
+        "def f(z, k: int = 1):\n    def g(y):\n        return y\n\n"
+        "class F:\n    @staticmethod\n    def forward(ctx, x):\n        return x\n"
+    )
+    monkeypatch.setitem(globals(), "SRC", tmp_path)
+    assert _unannotated() == ["probes/x.py:1 f(z)"]

@@ -22,6 +22,7 @@ accelerator (one host synchronisation, not one per training step).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -262,7 +263,10 @@ class SimCLRAugment:
 
 
 def two_views(
-    images: torch.Tensor, augment, *, generator: torch.Generator | None = None
+    images: torch.Tensor,
+    augment: Callable[[torch.Tensor, torch.Generator | None], torch.Tensor],
+    *,
+    generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Two independent augmentations of the same images (the positive pairs)."""
     return augment(images, generator), augment(images, generator)

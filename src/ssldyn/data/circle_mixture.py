@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,7 +112,7 @@ class CircleMixture:
     def nodes(
         self,
         theta: Tensor,
-        break_offsets,
+        break_offsets: Sequence[float] | Tensor,
         *,
         span: tuple[float, float] | None = None,
         max_arc: float = math.radians(3.0),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,9 @@ __all__ = [
     "circle_points",
     "TwoRFModel",
 ]
+
+#: probabilities ``q_m`` of the latent patterns: a tensor, a sequence or one number (one per pattern, or shared)
+Probabilities = Tensor | Sequence[float] | float
 
 #: The nine data angles of ``nonlinearity`` App. E.1 (Fig. 8).
 FIG8_ANGLES = (
@@ -61,7 +65,7 @@ def _gen(generator: torch.Generator | None) -> torch.Generator:
     return generator
 
 
-def _probs(name: str, p, m: int | None = None) -> Tensor:
+def _probs(name: str, p: Probabilities, m: int | None = None) -> Tensor:
     p = torch.as_tensor(p, dtype=torch.float64).reshape(-1)
     if m is not None and p.numel() == 1:
         p = p.expand(m).clone()
@@ -72,7 +76,7 @@ def _probs(name: str, p, m: int | None = None) -> Tensor:
     return p
 
 
-def standardized_bernoulli_values(q) -> tuple[Tensor, Tensor]:
+def standardized_bernoulli_values(q: Probabilities) -> tuple[Tensor, Tensor]:
     """``(y⁺, y⁻) = (√((1−q)/q), −√(q/(1−q)))``: zero mean, unit variance (Sec. 3.1)."""
     q = _probs("q", q)
     if ((q <= 0) | (q >= 1)).any():
@@ -81,7 +85,7 @@ def standardized_bernoulli_values(q) -> tuple[Tensor, Tensor]:
 
 
 def latent_categorical(
-    n: int, U: Tensor, probs=None, *, generator: torch.Generator | None = None
+    n: int, U: Tensor, probs: Probabilities | None = None, *, generator: torch.Generator | None = None
 ) -> tuple[Tensor, Tensor]:
     """Latent categorical model (Sec. 3.1): ``y ~ Cat(probs)``, ``x = u_y``.
 
@@ -101,7 +105,9 @@ def latent_categorical(
     return U.T[y].clone(), y
 
 
-def latent_summation(n: int, U: Tensor, q, *, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+def latent_summation(
+    n: int, U: Tensor, q: Probabilities, *, generator: torch.Generator | None = None
+) -> tuple[Tensor, Tensor]:
     """Latent summation model (Sec. 3.1): ``x = U y`` with independent standardized Bernoulli ``y_m``.
 
     ``y_m = y_m⁺ = √((1−q_m)/q_m)`` with probability ``q_m``, else ``y_m⁻ = −√(q_m/(1−q_m))``.
@@ -123,7 +129,7 @@ def latent_summation(n: int, U: Tensor, q, *, generator: torch.Generator | None 
     return y @ U.T, y
 
 
-def latent_summation_support(U: Tensor, q) -> tuple[Tensor, Tensor]:
+def latent_summation_support(U: Tensor, q: Probabilities) -> tuple[Tensor, Tensor]:
     """Exact population of the summation model: all ``2^M`` atoms ``x`` and their probabilities.
 
     Returns ``x (2^M, d)`` and ``p (2^M,)``; use with ``weights=`` for infinite-batch ``A(w)``.
@@ -174,7 +180,7 @@ def approx_orthogonal_basis(
     return (qmat @ root).to(dtype)
 
 
-def circle_points(angles, *, dtype: torch.dtype = torch.float64) -> Tensor:
+def circle_points(angles: Tensor | Sequence[float] | float, *, dtype: torch.dtype = torch.float64) -> Tensor:
     """Points ``(cos θ, sin θ)`` on the unit circle, ``(n, 2)`` (App. E.1)."""
     t = torch.as_tensor(angles, dtype=dtype).reshape(-1)
     return torch.stack([torch.cos(t), torch.sin(t)], dim=-1)

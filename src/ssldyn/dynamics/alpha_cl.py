@@ -64,6 +64,8 @@ __all__ = [
 ]
 
 AFn = Callable[[Tensor], Tensor]
+#: the pairwise weights α of eq. (5): None (uniform), an ``(N, N)`` / ``(E, N, N)`` tensor, or a map ``w -> α``
+Alpha = Tensor | Callable[[Tensor], Tensor] | None
 
 
 def _check_x(name: str, x: Tensor) -> Tensor:
@@ -228,7 +230,7 @@ def gated_covariance(
     activation: ActivationName | Activation = "relu",
     *,
     x_pos: Tensor | None = None,
-    alpha=None,
+    alpha: Alpha = None,
     weights: Tensor | None = None,
 ) -> Tensor:
     """``A(w) = C_α[x̃^w]`` (Lemma 3), for one filter ``(d,) -> (d, d)`` or an ensemble ``(E, d) -> (E, d, d)``.
@@ -252,7 +254,7 @@ def make_A_fn(
     activation: ActivationName | Activation = "relu",
     *,
     x_pos: Tensor | None = None,
-    alpha=None,
+    alpha: Alpha = None,
     weights: Tensor | None = None,
 ) -> AFn:
     """The map ``w -> A(w)`` on a fixed batch (what :func:`power_iteration` and the probes take).
@@ -275,7 +277,7 @@ def one_layer_energy(
     activation: ActivationName | Activation = "relu",
     *,
     x_pos: Tensor | None = None,
-    alpha=None,
+    alpha: Alpha = None,
     weights: Tensor | None = None,
 ) -> Tensor:
     """``E_α(w) = ½ C_α[h(wᵀx)]`` (eq. 5 for one filter); ``w (d,) -> ()``, ``(E, d) -> (E,)``.

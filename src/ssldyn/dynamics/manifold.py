@@ -155,7 +155,7 @@ class _GroupGD(torch.optim.Optimizer):
         raise NotImplementedError
 
     @torch.no_grad()
-    def step(self, closure=None):  # type: ignore[override]
+    def step(self, closure: Callable[[], torch.Tensor] | None = None):  # type: ignore[override]
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -174,7 +174,7 @@ class PlainGD(_GroupGD):
     :func:`sgd_step_`. ``params``: tensors of any shape (batched ensembles ``(E, …)`` included).
     """
 
-    def __init__(self, params, lr: float) -> None:
+    def __init__(self, params: Iterable[torch.Tensor], lr: float) -> None:
         lr = nonnegative(lr, "lr", where="PlainGD")  # inf passed the hand-written check
         super().__init__(params, dict(lr=lr))
 
@@ -197,7 +197,7 @@ class ManifoldGD(_GroupGD):
 
     def __init__(
         self,
-        params,
+        params: Iterable[torch.Tensor],
         lr: float,
         mode: Literal["projected", "riemannian"] = "projected",
         *,

@@ -141,7 +141,7 @@ def _row_sums_and_laplacian(alpha: Tensor) -> tuple[Tensor, Tensor]:
 
 
 # --------------------------------------------------------------------------- pairwise importance
-def alpha_uniform(n: int, *, dtype: torch.dtype | None = None, device=None) -> Tensor:
+def alpha_uniform(n: int, *, dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> Tensor:
     """Uniform pairwise importance ``α_ij ≡ 1`` of shape ``(n, n)`` (quadratic loss, ``nonlinearity`` Sec. 2)."""
     n = integer(n, "n", where="alpha_uniform")
     return torch.ones(n, n, dtype=dtype, device=device)

@@ -1,4 +1,10 @@
-"""ssldyn.probes"""
+"""ssldyn.probes
+
+Every probe takes :data:`ArrayLike` inputs (a tensor, detached with its device and dtype kept, or anything
+``np.asarray`` reads) and never keeps a graph.
+"""
+
+from ssldyn.probes._common import ArrayLike
 
 # grassmann: collapse and subspace probes
 # nonlinearity: α-CL landscape diagnostics (λ_gap, c, ρ, L, μ, ω, LME / stability / Thm. 3 tests)
@@ -28,6 +34,7 @@ from ssldyn.probes.filters import laplacian_energy, pairwise_cosine, total_varia
 from ssldyn.probes.subspace import linear_svm_accuracy, output_gap, principal_angles, projection_norms
 
 __all__ = [
+    "ArrayLike",
     "irregularity",
     "lipschitz_estimate",
     "lme_test",

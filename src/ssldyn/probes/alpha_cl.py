@@ -45,6 +45,7 @@ import torch
 from torch import Tensor
 
 from ssldyn.checks import nonnegative, positive
+from ssldyn.probes._common import ArrayLike
 
 __all__ = [
     "eigen_summary",
@@ -383,7 +384,7 @@ def linear_stability(A_fn: AFn, w: Tensor, *, eps: float = 1e-6) -> float:
     return float(torch.linalg.eigvals(Jt).real.max())
 
 
-def theta_grid(n: int, *, dtype: torch.dtype = torch.float64, device=None) -> Tensor:
+def theta_grid(n: int, *, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> Tensor:
     """``n`` angles evenly spaced on ``[−π, π)`` (``linspace(−π, π, n + 1)`` without its end point), ``(n,)``:
     the grid on which a landscape ``E_α(θ)`` of ``w = (cos θ, sin θ)`` is scanned."""
     return torch.linspace(-math.pi, math.pi, n + 1, dtype=dtype, device=device)[:-1]
@@ -400,7 +401,7 @@ def angle_deg(a: Tensor, b: Tensor) -> Tensor:
     return torch.rad2deg(torch.arccos(c))
 
 
-def circ_sep_deg(thetas) -> np.ndarray:
+def circ_sep_deg(thetas: ArrayLike) -> np.ndarray:
     """Angular separations (degrees) between consecutive sorted angles (radians) on the circle, the last one
     across the wrap-around: ``(n,) -> (n,)``, summing to 360 (empty for fewer than two angles)."""
     t = np.sort(np.mod(np.asarray(_host(thetas), dtype=np.float64), 2 * math.pi))
@@ -410,7 +411,7 @@ def circ_sep_deg(thetas) -> np.ndarray:
     return np.rad2deg(d)
 
 
-def prominent_maxima(values, rel_prominence: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+def prominent_maxima(values: ArrayLike, rel_prominence: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
     """Local maxima of a periodic 1-D curve whose prominence is at least ``rel_prominence·(max − min)``.
 
     Returns ``(indices, relative prominences)``. The prominence of a peak is how far the curve

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from ssldyn.checks import positive
 from ssldyn.data.sphere import circle_points_even, fibonacci_sphere
+from ssldyn.probes._common import ArrayLike
 from ssldyn.probes.filters import cosine_matrix
 
 __all__ = [
@@ -79,7 +80,7 @@ def _labels(labels, device: torch.device, n: int, where: str) -> Tensor:
     return lab
 
 
-def silhouette_samples_cosine(z, labels) -> Tensor:
+def silhouette_samples_cosine(z: ArrayLike, labels: ArrayLike) -> Tensor:
     """Per-sample silhouette with cosine distance, batched over leading axes: ``(..., n, d) -> (..., n)``.
 
     ``s_i = (b_i − a_i)/max(a_i, b_i)`` (Rousseeuw 1987), ``a_i`` the mean distance to the other
@@ -105,7 +106,7 @@ def silhouette_samples_cosine(z, labels) -> Tensor:
     return torch.where(own_count > 1, s, torch.zeros_like(s))
 
 
-def silhouette_cosine(z, labels) -> float:
+def silhouette_cosine(z: ArrayLike, labels: ArrayLike) -> float:
     """Mean silhouette ``s_i = (b_i − a_i)/max(a_i, b_i)`` with cosine distance; clusters of size 1 give 0.
 
     ``z (n, d)``; the mean of :func:`silhouette_samples_cosine` (which is batched over leading axes).
@@ -113,7 +114,7 @@ def silhouette_cosine(z, labels) -> float:
     return float(silhouette_samples_cosine(_t(z), labels).mean())
 
 
-def per_cluster_mean(values, labels) -> Tensor:
+def per_cluster_mean(values: ArrayLike, labels: ArrayLike) -> Tensor:
     """Mean of a per-sample quantity over each cluster, batched over leading axes: ``(..., n) -> (..., C)``.
 
     ``m_c = (1/|I_c|) Σ_{i ∈ I_c} v_i``, ``I_c = {i: labels_i = c}``, the clusters ``c`` in increasing
@@ -128,7 +129,7 @@ def per_cluster_mean(values, labels) -> Tensor:
     return (v @ onehot) / onehot.sum(0)  # (..., C)
 
 
-def uniformity(z, t: float = 2.0) -> float:
+def uniformity(z: ArrayLike, t: float = 2.0) -> float:
     """Wang & Isola (2020): ``log mean_{i≠j} exp(−t ‖u_i − u_j‖²)``, ``u = z/‖z‖``, ``t > 0``; ``z (n, d)``
     with ``n >= 2``. Lower = more uniform."""
     t = positive(t, "t", where="uniformity")
@@ -141,7 +142,7 @@ def uniformity(z, t: float = 2.0) -> float:
     return float(torch.logsumexp(-t * sq[off], 0) - math.log(n * (n - 1)))
 
 
-def uniformity_batch(z, t: float = 2.0) -> Tensor:
+def uniformity_batch(z: ArrayLike, t: float = 2.0) -> Tensor:
     """:func:`uniformity` batched over leading axes: ``(..., n, d) -> (...)`` (float64, no host sync).
 
     ``log mean_{i≠j} exp(−t‖u_i − u_j‖²) = logsumexp_{i≠j}(2t u_iᵀu_j) − 2t − log(n(n−1))`` (unit rows).
@@ -156,7 +157,7 @@ def uniformity_batch(z, t: float = 2.0) -> Tensor:
     return torch.logsumexp(logits.flatten(-2), dim=-1) - 2.0 * t - math.log(n * (n - 1))
 
 
-def alignment(z1, z2, alpha: float = 2.0) -> float:
+def alignment(z1: ArrayLike, z2: ArrayLike, alpha: float = 2.0) -> float:
     """Wang & Isola (2020): ``mean_i ‖u_i − v_i‖^α`` over positive pairs (normalised), ``α > 0``; ``z1, z2 (n, d)``."""
     alpha = positive(alpha, "alpha", where="alignment")
     u, v = _unit(_t(z1)), _unit(_t(z2))
@@ -190,7 +191,7 @@ def uniformity_reference(n: int | None = None, *, d: int = 2, t: float = 2.0) ->
     return float(math.log(num / quad(dens, -1, 1)[0]))
 
 
-def angular_spread(z, labels) -> float:
+def angular_spread(z: ArrayLike, labels: ArrayLike) -> float:
     """Mean over clusters of the mean angle (rad) between ``u_i`` and the cluster's mean direction."""
     u = _unit(_t(z))
     lab = _labels(labels, u.device, u.shape[0], "angular_spread")  # (n,)

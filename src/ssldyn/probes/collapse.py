@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ssldyn.probes._common import as_tensor
+from ssldyn.probes._common import ArrayLike, as_tensor
 
 __all__ = ["embedding_singular_values", "singular_value_ratio", "effective_rank", "dimension_coupling"]
 
@@ -30,19 +30,19 @@ def _scalar(t: torch.Tensor) -> float | torch.Tensor:
     return float(t) if t.dim() == 0 else t
 
 
-def embedding_singular_values(u, center: bool = True) -> torch.Tensor:
+def embedding_singular_values(u: ArrayLike, center: bool = True) -> torch.Tensor:
     """Singular values of the (centered) embedding matrix, descending ``(..., min(n, z))``."""
     return torch.linalg.svdvals(_centered(u, center))
 
 
-def singular_value_ratio(u, center: bool = True) -> float | torch.Tensor:
+def singular_value_ratio(u: ArrayLike, center: bool = True) -> float | torch.Tensor:
     """``σ_min / σ_max`` of the (centered) embeddings: 1 = isotropic, 0 = collapsed to fewer than z
     dimensions (for z = 2: collapsed to a line). A float for ``(n, z)``, a tensor ``(...)`` for ``(..., n, z)``."""
     s = embedding_singular_values(u, center)
     return _scalar(s[..., -1] / s[..., 0].clamp_min(torch.finfo(s.dtype).tiny))
 
 
-def effective_rank(u, center: bool = True) -> torch.Tensor:
+def effective_rank(u: ArrayLike, center: bool = True) -> torch.Tensor:
     """Effective rank ``exp(H(p))`` with ``p_k = σ_k / Σσ`` (Roy & Vetterli 2007), in [1, min(n, z)].
 
     A tensor ``(...)`` for ``(..., n, z)`` whatever the rank of the input (0-d for one ``(n, z)``;
@@ -54,7 +54,7 @@ def effective_rank(u, center: bool = True) -> torch.Tensor:
     return torch.exp(ent)
 
 
-def dimension_coupling(K) -> tuple[float, float]:
+def dimension_coupling(K: ArrayLike) -> tuple[float, float]:
     """Lemma 1 measured on a tangent kernel ``K[a, b, l, j] = ⟨∇u_l(x_a), ∇u_j(x_b)⟩`` ``(n, n, z, z)``.
 
     Returns ``(cross, spread)``: ``cross = max_{l≠j} |K_lj| / max_l |K_ll|`` (0 when output

@@ -23,13 +23,14 @@ import numpy as np
 import torch
 
 from ssldyn.checks import choice
+from ssldyn.probes._common import ArrayLike
 
 __all__ = ["fit_logistic_regression", "linear_probe_accuracy", "knn_accuracy", "label_silhouette"]
 
 Metric = Literal["cosine", "euclidean"]
 
 
-def _x(z) -> np.ndarray:
+def _x(z: ArrayLike) -> np.ndarray:
     x = np.asarray(z.detach().cpu().numpy() if isinstance(z, torch.Tensor) else z, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"features must have shape (n, d), got {x.shape}")
@@ -38,14 +39,16 @@ def _x(z) -> np.ndarray:
     return x
 
 
-def _y(y, n: int) -> np.ndarray:
+def _y(y: ArrayLike, n: int) -> np.ndarray:
     out = np.asarray(y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else y).astype(np.int64)
     if out.shape != (n,):
         raise ValueError(f"labels must have shape ({n},), got {out.shape}")
     return out
 
 
-def fit_logistic_regression(z, y, *, C: float = 1.0, max_iter: int = 200) -> tuple[torch.Tensor, torch.Tensor]:
+def fit_logistic_regression(
+    z: ArrayLike, y: ArrayLike, *, C: float = 1.0, max_iter: int = 200
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Multinomial logistic regression ``(W (d, K), b (K,))`` (float64) minimising
 
     ``J(W, b) = Σ_i CE(softmax(z_i W + b), y_i) + ‖W‖²/(2C)``
@@ -57,7 +60,8 @@ def fit_logistic_regression(z, y, *, C: float = 1.0, max_iter: int = 200) -> tup
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
-    x, yy = _x(z), _y(y, len(z))
+    x = _x(z)
+    yy = _y(y, x.shape[0])
     classes = np.unique(yy)
     K = int(yy.max()) + 1
     if len(classes) < 2:
@@ -75,7 +79,9 @@ def fit_logistic_regression(z, y, *, C: float = 1.0, max_iter: int = 200) -> tup
     return W, b
 
 
-def linear_probe_accuracy(z_train, y_train, z_test, y_test, *, C: float = 1.0, max_iter: int = 200) -> float:
+def linear_probe_accuracy(
+    z_train: ArrayLike, y_train: ArrayLike, z_test: ArrayLike, y_test: ArrayLike, *, C: float = 1.0, max_iter: int = 200
+) -> float:
     """Test accuracy of a logistic-regression probe trained on ``(z_train, y_train)``.
 
     Features are standardised with the training mean and standard deviation; the probe is
@@ -90,7 +96,15 @@ def linear_probe_accuracy(z_train, y_train, z_test, y_test, *, C: float = 1.0, m
     return float((pred == yte).mean())
 
 
-def knn_accuracy(z_train, y_train, z_test, y_test, *, k: int = 20, metric: Metric = "cosine") -> float:
+def knn_accuracy(
+    z_train: ArrayLike,
+    y_train: ArrayLike,
+    z_test: ArrayLike,
+    y_test: ArrayLike,
+    *,
+    k: int = 20,
+    metric: Metric = "cosine",
+) -> float:
     """Accuracy of the ``k``-NN majority vote (``metric`` = ``"cosine"`` or ``"euclidean"``)."""
     from sklearn.neighbors import KNeighborsClassifier
 
@@ -103,7 +117,7 @@ def knn_accuracy(z_train, y_train, z_test, y_test, *, k: int = 20, metric: Metri
     return float((knn.predict(zte) == yte).mean())
 
 
-def label_silhouette(z, labels, metric: Metric = "cosine") -> float:
+def label_silhouette(z: ArrayLike, labels: ArrayLike, metric: Metric = "cosine") -> float:
     """Mean silhouette of the class labels with ``1 − cos`` (``"cosine"``) or Euclidean distance."""
     from sklearn.metrics import silhouette_score
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from ssldyn.checks import unit_interval
+from ssldyn.probes._common import ArrayLike
 
 __all__ = [
     "laplacian_energy",
@@ -53,7 +54,7 @@ def _as_images(W, shape: tuple[int, int] | None) -> torch.Tensor:
     return W  # (M, h, w)
 
 
-def laplacian_energy(W, shape: tuple[int, int] | None = None) -> float:
+def laplacian_energy(W: ArrayLike, shape: tuple[int, int] | None = None) -> float:
     """Mean over filters of ``‖Δw‖² / ‖w‖²`` (interior 5-point Laplacian); zero filters are skipped."""
     w = _as_images(W, shape)
     lap = 4 * w[:, 1:-1, 1:-1] - w[:, :-2, 1:-1] - w[:, 2:, 1:-1] - w[:, 1:-1, :-2] - w[:, 1:-1, 2:]
@@ -62,7 +63,7 @@ def laplacian_energy(W, shape: tuple[int, int] | None = None) -> float:
     return float(((lap**2).sum((1, 2))[ok] / n2[ok]).mean())
 
 
-def total_variation(W, shape: tuple[int, int] | None = None) -> float:
+def total_variation(W: ArrayLike, shape: tuple[int, int] | None = None) -> float:
     """Mean over filters of the anisotropic total variation divided by the L1 norm."""
     w = _as_images(W, shape)
     tv = (w[:, 1:] - w[:, :-1]).abs().sum((1, 2)) + (w[:, :, 1:] - w[:, :, :-1]).abs().sum((1, 2))
@@ -71,11 +72,11 @@ def total_variation(W, shape: tuple[int, int] | None = None) -> float:
     return float((tv[ok] / n1[ok]).mean())
 
 
-def cosine_matrix(A, B=None) -> torch.Tensor:
+def cosine_matrix(A: ArrayLike, B: ArrayLike | None = None) -> torch.Tensor:
     """Cosines between the rows of ``A (..., M, D)`` and of ``B (..., N, D)`` (default ``B = A``):
     ``C[..., m, n] = a_m·b_n / (‖a_m‖‖b_n‖)``, float64 ``(..., M, N)``; a zero row has cosine 0 with every row."""
 
-    def unit_rows(X) -> torch.Tensor:
+    def unit_rows(X: ArrayLike) -> torch.Tensor:
         X = torch.as_tensor(X).detach().to(torch.float64)
         return X / X.norm(dim=-1, keepdim=True).clamp_min(1e-300)  # (..., M, D)
 
@@ -96,7 +97,7 @@ def _cos(W, where: str) -> torch.Tensor:
     return cosine_matrix(_filters(W, where))  # (M, M)
 
 
-def pairwise_cosine(W) -> tuple[float, float]:
+def pairwise_cosine(W: ArrayLike) -> tuple[float, float]:
     """``(mean cos, mean |cos|)`` over ordered pairs ``m ≠ n`` of filters ``(M, ...)``."""
     C = _cos(W, "pairwise_cosine")
     M = C.shape[0]
@@ -106,7 +107,7 @@ def pairwise_cosine(W) -> tuple[float, float]:
     return float(off.mean()), float(off.abs().mean())
 
 
-def distinct_filters(W, threshold: float = 0.9) -> int:
+def distinct_filters(W: ArrayLike, threshold: float = 0.9) -> int:
     """Number of filters whose max |cos| with every other filter is ``< threshold``, ``threshold`` in [0, 1]."""
     unit_interval(threshold, "threshold", where="distinct_filters")  # a |cos|
     C = _cos(W, "distinct_filters").abs()
@@ -114,7 +115,7 @@ def distinct_filters(W, threshold: float = 0.9) -> int:
     return int((C.max(1).values < threshold).sum())
 
 
-def pattern_match(W, patches) -> float:
+def pattern_match(W: ArrayLike, patches: ArrayLike) -> float:
     """Mean over filters of ``max_x cos(w, x)`` over input patches ``(n, h·w)``."""
     W, X = _filters(W, "pattern_match"), _filters(patches, "pattern_match")  # (M, D), (n, D)
     if W.shape[1] != X.shape[1]:

@@ -15,6 +15,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from ssldyn.checks import choice
+from ssldyn.probes._common import ArrayLike
 
 __all__ = ["loglog_fit", "loglog_slope", "spearman"]
 
@@ -22,7 +23,7 @@ IfConstant = Literal["nan", "zero"]
 IF_CONSTANT: tuple[str, ...] = get_args(IfConstant)
 
 
-def loglog_fit(x, y) -> tuple[float, float]:
+def loglog_fit(x: ArrayLike, y: ArrayLike) -> tuple[float, float]:
     """``(slope, intercept)`` of the least-squares line of ``log y`` against ``log x`` (natural logs).
 
     Args:
@@ -44,12 +45,12 @@ def loglog_fit(x, y) -> tuple[float, float]:
     return float(s), float(b)
 
 
-def loglog_slope(x, y) -> float:
+def loglog_slope(x: ArrayLike, y: ArrayLike) -> float:
     """The slope ``s`` of ``y ≈ c · x^s`` (:func:`loglog_fit`); NaN with fewer than two usable points."""
     return loglog_fit(x, y)[0]
 
 
-def spearman(a, b, *, if_constant: IfConstant = "nan") -> float:
+def spearman(a: ArrayLike, b: ArrayLike, *, if_constant: IfConstant = "nan") -> float:
     """Spearman's rank correlation ``ρ(a, b)``: the Pearson correlation of the ranks of ``a`` and ``b``
     (ties get their average rank; :func:`scipy.stats.spearmanr`).
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ssldyn.checks import choice, nonnegative
-from ssldyn.probes._common import as_tensor
+from ssldyn.probes._common import ArrayLike, as_tensor
 
 __all__ = [
     "column_space_basis",
@@ -38,7 +38,7 @@ def _significant(s: torch.Tensor, tol: float) -> torch.Tensor:
     return s > tol * s.amax(-1, keepdim=True).clamp_min(torch.finfo(s.dtype).tiny)
 
 
-def column_space_basis(A, tol: float = 1e-10) -> torch.Tensor:
+def column_space_basis(A: ArrayLike, tol: float = 1e-10) -> torch.Tensor:
     """Orthonormal basis of the column space of ``A (n, k)`` (SVD, rank by relative ``tol``) ``(n, r)``."""
     tol = nonnegative(tol, "tol", where="column_space_basis")
     U, s, _ = torch.linalg.svd(as_tensor(A), full_matrices=False)
@@ -46,7 +46,7 @@ def column_space_basis(A, tol: float = 1e-10) -> torch.Tensor:
     return U[:, :r]
 
 
-def principal_angles(A, B) -> torch.Tensor:
+def principal_angles(A: ArrayLike, B: ArrayLike) -> torch.Tensor:
     """Principal angles (radians, ascending) between ``span(A)`` and ``span(B)``, ``A (n, a)``, ``B (n, b)``.
 
     ``cos θ_k`` are the singular values of ``Q_Aᵀ Q_B`` (Björck & Golub 1973); min(rank) angles.
@@ -60,7 +60,7 @@ def principal_angles(A, B) -> torch.Tensor:
     return torch.arccos(c)
 
 
-def projection_norms(vectors, Q, tol: float = 1e-10) -> torch.Tensor:
+def projection_norms(vectors: ArrayLike, Q: ArrayLike, tol: float = 1e-10) -> torch.Tensor:
     """``‖P_{span(Q)} v_i‖ / ‖v_i‖`` for each column ``v_i`` of ``vectors (..., n, k)``; ``Q (..., n, r)`` -> ``(..., k)``.
 
     ``P = B Bᵀ`` with ``B`` the left singular vectors of ``Q`` whose singular values exceed ``tol`` times
@@ -81,7 +81,7 @@ def projection_norms(vectors, Q, tol: float = 1e-10) -> torch.Tensor:
     return (B.mT @ vectors).norm(dim=-2) / vectors.norm(dim=-2).clamp_min(1e-30)
 
 
-def distance_up_to_sign(a, b) -> torch.Tensor:
+def distance_up_to_sign(a: ArrayLike, b: ArrayLike) -> torch.Tensor:
     """``min(‖a − b‖₂, ‖a + b‖₂)`` over the last axis: ``a (..., d)``, ``b`` broadcastable -> ``(...)``.
 
     The distance of ``a`` to the line direction ``±b`` given up to its sign (an eigenvector: Thm. 3's
@@ -94,7 +94,7 @@ def distance_up_to_sign(a, b) -> torch.Tensor:
     return torch.minimum((a - b).norm(dim=-1), (a + b).norm(dim=-1))
 
 
-def pca_components(X, k: int) -> torch.Tensor:
+def pca_components(X: ArrayLike, k: int) -> torch.Tensor:
     """The first ``k`` principal directions ``(k, D)`` of centered rows ``X (n, D)``, with a sign convention.
 
     The rows ``v_j`` of ``Vᵀ`` in the SVD ``X = U S Vᵀ`` (descending singular values). An SVD fixes each
@@ -113,7 +113,7 @@ def pca_components(X, k: int) -> torch.Tensor:
     return comps * torch.where(sign == 0, torch.ones_like(sign), sign)
 
 
-def output_gap(u_phi, u_lin, reduce: Literal["mean", "max"] = "mean") -> float | torch.Tensor:
+def output_gap(u_phi: ArrayLike, u_lin: ArrayLike, reduce: Literal["mean", "max"] = "mean") -> float | torch.Tensor:
     """``‖u^φ(x) − u^I(x)‖₂`` per point, averaged (``"mean"``) or maximised (``"max"``) over the points.
 
     Shapes ``(..., n, z)`` -> ``(...)``: a Python float for one embedding ``(n, z)``, a tensor for batched input.

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import matplotlib
+
+if TYPE_CHECKING:
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
 __all__ = ["PALETTE", "new_figure", "save_figure", "save_gif", "figure_to_rgb"]
 
@@ -21,7 +27,7 @@ def new_figure(ncols: int = 1, nrows: int = 1, *, size: tuple[float, float] = (4
     return fig, axes
 
 
-def save_figure(fig, path: str | Path, dpi: int = 110) -> Path:
+def save_figure(fig: Figure, path: str | Path, dpi: int = 110) -> Path:
     """Save as PNG (tight layout) and close the figure.
 
     Where matplotlib cannot apply the tight layout (axes too small for their labels, axes it
@@ -57,11 +63,12 @@ def save_gif(frames: list, path: str | Path, fps: float = 8.0) -> Path:
     return path
 
 
-def figure_to_rgb(fig):
+def figure_to_rgb(fig: Figure) -> np.ndarray:
     """Render a figure to an ``(H, W, 3)`` uint8 array (for GIF frames) and close it."""
     import numpy as np
 
-    fig.canvas.draw()
-    rgb = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+    canvas = cast("FigureCanvasAgg", fig.canvas)  # the Agg backend, set at import
+    canvas.draw()
+    rgb = np.asarray(canvas.buffer_rgba())[..., :3].copy()  # (H, W, 3)
     plt.close(fig)
     return rgb

@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import torch
+    from matplotlib.axes import Axes
 
 from ssldyn.checks import choice
 from ssldyn.viz.common import PALETTE
@@ -24,7 +29,7 @@ _COLORS = PALETTE + ["#bcbd22", "#7f7f7f"]
 
 
 def tsne_embedding(
-    x,
+    x: torch.Tensor | npt.ArrayLike,
     *,
     seed: int = 0,
     perplexity: float = 30.0,
@@ -43,19 +48,22 @@ def tsne_embedding(
     from sklearn.manifold import TSNE
 
     choice(method, "method", ("auto", "exact", "barnes_hut"), where="tsne_embedding")
-    x = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x, dtype=np.float64)
-    x = x.reshape(len(x), -1)
-    if len(x) < 3:
-        raise ValueError(f"tsne_embedding: need at least 3 points, got {len(x)}")
-    if pca_dims is not None and x.shape[1] > pca_dims and len(x) > pca_dims:
-        x = PCA(pca_dims, svd_solver="full" if len(x) <= 2000 else "auto", random_state=seed).fit_transform(x)
-    perp = min(perplexity, max(2.0, (len(x) - 1) / 3.0))
-    how = ("exact" if len(x) <= 1000 else "barnes_hut") if method == "auto" else method
+    detach = getattr(x, "detach", None)  # a tensor (torch is not imported here)
+    f = np.asarray(detach().cpu().numpy() if detach is not None else x, dtype=np.float64)
+    f = f.reshape(len(f), -1)  # (n, d)
+    if len(f) < 3:
+        raise ValueError(f"tsne_embedding: need at least 3 points, got {len(f)}")
+    if pca_dims is not None and f.shape[1] > pca_dims and len(f) > pca_dims:
+        f = PCA(pca_dims, svd_solver="full" if len(f) <= 2000 else "auto", random_state=seed).fit_transform(f)
+    perp = min(perplexity, max(2.0, (len(f) - 1) / 3.0))
+    how = ("exact" if len(f) <= 1000 else "barnes_hut") if method == "auto" else method
     tsne = TSNE(2, perplexity=perp, init="pca", random_state=seed, max_iter=max(250, max_iter), method=how, n_jobs=1)
-    return tsne.fit_transform(x)
+    return tsne.fit_transform(f)  # (n, 2)
 
 
-def plot_tsne(ax, y2: np.ndarray, labels, title: str = "", *, class_names: Sequence[str] | None = None) -> None:
+def plot_tsne(
+    ax: Axes, y2: np.ndarray, labels: npt.ArrayLike, title: str = "", *, class_names: Sequence[str] | None = None
+) -> None:
     """Scatter ``y2 (n, 2)`` on ``ax`` coloured by integer ``labels``."""
     labels = np.asarray(labels)
     for c in np.unique(labels):
@@ -83,7 +91,7 @@ def tile_filters(filters: np.ndarray, ncols: int | None = None, *, pad: int = 1)
     return out
 
 
-def plot_filter_grid(ax, filters: np.ndarray, title: str = "", *, ncols: int | None = None) -> None:
+def plot_filter_grid(ax: Axes, filters: np.ndarray, title: str = "", *, ncols: int | None = None) -> None:
     """Draw :func:`tile_filters` on ``ax`` with a diverging colour map centred at 0."""
     ax.imshow(tile_filters(filters, ncols), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax.set(title=title, xticks=[], yticks=[])

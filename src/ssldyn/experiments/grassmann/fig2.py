@@ -130,7 +130,7 @@ def _gap_by_width(df: pd.DataFrame, act: str, reduction: str, epoch: int | None)
 def _slope(df: pd.DataFrame, act: str, reduction: str, epoch: int | None) -> float:
     """Log-log slope over h of :func:`_gap_by_width`."""
     m = _gap_by_width(df, act, reduction, epoch)
-    return loglog_slope(m.index, m.values)
+    return loglog_slope(m.index, m.to_numpy())
 
 
 @register

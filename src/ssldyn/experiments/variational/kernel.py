@@ -312,12 +312,12 @@ class KernelCheck(VariationalExperiment):
         wdf = pd.DataFrame([{"M": M, "draw": s, "rel_err": e} for (M, s), e in zip(keys, errs)])
         res.tables["prop44"] = wdf
         mean = wdf.groupby("M")["rel_err"].agg("mean")
-        res.summary["prop44_slope"] = loglog_slope(mean.index, mean.values)
+        res.summary["prop44_slope"] = loglog_slope(mean.index, mean.to_numpy())
         wrong = cast(
             pd.Series,
             pd.Series(torch.stack(errs_wrong).cpu().tolist(), index=[k[0] for k in keys]).groupby(level=0).mean(),
         )
-        res.summary["prop44_slope_wrong_limit"] = loglog_slope(wrong.index, wrong.values)
+        res.summary["prop44_slope_wrong_limit"] = loglog_slope(wrong.index, wrong.to_numpy())
 
         # (d) block structure and cluster flow vs δ
         rows = []

@@ -105,6 +105,24 @@ def test_random_resized_crop_seeded_and_mass():
     torch.testing.assert_close(crop(const, torch.Generator().manual_seed(0)), const, atol=1e-6, rtol=0)
 
 
+def test_random_resized_crop_is_bilinear_resampling_of_its_box():
+    """Each view = the box drawn by sample_resized_crop (same generator stream), resampled to the input size by
+    bilinear interpolation with aligned corners — here scipy's order-1 map_coordinates on the float64 image."""
+    from scipy.ndimage import map_coordinates
+
+    x = torch.rand(6, 2, 20, 20, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    out = RandomResizedCrop(size=(16, 24))(x, torch.Generator().manual_seed(4))
+    params = sample_resized_crop(
+        6, 20, 20, scale=(0.5, 1.0), ratio=(0.5, 1.5), generator=torch.Generator().manual_seed(4)
+    )
+    assert out.shape == (6, 2, 16, 24)
+    for b, (t, l, h, w) in enumerate(params.tolist()):
+        rows, cols = np.meshgrid(t + np.linspace(0, h - 1, 16), l + np.linspace(0, w - 1, 24), indexing="ij")
+        for c in range(2):
+            ref = map_coordinates(x[b, c].numpy(), [rows, cols], order=1)
+            np.testing.assert_allclose(out[b, c].numpy(), ref, rtol=0, atol=1e-10)
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="scale"):
         sample_resized_crop(2, 8, 8, scale=(0.0, 1.0))

@@ -94,6 +94,15 @@ def test_two_rf_conditional_independence_monte_carlo():
         assert torch.allclose(joint, ref, atol=0.01)
     xs, zs, ps = m.support()
     assert abs(float(ps.sum()) - 1) < 1e-12 and xs.shape[1:] == (2, 3)
+    # every atom: P[z = c] Π_k P[a_k | z = c] (eq. 13) written out, and the sampled frequency of (z, a_1, a_2)
+    a_s = torch.einsum("nkd,kpd->nkp", xs, m.patterns).argmax(-1)  # (A, K) pattern indices of each atom
+    assert len({(int(c), *map(int, r)) for c, r in zip(zs, a_s)}) == len(ps) == 2 * 3 * 3  # distinct atoms
+    for atom, (c, (i, j), p) in enumerate(zip(zs.tolist(), a_s.tolist(), ps.tolist())):
+        assert torch.equal(xs[atom, 0], m.patterns[0, i]) and torch.equal(xs[atom, 1], m.patterns[1, j])
+        want = float(m.z_probs[c] * m.pattern_probs[0, c, i] * m.pattern_probs[1, c, j])
+        assert p == pytest.approx(want, rel=1e-12)
+        freq = ((z == c) & (a[:, 0] == i) & (a[:, 1] == j)).double().mean().item()
+        assert abs(freq - p) < 5 * math.sqrt(p * (1 - p) / 100_000) + 1e-12
 
 
 def test_bad_inputs():

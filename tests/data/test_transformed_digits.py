@@ -70,6 +70,18 @@ def test_seeded_and_bounded():
     ds = ImageDataset(d.float(), torch.arange(6), "toy")
     out = transformed_digits(ds, T, generator=torch.Generator().manual_seed(1), batch=4)
     assert out.images.shape == (6, 1, 20, 20) and torch.equal(out.labels, ds.labels)
+    # the documented chunking: one T per image, drawn chunk after chunk (of `batch` images) from one generator
+    g = torch.Generator().manual_seed(1)
+    ref = torch.cat([T(ds.images[:4], g), T(ds.images[4:], g)])
+    torch.testing.assert_close(out.images, ref, rtol=0, atol=0)
+    # clutter fragments come from the same chunk only: a chunk of one image has nothing to paste
+    solo = DigitTransform(canvas=20, clutter=2, clutter_size=4, max_rotation=0.0, max_shift=0.0, invert_p=0.0,
+                          scale=(1.0, 1.0))  # fmt: skip
+    one = transformed_digits(ImageDataset(d[:1].float(), torch.arange(1), "one"), solo,
+                             generator=torch.Generator().manual_seed(2), batch=1)  # fmt: skip
+    centred = torch.zeros(1, 1, 20, 20)
+    centred[:, :, 5:15, 5:15] = d[:1].float()
+    torch.testing.assert_close(one.images, centred, atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("kw", [{"canvas": 4}, {"scale": (1.2, 0.8)}, {"max_shift": 0.7}, {"invert_p": 1.5},

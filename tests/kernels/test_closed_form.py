@@ -17,8 +17,9 @@ from ssldyn.models.averaging import AveragingNet
 
 @pytest.mark.parametrize("act,bias", [("relu", False), ("tanh", True), ("quadratic", False), ("sigmoid", True)])
 def test_prop43_closed_form_equals_empirical_ntk(act, bias):
-    net = AveragingNet(4, 3, 6, act, bias=bias, ensemble=2, dtype=torch.float64)
-    x1, x2 = torch.randn(5, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    g = torch.Generator().manual_seed(0)
+    net = AveragingNet(4, 3, 6, act, bias=bias, ensemble=2, generator=g, dtype=torch.float64)
+    x1, x2 = torch.randn(5, 4, generator=g, dtype=torch.float64), torch.randn(3, 4, generator=g, dtype=torch.float64)
     K = empirical_ntk(net, None, x1, x2)
     Kc = averaging_net_kernel(net.B, x1, x2, act, d=3, bias=net.c)
     assert Kc.shape == (2, 5, 3, 3, 3)

@@ -22,14 +22,19 @@ def test_forward_is_eq18_with_the_eq19_averaging_matrix():
 
 
 def test_invariant_init_depends_on_first_d_coordinates_only():
-    net = AveragingNet(6, 2, 8, "relu", invariant_init=True, dtype=torch.float64)
-    x = torch.randn(10, 6, dtype=torch.float64)
+    g = torch.Generator().manual_seed(0)
+    net = AveragingNet(6, 2, 8, "relu", invariant_init=True, seeds=[5], dtype=torch.float64)
+    x = torch.randn(10, 6, generator=g, dtype=torch.float64)
     x2 = x.clone()
-    x2[:, 2:] += torch.randn(10, 4, dtype=torch.float64)  # a perturbation in M^⊥
+    x2[:, 2:] += torch.randn(10, 4, generator=g, dtype=torch.float64)  # a perturbation in M^⊥
     assert torch.equal(net(x), net(x2))
-    assert not torch.equal(
-        AveragingNet(6, 2, 8, dtype=torch.float64)(x), AveragingNet(6, 2, 8, dtype=torch.float64)(x2)
-    )
+    # eq. (17): the same draw as the plain net, with the columns of B on the last D − d coordinates zeroed
+    plain = AveragingNet(6, 2, 8, "relu", seeds=[5], dtype=torch.float64)
+    B = plain.B[0].detach().clone()
+    B[:, 2:] = 0.0
+    assert torch.equal(net.B[0], B)
+    torch.testing.assert_close(net(x)[0], torch.relu(x[:, :2] @ B[:, :2].T) @ _eq19_A(8, 2), rtol=1e-14, atol=1e-14)
+    assert not torch.equal(plain(x), plain(x2))  # the same net without the zeroed columns sees M^⊥
 
 
 def test_ensemble_members_are_independent_networks():

@@ -32,13 +32,19 @@ def test_orthogonal_init_and_scaled_factor():
 
 
 def test_frobenius_regime_keeps_norm_bounds():
-    net = TwoLayerNet(3, 10, 2, regime="frobenius", frobenius=(0.5, 2.0), ensemble=2, dtype=torch.float64)
+    net = TwoLayerNet(3, 10, 2, regime="frobenius", frobenius=(0.5, 2.0), ensemble=2, seeds=[0, 1], dtype=torch.float64)
     with torch.no_grad():
         net.W1.mul_(10)
         net.W2.mul_(10)
+        net.W2[1].mul_(1e-3)  # member 1's W2 now lies inside its ball ‖W2‖_F <= 2
+    W1, W2 = net.W1.detach().numpy().copy(), net.W2.detach().numpy().copy()
+    assert np.linalg.norm(W2[1]) < 2.0 < np.linalg.norm(W2[0]) and np.linalg.norm(W1[0]) > 0.5
     net.project_()
-    assert torch.allclose(net.W1.flatten(1).norm(dim=1), torch.tensor(0.5, dtype=torch.float64))
-    assert torch.allclose(net.W2.flatten(1).norm(dim=1), torch.tensor(2.0, dtype=torch.float64))
+    # Euclidean projection onto {‖W‖_F <= c} (Prop. 2), per member: W·min(1, c/‖W‖_F), written out in numpy
+    for e in range(2):
+        for got, W, c in ((net.W1[e], W1[e], 0.5), (net.W2[e], W2[e], 2.0)):
+            np.testing.assert_allclose(got.detach().numpy(), W * min(1.0, c / np.linalg.norm(W)), rtol=1e-13)
+    np.testing.assert_array_equal(net.W2[1].detach().numpy(), W2[1])  # inside the ball: untouched
 
 
 @pytest.mark.parametrize("act,regime", [("sigmoid", "orthogonal"), ("tanh", "unconstrained")])

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import logsumexp
 
 from ssldyn.objectives import (
     AlphaCLEnergy,
@@ -47,6 +48,22 @@ def ref_alpha_infonce(z1, z2, tau, eps):
         for j in range(n):
             if j != i:
                 alpha[i, j] = math.exp(-d2(z1[i], z1[j]) / tau) / z
+    return alpha
+
+
+def ref_alpha_infonce_log(z1, z2, tau, eps):
+    """ref_alpha_infonce in the log domain (scipy's logsumexp): exact where e^{-d²/τ} underflows."""
+    z1, z2 = np.asarray(z1, np.float64), np.asarray(z2, np.float64)
+    n = len(z1)
+    alpha = np.zeros((n, n))
+    for i in range(n):
+        logits = [-0.5 * np.sum((z1[i] - z1[k]) ** 2) / tau for k in range(n) if k != i]
+        if eps > 0:
+            logits.append(-0.5 * np.sum((z1[i] - z2[i]) ** 2) / tau + math.log(eps))
+        log_z = logsumexp(logits)
+        for j in range(n):
+            if j != i:
+                alpha[i, j] = math.exp(-0.5 * np.sum((z1[i] - z1[j]) ** 2) / tau - log_z)
     return alpha
 
 
@@ -111,6 +128,7 @@ def test_alpha_infonce_matches_loop_reference(eps):
     z1, z2 = _rand(5, 3, seed=13), _rand(5, 3, seed=14)
     got = alpha_infonce(z1, z2, 0.6, eps=eps)
     np.testing.assert_allclose(got.numpy(), ref_alpha_infonce(z1, z2, 0.6, eps), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ref_alpha_infonce_log(z1, z2, 0.6, eps), ref_alpha_infonce(z1, z2, 0.6, eps), rtol=1e-12)
     assert torch.all(got.diagonal() == 0)
     if eps == 0:
         torch.testing.assert_close(got.sum(-1), torch.ones(5, dtype=torch.float64))
@@ -217,16 +235,24 @@ def test_ensemble_axis_equals_separate_calls():
 def test_stable_at_tiny_temperature(dtype):
     f = F.normalize(_rand(2, 16, 8, seed=32, dtype=dtype), dim=-1).requires_grad_(True)
     f_pos = F.normalize(_rand(2, 16, 8, seed=33, dtype=dtype), dim=-1).requires_grad_(True)
+    a, b = f.detach().double().numpy(), f_pos.detach().double().numpy()  # the same (rounded) inputs in float64
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-3, atol=1e-4)
     for eps in (0.0, 1.0):
         alpha = alpha_infonce(f, f_pos, 1e-3, eps=eps)
         assert alpha.dtype == dtype and torch.isfinite(alpha).all()
         if eps == 0:
             torch.testing.assert_close(alpha.sum(-1), torch.ones(2, 16, dtype=dtype))
+        # against the log-domain float64 reference: at τ = 1e-3 the naive loop gives 0/0
+        ref_alpha = [ref_alpha_infonce_log(a[e], b[e], 1e-3, eps) for e in range(2)]
+        np.testing.assert_allclose(alpha.detach().double().numpy(), ref_alpha, **tol)
         energy = alpha_cl_energy(f, f_pos, alpha)
-        assert torch.isfinite(energy).all()
+        ref_energy = [0.5 * np.trace(ref_covariance(a[e], b[e], a[e], b[e], ref_alpha[e])) for e in range(2)]
+        np.testing.assert_allclose(energy.detach().double().numpy(), ref_energy, **tol)
         assert all(torch.isfinite(g).all() for g in torch.autograd.grad(energy.sum(), (f, f_pos)))
     q = quadratic_contrastive_loss(f, f_pos, 1e-3)
     assert torch.isfinite(q).all() and all(torch.isfinite(g).all() for g in torch.autograd.grad(q.sum(), (f, f_pos)))
+    ref_q = [ref_quadratic(a[e], b[e], 1e-3, "cosine") for e in range(2)]
+    np.testing.assert_allclose(q.detach().double().numpy(), ref_q, rtol=1e-10 if dtype == torch.float64 else 1e-3)
     ga = alpha_gaussian(f, 1e-3)
     assert torch.isfinite(ga).all() and torch.isfinite(torch.autograd.grad(ga.sum(), f)[0]).all()
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from scipy.special import logsumexp
 
 from ssldyn.objectives import GeneralizedContrastiveLoss, generalized_contrastive_loss
 
@@ -26,6 +27,22 @@ def ref_generalized(z1, z2, psi, eta, symmetric=True):
     return 0.5 * (one(z1, z2) + one(z2, z1)) if symmetric else one(z1, z2)
 
 
+def ref_generalized_log(z1, z2, tau, symmetric=True):
+    """Default Ψ = log1p, η(t) = e^{-t/τ} in the log domain (float64): Ψ(mean_j e^{x_ij}) = log(1 + e^{lse_j x_ij}/N)
+    with x_ij = (‖z1_i-z2_i‖² - ‖z1_i-z2_j‖²)/(2τ), exact where e^{-t/τ} underflows."""
+
+    def one(a, b):
+        n = a.shape[0]
+        vals = []
+        for i in range(n):
+            x = [(np.sum((a[i] - b[i]) ** 2) - np.sum((a[i] - b[j]) ** 2)) / (2 * tau) for j in range(n)]
+            vals.append(np.logaddexp(0.0, logsumexp(x) - math.log(n)))
+        return float(np.mean(vals))
+
+    z1, z2 = np.asarray(z1, np.float64), np.asarray(z2, np.float64)
+    return 0.5 * (one(z1, z2) + one(z2, z1)) if symmetric else one(z1, z2)
+
+
 def _views(*shape, seed=0, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g, dtype=dtype), torch.randn(*shape, generator=g, dtype=dtype)
@@ -38,6 +55,7 @@ def test_defaults_match_loop_reference(symmetric):
     got = generalized_contrastive_loss(z1, z2, temperature=tau, symmetric=symmetric)
     want = ref_generalized(z1.numpy(), z2.numpy(), math.log1p, lambda t: math.exp(-t / tau), symmetric)
     assert got.item() == pytest.approx(want, rel=1e-12)
+    assert ref_generalized_log(z1.numpy(), z2.numpy(), tau, symmetric) == pytest.approx(want, rel=1e-12)
 
 
 def test_custom_psi_eta_match_loop_reference():
@@ -101,8 +119,12 @@ def test_stable_at_tiny_temperature(dtype):
     assert loss.dtype == dtype and torch.isfinite(loss).all()
     g = torch.autograd.grad(loss.sum(), (z1, z2))
     assert all(torch.isfinite(t).all() for t in g)
-    ref = generalized_contrastive_loss(z1.detach().double(), z2.detach().double(), temperature=1e-3)
-    assert torch.allclose(loss.detach().double(), ref, rtol=1e-3, atol=1e-2)
+    # against the log-domain float64 reference on the same (rounded) inputs: e^{-t/τ} underflows at τ = 1e-3
+    a, b = z1.detach().double().numpy(), z2.detach().double().numpy()
+    ref = [ref_generalized_log(a[e], b[e], 1e-3) for e in range(2)]
+    assert min(ref) > 10.0  # ratios of order e^{1/τ}: a naive loop gives inf / 0
+    tol = dict(rtol=1e-10, atol=1e-9) if dtype == torch.float64 else dict(rtol=1e-3, atol=1e-2)
+    np.testing.assert_allclose(loss.detach().double().numpy(), ref, **tol)
 
 
 def test_module_wrapper_and_validation():

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import logsumexp
 
 from ssldyn.objectives import InfoNCE, info_nce
 
@@ -44,6 +45,28 @@ def ref_info_nce(z1, z2, tau, eps=1.0, similarity="cosine", negatives="both"):
     return float(np.mean(losses))
 
 
+def ref_info_nce_log(z1, z2, tau, eps=1.0, similarity="cosine", negatives="both"):
+    """The loop reference in the log domain (scipy's logsumexp), float64: exact where exp(sim/τ) overflows."""
+    z1, z2 = np.asarray(z1, dtype=np.float64), np.asarray(z2, dtype=np.float64)
+    n = z1.shape[0]
+    z = np.concatenate([z1, z2])
+    anchors = range(2 * n) if negatives == "both" else range(n)
+    losses = []
+    for k in anchors:
+        partner = (k + n) % (2 * n)
+        others = (
+            [m for m in range(2 * n) if m not in (k, partner)]
+            if negatives == "both"
+            else [m for m in range(n) if m != k]
+        )
+        pos = _sim(z[k], z[partner], similarity) / tau
+        logits = [_sim(z[k], z[m], similarity) / tau for m in others]
+        if eps > 0:
+            logits.append(pos + math.log(eps))
+        losses.append(logsumexp(logits) - pos)
+    return float(np.mean(losses))
+
+
 def _views(*shape, seed=0, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g, dtype=dtype), torch.randn(*shape, generator=g, dtype=dtype)
@@ -56,6 +79,8 @@ def test_matches_loop_reference(similarity, negatives, eps):
     want = ref_info_nce(z1.numpy(), z2.numpy(), 0.7, eps, similarity, negatives)
     assert got.shape == ()
     assert got.item() == pytest.approx(want, rel=1e-12, abs=1e-12)
+    # the log-domain reference used at tiny τ is the same function
+    assert ref_info_nce_log(z1.numpy(), z2.numpy(), 0.7, eps, similarity, negatives) == pytest.approx(want, rel=1e-12)
 
 
 def test_default_is_standard_simclr_nt_xent():
@@ -131,11 +156,12 @@ def test_stable_at_tiny_temperature(dtype, similarity, negatives, eps):
     assert torch.isfinite(loss).all()
     g1, g2 = torch.autograd.grad(loss.sum(), (z1, z2))
     assert torch.isfinite(g1).all() and torch.isfinite(g2).all()
-    # float32 agrees with float64 at this τ
-    ref = info_nce(
-        z1.detach().double(), z2.detach().double(), 1e-3, eps=eps, similarity=similarity, negatives=negatives
-    )
-    assert torch.allclose(loss.detach().double(), ref, rtol=1e-3, atol=1e-2)
+    # against the log-domain float64 reference on the same (rounded) inputs; exp(1/τ) = e^1000 overflows a loop
+    a, b = z1.detach().double().numpy(), z2.detach().double().numpy()
+    ref = [ref_info_nce_log(a[e], b[e], 1e-3, eps, similarity, negatives) for e in range(3)]
+    assert max(ref) > 10.0  # logits of order 1/τ: a naive exp would overflow (inf) or lose every digit
+    tol = dict(rtol=1e-10, atol=1e-9) if dtype == torch.float64 else dict(rtol=1e-3, atol=1e-2)
+    np.testing.assert_allclose(loss.detach().double().numpy(), ref, **tol)
 
 
 def test_float32_close_to_float64():

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy.special import logsumexp
 
 from ssldyn.data.sphere import circle_points_even
 from ssldyn.objectives import (
@@ -32,6 +33,19 @@ def ref_measure(points, weights, tau, positive_term=False):
     return total
 
 
+def ref_measure_log(points, weights, tau):
+    """ref_measure in the log domain: log(1 + 2 Σ_j w_j e^{c_ij/τ}) = logaddexp(0, log 2 + lse_j(c_ij/τ + log w_j))."""
+    y = np.asarray(points, np.float64)
+    w = np.asarray(weights, np.float64)
+    w = w / w.sum()
+    u = y / np.linalg.norm(y, axis=1, keepdims=True)
+    total = 0.0
+    for i in range(len(y)):
+        logits = [u[i] @ u[j] / tau + math.log(w[j]) for j in range(len(y)) if j != i]
+        total += w[i] * np.logaddexp(0.0, math.log(2.0) + logsumexp(logits))
+    return total
+
+
 def _points(*shape, seed=0, dtype=torch.float64):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
@@ -42,6 +56,8 @@ def test_uniform_weights_match_loop_reference(positive_term):
     got = latent_measure_nt_xent(y, temperature=0.7, positive_term=positive_term)
     want = ref_measure(y.numpy(), np.ones(6), 0.7, positive_term)
     assert got.item() == pytest.approx(want, rel=1e-12)
+    if not positive_term:
+        assert ref_measure_log(y.numpy(), np.ones(6), 0.7) == pytest.approx(want, rel=1e-12)
 
 
 def test_weights_match_loop_reference_and_are_normalised():
@@ -118,6 +134,10 @@ def test_stable_at_tiny_temperature(dtype):
     loss = latent_measure_nt_xent(y, temperature=1e-3)
     assert loss.dtype == dtype and torch.isfinite(loss).all()
     assert torch.isfinite(torch.autograd.grad(loss.sum(), y)[0]).all()
+    # against the log-domain float64 reference on the same (rounded) points
+    ref = [ref_measure_log(y[e].detach().double().numpy(), np.ones(20), 1e-3) for e in range(2)]
+    assert min(ref) > 50.0  # the coincident pair alone contributes (2/20)·log(1 + 2·e^{1000}/20)
+    np.testing.assert_allclose(loss.detach().double().numpy(), ref, rtol=1e-10 if dtype == torch.float64 else 1e-5)
     c = circle_points_even(4, dtype=dtype).requires_grad_(True)
     lc = cluster_measure_nt_xent(c, 40, 1e-3)
     assert torch.isfinite(lc) and torch.isfinite(torch.autograd.grad(lc, c)[0]).all()

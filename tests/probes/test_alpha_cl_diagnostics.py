@@ -91,6 +91,17 @@ def test_lipschitz_estimate_of_projector_family():
     assert float((pts @ w0).min()) >= math.cos(0.05) - 1e-12
     L = lipschitz_estimate(A_fn, pts)
     assert 0.999 < L <= 1.0 + 1e-12
+    # exactly the max over pairs of the closed form (unit points: ‖wwᵀ − vvᵀ‖₂ = sin θ, ‖w − v‖ = √(2 − 2cos θ))
+    P = pts.numpy()
+    np.testing.assert_allclose(np.linalg.norm(P, axis=1), 1.0, rtol=1e-12)
+    ref = max(math.sqrt((1 + P[i] @ P[j]) / 2) for i in range(40) for j in range(i + 1, 40))
+    assert L == pytest.approx(ref, rel=1e-9)
+    # A(w) = diag(w): ‖diag(w − v)‖₂ / ‖w − v‖₂ = ‖w − v‖_∞ / ‖w − v‖₂, max over pairs written out
+    Q = torch.randn(30, 3, generator=gen(13), dtype=D)
+    Q = Q / Q.norm(dim=1, keepdim=True)
+    q = Q.numpy()
+    ref = max(np.abs(q[i] - q[j]).max() / np.linalg.norm(q[i] - q[j]) for i in range(30) for j in range(i + 1, 30))
+    assert lipschitz_estimate(torch.diag_embed, Q, chunk=7) == pytest.approx(ref, rel=1e-12)
 
 
 def test_theorem3_condition_near_pattern_and_fails_far():

@@ -46,11 +46,12 @@ def test_per_cluster_mean_written_out_and_per_cluster_silhouette():
 
 
 def test_uniformity_and_alignment_written_out():
-    z = torch.randn(7, 3, dtype=torch.float64)
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(7, 3, generator=g, dtype=torch.float64)
     u = z / z.norm(dim=1, keepdim=True)
     vals = [math.exp(-2 * float(((u[i] - u[j]) ** 2).sum())) for i in range(7) for j in range(7) if i != j]
     assert abs(uniformity(z) - math.log(sum(vals) / len(vals))) < 1e-12
-    w = torch.randn(7, 3, dtype=torch.float64)
+    w = torch.randn(7, 3, generator=g, dtype=torch.float64)
     v = w / w.norm(dim=1, keepdim=True)
     assert abs(alignment(z, w) - float(((u - v) ** 2).sum(1).mean())) < 1e-12
 
@@ -76,7 +77,7 @@ def test_angular_spread_and_invariance_gap():
     z = circle_points(a)  # (cos a, sin a)
     lab = torch.tensor([0, 0, 0, 1, 1])
     assert abs(angular_spread(z, lab) - (0.2 / 3 + 0.2) / 2) < 1e-6
-    x = torch.randn(50, 4, dtype=torch.float64)
+    x = torch.randn(50, 4, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     f = lambda t: t[:, :2] * 2  # noqa: E731  invariant to the last two coordinates
     assert invariance_gap(f, x, lambda t: t + torch.cat([torch.zeros(50, 2), torch.ones(50, 2)], 1)) == 0.0
     assert abs(invariance_gap(f, x, lambda t: t + 0.5) - 2 * 0.5 * math.sqrt(2)) < 1e-12

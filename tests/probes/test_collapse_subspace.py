@@ -108,7 +108,8 @@ def test_pca_components_match_scikit_learn_with_its_sign_convention():
 
 
 def test_output_gap_is_mean_euclidean_distance():
-    a, b = torch.randn(2, 5, 3, dtype=D), torch.randn(2, 5, 3, dtype=D)
+    g = torch.Generator().manual_seed(8)
+    a, b = torch.randn(2, 5, 3, generator=g, dtype=D), torch.randn(2, 5, 3, generator=g, dtype=D)
     ref = np.sqrt(((a - b).numpy() ** 2).sum(-1)).mean(-1)
     np.testing.assert_allclose(output_gap(a, b).numpy(), ref)
 
@@ -126,6 +127,24 @@ def test_dimension_coupling_on_linear_and_coupled_kernels():
     assert dimension_coupling(Kc)[0] > 0.05
 
 
+def test_dimension_coupling_is_the_documented_ratios_written_out():
+    """cross = max_{l≠j} |K_lj| / max_l |K_ll|, spread = max_{l,j} |K_ll − K_jj| / max_l |K_ll| (loops over entries)."""
+    rng = np.random.default_rng(6)
+    n, z = 4, 3
+    K = rng.normal(size=(n, n, z, z))
+    K[..., 1, 1] *= 3.0  # the largest diagonal entry sits in dimension 1
+    diag_max = max(abs(K[a, b, l, l]) for a in range(n) for b in range(n) for l in range(z))
+    cross = max(abs(K[a, b, l, j]) for a in range(n) for b in range(n) for l in range(z) for j in range(z) if l != j)
+    spread = max(
+        abs(K[a, b, l, l] - K[a, b, j, j]) for a in range(n) for b in range(n) for l in range(z) for j in range(z)
+    )
+    got = dimension_coupling(torch.tensor(K))
+    assert got == pytest.approx((cross / diag_max, spread / diag_max), rel=1e-12)
+    # a kernel δ_lj k(x, x') with one k for every dimension (Lemma 1 + Prop. 1): both vanish exactly
+    k = rng.normal(size=(n, n))
+    assert dimension_coupling(torch.tensor(k[..., None, None] * np.eye(z))) == (0.0, 0.0)
+
+
 def test_linear_svm_accuracy_separable_and_random():
     rng = np.random.default_rng(3)
     X = np.concatenate([rng.normal(-3, 1, size=(50, 2)), rng.normal(3, 1, size=(50, 2))])
@@ -133,6 +152,18 @@ def test_linear_svm_accuracy_separable_and_random():
     assert linear_svm_accuracy(X, y) == pytest.approx(1.0)
     acc = linear_svm_accuracy(rng.normal(size=(100, 2)), y)
     assert 0.25 < acc < 0.75
+
+
+def test_linear_svm_accuracy_counts_mislabelled_points_exactly():
+    """Two tight, far-apart clusters and two points carrying the other cluster's label: every 20-point test fold
+    of the 5-fold split misclassifies exactly its mislabelled points, so the mean fold accuracy is 1 − 2/100."""
+    rng = np.random.default_rng(7)
+    X = np.concatenate([rng.normal(-4, 0.3, size=(50, 2)), rng.normal(4, 0.3, size=(50, 2))])
+    y = np.repeat([0, 1], 50)
+    y[[3, 71]] = 1 - y[[3, 71]]  # one point of each cluster mislabelled (classes stay 50 / 50)
+    for standardize in (True, False):
+        assert linear_svm_accuracy(X, y, standardize=standardize) == pytest.approx(0.98, abs=1e-12)
+    assert linear_svm_accuracy(X, y, folds=4, seed=3) == pytest.approx(0.98, abs=1e-12)  # 25-point folds
 
 
 def test_collapse_probes_name_non_finite_embeddings():

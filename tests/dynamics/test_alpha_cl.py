@@ -99,8 +99,14 @@ def test_gated_covariance_ensemble_and_alpha_fn():
         xt = x * (x @ W[e] > 0).to(D)[:, None]
         f = torch.relu(x @ W[e])
         alpha = torch.exp(-((f[:, None] - f[None, :]) ** 2) / (2 * 0.5))
-        torch.testing.assert_close(A[e], contrastive_covariance(xt, xt, alpha=alpha))
-    assert gated_input(x, W).shape == (4, N, d)
+        torch.testing.assert_close(A[e], _eq3_double_sum(xt, xt, xt, xt, alpha), rtol=1e-12, atol=1e-14)  # eq. 3
+        # eq. 6 per member: x̃ = x·h'(wᵀx), for ReLU the rows with wᵀx > 0 and zero rows elsewhere
+        assert torch.equal(gated_input(x, W)[e], xt) and torch.equal(gated_input(x, W[e]), xt)
+    leaky = gated_input(x, W, "leaky_relu")  # h'(u) = 1 for u > 0, the negative slope below
+    slope = -float(get_activation("leaky_relu")(torch.tensor(-1.0, dtype=D)))  # h(u) = slope·u for u < 0
+    assert 0 < slope < 1
+    gate = torch.where(x @ W.T > 0, torch.tensor(1.0, dtype=D), torch.tensor(slope, dtype=D))  # (N, E)
+    torch.testing.assert_close(leaky, x * gate.T[..., None], rtol=0, atol=0)
 
 
 def test_power_iteration_linear_finds_top_pca_from_every_start():

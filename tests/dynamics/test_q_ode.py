@@ -119,8 +119,17 @@ def test_projected_gd_follows_its_own_flow():
         trace_loss(A, B, C).backward()
         opt.step()
     q = q_from_weights(A, B, V).detach().numpy()
-    ref_own = solve_reference(q0, lam, t=np.array([0.0, 1.0]), rhs=projected_gd_rhs).state.numpy()
+
+    def own_flow(q, lam):  # manifold module docstring, written out: q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq)
+        Lq = lam[..., :, None] * q
+        return -(4 * Lq - 3 * q @ (q.mT @ Lq) - Lq @ (q.mT @ q))
+
+    torch.testing.assert_close(projected_gd_rhs(q0, lam), own_flow(q0, lam), rtol=1e-12, atol=1e-14)
+    ref_own = solve_reference(q0, lam, t=np.array([0.0, 1.0]), rhs=own_flow).state.numpy()
     assert np.abs(q - ref_own).max() < 0.01
+    # and it is not eq. (9): the same run is further from the Grassmann flow
+    ref_eq9 = solve_reference(q0, lam, t=np.array([0.0, 1.0])).state.numpy()
+    assert np.abs(q - ref_eq9).max() > 3 * np.abs(q - ref_own).max()
 
 
 def test_predict_new_points_matches_network():

@@ -1,5 +1,6 @@
 """SimCLR trainer: batches, the logged loss equals NT-Xent written out, ensemble = separate runs, learning."""
 
+import copy
 import math
 
 import pytest
@@ -152,6 +153,13 @@ def test_probes_see_eval_mode_features_and_log_per_member():
         ens, x, SimCLRAugment(), steps=4, batch_size=5, every=2, probes={"norm": norm_probe}, probe_images=x[:7]
     )
     assert seen == [torch.Size([2, 7, 16])] * 3  # steps 0, 2, 4: backbone features (E, n, d_h = feature_dim)
-    h = embed(ens, x[:7])  # eval-mode features of the trained model = the last probe
-    assert res.trajectory.last("norm", member=1) == pytest.approx(float(h[1].norm(dim=-1).mean()), rel=1e-6)
     assert ens.training  # train mode restored
+    with torch.no_grad():
+        ens.eval()
+        h = ens.features(x[:7])  # eval mode (running statistics): what the last probe must have seen
+        ens.train()
+        h_train = copy.deepcopy(ens).features(x[:7])  # train mode: BatchNorm statistics of these 7 images
+    want = h.norm(dim=-1).mean(-1)  # (E,)
+    assert res.trajectory.last("norm", member=0) == pytest.approx(float(want[0]), rel=1e-6)
+    assert res.trajectory.last("norm", member=1) == pytest.approx(float(want[1]), rel=1e-6)
+    assert abs(float(h_train[1].norm(dim=-1).mean()) - float(want[1])) > 1e-3 * float(want[1])  # the mode matters

@@ -226,8 +226,28 @@ def test_dataloader_batches_are_used_in_order_and_cycled():
     )
     for p, p0, gr in zip(net.parameters(), ref.parameters(), grads):
         torch.testing.assert_close(p.detach(), p0.detach() - 0.1 * gr, rtol=0, atol=1e-12)
-    res = train_ssl(net, loader, objective=InfoNCE(0.5), augment=jitter, steps=5, every=1)  # 2 batches per epoch
+    # cycled: 2 batches per epoch, so steps 0..5 (the final evaluation included) see batches 0, 1, 0, 1, 0, 1;
+    # reference: the SGD loop written out on those batches, views drawn in order from the same generator
+    ref = copy.deepcopy(net)
+    res = train_ssl(net, loader, objective=InfoNCE(0.5), augment=jitter, steps=5, every=1, optimizer=sgd(0.1),
+                    generator=torch.Generator().manual_seed(4))  # fmt: skip
     assert list(res.trajectory.series("loss")[0]) == [0, 1, 2, 3, 4, 5]
+    g = torch.Generator().manual_seed(4)
+    want = []
+    for k in range(6):
+        xb = x[:B] if k % 2 == 0 else x[B:]
+        v = torch.cat([jitter(xb, g), jitter(xb, g)])
+        z = ref(v)
+        loss = info_nce(z[:B], z[B:], 0.5)
+        want.append(float(loss.detach()))
+        if k < 5:
+            grads = torch.autograd.grad(loss, list(ref.parameters()))
+            with torch.no_grad():
+                for p, gr in zip(ref.parameters(), grads):
+                    p -= 0.1 * gr
+    np.testing.assert_allclose(res.trajectory.series("loss")[1], want, rtol=1e-12)
+    for p, q in zip(net.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=0, atol=1e-12)
 
 
 def test_dataloader_errors_are_named():
@@ -349,11 +369,30 @@ def test_nan_data_and_bad_settings_are_rejected_before_training():
 
 def test_numpy_data_is_cast_to_the_model_dtype_and_dtype_casts_the_model():
     x = np.random.default_rng(0).normal(size=(16, 6))  # float64 array, float32 model
+    torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(6, 5))
-    res = train_ssl(net, x, objective=InfoNCE(0.5), augment=jitter, steps=2, batch_size=8)
-    assert np.isfinite(res.trajectory.last("loss")) and net[0].weight.dtype == torch.float32
-    train_ssl(net, x, objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8, dtype=torch.float64)
-    assert net[0].weight.dtype == torch.float64
+    net0 = copy.deepcopy(net)
+    kw = dict(objective=InfoNCE(0.5), augment=jitter, batch_size=8, every=1, optimizer=sgd(0.1))
+    res = train_ssl(net, x, steps=2, generator=torch.Generator().manual_seed(3), **kw)
+    assert net[0].weight.dtype == torch.float32
+    # reference: the same run on the array cast to float32 by hand (the views then drawn in float32 too)
+    ref_net = copy.deepcopy(net0)
+    ref = train_ssl(ref_net, torch.from_numpy(x).float(), steps=2, generator=torch.Generator().manual_seed(3), **kw)
+    np.testing.assert_array_equal(res.trajectory.series("loss")[1], ref.trajectory.series("loss")[1])
+    for p, q in zip(net.parameters(), ref_net.parameters()):
+        assert torch.equal(p, q)
+    # and the first logged loss is info_nce of the float32 model on the hand-drawn float32 views
+    want, _ = hand_step(net0, torch.from_numpy(x).float(), 8, 3, lambda z, _: info_nce(z[:8], z[8:], 0.5), 0.1)
+    assert res.trajectory.series("loss")[1][0] == pytest.approx(want, rel=1e-6)
+    # dtype=float64 casts the model and the data: the same as a float64 copy of the model on the float64 array
+    net64 = copy.deepcopy(net0)
+    res64 = train_ssl(net64, x, steps=1, generator=torch.Generator().manual_seed(3), dtype=torch.float64, **kw)
+    assert net64[0].weight.dtype == torch.float64
+    want64, new64 = hand_step(copy.deepcopy(net0).double(), torch.from_numpy(x), 8, 3,
+                              lambda z, _: info_nce(z[:8], z[8:], 0.5), 0.1)  # fmt: skip
+    assert res64.trajectory.series("loss")[1][0] == pytest.approx(want64, abs=1e-12)
+    for p, w in zip(net64.parameters(), new64):
+        torch.testing.assert_close(p.detach(), w, rtol=0, atol=1e-12)
 
 
 def test_amp_on_the_cpu_uses_bfloat16_forward_and_a_float32_loss():
@@ -401,7 +440,9 @@ def test_guard_options_follow_the_dynamics_contract():
     lazy = LossGuard(lazy=True, check_every=None)  # deferred, as on an accelerator: checked at the logged steps
     with pytest.raises(NonFiniteLossError, match="at step 2") as err:
         train_ssl(plain_net(d=5), data(), guard=lazy, every=4, **kw)
-    assert err.value.last_finite is not None
+    # the last finite value is the loss of step 1: the final loss of the same run stopped after one update
+    one = train_ssl(plain_net(d=5), data(), objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8, every=1)
+    assert err.value.step == 2 and err.value.last_finite == pytest.approx(one.trajectory.last("loss"), rel=1e-12)
     calls.clear()
     res = train_ssl(plain_net(d=5), data(), guard=False, every=[0, 2, 5], **kw)  # no guard: the NaN is logged
     steps, losses = res.trajectory.series("loss")
@@ -413,18 +454,37 @@ def test_a_library_simclr_ensemble_trains_and_probes_see_its_backbone_features()
 
     x = torch.rand(32, 1, 8, 8, generator=torch.Generator().manual_seed(0))
     net = build_simclr_net("conv", (1, 8, 8), ensemble=2, seeds=[0, 1], widths=(4, 8), proj_hidden=8, proj_dim=4)
-    shapes = []
+    net0 = copy.deepcopy(net)
+    flip = lambda v, g: v.flip(-1) if bool(torch.rand(1, generator=g) < 0.5) else v  # noqa: E731
+    seen = []
     res = train_ssl(
         net,
         x,
         objective=InfoNCE(0.5),
-        augment=lambda v, g: v.flip(-1) if bool(torch.rand(1, generator=g) < 0.5) else v,
+        augment=flip,
         steps=2,
         batch_size=8,
-        probes={"shape": lambda z: shapes.append(tuple(z.shape)) or torch.zeros(2)},
+        probes={"mean": lambda z: seen.append(z.clone()) or z.mean((-1, -2))},
+        generator=torch.Generator().manual_seed(6),
     )
-    assert shapes[0] == (2, 32, 8)  # backbone features (E, n, widths[-1]); the projection head is discarded
+    assert [tuple(z.shape) for z in seen] == [(2, 32, 8)] * 2  # backbone features (E, n, widths[-1]), no head
     assert res.trajectory.to_frame().query("probe == 'loss'").member.tolist() == [0, 1, 0, 1]
+    # the probe saw the eval-mode backbone of the trained net (BatchNorm running statistics), not its projection
+    net.eval()
+    with torch.no_grad():
+        feats = net.features(x)  # (E, 32, 8)
+    net.train()
+    torch.testing.assert_close(seen[-1], feats, rtol=0, atol=1e-6)
+    # the loss of step 0, per member: info_nce of the projections of the hand-drawn views (train-mode forward)
+    g = torch.Generator().manual_seed(6)
+    xb = x[torch.randperm(32, generator=g)[:8]]
+    v = torch.cat([flip(xb, g), flip(xb, g)])
+    with torch.no_grad():
+        z = net0(v)  # (E, 16, 4)
+    want = info_nce(z[:, :8], z[:, 8:], 0.5)  # (E,)
+    assert tuple(z.shape) == (2, 16, 4)
+    np.testing.assert_allclose(res.trajectory.to_frame().query("probe == 'loss' and step == 0").value, want.numpy(),
+                               rtol=1e-5)  # fmt: skip
 
 
 def test_an_output_with_2B_rows_on_two_axes_needs_a_declared_ensemble():
@@ -441,5 +501,14 @@ def test_an_output_with_2B_rows_on_two_axes_needs_a_declared_ensemble():
     kw = dict(objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8)
     with pytest.raises(ValueError, match="allowed"):
         train_ssl(Seq(), data(), **kw)
-    res = train_ssl(Seq(ensemble=16), data(), **kw)  # declared: 16 members
-    assert res.trajectory.to_frame().query("probe == 'loss'").member.nunique() == 16
+    net = Seq(ensemble=16)  # declared: 16 members, each the same linear map of the 16 inputs
+    ref = copy.deepcopy(net.lin)
+    res = train_ssl(net, data(), generator=torch.Generator().manual_seed(8), every=1, **kw)
+    frame = res.trajectory.to_frame().query("probe == 'loss' and step == 0")
+    assert frame.member.tolist() == list(range(16))
+    g = torch.Generator().manual_seed(8)
+    xb = data()[torch.randperm(16, generator=g)[:8]]
+    v1, v2 = jitter(xb, g), jitter(xb, g)
+    with torch.no_grad():
+        want = float(info_nce(ref(v1), ref(v2), 0.5))  # member e's rows are the 2B inputs: z[e] = lin([v1; v2])
+    np.testing.assert_allclose(frame.value, np.full(16, want), rtol=1e-12)

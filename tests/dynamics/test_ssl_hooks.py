@@ -182,9 +182,26 @@ def test_three_views_average_the_objective_over_the_pairs():
 
 
 def test_views_keyword_draws_that_many_views_from_one_augmentation():
-    h = History()
-    train_ssl(nn.Linear(6, 4).to(DT), data(), objective=InfoNCE(0.5), augment=jitter, views=4, steps=1,
-              batch_size=8, callbacks=[h])  # fmt: skip
+    # views=4 with one augmentation: four draws of it in order, one forward of the (4B, 6) stack, and the loss
+    # is the mean of info_nce over the 6 pairs i < j (written out as in the three-view test above)
+    x = data()
+    torch.manual_seed(0)
+    net = nn.Linear(6, 4).to(DT)
+    ref = nn.Linear(6, 4).to(DT)
+    ref.load_state_dict(net.state_dict())
+    res = train_ssl(net, x, objective=InfoNCE(0.5), augment=jitter, views=4, steps=1, batch_size=8, every=1,
+                    generator=torch.Generator().manual_seed(2))  # fmt: skip
+    g = torch.Generator().manual_seed(2)
+    xb = x[torch.randperm(24, generator=g)[:8]]
+    views = [jitter(xb, g) for _ in range(4)]
+    with torch.no_grad():
+        zs = [ref(v) for v in views]
+    pairs = list(itertools.combinations(range(4), 2))
+    want = np.mean([float(info_nce(zs[i], zs[j], 0.5)) for i, j in pairs])
+    assert len(pairs) == 6 and res.trajectory.meta["views"] == 4
+    assert res.trajectory.series("loss")[1][0] == pytest.approx(want, rel=1e-12)
+    # two views would give another number: the four views were really used
+    assert abs(want - float(info_nce(zs[0], zs[1], 0.5))) > 1e-6
     with pytest.raises(ValueError, match="views must be an integer >= 2"):
         train_ssl(
             nn.Linear(6, 4).to(DT), data(), objective=InfoNCE(0.5), augment=jitter, views=1, steps=1, batch_size=8
@@ -247,9 +264,32 @@ def test_multi_crop_views_of_two_sizes_train_a_pooling_model():
     torch.manual_seed(0)
     imgs = torch.rand(16, 1, 8, 8, dtype=DT)
     crop = lambda x, g: x[..., 1:7, 1:7]  # noqa: E731
-    res = train_ssl(Pool().to(DT), imgs, objective=InfoNCE(0.5), augment=[jitter, jitter, crop, crop], steps=2,
-                    batch_size=8, every=1)  # fmt: skip
-    assert np.isfinite(res.trajectory.series("loss")[1]).all() and res.trajectory.meta["views"] == 4
+    net = Pool().to(DT)
+    ref = Pool().to(DT)
+    ref.load_state_dict(net.state_dict())
+    res = train_ssl(net, imgs, objective=InfoNCE(0.5), augment=[jitter, jitter, crop, crop], steps=2,
+                    batch_size=8, every=1, optimizer=lambda p: torch.optim.SGD(p, lr=0.1),
+                    generator=torch.Generator().manual_seed(1))  # fmt: skip
+    assert res.trajectory.meta["views"] == 4
+    # written out: two 8x8 views (jitter draws), two 6x6 crops (no draws), each view embedded on its own, the
+    # loss the mean of info_nce over the 6 pairs; then one hand-written SGD step and the same for the next batch
+    g = torch.Generator().manual_seed(1)
+    perm = torch.randperm(16, generator=g)
+    want = []
+    for k in range(2):
+        xb = imgs[perm[8 * k : 8 * k + 8]]
+        views = [jitter(xb, g), jitter(xb, g), xb[..., 1:7, 1:7], xb[..., 1:7, 1:7]]
+        zs = [ref(v) for v in views]
+        loss = sum(info_nce(zs[i], zs[j], 0.5) for i, j in itertools.combinations(range(4), 2)) / 6
+        want.append(float(loss.detach()))
+        if k == 0:
+            grads = torch.autograd.grad(loss, list(ref.parameters()))
+            with torch.no_grad():
+                for q, gq in zip(ref.parameters(), grads):
+                    q -= 0.1 * gq
+    np.testing.assert_allclose(res.trajectory.series("loss")[1][:2], want, rtol=1e-12)
+    crops_only = float(info_nce(zs[2], zs[3], 0.5).detach())  # the crops alone (pair 2-3, step 1) differ
+    assert abs(want[1] - crops_only) > 1e-6
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")

@@ -215,3 +215,18 @@ def test_monitors_plug_into_train_ssl_and_share_one_computation_per_step():
         "ntk_z",
     }
     assert res.trajectory.last("contrast_lambda_min") == pytest.approx(float(spec.history[-1]["eigenvalues"][0, 0]))
+    # the last logged values against the trained model, written out: eq. (7) of its features ...
+    with torch.no_grad():
+        h, hp = net(x[:32]).numpy(), net(spec.x_pos).numpy()
+        W, b = net[0].weight, net[0].bias
+        s = 1 - torch.tanh(x[:20] @ W.T + b) ** 2  # (20, 8): tanh'(pre-activation) of each output
+    lam, V = np.linalg.eigh(_grassmann_C(h, hp, hp[spec.pi.numpy()]))
+    assert res.trajectory.last("contrast_lambda_min") == pytest.approx(lam[0], abs=1e-12)
+    assert res.trajectory.last("contrast_n_negative") == (lam < 0).sum()
+    # ... the head alignment: mean over the 3 most negative eigenvectors of their norm projected on span(Aᵀ)
+    Q = np.linalg.qr(head.weight.detach().numpy().T)[0]  # (8, 3) orthonormal basis of the head's row space
+    align = np.mean([np.linalg.norm(Q.T @ V[:, k]) for k in range(3)])
+    assert res.trajectory.last("contrast_qode_alignment") == pytest.approx(align, abs=1e-10)
+    # ... and the NTK contrast of f(x) = tanh(Wx + b): K(x, x') = Σ_o tanh'_o(x) tanh'_o(x') (xᵀx' + 1)
+    K = ((s @ s.T) * (x[:20] @ x[:20].T + 1)).numpy()
+    assert res.trajectory.last("ntk_contrast") == pytest.approx(_contrast_reference(K, y[:20]), abs=1e-10)

@@ -116,10 +116,32 @@ def test_final_evaluation_leaves_batchnorm_statistics_alone():
         def forward(self, x):
             return self.bn(self.lin(x))
 
-    x = torch.randn(8, 3)
-    net = Net()
-    train_weight_space(net, x, _loss, steps=2, lr=0.1, output="raw", every=None)
+    torch.manual_seed(0)
+    x = torch.randn(8, 3, dtype=torch.float64)
+    net = Net().double()
+    ref = Net().double()
+    ref.load_state_dict(net.state_dict())
+    res = train_weight_space(net, x, _loss, steps=2, lr=0.1, output="raw", every=None)
     assert int(net.bn.num_batches_tracked) == 2  # two updates, two train-mode forwards counted
+    # reference: two hand-written SGD steps in train mode, then the final loss (its forward moves the buffers)
+    losses = []
+    for k in range(3):
+        loss = _loss(ref(x))
+        losses.append(float(loss.detach()))
+        if k == 2:
+            break
+        grads = torch.autograd.grad(loss, list(ref.parameters()))
+        with torch.no_grad():
+            for p, gp in zip(ref.parameters(), grads):
+                p -= 0.1 * gp
+        if k == 1:
+            mean, var = ref.bn.running_mean.clone(), ref.bn.running_var.clone()
+    torch.testing.assert_close(net.bn.running_mean, mean, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(net.bn.running_var, var, rtol=1e-12, atol=1e-14)
+    for p, q in zip(net.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(res.trajectory.series("loss")[1], [losses[0], losses[2]], rtol=1e-12)
+    assert not torch.equal(ref.bn.running_mean, mean)  # the final forward would have moved them
 
 
 @pytest.mark.parametrize(

@@ -76,6 +76,10 @@ def test_correlated_columns_share_the_first_output_weights():
     W2 = torch.randn(1, 2000, 3, generator=torch.Generator().manual_seed(2), dtype=D) / 2000**0.5
     Wc = correlated_columns(W2, 0.5)
     torch.testing.assert_close(Wc[..., 0], W2[..., 0])
+    for j in (1, 2):  # column j ≥ 1: ρ·w₀ + √(1 − ρ²)·w_j, written out
+        torch.testing.assert_close(Wc[..., j], 0.5 * W2[..., 0] + math.sqrt(0.75) * W2[..., j], rtol=1e-14, atol=0)
+    torch.testing.assert_close(correlated_columns(W2, 0.0), W2)  # ρ = 0: independent columns, unchanged
+    torch.testing.assert_close(correlated_columns(W2, 1.0), W2[..., :1].expand_as(W2))  # ρ = 1: one shared column
     corr = torch.corrcoef(Wc[0].T)
     assert corr[0, 1] == pytest.approx(0.5, abs=0.05) and corr[1, 2] == pytest.approx(0.25, abs=0.05)
     assert (Wc.std(dim=-2) / W2.std(dim=-2) - 1).abs().max() < 0.1  # every column keeps its N(0, 1/h) scale

@@ -1,5 +1,6 @@
 """variational.fig1: MNIST pixels, the transformed-digits stand-in for Fig. 1 (b, c), CIFAR-10 on written batches."""
 
+import math
 import pickle
 
 import numpy as np
@@ -19,6 +20,25 @@ def test_kmeans_nmi_separates_clustered_from_random_features():
     clustered = centers[y] + rng.normal(size=(120, 8))
     assert kmeans_nmi(clustered, y) > 0.9
     assert kmeans_nmi(rng.normal(size=(120, 8)), y) < 0.2
+
+
+def test_kmeans_nmi_clusters_directions_and_is_the_nmi_written_out():
+    """Two tight groups of directions (e₁ and e₂) whose norms spread over 1..100: after the L2 normalisation k-means
+    (k = 2 classes) finds the two directions, whatever the norms. The labels put all of group A and half of group B
+    in class 0: contingency [[20, 10], [0, 10]]; NMI = I/((H(y) + H(c))/2) (arithmetic mean), in plain floats."""
+    rng = np.random.default_rng(1)
+    norms = np.geomspace(1, 100, 20)
+    a = norms[:, None] * (np.array([1.0, 0.0, 0.0]) + 0.01 * rng.normal(size=(20, 3)))
+    b = norms[:, None] * (np.array([0.0, 1.0, 0.0]) + 0.01 * rng.normal(size=(20, 3)))
+    x = np.concatenate([a, b])  # (40, 3): raw k-means would split by norm, not by direction
+    y = np.r_[np.zeros(30, int), np.ones(10, int)]
+    joint = np.array([[20, 10], [0, 10]]) / 40  # (class, cluster)
+    py, pc = joint.sum(1), joint.sum(0)
+    mi = sum(joint[i, j] * math.log(joint[i, j] / (py[i] * pc[j])) for i in range(2) for j in range(2) if joint[i, j])
+    h = lambda p: -sum(v * math.log(v) for v in p if v)  # noqa: E731
+    assert kmeans_nmi(x, y) == pytest.approx(mi / ((h(py) + h(pc)) / 2), rel=1e-12)
+    assert kmeans_nmi(x, np.r_[np.zeros(20, int), np.ones(20, int)]) == pytest.approx(1.0, abs=1e-12)
+    assert kmeans_nmi(x, np.tile([0, 1], 20)) == pytest.approx(0.0, abs=1e-12)  # labels independent of the clusters
 
 
 def test_config_rules_fail_before_any_work():

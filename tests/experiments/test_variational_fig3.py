@@ -69,7 +69,12 @@ def test_line_fit_is_least_squares_with_r2_written_out():
 
 def test_min_sq_distance():
     assert min_sq_distance(4) == pytest.approx(2.0)  # neighbours at 90°: |(1,0)-(0,1)|² = 2
-    assert min_sq_distance(6) == pytest.approx(1.0)
+    assert min_sq_distance(6) == pytest.approx(1.0)  # a hexagon's side is its radius
+    assert min_sq_distance(3) == pytest.approx(3.0)  # the inscribed triangle's side √3
+    assert min_sq_distance(2) == pytest.approx(4.0)  # antipodes
+    for k in (5, 7, 12, 100, 1000):  # the chord between neighbouring points, from their coordinates
+        p0, p1 = np.array([1.0, 0.0]), np.array([math.cos(2 * math.pi / k), math.sin(2 * math.pi / k)])
+        assert min_sq_distance(k) == pytest.approx(float(((p1 - p0) ** 2).sum()), rel=1e-12)
 
 
 @pytest.mark.parametrize("n", [20000, None])
@@ -86,8 +91,19 @@ def test_threshold_is_where_relative_excess_reaches_tol(n):
 def test_plateau_ratio_separates_exponential_from_power_law():
     ks = np.arange(2, 101)
     d2 = 2 - 2 * np.cos(2 * np.pi / ks)
-    assert plateau_ratio(ks, np.exp(-0.8 * ks), 1e-3) < 1e-3  # exponential approach: a plateau
-    assert plateau_ratio(ks, 0.5 * d2**2, 1e-3) == pytest.approx(1 / 16, rel=0.05)  # power law p = 2: no plateau
+    # exponential approach: e^{−0.8K} ≤ 1e-3 first at K* = 9 (0.8·9 = 7.2 > ln 1e3 = 6.91 > 0.8·8), so the ratio is
+    # g(18)/g(9) = e^{−0.8·9}
+    assert plateau_ratio(ks, np.exp(-0.8 * ks), 1e-3) == pytest.approx(math.exp(-7.2), rel=1e-12)
+    # power law p = 2: (d²)² = (2 − 2cos(2π/K))² ≤ 2e-3 first at K* = 30 (K = 29 gives 2.19e-3, K = 30 1.92e-3);
+    # the ratio is ((1 − cos(π/15))/(1 − cos(2π/15)))², → 1/16 as K grows
+    g = 0.5 * d2**2
+    assert g[ks == 29][0] > 1e-3 >= g[ks == 30][0]
+    ref = ((1 - math.cos(2 * math.pi / 60)) / (1 - math.cos(2 * math.pi / 30))) ** 2
+    assert plateau_ratio(ks, g, 1e-3) == pytest.approx(ref, rel=1e-12) and ref == pytest.approx(1 / 16, rel=0.01)
+    # no K with g ≤ tol, or 2K* beyond the grid: NaN; a negative excess at 2K* counts as 0
+    assert math.isnan(plateau_ratio(ks, np.ones(len(ks)), 1e-3))
+    assert math.isnan(plateau_ratio(ks, np.where(ks >= 60, 0.0, 1.0), 1e-3))
+    assert plateau_ratio(np.arange(2, 7), np.array([1.0, 1e-4, 5e-5, 0.0, -1e-6]), 1e-3) == 0.0  # K* = 3, g(6) < 0
     kk, g = relative_excess(0.3, None, 60, 1000, True)  # the real curve: far below 1e-3
     assert plateau_ratio(kk, g, 1e-3) < 1e-5
 

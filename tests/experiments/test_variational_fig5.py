@@ -11,13 +11,40 @@ from ssldyn.lab import Context, UserError, run_experiment
 from ssldyn.probes.cluster import silhouette_samples_cosine
 
 
-def test_helpers():
-    z = fc.random_embedding(50, 3, 0.3, torch.Generator().manual_seed(0))
-    assert torch.allclose(z.norm(dim=1), torch.ones(50, dtype=torch.float64))
-    steps = fc.record_steps(1000, extra=[15, 777])
-    assert steps[:31] == list(range(31)) and steps[-1] == 1000 and 777 in steps and len(steps) < 260
+def test_random_embedding_is_the_normalised_perturbed_direction_written_out():
+    """``z0_i = normalise(m + spread·ε_i)``, m a unit direction drawn first, ε_i ~ N(0, I): replayed from the same
+    seed and normalised in numpy; spread 0 puts every point on m."""
+    for n, d, spread in ((50, 3, 0.3), (7, 2, 1.5)):
+        z = fc.random_embedding(n, d, spread, torch.Generator().manual_seed(4)).numpy()
+        g = torch.Generator().manual_seed(4)
+        m = torch.randn(1, d, generator=g, dtype=torch.float64).numpy()
+        eps = torch.randn(n, d, generator=g, dtype=torch.float64).numpy()
+        m = m / np.sqrt((m**2).sum())
+        v = m + spread * eps
+        np.testing.assert_allclose(z, v / np.sqrt((v**2).sum(1, keepdims=True)), rtol=1e-14, atol=1e-15)
+    z = fc.random_embedding(5, 3, 0.0, torch.Generator().manual_seed(1)).numpy()
+    np.testing.assert_allclose(z, np.broadcast_to(z[0], (5, 3)), atol=1e-15)
+    assert np.linalg.norm(z[0]) == pytest.approx(1.0, abs=1e-15)
+
+
+def test_record_steps_is_the_dense_sparse_grid_written_out():
+    """Every step up to ``dense``, every ``total // sparse``-th step, the in-range extras and the last step."""
+    assert fc.record_steps(1000, extra=[15, 777]) == sorted(set(range(31)) | set(range(0, 1001, 5)) | {777})
+    # 1003 // 200 = 5: the grid stops at 1000, the last step is added; extras outside [0, total] are dropped
+    assert fc.record_steps(1003, extra=[-1, 2000, 1001]) == sorted(set(range(31)) | set(range(0, 1001, 5))
+                                                                     | {1001, 1003})  # fmt: skip
+    assert fc.record_steps(10) == list(range(11))  # shorter than the dense phase: every step
+    assert fc.record_steps(100, dense=3, sparse=7) == [0, 1, 2, 3, *range(14, 99, 14), 100]
+
+
+def test_gif_indices_are_the_records_at_log_spaced_times():
+    """First record at or after each of ``frames`` log-spaced times between the first positive time and the last,
+    plus the first and last records (worked out by hand: ⌈300^(k/9)⌉ for t = 0, 1, …, 300)."""
     idx = fc.gif_indices(np.linspace(0, 300, 301), 10)
-    assert idx[0] == 0 and idx[-1] == 300 and len(idx) <= 12
+    assert idx.tolist() == [0, 1, 2, 4, 7, 13, 24, 45, 85, 160, 300]
+    # uneven records: targets 0.1, 0.56, 3.16, 17.8, 100 fall on the records 0.1, 1, 5, 20, 100
+    t = np.array([0, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100.0])
+    assert fc.gif_indices(t, 5).tolist() == [0, 1, 4, 6, 8, 10]
 
 
 def test_coherence_and_decay_times():
@@ -25,6 +52,14 @@ def test_coherence_and_decay_times():
     z0 = np.zeros((1, 10, 2))
     same = z0 + np.where(lab[None, :, None] == 0, [1.0, 0.0], [0.0, 1.0])  # one direction per cluster
     assert fc.coherence(z0, same, lab)[0] == pytest.approx(1.0)
+    # worked by hand: cluster 0 moves along e₁ and e₂ (any lengths): resultant |(½, ½)| = √2/2; cluster 1 moves
+    # along +e₁ and −e₁: resultant 0; a second member moves every point along e₂: 1
+    z1 = np.zeros((2, 4, 2))
+    z1[0] = [[3.0, 0.0], [0.0, 0.2], [5.0, 0.0], [-0.1, 0.0]]
+    z1[1] = [[0.0, 1.0], [0.0, 2.0], [0.0, 3.0], [0.0, 4.0]]
+    start = np.ones((2, 4, 2))  # the displacement z1 − z0 is what counts
+    np.testing.assert_allclose(fc.coherence(start, start + z1, np.array([0, 0, 1, 1])), [math.sqrt(2) / 4, 1.0],
+                               rtol=1e-14)  # fmt: skip
     t = np.linspace(0, 10, 11)
     sil = np.array([0, 0.6, 0.7, 0.7, 0.6, 0.55, 0.4, 0.3, 0.3, 0.3, 0.3])[:, None]
     uni = (np.array([1.0, 0.5, 0.4, 0.4, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01, 0.0]) - 1.6)[:, None]

@@ -1,7 +1,14 @@
+import numpy as np
 import torch
 
 from ssldyn.contract.config import build_config
-from ssldyn.experiments.variational.invariance import Invariance, eq36_violation, kernel_violation
+from ssldyn.experiments.variational.invariance import (
+    Invariance,
+    Projected,
+    eq36_violation,
+    kernel_violation,
+    project_onto_M,
+)
 from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.lab import UserError, run_experiment
 from ssldyn.models.averaging import AveragingNet
@@ -47,6 +54,29 @@ def test_kernel_violation_matches_the_empirical_ntk():
     B[:, 2:] = 0.0  # the eq.-(17) invariant weights
     assert kernel_violation(B, x, xT, x_clean, 2) < 1e-15
     assert eq36_violation(B, x, xT, 2) > 0.05
+
+
+def test_project_onto_M_is_the_orthogonal_projection_on_the_first_d_coordinates():
+    """``P = diag(1_d, 0_{D−d})`` written out, applied along the last axis of a ``(2, 3, D)`` batch (a wrong axis or
+    keeping the last d coordinates fails); P is idempotent and v − Pv ⟂ Pv; a perturbation in M^⊥ is removed."""
+    D, d = 6, 2
+    v = torch.randn(2, 3, D, generator=torch.Generator().manual_seed(5), dtype=DT)
+    P = np.diag([1.0] * d + [0.0] * (D - d))
+    got = project_onto_M(v, d)
+    np.testing.assert_allclose(got.numpy(), v.numpy() @ P.T, rtol=0, atol=0)
+    torch.testing.assert_close(project_onto_M(got, d), got, rtol=0, atol=0)
+    assert float(((v - got) * got).sum(-1).abs().max()) == 0.0
+    eps = torch.zeros(D, dtype=DT)
+    eps[d:] = torch.tensor([0.3, -0.1, 0.2, 0.5], dtype=DT)  # ε' ∈ M^⊥
+    torch.testing.assert_close(project_onto_M(v + eps, d), got, rtol=0, atol=0)
+    # hand-worked
+    one = torch.tensor([1.0, -2.0, 3.0, 4.0], dtype=DT)
+    assert project_onto_M(one, 3).tolist() == [1.0, -2.0, 3.0, 0.0]
+    # the Projected network is the net at P x: invariant to M^⊥ perturbations by construction
+    net, x, xT = _net_and_inputs(3)
+    f = Projected(net, 2)
+    torch.testing.assert_close(f(xT), f(x), rtol=0, atol=0)
+    torch.testing.assert_close(f(x), net(project_onto_M(x, 2)), rtol=0, atol=0)
 
 
 def test_config_rule_fails_before_any_work():

@@ -1,0 +1,152 @@
+"""``nonlinearity.batchnorm.app_d_statistics`` (App. D, Cor. 3, eq. 15 / 178): every number it returns against a
+numpy reimplementation from the model's definition — ReLU with one filter per RF on the exact conditional
+populations of ``P`` orthonormal patterns scaled by ``ζ`` (k even) or ``1/ζ`` (k odd) — and the App. D statement
+that BatchNorm removes the input scale (``x̃^bn = σ_k^{-1} x̃_k``), so every BN quantity is the same at ζ and at 1.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from ssldyn.experiments.nonlinearity.batchnorm import BatchNormConfig, _cv, app_d_statistics
+
+CPU = torch.device("cpu")
+P0 = P1 = 0.5
+
+
+def _draws(cfg: BatchNormConfig, n: int, seed: int) -> torch.Tensor:
+    W = torch.randn(n, cfg.K, cfg.P, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return W[(W.amax(-1) > 0).all(-1)]  # every hidden node alive, as the experiment does
+
+
+def _top_layer(d, b, lam):
+    """(s, δ) of eq. 139 / 143 (s up to sign; NaN where every b_k = 0, a draw the statistics leave out)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _top_layer_raw(d, b, lam)
+
+
+def _top_layer_raw(d, b, lam):
+    gap = lam - d
+    raw = b / gap
+    Z2 = (raw**2).sum()
+    tot = (b**2 / gap).sum()
+    return raw / np.sqrt(Z2), P0 * P1 / (Z2 * gap) * (tot - b**2 / gap)
+
+
+def _reference(cfg: BatchNormConfig, W: np.ndarray, zeta: float) -> dict:
+    """Per draw: d, b, λ (no BN), d^bn, λ^bn, and the tangential speeds of eq. 15 and eq. 178, in numpy."""
+    K, P = cfg.K, cfg.P
+    rest = (1 - cfg.p_disc - cfg.p_other) / (P - 2)
+    pz = {
+        1: np.array([cfg.p_disc, cfg.p_other] + [rest] * (P - 2)),
+        0: np.array([cfg.p_other, cfg.p_disc] + [rest] * (P - 2)),
+    }
+    scales = np.array([zeta if k % 2 == 0 else 1 / zeta for k in range(K)])
+    out = {key: [] for key in ("d", "b", "lam", "dbn", "bbn", "lambn", "speed_plain", "speed_bn")}
+    for w_all in W:
+        A, L, Dl = [], [], []
+        for k in range(K):
+            w, c = w_all[k], scales[k]
+            gate = (w > 0).astype(float)  # ReLU': x̃_k = 1[w·x > 0] x for x = c e_j (c > 0)
+            m = {z: c * pz[z] * gate for z in (0, 1)}  # E[x̃ | z]
+            cov = {z: np.diag(c * c * pz[z] * gate) - np.outer(m[z], m[z]) for z in (0, 1)}
+            L.append(P0 * cov[0] + P1 * cov[1])
+            Dl.append(m[1] - m[0])
+            A.append(L[-1] + P0 * P1 * np.outer(Dl[-1], Dl[-1]))
+        d = np.array([W_k @ L_k @ W_k for W_k, L_k in zip(w_all, L)])
+        b = np.array([W_k @ D_k for W_k, D_k in zip(w_all, Dl)])
+        lam = np.linalg.eigvalsh(np.diag(d) + P0 * P1 * np.outer(b, b))[-1]
+        var = d + P0 * P1 * b**2  # V[f_k]
+        dbn, bbn = d / var, b / np.sqrt(var)
+        lambn = np.linalg.eigvalsh(np.diag(dbn) + P0 * P1 * np.outer(bbn, bbn))[-1]
+        s, _ = _top_layer(d, b, lam)
+        sb, _ = _top_layer(dbn, bbn, lambn)
+        _, deltab = _top_layer(dbn, bbn, lambn)
+        sp, sbn = [], []
+        for k in range(K):
+            w = w_all[k]
+            proj = np.eye(P) - np.outer(w, w) / (w @ w)
+            plain = s[k] ** 2 * A[k] @ w + P0 * P1 * s[k] * ((s * b).sum() - s[k] * b[k]) * Dl[k]  # eq. 15
+            Db = Dl[k] / np.sqrt(var[k])
+            bn = sb[k] ** 2 * (A[k] / var[k]) @ w + deltab[k] * (Db @ w) * Db  # eq. 178
+            sp.append(np.linalg.norm(proj @ plain) / np.linalg.norm(w))
+            sbn.append(np.linalg.norm(proj @ bn) / np.linalg.norm(w))
+        for key, v in zip(out, (d, b, lam, dbn, bbn, lambn, sp, sbn)):
+            out[key].append(np.asarray(v))
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def _is_a_median(got: float, v: np.ndarray) -> bool:
+    """``got`` is the median of ``v``: numpy's (the mean of the two middle values for an even count) or torch's
+    ``Tensor.median`` (the lower middle value), which the speed medians use while the CV-ratio medians use
+    pandas' (numpy's convention)."""
+    lower = np.sort(v)[(len(v) - 1) // 2]
+    return bool(np.isclose(got, np.median(v), rtol=1e-9) or np.isclose(got, lower, rtol=1e-9))
+
+
+def _cv_np(v):
+    return v.std(-1, ddof=1) / np.abs(v.mean(-1))
+
+
+def test_cv_is_sample_std_over_mean_hand_worked():
+    v = torch.tensor([[1.0, 2.0, 3.0], [-2.0, -4.0, -6.0]], dtype=torch.float64)
+    np.testing.assert_allclose(_cv(v).numpy(), [0.5, 0.5], rtol=1e-15)  # std (ddof 1) 1 / mean 2; |mean|
+
+
+@pytest.mark.parametrize("zeta", [3.0, 1.0])
+def test_app_d_statistics_against_the_numpy_reference(zeta):
+    cfg = BatchNormConfig(K=4, P=4, zeta=3.0, draws=16)
+    W = _draws(cfg, 16, 0)
+    stats, draws, speeds = app_d_statistics(cfg, W, zeta, CPU)
+    ref = _reference(cfg, W.numpy(), zeta)
+    d, dbn, lam, lambn = ref["d"], ref["dbn"], ref["lam"], ref["lambn"]
+    np.testing.assert_allclose(draws["cv_d"], _cv_np(d), rtol=1e-10)
+    np.testing.assert_allclose(draws["cv_dbn"], _cv_np(dbn), rtol=1e-10)
+    np.testing.assert_allclose(draws["cv_gap"], _cv_np(lam[:, None] - d), rtol=1e-10)
+    np.testing.assert_allclose(draws["cv_gapbn"], _cv_np(lambn[:, None] - dbn), rtol=1e-10)
+    ok = (np.abs(ref["b"]) > 1e-9).all(-1) & (np.abs(ref["bbn"]) > 1e-9).all(-1)
+    np.testing.assert_array_equal(draws["all_rf_signal"], ok)
+    assert stats["draws_with_signal"] == ok.sum() > 0
+    assert stats["min_lam_minus_max_dbn"] == pytest.approx((lambn - dbn.max(-1)).min(), abs=1e-12)
+    assert stats["min_lam_minus_max_dbn"] >= -1e-12  # Cor. 3 (1)
+    # the remark after Cor. 3: d^bn = 1/(1 + p0 p1 (b/√d)²)
+    np.testing.assert_allclose(dbn, 1 / (1 + P0 * P1 * ref["b"] ** 2 / d), rtol=1e-12)
+    assert stats["dbn_formula_err"] < 1e-12
+    assert stats["median_cv_ratio_d"] == pytest.approx(np.median(_cv_np(dbn) / _cv_np(d)), rel=1e-10)
+    assert stats["median_cv_ratio_gap"] == pytest.approx(
+        np.median(_cv_np(lambn[:, None] - dbn) / _cv_np(lam[:, None] - d)), rel=1e-10
+    )
+    # speeds: one row per RF of every draw with signal, in draw order
+    K = cfg.K
+    np.testing.assert_array_equal(speeds["rf"], np.tile(np.arange(K), ok.sum()))
+    np.testing.assert_allclose(speeds["scale"], np.tile([zeta, 1 / zeta] * (K // 2), ok.sum()), rtol=1e-15)
+    np.testing.assert_allclose(speeds["speed_plain"], ref["speed_plain"][ok].ravel(), rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(speeds["speed_bn"], ref["speed_bn"][ok].ravel(), rtol=1e-9, atol=1e-15)
+    # |log(mean speed of the small-scale RFs (odd k) / mean speed of the large (even k))|; at ζ = 1 the same split
+    small = np.arange(K) % 2 == 1
+
+    def log_ratio(v):
+        return np.abs(np.log(v[:, small].mean(-1) / v[:, ~small].mean(-1)))
+
+    lp, lb = log_ratio(ref["speed_plain"][ok]), log_ratio(ref["speed_bn"][ok])
+    assert _is_a_median(stats["median_log_speed_ratio_plain"], lp)
+    assert _is_a_median(stats["median_log_speed_ratio_bn"], lb)
+    assert _is_a_median(stats["speed_evened"], lb / lp)
+    assert stats["cor3_rel_err"] < 1e-10 < stats["cor3_plain_rel_err"]
+
+
+def test_batchnorm_removes_the_input_scale():
+    """x̃^bn = σ_k^{-1} x̃_k with ReLU (positively homogeneous): d^bn, λ^bn and the eq.-178 speeds do not depend on
+    ζ at all, while the no-BN quantities do. (So the claim ``speed-evened``, which reads the BN log speed ratio at
+    ζ minus at ζ = 1, measures 0 up to round-off for every filter draw.)"""
+    cfg = BatchNormConfig(K=4, P=4, zeta=3.0, draws=16)
+    W = _draws(cfg, 16, 1)
+    s3, d3, sp3 = app_d_statistics(cfg, W, 3.0, CPU)
+    s1, d1, sp1 = app_d_statistics(cfg, W, 1.0, CPU)
+    np.testing.assert_allclose(d3[["cv_dbn", "cv_gapbn"]], d1[["cv_dbn", "cv_gapbn"]], rtol=1e-10)
+    np.testing.assert_allclose(sp3["speed_bn"], sp1["speed_bn"], rtol=1e-9)
+    assert s3["median_log_speed_ratio_bn"] - s1["median_log_speed_ratio_bn"] == pytest.approx(0.0, abs=1e-9)
+    assert s3["min_lam_minus_max_dbn"] == pytest.approx(s1["min_lam_minus_max_dbn"], abs=1e-12)
+    # without BN the scale shows: the weak RFs (1/ζ) learn far more slowly at ζ = 3
+    assert s3["median_log_speed_ratio_plain"] - s1["median_log_speed_ratio_plain"] > 1.0
+    assert not np.allclose(d3["cv_d"], d1["cv_d"], rtol=1e-3)

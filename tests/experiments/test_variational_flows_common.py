@@ -1,0 +1,72 @@
+"""``variational._flows_common``'s helpers: the record index at a flow time, hand-worked, and the uniformity of the
+uniform optimum (Fig. 5 / 6's reference level) against the Wang–Isola uniformity written out in numpy on the
+evenly spaced circle points and the Fibonacci lattice, and against the Bessel closed form of the continuous
+uniform measure on S^{d−1}."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import special
+
+from ssldyn.experiments.variational import _flows_common as fc
+
+
+def test_index_at_time_hand_worked():
+    times = np.array([0.0, 0.1, 0.2, 0.1 + 0.2, 1.0])  # 0.1 + 0.2 = 0.30000000000000004
+    assert fc.index_at_time(times, 0.0) == 0
+    assert fc.index_at_time(times, 0.05) == 0
+    assert fc.index_at_time(times, 0.2) == 2  # a record exactly at t counts (≤), not the one before
+    assert fc.index_at_time(times, 0.25) == 2
+    assert fc.index_at_time(times, 0.3) == 3  # round-off: 0.30000000000000004 is "at" 0.3
+    assert fc.index_at_time(times, 0.2 - 5e-10) == 2  # within the 1e-9 round-off
+    assert fc.index_at_time(times, 0.2 - 1e-8) == 1  # beyond it
+    assert fc.index_at_time(times, 0.99) == 3
+    assert fc.index_at_time(times, 7.0) == 4  # past the end: the last record
+    assert fc.index_at_time(np.array([0.0, 1.0, 1.0, 2.0]), 1.0) == 2  # repeated times: the last of them
+
+
+def _uniformity(u: np.ndarray, t: float = 2.0) -> float:
+    """Wang & Isola: log mean_{i≠j} exp(−t‖u_i − u_j‖²) of unit rows, written out."""
+    n = len(u)
+    sq = ((u[:, None, :] - u[None, :, :]) ** 2).sum(-1)
+    off = ~np.eye(n, dtype=bool)
+    return float(np.log(np.exp(-t * sq[off]).mean()))
+
+
+def test_uniform_optimum_on_the_circle_hand_worked():
+    # n = 2: one antipodal pair, ‖u_1 − u_2‖² = 4 → log e^{−8} = −8
+    assert fc.uniform_optimum(2, 2) == pytest.approx(-8.0, abs=1e-12)
+    # n = 4: from each point two neighbours at ‖·‖² = 2 and one opposite at 4 → log((2e^{−4} + e^{−8})/3)
+    assert fc.uniform_optimum(4, 2) == pytest.approx(math.log((2 * math.exp(-4) + math.exp(-8)) / 3), abs=1e-12)
+    for n in (3, 7, 50):
+        a = 2 * np.pi * np.arange(n) / n
+        want = _uniformity(np.stack([np.cos(a), np.sin(a)], 1))
+        assert fc.uniform_optimum(n, 2) == pytest.approx(want, abs=1e-12)
+    # many points approach the continuous measure on S¹, E = e^{−4} I₀(4), with the n self-pairs left out of the
+    # mean: mean_{i≠j} = (n E − 1)/(n − 1) (the continuous value itself, log E, is 0.0096 higher at n = 400)
+    n, E = 400, special.i0e(4.0)
+    assert fc.uniform_optimum(n, 2) == pytest.approx(math.log((n * E - 1) / (n - 1)), abs=1e-9)
+
+
+def test_uniform_optimum_on_the_sphere_is_the_fibonacci_lattice():
+    for n in (5, 40):
+        i = np.arange(n) + 0.5
+        z = 1 - 2 * i / n
+        phi = np.pi * (3 - np.sqrt(5)) * i  # the golden-angle form: a mirror image, the same distances
+        r = np.sqrt(1 - z**2)
+        u = np.stack([r * np.cos(phi), r * np.sin(phi), z], 1)
+        assert fc.uniform_optimum(n, 3) == pytest.approx(_uniformity(u), abs=1e-12)
+    # and it approaches the continuous S² value E e^{−4(1 − c)} = (1 − e^{−8})/8 (c uniform on [−1, 1]), self-pairs
+    # left out as on the circle
+    n, E = 600, (1 - math.exp(-8)) / 8
+    assert fc.uniform_optimum(n, 3) == pytest.approx(math.log((n * E - 1) / (n - 1)), abs=1e-5)
+
+
+@pytest.mark.parametrize("d", [4, 5, 8])
+def test_uniform_optimum_in_higher_dimension_is_the_continuous_measure(d):
+    """For d > 3 (n ignored): log E exp(−4(1 − c)) on S^{d−1}; E e^{a c} = Γ(ν + 1)(2/a)^ν I_ν(a), ν = d/2 − 1."""
+    nu, a = d / 2 - 1, 4.0
+    want = math.lgamma(nu + 1) + nu * math.log(2 / a) + math.log(special.ive(nu, a))  # ive = e^{−a} I_ν(a)
+    assert fc.uniform_optimum(100, d) == pytest.approx(want, abs=1e-8)
+    assert fc.uniform_optimum(7, d) == fc.uniform_optimum(100, d)

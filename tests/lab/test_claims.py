@@ -66,10 +66,38 @@ def test_wilson_interval_formula():
     assert wilson_interval(k, n) == pytest.approx((c - h, c + h), abs=1e-12)
 
 
-def test_bootstrap_median_interval_is_reproducible_and_brackets_the_median():
-    x = [3.0, 1.0, 2.0, 10.0, 2.5]
-    a, b = bootstrap_median_interval(x), bootstrap_median_interval(x)
-    assert a == b and a[0] <= np.median(x) <= a[1]
+def _exact_bootstrap_median_interval(x, level=0.95, n_boot=2000):
+    """The percentile interval of the median's bootstrap distribution, worked out exactly (odd n).
+
+    A resample of n draws with replacement has median <= x_(k) (k-th order statistic) exactly when at
+    least (n + 1)/2 of its draws are <= x_(k): P_k = P(Binomial(n, k/n) >= (n + 1)/2). The α-quantile of the
+    bootstrap median is the first x_(k) with P_k >= α. Also returned: how many standard errors of an
+    ``n_boot``-resample estimate of P_k separate the P_k < 1 from the levels (the resampling cannot tip them)."""
+    xs, n = np.sort(x), len(x)
+    p = np.array([stats.binom.sf((n + 1) // 2 - 1, n, k / n) for k in range(1, n + 1)])
+    a = (1 - level) / 2
+    lo, hi = int(np.argmax(p >= a)), int(np.argmax(p >= 1 - a))
+    inner = p[p < 1]
+    se = np.sqrt(inner * (1 - inner) / n_boot)
+    margin = min((np.abs(inner - a) / se).min(), (np.abs(inner - (1 - a)) / se).min())
+    return (float(xs[lo]), float(xs[hi])), margin
+
+
+@pytest.mark.parametrize(
+    "x, by_hand",
+    [
+        # n = 5: P_1 = P(Bin(5, 0.2) >= 3) = 0.05792 >= 0.025, P_4 = 0.94208 < 0.975: [x_(1), x_(5)]
+        ([3.0, 1.0, 2.0, 10.0, 2.5], (1.0, 10.0)),
+        ([1.0, 2.0, 3.0, 4.0, 0.9], (0.9, 4.0)),
+        # n = 7: P_1 = P(Bin(7, 1/7) >= 4) = 0.01015 < 0.025 <= P_2 = 0.10827; P_6 = 0.98985: [x_(2), x_(6)]
+        ([0.3, 1.1, 1.9, 2.2, 3.5, 4.0, 7.5], (1.1, 4.0)),
+    ],
+)
+def test_bootstrap_median_interval_equals_the_exact_bootstrap_distribution(x, by_hand):
+    ref, margin = _exact_bootstrap_median_interval(x)
+    assert ref == by_hand and margin > 5  # 2000 resamples cannot move the ends to another order statistic
+    assert bootstrap_median_interval(x) == by_hand
+    assert bootstrap_median_interval(x[::-1]) == by_hand  # the order of the seeds does not matter
 
 
 # --- rules on synthetic per-seed measurements -----------------------------------------------
@@ -77,9 +105,11 @@ SEEDS = [0, 1, 2, 3, 4]
 
 
 def test_default_rule_passes_with_mean_and_four_of_five_seeds():
-    c = evaluate(spec(gt(0.5)), None, SEEDS, [0.8, 0.85, 0.9, 0.95, 0.45])
+    x = [0.8, 0.85, 0.9, 0.95, 0.45]
+    c = evaluate(spec(gt(0.5)), None, SEEDS, x)
     assert c.passed and c.status == "pass" and c.n_seeds_passed == 4
-    assert c.value == pytest.approx(0.79) and 0.5 < c.interval[0] < 0.79 < c.interval[1]
+    ref = stats.t.interval(0.95, len(x) - 1, loc=np.mean(x), scale=stats.sem(x))  # (0.5440, 1.0360)
+    assert c.value == pytest.approx(0.79) and c.interval == pytest.approx(ref, rel=1e-5) and ref[0] > 0.5
     assert c.interval_method == "Student t"
 
 
@@ -89,17 +119,46 @@ def test_three_of_five_seeds_with_the_interval_across_the_threshold_is_inconclus
     assert c.interval[0] < 0.5 < c.interval[1] and "contains the threshold" in c.note
 
 
-def test_default_rule_fails_with_three_of_five_seeds_when_the_interval_clears_the_threshold():
-    # mean 0.62 and its interval above 0.5, but only 3/5 seeds hold: the rule (80 % of seeds) fails
+def _scipy_t(x):
+    return stats.t.interval(0.95, len(x) - 1, loc=np.mean(x), scale=stats.sem(x))
+
+
+def test_three_of_five_seeds_over_the_threshold_is_inconclusive_when_the_interval_contains_it():
     c = evaluate(spec(gt(0.5)), None, SEEDS, [0.61, 0.58, 0.7, 0.7, 0.51])
     assert c.interval[0] > 0.5 and c.n_seeds_passed == 5 and c.status == "pass"
-    c = evaluate(spec(gt(0.6)), None, SEEDS, [0.61, 0.58, 0.7, 0.7, 0.52])
-    assert c.n_seeds_passed == 3 and c.status in ("fail", "inconclusive") and not c.passed
+    x = [0.61, 0.58, 0.7, 0.7, 0.52]  # mean 0.622 > 0.6, but 3/5 seeds; scipy: [0.5249, 0.7191] contains 0.6
+    c = evaluate(spec(gt(0.6)), None, SEEDS, x)
+    lo, hi = _scipy_t(x)
+    assert lo < 0.6 < hi and c.interval == pytest.approx((lo, hi), rel=1e-5)
+    assert c.n_seeds_passed == 3 and c.status == "inconclusive" and not c.passed
 
 
-def test_default_rule_fails_when_the_mean_misses_although_most_seeds_hold():
-    c = evaluate(spec(gt(0.5)), None, SEEDS, [0.51, 0.51, 0.51, 0.51, -10.0])
-    assert c.n_seeds_passed == 4 and not c.passed
+def test_default_rule_fails_with_seven_of_ten_seeds_when_the_interval_clears_the_threshold():
+    # the mean holds and its whole interval lies above 0.5 (scipy: [0.6328, 0.9332]), but 7/10 < 80 % of seeds
+    x = [0.49, 0.48, 0.47, 0.9, 0.95, 0.92, 0.88, 0.91, 0.93, 0.9]
+    lo, hi = _scipy_t(x)
+    assert 0.5 < lo
+    c = evaluate(spec(gt(0.5)), None, list(range(10)), x)
+    assert (
+        c.n_seeds_passed == 7
+        and c.value == pytest.approx(np.mean(x))
+        and c.interval == pytest.approx((lo, hi), rel=1e-5)
+    )
+    assert c.status == "fail" and not c.passed
+    # the whole-interval rule asks the interval, not the seeds: it passes on the same values
+    c = evaluate(spec(gt(0.5), rule=whole_interval("a trend over seeds")), None, list(range(10)), x)
+    assert c.status == "pass" and c.passed
+
+
+def test_default_rule_does_not_pass_when_the_mean_misses_although_most_seeds_hold():
+    x = [0.51, 0.51, 0.51, 0.51, -10.0]  # mean -1.592; scipy: [-7.428, 4.244] contains 0.5: not a fail either
+    c = evaluate(spec(gt(0.5)), None, SEEDS, x)
+    assert c.n_seeds_passed == 4 and c.value == pytest.approx(-1.592) and not c.passed
+    assert c.interval == pytest.approx(_scipy_t(x), rel=1e-5) and c.status == "inconclusive"
+    # with a tight spread the interval lies below the threshold: fail (mean 0.45, scipy [0.4376, 0.4624])
+    x = [0.44, 0.45, 0.46, 0.44, 0.46]
+    c = evaluate(spec(gt(0.5)), None, SEEDS, x)
+    assert _scipy_t(x)[1] < 0.5 and c.status == "fail"
 
 
 def test_borderline_strict_vs_non_strict():
@@ -135,14 +194,30 @@ def test_pooled_rule_takes_one_measurement():
 
 
 def test_boolean_claims_use_the_fraction_of_seeds():
+    def wilson(k, n, z=1.959963984540054):  # the score interval written out
+        p = k / n
+        c = (p + z * z / (2 * n)) / (1 + z * z / n)
+        h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return (c - h, c + h)
+
     c = evaluate(spec(is_true()), None, SEEDS, [True, True, True, True, False])
-    assert c.passed and c.value == pytest.approx(0.8) and c.interval_method == "Wilson"
-    assert not evaluate(spec(is_true()), None, SEEDS, [True, True, True, False, False]).passed
+    assert c.passed and c.status == "pass" and c.value == pytest.approx(0.8) and c.interval_method == "Wilson"
+    assert c.interval == pytest.approx(wilson(4, 5), rel=1e-5)  # (0.3755, 0.9638)
+    c = evaluate(spec(is_true()), None, SEEDS, [True, True, True, False, False])
+    # 3/5 = 0.6 < 0.8, but the Wilson interval (0.2307, 0.8824) reaches 0.8: inconclusive, not a fail
+    assert c.value == pytest.approx(0.6) and c.interval == pytest.approx(wilson(3, 5), rel=1e-5)
+    assert wilson(3, 5)[1] > 0.8 and c.status == "inconclusive" and not c.passed
+    c = evaluate(spec(is_true()), None, SEEDS, [True, False, False, False, False])
+    assert wilson(1, 5)[1] < 0.8 and c.status == "fail"  # (0.0362, 0.6245)
 
 
 def test_median_statistic():
     c = evaluate(spec(gt(0.5), statistic="median"), None, SEEDS, [1.0, 2.0, 3.0, 4.0, 0.9])
     assert c.value == 2.0 and c.passed and c.interval_method == "bootstrap percentile"
+    assert c.interval == (0.9, 4.0)  # the exact bootstrap percentile interval (see above): [x_(1), x_(5)]
+    # a median below the threshold with an interval across it: inconclusive (mean 2.06 would have passed)
+    c = evaluate(spec(gt(0.5), statistic="median"), None, SEEDS, [0.1, 0.2, 0.3, 4.0, 5.7])
+    assert c.value == 0.3 and c.interval == (0.1, 5.7) and c.status == "inconclusive"
 
 
 def test_relation_depending_on_the_config():

@@ -35,9 +35,17 @@ def test_reproduce_dry_run_plans_every_experiment(capsys, tmp_path):
     from ssldyn.lab import manifest
 
     code, text, err = _cli(["reproduce", "--quick", "--out", str(tmp_path / "r"), "--dry-run"], capsys)
-    n = len(manifest.experiments())
+    from ssldyn.lab.runner import plan_run
+
+    exps = manifest.experiments()
+    n = len(exps)
     assert code == 0, err
-    assert f"dry run: {n} runs, {n} to run" in text
+    assert f"dry run: {n} runs, {n} to run" in text and not (tmp_path / "r").exists()
+    rows = {ln.split()[0]: ln.split() for ln in text.splitlines() if ln.split() and ln.split()[0] in
+            {e["name"] for e in exps}}  # fmt: skip
+    assert sorted(rows) == sorted(e["name"] for e in exps)  # one row per experiment of the manifest
+    for e in exps:  # each with the hash its quick run gets (the run directory a later reproduce fills)
+        assert plan_run(e["name"], quick=True).digest in rows[e["name"]], e["name"]
 
 
 def test_bare_command_prints_help_not_an_error(capsys):

@@ -50,8 +50,11 @@ def test_one_task_or_a_cuda_device_runs_in_process():
     assert {pid for _, (pid, _) in out} == {os.getpid()}
 
 
-def test_worker_count_is_a_lab_setting():
-    assert default_workers() >= 1
+def test_worker_count_is_a_lab_setting(monkeypatch):
+    if hasattr(os, "sched_getaffinity"):  # Linux
+        assert default_workers() == len(os.sched_getaffinity(0))  # the cores this process may use
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    assert default_workers() == 3  # the affinity mask, not the machine's core count
     assert check_workers(None) == default_workers() and check_workers(3) == 3
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(UserError, match="--workers"):

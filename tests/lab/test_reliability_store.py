@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import errno
+import fcntl
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -254,7 +256,17 @@ def test_waiting_for_a_stopped_lock_holder_says_so_at_once(tmp_path, monkeypatch
                 break
             time.sleep(0.01)
         said: list[str] = []
-        monkeypatch.setattr(RunStore, "on_wait", staticmethod(said.append))
+        events: list[str] = []  # what the waiting thread did, in order
+        monkeypatch.setattr(RunStore, "on_wait", staticmethod(lambda m: (said.append(m), events.append("said"))))
+        real_flock = fcntl.flock
+
+        def flock(fd, op):  # a blocking request (no LOCK_NB) is where the thread starts to wait
+            if op == fcntl.LOCK_EX:
+                events.append("blocks")
+            return real_flock(fd, op)
+
+        monkeypatch.setattr(store_mod, "fcntl", SimpleNamespace(**{k: getattr(fcntl, k) for k in dir(fcntl)
+                                                                    if k.startswith("LOCK_")}, flock=flock))  # fmt: skip
         got = threading.Event()
 
         def wait_for_lock():
@@ -262,11 +274,11 @@ def test_waiting_for_a_stopped_lock_holder_says_so_at_once(tmp_path, monkeypatch
                 got.set()
 
         t = threading.Thread(target=wait_for_lock, daemon=True)
-        t0 = time.monotonic()
         t.start()
-        while not said and time.monotonic() - t0 < 10:
+        deadline = time.monotonic() + 60  # a hang guard, not a timing
+        while "blocks" not in events and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert time.monotonic() - t0 < 5  # at once, not after a minute
+        assert events == ["said", "blocks"]  # at once: the line comes before the wait, not after it
         (msg,) = said
         assert f"waiting for PID {holder.pid} (stopped" in msg and EXP in msg and "aaaaaaaaaaaa" in msg
         assert not got.is_set()

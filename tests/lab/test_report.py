@@ -93,14 +93,25 @@ def test_report_renders_non_blank_in_headless_chromium(toy, tmp_path):
     Path(shot).unlink()
 
 
-def test_report_lists_failed_runs_escaped(toy, tmp_path):
+def test_report_lists_failed_runs_escaped(toy, tmp_path, monkeypatch):
     from ssldyn.lab.executors import execute
     from ssldyn.lab.runner import plan_run
 
-    items = execute([plan_run(toy.name, sets={"fail": True, "label": "<b>x</b>"})], tmp_path)
+    def run(self, cfg, ctx):
+        raise RuntimeError(f"toy failure <img src=x onerror=alert(1)> {cfg.label}")
+
+    monkeypatch.setattr(toy, "run", run)
+    spec = plan_run(toy.name, sets={"label": "<b>x</b>"})
+    items = execute([spec], tmp_path)
     assert items[0].status == "failed"
     html = build_report(tmp_path).read_text()
-    assert "Failed runs" in html and "RuntimeError: toy failure" in html
+    p = Collector()
+    p.feed(html)
+    assert "img" not in p.tags and "b" not in p.tags  # the error's markup is text, not elements
+    assert "Failed runs" in html
+    # the failed run's row: its experiment, its hash and its error (then where it was raised), escaped
+    assert (f"<tr><td>{toy.name}</td><td><code>{spec.digest}</code></td><td>RuntimeError: toy failure "
+            "&lt;img src=x onerror=alert(1)&gt; &lt;b&gt;x&lt;/b&gt; at test_report.py:") in html  # fmt: skip
 
 
 def _headline_and_badge(html: str, name: str) -> tuple[str, str, str]:

@@ -7,7 +7,6 @@ import multiprocessing as mp
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -72,7 +71,7 @@ def _hold_lock_and_commit(out: str, ready, release) -> None:  # runs in a child 
         commit_run(store, computed)
 
 
-def test_forced_interleaving_never_deletes_a_live_partial(toy, tmp_path):
+def test_forced_interleaving_never_deletes_a_live_partial(toy, tmp_path, monkeypatch):
     ctx = mp.get_context("spawn")
     ready, release = ctx.Event(), ctx.Event()
     child = ctx.Process(target=_hold_lock_and_commit, args=(str(tmp_path), ready, release))
@@ -85,10 +84,14 @@ def test_forced_interleaving_never_deletes_a_live_partial(toy, tmp_path):
         assert len(partials) == 1  # the child's
         with store.lock(spec.experiment, spec.digest, blocking=False) as got:
             assert not got  # another live process owns this run
-        t0 = time.perf_counter()
+        computed = compute_run(spec)
+
+        def second_copy(*a, **k):
+            raise AssertionError("the waiting process wrote its own copy over the child's run")
+
+        monkeypatch.setattr(store, "new_partial", second_copy)
         release.set()
-        run = commit_run(store, compute_run(spec))  # waits for the child, then keeps the child's run
-        assert time.perf_counter() - t0 < 60
+        run = commit_run(store, computed)  # waits for the child, then keeps the child's run
     finally:
         release.set()
         child.join(60)

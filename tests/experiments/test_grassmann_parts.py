@@ -240,3 +240,135 @@ def test_polar_variant_euler_path_matches_a_hand_rolled_loop():
     assert torch.allclose(path, torch.stack(ref), atol=1e-14)
     assert torch.allclose(projected_gd_rhs(q0, lam), -(4 * lam[..., None] * q0 - 3 * q0 @ (q0.mT @ (lam[..., None] * q0))
                                                       - (lam[..., None] * q0) @ (q0.mT @ q0)), atol=1e-14)  # fmt: skip
+
+
+def test_sv_ratio_of_centered_embeddings_and_of_a_map():
+    """``σ_min/σ_max`` of the centred points (mean over the n points removed): ±(3, 0), ±(0, 1) shifted by (5, 5) give
+    singular values √18 and √2, ratio 1/3, whatever the shift; a map (``center=False``) is not centred."""
+    from ssldyn.experiments.grassmann.collapse import _sv_ratio
+
+    pts = torch.tensor([[3.0, 0.0], [-3.0, 0.0], [0.0, 1.0], [0.0, -1.0]], dtype=D) + 5.0
+    u = torch.stack([pts, 2 * pts - 7.0, pts * torch.tensor([1.0, 0.0], dtype=D)])  # (3, n, z)
+    np.testing.assert_allclose(_sv_ratio(u).numpy(), [1 / 3, 1 / 3, 0.0], atol=1e-14)
+    rng = np.random.default_rng(5)
+    M = rng.normal(size=(4, 3, 6)) + 2.0  # (S, z, d) maps, with a common offset that centring would remove
+    s = np.linalg.svd(M, compute_uv=False)
+    np.testing.assert_allclose(_sv_ratio(torch.tensor(M), center=False).numpy(), s[:, -1] / s[:, 0], rtol=1e-12)
+    E = rng.normal(size=(4, 10, 3)) * [3.0, 1.0, 0.5] + [2.0, -1.0, 4.0]  # (S, n, z) embeddings, off-centre
+    sc = np.linalg.svd(E - E.mean(1, keepdims=True), compute_uv=False)  # centred over the n (= second-last) axis
+    np.testing.assert_allclose(_sv_ratio(torch.tensor(E)).numpy(), sc[:, -1] / sc[:, 0], rtol=1e-12)
+    su = np.linalg.svd(E, compute_uv=False)
+    assert not np.allclose(su[:, -1] / su[:, 0], sc[:, -1] / sc[:, 0], rtol=1e-2)  # centring matters here
+
+
+def test_max_row_deviation_is_relative_to_b_and_maximised_over_time_and_rows():
+    from ssldyn.experiments.grassmann.collapse import _max_row_deviation
+
+    rng = np.random.default_rng(6)
+    T, S, z, m = 4, 3, 2, 5
+    b = rng.normal(size=(T, S, z, m))
+    a = b + 0.1 * rng.normal(size=(T, S, z, m)) * rng.uniform(0.1, 3, size=(T, S, z, 1))
+    ref = [max(np.linalg.norm(a[t, s, l] - b[t, s, l]) / np.linalg.norm(b[t, s, l]) for t in range(T) for l in range(z))
+           for s in range(S)]  # fmt: skip
+    np.testing.assert_allclose(_max_row_deviation(torch.tensor(a), torch.tensor(b)).numpy(), ref, rtol=1e-12)
+    # hand-worked: row (3, 4) against (0, 5): ‖(3, −1)‖/5 = √10/5; relative to b, not to a (‖a‖ = 5 too, but the
+    # other row, a = (0, 2) vs b = (0, 1), gives 1 relative to b and ½ relative to a)
+    a1 = torch.tensor([[[[3.0, 4.0], [0.0, 2.0]]]], dtype=D)  # (T=1, S=1, z=2, m=2)
+    b1 = torch.tensor([[[[0.0, 5.0], [0.0, 1.0]]]], dtype=D)
+    assert float(_max_row_deviation(a1, b1)[0]) == pytest.approx(1.0)
+    assert float(_max_row_deviation(a1[:, :, :1], b1[:, :, :1])[0]) == pytest.approx(math.sqrt(10) / 5)
+
+
+def test_fig1_ratios_nan_for_a_member_no_longer_finite():
+    from ssldyn.experiments.grassmann.fig1 import _ratios
+
+    pts = torch.tensor([[3.0, 0.0], [-3.0, 0.0], [0.0, 1.0], [0.0, -1.0]], dtype=D)
+    big = pts * 1e149  # finite and below 1e150: kept (ratio 1/3)
+    u = torch.stack([pts, pts.clone(), pts.clone(), pts * 1e151, big])
+    u[1, 0, 0] = float("inf")
+    u[2, 2, 1] = float("nan")
+    got = _ratios(u)
+    assert got[0] == pytest.approx(1 / 3) and got[4] == pytest.approx(1 / 3)
+    assert np.isnan(got[1:4]).all()
+
+
+def test_gap_by_width_selects_activation_reduction_epoch_and_averages_over_inits():
+    import pandas as pd
+
+    from ssldyn.experiments.grassmann.fig2 import _gap_by_width
+
+    rows = [
+        ("tanh", "mean", 0, 10, 1.0), ("tanh", "mean", 0, 10, 3.0), ("tanh", "mean", 0, 50, 0.5),
+        ("tanh", "mean", 5, 10, 7.0), ("tanh", "mean", 9, 10, 9.0), ("tanh", "mean", 9, 50, 2.0),
+        ("relu", "mean", 0, 10, 100.0), ("tanh", "sum", 0, 10, 200.0),
+    ]  # fmt: skip
+    df = pd.DataFrame(rows, columns=["activation", "reduction", "epoch", "h", "gap"])
+    at0 = _gap_by_width(df, "tanh", "mean", 0)
+    assert at0.to_dict() == {10: 2.0, 50: 0.5}
+    assert _gap_by_width(df, "tanh", "mean", 9).to_dict() == {10: 9.0, 50: 2.0}
+    # None: every epoch > 0 (the init, epoch 0, left out)
+    assert _gap_by_width(df, "tanh", "mean", None).to_dict() == {10: 8.0, 50: 2.0}
+    assert _gap_by_width(df, "relu", "mean", 0).to_dict() == {10: 100.0}
+
+
+def test_fig3_max_dev_over_the_last_two_axes():
+    from ssldyn.experiments.grassmann.fig3 import _max_dev
+
+    a = torch.zeros(2, 3, 4, 2, dtype=D)
+    b = torch.zeros(2, 3, 4, 2, dtype=D)
+    a[0, 1, 3, 0] = -0.7  # |−0.7| in the block (0, 1)
+    a[1, 2, 0, 1] = 0.2
+    b[1, 2, 2, 0] = 0.5
+    ref = np.zeros((2, 3))
+    ref[0, 1], ref[1, 2] = 0.7, 0.5
+    np.testing.assert_allclose(_max_dev(a, b).numpy(), ref, atol=1e-15)
+
+
+def test_rank_z_row_space_is_the_top_right_singular_subspace_or_none_when_collapsed():
+    from ssldyn.experiments.grassmann.prop3 import RANK_TOL, rank_z_row_space
+
+    rng = np.random.default_rng(7)
+    Q = np.linalg.qr(rng.normal(size=(6, 6)))[0]  # orthonormal columns: the right singular vectors
+    P = np.linalg.qr(rng.normal(size=(4, 4)))[0]
+    M = P[:, :3] @ np.diag([5.0, 2.0, 0.01]) @ Q[:, :3].T  # (4, 6): row space span(Q[:, :3]), top-2 span(Q[:, :2])
+    V = rank_z_row_space(torch.tensor(M), 2)
+    assert V is not None and V.shape == (6, 2)
+    np.testing.assert_allclose(V.numpy() @ V.numpy().T, Q[:, :2] @ Q[:, :2].T, atol=1e-12)  # same projector
+    np.testing.assert_allclose(V.numpy().T @ V.numpy(), np.eye(2), atol=1e-12)
+    # z = 3: σ₃/σ₁ = 0.002 > 1e-3 is kept; scaled by 1e-8 the relative test still keeps it
+    assert RANK_TOL == 1e-3
+    assert rank_z_row_space(torch.tensor(M), 3) is not None
+    assert rank_z_row_space(torch.tensor(1e-8 * M), 3) is not None
+    # σ₃/σ₁ = 0.0008 ≤ 1e-3: collapsed below rank 3
+    M2 = P[:, :3] @ np.diag([5.0, 2.0, 0.004]) @ Q[:, :3].T
+    assert rank_z_row_space(torch.tensor(M2), 3) is None
+    # a rank-one map (e₁e₁ᵀ) at z = 2, and fewer rows than z
+    assert rank_z_row_space(torch.eye(3, dtype=D)[:, :1] @ torch.eye(3, dtype=D)[:1], 2) is None
+    assert rank_z_row_space(torch.tensor(M[:1]), 2) is None
+
+
+def test_clip_in_place_clips_every_matrix_singular_values_at_one():
+    from ssldyn.experiments.grassmann.prop3 import _clip_
+
+    rng = np.random.default_rng(8)
+    U = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    V = np.linalg.qr(rng.normal(size=(2, 2)))[0]
+    W = torch.nn.Parameter(torch.tensor(U[:, :2] @ np.diag([3.0, 0.5]) @ V.T))  # (3, 2), σ = 3, 0.5
+    B = torch.nn.Parameter(torch.tensor(rng.normal(size=(4, 2, 2)) * 2))  # batched (S, 2, 2)
+    Bnp = B.detach().numpy().copy()
+    ptr = W.data_ptr()
+    _clip_([W, B])
+    assert W.data_ptr() == ptr and W.requires_grad  # in place, still a parameter
+    np.testing.assert_allclose(W.detach().numpy(), U[:, :2] @ np.diag([1.0, 0.5]) @ V.T, atol=1e-12)
+    for s in range(4):
+        u_, sv, vt = np.linalg.svd(Bnp[s])
+        np.testing.assert_allclose(B[s].detach().numpy(), u_ @ np.diag(np.minimum(sv, 1.0)) @ vt, atol=1e-12)
+        assert np.linalg.norm(B[s].detach().numpy(), 2) <= 1 + 1e-12
+
+
+def test_peak_of_adds_the_terms_to_the_baseline_and_names_the_largest():
+    from ssldyn.experiments.grassmann._common import peak_of
+    from ssldyn.memory import PROCESS_BASELINE
+
+    assert peak_of({"a": 1e6, "b": 3.5e6, "c": 2e6}) == (int(PROCESS_BASELINE + 6.5e6), "b")
+    assert peak_of({"n": 10.0}) == (int(PROCESS_BASELINE + 10.0), "n")

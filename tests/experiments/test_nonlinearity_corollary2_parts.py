@@ -131,3 +131,19 @@ def test_stable_optima_are_the_downward_zeros_of_the_flow():
     grid = np.linspace(-math.pi, math.pi, 241)[:-1]
     rg = np.array([r(t) for t in grid])
     assert len(opt) == int(np.sum((rg > 0) & (np.roll(rg, -1) < 0))) >= 2  # two optima here
+
+
+@pytest.mark.parametrize("tau", [None, 0.5, 0.05])
+def test_A_reference_whole_circle_against_scipy_quad_and_the_pair_integral(tau):
+    """The reference A(w) (whole circle, α at the same w): uniform α against scipy quad over the active half-circle,
+    Gaussian α against the pair integral ``½ E[K(x, y)(x̃ − ỹ)(x̃ − ỹ)ᵀ]`` of our own rule; and it agrees with the
+    half-plane shortcut of A_population (the experiment's sanity check of the shortcut)."""
+    from ssldyn.experiments.nonlinearity.corollary2 import A_reference
+
+    th = torch.tensor([-0.3, 0.4, 2.5], dtype=D)
+    A = A_reference(MIX, th, tau, FINE)
+    assert A.shape == (3, 2, 2)
+    for i, t in enumerate(th.tolist()):
+        ref = _A_uniform(t) if tau is None else _A_pairs(t, tau, t)
+        np.testing.assert_allclose(A[i].numpy(), ref, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(A.numpy(), A_population(MIX, th, tau, FINE).numpy(), rtol=1e-8, atol=1e-11)

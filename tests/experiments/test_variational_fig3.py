@@ -130,3 +130,38 @@ def test_quick_run_claims(tmp_path):
     assert claims["a-tau"].control_value < 0 and claims["c-linear"].control_value < 0.9
     assert claims["a-more-atoms"].kind == "consequence" and not any(c.status == "vacuous" for c in claims.values())
     assert (out.run.path / "figures" / "fig3.png").is_file()
+
+
+def test_threshold_from_excess_interpolates_log_excess_linearly_in_d2():
+    """Between the last K above tol and the first at or below it, log g is interpolated linearly in d² = 2 − 2cos(2π/K).
+    Hand-worked: K = 4, 6 (d² = 2, 1), g = 1e-2, 1e-4, tol 1e-3 → halfway in log g → d* = 1.5. An excess with
+    ``log g = a + b·d²`` exactly is recovered exactly: d* = (log tol − a)/b."""
+    from ssldyn.experiments.variational.fig3 import _threshold_from_excess
+
+    assert _threshold_from_excess(np.array([4, 6]), np.array([1e-2, 1e-4]), 1e-3) == pytest.approx(1.5, rel=1e-12)
+    ks = np.arange(2, 61)
+    d2 = 2 - 2 * np.cos(2 * np.pi / ks)
+    for a, b, tol in ((-9.0, 40.0, 1e-3), (-3.0, 2.0, 0.1)):
+        got = _threshold_from_excess(ks, np.exp(a + b * d2), tol)
+        assert got == pytest.approx((math.log(tol) - a) / b, rel=1e-10)
+    # the first crossing of a non-monotone excess (K = 3 → 4: d² 3 → 2, log g 0 → ln 1e-4; tol at 3/4 of the way)
+    assert _threshold_from_excess(np.arange(3, 7), np.array([1.0, 1e-4, 1.0, 1e-5]), 1e-3) == pytest.approx(2.25)
+    # a non-contiguous K grid brackets with its neighbours in the grid (K = 4, 8), not K − 1
+    got = _threshold_from_excess(np.array([4, 8]), np.array([1e-2, 1e-4]), 1e-3)
+    assert got == pytest.approx(2.0 + 0.5 * (min_sq_distance(8) - 2.0), rel=1e-12)
+    # no crossing, or below tol already at the first K: NaN
+    assert math.isnan(_threshold_from_excess(ks, np.ones(len(ks)), 1e-3))
+    assert math.isnan(_threshold_from_excess(ks, np.full(len(ks), 1e-4), 1e-3))
+
+
+def test_scramble_is_the_documented_permutation():
+    from ssldyn.experiments.variational.fig3 import _scramble
+
+    np.testing.assert_array_equal(_scramble(6), [5, 3, 1, 4, 2, 0])  # evens 0 2 4, odds 1 3 5, reversed
+    np.testing.assert_array_equal(_scramble(5), [3, 1, 4, 2, 0])
+    np.testing.assert_array_equal(_scramble(1), [0])
+    for n in range(1, 12):
+        assert sorted(_scramble(n).tolist()) == list(range(n))
+    # as a control it breaks a monotone pairing: a line through (i, i) paired in scrambled order has slope < 1
+    x = np.arange(6.0)
+    assert line_fit(x, x[_scramble(6)])[0] < 0.5

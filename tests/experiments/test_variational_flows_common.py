@@ -70,3 +70,29 @@ def test_uniform_optimum_in_higher_dimension_is_the_continuous_measure(d):
     want = math.lgamma(nu + 1) + nu * math.log(2 / a) + math.log(special.ive(nu, a))  # ive = e^{−a} I_ν(a)
     assert fc.uniform_optimum(100, d) == pytest.approx(want, abs=1e-8)
     assert fc.uniform_optimum(7, d) == fc.uniform_optimum(100, d)
+
+
+def test_stack_members_equals_members_initialised_alone():
+    """Member i of the stacked ensemble has the parameters, and computes the output, of ``make(1, g_i)`` built alone
+    from a generator with the same seed (member order kept: distinct seeds give distinct members)."""
+    import torch
+
+    from ssldyn.experiments.variational.fig5 import averaging_net_factory
+
+    make = averaging_net_factory(5, "cpu")
+    seeds = [11, 22, 33]
+    ens = fc.stack_members(make, [torch.Generator().manual_seed(s) for s in seeds])
+    singles = [make(1, torch.Generator().manual_seed(s)) for s in seeds]
+    x = torch.randn(3, 8, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)  # (E, n, D)
+    with torch.no_grad():
+        out = ens(x)  # (E, n, d)
+        for i, m in enumerate(singles):
+            for k, v in m.state_dict().items():
+                assert torch.equal(ens.state_dict()[k][i : i + 1], v), k
+            assert torch.equal(out[i], m(x[i : i + 1])[0])
+    assert not torch.equal(out[0], out[1])  # the seeds matter
+    # a plain (n, D) input is broadcast to every member: member i's output is still its single's
+    with torch.no_grad():
+        flat = ens(x[0])
+        for i, m in enumerate(singles):
+            assert torch.equal(flat[i], m(x[0])[0])

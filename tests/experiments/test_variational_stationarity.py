@@ -72,3 +72,13 @@ def test_remark32_hessian_matches_finite_differences():
     ev_fd = torch.linalg.eigvalsh(H)
     torch.testing.assert_close(ev, ev_fd, atol=1e-6, rtol=1e-4)
     assert abs(float(ev[0])) < 1e-12 and float(ev[1]) > 1e-3  # the rotation is a zero mode; the rest positive
+
+
+def test_second_by_n_is_the_smallest_ratio_per_n_in_increasing_n_hand_worked():
+    import pandas as pd
+
+    from ssldyn.experiments.variational.stationarity import _second_by_n
+
+    r32 = pd.DataFrame({"n": [16, 8, 8, 16, 32], "tau": [0.1, 0.1, 0.5, 0.5, 0.5],
+                        "uniform_second": [3e-5, 0.2, 0.15, 2.4e-5, 1.234]})  # fmt: skip
+    assert _second_by_n(r32) == "n=8: 0.15, n=16: 2.4e-05, n=32: 1.2"

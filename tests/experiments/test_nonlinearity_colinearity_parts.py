@@ -1,0 +1,55 @@
+"""nonlinearity.colinearity's filter helpers against hand-worked examples and loops in numpy."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ssldyn.experiments.nonlinearity.colinearity import _abs_cos_within_rf, _swap_first_two
+
+
+def test_abs_cos_within_rf_hand_worked():
+    """One RF with filters e1, e1 + e2, −e2: pairs (0,1) cos 1/√2, (0,2) 0, (1,2) −1/√2 → |·|; a second RF with
+    filters (1,0,0), (2,0,0) (co-linear, |cos| 1) and (−3,0,0) (anti-parallel, |cos| 1)."""
+    G = torch.tensor(
+        [[[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, -1.0, 0.0]], [[1.0, 0.0, 0.0], [2.0, 0.0, 0.0], [-3.0, 0.0, 0.0]]],
+        dtype=torch.float64,
+    )
+    got = _abs_cos_within_rf(G).numpy()
+    s = 1 / math.sqrt(2)
+    np.testing.assert_allclose(got, [s, 0.0, s, 1.0, 1.0, 1.0], atol=1e-15)
+
+
+def test_abs_cos_within_rf_is_every_distinct_pair_of_one_rf_in_order():
+    rng = np.random.default_rng(2)
+    K, M, d = 3, 5, 4
+    G = rng.normal(size=(K, M, d))
+    ref = [
+        abs(G[k, i] @ G[k, j]) / (np.linalg.norm(G[k, i]) * np.linalg.norm(G[k, j]))
+        for k in range(K)
+        for i in range(M)
+        for j in range(i + 1, M)
+    ]
+    got = _abs_cos_within_rf(torch.tensor(G)).numpy()
+    assert got.shape == (K * M * (M - 1) // 2,)
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+    # no pair across RFs: making RF 1 co-linear with RF 0's first filter changes nothing of RF 0's pairs
+    G2 = G.copy()
+    G2[1] = G[0, 0]
+    np.testing.assert_allclose(_abs_cos_within_rf(torch.tensor(G2)).numpy()[:10], ref[:10], rtol=1e-12)
+
+
+def test_swap_first_two_swaps_filters_0_and_1_of_every_rf_only():
+    W = torch.arange(2 * 4 * 3, dtype=torch.float64).reshape(2, 4, 3)
+    before = W.clone()
+    out = _swap_first_two(W)
+    ref = W.numpy()[:, [1, 0, 2, 3]]
+    np.testing.assert_array_equal(out.numpy(), ref)
+    assert torch.equal(W, before)  # the input is not modified
+    assert torch.equal(_swap_first_two(out), W)  # an involution
+    # the top-down sum v_k = Σ_m s_km w_km changes by (s_k0 − s_k1)(w_k1 − w_k0) (the erratum's measured gap)
+    s = torch.tensor([[0.5, -0.2, 0.1, 0.3], [1.0, 1.0, 0.0, 2.0]], dtype=torch.float64)
+    dv = (s[..., None] * out).sum(1) - (s[..., None] * W).sum(1)
+    np.testing.assert_allclose(dv.numpy(), ((s[:, 0] - s[:, 1])[:, None] * (W[:, 1] - W[:, 0])).numpy())
+    assert float(dv[1].abs().max()) == pytest.approx(0.0)  # equal s_k0 = s_k1: v_k unchanged

@@ -154,7 +154,7 @@ class Prop3(GrassmannExperiment):
     description = "the scaled loss, operator-norm and orthogonality constraints reach the same minimum Σλ_i; errata"
     Config = Prop3Config
     quick = {"steps": 800, "lr": 0.1, "mc_draws": 300}
-    version = "3"
+    version = "4"  # 4: orthogonality-needs-width is a sanity check (an identity of the constraint)
     est_seconds = (2, 5)  # CPU seconds for all seeds (3 quick, 5 paper)
     claims = (
         ClaimSpec(
@@ -177,11 +177,13 @@ class Prop3(GrassmannExperiment):
         ),
         ClaimSpec(
             "orthogonality-needs-width", "Prop. 3's equivalence of (3) and (4) needs h ≥ d + z − k: at h = d = z = 2 "
-            "with λ_1 < 0 < λ_2, orthogonality cannot reach the minimum λ_1 of (3).", "Prop. 3", kind="consequence",
+            "with λ_1 < 0 < λ_2, orthogonality cannot reach the minimum λ_1 of (3).", "Prop. 3", kind="sanity",
             result="Prop. 3",
             derivation="the proof of (3) ⇔ (4) writes the minimiser M of (3) (MMᵀ with eigenvalues in {0, 1}) as "
             "W2ᵀW1 with orthonormal columns; at h = d = z every admissible M is orthogonal, so Tr(MCMᵀ) = Tr C",
-            reading="(L_best(4) − L_best(3))/λ_2 on the shifted 2-D half-moons C (λ_1 < 0 < λ_2), h = 2",
+            reading="(L_best(4) − L_best(3))/λ_2 on the shifted 2-D half-moons C (λ_1 < 0 < λ_2), h = 2; a sanity "
+            "check, not scored: every admissible pair gives Tr C (the derivation), so the ratio is 1 before any "
+            "training once (3) reaches λ_1",
             relation=ge(0.5), basis="relation: the gap is λ_2 (ratio 1) when (4) is pinned at Tr C; 0 when equivalent",
             effect="tolerance: half the predicted gap", bounds=(-math.inf, math.inf),
             control="the same gap at h = 3 = d + z − k, where the equivalence holds",

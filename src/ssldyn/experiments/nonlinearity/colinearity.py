@@ -166,7 +166,7 @@ class Colinearity(NonlinearityExperiment):
     est_seconds = (1, 4)
     # 2: thm4-swap-step is an every-draw counterexample (as eq6-printed); it and critical-path-zero-energy declare their
     # range (0, ∞)
-    version = "2"
+    version = "3"  # 3: critical-path is a sanity check (the constructed path keeps f₂ ≡ 0)
     claims = (
         ClaimSpec(
             "linear-colinear", "With linear activation the gradients of all filters in one RF are co-linear.",
@@ -198,9 +198,11 @@ class Colinearity(NonlinearityExperiment):
         ),
         ClaimSpec(
             "critical-path", "If s_km ≠ 0, from any critical point with distinct filters there is a path of "
-            "critical points to identical weights.", "Thm. 4 (2), App. C.4", kind="paper",
+            "critical points to identical weights.", "Thm. 4 (2), App. C.4", kind="sanity",
             reading="largest ‖∂E/∂W‖ (autograd, V = sᵀ) along the straight path from a critical point W* with "
-            "distinct filters to w_km = v_k/Σ_m s_km, relative to the gradient at a random W",
+            "distinct filters to w_km = v_k/Σ_m s_km, relative to the gradient at a random W; a sanity check of the "
+            "construction, not scored: the data are built with x_k ⊥ n_k and the path keeps v_k = c_k n_k, so with "
+            "linear h the output f₂ is 0 on every sample along it and the gradient vanishes by construction",
             relation=le(1e-10), basis="method: float64 round-off (a critical point has zero gradient)",
             bounds=(0.0, float("inf")),
             control="the same largest gradient along the path from W* to identical filters along a random "

@@ -210,7 +210,9 @@ class Fig5(VariationalExperiment):
         "snapshots_vanilla": [0, 15, 100, 300, 1000],
     }
     est_seconds = (4, 20)
-    version = "5"  # 5: the positive_term × tau map shows network-stabilises (inconclusive at paper scale) too
+    # 5: the positive_term × tau map shows network-stabilises (inconclusive at paper scale) too; 6: vanilla-no-clusters
+    # is a sanity check (it holds by construction: vanilla GD never sees x)
+    version = "6"
     batch_seeds = True
     robustness = (
         Robustness(
@@ -274,8 +276,8 @@ class Fig5(VariationalExperiment):
             control="the same gap at iteration 0 (the start, far from uniform)", bounds=(0.0, math.inf),
         ),
         ClaimSpec(
-            "vanilla-no-clusters", "... ignoring the input data's cluster structure.", LOC, kind="paper",
-            reading="|silhouette| of vanilla GD at 1,000 iterations", relation=le(0.2),
+            "vanilla-no-clusters", "... ignoring the input data's cluster structure.", LOC, kind="sanity",
+            reading="|silhouette| of vanilla GD at 1,000 iterations; a sanity check, not scored: vanilla GD (eq. 14) never sees x and the start is drawn without the labels, so the silhouette is a random labelling's at every iteration (|s| ≤ 0.2 already at iteration 0) — the sentence holds by construction; its measurable part, spreading to uniform, is vanilla-uniform", relation=le(0.2),
             basis="tolerance: |silhouette| ≤ 0.2 = no substantial structure",
             control="the network from the same start at its horizon (200 iterations)", bounds=(0.0, 1.0),
         ),

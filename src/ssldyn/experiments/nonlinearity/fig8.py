@@ -7,9 +7,17 @@ has at least 8 local maxima, not orthogonal to each other; linear has exactly 2,
 (top PCA direction). We also run power iteration (eq. PI) from each ReLU maximum to see
 whether it is a fixed point of eq. 7 (a critical point), reported in the summary.
 
-Controls (claims-v3): each count or angle of one curve is also measured on the other curve of the
-same run — the ReLU counts on the linear curve (which the paper says has only ±φ₁), the linear
-statements on the ReLU curve.
+"Not orthogonal to each other" (claims-v4): PCA directions come in orthogonal pairs (``±φ₁ ⟂ ±φ₂``),
+so every one of them has another at 90°. We measure the fraction of ReLU maxima that have an
+*orthogonal partner* — another maximum whose circular distance is 90° within two grid steps
+(:func:`orthogonal_partner_mask`) — and read the statement as: most ReLU maxima have none
+(fraction < ½). Unlike the smallest neighbouring gap (claims-v3), which is < 90° for any ≥ 5
+maxima on a circle, this fraction can fail: 8 maxima at multiples of 45° give 1.
+
+Controls: each count or angle of one curve is also measured on the other curve of the same run
+— the ReLU counts on the linear curve (which the paper says has only ±φ₁), the linear statements
+on the ReLU curve. The orthogonality claim's control is the PCA directions ±φ₁, ±φ₂ of the same
+nine points located on the same θ grid (the linear curve's maxima and minima), whose fraction is 1.
 
 Runs on ``ctx.device`` (energy curves, eigen-decomposition, power iteration); the local-maximum
 search (numpy) and the tables use CPU copies.
@@ -23,6 +31,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from pydantic import Field
 
 from ssldyn.contract import Context, ExperimentConfig, Result, register
@@ -47,6 +56,39 @@ class Fig8Config(ExperimentConfig):
 
 
 LOC = "App. E.1, Fig. 8"
+ORTHO_TOL_STEPS = 2  # orthogonality tolerance in θ-grid steps: each maximum is located to ½ step, a gap to 1 step
+
+
+def orthogonal_partner_mask(thetas: ArrayLike, tol_deg: float) -> np.ndarray:
+    """Which directions have an orthogonal partner in the set: ``(n,) -> (n,)`` bool.
+
+    ``thetas`` are angles in radians of unit vectors ``w = (cos θ, sin θ)``. Direction ``i`` has a
+    partner when some ``j ≠ i`` has circular distance ``d_ij = |((θ_i − θ_j + π) mod 2π) − π|`` (in
+    ``[0°, 180°]``) with ``|d_ij − 90°| ≤ tol_deg``, i.e. ``|w_iᵀw_j| ≤ sin(tol)``; 90° and 270° apart
+    are the same (``wᵀw' = 0``), antipodes (180°) are not partners. The tolerance is inclusive up to
+    1e-9° of round-off. PCA directions ``±φ₁, ±φ₂`` all have one (fraction 1).
+    """
+    tol = float(tol_deg)
+    if not (0.0 <= tol < 45.0):
+        raise ValueError(f"orthogonal_partner_mask: tol_deg must be in [0, 45) degrees, got {tol_deg!r}")
+    t = np.asarray(thetas, dtype=np.float64).ravel()  # (n,)
+    if not np.all(np.isfinite(t)):
+        raise ValueError("orthogonal_partner_mask: thetas must be finite angles in radians")
+    d = np.rad2deg(np.abs(np.mod(t[:, None] - t[None, :] + math.pi, 2 * math.pi) - math.pi))  # (n, n) in [0, 180]
+    ortho = np.abs(d - 90.0) <= tol + 1e-9  # (n, n); the diagonal has d = 0
+    return np.asarray(ortho.any(axis=1), dtype=bool)  # (n,)
+
+
+def orthogonal_partner_fraction(thetas: ArrayLike, tol_deg: float) -> float:
+    """Fraction of ``thetas`` with an orthogonal partner (:func:`orthogonal_partner_mask`); NaN for an empty set."""
+    m = orthogonal_partner_mask(thetas, tol_deg)
+    return float(m.mean()) if len(m) else float("nan")
+
+
+def n_orthogonal_pairs(thetas: ArrayLike, tol_deg: float) -> int:
+    """Number of unordered pairs ``{i, j}`` of ``thetas`` that are orthogonal within ``tol_deg``."""
+    t = np.asarray(thetas, dtype=np.float64).ravel()  # (n,)
+    return sum(bool(orthogonal_partner_mask(t[[i, j]], tol_deg)[0]) for i in range(len(t)) for j in range(i))
 
 
 @register
@@ -57,7 +99,10 @@ class Fig8(NonlinearityExperiment):
     Config = Fig8Config
     quick = {"n_grid": 3600}
     est_seconds = (1, 2)
-    version = "3"  # 3: relu-not-orthogonal is a consequence of relu-many-maxima; 2: power iteration in float64
+    # 4: relu-not-orthogonal reads the fraction of maxima with an orthogonal partner (the smallest neighbouring gap
+    # of v3 was < 90° for any ≥ 5 maxima, so it could not fail) against the PCA directions; 3: it was a consequence
+    # of relu-many-maxima; 2: power iteration in float64
+    version = "4"
     seeded = False  # nine fixed points and an exact landscape: nothing is random
     claims = (
         ClaimSpec(
@@ -85,13 +130,18 @@ class Fig8(NonlinearityExperiment):
         ),
         ClaimSpec(
             "relu-not-orthogonal", "Unlike PCA directions, the ReLU local optima are not orthogonal to each other.",
-            LOC, kind="consequence", reading="smallest angle between neighbouring ReLU maxima (degrees)",
-            relation=lambda cfg: lt(90.0 - 2 * 360.0 / cfg.n_grid),
-            basis="method: 90° minus two grid steps (orthogonal maxima would be 90° apart up to the grid)",
-            derivation="App. E.1 states it, but on the circle it follows from relu-many-maxima: n ≥ 5 maxima split "
-            "the 360° into n neighbour gaps, so the smallest is ≤ 360°/n ≤ 72° < 90° (≤ 45° for the paper's ≥ 8); "
-            "in 2-D no reading of 'not orthogonal' is independent of the count",
-            control="the smallest angle between neighbouring maxima of the linear curve",
+            LOC, kind="paper",
+            reading="fraction of ReLU maxima with an orthogonal partner: another maximum at 90° (circular distance, "
+            "90° ≡ 270°) within ± 2 θ-grid steps; PCA directions ±φ₁, ±φ₂ all have one (fraction 1)",
+            relation=lt(0.5),
+            basis="relation: 'unlike PCA directions [orthogonal pairs], not orthogonal to each other' read as: most "
+            "ReLU maxima (more than half) have no maximum orthogonal to them; the literal 'no orthogonal pair' "
+            "(fraction 0) is the detail's pair count",
+            control="the PCA directions ±φ₁, ±φ₂ of the same nine points on the same θ grid (the linear curve's "
+            "maxima and minima): the paper's own contrast, fraction 1",
+            bounds=(0.0, 1.0),
+            if_fails="a majority of the ReLU maxima sit 90° from another maximum, as PCA directions do; the detail "
+            "gives the orthogonal pairs",
         ),
     )  # fmt: skip
 
@@ -114,6 +164,9 @@ class Fig8(NonlinearityExperiment):
             e = (e / e.max()).cpu().numpy()
             curves[act] = e
             maxima[act] = theta_np[prominent_maxima(e, cfg.prominence)[0]]
+        # the PCA directions on the same grid: the linear curve ½ wᵀCw peaks at ±φ₁ and bottoms out at ±φ₂
+        lin_minima = theta_np[prominent_maxima(-curves["linear"], cfg.prominence)[0]]
+        pca_dirs = np.concatenate([maxima["linear"], lin_minima])  # (4,) when the spectrum is not degenerate
         phi1 = eigen_summary(uniform_contrastive_covariance(x))[3]  # top PCA direction of the nine points
         phi_ang = math.atan2(float(phi1[1]), float(phi1[0]))
 
@@ -129,7 +182,13 @@ class Fig8(NonlinearityExperiment):
         moved = angle_deg(w_pi, w_max).cpu().numpy()
         step = 360.0 / cfg.n_grid
         seps = circ_sep_deg(maxima[cfg.activation])
-        lin_seps = circ_sep_deg(maxima["linear"])
+        ortho_tol = ORTHO_TOL_STEPS * step  # degrees
+        phi2_dev = [
+            min(
+                abs((m - a + math.pi) % (2 * math.pi) - math.pi) for a in (phi_ang + math.pi / 2, phi_ang - math.pi / 2)
+            )
+            for m in lin_minima
+        ]
         res = Result(
             tables={
                 "curves": pd.DataFrame(
@@ -142,11 +201,15 @@ class Fig8(NonlinearityExperiment):
                 "n_max_linear": int(len(maxima["linear"])),
                 "linear_max_dev_deg": float(np.rad2deg(max(lin_dev))) if lin_dev else float("nan"),
                 "nonlinear_max_dev_deg": float(np.rad2deg(max(nonlin_dev))) if nonlin_dev else float("nan"),
-                "min_sep_linear_deg": float(lin_seps.min()) if len(lin_seps) else float("nan"),
                 "phi1_deg": math.degrees(phi_ang),
                 "grid_step_deg": step,
                 "min_sep_nonlinear_deg": float(seps.min()) if len(seps) else float("nan"),
-                "n_sep_not_90": int(np.sum(np.abs(seps - 90.0) > 2 * step)),
+                "ortho_tol_deg": ortho_tol,
+                "frac_ortho_partner_nonlinear": orthogonal_partner_fraction(maxima[cfg.activation], ortho_tol),
+                "n_ortho_pairs_nonlinear": n_orthogonal_pairs(maxima[cfg.activation], ortho_tol),
+                "n_pca_dirs_on_grid": int(len(pca_dirs)),
+                "frac_ortho_partner_pca": orthogonal_partner_fraction(pca_dirs, ortho_tol),
+                "linear_min_dev_from_phi2_deg": float(np.rad2deg(max(phi2_dev))) if phi2_dev else float("nan"),
                 "maxima_that_are_PI_fixed_points": int(np.sum(moved < 2 * step)),
                 "max_PI_drift_from_maxima_deg": float(moved.max()) if len(moved) else float("nan"),
             },
@@ -181,9 +244,10 @@ class Fig8(NonlinearityExperiment):
                 s["linear_max_dev_deg"], control=s["nonlinear_max_dev_deg"], detail=f"φ₁ at {s['phi1_deg']:.2f}°"
             ),
             "relu-not-orthogonal": Measured(
-                s["min_sep_nonlinear_deg"],
-                control=s["min_sep_linear_deg"],
-                detail=f"{s['n_sep_not_90']} neighbouring separations differ from 90°",
+                s["frac_ortho_partner_nonlinear"],
+                control=s["frac_ortho_partner_pca"],
+                detail=f"{s['n_ortho_pairs_nonlinear']} orthogonal pairs among {nl} maxima "
+                f"(± {s['ortho_tol_deg']:.2g}°); PCA control: {s['n_pca_dirs_on_grid']} directions on the grid",
             ),
         }
 

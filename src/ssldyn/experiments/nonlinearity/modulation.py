@@ -12,8 +12,10 @@ Part 2 (Thm. 5). Two-layer network, ``C = 2``, ``M = 1``, uniform α, no augment
 the conditional-independence model (Assumption 2, exact per-RF populations): each RF has ``P``
 orthonormal patterns (the standard basis, no loss of generality); pattern 0 is more likely when
 ``z = 1``, pattern 1 when ``z = 0`` (the discriminative patterns, directions of ``Δ_k``), the others
-have the same probability for both ``z``; all patterns have the same marginal probability, so
-without the top-down term (one-layer flow ``ẇ_k = P⊥A_k(w_k)w_k``) they are symmetric. We
+have the same probability for both ``z``; at the defaults all patterns have the same marginal probability
+(``p_disc + p_other = 2/P``), so without the top-down term (one-layer flow ``ẇ_k = P⊥A_k(w_k)w_k``) they are
+symmetric. Elsewhere (points of the ``p_disc × p_other`` robustness map) the discriminative patterns are the more
+(or less) likely ones, and the one-layer control prefers them (or the others) by itself. We
 integrate eq. 15 (fast top layer, ``s_k²A_k + δ_kΔ_kΔ_kᵀ``) for all RFs jointly from random filters and
 compare with the one-layer flow from the same starts. Fractions are **over all filters**
 (unconditional): at a discriminative pattern, at another pattern, or neither. A filter with no
@@ -143,7 +145,8 @@ class Modulation(NonlinearityExperiment):
     est_seconds = (3, 20)
     # 2: eq155 (paper) covers −1 < ε ≤ 1 only; ε ≤ −1 is the consequence eq155-below-minus-one; 3: eq155-first-case,
     # eq147, eq15-equals-eq12 and thm5-delta-remark declare their range (0, ∞) (absolute or relative deviations)
-    version = "4"  # 4: robustness map over Part 2's pattern probabilities (p_disc × p_other)
+    # 5: prefers-delta's control says the marginals are equal at the defaults only (p_disc + p_other = 2/P)
+    version = "5"  # 4: robustness map over Part 2's pattern probabilities (p_disc × p_other)
     batch_seeds = True
     robustness = (
         Robustness(
@@ -184,8 +187,8 @@ class Modulation(NonlinearityExperiment):
             "minus the fraction at a non-discriminative pattern per such pattern", relation=gt(0.05),
             bounds=(-1.0, 1.0), basis="relation: 'higher probability'",
             effect="tolerance: 5 points per pattern (≈ 3 binomial SE over the 240 filters of the quick preset)",
-            control="the same difference under the one-layer flow from the same starts (no modulation: the "
-            "patterns have equal marginals)",
+            control="the same difference under the one-layer flow from the same starts (no modulation; at the "
+            "defaults the patterns have equal marginals, p_disc + p_other = 2/P)",
         ),
         ClaimSpec(
             "modulation-raises-delta", "The top-down term raises P[w_k → Δ_k] above the one-layer flow's.", LOC5,

@@ -95,7 +95,9 @@ class IllPosed(VariationalExperiment):
     Config = IllPosedConfig
     quick = {"n": 256}
     est_seconds = (1, 1)
-    version = "3"
+    # 4: μ₂'s sample is aligned with μ₁'s angles before the shared augmentation draws, so the non-invariant control
+    # differs because μ₁ ≠ μ₂, not because the draws met other rows (a referee's finding)
+    version = "4"
     claims = (
         *(
             ClaimSpec(
@@ -155,7 +157,11 @@ class IllPosed(VariationalExperiment):
         x2[:, 0], x2[:, 1] = r * theta[perm].cos(), r * theta[perm].sin()
 
         rows = []
-        for dist, x in (("mu1", x1), ("mu2", x2)):
+        # μ₂'s rows reordered so that row j has μ₁'s angle θ_j (the same sample, so the same distribution): the same
+        # augmentation draws then meet the same angles, and the non-invariant control differs only because μ₁ ≠ μ₂
+        # (radii, content), not because the draws were paired with other rows
+        x2_aligned = x2[torch.argsort(perm)]  # (n, D)
+        for dist, x in (("mu1", x1), ("mu2", x2_aligned)):
             gv = ctx.generator(1)  # the same augmentation draws for both distributions
             t1, t2 = augment(x, cfg.aug_noise, gv), augment(x, cfg.aug_noise, gv)
             for mapname, fmap in (("invariant", invariant_map), ("control", lambda v: F.normalize(v @ w.T, dim=1))):

@@ -77,7 +77,10 @@ class Fig11(TokenGridExperiment):
     # β, P ∈ {2, 5} × {3, 5}: 2 × 2 over-parameterised cells, so the sign-flip null exists
     quick = {"steps": 400, "log_every": 100, "zetas": [2.0, 10.0], "betas": [1, 2, 5], "Ps": [1, 3, 5]}
     est_seconds = (14, 620)  # measured at paper scale, one worker (benchmarks/README.md)
-    version = "2"  # 2: bn-gain-grows-with-zeta's control is the sign-flip null (was t = 0, 0 by construction)
+    # 2: bn-gain-grows-with-zeta's control is the sign-flip null (was t = 0, 0 by construction); 3: the small-ζ claims'
+    # control reads the same cells as their value (it read only β > 1, P > 1: a referee found the cell choice, not ζ,
+    # made most of the gap); the β > 1, P > 1 reading is in the detail
+    version = "3"
     paper_seeds = 3
     paper_seeds_reason = (
         "the protocol of Fig. 4/9, whose captions say 'Each setting is repeated 3 times and mean/std are reported'; "
@@ -105,9 +108,12 @@ class Fig11(TokenGridExperiment):
             "mean error bar of Fig. 11 (the std over seeds of one cell's χ̄₊, averaged over cells and BN / no BN)",
             relation=le(1.0),
             basis="relation: 'doesn't help much' read as a mean gain within one error bar of the figure (curves whose "
-            "mean ± std bars overlap), with the paper's 3 seeds",
+            "mean ± std bars overlap), with the paper's 3 seeds; over all cells, as the caption's sentence is "
+            "unqualified; over only β > 1, P > 1 (where it says BN helps at large ζ) the P = 1 cells' wide bars drop "
+            "out (the ratio is in the detail: at paper scale −3.4, the same verdicts; at quick scale +2.2, which "
+            "would fail)",
             rule=pooled("the error bar is a std over the seeds"),
-            control="the same ratio at the largest ζ over (β > 1, P > 1), where the caption says BN helps",
+            control="the same ratio over the same cells at the largest ζ, where the caption says BN helps",
         ),
         ClaimSpec(
             "bn-small-zeta-no-harm", "... nor does it hurt much: at small ζ the BN and no-BN curves agree within "
@@ -116,7 +122,7 @@ class Fig11(TokenGridExperiment):
             relation=between(-1.0, 1.0), basis="relation: within one error bar either way",
             derivation="the caption contrasts small ζ (BN makes little difference) with large ζ (BN is better)",
             rule=pooled("the error bar is a std over the seeds"),
-            control="the same ratio at the largest ζ over (β > 1, P > 1), where the caption says BN helps",
+            control="the same ratio over the same cells at the largest ζ, where the caption says BN helps",
             if_fails="at small ζ mean-backprop BN with per-view statistics (the reference code) lowers χ̄₊ in some "
             "cells, most at β = 1 (see the detail); with App. D's statistics over all 2N samples (bn_stats=joint) "
             "the claim passes at paper scale (robustness map)",
@@ -192,12 +198,15 @@ class Fig11(TokenGridExperiment):
             return mean_gain / max(bar, 1e-12), mean_gain, bar, gain.groupby(["beta", "P"]).mean()
 
         r_s, g_s, bar_s, per_cell = ratio(zs[0], False)
-        r_l, g_l, bar_l, _ = ratio(zs[-1], True)
+        r_l, g_l, bar_l, _ = ratio(zs[-1], False)  # the control: the same cells at the largest ζ
+        r_sm, g_sm, bar_sm, _ = ratio(zs[0], True)  # the other reading: only the region where BN helps at large ζ
+        r_lm, _, _, _ = ratio(zs[-1], True)
         worst = cast(tuple, per_cell.idxmin())  # (β, P) of the MultiIndex
         detail = (
             f"ζ = {zs[0]:g}: mean gain {g_s:+.3f}, mean error bar {bar_s:.3f} ({f['rep'].nunique()} seeds); worst cell "
-            f"β = {worst[0]}, P = {worst[1]}: {per_cell.min():+.3f}; ζ = {zs[-1]:g} (β > 1, P > 1): gain {g_l:+.3f}, "
-            f"bar {bar_l:.3f}"
+            f"β = {worst[0]}, P = {worst[1]}: {per_cell.min():+.3f}; ζ = {zs[-1]:g}: gain {g_l:+.3f}, bar {bar_l:.3f}. "
+            f"Over β > 1, P > 1 only: ζ = {zs[0]:g} gain {g_sm:+.3f}, bar {bar_sm:.3f}, ratio {r_sm:+.2f}; ζ = {zs[-1]:g} "
+            f"ratio {r_lm:+.2f}"
         )
         return {
             "bn-small-zeta-no-gain": Measured(r_s, control=r_l, detail=detail),

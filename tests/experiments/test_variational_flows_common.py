@@ -24,6 +24,11 @@ def test_index_at_time_hand_worked():
     assert fc.index_at_time(times, 0.99) == 3
     assert fc.index_at_time(times, 7.0) == 4  # past the end: the last record
     assert fc.index_at_time(np.array([0.0, 1.0, 1.0, 2.0]), 1.0) == 2  # repeated times: the last of them
+    # before the first record there is none: an error, not −1 (which would index the last record)
+    with pytest.raises(ValueError, match="before the first record"):
+        fc.index_at_time(np.array([0.5, 1.0]), 0.1)
+    with pytest.raises(ValueError, match="before the first record"):
+        fc.index_at_time(np.array([]), 0.0)
 
 
 def _uniformity(u: np.ndarray, t: float = 2.0) -> float:

@@ -264,8 +264,15 @@ def run_vanilla(m: Members, *, loss: Loss, lr: float, steps: int, record: Sequen
 # probes, batched over records and members
 # --------------------------------------------------------------------------------------
 def index_at_time(times: np.ndarray, t: float) -> int:
-    """Index of the last record of the sorted flow times ``times (R,)`` at time ``<= t`` (+ 1e-9 round-off)."""
-    return int(np.searchsorted(times, t + 1e-9, side="right") - 1)
+    """Index of the last record of the sorted flow times ``times (R,)`` at time ``<= t`` (+ 1e-9 round-off).
+
+    A ``t`` before the first record has no such record: a ValueError (an index of −1 would silently pick the last).
+    """
+    i = int(np.searchsorted(times, t + 1e-9, side="right") - 1)
+    if i < 0:
+        first = float(times[0]) if len(times) else float("nan")
+        raise ValueError(f"index_at_time: t = {t:g} is before the first record (time {first:g}); records: {len(times)}")
+    return i
 
 
 @dataclass

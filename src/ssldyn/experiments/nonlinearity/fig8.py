@@ -68,6 +68,11 @@ def orthogonal_partner_mask(thetas: ArrayLike, tol_deg: float) -> np.ndarray:
     are the same (``wᵀw' = 0``), antipodes (180°) are not partners. The tolerance is inclusive up to
     1e-9° of round-off. PCA directions ``±φ₁, ±φ₂`` all have one (fraction 1).
     """
+    return np.asarray(_orthogonal(thetas, tol_deg).any(axis=1), dtype=bool)  # (n,)
+
+
+def _orthogonal(thetas: ArrayLike, tol_deg: float) -> np.ndarray:
+    """``(n, n)`` bool: which pairs of :func:`orthogonal_partner_mask`'s directions are orthogonal (the checks are its)."""
     tol = float(tol_deg)
     if not (0.0 <= tol < 45.0):
         raise ValueError(f"orthogonal_partner_mask: tol_deg must be in [0, 45) degrees, got {tol_deg!r}")
@@ -75,8 +80,7 @@ def orthogonal_partner_mask(thetas: ArrayLike, tol_deg: float) -> np.ndarray:
     if not np.all(np.isfinite(t)):
         raise ValueError("orthogonal_partner_mask: thetas must be finite angles in radians")
     d = np.rad2deg(np.abs(np.mod(t[:, None] - t[None, :] + math.pi, 2 * math.pi) - math.pi))  # (n, n) in [0, 180]
-    ortho = np.abs(d - 90.0) <= tol + 1e-9  # (n, n); the diagonal has d = 0
-    return np.asarray(ortho.any(axis=1), dtype=bool)  # (n,)
+    return np.abs(d - 90.0) <= tol + 1e-9  # (n, n); the diagonal has d = 0
 
 
 def orthogonal_partner_fraction(thetas: ArrayLike, tol_deg: float) -> float:
@@ -87,8 +91,7 @@ def orthogonal_partner_fraction(thetas: ArrayLike, tol_deg: float) -> float:
 
 def n_orthogonal_pairs(thetas: ArrayLike, tol_deg: float) -> int:
     """Number of unordered pairs ``{i, j}`` of ``thetas`` that are orthogonal within ``tol_deg``."""
-    t = np.asarray(thetas, dtype=np.float64).ravel()  # (n,)
-    return sum(bool(orthogonal_partner_mask(t[[i, j]], tol_deg)[0]) for i in range(len(t)) for j in range(i))
+    return int(np.triu(_orthogonal(thetas, tol_deg), 1).sum())
 
 
 @register
@@ -170,11 +173,11 @@ class Fig8(NonlinearityExperiment):
         phi1 = eigen_summary(uniform_contrastive_covariance(x))[3]  # top PCA direction of the nine points
         phi_ang = math.atan2(float(phi1[1]), float(phi1[0]))
 
-        def dev_from_phi1(ms) -> list[float]:
-            return [min(abs((m - a + math.pi) % (2 * math.pi) - math.pi) for a in (phi_ang, phi_ang + math.pi))
+        def dev_from(ms, axis: float) -> list[float]:  # circular distance (rad) of each angle to the nearer of ±axis
+            return [min(abs((m - a + math.pi) % (2 * math.pi) - math.pi) for a in (axis, axis + math.pi))
                     for m in ms]  # fmt: skip
 
-        lin_dev, nonlin_dev = dev_from_phi1(maxima["linear"]), dev_from_phi1(maxima[cfg.activation])
+        lin_dev, nonlin_dev = dev_from(maxima["linear"], phi_ang), dev_from(maxima[cfg.activation], phi_ang)
         # are the ReLU maxima fixed points of eq. PI?
         w_max = circle_points(maxima[cfg.activation]).to(dev)  # (n_max, 2), float64 (was built in float32: ~1e-8 off)
         # 200 steps from each landscape maximum: how far the iteration moves is the measurement, not convergence
@@ -183,12 +186,7 @@ class Fig8(NonlinearityExperiment):
         step = 360.0 / cfg.n_grid
         seps = circ_sep_deg(maxima[cfg.activation])
         ortho_tol = ORTHO_TOL_STEPS * step  # degrees
-        phi2_dev = [
-            min(
-                abs((m - a + math.pi) % (2 * math.pi) - math.pi) for a in (phi_ang + math.pi / 2, phi_ang - math.pi / 2)
-            )
-            for m in lin_minima
-        ]
+        phi2_dev = dev_from(lin_minima, phi_ang + math.pi / 2)  # the linear curve's minima against ±φ₂
         res = Result(
             tables={
                 "curves": pd.DataFrame(

@@ -76,7 +76,7 @@ def test_augmented_views_are_passed_and_the_optimised_loss_is_logged():
         assert traj.series("loss")[1][k] > 1e-4
 
 
-def test_minibatches_update_on_each_batch_like_a_hand_written_loop():
+def test_minibatches_update_on_each_batch_like_a_hand_written_loop(sgd_step_by_hand):
     # reference: plain SGD written out on the batches of the same seeded permutations
     x = torch.randn(10, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     m = MLP(3, 2, hidden=4, depth=2, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
@@ -95,10 +95,7 @@ def test_minibatches_update_on_each_batch_like_a_hand_written_loop():
         losses.append(float(loss.detach()))
         if k == 5:
             break
-        grads = torch.autograd.grad(loss, list(ref.parameters()))
-        with torch.no_grad():
-            for p, gp in zip(ref.parameters(), grads):
-                p -= 0.2 * gp
+        sgd_step_by_hand(ref, loss, 0.2)
     np.testing.assert_allclose(res.trajectory.series("loss")[1], losses, rtol=1e-12)
     for p, q in zip(m.parameters(), ref.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-14)
@@ -106,7 +103,7 @@ def test_minibatches_update_on_each_batch_like_a_hand_written_loop():
         train_weight_space(m, x, _loss, steps=1, lr=0.1, batch_size=11)
 
 
-def test_final_evaluation_leaves_batchnorm_statistics_alone():
+def test_final_evaluation_leaves_batchnorm_statistics_alone(sgd_step_by_hand):
     # the loss of the final state is evaluated (not trained on): BatchNorm buffers must stay as the last update left them
     class Net(torch.nn.Module):
         def __init__(self):
@@ -130,10 +127,7 @@ def test_final_evaluation_leaves_batchnorm_statistics_alone():
         losses.append(float(loss.detach()))
         if k == 2:
             break
-        grads = torch.autograd.grad(loss, list(ref.parameters()))
-        with torch.no_grad():
-            for p, gp in zip(ref.parameters(), grads):
-                p -= 0.1 * gp
+        sgd_step_by_hand(ref, loss, 0.1)
         if k == 1:
             mean, var = ref.bn.running_mean.clone(), ref.bn.running_var.clone()
     torch.testing.assert_close(net.bn.running_mean, mean, rtol=1e-12, atol=1e-14)

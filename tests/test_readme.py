@@ -16,86 +16,20 @@
 
 from __future__ import annotations
 
-import re
-import shlex
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
-import torch
-import typer
 
-from ssldyn.lab import cli
+from tests.markdown_examples import (
+    PYTHON,
+    ROOT,
+    SHELLS,
+    check_command,
+    parse_markdown,
+    run_cli,
+    shell_commands,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)[^\n]*$")
-SHELLS = {"bash", "sh", "shell", "console", "zsh"}
-PYTHON = {"python", "py", "python3"}
-EXEC_BUDGET_S = 20.0  # a run line is executed when its planned runs are estimated at most this long
-# placeholders of synopsis lines -> concrete values (EXP: an experiment that runs in seconds)
-PLACEHOLDERS = {"EXP": "variational.fig3", "NAME": "grassmann", "S": "0", "N": "2"}
-
-
-@dataclass(frozen=True)
-class Block:
-    lang: str
-    code: str
-    line: int
-    heading: str
-
-    @property
-    def id(self) -> str:
-        return f"L{self.line}-{re.sub(r'[^A-Za-z0-9]+', '-', self.heading).strip('-')[:40]}"
-
-
-def parse_readme(text: str) -> tuple[list[Block], list[tuple[int, str]]]:
-    """Fenced blocks, and the inline code spans outside them (with their line numbers)."""
-    blocks, spans = [], []
-    heading, fence, buf, start, lang = "top", None, [], 0, ""
-    for no, line in enumerate(text.splitlines(), 1):
-        m = FENCE.match(line)
-        if fence is None:
-            if m:
-                fence, lang, start, buf = m.group(2), m.group(3).lower(), no, []
-                continue
-            if line.startswith("#"):
-                heading = line.lstrip("#").strip()
-            spans += [(no, s) for s in re.findall(r"(?<!`)`([^`\n]+)`(?!`)", line)]
-        elif m and m.group(2).startswith(fence) and not m.group(3):
-            blocks.append(Block(lang, "\n".join(buf) + "\n", start, heading))
-            fence = None
-        else:
-            buf.append(line)
-    assert fence is None, f"README.md: fence opened at line {start} is never closed"
-    return blocks, spans
-
-
-def shell_commands(code: str) -> list[str]:
-    """``ssldyn ...`` segments of shell lines (continuations joined, comments dropped, split on && ; ||)."""
-    out = []
-    for line in code.replace("\\\n", " ").splitlines():
-        line = re.sub(r"^\s*\$\s+", "", line)
-        try:
-            lex = shlex.shlex(line, posix=False, punctuation_chars=";&|")
-            lex.whitespace_split, lex.commenters = True, "#"
-            tokens = list(lex)
-        except ValueError:
-            continue
-        seg: list[str] = []
-        for tok in [*tokens, ";"]:
-            if set(tok) <= set(";&|"):
-                while seg and re.match(r"^[A-Z_][A-Z0-9_]*=", seg[0]):  # VAR=value prefixes
-                    seg.pop(0)
-                if seg and seg[0] == "ssldyn":
-                    out.append(" ".join(seg))
-                seg = []
-            else:
-                seg.append(tok)
-    return out
-
-
-BLOCKS, SPANS = parse_readme(README.read_text(encoding="utf-8"))
+BLOCKS, SPANS = parse_markdown(README.read_text(encoding="utf-8"))
 PY_BLOCKS = [b for b in BLOCKS if b.lang in PYTHON]
 COMMANDS = sorted(
     {(b.line, c) for b in BLOCKS if b.lang in SHELLS for c in shell_commands(b.code)}
@@ -116,98 +50,17 @@ def test_python_block_runs(block, tmp_path, monkeypatch):
     exec(code, {"__name__": "__readme__"})
 
 
-def _command(name: str):
-    group = typer.main.get_command(cli.app)
-    assert name in group.commands, f"`ssldyn {name}`: no such command (have {', '.join(group.commands)})"
-    return group.commands[name]
-
-
-def _option_names(cmd) -> set[str]:
-    return {o for p in cmd.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")} | {"--help"}
-
-
-def _is_synopsis(tokens: list[str]) -> bool:
-    return any(t.startswith("[") or t in ("...", "…") or t.startswith(("key=", "k=")) for t in tokens)
-
-
-def _substitute(tokens: list[str], tmp_path: Path) -> tuple[list[str], set[str]]:
-    """Concrete arguments for placeholders; returns the tokens and what needs hardware we may lack."""
-    out, needs = [], set()
-    for i, t in enumerate(tokens):
-        prev = tokens[i - 1] if i else ""
-        if t in PLACEHOLDERS:
-            t = PLACEHOLDERS[t]
-        elif t == "DIR":
-            t = str(tmp_path / "dir")
-            (tmp_path / "dir").mkdir(exist_ok=True)
-        elif re.fullmatch(r"[A-Z]+\.ya?ml", t):
-            (tmp_path / "overrides.yaml").write_text("{}\n")
-            t = str(tmp_path / "overrides.yaml")
-        elif "|" in t:  # alternatives: the first one
-            t = t.split("|")[0]
-        if prev == "--device" and t.startswith("cuda"):
-            needs.add("cuda")
-            if not torch.cuda.is_available():
-                t = "cpu"
-        if prev == "--executor" and t == "ray":
-            needs.add("ray")
-        if prev in ("--address", "--ray-address"):
-            needs.add("cluster")
-        out.append(t)
-    unknown = [t for t in out if re.fullmatch(r"[A-Z][A-Z_]+", t)]
-    assert not unknown, f"unknown placeholder(s) {unknown}: add them to PLACEHOLDERS in {__file__}"
-    return out, needs
-
-
-def _cli(args: list[str], capsys) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as e:
-        cli.main(args)
-    cap = capsys.readouterr()
-    return e.value.code, cap.out + cap.err
-
-
-def _estimated_seconds(plan_output: str) -> float:
-    """The estimate printed by ``--dry-run`` ("dry run: 4 runs, 4 to run (estimated ~8 s ..."), the larger one
-    where it gives two (", ~24 min if the cached results of X are not in the store")."""
-    line = re.search(r"dry run: .*", " ".join(plan_output.split()))
-    assert line, plan_output
-    found = re.findall(r"~([\d.]+) (s|min|h)\b", line.group(0))
-    assert found, plan_output
-    return max(float(v) * {"s": 1, "min": 60, "h": 3600}[u] for v, u in found)
-
-
 @pytest.mark.parametrize("line,command", COMMANDS, ids=[f"L{no}:{c[:60]}" for no, c in COMMANDS])
 def test_command_line(line, command, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SSLDYN_PLUGINS", raising=False)
-    tokens = shlex.split(command.replace("\\|", "|"))[1:]
-    name = next((t for t in tokens if not t.startswith("-")), None)
-    if name is None:  # `ssldyn --help` or bare `ssldyn`
-        code, out = _cli(tokens, capsys)
-        assert code == 0, f"README.md:{line}: `{command}` exited {code}: {out}"
-        return
-    if _is_synopsis(tokens):
-        cmd = _command(name.strip("[]"))
-        known = _option_names(cmd)
-        used = {t.strip("[]").split("=")[0] for t in tokens if t.strip("[").startswith("-")}
-        assert used <= known, f"README.md:{line}: `{command}` names unknown options {sorted(used - known)}"
-        return
-    args, needs = _substitute(tokens, tmp_path)
-    _command(args[0])
-    if args[0] in ("run", "reproduce", "robustness"):  # robustness grids: validated, not run (minutes)
-        code, out = _cli([*args, "--dry-run"], capsys)
-        assert code == 0, f"README.md:{line}: `{command}` is rejected by the CLI:\n{out}"
-        cheap = args[0] == "run" and not needs and _estimated_seconds(out) <= EXEC_BUDGET_S
-        if not cheap:
-            return
-    code, out = _cli(args, capsys)
-    assert code == 0, f"README.md:{line}: `{command}` exited {code}:\n{out}"
+    check_command(f"README.md:{line}", command, tmp_path, capsys)
 
 
 def test_the_checks_fail_on_bad_lines(tmp_path, monkeypatch, capsys):
     """The old sweep example (``h`` is not a key of grassmann.fig3) and an unknown option are caught."""
     monkeypatch.chdir(tmp_path)
-    code, out = _cli(["run", "grassmann.fig3", "--sweep", "h=[10,100]", "--seeds", "3", "--dry-run"], capsys)
+    code, out = run_cli(["run", "grassmann.fig3", "--sweep", "h=[10,100]", "--seeds", "3", "--dry-run"], capsys)
     assert code == 2 and "unknown config key 'h'" in out
     with pytest.raises(AssertionError, match="unknown options"):
         test_command_line(0, "ssldyn run EXP [--quickly]", tmp_path, monkeypatch, capsys)
@@ -215,5 +68,5 @@ def test_the_checks_fail_on_bad_lines(tmp_path, monkeypatch, capsys):
         test_command_line(0, "ssldyn run grassmann.fig3 --sweep h=[10,100]", tmp_path, monkeypatch, capsys)
     with pytest.raises(AssertionError, match="unknown placeholder"):
         test_command_line(0, "ssldyn show EXPERIMENT", tmp_path, monkeypatch, capsys)
-    blocks, spans = parse_readme("# T\n\n```bash\nA=1 ssldyn list && ssldyn show x # c\n```\n`ssldyn report`\n")
+    blocks, spans = parse_markdown("# T\n\n```bash\nA=1 ssldyn list && ssldyn show x # c\n```\n`ssldyn report`\n")
     assert shell_commands(blocks[0].code) == ["ssldyn list", "ssldyn show x"] and spans == [(6, "ssldyn report")]

@@ -87,9 +87,13 @@ def test_preserved_buffers_keep_tensors_saved_for_backward_valid():
     assert torch.equal(bn.running_mean, before)
 
 
-def test_freeze_policy_stops_a_diverging_member_and_the_others_train_as_alone():
-    """Member 1's loss overflows at step 2; member 0 follows exactly the run of member 0 alone."""
+@pytest.mark.parametrize("scaled", [False, True], ids=["plain", "grad-scaler"])
+def test_freeze_policy_stops_a_diverging_member_and_the_others_train_as_alone(scaled):
+    """Member 1's loss overflows at step 2; member 0 follows exactly the run of member 0 alone, member 1 keeps its
+    weights (momentum cannot move it). With a gradient scaler (float16 AMP's path) the frozen member's NaN gradient
+    must not make the scaler skip every member's step: it did, and member 0 stopped training at step 2."""
     A, x0 = _quadratic()
+    scaler = (lambda: torch.amp.GradScaler("cpu")) if scaled else (lambda: None)  # a power-of-2 scale: exact
 
     def make(E):
         w = nn.Parameter(torch.stack([x0] * E))  # (E, 4)
@@ -103,10 +107,15 @@ def test_freeze_policy_stops_a_diverging_member_and_the_others_train_as_alone():
 
     w2, opt2 = make(2)
     guard = LossGuard(policy="freeze")
-    res = run(w2, lambda w, t: (w, loss_of(w, t)), steps=6, every=1, optimizer=opt2, guard=guard)
+    res = run(w2, lambda w, t: (w, loss_of(w, t)), steps=6, every=1, optimizer=opt2, guard=guard, scaler=scaler(),
+              snapshots={"w": lambda w: w.detach().clone()}, snapshot_every=range(7))  # fmt: skip
     w1, opt1 = make(1)
-    alone = run(w1, lambda w, t: (w, loss_of(w, t)), steps=6, every=1, optimizer=opt1)
+    alone = run(w1, lambda w, t: (w, loss_of(w, t)), steps=6, every=1, optimizer=opt1, scaler=scaler())
     torch.testing.assert_close(res.state[0], alone.state[0], rtol=0, atol=0)
+    assert not torch.equal(alone.state[0], x0)  # member 0 trained
+    ws = res.trajectory.snapshots("w")
+    for t in range(3, 7):  # member 1 keeps its weights of step 2, where it diverged: no update from then on
+        torch.testing.assert_close(ws[t][1], ws[2][1], rtol=0, atol=0)
     assert guard.alive.tolist() == [True, False]
     assert guard.diverged_at[0].isnan() and float(guard.diverged_at[1]) == 2.0
     w_at_2 = res.trajectory.series("loss", member=1)[1]

@@ -220,7 +220,8 @@ def run(
             total = guard.mask(loss).sum()
             if scaler is not None:
                 scaler.scale(total).backward()
-                scaler.step(optimizer)
+                with _frozen_kept(optimizer, guard):  # a frozen member's NaN gradient would skip every member's step
+                    scaler.step(optimizer)
                 scaler.update()
             else:
                 total.backward()

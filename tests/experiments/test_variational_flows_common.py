@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from scipy import special
 
 from ssldyn.experiments.variational import _flows_common as fc
@@ -101,3 +102,44 @@ def test_stack_members_equals_members_initialised_alone():
         flat = ens(x[0])
         for i, m in enumerate(singles):
             assert torch.equal(flat[i], m(x[0])[0])
+
+
+def _small_members(n: int = 12, seed: int = 0) -> fc.Members:
+    g = torch.Generator().manual_seed(seed)
+    z0 = fc.random_embedding(n, 2, 0.5, g)[None]  # (1, n, 2)
+    x = torch.randn(1, n, 2, generator=g, dtype=torch.float64)  # (1, n, 2)
+    return fc.Members(x, torch.arange(n) % 3, z0)
+
+
+def test_run_network_logs_the_loss_at_every_loss_every_step_and_the_embeddings_only_at_records():
+    """``loss_every`` adds loss-only log points: the dense loss equals the loss of the same run recorded at every
+    step, and the sparse records (embeddings, ``Run.loss``) are those of ``record``."""
+    from ssldyn.experiments.variational.fig5 import averaging_net_factory
+
+    m, loss = _small_members(), fc.flow_loss(0.5)
+    make = averaging_net_factory(10, "cpu")
+    sparse = fc.run_network(make(1, torch.Generator().manual_seed(1)), m, loss=loss, lr=0.5, steps=8, record=[0, 8],
+                            loss_every=range(9))  # fmt: skip
+    dense = fc.run_network(make(1, torch.Generator().manual_seed(1)), m, loss=loss, lr=0.5, steps=8, record=range(9))
+    assert sparse.steps.tolist() == [0, 8] and sparse.z.shape[0] == 2
+    assert sparse.loss_steps.tolist() == list(range(9))
+    np.testing.assert_array_equal(sparse.loss_log, dense.loss)  # (9, 1): the same run, every step
+    np.testing.assert_array_equal(sparse.loss, dense.loss[[0, 8]])
+
+
+def test_step_table_reads_the_loss_rise_at_every_iteration():
+    """A step table run beyond the 400 dense records: its rise is the largest between consecutive iterations (the
+    max over the dense loss log), which the records alone (every ⌊steps/400⌋-th iteration) could miss."""
+    from ssldyn.experiments.variational.fig5 import averaging_net_factory
+
+    m, loss = _small_members(seed=1), fc.flow_loss(0.5)
+    make = averaging_net_factory(10, "cpu")
+    steps, lr = 1200, 0.9  # records: every step to 400, then every 3rd
+    (row,) = fc.step_table(lambda: make(1, torch.Generator().manual_seed(2)), m, loss=loss, lrs=[lr],
+                           time=steps * lr, main=None)  # fmt: skip
+    every = fc.run_network(make(1, torch.Generator().manual_seed(2)), m, loss=loss, lr=lr, steps=steps,
+                           record=range(steps + 1))  # fmt: skip
+    assert row.steps == steps
+    np.testing.assert_allclose(row.max_loss_increase, fc.max_loss_increase(every.loss), rtol=0, atol=0)
+    on_records = fc.max_loss_increase(every.loss[fc.record_steps(steps, 400, 400)])
+    assert on_records[0] != row.max_loss_increase[0]  # here the records alone read another rise (3.77e-2 + 1e-7)

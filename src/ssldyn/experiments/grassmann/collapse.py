@@ -27,16 +27,23 @@ On the half-moons (d = 2) with loss (1) (mean over anchors), full-batch GD:
   one draw): in the standard parametrisation (gradients w.r.t. W1, W2 themselves) the W2 block
   ``φᵀφ`` grows like h, so the normalised cross term and spread fall like ``h^(−3/2)``, the rate
   of this parametrisation, not of Lemma 1.
+- **Remark 1** — multivariate regression (squared loss, eq. 3) is z univariate regressions: row l
+  of the z-output linear model follows the one-output model trained on target column l (control:
+  a 2-layer tanh net of width ``control_width``, whose outputs share W1).
 - **Prop. 1** — every output dimension follows the same dynamics: we train the z-output
   model and, separately, z one-output models started from each row of its initial weights;
-  the trajectories coincide. The output collapses to one dimension (σ_min/σ_max → 0).
+  the trajectories coincide. The output collapses to one dimension (σ_min/σ_max → 0). The same
+  for the non-contrastive loss (2) (``loss2-*``; erratum: loss (2) is the trace Tr(ΘC̃Θᵀ) with
+  C̃ = −Σ x_i x_i⁺ᵀ, not the printed +Σ).
 - **Prop. 2** — a 2-layer linear net with ``‖W1‖_F ≤ 1``, ``‖W2‖_F ≤ 1`` (projected GD)
   still collapses, towards the global solution ``[a(x), 0, …, 0]`` (a rank-one map). Our
   consequence (Prop. 2 and its proof, App. A.2, speak of the eigenvector of the h×h matrix
   ``f(X, W_1)``, not of C): for the linear net ``L = Tr(M C Mᵀ) ≥ λ_1(C)‖M‖_F²`` with
   ``M = W2ᵀW1`` and ``‖M‖_F ≤ ‖W2‖_F‖W1‖_F ≤ c1c2``; with W1 optimised as well the minimum
   ``c1²c2² λ_1(C)`` is reached only at ``M = a v_1ᵀ`` (‖a‖ = c1c2, λ_1 simple), so the row space of W2ᵀW1 is
-  ``v_1``, the eigenvector of the most negative eigenvalue of C.
+  ``v_1``, the eigenvector of the most negative eigenvalue of C. Also with loss (2)
+  (``loss2-frobenius-collapses``) and with a tanh net of the same width (``prop2-nonlinear``; control:
+  the same net under the orthogonality constraint).
 - **Remark 3** — a fixed projector ``u = AΘx`` (``A ∈ R^{r×z}``) collapses too.
 - **Prop. 3** — the orthogonality constraint (Stiefel projected GD) does not collapse.
 - **Remark 2** — other losses, linear model: InfoNCE (dot-product similarity, temperature τ) is
@@ -92,7 +99,11 @@ class CollapseConfig(MoonsConfig):
     lr: PositiveFloat = Field(0.05, description="GD learning rate (mean loss)")
     epochs: Annotated[int, Field(ge=10)] = Field(400, description="GD steps (full batch)")
     features: Annotated[int, Field(ge=2)] = Field(200, description="random Fourier features of the kernel model")
-    hidden: Annotated[int, Field(ge=2)] = Field(20, description="width of the constrained 2-layer linear nets")
+    hidden: Annotated[int, Field(ge=2)] = Field(
+        20,
+        description="width of the constrained 2-layer nets (the linear nets of Prop. 2/3 and loss (2), the tanh nets "
+        "of prop2-nonlinear)",
+    )
     projector_z: Annotated[int, Field(ge=2)] = Field(
         8, description="inner dimension z of u = AΘx (Remark 3); output r = z"
     )
@@ -525,7 +536,7 @@ class Collapse(GrassmannExperiment):
                 K = empirical_ntk(_Linear(th0[s : s + 1]), None, data[0][s, : cfg.ntk_points])  # (m, m, z, z)
                 res_s[s][f"{name}_ntk_cross"], res_s[s][f"{name}_ntk_spread"] = dimension_coupling(K)
         # --- Remark 3: a fixed projector u = AΘx
-        A = st["A"]  # (S, z, r)
+        A = st["A"]  # (S, r, z): u = AΘx, A ∈ R^{r×z}
         m = _Linear(st["projector"], proj=A)
         hist, _ = _gd(m, loss_of(m), lr_lin, cfg.epochs, cfg.record_every, inputs=mb.inputs())
         svr = sv_series(lambda th: _Linear(th, proj=A)(x).detach(), hist).cpu()

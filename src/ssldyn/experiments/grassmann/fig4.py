@@ -14,7 +14,8 @@ time scale only).
   projected-GD update (11) (loss, backward, step with the polar retraction) and per Euler step of
   the q-ODE (9) at each timing width, on the device the run uses (named in the claims' details; CUDA
   synchronised before reading the clock). Each seed times ``timing_repeats`` blocks of
-  ``timing_steps`` updates after a warm-up update (its own C); the per-update time at a width is the
+  ``timing_steps`` GD updates (the µs-scale ODE step: blocks of max(20·``timing_steps``, 200) Euler
+  steps) after a warm-up update (its own C); the per-update time at a width is the
   fastest block's (the timeit convention: the block least disturbed by other load). The paper's statements are read as: the GD time grows linearly with h
   (log-log slope ≈ 1 over widths ≥ ``fit_from``; a bootstrap over blocks gives each seed's slope
   interval, the lab the interval over seeds), the ODE time does not depend on h (slope ≈ 0), the
@@ -30,7 +31,8 @@ time scale only).
   reader needs: the SVM on the raw pixels and on the PCA-50 input.
 
 Seeds (``batch_seeds``): each seed draws its own 2 × 200 images and views; GD runs as one
-ensemble over seeds (per-member C), the ODE as one batch. Timings use the first seed's data.
+ensemble over seeds (per-member C), the ODE as one batch. Timings run once per seed on that seed's C
+(the operation counts, which do not depend on the data, once).
 Devices: the digits are read on the CPU and the views drawn with numpy, then the PCA, ``C``,
 GD (``train_gd``), the Euler ODE and the timings run on ``ctx.device`` (CUDA synchronised
 before reading the clock). The linear SVM (scikit-learn) runs on CPU copies of the embeddings.
@@ -85,7 +87,9 @@ class Fig4Config(ExperimentConfig):
     timing_widths: list[Annotated[int, Field(ge=1)]] = Field(
         [100, 200, 500, 1000, 2000, 5000], min_length=3, description="widths for the cost panel (≥ 3: marginal costs)"
     )
-    timing_steps: Annotated[int, Field(ge=1)] = Field(20, description="timed updates per block and width")
+    timing_steps: Annotated[int, Field(ge=1)] = Field(
+        20, description="timed GD updates per block and width (ODE blocks: max(20·timing_steps, 200) Euler steps)"
+    )
     timing_repeats: Annotated[int, Field(ge=2)] = Field(
         7, description="timed blocks per width and seed (the fastest block gives the time per update)"
     )

@@ -4,8 +4,9 @@ Many random symmetric ``C`` (d × d) and random initialisations ``q_0 = VᵀW1�
 Haar-random ``W1 ∈ St(h, d)``, ``W2 ∈ St(h, 1)`` (so ‖q_0‖ < 1 as the proof assumes):
 
 - *positive case*: ``C = AAᵀ/d + δI`` (all eigenvalues ≥ δ > 0) — Thm. 3: ``q → 0``;
-- *negative case*: ``C`` from the Gaussian orthogonal ensemble, kept when it has at least one
-  negative eigenvalue — Thm. 3: ``q → ±v_1`` (the eigenvector of the smallest eigenvalue).
+- *negative case*: ``C`` from the Gaussian orthogonal ensemble, kept when it has a negative
+  eigenvalue and a gap λ_2 − λ_1 ≥ ``min_gap`` (a vanishing gap makes convergence arbitrarily
+  slow) — Thm. 3: ``q → ±v_1`` (the eigenvector of the smallest eigenvalue).
 
 All trials are one batched ODE solved with torchdiffeq (dopri5) up to ``t_final``; the float64
 scipy DOP853 reference is used on a subset to check the solver. Reported: the fraction of

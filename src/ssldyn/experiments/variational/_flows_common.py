@@ -179,7 +179,11 @@ class Run:
         name: ``"network"`` / ``"vanilla"``; lr: the step σ; steps: recorded iterations ``(R,)``;
         z: ``(R, E, n, d)`` normalised embeddings; loss: ``(R, E)``;
         neg_grad: ``{step: (E, n, d)}`` −∇L(z_i) at the figure's steps (w.r.t. the raw outputs);
-        z_raw: ``(R, E, n, d)`` the raw outputs (the network's ``f(w, x_i)`` before normalisation).
+        z_raw: ``(R, E, n, d)`` the recorded outputs before normalisation (network: ``f(w, x_i)``; vanilla GD:
+            its projected embeddings, = z); None for a Run built without them.
+        loss_steps, loss_log: ``(L,)``, ``(L, E)``: the loss at every logged step (the records and the
+            ``loss_every`` steps of :func:`run_network` / :func:`run_vanilla`, which may be denser); None for a
+            Run built without them.
     """
 
     name: str
@@ -189,6 +193,8 @@ class Run:
     loss: np.ndarray
     neg_grad: dict[int, np.ndarray]
     z_raw: np.ndarray | None = None
+    loss_steps: np.ndarray | None = None
+    loss_log: np.ndarray | None = None
 
     @property
     def times(self) -> np.ndarray:
@@ -199,9 +205,10 @@ class Run:
         return int(np.searchsorted(self.steps, step, side="right") - 1)
 
     def raw_at(self, step: int) -> np.ndarray:
-        """The raw outputs ``(E, n, d)`` at the last recorded step ``<= step`` (network runs only)."""
+        """The raw outputs ``(E, n, d)`` at the last recorded step ``<= step`` (None when the Run was built without
+        them)."""
         if self.z_raw is None:
-            raise ValueError(f"{self.name} run: no raw outputs recorded (only a network run has them)")
+            raise ValueError(f"{self.name} run: no raw outputs recorded for this run")
         return self.z_raw[self.index(step)]
 
 
@@ -234,20 +241,33 @@ def _collect(name: str, lr: float, traj, E: int, arrows: Sequence[int]) -> Run:
     loss = df.loc[steps].to_numpy().reshape(len(steps), E)  # (R, E)
     gs = traj.snapshots("neg_grad")
     neg = {int(s): np.asarray(gs[s]).reshape(E, *np.asarray(gs[s]).shape[-2:]) for s in arrows if s in gs}
-    return Run(name, lr, steps, z / np.linalg.norm(z, axis=-1, keepdims=True), loss, neg, z)
+    loss_steps, loss_log = df.index.to_numpy(np.int64), df.to_numpy().reshape(len(df), E)  # (L,), (L, E)
+    return Run(name, lr, steps, z / np.linalg.norm(z, axis=-1, keepdims=True), loss, neg, z, loss_steps, loss_log)
 
 
 def run_network(
-    model: nn.Module, m: Members, *, loss: Loss, lr: float, steps: int, record: Sequence[int], arrows=(), track=None
+    model: nn.Module,
+    m: Members,
+    *,
+    loss: Loss,
+    lr: float,
+    steps: int,
+    record: Sequence[int],
+    arrows=(),
+    track=None,
+    loss_every: Sequence[int] = (),
 ) -> Run:
     """Weight-space GD (eq. 9/15) of the shifted ensemble network from ``m.z0`` on ``loss`` (:func:`flow_loss`).
 
     The loss is a function of the normalised outputs (cosine similarities), i.e. the outputs are
-    mapped to the sphere inside the loss; the raw outputs are recorded too (``Run.z_raw``).
+    mapped to the sphere inside the loss; the raw outputs are recorded too (``Run.z_raw``). The embeddings are
+    kept at ``record`` (and ``arrows``), the loss also at ``loss_every`` (``Run.loss_log``: cheap, one value per
+    member).
     """
     net = ShiftedModel(model, m.x, m.z0.to(m.x.dtype))
     keep = sorted(set(record) | set(arrows))
-    traj = train_weight_space(net, m.x, loss, steps=steps, lr=lr, output="raw", every=keep,
+    every = sorted(set(keep) | {int(s) for s in loss_every if 0 <= s <= steps})
+    traj = train_weight_space(net, m.x, loss, steps=steps, lr=lr, output="raw", every=every,
                               snapshot_every=keep, track=track).trajectory  # fmt: skip
     return _collect("network", lr, traj, m.x.shape[0], arrows)
 
@@ -404,22 +424,28 @@ def step_table(
 
     A step equal to ``main.lr`` reuses ``main`` when it was recorded at every step up to ``time``. Returns one
     :class:`StepRow` per σ with per-member arrays: silhouette, uniformity and loss at ``time``, and the
-    largest relative loss increase along the run (instability of large steps).
+    largest relative loss increase between consecutive iterations along the run (instability of large steps;
+    the loss is logged at every iteration, the embeddings at every one up to 400 and ~400 beyond).
     """
     rows = []
     for lr in lrs:
         steps = max(1, int(round(time / lr)))
         if main is not None and math.isclose(lr, main.lr) and set(range(steps + 1)) <= set(main.steps.tolist()):
-            run = main
-            sub = run.steps <= steps
-            run = Run(run.name, run.lr, run.steps[sub], run.z[sub], run.loss[sub], {})
+            sub = main.steps <= steps
+            run = Run(main.name, main.lr, main.steps[sub], main.z[sub], main.loss[sub], {})  # recorded every step
+            rise = max_loss_increase(run.loss)
         else:
-            # every step up to 400 steps (the loss increases of an unstable step are visible), ~400 records beyond
-            run = run_network(make_model(), m, loss=loss, lr=lr, steps=steps, record=record_steps(steps, 400, 400))
+            # embeddings at every step up to 400 and ~400 records beyond; the loss at every step (the rises of an
+            # unstable step are visible at any σ)
+            run = run_network(make_model(), m, loss=loss, lr=lr, steps=steps, record=record_steps(steps, 400, 400),
+                              loss_every=range(steps + 1))  # fmt: skip
+            if run.loss_log is None or len(run.loss_log) != steps + 1:
+                raise RuntimeError(f"step_table: σ = {lr:g} logged the loss at {0 if run.loss_log is None else len(run.loss_log)} "
+                                   f"of {steps + 1} steps")  # fmt: skip
+            rise = max_loss_increase(run.loss_log)
         p = probes_of(run, m.labels)
         i = p.at(time)
-        rows.append(StepRow(lr, steps, float(run.times[i]), p.silhouette[i], p.uniformity[i], p.loss[i],
-                            max_loss_increase(p.loss)))  # fmt: skip
+        rows.append(StepRow(lr, steps, float(run.times[i]), p.silhouette[i], p.uniformity[i], p.loss[i], rise))
     return rows
 
 

@@ -5,7 +5,9 @@ data only through the pushed-forward measure f#μ. We check this numerically:
 
 * **Two clean distributions, one pushforward.** μ₁: K clusters in the first two coordinates
   of R^D (angles θ_k = 2πk/K + angular noise, radius 1, zero elsewhere). μ₂: the same angles
-  in another order, radii r ~ U(0.5, 3) and N(0, σ²) content in the other D − 2 coordinates.
+  (drawn in another order, then re-aligned row by row with μ₁ before the shared augmentation draws, so
+  that the non-invariant control differs only because μ₁ ≠ μ₂), radii r ~ U(0.5, 3) and N(0, σ²)
+  content in the other D − 2 coordinates.
   The invariant map f(x) = (cos φ(x), sin φ(x)), φ = atan2(x₂, x₁), sees only the angle, so
   f#μ₁ = f#μ₂. Augmentations T rescale the first two coordinates and add noise to the
   others (f is invariant to them). The batch losses on (f(Tx), f(T'x)) agree for μ₁ and μ₂

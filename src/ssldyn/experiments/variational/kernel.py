@@ -1,7 +1,8 @@
 """`variational` Sec. 4.1–4.2: the neural kernel of the averaging network, checked numerically.
 
-Setting (Sec. 4.2, eq. 16–19): clustered data ``x_i = ξ_q + ε_i`` with ``N`` orthonormal
-centers in the first ``d`` coordinates of ``R^D``; the averaging net ``f(x) = Aᵀσ(Bx)`` with
+Setting (Sec. 4.2, eq. 16–19): clustered data ``x_i = ξ_q + ε_i`` with ``N`` mutually
+orthogonal centers in the first ``d`` coordinates of ``R^D`` (unit norm in (a), (b); norm ``center_norm`` = 2
+in (d), Cor. 4.6 and (e), see below); the averaging net ``f(x) = Aᵀσ(Bx)`` with
 ReLU, Gaussian ``B`` and width ``M`` per output coordinate; the loss is the NT-Xent cost of
 Prop. 2.1 (:func:`ssldyn.objectives.latent_measure_nt_xent`, outputs normalised inside the
 loss), 𝓛 = mean over samples. The paper gives no numbers for these checks; sizes are ours.
@@ -428,7 +429,7 @@ class KernelCheck(VariationalExperiment):
         res.tables["imbalance"] = edf
         res.summary["imbalance_slope"] = loglog_slope(edf["ratio"], edf["gain"])
         res.summary["imbalance_slope_vanilla"] = loglog_slope(edf["ratio"], edf["vanilla_speed"])
-        # Thm 4.5 prediction of the gain: (n_q/n) ‖ξ‖² × (β-weighted gradient norm ratio) ≈ (n_q/n)·½
+        # Thm 4.5 prediction of the gain: (n_q/n) ‖ξ‖² × (β-weighted gradient norm ratio) ≈ (n_q/n)·‖ξ‖²·½ = 2n_q/n at center_norm = 2
         beta_e = cluster_coefficients(ne.B[0].detach(), de.centers, "relu", d=d_e)
         pred_gain = [  # (n_q/n) ‖ξ_q‖² ‖β_q g‖/‖g‖ (eq. 21)
             float(

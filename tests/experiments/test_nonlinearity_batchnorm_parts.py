@@ -123,7 +123,7 @@ def test_app_d_statistics_against_the_numpy_reference(zeta):
     lp, lb = log_ratio(ref["speed_plain"][ok]), log_ratio(ref["speed_bn"][ok])
     assert stats["median_log_speed_ratio_plain"] == pytest.approx(np.median(lp), rel=1e-10)
     assert stats["median_log_speed_ratio_bn"] == pytest.approx(np.median(lb), rel=1e-10)
-    assert stats["speed_evened"] == pytest.approx(np.median(lb / lp), rel=1e-10)
+    assert stats["scale_half_log_ratio_bn_over_plain"] == pytest.approx(np.median(lb / lp), rel=1e-10)
     # per draw, log(speed of the RF with the smallest d_k (no BN) / speed of the one with the largest)
     rows = np.arange(len(d))
     lo, hi = d.argmin(-1), d.argmax(-1)

@@ -10,9 +10,9 @@ so the curves are exact to round-off.
 
 Counting. A local maximum of ``E_α(θ)`` on the θ grid counts when its prominence is at least
 ``prominence`` (default 1e-4) of the curve's range (:func:`prominent_maxima`): a maximum of
-smaller relative prominence is a ripple, not an optimum an ascent would stop at (the maxima of
-App. E.1's curve have prominences ≥ 1e-2). A curve flat to 1e-12 of the un-augmented range (the
-full group, ``a = 180°``) has no maximum (:func:`_maxima`).
+smaller relative prominence is a ripple, not an optimum an ascent would stop at (the smallest maximum of
+App. E.1's curve has relative prominence ≈ 3·10⁻⁴, above the 1e-4 floor). A curve flat to 1e-12 of the
+un-augmented range (the full group, ``a = 180°``) has no maximum (:func:`_maxima`).
 
 What App. B.5 says and what we claim: with the full rotation group ``SO(2)`` (``a = π``, a Lie
 group, eq. 106-108) ``b`` does not depend on ``θ`` and every local optimum disappears; for ``a < π``

@@ -23,8 +23,9 @@ sample-level artefact (piecewise-constant ``A``, power iterations cycling at kin
 
 Cor. 2's premise, "most data on the positive side", is a property of the optimum, not of the
 data set: we do not fix "z₀ ≤ 0.1" but measure the relation the corollary gives across layouts
-and τ — ``z₀ = P[inactive] + E[e^{−h²/2τ}; active]`` tracks the inactive fraction, and the
-roughness ratio ``ρ_g/ρ_u`` tracks ``z₀``.
+and τ — ``z₀ = P[inactive] + E[e^{−h²/2τ}; active]`` tracks the inactive fraction
+(``z0-tracks-inactive``), and the roughness ratio ``ρ_g/ρ_u`` stays below ``z₀`` (``ratio-below-z0``, an upper
+bound, not a proportionality: the ratio is typically far below ``z₀``).
 
 Deterministic (fixed layouts, quadrature): one evaluation. Runs on ``ctx.device``.
 """

@@ -34,10 +34,12 @@ from ssldyn.experiments.nonlinearity._token_seeds import (
 from ssldyn.experiments.nonlinearity.fig4 import DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
 from ssldyn.experiments.nonlinearity.token_grid import (
     BN,
+    BN_WORDS,
     Act,
     TokenGridExperiment,
     TokenTrainConfig,
     grid_frame,
+    lr_note,
     make_runs,
     token_peak_memory,
     train_grid,
@@ -154,7 +156,7 @@ class Fig11(TokenGridExperiment):
             base=cfg.base_run(),
         )
         df = grid_frame(runs, train_grid(cfg, ctx, runs), cfg.chi_tokens)
-        note = "lr = 0.02 (documented command) instead of the paper's 2e-3; BN = mean-only (Def. 5)."
+        note = f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}, against no BN."
         return split_by_seed(df, ctx.seeds, lambda part: per_seed_result(part, note))
 
     def measure(self, cfg: Fig11Config, result: Result) -> dict:

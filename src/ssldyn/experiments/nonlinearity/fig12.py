@@ -17,11 +17,12 @@ Pixels are scaled to [0, 1] and standardised with the usual MNIST mean/std (0.13
 What the claims measure. Random 196-d filters are already near-orthogonal (|cos| ≈ 0.057) and rough, and
 weight decay shrinks every filter's own init component (to ≈ 0.37 of ``w₀`` at the quick preset,
 ``lr·wd·steps/(1 − m) = 1``), so statistics of the raw filters, and even of ``W_T − W_0``, mostly measure
-the initialisation. The claims measure *what training added*: ``d = W_T − W_0`` with each filter's own
-``w₀`` component projected out (:func:`project_out_init`), and they carry controls from the same run
-(claims-v3): a third group of members with the **linear** activation (Thm. 4: linear filters cannot
-diversify), trained from the same inits on the same minibatches, and the **first SGD step**
-(``W_1 − W_0``, projected the same way).
+the initialisation. The diversity and smoothness claims (diverse-added, many-distinct, smoother-added,
+still-diverse) measure *what training added*: ``d = W_T − W_0`` with each filter's own ``w₀`` component projected
+out (:func:`project_out_init`); digit-parts reads the raw filters' pattern match, its rise from initialisation
+against the linear network's rise. The claims carry controls from the same run (claims-v3): a third group of
+members with the **linear** activation (Thm. 4: linear filters cannot diversify), trained from the same inits on
+the same minibatches, and the **first SGD step** (``W_1 − W_0``, projected the same way).
 
 - Fig. 12 diversity: mean |cos| between the added parts of one RF, and their participation ratio
   ``(Σσ²)²/(MΣσ⁴)`` (effective number of directions over M) (:func:`added_stats`); digit parts: the mean

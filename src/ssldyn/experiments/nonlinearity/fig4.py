@@ -56,11 +56,13 @@ from ssldyn.experiments.nonlinearity._token_seeds import (
 from ssldyn.experiments.nonlinearity.token_grid import (
     ACTIVATIONS4,
     BN,
+    BN_WORDS,
     Act,
     TokenGridExperiment,
     TokenTrainConfig,
     cell,
     grid_frame,
+    lr_note,
     make_runs,
     token_peak_memory,
     train_grid,
@@ -103,11 +105,12 @@ class Fig4Config(ActivationGridConfig):
         return self
 
 
-NOTE = (
-    "lr = 0.02 (reference implementation's documented command) instead of the paper's 2e-3; BN = mean-only "
-    "(Def. 5); χ± as eq. 16 (signed cosine) for ReLU / LeakyReLU, |cos| for the sign-symmetric activations "
-    "(linear, tanh, x², sigmoid under BN), whose filter sign is not identifiable."
-)
+def grid_note(cfg: ActivationGridConfig) -> str:
+    """The note of every seed's result of the Fig. 4 / 9 / 10 grid, formatted from the config (lr, BN)."""
+    return (
+        f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}; χ± as eq. 16 (signed cosine) for ReLU / LeakyReLU, |cos| for "
+        "the sign-symmetric activations (linear, tanh, x², sigmoid under BN), whose filter sign is not identifiable."
+    )
 
 
 def plot_activation_grid(cfg: ActivationGridConfig, result: Result, path: Path, *, title: str) -> Path:
@@ -136,7 +139,8 @@ def run_activation_grid(cfg: ActivationGridConfig, ctx: Context) -> list[Result]
         base=cfg.base_run(),
     )
     df = grid_frame(runs, train_grid(cfg, ctx, runs), cfg.chi_tokens)
-    results = split_by_seed(df, ctx.seeds, lambda part: per_seed_result(part, NOTE))
+    note = grid_note(cfg)
+    results = split_by_seed(df, ctx.seeds, lambda part: per_seed_result(part, note))
     for r in results:
         r.summary.update({"runs": len(runs) // len(ctx.seeds), "steps": cfg.steps})
     return results
@@ -175,7 +179,7 @@ def beta_range(t, act: str, betas: list[int], Ps: list[int]) -> float:
 
 def trend_measures(cfg: ActivationGridConfig, final, init, loss: str) -> dict[str, Measured]:
     """The trends of Fig. 4 for one loss on one seed's final table, with their controls (``init``: the table
-    at step 0). Values keyed by claim id suffix."""
+    at step 0). Values keyed by the claim id without its suffix (fig10 appends ``-quadratic``)."""
     t, t0 = final[final["loss"] == loss], init[init["loss"] == loss]
     betas, Ps = sorted(cfg.betas), sorted(cfg.Ps)
     multi = [P for P in Ps if P > 1]

@@ -36,9 +36,11 @@ from ssldyn.experiments.nonlinearity._token_seeds import seed_rows
 from ssldyn.experiments.nonlinearity.fig4 import CHI_BOUNDS, DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
 from ssldyn.experiments.nonlinearity.token_grid import (
     BN,
+    BN_WORDS,
     TokenGridExperiment,
     TokenTrainConfig,
     grid_frame,
+    lr_note,
     make_runs,
     token_data,
     token_peak_memory,
@@ -156,9 +158,9 @@ class Fig5(TokenGridExperiment):
                 res.summary[f"chi_minus_init/{key}"] = float(chi_minus[0])
                 res.summary[f"chi_minus_signed/{key}"] = float(signed[-1])
             res.notes.append(
-                "lr = 0.02 (documented command of the reference implementation) instead of the paper's "
-                "2e-3; χ± with |cos| for linear (sign not identifiable), signed for ReLU (eq. 16); filters shown are "
-                "d = 20 dimensional (Sec. 5)."
+                f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}; χ± with |cos| for linear (sign not identifiable), "
+                f"signed for ReLU (eq. 16); filters shown are d = {cfg.n_tokens} dimensional (the paper's Fig. 5: "
+                "d = 8; Sec. 5: d = 20)."
             )
             results.append(res)
         return results

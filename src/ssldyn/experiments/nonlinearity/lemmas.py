@@ -10,8 +10,9 @@
    ReLU because ``x h''(x) = xδ(x) = 0``. Discrete data make ``A`` piecewise constant (``dA = 0``
    almost everywhere, a vacuous check), so we use the Gaussian-smoothed population
    (:func:`~ssldyn.dynamics.alpha_cl_mixture.gaussian_mixture_A_fn`, ``A(w)`` smooth, in closed form)
-   and central differences along random tangent directions ``v``: ``|wᵀ(∂_vA)w|`` against the
-   non-contracted ``‖(∂_vA)w‖`` (the roughness of Thm. 1, the control, non-zero).
+   and central differences along random tangent directions ``v``: ``|wᵀ(∂_vA)w|/‖∂_vA‖₂`` against
+   ``|vᵀ(∂_vA)w|/‖∂_vA‖₂`` (the same derivative contracted with the tangent ``v`` instead of ``w``: the control,
+   non-zero).
 3. **Lemma 5** (App. C.2, eq. 120): under Assumption 2 (the RF inputs are independent given ``z``),
    ``V[x̃] = diag_k[L_k] + Σ_c p_c(1 − p_c)²Δ(c)Δ(c)ᵀ`` with ``L_k = E_z V[x̃_k|z]`` and
    ``Δ(c) = E[x̃|z = c] − E[x̃|z ≠ c]``, for the gated input ``x̃`` of a two-layer ReLU network
@@ -130,6 +131,7 @@ class Lemmas(NonlinearityExperiment):
     Config = LemmasConfig
     quick = {"trials": 4, "n": 128}
     est_seconds = (2, 5)
+    version = "2"  # 2: eq150's control states the stable-side start, y(0) = −min(y, b/2) (was −y)
     claims = (
         ClaimSpec(
             "lemma3", "For homogeneous h and α treated as a constant, the gradient of E_α is A(w)w with "
@@ -163,8 +165,8 @@ class Lemmas(NonlinearityExperiment):
             reading="fraction of the (b, y(0) > 0) grid whose numerical blow-up time (solve_ivp, y = 1e8) is within "
             "1e-6 relative of eq. 150", relation=ge(1.0), bounds=(0.0, 1.0),
             basis="method: the time from y = 1e8 to ∞ is ≈ 1e-8·t*; the solver's tolerance 1e-12",
-            control="the same fraction for starts y(0) = −y on the stable side (they converge to −b and never blow "
-            "up)",
+            control="the same fraction for starts y(0) = −min(y, b/2) ∈ (−b, 0) on the stable side (they converge to "
+            "−b and never blow up)",
         ),
         ClaimSpec(
             "eq151", "∂t*/∂b = [x/(1 + x) − ln(1 + x)]/b² < 0 (x = b/y(0)): a larger b blows up sooner.",

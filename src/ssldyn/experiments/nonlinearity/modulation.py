@@ -17,10 +17,12 @@ have the same probability for both ``z``; at the defaults all patterns have the 
 symmetric. Elsewhere (points of the ``p_disc × p_other`` robustness map) the discriminative patterns are the more
 (or less) likely ones, and the one-layer control prefers them (or the others) by itself. We
 integrate eq. 15 (fast top layer, ``s_k²A_k + δ_kΔ_kΔ_kᵀ``) for all RFs jointly from random filters and
-compare with the one-layer flow from the same starts. Fractions are **over all filters**
-(unconditional): at a discriminative pattern, at another pattern, or neither. A filter with no
-positive weight on either discriminative pattern has ``Δ_k(w_k) = 0`` (ReLU gating), hence
-``b_k = 0``, ``s_k = 0`` and ``ẇ_k = 0``: it stays at its initialisation under eq. 15 — reported.
+compare with the one-layer flow from the same starts. ``prefers-delta`` counts fractions **over all filters**
+(unconditional): at a discriminative pattern, at another pattern, or neither. ``modulation-raises-delta`` and
+``modulation-suppresses-others`` count only the filters that move under eq. 15 (``Δ_k(w_k) ≠ 0`` at the start): a
+filter with no positive weight on either discriminative pattern has ``Δ_k(w_k) = 0`` (ReLU gating), hence
+``b_k = 0``, ``s_k = 0`` and ``ẇ_k = 0``: it stays at its initialisation under eq. 15, is left out of those two
+claims, and its share is reported.
 
 Part 3 (App. C.3, eq. 152-157). The modulation factor ``ε_l``: for ``Y ~ U[−1, 1]^d`` the probability
 ``P[E_l] = P[Y_l > 0, Y_l + ε_l ≥ max_{l'≠l} Y_l']`` of eq. 155 against Monte Carlo, and the bounds of

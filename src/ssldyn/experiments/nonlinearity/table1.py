@@ -39,6 +39,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     TokenTrainConfig,
     final_table,
     grid_frame,
+    lr_note,
     make_runs,
     token_peak_memory,
     train_grid,
@@ -301,10 +302,12 @@ class Table1(TokenGridExperiment):
                     "side_by_side_init": side_by_side(init, None),
                 }
             )
-            res.notes.append(
-                f"lr = {cfg.lr:g} (documented command) instead of the paper's 2e-3; the extra column trains μ-only BN at "
-                f"lr = {cfg.paper_lr}."
+            extra = (
+                "no extra column"
+                if cfg.paper_lr is None
+                else f"the extra column trains μ-only BN at lr = {cfg.paper_lr:g}"
             )
+            res.notes.append(f"{lr_note(cfg.lr)}; {extra}.")
             results.append(res)
         return results
 

@@ -275,6 +275,26 @@ def cell(t: pd.DataFrame, col: str = "chi_plus_mean", **sel: Any) -> float:
 Act = Literal["linear", "relu", "leaky_relu", "quadratic", "sigmoid", "tanh"]
 ACTIVATIONS4: list[Act] = ["linear", "relu", "leaky_relu", "quadratic"]
 BN = Literal["off", "standard", "mean_only", "var_only", "none"]
+#: the BN variants in words, for the run notes (what each backpropagates: Table 1's columns)
+BN_WORDS: dict[str, str] = {
+    "off": "off",
+    "none": "μ and σ² not backpropagated",
+    "var_only": "σ² backpropagated, μ not",
+    "mean_only": "mean-only (Def. 5: μ backpropagated, σ² not)",
+    "standard": "standard (μ and σ² backpropagated)",
+}
+#: the learning rates of the token runs: the reference implementation's documented command and the paper's text
+DOCUMENTED_LR, PAPER_LR = 0.02, 2e-3
+
+
+def lr_note(lr: float) -> str:
+    """The learning rate as a run note states it, formatted from the config (against the documented command's
+    0.02 and the paper's 2e-3)."""
+    if lr == DOCUMENTED_LR:
+        return f"lr = {lr:g} (the reference implementation's documented command) instead of the paper's 2e-3"
+    if lr == PAPER_LR:
+        return f"lr = {lr:g} (the paper's text; the documented command uses {DOCUMENTED_LR:g})"
+    return f"lr = {lr:g} (the documented command uses {DOCUMENTED_LR:g}, the paper's text 2e-3)"
 
 
 class TokenTrainConfig(ExperimentConfig):

@@ -116,3 +116,20 @@ def test_cluster_limit_kernel_written_out_and_gives_the_cluster_flow():
     # −Σ_j K_ij ∂𝓛/∂z_j with this kernel is Thm. 4.5's flow −(n_q/n)‖ξ_q‖²β_q ∇L(ξ_q), ∇L(z_j) = n ∂𝓛/∂z_j
     gz = torch.randn(7, 2, generator=g, dtype=torch.float64)
     torch.testing.assert_close(-apply_kernel(K, gz), predicted_cluster_flow(7 * gz, labels, centers, beta))
+
+
+@pytest.mark.parametrize("E", [2, 3])
+def test_averaging_net_kernel_with_per_member_inputs_is_each_members_kernel(E):
+    """Per-member inputs (E, n, D), as AveragingNet takes them: the gram of each member's inputs multiplies its own
+    blocks. Before, the gram's E axis met the block axis d: wrong where E = d (max error 10.4), a crash otherwise."""
+    g = torch.Generator().manual_seed(0)
+    net = AveragingNet(4, 2, 3, ensemble=E, generator=g, dtype=torch.float64)  # B (E, M·d, D), d = 2, M = 3
+    B = net.B.detach()
+    x = torch.randn(E, 5, 4, generator=g, dtype=torch.float64)  # (E, n, D)
+    K = averaging_net_kernel(B, x, d=2)  # (E, n, n, d, d)
+    ref = torch.stack([averaging_net_kernel(B[e], x[e], d=2) for e in range(E)])
+    torch.testing.assert_close(K, ref, rtol=0, atol=1e-12)
+    Ke = torch.stack([empirical_ntk(net, None, x[e])[e] for e in range(E)])  # autograd, member e on its inputs
+    torch.testing.assert_close(K, Ke, rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="per-member inputs"):
+        averaging_net_kernel(B, x[:1].expand(E + 1, -1, -1), d=2)

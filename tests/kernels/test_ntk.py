@@ -179,3 +179,18 @@ def test_bad_inputs_are_clear_value_errors():
             empirical_ntk(model, None, bad, implementation=impl)
     with pytest.raises(ValueError, match="chunk_size"):
         empirical_ntk(model, None, x, chunk_size=0)
+
+
+def test_the_diagonal_kernel_checks_its_jacobian_chunks_with_either_implementation():
+    """mode='diagonal' is always built from Jacobian chunks: with implementation='ntk-vp' it skipped the max_memory
+    check that 'jacobian' makes (and ran on a budget the same chunks exceed)."""
+    model = MLP(3, 3, hidden=40, depth=3, activation="tanh", dtype=torch.float64)
+    x = torch.randn(8, 3, dtype=torch.float64)
+    P = sum(p.numel() for p in model.parameters())
+    budget = 8 * 3 * 3 * 8 + 3 * P * 8  # the kernel and one sample's Jacobian, not a chunk of 8
+    for impl in ("jacobian", "ntk-vp"):
+        with pytest.raises(ValueError, match=r"Jacobian chunks of 8 samples"):
+            empirical_ntk(model, None, x, mode="diagonal", implementation=impl, max_memory=budget)
+    full = empirical_ntk(model, None, x)
+    K = empirical_ntk(model, None, x, mode="diagonal", implementation="ntk-vp", chunk_size=1, max_memory=budget)
+    torch.testing.assert_close(K, torch.stack([full[i, i] for i in range(8)]), rtol=1e-12, atol=1e-12)

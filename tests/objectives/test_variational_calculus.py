@@ -129,3 +129,27 @@ def test_constant_map_has_zero_gradient():
 def test_bad_input_is_one_clear_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_one_measure_functions_refuse_ensemble_axes_they_would_mix():
+    """augmented_loss took F (E, m, n, d) and returned one number that was neither a member's value nor their mean
+    (1.20 against 1.04 and 1.64); sphere_stationarity / symmetry_condition_gap crashed on (..., n) weights."""
+    g = torch.Generator().manual_seed(0)
+    F = torch.randn(2, 3, 4, 2, generator=g, dtype=torch.float64)
+    members = [float(augmented_loss(F[e])) for e in range(2)]
+    assert len(set(members)) == 2  # the members differ: a mixed scalar would be neither
+    for fn in (augmented_loss, augmented_first_variation):
+        with pytest.raises(ValueError, match=r"F must have shape \(m, n, d\)"):
+            fn(F)
+    pts = torch.randn(5, 3, generator=g, dtype=torch.float64)
+    w2 = torch.full((2, 5), 0.2, dtype=torch.float64)
+    for fn in (sphere_stationarity, symmetry_condition_gap):
+        with pytest.raises(ValueError, match=r"weights must have shape \(5,\)"):
+            fn(pts, w2)
+        fn(pts, w2[0])  # one measure's weights are fine
+
+
+def test_symmetry_gap_of_evenly_spaced_points_is_their_diameter():
+    """The docstring's example, computed: evenly spaced points give max ‖y_i − y_k‖ (2 for 4 points, √3 for 3)."""
+    for n, expected in ((4, 2.0), (3, math.sqrt(3.0))):
+        assert symmetry_condition_gap(circle_points_even(n, dtype=torch.float64)) == pytest.approx(expected, rel=1e-12)

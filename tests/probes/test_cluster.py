@@ -105,3 +105,14 @@ def test_uniformity_and_alignment_reject_what_has_no_meaning():
     sq = torch.cdist(u, u) ** 2
     want = math.log(torch.exp(-1.5 * sq[~torch.eye(6, dtype=torch.bool)]).mean().item())
     assert uniformity(z, t=np.float32(1.5)) == pytest.approx(want, rel=1e-6)
+
+
+def test_per_cluster_mean_keeps_no_graph_and_averages_integers_in_float64():
+    """The probes' rule (no graph; integers become float64) holds here too: it returned a graph (grad_fn) and turned
+    int64 into float32."""
+    v = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    out = per_cluster_mean(v * 2, [0, 0, 1, 1])
+    assert not out.requires_grad
+    torch.testing.assert_close(out, torch.stack([(2 * v[:2]).mean(), (2 * v[2:]).mean()]).detach())
+    ints = per_cluster_mean(np.arange(6), [0, 0, 1, 1, 2, 2])
+    assert ints.dtype == torch.float64 and ints.tolist() == [0.5, 2.5, 4.5]

@@ -68,16 +68,18 @@ def test_errors():
         linear_probe_accuracy(np.full((3, 2), np.nan), [0, 1, 0], np.zeros((1, 2)), [0])
 
 
-def test_logistic_regression_minimises_the_documented_objective():
-    """Independent reference: scipy's L-BFGS on J(W, b) = Σ CE + ‖W‖²/(2C), written out in numpy."""
+@pytest.mark.parametrize("K", [2, 3])
+def test_logistic_regression_minimises_the_documented_objective(K):
+    """Independent reference: scipy's L-BFGS on J(W, b) = Σ CE + ‖W‖²/(2C), written out in numpy. Two classes: the
+    binary fit of scikit-learn penalises the logit difference (it minimised J with C/2, weights off by 0.17)."""
     from scipy.optimize import minimize
     from scipy.special import logsumexp
 
     from ssldyn.probes.downstream import fit_logistic_regression
 
     rng = np.random.default_rng(3)
-    z, y = _blobs(300, 5, 0.7, rng, classes=3)
-    C, (n, d), K = 0.5, z.shape, 3
+    z, y = _blobs(300, 5, 0.7, rng, classes=K)
+    C, (n, d) = 0.5, z.shape
 
     def J(theta):
         W, b = theta[: d * K].reshape(d, K), theta[d * K :]
@@ -106,3 +108,26 @@ def test_logistic_regression_with_two_classes_and_an_absent_label():
     from sklearn.linear_model import LogisticRegression
 
     np.testing.assert_array_equal(pred, LogisticRegression().fit(z, y).predict(z))
+
+
+def test_the_linear_probe_takes_any_integer_labels_and_refuses_fractions():
+    """Labels {−1, +1} were used as column indices (−1 wrapped onto +1's column): the probe scored 0.5 on a
+    separable problem. Now they are coded as classes: the same accuracy as {0, 1}, and scikit-learn's own."""
+    from sklearn.linear_model import LogisticRegression
+
+    from ssldyn.probes.downstream import fit_logistic_regression, linear_probe_accuracy
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] > 0).astype(int)  # separable by the first coordinate
+    pm = 2 * y - 1  # {−1, +1}
+    acc01 = linear_probe_accuracy(X[:100], y[:100], X[100:], y[100:])
+    assert acc01 > 0.95
+    assert linear_probe_accuracy(X[:100], pm[:100], X[100:], pm[100:]) == acc01
+    mu, sd = X[:100].mean(0), X[:100].std(0)
+    ref = LogisticRegression().fit((X[:100] - mu) / sd, pm[:100]).score((X[100:] - mu) / sd, pm[100:])
+    assert acc01 == pytest.approx(ref, abs=0.02)
+    with pytest.raises(ValueError, match="class indices >= 0"):
+        fit_logistic_regression(X, pm)  # one column of W per class index: negative labels have none
+    with pytest.raises(ValueError, match="labels must be integers"):
+        linear_probe_accuracy(X[:100], y[:100] + 0.5, X[100:], y[100:])

@@ -101,7 +101,8 @@ def averaging_net_kernel(
 
     Args:
         B: ``(Md, D)`` or ``(E, Md, D)``.
-        x1: ``(n1, D)``; x2: ``(n2, D)`` or None (= x1).
+        x1: ``(n1, D)``, or ``(E, n1, D)`` per-member inputs (as :class:`~ssldyn.models.AveragingNet` takes);
+            x2: the same with ``n2`` (or None: x1).
         activation: name or Activation (its derivative σ' is used).
         d: output dimension (number of blocks).
         bias: the hidden bias ``c`` ``(Md,)`` / ``(E, Md)`` when the net has one (trained too).
@@ -115,6 +116,12 @@ def averaging_net_kernel(
     act = get_activation(activation)
     x2 = x1 if x2 is None else x2
     B, M = _check_B(B, d, x1)
+    if x1.dim() not in (2, 3) or x2.dim() != x1.dim() or x1.shape[:-2] != x2.shape[:-2] or x2.shape[-1] != x1.shape[-1]:
+        raise ValueError(f"averaging_net_kernel: x1, x2 must be (n, D) or per-member (E, n, D) alike, got "
+                         f"{tuple(x1.shape)}, {tuple(x2.shape)}")  # fmt: skip
+    if x1.dim() == 3 and B.dim() == 3 and x1.shape[0] != B.shape[0]:
+        raise ValueError(f"averaging_net_kernel: per-member inputs {tuple(x1.shape)} need B with the same E, got "
+                         f"{tuple(B.shape)}")  # fmt: skip
     # σ' ∈ {0, 1} (ReLU, linear): Σ_p σ'σ' counts co-active units, exact in float32 for M < 2^24
     binary = act.name in ("relu", "linear") and M < 2**24
     work = torch.float32 if binary and x1.dtype == torch.float64 else x1.dtype
@@ -122,10 +129,10 @@ def averaging_net_kernel(
     s2 = s1 if x2 is x1 else act.deriv(_preact(B, x2, bias)).to(work)  # (..., n2, Md)
     s1 = s1.unflatten(-1, (d, M)).movedim(-2, -3)  # (..., d, n1, M)
     s2 = s2.unflatten(-1, (d, M)).movedim(-2, -3)  # (..., d, n2, M)
-    gram = x1 @ x2.mT  # (n1, n2)
+    gram = x1 @ x2.mT  # (n1, n2) or per member (E, n1, n2)
     if bias is not None:
         gram = gram + 1.0
-    blocks = (s1 @ s2.mT).to(x1.dtype) * (gram / M)  # (..., d, n1, n2)
+    blocks = (s1 @ s2.mT).to(x1.dtype) * (gram.unsqueeze(-3) / M)  # (..., d, n1, n2): one gram for every block
     blocks = blocks.movedim(-3, -1)  # (..., n1, n2, d)
     if mode == "blocks":
         return blocks

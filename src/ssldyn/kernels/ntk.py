@@ -161,9 +161,10 @@ def empirical_ntk(
         mode: ``"full"`` -> ``(n1, n2, d, d)`` with ``[i, j, k, l] = ∇f^k(x1_i)·∇f^l(x2_j)``;
             ``"trace"`` -> ``(n1, n2)`` = Σ_k K^{kk}; ``"diagonal"`` -> ``(n1, d, d)`` the blocks
             ``K_ii`` (needs ``x2`` None).
-        chunk_size: samples per Jacobian chunk (``"jacobian"``) or per ``vmap`` chunk of x1
+        chunk_size: samples per Jacobian chunk (``"jacobian"``, and ``mode="diagonal"`` with either
+            implementation: the diagonal blocks are always built from Jacobian chunks) or per ``vmap`` chunk of x1
             (``"ntk-vp"``, ~``chunk_size·d`` forward passes over ``x2``); bounds memory. None = all at once.
-        max_memory: bytes the kernel (and, for ``"jacobian"``, the Jacobians held at once) may use;
+        max_memory: bytes the kernel (and the Jacobians held at once, where Jacobians are built) may use;
             None: the memory available on the device (:func:`available_memory`).
 
     Returns:
@@ -209,22 +210,22 @@ def empirical_ntk(
             f"more than the {_gb(budget)} available; use mode='trace' or 'diagonal', or fewer samples"
         )
     c = min(n1, chunk_size or n1)
-    if implementation == "jacobian":
-        jac_row = E * d * P * item  # bytes of one sample's Jacobian
+    jac_row = E * d * P * item  # bytes of one sample's Jacobian
+    if implementation == "jacobian" or mode == "diagonal":  # the diagonal is always built from Jacobian chunks
         full_jac = (n1 + (0 if same else n2)) * jac_row
-        if mode == "full" and full_jac + out_numel * item <= budget:
+        if implementation == "jacobian" and mode == "full" and full_jac + out_numel * item <= budget:
             K = _ntk_jacobian(f, p, x1, x2, same, mode, chunk_size)  # all Jacobians at once (fast path)
         else:
             need = (1 if mode == "diagonal" else 2) * c * jac_row + out_numel * item
             if need > budget:
+                hint = "lower chunk_size or use fewer samples" + (
+                    "" if mode == "diagonal" else ", or use implementation='ntk-vp'"
+                )
                 raise ValueError(
                     f"empirical_ntk: Jacobian chunks of {c} samples (E={E}, d={d}, {P} parameters) and the "
-                    f"kernel need {_gb(need)}, more than the {_gb(budget)} available; lower chunk_size, "
-                    "use implementation='ntk-vp' or fewer samples"
+                    f"kernel need {_gb(need)}, more than the {_gb(budget)} available; {hint}"
                 )
             K = _ntk_jacobian_chunked(f, p, x1, x2, same, mode, c, E, d)
-    elif mode == "diagonal":
-        K = _ntk_jacobian_chunked(f, p, x1, x2, same, mode, c, E, d)
     else:
         K = _ntk_vp(f, p, x1, x2, mode, chunk_size)
     return K[0] if squeeze else K

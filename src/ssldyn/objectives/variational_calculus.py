@@ -288,12 +288,14 @@ def sphere_stationarity(
 
     Args:
         points: ``(n, d)`` atoms; they are projected onto the sphere (the constraint set of Thm. 3.2).
-        weights, temperature, psi, eta: as :func:`measure_loss`.
+        weights: ``(n,)`` (one measure: no leading axes here), non-negative, normalised; default ``1/n``.
+        temperature, psi, eta: as :func:`measure_loss`.
     """
     fn = "sphere_stationarity"
     _check_points(fn, points)
     if points.dim() != 2:
         raise ValueError(f"{fn}: points must have shape (n, d), got {tuple(points.shape)}")
+    _check_one_measure(fn, weights, points)
     y = points / points.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(points.dtype).tiny)  # (n, d)
     f, w, delta, half_sq, eta0, G = _terms(fn, y, weights, temperature, psi, eta)  # w, G (n,)
     grad = first_variation(y, w, temperature=temperature, psi=psi, eta=eta)  # (n, d)
@@ -308,6 +310,14 @@ def sphere_stationarity(
     return Stationarity(grad, lam, tang, scale, float(tang.max()) / scale, float((lam - lam_bar).abs().max()) / scale)
 
 
+def _check_one_measure(fn: str, weights: Tensor | None, points: Tensor) -> None:
+    """``weights`` of one measure: ``(n,)`` for ``points (n, d)`` (these functions take no ensemble axes)."""
+    if weights is not None and (not isinstance(weights, Tensor) or weights.shape != points.shape[:1]):
+        got = tuple(weights.shape) if isinstance(weights, Tensor) else type(weights).__name__
+        raise ValueError(f"{fn}: weights must have shape ({points.shape[0]},) for points {tuple(points.shape)}, "
+                         f"got {got}")  # fmt: skip
+
+
 def symmetry_condition_gap(
     points: Tensor,
     weights: Tensor | None = None,
@@ -319,13 +329,15 @@ def symmetry_condition_gap(
 
     Returns ``max_{i,k} ‖∫h(y_i, y)dρ(y) − ∫h(y_k, y)dρ(y)‖ / max_i ‖∫h(y_i, y)dρ(y)‖`` — 0 when the
     printed condition holds for this h. Evenly spaced points give ``∫h(y_i,·) = c·y_i``, so the
-    gap is ``max ‖y_i − y_k‖`` (e.g. √2 for 4 points): the printed condition fails for the
-    examples of Remark 3.1, although they are stationary (:func:`sphere_stationarity`).
+    gap is ``max ‖y_i − y_k‖`` (e.g. 2 for 4 points, √3 for 3): the printed condition fails for the
+    examples of Remark 3.1, although they are stationary (:func:`sphere_stationarity`). ``points (n, d)``,
+    ``weights (n,)``.
     """
     fn = "symmetry_condition_gap"
     _check_points(fn, points)
     if points.dim() != 2:
         raise ValueError(f"{fn}: points must have shape (n, d), got {tuple(points.shape)}")
+    _check_one_measure(fn, weights, points)
     f, w, delta, half_sq, _, _ = _terms(fn, points, weights, temperature, None, eta)
     integral = ((f.deta(half_sq) * w[None, :])[..., None] * delta).sum(1)  # (n, d)
     size = float(integral.norm(dim=-1).max())
@@ -352,6 +364,15 @@ def _augmented_parts(F: Tensor, f: _Pair):
     return diff, half_sq, eta_all, N, P
 
 
+def _check_F(fn: str, F: Tensor) -> None:
+    """``F (m, n, d)``: one map on the transformed points (no ensemble axis: a 4-D input would mix the member axis
+    with the transformation axis and return one meaningless number)."""
+    check_tensor(fn, "F", F, min_dim=3)
+    if F.dim() != 3:
+        raise ValueError(f"{fn}: F must have shape (m, n, d) (transformations, points, dimension; no ensemble axis), "
+                         f"got {tuple(F.shape)}")  # fmt: skip
+
+
 def augmented_loss(
     F: Tensor, *, temperature: float = 0.5, psi: Scalar | None = None, eta: Scalar | None = None
 ) -> Tensor:
@@ -363,7 +384,7 @@ def augmented_loss(
         F: ``(m, n, d)`` the map's values at the transformed points (f arbitrary on this finite set).
     """
     fn = "augmented_loss"
-    check_tensor(fn, "F", F, min_dim=3)
+    _check_F(fn, F)
     f = _pair(fn, temperature, psi, eta)
     _, _, _, N, P = _augmented_parts(F, f)
     return f.psi(N / P).mean()
@@ -393,7 +414,7 @@ def augmented_first_variation(
         ``(m, n, d)``.
     """
     fn = "augmented_first_variation"
-    check_tensor(fn, "F", F, min_dim=3)
+    _check_F(fn, F)
     f = _pair(fn, temperature, psi, eta)
     diff, half_sq, eta_all, N, P = _augmented_parts(F, f)  # diff (m, m, n, n, d); others (m, m, n[, n])
     dpsi = f.dpsi(N / P)  # (m, m, n): Ψ'(G_ab(i))

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from ssldyn.checks import positive
 from ssldyn.data.sphere import circle_points_even, fibonacci_sphere
-from ssldyn.probes._common import ArrayLike
+from ssldyn.probes._common import ArrayLike, as_tensor
 from ssldyn.probes.filters import cosine_matrix
 
 __all__ = [
@@ -119,9 +119,10 @@ def per_cluster_mean(values: ArrayLike, labels: ArrayLike) -> Tensor:
 
     ``m_c = (1/|I_c|) Σ_{i ∈ I_c} v_i``, ``I_c = {i: labels_i = c}``, the clusters ``c`` in increasing
     label order (``torch.unique``); e.g. the per-cluster silhouette from :func:`silhouette_samples_cosine`.
-    ``labels (n,)``; the result has the dtype and device of ``values``.
+    ``labels (n,)``; the result has the dtype and device of ``values`` (integer or boolean values: float64),
+    without a graph.
     """
-    v = torch.as_tensor(values)
+    v = as_tensor(values)
     if v.dim() < 1:
         raise ValueError(f"per_cluster_mean: values must have shape (..., n), got {tuple(v.shape)}")
     lab = _labels(labels, v.device, v.shape[-1], "per_cluster_mean")  # (n,)

@@ -11,7 +11,9 @@ Thin, validated wrappers of scikit-learn (one implementation of each measure in 
   labels (Rousseeuw 1987; ``silhouette_score``), with cosine (``1 − cos``) or Euclidean distance;
   used to compare the embedding with raw pixels.
 
-Inputs are ``(n, d)`` tensors or arrays and label vectors ``(n,)``; results are Python floats.
+Inputs are ``(n, d)`` tensors or arrays and integer label vectors ``(n,)`` (any integer values: the probes
+compare labels; :func:`fit_logistic_regression`, which returns one column per class index, needs labels
+``>= 0``); results are Python floats.
 """
 
 from __future__ import annotations
@@ -40,10 +42,14 @@ def _x(z: ArrayLike) -> np.ndarray:
 
 
 def _y(y: ArrayLike, n: int) -> np.ndarray:
-    out = np.asarray(y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else y).astype(np.int64)
-    if out.shape != (n,):
-        raise ValueError(f"labels must have shape ({n},), got {out.shape}")
-    return out
+    raw = np.asarray(y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else y)
+    if raw.shape != (n,):
+        raise ValueError(f"labels must have shape ({n},), got {raw.shape}")
+    if raw.dtype.kind not in "iub":
+        as_float = raw.astype(np.float64) if raw.dtype.kind == "f" else None
+        if as_float is None or not np.isfinite(as_float).all() or (as_float != np.round(as_float)).any():
+            raise ValueError(f"labels must be integers (class labels), got dtype {raw.dtype} with non-integer values")
+    return raw.astype(np.int64)
 
 
 def fit_logistic_regression(
@@ -54,7 +60,9 @@ def fit_logistic_regression(
     ``J(W, b) = Σ_i CE(softmax(z_i W + b), y_i) + ‖W‖²/(2C)``
 
     — scikit-learn's ``LogisticRegression(C=C)`` (L-BFGS, L2 on the weights, not the bias), which
-    fits it (tolerance 1e-8 on the gradient). ``K = max(y) + 1``: a class absent from ``y`` gets the logit ``−inf`` (never predicted).
+    fits it (tolerance 1e-8 on the gradient). ``y`` holds class indices ``>= 0``; ``K = max(y) + 1``: a class
+    absent from ``y`` gets the logit ``−inf`` (never predicted). Two classes: scikit-learn fits one logit difference
+    ``w`` with penalty ``‖w‖²/(2C')``; ``W = (−w/2, w/2)`` has ``‖W‖² = ‖w‖²/2``, so ``C' = 2C`` minimises ``J``.
     An unconverged fit after ``max_iter`` iterations is returned as it is.
     """
     from sklearn.exceptions import ConvergenceWarning
@@ -63,16 +71,20 @@ def fit_logistic_regression(
     x = _x(z)
     yy = _y(y, x.shape[0])
     classes = np.unique(yy)
-    K = int(yy.max()) + 1
     if len(classes) < 2:
         raise ValueError(f"fit_logistic_regression: need at least 2 classes in y, got {classes.tolist()}")
+    if classes[0] < 0:
+        raise ValueError(f"fit_logistic_regression: labels must be class indices >= 0 (one column of W each), got "
+                         f"{classes[0]}")  # fmt: skip
+    K = int(yy.max()) + 1
+    binary = len(classes) == 2  # scikit-learn's binary penalty is on the logit difference: C' = 2C (docstring)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        model = LogisticRegression(C=C, max_iter=max_iter, tol=1e-8).fit(x, yy)
+        model = LogisticRegression(C=2 * C if binary else C, max_iter=max_iter, tol=1e-8).fit(x, yy)
     W = torch.zeros(x.shape[1], K, dtype=torch.float64)
     b = torch.full((K,), -torch.inf, dtype=torch.float64)
     coef, icpt = np.asarray(model.coef_), np.asarray(model.intercept_)
-    if len(classes) == 2:  # scikit-learn stores one logit difference for two classes
+    if binary:  # scikit-learn stores one logit difference for two classes
         coef, icpt = np.stack([-coef[0] / 2, coef[0] / 2]), np.array([-icpt[0] / 2, icpt[0] / 2])
     W[:, classes] = torch.from_numpy(coef.T.copy())
     b[classes] = torch.from_numpy(icpt.copy())
@@ -85,10 +97,13 @@ def linear_probe_accuracy(
     """Test accuracy of a logistic-regression probe trained on ``(z_train, y_train)``.
 
     Features are standardised with the training mean and standard deviation; the probe is
-    :func:`fit_logistic_regression` (scikit-learn's ``LogisticRegression(C=C)``).
+    :func:`fit_logistic_regression` (scikit-learn's ``LogisticRegression(C=C)``) on the labels coded as class
+    indices (any integer labels, e.g. ``{−1, +1}``).
     """
     ztr, zte = _x(z_train), _x(z_test)
     ytr, yte = _y(y_train, len(ztr)), _y(y_test, len(zte))
+    _, codes = np.unique(np.concatenate([ytr, yte]), return_inverse=True)  # labels -> 0..K−1
+    ytr, yte = codes[: len(ytr)], codes[len(ytr) :]
     mu, sd = ztr.mean(0), ztr.std(0)
     sd = np.where(sd > 1e-12, sd, 1.0)
     W, b = fit_logistic_regression((ztr - mu) / sd, ytr, C=C, max_iter=max_iter)

@@ -197,3 +197,31 @@ def test_control_state_of_a_claim_without_a_control():
 
     assert _control_cell(c) == "<span class='meta'>none: a closed form: no null condition</span>"
     assert _control_cell(bare) == ""
+
+
+def test_a_control_without_a_finite_value_is_not_measured():
+    """A control measured as NaN on every seed counted as "did not hold", so the claim passed; it has shown nothing."""
+    ms = [Measured(v, control=math.nan) for v in [0.9, 0.92, 0.88, 0.91, 0.9]]
+    c = evaluate(spec(gt(0.5), control="at init"), None, SEEDS, ms)
+    assert c.status == "inconclusive" and "gave no finite value" in c.note
+    assert c.control_held is None and c.control_state == "not measured"
+    one = [Measured(v, control=cv) for v, cv in zip([0.9, 0.92, 0.88, 0.91, 0.9], [math.nan, 0.1, 0.2, 0.1, 0.1])]
+    assert evaluate(spec(gt(0.5), control="at init"), None, SEEDS, one).status == "pass"  # finite seeds decide
+
+
+def test_yes_no_relation_never_holds_for_nan_or_a_string():
+    """bool(nan) and bool("False") are True: a yes/no claim fed NaN passed on every seed."""
+    rel = is_true()
+    assert rel.holds(True) and rel.holds(1) and rel.holds(np.True_)
+    assert not any(rel.holds(v) for v in (False, 0, 0.0, math.nan, None, "False", "yes"))
+    assert evaluate(spec(is_true()), None, [0, 1, 2], [math.nan] * 3).status == "fail"
+
+
+def test_the_relation_reads_the_measured_value_not_its_rounding():
+    """Values are stored rounded to 6 significant figures; the verdict was decided on the rounded value, so
+    1.0000001 failed gt(1) and 1.0000004e-12 passed le(1e-12)."""
+    from ssldyn.contract.claims import le
+
+    assert evaluate(spec(gt(1.0)), None, [0], [1.0000001]).status == "pass"
+    c = evaluate(spec(le(1e-12)), None, [0], [1.0000004e-12])
+    assert c.status == "fail" and c.values == (1e-12,)  # stored rounded, judged exact

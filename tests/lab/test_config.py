@@ -58,3 +58,20 @@ def test_config_file(tmp_path):
     p.write_text("!!python/object/apply:os.system ['echo hi']\n")  # safe_load refuses code
     with pytest.raises(UserError, match="not valid YAML"):
         load_config_file(p)
+
+
+def test_setting_one_nested_key_keeps_the_parents_defaults_of_the_others():
+    """pydantic fills a partial nested dict from the nested class's own defaults: `--set standin_simclr.lr=0.002`
+    on variational.fig1 also doubled its SimCLR steps (1500 -> 3000, SimCLRRunConfig's own default) and
+    `--set cifar_simclr.steps=...` turned on rotation and noise (10.0, 0.05). The merge now starts from cls()."""
+    from ssldyn.experiments.variational.fig1 import Fig1Config
+    from ssldyn.lab.runner import plan_run
+
+    default = Fig1Config()
+    cfg = build_config(Fig1Config, {"cifar_simclr": {"steps": 5}}, {"standin_simclr": {"lr": 0.002}})
+    assert cfg.cifar_simclr.steps == 5 and cfg.standin_simclr.lr == 0.002
+    assert cfg.cifar_simclr.model_dump() == {**default.cifar_simclr.model_dump(), "steps": 5}
+    assert cfg.standin_simclr.model_dump() == {**default.standin_simclr.model_dump(), "lr": 0.002}
+    assert default.standin_simclr.steps != type(default.standin_simclr)().steps  # the case the test is about
+    spec = plan_run("variational.fig1", sets=["standin_simclr.lr=0.002"])
+    assert spec.overrides == {"standin_simclr.lr": 0.002}

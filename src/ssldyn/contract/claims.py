@@ -107,11 +107,18 @@ class Relation:
         return self.op == "true"
 
     def holds(self, value: Any) -> bool:
-        """Whether ``value`` satisfies the relation (a non-finite or missing value never does)."""
+        """Whether ``value`` satisfies the relation (a non-finite or missing value never does; a yes/no relation
+        holds for ``True`` or a finite non-zero number, never for NaN or a string)."""
         if value is None:
             return False
         if self.op == "true":
-            return bool(value)
+            if isinstance(value, (str, bytes)):
+                return False
+            try:
+                v = float(value)
+            except (TypeError, ValueError):
+                return False
+            return math.isfinite(v) and v != 0.0
         if self.op == "equals":
             return value == self.ref
         v = float(value)
@@ -517,9 +524,10 @@ class Claim:
     @property
     def control_state(self) -> str:
         """What the negative control showed: ``"held"`` (the relation holds there too: vacuous), ``"not held"``,
-        ``"not measured"`` (declared, no values), ``"no control"`` (a ``no_control`` reason) or ``""`` (none)."""
+        ``"not measured"`` (declared, no values or no finite one), ``"no control"`` (a ``no_control`` reason) or
+        ``""`` (none)."""
         if self.control:
-            if not self.control_values:
+            if not self.control_values or self.control_held is None:
                 return "not measured"
             return "held" if self.control_held else "not held"
         return "no control" if self.no_control else ""
@@ -725,8 +733,12 @@ def evaluate(spec: ClaimSpec, cfg: Any, seeds: Sequence[int], measured: Sequence
     """Evaluate one declared claim over per-seed measurements (one entry per seed, in order).
 
     For a ``pooled`` rule pass one measurement (``seeds`` are then all seeds of the run). The
-    verdict is one of :data:`STATUSES` (see the module docstring); the control's values
-    (``Measured.control``) are evaluated with the same relation and rule.
+    verdict is one of :data:`STATUSES` (see the module docstring). The relation and the statistic are evaluated on
+    the measured values; the stored values are rounded to 6 significant figures for display only. The control's
+    values (``Measured.control``) are summarised by the claim's statistic (a yes/no claim: the fraction of seeds
+    where it holds), and the claim is ``vacuous`` when that statistic satisfies the relation — conservatively, the
+    rule's seed fraction is not asked of the control. A control with no finite value on any seed counts as not
+    measured (``inconclusive``).
     """
     rel = spec.relation_for(cfg)
     ms = [as_measured(m) for m in measured]
@@ -734,9 +746,11 @@ def evaluate(spec: ClaimSpec, cfg: Any, seeds: Sequence[int], measured: Sequence
         raise ValueError(f"claim {spec.id!r}: {len(ms)} measurements for {len(seeds)} seeds")
     if spec.rule.name == "pooled" and len(ms) != 1:
         raise ValueError(f"claim {spec.id!r}: a pooled claim has exactly one measurement")
-    values = tuple(_round(_as_number(m.value)) for m in ms)
+    raw = tuple(_as_number(m.value) for m in ms)  # the relation and the statistic read these
+    values = tuple(_round(v) for v in raw)  # stored and shown
     details = tuple(m.detail for m in ms)
-    controls = tuple(_round(_as_number(m.control)) for m in ms if m.control is not None)
+    raw_controls = tuple(_as_number(m.control) for m in ms if m.control is not None)
+    controls = tuple(_round(v) for v in raw_controls)
     common = {
         "id": spec.id, "statement": spec.statement, "location": spec.location, "kind": spec.kind,
         "reading": spec.reading, "basis": spec.basis, "derivation": spec.derivation, "result": spec.row,
@@ -750,25 +764,22 @@ def evaluate(spec: ClaimSpec, cfg: Any, seeds: Sequence[int], measured: Sequence
     if not_run and len(not_run) == len(ms):
         return Claim(**common, passed=False, status="not-run", seed_passed=tuple(False for _ in ms),
                      statistic=spec.statistic, note="; ".join(dict.fromkeys(not_run)))  # fmt: skip
-    seed_ok = tuple(not m.not_run and rel.holds(v) for m, v in zip(ms, values))
-    kept = [v for m, v in zip(ms, values) if not m.not_run]
+    seed_ok = tuple(not m.not_run and rel.holds(v) for m, v in zip(ms, raw))
+    kept = [v for m, v in zip(ms, raw) if not m.not_run]
     kept_ok = [o for m, o in zip(ms, seed_ok) if not m.not_run]
     status, stat, interval, method, statistic = _verdict(spec, rel, kept, kept_ok)
     notes = [note] if note else []
     control_value: Any = None
     control_held: bool | None = None
-    if controls:
-        c_ok = [rel.holds(v) for v in controls]
+    measured_c = [v for v in raw_controls if _is_finite_number(v)]
+    if measured_c:
         if rel.is_boolean:
+            c_ok = [rel.holds(v) for v in measured_c]
             control_value = sum(c_ok) / len(c_ok)
             control_held = control_value >= spec.rule.min_fraction - 1e-12
         else:
-            finite_c = [float(v) for v in controls if _is_finite_number(v)]
-            if finite_c:
-                control_value, _, _ = _stat_and_interval(finite_c, spec.statistic)
-                control_held = rel.holds(control_value)
-            else:
-                control_held = False
+            control_value, _, _ = _stat_and_interval([float(v) for v in measured_c], spec.statistic)
+            control_held = rel.holds(control_value)
         control_value = _round(control_value)
         if control_held and status == "pass":
             status = "vacuous"
@@ -776,9 +787,10 @@ def evaluate(spec: ClaimSpec, cfg: Any, seeds: Sequence[int], measured: Sequence
                 f"vacuous: the control ({spec.control or 'declared control'}) gives {_fmt(control_value)}, "
                 f"which also satisfies {rel.describe()}"
             )
-    elif spec.control.strip() and status == "pass":
+    elif (spec.control.strip() or controls) and status == "pass":
         status = "inconclusive"
-        notes.append("inconclusive: the declared control was not measured, so the claim has not shown it can fail")
+        what = "gave no finite value on any seed" if controls else "was not measured"
+        notes.append(f"inconclusive: the declared control {what}, so the claim has not shown it can fail")
     if status == "inconclusive" and interval is not None and not any("control" in x for x in notes):
         notes.append(
             f"inconclusive: the 95% interval [{_fmt(_round(interval[0]))}, {_fmt(_round(interval[1]))}] "

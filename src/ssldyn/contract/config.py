@@ -243,8 +243,16 @@ def format_validation_error(cls: type[BaseModel], err: ValidationError, data: di
 
 
 def build_config(cls: type[ExperimentConfig], *layers: dict[str, Any]) -> ExperimentConfig:
-    """Validate the merge of ``layers`` (later wins) into ``cls``; errors become :class:`UserError`."""
-    data: dict[str, Any] = {}
+    """Validate the merge of ``layers`` (later wins) into ``cls``; errors become :class:`UserError`.
+
+    The merge starts from the defaults ``cls()``, so a layer that sets one key of a nested config (``--set
+    optim.lr=...``) changes that key only: the nested config's other keys keep the parent's defaults (its
+    ``default_factory``), not the nested class's own (pydantic fills a partial dict from those). A config with
+    required keys (no defaults to start from) merges from nothing."""
+    try:
+        data: dict[str, Any] = cls().model_dump(mode="python")
+    except ValidationError:
+        data = {}
     for layer in layers:
         data = deep_merge(data, layer or {})
     try:

@@ -124,7 +124,13 @@ class Context:
         self.seeds = tuple(int(s) for s in self.seeds) or (int(self.seed),)
 
     def generator(self, offset: int = 0, seed: int | None = None) -> torch.Generator:
-        """A CPU ``torch.Generator`` seeded with ``seed + offset`` (``seed`` defaults to ``ctx.seed``)."""
+        """A CPU ``torch.Generator`` seeded with ``seed + offset`` (``seed`` defaults to ``ctx.seed``).
+
+        Known limitation: streams overlap across seeds — seed ``s`` at offset ``k`` is seed ``s + k`` at offset 0
+        (e.g. ``variational.invariance``: seed 1's data noise is seed 0's first perturbation draw), so the seeds of
+        a run are not fully independent replicates. Deriving the seed from the pair (``np.random.SeedSequence([seed,
+        offset])``) would fix it but changes every run's numbers; it is left for a pass that re-measures them all.
+        """
         g = torch.Generator()
         g.manual_seed((self.seed if seed is None else int(seed)) + offset)
         return g

@@ -369,3 +369,34 @@ def test_sphere_tangent_and_euler_step_are_the_projection_and_the_renormalised_s
     ref = torch.stack([(wi + 0.3 * vi) / math.sqrt(float(((wi + 0.3 * vi) ** 2).sum())) for wi, vi in zip(w, v)])
     torch.testing.assert_close(step, ref, rtol=1e-12, atol=1e-14)
     assert torch.equal(w, w0) and torch.equal(v, v0)  # the inputs are left as they are
+
+
+def test_one_layer_energy_checks_the_batch_as_make_A_fn_does():
+    """one_layer_energy dropped `weights` when an `alpha` was given (the energy of the unweighted batch, no error) and
+    broadcast a second view x_pos (1, d) against x (N, d); make_A_fn and gated_covariance refuse both."""
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(6, 3, generator=g, dtype=D), torch.randn(3, generator=g, dtype=D)
+    p = torch.full((6,), 1 / 6, dtype=D)
+    A = torch.ones(6, 6, dtype=D)
+    with pytest.raises(ValueError, match=r"weights: only supported with uniform alpha \(alpha=None\)"):
+        one_layer_energy(x, w, alpha=A, weights=p)
+    with pytest.raises(ValueError, match=r"weights: only supported with uniform alpha"):
+        one_layer_energy(x, w, alpha=gaussian_alpha_fn(x), weights=p)
+    with pytest.raises(ValueError, match=r"x_pos: the second view must have the shape of x \(6, 3\), got \(1, 3\)"):
+        one_layer_energy(x, w, x_pos=x[:1])
+    # the uniform weights are still taken: the energy of the uniform population is that of the batch
+    assert float(one_layer_energy(x, w, weights=p)) == pytest.approx(float(one_layer_energy(x, w)), rel=1e-12)
+
+
+def test_alpha_covariance_with_an_alpha_tensor_needs_b_pos_with_a_pos_and_b():
+    """With an alpha tensor, a_pos and b but no b_pos, b_pos defaulted to b: (b − b_pos) = 0 and the intra-view term of
+    C_α[a, b] was dropped silently (alpha=None refused it)."""
+    g = torch.Generator().manual_seed(1)
+    a, a_pos, b = (torch.randn(5, k, generator=g, dtype=D) for k in (3, 3, 2))
+    for alpha in (None, torch.ones(5, 5, dtype=D)):
+        with pytest.raises(ValueError, match=r"a_pos, b_pos: give both positive views or neither"):
+            alpha_covariance(a, a_pos, alpha=alpha, b=b)
+        with pytest.raises(ValueError, match=r"a_pos, b_pos: give both positive views or neither"):
+            alpha_covariance(a, alpha=alpha, b=b, b_pos=b)
+        with pytest.raises(ValueError, match=r"b_pos: given without b"):
+            alpha_covariance(a, a_pos, alpha=alpha, b_pos=b)

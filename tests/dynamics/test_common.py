@@ -105,3 +105,39 @@ def test_a_per_sample_loss_is_one_error_not_a_silent_sum():
     a = vanilla_gradient_descent(z0.expand(3, 6, 2), lambda z: (z**2).sum((-1, -2)), steps=2, lr=0.1).state
     b = vanilla_gradient_descent(z0.expand(3, 6, 2), lambda z: (z**2).sum(), steps=2, lr=0.1).state
     torch.testing.assert_close(a, b)
+
+
+def test_per_member_of_a_one_member_observable_is_one_member():
+    """The flows drop the member axis of a one-member ensemble (observable (n, d)); per_member iterated over its n rows
+    and logged n "members" of one row each. Reference: the probe on the member's embeddings z = x Wᵀ, by hand."""
+    from ssldyn.dynamics import per_member, train_weight_space
+    from ssldyn.models.ensemble import EnsembleLinear
+
+    x = torch.randn(10, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    spread = lambda z: float(z.std(0).mean())  # noqa: E731 - a probe of one member (n, d) -> float
+    for E in (1, 2):
+        net = EnsembleLinear(4, 3, E, seeds=list(range(E)), dtype=torch.float64)
+        want = [spread(x @ W.T) for W in net.weight.detach().clone()]  # step 0: the initial weights
+        res = train_weight_space(net, x, lambda z: -z.std(-2).mean(-1), steps=1, lr=0.1, every=None,
+                                 probes={"spread": per_member(spread)}, output="raw")  # fmt: skip
+        f = res.trajectory.to_frame()
+        s = f[(f.probe == "spread") & (f.step == 0)]
+        assert s.member.tolist() == list(range(E))
+        assert s.value.tolist() == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(4, 2, 3, 3), (4, 5, 3)], ids=["feature-map", "sequence"])
+def test_embed_refuses_outputs_whose_sample_axis_is_not_the_second_to_last(shape):
+    """embed concatenated the batches along axis −2, the sample axis only of (n, d) and (E, n, d): a feature map was
+    concatenated along H, a plain (n, T, d) along T, so the result depended on batch_size."""
+    from ssldyn.dynamics import embed
+
+    x = torch.randn(*shape)
+    with pytest.raises(
+        ValueError, match=r"embed: the model's output must be \(b, d\) or \(E, b, d\) for a batch of b=2"
+    ):
+        embed(nn.Identity(), x, batch_size=2)
+    with pytest.raises(ValueError, match=r"got \(2,\)"):  # one number per sample: was an IndexError
+        embed(nn.Flatten(0), torch.randn(4, 1), batch_size=2)
+    x2 = torch.randn(5, 3)  # (n, d): batches of 2, 2, 1 are the one forward
+    torch.testing.assert_close(embed(nn.Identity(), x2, batch_size=2), x2, rtol=0, atol=0)

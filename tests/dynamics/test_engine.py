@@ -14,6 +14,7 @@ from ssldyn.dynamics import LossGuard, NonFiniteLossError, run
 from ssldyn.dynamics.callbacks import History
 from ssldyn.dynamics.engine import preserved_buffers
 from ssldyn.dynamics.trajectory import Trajectory
+from ssldyn.models import build_simclr_net
 
 D = torch.float64
 
@@ -122,6 +123,90 @@ def test_freeze_policy_stops_a_diverging_member_and_the_others_train_as_alone(sc
     assert np.isinf(w_at_2[2:]).all() and np.isfinite(w_at_2[:2]).all()
 
 
+@pytest.mark.parametrize("scaled", [False, True], ids=["plain", "grad-scaler"])
+def test_freeze_policy_keeps_the_flat_member_major_batchnorm_parameters_of_an_ensemble_encoder(scaled):
+    """The ensemble encoders keep BatchNorm's affine parameters as one flat member-major vector (E·F,); the freeze
+    only masked parameters with a leading axis of exactly E. So the frozen member's BN weights became NaN, and with a
+    gradient scaler its NaN gradient made the scaler skip every member's step: member 0 stopped training at step 2.
+    Reference: member 0 alone (the same seed, a one-member net) — identical losses and parameters."""
+    x = torch.randn(16, 1, 4, 4, generator=torch.Generator().manual_seed(0), dtype=D)
+
+    def make(seeds):
+        net = build_simclr_net("mlp", (1, 4, 4), ensemble=len(seeds), hidden=(8,), feature_dim=4, proj_hidden=4,
+                               proj_dim=3, seeds=seeds, dtype=D)  # fmt: skip
+        return net, torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+
+    def step(net, t):
+        L = net(x).pow(2).mean((-2, -1))  # (E,)
+        if L.shape[0] > 1 and t >= 2:
+            L = L * torch.tensor([1.0, math.inf], dtype=D)  # member 1 diverges at step 2
+        return net, L
+
+    scaler = (lambda: torch.amp.GradScaler("cpu")) if scaled else (lambda: None)
+    net2, opt2 = make([0, 1])
+    assert any(p.shape[0] == 2 * 8 for p in net2.parameters())  # BatchNorm1d(E·8) affine vectors: (E·F,)
+    names = [n for n, _ in net2.named_parameters()]
+    snaps = {n: (lambda m, n=n: m.get_parameter(n)) for n in names}  # every parameter at every step
+    guard = LossGuard(policy="freeze")
+    res = run(net2, step, steps=6, every=1, optimizer=opt2, guard=guard, scaler=scaler(), snapshots=snaps,
+              snapshot_every=range(7))  # fmt: skip
+    net1, opt1 = make([0])
+    alone = run(net1, step, steps=6, every=1, optimizer=opt1, scaler=scaler())
+    losses0 = res.trajectory.series("loss", member=0)[1]
+    np.testing.assert_array_equal(losses0, alone.trajectory.series("loss", member=0)[1])
+    assert len(set(losses0[2:].tolist())) == 5  # member 0 keeps training after step 2 (it stopped under a scaler)
+    for p2, p1 in zip(net2.parameters(), net1.parameters()):  # member 0's slices (BN included) are member 0 alone's
+        torch.testing.assert_close(p2[: p2.shape[0] // 2], p1, rtol=0, atol=0)
+    for n in names:  # every slice of member 1 (BN included) keeps its value of step 2: finite, unchanged
+        ps = res.trajectory.snapshots(n)
+        half = ps[2].shape[0] // 2
+        for t in range(3, 7):
+            torch.testing.assert_close(ps[t][half:], ps[2][half:], rtol=0, atol=0, msg=f"{n} at step {t}")
+    assert all(bool(torch.isfinite(p).all()) for p in net2.parameters())
+    assert guard.alive.tolist() == [True, False] and float(guard.diverged_at[1]) == 2.0
+
+
+@pytest.mark.parametrize("scaled", [False, True], ids=["plain", "grad-scaler"])
+def test_freeze_policy_freezes_a_one_member_model_with_a_scalar_loss(scaled):
+    """E = 1 (a scalar loss): no parameter has a leading axis of length 1, so the frozen model was still updated by
+    its NaN gradient and its weights became NaN. Every parameter (a 0-d one and BatchNorm's included) must keep its
+    value from the step of the divergence on; before it, the run is the run without a guard (a plain loop)."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 3, dtype=D)
+
+    def make():
+        net = nn.Sequential(nn.Linear(3, 5), nn.BatchNorm1d(5), nn.Linear(5, 2)).to(D)
+        scale = nn.Parameter(torch.tensor(1.0, dtype=D))  # a 0-d parameter
+        return net, scale, torch.optim.SGD([*net.parameters(), scale], lr=0.1, momentum=0.9)
+
+    net, scale, opt = make()
+    ref, ref_scale, ref_opt = make()
+    ref.load_state_dict(net.state_dict())
+
+    def loss_of(m, s, t):
+        L = s * m(x).pow(2).mean()
+        return L * torch.exp(torch.tensor(800.0, dtype=D)) if t >= 2 else L  # overflows to inf at step 2
+
+    snaps = {n: (lambda m, n=n: m.get_parameter(n)) for n, _ in net.named_parameters()}
+    snaps["scale"] = lambda m: scale
+    guard = LossGuard(policy="freeze")
+    scaler = torch.amp.GradScaler("cpu") if scaled else None
+    res = run(net, lambda m, t: (m, loss_of(m, scale, t)), steps=5, every=1, optimizer=opt, guard=guard,
+              scaler=scaler, snapshots=snaps, snapshot_every=range(6))  # fmt: skip
+    for _ in range(2):  # the reference: two plain updates, then nothing
+        ref_opt.zero_grad()
+        loss_of(ref, ref_scale, 0).backward()
+        ref_opt.step()
+    assert not np.array_equal(res.trajectory.snapshots("0.weight")[2], res.trajectory.snapshots("0.weight")[0])
+    for n in snaps:  # it trained before the divergence, and no parameter moved from step 2 on
+        ps = res.trajectory.snapshots(n)
+        for t in range(3, 6):
+            torch.testing.assert_close(ps[t], ps[2], rtol=0, atol=0, msg=f"{n} at step {t}")
+    for p, r in zip([*net.parameters(), scale], [*ref.parameters(), ref_scale]):
+        torch.testing.assert_close(p, r, rtol=1e-14, atol=0)
+    assert guard.alive.tolist() == [False] and float(guard.diverged_at[0]) == 2.0
+
+
 def test_raise_policy_names_the_step_member_and_last_finite_value():
     def step(x, t):
         return x, torch.tensor([1.0, 2.0 if t < 3 else math.nan], dtype=D)
@@ -227,3 +312,11 @@ def test_no_loop_outside_the_engine_steps_an_optimizer_or_calls_the_guard():
     assert set(offenders) <= KNOWN_EXCEPTIONS, f"new loops outside the engine: {set(offenders) - KNOWN_EXCEPTIONS}"
     stale = {k for k in KNOWN_EXCEPTIONS if (SRC / k).exists() and k not in offenders}
     assert not stale, f"these files no longer loop: remove them from KNOWN_EXCEPTIONS: {stale}"
+
+
+def test_the_wide_table_of_an_empty_trajectory_is_empty():
+    """Trajectory.columns() raised NameError on an empty trajectory (pandas was imported for type checking only),
+    e.g. a run with every=() and loss_name=None."""
+    assert list(Trajectory().columns().columns) == ["step", "member"]
+    res = run(0, lambda s, t: (s + 1, torch.tensor(1.0)), steps=2, every=(), loss_name=None)
+    assert res.trajectory.columns().empty

@@ -358,3 +358,13 @@ def test_joint_bn_statistics_train_apart_and_never_share_an_ensemble():
     no_bn = [TokenRun(**{**base.describe(), "spec": base.spec, "bn": "off", "bn_stats": s}) for s in ("view", "joint")]
     a, b = (train_token_ensemble([r], steps=40, every=20) for r in no_bn)
     np.testing.assert_array_equal(_series(a, "loss", 0), _series(b, "loss", 0))  # without BN the knob is inert
+
+
+@pytest.mark.parametrize("every, logged", [(None, [0, 3]), ([1, 3], [1, 3]), (range(0, 4, 2), [0, 2]), (2, [0, 2, 3])])
+def test_every_takes_every_form_of_the_dynamics_contract(every, logged):
+    """train_ensemble / train_token_ensemble refused every=None and iterables (an int check of their own), although the
+    contract and the engine's step schedule take an int interval, explicit steps or None (first and last)."""
+    res = train_token_ensemble([TokenRun(beta=1, batch=8)], steps=3, every=every)
+    assert sorted(res.trajectory.to_frame().step.unique().tolist()) == logged
+    with pytest.raises(ValueError, match=r"every must be >= 1"):
+        train_token_ensemble([TokenRun(beta=1, batch=8)], steps=3, every=0)

@@ -237,3 +237,24 @@ def test_network_kernel_rejects_bad_arguments():
         NetworkKernel(net, torch.randn(4, 3, dtype=torch.float64), refresh_every=0)
     with pytest.raises(ValueError, match="x must be a non-empty tensor"):
         NetworkKernel(net, torch.randn(0, 3, dtype=torch.float64))
+
+
+def test_a_kernel_with_leading_axes_other_than_those_of_z0_is_refused():
+    """An ensemble kernel (3, 5, 5) for one z0 (5, 2) was accepted and broadcast the state to (3, 5, 2) at the first
+    step (the loss still reduced to a scalar, so nothing flagged it)."""
+    z0 = torch.randn(5, 2, dtype=torch.float64)
+    K = torch.eye(5, dtype=torch.float64).expand(3, 5, 5)
+    loss = lambda z: z.pow(2).sum(-1).mean(-1)  # noqa: E731 - () or (E,)
+    msg = r"kernel of shape \(3, 5, 5\) does not fit z0 of shape \(5, 2\): its leading \(ensemble\) axes \(3,\)"
+    with pytest.raises(ValueError, match=msg):
+        function_space_flow(z0, loss, K, steps=2, lr=0.1)
+    with pytest.raises(ValueError, match=r"leading \(ensemble\) axes \(3,\) must be none or those of z0 \(2,\)"):
+        function_space_flow(torch.randn(2, 5, 2, dtype=torch.float64), loss, K, steps=2, lr=0.1)
+    with pytest.raises(ValueError, match=r"the kernel at step 0 of shape \(3, 5, 5\)"):  # a kernel callable's too
+        function_space_flow(z0, loss, lambda t, z: K, steps=2, lr=0.1)
+    # a shared kernel (n, n) for an ensemble, and an ensemble kernel (E, n, n, d, d) for (E, n, d), keep their shapes
+    z3 = torch.randn(3, 5, 2, dtype=torch.float64)
+    assert function_space_flow(z3, loss, K[0], steps=2, lr=0.1).state.shape == (3, 5, 2)
+    K4 = torch.einsum("eij,ab->eijab", K, torch.eye(2, dtype=torch.float64))  # (3, 5, 5, 2, 2)
+    torch.testing.assert_close(function_space_flow(z3, loss, K4, steps=2, lr=0.1).state,
+                               function_space_flow(z3, loss, K, steps=2, lr=0.1).state)  # fmt: skip

@@ -67,3 +67,30 @@ def test_weight_space_training_stops_on_nan_input_and_non_finite_loss():
     # the two views are equal (v + 0.01) and the outputs are on the sphere (output="sphere"), so the loss of every
     # finite step is Σ_i ‖z_i‖² = n = 8 by hand; the last finite value is the loss of step 3
     assert e.value.step == 4 and e.value.last_finite == pytest.approx(8.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_diverged_at_is_the_exact_step_for_a_half_precision_loss(dtype):
+    """diverged_at was kept in the loss's dtype: step 2049 of a float16 / bfloat16 loss was stored as 2048 (and steps
+    above 65504 as inf in float16)."""
+    for first_bad in (2049, 70001):
+        guard = LossGuard(policy="freeze")
+        for step in (0, first_bad - 1, first_bad, first_bad + 1):
+            bad = step >= first_bad
+            guard.update(step, torch.tensor([1.0, math.inf if bad else 1.0], dtype=dtype))
+        assert guard.diverged_at is not None and guard.alive is not None
+        assert guard.diverged_at[0].isnan() and float(guard.diverged_at[1]) == first_bad
+        assert guard.alive.tolist() == [True, False]
+
+
+def test_a_limit_is_only_taken_with_the_freeze_policy():
+    """LossGuard(limit=...) under the default policy "raise" was accepted and never checked (losses of 1e9 logged with
+    no error); now it is one error at construction. With "freeze" a member whose |loss| reaches the limit is frozen."""
+    with pytest.raises(ValueError, match=r"LossGuard: limit=100.0 is only for policy='freeze'"):
+        LossGuard(limit=100.0)
+    guard = LossGuard(policy="freeze", limit=100.0)
+    guard.update(0, torch.tensor([1.0, 50.0]))
+    guard.update(1, torch.tensor([1.0, 100.0]))
+    assert guard.alive is not None and guard.diverged_at is not None
+    assert guard.alive.tolist() == [True, False] and float(guard.diverged_at[1]) == 1.0
+    LossGuard(limit=math.inf)  # the default: accepted with either policy

@@ -230,3 +230,64 @@ def test_monitors_plug_into_train_ssl_and_share_one_computation_per_step():
     # ... and the NTK contrast of f(x) = tanh(Wx + b): K(x, x') = Σ_o tanh'_o(x) tanh'_o(x') (xᵀx' + 1)
     K = ((s @ s.T) * (x[:20] @ x[:20].T + 1)).numpy()
     assert res.trajectory.last("ntk_contrast") == pytest.approx(_contrast_reference(K, y[:20]), abs=1e-10)
+
+
+def _view_alignment_written_out(model, mon):
+    """Alignment and uniformity of the normalised outputs on the monitor's fixed views, per member."""
+    with torch.no_grad():
+        u, v = model(mon.v1), model(mon.v2)  # (n, d) or (E, n, d)
+    u, v = u / u.norm(dim=-1, keepdim=True), v / v.norm(dim=-1, keepdim=True)
+    u, v = (u, v) if u.dim() == 3 else (u[None], v[None])
+    return [alignment(a, b) for a, b in zip(u, v)], [uniformity(a) for a in u]
+
+
+def test_a_monitor_recomputes_at_every_step_of_train_gd_whose_observable_is_the_same_object():
+    """The monitors cached their values on the identity of the observable; train_gd observes the same parameter list
+    at every step, so every logged value after step 0 was the value of step 0."""
+    from ssldyn.dynamics.manifold import PlainGD, train_gd
+
+    x = torch.randn(32, 5, generator=torch.Generator().manual_seed(0), dtype=DT)
+    model = nn.Linear(5, 3).to(DT)
+    mon = ViewAlignment(model, x, jitter)
+    params = list(model.parameters())
+    seen = {}
+
+    def written_out(ps):  # the reference: recomputed from the model at this step
+        seen[len(seen)] = _view_alignment_written_out(model, mon)
+        return 0.0
+
+    res = train_gd(params, lambda: (model(x) - 1.0).pow(2).mean(), update=PlainGD(params, lr=0.2), steps=20,
+                   every=5, probes={**mon.probes("va"), "ref": written_out})  # fmt: skip
+    steps, unif = res.trajectory.series("va_uniformity")
+    assert steps.tolist() == [0, 5, 10, 15, 20]
+    np.testing.assert_allclose(unif, [seen[i][1][0] for i in range(5)], rtol=1e-12)
+    np.testing.assert_allclose(res.trajectory.series("va_alignment")[1], [seen[i][0][0] for i in range(5)], rtol=1e-12)
+    assert abs(unif[-1] - unif[0]) > 0.1  # the model moved: stale values were all equal
+
+
+def test_a_monitor_recomputes_after_a_fused_ensemble_step_that_moves_no_version_counter():
+    """The ensemble trainers observe the same network at every step and step it with EnsembleSGD's fused kernel,
+    which moves no version counter: a key read a second time (the next step's probes) recomputes."""
+    from ssldyn.dynamics import run
+    from ssldyn.dynamics.ensemble_trainer import EnsembleSGD
+    from ssldyn.models.ensemble import EnsembleLinear
+
+    x = torch.randn(32, 5, generator=torch.Generator().manual_seed(1), dtype=DT)
+    model = EnsembleLinear(5, 3, 2, bias=True, seeds=[0, 1], dtype=DT)
+    mon = ViewAlignment(model, x, jitter)
+    opt = EnsembleSGD(list(model.parameters()), lr=0.2)
+    assert opt._fused  # the path that moves no version counter
+    seen = {}
+
+    def written_out(net):
+        seen[len(seen)] = _view_alignment_written_out(net, mon)
+        return torch.zeros(2)
+
+    res = run(model, lambda m, t: (m, (m(x) - 1.0).pow(2).mean((-2, -1))), steps=20, every=5, optimizer=opt,
+              probes={**mon.probes("va"), "ref": written_out})  # fmt: skip
+    for e in range(2):
+        unif = res.trajectory.series("va_uniformity", member=e)[1]
+        np.testing.assert_allclose(unif, [seen[i][1][e] for i in range(5)], rtol=1e-12)
+        align = res.trajectory.series("va_alignment", member=e)[1]
+        np.testing.assert_allclose(align, [seen[i][0][e] for i in range(5)], rtol=1e-12)
+        assert abs(unif[-1] - unif[0]) > 0.1

@@ -34,12 +34,14 @@ callbacks. So two dynamics can be put side by side:
   weight-space, function-space and SSL trainers (``(n, d)``, or ``(E, n, d)`` for ``E > 1``
   members), ``q`` for the q-ODE, ``w`` for the α-CL flows, ``W`` for ``thm5_flow``, the list of
   parameters for ``train_gd`` and the network for the token trainer. :func:`per_member` turns a
-  probe of one member ``(n, d) -> float`` into one of an ensemble. ``every``: an int ``k`` gives
+  probe of one member ``(n, d) -> float`` into one of an ensemble (a one-member ``(n, d)``: member
+  0). ``every``: an int ``k`` gives
   ``0, k, 2k, …`` and the last step; an iterable gives those steps; None the first and the last
   (:func:`step_schedule`).
 * **track.** ``Callable[[Iterable[int]], Iterable[int]]`` wrapping the step iterator (progress bars).
-* **guard.** :class:`~ssldyn.dynamics.guards.LossGuard`: eager on the CPU, deferred with no host
-  sync per step on an accelerator; a non-finite loss raises
+* **guard.** :class:`~ssldyn.dynamics.guards.LossGuard`: eager on the CPU, deferred on an
+  accelerator (no host sync at a step; checked at the logged steps and every ``check_every``
+  updates); a non-finite loss raises
   :class:`~ssldyn.dynamics.guards.NonFiniteLossError` naming the step, the member and its last
   finite value; ``policy="freeze"`` freezes a diverging member and lets the others train.
   ``guard=None`` uses a default guard, ``guard=False`` none. Input data with NaN/inf and bad

@@ -196,11 +196,13 @@ def alpha_covariance(
     Returns:
         ``(..., p, p)``, or ``(..., p, q)`` with ``b``.
     """
+    if b is None and b_pos is not None:
+        raise ValueError("b_pos: given without b (the second argument of C_α[a, b])")
+    if b is not None and (a_pos is None) != (b_pos is None):
+        raise ValueError("a_pos, b_pos: give both positive views or neither")
     if alpha is None:
         if b is None:
             return uniform_contrastive_covariance(a, a_pos, weights)
-        if (a_pos is None) != (b_pos is None):
-            raise ValueError("a_pos, b_pos: give both positive views or neither")
         joint_pos = None if a_pos is None or b_pos is None else torch.cat([a_pos, b_pos], -1)  # (..., N, p + q)
         joint = uniform_contrastive_covariance(torch.cat([a, b], -1), joint_pos, weights)  # (..., p + q, p + q)
         p = a.shape[-1]
@@ -283,11 +285,14 @@ def one_layer_energy(
     """``E_α(w) = ½ C_α[h(wᵀx)]`` (eq. 5 for one filter); ``w (d,) -> ()``, ``(E, d) -> (E,)``.
 
     Any activation (homogeneous or not). Uses :func:`ssldyn.objectives.alpha_cl_energy`
-    when ``alpha`` is given, the O(N) uniform form otherwise.
+    when ``alpha`` is given, the O(N) uniform form otherwise. The batch is checked as in
+    :func:`make_A_fn`: ``x_pos`` of the shape of ``x``, and ``weights (N,)`` only with uniform α
+    (``alpha=None``) and no augmentation (otherwise a ``ValueError``, not weights ignored).
     """
     act = get_activation(activation)
-    _check_x("x", x)
+    _check_views(x, x_pos)
     _check_w(w, x.shape[-1])
+    weights = _check_population(weights, x, x_pos, alpha)
     f = act(x @ w.unsqueeze(-1))  # (..., N, 1)
     f_pos = f if x_pos is None else act(x_pos @ w.unsqueeze(-1))
     a = _alpha_at(alpha, w)

@@ -96,11 +96,16 @@ def log_value(traj: Trajectory, step: int, name: str, value: Any) -> None:
 def per_member(fn: Callable[[Any], Any]) -> Callable[[Any], Tensor]:
     """A probe of one member ``(n, d) -> float`` made into an ensemble probe ``(E, n, d) -> (E,)``.
 
+    A one-member ensemble's observable is that member's ``(n, d)`` (the flows drop the member axis,
+    :func:`drop_singleton_member`): it gives ``(1,)``, member 0.
+
     Example: ``probes={"silhouette": per_member(lambda z: silhouette_cosine(z, labels))}``.
     """
 
     def probe(observable: Any) -> Tensor:
-        return torch.tensor([float(fn(member)) for member in observable], dtype=torch.float64)
+        if getattr(observable, "ndim", None) == 2:  # (n, d): one member, not n members of (d,)
+            return torch.tensor([float(fn(observable))], dtype=torch.float64)  # (1,)
+        return torch.tensor([float(fn(member)) for member in observable], dtype=torch.float64)  # (E,)
 
     probe.__name__ = getattr(fn, "__name__", "probe")
     return probe
@@ -154,7 +159,9 @@ def embed(model: nn.Module, x: Tensor, *, batch_size: int = 1024, projection: bo
     For a model with a ``features`` method (e.g. :class:`ssldyn.models.SimCLRNet`) the backbone
     features (the projection head discarded, ``variational`` Remark 4.3) unless ``projection=True``;
     for any other module ``model(x)``. Returns what the model returns, concatenated over the
-    batches: ``(N, d)``, or ``(E, N, d)`` for an ensemble. The model's train/eval mode is restored.
+    batches along the sample axis: ``(N, d)``, or ``(E, N, d)`` for an ensemble; any other output
+    (a feature map ``(b, C, H, W)``, a sequence ``(b, T, d)``, one number per sample ``(b,)``) is a
+    ``ValueError``. The model's train/eval mode is restored.
     """
     batch_size = integer(batch_size, "batch_size", where="embed")
     if x.shape[0] == 0:
@@ -162,8 +169,16 @@ def embed(model: nn.Module, x: Tensor, *, batch_size: int = 1024, projection: bo
     fn: Callable[[Tensor], Tensor] = model
     if not projection and callable(getattr(model, "features", None)):
         fn = model.features  # type: ignore[assignment]
+    outs = []
     with eval_mode(model):
-        return torch.cat([fn(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)], dim=-2)
+        for i in range(0, x.shape[0], batch_size):
+            xb = x[i : i + batch_size]  # (b, ...)
+            out = fn(xb)  # (b, d) or (E, b, d)
+            if out.dim() not in (2, 3) or out.shape[-2] != xb.shape[0]:
+                raise ValueError(f"embed: the model's output must be (b, d) or (E, b, d) for a batch of b="
+                                 f"{xb.shape[0]} samples, got {tuple(out.shape)}")  # fmt: skip
+            outs.append(out)
+    return torch.cat(outs, dim=-2)  # (N, d) or (E, N, d)
 
 
 class EpochBatches:

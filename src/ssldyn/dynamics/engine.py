@@ -15,9 +15,10 @@ A flow is only its step function ``step(state, t) -> (state, loss)`` (optionally
   ``steps`` updates ``t = 0 .. steps − 1`` and, when ``steps`` is a logged step, a record of the
   final state with the last step's loss;
 * **the guard** — every loss goes through a :class:`~ssldyn.dynamics.guards.LossGuard`
-  (``update`` per step with no host sync on an accelerator, ``check`` at logged steps and at
-  the end); freezing single ensemble members instead of failing is the guard's policy
-  (``LossGuard(policy="freeze")``: the engine masks frozen members out of the update);
+  (``update`` per step with no host sync on an accelerator, ``check`` at logged steps, at the
+  end and every ``check_every`` updates); freezing single ensemble members instead of failing
+  is the guard's policy (``LossGuard(policy="freeze")``: the engine masks frozen members out of
+  the update, their slices of every parameter with a member-major leading axis ``E`` or ``E·F``);
 * **probe logging** — at a logged step: ``loss`` (one value per member), the step's
   ``extras`` (in their order), then every probe on ``observe(state)`` (the state before the
   step's update); a probe returns a float or one value per member ``(E,)``;
@@ -257,9 +258,16 @@ def _optimizer_params(optimizer: Any) -> list[Tensor]:
 
 @contextmanager
 def _frozen_kept(optimizer: Any, guard: LossGuard) -> Iterator[None]:
-    """Policy "freeze": the frozen members' slices (leading axis ``E``) of every parameter stay as they
-    are through the optimizer step — their gradients are zeroed (a NaN gradient cannot leak) and their
-    values restored (momentum or Adam state cannot move them). No host sync."""
+    """Policy "freeze": the frozen members' slices of every parameter stay as they are through the optimizer
+    step — their gradients are zeroed (a NaN gradient cannot leak, nor make a ``GradScaler`` skip every member's
+    step) and their values restored (momentum or Adam state cannot move them). No host sync.
+
+    A parameter belongs to the members member-major along its leading axis: ``(E, ...)`` (one slice per member)
+    or ``(E·F, ...)`` (``F`` rows per member, e.g. the flat BatchNorm affine vectors and grouped convolutions of
+    the ensemble encoders); its mask is ``alive`` repeated ``F = p.shape[0] / E`` times per member. A leading axis
+    that is not a multiple of ``E`` (or no axis) is shared and not masked; with ``E = 1`` (a scalar loss) every
+    parameter is the member's, so a frozen model keeps all of them.
+    """
     alive = guard.alive if guard.policy == "freeze" else None
     if alive is None:
         yield
@@ -268,11 +276,16 @@ def _frozen_kept(optimizer: Any, guard: LossGuard) -> Iterator[None]:
     kept = []
     with torch.no_grad():
         for p in _optimizer_params(optimizer):
-            if p.dim() >= 1 and p.shape[0] == E:
-                mask = alive.view(E, *([1] * (p.dim() - 1)))
-                if p.grad is not None:
-                    p.grad.copy_(torch.where(mask, p.grad, torch.zeros_like(p.grad)))
-                kept.append((p, mask, p.detach().clone()))
+            if E == 1:
+                mask = alive.reshape([1] * p.dim())  # one member: every parameter, a 0-d one included
+            elif p.dim() >= 1 and p.shape[0] % E == 0:
+                rows = alive.repeat_interleave(p.shape[0] // E)  # (E·F,) member-major
+                mask = rows.view(-1, *([1] * (p.dim() - 1)))  # (E·F, 1, ...)
+            else:
+                continue
+            if p.grad is not None:
+                p.grad.copy_(torch.where(mask, p.grad, torch.zeros_like(p.grad)))
+            kept.append((p, mask, p.detach().clone()))
     yield
     with torch.no_grad():
         for p, mask, old in kept:

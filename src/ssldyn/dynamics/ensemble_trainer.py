@@ -411,7 +411,7 @@ def train_ensemble(
     opt: EnsembleSGD | torch.optim.Optimizer,
     steps: int,
     probes: Mapping[str, Probe] | None = None,
-    every: int = 100,
+    every: int | Iterable[int] | None = 100,
     track: Callable[[Iterable[int]], Iterable[int]] | None = None,
     guard: LossGuard | None = None,
     compile: bool | Mapping[str, Any] = False,
@@ -426,9 +426,11 @@ def train_ensemble(
             (``x=...`` or ``tokens=..., embedding=...``), on the network's device.
         opt: an optimizer over ``net``'s parameters (:class:`EnsembleSGD` or any ``torch.optim``).
         probes: ``name -> probe(net)`` returning ``(E,)`` (or a float); the flow's observable is
-            the network. Logged with the per-member ``loss`` at steps 0, every, 2·every, … (before
-            that step's update, with that step's batch loss) and after the last step (with the
-            last batch's loss).
+            the network. Logged with the per-member ``loss`` at the ``every`` steps (before that
+            step's update, with that step's batch loss) and after the last step when it is one of
+            them (with the last batch's loss).
+        every: the logged steps, as in :func:`~ssldyn.dynamics.engine.run`: an int ``k >= 1`` gives
+            0, k, 2k, … and the last step; an iterable those steps; None the first and the last.
         track: wraps the step iterator (progress bars).
         guard: per-member loss guard (:class:`~ssldyn.dynamics.guards.LossGuard`; default: a lazy one,
             ``LossGuard(labels=..., lazy=True, check_every=None)``, if None). Every
@@ -448,7 +450,6 @@ def train_ensemble(
     device until the end, and the guard is read only when logging.
     """
     integer(steps, "steps", where="train_ensemble", minimum=0)
-    integer(every, "every", where="train_ensemble")
     guard = guard if guard is not None else LossGuard(lazy=True, check_every=None)
     probes = dict(probes or {})
 
@@ -526,7 +527,7 @@ def train_token_ensemble(
     *,
     steps: int,
     probes: Mapping[str, Probe] | None = None,
-    every: int = 100,
+    every: int | Iterable[int] | None = 100,
     track: Callable[[Iterable[int]], Iterable[int]] | None = None,
     guard: LossGuard | None = None,
     closed_form_loss: bool = True,

@@ -8,7 +8,7 @@
   finite value, so the runner marks the run failed (with that message) and a sweep goes on.
 
 Policies. ``policy="raise"`` (the default) fails the run; ``policy="freeze"`` freezes a member
-whose loss became non-finite (or exceeds ``limit`` in magnitude) and lets the others go on: the
+whose loss became non-finite (or reaches ``limit`` in magnitude) and lets the others go on: the
 engine trains only the members in ``guard.alive`` (``guard.mask(loss)`` zeroes the frozen members'
 losses before the backward pass), ``guard.diverged_at`` holds each member's first bad step (NaN
 for members that never diverged). Both without a host sync per step.
@@ -79,6 +79,12 @@ class LossGuard:
             the CPU, deferred elsewhere.
         check_every: when deferred, also check every this many updates (None: only at
             ``check()``).
+        policy: ``"raise"`` (default): a non-finite loss raises :class:`NonFiniteLossError`;
+            ``"freeze"``: a member whose loss is non-finite or ``|loss| >= limit`` is frozen from that
+            step on (``alive``, ``diverged_at``; the engine masks it out of the update), the others train.
+        limit: the magnitude at which ``policy="freeze"`` freezes a member (> 0; default ``inf``: only
+            a non-finite loss). Only for ``policy="freeze"``: with ``"raise"`` a finite ``limit`` is a
+            ``ValueError`` (it would not be checked).
 
     Example::
 
@@ -107,6 +113,9 @@ class LossGuard:
         choice(policy, "policy", ("raise", "freeze"), where="LossGuard")
         if not limit > 0:
             raise ValueError(f"LossGuard: limit must be > 0, got {limit!r}")
+        if policy == "raise" and limit != math.inf:
+            raise ValueError(f"LossGuard: limit={limit!r} is only for policy='freeze' (a member whose |loss| reaches "
+                             "it is frozen); policy='raise' fails on a non-finite loss only")  # fmt: skip
         self.what, self.labels, self.lazy, self.check_every = what, labels, lazy, check_every
         self.policy, self.limit = policy, float(limit)
         self.alive: torch.Tensor | None = None  # (E,) members still trained (policy "freeze")
@@ -161,7 +170,8 @@ class LossGuard:
         loss = loss.detach().reshape(-1)
         if self.alive is None or self.diverged_at is None:
             self.alive = torch.ones(loss.shape, dtype=torch.bool, device=loss.device)
-            self.diverged_at = torch.full(loss.shape, math.nan, dtype=loss.dtype, device=loss.device)
+            # float64 whatever the loss's dtype: a float16 / bfloat16 step number rounds (2049 -> 2048)
+            self.diverged_at = torch.full(loss.shape, math.nan, dtype=torch.float64, device=loss.device)  # (E,)
         ok = torch.isfinite(loss) & (loss.abs() < self.limit)
         self.diverged_at = torch.where(
             self.alive & ~ok, torch.full_like(self.diverged_at, float(step)), self.diverged_at

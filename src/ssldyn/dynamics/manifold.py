@@ -110,8 +110,10 @@ def tangent_project(W: torch.Tensor, G: torch.Tensor, tangent: Tangent | str = "
 
 def retract_finite(X: torch.Tensor, method: Retraction = "polar") -> torch.Tensor:
     """:func:`retract` of every finite matrix of ``X (..., n, p)``; a matrix with NaN/inf is returned
-    unchanged (no host sync), so the divergence shows up in the next loss instead of failing inside
-    the SVD (NaN) or being mapped to an arbitrary orthonormal matrix (inf)."""
+    unchanged, so the divergence shows up in the next loss instead of failing inside the SVD (NaN) or
+    being mapped to an arbitrary orthonormal matrix (inf). The finiteness test adds no host sync (a mask,
+    no branch on the host); the retraction itself may: the polar one's ``torch.linalg.svd`` synchronises
+    a CUDA device with the CPU (PyTorch's documentation)."""
     ok = torch.isfinite(X).all(-1).all(-1)[..., None, None]  # (..., 1, 1)
     safe = torch.where(ok, X, torch.zeros_like(X))  # (..., n, p): finite stand-in for the bad matrices
     return torch.where(ok, retract(safe, method), X)

@@ -45,7 +45,7 @@ Augment = Callable[[Tensor, torch.Generator], Tensor]
 
 
 class _ModelMonitor:
-    """A probe bound to a model: ``values()`` computes every number once per observable."""
+    """A probe bound to a model: ``values()`` computes every number once per step (see :meth:`values`)."""
 
     keys: tuple[str, ...] = ()
 
@@ -55,26 +55,47 @@ class _ModelMonitor:
         self.model, self.head = model, head
         self.history: list[dict[str, Any]] = []
         self._last_obs: Any = None
+        self._last_versions: tuple[tuple[int, int], ...] = ()
+        self._read: set[str] = set()  # the keys read from the cache since it was computed
         self._cache: dict[str, float | Tensor] | None = None
 
     def __call__(self, z: Any = None) -> float | Tensor:
         """The first of :attr:`keys` (``z``, the flow's observable, only identifies the step)."""
-        return self.values(z)[self.keys[0]]
+        return self._values(z, self.keys[:1])[self.keys[0]]
 
     def values(self, z: Any = None) -> dict[str, float | Tensor]:
         """Every number of the monitor: floats for a plain model, ``(E,)`` tensors for an ensemble.
 
-        Calls with the same observable object ``z`` (the probes of one step) share one computation.
+        The probes of one step (:meth:`probes`, each key read once, with the same observable object ``z``)
+        share one computation. It is recomputed for ``z=None``, another observable, a key read a second time
+        (the next step's probes: flows such as ``train_gd`` or the ensemble trainers observe the same object at
+        every step, and a fused optimizer step moves no version counter) or a changed model (the in-place
+        version counter of a parameter or buffer of the model or head moved). A call of ``values`` reads every key.
         """
-        if z is None or z is not self._last_obs or self._cache is None:
+        return self._values(z, self.keys)
+
+    def _values(self, z: Any, read: tuple[str, ...]) -> dict[str, float | Tensor]:
+        if (
+            z is None
+            or z is not self._last_obs
+            or self._cache is None
+            or not self._read.isdisjoint(read)
+            or self._versions() != self._last_versions
+        ):
             self._cache = self._compute()
-            self._last_obs = z
+            self._last_obs, self._last_versions, self._read = z, self._versions(), set()
+        self._read.update(read)
         return self._cache
+
+    def _versions(self) -> tuple[tuple[int, int], ...]:
+        """The identity and in-place version counter of every parameter and buffer of the model and head."""
+        mods = [self.model] if self.head is None else [self.model, self.head]
+        return tuple((id(t), t._version) for m in mods for t in (*m.parameters(), *m.buffers()))
 
     def probes(self, prefix: str | None = None) -> dict[str, Callable[[Any], float | Tensor]]:
         """``{f"{prefix}_{key}": probe}`` for every key (prefix default: the class name in lower case)."""
         pre = prefix if prefix is not None else type(self).__name__.lower()
-        return {f"{pre}_{k}": (lambda z, k=k: self.values(z)[k]) for k in self.keys}
+        return {f"{pre}_{k}": (lambda z, k=k: self._values(z, (k,))[k]) for k in self.keys}
 
     def _compute(self) -> dict[str, float | Tensor]:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -166,7 +187,8 @@ class NTKClassBlocks(_ModelMonitor):
         seed: seed of the shuffles (the same shuffles at every call).
         implementation, chunk_size: passed to :func:`ssldyn.kernels.empirical_ntk`.
 
-    ``history`` holds ``{"contrast", "z", "within", "between"}`` per call (member 0 … E−1 as lists).
+    ``history`` holds ``{"contrast", "within", "between"}`` and every key (``"z"`` with ``n_perm > 0``, the
+    ``*_shuffled`` keys with ``shuffled_control``) per call (member 0 … E−1 as lists).
     """
 
     def __init__(

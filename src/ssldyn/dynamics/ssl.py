@@ -154,8 +154,8 @@ def train_ssl(
             those steps; None the first and the last (:func:`~ssldyn.dynamics.common.step_schedule`).
         track: wraps the step iterator (e.g. a progress bar).
         guard: the :class:`~ssldyn.dynamics.guards.LossGuard` (None: a default one, checked every
-            step on the CPU and at the logged steps without a host sync per step on an accelerator;
-            False: none).
+            step on the CPU; on an accelerator deferred: checked at the logged steps and every
+            ``check_every = 64`` updates, one host sync each, none at the other steps; False: none).
         callbacks: objects with ``on_step(step, model, loss)``, ``on_log(step, model, row)``,
             ``on_end(model, trajectory)`` (any subset; :mod:`ssldyn.dynamics.engine`).
         checkpoint, checkpoint_every: write a checkpoint to this file after every

@@ -129,6 +129,8 @@ class Trajectory:
 
     def columns(self) -> pd.DataFrame:
         """The wide table: one row per ``(step, member)``, one column per probe (NaN where not logged)."""
+        import pandas as pd
+
         frame = self.to_frame()
         if frame.empty:
             return pd.DataFrame(columns=["step", "member"])

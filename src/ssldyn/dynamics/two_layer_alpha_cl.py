@@ -19,7 +19,9 @@ which is the one that makes eq. 15 equal to eq. 12 (tested).
 Devices: everything runs on the device of the inputs (``x``, ``W``; ``z`` and ``weights`` are
 moved to the device of ``x``). :func:`thm5_flow` checks its inputs for NaN/inf before the first
 step and guards the energy it ascends, ``½ sᵀV[f1]s = ½λ`` (the two-layer ``E_α`` with the top
-layer at its stationary point; the loss is ``−E_α``), in blocks without a per-step host sync.
+layer at its stationary point; the loss is ``−E_α``), in blocks: the guard adds no per-step host
+sync, but every step's ``torch.linalg.eigh`` (:func:`_thm5_terms`) synchronises a CUDA device with
+the CPU itself (PyTorch's documentation).
 """
 
 from __future__ import annotations

@@ -86,13 +86,26 @@ def test_simclr_augment_shapes_range_seed(channels):
 
 def test_simclr_augment_without_randomness_is_identity():
     x = torch.rand(4, 3, 12, 12, dtype=torch.float64)
-    aug = SimCLRAugment(scale=(1.0, 1.0), ratio=(1.0, 1.0), rotation=0.0, jitter=0.0, blur_p=0.0, noise=0.0)
+    aug = SimCLRAugment(scale=(1.0, 1.0), ratio=(1.0, 1.0), rotation=0.0, jitter=0.0, gray_p=0.0, blur_p=0.0, noise=0.0)
     torch.testing.assert_close(aug(x, torch.Generator().manual_seed(0)), x, atol=1e-10, rtol=0)
     # noise only: the added noise has the configured standard deviation
     aug_n = SimCLRAugment(scale=(1.0, 1.0), ratio=(1.0, 1.0), rotation=0.0, jitter=0.0, blur_p=0.0, noise=0.05)
     y = torch.full((64, 1, 16, 16), 0.5, dtype=torch.float64)
     d = aug_n(y, torch.Generator().manual_seed(0)) - y
     assert abs(d.std().item() - 0.05) < 0.002
+
+
+def test_simclr_augment_grayscale_with_and_without_jitter():
+    """``gray_p`` applies to RGB views whether or not colour jitter is on (``jitter = 0`` skipped it too)."""
+    x = torch.rand(8, 3, 16, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    for jitter in (0.0, 0.4):
+        aug = SimCLRAugment(scale=(1.0, 1.0), ratio=(1.0, 1.0), rotation=0.0, jitter=jitter, gray_p=1.0, blur_p=0.0,
+                            noise=0.0)  # fmt: skip
+        y = aug(x, torch.Generator().manual_seed(1))
+        assert torch.equal(y[:, 0], y[:, 1]) and torch.equal(y[:, 1], y[:, 2]), jitter
+        if jitter == 0:  # the luminance of the images themselves (identity crop, no jitter)
+            lum = 0.299 * x[:, 0] + 0.587 * x[:, 1] + 0.114 * x[:, 2]
+            torch.testing.assert_close(y[:, 0], lum, atol=1e-10, rtol=0)
 
 
 def test_random_resized_crop_seeded_and_mass():

@@ -13,6 +13,13 @@ def test_half_moons_anchors_are_sklearn_moons():
     np.testing.assert_array_equal(v.labels.numpy(), y)
 
 
+def test_half_moons_dimension_counts_the_extra_coordinates():
+    """d = 2 + len(extra_stds), as the docstring's Returns says: the moons, then the extra coordinates."""
+    v = half_moons(10, p=2, q=3, extra_stds=(0.5,), seed=1)
+    assert v.x.shape == (10, 3) and v.x_pos.shape == (10, 2, 3) and v.x_neg.shape == (10, 3, 3)
+    np.testing.assert_allclose(v.x[:, :2].numpy(), make_moons(n_samples=10, noise=0.05, random_state=1)[0])
+
+
 def test_positive_noise_has_covariance_0p1_monte_carlo():
     v = half_moons(4000, p=3, q=2, seed=0)
     eps = (v.x_pos - v.x[:, None, :]).reshape(-1, 2).numpy()  # 12000 draws

@@ -75,6 +75,12 @@ def test_magnitudes_and_embeddings():
     np.testing.assert_allclose(x[0, 1].numpy(), g2.embedding[5].numpy())
 
 
+def test_zeta_below_one_swaps_the_two_halves():
+    """ζ > 0 is allowed (as documented): ζ < 1 gives the first half norm 1/ζ > 1 and the second ζ < 1."""
+    g = TokenGenerator(TokenSpec(n_tokens=6, P=2, zeta=0.5), seed=0)
+    np.testing.assert_allclose(g.embedding.norm(dim=1).numpy(), [2, 2, 2, 0.5, 0.5, 0.5], rtol=1e-6)
+
+
 def test_stream_depends_only_on_seed():
     spec = TokenSpec(P=3)
     a, b = TokenStream(TokenGenerator(spec, 7), 16), TokenStream(TokenGenerator(spec, 7), 16)

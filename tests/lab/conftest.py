@@ -77,3 +77,14 @@ def toy_map():
     contract.register(ToyMap)
     yield ToyMap
     contract._REGISTRY.pop(ToyMap.name, None)
+
+
+@pytest.fixture
+def toy_rule():
+    """Register the toy whose run() refuses x = 2 (UserError) and crashes at x = 3 (its map's second point)."""
+    from tests.lab.toy import ToyRule
+
+    registry.load_all()
+    contract.register(ToyRule)
+    yield ToyRule
+    contract._REGISTRY.pop(ToyRule.name, None)

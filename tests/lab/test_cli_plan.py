@@ -69,3 +69,57 @@ def test_dry_run_estimate_counts_the_reused_results_that_may_be_missing(capsys, 
                             "--dry-run"], capsys)  # fmt: skip
     assert code == 0, err
     assert "if the cached results" not in text
+
+
+def test_dry_run_lists_a_damaged_run_as_to_recompute(toy, capsys, tmp_path):
+    """A damaged run is not "in store": the run sets it aside and computes it again, so the dry run counts it."""
+    from ssldyn.lab import run_experiment
+
+    d = run_experiment(toy.name, quick=True, out=tmp_path).run.path
+    args = ["run", toy.name, "--quick", "--out", str(tmp_path), "--dry-run"]
+    code, text, err = _cli(args, capsys)
+    assert code == 0, err
+    assert "in store" in text and "dry run: 1 runs, 0 to run" in text
+    (d / "claims.json").write_text("[]")
+    code, text, err = _cli(args, capsys)
+    assert code == 0, err
+    assert "damaged: recompute" in text and "in store" not in text and "dry run: 1 runs, 1 to run" in text
+
+
+def test_dry_run_rejects_the_options_a_run_rejects(capsys, tmp_path):
+    """--workers, --jobs and --out are checked by --dry-run as by the run (they used to pass the dry run)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    out = ["--out", str(tmp_path / "r")]
+    for cmd, msg in (
+        (["run", "grassmann.thm3", "--quick", "--workers", "0", *out], "--workers 0: must be an integer >= 1"),
+        (["run", "grassmann.thm3", "--quick", "--jobs", "0", *out], "--jobs 0: must be an integer >= 1"),
+        (["run", "grassmann.thm3", "--quick", "--out", str(a_file)], "exists and is not a directory"),
+        (["reproduce", "--quick", "--only", "grassmann.thm3", "--workers", "0", *out], "--workers 0"),
+        (["reproduce", "--quick", "--only", "grassmann.thm3", "--out", str(a_file)], "is not a directory"),
+        (["robustness", "variational.fig5", "--jobs", "0", *out], "--jobs 0: must be an integer >= 1"),
+    ):
+        code, _, err = _cli([*cmd, "--dry-run"], capsys)
+        assert code == 2 and err.startswith("error: ") and msg in err, (cmd, err)
+    assert not (tmp_path / "r").exists()
+
+
+def test_reproduce_robustness_dry_run_lists_the_map_runs(toy_map, capsys, tmp_path):
+    """`reproduce --robustness --dry-run` plans the robustness maps too (it listed the main runs only)."""
+    from ssldyn.lab.robustness import plan_maps
+    from ssldyn.lab.runner import plan_run
+
+    out = ["--out", str(tmp_path / "r")]
+    code, text, err = _cli(["reproduce", "--quick", "--only", toy_map.name, "--robustness", *out, "--dry-run"], capsys)
+    assert code == 0, err
+    hashes = [plan_run(toy_map.name, quick=True).digest] + [s.digest for m in plan_maps(toy_map.name) for s in m.specs]
+    assert len(set(hashes)) == 5 and all(h in text for h in hashes)
+    assert "dry run: 5 runs, 5 to run" in text and not (tmp_path / "r").exists()
+
+
+def test_dry_run_lists_a_run_asked_for_twice_once(toy_rule, capsys, tmp_path):
+    """The main run of `reproduce` that is also a point of its robustness map (x = 1) is computed once: listed once."""
+    code, text, err = _cli(["reproduce", "--quick", "--only", toy_rule.name, "--robustness", "--out",
+                            str(tmp_path / "r"), "--dry-run"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert "dry run: 2 runs, 2 to run" in text

@@ -43,6 +43,16 @@ def test_report_lists_runs_claims_figures_and_escapes(toy, tmp_path):
     assert "<script" not in html.lower() and "cdn" not in html.lower()
 
 
+def test_report_labels_the_start_time_as_started(toy, tmp_path):
+    """The time a run block shows is when the run started (``meta.json``'s ``started``), and says so."""
+    import json
+
+    o = run_experiment(toy.name, out=tmp_path)
+    started = json.loads((o.run.path / "meta.json").read_text())["started"]
+    html = build_report(tmp_path).read_text()
+    assert f" · started {started}" in html and f"finished {started}" not in html
+
+
 def test_report_escapes_markup_in_run_directory_names(toy, tmp_path):
     o = run_experiment(toy.name, out=tmp_path)
     weird = o.run.path.with_name("<img src=x onerror=alert(1)>")

@@ -83,3 +83,17 @@ def test_a_point_whose_run_fails_is_named_with_its_error(toy_map, tmp_path, caps
     assert "FAILED" in text and "not run yet" not in text
     flat = " ".join(text.split())  # the terminal layout wraps lines
     assert "rms-small: holds at 2/3 points" in flat and "1 point(s) failed" in flat
+
+
+def test_reproduce_writes_the_report_when_a_map_point_fails(toy_rule, tmp_path, capsys):
+    """`reproduce --robustness` goes on when a robustness map point fails (x = 3 crashes): the report is written and
+    the tables printed, then it exits 1 (it used to exit before writing the report)."""
+    out = tmp_path / "runs"
+    args = ["reproduce", "--quick", "--only", toy_rule.name, "--robustness", "--out", str(out), "--jobs", "1"]
+    code, text, err = run_cli(args, capsys)
+    assert code == 1
+    flat = " ".join(text.split())  # the terminal layout wraps lines
+    assert "grid point x=3 crashes" in " ".join(err.split()) and "1 point(s) failed" in flat
+    assert (out / "report" / "index.html").is_file() and f"report: {out / 'report' / 'index.html'}" in flat
+    code, _, _ = run_cli(["robustness", toy_rule.name, "--out", str(out), "--jobs", "1"], capsys)
+    assert code == 1  # alone, the map's failed point is the command's exit code

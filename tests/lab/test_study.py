@@ -42,6 +42,16 @@ def rms_text(lr: float, seeds: list[int]) -> str:
     return f"{np.mean(v):.4g} ± {half:.2g}"
 
 
+def rms_verdict(lr: float, seeds: list[int]) -> str:
+    """rms-small's verdict from the closed form: INCONCLUSIVE when the 95 % t interval of the mean straddles 0.5,
+    else PASS when the mean and every seed (≥ 80 % of 2) are below 0.5, else FAIL."""
+    v = [(1 - lr) ** STEPS * x0_norm(s, N) / np.sqrt(N) for s in seeds]
+    m, half = float(np.mean(v)), stats.t.ppf(0.975, len(v) - 1) * stats.sem(v)
+    if m - half < 0.5 <= m + half:
+        return "INCONCLUSIVE"
+    return "PASS" if m < 0.5 and all(x < 0.5 for x in v) else "FAIL"
+
+
 def words_whole(output: str, cells: list[str]) -> list[str]:
     """Tokens of ``output`` that are not whole words of the cells (a word broken across lines shows up here)."""
     allowed = {w for c in cells for w in str(c).split()}
@@ -62,13 +72,12 @@ def test_sweep_prints_swept_values_as_columns_and_claims_per_point(toy_sweep, tm
         row = next(ln for ln in lines if re.search(rf"^\s*(rms-small)?\s+{lr}\s+(< 0.5\s+)?\d", ln) and "±" in ln)
         assert rms_text(lr, [0, 1]) in row, (lr, row)
         v = [(1 - lr) ** STEPS * x0_norm(s, N) / np.sqrt(N) for s in (0, 1)]
-        verdict = "PASS" if np.mean(v) < 0.5 and all(x < 0.5 for x in v) else "FAIL"
-        assert row.split()[-1] == verdict and f"{sum(x < 0.5 for x in v)}/2" in row.split()
+        assert row.split()[-1] == rms_verdict(lr, [0, 1]) and f"{sum(x < 0.5 for x in v)}/2" in row.split()
     res = load(tmp_path)
     study = res.studies[0]
     title = f"{toy_sweep.name}: {study.title} · 3 runs"
     cells = [title, "claims per grid point (mean ± 95% interval over seeds):", "lr", "status", "time", "claims", "run",
-             "claim", "threshold", *res.claims["expected"], "measured", "seeds", "PASS", "FAIL", "done", f"study {study.id}: 3/3 runs finished · "
+             "claim", "threshold", *res.claims["expected"], "measured", "seeds", "PASS", "FAIL", "INCONCLUSIVE", "done", f"study {study.id}: 3/3 runs finished · "
              "`ssldyn report` shows its page", *(f"{x:.1f} s" for x in np.arange(0, 100, 0.1)),
              *res.runs["hash"], *res.claims["claim"], "0.2", "0.05", "0.01", "1/2", "2/2", "0/2"]  # fmt: skip
     cells += [estimate_text(e, lo, hi) for e, lo, hi in res.claims[["estimate", "lo", "hi"]].itertuples(index=False)]
@@ -142,6 +151,7 @@ def test_summary_joins_the_axes_when_they_do_not_fit(toy_sweep, tmp_path):
             *res.claims["expected"],
             "PASS",
             "FAIL",
+            "INCONCLUSIVE",
             "done",
             *(f"{x:.1f} s" for x in np.arange(0, 100, 0.1)),
             *res.runs["hash"],
@@ -235,3 +245,64 @@ def test_one_variant_and_the_default_run_form_a_two_point_grid(toy_sweep, tmp_pa
     assert study.keys == ["lr", "steps"] and study.base == {}
     assert [p["values"] for p in study.points] == [{"lr": 0.01, "steps": 4}, {"lr": 0.2, "steps": 10}]
     assert study.points[0]["hash"] == variant.run.path.name
+
+
+class _Claims:
+    """Stands in for a :class:`~ssldyn.results.Results`: ``select(hashes=...).claims`` is the given frame."""
+
+    def __init__(self, claims: pd.DataFrame) -> None:
+        self.claims = claims
+
+    def select(self, hashes):
+        return _Claims(self.claims[self.claims["hash"].isin(hashes)])
+
+
+def test_sweep_claims_show_each_verdict_not_pass_or_fail():
+    """The claims table shows each claim's verdict as `ssldyn run` does for one run (INCONCLUSIVE, VACUOUS: not
+    FAIL because `passed` is False), and its title names the claims' statistics (not always the mean)."""
+    from types import SimpleNamespace
+
+    from ssldyn.lab.study import Axis, Study
+
+    study = Study("s", "variational.zz-x", [Axis("tau", (0.5, 0.6))],
+                  [{"values": {"tau": 0.5}, "hash": "h1"}, {"values": {"tau": 0.6}, "hash": "h2"}])  # fmt: skip
+    verdicts = {("later", "h1"): "inconclusive", ("later", "h2"): "pass", ("less", "h1"): "vacuous",
+                ("less", "h2"): "fail"}  # fmt: skip
+    rows = [{"hash": h, "claim": c, "status": st, "passed": st == "pass", "seed_passed": True, "estimate": 0.5,
+             "lo": 0.4, "hi": 0.6, "statistic": "mean" if c == "later" else "median", "expected": "> 0.3"}
+            for (c, h), st in verdicts.items() for _ in range(3)]  # fmt: skip
+    items = [SimpleNamespace(spec=SimpleNamespace(digest=h), status="done", seconds=1.0) for h in ("h1", "h2")]
+    (_, _), (title, table) = sweep_tables(study, items, _Claims(pd.DataFrame(rows)), width=100)
+    buf = io.StringIO()
+    Console(file=buf, width=100, color_system=None).print(table)
+    shown = re.findall(r"\b(PASS|FAIL|INCONCLUSIVE|VACUOUS)\b", buf.getvalue())
+    assert shown == ["INCONCLUSIVE", "PASS", "VACUOUS", "FAIL"], buf.getvalue()
+    assert title == "claims per grid point (mean or median ± 95% interval over seeds):"
+    # too narrow for the claim column beside INCONCLUSIVE: one table per claim, no word broken
+    tables = sweep_tables(study, items, _Claims(pd.DataFrame(rows)), width=45)
+    assert [t for t, _ in tables[1:]] == [f"claim {c} > 0.3 per grid point (mean or median ± 95% interval over "
+                                          "seeds):" for c in ("later", "less")]  # fmt: skip
+    for _, table in tables[1:]:
+        buf = io.StringIO()
+        Console(file=buf, width=45, color_system=None).print(table)
+        assert all(len(ln) <= 45 for ln in buf.getvalue().splitlines())
+        assert words_whole(buf.getvalue(), ["tau", "measured", "seeds", "0.5", "0.6", "0.5 ± 0.1", "3/3", "PASS",
+                                            "FAIL", "INCONCLUSIVE", "VACUOUS"]) == [], buf.getvalue()  # fmt: skip
+
+
+def test_a_rule_checked_inside_run_fails_its_grid_point_whatever_is_cached(toy_rule, tmp_path, capsys):
+    """A UserError raised inside run() (x = 2) fails its grid point and the sweep goes on, also when the other points
+    are already in the store (it aborted the sweep then: exit 2, no failure mark, no study); a one-run request
+    raises it, like a mistake found while planning."""
+    from ssldyn.errors import UserError
+
+    args = ["run", toy_rule.name, "--sweep", "x=1,2", "--out", str(tmp_path), "--jobs", "1"]
+    for _ in range(2):  # a fresh store, then x = 1 in the store
+        code, out, err = run_cli(args, capsys)
+        assert code == 1, err
+        assert "failed (x=2): error: x=2 is not allowed for this run" in out and "study sweep-" in out
+    assert (tmp_path / toy_rule.name / "studies").is_dir()
+    specs = [plan_run(toy_rule.name, sets={"x": x}) for x in (1, 2)]
+    assert [it.status for it in execute(specs, tmp_path)] == ["cached", "failed"]
+    with pytest.raises(UserError, match="x=2 is not allowed"):
+        execute(specs[1:], tmp_path)

@@ -11,7 +11,7 @@ import pytest
 
 from ssldyn.contract.config import build_config, load_config_file, parse_sets
 from ssldyn.contract.experiment import Experiment, register
-from ssldyn.lab import UserError
+from ssldyn.lab import UserError, run_experiment
 from ssldyn.lab.cli import main
 from ssldyn.lab.registry import get_experiment
 from ssldyn.lab.runner import plan_run
@@ -76,6 +76,17 @@ def test_seeds_and_seed_limits(capsys, tmp_path):
         _one_line_exit_2(["run", "variational.fig3", *args, "--out", str(tmp_path)], capsys)
     with pytest.raises(UserError, match="2\\^63"):
         plan_run("variational.ill-posed", seed=2**63 - 2, seeds=5)
+
+
+def test_a_seed_list_is_checked_on_every_seed(tmp_path):
+    """An explicit seed list is checked on its largest seed, wherever it is (``[2^63, 1]`` was accepted and
+    ``[2^64, 0]`` overflowed in torch), with a message about the list, not ``--seed``."""
+    for seeds in ([2**63, 1], [1, 2**63], [2**64, 0]):
+        with pytest.raises(UserError, match=r"^seeds \[.*\]: expected distinct integers in \[0, 2\^63\)$"):
+            plan_run("grassmann.thm3", quick=True, seeds=seeds)
+    with pytest.raises(UserError, match=r"^seeds \[18446744073709551616, 0\]"):
+        run_experiment("grassmann.thm3", quick=True, seeds=[2**64, 0], out=tmp_path)
+    assert not any(tmp_path.iterdir())  # refused before anything is written
 
 
 def test_empty_out_and_read_only_store(capsys, tmp_path):

@@ -8,7 +8,8 @@ from pydantic import Field, PositiveFloat, conint
 
 from ssldyn.contract.claims import Measured, Robustness
 from ssldyn.dynamics import Trajectory
-from ssldyn.lab import ClaimSpec, Experiment, ExperimentConfig, Result, between, every_seed, lt
+from ssldyn.errors import UserError
+from ssldyn.lab import ClaimSpec, Experiment, ExperimentConfig, Result, between, every_seed, gt, lt
 from ssldyn.viz.common import new_figure, save_figure
 
 CALLS = {"run": 0}
@@ -155,3 +156,35 @@ class ToyMap(ToySweep):
     def measure(self, cfg, result):
         s = result.summary
         return {"rms-small": Measured(s["rms"], control=s["rms0"])}
+
+
+class RuleConfig(ExperimentConfig):
+    x: int = Field(1, description="echoed; run() refuses x = 2 (a UserError) and crashes at x = 3")
+
+
+class ToyRule(Experiment):
+    """Echoes ``x``: ``run()`` raises a :class:`UserError` for x = 2 (a config rule checked inside run) and a
+    RuntimeError for x = 3 (a crashing grid point of its robustness map x ∈ {1, 3})."""
+
+    name = "variational.zz-rule"
+    paper = "variational"
+    figure = "Fig. 0"
+    description = "toy experiment whose run() refuses or crashes on some configs"
+    Config = RuleConfig
+    seeded = False
+    est_seconds = (0.1, 0.1)
+    claims = (
+        ClaimSpec("positive", "x is positive", "toy", kind="sanity", reading="x", relation=gt(0.0),
+                  basis="relation: a test threshold", rule=every_seed("an echo holds for every seed")),
+    )  # fmt: skip
+    robustness = (Robustness(claims=("positive",), knobs={"x": [1, 3]}, paper="the toy leaves x open"),)
+
+    def run(self, cfg, ctx):
+        if cfg.x == 2:
+            raise UserError("x=2 is not allowed for this run (a rule checked inside run)")
+        if cfg.x == 3:
+            raise RuntimeError("grid point x=3 crashes")
+        return Result(summary={"x": cfg.x})
+
+    def measure(self, cfg, result):
+        return {"positive": result.summary["x"]}

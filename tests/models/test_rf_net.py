@@ -255,6 +255,25 @@ def test_automatic_token_path_follows_the_cost_model():
         torch.testing.assert_close(z["table"], z["samples"], rtol=1e-4, atol=1e-5)  # same function, other float order
 
 
+def test_activation_is_a_built_in_one_by_name_or_object():
+    """The hand-derived backward knows the built-in activations only: a custom one (``monomial(3)``) is refused when
+    the network is built (it used to fail in forward), with one error naming the allowed ones; the object
+    ``get_activation`` returns is accepted alone or per member, as its name is."""
+    from ssldyn.models.activations import get_activation, monomial
+
+    x = torch.randn(2, 5, 3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)  # (E, B, K, d_in)
+    by_name = EnsembleRFNet(3, 4, 2, out_dim=6, ensemble=2, activation="tanh", generator=_gens([1, 2]), dtype=D)
+    for act in (get_activation("tanh"), [get_activation("tanh"), "tanh"]):
+        net = EnsembleRFNet(3, 4, 2, out_dim=6, ensemble=2, activation=act, generator=_gens([1, 2]), dtype=D)
+        assert net.acts == ["tanh", "tanh"] and torch.equal(net(x), by_name(x))
+    allowed = r"allowed values are 'linear', 'relu', 'leaky_relu', 'quadratic', 'sigmoid', 'tanh'$"
+    for bad in ([monomial(3)], monomial(3), ["relu", monomial(3)]):
+        with pytest.raises(ValueError, match=r"^activation 'monomial3' \(a custom Activation\): .*" + allowed):
+            EnsembleRFNet(3, 4, 2, out_dim=6, ensemble=len(bad) if isinstance(bad, list) else 1, activation=bad)
+    with pytest.raises(ValueError, match=r"^activation 3: .*" + allowed):
+        EnsembleRFNet(3, 4, 2, activation=3)  # type: ignore[arg-type]
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="bn"):
         EnsembleRFNet(2, 3, 2, bn="weird")

@@ -196,8 +196,8 @@ class SimCLRAugment:
 
     Steps (each per image, parameters from the generator): random resized crop (``scale``,
     ``ratio``); rotation by ``U(±rotation)`` degrees; for RGB, with probability ``jitter_p``
-    brightness/contrast/saturation factors ``U(1 ± jitter)``, then grayscale with probability
-    ``gray_p``; Gaussian blur with probability ``blur_p`` and ``σ ~ U(blur_sigma)`` pixels;
+    brightness/contrast/saturation factors ``U(1 ± jitter)`` (none when ``jitter`` is 0), then
+    grayscale with probability ``gray_p``; Gaussian blur with probability ``blur_p`` and ``σ ~ U(blur_sigma)`` pixels;
     additive noise ``N(0, noise²)``; clamp to [0, 1].
 
     Settings are checked when the augmentation is built (one ``ValueError`` naming the setting):
@@ -241,14 +241,15 @@ class SimCLRAugment:
         if self.rotation > 0:
             angle = _uniform(B, -self.rotation, self.rotation, g)
             x = rotate(x, angle.to(device=dev, dtype=dt))
-        if C == 3 and self.jitter > 0:
-            f = _uniform(B, 1 - self.jitter, 1 + self.jitter, g, 3)  # (B, 3) brightness, contrast, saturation
-            on = torch.rand(B, generator=g) < self.jitter_p
-            y = adjust_brightness(x, (f[:, 0] - 1).to(device=dev, dtype=dt).clamp_min(-1))
-            y = adjust_contrast(y, f[:, 1].to(device=dev, dtype=dt))
-            y = adjust_saturation(y, f[:, 2].to(device=dev, dtype=dt))
-            x = torch.where(col(on.double()) > 0, y, x)
-            gray = torch.rand(B, generator=g) < self.gray_p
+        if C == 3:
+            if self.jitter > 0:
+                f = _uniform(B, 1 - self.jitter, 1 + self.jitter, g, 3)  # (B, 3) brightness, contrast, saturation
+                on = torch.rand(B, generator=g) < self.jitter_p
+                y = adjust_brightness(x, (f[:, 0] - 1).to(device=dev, dtype=dt).clamp_min(-1))
+                y = adjust_contrast(y, f[:, 1].to(device=dev, dtype=dt))
+                y = adjust_saturation(y, f[:, 2].to(device=dev, dtype=dt))
+                x = torch.where(col(on.double()) > 0, y, x)
+            gray = torch.rand(B, generator=g) < self.gray_p  # also without jitter
             lum = (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]).expand(-1, 3, -1, -1)
             x = torch.where(col(gray.double()) > 0, lum, x)
         if self.blur_p > 0:

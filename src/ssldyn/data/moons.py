@@ -122,7 +122,7 @@ def half_moons(
         device: device of the view tensors (see :func:`make_views`).
 
     Returns:
-        :class:`SSLViews` with d = 2.
+        :class:`SSLViews` with d = 2 + len(extra_stds) (the 2-D moons, then the extra coordinates).
     """
     from sklearn.datasets import make_moons
 

@@ -6,8 +6,8 @@ The protocol follows the paper's public reference implementation:
   ``u_a`` (row a of :attr:`TokenGenerator.embedding`, shape ``(n_tokens, d)``): one-hot by
   default (``d = n_tokens``), or random unit-norm non-orthogonal vectors of dimension
   ``embed_dim``.
-- Non-uniformity ζ (App. E.2): tokens with index ``< n_tokens // 2`` get magnitude ``1/ζ``,
-  the others ``ζ`` (ζ = 1: all unit norm).
+- Non-uniformity ζ > 0 (App. E.2): tokens with index ``< n_tokens // 2`` get magnitude ``1/ζ``,
+  the others ``ζ`` (ζ = 1: all unit norm; ζ < 1 swaps the two halves' roles).
 - Each position k has an allowed set R_k^g of P tokens (a random P-subset, independently per
   position). Each of the G generators fixes L random positions, each to one token drawn
   uniformly from that position's allowed set; the other K − L positions are wildcards.
@@ -43,7 +43,9 @@ class TokenSpec:
         P: size of each position's allowed set R_k^g.
         G: number of generators (40).
         L: fixed positions per generator (5).
-        zeta: non-uniformity ζ >= 1 (App. E.2); 1 means uniform.
+        zeta: non-uniformity ζ > 0 (App. E.2; the paper uses ζ >= 1); 1 means uniform. Tokens with index
+            ``< n_tokens // 2`` get norm ``1/ζ``, the others ``ζ`` (:func:`token_magnitudes`), so
+            ζ < 1 is ``1/ζ`` with the two halves' norms swapped.
         embed_dim: embedding dimension; ``None`` = one-hot (orthonormal), else random unit vectors.
         aug_degree: wildcard positions re-drawn for the positive view; ``None`` = all K − L.
     """

@@ -140,8 +140,8 @@ class NetworkKernel:
 
 def _check_kernel_shape(kernel: Any, z: Tensor, what: str, zname: str = "z") -> None:
     """A kernel ``(n, n)`` (times the identity in R^d) or ``(n, n, d, d)`` for embeddings ``z (..., n, d)``, with no
-    leading axes (one kernel for every member) or those of ``z`` (``(E, n, n, ...)`` for ``z (E, n, d)``): other leading
-    axes would broadcast ``z`` to a new shape at the first step."""
+    leading axes (one kernel for every member), those of ``z`` (``(E, n, n, ...)`` for ``z (E, n, d)``) or singleton
+    ones (a one-member ensemble's kernel): other leading axes would broadcast ``z`` to a new shape at the first step."""
     n, d = z.shape[-2:]
     shape = tuple(kernel.shape) if isinstance(kernel, Tensor) else None
     full = shape is not None and len(shape) >= 4 and shape[-4:] == (n, n, d, d)  # the form apply_kernel takes
@@ -150,7 +150,7 @@ def _check_kernel_shape(kernel: Any, z: Tensor, what: str, zname: str = "z") -> 
         raise ValueError(f"function_space_flow: {what} of shape {got} does not fit {zname} of shape {tuple(z.shape)}: "
                          f"expected (n, n) or (n, n, d, d) with n={n}, d={d}")  # fmt: skip
     lead, members = shape[:-4] if full else shape[:-2], tuple(z.shape[:-2])
-    if lead and lead != members:
+    if lead and lead != members and any(k != 1 for k in lead):  # a one-member kernel (1, n, n) fits any z
         raise ValueError(f"function_space_flow: {what} of shape {shape} does not fit {zname} of shape "
                          f"{tuple(z.shape)}: its leading (ensemble) axes {lead} must be none or those of {zname} "
                          f"{members}")  # fmt: skip

@@ -29,10 +29,10 @@ def run_experiment(
 ) -> RunOutcome:
     """Run one experiment (every seed of it) into the store and return the finished run.
 
-    Same as ``ssldyn run NAME``: ``seeds`` is a count (default 3 with ``quick``, 5 at paper
-    scale) or an explicit list; a finished run with the same hash is returned without
-    recomputation unless ``force``. User mistakes raise :class:`ssldyn.errors.UserError`
-    before anything is written; a failed computation raises its error.
+    Same as ``ssldyn run NAME``: ``seeds`` is a count (default 3 with ``quick``; 5 at paper
+    scale, or the paper's own count) or an explicit list; a finished run with the same hash is
+    returned without recomputation unless ``force``. User mistakes raise
+    :class:`ssldyn.errors.UserError` before anything is written; a failed computation raises its error.
     """
     spec = plan_run(name, quick=quick, config_file=config_file, sets=sets, seed=seed, seeds=seeds, device=device)
     t0 = time.perf_counter()

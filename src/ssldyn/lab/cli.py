@@ -63,7 +63,9 @@ err_console = Console(stderr=True, highlight=False)
 
 # options several commands share (one definition: the same flag and help everywhere)
 _OUT = typer.Option("ssldyn-runs", help="output directory (run store)")
-_SEEDS = typer.Option(None, help="seeds per claim (default 3 with --quick, 5 at paper scale)")
+_SEEDS = typer.Option(
+    None, help="seeds per claim (default 3 with --quick; 5 at paper scale, or the paper's own count if it states one)"
+)
 _DEVICE = typer.Option("cpu", help="cpu or cuda")
 _EXECUTOR = typer.Option("local", help="local (in-process) or ray")
 _ADDRESS = typer.Option(
@@ -374,11 +376,12 @@ def run_cmd(
     specs, invalid = _plan(experiment, quick=quick, sets=set_, sweep=sweep, config=config, seed=seed, seeds=seeds,
                            device=device, yes=yes)  # fmt: skip
     _seeds_note(seeds, specs)
+    n_jobs = _check_run_options(out, workers, jobs, device)  # as the run checks them, --dry-run too
     if dry_run:
-        _print_plan(specs, Path(out), quick)
+        _print_plan(specs, Path(out))
         return
     items = _execute(specs, out, executor, force, address, max_retries, title=experiment, workers=workers,
-                     jobs=_jobs(jobs, device))  # fmt: skip
+                     jobs=n_jobs)  # fmt: skip
     from ssldyn.lab.summary import after_runs, sweep_summary
 
     if sweep and specs:
@@ -423,8 +426,12 @@ def reproduce_cmd(
         False, "--robustness", help="also run the robustness maps of the headline claims (quick grids)"
     ),
 ) -> None:
-    """Run every registered experiment (a sweep over experiments) and write the HTML report."""
+    """Run every registered experiment (a sweep over experiments) and write the HTML report.
+
+    A failed run (or robustness map point) is listed as failed and the command goes on: the report is
+    written, then the command exits with code 1."""
     from ssldyn.lab.registry import all_experiments, get_experiment
+    from ssldyn.lab.robustness import plan_maps
     from ssldyn.lab.runner import plan_run
 
     _check_executor(executor, max_retries)
@@ -432,17 +439,19 @@ def reproduce_cmd(
     exps = [get_experiment(n) for n in only] if only else all_experiments(paper)
     specs = [plan_run(e.name, quick=quick, seed=seed, seeds=seeds, device=device) for e in exps]
     _seeds_note(seeds, specs)
+    maps = []  # --robustness: planned (validated) before anything runs, and listed by --dry-run
+    if robustness:
+        maps = [m for e in exps if e.robustness for m in plan_maps(e.name, quick=True, seed=seed, device=device)]
+    n_jobs = _check_run_options(out, workers, jobs, device)
     if dry_run:
-        _print_plan(specs, Path(out), quick)
+        _print_plan(specs + [s for m in maps for s in m.specs], Path(out))
         return
     from ssldyn.lab.report import build_report
 
     t0 = time.perf_counter()
     items = _execute(specs, out, executor, force, address, max_retries, title="reproduce", workers=workers,
-                     jobs=_jobs(jobs, device))  # fmt: skip
-    if robustness:
-        _run_maps([e.name for e in exps if e.robustness], quick=True, seed=seed, seeds=None, out=out, device=device,
-                  jobs=jobs, force=force, dry_run=False)  # fmt: skip
+                     jobs=n_jobs)  # fmt: skip
+    maps_failed = _run_maps(maps, out=out, jobs=n_jobs, force=force) if maps else False
     report = build_report(out)
     _print_items(
         items, title=f"ssldyn reproduce{' --quick' if quick else ''} ({time.perf_counter() - t0:.0f} s)", out=Path(out)
@@ -452,7 +461,7 @@ def reproduce_cmd(
     from ssldyn.lab.summary import after_runs
 
     after_runs(console, out, items, tensorboard=tensorboard)
-    if any(it.status == "failed" for it in items):
+    if any(it.status == "failed" for it in items) or maps_failed:
         raise typer.Exit(1)
 
 
@@ -467,7 +476,9 @@ def robustness_cmd(
     experiment: str,
     paper_scale: bool = typer.Option(False, "--paper-scale", help="run the grid at paper scale (default: quick)"),
     seed: int = typer.Option(0, help="first seed: each grid point uses seeds seed..seed+N-1"),
-    seeds: int | None = typer.Option(None, help="seeds per grid point (default 3 quick, 5 at paper scale)"),
+    seeds: int | None = typer.Option(
+        None, help="seeds per grid point (default 3 quick; 5 at paper scale, or the paper's own count if it states one)"
+    ),
     out: str = _OUT,
     device: str = _DEVICE,
     jobs: int | None = typer.Option(None, "--jobs", help="runs computed at the same time (default: the CPU cores)"),
@@ -475,22 +486,26 @@ def robustness_cmd(
     dry_run: bool = _DRY_RUN,
 ) -> None:
     """Robustness maps of an experiment's headline claims: the knobs the paper leaves open, as a study."""
+    from ssldyn.lab.robustness import plan_maps
+
     _check_out(out)
-    _run_maps([experiment], quick=not paper_scale, seed=seed, seeds=seeds, out=out, device=device, jobs=jobs,
-              force=force, dry_run=dry_run)  # fmt: skip
+    planned = plan_maps(experiment, quick=not paper_scale, seed=seed, seeds=seeds, device=device)
+    n_jobs = _check_run_options(out, None, jobs, device)
+    if dry_run:
+        _print_plan([s for m in planned for s in m.specs], Path(out))
+        return
+    if _run_maps(planned, out=out, jobs=n_jobs, force=force):
+        raise typer.Exit(1)
 
 
-def _run_maps(names, *, quick, seed, seeds, out, device, jobs, force, dry_run):
-    """Plan, run, store as studies and print the robustness maps of ``names``."""
-    from ssldyn.lab.robustness import holds_text, map_rows, plan_maps
+def _run_maps(planned: list[Any], *, out: str, jobs: int, force: bool) -> bool:
+    """Run, store as studies and print the planned robustness maps (:func:`~ssldyn.lab.robustness.plan_maps`);
+    ``True`` when a grid point failed (the caller decides the exit code: ``reproduce`` writes its report first)."""
+    from ssldyn.lab.robustness import holds_text, map_rows
     from ssldyn.lab.study import record_study
 
-    planned = [m for n in names for m in plan_maps(n, quick=quick, seed=seed, seeds=seeds, device=device)]
     specs = [s for m in planned for s in m.specs]
-    if dry_run:
-        _print_plan(specs, Path(out), quick)
-        return
-    items = _execute(specs, out, "local", force, None, 0, title="robustness", jobs=_jobs(jobs, device), notes=False)
+    items = _execute(specs, out, "local", force, None, 0, title="robustness", jobs=jobs, notes=False)
     from ssldyn.lab.results import load
 
     res = load(out, sorted({m.experiment for m in planned}))
@@ -510,8 +525,7 @@ def _run_maps(names, *, quick, seed, seeds, out, device, jobs, force, dry_run):
                      {"PASS": "green", "FAIL": "red", "FAILED": "red", "VACUOUS": "red", "INCONCLUSIVE": "yellow"})  # fmt: skip
         for c in m.robustness.claims:
             console.print(f"  {c}: {holds_text(rows, c)}", markup=False, width=_width())
-    if any(it.status == "failed" for it in items):
-        raise typer.Exit(1)
+    return any(it.status == "failed" for it in items)
 
 
 @_command("report", ["  ssldyn report", "  ssldyn report my-runs      # writes my-runs/report/index.html"])
@@ -557,6 +571,17 @@ def _check_executor(executor: str, max_retries: int) -> None:
     from ssldyn.lab.executors import check_executor
 
     check_executor(executor, max_retries)
+
+
+def _check_run_options(out: str, workers: int | None, jobs: int | None, device: str) -> int:
+    """Check ``--out`` (a writable directory, or creatable as one), ``--workers`` and ``--jobs`` as a run does,
+    so that ``--dry-run`` rejects what the run would; return the number of runs computed at the same time."""
+    from ssldyn.lab.store import check_out_dir
+    from ssldyn.lab.tasks import check_workers
+
+    check_out_dir(out)
+    check_workers(workers)
+    return _jobs(jobs, device)
 
 
 def _jobs(jobs: int | None, device: str) -> int:
@@ -619,16 +644,25 @@ def _run_label(spec: Any) -> str:
     return f"{spec.experiment} ({describe()})" if callable(describe) else f"{spec.experiment} (seed {spec.seed})"
 
 
-def _print_plan(specs: list[Any], out: Path, quick: bool) -> None:
-    """``--dry-run``: the runs a command would execute, which are already in the store, and the time."""
+def _print_plan(specs: list[Any], out: Path) -> None:
+    """``--dry-run``: the runs a command would execute (a run asked for twice is listed once: it is computed
+    once), which are already in the store, and the time (each run at its preset's scale). A damaged run is listed
+    as ``damaged: recompute``, not as in the store: the run sets it aside and computes it again."""
     from ssldyn.lab import manifest
+    from ssldyn.lab.store import DONE, verify_run
 
+    unique: dict[tuple[str, str], Any] = {}
+    for s in specs:
+        unique.setdefault((s.experiment, s.digest), s)
+    specs = list(unique.values())
     rows, todo_s, n_todo = [], 0.0, 0
-    scale = 0 if quick else 1  # the index into est_seconds = (quick, paper scale)
     planned = {s.experiment for s in specs}
     extra_s, reused = 0.0, set()  # the reused experiments' time, when their cached results may be missing
     for s in specs:
-        finished = (out / s.experiment / s.digest / "DONE").is_file()
+        scale = 0 if s.preset == "quick" else 1  # the index into est_seconds = (quick, paper scale)
+        run_dir = out / s.experiment / s.digest
+        damage = verify_run(run_dir) if (run_dir / DONE).is_file() else None
+        finished = (run_dir / DONE).is_file() and damage is None
         entry = manifest.find(s.experiment)
         est = entry["est_seconds"][scale]
         if not finished:
@@ -638,7 +672,8 @@ def _print_plan(specs: list[Any], out: Path, quick: bool) -> None:
             for r in set(entry.get("reuses", ())) - planned:
                 extra_s, reused = extra_s + manifest.find(r)["est_seconds"][scale], reused | {r}
         mem = f"{s.est_memory / 2**30:.2g} GiB" if s.est_memory else "-"
-        rows.append([_run_label(s), s.digest, s.preset, mem, "in store" if finished else "to run"])
+        status = "in store" if finished else "to run" if damage is None else "damaged: recompute"
+        rows.append([_run_label(s), s.digest, s.preset, mem, status])
     _print_lines(textlayout.layout(["run", "config hash", "preset", "est. peak memory", "status"], rows, _width(),
                                    wrap=(0, 2)))  # fmt: skip
     upper = (

@@ -90,7 +90,10 @@ def execute(
 
     ``progress`` is an open ``rich.progress.Progress`` (bars are added to it), ``True`` for the
     runs' own bars, or ``None``/``False``. A run that raises is marked failed and the sweep goes
-    on; with ``raise_errors`` (the one-run library call) its error propagates instead.
+    on; with ``raise_errors`` (the one-run library call) its error propagates instead. A
+    :class:`UserError` raised inside ``run()`` (a config rule checked there) propagates when
+    ``specs`` holds one run, like a mistake found while planning; in a longer list it fails its
+    run only, whichever of the others are already in the store.
     ``workers``: worker processes for the tasks of each local run (``Context.map``); default
     :func:`default_workers`. Under Ray, tasks are Ray tasks and Ray schedules them.
     ``jobs``: local runs computed at the same time, each in its own single-thread worker process
@@ -130,6 +133,7 @@ def execute(
     bar = _Bar(None if isinstance(progress, bool) else progress, len(specs), title)
     bar.update(done=len(specs) - len(todo) - len(repeats))
     check_count("--jobs", jobs)
+    alone = len(specs) == 1  # the request is one run: a UserError from run() is the user's, as when planning
     cuda = any(specs[i].device.startswith("cuda") for i in todo)
     todo = start_order([specs[i].experiment for i in todo], todo)  # sources of reused results first
     if executor == "local" and jobs > 1 and len(todo) > 1 and not cuda and not raise_errors:
@@ -137,9 +141,9 @@ def execute(
         _run_parallel(specs, portable, items, store, bar, force, jobs)
         shipped = set(portable)
         rest = [i for i in todo if i not in shipped]  # registered only in this process: computed here
-        _run_local(specs, rest, items, store, bar, progress, raise_errors, force, workers)
+        _run_local(specs, rest, items, store, bar, progress, raise_errors, force, workers, alone)
     elif executor == "local":
-        _run_local(specs, todo, items, store, bar, progress, raise_errors, force, workers)
+        _run_local(specs, todo, items, store, bar, progress, raise_errors, force, workers, alone)
     else:
         _run_ray(specs, todo, items, store, bar, address, max_retries, force)
     for i, j in repeats.items():
@@ -154,7 +158,10 @@ def execute(
     return [it for it in items if it is not None]
 
 
-def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, force=False, workers=None) -> None:
+def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, force=False, workers=None,
+               alone=False) -> None:  # fmt: skip
+    """Compute the runs ``todo`` (indices into ``specs``) here, one after the other. ``alone``: the request
+    is this one run, so a :class:`UserError` from it propagates (as with ``raise_errors``)."""
     for i in todo:
         spec = specs[i]
         bar.update(running=1, label=spec.experiment)
@@ -174,7 +181,7 @@ def _run_local(specs, todo, items, store, bar, progress, raise_errors=False, for
             items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0)
             bar.update(done=1, running=0)
         except UserError as exc:  # a config rule checked inside run(): this run fails, a sweep goes on
-            if raise_errors or len(todo) == 1:
+            if raise_errors or alone:
                 raise
             items[i] = _failed(store, spec, f"error: {exc}", t0)
             bar.update(failed=1, running=0)

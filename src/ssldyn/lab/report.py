@@ -123,7 +123,7 @@ def _run_block(run: Any, report_dir: Path) -> str:
         f"<p class='meta'>preset <b>{escape(str(meta.get('preset')))}</b>"
         f"{' · ' + escape(label) if label else ''} · seeds {escape(', '.join(map(str, run.seeds)))}"
         f" · device {escape(str(rec.get('device')))} · run time {float(meta.get('run_seconds', 0)):.1f} s"
-        f" · finished {escape(str(meta.get('started', '')))}"
+        f" · started {escape(str(meta.get('started', '')))}"
         f" · <a href='{relative_url(run.path, report_dir)}/'>run directory {escape(run.path.name)}</a></p>"
         f"{notes}{_claims_table(run)}<div>{figs}</div>"
         f"<details><summary>config</summary><pre>{cfg}</pre></details>"

@@ -75,7 +75,8 @@ def resolve_config(
     return build_config(exp.Config, *layers)
 
 
-#: seeds per claim when ``--seeds`` is not given: 3 with ``--quick``, 5 at paper scale
+#: seeds per claim when ``--seeds`` is not given: 3 with ``--quick``, 5 at paper scale (unless the paper states its
+#: own count: ``Experiment.paper_seeds``, see :func:`default_seeds`)
 DEFAULT_SEEDS = {"quick": 3, "paper": 5}
 MAX_SEEDS = 1000
 
@@ -235,8 +236,9 @@ def plan_run(
     A run whose estimated peak memory (:func:`estimate_memory`) cannot fit in the device's memory is
     refused here, naming the config key, before anything is computed.
 
-    ``seeds`` is a count (``seed, seed+1, …``), an explicit list, or ``None`` for the preset's
-    default (3 quick, 5 paper scale); a deterministic experiment always runs one seed.
+    ``seeds`` is a count (``seed, seed+1, …``), an explicit list of distinct integers in ``[0, 2^63)``,
+    or ``None`` for the preset's default (3 quick; 5 at paper scale, or the paper's own count,
+    ``Experiment.paper_seeds``); a deterministic experiment always runs one seed.
     """
     exp_cls = get_experiment(name)
     cfg = resolve_config(exp_cls, quick=quick, config_file=config_file, sets=sets)
@@ -247,16 +249,17 @@ def plan_run(
         if seeds is not None and not 1 <= seeds <= MAX_SEEDS:
             raise UserError(f"--seeds {seeds!r}: must be an integer in [1, {MAX_SEEDS}]")
         seed_tuple = default_seeds(exp_cls, preset, seed, seeds)
+        if seed_tuple[-1] >= 2**63:  # seed, seed+1, …: the last is the largest
+            raise UserError(f"--seed {seed} with {len(seed_tuple)} seeds passes 2^63")
     else:
         try:
             seed_tuple = tuple(int(s) for s in seeds)  # type: ignore[union-attr]
         except (TypeError, ValueError):
             raise UserError(f"seeds {seeds!r}: expected a count or a list of integers") from None
-        if not seed_tuple or len(set(seed_tuple)) != len(seed_tuple) or min(seed_tuple) < 0:
-            raise UserError(f"seeds {list(seed_tuple)!r}: expected distinct non-negative integers")
+        if (not seed_tuple or len(set(seed_tuple)) != len(seed_tuple) or min(seed_tuple) < 0
+                or max(seed_tuple) >= 2**63):  # fmt: skip
+            raise UserError(f"seeds {list(seed_tuple)!r}: expected distinct integers in [0, 2^63)")
         seed_tuple = seed_tuple if exp_cls.seeded else seed_tuple[:1]
-    if seed_tuple[-1] >= 2**63:
-        raise UserError(f"--seed {seed} with {len(seed_tuple)} seeds passes 2^63")
     dev = resolve_device(device)
     cfg_json = cfg.model_dump(mode="json")
     base = (exp_cls.quick_config() if quick else exp_cls.default_config()).model_dump(mode="json")

@@ -5,10 +5,12 @@
 * runs — one row per grid point: the swept values, status, time, claims passed, the run hash;
 * claims — one block per claim, one row per grid point: the swept values, the statistic with
   its 95 % interval over seeds (``0.61 ± 0.05``; ``[lo, hi]`` when not symmetric), the seeds for
-  which the relation holds, and the verdict.
+  which the relation holds, and the verdict (PASS, FAIL, INCONCLUSIVE, VACUOUS or NOT RUN, as
+  ``ssldyn run`` shows it for one run).
 
 Both fit the terminal without breaking a word: when the swept keys do not fit as separate
-columns they are joined into one ``grid point`` column (``tau=0.2, width=10``).
+columns they are joined into one ``grid point`` column (``tau=0.2, width=10``); when the claims
+still do not fit, the thresholds go above the table, and then each claim gets a table of its own.
 """
 
 from __future__ import annotations
@@ -22,10 +24,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ssldyn.contract.claims import verdict_words
 from ssldyn.lab.study import Study, point_text, value_text
 from ssldyn.lab.textlayout import longest_word
 
 __all__ = ["estimate_text", "sweep_tables", "print_sweep_summary"]
+
+
+#: the style of each verdict's word (keyed by the CSS class of :func:`~ssldyn.contract.claims.verdict_words`)
+_VERDICT_STYLES = {"pass": "green", "fail": "red", "inc": "yellow", "vac": "red", "nr": "dim"}
 
 
 def _g(x: float, digits: int = 4) -> str:
@@ -137,7 +144,7 @@ def sweep_tables(study: Study, items: Sequence[Any], results: Any, width: int = 
     tables: list[tuple[str, Table]] = [(f"{study.experiment}: {study.title} · {len(points)} runs", runs)]
     if claims.empty:
         return tables
-    claim_cells, sections = [], []
+    claim_cells, sections, cell_claims = [], [], []
     for cid in dict.fromkeys(claims["claim"]):
         hashes = [h for h in points if ((claims["hash"] == h) & (claims["claim"] == cid)).any()]
         previous = ""
@@ -149,28 +156,38 @@ def sweep_tables(study: Study, items: Sequence[Any], results: Any, width: int = 
             else:
                 text = estimate_text(first["estimate"], first["lo"], first["hi"])
                 measured = Text(f"{text} of seeds" if first["statistic"] == "fraction of seeds" else text)
-                verdict = Text("PASS", style="green") if first["passed"] else Text("FAIL", style="red")
+                cls, word = verdict_words(str(first["status"] or "") or ("pass" if first["passed"] else "fail"))
+                verdict = Text(word, style=_VERDICT_STYLES.get(cls, "red"))
             seeds = Text(f"{int(c['seed_passed'].sum())}/{len(c)}")
             expected = str(first.get("expected", "") or "")
             threshold = Text(expected if i == 0 or expected != previous else "")  # repeated only where it changes
             previous = expected
             claim_cells.append((h, [Text(cid if i == 0 else "")], [threshold, measured, seeds, verdict]))
             sections.append(i == len(hashes) - 1)
+            cell_claims.append(cid)
     tail = [("threshold", False), ("measured", False), ("seeds", True), ("", True)]
-    title = "claims per grid point (mean ± 95% interval over seeds):"
+    measured = claims[claims["status"] != "not-run"]
+    what = " or ".join(dict.fromkeys(str(s) for s in measured["statistic"] if s)) or "mean"
+    title = f"claims per grid point ({what} ± 95% interval over seeds):"
     table = _grid_table(study, [("claim", True)], tail, claim_cells, sections, width, must_fit=True)
-    if table is None:  # too narrow for a threshold column: the thresholds go above the table
-        slim = [(h, lead, tc[1:]) for h, lead, tc in claim_cells]
-        table = _grid_table(study, [("claim", True)], tail[1:], slim, sections, width)
-        per_claim = []
-        for cid in dict.fromkeys(claims["claim"]):
-            exp = list(dict.fromkeys(str(x) for x in claims.loc[claims["claim"] == cid, "expected"]))
-            per_claim.append(
-                f"{cid} {exp[0]}" if len(exp) == 1 else f"{cid}: {len(exp)} thresholds, one per grid point"
-            )
-        title = f"claims per grid point (mean ± 95% interval over seeds); thresholds: {'; '.join(per_claim)}"
-    assert table is not None
-    tables.append((title, table))
+    if table is not None:
+        return [*tables, (title, table)]
+    # too narrow for a threshold column: the thresholds go above the table
+    per_claim = {}
+    for cid in dict.fromkeys(claims["claim"]):
+        exp = list(dict.fromkeys(str(x) for x in claims.loc[claims["claim"] == cid, "expected"]))
+        per_claim[cid] = f"{cid} {exp[0]}" if len(exp) == 1 else f"{cid}: {len(exp)} thresholds, one per grid point"
+    slim = [(h, lead, tc[1:]) for h, lead, tc in claim_cells]
+    table = _grid_table(study, [("claim", True)], tail[1:], slim, sections, width, must_fit=True)
+    if table is not None:
+        title = f"claims per grid point ({what} ± 95% interval over seeds); thresholds: {'; '.join(per_claim.values())}"
+        return [*tables, (title, table)]
+    # still too narrow (a long verdict word such as INCONCLUSIVE): one table per claim, the claim above it
+    for cid, text in per_claim.items():
+        cells = [(h, [], tc) for (h, _, tc), c in zip(slim, cell_claims) if c == cid]
+        one = _grid_table(study, [], tail[1:], cells, [False] * len(cells), width)
+        assert one is not None  # must_fit=False: always a table
+        tables.append((f"claim {text} per grid point ({what} ± 95% interval over seeds):", one))
     return tables
 
 

@@ -54,7 +54,7 @@ from torch.autograd.function import once_differentiable
 
 from ssldyn.checks import choice
 from ssldyn.models._sizes import check_sizes
-from ssldyn.models.activations import ActivationName, get_activation
+from ssldyn.models.activations import ACTIVATION_NAMES, ACTIVATIONS, Activation, ActivationName, get_activation
 from ssldyn.models.seeding import member_generators
 
 _LEAKY_SLOPE = -float(get_activation("leaky_relu").fn(torch.tensor(-1.0, dtype=torch.float64)))  # 0.05
@@ -77,12 +77,27 @@ __all__ = ["BNMode", "BNStats", "TokenPath", "BN_MODES", "BN_STATS", "TOKEN_PATH
 
 
 def _per_member(value, n: int, name: str) -> list:
-    if isinstance(value, (str, int, float)) or value is None:
+    if isinstance(value, (str, int, float, Activation)) or value is None:
         return [value] * n
     value = list(value)
     if len(value) != n:
         raise ValueError(f"{name}: expected one value or {n} (one per member), got {len(value)}")
     return value
+
+
+def _builtin_activation(a: object) -> str:
+    """The name of a built-in activation, given by name or as the object :func:`get_activation` returns; anything
+    else (a custom :class:`Activation` such as ``monomial(3)``) is one ``ValueError``: the hand-derived backward of
+    :meth:`EnsembleRFNet.forward_pair` knows the built-in activations only."""
+    if isinstance(a, str):
+        return get_activation(a).name  # an unknown name: one error naming the allowed ones
+    if isinstance(a, Activation) and ACTIVATIONS.get(a.name) is a:
+        return a.name
+    what = f"{a.name!r} (a custom Activation)" if isinstance(a, Activation) else repr(a)
+    raise ValueError(
+        f"activation {what}: EnsembleRFNet takes a built-in activation only, by name or as get_activation(name) "
+        f"returns it (its backward is derived by hand); allowed values are {', '.join(map(repr, ACTIVATION_NAMES))}"
+    )
 
 
 def _runs(names: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
@@ -137,7 +152,10 @@ class EnsembleRFNet(nn.Module):
         filters: M (filters per RF) — one int, or one per member (padded to the max).
         out_dim: output dimension (``output_d``; 50 in Sec. 5).
         ensemble: number of members E.
-        activation: name (see :func:`~ssldyn.models.activations.get_activation`) or one per member.
+        activation: a built-in activation — its name (:data:`~ssldyn.models.activations.ACTIVATION_NAMES`) or
+            the object :func:`~ssldyn.models.activations.get_activation` returns for it — or one per member.
+            Custom activations (``monomial(3)``) are refused: the backward of :meth:`forward_pair` is derived
+            by hand for the built-in ones.
         bn: BN variant (``BN_MODES``) or one per member.
         bn_eps: ε of BatchNorm.
         bn_stats: the samples :meth:`forward_pair` takes the BN statistics over: ``"view"`` (each
@@ -175,7 +193,7 @@ class EnsembleRFNet(nn.Module):
         *,
         out_dim: int = 50,
         ensemble: int = 1,
-        activation: ActivationName | Sequence[ActivationName] = "relu",
+        activation: ActivationName | Activation | Sequence[ActivationName | Activation] = "relu",
         bn: BNMode | Sequence[BNMode] = "off",
         bn_eps: float = 1e-5,
         bn_stats: BNStats = "view",
@@ -193,9 +211,7 @@ class EnsembleRFNet(nn.Module):
         Ms = [int(m) for m in _per_member(filters, E, "filters")]
         if min(Ms) < 1:
             raise ValueError(f"filters: every member needs >= 1 filter per RF, got {Ms}")
-        self.acts = [
-            get_activation(a).name if isinstance(a, str) else a.name for a in _per_member(activation, E, "activation")
-        ]
+        self.acts = [_builtin_activation(a) for a in _per_member(activation, E, "activation")]
         self.bn_modes = _per_member(bn, E, "bn")
         for m in self.bn_modes:
             choice(m, "bn", BN_MODES)

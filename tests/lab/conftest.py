@@ -57,15 +57,20 @@ def toy():
     contract._REGISTRY.pop(Toy.name, None)
 
 
+def _registered(cls):
+    """Register ``cls`` (after the shipped experiments) for one test, and unregister it afterwards."""
+    registry.load_all()
+    contract.register(cls)
+    yield cls
+    contract._REGISTRY.pop(cls.name, None)
+
+
 @pytest.fixture
 def toy_sweep():
     """Register the toy sweep experiment (a knob ``lr``, declared claims) for one test."""
     from tests.lab.toy import ToySweep
 
-    registry.load_all()
-    contract.register(ToySweep)
-    yield ToySweep
-    contract._REGISTRY.pop(ToySweep.name, None)
+    yield from _registered(ToySweep)
 
 
 @pytest.fixture
@@ -73,10 +78,7 @@ def toy_map():
     """Register the toy experiment with a control and a robustness map for one test."""
     from tests.lab.toy import ToyMap
 
-    registry.load_all()
-    contract.register(ToyMap)
-    yield ToyMap
-    contract._REGISTRY.pop(ToyMap.name, None)
+    yield from _registered(ToyMap)
 
 
 @pytest.fixture
@@ -84,7 +86,4 @@ def toy_rule():
     """Register the toy whose run() refuses x = 2 (UserError) and crashes at x = 3 (its map's second point)."""
     from tests.lab.toy import ToyRule
 
-    registry.load_all()
-    contract.register(ToyRule)
-    yield ToyRule
-    contract._REGISTRY.pop(ToyRule.name, None)
+    yield from _registered(ToyRule)

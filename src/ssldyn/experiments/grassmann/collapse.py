@@ -685,7 +685,7 @@ class Collapse(GrassmannExperiment):
         out = []
         for s in range(S):
             res = Result(summary=res_s[s], arrays=arrays[s])
-            res.arrays["epochs"] = np.arange(0, cfg.epochs + 1, cfg.record_every)
+            res.arrays["epochs"] = np.array(sorted({*range(0, cfg.epochs + 1, cfg.record_every), cfg.epochs}))
             res.notes.append(
                 "Losses are means over anchors; the kernel model uses random Fourier features of the RBF kernel "
                 f"(bandwidth 1, {p} features), trained with η·|λ_1(C)|/|λ_1(C_ψ)| = {res_s[s]['kernel_lr']:.3g} so "

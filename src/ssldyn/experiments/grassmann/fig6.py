@@ -85,6 +85,9 @@ class Fig6Config(LiftedMoonsConfig):
         d = 2 + len(self.extra_stds)
         if self.h < max(d, self.z) or self.z > d:
             raise ValueError(f"need z <= d = {d} and h >= max(d, z) (got h={self.h}, z={self.z})")
+        if 1 not in self.depths or len(set(self.depths)) != len(self.depths):
+            raise ValueError(f"depths={self.depths} must hold 1 (the one-hidden-layer net the others are compared "
+                             "with) and no depth twice")  # fmt: skip
         return self
 
 
@@ -198,7 +201,7 @@ class Fig6(GrassmannExperiment):
         out = []
         for s in range(S):
             res = Result(summary={"eigenvalues_C": lam[s].tolist(), "optimal_loss": float(lam[s, : cfg.z].sum())})
-            base_key = cfg.depths[0]
+            base_key = 1  # the one-hidden-layer net (the validator requires it in depths)
             base = maps[base_key][s]
             angles, resid, gram, svals = {}, {}, {}, {}
             u_base = (mb.x[s] @ base.T).cpu().numpy()  # (n, z)

@@ -80,6 +80,7 @@ class Fig5(TokenGridExperiment):
     # 3000 steps: the ReLU filters' χ̄₋ falls below 1/(d − P) between 2500 and 3000 steps (0.26 at 1000)
     quick = {"steps": 3000, "log_every": 500, "panels_P": [3]}
     est_seconds = (6, 65)
+    version = "2"  # 2: the claims read the χ̄± of the chi_tokens set the table shows (they read the generators always)
     claims = (
         ClaimSpec(
             "relu-beats-linear", "With ReLU the learned weights capture the P candidate tokens of R_k^g at each RF, "
@@ -149,9 +150,10 @@ class Fig5(TokenGridExperiment):
                 data = token_data(r)
                 res.arrays[f"allowed/{key}"] = data["allowed"]
                 res.arrays[f"relevant/{key}"] = data["relevant"]
-                chi_plus = traj.series("chi_plus", m)[1]
-                chi_minus = traj.series("chi_minus", m)[1]
-                signed = traj.series("chi_minus_signed", m)[1]
+                sfx = "" if cfg.chi_tokens == "generators" else "_candidates"  # the token set the table uses
+                chi_plus = traj.series(f"chi_plus{sfx}", m)[1]
+                chi_minus = traj.series(f"chi_minus{sfx}", m)[1]
+                signed = traj.series(f"chi_minus_signed{sfx}", m)[1]
                 res.summary[f"chi_plus/{key}"] = float(chi_plus[-1])
                 res.summary[f"chi_plus_init/{key}"] = float(chi_plus[0])
                 res.summary[f"chi_minus/{key}"] = float(chi_minus[-1])

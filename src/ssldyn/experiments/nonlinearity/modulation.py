@@ -87,6 +87,11 @@ class ModulationConfig(ExperimentConfig):
             raise ValueError("p_disc must exceed p_other (otherwise no pattern is discriminative)")
         if self.dt > self.t_max or self.dt2 > self.t_max2:
             raise ValueError("dt must not exceed t_max (and dt2 not t_max2)")
+        # the claims read cs and eps_grid by position (c = 0 first, the largest c last; neighbours in order)
+        if self.cs != sorted(set(self.cs)) or self.cs[0] != 0.0:
+            raise ValueError(f"cs={self.cs} must be increasing, distinct and start at 0 (the unmodulated flow)")
+        if self.eps_grid != sorted(set(self.eps_grid)):
+            raise ValueError(f"eps_grid={self.eps_grid} must be increasing and distinct")
         return self
 
 

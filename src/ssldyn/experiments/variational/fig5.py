@@ -183,6 +183,8 @@ class Fig5Config(FlowCompareConfig):
             )
         if min(self.table_lrs) >= self.lr_network:
             raise ValueError(f"table_lrs={self.table_lrs} needs a step below lr_network={self.lr_network}")
+        if not any(abs(s - self.lr_network) < 1e-12 for s in self.table_lrs):  # step-independent reads that row
+            raise ValueError(f"table_lrs={self.table_lrs} must contain lr_network={self.lr_network}")
         return self
 
 

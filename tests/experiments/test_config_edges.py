@@ -10,13 +10,15 @@ from ssldyn.contract.config import build_config
 from ssldyn.lab import UserError, run_experiment
 
 
-def test_variational_fig5_refuses_a_step_table_without_the_runs_own_step():
-    """step-independent reads the table row of lr_network: with lr_network = 0.2 and no 0.2 row it read σ = 0.3."""
-    from ssldyn.experiments.variational.fig5 import Fig5Config
-
-    with pytest.raises(UserError, match=r"must contain lr_network=0.2"):
-        build_config(Fig5Config, {"lr_network": 0.2})
-    build_config(Fig5Config, {"lr_network": 0.3})  # a row of the default table
+def test_variational_fig5_step_table_always_has_the_runs_own_step(tmp_path):
+    """step-independent reads the table row of lr_network: with lr_network = 0.2 and no 0.2 row it read the nearest
+    one (σ = 0.3, 10× the value). The run's own step is now always a row of the table."""
+    out = run_experiment("variational.fig5", quick=True, seeds=1, sets={"lr_network": 0.2}, out=tmp_path)
+    table = out.run.table("step_table").set_index("lr")
+    assert 0.2 in table.index
+    (c,) = [c for c in out.claims if c.id == "step-independent"]
+    expected = abs(table.loc[0.2, "silhouette"] - table.loc[table.index.min(), "silhouette"])
+    assert c.values[0] == pytest.approx(expected, rel=1e-5)
 
 
 def test_grassmann_fig6_compares_with_the_one_hidden_layer_net():

@@ -197,8 +197,8 @@ class SimCLRAugment:
     Steps (each per image, parameters from the generator): random resized crop (``scale``,
     ``ratio``); rotation by ``U(±rotation)`` degrees; for RGB, with probability ``jitter_p``
     brightness/contrast/saturation factors ``U(1 ± jitter)`` (none when ``jitter`` is 0), then
-    grayscale with probability ``gray_p``; Gaussian blur with probability ``blur_p`` and ``σ ~ U(blur_sigma)`` pixels;
-    additive noise ``N(0, noise²)``; clamp to [0, 1].
+    grayscale with probability ``gray_p``; Gaussian blur with probability ``blur_p`` and
+    ``σ ~ U(blur_sigma)`` pixels; additive noise ``N(0, noise²)``; clamp to [0, 1].
 
     Settings are checked when the augmentation is built (one ``ValueError`` naming the setting):
     ``scale`` in (0, 1], ``ratio`` in (0, ∞), ``rotation``, ``noise`` finite and >= 0, ``jitter`` and

@@ -75,15 +75,16 @@ class _ModelMonitor:
         return self._values(z, self.keys)
 
     def _values(self, z: Any, read: tuple[str, ...]) -> dict[str, float | Tensor]:
+        versions = self._versions()
         if (
             z is None
             or z is not self._last_obs
             or self._cache is None
             or not self._read.isdisjoint(read)
-            or self._versions() != self._last_versions
+            or versions != self._last_versions
         ):
             self._cache = self._compute()
-            self._last_obs, self._last_versions, self._read = z, self._versions(), set()
+            self._last_obs, self._last_versions, self._read = z, versions, set()
         self._read.update(read)
         return self._cache
 

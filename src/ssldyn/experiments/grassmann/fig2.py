@@ -150,7 +150,8 @@ class Fig2(GrassmannExperiment):
         "thm1_draws": 4,
     }
     est_seconds = (2, 170)  # CPU seconds for all seeds (3 quick, 5 paper)
-    version = "4"  # 4: tanh-thm1-constant's reading (the bound falls 5×) and sigmoid-increases' effect (58%) corrected (text only)
+    # 4: tanh-thm1-constant's reading (the bound falls 5×) and sigmoid-increases' effect (58%) corrected (text only)
+    version = "4"
     robustness = (
         Robustness(
             claims=("relu-decreases", "tanh-decreases-training", "relu-slower"),

@@ -80,7 +80,7 @@ class Fig5(TokenGridExperiment):
     # 3000 steps: the ReLU filters' χ̄₋ falls below 1/(d − P) between 2500 and 3000 steps (0.26 at 1000)
     quick = {"steps": 3000, "log_every": 500, "panels_P": [3]}
     est_seconds = (6, 65)
-    version = "2"  # 2: the claims read the χ̄± of the chi_tokens set the table shows (they read the generators always)
+    version = "2"  # 2: the claims read the χ̄± of the chi_tokens set the table shows (they always read generators)
     claims = (
         ClaimSpec(
             "relu-beats-linear", "With ReLU the learned weights capture the P candidate tokens of R_k^g at each RF, "

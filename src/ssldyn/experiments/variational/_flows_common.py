@@ -439,9 +439,9 @@ def step_table(
             # unstable step are visible at any σ)
             run = run_network(make_model(), m, loss=loss, lr=lr, steps=steps, record=record_steps(steps, 400, 400),
                               loss_every=range(steps + 1))  # fmt: skip
-            if run.loss_log is None or len(run.loss_log) != steps + 1:
-                raise RuntimeError(f"step_table: σ = {lr:g} logged the loss at {0 if run.loss_log is None else len(run.loss_log)} "
-                                   f"of {steps + 1} steps")  # fmt: skip
+            logged = 0 if run.loss_log is None else len(run.loss_log)
+            if run.loss_log is None or logged != steps + 1:
+                raise RuntimeError(f"step_table: σ = {lr:g} logged the loss at {logged} of {steps + 1} steps")
             rise = max_loss_increase(run.loss_log)
         p = probes_of(run, m.labels)
         i = p.at(time)

@@ -196,8 +196,9 @@ def _evaluate(
 ) -> None:
     """Fig. 1's measures on one data set (train ``tr``, test ``te``), into ``res``: k-NN, linear probe, silhouette and
     k-means NMI of the pixels and of the trained backbone's features (``net``), the same without the linear probe
-    for the untrained encoder (``init``: the negative control of the SimCLR-vs-pixels claims), and ``tsne_points`` test points drawn from
-    ``rng`` with their labels and features for the t-SNE panels (``{tag}_tsne_labels``, ``{tag}_features_*``)."""
+    for the untrained encoder (``init``: the negative control of the SimCLR-vs-pixels claims), and ``tsne_points``
+    test points drawn from ``rng`` with their labels and features for the t-SNE panels (``{tag}_tsne_labels``,
+    ``{tag}_features_*``)."""
 
     def features(m) -> tuple[torch.Tensor, torch.Tensor]:
         return embed(m, tr.images.to(ctx.device))[0].cpu(), embed(m, te.images.to(ctx.device))[0].cpu()

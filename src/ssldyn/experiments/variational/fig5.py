@@ -44,8 +44,8 @@ the uniform minimiser).
 
 **Time and step size.** Time is ``t = σ·iteration``. At σ = 0.1 GD is in the gradient-flow
 regime: at the same t it gives the same silhouette as the table's smallest step (σ = 0.03;
-claim ``step-independent``); the larger steps (1.0, 0.3) are reported in ``step_table``. The paper's iteration numbers (15, 200, 1,000) are
-read at our steps.
+claim ``step-independent``); the larger steps (1.0, 0.3) are reported in ``step_table``. The
+paper's iteration numbers (15, 200, 1,000) are read at our steps.
 
 **Long run (the paper's headline dynamic claim).** "Clustering structure can present itself
 for a substantial period of time during training, even if it eventually converges to a

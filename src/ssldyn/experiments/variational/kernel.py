@@ -429,7 +429,8 @@ class KernelCheck(VariationalExperiment):
         res.tables["imbalance"] = edf
         res.summary["imbalance_slope"] = loglog_slope(edf["ratio"], edf["gain"])
         res.summary["imbalance_slope_vanilla"] = loglog_slope(edf["ratio"], edf["vanilla_speed"])
-        # Thm 4.5 prediction of the gain: (n_q/n) ‖ξ‖² × (β-weighted gradient norm ratio) ≈ (n_q/n)·‖ξ‖²·½ = 2n_q/n at center_norm = 2
+        # Thm 4.5 prediction of the gain: (n_q/n) ‖ξ‖² × (β-weighted gradient norm ratio)
+        # ≈ (n_q/n)·‖ξ‖²·½ = 2n_q/n at center_norm = 2
         beta_e = cluster_coefficients(ne.B[0].detach(), de.centers, "relu", d=d_e)
         pred_gain = [  # (n_q/n) ‖ξ_q‖² ‖β_q g‖/‖g‖ (eq. 21)
             float(

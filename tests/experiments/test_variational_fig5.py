@@ -98,11 +98,12 @@ def test_quick_run_claims(tmp_path):
     out = run_experiment("variational.fig5", quick=True, seeds=1, out=tmp_path)
     claims = {c.id: c for c in out.claims}
     assert len(claims) == 12
-    # seed 0: every claim but "stabilises after 200 iterations" holds — the embedding keeps decaying towards
-    # the uniform minimiser afterwards (the paper's own headline claim) — and the clusters do not emerge from the
-    # paper's uniform start (Sec. 3 / 4.2): its silhouette stays near its start, like vanilla GD's
+    # seed 0: "stabilises after 200 iterations" fails — the embedding keeps decaying towards the uniform minimiser
+    # afterwards (the paper's own headline claim) —, the clusters do not emerge from the paper's uniform start
+    # (Sec. 3 / 4.2): its silhouette stays near its start, like vanilla GD's; and the silhouette at iteration 15 is
+    # 0.44, short of 0.5 (inconclusive at paper scale: it varies with the seed); every other claim holds
     failing = {k for k, c in claims.items() if not c.passed}
-    assert failing == {"network-stabilises", "uniform-start-clusters"}, {
+    assert failing == {"network-stabilises", "uniform-start-clusters", "clusters-by-iteration-15"}, {
         k: (c.measured, c.expected) for k, c in claims.items()
     }
     u = out.run.result().summary

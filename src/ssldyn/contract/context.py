@@ -13,6 +13,7 @@ import torch
 
 from ssldyn.contract.threads import keep_heap_pad, set_threads, threads_from_env, torch_threads  # noqa: F401 (re-exported)
 from ssldyn.errors import UserError
+from ssldyn.streams import stream
 
 __all__ = [
     "seed_everything",
@@ -124,16 +125,14 @@ class Context:
         self.seeds = tuple(int(s) for s in self.seeds) or (int(self.seed),)
 
     def generator(self, offset: int = 0, seed: int | None = None) -> torch.Generator:
-        """A CPU ``torch.Generator`` seeded with ``seed + offset`` (``seed`` defaults to ``ctx.seed``).
-
-        Known limitation: streams overlap across seeds — seed ``s`` at offset ``k`` is seed ``s + k`` at offset 0
-        (e.g. ``variational.invariance``: seed 1's data noise is seed 0's first perturbation draw), so the seeds of
-        a run are not fully independent replicates. Deriving the seed from the pair (``np.random.SeedSequence([seed,
-        offset])``) would fix it but changes every run's numbers; it is left for a pass that re-measures them all.
+        """A CPU ``torch.Generator`` for stream ``offset`` of ``seed`` (default ``ctx.seed``):
+        :func:`ssldyn.streams.stream(seed, offset) <ssldyn.streams.stream>`, seeded by NumPy's
+        ``SeedSequence(seed, spawn_key=(offset,))``. Distinct ``(seed, offset)`` pairs give unrelated
+        streams, so the seeds of a run are independent replicates (an additive ``seed + offset``, used
+        before 2026-12-05, made seed ``s`` at offset ``k`` the stream of seed ``s + k`` at offset 0).
+        ``offset``: an integer in ``[0, 2^32)`` naming the stream (one per random role of the run).
         """
-        g = torch.Generator()
-        g.manual_seed((self.seed if seed is None else int(seed)) + offset)
-        return g
+        return stream(self.seed if seed is None else int(seed), offset)
 
     def generators(self, offset: int = 0) -> list[torch.Generator]:
         """One :meth:`generator` per seed of ``seeds`` (for seed-batched experiments)."""

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ssldyn.checks import integer, nonnegative
+from ssldyn.streams import derive_seed
 
 __all__ = ["SSLViews", "make_views", "half_moons"]
 
@@ -118,7 +119,8 @@ def half_moons(
         extra_stds: optional extra coordinates appended to the 2-D moons, coordinate k drawn
             i.i.d. N(0, extra_stds[k]²) (d = 2 + len(extra_stds)); used where an experiment needs
             d > 2 (e.g. z = 3 in Fig. 5) with distinct eigenvalues of C.
-        seed: one seed for the moons and for the views.
+        seed: one seed for the moons (``make_moons(random_state=seed)``), the views
+            (``derive_seed(seed, 1)``, :mod:`ssldyn.streams`) and the extra coordinates (``derive_seed(seed, 2)``).
         device: device of the view tensors (see :func:`make_views`).
 
     Returns:
@@ -134,6 +136,6 @@ def half_moons(
     x, y = make_moons(n_samples=int(n), noise=float(noise), random_state=seed)
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y)  # (n, 2), (n,)
     if len(extra_stds):
-        rng = np.random.default_rng(seed + 7919)
+        rng = np.random.default_rng(derive_seed(seed, 2))
         x = np.concatenate([x, rng.normal(size=(x.shape[0], len(extra_stds))) * np.asarray(extra_stds)], axis=1)
-    return make_views(x, y, p=p, q=q, noise_var=noise_var, seed=seed + 1, dtype=dtype, device=device)
+    return make_views(x, y, p=p, q=q, noise_var=noise_var, seed=derive_seed(seed, 1), dtype=dtype, device=device)

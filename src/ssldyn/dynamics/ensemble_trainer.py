@@ -91,7 +91,9 @@ TOKEN_MAX_ELEMS = 2_200_000
 # Per-member fixed cost of a token-path step in units of one filter (loss, scatter of ∂L/∂z, data):
 # measured ~0.5 ms + 0.007 ms·M per member-step on one core, i.e. ~70 filters.
 TOKEN_MEMBER_OVERHEAD = 70
-INIT_SEED_OFFSET = 7919  # network init seed = run seed + offset (data use the run seed itself)
+# network init seed = run seed + offset (data use the run seed itself). Additive, unlike the experiments' streams
+# (ssldyn.streams.derive_seed): kept, as it meets another run's data stream only 7919 seeds away (README "Seeds")
+INIT_SEED_OFFSET = 7919
 
 Probe = Callable[[EnsembleRFNet], "torch.Tensor | float"]
 

@@ -17,7 +17,7 @@ On the half-moons (d = 2) with loss (1) (mean over anchors), full-batch GD:
   diagonal spread of CLT size ``h^(−1/2)`` against an O(1) diagonal. The statistic
   (:func:`dimension_coupling`: cross ratio, diagonal spread) is averaged over ``ntk_draws``
   independent initialisations per width (our choice, to reduce the draw-to-draw noise; draw r
-  uses the seed ``seed + h + 100000·r``). The paper fixes no number of draws; with 4 the per-seed
+  uses the seed ``derive_seed(seed, 1, h, r)``, :mod:`ssldyn.streams`). The paper fixes no number of draws; with 4 the per-seed
   slopes spread from −0.24 to −0.44 and the claim was inconclusive at paper scale (−0.33
   [−0.43, −0.24] against < −0.25), with the default 16 they spread from −0.37 to −0.43 (−0.40
   [−0.45, −0.36], pass); the robustness map over ``ntk_draws`` × ``ntk_points`` shows both.
@@ -89,6 +89,7 @@ from ssldyn.objectives.peers import spectral_contrastive_loss
 from ssldyn.probes import loglog_slope
 from ssldyn.probes.collapse import dimension_coupling, singular_value_ratio
 from ssldyn.probes.subspace import principal_angles
+from ssldyn.streams import derive_seed
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 COLLAPSED = "tolerance: σ_min/σ_max below 1e-3 is a line to plotting and probing precision"
@@ -200,10 +201,6 @@ def _rows_vs_singles(theta_multi: torch.Tensor, theta_single: torch.Tensor, z: i
     return _max_row_deviation(theta_multi, single)
 
 
-#: seed offset between the independent initialisations (draws) of one width in the Lemma 1 NTK statistics
-_DRAW_STRIDE = 100_000
-
-
 def correlated_columns(W2: torch.Tensor, rho: float) -> torch.Tensor:
     """Output weights ``W2 (..., h, z)`` with columns ``j ≥ 1`` replaced by ``ρ·W2[:, 0] + √(1−ρ²)·W2[:, j]``.
 
@@ -231,7 +228,7 @@ def ntk_param_kernel(net: TwoLayerNet, x: torch.Tensor) -> tuple[torch.Tensor, t
 def _ntk_widths(sm: dict, cfg: CollapseConfig, x: torch.Tensor, seed: int, z: int, dev) -> None:
     """Lemma 1 for 2-layer tanh nets at initialisation, one lab seed: writes into the summary ``sm``.
 
-    Per width h and draw r (seed ``seed + h + _DRAW_STRIDE·r``, ``W1 ~ N(0, 1/d)``, ``W2 ~ N(0, 1/h)``):
+    Per width h and draw r (seed ``derive_seed(seed, 1, h, r)``, ``W1 ~ N(0, 1/d)``, ``W2 ~ N(0, 1/h)``):
     :func:`dimension_coupling` of the NTK-parametrisation kernel, and of the same network with correlated output
     weights (:func:`correlated_columns`, the control), averaged over the ``ntk_draws`` draws; for draw 0 also the
     standard-parametrisation kernel and its first-layer block (``lemma1-standard-rate``). Then the log-log slopes
@@ -241,7 +238,7 @@ def _ntk_widths(sm: dict, cfg: CollapseConfig, x: torch.Tensor, seed: int, z: in
     for h in cfg.ntk_widths:
         acc: dict[str, list[tuple[float, float]]] = {"ntkparam": [], "corr_ntkparam": []}
         for r in range(cfg.ntk_draws):
-            net = TwoLayerNet(d, h, z, "tanh", "unconstrained", seeds=[seed + h + _DRAW_STRIDE * r], init="normal",
+            net = TwoLayerNet(d, h, z, "tanh", "unconstrained", seeds=[derive_seed(seed, 1, h, r)], init="normal",
                               dtype=torch.float64, device=dev)  # fmt: skip
             K, K1, Kn = ntk_param_kernel(net, x)
             acc["ntkparam"].append(dimension_coupling(Kn))
@@ -546,7 +543,7 @@ class Collapse(GrassmannExperiment):
             arrays[s]["projector/sv_ratio"] = svr[:, s].numpy()
         # --- Prop. 2 (Frobenius ball) vs Prop. 3 (orthogonality): 2-layer linear nets
         for regime in ("frobenius", "orthogonal"):
-            net = TwoLayerNet(d, cfg.hidden, z, "linear", regime, ensemble=S, seeds=[s + 3 for s in seeds],
+            net = TwoLayerNet(d, cfg.hidden, z, "linear", regime, ensemble=S, seeds=[derive_seed(s, 3) for s in seeds],
                               init="orthogonal", dtype=torch.float64, device=dev)  # fmt: skip
             kw = {"emb": lambda net=net: net(x), "inputs": mb.inputs()}  # embeddings (S, n, z)
             M0 = net.end_to_end().detach().clone()  # (S, z, d) at initialisation
@@ -613,7 +610,7 @@ class Collapse(GrassmannExperiment):
         single, _ = _gd(ms, reg_loss(ms, repeat_per_seed(x, z), y_single), repeat_per_seed(lr_lin, z), cfg.epochs,
                         cfg.record_every)  # fmt: skip
         reg_dev = _rows_vs_singles(multi, single, z).cpu()  # (S,)
-        net = TwoLayerNet(d, cfg.control_width, z, "tanh", "unconstrained", ensemble=S, seeds=[s + 11 for s in seeds],
+        net = TwoLayerNet(d, cfg.control_width, z, "tanh", "unconstrained", ensemble=S, seeds=[derive_seed(s, 11) for s in seeds],
                           init="normal", dtype=f64, device=dev)  # fmt: skip
         nets1 = TwoLayerNet(d, cfg.control_width, 1, "tanh", "unconstrained", ensemble=S * z, init="normal",
                             dtype=f64, device=dev)  # fmt: skip
@@ -655,7 +652,7 @@ class Collapse(GrassmannExperiment):
             res_s[s]["loss2_printed_trace_over_loss"] = float(tr_printed[s] / L2[s])
             res_s[s]["loss2_used_trace_over_loss"] = float(tr_used[s] / L2[s])
         for regime in ("frobenius", "orthogonal"):
-            net = TwoLayerNet(d, cfg.hidden, z, "linear", regime, ensemble=S, seeds=[s + 5 for s in seeds],
+            net = TwoLayerNet(d, cfg.hidden, z, "linear", regime, ensemble=S, seeds=[derive_seed(s, 5) for s in seeds],
                               init="orthogonal", dtype=f64, device=dev)  # fmt: skip
             if regime == "frobenius":
                 _gd(net, nc_loss(net), lr_lin, cfg.epochs, cfg.record_every, project=net.project_, inputs=mb.inputs())
@@ -668,7 +665,7 @@ class Collapse(GrassmannExperiment):
                 res_s[s][f"loss2_{regime}_map_sv_ratio"] = float(map_ratio[s])
         # --- Prop. 2 with a nonlinear activation: u = W2ᵀtanh(W1x) in the Frobenius balls (control: Stiefel)
         for regime in ("frobenius", "orthogonal"):
-            net = TwoLayerNet(d, cfg.hidden, z, "tanh", regime, ensemble=S, seeds=[s + 13 for s in seeds],
+            net = TwoLayerNet(d, cfg.hidden, z, "tanh", regime, ensemble=S, seeds=[derive_seed(s, 13) for s in seeds],
                               init="orthogonal", dtype=f64, device=dev)  # fmt: skip
             kw = {"emb": lambda net=net: net(x), "inputs": mb.inputs()}
             if regime == "frobenius":

@@ -62,6 +62,7 @@ from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
 from ssldyn.probes import loglog_slope
 from ssldyn.probes.subspace import linear_svm_accuracy, pca_components, principal_angles
+from ssldyn.streams import derive_seed
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 PIXELS = 784
@@ -131,7 +132,7 @@ def _prepare(cfg: Fig4Config, seed: int, device: torch.device | str | None = Non
     X, y = images if images is not None else _images(cfg, seed, device)
     if cfg.pca_dim:
         X = X @ pca_components(X, cfg.pca_dim).T  # (n, pca_dim)
-    views = make_views(X, y, noise_var=cfg.noise_var, seed=seed + 1, device=device)  # numpy draws, then device
+    views = make_views(X, y, noise_var=cfg.noise_var, seed=derive_seed(seed, 1), device=device)  # numpy draws
     C = contrast_matrix(views.x, views.x_pos, views.x_neg) / views.n  # (d, d)
     return views, C / torch.linalg.matrix_norm(C, ord=2)
 
@@ -352,7 +353,9 @@ class Fig4(GrassmannExperiment):
         hs = np.asarray(cfg.timing_widths)
         ode_ops = []
         for h in cfg.timing_widths:
-            net0 = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[seeds[0] + h], dtype=torch.float64, device=dev)
+            net0 = TwoLayerNet(
+                d, h, z, "linear", "orthogonal", seeds=[derive_seed(seeds[0], 2, h)], dtype=torch.float64, device=dev
+            )
             q0 = q_from_map(net0.end_to_end()[0].detach(), V[0])  # (d, z)
             ode_ops.append(ode_step_flops(q0.shape[0], q0.shape[1], dev))
         ode_ops = np.asarray(ode_ops, dtype=float)
@@ -371,14 +374,18 @@ class Fig4(GrassmannExperiment):
         for i, seed in enumerate(seeds):
             blocks_gd, blocks_ode = [], []
             for h in ctx.track(cfg.timing_widths, description=f"Fig. 4 timing (seed {seed})"):
-                net0 = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[seed + h], dtype=torch.float64, device=dev)
+                net0 = TwoLayerNet(
+                    d, h, z, "linear", "orthogonal", seeds=[derive_seed(seed, 2, h)], dtype=torch.float64, device=dev
+                )
                 q0 = q_from_map(net0.end_to_end()[0].detach(), V[i])  # (d, z)
-                blocks_gd.append(_time_gd(C[i], d, z, h, cfg.lr, cfg.timing_steps, cfg.timing_repeats, seed + h))
+                blocks_gd.append(
+                    _time_gd(C[i], d, z, h, cfg.lr, cfg.timing_steps, cfg.timing_repeats, derive_seed(seed, 2, h))
+                )
                 blocks_ode.append(_time_ode(q0, lam[i], cfg.lr, max(20 * cfg.timing_steps, 200), cfg.timing_repeats))
             bg, bo = np.stack(blocks_gd), np.stack(blocks_ode)  # (W, repeats)
             t_gd, t_ode = bg.min(1), bo.min(1)  # (W,): the least disturbed block (timeit convention)
             half_a, half_b = bg[:, 0::2].min(1), bg[:, 1::2].min(1)  # two halves of the GD blocks
-            rng = np.random.default_rng(seed)
+            rng = np.random.default_rng(derive_seed(seed, 4))  # the blocks' bootstrap
             timing.append({
                 "gd_seconds_per_update": dict(zip(map(str, hs), t_gd.round(8).tolist())),
                 "ode_seconds_per_step": dict(zip(map(str, hs), t_ode.round(9).tolist())),
@@ -395,7 +402,7 @@ class Fig4(GrassmannExperiment):
                 "timing_arrays": (t_gd, t_ode),
             })  # fmt: skip
         # downstream: GD (one ensemble over seeds) and the ODE from the same initial outputs
-        net = TwoLayerNet(d, cfg.h_train, z, "linear", "orthogonal", ensemble=S, seeds=[s + 1 for s in seeds],
+        net = TwoLayerNet(d, cfg.h_train, z, "linear", "orthogonal", ensemble=S, seeds=[derive_seed(s, 3) for s in seeds],
                           dtype=torch.float64, device=dev)  # fmt: skip
         q0 = q_from_map(net.end_to_end().detach(), V)  # (S, d, z)
         opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")

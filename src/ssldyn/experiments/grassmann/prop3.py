@@ -77,6 +77,7 @@ from ssldyn.experiments.grassmann._common import (
 from ssldyn.models.two_layer import Regime, TwoLayerNet
 from ssldyn.objectives import contrast_matrix, trace_loss
 from ssldyn.probes.subspace import principal_angles
+from ssldyn.streams import derive_seed
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 PROBLEMS = ("scaled", "balls", "product", "stiefel")
@@ -364,7 +365,7 @@ def _counterexample(cfg: Prop3Config, mb, dev, eta, lab_seeds) -> dict[str, torc
     C2 = C2 - 0.5 * lam2.sum(-1)[:, None, None] * torch.eye(2, dtype=C2.dtype, device=dev)  # λ_1 < 0 < λ_2
     lam = torch.linalg.eigvalsh(C2)  # (S, 2)
     k = max(1, cfg.steps // 5)
-    seeds = [int(s) + 1000 for s in lab_seeds]  # one initialisation per lab seed (the ensemble contract)
+    seeds = [derive_seed(s, 3) for s in lab_seeds]  # one initialisation per lab seed (the ensemble contract)
     out: dict[str, torch.Tensor] = {"counter_lambda1": lam[:, 0].cpu(), "counter_lambda2": lam[:, 1].cpu()}
     # (3): over the product M, singular values clipped at 1
     net0 = TwoLayerNet(2, 2, 2, "linear", "orthogonal", ensemble=S, seeds=seeds, dtype=torch.float64, device=dev)
@@ -390,7 +391,7 @@ def _expectation_demo(cfg: Prop3Config, seed: int, x: torch.Tensor) -> dict:
     n = x.shape[0]
     acc = torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64)
     for r in range(cfg.mc_draws):
-        v = make_views(x, seed=seed * 100003 + r + 1)  # x⁺ = x + ε, x⁻ a uniformly random other anchor
+        v = make_views(x, seed=derive_seed(seed, 5, r))  # x⁺ = x + ε, x⁻ a uniformly random other anchor
         acc += contrast_matrix(v.x, v.x_pos, v.x_neg, symmetrize=False) / n  # C̃/n
     c_bar = acc / cfg.mc_draws
     xbar = x.mean(0)

@@ -56,6 +56,7 @@ from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.encoders import build_simclr_net
 from ssldyn.probes.downstream import knn_accuracy, label_silhouette, linear_probe_accuracy
+from ssldyn.streams import derive_seed
 from ssldyn.viz.common import new_figure, save_figure
 
 STANDIN_DERIVATION = (
@@ -214,7 +215,7 @@ def _evaluate(
 
 
 def _simclr(train_images: torch.Tensor, view_shape, augment, cfg: SimCLRRunConfig, ctx: Context, tag: str):
-    net = build_simclr_net(cfg.encoder, view_shape, ensemble=1, seeds=[ctx.seed + 11], widths=cfg.widths,
+    net = build_simclr_net(cfg.encoder, view_shape, ensemble=1, seeds=[derive_seed(ctx.seed, 11)], widths=cfg.widths,
                            hidden=cfg.hidden, feature_dim=cfg.feature_dim, proj_hidden=cfg.proj_hidden,
                            proj_dim=cfg.proj_dim).to(ctx.device)  # fmt: skip
     init = copy.deepcopy(net)

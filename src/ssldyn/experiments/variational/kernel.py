@@ -60,6 +60,7 @@ from ssldyn.models.activations import ActivationName
 from ssldyn.models.averaging import AveragingNet
 from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.probes.slopes import loglog_slope
+from ssldyn.streams import stream
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 DT = torch.float64
@@ -108,14 +109,12 @@ def _net(
     D: int,
     d: int,
     M: int,
-    seed: int,
+    generator: torch.Generator,
     invariant: bool = False,
     act: ActivationName = "relu",
     device: torch.device | None = None,
 ) -> AveragingNet:
-    return AveragingNet(
-        D, d, M, act, dtype=DT, invariant_init=invariant, generator=torch.Generator().manual_seed(seed), device=device
-    )
+    return AveragingNet(D, d, M, act, dtype=DT, invariant_init=invariant, generator=generator, device=device)
 
 
 def _sync(device: torch.device) -> None:
@@ -250,7 +249,7 @@ class KernelCheck(VariationalExperiment):
         loss = _loss(cfg.tau)
         g = ctx.generator(0)
         data = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, cfg.delta, generator=g, dtype=DT, device=device)
-        net = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, device=device)
+        net = _net(cfg.D, cfg.d, cfg.width, ctx.generator(1), device=device)
 
         # (b) closed form vs autograd
         _sync(device)
@@ -262,7 +261,7 @@ class KernelCheck(VariationalExperiment):
         K = averaging_net_kernel(net.B[0].detach(), data.x, None, "relu", d=cfg.d)
         _sync(device)
         t_cf = time.perf_counter() - t0
-        K_wrong = averaging_net_kernel(_net(cfg.D, cfg.d, cfg.width, ctx.seed + 7, device=device).B[0].detach(),
+        K_wrong = averaging_net_kernel(_net(cfg.D, cfg.d, cfg.width, ctx.generator(7), device=device).B[0].detach(),
                                        data.x, None, "relu", d=cfg.d)  # fmt: skip
         res.summary.update(
             closed_form_control_err=float((K_wrong - K_emp).abs().max()),
@@ -275,13 +274,13 @@ class KernelCheck(VariationalExperiment):
 
         # (a) one weight step vs the kernel prediction
         act_a = cfg.prop41_activation
-        net_a = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, act=act_a, device=device)
+        net_a = _net(cfg.D, cfg.d, cfg.width, ctx.generator(1), act=act_a, device=device)
         Ka = averaging_net_kernel(net_a.B[0].detach(), data.x, None, act_a, d=cfg.d)
         z0 = net_a(data.x)[0].detach()
         _, gz = embedding_loss_and_grad(loss, z0)  # ∂𝓛/∂z
         rows = []
         for eta in cfg.etas:
-            m = _net(cfg.D, cfg.d, cfg.width, ctx.seed + 1, act=act_a, device=device)
+            m = _net(cfg.D, cfg.d, cfg.width, ctx.generator(1), act=act_a, device=device)
             m.load_state_dict(net_a.state_dict())
             (g_hidden,) = torch.autograd.grad(loss(m(data.x)[0]), m.hidden.weight)
             with torch.no_grad():
@@ -305,9 +304,7 @@ class KernelCheck(VariationalExperiment):
         keys, errs, errs_wrong = [], [], []
         for M in ctx.track(cfg.widths, description="(c) widths"):
             for s in range(cfg.width_seeds):
-                B = torch.randn(
-                    M * cfg.d, cfg.D, generator=torch.Generator().manual_seed(1000 * M + s + ctx.seed), dtype=DT
-                ).to(device)
+                B = torch.randn(M * cfg.d, cfg.D, generator=stream(ctx.seed, 40, M, s), dtype=DT).to(device)
                 KM = averaging_net_kernel(B, xw, None, "relu", d=cfg.d)
                 keys.append((M, s))
                 errs.append((KM - Kinf).norm() / Kinf.norm())
@@ -330,7 +327,7 @@ class KernelCheck(VariationalExperiment):
                                 generator=ctx.generator(20), dtype=DT, device=device)  # fmt: skip
             Kd = averaging_net_kernel(net.B[0].detach(), dd.x, None, "relu", d=cfg.d)
             bs = block_structure(Kd, dd.labels)
-            perm = torch.randperm(dd.n, generator=torch.Generator().manual_seed(ctx.seed + 5))
+            perm = torch.randperm(dd.n, generator=ctx.generator(5))
             perm_lab = dd.labels[perm.to(dd.labels.device)]  # (n,) a random labelling (control)
             bs_r = block_structure(Kd, perm_lab)
             beta = cluster_coefficients(net.B[0].detach(), dd.centers, "relu", d=cfg.d)  # (N, d)
@@ -368,7 +365,7 @@ class KernelCheck(VariationalExperiment):
             dtype=DT,
             device=device,
         )
-        wide = _net(cfg.D, cfg.d, M_wide, ctx.seed + 3, device=device)
+        wide = _net(cfg.D, cfg.d, M_wide, ctx.generator(3), device=device)
         Kw = averaging_net_kernel(wide.B[0].detach(), dd.x, None, "relu", d=cfg.d)
         _, gw = embedding_loss_and_grad(loss, wide(dd.x)[0].detach())
         actual_w = -apply_kernel(Kw, gw)
@@ -403,7 +400,7 @@ class KernelCheck(VariationalExperiment):
             dtype=DT,
             device=device,
         )
-        ne = _net(de.x.shape[1], d_e, cfg.imbalance_width, ctx.seed + 2, invariant=True, device=device)
+        ne = _net(de.x.shape[1], d_e, cfg.imbalance_width, ctx.generator(2), invariant=True, device=device)
         ze = ne(de.x)[0].detach()
         _, ge = embedding_loss_and_grad(loss, ze)
         eta = 1e-4

@@ -43,7 +43,7 @@ PACKAGES = (
     "experiments/nonlinearity",
     "experiments/grassmann",
 )
-ROOT_MODULES = ("checks", "errors", "files", "memory", "results")  # public modules at the package root
+ROOT_MODULES = ("checks", "errors", "files", "memory", "results", "streams")  # public modules at the package root
 ROLE = re.compile(r":(?:py:)?(?:func|class|meth|mod|attr|data|exc|obj|const):`([^`]+)`")  # as in griffe_roles.py
 OPTIONS = "    options:\n      show_root_heading: true\n      heading_level: 1\n"
 

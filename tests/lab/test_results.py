@@ -23,8 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def x0_norm(seed: int, n: int) -> float:
-    """‖x_0‖ of the toy's start, drawn again (the toy draws it from ``ctx.generator()`` = seed + 0)."""
-    g = torch.Generator().manual_seed(seed)
+    """‖x_0‖ of the toy's start, drawn again (the toy draws it from ``ctx.generator()``: stream 0 of the seed, seeded
+    with the first 64-bit word of NumPy's ``SeedSequence(seed, spawn_key=(0,))`` halved)."""
+    g = torch.Generator().manual_seed(
+        int(np.random.SeedSequence(seed, spawn_key=(0,)).generate_state(1, np.uint64)[0]) // 2
+    )
     return float(torch.randn(n, generator=g, dtype=torch.float64).norm())
 
 

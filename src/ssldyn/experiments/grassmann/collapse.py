@@ -19,8 +19,8 @@ On the half-moons (d = 2) with loss (1) (mean over anchors), full-batch GD:
   independent initialisations per width (our choice, to reduce the draw-to-draw noise; draw r
   uses the seed ``derive_seed(seed, 1, h, r)``, :mod:`ssldyn.streams`). The paper fixes no number of draws; with 4 the per-seed
   slopes spread from −0.24 to −0.44 and the claim was inconclusive at paper scale (−0.33
-  [−0.43, −0.24] against < −0.25), with the default 16 they spread from −0.37 to −0.43 (−0.40
-  [−0.45, −0.36], pass); the robustness map over ``ntk_draws`` × ``ntk_points`` shows both.
+  [−0.43, −0.24] against < −0.25), with the default 16 they spread from −0.38 to −0.41 (−0.40
+  [−0.42, −0.38], pass); the robustness map over ``ntk_draws`` × ``ntk_points`` shows both.
   Negative control, the same networks with correlated output weights (columns j ≥ 1 of W2
   replaced by ``ρ·W2[:, 0] + √(1−ρ²)·W2[:, j]``, ρ = ``ntk_control_rho``): the outputs share
   their random weights, so the cross term stays O(ρ) at every width. Separately (a consequence,
@@ -321,7 +321,7 @@ class Collapse(GrassmannExperiment):
             "so the cross term does not vanish with h (slope ≈ 0)",
             if_fails="the slope of a mean over few initialisations per width is noisy: with ntk_draws = 4 the "
             "per-seed slopes at paper scale were −0.24 … −0.44 (mean −0.33 [−0.43, −0.24], inconclusive), with 16 "
-            "−0.37 … −0.43 (−0.40 [−0.45, −0.36]); see the robustness map over ntk_draws",
+            "−0.38 … −0.41 (−0.40 [−0.42, −0.38]); see the robustness map over ntk_draws",
         ),
         ClaimSpec(
             "lemma1-standard-rate", "In the standard parametrisation (W1 ~ N(0, 1/d), W2 ~ N(0, 1/h), gradients "

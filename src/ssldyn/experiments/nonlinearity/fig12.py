@@ -479,7 +479,7 @@ class Fig12(_RFMnistBase):
             reading="rise of the mean best cosine between a filter and a data patch, from initialisation to the end "
             "(ReLU, no augmentation)", relation=gt(0.1), bounds=(-1.0, 2.0),
             basis="tolerance: +0.1 over random filters (≈ 0.17 at initialisation)",
-            effect="tolerance: +0.1 is more than 20 times the seed spread of the initial value (±0.004)",
+            effect="tolerance: +0.1 is more than 20 times the seed spread of the initial value (±0.002)",
             control="the same rise for the linear-activation network (same init and minibatches)",
             if_fails="the rise of the raw filters' pattern match is mostly weight decay removing the random init: "
             "quick preset, 3 seeds — wd 0: +0.056 (1000 steps), +0.10 (3000); wd 5e-3: +0.24 (1000, linear +0.05), "

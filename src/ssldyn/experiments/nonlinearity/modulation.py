@@ -203,8 +203,8 @@ class Modulation(NonlinearityExperiment):
             reading="among the filters that move under eq. 15 (Δ_k(w_k) ≠ 0; the others never move): fraction at a "
             "discriminative pattern, eq. 15 minus the one-layer flow from the same starts", relation=gt(0.05),
             bounds=(-1.0, 1.0), basis="relation: 'raises'",
-            effect="tolerance: 5 points of the moving filters (≈ 1 binomial SE over the ~170 moving filters of "
-            "the quick preset, ≈ 2 over the ~570 of the default 200 starts × 4 RFs)",
+            effect="tolerance: 5 points of the moving filters (≈ 1 binomial SE over the ~180 moving filters of "
+            "the quick preset, ≈ 2 over the ~590 of the default 200 starts × 4 RFs)",
             derivation="Thm. 6: adding δ_kΔ_kΔ_kᵀ (δ_k ≥ 0) to A_k enlarges the basin of Δ_k",
             control="the same difference at the non-discriminative patterns (Thm. 6: their basins shrink)",
             if_fails="the gain at Δ_k is small: most of the modulation's effect is the suppression of the other "

@@ -118,7 +118,7 @@ class LME(NonlinearityExperiment):
             if_fails="u_m lies on the planes u_m'ᵀx = 0 of all other atoms (h'(0) = 0), so a perturbed start activates "
             "some of them and A(w) is not the rank-1 matrix of eq. 8 there: a start can converge elsewhere. The "
             "paper's 'near' is ours to choose (start_noise): the robustness map shows every start returning at "
-            "σ = 0.03 and about 80% at σ = 0.3",
+            "σ = 0.03 and about 70% at σ = 0.3",
         ),
         ClaimSpec(
             "relu-returns-summation", "... and near each LME u_m of the summation model (q_m < 0.382).",

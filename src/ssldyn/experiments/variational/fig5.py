@@ -32,8 +32,9 @@ claim ``uniform-start-clusters``. **Outcome: no clusters emerge from it**
 uniform measure is a stationary point (Thm. 3.2) and a local minimum (Remark 3.2, ``variational.
 stationarity``), so the kernel flow ż = −K∇L (Prop. 4.1) starts from ∇L ≈ 0 and the perturbation relaxes
 back to it. The robustness map (init × init_spread, quick scale, 3 seeds) shows the clusters only from
-collapsed starts with a small spread: silhouette at iteration 15 0.93 (spread 0.1), 0.58 median (0.3,
-inconclusive); from spread 1.0 on (−0.10) and from every uniform start (−0.05 … −0.11), none.
+collapsed starts with a small spread: silhouette at iteration 15 0.95 (spread 0.1), 0.44 median (0.3,
+fail; inconclusive at paper scale); from spread 1.0 on (−0.05, −0.10) and from every uniform start
+(−0.05 … −0.11), none.
 
 **Controls**: vanilla GD from the same start (coherence, silhouette at iteration 15, persistence; the
 largest silhouette from the uniform start); the same network − vanilla silhouette differences with each
@@ -72,12 +73,13 @@ Prop. 2.1 as printed, ``log(1 + 2 Σ_{j≠i} w_j e^{sim_ij/τ})`` (the default h
 eq. (1)/(4) with the positive-pair term ``e^{1/τ}`` of an invariant map, i.e. ``e^{(sim_ij − 1)/τ}`` (the
 project's erratum ``prop21-positive-term``; ``variational.fig3`` uses it). The choice moves the headline
 claims, so it is a robustness knob (``positive_term × tau``), not a silent default. Paper scale, 5 seeds,
-τ = 0.5 (2026-12-04): ``clusters-by-iteration-15`` 0.44 [0.20, 0.72] (1/5 seeds) as printed vs 0.38
-[0.09, 0.59] (2/5) with the positive term — inconclusive either way; ``network-above-vanilla-15`` passes
-as printed (0.61) and is inconclusive with it (0.49); ``network-keeps-clusters`` passes with both (0.69,
-0.72); Fig. 6 gives the same verdicts with both. Quick-scale map: at τ = 1 the clusters do not form by
-iteration 15 with either form (silhouette −0.02 / −0.20: fail); ``network-keeps-clusters`` holds at 4/6
-points.
+τ = 0.5 (2026-12-05): ``clusters-by-iteration-15`` 0.44 [0.20, 0.72] (1/5 seeds) as printed vs 0.07
+[−0.10, 0.62] (1/5) with the positive term — inconclusive either way; ``network-above-vanilla-15`` passes
+as printed (0.61) and is inconclusive with it (0.25); ``network-keeps-clusters`` passes as printed (0.69)
+and is inconclusive with it (0.72, 4/5); Fig. 6 gave the same verdicts with both (not re-measured). Quick-scale
+map: at τ = 1 the clusters do not form by iteration 15 with either form (silhouette −0.17 / −0.17: fail; at
+paper scale one seed of five forms them as printed); ``network-keeps-clusters`` holds at 6/6 points (3/6 at
+paper scale).
 
 Seeds run as one ensemble (member ``i`` = seed ``ctx.seeds[i]``, equal to a one-seed run). Runs
 on ``ctx.device`` (data and weights drawn on the CPU, then moved); probes and plots use CPU copies.

@@ -17,8 +17,8 @@ On the half-moons (d = 2) with loss (1) (mean over anchors), full-batch GD:
   diagonal spread of CLT size ``h^(−1/2)`` against an O(1) diagonal. The statistic
   (:func:`dimension_coupling`: cross ratio, diagonal spread) is averaged over ``ntk_draws``
   independent initialisations per width (our choice, to reduce the draw-to-draw noise; draw r
-  uses the seed ``derive_seed(seed, 1, h, r)``, :mod:`ssldyn.streams`). The paper fixes no number of draws; with 4 the per-seed
-  slopes spread from −0.24 to −0.44 and the claim was inconclusive at paper scale before the seeds became
+  uses the seed ``derive_seed(seed, 1, h, r)``, :mod:`ssldyn.streams`). The paper fixes no number of draws;
+  with 4 the per-seed slopes spread from −0.24 to −0.44 and the claim was inconclusive at paper scale before the seeds became
   independent (−0.33 [−0.43, −0.24] against < −0.25), with the default 16 they spread from −0.38 to −0.41
   (−0.40 [−0.42, −0.38], pass); the robustness map over ``ntk_draws`` × ``ntk_points`` (independent seeds)
   passes with 4 too (−0.30 … −0.40, −0.35 [−0.40, −0.29]) and is inconclusive with 1 (−0.35 [−0.55, −0.15]).
@@ -611,7 +611,8 @@ class Collapse(GrassmannExperiment):
         single, _ = _gd(ms, reg_loss(ms, repeat_per_seed(x, z), y_single), repeat_per_seed(lr_lin, z), cfg.epochs,
                         cfg.record_every)  # fmt: skip
         reg_dev = _rows_vs_singles(multi, single, z).cpu()  # (S,)
-        net = TwoLayerNet(d, cfg.control_width, z, "tanh", "unconstrained", ensemble=S, seeds=[derive_seed(s, 11) for s in seeds],
+        net = TwoLayerNet(d, cfg.control_width, z, "tanh", "unconstrained", ensemble=S,
+                          seeds=[derive_seed(s, 11) for s in seeds],
                           init="normal", dtype=f64, device=dev)  # fmt: skip
         nets1 = TwoLayerNet(d, cfg.control_width, 1, "tanh", "unconstrained", ensemble=S * z, init="normal",
                             dtype=f64, device=dev)  # fmt: skip

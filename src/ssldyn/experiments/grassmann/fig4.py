@@ -402,7 +402,8 @@ class Fig4(GrassmannExperiment):
                 "timing_arrays": (t_gd, t_ode),
             })  # fmt: skip
         # downstream: GD (one ensemble over seeds) and the ODE from the same initial outputs
-        net = TwoLayerNet(d, cfg.h_train, z, "linear", "orthogonal", ensemble=S, seeds=[derive_seed(s, 3) for s in seeds],
+        net = TwoLayerNet(d, cfg.h_train, z, "linear", "orthogonal", ensemble=S,
+                          seeds=[derive_seed(s, 3) for s in seeds],
                           dtype=torch.float64, device=dev)  # fmt: skip
         q0 = q_from_map(net.end_to_end().detach(), V)  # (S, d, z)
         opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")

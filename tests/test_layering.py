@@ -38,7 +38,7 @@ FORBIDDEN = {
     "memory": _ALL,  # machine memory, usable by every layer: imports nothing of the package
     "files": _ALL,  # atomic writes, usable by every layer: imports nothing of the package
     "checks": _ALL,  # scalar argument checks, usable by every layer: imports nothing of the package
-    "streams": _ALL,  # derived seeds, usable by every layer: imports nothing of the package
+    "streams": _ALL,  # derived seeds, usable by every layer: imports only ssldyn.checks
     "_lazy": _ALL,  # the lazy package faces: imports nothing of the package
 }
 

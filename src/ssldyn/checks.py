@@ -68,11 +68,15 @@ def unit_interval(value: object, name: str, *, where: str = "", include_one: boo
     return v
 
 
-def integer(value: object, name: str, *, where: str = "", minimum: int = 1) -> int:
-    """An integer ``>= minimum`` (any integral type: ``int``, a NumPy integer; not a bool, not ``2.0``), as an int."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < minimum:
-        raise ValueError(f"{_prefix(where)}{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+def integer(value: object, name: str, *, where: str = "", minimum: int = 1, maximum: int | None = None) -> int:
+    """An integer ``>= minimum`` and, with ``maximum``, ``< maximum`` (any integral type: ``int``, a NumPy integer;
+    not a bool, not ``2.0``), as an int."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        v = int(value)
+        if v >= minimum and (maximum is None or v < maximum):
+            return v
+    allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum})"
+    raise ValueError(f"{_prefix(where)}{name} must be an integer {allowed}, got {value!r}")
 
 
 def probabilities(p: torch.Tensor, name: str, *, where: str = "", atol: float = 1e-6) -> torch.Tensor:

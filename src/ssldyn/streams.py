@@ -1,7 +1,7 @@
 """Independent random streams from one run seed: ``derive_seed(seed, *keys)``.
 
-At the package root (like :mod:`ssldyn.checks` and :mod:`ssldyn.files`): it imports nothing of the
-package, so the data, the experiments' context and the experiments share one rule.
+At the package root (like :mod:`ssldyn.checks` and :mod:`ssldyn.files`): it imports only
+:mod:`ssldyn.checks`, so the data, the experiments' context and the experiments share one rule.
 
 Why not ``seed + offset``: additive offsets make the seeds of a run overlap — seed ``s``'s stream at
 offset ``k`` is seed ``s + k``'s at offset 0, so the "independent" replicates of a claim share draws
@@ -17,10 +17,10 @@ NumPy's :class:`~numpy.random.SeedSequence` as its spawned children do (``entrop
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import torch
+
+from ssldyn.checks import integer
 
 __all__ = ["derive_seed", "stream"]
 
@@ -43,8 +43,8 @@ def derive_seed(seed: int, *keys: int) -> int:
     Raises:
         ValueError: a seed or key that is not an integer in its range.
     """
-    s = _integer(seed, "seed", _SEED_MAX)
-    ks = tuple(_integer(k, f"keys[{i}]", _KEY_MAX) for i, k in enumerate(keys))
+    s = integer(seed, "seed", where="derive_seed", minimum=0, maximum=_SEED_MAX)
+    ks = tuple(integer(k, f"keys[{i}]", where="derive_seed", minimum=0, maximum=_KEY_MAX) for i, k in enumerate(keys))
     state = np.random.SeedSequence(s, spawn_key=ks).generate_state(1, np.uint64)  # (1,) uint64
     return int(state[0]) >> 1
 
@@ -54,9 +54,3 @@ def stream(seed: int, *keys: int) -> torch.Generator:
     g = torch.Generator()
     g.manual_seed(derive_seed(seed, *keys))
     return g
-
-
-def _integer(value: object, name: str, upper: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= int(value) < upper:
-        raise ValueError(f"derive_seed: {name} must be an integer in [0, {upper}), got {value!r}")
-    return int(value)

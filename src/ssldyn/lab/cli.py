@@ -661,8 +661,9 @@ def _print_plan(specs: list[Any], out: Path) -> None:
     for s in specs:
         scale = 0 if s.preset == "quick" else 1  # the index into est_seconds = (quick, paper scale)
         run_dir = out / s.experiment / s.digest
-        damage = verify_run(run_dir) if (run_dir / DONE).is_file() else None
-        finished = (run_dir / DONE).is_file() and damage is None
+        done = (run_dir / DONE).is_file()
+        damage = verify_run(run_dir) if done else None
+        finished = done and damage is None
         entry = manifest.find(s.experiment)
         est = entry["est_seconds"][scale]
         if not finished:

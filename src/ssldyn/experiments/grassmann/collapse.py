@@ -71,6 +71,7 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, Robustness, between, gt, le, lt, whole_interval
+from ssldyn.dynamics.common import step_schedule
 from ssldyn.dynamics.manifold import ManifoldGD, train_gd
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
@@ -684,7 +685,8 @@ class Collapse(GrassmannExperiment):
         out = []
         for s in range(S):
             res = Result(summary=res_s[s], arrays=arrays[s])
-            res.arrays["epochs"] = np.array(sorted({*range(0, cfg.epochs + 1, cfg.record_every), cfg.epochs}))
+            # the epochs _gd recorded: the engine's schedule
+            res.arrays["epochs"] = np.array(sorted(step_schedule(cfg.record_every, cfg.epochs)))
             res.notes.append(
                 "Losses are means over anchors; the kernel model uses random Fourier features of the RBF kernel "
                 f"(bandwidth 1, {p} features), trained with η·|λ_1(C)|/|λ_1(C_ψ)| = {res_s[s]['kernel_lr']:.3g} so "

@@ -374,13 +374,10 @@ class Fig4(GrassmannExperiment):
         for i, seed in enumerate(seeds):
             blocks_gd, blocks_ode = [], []
             for h in ctx.track(cfg.timing_widths, description=f"Fig. 4 timing (seed {seed})"):
-                net0 = TwoLayerNet(
-                    d, h, z, "linear", "orthogonal", seeds=[derive_seed(seed, 2, h)], dtype=torch.float64, device=dev
-                )
+                init_seed = derive_seed(seed, 2, h)  # the timed GD starts where the ODE's q0 does
+                net0 = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[init_seed], dtype=torch.float64, device=dev)
                 q0 = q_from_map(net0.end_to_end()[0].detach(), V[i])  # (d, z)
-                blocks_gd.append(
-                    _time_gd(C[i], d, z, h, cfg.lr, cfg.timing_steps, cfg.timing_repeats, derive_seed(seed, 2, h))
-                )
+                blocks_gd.append(_time_gd(C[i], d, z, h, cfg.lr, cfg.timing_steps, cfg.timing_repeats, init_seed))
                 blocks_ode.append(_time_ode(q0, lam[i], cfg.lr, max(20 * cfg.timing_steps, 200), cfg.timing_repeats))
             bg, bo = np.stack(blocks_gd), np.stack(blocks_ode)  # (W, repeats)
             t_gd, t_ode = bg.min(1), bo.min(1)  # (W,): the least disturbed block (timeit convention)

@@ -400,3 +400,18 @@ def test_alpha_covariance_with_an_alpha_tensor_needs_b_pos_with_a_pos_and_b():
             alpha_covariance(a, alpha=alpha, b=b, b_pos=b)
         with pytest.raises(ValueError, match=r"b_pos: given without b"):
             alpha_covariance(a, a_pos, alpha=alpha, b_pos=b)
+
+
+def test_power_iteration_without_iterations_reports_no_member_converged():
+    """steps=0 reported every member converged although no discrepancy was measured (converged: "the last discrepancy
+    below tol"). With no iteration no member is converged; no warning (zero iterations were asked for)."""
+    import warnings
+
+    w0 = torch.randn(2, 3, generator=torch.Generator().manual_seed(0), dtype=D)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = power_iteration(w0, lambda w: torch.eye(3, dtype=D), steps=0)
+    assert res.trajectory.meta["converged"].tolist() == [False, False] and res.trajectory.meta["iterations"] == 0
+    torch.testing.assert_close(res.state, w0 / w0.norm(dim=-1, keepdim=True), rtol=0, atol=0)  # w(0), normalised
+    # one iteration of the identity: w(1) = w(0), discrepancy 0 < tol: converged
+    assert power_iteration(w0, lambda w: torch.eye(3, dtype=D), steps=1).trajectory.meta["converged"].all()

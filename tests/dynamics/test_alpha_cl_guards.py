@@ -219,3 +219,49 @@ def test_thm5_flow_names_mismatched_shapes_before_any_step():
         with pytest.raises(ValueError, match=match):
             thm5_flow(steps=1, **kw)
     assert thm5_flow(W0, x, z, steps=1).state.shape == (3, 2, 4)  # the shapes it takes
+
+
+def test_sphere_flow_freeze_policy_keeps_a_diverged_member_and_trains_the_others_as_alone():
+    """LossGuard(policy="freeze") in a pure flow: member 1's operator becomes NaN from step 2 on. It was recorded as
+    frozen but kept being updated (its w ended NaN), with no error. Now its w stays at its state of step 2 (the run
+    of member 1 alone stopped after 2 steps) and members 0 and 2 follow the run without member 1."""
+    x = torch.randn(60, 3, generator=gen(10), dtype=D)
+    w0 = torch.randn(3, 3, generator=gen(11), dtype=D)
+    base = make_A_fn(x, "relu")
+    calls = {"n": 0}
+
+    def member_1_breaks(w):  # one call per step: member 1's A(w) is NaN from step 2 on
+        calls["n"] += 1
+        A = base(w).clone()  # (E, d, d)
+        if calls["n"] >= 3:
+            A[1] = math.nan
+        return A
+
+    guard = LossGuard("energy", policy="freeze")
+    res = sphere_flow(w0, member_1_breaks, steps=8, dt=0.1, guard=guard, keep_path=True)
+    others = sphere_flow(w0[[0, 2]], base, steps=8, dt=0.1)  # the run without the bad member
+    torch.testing.assert_close(res.state[[0, 2]], others.state, rtol=1e-12, atol=1e-14)
+    at_2 = sphere_flow(w0[1:2], base, steps=2, dt=0.1).state[0]  # member 1 alone, up to its divergence
+    torch.testing.assert_close(res.state[1], at_2, rtol=1e-12, atol=1e-14)
+    for t, w in res.trajectory.snapshots("w").items():
+        assert bool(torch.isfinite(torch.as_tensor(w)).all()), t
+    assert guard.alive.tolist() == [True, False, True] and float(guard.diverged_at[1]) == 2.0
+
+
+def test_thm5_flow_zero_filter_is_a_bad_input_not_a_diverged_flow(monkeypatch):
+    """A zero filter in W0 passed the finiteness check, became NaN in the normalisation W0/‖W0‖, and was reported as a
+    diverged energy ("lower the learning rate"). It is a ValueError naming W0, before any step (as alpha_cl's w0)."""
+    xs, zs, ws, _, _ = _population()
+    calls = {"n": 0}
+    real = tl._thm5_terms
+
+    def counting(*a, **k):
+        calls["n"] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(tl, "_thm5_terms", counting)
+    W0 = torch.randn(2, 3, 3, generator=gen(12), dtype=D)
+    W0[1, 2] = 0.0
+    with pytest.raises(ValueError, match=r"^thm5_flow: W0 has a zero filter \(a direction on the sphere is needed\)"):
+        thm5_flow(W0, xs, zs, weights=ws, steps=3)
+    assert calls["n"] == 0

@@ -141,3 +141,12 @@ def test_embed_refuses_outputs_whose_sample_axis_is_not_the_second_to_last(shape
         embed(nn.Flatten(0), torch.randn(4, 1), batch_size=2)
     x2 = torch.randn(5, 3)  # (n, d): batches of 2, 2, 1 are the one forward
     torch.testing.assert_close(embed(nn.Identity(), x2, batch_size=2), x2, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("batch_size, match", [(2.5, r"batch_size must be an integer >= 1, got 2.5"),
+                                               (0, r"batch_size must be an integer >= 1, got 0"),
+                                               (11, r"batch_size=11: must be in \[1, n=10\]")])  # fmt: skip
+def test_minibatches_take_an_integer_batch_size_in_1_to_n(batch_size, match):
+    """A float batch size passed the range check and failed inside the slicing of the first batch (a TypeError)."""
+    with pytest.raises(ValueError, match=rf"^minibatches: {match}"):
+        next(minibatches(10, batch_size, 3))

@@ -320,3 +320,59 @@ def test_the_wide_table_of_an_empty_trajectory_is_empty():
     assert list(Trajectory().columns().columns) == ["step", "member"]
     res = run(0, lambda s, t: (s + 1, torch.tensor(1.0)), steps=2, every=(), loss_name=None)
     assert res.trajectory.columns().empty
+
+
+def test_freeze_policy_in_a_pure_flow_keeps_the_frozen_members_rows_of_the_state():
+    """Without an optimizer the engine took the step's state as is: a member frozen by LossGuard(policy="freeze") kept
+    being updated and ended NaN, with no error. Reference: the formula x_t = x_0 + t (member 1 stops at its step 2)."""
+    x0 = torch.tensor([[0.0, 1.0], [10.0, 11.0], [5.0, 5.0]], dtype=D)  # (E, 2)
+
+    def step(x, t):  # x + 1 per member; member 1's loss is NaN from step 2 on and so is its next state
+        bad = torch.tensor([False, t >= 2, False])[:, None]  # (E, 1)
+        nxt = torch.where(bad, torch.full_like(x, math.nan), x + 1)  # (E, 2)
+        return nxt, torch.where(bad[:, 0], torch.full((3,), math.nan, dtype=D), x.sum(-1))  # (E,)
+
+    guard = LossGuard(policy="freeze")
+    res = run(x0, step, steps=5, every=1, guard=guard, snapshots={"x": lambda x: x}, snapshot_every=range(6))
+    expected = x0 + torch.tensor([5.0, 2.0, 5.0], dtype=D)[:, None]  # member 1 keeps its state of step 2
+    torch.testing.assert_close(res.state, expected, rtol=0, atol=0)
+    for t, xt in res.trajectory.snapshots("x").items():
+        np.testing.assert_array_equal(xt[1], (x0[1] + min(t, 2)).numpy())  # snapshots are read as arrays
+    assert guard.alive.tolist() == [True, False, True] and float(guard.diverged_at[1]) == 2.0
+    # E = 1 (a scalar loss): the whole state is the member's
+    one = run(torch.zeros(2, dtype=D), lambda x, t: (x + 1, torch.tensor(math.nan if t >= 3 else 1.0)), steps=6,
+              guard=LossGuard(policy="freeze"))  # fmt: skip
+    torch.testing.assert_close(one.state, torch.full((2,), 3.0, dtype=D), rtol=0, atol=0)
+
+
+def test_freeze_policy_in_a_pure_flow_needs_an_ensemble_first_tensor_state():
+    """A state the engine cannot mask per member (not a tensor, or a leading axis other than E) is one error at the
+    first step, before any update: it used to go on updating the frozen members."""
+    match = r"^run: guard policy='freeze' needs an optimizer or an ensemble-first tensor state \(E, \.\.\.\) with E=2"
+    steps_seen = []
+
+    def step(s, t):
+        steps_seen.append(t)
+        return s, torch.ones(2)
+
+    with pytest.raises(ValueError, match=match + r" members \(the loss's length\), got a state of type int"):
+        run(0, step, steps=3, guard=LossGuard(policy="freeze"))
+    with pytest.raises(ValueError, match=match + r" members \(the loss's length\), got a tensor of shape \(3, 4\)"):
+        run(torch.zeros(3, 4), step, steps=3, guard=LossGuard(policy="freeze"))
+    assert steps_seen == [0, 0]  # no update ran
+    res = run(0, step, steps=3, every=None, guard=LossGuard())  # policy "raise": any state
+    assert res.state == 0 and steps_seen[2:] == [0, 1, 2, 3]
+
+
+def test_a_run_without_updates_logs_no_made_up_loss():
+    """final=False with steps=0 (no update ran) recorded a scalar NaN "loss" (as member 0, whatever E) next to the
+    per-member probes. No loss was measured: the record holds the probes only."""
+    hist = History()
+    step = lambda x, t: (x + 1, torch.tensor([1.0, 2.0]) * x)  # noqa: E731
+    res = run(torch.tensor(3.0), step, steps=0, final=False, probes={"s": lambda x: x}, callbacks=[hist])
+    f = res.trajectory.to_frame()
+    assert f.probe.tolist() == ["s"] and f.step.tolist() == [0] and f.value.tolist() == [3.0]
+    assert [(t, list(row)) for t, row in hist.logs] == [(0, ["s"])]  # callbacks see no loss either
+    with_updates = run(torch.tensor(3.0), step, steps=1, final=False, probes={"s": lambda x: x})
+    g = with_updates.trajectory.to_frame()
+    assert g[g.probe == "loss"].value.tolist() == [3.0, 6.0, 3.0, 6.0]  # steps 0 and 1: the loss of step 0

@@ -368,3 +368,75 @@ def test_every_takes_every_form_of_the_dynamics_contract(every, logged):
     assert sorted(res.trajectory.to_frame().step.unique().tolist()) == logged
     with pytest.raises(ValueError, match=r"every must be >= 1"):
         train_token_ensemble([TokenRun(beta=1, batch=8)], steps=3, every=0)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+@pytest.mark.parametrize("per_member", [False, True], ids=["uniform-lr", "per-member-lr"])
+def test_ensemble_sgd_equals_torch_sgd_with_and_without_momentum(momentum, per_member):
+    """momentum = 0 (valid: TokenRun takes [0, 1)) crashed the fused path of a uniform lr: it passed momentum buffers
+    to torch._fused_sgd_, which requires none then. Reference: torch.optim.SGD per member, same grads, lr, decay."""
+    torch.manual_seed(5)
+    p0 = torch.randn(3, 4, 5, dtype=torch.float64)
+    lrs = [0.1, 0.02, 0.5] if per_member else [0.05] * 3
+    p = torch.nn.Parameter(p0.clone())
+    opt = EnsembleSGD([p], lrs if per_member else 0.05, momentum=momentum, weight_decay=5e-3)
+    assert opt._fused is not per_member  # a uniform lr runs the fused kernel
+    refs = [torch.nn.Parameter(p0[e].clone()) for e in range(3)]
+    ropts = [torch.optim.SGD([refs[e]], lr=lrs[e], momentum=momentum, weight_decay=5e-3) for e in range(3)]
+    for _ in range(4):
+        g = torch.randn(3, 4, 5, dtype=torch.float64)
+        p.grad = g.clone()
+        opt.step()
+        for e in range(3):
+            refs[e].grad = g[e].clone()
+            ropts[e].step()
+    torch.testing.assert_close(p.detach(), torch.stack([r.detach() for r in refs]), rtol=1e-12, atol=1e-12)
+    assert not torch.equal(p.detach(), p0)
+
+
+def test_token_run_without_momentum_trains_alone_as_in_an_ensemble():
+    """TokenRun(momentum=0.0) alone (a uniform lr: the fused step) crashed at the first step. Reference: the same run
+    as member 0 of an ensemble with per-member learning rates (the element-wise step) — the members are independent."""
+    small = dict(spec=TokenSpec(P=3), beta=1, batch=16, momentum=0.0)
+    run, other = TokenRun(seed=1, **small), TokenRun(seed=2, lr=0.05, **small)
+    lone = train_token_ensemble([run], steps=20, every=10)
+    ens = train_token_ensemble([run, other], steps=20, every=10)
+    for probe in ("loss", "chi_plus", "chi_minus"):
+        np.testing.assert_allclose(_series(lone, probe, 0), _series(ens, probe, 0), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(lone.state.W[0], ens.state.W[0], rtol=1e-4, atol=1e-5)
+    assert _series(lone, "loss", 0)[-1] != _series(lone, "loss", 0)[0]  # it trained
+
+
+def test_ensemble_sgd_rejects_a_per_member_lr_of_another_length():
+    """Two rates for a 3-member parameter were accepted and failed at the first step() with a broadcasting error."""
+    p = torch.nn.Parameter(torch.randn(3, 5))
+    with pytest.raises(ValueError, match=r"^EnsembleSGD: lr has 2 values \(one per member\) but parameter 0 of shape "
+                       r"\(3, 5\) has 3 members"):  # fmt: skip
+        EnsembleSGD([p], [0.1, 0.2], momentum=0.0)
+    with pytest.raises(ValueError, match=r"^EnsembleSGD: lr has 3 values .* parameter 1 of shape \(\) has no ensemble"):
+        EnsembleSGD([p, torch.nn.Parameter(torch.tensor(1.0))], torch.tensor([0.1, 0.2, 0.3]))
+    with pytest.raises(ValueError, match=r"^EnsembleSGD: no parameters"):
+        EnsembleSGD([], 0.1)
+
+
+@pytest.mark.parametrize("closed_form", [True, False])
+def test_contrastive_losses_reject_a_member_count_other_than_the_losses(closed_form):
+    """Two losses on a 3-member z: the closed form returned uninitialised memory for member 2 (and an inf gradient),
+    autograd a (2,) vector for 3 members; four losses for 3 members were accepted. Now one error, before any loss."""
+    from ssldyn.dynamics.ensemble_trainer import ContrastiveLosses, contrastive_loss_and_grad
+
+    z = torch.randn(3, 2, 8, 4, dtype=torch.float64)
+    for names in (["infonce"] * 2, ["infonce", "quadratic"] * 2):
+        loss = ContrastiveLosses(names, 0.5, closed_form=closed_form)
+        with pytest.raises(ValueError, match=rf"^ContrastiveLosses: z has E=3 members but {len(names)} losses"):
+            loss(z)
+    with pytest.raises(ValueError, match=r"^ContrastiveLosses: z must be \(E, 2, N, d\) \(two views per member\), got "
+                       r"\(3, 8, 4\)"):  # fmt: skip
+        ContrastiveLosses(["infonce"] * 3, 0.5, closed_form=closed_form)(z[:, 0])
+    with pytest.raises(ValueError, match=r"^contrastive_loss_and_grad: z has E=3 members but 2 kinds"):
+        contrastive_loss_and_grad(z, [True, False], 0.5)
+    # the matching count: each member's loss is the loss of that member alone
+    full = ContrastiveLosses(["infonce", "quadratic", "infonce"], 0.5, closed_form=closed_form)(z)
+    for e, name in enumerate(["infonce", "quadratic", "infonce"]):
+        alone = ContrastiveLosses([name], 0.5, closed_form=closed_form)(z[e : e + 1])
+        torch.testing.assert_close(full[e : e + 1], alone, rtol=1e-12, atol=1e-12)

@@ -258,3 +258,34 @@ def test_a_kernel_with_leading_axes_other_than_those_of_z0_is_refused():
     K4 = torch.einsum("eij,ab->eijab", K, torch.eye(2, dtype=torch.float64))  # (3, 5, 5, 2, 2)
     torch.testing.assert_close(function_space_flow(z3, loss, K4, steps=2, lr=0.1).state,
                                function_space_flow(z3, loss, K, steps=2, lr=0.1).state)  # fmt: skip
+
+
+def _quadratic_loss(z):  # 𝓛(z) = (1/n) Σ_i ‖z_i‖², so ∂𝓛/∂z = 2z/n
+    return z.pow(2).sum(-1).mean(-1)
+
+
+def test_a_kernel_of_another_dtype_runs_in_the_dtype_of_z0():
+    """A float32 kernel (torch.eye(n) is float32) with float64 embeddings failed at step 0 inside the matmul; the
+    kernel runs in the dtype (and on the device) of z0, as documented. Reference: the Euler steps written out,
+    z ← z − σ K (2z/n), with the kernel in float64."""
+    n, sigma, steps = 5, 0.1, 4
+    g = torch.Generator().manual_seed(3)
+    z0 = torch.randn(n, 2, generator=g, dtype=torch.float64)
+    B = torch.randn(n, n, generator=g)
+    K32 = B @ B.T / n  # (n, n) float32
+    ref = z0.clone()
+    for _ in range(steps):
+        ref = ref - sigma * K32.double() @ (2 * ref / n)  # (n, 2)
+    fixed = function_space_flow(z0, _quadratic_loss, K32, steps=steps, lr=sigma)
+    torch.testing.assert_close(fixed.state, ref, rtol=1e-12, atol=1e-14)
+    assert fixed.state.dtype == torch.float64
+    call = function_space_flow(z0, _quadratic_loss, lambda t, z: K32 if t == 0 else None, steps=steps, lr=sigma)
+    torch.testing.assert_close(call.state, ref, rtol=1e-12, atol=1e-14)
+
+
+def test_non_floating_z0_or_a_complex_kernel_is_one_value_error():
+    """An integer z0 failed with autograd's "only Tensors of floating point dtype can require gradients"."""
+    with pytest.raises(ValueError, match=r"^function_space_flow: z0 must be a floating tensor .*, got torch.int64"):
+        function_space_flow(torch.ones(4, 2, dtype=torch.long), _quadratic_loss, torch.eye(4), steps=2, lr=0.1)
+    with pytest.raises(ValueError, match=r"^function_space_flow: kernel must be a real tensor, got torch.complex64"):
+        function_space_flow(torch.ones(4, 2), _quadratic_loss, torch.eye(4, dtype=torch.complex64), steps=2, lr=0.1)

@@ -155,3 +155,11 @@ def test_optimizer_settings_torch_lets_through_are_one_error(kw, message):
         make_optimizer(p, "sgd", 0.1, **kw)
     opt = make_optimizer(p, "sgd", 0.1, momentum=0.9, weight_decay=0.0)
     assert opt.param_groups[0]["momentum"] == 0.9 and opt.param_groups[0]["lr"] == 0.1
+
+
+@pytest.mark.parametrize("batch_size", [2.5, 2.0, True, "4"])
+def test_a_batch_size_that_is_not_an_integer_is_one_value_error(batch_size):
+    """batch_size=2.5 passed the range check and failed inside the slicing of the first batch (a TypeError)."""
+    m = MLP(3, 2, hidden=4, depth=1, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^train_weight_space: batch_size must be an integer >= 1, got "):
+        train_weight_space(m, torch.randn(10, 3, dtype=torch.float64), _loss, steps=2, lr=0.1, batch_size=batch_size)

@@ -501,7 +501,8 @@ def power_iteration(
         step ``t`` (``t = 0 .. T−1`` for ``T`` iterations), ``discrepancy`` = ``‖w(t+1) − w(t)‖₂``
         (Fig. 1 right) and ``rayleigh`` = ``w(t)ᵀA(w(t))w(t)``; ``trajectory.series_members(
         "discrepancy")`` gives the ``(T, E)`` table. ``trajectory.meta``: ``converged`` (bool
-        array ``(E,)``, the last discrepancy below ``tol``), ``iterations`` (``T``), ``shifted``.
+        array ``(E,)``, the last discrepancy below ``tol``; all False for ``steps = 0``, where no
+        discrepancy was measured, without a warning), ``iterations`` (``T``), ``shifted``.
         With ``keep_path`` the snapshots ``w`` at steps ``0 .. T`` (``trajectory.stack("w")``).
     Raises:
         ValueError: bad arguments, NaN/inf in ``w0`` or ``A(w0)``, or (``shift=False``) an
@@ -577,7 +578,8 @@ def power_iteration(
         trajectory=Trajectory(meta={"dynamics": "alpha_cl.power_iteration"}),
     )
     traj, iterations, disc = res.trajectory, st["iterations"], st["disc"]
-    converged = (disc < tol).cpu().numpy() if iterations else np.ones(E, dtype=bool)
+    # no iteration (steps = 0): no discrepancy was measured, so no member is reported converged
+    converged = (disc < tol).cpu().numpy() if iterations else np.zeros(E, dtype=bool)
     traj.meta.update(
         converged=converged,
         iterations=iterations,

@@ -213,8 +213,9 @@ class EpochBatches:
 def minibatches(n: int, batch_size: int, steps: int, *, generator: torch.Generator | None = None) -> Iterator[Tensor]:
     """``steps`` index batches of size ``batch_size``: epochs of seeded permutations, last partial batch dropped
     (:class:`EpochBatches`)."""
-    if not 1 <= batch_size <= n:
-        raise ValueError(f"batch_size={batch_size}: must be in [1, n={n}] (the number of samples)")
+    batch_size = integer(batch_size, "batch_size", where="minibatches")
+    if batch_size > n:
+        raise ValueError(f"minibatches: batch_size={batch_size}: must be in [1, n={n}] (the number of samples)")
     batches = EpochBatches(n, batch_size, generator=generator)
     for _ in range(steps):
         yield next(batches)

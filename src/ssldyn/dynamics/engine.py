@@ -13,12 +13,16 @@ A flow is only its step function ``step(state, t) -> (state, loss)`` (optionally
   more at ``t = steps`` (its loss is logged) under ``torch.no_grad()`` with the buffers of
   ``modules`` (BatchNorm running statistics) preserved, and never trained on. ``final=False``:
   ``steps`` updates ``t = 0 .. steps − 1`` and, when ``steps`` is a logged step, a record of the
-  final state with the last step's loss;
+  final state with the last step's loss (with no update, ``steps = 0`` or ``start = steps``, no
+  loss was measured: that record holds the probes only, no ``loss`` value is made up);
 * **the guard** — every loss goes through a :class:`~ssldyn.dynamics.guards.LossGuard`
   (``update`` per step with no host sync on an accelerator, ``check`` at logged steps, at the
   end and every ``check_every`` updates); freezing single ensemble members instead of failing
   is the guard's policy (``LossGuard(policy="freeze")``: the engine masks frozen members out of
-  the update, their slices of every parameter with a member-major leading axis ``E`` or ``E·F``);
+  the update, their slices of every parameter with a member-major leading axis ``E`` or ``E·F``;
+  in a pure flow, without an ``optimizer``, a frozen member's rows of the state keep the value
+  they had at the step of its first bad loss, which needs a tensor state with the leading axis
+  ``E`` — any tensor when ``E = 1`` — and is a ``ValueError`` for any other state);
 * **probe logging** — at a logged step: ``loss`` (one value per member), the step's
   ``extras`` (in their order), then every probe on ``observe(state)`` (the state before the
   step's update); a probe returns a float or one value per member ``(E,)``;
@@ -160,7 +164,9 @@ def run(
         probes: ``name -> probe(observable)`` with ``observable = observe(state)`` (default the state).
         snapshots, snapshot_every: ``name -> fn(state)`` kept at the ``snapshot_every`` steps.
         track: wraps the step iterator (progress bars).
-        guard: a :class:`LossGuard` (None/True: a default one naming ``guard_what``; False: none).
+        guard: a :class:`LossGuard` (None/True: a default one naming ``guard_what``; False: none). With
+            ``policy="freeze"`` and no ``optimizer`` the state must be a tensor ``(E, ...)`` (any tensor
+            for ``E = 1``): the frozen members' rows are kept (see the module docstring).
         callbacks: objects with any of ``on_step``, ``on_log``, ``on_end`` (:class:`Callback`).
         optimizer, scheduler, scaler, after_update: the update the engine applies after each
             step's record (``scheduler.step()`` after every ``optimizer.step()``; ``after_update()``
@@ -206,6 +212,8 @@ def run(
         new_state, loss = out[0], out[1]
         extras = out[2] if len(out) > 2 else None
         guard.update(t, loss)  # eager on the CPU; a few device ops (no host sync) on an accelerator
+        if t == start and optimizer is None and guard.policy == "freeze":
+            _check_freezable(state, guard)
         if stop is not None and not is_final:
             stopped = bool(stop(new_state, t))
         if t in logs or stopped:
@@ -232,6 +240,8 @@ def run(
                 after_update()
             if scheduler is not None:
                 scheduler.step()
+        elif guard.policy == "freeze":
+            state = _keep_frozen(state, new_state, guard)
         else:
             state = new_state
         done = t + 1
@@ -241,8 +251,8 @@ def run(
     if not final:  # the state after the last update: logged with the last step's loss
         if not stopped and steps in logs:
             guard.check()
-            last = loss if loss is not None else torch.tensor(float("nan"))
-            _record(traj, steps, state, last, None, probes, observe, loss_name, callbacks)
+            # loss None: no update ran (steps = 0 or start = steps), so no loss to log, only the probes
+            _record(traj, steps, state, loss, None, probes, observe, loss_name, callbacks)
         if done in snaps and snapshots:
             _snapshot(traj, done, state, snapshots)
     guard.check()
@@ -292,6 +302,38 @@ def _frozen_kept(optimizer: Any, guard: LossGuard) -> Iterator[None]:
             p.copy_(torch.where(mask, p, old))
 
 
+def _check_freezable(state: Any, guard: LossGuard) -> None:
+    """Policy "freeze" in a pure flow (no optimizer): the engine keeps a frozen member's rows of the state, so the
+    state must be a tensor with a leading ensemble axis ``E`` (the loss's length), or any tensor when ``E = 1``."""
+    E = guard.alive.shape[0] if guard.alive is not None else 1
+    if isinstance(state, Tensor) and (E == 1 or (state.dim() >= 1 and state.shape[0] == E)):
+        return
+    got = (
+        f"a tensor of shape {tuple(state.shape)}"
+        if isinstance(state, Tensor)
+        else f"a state of type {type(state).__name__}"
+    )
+    raise ValueError(f"run: guard policy='freeze' needs an optimizer or an ensemble-first tensor state (E, ...) "
+                     f"with E={E} members (the loss's length), got {got}; use policy='raise' here")  # fmt: skip
+
+
+def _keep_frozen(state: Any, new_state: Any, guard: LossGuard) -> Any:
+    """The next state of a pure flow under policy "freeze": the alive members' rows of ``new_state``, the frozen
+    members' rows of ``state`` (the state of their first non-finite loss; no host sync)."""
+    alive = guard.alive
+    if alive is None:
+        return new_state
+    if not isinstance(new_state, Tensor) or new_state.shape != state.shape:
+        got = tuple(new_state.shape) if isinstance(new_state, Tensor) else type(new_state).__name__
+        raise ValueError(f"run: guard policy='freeze' keeps the frozen members' rows, so the step must return a "
+                         f"state of the shape of its input {tuple(state.shape)}, got {got}")  # fmt: skip
+    if alive.shape[0] == 1:
+        mask = alive.reshape([1] * state.dim())  # one member: the whole state
+    else:
+        mask = alive.view(-1, *([1] * (state.dim() - 1)))  # (E, 1, ...)
+    return torch.where(mask.to(state.device), new_state, state)  # (E, ...)
+
+
 def _check_step_output(out: Any, t: int) -> None:
     """``step(state, t)`` returns ``(state, loss)`` or ``(state, loss, extras)``; the loss is a number, a scalar
     or one value per member ``(E,)`` (a per-sample loss ``(n, ...)`` would be optimised as its sum and logged as
@@ -314,7 +356,7 @@ def _check_step_output(out: Any, t: int) -> None:
 
 def _record(traj, t, state, loss, extras, probes, observe, loss_name, callbacks) -> None:
     row: dict[str, Any] = {}
-    if loss_name is not None:  # None: the flow logs its guarded quantity among its extras
+    if loss_name is not None and loss is not None:  # None: logged among the extras / no step ran
         value = loss.detach() if isinstance(loss, Tensor) else loss
         if isinstance(value, Tensor):
             value = value.reshape(-1) if value.numel() > 1 else value.reshape(())

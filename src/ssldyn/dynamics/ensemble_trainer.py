@@ -167,7 +167,9 @@ class EnsembleSGD:
 
     Args:
         params: parameters with a leading ensemble axis E.
-        lr: one learning rate, or one per member (a sequence or an ``(E,)`` tensor).
+        lr: one learning rate, or one per member (a sequence or an ``(E,)`` tensor; its length must be
+            the leading axis E of every parameter).
+        momentum: ``μ`` (0: plain SGD, no buffers); weight_decay: ``λ``.
     """
 
     def __init__(
@@ -179,6 +181,8 @@ class EnsembleSGD:
         weight_decay: float = 0.0,
     ) -> None:
         self.params = list(params)
+        if not self.params:
+            raise ValueError("EnsembleSGD: no parameters were given")
         self.momentum, self.weight_decay = momentum, weight_decay
         self.bufs: list[torch.Tensor | None] = [None] * len(self.params)  # momentum buffers (unfused)
         self._fused_bufs: list[torch.Tensor] = []
@@ -188,6 +192,11 @@ class EnsembleSGD:
             host = [float(v) for v in (lr.detach().cpu().reshape(-1).tolist() if isinstance(lr, torch.Tensor) else lr)]
         if not host or not all(math.isfinite(v) and v >= 0 for v in host):
             raise ValueError(f"EnsembleSGD: lr must be finite and >= 0, got {host[:8]}")
+        for i, p in enumerate(self.params):  # one rate per member: the leading axis E of every parameter
+            if len(host) > 1 and (p.dim() == 0 or p.shape[0] != len(host)):
+                members = "no ensemble axis" if p.dim() == 0 else f"{p.shape[0]} members"
+                raise ValueError(f"EnsembleSGD: lr has {len(host)} values (one per member) but parameter {i} of "
+                                 f"shape {tuple(p.shape)} has {members}; give one lr or one per member")  # fmt: skip
         self._uniform_lr = host[0] if all(v == host[0] for v in host) else None
         p0 = self.params[0]
         self.lr = torch.tensor(host, dtype=p0.dtype, device=p0.device) if len(host) > 1 else host[0]
@@ -210,7 +219,8 @@ class EnsembleSGD:
                 raise ValueError("EnsembleSGD.step: a parameter has no gradient (call backward() first)")
             grads.append(p.grad)
         if self._fused and self._uniform_lr is not None:
-            if self._first:
+            # momentum 0: no buffers (the kernel requires an empty list then, as torch.optim.SGD passes it)
+            if self._first and self.momentum:
                 self._fused_bufs = [torch.empty_like(p) for p in self.params]
             torch._fused_sgd_(  # type: ignore[attr-defined]
                 [p.data for p in self.params],
@@ -222,7 +232,7 @@ class EnsembleSGD:
                 dampening=0.0,
                 nesterov=False,
                 maximize=False,
-                is_first_step=self._first,
+                is_first_step=self._first and bool(self.momentum),
             )
             self._first = False
             return
@@ -312,7 +322,18 @@ def contrastive_loss_and_grad(
     """
     if isinstance(kinds, torch.Tensor):
         kinds = kinds.tolist()
+    _check_pairs(z, len(kinds), "contrastive_loss_and_grad", "kinds")
     return _closed_form(z, _kind_runs(kinds), temperature, eps)
+
+
+def _check_pairs(z: torch.Tensor, E: int, where: str, what: str) -> None:
+    """``z`` must be ``(E, 2, N, d)``: one member per given loss (the others would get no loss, or uninitialised
+    memory in the closed form)."""
+    if not isinstance(z, torch.Tensor) or z.dim() != 4 or z.shape[1] != 2:
+        got = tuple(z.shape) if isinstance(z, torch.Tensor) else type(z).__name__
+        raise ValueError(f"{where}: z must be (E, 2, N, d) (two views per member), got {got}")
+    if z.shape[0] != E:
+        raise ValueError(f"{where}: z has E={z.shape[0]} members but {E} {what} were given (one per member)")
 
 
 def _closed_form(
@@ -390,6 +411,7 @@ class ContrastiveLosses:
         self._runs = _kind_runs([n == "infonce" for n in self.names])
 
     def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        _check_pairs(z, len(self.names), "ContrastiveLosses", "losses")  # shapes only: no host sync
         if self.closed_form:
             return _ClosedFormLoss.apply(z, self._runs, self.temperature, 1e-12)
         from ssldyn.objectives import info_nce, quadratic_contrastive_loss

@@ -143,6 +143,8 @@ def _check_kernel_shape(kernel: Any, z: Tensor, what: str, zname: str = "z") -> 
     leading axes (one kernel for every member), those of ``z`` (``(E, n, n, ...)`` for ``z (E, n, d)``) or singleton
     ones (a one-member ensemble's kernel): other leading axes would broadcast ``z`` to a new shape at the first step."""
     n, d = z.shape[-2:]
+    if isinstance(kernel, Tensor) and kernel.is_complex():
+        raise ValueError(f"function_space_flow: {what} must be a real tensor, got {kernel.dtype}")
     shape = tuple(kernel.shape) if isinstance(kernel, Tensor) else None
     full = shape is not None and len(shape) >= 4 and shape[-4:] == (n, n, d, d)  # the form apply_kernel takes
     if shape is None or not (full or (len(shape) >= 2 and shape[-2:] == (n, n))):
@@ -161,6 +163,8 @@ def _check_inputs(z0: Tensor, kernel: Any) -> None:
     check_finite("z0", z0)
     if not isinstance(z0, Tensor) or z0.dim() not in (2, 3):
         raise ValueError(f"function_space_flow: z0 must be (n, d) or (E, n, d), got shape {tuple(z0.shape)}")
+    if not z0.is_floating_point():
+        raise ValueError(f"function_space_flow: z0 must be a floating tensor (e.g. float32, float64), got {z0.dtype}")
     if isinstance(kernel, Tensor):
         _check_kernel_shape(kernel, z0, "kernel", "z0")
         check_finite("kernel", kernel)
@@ -190,7 +194,7 @@ def function_space_flow(
         loss_fn: ``z -> 𝓛(z)``, the mean loss (scalar, or ``(E,)``).
         kernel: ``(n, n, d, d)`` / ``(n, n)`` fixed tensor; or a callable ``kernel(step, z)``
             returning a new kernel or None (keep); a :class:`NetworkKernel` also has its weights
-            advanced along with ``z``.
+            advanced along with ``z``. A kernel is used in the dtype and on the device of ``z0``.
         steps, lr: number of steps (>= 0) and step size σ (> 0).
         project: ``"sphere"`` to project every iterate onto S^{d-1}, or None.
         probes: ``name -> probe(z)`` (a float or ``(E,)``) logged with ``loss`` at the ``every``
@@ -204,7 +208,8 @@ def function_space_flow(
     Returns:
         ``FlowResult(state=z_final, trajectory)``.
     Raises:
-        ValueError: ``steps < 0``, ``lr <= 0``, NaN/inf in ``z0``, in a fixed ``kernel`` or in a
+        ValueError: ``steps < 0``, ``lr <= 0``, a ``z0`` that is not a floating ``(n, d)`` / ``(E, n, d)``
+            tensor, a complex kernel, NaN/inf in ``z0``, in a fixed ``kernel`` or in a
             NetworkKernel's inputs (before any step).
         NonFiniteLossError: the loss 𝓛(z) became NaN/inf at some step (names the step and the
             last finite loss; the trajectory holds the steps before it).
@@ -215,7 +220,8 @@ def function_space_flow(
     z = z0.detach().clone()
     if project == "sphere":
         z = project_sphere(z)
-    K: list[Tensor | None] = [kernel if isinstance(kernel, Tensor) else None]
+    # a kernel runs in the dtype and on the device of z0 (a no-op when they already match)
+    K: list[Tensor | None] = [kernel.to(dtype=z.dtype, device=z.device) if isinstance(kernel, Tensor) else None]
     grad: dict[int, Tensor] = {}  # ∂𝓛/∂z of the current step (for the snapshot neg_grad)
 
     def step(z: Tensor, t: int) -> tuple[Tensor, Tensor]:
@@ -228,7 +234,7 @@ def function_space_flow(
             new = kernel(t, z)
             if new is not None:
                 _check_kernel_shape(new, z, f"the kernel at step {t}")
-                K[0] = new
+                K[0] = new.to(dtype=z.dtype, device=z.device)  # (..., n, n[, d, d]) as z
         if K[0] is None:
             raise ValueError("function_space_flow: the kernel callable returned None at step 0")
         z_next = z - lr * apply_kernel(K[0], g)

@@ -337,7 +337,8 @@ def thm5_flow(
         :func:`thm5_energy` per member (the leading axes of ``W0`` flattened) and the probes of
         ``W`` at the ``every`` steps (None: the first and the last).
     Raises:
-        ValueError: bad ``steps``/``dt``, NaN/inf in ``W0``, ``x`` or ``weights`` (before the first step).
+        ValueError: bad ``steps``/``dt``, NaN/inf in ``W0``, ``x`` or ``weights``, a zero filter in ``W0``
+            (before the first step).
         NonFiniteLossError: the energy :func:`thm5_energy` at the filters of step ``t`` (``t = 0``
             the start, ``t = steps`` the returned filters) became NaN/inf: names ``t``, the member
             and its last finite value.
@@ -345,6 +346,8 @@ def thm5_flow(
     steps, dt = check_steps(steps), check_lr(dt, "dt")
     _check_thm5_inputs(W0, x, z, weights)
     check_finite("W0", W0)
+    if bool((W0.norm(dim=-1) == 0).any()):  # W0 / ‖W0‖ would be NaN: a bad input, not a diverged flow
+        raise ValueError("thm5_flow: W0 has a zero filter (a direction on the sphere is needed)")
     check_finite("x", x)
     if weights is not None:
         check_finite("weights", weights)

@@ -26,7 +26,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from ssldyn.checks import choice, nonnegative, positive, unit_interval
+from ssldyn.checks import choice, integer, nonnegative, positive, unit_interval
 from ssldyn.dynamics.common import (
     Augment,
     Probes,
@@ -131,11 +131,13 @@ def train_weight_space(
     check_finite("x", x)
     n = x.shape[0]
     full = batch_size is None
-    if not full and not 1 <= batch_size <= n:
-        raise ValueError(f"batch_size={batch_size}: must be in [1, n={n}] or None (full batch)")
+    if batch_size is not None:  # an int in [1, n] (2.5 failed inside the slicing of the first batch)
+        batch_size = integer(batch_size, "batch_size", where="train_weight_space")
+        if batch_size > n:
+            raise ValueError(f"train_weight_space: batch_size={batch_size}: must be in [1, n={n}] or None (full batch)")
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, optimizer, lr, momentum=momentum, weight_decay=weight_decay)
-    batches = None if full else minibatches(n, batch_size, steps + 1, generator=generator)
+    batches = None if batch_size is None else minibatches(n, batch_size, steps + 1, generator=generator)
     clean_grad = full and augment is None  # the optimised loss is the clean-input loss: snapshot its gradient
     cur: dict = {}  # the step's embeddings and loss, for the observable of the same step
 

@@ -108,6 +108,41 @@ def test_simclr_augment_grayscale_with_and_without_jitter():
             torch.testing.assert_close(y[:, 0], lum, atol=1e-10, rtol=0)
 
 
+def test_simclr_brightness_is_a_factor_as_in_torchvision():
+    """Colour jitter on (every image), the other steps off: brightness is ``clamp(x·f_b, 0, 1)`` (torchvision's
+    ``ColorJitter`` and SimCLR; it used to be kornia's additive ``x + (f_b − 1)``), then contrast
+    ``clamp(x·f_c, 0, 1)``; the factors ``U(1 ± jitter)`` are the generator's draws after the crop's."""
+    from kornia.enhance import adjust_saturation
+
+    B, H, W, jitter = 6, 8, 8, 0.4
+    aug = SimCLRAugment(scale=(1.0, 1.0), ratio=(1.0, 1.0), rotation=0.0, jitter=jitter, jitter_p=1.0, gray_p=0.0,
+                        blur_p=0.0, noise=0.0)  # fmt: skip
+
+    def factors(seed):  # the draws of SimCLRAugment.__call__, in its order
+        g = torch.Generator().manual_seed(seed)
+        params = sample_resized_crop(B, H, W, scale=(1.0, 1.0), ratio=(1.0, 1.0), generator=g)
+        lo, hi = 1 - jitter, 1 + jitter
+        f = lo + (hi - lo) * torch.rand(B, 3, generator=g, dtype=torch.float64)  # (B, 3): f_b, f_c, f_s
+        return params, f[:, 0].view(B, 1, 1, 1), f[:, 1].view(B, 1, 1, 1), f[:, 2]
+
+    # grey RGB images (R = G = B): the saturation step is the identity, the whole jitter is written out
+    grey = torch.rand(B, 1, H, W, dtype=torch.float64, generator=torch.Generator().manual_seed(2)).expand(B, 3, H, W)
+    grey = grey.clone()
+    grey[:, :, 0, 0], grey[:, :, 0, 1] = 0.0, 0.95  # a black pixel stays black; a light one is clipped by f > 1
+    params, fb, fc, _ = factors(3)
+    x = resized_crop(grey, params)  # the identity crop
+    torch.testing.assert_close(x, grey, atol=1e-12, rtol=0)
+    want = ((x * fb).clamp(0, 1) * fc).clamp(0, 1)  # (B, 3, H, W)
+    got = aug(grey, torch.Generator().manual_seed(3))
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+    assert (got[:, :, 0, 0] == 0).all()
+    # colour images: the same factors, with kornia's HSV saturation step after brightness and contrast
+    rgb = torch.rand(B, 3, H, W, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    params, fb, fc, fs = factors(5)
+    want = adjust_saturation(((resized_crop(rgb, params) * fb).clamp(0, 1) * fc).clamp(0, 1), fs).clamp(0, 1)
+    torch.testing.assert_close(aug(rgb, torch.Generator().manual_seed(5)), want, atol=1e-12, rtol=0)
+
+
 def test_random_resized_crop_seeded_and_mass():
     x = torch.rand(32, 1, 28, 28)
     crop = RandomResizedCrop()

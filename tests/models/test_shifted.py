@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from ssldyn.kernels.ntk import empirical_ntk
@@ -36,3 +37,56 @@ def test_shifted_model_notices_in_place_changes_of_the_training_tensor():
     expected = g(x).detach()
     expected[0, 0] += z0[0] - g(f.x_ref).detach()[0, 0]  # offset z0_0 − g(x_0) on row 0 only
     assert torch.allclose(f(x), expected, atol=1e-12)
+
+
+def test_repeated_training_rows_with_equal_z0_get_one_offset_on_every_batch():
+    # rows 0, 1 and 3 are one input: a sub-batch or a single row used to get the sum of their offsets
+    x = torch.tensor([[1.0, 2.0], [1.0, 2.0], [0.0, 1.0], [1.0, 2.0], [3.0, -1.0]], dtype=torch.float64)
+    z0 = torch.tensor([[10.0, 11.0], [10.0, 11.0], [30.0, 31.0], [10.0, 11.0], [50.0, 51.0]], dtype=torch.float64)
+    g = MLP(2, 2, hidden=4, depth=2, activation="tanh", dtype=torch.float64, seeds=[0])
+    g_out0 = g(x).detach()  # (1, 5, 2)
+    f = ShiftedModel(g, x, z0)
+    assert torch.allclose(f(x)[0], z0, atol=1e-13)
+    assert torch.allclose(f(x.clone())[0], z0, atol=1e-13)  # the same values, not the training tensor itself
+    for i in range(5):
+        assert torch.allclose(f(x[i : i + 1])[0], z0[i : i + 1], atol=1e-13), i
+    sub = torch.tensor([3, 2, 0])
+    assert torch.allclose(f(x[sub])[0], z0[sub], atol=1e-13)
+    assert torch.allclose(empirical_ntk(f, None, x), empirical_ntk(g, None, x), atol=1e-12)
+    with torch.no_grad():
+        for p in g.parameters():
+            p.add_(0.02)
+    # f(w, x_i) = z0_i + g(w, x_i) − g(w_0, x_i), written out row by row
+    want = z0 + g(x).detach()[0] - g_out0[0]  # (5, 2)
+    assert torch.allclose(f(x[sub])[0], want[sub], atol=1e-12)
+    assert torch.allclose(f(x[1:2])[0], want[1:2], atol=1e-12)
+
+
+def test_repeated_training_rows_with_different_z0_are_one_error_naming_x_and_z0():
+    x = torch.tensor([[1.0, 2.0], [0.0, 1.0], [1.0, 2.0]])
+    g = MLP(2, 2, hidden=4, depth=2, seeds=[0])
+    with pytest.raises(ValueError, match=r"^ShiftedModel: rows 0 and 2 of x are equal but their rows of z0 differ"):
+        ShiftedModel(g, x, torch.tensor([[10.0, 10.0], [20.0, 20.0], [30.0, 30.0]]))
+    # per member: equal rows on member 0 but not on member 1
+    z0 = torch.tensor([[[1.0, 1.0], [2.0, 2.0], [1.0, 1.0]], [[1.0, 1.0], [2.0, 2.0], [1.0, 1.5]]])
+    g2 = MLP(2, 2, hidden=4, depth=2, ensemble=2, seeds=[0, 1])
+    with pytest.raises(ValueError, match=r"^ShiftedModel: rows 0 and 2 of x are equal"):
+        ShiftedModel(g2, x, z0)
+    f = ShiftedModel(g2, x, z0[:1].expand(2, 3, 2))  # equal rows on every member: fine
+    assert torch.allclose(f(x[2:3]), z0[:1, 2:3].expand(2, 1, 2), atol=1e-6)
+
+
+def test_per_member_training_inputs_start_at_z0_without_the_row_check():
+    # (E, n, D) inputs, one data set per member (variational's flows): the rows of x are not the samples of z0,
+    # so repeated samples within a member (clustered data with delta = 0) are no error; f(x) = z0 on every member
+    x = torch.randn(3, 4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x[:, 1] = x[:, 0]
+    z0 = torch.randn(3, 4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    g = MLP(2, 2, hidden=4, depth=2, ensemble=3, seeds=[0, 1, 2], dtype=torch.float64)
+    g_out0 = g(x).detach()  # (3, 4, 2)
+    f = ShiftedModel(g, x, z0)
+    assert torch.allclose(f(x), z0, atol=1e-13) and torch.allclose(f(x.clone()), z0, atol=1e-13)
+    with torch.no_grad():
+        for p in g.parameters():
+            p.add_(0.01)
+    assert torch.allclose(f(x), z0 + g(x).detach() - g_out0, atol=1e-12)

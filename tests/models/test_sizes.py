@@ -1,5 +1,7 @@
 """Every model's constructor rejects a size that is not an integer >= 1 with one error naming the model and the size."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -90,3 +92,44 @@ def test_zero_init_scales_still_build_a_zero_network():
     assert bool((net(torch.randn(5, 4)) == 0).all())
     with pytest.raises(ValueError, match=r"^TwoLayerNet: frobenius must be the bounds \(c1, c2\)"):
         TwoLayerNet(4, 6, 2, regime="frobenius", frobenius=1.0)
+
+
+@pytest.mark.parametrize(
+    "name, build",
+    [
+        ("TwoLayerNet", lambda dt: TwoLayerNet(4, 6, 2, "tanh", seeds=[0], dtype=dt)),
+        ("TwoLayerNet", lambda dt: TwoLayerNet(4, 6, 2, "linear", seeds=[0], dtype=dt)),
+        ("DeepLinearNet", lambda dt: DeepLinearNet(4, [6, 5], 2, "unconstrained", seeds=[0], dtype=dt)),
+        ("EnsembleLinear", lambda dt: EnsembleLinear(4, 3, 2, bias=True, seeds=[0, 1], dtype=dt)),
+        ("MLP", lambda dt: MLP(4, 3, hidden=8, depth=3, ensemble=2, seeds=[0, 1], dtype=dt)),
+        ("AveragingNet", lambda dt: AveragingNet(4, 2, 5, ensemble=2, bias=True, seeds=[0, 1], dtype=dt)),
+    ],
+)
+def test_an_input_of_another_dtype_is_one_error_naming_the_model_and_both_dtypes(name, build):
+    # the data loaders (half_moons, make_views, ...) default to float64, the models to float32: this used to
+    # fail inside torch with three different messages that named neither the model nor the fix
+    m32 = build(torch.float32)
+    m64 = copy.deepcopy(m32).to(torch.float64)  # the same weights in float64
+    x = torch.randn(5, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(
+        ValueError,
+        match=rf"^{name}: input dtype torch\.float64 differs from the parameters' dtype torch\.float32; "
+        r"cast the input \(x\.to\(torch\.float32\)\) or build the model with dtype=torch\.float64$",
+    ):
+        m32(x)
+    with pytest.raises(ValueError, match=rf"^{name}: input dtype torch\.float32 differs .* dtype torch\.float64;"):
+        m64(x.float())
+    with pytest.raises(ValueError, match=rf"^{name}: input dtype torch\.int64 differs .*; cast the input \(x\.to\("):
+        m32(torch.ones(5, 4, dtype=torch.long))
+    # either fix the message names works: the same weights in float64 give the float32 map up to its rounding
+    torch.testing.assert_close(m32(x.float()).double(), m64(x), atol=1e-5, rtol=1e-5)
+
+
+def test_mixed_precision_autocast_still_runs_the_ensemble_layers():
+    # under torch.autocast the hidden activations are bfloat16 while the weights stay float32: no dtype error
+    net = MLP(4, 3, hidden=8, depth=3, seeds=[0])
+    x = torch.randn(6, 4, generator=torch.Generator().manual_seed(1))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = net(x)
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), net(x), atol=0.05, rtol=0.05)

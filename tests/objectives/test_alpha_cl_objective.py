@@ -279,6 +279,46 @@ def test_modules_and_validation():
         quadratic_contrastive_loss(f, f_pos, similarity="l1")
 
 
+def test_b_of_another_dtype_is_one_error_and_the_cast_matches_the_loop_reference():
+    # b in float64 with a in float32 used to die inside a matmul (torch's "expected m1 and m2 to have the same dtype")
+    a, a_pos = _rand(6, 3, seed=36, dtype=torch.float32), _rand(6, 3, seed=37, dtype=torch.float32)
+    b, b_pos = _rand(6, 2, seed=38), _rand(6, 2, seed=39)
+    with pytest.raises(
+        ValueError,
+        match=r"^contrastive_covariance: b and b_pos must have the dtype of a \(torch\.float32\), got torch\.float64$",
+    ):
+        contrastive_covariance(a, a_pos, b, b_pos)
+    got = contrastive_covariance(a, a_pos, b.float(), b_pos.float())
+    want = ref_covariance(a, a_pos, b.float(), b_pos.float(), np.ones((6, 6)))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_alpha_whose_ensemble_axes_do_not_broadcast_is_one_error():
+    # alpha (2, N, N) against features (3, N, p) used to fail inside torch's matmul
+    f, f_pos = _rand(3, 6, 3, seed=40), _rand(3, 6, 3, seed=41)
+    alpha = torch.rand(2, 6, 6, generator=torch.Generator().manual_seed(42), dtype=torch.float64)
+    with pytest.raises(
+        ValueError,
+        match=r"^contrastive_covariance: the ensemble axes \(\.\.\.\) of alpha \(2, 6, 6\) do not broadcast "
+        r"against those of a \(3, 6, 3\)$",
+    ):
+        contrastive_covariance(f, f_pos, alpha=alpha)
+    with pytest.raises(
+        ValueError, match=r"^alpha_cl_energy: the ensemble axes \(\.\.\.\) of alpha \(2, 6, 6\) .* of f "
+    ):
+        alpha_cl_energy(f, f_pos, alpha)
+    # axes that broadcast still work: (1, N, N) and (3, N, N) against (3, N, p), (2, 1, N, N) against (3, N, p)
+    a3 = torch.rand(3, 6, 6, generator=torch.Generator().manual_seed(43), dtype=torch.float64)
+    got = contrastive_covariance(f, f_pos, alpha=a3[:1])
+    got4 = contrastive_covariance(f, f_pos, alpha=torch.stack([a3[:1], a3[1:2]]))  # (2, 1, 6, 6)
+    assert got4.shape == (2, 3, 3, 3)
+    for k in range(3):
+        want = ref_covariance(f[k], f_pos[k], f[k], f_pos[k], a3[0])
+        np.testing.assert_allclose(got[k].numpy(), want, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(got4[1, k].numpy(), ref_covariance(f[k], f_pos[k], f[k], f_pos[k], a3[1]),
+                                   rtol=1e-12, atol=1e-14)  # fmt: skip
+
+
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 7))
 def test_property_gaussian_alpha_covariance_is_psd_without_augmentation(seed, n):

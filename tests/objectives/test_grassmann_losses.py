@@ -196,3 +196,26 @@ def test_modules_and_validation():
         contrast_matrix(u, u_pos, u_neg, non_contrastive=True)
     with pytest.raises(ValueError, match="reduce_pairs .*: allowed values are"):
         simple_contrastive(u, u_pos, u_neg, reduce_pairs="max")
+
+
+@pytest.mark.parametrize("loss", [trace_loss, scaled_trace_loss])
+def test_weights_and_C_of_different_dtypes_are_one_error_naming_the_function(loss):
+    # C of float64 data (half_moons, make_views) with a float32 network used to die inside a matmul
+    W1, W2 = _rand(5, 3, seed=70, dtype=torch.float32), _rand(5, 2, seed=71, dtype=torch.float32)
+    x, x_pos, x_neg = _rand(8, 3, seed=72), _rand(8, 3, seed=73), _rand(8, 3, seed=74)
+    C = contrast_matrix(x, x_pos, x_neg)  # float64
+    name = loss.__name__
+    with pytest.raises(
+        ValueError,
+        match=rf"^{name}: W1, W2 and C must have one dtype, got torch\.float32, torch\.float32 and torch\.float64 "
+        r"\(cast C with C\.to\(torch\.float32\)\)$",
+    ):
+        loss(W1, W2, C)
+    with pytest.raises(ValueError, match=rf"^{name}: W1, W2 and C must have one dtype, got torch\.float64, "):
+        loss(W1.double(), W2, C)
+    # the fix the message names: the float32 loss of the float64 reference, up to float32 rounding
+    w1, w2, c = W1.double().numpy(), W2.double().numpy(), C.numpy()
+    want = np.trace(w2.T @ w1 @ c @ w1.T @ w2)
+    if loss is scaled_trace_loss:
+        want /= np.linalg.norm(w1, 2) ** 2 * np.linalg.norm(w2, 2) ** 2
+    assert loss(W1, W2, C.to(torch.float32)).item() == pytest.approx(want, rel=1e-5)

@@ -100,8 +100,31 @@ def test_fig3_loss_decreases_with_number_of_clusters_then_plateaus():
 def test_cluster_sizes():
     assert cluster_sizes(10, 3) == [4, 3, 3]
     assert sum(cluster_sizes(17, 5)) == 17
-    with pytest.raises(ValueError, match="n >= k >= 1"):
+    with pytest.raises(ValueError, match=r"^cluster_sizes: n \(samples\) must be an integer >= 3, got 2$"):
         cluster_sizes(2, 3)
+    with pytest.raises(ValueError, match=r"^cluster_sizes: k \(clusters\) must be an integer >= 1, got 0$"):
+        cluster_sizes(5, 0)
+    with pytest.raises(ValueError, match=r"^cluster_sizes: n \(samples\) must be an integer >= 2, got 4\.0$"):
+        cluster_sizes(4.0, 2)  # a float count is still refused
+
+
+def test_numpy_integer_counts_work_and_equal_python_ints():
+    # np.int64 (what ``sizes.sum()`` returns) used to be refused as "not an int"
+    assert cluster_sizes(np.int64(10), np.int32(3)) == cluster_sizes(10, 3) == [4, 3, 3]
+    assert all(type(m) is int for m in cluster_sizes(np.int64(10), 3))
+    centers = _points(3, 2, seed=8)
+    total = np.array([3, 3, 4]).sum()  # np.int64(10)
+    got = cluster_measure_nt_xent(centers, total, 0.4)
+    assert got.item() == cluster_measure_nt_xent(centers, 10, 0.4).item()
+    samples = torch.repeat_interleave(centers, torch.tensor([4, 3, 3]), dim=0)  # cluster_sizes(10, 3) copies
+    assert got.item() == pytest.approx(ref_measure(samples.numpy(), np.ones(10), 0.4), rel=1e-12)
+    with pytest.raises(
+        ValueError,
+        match=r"^cluster_measure_nt_xent: counts \(total samples of K=3 clusters\) must be an integer >= 3, got np",
+    ):
+        cluster_measure_nt_xent(centers, np.int64(2))
+    with pytest.raises(ValueError, match=r"^cluster_measure_nt_xent: counts must be an int or a sequence of K=3"):
+        cluster_measure_nt_xent(centers, True)
 
 
 def test_gradcheck_points_and_weights():
@@ -152,6 +175,14 @@ def test_module_and_validation():
         latent_measure_nt_xent(y, torch.ones(3, dtype=torch.float64))
     with pytest.raises(ValueError, match="non-negative"):
         latent_measure_nt_xent(y, torch.tensor([1.0, -1.0, 1.0, 1.0], dtype=torch.float64))
+    # NaN or inf weights used to give a NaN loss without a message (inf / inf after normalising)
+    for bad in (math.nan, math.inf):
+        with pytest.raises(
+            ValueError, match=r"^latent_measure_nt_xent: weights must be finite, non-negative, with a positive sum$"
+        ):
+            latent_measure_nt_xent(y, torch.tensor([0.2, bad, 0.3, 0.5], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"^latent_measure_nt_xent: weights must be finite"):
+        latent_measure_nt_xent(_points(2, 4, 3, seed=9), torch.tensor([[1.0] * 4, [1.0, 1.0, math.nan, 1.0]]))
     with pytest.raises(ValueError, match="at least 2 samples"):
         latent_measure_nt_xent(y[:1])
     with pytest.raises(ValueError, match="counts"):

@@ -1,6 +1,7 @@
 """χ± scores (`nonlinearity` eq. 16, 180, 181) on hand-made filters, against explicit loops."""
 
 import numpy as np
+import pytest
 import torch
 
 from ssldyn.probes.chi import best_match, chi_scores
@@ -60,3 +61,28 @@ def test_ensemble_axis_and_padded_filters():
     U = torch.eye(2).expand(2, 2, 2)
     c = best_match(W, U, absolute=torch.tensor([False, True]), filter_mask=mask)
     np.testing.assert_allclose(c.numpy(), [[[1.0, 0.0]], [[0.0, 1.0]]])
+
+
+def test_filters_and_embedding_of_different_d_are_one_error_naming_the_function():
+    # used to fail inside torch.matmul ("Expected size for first two dimensions of batch2 tensor ...")
+    W, U, rel = torch.randn(2, 3, 5), torch.randn(7, 4), torch.zeros(2, 7, dtype=torch.bool)
+    for fn, call in (("chi_scores", lambda w, u: chi_scores(w, u, rel)), ("best_match", best_match)):
+        with pytest.raises(
+            ValueError,
+            match=rf"^{fn}: W \(\.\.\., K, M, d\) and embedding \(\.\.\., n_tokens, d\) need one d, "
+            r"got \(2, 3, 5\) and \(7, 4\)$",
+        ):
+            call(W, U)
+        with pytest.raises(ValueError, match=rf"^{fn}: W .* need one d, got \(3, 5\) and \(7, 5\)$"):
+            call(W[0], torch.randn(7, 5))  # W without its M axis
+        with pytest.raises(
+            ValueError, match=rf"^{fn}: the leading axes \(\.\.\.\) of W and embedding do not broadcast"
+        ):
+            call(W.expand(3, 2, 3, 5), torch.randn(2, 7, 5))
+    # a matching d still agrees with the loops
+    U5 = torch.randn(7, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    W5 = torch.randn(2, 3, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    rel5 = torch.arange(14).view(2, 7) % 3 == 0
+    cp, cm = chi_scores(W5, U5, rel5)
+    ep, em = _loops(W5.numpy(), U5.numpy(), rel5.numpy(), False)
+    assert abs(cp.item() - ep) < 1e-12 and abs(cm.item() - em) < 1e-12

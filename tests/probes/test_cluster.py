@@ -45,6 +45,30 @@ def test_per_cluster_mean_written_out_and_per_cluster_silhouette():
         angular_spread(z, lab[:-1])  # was a boolean-mask IndexError
 
 
+def test_non_integer_float_labels_are_one_error_and_whole_float_labels_work():
+    # 0.2 and 0.7 used to be truncated to one cluster 0 without a message (4 labels, 2 clusters)
+    v = np.array([1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(
+        ValueError,
+        match=r"^per_cluster_mean: labels must be integers \(cluster labels\), got non-integer values such as "
+        r"\[0\.2, 0\.7, 1\.2\]$",
+    ):
+        per_cluster_mean(v, np.array([0.2, 0.7, 1.2, 1.7]))
+    z = np.random.default_rng(3).normal(size=(6, 3))
+    with pytest.raises(ValueError, match=r"^silhouette: labels must be integers"):
+        silhouette_cosine(z, np.array([0.2, 0.2, 0.7, 0.7, 1.5, 1.5]))
+    with pytest.raises(ValueError, match=r"^silhouette: labels must be integers"):
+        silhouette_samples_cosine(z, torch.tensor([0.0, 0.0, 1.0, 1.0, 2.0, 2.5]))
+    with pytest.raises(ValueError, match=r"^angular_spread: labels must be integers .* such as \[nan\]$"):
+        angular_spread(z, np.array([0.0, 0.0, 1.0, 1.0, 2.0, np.nan]))
+    # whole numbers in a float array are labels: the same values as the integer labels, and as written out
+    lab = np.array([1, 0, 1, 0])
+    np.testing.assert_array_equal(per_cluster_mean(v, lab.astype(np.float64)).numpy(), [3.0, 2.0])
+    lab6 = np.array([0, 0, 1, 1, 2, 2])
+    assert silhouette_cosine(z, lab6.astype(np.float32)) == silhouette_cosine(z, lab6)
+    assert abs(silhouette_cosine(z, lab6.astype(np.float64)) - silhouette_score(z, lab6, metric="cosine")) < 1e-7
+
+
 def test_uniformity_and_alignment_written_out():
     g = torch.Generator().manual_seed(3)
     z = torch.randn(7, 3, generator=g, dtype=torch.float64)

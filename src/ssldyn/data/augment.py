@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from kornia.enhance import adjust_brightness, adjust_contrast, adjust_saturation
+from kornia.enhance import adjust_contrast, adjust_saturation
 from kornia.filters import gaussian_blur2d
 from kornia.geometry.transform import crop_and_resize, rotate
 
@@ -196,7 +196,9 @@ class SimCLRAugment:
 
     Steps (each per image, parameters from the generator): random resized crop (``scale``,
     ``ratio``); rotation by ``U(±rotation)`` degrees; for RGB, with probability ``jitter_p``
-    brightness/contrast/saturation factors ``U(1 ± jitter)`` (none when ``jitter`` is 0), then
+    brightness/contrast/saturation factors ``U(1 ± jitter)`` (none when ``jitter`` is 0): brightness
+    ``clamp(x·f_b, 0, 1)`` (torchvision's ``ColorJitter``), then contrast ``clamp(x·f_c, 0, 1)`` and the HSV
+    saturation ``clamp(s·f_s, 0, 1)`` (kornia's ``adjust_contrast`` / ``adjust_saturation``), then
     grayscale with probability ``gray_p``; Gaussian blur with probability ``blur_p`` and
     ``σ ~ U(blur_sigma)`` pixels; additive noise ``N(0, noise²)``; clamp to [0, 1].
 
@@ -245,7 +247,7 @@ class SimCLRAugment:
             if self.jitter > 0:
                 f = _uniform(B, 1 - self.jitter, 1 + self.jitter, g, 3)  # (B, 3) brightness, contrast, saturation
                 on = torch.rand(B, generator=g) < self.jitter_p
-                y = adjust_brightness(x, (f[:, 0] - 1).to(device=dev, dtype=dt).clamp_min(-1))
+                y = (x * col(f[:, 0])).clamp(0.0, 1.0)  # (B, C, H, W): brightness x·f_b (torchvision's rule)
                 y = adjust_contrast(y, f[:, 1].to(device=dev, dtype=dt))
                 y = adjust_saturation(y, f[:, 2].to(device=dev, dtype=dt))
                 x = torch.where(col(on.double()) > 0, y, x)

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from ssldyn.checks import nonnegative
 from ssldyn.models._sizes import check_sizes
 from ssldyn.models.activations import Activation, ActivationName, get_activation
-from ssldyn.models.ensemble import EnsembleLinear
+from ssldyn.models.ensemble import EnsembleLinear, check_input_dtype
 from ssldyn.models.seeding import draw_members
 
 __all__ = ["AveragingNet", "averaging_matrix"]
@@ -113,6 +113,7 @@ class AveragingNet(nn.Module):
         return self.hidden.bias
 
     def forward(self, x: Tensor) -> Tensor:
+        check_input_dtype("AveragingNet", x, self.B.dtype)
         pre = self.hidden(x)  # (E, n, Md)
         h = self.activation(pre)  # (E, n, Md)
         E, n, _ = h.shape

@@ -18,7 +18,7 @@ from ssldyn.checks import choice, nonnegative
 from ssldyn.models._sizes import check_sizes
 from ssldyn.models.seeding import draw_members
 
-__all__ = ["broadcast_members", "members_input", "EnsembleLinear"]
+__all__ = ["broadcast_members", "members_input", "check_input_dtype", "EnsembleLinear"]
 
 Init = Literal["torch", "torch64", "normal"]
 INITS: tuple[str, ...] = get_args(Init)
@@ -38,15 +38,36 @@ def broadcast_members(x: torch.Tensor, ensemble: int) -> torch.Tensor:
     return x.unsqueeze(0).expand(ensemble, *x.shape)
 
 
+def check_input_dtype(model: str, x: torch.Tensor, dtype: torch.dtype) -> None:
+    """One ``ValueError`` naming ``model`` if the input's dtype is not the parameters' ``dtype`` (no silent cast:
+    the package's data loaders default to float64, the models to float32). Under ``torch.autocast`` on the
+    input's device the dtypes may differ (autocast casts the products), so nothing is checked there."""
+    if x.dtype == dtype or torch.is_autocast_enabled(x.device.type):
+        return
+    fix = f"cast the input (x.to({dtype}))"
+    if x.is_floating_point():
+        fix += f" or build the model with dtype={x.dtype}"
+    raise ValueError(f"{model}: input dtype {x.dtype} differs from the parameters' dtype {dtype}; {fix}")
+
+
 def members_input(
-    model: str, x: torch.Tensor, ensemble: int, features: int, *, axis: Literal["d", "in"] = "d"
+    model: str,
+    x: torch.Tensor,
+    ensemble: int,
+    features: int,
+    *,
+    axis: Literal["d", "in"] = "d",
+    dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """The input of an ensemble layer: ``(B, features)`` shared by the members (:func:`broadcast_members`, a
-    view) or ``(E, B, features)``, one batch per member; anything else is one error naming ``model``."""
+    view) or ``(E, B, features)``, one batch per member; anything else is one error naming ``model``, and so is
+    an input whose dtype is not the parameters' ``dtype`` (:func:`check_input_dtype`; None: not checked)."""
     xe = broadcast_members(x, ensemble)  # (E, B, features)
     if xe.dim() != 3 or xe.shape[-1] != features:
         raise ValueError(f"{model}: input must be (B, {axis}={features}) or (E={ensemble}, B, {axis}={features}), "
                          f"got {tuple(x.shape)}")  # fmt: skip
+    if dtype is not None:
+        check_input_dtype(model, x, dtype)
     return xe
 
 
@@ -112,7 +133,9 @@ class EnsembleLinear(nn.Module):
             self.bias[e].uniform_(-bound, bound, generator=generator)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = members_input("EnsembleLinear", x, self.ensemble, self.in_features, axis="in")  # (E, B, in)
+        x = members_input(
+            "EnsembleLinear", x, self.ensemble, self.in_features, axis="in", dtype=self.weight.dtype
+        )  # (E, B, in)
         y = (
             torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
             if self.bias is not None

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from ssldyn.checks import choice, nonnegative
 from ssldyn.models._sizes import check_sizes, check_widths
 from ssldyn.models.activations import Activation, ActivationName, get_activation
-from ssldyn.models.ensemble import EnsembleLinear
+from ssldyn.models.ensemble import EnsembleLinear, check_input_dtype
 from ssldyn.models.seeding import draw_members
 
 __all__ = ["MLP"]
@@ -81,6 +81,7 @@ class MLP(nn.Module):
             cast(EnsembleLinear, layer).init_member(e, g)
 
     def forward(self, x: Tensor) -> Tensor:
+        check_input_dtype("MLP", x, cast(EnsembleLinear, self.layers[0]).weight.dtype)
         h = x
         for i, layer in enumerate(self.layers):
             h = layer(h)  # (E, n, width)

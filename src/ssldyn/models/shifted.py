@@ -20,11 +20,16 @@ class ShiftedModel(nn.Module):
 
     Rows of other inputs that equal a training input get that input's offset (so batches of
     single samples, as the per-sample Jacobians of :func:`ssldyn.kernels.empirical_ntk` use,
-    work); inputs that are not training inputs get no offset.
+    work); inputs that are not training inputs get no offset. Training rows that are equal must
+    have equal rows of ``z0`` (the wrapper is a function of ``x``; a ``ValueError`` otherwise);
+    a row equal to several training rows gets one offset, the first one's (all the same).
+    Per-member training inputs ``(E, n, ...)`` (one batch per member, as
+    :func:`ssldyn.models.ensemble.members_input` reads them) are recognised as a whole only: the
+    training tensor, or one equal to it.
 
     Args:
         model: any ``nn.Module`` ``(n, ...) -> (n, d)`` or ``(E, n, d)`` (trained).
-        x: ``(n, ...)`` the training inputs (the only inputs this wrapper accepts).
+        x: ``(n, ...)`` the training inputs (the only inputs this wrapper accepts), or ``(E, n, ...)``.
         z0: ``(n, d)`` or ``(E, n, d)`` the initial embedding.
     """
 
@@ -39,6 +44,9 @@ class ShiftedModel(nn.Module):
             g0 = model(x)
         if g0.shape[-2:] != z0.shape[-2:]:
             raise ValueError(f"ShiftedModel: z0 must have shape (n, d)={tuple(g0.shape[-2:])}, got {tuple(z0.shape)}")
+        per_member = x.dim() >= 3 and g0.dim() == 3 and x.shape[:2] == (g0.shape[0], g0.shape[1])  # (E, n, ...)
+        if not per_member and x.shape[0] == z0.shape[-2]:  # rows of x are the samples of z0
+            _check_repeated_rows(x, z0)
         self.register_buffer("x_ref", x.detach().clone(), persistent=False)
         self.register_buffer("offset", (z0 - g0).detach(), persistent=False)  # (E, n, d)
         # the training tensor itself (and its version): recognised without comparing values,
@@ -56,5 +64,31 @@ class ShiftedModel(nn.Module):
             return out + self.offset
         # rows of x that are training inputs get their offset, others none (a constant in w, so
         # the NTK is unchanged); written without data-dependent branches so that vmap works
-        match = (x.flatten(1)[:, None, :] == self.x_ref.flatten(1)[None, :, :]).all(-1)  # (m, n)
-        return out + match.to(out.dtype) @ self.offset  # (E, m, d)
+        match = (x.flatten(1)[:, None, :] == self.x_ref.flatten(1)[None, :, :]).all(-1).to(out.dtype)  # (m, n)
+        first = match * (match.cumsum(-1) == 1)  # (m, n): the first matching training row only (one offset per row)
+        return out + first @ self.offset  # (E, m, d)
+
+
+def _check_repeated_rows(x: Tensor, z0: Tensor) -> None:
+    """One ``ValueError`` if two equal training rows ``x_i = x_j`` have different ``z0`` rows (on any member):
+    ``f(x_i) = z0_i`` and ``f(x_j) = z0_j`` cannot both hold for a function of ``x``."""
+    flat = x.detach().flatten(1)  # (n, F)
+    n = flat.shape[0]
+    if n < 2:
+        return
+    _, group = torch.unique(flat, dim=0, return_inverse=True)  # (n,): the class of equal rows of each row
+    rows = torch.arange(n, device=flat.device)  # (n,)
+    first = torch.full((n,), n, dtype=torch.long, device=flat.device).scatter_reduce(0, group, rows, "amin")  # (n,)
+    rep = first[group]  # (n,): the first training row equal to each row
+    same_x = (flat[rep] == flat).all(-1)  # (n,)
+    z = z0.detach()  # (..., n, d)
+    zr = z[..., rep, :]  # (..., n, d)
+    same_z = ((zr == z) | (zr.isnan() & z.isnan())).movedim(-2, 0).reshape(n, -1).all(-1)  # (n,)
+    bad = torch.nonzero(same_x & ~same_z).flatten()  # (k,)
+    if bad.numel():
+        i = int(bad[0])
+        j = int(rep[i])
+        raise ValueError(
+            f"ShiftedModel: rows {j} and {i} of x are equal but their rows of z0 differ; the model is a function of x "
+            "and cannot start at both (drop the repeated rows of x, or give them equal rows of z0)"
+        )

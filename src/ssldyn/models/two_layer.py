@@ -140,7 +140,7 @@ class TwoLayerNet(nn.Module):
 
     # --- forward -------------------------------------------------------------------------
     def _x(self, x: torch.Tensor) -> torch.Tensor:
-        return members_input("TwoLayerNet", x, self.ensemble, self.d)
+        return members_input("TwoLayerNet", x, self.ensemble, self.d, dtype=self.W1.dtype)  # (E, B, d)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """``φ(W1 x)`` ``(E, B, h)`` (masked hidden units are 0)."""
@@ -257,7 +257,8 @@ class DeepLinearNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, d)`` or ``(E, B, d)`` -> ``(E, B, z)``."""
-        return members_input("DeepLinearNet", x, self.ensemble, self.d) @ self.end_to_end().mT
+        x = members_input("DeepLinearNet", x, self.ensemble, self.d, dtype=self.layers[0].dtype)  # (E, B, d)
+        return x @ self.end_to_end().mT  # (E, B, z)
 
     def weights(self) -> list[nn.Parameter]:
         return list(self.layers)

@@ -123,7 +123,7 @@ def alpha_cl_energy(
     fn = "alpha_cl_energy"
     f, f_pos, _, _ = _check_pairs(fn, ("f", "f_pos"), f, f_pos, None, None)
     n = f.shape[-2]
-    alpha = _check_alpha(fn, alpha, f)
+    alpha = _check_alpha(fn, alpha, f, "f")
     if stop_gradient:
         alpha = alpha.detach()
     r, lap = _row_sums_and_laplacian(alpha)  # (..., N), (..., N, N)
@@ -297,10 +297,12 @@ def _check_pairs(
         raise ValueError(
             f"{fn}: b must have the same leading shape (..., N) as a, got {tuple(b.shape)} and {tuple(a.shape)}"
         )
+    if b.dtype != a.dtype:
+        raise ValueError(f"{fn}: b and b_pos must have the dtype of a ({a.dtype}), got {b.dtype}")
     return a, a_pos, b, b_pos
 
 
-def _check_alpha(fn: str, alpha: Tensor | None, a: Tensor) -> Tensor:
+def _check_alpha(fn: str, alpha: Tensor | None, a: Tensor, name: str = "a") -> Tensor:
     n = a.shape[-2]
     if alpha is None:
         return torch.ones(n, n, dtype=a.dtype, device=a.device)
@@ -308,6 +310,11 @@ def _check_alpha(fn: str, alpha: Tensor | None, a: Tensor) -> Tensor:
         raise ValueError(f"{fn}: alpha must be a floating-point tensor of shape (N, N) or (..., N, N), or None")
     if alpha.dim() < 2 or alpha.shape[-2:] != (n, n):
         raise ValueError(f"{fn}: alpha must have shape (N, N) or (..., N, N) with N={n}, got {tuple(alpha.shape)}")
+    try:
+        torch.broadcast_shapes(alpha.shape[:-2], a.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"{fn}: the ensemble axes (...) of alpha {tuple(alpha.shape)} do not broadcast against "
+                         f"those of {name} {tuple(a.shape)}") from None  # fmt: skip
     return alpha.to(a.dtype)
 
 

@@ -199,6 +199,9 @@ def _check_weights(fn: str, W1: Tensor, W2: Tensor, C: Tensor) -> None:
         raise ValueError(
             f"{fn}: W1 (h, d) and W2 (h, z) must share the hidden size h, got {tuple(W1.shape)} and {tuple(W2.shape)}"
         )
+    if not (W1.dtype == W2.dtype == C.dtype):  # e.g. C of float64 data, a float32 network: a raw matmul error
+        fix = f" (cast C with C.to({W1.dtype}))" if W1.dtype == W2.dtype else ""
+        raise ValueError(f"{fn}: W1, W2 and C must have one dtype, got {W1.dtype}, {W2.dtype} and {C.dtype}{fix}")
     d = W1.shape[-1]
     if C.shape[-2:] != (d, d):
         raise ValueError(f"{fn}: C must have shape (d, d) = ({d}, {d}) matching W1 (h, d), got {tuple(C.shape)}")

@@ -9,11 +9,14 @@ the same location (a cluster), and they still count as different samples.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from ssldyn.checks import integer
 
 from ._common import check_positive, check_tensor
 
@@ -52,8 +55,8 @@ def latent_measure_nt_xent(
 
     Args:
         points: atom locations ``(n, d)`` or ``(..., n, d)`` (ensemble axes), ``n >= 2``.
-        weights: ``w`` of shape ``(n,)`` or ``(..., n)``, non-negative; normalised to sum
-            to 1. Default uniform ``1/n``.
+        weights: ``w`` of shape ``(n,)`` or ``(..., n)``, finite, non-negative, with a positive
+            sum; normalised to sum to 1. Default uniform ``1/n``.
         temperature: τ > 0.
         positive_term: divide by the positive-pair term ``e^{1/τ}`` of eq. (1).
 
@@ -77,8 +80,8 @@ def latent_measure_nt_xent(
 
 def cluster_sizes(n: int, k: int) -> list[int]:
     """Split ``n`` samples into ``k`` clusters as equally as possible (first ``n mod k`` get one more)."""
-    if not (isinstance(n, int) and isinstance(k, int)) or k < 1 or n < k:
-        raise ValueError(f"cluster_sizes: need integers n >= k >= 1, got n={n!r}, k={k!r}")
+    k = integer(k, "k (clusters)", where="cluster_sizes")
+    n = integer(n, "n (samples)", where="cluster_sizes", minimum=k)
     return [n // k + (1 if i < n % k else 0) for i in range(k)]
 
 
@@ -130,10 +133,9 @@ def cluster_measure_nt_xent(
 def _cluster_counts(fn: str, counts, k: int) -> Tensor:
     if isinstance(counts, bool):
         raise ValueError(f"{fn}: counts must be an int or a sequence of K={k} ints, got {counts!r}")
-    if isinstance(counts, int):
-        if counts < max(k, 2):
-            raise ValueError(f"{fn}: counts (total samples) must be >= max(K, 2) = {max(k, 2)}, got {counts}")
-        return torch.tensor(cluster_sizes(counts, k))
+    if isinstance(counts, numbers.Integral):  # an int or a NumPy integer (e.g. ``sizes.sum()``)
+        total = integer(counts, f"counts (total samples of K={k} clusters)", where=fn, minimum=max(k, 2))
+        return torch.tensor(cluster_sizes(total, k))
     m = torch.as_tensor(counts)
     if m.shape != (k,) or m.is_floating_point() or m.is_complex():
         raise ValueError(f"{fn}: counts must be an int or K={k} integer cluster sizes, got {counts!r}")
@@ -150,8 +152,8 @@ def _normalised_weights(fn: str, weights: Tensor | None, points: Tensor) -> Tens
         raise ValueError(f"{fn}: weights must be a floating-point tensor of shape (n,) or (..., n), or None")
     if weights.dim() < 1 or weights.shape[-1] != n:
         raise ValueError(f"{fn}: weights must have shape (n,) or (..., n) with n={n} atoms, got {tuple(weights.shape)}")
-    if bool((weights < 0).any()) or bool((weights.sum(-1) <= 0).any()):
-        raise ValueError(f"{fn}: weights must be non-negative with a positive sum")
+    if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()) or bool((weights.sum(-1) <= 0).any()):
+        raise ValueError(f"{fn}: weights must be finite, non-negative, with a positive sum")
     return weights / weights.sum(-1, keepdim=True)
 
 

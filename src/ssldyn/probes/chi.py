@@ -47,6 +47,7 @@ def best_match(
     Returns:
         ``(..., K, n_tokens)``.
     """
+    _check_filters("best_match", W, embedding)
     Wn = W / W.norm(dim=-1, keepdim=True).clamp_min(eps)  # (..., K, M, d)
     Un = embedding / embedding.norm(dim=-1, keepdim=True).clamp_min(eps)  # (..., T, d)
     cos = torch.matmul(Wn, Un.unsqueeze(-3).transpose(-1, -2))  # (..., K, M, T)
@@ -75,9 +76,22 @@ def chi_scores(
         relevant: bool ``(..., K, n_tokens)``, token a appears at position k in some generator.
         absolute, filter_mask: as in :func:`best_match`.
     """
+    _check_filters("chi_scores", W, embedding)
     c = best_match(W, embedding, absolute=absolute, filter_mask=filter_mask)  # (..., K, T)
     rel = relevant.to(c.dtype)
     irr = 1.0 - rel
     chi_p = (c * rel).sum(-1) / rel.sum(-1).clamp_min(1.0)  # (..., K)
     chi_m = (c * irr).sum(-1) / irr.sum(-1).clamp_min(1.0)  # (..., K)
     return chi_p.mean(-1), chi_m.mean(-1)
+
+
+def _check_filters(fn: str, W: torch.Tensor, embedding: torch.Tensor) -> None:
+    """One ``ValueError`` naming ``fn`` unless ``W (..., K, M, d)`` and ``embedding (..., n_tokens, d)`` share ``d``
+    and their leading axes broadcast (a mismatch used to fail inside ``torch.matmul``)."""
+    shapes = f"got {tuple(W.shape)} and {tuple(embedding.shape)}"
+    if W.dim() < 3 or embedding.dim() < 2 or W.shape[-1] != embedding.shape[-1]:
+        raise ValueError(f"{fn}: W (..., K, M, d) and embedding (..., n_tokens, d) need one d, {shapes}")
+    try:
+        torch.broadcast_shapes(W.shape[:-3], embedding.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"{fn}: the leading axes (...) of W and embedding do not broadcast, {shapes}") from None

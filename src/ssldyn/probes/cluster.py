@@ -73,8 +73,13 @@ def _batch(z) -> Tensor:
 
 def _labels(labels, device: torch.device, n: int, where: str) -> Tensor:
     """Cluster labels (a tensor on any device, an array or a list) of ``n`` samples as a long ``(n,)`` tensor
-    on ``device``; any other shape is one error naming ``where``."""
-    lab = torch.as_tensor(np.asarray(labels.cpu() if isinstance(labels, Tensor) else labels)).long().to(device)
+    on ``device``; any other shape, or a float label that is not a whole number (``0.2`` and ``0.7`` would both
+    become cluster 0), is one error naming ``where``."""
+    raw = np.asarray(labels.detach().cpu() if isinstance(labels, Tensor) else labels)
+    if raw.dtype.kind == "f" and (not np.isfinite(raw).all() or (raw != np.round(raw)).any()):
+        bad = raw[~np.isfinite(raw) | (raw != np.round(raw))].ravel()[:3].tolist()
+        raise ValueError(f"{where}: labels must be integers (cluster labels), got non-integer values such as {bad}")
+    lab = torch.as_tensor(raw).long().to(device)  # (n,)
     if lab.shape != (n,):
         raise ValueError(f"{where}: labels must have shape ({n},), one per sample, got {tuple(lab.shape)}")
     return lab

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -77,10 +78,17 @@ def test_circle_mixture_quadrature_against_monte_carlo():
     xt = x[0] * ((x[0] @ w[0]) > 0).to(D)[:, None]
     A_q = population_contrastive_covariance(xt, p[0])
     torch.testing.assert_close(A_q, A_mc, atol=3e-3, rtol=0)  # Monte Carlo error ~1e-3
-    # the density's maximum on a line through the origin, by brute force over the line
-    s = torch.linspace(0.8, 1.2, 2001, dtype=D)
-    for sgn in (1.0, -1.0):
-        phi = th + sgn * math.pi / 2
-        brute = (mix.angle_density(phi.expand_as(s)) / (2 * 0.2) / s).max()
-        assert float(brute) <= float(mix.max_density_on_line(th)[0]) + 1e-12
+    # the density's maximum on a line through the origin, by brute force over the line: p(x) = p_φ(φ) p_r(r) / r
+    # with p_φ the von Mises mixture (scipy), p_r = U[1 − δ, 1 + δ]; the grid holds the argmax r = 1 − δ, so the
+    # brute force equals the closed form (an over-estimate would pass a one-sided bound)
+    from scipy import stats
+
+    s = np.linspace(0.8, 1.2, 2001)
+    wts = np.array([1.0, 2.0, 1.0]) / 4
+    brute = max(
+        float((sum(wj * stats.vonmises.pdf(float(th) + sgn * math.pi / 2, 40.0, loc=cj)
+                   for wj, cj in zip(wts, (-0.6, 0.1, 0.9))) / (2 * 0.2) / s).max())
+        for sgn in (1.0, -1.0)
+    )  # fmt: skip
+    assert float(mix.max_density_on_line(th)[0]) == pytest.approx(brute, rel=1e-10)
     assert CircleMixture((0.0,), kappa=1.0).C0 == pytest.approx(1.1)

@@ -126,10 +126,21 @@ def test_projected_gd_is_first_order_riemannian():
 
 
 def test_random_stiefel_is_haar_monte_carlo():
-    # E[W Wᵀ] = (p/n) I for Haar-uniform W ∈ St(n, p)
-    W = random_stiefel(6, 2, 4000, dtype=D)
+    from scipy import stats
+
+    # E[W Wᵀ] = (p/n) I for Haar-uniform W ∈ St(n, p): the span is uniform on the Grassmannian
+    n, draws = 6, 4000
+    W = random_stiefel(n, 2, draws, generator=torch.Generator().manual_seed(0), dtype=D)
     M = (W @ W.mT).mean(0).numpy()
     np.testing.assert_allclose(M, (2 / 6) * np.eye(6), atol=0.02)
+    # the frame too (E[WWᵀ] holds without QR's sign fix): a Haar frame's column is uniform on S^{n−1}, so each
+    # entry is sign-symmetric (mean 0, std 1/√n) and W_ij² ~ Beta(1/2, (n − 1)/2); a plain QR without the sign fix
+    # gives W[0, 0] ≤ 0 on every draw (mean −0.34)
+    se = math.sqrt(1 / n / draws)
+    for i, j in [(0, 0), (1, 1), (5, 0), (0, 1)]:
+        w = W[:, i, j].numpy()  # (draws,)
+        assert abs(w.mean()) < 5 * se, (i, j, w.mean())
+        assert stats.kstest(w**2, stats.beta(0.5, (n - 1) / 2).cdf).pvalue > 1e-3, (i, j)
 
 
 # --- guards of the training loop (train_gd) ---------------------------------------------------------------------

@@ -337,8 +337,11 @@ def test_rank_z_row_space_is_the_top_right_singular_subspace_or_none_when_collap
     np.testing.assert_allclose(V.numpy().T @ V.numpy(), np.eye(2), atol=1e-12)
     # z = 3: σ₃/σ₁ = 0.002 > 1e-3 is kept; scaled by 1e-8 the relative test still keeps it
     assert RANK_TOL == 1e-3
-    assert rank_z_row_space(torch.tensor(M), 3) is not None
-    assert rank_z_row_space(torch.tensor(1e-8 * M), 3) is not None
+    P3 = Q[:, :3] @ Q[:, :3].T  # (6, 6): the projector onto the row space
+    for scale in (1.0, 1e-8):
+        V3 = rank_z_row_space(torch.tensor(scale * M), 3)
+        assert V3 is not None
+        np.testing.assert_allclose(V3.numpy() @ V3.numpy().T, P3, atol=1e-10)
     # σ₃/σ₁ = 0.0008 ≤ 1e-3: collapsed below rank 3
     M2 = P[:, :3] @ np.diag([5.0, 2.0, 0.004]) @ Q[:, :3].T
     assert rank_z_row_space(torch.tensor(M2), 3) is None

@@ -87,7 +87,9 @@ def test_uniformity_reference_values():
     assert abs(uniformity_reference(d=2) - ref) < 1e-8
     n = 200  # equally spaced: the periodic trapezoid rule is exact to round-off, minus the i = j term
     assert abs(uniformity_reference(n) - math.log((n * math.exp(ref) - 1) / (n - 1))) < 1e-10
-    # S^2: sample mean of a large uniform sample
+    # S^2: cos θ ~ U[−1, 1] for uniform points (Archimedes), so log E e^{−2t(1 − cos θ)} = log((1 − e^{−4t}) / (4t))
+    assert uniformity_reference(d=3) == pytest.approx(math.log((1 - math.exp(-8)) / 8), rel=1e-10)
+    # and a sample mean of a large uniform sample
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4000, 3, generator=g, dtype=torch.float64)
     assert abs(uniformity(x) - uniformity_reference(d=3)) < 0.02

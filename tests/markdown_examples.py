@@ -182,6 +182,10 @@ def check_command(where: str, command: str, tmp_path: Path, capsys) -> bool:
     args, needs = _substitute(tokens, tmp_path)
     _command(args[0])
     if args[0] in ("run", "reproduce", "robustness"):  # robustness grids: validated, not run (minutes)
+        if "tensorboard" in needs:  # refused up front without TensorBoard: that line, then the rest validated
+            code, out = run_cli([*args, "--dry-run"], capsys)
+            assert code == 2 and "--tensorboard needs TensorBoard" in out, f"{where}: `{command}`: {out}"
+            args = [a for a in args if a != "--tensorboard"]
         code, out = run_cli([*args, "--dry-run"], capsys)
         assert code == 0, f"{where}: `{command}` is rejected by the CLI:\n{out}"
         cheap = args[0] == "run" and not needs and _estimated_seconds(out) <= EXEC_BUDGET_S

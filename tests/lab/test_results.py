@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
+from ssldyn.errors import UserError
 from ssldyn.lab import run_experiment
 from ssldyn.results import load
 
@@ -114,7 +115,10 @@ def test_select_by_experiment_preset_overrides_and_config(store, toy_sweep, toy)
     assert len(res.select(optim__lr=0.3)) == 1 and len(res.select(config={"optim.lr": 0.3})) == 1
     assert len(res.select(canonical=False)) == 2 and len(res.select(preset="paper")) == 1
     assert "optim.lr" in res.runs.columns  # one column per overridden key
-    assert res.select("nothing").runs.empty and list(res.select("nothing").claims.columns) == list(res.claims.columns)
+    with pytest.raises(UserError, match=r"^select: unknown experiment 'nothing'"):  # a typo is never "no runs"
+        res.select("nothing")
+    none = res.select(toy_sweep.name, preset="quick", lr=0.2, n=3)  # valid filters that match no run: empty
+    assert none.runs.empty and list(none.claims.columns) == list(res.claims.columns)
     assert "lr" in res.select(toy_sweep.name, overrides={}).claims.columns  # a selection keeps the key columns
 
 

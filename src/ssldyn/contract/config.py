@@ -34,6 +34,8 @@ __all__ = [
     "deep_merge",
     "CONFIG_MAX_BYTES",
     "load_config_file",
+    "keys_overlap",
+    "set_keys",
     "format_validation_error",
     "build_config",
     "config_schema_rows",
@@ -122,9 +124,21 @@ def parse_value(text: str) -> Any:
         return text
 
 
+def keys_overlap(a: str, b: str) -> bool:
+    """Whether two dotted config keys name the same setting or one contains the other (``optim``, ``optim.lr``)."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def set_keys(pairs: list[str] | None) -> list[str]:
+    """The keys of ``--set key=value`` pairs, as given (malformed pairs are :func:`parse_sets`'s to refuse)."""
+    return [pair.partition("=")[0].strip() for pair in pairs or [] if "=" in pair]
+
+
 def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
-    """``["a.b=1", "c=[1,2]"]`` -> ``{"a": {"b": 1}, "c": [1, 2]}``."""
+    """``["a.b=1", "c=[1,2]"]`` -> ``{"a": {"b": 1}, "c": [1, 2]}``; a key given twice (or a key and a key inside it,
+    ``optim={...}`` and ``optim.lr=...``) is one :class:`UserError`: a later value would silently win."""
     out: dict[str, Any] = {}
+    given: dict[str, tuple[str, Any]] = {}  # key -> (its pair, its value)
     for pair in pairs or []:
         if "=" not in pair:
             raise UserError(f"--set {echo(pair)}: expected key=value (e.g. --set tau=0.5)")
@@ -132,10 +146,17 @@ def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
         key = key.strip()
         if not key or any(not part for part in key.split(".")):
             raise UserError(f"--set {echo(pair)}: empty key; expected key=value")
+        value = parse_value(raw)
+        for earlier, (earlier_pair, earlier_value) in given.items():
+            below_a_value = key.startswith(earlier + ".") and not isinstance(earlier_value, dict)
+            if keys_overlap(key, earlier) and not below_a_value:  # (below a value: set_path's error)
+                what = f"{echo(key)} is given twice" if key == earlier else f"{echo(key)} overlaps {echo(earlier)}"
+                raise UserError(f"--set {echo(pair)}: {what} (also --set {echo(earlier_pair)}); give each key once")
         try:
-            set_path(out, key, parse_value(raw))
+            set_path(out, key, value)
         except ValueError as e:
             raise UserError(f"--set {echo(pair)}: {e}") from None
+        given[key] = (pair, value)
     return out
 
 

@@ -74,7 +74,8 @@ _ADDRESS = typer.Option(
     "--address",
     help="Ray cluster address: HOST:6379, or auto for $RAY_ADDRESS / the last `ray start` (default: start a local Ray)",
 )
-_MAX_RETRIES = typer.Option(2, "--max-retries", help="Ray: retries of a failed task")
+DEFAULT_MAX_RETRIES = 2  # = ssldyn.lab.executors.DEFAULT_MAX_RETRIES (not imported here: start-up time)
+_MAX_RETRIES = typer.Option(DEFAULT_MAX_RETRIES, "--max-retries", help="Ray: retries of a failed task")
 _WORKERS = typer.Option(None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)")
 _JOBS = typer.Option(None, "--jobs", help="runs computed at the same time (default: the CPU cores; 1 on a GPU)")
 _TENSORBOARD = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars")
@@ -304,6 +305,7 @@ def _plan(
 
     base = parse_sets(sets)
     grid = expand_grid(sweep, limit=None if yes else MAX_GRID)
+    _check_sweep_keys(list(grid[0]), sets, config)
     specs, invalid = [], []
     errors: dict[str, list[str]] = {}  # distinct error -> the grid points that have it
     for point in grid:
@@ -334,6 +336,34 @@ def _plan(
         for msg, points in errors.items():
             err_console.print(f"  invalid {_points_text(points, len(grid))}: {msg}", markup=False, soft_wrap=True)
     return specs, invalid
+
+
+def _check_sweep_keys(swept: list[str], sets: list[str] | None, config: Path | None) -> None:
+    """A swept key may not be given with ``--set`` or in ``--config`` too (the grid's value would silently win):
+    one :class:`UserError` naming the key and where else it is given."""
+    if not swept:
+        return
+    from ssldyn.contract.config import keys_overlap, load_config_file, set_keys
+
+    given = [(k, "--set") for k in set_keys(sets)]
+    if config is not None:
+        given += [(k, f"--config {str(config)!r}") for k in _leaf_keys(load_config_file(config))]
+    for key in swept:
+        for other, where in given:
+            if keys_overlap(key, other):
+                also = "" if other == key else f" (as {other!r})"
+                raise UserError(f"--sweep {key}: also given with {where}{also}; drop one")
+
+
+def _leaf_keys(tree: dict[str, Any], prefix: str = "") -> list[str]:
+    """The dotted keys of a nested mapping's values (``{"optim": {"lr": 1}}`` -> ``["optim.lr"]``)."""
+    out = []
+    for k, v in tree.items():
+        if isinstance(v, dict) and v:
+            out += _leaf_keys(v, f"{prefix}{k}.")
+        else:
+            out.append(f"{prefix}{k}")
+    return out
 
 
 @_command(
@@ -371,14 +401,17 @@ def run_cmd(
     dry_run: bool = _DRY_RUN,
 ) -> None:
     """Run one experiment, a sweep or several seeds (finished runs come from the store)."""
-    _check_executor(executor, max_retries)
+    _check_executor(executor, max_retries, address)
     _check_out(out)
+    _check_tensorboard(tensorboard)
     specs, invalid = _plan(experiment, quick=quick, sets=set_, sweep=sweep, config=config, seed=seed, seeds=seeds,
                            device=device, yes=yes)  # fmt: skip
     _seeds_note(seeds, specs)
     n_jobs = _check_run_options(out, workers, jobs, device)  # as the run checks them, --dry-run too
     if dry_run:
         _print_plan(specs, Path(out))
+        if invalid:  # as the run: exit 1 when grid points were skipped
+            raise typer.Exit(1)
         return
     items = _execute(specs, out, executor, force, address, max_retries, title=experiment, workers=workers,
                      jobs=n_jobs)  # fmt: skip
@@ -434,9 +467,17 @@ def reproduce_cmd(
     from ssldyn.lab.robustness import plan_maps
     from ssldyn.lab.runner import plan_run
 
-    _check_executor(executor, max_retries)
+    _check_executor(executor, max_retries, address)
     _check_out(out)
-    exps = [get_experiment(n) for n in only] if only else all_experiments(paper)
+    _check_tensorboard(tensorboard)
+    exps = all_experiments(paper)  # an unknown --paper is refused, with --only too
+    if only:
+        chosen = [get_experiment(n) for n in only]
+        outside = [e.name for e in chosen if paper is not None and e.paper != paper]
+        if outside:
+            raise UserError(f"--only {outside[0]} is not a {paper} experiment (--paper {paper}); "
+                            f"see `ssldyn list --paper {paper}`")  # fmt: skip
+        exps = chosen
     specs = [plan_run(e.name, quick=quick, seed=seed, seeds=seeds, device=device) for e in exps]
     _seeds_note(seeds, specs)
     maps = []  # --robustness: planned (validated) before anything runs, and listed by --dry-run
@@ -505,7 +546,8 @@ def _run_maps(planned: list[Any], *, out: str, jobs: int, force: bool) -> bool:
     from ssldyn.lab.study import record_study
 
     specs = [s for m in planned for s in m.specs]
-    items = _execute(specs, out, "local", force, None, 0, title="robustness", jobs=jobs, notes=False)
+    items = _execute(specs, out, "local", force, None, DEFAULT_MAX_RETRIES, title="robustness", jobs=jobs,
+                     notes=False)  # fmt: skip
     from ssldyn.lab.results import load
 
     res = load(out, sorted({m.experiment for m in planned}))
@@ -533,6 +575,12 @@ def report_cmd(directory: Path = typer.Argument(Path("ssldyn-runs"), help="the r
     """Build DIR/report/index.html from the finished runs in DIR."""
     if not directory.is_dir():
         raise UserError(f"report directory {str(directory)!r} does not exist")
+    from ssldyn.lab.store import check_not_inside_store, looks_like_store
+
+    check_not_inside_store(directory, "report directory")  # a report inside a run directory damages the run
+    if not looks_like_store(directory):
+        raise UserError(f"report directory {str(directory)!r} is not a run store (no experiment runs, no .locks); "
+                        "give the --out directory of your runs (default: ssldyn-runs)")  # fmt: skip
     from ssldyn.lab.report import build_report
 
     console.print(f"report: {build_report(directory)}", markup=False, soft_wrap=True)
@@ -567,10 +615,18 @@ def _check_out(out: str) -> None:
     check_out_given(out)
 
 
-def _check_executor(executor: str, max_retries: int) -> None:
+def _check_executor(executor: str, max_retries: int, address: str | None = None) -> None:
     from ssldyn.lab.executors import check_executor
 
-    check_executor(executor, max_retries)
+    check_executor(executor, max_retries, address)
+
+
+def _check_tensorboard(tensorboard: bool) -> None:
+    """``--tensorboard`` needs TensorBoard installed: checked before anything runs (``--dry-run`` too)."""
+    if tensorboard:
+        from ssldyn.lab.tensorboard import check_tensorboard
+
+        check_tensorboard()
 
 
 def _check_run_options(out: str, workers: int | None, jobs: int | None, device: str) -> int:
@@ -651,6 +707,12 @@ def _print_plan(specs: list[Any], out: Path) -> None:
     from ssldyn.lab import manifest
     from ssldyn.lab.store import DONE, verify_run
 
+    def seed_factor(s: Any) -> float:  # est_seconds covers the preset's default seeds: scale to the run's
+        from ssldyn.lab.registry import get_experiment
+        from ssldyn.lab.runner import default_seeds
+
+        return len(s.seeds) / len(default_seeds(get_experiment(s.experiment), s.preset))
+
     unique: dict[tuple[str, str], Any] = {}
     for s in specs:
         unique.setdefault((s.experiment, s.digest), s)
@@ -658,6 +720,7 @@ def _print_plan(specs: list[Any], out: Path) -> None:
     rows, todo_s, n_todo = [], 0.0, 0
     planned = {s.experiment for s in specs}
     extra_s, reused = 0.0, set()  # the reused experiments' time, when their cached results may be missing
+    overridden = False  # a run to compute with overrides: the estimate is for the preset's sizes
     for s in specs:
         scale = 0 if s.preset == "quick" else 1  # the index into est_seconds = (quick, paper scale)
         run_dir = out / s.experiment / s.digest
@@ -665,9 +728,10 @@ def _print_plan(specs: list[Any], out: Path) -> None:
         damage = verify_run(run_dir) if done else None
         finished = done and damage is None
         entry = manifest.find(s.experiment)
-        est = entry["est_seconds"][scale]
+        est = entry["est_seconds"][scale] * seed_factor(s)
         if not finished:
             todo_s, n_todo = todo_s + est, n_todo + 1
+            overridden = overridden or bool(s.overrides)
             # est_seconds assumes the reused experiment's cached results are in place (as in reproduce, which
             # runs it first); a run without it in the plan may have to compute them (other settings, new store)
             for r in set(entry.get("reuses", ())) - planned:
@@ -683,7 +747,8 @@ def _print_plan(specs: list[Any], out: Path) -> None:
         else ""
     )
     console.print(
-        f"dry run: {len(specs)} runs, {n_todo} to run (estimated {_fmt_s(todo_s)} on a 2-core CPU{upper}); "
+        f"dry run: {len(specs)} runs, {n_todo} to run (estimated {_fmt_s(todo_s)} on a 2-core CPU"
+        f"{' at the preset sizes' if overridden else ''}{upper}); "
         f"nothing was run or written (store: {out})",
         markup=False,
         width=_width(),

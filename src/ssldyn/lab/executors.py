@@ -8,11 +8,11 @@ of one run (``Context.map``) are run by :mod:`ssldyn.lab.tasks`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -22,7 +22,7 @@ from ssldyn.lab.runner import RunSpec, commit_run, compute_run, format_exception
 from ssldyn.lab.store import RunStore, StoredRun, check_out_dir
 from ssldyn.lab.tasks import check_count, check_workers
 
-__all__ = ["EXECUTORS", "Executor", "SweepItem", "check_executor", "execute"]
+__all__ = ["EXECUTORS", "DEFAULT_MAX_RETRIES", "WORKER_DIED", "Executor", "SweepItem", "check_executor", "execute"]
 
 #: where the runs of a sweep execute: this machine (``--jobs`` processes) or a Ray cluster
 Executor = Literal["local", "ray"]
@@ -64,12 +64,24 @@ class _Bar:
             self.progress.update(self.task, description=desc, advance=done + failed)
 
 
-def check_executor(executor: str, max_retries: int) -> None:
-    """``--executor`` must be one of :data:`EXECUTORS` and ``--max-retries`` >= 0 (else one :class:`UserError`)."""
+#: Ray's retries of a failed run (``--max-retries``)
+DEFAULT_MAX_RETRIES = 2
+
+
+def check_executor(executor: str, max_retries: int, address: str | None = None) -> None:
+    """``--executor`` must be one of :data:`EXECUTORS` and ``--max-retries`` >= 0; the Ray options
+    (``--ray-address``, a ``--max-retries`` other than the default) only with ``--executor ray``, where they
+    apply (else one :class:`UserError`)."""
     if executor not in EXECUTORS:
         raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
     if max_retries < 0:
         raise UserError(f"--max-retries {max_retries}: must be >= 0")
+    if executor != "ray":
+        if address is not None:
+            raise UserError(f"--ray-address {address!r}: applies only with --executor ray (not {executor})")
+        if max_retries != DEFAULT_MAX_RETRIES:
+            raise UserError(f"--max-retries {max_retries}: applies only with --executor ray (not {executor}); "
+                            "a failed local run is not retried")  # fmt: skip
 
 
 def execute(
@@ -79,7 +91,7 @@ def execute(
     executor: Executor = "local",
     force: bool = False,
     address: str | None = None,
-    max_retries: int = 2,
+    max_retries: int = DEFAULT_MAX_RETRIES,
     progress: Any = None,
     title: str = "runs",
     raise_errors: bool = False,
@@ -99,7 +111,7 @@ def execute(
     ``jobs``: local runs computed at the same time, each in its own single-thread worker process
     (longest first; the driver alone writes the store); a run's own tasks then run in its worker.
     """
-    check_executor(executor, max_retries)
+    check_executor(executor, max_retries, address)
     workers = check_workers(workers)
     check_out_dir(out)
     store = RunStore(out)
@@ -221,7 +233,9 @@ def _discoverable(name: str) -> bool:
     return module.startswith("ssldyn.experiments.") or module in plugins
 
 
-def _compute_in_worker(spec: RunSpec, cache_dir: str) -> Any:  # executed in a run worker process
+def _compute_in_worker(spec: RunSpec, cache_dir: str, pid_file: str | None = None) -> Any:  # in a run worker
+    if pid_file is not None:  # which worker computes this run: the driver names the run whose worker died
+        Path(pid_file).write_text(str(os.getpid()))
     return compute_run(spec, cache_dir=cache_dir, executor="inline")
 
 
@@ -279,29 +293,70 @@ def start_order(names: list[str], todo: list[int]) -> list[int]:
     return out
 
 
-@contextmanager
-def _stopped_on_interrupt(pool: Any) -> Iterator[None]:
-    """Shut the run workers down at the end; on an interrupt (Ctrl-C, SIGINT to the driver alone) or
-    an error, cancel queued runs and end the running ones at once instead of waiting for them (their
-    partial outputs are process-owned and never read; the same command resumes)."""
-    from ssldyn.lab.workers import stop_pool
+#: the message of a run whose worker process died (SIGKILL, the out-of-memory killer, a crash)
+WORKER_DIED = "worker process died (signal or out of memory)"
 
+
+def _death_text(code: int | None) -> str:
+    """What ended a run's worker: ``worker process died (signal or out of memory): killed by SIGKILL``."""
+    import signal
+
+    if code is None:
+        return WORKER_DIED
+    if code < 0:
+        try:
+            return f"{WORKER_DIED}: killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"{WORKER_DIED}: killed by signal {-code}"
+    return f"{WORKER_DIED}: exit code {code}"
+
+
+def _read_pid(pid_file: str) -> int | None:
     try:
-        yield
-    except BaseException:
-        stop_pool(pool, now=True)
-        raise
-    else:
-        stop_pool(pool)
+        return int(Path(pid_file).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _dead_runs(broken: list[int], pid_files: dict[int, str], codes: dict[int, int | None]) -> dict[int, int | None]:
+    """Of the runs whose futures broke with the pool, those whose own worker died: ``{run: exit code}``.
+
+    A broken pool terminates its other workers with SIGTERM (the runs that only broke because of
+    it); a worker that died on its own has another exit code (SIGKILL from the out-of-memory killer,
+    a crash). A run whose worker had not started it yet has no PID file.
+    """
+    import signal
+
+    dead = {}
+    for i in broken:
+        pid = _read_pid(pid_files[i])
+        code = codes.get(pid) if pid is not None else None
+        if code is not None and code != -signal.SIGTERM:
+            dead[i] = code
+    return dead
+
+
+#: how long the futures of a broken pool may take to end (the pool fails them all at once)
+BROKEN_POOL_WAIT_SECONDS = 60.0
+
+#: pool breaks a run may be part of, when the dead worker cannot be named, before it counts as the cause
+MAX_UNEXPLAINED_BREAKS = 2
 
 
 def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:
-    """``jobs`` runs at a time in spawned single-thread processes; lock, commit and failures in the driver."""
+    """``jobs`` runs at a time in spawned single-thread processes; lock, commit and failures in the driver.
+
+    A worker that dies (SIGKILL, out of memory) breaks the whole process pool: its run is marked failed
+    (:data:`WORKER_DIED`), the pool is rebuilt and the runs that broke only because of the pool are
+    submitted again (they keep their locks); the other runs go on."""
+    import shutil
+    import tempfile
     from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
     from contextlib import ExitStack
 
     from ssldyn.lab.registry import get_experiment
-    from ssldyn.lab.workers import new_pool
+    from ssldyn.lab.workers import new_pool, stop_pool, worker_exit_codes
 
     est = [float(get_experiment(specs[i].experiment).est_seconds[0 if specs[i].preset == "quick" else 1])
            for i in todo]  # fmt: skip
@@ -323,47 +378,104 @@ def _run_parallel(specs, todo, items, store, bar, force, jobs) -> None:
             stack.close()
             later.append(i)
     t0s: dict[int, float] = {}
+    pid_dir = tempfile.mkdtemp(prefix="ssldyn-runs-")  # the PID of the worker that computes each run
+    pid_files = {i: os.path.join(pid_dir, f"{i}.pid") for i in held}
+    strikes: dict[int, int] = {}  # unexplained pool breaks each run was part of
+    n_workers = min(jobs, max(1, len(held)))
+    pool = new_pool(n_workers)  # the lab's workers: one thread, die with the driver
     try:
-        pool = new_pool(min(jobs, max(1, len(held))))  # the lab's workers: one thread, die with the driver
-        with _stopped_on_interrupt(pool):
-            futures: dict[Any, int] = {}
-            queue = [i for i in order if i in held]
-            pending: set[Any] = set()
+        futures: dict[Any, int] = {}
+        queue = [i for i in order if i in held]
+        pending: set[Any] = set()
+        cache_dir = str(store.cache_dir.resolve())
 
-            def submit_ready() -> None:  # up to `jobs` runs at a time, in `order`, reusers after their sources
-                while queue and len(pending) < jobs:
-                    k = next_run([specs[j].experiment for j in queue], [specs[futures[f]].experiment for f in pending],
-                                 _reuses)  # fmt: skip
-                    if k is None:
-                        break  # the rest waits for a running run whose results it reuses
-                    i = queue.pop(k)
-                    f = pool.submit(_compute_in_worker, specs[i], str(store.cache_dir.resolve()))
-                    futures[f], t0s[i] = i, time.perf_counter()
-                    pending.add(f)
+        def submit_ready() -> bool:  # up to `jobs` runs at a time, in `order`, reusers after their sources
+            while queue and len(pending) < jobs:
+                k = next_run([specs[j].experiment for j in queue], [specs[futures[f]].experiment for f in pending],
+                             _reuses)  # fmt: skip
+                if k is None:
+                    break  # the rest waits for a running run whose results it reuses
+                i = queue[k]
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(pid_files[i])
+                try:
+                    f = pool.submit(_compute_in_worker, specs[i], cache_dir, pid_files[i])
+                except BrokenProcessPool:
+                    return False  # a worker died: the caller rebuilds the pool
+                queue.pop(k)
+                futures[f], t0s[i] = i, time.perf_counter()
+                pending.add(f)
+            return True
 
-            submit_ready()
-            bar.update(running=len(pending))
-            while pending:
+        def collect(f: Any, broken: list[int]) -> None:
+            """Commit (or mark failed) the run of a finished future; a future the broken pool failed goes to ``broken``."""
+            i = futures.pop(f)
+            spec = specs[i]
+            try:
+                run = commit_run(store, f.result(), force=True)
+                items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0s[i])
+                bar.update(done=1, running=min(jobs, len(pending)), label=spec.experiment)
+            except BrokenProcessPool:
+                broken.append(i)  # its lock stays held: it is submitted again or marked failed below
+                return
+            except _WRITE_ERRORS as exc:
+                raise _store_write_error(exc, store) from None
+            except Exception as exc:  # the sweep goes on; the run is marked failed with its error
+                err = f"error: {exc}" if isinstance(exc, UserError) else format_exception_line(exc)
+                items[i] = _failed(store, spec, err, t0s[i])
+                bar.update(failed=1, running=min(jobs, len(pending)), label=spec.experiment)
+            held.pop(i).close()
+
+        usable = submit_ready()
+        bar.update(running=len(pending))
+        rebuilds = 0
+        while pending or queue:  # (runs queued, none pending: the pool broke before taking any)
+            broken: list[int] = []
+            if pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                submit_ready()
+                usable = submit_ready()
                 for f in done:
-                    i = futures[f]
-                    spec = specs[i]
-                    try:
-                        run = commit_run(store, f.result(), force=True)
-                        items[i] = SweepItem(spec, "done", run, seconds=time.perf_counter() - t0s[i])
-                        bar.update(done=1, running=min(jobs, len(pending)), label=spec.experiment)
-                    except _WRITE_ERRORS as exc:
-                        raise _store_write_error(exc, store) from None
-                    except Exception as exc:  # the sweep goes on; the run is marked failed with its error
-                        err = f"error: {exc}" if isinstance(exc, UserError) else format_exception_line(exc)
-                        items[i] = _failed(store, spec, err, t0s[i])
-                        bar.update(failed=1, running=min(jobs, len(pending)), label=spec.experiment)
-                    finally:
-                        held.pop(i).close()
+                    collect(f, broken)
+            if not broken and usable:
+                continue
+            # a worker died and took the pool with it: every other future ends now (failed with the pool, or
+            # finished just before it broke)
+            ended, stuck = wait(pending, timeout=BROKEN_POOL_WAIT_SECONDS)
+            pending = set()
+            for f in ended:
+                collect(f, broken)
+            broken += [futures.pop(f) for f in stuck]  # submitted as the pool broke: never started
+            dead = _dead_runs(broken, pid_files, worker_exit_codes(pool))
+            rebuilds += 1
+            hopeless = rebuilds > 2 * len(pid_files) + 2  # pools that break before computing anything
+            resubmit = []
+            for i in broken + (queue if hopeless else []):
+                started = _read_pid(pid_files[i]) is not None
+                if not dead and started:  # the dead worker cannot be named: each run it may be gets a strike
+                    strikes[i] = strikes.get(i, 0) + 1
+                if i in dead or strikes.get(i, 0) >= MAX_UNEXPLAINED_BREAKS or hopeless:
+                    items[i] = _failed(store, specs[i], _death_text(dead.get(i)), t0s.get(i, time.perf_counter()))
+                    bar.update(failed=1, running=0, label=specs[i].experiment)
+                    held.pop(i).close()
+                else:
+                    resubmit.append(i)
+            if hopeless:
+                queue.clear()
+            stop_pool(pool, now=True)
+            queue[:0] = [i for i in order if i in resubmit]  # first again, in their order
+            if queue:
+                pool = new_pool(n_workers)
+                usable = submit_ready()
+                bar.update(running=len(pending))
+    except BaseException:  # an interrupt or an error: end the running workers at once (the command resumes)
+        stop_pool(pool, now=True)
+        raise
+    else:
+        stop_pool(pool)
     finally:
         for stack in held.values():
             stack.close()
+        shutil.rmtree(pid_dir, ignore_errors=True)
     if later:  # held by another process while we started: wait for it, then read or compute
         _run_local(specs, later, items, store, bar, False, False, force, None)
 

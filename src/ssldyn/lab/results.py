@@ -167,6 +167,36 @@ def _names(experiment: str | Sequence[str] | None) -> list[str] | None:
     return [experiment] if isinstance(experiment, str) else list(experiment)
 
 
+#: the presets a run is relative to (``--quick`` or the paper's settings)
+PRESETS = ("quick", "paper")
+
+
+def _known_names() -> set[str]:
+    """Registered experiment names and papers (from the manifest and live registrations: imports no experiment)."""
+    from ssldyn.lab import manifest
+
+    return set(manifest.papers()) | {e["name"] for e in manifest.experiments()}
+
+
+def _plain(value: Any) -> Any:
+    """A filter value as stored in ``config.json`` (JSON): tuples become lists, at any depth."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _has_key(config: Mapping[str, Any], key: str) -> bool:
+    """Whether the nested ``config`` has the dotted ``key`` (its value may be ``None``)."""
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
     for k, v in d.items():
         if isinstance(v, Mapping):
@@ -394,11 +424,19 @@ class Results:
             config: ``{dotted key: value}`` the run's config must have (the value it ran with,
                 overridden or not).
             **values: the same for plain keys (``tau=1.0``); write ``__`` for a dot (``optim__lr=0.1``).
+                A tuple equals the stored list (``widths=(10,)`` selects ``widths: [10]``).
+
+        Raises:
+            UserError: (a ``ValueError``) for a preset other than ``quick``/``paper``, an experiment name that is
+                neither registered, a paper nor in the store, or a config key that none of the runs of the
+                selected experiments has (a typo never reads as "no such runs").
         """
-        want = dict(config or {})
-        want.update({k.replace("__", "."): v for k, v in values.items()})
+        want = {k: _plain(v) for k, v in (config or {}).items()}
+        want.update({k.replace("__", "."): _plain(v) for k, v in values.items()})
         names = _names(experiment)
         keep_hashes = set(hashes) if hashes is not None else None
+        self._check_selection(names, preset, want)
+        overrides = None if overrides is None else {k: _plain(v) for k, v in overrides.items()}
 
         def ok(r: RunRecord) -> bool:
             if not selects(names, r.experiment):
@@ -407,7 +445,7 @@ class Results:
                 return False
             if canonical is not None and r.canonical != canonical:
                 return False
-            if overrides is not None and r.overrides != dict(overrides):
+            if overrides is not None and r.overrides != overrides:
                 return False
             if keep_hashes is not None and r.hash not in keep_hashes:
                 return False
@@ -418,6 +456,31 @@ class Results:
         studies = [s for s in self.studies if kept & set(s.hashes)]
         fails = [f for f in self.failure_list if selects(names, str(f.get("experiment")))]
         return Results(self.out, recs, list(self.damaged_list), fails, studies, self.override_keys)
+
+    def _check_selection(self, names: list[str] | None, preset: str | None, want: Mapping[str, Any]) -> None:
+        """:meth:`select`'s filters must name something that exists: a typo is one :class:`UserError` (a
+        ``ValueError``) naming it and what is allowed, never a silently empty selection."""
+        from ssldyn.errors import UserError
+
+        if preset is not None and preset not in PRESETS:
+            raise UserError(f"select: preset {preset!r}: allowed values are {', '.join(PRESETS)}")
+        known = _known_names() | {r.experiment for r in self.records}
+        for n in names or []:
+            if n not in known and not any(n == k.split(".")[0] for k in known):
+                import difflib
+
+                near = difflib.get_close_matches(n, sorted(known), n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(near)}?" if near else " (an experiment name or a paper)"
+                raise UserError(f"select: unknown experiment {n!r}{hint}")
+        scope = [r for r in self.records if selects(names, r.experiment)]
+        for key in want:
+            if scope and not any(_has_key(r.config, key) for r in scope):
+                have = sorted({k for r in scope for k, _ in _flatten(r.config)})
+                import difflib
+
+                near = difflib.get_close_matches(key, have, n=3, cutoff=0.6)
+                hint = f"did you mean {', '.join(near)}?" if near else f"config keys: {', '.join(have[:20])}"
+                raise UserError(f"select: config key {key!r} is in none of the selected runs' configs; {hint}")
 
     def study(self, study_id: str) -> Any:
         """The study with id ``study_id``."""

@@ -73,6 +73,9 @@ __all__ = [
     "StoredRun",
     "check_out_given",
     "check_out_dir",
+    "check_not_inside_store",
+    "enclosing_store",
+    "looks_like_store",
     "RunStore",
 ]
 
@@ -325,12 +328,85 @@ def check_out_given(out: str | Path) -> None:
         raise UserError("--out '': give a directory (default: ssldyn-runs)")
 
 
+def _is_file(p: Path) -> bool:
+    try:
+        return p.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(p: Path) -> bool:
+    try:
+        return p.is_dir()
+    except OSError:
+        return False
+
+
+def _shown(p: Path) -> str:
+    """A path as the user reads it: relative to the working directory when below it, else absolute."""
+    try:
+        rel = os.path.relpath(p)
+    except ValueError:
+        return str(p)
+    return str(p) if rel.startswith("..") else rel
+
+
+def enclosing_store(path: str | Path) -> tuple[str, Path, Path] | None:
+    """``(what, folder, store)`` when ``path`` is, or is inside, a run directory (``what = "run directory"``: a
+    folder with ``DONE`` or ``MANIFEST.json``) or an experiment folder (a folder the store next to it holds
+    ``.locks`` for) of a run store; ``None`` otherwise. Writing there (a report, a store's ``.locks``) would damage
+    the run."""
+    here = Path(os.path.abspath(Path(path).expanduser()))
+    for p in (here, *here.parents):
+        if _is_file(p / DONE) or _is_file(p / MANIFEST):
+            return "run directory", p, p.parent.parent
+        if _holds_runs(p.name) and p.parent != p and _is_dir(p.parent / ".locks" / p.name):
+            return "experiment folder", p, p.parent
+    return None
+
+
+def check_not_inside_store(path: str | Path, what: str = "--out") -> None:
+    """Refuse (one :class:`UserError`) a directory inside a run directory or an experiment folder of a store,
+    naming the store to give instead: ``--out s/exp/hash`` would write ``.locks`` into a finished run."""
+    found = enclosing_store(path)
+    if found is not None:
+        kind, folder, store = found
+        where = "is" if folder == Path(os.path.abspath(Path(path).expanduser())) else "is inside"
+        raise UserError(f"{what} {str(path)!r} {where} the {kind} {_shown(folder)!r} of the run store "
+                        f"{_shown(store)!r}; give the store ({_shown(store)})")  # fmt: skip
+
+
+def looks_like_store(path: str | Path) -> bool:
+    """Whether the existing directory ``path`` is a run store: empty (a new store), or holding what ``run`` writes
+    (``.locks``, ``.cache``, a report, or an experiment folder with runs, failures or studies)."""
+    p = Path(path)
+    try:
+        entries = list(p.iterdir())
+    except OSError:
+        return True  # unreadable: the command's own read says why
+    if not entries or {e.name for e in entries} & {".locks", ".cache"} or _is_file(p / "report" / "index.html"):
+        return True
+    for e in entries:
+        if not _holds_runs(e.name) or not _is_dir(e):
+            continue
+        if _is_file(e / "runs.csv") or _is_dir(e / "studies"):
+            return True
+        try:
+            if any(e.glob(f"*/{DONE}")) or any(e.glob("*.failed.json")) or any(e.glob(".*.partial-*")):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def check_out_dir(out: str | Path) -> None:
-    """``--out`` must be a directory (or creatable as one) that we can write to."""
+    """``--out`` must be a directory (or creatable as one) that we can write to, and not inside a run directory or an
+    experiment folder of a run store."""
     check_out_given(out)
     p = Path(out)
     if p.exists() and not p.is_dir():
         raise UserError(f"--out {str(p)!r}: exists and is not a directory")
+    check_not_inside_store(p)
     probe = p
     while not probe.exists():
         probe = probe.parent

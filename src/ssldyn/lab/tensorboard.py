@@ -21,7 +21,7 @@ import numpy as np
 
 from ssldyn.errors import UserError
 
-__all__ = ["write_scalars", "run_logdir"]
+__all__ = ["check_tensorboard", "write_scalars", "run_logdir"]
 
 
 def _slug(text: str, limit: int = 60) -> str:
@@ -34,6 +34,22 @@ def run_logdir(out: str | Path, experiment: str, digest: str, label: str) -> Pat
     return Path(out) / "tensorboard" / _slug(experiment, 120) / f"{digest}-{_slug(label)}"
 
 
+TENSORBOARD_MISSING = "--tensorboard needs TensorBoard: pip install 'ssldyn[tensorboard]'"
+
+
+def check_tensorboard() -> None:
+    """A :class:`~ssldyn.errors.UserError` when TensorBoard is not installed (found without importing it, or torch:
+    ``run --tensorboard`` checks it before anything runs)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("tensorboard") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise UserError(TENSORBOARD_MISSING)
+
+
 def write_scalars(out: str | Path, results: Any) -> Path:
     """Write the trajectories of every run in ``results`` (:class:`ssldyn.results.Results`) as scalars.
 
@@ -43,7 +59,7 @@ def write_scalars(out: str | Path, results: Any) -> Path:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
-        raise UserError("--tensorboard needs TensorBoard: pip install 'ssldyn[tensorboard]'") from None
+        raise UserError(TENSORBOARD_MISSING) from None
     from ssldyn.lab.results import TRAJECTORY_COLUMNS, key_columns
 
     root = Path(out) / "tensorboard"

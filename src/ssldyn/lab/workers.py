@@ -22,7 +22,15 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-__all__ = ["WATCHDOG_SECONDS", "BLAS_THREAD_VARS", "worker_init", "new_pool", "stop_pool", "one_blas_thread"]
+__all__ = [
+    "WATCHDOG_SECONDS",
+    "BLAS_THREAD_VARS",
+    "worker_init",
+    "new_pool",
+    "stop_pool",
+    "worker_exit_codes",
+    "one_blas_thread",
+]
 
 #: how often a worker checks that its driver is alive (seconds)
 WATCHDOG_SECONDS = 0.5
@@ -103,6 +111,22 @@ def new_pool(workers: int) -> ProcessPoolExecutor:
     main = threading.current_thread() is threading.main_thread()
     return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=worker_init,
                                initargs=(os.getpid(), main))  # fmt: skip
+
+
+def worker_exit_codes(pool: Any, timeout: float = 10.0) -> dict[int, int | None]:
+    """``{PID: exit code}`` of a broken pool's worker processes (``None``: still running after ``timeout`` s).
+
+    A pool whose worker died terminates its other workers (SIGTERM): the exit codes tell the worker
+    that died on its own (SIGKILL from the out-of-memory killer, a crash) from those. Empty where the
+    pool does not expose its processes.
+    """
+    import time
+
+    procs = dict(getattr(pool, "_processes", None) or {})  # (with stop_pool, the only reader of this field)
+    deadline = time.monotonic() + timeout
+    for proc in procs.values():
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    return {int(pid): proc.exitcode for pid, proc in procs.items()}
 
 
 def stop_pool(pool: Any, *, now: bool = False) -> None:

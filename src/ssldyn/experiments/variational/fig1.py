@@ -44,12 +44,13 @@ from typing import Annotated, Literal
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import Field, PositiveFloat, model_validator
+from pydantic import Field, PositiveFloat, ValidationInfo, field_validator, model_validator
 
 from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, ge, gt, le
 from ssldyn.data.augment import SimCLRAugment
 from ssldyn.data.images import ImageDataset, load_images
+from ssldyn.data.mnist import data_dir as existing_dir
 from ssldyn.data.transformed_digits import DigitTransform, transformed_digits
 from ssldyn.dynamics import embed, train_simclr
 from ssldyn.experiments.variational._common import VariationalExperiment
@@ -142,6 +143,15 @@ class Fig1Config(ExperimentConfig):
     clustered_knn: float = Field(0.8, gt=0, le=1, description="k-NN accuracy that counts as 'clustered by class'")
     unclustered_knn: float = Field(0.4, gt=0, le=1, description="k-NN accuracy below which pixels are 'not clustered'")
     linear_probe: bool = Field(True, description="also fit linear probes (information, in the claims' details)")
+
+    @field_validator("data_dir", "cifar_dir")
+    @classmethod
+    def _existing_dir(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """A directory that does not exist fails here, when the config is built (``--dry-run`` too), not after the
+        MNIST and stand-in parts have run (as ``nonlinearity.fig12``'s ``data_dir``)."""
+        if v is not None:
+            existing_dir(v, str(info.field_name))  # one line naming the key; long or NUL paths are cut
+        return v
 
     @model_validator(mode="after")
     def _data(self):

@@ -178,6 +178,15 @@ def test_fig1_missing_data_directory_fails_at_validation(tmp_path, capsys, sets)
     assert code == 0 and "dry run: 1 runs" in " ".join(text.split())  # an existing directory passes validation
 
 
+@pytest.mark.parametrize("exp", ["grassmann.fig4", "nonlinearity.fig12"])
+def test_other_data_dir_keys_fail_at_validation_too(tmp_path, capsys, exp):
+    code, _, err = run_cli(["run", exp, "--quick", "--dry-run", "--set", "data_dir=/nonexistent/mnist",
+                            "--out", str(tmp_path)], capsys)  # fmt: skip
+    line = _one_error_line(err)
+    assert code == 2 and "invalid value for 'data_dir'" in line and "/nonexistent/mnist" in line
+    assert not any(tmp_path.iterdir())
+
+
 # -- item 7: dry run of a sweep with invalid points ---------------------------------------------------------------
 
 

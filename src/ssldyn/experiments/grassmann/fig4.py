@@ -48,10 +48,11 @@ from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, model_validator
+from pydantic import Field, PositiveFloat, field_validator, model_validator
 
 from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, between, ge, gt, le
+from ssldyn.data.mnist import data_dir as existing_dir
 from ssldyn.data.mnist import mnist_two_class
 from ssldyn.data.moons import make_views
 from ssldyn.dynamics import engine
@@ -95,6 +96,14 @@ class Fig4Config(ExperimentConfig):
         7, description="timed blocks per width and seed (the fastest block gives the time per update)"
     )
     fit_from: Annotated[int, Field(ge=1)] = Field(500, description="smallest width used in the log-log fits against h")
+
+    @field_validator("data_dir")
+    @classmethod
+    def _data_dir(cls, v: str | None) -> str | None:
+        """A directory that does not exist fails when the config is built (``--dry-run`` too), not at the run."""
+        if v is not None:
+            existing_dir(v, "data_dir")
+        return v
 
     @property
     def d(self) -> int:

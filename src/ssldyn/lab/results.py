@@ -187,14 +187,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_ABSENT = object()
+
+
 def _has_key(config: Mapping[str, Any], key: str) -> bool:
     """Whether the nested ``config`` has the dotted ``key`` (its value may be ``None``)."""
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return False
-        node = node[part]
-    return True
+    return config_value(config, key, _ABSENT) is not _ABSENT
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:

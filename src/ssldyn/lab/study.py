@@ -130,12 +130,12 @@ def studies_dir(out: str | Path, experiment: str) -> Path:
     return Path(out) / experiment / "studies"
 
 
-def config_value(config: Mapping[str, Any], key: str) -> Any:
-    """The value at a dotted ``key`` of a nested config (``None`` when absent)."""
+def config_value(config: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    """The value at a dotted ``key`` of a nested config (``default`` when absent)."""
     node: Any = config
     for part in key.split("."):
         if not isinstance(node, Mapping) or part not in node:
-            return None
+            return default
         node = node[part]
     return node
 

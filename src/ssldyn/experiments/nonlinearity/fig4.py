@@ -5,8 +5,11 @@ M = β·P filters per RF, output 50, InfoNCE (T = 0.1, reference form with view-
 SGD momentum 0.9, wd 5e-3, batch 128, 5000 steps; activations of Fig. 9: linear, ReLU,
 LeakyReLU (0.05), x² (homogeneous) and tanh, sigmoid (non-homogeneous). Protocol choices: lr
 0.02 (the reference implementation's documented command; the paper's text says 2e-3, with which
-χ̄₊ barely moves in 5000 steps — see nonlinearity.table1's extra column), mean-only BatchNorm
-(Def. 5, the documented command; the paper does not state the variant of Fig. 4). Metric: eq. 16
+χ̄₊ barely moves in 5000 steps — see nonlinearity.table1's extra column), and BatchNorm on the hidden
+nodes, mean-only (Def. 5): Sec. 5 lists the training setting in full and does not mention BatchNorm at all
+(elsewhere BN appears in remarks of Sec. 3 and 4, in App. D and in App. E.2's BN-vs-no-BN comparisons, Fig. 11
+and Table 1), so BN itself, not only its variant, comes from the reference implementation's documented command
+(``backprop_var=false``). Metric: eq. 16
 as printed (signed cosine) for ReLU and LeakyReLU; |cos| for the sign-symmetric activations —
 linear, tanh (odd), x² (even) and sigmoid (odd up to a constant the BN mean removes) — whose
 filter sign is not identifiable: Fig. 4/9 (a) shows the linear network at P = 1, β = 1 working
@@ -82,7 +85,10 @@ class ActivationGridConfig(TokenTrainConfig):
     )
     betas: list[int] = Field([1, 2, 5, 10], description="over-parameterisation β (M = β·P)")
     Ps: list[int] = Field([1, 3, 5, 10], description="tokens per allowed set R_k^g")
-    bn: BN = Field("mean_only", description="BatchNorm variant (mean_only = Def. 5, the documented command)")
+    bn: BN = Field(
+        "mean_only",
+        description="BatchNorm variant: Sec. 5 does not mention BN; mean_only (Def. 5) is the documented command's",
+    )
 
     @model_validator(mode="after")
     def _grid(self) -> ActivationGridConfig:

@@ -23,7 +23,10 @@
    the unstable ``y = 0``; for ``y(0) > 0`` it blows up at ``t* = ln(1 + b/y(0))/b`` (eq. 150) and
    ``∂t*/∂b = [x/(1 + x) − ln(1 + x)]/b²`` with ``x = b/y(0)`` (eq. 151) is negative. Blow-up times from
    scipy's ``solve_ivp`` (an event at ``y = 1e8``, a relative error ~1e-8 of ``t*``), the derivative by
-   central differences of the numerical blow-up times.
+   central differences of the numerical blow-up times. From ``y(0) < 0`` — below ``−b`` (``−2b``), between
+   (``−b/2``) and just below the unstable point (``−0.01b``) — the same solver runs to ``T = 50/b`` and
+   ``|y(T) + b|/b`` measures the convergence to ``−b`` (``eq150-converges``); its control starts at the
+   ``y(0) > 0`` of the blow-up grid (they stop at the cap ``y = 1e8``).
 
 Seeds: each seed draws its own batch, weights, model and directions (eq. 146-151 are deterministic
 and the same for every seed). Float64 on the CPU (small exact computations).
@@ -66,6 +69,10 @@ class LemmasConfig(ExperimentConfig):
     M: int = Field(2, ge=1, description="Lemma 5: filters per RF")
     bs: list[PositiveFloat] = Field([0.5, 1.0, 2.0], min_length=1, description="eq. 150-151: b values")
     y0s: list[PositiveFloat] = Field([0.05, 0.2, 1.0, 3.0], min_length=1, description="eq. 150-151: y(0) > 0")
+    neg_starts: list[PositiveFloat] = Field(
+        [2.0, 0.5, 0.01], min_length=1, description="Fig. 7: starts y(0) = −c·b < 0 (c > 1: below −b)"
+    )
+    t_conv: PositiveFloat = Field(50.0, description="Fig. 7: time T·b at which |y(T) + b| is read (units of 1/b)")
 
 
 def _blowup_time(y0: float, b: float, t_max: float = 200.0, cap: float = 1e8) -> float:
@@ -79,6 +86,27 @@ def _blowup_time(y0: float, b: float, t_max: float = 200.0, cap: float = 1e8) ->
     sol = solve_ivp(lambda t, y: (y + b) * y, (0.0, t_max), [y0], events=hit, rtol=1e-12, atol=1e-14,
                     method="LSODA")  # fmt: skip
     return float(sol.t_events[0][0]) if len(sol.t_events[0]) else math.inf
+
+
+def _final_value(y0: float, b: float, t_end: float, cap: float = 1e8) -> float:
+    """``y(t_end)`` of ẏ = (y + b)y from ``y0`` (the solver of ``_blowup_time``); ``cap`` if the solution
+    reaches it first (a blow-up)."""
+    from scipy.integrate import solve_ivp
+
+    def hit(t: float, y: np.ndarray) -> float:
+        return float(y[0] - cap)
+
+    hit.terminal = True  # type: ignore[attr-defined]  # scipy reads the attribute
+    sol = solve_ivp(lambda t, y: (y + b) * y, (0.0, t_end), [y0], events=hit, rtol=1e-12, atol=1e-14,
+                    method="LSODA")  # fmt: skip
+    return float(sol.y[0, -1])
+
+
+def eq147(y0: float, b: float, t: float) -> float:
+    """The closed form of eq. 147, ``y/(y + b) = q := y0/(y0 + b)·e^{bt}`` ⇒ ``y(t) = b q/(1 − q)`` (before a
+    blow-up, ``q ≠ 1``)."""
+    q = y0 / (y0 + b) * math.exp(b * t)
+    return b * q / (1 - q)
 
 
 def eq150(y0: float, b: float) -> float:
@@ -131,7 +159,9 @@ class Lemmas(NonlinearityExperiment):
     Config = LemmasConfig
     quick = {"trials": 4, "n": 128}
     est_seconds = (2, 5)
-    version = "2"  # 2: eq150's control states the stable-side start, y(0) = −min(y, b/2) (was −y)
+    # 2: eq150's control states the stable-side start, y(0) = −min(y, b/2) (was −y); 3: eq150-converges measures the
+    # convergence to −b from y(0) < 0 (eq150 keeps the blow-up half of the statement)
+    version = "3"
     claims = (
         ClaimSpec(
             "lemma3", "For homogeneous h and α treated as a constant, the gradient of E_α is A(w)w with "
@@ -160,13 +190,24 @@ class Lemmas(NonlinearityExperiment):
             control="the same error on data that break Assumption 2 (RF 1 copies RF 0's pattern index)",
         ),
         ClaimSpec(
-            "eq150", "For y(0) > 0 the dynamics ẏ = (y + b)y blows up at t* = ln(1 + b/y(0))/b; from y(0) < 0 it "
-            "converges to the stable point −b (Fig. 7).", "eq. 150, Fig. 7, App. C.3", kind="paper",
+            "eq150", "For y(0) > 0 the dynamics ẏ = (y + b)y blows up at t* = ln(1 + b/y(0))/b (Fig. 7).",
+            "eq. 150, Fig. 7, App. C.3", kind="paper",
             reading="fraction of the (b, y(0) > 0) grid whose numerical blow-up time (solve_ivp, y = 1e8) is within "
             "1e-6 relative of eq. 150", relation=ge(1.0), bounds=(0.0, 1.0),
             basis="method: the time from y = 1e8 to ∞ is ≈ 1e-8·t*; the solver's tolerance 1e-12",
             control="the same fraction for starts y(0) = −min(y, b/2) ∈ (−b, 0) on the stable side (they converge to "
             "−b and never blow up)",
+        ),
+        ClaimSpec(
+            "eq150-converges", "When y(0) < 0 the dynamics ẏ = (y + b)y converge to the stable critical point "
+            "y(+∞) = −b.", "eq. 146, Fig. 7, App. C.3", kind="paper",
+            reading="largest |y(T) + b|/b at T = t_conv/b (solve_ivp) over the b grid and the starts y(0) = −c·b, "
+            "c ∈ neg_starts (below −b, between −b and 0, and just below the unstable point 0)",
+            relation=le(1e-6), bounds=(0.0, float("inf")),
+            basis="method: by eq. 147, |y(T) + b|/b ≈ |1 − c|/c · e^{−bT} ≤ 2e-20 at T = 50/b for c ≥ 0.01; what "
+            "remains is the solver's tolerance (rtol 1e-12, atol 1e-14), far below 1e-6",
+            control="the smallest |y(T) + b|/b from the y(0) > 0 of the blow-up grid (they reach the cap y = 1e8 "
+            "before T)",
         ),
         ClaimSpec(
             "eq151", "∂t*/∂b = [x/(1 + x) − ln(1 + x)]/b² < 0 (x = b/y(0)): a larger b blows up sooner.",
@@ -247,7 +288,15 @@ class Lemmas(NonlinearityExperiment):
         rel_neg = (fig7["t_stable_side"] - fig7["t_eq150"]).abs() / fig7["t_eq150"]
         rel151 = ((fig7["dtdb_num"] - fig7["dtdb_eq151"]) / fig7["dtdb_eq151"]).abs()
         rel151c = ((fig7["dtdy0_num"] - fig7["dtdb_eq151"]) / fig7["dtdb_eq151"]).abs()
-        res = Result(tables={"lemma3": l3, "fig7": fig7})
+        # Fig. 7's stable side: from y(0) < 0 to −b by T = t_conv/b; the control from the y(0) > 0 of the grid
+        conv = pd.DataFrame(
+            [{"b": b, "y0": y0, "start": kind, "y_T": yT, "dist_over_b": abs(yT + b) / b}
+             for b in cfg.bs
+             for kind, y0 in [*(("negative", -c * b) for c in cfg.neg_starts), *(("positive", y) for y in cfg.y0s)]
+             for yT in [_final_value(y0, b, cfg.t_conv / b)]]
+        )  # fmt: skip
+        neg, pos = conv[conv["start"] == "negative"], conv[conv["start"] == "positive"]
+        res = Result(tables={"lemma3": l3, "fig7": fig7, "fig7_convergence": conv})
         res.summary = {
             "lemma3_max_rel_err": float(homog.max()),
             "lemma3_min_rel_err_tanh": float(l3.loc[l3.activation == "tanh", "rel_err"].min()),
@@ -261,6 +310,8 @@ class Lemmas(NonlinearityExperiment):
             "eq151_max_rel_err": float(rel151.max()),
             "eq151_control_min_rel": float(rel151c.min()),
             "eq151_max_value": float(fig7["dtdb_eq151"].max()),
+            "eq150_converge_max_dist": float(neg["dist_over_b"].max()),
+            "eq150_converge_control_min_dist": float(pos["dist_over_b"].min()),
         }
         res.notes.append(
             f"Lemma 3 on {cfg.n} samples (two views, noise {cfg.aug_noise:g}, Gaussian α with τ = {cfg.tau:g} fixed); "
@@ -279,6 +330,11 @@ class Lemmas(NonlinearityExperiment):
                 s["eq150_frac"],
                 control=s["eq150_frac_stable_side"],
                 detail=f"largest relative error {s['eq150_max_rel_err']:.1e}",
+            ),
+            "eq150-converges": Measured(
+                s["eq150_converge_max_dist"],
+                control=s["eq150_converge_control_min_dist"],
+                detail=f"T = {cfg.t_conv:g}/b; starts y(0)/b ∈ {sorted(-c for c in cfg.neg_starts)}, b ∈ {cfg.bs}",
             ),
             "eq151": Measured(
                 s["eq151_max_rel_err"],

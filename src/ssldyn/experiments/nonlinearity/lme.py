@@ -10,7 +10,8 @@ Setting of Sec. 3.1: Cor. 1's conditions (large batch N, no augmentation), unifo
    Sampling error: ``SE`` of every entry from ``n_batches`` disjoint sub-batches; we report
    ``z = ‖A_N − A_ref‖_F / ‖SE‖_F`` (about 1 when the formula holds).
 3. ``u_m`` is an LME (Def. 3) exactly when ``(1 − q_m)² > q_m`` ⇔ ``q_m < (3 − √5)/2 ≈ 0.382``:
-   tested with the exact population (all ``2^M`` atoms) on both sides of the threshold.
+   tested with the exact population (all ``2^M`` atoms) on both sides of the threshold. Sec. 3.1 states
+   the "when" half; the converse follows from eq. 9, so ``lme-threshold`` is a consequence claim.
 4. Power iteration (eq. PI) with ReLU started near each ``u_m`` (``w₀ = u_m + σ·g``) returns to
    ``u_m`` (categorical data: the sampled batch; summation: the exact population), and
    leaves the non-LME patterns ``q_m > 0.382``; with linear activation every start converges to
@@ -78,20 +79,24 @@ class LME(NonlinearityExperiment):
     Config = LMEConfig
     quick = {"n_samples": 20_000, "pi_samples": 4000, "d": 8, "n_iter": 100, "starts_per_pattern": 2}
     est_seconds = (2, 10)
-    version = "2"  # 2: robustness map over the start perturbation (start_noise) and the power iteration's batch
+    # 2: robustness map over the start perturbation (start_noise) and the power iteration's batch; 3: lme-threshold is a
+    # consequence of eq. 9 (the paper says "when", the claim reads "exactly when")
+    version = "3"
     robustness = (
         Robustness(
             claims=("relu-returns", "relu-returns-summation"),
             knobs={"start_noise": [0.03, 0.1, 0.3], "pi_samples": [20_000, 80_000]},
-            paper="Sec. 3.1 calls every u_m an LME ('learnable patterns') found by power iteration (eq. PI) from a start "
-            "'near' it; how near, and the batch the iteration averages over, are not given.",
+            paper="Sec. 3.1 calls every u_m an LME ('learnable patterns') found by power iteration (eq. PI) from a "
+            "start 'near' it; how near, and the batch the iteration averages over, are not given.",
         ),
     )
     claims = (
         ClaimSpec(
             "eq8", "Latent categorical model: A(u_m) = P[y=m](1 − P[y=m]) u_m u_mᵀ.", "Sec. 3.1, eq. 8",
             kind="paper", reading="max over m of ‖A_N(u_m) − eq. 8‖_F in units of its sampling error (sub-batch SE)",
-            relation=le(4.0), basis="method: 4 standard errors (a z-score is ~1 under eq. 8; P(max of d > 4) < 1e-3 with 50 sub-batches)",
+            relation=le(4.0),
+            basis="method: 4 standard errors (a z-score is ~1 under eq. 8; P(max of d > 4) < 1e-3 with 50 "
+            "sub-batches)",
             bounds=(0.0, float("inf")),
             control="the smallest z-score of the same A_N(u_m) against eq. 9's form (the other model's formula)",
         ),
@@ -102,10 +107,14 @@ class LME(NonlinearityExperiment):
             control="the smallest z-score of the same A_N(u_m) against eq. 8's form q_m(1 − q_m)u_mu_mᵀ",
         ),
         ClaimSpec(
-            "lme-threshold", "u_m is an LME exactly when q_m < (3 − √5)/2 ≈ 0.382.", "Sec. 3.1, eq. 9, Def. 3",
-            kind="paper", reading="the Def. 3 test on the exact population agrees with q_m < 0.382 for every m, "
+            "lme-threshold", "u_m is an LME exactly when q_m < (3 − √5)/2 ≈ 0.382 (the paper says 'when'; the "
+            "converse follows from eq. 9).", "Sec. 3.1, eq. 9, Def. 3",
+            kind="consequence", reading="the Def. 3 test on the exact population agrees with q_m < 0.382 for every m, "
             "with patterns on both sides of the threshold", relation=is_true(),
             basis="relation: 'exactly when' — agreement for every pattern",
+            derivation="eq. 9: A(u_m) has the eigenvalue (1 − q_m)² on u_m and q_m on u_m⊥, so u_m is its maximal and "
+            "distinct eigenvector (Def. 3) iff (1 − q_m)² > q_m ⇔ q_m < (3 − √5)/2; Sec. 3.1 states the 'if' half "
+            "('a maximal and distinct eigenvector of u_m ... when q_m < ½(3 − √5)')",
             control="the same agreement with the threshold q_m < ½ (patterns with 0.382 < q_m < ½ must disagree)",
         ),
         ClaimSpec(

@@ -1,23 +1,48 @@
 """`variational` Prop. 2.1 and App. A.1: the contrastive loss of an invariant map is ill-posed.
 
 For an invariant map (f(T(x)) = f(x), eq. 3) NT-Xent (eq. 1), VICReg and BYOL depend on the
-data only through the pushed-forward measure f#μ. We check this numerically:
+data only through the pushed-forward measure f#μ. We check this numerically (for NT-Xent as Prop.
+2.1's equation; for VICReg and BYOL only through the two-distribution sanity checks, App. A.1's
+reformulated losses are not written out here):
 
-* **Two clean distributions, one pushforward.** μ₁: K clusters in the first two coordinates
-  of R^D (angles θ_k = 2πk/K + angular noise, radius 1, zero elsewhere). μ₂: the same angles
-  (drawn in another order, then re-aligned row by row with μ₁ before the shared augmentation draws, so
-  that the non-invariant control differs only because μ₁ ≠ μ₂), radii r ~ U(0.5, 3) and N(0, σ²)
-  content in the other D − 2 coordinates.
+* **Prop. 2.1's reformulation, on the batch** (claim ``prop21-reformulation``). For the invariant
+  map below, eq. (1) on a batch of n samples equals the latent-measure cost of the empirical
+  pushforward f#μ_n = (1/n) Σ_j δ_{f(x_j)},
+  ``E_{x∼f#μ_n} log(1 + 2 E_{y∼f#μ_n}[1_{x≠y} e^{sim(x,y)/τ}] / e^{1/τ})``
+  (:func:`ssldyn.objectives.latent_measure_nt_xent` with ``positive_term=True``), to float64
+  round-off. The division by e^{1/τ} is eq. (1)'s positive-pair term sim(Tx, T'x) = 1, which
+  Prop. 2.1 as printed drops (the project's erratum ``prop21-positive-term``); the printed form
+  is in the detail and does not equal the batch loss (quick run, seed 0: 1.7318 against 0.4882).
+  Normalisation: E_y is the mean over the batch's n samples, as in eq. (1) and Prop. 2.1.
+  :func:`~ssldyn.objectives.info_nce` sums over the 2n − 2 other views instead (SimCLR's batch
+  loss); with ``eps = n`` its positive term is on the same 1/n scale, so :func:`eq1_batch_loss`
+  ``= info_nce(z1, z2, τ, eps=n) − log n`` is eq. (1) with E_y. (With sums on both sides the
+  identity is the same: info_nce equals the reformulation with Σ_{y≠x} in place of E_y, 5.0884
+  at seed 0 of the quick run; tested.) Control: the non-invariant map g below, whose batch loss sees g(Tx) ≠ g(x)
+  and is not a functional of g#μ_n.
+* **Two clean distributions, one pushforward** (sanity checks ``same-pushforward-*``). μ₁: K
+  clusters in the first two coordinates of R^D (angles θ_k = 2πk/K + angular noise, radius 1,
+  zero elsewhere). μ₂: the same angles (drawn in another order, then re-aligned row by row with
+  μ₁ before the shared augmentation draws, so that the non-invariant control differs only because
+  μ₁ ≠ μ₂), radii r ~ U(0.5, 3) and N(0, σ²) content in the other D − 2 coordinates.
   The invariant map f(x) = (cos φ(x), sin φ(x)), φ = atan2(x₂, x₁), sees only the angle, so
   f#μ₁ = f#μ₂. Augmentations T rescale the first two coordinates and add noise to the
   others (f is invariant to them). The batch losses on (f(Tx), f(T'x)) agree for μ₁ and μ₂
   to float64 rounding. A control map g(x) = normalise(Wx) that is *not* invariant gives
-  different losses — so the equality is due to invariance, not to the test.
+  different losses. These hold by construction: after the alignment f(T x₁_j) = f(T x₂_j) row
+  by row, so any function of the two view batches agrees; they check the pipeline, not the
+  paper (the reformulation above does).
 * **The loss prefers data-independent latents.** On the latent sphere the NT-Xent cost of
   Prop. 2.1 (:func:`ssldyn.objectives.latent_measure_nt_xent`) of n samples spread evenly
   (S¹; Fibonacci points on S²) is lower than that of the same n samples in K clusters
   (K evenly spaced points on S¹; the tetrahedron's vertices on S²): an invariant map that
-  forgets μ's clusters beats one that keeps them.
+  forgets μ's clusters beats one that keeps them. τ = 0.5 and Prop. 2.1's printed cost
+  (``positive_term=False``) are our defaults: the paper gives no τ for the statement (Sec. 1) and
+  prints the cost without the positive-pair term. Both change the size of the preference
+  (relative to the 1% minimum effect), so they are a robustness map (``tau × positive_term``):
+  quick scale, 3 seeds: the S¹ preference is 8% / 32% at τ = 0.2 (printed / with the term), 2.1% /
+  3.6% at τ = 0.5 and 0.25% / 0.32% at τ = 1 — under the 1% effect with either form (fail); the S²
+  one is ≥ 2.1% at every point.
 
 Runs on ``ctx.device``: the random draws come from CPU generators and are moved there; the
 tables and arrays get CPU copies.
@@ -36,7 +61,7 @@ import torch.nn.functional as F
 from pydantic import Field, PositiveFloat
 
 from ssldyn.contract import Context, ExperimentConfig, Result, register
-from ssldyn.contract.claims import ClaimSpec, Measured, every_seed, gt, le
+from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, every_seed, gt, le
 from ssldyn.data.sphere import circle_angles_even, circle_points_even, fibonacci_sphere, regular_polytope
 from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.memory import PROCESS_BASELINE
@@ -55,6 +80,11 @@ class IllPosedConfig(ExperimentConfig):
     angular_noise: float = Field(0.15, ge=0, description="std of the angle around each cluster centre (rad)")
     other_std: PositiveFloat = Field(2.0, description="std σ of μ₂ in coordinates 3..D")
     tau: PositiveFloat = Field(0.5, description="NT-Xent temperature τ")
+    positive_term: bool = Field(
+        False,
+        description="keep the positive-pair term e^{1/τ} of eq. (1) in the latent costs of the uniform-beats-clusters "
+        "claims; False: Prop. 2.1 as printed (robustness map). prop21-reformulation always keeps it",
+    )
     aug_noise: PositiveFloat = Field(0.5, description="std of the augmentation noise in coordinates 3..D")
     clusters_control: Annotated[int, Field(ge=8)] = Field(
         64, description="clusters of the control measure (beyond Fig. 3's threshold: as good as uniform)"
@@ -80,6 +110,18 @@ def augment(x: torch.Tensor, noise: float, g: torch.Generator) -> torch.Tensor:
     return out
 
 
+def eq1_batch_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
+    """Eq. (1) on a batch of n samples, with E_y the mean over the batch: ``info_nce(z1, z2, τ, eps=n) − log n``.
+
+    Anchor k (2n of them) with positive k' and the 2n − 2 other views as negatives (h ∈ {T, T'}):
+    ``log(1 + (1/n) Σ_{l≠k,k'} e^{s_kl/τ} / e^{s_kk'/τ})``. :func:`info_nce` with ``eps = n`` gives
+    ``log(n e^{s_kk'/τ} + Σ_{l≠k,k'} e^{s_kl/τ}) − s_kk'/τ``, which is that plus ``log n``.
+    ``z1, z2``: the two views ``(n, d)``, row j a positive pair.
+    """
+    n = z1.shape[0]
+    return info_nce(z1, z2, tau, eps=float(n)) - math.log(n)
+
+
 def peer_losses(z1: torch.Tensor, z2: torch.Tensor, q: torch.Tensor, tau: float) -> dict[str, float]:
     """NT-Xent, VICReg and BYOL (predictor y ↦ q y) of two views ``(n, d)``."""
     return {
@@ -99,13 +141,48 @@ class IllPosed(VariationalExperiment):
     est_seconds = (1, 1)
     # 4: μ₂'s sample is aligned with μ₁'s angles before the shared augmentation draws, so the non-invariant control
     # differs because μ₁ ≠ μ₂, not because the draws met other rows (a referee's finding)
-    version = "4"
+    # 5: same-pushforward-* are sanity checks (identical embeddings row by row); prop21-reformulation tests Prop.
+    # 2.1's change of variables on the batch; positive_term config key (default: the printed form, as before)
+    version = "5"
+    robustness = (
+        Robustness(
+            claims=("uniform-beats-clusters-s1", "uniform-beats-clusters-s2"),
+            knobs={"tau": [0.2, 0.5, 1.0], "positive_term": [False, True]},
+            paper="Sec. 1: 'the original clean data may be highly clustered, while the latent distribution has a "
+            "minimizer that is the uniform distribution' — no τ and no condition on it. Prop. 2.1 prints the cost "
+            "without eq. (1)'s positive-pair term e^{1/τ} and does not say it drops it (the project's erratum "
+            "prop21-positive-term).",
+        ),
+    )
     claims = (
+        ClaimSpec(
+            "prop21-reformulation", "For an invariant map the NT-Xent loss of eq. (1) is the latent-measure cost of "
+            "its pushforward: E_{x∼f#μ} log(1 + 2 E_{y∼f#μ}[1_{x≠y} e^{sim(x,y)/τ}] / e^{1/τ}) (Prop. 2.1's change "
+            "of variables, with eq. (1)'s positive-pair term, which the printed Prop. 2.1 drops).",
+            "Prop. 2.1, eq. (1)", kind="paper",
+            reading="relative difference |L_batch − L_f#μ| / L_f#μ, largest over μ₁ and μ₂: L_batch is eq. (1) on the "
+            "batch, eq1_batch_loss(f(Tx), f(T'x)) = info_nce(…, eps = n) − log n; L_f#μ is latent_measure_nt_xent("
+            "f(x), positive_term=True) on the empirical pushforward f#μ_n = (1/n) Σ_j δ_{f(x_j)}. Normalisation: "
+            "E_y is the mean over the batch's n samples on both sides, as in eq. (1) and Prop. 2.1 (info_nce sums; "
+            "eps = n puts its positive term on the 1/n scale and log n removes the factor). The positive-pair term is "
+            "the erratum prop21-positive-term's; detail: Prop. 2.1 as printed and SimCLR's summed info_nce",
+            relation=le(1e-10), basis="method: float64 round-off (≈1e-16 per operation over the n² pairs, the log n "
+            "subtraction included), with margin",
+            rule=every_seed("an identity for every draw"),
+            control="the non-invariant map g(x) = normalise(Wx) on the same draws (smallest over μ₁, μ₂): its batch "
+            "loss sees g(Tx) ≠ g(x), so it is not a functional of g#μ_n",
+            bounds=(0.0, math.inf),
+        ),
         *(
             ClaimSpec(
                 f"same-pushforward-{name.lower().replace('-', '')}", f"For an invariant map the {name} loss depends "
                 "only on f#μ: two different clean distributions with the same pushforward give equal losses.",
-                "Prop. 2.1, App. A.1", kind="paper", reading="|L(μ₁) − L(μ₂)| of the batch loss on (f(Tx), f(T'x))",
+                "Prop. 2.1, App. A.1", kind="sanity",
+                reading="|L(μ₁) − L(μ₂)| of the batch loss on (f(Tx), f(T'x)); a sanity check, not scored: μ₂'s rows "
+                "are aligned with μ₁'s angles and the augmentation draws are shared, and f reads only the angle, so "
+                "f(T x₁_j) = f(T x₂_j) row by row (to round-off) and any function of the two view batches agrees — "
+                "it holds by construction. For NT-Xent the dependence on f#μ alone is prop21-reformulation; App. "
+                "A.1's VICReg and BYOL forms are not tested at batch level",
                 relation=le(1e-9), basis="method: float64 round-off of a loss over n samples, with margin",
                 rule=every_seed("an identity for every draw"),
                 control="a map that is not invariant, g(x) = normalise(Wx), on the same draws (it sees μ₁ ≠ μ₂)",
@@ -116,7 +193,9 @@ class IllPosed(VariationalExperiment):
         ClaimSpec(
             "uniform-beats-clusters-s1", "Minimising the loss over latent measures ignores μ's clusters: on S¹ the "
             "uniform measure has a lower NT-Xent than the same samples in K clusters.", "Sec. 1, Prop. 2.1, "
-            "Remark 3.1", kind="paper", reading="(L(K clusters) − L(uniform)) / L(uniform), n samples, Prop. 2.1 cost",
+            "Remark 3.1", kind="paper", reading="(L(K clusters) − L(uniform)) / L(uniform), n samples, Prop. 2.1 cost "
+            "(as printed; with the positive-pair term when positive_term) at τ = tau (robustness map: tau × "
+            "positive_term)",
             relation=gt(0.01), basis="relation: 'lower' means a positive difference, of at least the minimum effect",
             effect="tolerance: 1% of the loss — a preference gradient descent resolves (ours: 2% on S¹, 11% on S²)",
             control="clusters_control evenly spaced clusters (beyond Fig. 3's threshold at this τ: as good as "
@@ -135,9 +214,10 @@ class IllPosed(VariationalExperiment):
 
     @classmethod
     def peak_memory(cls, cfg: IllPosedConfig, n_seeds: int) -> tuple[int, str]:
-        """``PROCESS_BASELINE`` (0.75 GB: process, lab, figures) + 14 live ``(n, n)`` float64 matrices (the NT-Xent similarities of
-        the n samples and their gradients; seeds run one after the other). Measured (max RSS, 3 seeds): 0.475 GB
-        at n = 256 (quick), 2.22 GB at n = 4096 (+1.74 GB ≈ 13 copies of 4096² · 8 B); estimate 0.51 / 2.38 GB."""
+        """``PROCESS_BASELINE`` (0.75 GB: process, lab, figures) + 14 live ``(n, n)`` float64 matrices (the NT-Xent
+        similarities of the n samples and their gradients; seeds run one after the other). Measured (max RSS, 3 seeds):
+        0.475 GB at n = 256 (quick), 2.22 GB at n = 4096 (+1.74 GB ≈ 13 copies of 4096² · 8 B); estimate 0.51 /
+        2.38 GB."""
         return int(PROCESS_BASELINE + 14 * cfg.n**2 * 8), "n"
 
     def run(self, cfg: IllPosedConfig, ctx: Context) -> Result:
@@ -158,7 +238,7 @@ class IllPosed(VariationalExperiment):
         perm = perm.to(dev)
         x2[:, 0], x2[:, 1] = r * theta[perm].cos(), r * theta[perm].sin()
 
-        rows = []
+        rows, reform = [], []
         # μ₂'s rows reordered so that row j has μ₁'s angle θ_j (the same sample, so the same distribution): the same
         # augmentation draws then meet the same angles, and the non-invariant control differs only because μ₁ ≠ μ₂
         # (radii, content), not because the draws were paired with other rows
@@ -167,8 +247,15 @@ class IllPosed(VariationalExperiment):
             gv = ctx.generator(1)  # the same augmentation draws for both distributions
             t1, t2 = augment(x, cfg.aug_noise, gv), augment(x, cfg.aug_noise, gv)
             for mapname, fmap in (("invariant", invariant_map), ("control", lambda v: F.normalize(v @ w.T, dim=1))):
-                for loss, val in peer_losses(fmap(t1), fmap(t2), q, cfg.tau).items():
+                z1, z2 = fmap(t1), fmap(t2)  # (n, 2) each: the two views' embeddings
+                for loss, val in peer_losses(z1, z2, q, cfg.tau).items():
                     rows.append({"map": mapname, "distribution": dist, "loss": loss, "value": val})
+                z = fmap(x)  # (n, 2): the atoms of the empirical pushforward (1/n) Σ_j δ_{f(x_j)} of the clean batch
+                reform.append({"map": mapname, "distribution": dist,
+                               "batch": float(eq1_batch_loss(z1, z2, cfg.tau)),  # eq. (1), E_y the batch mean
+                               "reformulated": float(latent_measure_nt_xent(z, None, cfg.tau, positive_term=True)),
+                               "printed": float(latent_measure_nt_xent(z, None, cfg.tau)),  # Prop. 2.1 as printed
+                               "batch_summed": float(info_nce(z1, z2, cfg.tau))})  # fmt: skip
         losses = pd.DataFrame(rows)
 
         def dealt(atoms):  # (n, d): the n samples dealt round-robin to the atoms
@@ -180,10 +267,10 @@ class IllPosed(VariationalExperiment):
                     ("S1", "control clusters", dealt(circle_points_even(cfg.clusters_control, device=dev))),
                     ("S2", "control clusters", dealt(fibonacci_sphere(cfg.clusters_control, device=dev))),
                     ("S2", "4 clusters", dealt(regular_polytope("tetrahedron", device=dev)))]  # fmt: skip
-        sphere = pd.DataFrame([{"sphere": sp, "measure": what, "loss": float(latent_measure_nt_xent(z, None, cfg.tau))}
-                               for sp, what, z in measures])  # fmt: skip
+        cost = lambda z: float(latent_measure_nt_xent(z, None, cfg.tau, positive_term=cfg.positive_term))  # noqa: E731
+        sphere = pd.DataFrame([{"sphere": sp, "measure": what, "loss": cost(z)} for sp, what, z in measures])
         res = Result(
-            tables={"losses": losses, "sphere": sphere},
+            tables={"losses": losses, "sphere": sphere, "reformulation": pd.DataFrame(reform)},
             arrays={
                 "x1": x1[:, :2].cpu().numpy(),
                 "x2": x2[:, :2].cpu().numpy(),
@@ -207,6 +294,16 @@ class IllPosed(VariationalExperiment):
             )
             for name in ("NT-Xent", "VICReg", "BYOL")
         }
+
+        r = result.tables["reformulation"].set_index(["map", "distribution"])
+        gap = (r["batch"] - r["reformulated"]).abs() / r["reformulated"].abs()
+        inv, ctl = r.loc[("invariant", "mu1")], r.loc[("control", "mu1")]
+        out["prop21-reformulation"] = Measured(
+            float(gap.loc["invariant"].max()), control=float(gap.loc["control"].min()),
+            detail=f"μ₁, τ = {cfg.tau:g}, n = {cfg.n}: eq. (1) on the batch {inv['batch']:.6f}, reformulation with the "
+            f"positive-pair term {inv['reformulated']:.6f}, Prop. 2.1 as printed {inv['printed']:.4f}; SimCLR's summed "
+            f"info_nce {inv['batch_summed']:.6f}; control g: {ctl['batch']:.4f} vs {ctl['reformulated']:.4f}",
+        )  # fmt: skip
 
         def rel(sphere, measure):
             return float((s[(sphere, measure)] - s[(sphere, "uniform")]) / s[(sphere, "uniform")])

@@ -27,8 +27,8 @@ does not pass by having its one row inside the z-dimensional eigen-subspace.
 Controls: the Frobenius-ball constraint ``‖W1‖_F, ‖W2‖_F ≤ 1`` (Prop. 2) from the same start reaches
 the rank-one minimum λ_1, not λ_1 + λ_2; the map at initialisation is not aligned with v_1..v_z.
 
-**(3) ⇔ (4) needs h ≥ d + z − k** (k = the number of negative eigenvalues used by the minimiser of
-(3)): the proof writes the optimal M of (3) (eigenvalues of MMᵀ in {0, 1}) as W2ᵀW1 with orthonormal
+**(3) ⇔ (4) needs h ≥ d + z − k** (erratum ``orthogonality-needs-width``: Prop. 3 states no condition
+on h; k = the number of negative eigenvalues used by the minimiser of (3)): the proof writes the optimal M of (3) (eigenvalues of MMᵀ in {0, 1}) as W2ᵀW1 with orthonormal
 columns, which needs room in R^h. Counterexample at h = d = z = 2 with λ_1 < 0 < λ_2 (the lifted C
 restricted to its first two coordinates is replaced by the 2-D half-moons C shifted to
 ``C − ½(λ_1 + λ_2)I``): problem (3) reaches λ_1 (M of rank one), while at h = 2 every admissible M
@@ -155,7 +155,7 @@ class Prop3(GrassmannExperiment):
     description = "the scaled loss, operator-norm and orthogonality constraints reach the same minimum Σλ_i; errata"
     Config = Prop3Config
     quick = {"steps": 800, "lr": 0.1, "mc_draws": 300}
-    version = "4"  # 4: orthogonality-needs-width is a sanity check (an identity of the constraint)
+    version = "5"  # 4: orthogonality-needs-width is a sanity check (an identity of the constraint); 5: an erratum
     est_seconds = (2, 5)  # CPU seconds for all seeds (3 quick, 5 paper)
     claims = (
         ClaimSpec(
@@ -176,15 +176,17 @@ class Prop3(GrassmannExperiment):
             relation=le(1e-2), basis="tolerance: 0.01 rad",
             control="the same angle for the maps at initialisation", bounds=(0.0, math.pi / 2),
         ),
-        ClaimSpec(
+        Erratum(
             "orthogonality-needs-width", "Prop. 3's equivalence of (3) and (4) needs h ≥ d + z − k: at h = d = z = 2 "
-            "with λ_1 < 0 < λ_2, orthogonality cannot reach the minimum λ_1 of (3).", "Prop. 3", kind="sanity",
+            "with λ_1 < 0 < λ_2, orthogonality cannot reach the minimum λ_1 of (3).", "Prop. 3",
             result="Prop. 3",
+            printed="Prop. 3: (1)–(4) are equivalent whenever C has at least one negative eigenvalue, no condition "
+            "on h", used="h ≥ d + z − k (k the number of negative eigenvalues)",
             derivation="the proof of (3) ⇔ (4) writes the minimiser M of (3) (MMᵀ with eigenvalues in {0, 1}) as "
             "W2ᵀW1 with orthonormal columns; at h = d = z every admissible M is orthogonal, so Tr(MCMᵀ) = Tr C",
-            reading="(L_best(4) − L_best(3))/λ_2 on the shifted 2-D half-moons C (λ_1 < 0 < λ_2), h = 2; a sanity "
-            "check, not scored: every admissible pair gives Tr C (the derivation), so the ratio is 1 before any "
-            "training once (3) reaches λ_1",
+            reading="(L_best(4) − L_best(3))/λ_2 on the shifted 2-D half-moons C (λ_1 < 0 < λ_2), h = 2: every "
+            "admissible pair gives Tr C (the derivation), so the ratio is 1 before any training once (3) reaches "
+            "λ_1 — the printed equivalence fails at this admissible width",
             relation=ge(0.5), basis="relation: the gap is λ_2 (ratio 1) when (4) is pinned at Tr C; 0 when equivalent",
             effect="tolerance: half the predicted gap", bounds=(-math.inf, math.inf),
             control="the same gap at h = 3 = d + z − k, where the equivalence holds",

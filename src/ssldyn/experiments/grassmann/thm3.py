@@ -13,9 +13,9 @@ scipy DOP853 reference is used on a subset to check the solver. Reported: the fr
 trials that behave as stated (expected: all). Each case is the other's control (a positive-definite
 C must not send q to ±v_1, a C with a negative eigenvalue must not send q to 0).
 
-**Thm. 3 needs h > d.** At h = d, ``W1`` is square orthogonal and ``‖q‖ = ‖VᵀW1ᵀW2‖ = ‖W2‖ = 1`` for
-every admissible weight: the network keeps ‖q‖ = 1 throughout, while for C ≻ 0 the theorem says
-q → 0. (The unit sphere is invariant for eq. (9) with z = 1 — ``d‖q‖²/dt = −8 qᵀΛq (1 − ‖q‖²)`` —
+**Thm. 3 needs h > d** (erratum ``needs-h-above-d``: the theorem states no condition on h). At h = d,
+``W1`` is square orthogonal and ``‖q‖ = ‖VᵀW1ᵀW2‖ = ‖W2‖ = 1`` for every admissible weight: the network
+keeps ‖q‖ = 1 throughout, while for C ≻ 0 the theorem says q → 0. (The unit sphere is invariant for eq. (9) with z = 1 — ``d‖q‖²/dt = −8 qᵀΛq (1 − ‖q‖²)`` —
 and repelling when C ≻ 0, so q → 0 needs ‖q_0‖ < 1, which h > d gives with probability 1.) We run
 Grassmann-projected GD on the first ``gd_trials`` positive-case trials at h = d and at h = ``h``
 (the control, where q → 0 as stated) up to ``t_final`` with step ``gd_lr``.
@@ -36,7 +36,7 @@ import torch
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.contract import Context, ExperimentConfig, Result, register
-from ssldyn.contract.claims import ClaimSpec, Measured, ge, le
+from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, ge, le
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
 from ssldyn.dynamics.q_ode import q_from_weights, solve_adaptive, solve_reference
 from ssldyn.experiments.grassmann._common import GrassmannExperiment, peak_of
@@ -112,8 +112,9 @@ class Thm3(GrassmannExperiment):
     Config = Thm3Config
     quick = {"trials": 30, "reference_trials": 1, "t_final": 60.0, "gd_trials": 10}
     est_seconds = (2, 12)  # CPU seconds for all seeds (3 quick, 5 paper)
-    # 4: solver-agrees declares its range (0, ∞) (a max |difference|); 5: needs-h-above-d is a sanity check (an identity)
-    version = "5"
+    # 4: solver-agrees declares its range (0, ∞) (a max |difference|); 5: needs-h-above-d is a sanity check (an identity);
+    # 6: needs-h-above-d is an erratum (the printed theorem has no condition on h)
+    version = "6"
     claims = (
         ClaimSpec(
             "positive-to-zero", "If all eigenvalues of C are positive, q converges to 0 (with probability 1).",
@@ -129,14 +130,17 @@ class Thm3(GrassmannExperiment):
             "gap λ_2 − λ_1 ≥ min_gap)", relation=ge(1.0), basis="relation: the theorem claims every trial",
             control="the same test on the seed's positive-case trials (C ≻ 0)", bounds=(0.0, 1.0),
         ),
-        ClaimSpec(
+        Erratum(
             "needs-h-above-d", "Thm. 3's q → 0 for C ≻ 0 needs h > d: at h = d the network keeps ‖q‖ = 1.",
-            "Thm. 3", kind="sanity", bounds=(0.0, math.inf),
+            "Thm. 3", bounds=(0.0, math.inf),
+            printed="Thm. 3: q → 0 with probability 1 whenever Λ ≻ 0, no condition on h; its proof (App. A.6): "
+            "‖q‖ ≠ 1 at initialisation with probability 1",
+            used="h > d (at h = d every admissible weight has ‖q‖ = 1)",
             derivation="at h = d, W1 ∈ O(d) and ‖q‖ = ‖VᵀW1ᵀW2‖ = ‖W2‖ = 1 for all admissible weights; the unit "
             "sphere is invariant for eq. (9) (z = 1) and repelling when C ≻ 0, so q → 0 needs ‖q_0‖ < 1",
             reading="smallest over the first gd_trials positive-case trials of ‖q_GD(t_final)‖ for Grassmann GD at "
-            "h = d; a sanity check, not scored: ‖q‖ = 1 for every admissible weight at h = d (the derivation), trained "
-            "or not, so it cannot fail", relation=ge(0.5),
+            "h = d: ‖q‖ = 1 for every admissible weight at h = d (the derivation), trained or not — the printed "
+            "theorem's limit 0 is never approached", relation=ge(0.5),
             basis="tolerance: the network's ‖q‖ is 1 up to round-off; 0.5 is half-way to the theorem's limit 0",
             control="the same GD at h = h > d from the same C (the theorem's case: q → 0)",
         ),

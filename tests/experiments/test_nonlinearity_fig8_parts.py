@@ -150,3 +150,39 @@ def test_claim_fails_on_a_landscape_whose_maxima_pair_up(tmp_path):
     c = _claim(out, "relu-not-orthogonal")
     assert c.status == "fail" and c.value == pytest.approx(0.8)
     assert _claim(out, "more-than-pca").status == "pass"
+
+
+def test_relu_maxima_are_corner_maxima_not_power_iteration_fixed_points(tmp_path):
+    """App. E.1 counts maxima of E_α(θ): on its 9-point batch every ReLU maximum sits on a kink θ_i ± 90° and is no
+    fixed point of eq. PI, recomputed in numpy: ``A(w) = V[x·1[wᵀx > 0]]`` (uniform α, the population variance of
+    the gated points); ``A(w)w`` is far from parallel to ``w``. The linear maxima ±φ₁ are smooth fixed points."""
+    out = run_experiment("nonlinearity.fig8", quick=True, seeds=1, out=tmp_path)
+    c = _claim(out, "relu-maxima-are-corners")
+    assert c.kind == "sanity" and c.status == "pass" and c.value == 1.0 and c.control_value == 0.0
+    assert "9 of 9 are non-smooth corner maxima" in _claim(out, "relu-many-maxima").details[0]
+    s = out.run.summary["per_seed"]["0"] if "per_seed" in out.run.summary else out.run.summary
+    assert s["maxima_on_kinks"] == s["corner_maxima"] == 9 and s["maxima_that_are_PI_fixed_points"] == 0
+    assert s["linear_maxima_that_are_PI_fixed_points"] == 2 and s["frac_corner_maxima_linear"] == 0.0
+    data = np.array([-4 / 5, -1 / 2, -2 / 5, -1 / 6, 0, 1 / 5, 2 / 5, 3 / 5, 4 / 5]) * math.pi
+    x = np.stack([np.cos(data), np.sin(data)], 1)  # (9, 2)
+    m = out.run.table("maxima")
+    relu = m.loc[m["activation"] == "relu", "theta"].to_numpy()
+    kinks = np.rad2deg(np.concatenate([data - math.pi / 2, data + math.pi / 2]))
+    step = 360.0 / 3600
+    for t in relu:
+        assert np.min(np.abs((np.rad2deg(t) - kinks + 180) % 360 - 180)) <= 2 * step  # on a kink
+        w = np.array([math.cos(t), math.sin(t)])
+        g = x * (x @ w > 0)[:, None]  # (9, 2) the gated points x̃
+        a_w = np.cov(g.T, bias=True) @ w
+        assert math.degrees(math.acos(abs(a_w @ w) / np.linalg.norm(a_w))) > 2 * step  # A(w)w ∦ w: no fixed point
+    for t in m.loc[m["activation"] == "linear", "theta"].to_numpy():  # the control: ±φ₁, A = V[x] fixed
+        w = np.array([math.cos(t), math.sin(t)])
+        a_w = np.cov(x.T, bias=True) @ w
+        assert math.degrees(math.acos(min(1.0, abs(a_w @ w) / np.linalg.norm(a_w)))) < 2 * step
+
+
+def test_corner_claim_fails_for_a_smooth_activation(tmp_path):
+    """With the quadratic activation E_α(θ) has no kinks: its maxima are smooth fixed points of eq. PI (fraction 0)."""
+    out = run_experiment("nonlinearity.fig8", quick=True, seeds=1, out=tmp_path, sets={"activation": "quadratic"})
+    c = _claim(out, "relu-maxima-are-corners")
+    assert c.status == "fail" and c.value == 0.0

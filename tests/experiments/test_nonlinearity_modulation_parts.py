@@ -65,12 +65,21 @@ def _p_event_quad(eps: np.ndarray, l: int) -> float:
 def test_modulation_factor_mc_recomputed_in_numpy_from_the_same_draws():
     d, n = 4, 40_000
     grid = [-2.5, -1.5, -1.0, -0.4, 0.0, 0.3, 1.0, 1.6]
-    cfg = ModulationConfig(d=d, mc_samples=n, eps_grid=grid, eps_vectors=3)
+    cfg = ModulationConfig.model_validate({"d": d, "mc_samples": n, "eps_grid": grid, "eps_vectors": 3})
     out = _modulation_factor_mc(cfg, torch.Generator().manual_seed(5), torch.device("cpu"))
-    # the same draws, in the same order: Y (n, d), then one ε vector (d,) per case
+    # the same draws, in the same order: Y (n, d), then per case the lower ranks ε (d,) ~ U[−½, ½] and u ~ U[0, 1);
+    # case j's top factor is moved to the second one + (j + 1 − u)/3, a gap in (j/3, (j + 1)/3]
     g = torch.Generator().manual_seed(5)
     Y = (torch.rand(n, d, generator=g, dtype=torch.float64) * 2 - 1).numpy()
-    vecs = [((torch.rand(d, generator=g, dtype=torch.float64) - 0.5) * 1.6).numpy() for _ in range(3)]
+    vecs, gaps = [], []
+    for j in range(3):
+        e = (torch.rand(d, generator=g, dtype=torch.float64) - 0.5).numpy()
+        u = float(torch.rand((), generator=g, dtype=torch.float64))
+        o = np.argsort(-e)
+        gaps.append((j + 1 - u) / 3)
+        e[o[0]] = e[o[1]] + gaps[-1]
+        vecs.append(e)
+    assert all(j / 3 < gp <= (j + 1) / 3 for j, gp in enumerate(gaps))
 
     def se(p):
         return math.sqrt(max(p * (1 - p), 1 / n) / n)
@@ -90,8 +99,8 @@ def test_modulation_factor_mc_recomputed_in_numpy_from_the_same_draws():
     assert out["eq155_max_z"] == pytest.approx(t.loc[t.eps <= 1, "z"].max(), rel=1e-12)
     assert out["eq155_big_eps"] == 1.6 and out["eq155_big_eps_p"] == t.loc[t.eps == 1.6, "mc"].item()
     # eq. 156 / 157 on the random vectors, recomputed
-    z156, z157, z156c, z157c = [], [], [], []
-    for eps in vecs:
+    z156, z157, z156c, z157c, t156, t157 = [], [], [], [], [], []
+    for eps, gap in zip(vecs, gaps):
         sh = Y + eps
         p = ((sh >= sh.max(1, keepdims=True)) & (Y > 0)).mean(0)  # (d,)
         for l_ in range(d):  # the Monte Carlo agrees with the quadrature for every coordinate
@@ -99,22 +108,44 @@ def test_modulation_factor_mc_recomputed_in_numpy_from_the_same_draws():
             assert abs(p[l_] - ex) <= 4.5 * se(ex)
         o = np.argsort(-eps)
         es, ps = eps[o], p[o]
-        z156.append((0.5 * (es[0] - es[1]) - ps[0]) / se(ps[0]))
-        ec = es.copy()
-        ec[0] = es[1] + 1.3
-        shc = Y[:, o] + ec
-        pc = float(np.mean((shc[:, 0] >= shc.max(1)) & (Y[:, o[0]] > 0)))
-        z156c.append((0.65 - pc) / se(pc))
+        assert es[0] - es[1] == pytest.approx(gap, abs=1e-12) and es[0] - es[-1] < 2  # inside eq. 157's range
+        z156.append((0.5 * gap - ps[0]) / se(ps[0]))
+        z156c.append((gap - ps[0]) / se(ps[0]))  # the control: the bound doubled, P ≥ gap, on the same draw
+        t156.append(ps[0] / (0.5 * gap))
         for r in range(2, d + 1):  # 1-based rank r, bound over the 1-based r' < r: (1 − gap/2)^{r'+1} / (r' + 1)
             bound = min((1 - (es[rp - 1] - es[r - 1]) / 2) ** (rp + 1) / (rp + 1) for rp in range(1, r))
             z157.append((ps[r - 1] - bound) / se(ps[r - 1]))
             z157c.append((ps[r - 1] - 0.5 * bound) / se(ps[r - 1]))
+            t157.append(ps[r - 1] / bound)
     assert out["eq156_cases"] == 3 and out["eq157_cases"] == 3 * (d - 1)
     assert out["eq156_max_z"] == pytest.approx(max(z156), rel=1e-9)
     assert out["eq156_control_max_z"] == pytest.approx(max(z156c), rel=1e-9)
     assert out["eq157_max_z"] == pytest.approx(max(z157), rel=1e-9)
     assert out["eq157_control_max_z"] == pytest.approx(max(z157c), rel=1e-9)
-    assert out["eq156_max_z"] < 4 and out["eq157_max_z"] < 4  # the bounds hold at these gaps (< 1)
+    assert out["eq156_max_z"] < 4 and out["eq157_max_z"] < 4  # the bounds hold at these gaps (≤ 1)
+    assert out["eq156_tightness"] == pytest.approx(min(t156), rel=1e-12) and out["eq156_tightness"] >= 1
+    assert out["eq156_tightness_gap"] == gaps[int(np.argmin(t156))]
+    assert out["eq157_tightness"] == pytest.approx(max(t157), rel=1e-12) and out["eq157_tightness"] <= 1
+    assert out["eq156_gap_min"] == min(gaps) and out["eq156_gap_max"] == max(gaps)
+    assert out["eq156_control_violated"] == sum(z > 4 for z in z156c) >= 1  # the top stratum, gap > 2/3 > ½
+
+
+@pytest.mark.parametrize("gap", [0.6, 0.8, 1.0])
+def test_eq156_doubled_bound_is_violated_where_the_papers_bound_holds(gap):
+    """eq156's control, P ≥ gap, against the formula written out: with ε = (gap, 0, …, 0) the bound's chain is an
+    equality, P[E_0] = (1 − ((1 + gap)/2)^d)/d + gap/2 (eq. 155, 0 ≤ ε ≤ 1), ≥ gap/2 (the paper's bound; equal at
+    gap = 1, where P = P[Y_0 > 0] = ½) and < gap for gap > ½. A Monte Carlo P agrees with the formula, satisfies
+    the paper's bound within 4 SE and violates the doubled one by many SE."""
+    d, n = 10, 200_000
+    exact = (1 - ((1 + gap) / 2) ** d) / d + gap / 2
+    assert exact == pytest.approx(mod.p_event_closed_form(gap, d), abs=1e-15)
+    assert exact >= gap / 2 and exact <= 0.5 < gap
+    Y = np.random.default_rng(1).uniform(-1, 1, size=(n, d))
+    p = float(np.mean((Y[:, 0] > 0) & (Y[:, 0] + gap >= Y[:, 1:].max(1))))
+    se = math.sqrt(p * (1 - p) / n)
+    assert abs(p - exact) <= 4 * se
+    assert (gap / 2 - p) / se <= 4  # eq. 156 holds
+    assert (gap - p) / se > 100  # the control fails: (gap − P)/SE ≈ 190 (gap 0.6) … 450 (gap 1) SE
 
 
 def test_p_event_closed_form_matches_quadrature_on_every_case():

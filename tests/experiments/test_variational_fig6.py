@@ -31,3 +31,22 @@ def test_quick_run_claims(tmp_path):
         assert t.loc[1.0, "max_loss_increase"] > t.loc[0.01, "max_loss_increase"]  # the large step is unstable
         assert (out.run.path / "figures" / f"fig6_{dim}d.gif").exists()
         assert (out.run.path / "figures" / f"fig6_{dim}d_steps.png").exists()
+
+
+def test_positive_term_tau_map_covers_the_headline_claims_at_both_presets():
+    """The positive_term × tau map (Fig. 5's grid): its claims are fig6's, its points valid configs at both presets."""
+    import itertools
+
+    (m,) = [r for r in Fig6.robustness if set(r.knobs) == {"positive_term", "tau"}]
+    assert set(m.claims) == {
+        "network-clusters-flow",
+        "step-independent",
+        "flow-monotone",
+        "network-clusters-large-step",
+    }
+    assert set(m.claims) <= {c.id for c in Fig6.claims}
+    assert m.knobs == {"positive_term": [False, True], "tau": [0.2, 0.5, 1.0]}
+    for preset in ({}, Fig6.quick):
+        for pt, tau in itertools.product(*m.knobs.values()):
+            cfg = build_config(Fig6.Config, {**preset, "positive_term": pt, "tau": tau})
+            assert (cfg.positive_term, cfg.tau) == (pt, tau)

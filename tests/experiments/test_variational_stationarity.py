@@ -25,6 +25,15 @@ def test_quick_run_claims(tmp_path):
     assert claims["eq6-printed"].measured > 1e-3 > claims["eq6-corrected"].measured
     lemma = out.run.result().tables["lemma_a2"]
     assert (lemma["admissible"] > 0).all() and (lemma["min_admissible"] > 0).all()
+    # Lemma A.2 at the evenly spaced centres and 10 random sets per K (quick), every pair beyond σ = 3K²τ
+    assert lemma.groupby("K")["centres"].value_counts().to_dict() == {
+        (K, c): n for K in (2, 3, 4) for c, n in (("even", 1), ("random", 10))
+    }
+    assert (lemma["min_sq_dist"] > lemma["sigma"]).all()
+    lem = claims["lemma-a2-positive"]
+    assert lem.measured == pytest_approx(float(lemma["min_admissible"].min()), rel=1e-5)  # the worst over all sets
+    assert 0.8 < lem.measured <= float(lemma.loc[lemma["centres"] == "even", "min_admissible"].min())
+    assert lem.control_value < 0  # an inadmissible direction lowers the loss: the control fails the relation
     assert (out.run.path / "figures" / "stationarity.png").is_file()
     # Remark 3.2: no descent direction at the uniform measure; one at n atoms in 4 clusters (the control)
     r32 = claims["remark32-uniform-local-min"]
@@ -82,3 +91,56 @@ def test_second_by_n_is_the_smallest_ratio_per_n_in_increasing_n_hand_worked():
     r32 = pd.DataFrame({"n": [16, 8, 8, 16, 32], "tau": [0.1, 0.1, 0.5, 0.5, 0.5],
                         "uniform_second": [3e-5, 0.2, 0.15, 2.4e-5, 1.234]})  # fmt: skip
     assert _second_by_n(r32) == "n=8: 0.15, n=16: 2.4e-05, n=32: 1.2"
+
+
+def test_lemma_a2_sample_on_random_centres_matches_finite_differences_and_eq27_written_out():
+    """Lemma A.2 at one random centre set (rejection-drawn): the relative δ²L of each sampled direction against
+    d²/ds² L(y + s h) written out in numpy (L = (1/K) Σ_i log(1 + G_i), G_i = (1/K) Σ_j e^{−‖y_i − y_j‖²/(2τ)}; the
+    loss itself checked against measure_loss and the derivative against a finite difference), and admissibility
+    against eq. (27) written out pair by pair with the lemma's strict σ > 3K²τ."""
+    import numpy as np
+
+    from ssldyn.experiments.variational.stationarity import lemma_a2_sample, random_centres
+    from ssldyn.objectives.variational_calculus import measure_loss, second_variation
+
+    K, tau, n = 3, 0.25 * 4 / 27, 200
+    sigma = 3 * K * K * tau
+    xi = random_centres(K, 1, sigma, torch.Generator().manual_seed(3))[0]  # (K, 2)
+    torch.testing.assert_close(xi.norm(dim=1), torch.ones(K, dtype=torch.float64))
+    assert float((torch.pdist(xi) ** 2).min()) > sigma
+    gaps = np.sort(np.diff(np.sort(np.arctan2(xi[:, 1].numpy(), xi[:, 0].numpy()) % (2 * np.pi))))
+    assert gaps[-1] - gaps[0] > 1e-3  # not the evenly spaced set
+    q, ok = lemma_a2_sample(xi, tau, n, torch.Generator().manual_seed(4))
+    # the same directions, redrawn: targets uniform on S¹
+    ang = 2 * math.pi * torch.rand(n, K, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    h = (torch.stack([ang.cos(), ang.sin()], -1) - xi).numpy()  # (n, K, 2)
+    y = xi.numpy()
+
+    def loss(yy):  # eq. (4), Ψ = log(1 + t), η = e^{−t/τ}, t = ‖x − y‖²/2, weights 1/K
+        d2 = ((yy[:, None] - yy[None]) ** 2).sum(-1)
+        return np.log1p(np.exp(-d2 / (2 * tau)).mean(1)).mean()
+
+    def dloss(yy):  # loss(yy) − loss(y) without the cancellation of two O(1) losses (the δ²L here are ~1e-9)
+        d2, d20 = ((yy[:, None] - yy[None]) ** 2).sum(-1), ((y[:, None] - y[None]) ** 2).sum(-1)
+        e0 = np.exp(-d20 / (2 * tau))
+        return np.log1p((e0 * np.expm1(-(d2 - d20) / (2 * tau))).mean(1) / (1 + e0.mean(1))).mean()
+
+    assert loss(y) == pytest_approx(float(measure_loss(xi, temperature=tau)), rel=1e-14)
+    dy = y[:, None] - y[None]  # (K, K, 2)
+    e = np.exp(-(dy**2).sum(-1) / (2 * tau))  # (K, K): η
+    G = e.mean(1)
+    for s in range(0, n, 10):
+        dh = h[s][:, None] - h[s][None]  # (K, K, 2)
+        a, b = (dy * dh).sum(-1), (dh**2).sum(-1)  # ⟨Δy, Δh⟩, ‖Δh‖²
+        dG = (-e / tau * a).mean(1)  # η'(t) = −η/τ, dt/ds = ⟨Δy, Δh⟩
+        d2G = (e / tau**2 * a**2 - e / tau * b).mean(1)  # η'' = η/τ², d²t/ds² = ‖Δh‖²
+        ref = (-(dG**2) / (1 + G) ** 2 + d2G / (1 + G)).mean()
+        eps = 1e-5
+        fd = (dloss(y + eps * h[s]) + dloss(y - eps * h[s])) / eps**2  # central second difference
+        assert fd == pytest_approx(ref, rel=1e-5)
+        _, scale = second_variation(xi, torch.from_numpy(h[s]), temperature=tau, return_scale=True)
+        assert float(q[s]) * float(scale) == pytest_approx(ref, rel=1e-9, abs=1e-12 * float(scale))
+        adm = all(a[i, j] ** 2 > sigma * b[i, j] for i in range(K) for j in range(K) if i != j)
+        assert adm == bool(ok[s])
+    assert 0 < int(ok.sum()) < n  # the sample holds both kinds
+    assert float(q[ok].min()) > 0.5 and float(q.min()) < 0  # the lemma holds; an inadmissible h can lower the loss

@@ -7,6 +7,14 @@ has at least 8 local maxima, not orthogonal to each other; linear has exactly 2,
 (top PCA direction). We also run power iteration (eq. PI) from each ReLU maximum to see
 whether it is a fixed point of eq. 7 (a critical point), reported in the summary.
 
+What E.1 counts (claim ``relu-maxima-are-corners``, sanity, and ``relu-many-maxima``'s detail): the ReLU maxima
+are non-smooth corner maxima of a finite batch, not LMEs of eq. 7. ``E_α(θ)`` is piecewise smooth with kinks
+where a data point crosses the plane ``wᵀx = 0`` (``θ = θ_i ± 90°``); with the App. E.1 data all 9 maxima sit on
+such kinks (within 2 θ-grid steps) and none is a fixed point of eq. PI (200 steps move each by > 2 grid steps,
+up to 86°). ``relu-many-maxima`` remains a correct reading of E.1, which counts local maxima of ``E_α(θ)``; the
+counted maxima are not the "critical points … local optima" (LMEs) of Fig. 1(c) and Sec. 3. The control is the
+linear curve, whose maxima ``±φ₁`` are smooth and fixed points of eq. PI (fraction 0).
+
 "Not orthogonal to each other" (claims-v4): PCA directions come in orthogonal pairs (``±φ₁ ⟂ ±φ₂``),
 so every one of them has another at 90°. We measure the fraction of ReLU maxima that have an
 *orthogonal partner* — another maximum whose circular distance is 90° within two grid steps
@@ -105,13 +113,15 @@ class Fig8(NonlinearityExperiment):
     # 4: relu-not-orthogonal reads the fraction of maxima with an orthogonal partner (the smallest neighbouring gap
     # of v3 was < 90° for any ≥ 5 maxima, so it could not fail) against the PCA directions; 3: it was a consequence
     # of relu-many-maxima; 2: power iteration in float64
-    version = "4"
+    # 5: relu-maxima-are-corners (sanity): the counted maxima are kink maxima, not fixed points of eq. PI
+    version = "5"
     seeded = False  # nine fixed points and an exact landscape: nothing is random
     claims = (
         ClaimSpec(
             "relu-many-maxima", "With ReLU, E_α(θ) has many local maxima (≥ 8).", LOC, kind="paper",
             reading="number of local maxima of the exact E_α(θ) on a θ grid (prominence floor 1e-6 of the range)",
             relation=ge(8), basis="paper: '(≥ 8)'", control="the linear curve's count (same landscape)",
+            if_fails="fewer than 8 local maxima of E_α(θ) on this batch (the detail says how many are corner maxima)",
         ),
         ClaimSpec(
             "more-than-pca", "... much more than 2 × 2 = 4, the most local maxima PCA directions can give in 2D.",
@@ -145,6 +155,19 @@ class Fig8(NonlinearityExperiment):
             bounds=(0.0, 1.0),
             if_fails="a majority of the ReLU maxima sit 90° from another maximum, as PCA directions do; the detail "
             "gives the orthogonal pairs",
+        ),
+        ClaimSpec(
+            "relu-maxima-are-corners", "The ReLU local maxima that E.1 counts are non-smooth corner maxima of the "
+            "finite batch (each on a kink θ_i ± 90°), not fixed points of power iteration (Eqn. PI), so not critical "
+            "points (LMEs) of eq. 7.", LOC,
+            kind="sanity",
+            reading="fraction of the ReLU maxima that lie on a kink θ_i ± 90° (within 2 θ-grid steps) and move by "
+            "more than 2 θ-grid steps under 200 steps of eq. PI", relation=equals(1.0), bounds=(0.0, 1.0),
+            rule=every_seed("an exact fraction of a deterministic landscape: all maxima, not a mean"),
+            basis="method: all of them; 2 θ-grid steps: each maximum is located to ½ step on the grid",
+            control="the same fraction for the linear curve's maxima ±φ₁ (smooth, fixed points of eq. PI): 0",
+            if_fails="some counted maximum is smooth or a fixed point of eq. PI (an LME candidate); the detail gives "
+            "how many of each",
         ),
     )  # fmt: skip
 
@@ -182,7 +205,10 @@ class Fig8(NonlinearityExperiment):
         w_max = circle_points(maxima[cfg.activation]).to(dev)  # (n_max, 2), float64 (was built in float32: ~1e-8 off)
         # 200 steps from each landscape maximum: how far the iteration moves is the measurement, not convergence
         w_pi = power_iteration(w_max, make_A_fn(x, cfg.activation), steps=200, tol=1e-12, warn_unconverged=False).state
-        moved = angle_deg(w_pi, w_max).cpu().numpy()
+        moved = angle_deg(w_pi, w_max).cpu().numpy()  # (n_max,) degrees
+        w_lin = circle_points(maxima["linear"]).to(dev)  # the control: the linear maxima ±φ₁ (smooth)
+        w_lin_pi = power_iteration(w_lin, make_A_fn(x, "linear"), steps=200, tol=1e-12, warn_unconverged=False).state
+        moved_lin = angle_deg(w_lin_pi, w_lin).cpu().numpy()
         step = 360.0 / cfg.n_grid
         seps = circ_sep_deg(maxima[cfg.activation])
         ortho_tol = ORTHO_TOL_STEPS * step  # degrees
@@ -214,11 +240,21 @@ class Fig8(NonlinearityExperiment):
             arrays={"x": x.cpu().numpy()},
         )
         kinks = np.mod(np.array(cfg.angles)[:, None] + np.array([-math.pi / 2, math.pi / 2])[None], 2 * math.pi)
-        on_kink = [
-            float(np.min(np.abs((t - kinks + math.pi) % (2 * math.pi) - math.pi))) < 2 * math.radians(step)
-            for t in maxima[cfg.activation]
-        ]
+
+        def on_kink_of(ts) -> np.ndarray:  # (n,) bool: within 2 grid steps of a kink θ_i ± π/2
+            return np.array(
+                [float(np.min(np.abs((t - kinks + math.pi) % (2 * math.pi) - math.pi))) < 2 * math.radians(step)
+                 for t in ts], dtype=bool,
+            )  # fmt: skip
+
+        on_kink, on_kink_lin = on_kink_of(maxima[cfg.activation]), on_kink_of(maxima["linear"])
+        corner = on_kink & (moved >= 2 * step)  # on a kink and not a fixed point of eq. PI
+        corner_lin = on_kink_lin & (moved_lin >= 2 * step)
         res.summary["maxima_on_kinks"] = int(sum(on_kink))
+        res.summary["corner_maxima"] = int(corner.sum())
+        res.summary["frac_corner_maxima"] = float(corner.mean()) if len(corner) else float("nan")
+        res.summary["frac_corner_maxima_linear"] = float(corner_lin.mean()) if len(corner_lin) else float("nan")
+        res.summary["linear_maxima_that_are_PI_fixed_points"] = int(np.sum(moved_lin < 2 * step))
         res.notes.append(
             f"{res.summary['maxima_that_are_PI_fixed_points']} of {len(moved)} {cfg.activation} maxima are "
             f"fixed points of eq. PI; {sum(on_kink)} of them lie on a kink θ = θ_i ± π/2 (a data point on "
@@ -235,7 +271,7 @@ class Fig8(NonlinearityExperiment):
         s = result.summary
         nl, li = s["n_max_nonlinear"], s["n_max_linear"]
         return {
-            "relu-many-maxima": Measured(nl, control=li),
+            "relu-many-maxima": Measured(nl, control=li, detail=self._corner_detail(cfg, s)),
             "more-than-pca": Measured(nl, control=li),
             "linear-two-maxima": Measured(li, control=nl),
             "linear-at-phi1": Measured(
@@ -247,7 +283,25 @@ class Fig8(NonlinearityExperiment):
                 detail=f"{s['n_ortho_pairs_nonlinear']} orthogonal pairs among {nl} maxima "
                 f"(± {s['ortho_tol_deg']:.2g}°); PCA control: {s['n_pca_dirs_on_grid']} directions on the grid",
             ),
+            "relu-maxima-are-corners": Measured(
+                s["frac_corner_maxima"],
+                control=s["frac_corner_maxima_linear"],
+                detail=self._corner_detail(cfg, s) + f"; linear: {s['linear_maxima_that_are_PI_fixed_points']} of "
+                f"{li} maxima are fixed points of eq. PI",
+            ),
         }
+
+    @staticmethod
+    def _corner_detail(cfg: Fig8Config, s: dict) -> str:
+        """What the counted maxima are: on kinks, fixed points of eq. PI or neither (App. E.1 counts maxima of
+        ``E_α(θ)``, not LMEs of eq. 7)."""
+        n, k = s["n_max_nonlinear"], s["corner_maxima"]
+        return (
+            f"{k} of {n} are non-smooth corner maxima of the {len(cfg.angles)}-point batch "
+            f"({s['maxima_on_kinks']} on a kink θ_i ± 90°, {s['maxima_that_are_PI_fixed_points']} fixed points of "
+            f"eq. PI, which moves them up to {s['max_PI_drift_from_maxima_deg']:.1f}°)"
+            + (": maxima of E_α(θ), none an LME of eq. 7" if n and k == n else "")
+        )
 
     def plots(self, cfg: Fig8Config, result: Result, fig_dir: Path):
         c, m = result.tables["curves"], result.tables["maxima"]

@@ -88,7 +88,8 @@ claims, so it is a robustness knob (``positive_term × tau``), not a silent defa
 τ = 0.5 (2026-12-05): ``clusters-by-iteration-15`` 0.44 [0.20, 0.72] (1/5 seeds) as printed vs 0.07
 [−0.10, 0.62] (1/5) with the positive term — inconclusive either way; ``network-above-vanilla-15`` passes
 as printed (0.61) and is inconclusive with it (0.25); ``network-keeps-clusters`` passes as printed (0.69)
-and is inconclusive with it (0.72, 4/5); Fig. 6 gave the same verdicts with both (not re-measured). Quick-scale
+and is inconclusive with it (0.72, 4/5); Fig. 6's own ``positive_term × tau`` map gives the same App. B
+verdicts with both forms at every τ. Quick-scale
 map: at τ = 1 the clusters do not form by iteration 15 with either form (silhouette −0.17 / −0.17: fail; at
 paper scale one seed of five forms them as printed); ``network-keeps-clusters`` holds at 6/6 points (3/6 at
 paper scale).

@@ -30,6 +30,14 @@ steps σ ∈ {1.0, 0.3, 0.1, 0.03, 0.01} at the same flow time ``t = σ·iterati
   points first collapse together before they split — a large-step effect, not the kernel effect of
   Sec. 4; ``step-independent`` fails with the numbers.
 
+**Which NT-Xent and τ** (map ``positive_term × tau``, Fig. 5's grid). App. B gives no τ and, like Fig. 5, does
+not say which NT-Xent its flows minimise (Prop. 2.1 as printed, the default ``positive_term=False``, or eq. (1)/(4)
+with the positive-pair term). Paper scale, 5 seeds, the 6 points (2026-12-05): ``network-clusters-flow`` fails at
+every point (0.18–0.21, 0/5 seeds each) and ``step-independent`` too (0.59–0.76); ``flow-monotone`` is
+inconclusive at every point (0.004–0.09; at τ = 0.2 only 2/5 seeds stay below 1%); ``network-clusters-large-step``
+passes at 4 points (0.51–0.82, 5/5) and is inconclusive at two (as printed, τ = 0.5: 0.48, 3/5; with the term,
+τ = 0.2: 0.35, 4/5). The App. B verdict does not turn on the loss form or τ.
+
 Fig. 5's text ("by iteration 15", "stabilises within 200 iterations") is not App. B's and is not checked
 here. Controls: the network at t = 0 against vanilla GD (App. B claim), σ = 1.0 (flow regime), vanilla GD
 at iteration 0 (uniformity), the network at σ = 1.0 (vanilla-no-clusters).
@@ -214,8 +222,8 @@ class Fig6(VariationalExperiment):
     # shows the two claims that do not reproduce (step-independent, flow-monotone) under the open network choices too
     # 7: the step table logs the loss at every iteration (the rises were read between records, every 5th iteration
     # beyond 400 at σ = 0.01; the same values at quick and paper scale); 6: vanilla-no-clusters is a sanity check
-    # (by construction: vanilla GD never sees x)
-    version = "7"
+    # (by construction: vanilla GD never sees x); 8: a positive_term × tau map over the headline claims (Fig. 5's grid)
+    version = "8"
     batch_seeds = True
     claims = CLAIMS
     robustness = (
@@ -224,6 +232,13 @@ class Fig6(VariationalExperiment):
             knobs={"activation": ["tanh", "relu"], "hidden": [64, 256]},
             paper="App. B: 'a 4-layer fully connected network' shows the same behaviour as Fig. 5; it states neither "
             "the activation, the width nor the step size.",
+        ),
+        Robustness(
+            claims=("network-clusters-flow", "step-independent", "flow-monotone", "network-clusters-large-step"),
+            knobs={"positive_term": [False, True], "tau": [0.2, 0.5, 1.0]},
+            paper="App. B (and Fig. 6's caption) gives no τ and, like Fig. 5, does not say which NT-Xent its flows "
+            "minimise: Prop. 2.1 as printed (no positive-pair term) or eq. (1)/(4) with it (e^{1/τ} for an "
+            "invariant map; the project's erratum prop21-positive-term). Same grid as Fig. 5's map.",
         ),
     )
 

@@ -155,8 +155,8 @@ def test_thm5_flow_too_large_step_raises_with_step_and_last_finite(dt, expected_
     assert e.value.last_finite == pytest.approx(float(energies[-1][0]), rel=1e-9)
 
 
-def test_thm5_flow_nan_input_raises_before_any_step(monkeypatch):
-    xs, zs, ws, _, _ = _population()
+def _count_thm5_terms(monkeypatch) -> dict[str, int]:
+    """Counts the calls of the flow's term function (``calls["n"]``): 0 means no step was computed."""
     calls = {"n": 0}
     real = tl._thm5_terms
 
@@ -165,6 +165,12 @@ def test_thm5_flow_nan_input_raises_before_any_step(monkeypatch):
         return real(*a, **k)
 
     monkeypatch.setattr(tl, "_thm5_terms", counting)
+    return calls
+
+
+def test_thm5_flow_nan_input_raises_before_any_step(monkeypatch):
+    xs, zs, ws, _, _ = _population()
+    calls = _count_thm5_terms(monkeypatch)
     W0 = torch.randn(2, 3, 3, generator=gen(8), dtype=D)
     bad_W0, bad_x, bad_w = W0.clone(), xs.clone(), ws.clone()
     bad_W0[0, 1, 2] = math.nan
@@ -252,14 +258,7 @@ def test_thm5_flow_zero_filter_is_a_bad_input_not_a_diverged_flow(monkeypatch):
     """A zero filter in W0 passed the finiteness check, became NaN in the normalisation W0/‖W0‖, and was reported as a
     diverged energy ("lower the learning rate"). It is a ValueError naming W0, before any step (as alpha_cl's w0)."""
     xs, zs, ws, _, _ = _population()
-    calls = {"n": 0}
-    real = tl._thm5_terms
-
-    def counting(*a, **k):
-        calls["n"] += 1
-        return real(*a, **k)
-
-    monkeypatch.setattr(tl, "_thm5_terms", counting)
+    calls = _count_thm5_terms(monkeypatch)
     W0 = torch.randn(2, 3, 3, generator=gen(12), dtype=D)
     W0[1, 2] = 0.0
     with pytest.raises(ValueError, match=r"^thm5_flow: W0 has a zero filter \(a direction on the sphere is needed\)"):

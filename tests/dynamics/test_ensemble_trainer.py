@@ -21,23 +21,29 @@ def _series(res, probe, member):
     return res.trajectory.series(probe, member)[1]
 
 
-def test_ensemble_sgd_equals_torch_sgd_per_member():
-    torch.manual_seed(0)
-    p0 = torch.randn(3, 4, 5, dtype=torch.float64)
-    lrs = [0.1, 0.02, 0.5]
-    p = torch.nn.Parameter(p0.clone())
-    opt = EnsembleSGD([p], torch.tensor(lrs, dtype=torch.float64), momentum=0.9, weight_decay=5e-3)
-    refs = [torch.nn.Parameter(p0[e].clone()) for e in range(3)]
-    ropts = [torch.optim.SGD([refs[e]], lr=lrs[e], momentum=0.9, weight_decay=5e-3) for e in range(3)]
-    for _ in range(5):
-        g = torch.randn(3, 4, 5, dtype=torch.float64)
+def _steps_beside_torch_sgd(opt, p, lrs, momentum, steps):
+    """``steps`` steps of ``opt`` on ``p (E, ...)`` and of ``torch.optim.SGD`` on a copy of each member (its own lr,
+    weight decay 5e-3), fed the same random gradients; returns the reference members stacked ``(E, ...)``."""
+    refs = [torch.nn.Parameter(p.detach()[e].clone()) for e in range(len(lrs))]
+    ropts = [torch.optim.SGD([r], lr=lr, momentum=momentum, weight_decay=5e-3) for r, lr in zip(refs, lrs)]
+    for _ in range(steps):
+        g = torch.randn(p.shape, dtype=p.dtype)  # (E, ...)
         p.grad = g.clone()
         opt.step()
-        for e in range(3):
-            refs[e].grad = g[e].clone()
-            ropts[e].step()
+        for e, (r, ropt) in enumerate(zip(refs, ropts)):
+            r.grad = g[e].clone()
+            ropt.step()
+    return torch.stack([r.detach() for r in refs])
+
+
+def test_ensemble_sgd_equals_torch_sgd_per_member():
+    torch.manual_seed(0)
+    lrs = [0.1, 0.02, 0.5]
+    p = torch.nn.Parameter(torch.randn(3, 4, 5, dtype=torch.float64))
+    opt = EnsembleSGD([p], torch.tensor(lrs, dtype=torch.float64), momentum=0.9, weight_decay=5e-3)
+    ref = _steps_beside_torch_sgd(opt, p, lrs, 0.9, steps=5)
     for e in range(3):
-        torch.testing.assert_close(p.detach()[e], refs[e].detach(), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(p.detach()[e], ref[e], rtol=1e-12, atol=1e-12)
 
 
 def test_uniform_lr_fused_step_equals_torch_sgd():
@@ -381,16 +387,8 @@ def test_ensemble_sgd_equals_torch_sgd_with_and_without_momentum(momentum, per_m
     p = torch.nn.Parameter(p0.clone())
     opt = EnsembleSGD([p], lrs if per_member else 0.05, momentum=momentum, weight_decay=5e-3)
     assert opt._fused is not per_member  # a uniform lr runs the fused kernel
-    refs = [torch.nn.Parameter(p0[e].clone()) for e in range(3)]
-    ropts = [torch.optim.SGD([refs[e]], lr=lrs[e], momentum=momentum, weight_decay=5e-3) for e in range(3)]
-    for _ in range(4):
-        g = torch.randn(3, 4, 5, dtype=torch.float64)
-        p.grad = g.clone()
-        opt.step()
-        for e in range(3):
-            refs[e].grad = g[e].clone()
-            ropts[e].step()
-    torch.testing.assert_close(p.detach(), torch.stack([r.detach() for r in refs]), rtol=1e-12, atol=1e-12)
+    ref = _steps_beside_torch_sgd(opt, p, lrs, momentum, steps=4)
+    torch.testing.assert_close(p.detach(), ref, rtol=1e-12, atol=1e-12)
     assert not torch.equal(p.detach(), p0)
 
 

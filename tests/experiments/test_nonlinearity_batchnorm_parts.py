@@ -7,6 +7,7 @@ that BatchNorm removes the input scale (``x̃^bn = σ_k^{-1} x̃_k``), so every 
 import numpy as np
 import pytest
 import torch
+from tests.objectives.test_alpha_cl_objective import ref_covariance
 
 from ssldyn.dynamics.two_layer_bn import bn_two_layer_energy, lemma6_dynamics
 from ssldyn.experiments.nonlinearity.batchnorm import BatchNormConfig, _cv, app_d_statistics
@@ -153,16 +154,6 @@ def test_batchnorm_removes_the_input_scale():
     assert not np.allclose(d3["cv_d"], d1["cv_d"], rtol=1e-3)
 
 
-def _contrastive_cov_loops(a, ap, alpha):
-    """Eq. 3 written out: C_α[a] = 1/(2N²) Σ_ij α_ij [(a_i − a_j)(a_i − a_j)ᵀ − (a_i − a'_i)(a_i − a'_i)ᵀ]."""
-    n = len(a)
-    C = np.zeros((a.shape[1], a.shape[1]))
-    for i in range(n):
-        for j in range(n):
-            C += alpha[i, j] * (np.outer(a[i] - a[j], a[i] - a[j]) - np.outer(a[i] - ap[i], a[i] - ap[i]))
-    return C / (2 * n * n)
-
-
 def test_lemma6_v_dot_is_v_times_eq3_of_the_bn_features_and_the_v_gradient():
     """lemma6's V̇ half (eq. 166): V̇ = V C_α[f^bn] with f^bn = (f − μ)/σ over both views (eq. 164-165) and eq. 3
     as a double loop in numpy; autograd's ∂E_α/∂V equals it for mean-backprop and for vanilla BN alike (σ does not
@@ -178,7 +169,8 @@ def test_lemma6_v_dot_is_v_times_eq3_of_the_bn_features_and_the_v_gradient():
     fp = np.maximum(np.einsum("nkd,kmd->nkm", xp.numpy(), W.numpy()), 0).reshape(N, -1)
     both = np.concatenate([f, fp])
     mu, sig = both.mean(0), both.std(0)  # ddof 0 over the 2N samples (eq. 165)
-    ref = V.numpy() @ _contrastive_cov_loops((f - mu) / sig, (fp - mu) / sig, alpha.numpy())
+    fb, fpb = (f - mu) / sig, (fp - mu) / sig  # (N, KM): the BN features of both views
+    ref = V.numpy() @ ref_covariance(fb, fpb, fb, fpb, alpha.numpy())  # eq. 3 as a double loop
     V_dot, _ = lemma6_dynamics(W, V, x, xp, alpha=alpha)
     np.testing.assert_allclose(V_dot.numpy(), ref, rtol=1e-10, atol=1e-14)
     gW = {}

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from tests.objectives.test_alpha_cl_objective import ref_covariance
 
 from ssldyn.dynamics.two_layer_alpha_cl import lemma4_dynamics
 from ssldyn.experiments.nonlinearity.colinearity import (
@@ -75,11 +76,7 @@ def test_v_dot_and_the_v_gradient_against_eq3_written_out(act):
     h = (lambda u: np.maximum(u, 0)) if act == "relu" else (lambda u: u * u)
     f = h(np.einsum("nkd,kmd->nkm", x.numpy(), W.numpy())).reshape(N, -1)
     fp = h(np.einsum("nkd,kmd->nkm", xp.numpy(), W.numpy())).reshape(N, -1)
-    C = np.zeros((K * M, K * M))
-    for i in range(N):
-        for j in range(N):
-            C += alpha[i, j].item() * (np.outer(f[i] - f[j], f[i] - f[j]) - np.outer(f[i] - fp[i], f[i] - fp[i]))
-    ref = V.numpy() @ C / (2 * N * N)
+    ref = V.numpy() @ ref_covariance(f, fp, f, fp, alpha.numpy())  # eq. 3 as a double loop
     kw = {"x_pos": xp, "alpha": alpha, "activation": act}
     _, gV = _energy_grads(W, V, x, **kw)
     V_dot, _ = lemma4_dynamics(W, V, x, project=False, **kw)

@@ -28,7 +28,7 @@ def test_fig1_collapse_without_constraints(tmp_path):
     # same epoch (the control, 0.040) and the untrained net (0.12) are elongated but far from a line
     collapse = claims["unconstrained-collapses"]
     assert collapse.status == "pass" and collapse.values[0] < 1e-5 and 0.02 < collapse.control_values[0] < 0.05
-    assert s["unconstrained_sv_ratio_at_collapse_epoch"] < 1e-3 < 0.05 < s["unconstrained_sv_ratio_at_init"]
+    assert s["unconstrained_sv_ratio_at_collapse_epoch"] < 1e-3 < 0.05 < s["sv_ratio_at_init"]
     assert s["unconstrained_sv_ratio_at_collapse_epoch"] < 0.1 < s["scaled_sv_ratio_final_min"]
     assert "at initialisation" in collapse.details[0]
     # the scaled loss's window mean has converged (how much single epochs chatter at the loss's kink varies with the

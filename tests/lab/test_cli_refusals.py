@@ -256,6 +256,34 @@ def test_ray_options_with_the_local_executor_are_one_error_line(tmp_path, capsys
     assert code == 0  # the default, given explicitly: harmless
 
 
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--workers", "2"], "error: --workers 2: applies only with --executor local"),
+        (["--jobs", "3"], "error: --jobs 3: applies only with --executor local"),
+    ],
+)
+def test_local_process_options_with_ray_are_one_error_line(tmp_path, capsys, args, expected):
+    """Under Ray, Ray schedules runs and tasks: ``--workers`` / ``--jobs N`` would be ignored silently."""
+    for cmd in (["run", "variational.fig3", "--quick"], ["reproduce", "--quick", "--only", "variational.fig3"]):
+        code, _, err = run_cli([*cmd, "--executor", "ray", *args, "--dry-run", "--out", str(tmp_path)], capsys)
+        assert code == 2 and _one_error_line(err).startswith(expected)
+    code, _, _ = run_cli(["run", "variational.fig3", "--quick", "--executor", "ray", "--jobs", "1", "--dry-run",
+                          "--out", str(tmp_path)], capsys)  # fmt: skip
+    assert code == 0  # one run at a time, given explicitly: harmless
+
+
+def test_execute_refuses_local_process_options_with_ray(tmp_path):
+    from ssldyn.errors import UserError
+    from ssldyn.lab.executors import execute
+
+    with pytest.raises(UserError, match="--workers 2: applies only with --executor local"):
+        execute([], tmp_path / "out", executor="ray", workers=2)
+    with pytest.raises(UserError, match="--jobs 4: applies only with --executor local"):
+        execute([], tmp_path / "out", executor="ray", jobs=4)
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
 def test_the_cli_and_the_executor_share_the_default_retries():
     from ssldyn.lab import cli, executors
 

@@ -76,8 +76,8 @@ _ADDRESS = typer.Option(
 )
 DEFAULT_MAX_RETRIES = 2  # = ssldyn.lab.executors.DEFAULT_MAX_RETRIES (not imported here: start-up time)
 _MAX_RETRIES = typer.Option(DEFAULT_MAX_RETRIES, "--max-retries", help="Ray: retries of a failed task")
-_WORKERS = typer.Option(None, "--workers", help="worker processes for a run's tasks (default: the CPU cores)")
-_JOBS = typer.Option(None, "--jobs", help="runs computed at the same time (default: the CPU cores; 1 on a GPU)")
+_WORKERS = typer.Option(None, "--workers", help="local: worker processes for a run's tasks (default: the CPU cores)")
+_JOBS = typer.Option(None, "--jobs", help="local: runs computed at the same time (default: the CPU cores; 1 on a GPU)")
 _TENSORBOARD = typer.Option(False, "--tensorboard", help="also write trajectories as TensorBoard scalars")
 _DRY_RUN = typer.Option(False, "--dry-run", help="validate and list the planned runs; run nothing")
 
@@ -401,13 +401,13 @@ def run_cmd(
     dry_run: bool = _DRY_RUN,
 ) -> None:
     """Run one experiment, a sweep or several seeds (finished runs come from the store)."""
-    _check_executor(executor, max_retries, address)
+    _check_executor(executor, max_retries, address, workers, jobs)
     _check_out(out)
     _check_tensorboard(tensorboard)
     specs, invalid = _plan(experiment, quick=quick, sets=set_, sweep=sweep, config=config, seed=seed, seeds=seeds,
                            device=device, yes=yes)  # fmt: skip
     _seeds_note(seeds, specs)
-    n_jobs = _check_run_options(out, workers, jobs, device)  # as the run checks them, --dry-run too
+    n_jobs = _check_run_options(out, workers, jobs, device, executor)  # as the run checks them, --dry-run too
     if dry_run:
         _print_plan(specs, Path(out))
         if invalid:  # as the run: exit 1 when grid points were skipped
@@ -467,7 +467,7 @@ def reproduce_cmd(
     from ssldyn.lab.robustness import plan_maps
     from ssldyn.lab.runner import plan_run
 
-    _check_executor(executor, max_retries, address)
+    _check_executor(executor, max_retries, address, workers, jobs)
     _check_out(out)
     _check_tensorboard(tensorboard)
     exps = all_experiments(paper)  # an unknown --paper is refused, with --only too
@@ -483,7 +483,7 @@ def reproduce_cmd(
     maps = []  # --robustness: planned (validated) before anything runs, and listed by --dry-run
     if robustness:
         maps = [m for e in exps if e.robustness for m in plan_maps(e.name, quick=True, seed=seed, device=device)]
-    n_jobs = _check_run_options(out, workers, jobs, device)
+    n_jobs = _check_run_options(out, workers, jobs, device, executor)
     if dry_run:
         _print_plan(specs + [s for m in maps for s in m.specs], Path(out))
         return
@@ -615,10 +615,12 @@ def _check_out(out: str) -> None:
     check_out_given(out)
 
 
-def _check_executor(executor: str, max_retries: int, address: str | None = None) -> None:
+def _check_executor(
+    executor: str, max_retries: int, address: str | None = None, workers: int | None = None, jobs: int | None = None
+) -> None:
     from ssldyn.lab.executors import check_executor
 
-    check_executor(executor, max_retries, address)
+    check_executor(executor, max_retries, address, workers=workers, jobs=jobs)
 
 
 def _check_tensorboard(tensorboard: bool) -> None:
@@ -629,15 +631,16 @@ def _check_tensorboard(tensorboard: bool) -> None:
         check_tensorboard()
 
 
-def _check_run_options(out: str, workers: int | None, jobs: int | None, device: str) -> int:
+def _check_run_options(out: str, workers: int | None, jobs: int | None, device: str, executor: str = "local") -> int:
     """Check ``--out`` (a writable directory, or creatable as one), ``--workers`` and ``--jobs`` as a run does,
-    so that ``--dry-run`` rejects what the run would; return the number of runs computed at the same time."""
+    so that ``--dry-run`` rejects what the run would; return the number of runs computed at the same time
+    (1 under Ray: Ray schedules the runs)."""
     from ssldyn.lab.store import check_out_dir
     from ssldyn.lab.tasks import check_workers
 
     check_out_dir(out)
     check_workers(workers)
-    return _jobs(jobs, device)
+    return 1 if executor == "ray" else _jobs(jobs, device)
 
 
 def _jobs(jobs: int | None, device: str) -> int:

@@ -68,14 +68,24 @@ class _Bar:
 DEFAULT_MAX_RETRIES = 2
 
 
-def check_executor(executor: str, max_retries: int, address: str | None = None) -> None:
+def check_executor(
+    executor: str, max_retries: int, address: str | None = None, *, workers: int | None = None, jobs: int | None = None
+) -> None:
     """``--executor`` must be one of :data:`EXECUTORS` and ``--max-retries`` >= 0; the Ray options
-    (``--ray-address``, a ``--max-retries`` other than the default) only with ``--executor ray``, where they
-    apply (else one :class:`UserError`)."""
+    (``--ray-address``, a ``--max-retries`` other than the default) only with ``--executor ray``, and the local
+    process options (``--workers``, a ``--jobs`` other than 1) only with ``--executor local``, where they apply
+    (else one :class:`UserError`: an option that would be ignored silently is refused)."""
     if executor not in EXECUTORS:
         raise UserError(f"--executor {executor!r}: allowed values are {', '.join(EXECUTORS)}")
     if max_retries < 0:
         raise UserError(f"--max-retries {max_retries}: must be >= 0")
+    if executor == "ray":
+        if workers is not None:
+            raise UserError(f"--workers {workers}: applies only with --executor local (under Ray, a run's tasks "
+                            "are Ray tasks and Ray schedules them)")  # fmt: skip
+        if jobs is not None and jobs != 1:
+            raise UserError(f"--jobs {jobs}: applies only with --executor local (under Ray, the runs are Ray "
+                            "tasks and Ray schedules them)")  # fmt: skip
     if executor != "ray":
         if address is not None:
             raise UserError(f"--ray-address {address!r}: applies only with --executor ray (not {executor})")
@@ -111,7 +121,7 @@ def execute(
     ``jobs``: local runs computed at the same time, each in its own single-thread worker process
     (longest first; the driver alone writes the store); a run's own tasks then run in its worker.
     """
-    check_executor(executor, max_retries, address)
+    check_executor(executor, max_retries, address, workers=workers, jobs=jobs)
     workers = check_workers(workers)
     check_out_dir(out)
     store = RunStore(out)

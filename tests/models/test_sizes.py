@@ -125,6 +125,43 @@ def test_an_input_of_another_dtype_is_one_error_naming_the_model_and_both_dtypes
     torch.testing.assert_close(m32(x.float()).double(), m64(x), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "name, build, shape",
+    [
+        ("ConvEncoder", lambda: ConvEncoder(1, widths=[4, 6], ensemble=2, seeds=[0, 1]), (5, 1, 8, 8)),
+        ("MLPEncoder", lambda: MLPEncoder(64, hidden=[8], out_dim=4, ensemble=2, seeds=[0, 1]), (5, 1, 8, 8)),
+        ("EnsembleRFNet.forward", lambda: EnsembleRFNet(2, 3, 4, out_dim=5, ensemble=2, seeds=[0, 1]), (5, 2, 3)),
+    ],
+)
+def test_the_encoders_and_the_rf_net_name_an_input_of_another_dtype(name, build, shape):
+    m32 = build()
+    m64 = copy.deepcopy(m32).to(torch.float64)  # the same weights in float64
+    x = torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=rf"^{name}: input dtype torch\.float64 differs from the parameters' dtype "
+                       r"torch\.float32; cast the input"):  # fmt: skip
+        m32(x)
+    with pytest.raises(ValueError, match=rf"^{name}: input dtype torch\.float32 differs .* dtype torch\.float64;"):
+        m64(x.float())
+    torch.testing.assert_close(m32(x.float()).double(), m64(x), atol=1e-4, rtol=1e-4)  # the fix works
+
+
+def test_the_rf_net_pair_paths_check_their_inputs_dtypes():
+    net = EnsembleRFNet(2, 3, 4, out_dim=5, ensemble=2, seeds=[0, 1])
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 2, 6, 2, 3, dtype=torch.float64, generator=g)
+    with pytest.raises(ValueError, match=r"^EnsembleRFNet\.forward_pair: input dtype torch\.float64 differs"):
+        net.forward_pair(x)
+    tokens = torch.randint(0, 7, (2, 2, 6, 2), generator=g)
+    emb = torch.randn(2, 7, 3, dtype=torch.float64, generator=g)
+    with pytest.raises(ValueError, match=r"^EnsembleRFNet\.forward_pair \(embedding\): input dtype torch\.float64"):
+        net.forward_pair(tokens=tokens, embedding=emb)
+    with pytest.raises(ValueError, match=r"^forward_pair: tokens are indices \(int32 or int64\), got torch\.float32"):
+        net.forward_pair(tokens=tokens.float(), embedding=emb.float())
+    # the token path equals the dense path on the gathered inputs (x_k = u_{tokens[k]})
+    dense = torch.stack([emb.float()[e][tokens[e]] for e in range(2)])  # (E, 2, N, K, d_in)
+    torch.testing.assert_close(net.forward_pair(tokens=tokens, embedding=emb.float()), net.forward_pair(dense))
+
+
 def test_mixed_precision_autocast_still_runs_the_ensemble_layers():
     # under torch.autocast the hidden activations are bfloat16 while the weights stay float32: no dtype error
     net = MLP(4, 3, hidden=8, depth=3, seeds=[0])

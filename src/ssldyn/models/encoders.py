@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ssldyn.models._sizes import check_sizes, check_widths
-from ssldyn.models.ensemble import EnsembleLinear, uniform64_
+from ssldyn.models.ensemble import EnsembleLinear, check_input_dtype, uniform64_
 from ssldyn.models.seeding import EnsembleMember, draw_members
 
 __all__ = ["EnsembleConv2d", "ConvEncoder", "MLPEncoder", "ProjectionHead", "SimCLRNet", "build_simclr_net"]
@@ -120,6 +120,7 @@ class ConvEncoder(nn.Module):
             cast(EnsembleConv2d, c).init_member(e, g)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_input_dtype("ConvEncoder", x, cast(EnsembleConv2d, self.convs[0]).weight.dtype)
         x = _members_first(x, self.E, 3)  # (E, B, C, H, W)
         E, B, C, H, W = x.shape
         h = x.transpose(0, 1).reshape(B, E * C, H, W)  # (B, E·C, H, W)
@@ -163,6 +164,7 @@ class MLPEncoder(nn.Module):
             cast(EnsembleLinear, lin).init_member(e, g)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_input_dtype("MLPEncoder", x, cast(EnsembleLinear, self.linears[0]).weight.dtype)
         if x.dim() >= 4:  # images: (B, C, H, W) or (E, B, C, H, W)
             x = _members_first(x, self.E, 3)
             x = x.reshape(x.shape[0], x.shape[1], -1)  # (E, B, D)

@@ -55,6 +55,7 @@ from torch.autograd.function import once_differentiable
 from ssldyn.checks import choice
 from ssldyn.models._sizes import check_sizes
 from ssldyn.models.activations import ACTIVATION_NAMES, ACTIVATIONS, Activation, ActivationName, get_activation
+from ssldyn.models.ensemble import check_input_dtype
 from ssldyn.models.seeding import member_generators
 
 _LEAKY_SLOPE = -float(get_activation("leaky_relu").fn(torch.tensor(-1.0, dtype=torch.float64)))  # 0.05
@@ -266,6 +267,7 @@ class EnsembleRFNet(nn.Module):
         BN statistics are those of this batch (call once per view). Output is not normalised.
         """
         E, K, Mp = self.ensemble, self.K, self.M_pad
+        check_input_dtype("EnsembleRFNet.forward", x, self.W.dtype)
         if x.dim() == 3:
             x = x.unsqueeze(0).expand(E, *x.shape)
         if x.dim() != 4 or x.shape[0] != E or x.shape[2] != K or x.shape[3] != self.in_dim:
@@ -319,6 +321,9 @@ class EnsembleRFNet(nn.Module):
                 )
             if embedding.requires_grad:
                 raise ValueError("forward_pair: no gradient w.r.t. the embedding; pass embedding.detach()")
+            if tokens.dtype not in (torch.int32, torch.int64):
+                raise ValueError(f"forward_pair: tokens are indices (int32 or int64), got {tokens.dtype}")
+            check_input_dtype("EnsembleRFNet.forward_pair (embedding)", embedding, self.W.dtype)
             path = self.token_path
             if path == "auto":
                 path = token_path(K, self.M_pad, tokens.shape[2], embedding.shape[1], self.out_dim)
@@ -332,6 +337,7 @@ class EnsembleRFNet(nn.Module):
             )
         if x.requires_grad:
             raise ValueError("forward_pair: no gradient w.r.t. the inputs; pass x.detach()")
+        check_input_dtype("EnsembleRFNet.forward_pair", x, self.W.dtype)
         return _DensePair.apply(self.W, self.VT, x, *bufs, lay)
 
 

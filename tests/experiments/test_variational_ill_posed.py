@@ -4,9 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from ssldyn.experiments.variational.ill_posed import augment, eq1_batch_loss, invariant_map
+from ssldyn.experiments.variational.ill_posed import (
+    augment,
+    byol_pushforward,
+    eq1_batch_loss,
+    invariant_map,
+    vicreg_pushforward,
+)
 from ssldyn.lab import run_experiment
-from ssldyn.objectives import info_nce, latent_measure_nt_xent
+from ssldyn.objectives import byol_loss, info_nce, latent_measure_nt_xent, vicreg_loss
 
 
 def test_invariant_map_is_invariant_to_augmentations():
@@ -103,14 +109,65 @@ def test_prop21_reformulation_holds_for_an_invariant_map_only():
     assert abs(b_g - r_g) / r_g > 1e-3
 
 
+def _vicreg_written_out(z1: np.ndarray, z2: np.ndarray, lam: float, mu: float, nu: float) -> float:
+    """Bardes et al.'s VICReg, term by term in numpy: λ s + μ ½ (v(Z) + v(Z')) + ν (c(Z) + c(Z')) with
+    s = mean ‖z_i − z'_i‖²/d, v = mean_k relu(1 − √(Var_k + 1e-4)) (unbiased), c = Σ_{k≠l} Cov_kl² / d."""
+
+    def v(z):
+        return np.maximum(0.0, 1.0 - np.sqrt(z.var(0, ddof=1) + 1e-4)).mean()
+
+    def c(z):
+        cov = np.cov(z, rowvar=False)
+        return (cov**2).sum() - (np.diag(cov) ** 2).sum()
+
+    d = z1.shape[1]
+    return lam * ((z1 - z2) ** 2).sum(1).mean() / d + mu * 0.5 * (v(z1) + v(z2)) + nu * (c(z1) + c(z2)) / d
+
+
+def test_appa1_reformulations_hold_for_an_invariant_map_only():
+    """App. A.1: for an invariant map, VICReg on the views equals λ₂(v(y) + v(y)) + λ₃(c(y) + c(y)) of the
+    pushforward sample (no invariance term) and BYOL equals E‖q̄(y) − ȳ‖², both written out in numpy; a
+    non-invariant map satisfies neither."""
+    g = torch.Generator().manual_seed(4)
+    n, D = 40, 5
+    x = torch.randn(n, D, generator=g, dtype=torch.float64)
+    t1, t2 = augment(x, 0.5, g), augment(x, 0.5, g)
+    q = torch.eye(2, dtype=torch.float64) + 0.3 * torch.randn(2, 2, generator=g, dtype=torch.float64)
+    y = invariant_map(x).numpy()
+    # the reformulated losses against numpy: VICReg with the invariance weight 0 on (y, y), BYOL loop by loop
+    assert float(vicreg_pushforward(torch.from_numpy(y))) == pytest.approx(_vicreg_written_out(y, y, 0.0, 25, 1))
+    qy = y @ q.numpy().T
+    byol_ref = np.mean([np.sum((qy[j] / np.linalg.norm(qy[j]) - y[j] / np.linalg.norm(y[j])) ** 2) for j in range(n)])
+    assert float(byol_pushforward(torch.from_numpy(y), q)) == pytest.approx(byol_ref, rel=1e-12)
+    # the batch losses (vicreg_loss against numpy too) equal them for the invariant map
+    z1, z2 = invariant_map(t1), invariant_map(t2)
+    vb = float(vicreg_loss(z1, z2))
+    assert vb == pytest.approx(_vicreg_written_out(z1.numpy(), z2.numpy(), 25, 25, 1), rel=1e-12)
+    assert abs(vb - float(vicreg_pushforward(torch.from_numpy(y)))) <= 1e-10 * vb
+    bb = float(byol_loss(z1 @ q.T, z2))
+    assert abs(bb - byol_ref) <= 1e-10 * byol_ref
+    # a map that is not invariant: the invariance term stays and g(Tx) ≠ g(x)
+    w = torch.randn(2, D, generator=g, dtype=torch.float64)
+
+    def gmap(v):
+        return torch.nn.functional.normalize(v @ w.T, dim=1)
+
+    vg, rg = float(vicreg_loss(gmap(t1), gmap(t2))), float(vicreg_pushforward(gmap(x)))
+    assert abs(vg - rg) / rg > 1e-2
+    bg, brg = float(byol_loss(gmap(t1) @ q.T, gmap(t2))), float(byol_pushforward(gmap(x), q))
+    assert abs(bg - brg) / brg > 1e-2
+
+
 def test_quick_run_claims(tmp_path):
     out = run_experiment("variational.ill-posed", quick=True, seeds=1, out=tmp_path)
     claims = {c.id: c for c in out.claims}
-    assert len(claims) == 6 and all(c.passed for c in claims.values()), claims
+    assert len(claims) == 7 and all(c.passed for c in claims.values()), claims
     # Prop. 2.1's change of variables on the batch: round-off for the invariant map, O(1) for the control
     reform = claims["prop21-reformulation"]
     assert reform.kind == "paper" and reform.value <= 1e-12 and reform.control_value > 0.01
     assert "as printed" in reform.details[0]
+    appa1 = claims["appa1-reformulation"]  # App. A.1's VICReg and BYOL forms, the same way
+    assert appa1.kind == "paper" and appa1.value <= 1e-12 and appa1.control_value > 0.01
     # the two-distribution comparisons hold by construction (identical embeddings row by row): sanity checks
     assert all(claims[f"same-pushforward-{k}"].kind == "sanity" for k in ("ntxent", "vicreg", "byol"))
     # the controls: a non-invariant map sees μ₁ ≠ μ₂; 64 clusters (beyond Fig. 3's threshold) are as good as uniform

@@ -2,8 +2,7 @@
 
 For an invariant map (f(T(x)) = f(x), eq. 3) NT-Xent (eq. 1), VICReg and BYOL depend on the
 data only through the pushed-forward measure f#μ. We check this numerically (for NT-Xent as Prop.
-2.1's equation; for VICReg and BYOL only through the two-distribution sanity checks, App. A.1's
-reformulated losses are not written out here):
+2.1's equation, for VICReg and BYOL as App. A.1's reformulated losses):
 
 * **Prop. 2.1's reformulation, on the batch** (claim ``prop21-reformulation``). For the invariant
   map below, eq. (1) on a batch of n samples equals the latent-measure cost of the empirical
@@ -20,6 +19,13 @@ reformulated losses are not written out here):
   identity is the same: info_nce equals the reformulation with Σ_{y≠x} in place of E_y, 5.0884
   at seed 0 of the quick run; tested.) Control: the non-invariant map g below, whose batch loss sees g(Tx) ≠ g(x)
   and is not a functional of g#μ_n.
+* **App. A.1's reformulations, on the batch** (claim ``appa1-reformulation``). For the same invariant
+  map, VICReg on the two view batches equals ``λ₂ (v(y) + v(y)) + λ₃ (c(y) + c(y))`` of the pushforward
+  sample y_j = f(x_j) — the invariance term vanishes (:func:`vicreg_pushforward`, in the implementation's
+  scaling: ½ λ₂ per v, Bardes et al.'s weights 25 and 1) — and BYOL with the predictor q(y) = Q y equals
+  ``E_{y∼f#μ_n} ‖q(y) − y‖²`` (:func:`byol_pushforward`; :func:`~ssldyn.objectives.byol_loss` compares
+  L2-normalised vectors, so the norm is of q(y)/‖q(y)‖ − y/‖y‖). Both to float64 round-off; control: the
+  non-invariant map g, for which neither loss is a functional of g#μ_n.
 * **Two clean distributions, one pushforward** (sanity checks ``same-pushforward-*``). μ₁: K
   clusters in the first two coordinates of R^D (angles θ_k = 2πk/K + angular noise, radius 1,
   zero elsewhere). μ₂: the same angles (drawn in another order, then re-aligned row by row with
@@ -65,7 +71,7 @@ from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, every_seed, 
 from ssldyn.data.sphere import circle_angles_even, circle_points_even, fibonacci_sphere, regular_polytope
 from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.memory import PROCESS_BASELINE
-from ssldyn.objectives import byol_loss, info_nce, latent_measure_nt_xent, vicreg_loss
+from ssldyn.objectives import byol_loss, info_nce, latent_measure_nt_xent, vicreg_loss, vicreg_terms
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 DT = torch.float64
@@ -122,6 +128,22 @@ def eq1_batch_loss(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tens
     return info_nce(z1, z2, tau, eps=float(n)) - math.log(n)
 
 
+def vicreg_pushforward(y: torch.Tensor) -> torch.Tensor:
+    """App. A.1's VICReg loss of an invariant map, a functional of the pushforward sample ``y (n, d)`` alone:
+    ``λ₂ (v(y) + v(y)) + λ₃ (c(y) + c(y))`` — the invariance term ``λ₁ s`` is gone — in the scaling of
+    :func:`~ssldyn.objectives.vicreg_loss` (its variance term is ½ (v(Z) + v(Z')), so λ₂ = 25 weighs ½ v
+    twice; λ₃ = 1; Bardes et al.'s defaults)."""
+    _, v, c = vicreg_terms(y, y)  # v = ½ (v(y) + v(y)), c = c(y) + c(y)
+    return 25.0 * v + 1.0 * c
+
+
+def byol_pushforward(y: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """App. A.1's BYOL loss of an invariant map: ``E_{y∼f#μ_n} ‖q(y) − y‖²`` with ``q(y) = Q y`` (``q (d, d)``,
+    ``y (n, d)``), on L2-normalised vectors as :func:`~ssldyn.objectives.byol_loss` (``‖p̄ − z̄‖²``)."""
+    p = F.normalize(y @ q.T, dim=1)  # (n, d): q(y)/‖q(y)‖
+    return (p - F.normalize(y, dim=1)).pow(2).sum(1).mean()
+
+
 def peer_losses(z1: torch.Tensor, z2: torch.Tensor, q: torch.Tensor, tau: float) -> dict[str, float]:
     """NT-Xent, VICReg and BYOL (predictor y ↦ q y) of two views ``(n, d)``."""
     return {
@@ -143,7 +165,7 @@ class IllPosed(VariationalExperiment):
     # differs because μ₁ ≠ μ₂, not because the draws met other rows (a referee's finding)
     # 5: same-pushforward-* are sanity checks (identical embeddings row by row); prop21-reformulation tests Prop.
     # 2.1's change of variables on the batch; positive_term config key (default: the printed form, as before)
-    version = "5"
+    version = "6"
     robustness = (
         Robustness(
             claims=("uniform-beats-clusters-s1", "uniform-beats-clusters-s2"),
@@ -173,6 +195,20 @@ class IllPosed(VariationalExperiment):
             "loss sees g(Tx) ≠ g(x), so it is not a functional of g#μ_n",
             bounds=(0.0, math.inf),
         ),
+        ClaimSpec(
+            "appa1-reformulation", "For an invariant map the VICReg and BYOL losses depend on the data only through "
+            "the pushforward: VICReg becomes λ₂(v(y) + v(y)) + λ₃(c(y) + c(y)) over y ∼ f#μ (the invariance term "
+            "vanishes) and BYOL becomes E_{y∼f#μ} ‖q(y) − y‖².", "App. A.1", kind="paper",
+            reading="relative difference |L_batch − L_f#μ| / L_f#μ, largest over VICReg, BYOL and μ₁, μ₂: L_batch is "
+            "vicreg_loss(f(Tx), f(T'x)) or byol_loss(q(f(Tx)), f(T'x)) on the batch; L_f#μ is vicreg_pushforward(y) "
+            "or byol_pushforward(y, q) of the pushforward sample y_j = f(x_j) (the implementation's scaling: "
+            "λ₂ = 25 weighs ½ v(y) twice, λ₃ = 1; BYOL's vectors L2-normalised, as byol_loss compares them)",
+            relation=le(1e-10), basis="method: float64 round-off (≈1e-16 per operation over n samples), with margin",
+            rule=every_seed("an identity for every draw"),
+            control="the non-invariant map g(x) = normalise(Wx) on the same draws (smallest over the two losses and "
+            "μ₁, μ₂): the invariance term does not vanish and g(Tx) ≠ g(x)",
+            bounds=(0.0, math.inf),
+        ),
         *(
             ClaimSpec(
                 f"same-pushforward-{name.lower().replace('-', '')}", f"For an invariant map the {name} loss depends "
@@ -181,8 +217,8 @@ class IllPosed(VariationalExperiment):
                 reading="|L(μ₁) − L(μ₂)| of the batch loss on (f(Tx), f(T'x)); a sanity check, not scored: μ₂'s rows "
                 "are aligned with μ₁'s angles and the augmentation draws are shared, and f reads only the angle, so "
                 "f(T x₁_j) = f(T x₂_j) row by row (to round-off) and any function of the two view batches agrees — "
-                "it holds by construction. For NT-Xent the dependence on f#μ alone is prop21-reformulation; App. "
-                "A.1's VICReg and BYOL forms are not tested at batch level",
+                "it holds by construction. The dependence on f#μ alone is prop21-reformulation (NT-Xent) and "
+                "appa1-reformulation (VICReg, BYOL)",
                 relation=le(1e-9), basis="method: float64 round-off of a loss over n samples, with margin",
                 rule=every_seed("an identity for every draw"),
                 control="a map that is not invariant, g(x) = normalise(Wx), on the same draws (it sees μ₁ ≠ μ₂)",
@@ -255,7 +291,12 @@ class IllPosed(VariationalExperiment):
                                "batch": float(eq1_batch_loss(z1, z2, cfg.tau)),  # eq. (1), E_y the batch mean
                                "reformulated": float(latent_measure_nt_xent(z, None, cfg.tau, positive_term=True)),
                                "printed": float(latent_measure_nt_xent(z, None, cfg.tau)),  # Prop. 2.1 as printed
-                               "batch_summed": float(info_nce(z1, z2, cfg.tau))})  # fmt: skip
+                               "batch_summed": float(info_nce(z1, z2, cfg.tau)),
+                               # App. A.1: VICReg and BYOL on the batch and as functionals of f#μ_n
+                               "vicreg_batch": float(vicreg_loss(z1, z2)),
+                               "vicreg_reformulated": float(vicreg_pushforward(z)),
+                               "byol_batch": float(byol_loss(z1 @ q.T, z2)),
+                               "byol_reformulated": float(byol_pushforward(z, q))})  # fmt: skip
         losses = pd.DataFrame(rows)
 
         def dealt(atoms):  # (n, d): the n samples dealt round-robin to the atoms
@@ -303,6 +344,17 @@ class IllPosed(VariationalExperiment):
             detail=f"μ₁, τ = {cfg.tau:g}, n = {cfg.n}: eq. (1) on the batch {inv['batch']:.6f}, reformulation with the "
             f"positive-pair term {inv['reformulated']:.6f}, Prop. 2.1 as printed {inv['printed']:.4f}; SimCLR's summed "
             f"info_nce {inv['batch_summed']:.6f}; control g: {ctl['batch']:.4f} vs {ctl['reformulated']:.4f}",
+        )  # fmt: skip
+
+        gaps = {loss: (r[f"{loss}_batch"] - r[f"{loss}_reformulated"]).abs() / r[f"{loss}_reformulated"].abs()
+                for loss in ("vicreg", "byol")}  # fmt: skip
+        out["appa1-reformulation"] = Measured(
+            max(float(gp.loc["invariant"].max()) for gp in gaps.values()),
+            control=min(float(gp.loc["control"].min()) for gp in gaps.values()),
+            detail=f"μ₁: VICReg on the batch {inv['vicreg_batch']:.6f} vs λ₂(v(y) + v(y)) + λ₃(c(y) + c(y)) "
+            f"{inv['vicreg_reformulated']:.6f}; BYOL {inv['byol_batch']:.6f} vs E‖q(y) − y‖² {inv['byol_reformulated']:.6f}; "
+            f"control g: VICReg {ctl['vicreg_batch']:.4f} vs {ctl['vicreg_reformulated']:.4f}, BYOL "
+            f"{ctl['byol_batch']:.4f} vs {ctl['byol_reformulated']:.4f}",
         )  # fmt: skip
 
         def rel(sphere, measure):

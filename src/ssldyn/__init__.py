@@ -13,7 +13,7 @@ on first use (PEP 562), so ``import ssldyn`` does not import torch::
 
     res = ssldyn.run_experiment("grassmann.fig3", quick=True)  # one experiment, claims checked
     runs = ssldyn.load("ssldyn-runs")  # the run store as tables
-    out = ssldyn.train_ssl(model, x, objective=info_nce, augment=aug, steps=200)  # a FlowResult
+    out = ssldyn.train_ssl(model, x, objective=info_nce, augment=aug, steps=200, batch_size=256)  # a FlowResult
     K = ssldyn.empirical_ntk(model, None, x)  # the empirical NTK of your model
 """
 

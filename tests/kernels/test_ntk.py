@@ -194,3 +194,25 @@ def test_the_diagonal_kernel_checks_its_jacobian_chunks_with_either_implementati
     full = empirical_ntk(model, None, x)
     K = empirical_ntk(model, None, x, mode="diagonal", implementation="ntk-vp", chunk_size=1, max_memory=budget)
     torch.testing.assert_close(K, torch.stack([full[i, i] for i in range(8)]), rtol=1e-12, atol=1e-12)
+
+
+def test_params_pick_the_parameters_and_unknown_names_are_an_error():
+    """The kernel w.r.t. the last layer's weight alone is δ_kl h(x_i)·h(x_j) (f = W₂h + b₂, written out); a name
+    the module does not have used to be ignored by functional_call (an all-zero kernel), inputs in the params slot
+    gave a dict-update error."""
+    g = torch.Generator().manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+    x = torch.randn(5, 3, dtype=torch.float64, generator=g)
+    with torch.no_grad():
+        h = torch.tanh(net[0](x))  # (5, 4) hidden features
+    for impl in ("jacobian", "ntk-vp"):
+        K = empirical_ntk(net, {"2.weight": net[2].weight.detach()}, x, implementation=impl)  # (5, 5, 2, 2)
+        torch.testing.assert_close(K, (h @ h.T)[:, :, None, None] * torch.eye(2, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"^empirical_ntk: params 'weight' is not a parameter of the Sequential; "
+                       r"its parameters are 0\.bias, 0\.weight, 2\.bias, 2\.weight$"):  # fmt: skip
+        empirical_ntk(net, {"weight": net[2].weight.detach()}, x)
+    with pytest.raises(ValueError, match=r"^empirical_ntk: params must be a mapping name -> tensor or None, got "
+                       r"Tensor \(inputs go after it"):  # fmt: skip
+        empirical_ntk(net, x, x)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^empirical_ntk: params\['2\.weight'\] is a float, not a tensor$"):
+        empirical_ntk(net, {"2.weight": 1.0}, x)  # type: ignore[dict-item]

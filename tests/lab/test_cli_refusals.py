@@ -234,6 +234,10 @@ def test_select_compares_tuples_with_stored_lists(tmp_path, capsys):
     assert len(res.select("variational.fig3", taus=(0.5, 1.0))) == 1
     assert len(res.select(config={"taus": (0.5, 1.0)})) == 1
     assert len(res.select(overrides={"taus": (0.5, 1.0)})) == 1
+    # a list-valued key is a tuple in the frames (as `seeds`), so it can be grouped by, as the guide does with tau
+    assert res.runs["taus"].tolist() == [(0.5, 1.0)]
+    by = res.claims.groupby(["taus", "claim"]).size()
+    assert set(by.index.get_level_values("taus")) == {(0.5, 1.0)} and len(by) == res.claims["claim"].nunique()
 
 
 # -- item 9: Ray options with the local executor -----------------------------------------------------------------

@@ -52,10 +52,30 @@ def model_fn(model: nn.Module) -> Callable[[Params, Tensor], Tensor]:
     return fn
 
 
+def _check_params(params: Any) -> None:
+    """``params`` is a mapping name -> tensor (inputs passed in its place are the usual slip)."""
+    if not isinstance(params, Mapping):
+        hint = " (inputs go after it: empirical_ntk(model, None, x1, x2))" if isinstance(params, Tensor) else ""
+        raise ValueError(f"empirical_ntk: params must be a mapping name -> tensor or None, got "
+                         f"{type(params).__name__}{hint}")  # fmt: skip
+    bad = [k for k, v in params.items() if not isinstance(v, Tensor)]
+    if bad:
+        raise ValueError(f"empirical_ntk: params[{bad[0]!r}] is a {type(params[bad[0]]).__name__}, not a tensor")
+
+
 def _resolve(fn: Any, params: Params | None) -> tuple[Callable[[Params, Tensor], Tensor], dict[str, Tensor]]:
+    if params is not None:
+        _check_params(params)
     if isinstance(fn, nn.Module):
         if params is None:
             params = {k: v.detach() for k, v in fn.named_parameters() if v.requires_grad}
+        known = {k for k, _ in fn.named_parameters()} | {k for k, _ in fn.named_buffers()}
+        unknown = sorted(set(params) - known)
+        if unknown:  # functional_call ignores a name the module does not have: the kernel would be 0
+            names = sorted(k for k, _ in fn.named_parameters())
+            shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+            raise ValueError(f"empirical_ntk: params {unknown[0]!r} is not a parameter of the "
+                             f"{type(fn).__name__}; its parameters are {shown}")  # fmt: skip
         return model_fn(fn), dict(params)
     if not callable(fn):
         raise ValueError(f"empirical_ntk: fn must be an nn.Module or a callable (params, x) -> (n, d), got {type(fn)}")

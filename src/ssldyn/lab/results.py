@@ -15,8 +15,8 @@
 Every frame carries the run's ``experiment``, ``hash``, ``label`` (``tau=1.0, seeds=0..1``),
 ``preset`` (``quick``/``paper``: what the overrides are relative to) and ``canonical`` (the
 paper-default configuration with the default seeds), plus one column per config key that any
-loaded run overrides, holding that run's value of the key (a key that clashes with a column
-above is named ``config.<key>``). The report (:mod:`ssldyn.lab.report`) is built on this module.
+loaded run overrides, holding that run's value of the key (lists as tuples, so that every column
+can be grouped by; a key that clashes with a column above is named ``config.<key>``). The report (:mod:`ssldyn.lab.report`) is built on this module.
 
 A run whose files cannot be read (damaged, half-deleted) never stops :func:`load`: it is
 listed in :attr:`Results.damaged` with its path and the error.
@@ -187,6 +187,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _hashable(value: Any) -> Any:
+    """A config value as a frame column holds it: lists become tuples, at any depth, so that a swept
+    list-valued key (``taus=[0.5, 1.0]``) can be grouped by, like the ``seeds`` column."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
 _ABSENT = object()
 
 
@@ -241,7 +249,7 @@ class Results:
         cols = {"experiment": r.experiment, "hash": r.hash, "label": r.label, "preset": r.preset,
                 "canonical": r.canonical}  # fmt: skip
         for key, col in self._key_columns().items():
-            cols[col] = r.value(key)
+            cols[col] = _hashable(r.value(key))
         return cols
 
     @property

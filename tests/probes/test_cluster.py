@@ -142,3 +142,23 @@ def test_per_cluster_mean_keeps_no_graph_and_averages_integers_in_float64():
     torch.testing.assert_close(out, torch.stack([(2 * v[:2]).mean(), (2 * v[2:]).mean()]).detach())
     ints = per_cluster_mean(np.arange(6), [0, 0, 1, 1, 2, 2])
     assert ints.dtype == torch.float64 and ints.tolist() == [0.5, 2.5, 4.5]
+
+
+def test_one_embedding_probes_name_themselves_and_the_ensemble_variant():
+    """An ensemble (E, n, d) passed to a one-embedding probe is one error naming the probe and its batched twin;
+    the twin gives, member by member, the one-embedding values."""
+    from ssldyn.probes.cluster import alignment, angular_spread, silhouette_cosine, uniformity, uniformity_batch
+
+    z = torch.randn(2, 10, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    labels = torch.arange(10) % 2
+    with pytest.raises(ValueError, match=r"^uniformity: embeddings must have shape \(n, d\), got \(2, 10, 3\); "
+                       r"for an ensemble \(E, n, d\) use uniformity_batch$"):  # fmt: skip
+        uniformity(z)
+    with pytest.raises(ValueError, match=r"^silhouette_cosine: .*use silhouette_samples_cosine$"):
+        silhouette_cosine(z, labels)
+    with pytest.raises(ValueError, match=r"^alignment: embeddings must have shape \(n, d\), got \(2, 10, 3\)$"):
+        alignment(z, z)
+    with pytest.raises(ValueError, match=r"^angular_spread: embeddings must have shape \(n, d\), got \(10,\)$"):
+        angular_spread(z[0, :, 0], labels)
+    torch.testing.assert_close(uniformity_batch(z), torch.tensor([uniformity(z[0]), uniformity(z[1])],
+                                                                 dtype=torch.float64))  # fmt: skip

@@ -51,11 +51,13 @@ def _float64(z) -> Tensor:
     return torch.as_tensor(np.asarray(z) if not isinstance(z, Tensor) else z).detach().to(torch.float64)
 
 
-def _t(z) -> Tensor:
-    """One embedding ``(n, d)`` as float64."""
+def _t(z, where: str, batched: str | None = None) -> Tensor:
+    """One embedding ``(n, d)`` as float64; anything else is one error naming ``where`` (and ``batched``, the
+    function that takes an ensemble ``(E, n, d)``, where there is one)."""
     z = _float64(z)
     if z.dim() != 2:
-        raise ValueError(f"embeddings must have shape (n, d), got {tuple(z.shape)}")
+        hint = f"; for an ensemble (E, n, d) use {batched}" if batched and z.dim() == 3 else ""
+        raise ValueError(f"{where}: embeddings must have shape (n, d), got {tuple(z.shape)}{hint}")
     return z
 
 
@@ -116,7 +118,7 @@ def silhouette_cosine(z: ArrayLike, labels: ArrayLike) -> float:
 
     ``z (n, d)``; the mean of :func:`silhouette_samples_cosine` (which is batched over leading axes).
     """
-    return float(silhouette_samples_cosine(_t(z), labels).mean())
+    return float(silhouette_samples_cosine(_t(z, "silhouette_cosine", "silhouette_samples_cosine"), labels).mean())
 
 
 def per_cluster_mean(values: ArrayLike, labels: ArrayLike) -> Tensor:
@@ -139,7 +141,7 @@ def uniformity(z: ArrayLike, t: float = 2.0) -> float:
     """Wang & Isola (2020): ``log mean_{i≠j} exp(−t ‖u_i − u_j‖²)``, ``u = z/‖z‖``, ``t > 0``; ``z (n, d)``
     with ``n >= 2``. Lower = more uniform."""
     t = positive(t, "t", where="uniformity")
-    z = _t(z)
+    z = _t(z, "uniformity", "uniformity_batch")
     n = z.shape[0]
     if n < 2:
         raise ValueError(f"uniformity: need n >= 2 points, got {n}")
@@ -166,7 +168,7 @@ def uniformity_batch(z: ArrayLike, t: float = 2.0) -> Tensor:
 def alignment(z1: ArrayLike, z2: ArrayLike, alpha: float = 2.0) -> float:
     """Wang & Isola (2020): ``mean_i ‖u_i − v_i‖^α`` over positive pairs (normalised), ``α > 0``; ``z1, z2 (n, d)``."""
     alpha = positive(alpha, "alpha", where="alignment")
-    u, v = _unit(_t(z1)), _unit(_t(z2))
+    u, v = _unit(_t(z1, "alignment")), _unit(_t(z2, "alignment"))
     if u.shape != v.shape:
         raise ValueError(f"alignment: z1 and z2 must be positive pairs of one shape (n, d), got {tuple(u.shape)} "
                          f"and {tuple(v.shape)}")  # fmt: skip
@@ -199,7 +201,7 @@ def uniformity_reference(n: int | None = None, *, d: int = 2, t: float = 2.0) ->
 
 def angular_spread(z: ArrayLike, labels: ArrayLike) -> float:
     """Mean over clusters of the mean angle (rad) between ``u_i`` and the cluster's mean direction."""
-    u = _unit(_t(z))
+    u = _unit(_t(z, "angular_spread"))
     lab = _labels(labels, u.device, u.shape[0], "angular_spread")  # (n,)
     out = []
     for c in torch.unique(lab):

@@ -4,7 +4,8 @@ All functions take embeddings ``(..., n, z)`` — tensors or numpy arrays, leadi
 allowed — and center them over the n points first (``center=True``), so a constant offset does not
 count as a dimension. The scalar probes return a Python ``float`` for one embedding ``(n, z)`` and a
 tensor ``(...)`` (one value per member) for batched input (the probe signature of
-:mod:`ssldyn.dynamics`).
+:mod:`ssldyn.dynamics`); :func:`effective_rank` returns a tensor ``(...)`` whatever the input's rank
+(0-d for one embedding), as :func:`ssldyn.probes.rank.rankme` does.
 """
 
 from __future__ import annotations

@@ -415,3 +415,28 @@ def test_power_iteration_without_iterations_reports_no_member_converged():
     torch.testing.assert_close(res.state, w0 / w0.norm(dim=-1, keepdim=True), rtol=0, atol=0)  # w(0), normalised
     # one iteration of the identity: w(1) = w(0), discrepancy 0 < tol: converged
     assert power_iteration(w0, lambda w: torch.eye(3, dtype=D), steps=1).trajectory.meta["converged"].all()
+
+
+def test_a_tensor_in_the_activation_slot_is_one_short_error():
+    """make_A_fn(x, x_pos) put the second view into the (positional) activation slot and the error printed the whole
+    tensor (2.5k characters for 50×3). The positional order is kept (the experiments call make_A_fn(x, "relu")); the
+    error names the type and shape, says what is allowed and that x_pos is keyword-only."""
+    x = torch.randn(50, 3, dtype=torch.float64)
+    x_pos = x + 0.1
+    for call, who in ((lambda: make_A_fn(x, x_pos), "make_A_fn"),
+                      (lambda: one_layer_energy(x, torch.ones(3, dtype=torch.float64), x_pos), "one_layer_energy"),
+                      (lambda: gated_covariance(x, torch.ones(3, dtype=torch.float64), x_pos), "gated_covariance")):  # fmt: skip
+        with pytest.raises(ValueError) as err:
+            call()
+        msg = str(err.value)
+        assert msg == (f"{who}: activation must be a name ('linear', 'relu', 'leaky_relu', 'quadratic', 'sigmoid', "
+                       "'tanh') or an Activation, got type Tensor of shape (50, 3); the second view is keyword-only: "
+                       "x_pos=...")  # fmt: skip
+    with pytest.raises(ValueError, match=r"^gated_input: activation must be a name .* got type int$"):
+        gated_input(x, torch.ones(3, dtype=torch.float64), 3)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ValueError, match=r"^make_A_fn: activation 'gelu': allowed values are 'linear', 'relu'"):
+        make_A_fn(x, "gelu")  # pyright: ignore[reportArgumentType]
+    w = torch.tensor([0.6, 0.8, 0.0], dtype=torch.float64)  # the keyword form: A(w) = C[x̃^w] of the linear map = Cov
+    A = make_A_fn(x, "linear", x_pos=x)(w)
+    xc = x - x.mean(0)
+    torch.testing.assert_close(A, xc.T @ xc / 50, rtol=1e-12, atol=1e-12)

@@ -289,3 +289,112 @@ def test_non_floating_z0_or_a_complex_kernel_is_one_value_error():
         function_space_flow(torch.ones(4, 2, dtype=torch.long), _quadratic_loss, torch.eye(4), steps=2, lr=0.1)
     with pytest.raises(ValueError, match=r"^function_space_flow: kernel must be a real tensor, got torch.complex64"):
         function_space_flow(torch.ones(4, 2), _quadratic_loss, torch.eye(4, dtype=torch.complex64), steps=2, lr=0.1)
+
+
+def _sphere_pair(lr, steps=20):
+    """The flow with a NetworkKernel(output="sphere") and projection, and train_weight_space(output="sphere") from the
+    same weights: (flow state, the flow network's normalised outputs, the weight-space network's, start)."""
+    torch.manual_seed(1)
+    x = torch.randn(6, 3, dtype=torch.float64)
+    net = MLP(3, 2, hidden=16, depth=2, activation="tanh", dtype=torch.float64)
+    ref = MLP(3, 2, hidden=16, depth=2, activation="tanh", dtype=torch.float64)
+    ref.load_state_dict(net.state_dict())
+    z0 = net(x)[0].detach()
+    nk = NetworkKernel(net, x, output="sphere")
+    z_flow = function_space_flow(z0, _loss, nk, steps=steps, lr=lr, project="sphere").state
+    train_weight_space(ref, x, _loss, steps=steps, lr=lr, every=None)  # output="sphere", its default
+    with torch.no_grad():
+        z_ref = ref(x)[0]
+        z_own = net(x)[0]
+    return z_flow, z_own / z_own.norm(dim=-1, keepdim=True), z_ref / z_ref.norm(dim=-1, keepdim=True), z0
+
+
+def test_sphere_network_kernel_flow_follows_sphere_weight_space_training_to_lr_squared():
+    """project="sphere" used to run the kernel and the weight step of the *raw* outputs while only z was projected:
+    the end points were ~80% apart. With NetworkKernel(output="sphere") both follow normalize(model(x)). Reference:
+    train_weight_space(output="sphere") from the same weights. One Euler step of the kernel flow and one weight
+    step differ by O(lr²), so at a fixed number of steps the gap is O(lr²·steps): halving lr quarters it (measured
+    ratios 4.0 and 3.9), while the distance moved only halves. The flow's state stays the normalised outputs of its
+    own network (the weights it advances) to the same order."""
+    gaps, own, moved = [], [], []
+    for lr in (1e-4, 5e-5, 2.5e-5):
+        z_flow, z_own, z_ref, z0 = _sphere_pair(lr)
+        gaps.append((z_flow - z_ref).norm().item())
+        own.append((z_flow - z_own).norm().item())
+        moved.append((z_ref - project_sphere(z0)).norm().item())
+        assert torch.allclose(z_flow.norm(dim=-1), torch.ones(6, dtype=torch.float64))
+    for errs in (gaps, own):
+        assert 3.0 < errs[0] / errs[1] < 5.0 and 3.0 < errs[1] / errs[2] < 5.0  # O(lr²) at fixed steps
+    assert 1.8 < moved[0] / moved[1] < 2.2  # the path itself is O(lr·steps): it did move
+    assert gaps[-1] / moved[-1] < 3e-3 and own[-1] / moved[-1] < 3e-3  # 1e-3 measured (0.98 with the raw kernel)
+
+
+def test_sphere_network_kernel_is_the_ntk_of_the_normalised_outputs():
+    """K of f = normalize(g) written out from the raw NTK of g: J_f,i = P_i J_g,i / ‖g_i‖ with P_i = I − f_i f_iᵀ, so
+    K_f,ij = P_i K_g,ij P_j / (‖g_i‖ ‖g_j‖)."""
+    torch.manual_seed(2)
+    x = torch.randn(5, 3, dtype=torch.float64)
+    net = MLP(3, 2, hidden=8, depth=2, activation="tanh", dtype=torch.float64)
+    K_raw = empirical_ntk(net, None, x)  # (n, n, d, d)
+    g = net(x)[0].detach()  # (n, d)
+    r = g.norm(dim=-1)  # (n,)
+    f = g / r[:, None]
+    P = torch.eye(2, dtype=torch.float64) - f[:, :, None] * f[:, None, :]  # (n, d, d)
+    expected = torch.einsum("iab,ijbc,jdc->ijad", P, K_raw, P) / (r[:, None, None, None] * r[None, :, None, None])
+    nk = NetworkKernel(net, x, output="sphere")
+    torch.testing.assert_close(nk(0, f), expected, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(nk.outputs(), f, rtol=1e-14, atol=0.0)
+
+
+def test_project_must_match_the_network_kernel_output():
+    x = torch.randn(4, 3, dtype=torch.float64)
+    net = MLP(3, 2, hidden=8, depth=2, activation="tanh", dtype=torch.float64)
+    z0 = net(x)[0].detach()
+    with pytest.raises(ValueError, match=r"^function_space_flow: project='sphere' with a NetworkKernel of "
+                                         r"output='raw'.*NetworkKernel\(\.\.\., output='sphere'\)"):  # fmt: skip
+        function_space_flow(z0, _loss, NetworkKernel(net, x), steps=2, lr=1e-3, project="sphere")
+    with pytest.raises(ValueError, match=r"^function_space_flow: project=None with a NetworkKernel of output='sphere'"):
+        function_space_flow(z0, _loss, NetworkKernel(net, x, output="sphere"), steps=2, lr=1e-3)
+    with pytest.raises(ValueError, match=r"^NetworkKernel: output 'unit': allowed values are 'raw', 'sphere'$"):
+        NetworkKernel(net, x, output="unit")  # pyright: ignore[reportArgumentType]
+
+
+def test_explicit_steps_beyond_steps_are_refused_and_the_ends_are_logged():
+    """A step beyond ``steps`` in every=[...] / snapshot_every=[...] was dropped silently (never logged)."""
+    z0 = torch.randn(4, 2, dtype=torch.float64)
+    K = torch.eye(4, dtype=torch.float64)
+    for kw in (dict(every=[0, 3, 5]), dict(snapshot_every=[2, 7]), dict(every=[-1, 2])):
+        name = next(iter(kw))
+        with pytest.raises(
+            ValueError, match=rf"^function_space_flow: {name}: the steps .* not integers in 0\.\.steps=3"
+        ):
+            function_space_flow(z0, _quadratic_loss, K, steps=3, lr=0.1, **kw)
+    res = function_space_flow(z0, _quadratic_loss, K, steps=3, lr=0.1, every=[0, 3], snapshot_every=iter([0, 3]))
+    assert res.trajectory.series("loss")[0].tolist() == [0, 3]  # step 0 and steps are valid
+    assert sorted(res.trajectory.snapshots("z")) == [0, 3]  # a generator is read once
+    x = torch.randn(6, 3, dtype=torch.float64)
+    net = MLP(3, 2, hidden=8, depth=2, activation="tanh", dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^train_weight_space: every: the steps 4 are not integers in 0\.\.steps=2"):
+        train_weight_space(net, x, _loss, steps=2, lr=1e-3, every=[0, 4])
+
+
+def test_a_vector_probe_of_one_model_is_refused_not_logged_as_members():
+    """A probe returning (d,) for a single model was stored as members 0..d−1 (series() showed coordinate 0)."""
+    z0 = torch.randn(5, 3, dtype=torch.float64)
+    K = torch.eye(5, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^function_space_flow: probe 'mean_vec' returned shape \(3,\) \(3 value\(s\)\) "
+                                         r"for a single model; allowed: a float"):  # fmt: skip
+        function_space_flow(z0, _quadratic_loss, K, steps=1, lr=0.1, probes={"mean_vec": lambda z: z.mean(0)})
+    z3 = torch.randn(2, 5, 3, dtype=torch.float64)  # an ensemble of 2: one value per member, reference written out
+    res = function_space_flow(
+        z3, _quadratic_loss, K, steps=1, lr=0.1, every=None, probes={"sq": lambda z: z.pow(2).sum((1, 2))}
+    )
+    np.testing.assert_allclose(res.trajectory.series_members("sq")[1][0], z3.pow(2).sum((1, 2)).numpy(), rtol=1e-14)
+    with pytest.raises(
+        ValueError, match=r"probe 'v' returned shape \(3,\) .* an ensemble of 2 members; allowed: one value"
+    ):
+        function_space_flow(z3, _quadratic_loss, K, steps=1, lr=0.1, probes={"v": lambda z: z[0].mean(0)})
+    x = torch.randn(6, 3, dtype=torch.float64)
+    net = MLP(3, 2, hidden=8, depth=2, activation="tanh", dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^train_weight_space: probe 'm' returned shape \(2,\)"):
+        train_weight_space(net, x, _loss, steps=1, lr=1e-3, probes={"m": lambda z: z.mean(0)})

@@ -329,3 +329,36 @@ def test_train_gd_with_a_scheduler_matches_the_closed_form_of_an_annealed_rate()
     torch.testing.assert_close(W.detach(), torch.full((2, 3), expected, dtype=D), rtol=1e-15, atol=0)
     assert calls == [eta(j) for j in range(4)]  # after_step runs before the scheduler sets the next rate
     assert opt.param_groups[0]["lr"] == eta(4)
+
+
+def test_manifold_gd_refuses_a_start_off_the_stiefel_manifold():
+    """A non-orthonormal start was accepted and the first retraction jumped to the manifold whatever the gradient
+    (polar(2Q) = Q: a loss quadratic in W drops by the factor 4 in one step of any size). The tolerance is max(1e-6, √ε) of the dtype on
+    orthogonality_error = max|WᵀW − I| (computed here by hand): 1e-6 in float64, √ε ≈ 3.5e-4 in float32."""
+    g = torch.Generator().manual_seed(0)
+    Q = random_stiefel(8, 3, generator=g, dtype=D)  # (8, 3) orthonormal columns
+    with pytest.raises(ValueError, match=r"^ManifoldGD: parameter 1 of shape \(8, 3\) does not start on the Stiefel "
+                                         r"manifold: orthogonality_error max\|WᵀW − I\| = 3 > 1e-06 .*polar_retract"):  # fmt: skip
+        ManifoldGD([Q.clone(), 2 * Q], lr=0.1)  # 2Q: WᵀW = 4I
+    eye = torch.eye(3, dtype=D)
+    for scale, ok in ((1 + 2e-7, True), (1 + 2e-6, False)):  # |WᵀW − I| = scale² − 1 ≈ 4e-7 / 4e-6
+        W = Q * scale
+        assert ((W.T @ W - eye).abs().max() <= 1e-6) == ok  # the hand-computed error is on the expected side
+        if ok:
+            ManifoldGD([W], lr=0.1)
+        else:
+            with pytest.raises(ValueError, match=r"does not start on the Stiefel manifold"):
+                ManifoldGD([W], lr=0.1)
+    Q32 = Q.float()
+    ManifoldGD([Q32 * (1 + 1e-4)], lr=0.1)  # float32: |WᵀW − I| ≈ 2e-4 <= √ε
+    with pytest.raises(ValueError, match=r"> 0\.00035 \(max\(1e-6, √ε\) of torch\.float32\)"):
+        ManifoldGD([Q32 * (1 + 1e-3)], lr=0.1)  # ≈ 2e-3
+    batch = random_stiefel(8, 3, 4, generator=g, dtype=D)  # (4, 8, 3): one bad member is enough
+    batch[2] *= 1.01
+    with pytest.raises(ValueError, match=r"parameter 0 of shape \(4, 8, 3\)"):
+        ManifoldGD([batch], lr=0.1)
+    ManifoldGD([retract(batch), polar_retract(batch.mT)], lr=0.1)  # the suggested fix; wide (rows) too
+    nan = Q.clone()
+    nan[0, 0] = math.nan
+    with pytest.raises(ValueError, match=r"= nan > 1e-06"):
+        ManifoldGD([nan], lr=0.1)

@@ -163,3 +163,39 @@ def test_probes_see_eval_mode_features_and_log_per_member():
     assert res.trajectory.last("norm", member=0) == pytest.approx(float(want[0]), rel=1e-6)
     assert res.trajectory.last("norm", member=1) == pytest.approx(float(want[1]), rel=1e-6)
     assert abs(float(h_train[1].norm(dim=-1).mean()) - float(want[1])) > 1e-3 * float(want[1])  # the mode matters
+
+
+def _nt_xent_torch(z1, z2, tau):
+    """NT-Xent (SimCLR eq. 1, cosine similarity, the 2B embeddings all anchors) written out, differentiable."""
+    z = torch.cat([z1, z2])
+    z = z / z.norm(dim=1, keepdim=True)
+    n2 = z.shape[0]
+    s = z @ z.T / tau  # (2B, 2B)
+    pos = s[torch.arange(n2), (torch.arange(n2) + n2 // 2) % n2]  # (2B,): the other view of the same input
+    off = s.masked_fill(torch.eye(n2, dtype=torch.bool), float("-inf"))
+    return (torch.logsumexp(off, dim=1) - pos).mean()
+
+
+def test_a_head_is_trained_with_the_model_on_vector_data(sgd_step_by_hand):
+    """train_simclr built its optimizer over model.parameters() only, so head=... failed (the optimizer did not hold
+    the head's parameters) and (N, d) data was refused. Reference: the first SGD step (momentum 0.9, no weight decay:
+    the first step is plain SGD) of NT-Xent written out on head(model(views)), batch and views drawn as the trainer."""
+    x = torch.randn(16, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    torch.manual_seed(0)
+    net, head = torch.nn.Linear(5, 6).double(), torch.nn.Linear(6, 3).double()
+    ref = copy.deepcopy(torch.nn.ModuleList([net, head]))
+    head0 = head.weight.detach().clone()
+    aug = lambda v, g: v + 0.1 * torch.randn(v.shape, generator=g, dtype=v.dtype)  # noqa: E731
+    res = train_simclr(net, x, aug, head=head, steps=1, batch_size=8, temperature=0.5, lr=0.1, optimizer="sgd",
+                       weight_decay=0.0, generator=torch.Generator().manual_seed(4))  # fmt: skip
+    g = torch.Generator().manual_seed(4)
+    idx = next(minibatches(16, 8, 1, generator=g))
+    v1, v2 = aug(x[idx], g), aug(x[idx], g)
+    loss = _nt_xent_torch(ref[1](ref[0](v1)), ref[1](ref[0](v2)), 0.5)
+    assert abs(res.trajectory.series("loss")[1][0] - float(loss.detach())) < 1e-12
+    sgd_step_by_hand(ref, loss, 0.1)
+    for p, q in zip([*net.parameters(), *head.parameters()], ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-14)
+    assert (head.weight - head0).abs().max() > 1e-4  # the head did move
+    with pytest.raises(ValueError, match=r"^train_simclr: images must be a tensor \(N, \.\.\.\) .* got \(16,\)"):
+        train_simclr(net, x[:, 0], aug, steps=1, batch_size=8)

@@ -354,8 +354,10 @@ def test_nan_data_and_bad_settings_are_rejected_before_training():
     kw = dict(objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8)
     with pytest.raises(ValueError, match="data: 1 non-finite"):
         train_ssl(plain_net(d=5), x, **kw)
-    with pytest.raises(ValueError, match="batch_size must be an integer >= 2"):
+    with pytest.raises(ValueError, match=r"^train_ssl: tensor data needs batch_size \(an integer >= 2, at most N\)"):
         train_ssl(plain_net(d=5), data(), **{**kw, "batch_size": None})
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 2"):
+        train_ssl(plain_net(d=5), data(), **{**kw, "batch_size": 1})
     with pytest.raises(ValueError, match="exceeds the number of inputs"):
         train_ssl(plain_net(d=5), data(), **{**kw, "batch_size": 64})
     with pytest.raises(ValueError, match="needs a predictor"):
@@ -509,3 +511,63 @@ def test_an_output_with_2B_rows_on_two_axes_needs_a_declared_ensemble():
     with torch.no_grad():
         want = float(info_nce(ref(v1), ref(v2), 0.5))  # member e's rows are the 2B inputs: z[e] = lin([v1; v2])
     np.testing.assert_allclose(frame.value, np.full(16, want), rtol=1e-12)
+
+
+def test_a_vector_probe_of_a_single_model_is_one_error_not_members():
+    """probes={"mean_vec": lambda z: z.mean(0)} on a plain model was stored as members 0..d−1 and series() returned
+    coordinate 0 only. Allowed: a float for one model (a (1,) per_member value too), (E,) for an ensemble."""
+    x = data()
+    with pytest.raises(ValueError, match=r"^train_ssl: probe 'mean_vec' returned shape \(16,\) \(16 value\(s\)\) for a "
+                                         r"single model; allowed: a float \(one model: E = 1\)"):  # fmt: skip
+        train_ssl(plain_net(), x, objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8,
+                  probes={"mean_vec": lambda z: z.mean(0)})  # fmt: skip
+    seen = []
+
+    def first(z):  # a float: one coordinate of the mean, written out below
+        seen.append(z.detach().clone())
+        return float(z[:, 0].mean())
+
+    res = train_ssl(plain_net(), x, objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8, every=None,
+                    probes={"m0": first, "one": lambda z: torch.ones(1)})  # fmt: skip
+    steps, vals = res.trajectory.series("m0")
+    assert steps.tolist() == [0, 1] and vals.tolist() == [float(z[:, 0].mean()) for z in seen]
+    assert res.trajectory.series("one")[1].tolist() == [1.0, 1.0]
+    ens = MLP(6, 3, hidden=8, depth=2, ensemble=2, dtype=DT)
+    with pytest.raises(ValueError, match=r"probe 'v' returned shape \(2, 3\) \(6 value\(s\)\) for an ensemble of 2 "
+                                         r"members; allowed: one value per member, shape \(2,\)"):  # fmt: skip
+        train_ssl(ens, x, objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8,
+                  probes={"v": lambda z: z.mean(1)})  # fmt: skip
+
+
+def test_probe_data_and_view_shapes_are_one_error_naming_the_input():
+    """probe_data of the wrong feature size and an augmentation that changes it failed inside the model's matmul
+    ("mat1 and mat2 shapes cannot be multiplied"), although the docs promise the shapes are checked."""
+    x = data()  # (16, 6)
+    probe = {"m": lambda z: float(z.mean())}
+    with pytest.raises(ValueError, match=r"^train_ssl: probe_data has shape \(10, 5\), inputs of shape \(5,\), but the "
+                                         r"training inputs have shape \(6,\).* must be \(n, 6\)"):  # fmt: skip
+        train_ssl(plain_net(), x, objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8, probes=probe,
+                  probe_data=torch.randn(10, 5, dtype=DT))  # fmt: skip
+    loader = DataLoader(TensorDataset(x), batch_size=8, drop_last=True)  # a DataLoader: checked at its first batch
+    with pytest.raises(ValueError, match=r"^train_ssl: probe_data has shape \(10, 5\)"):
+        train_ssl(plain_net(), loader, objective=InfoNCE(0.5), augment=jitter, steps=1, probes=probe,
+                  probe_data=torch.randn(10, 5, dtype=DT))  # fmt: skip
+    widen = lambda v, g: torch.cat([v, v[:, :1]], 1)  # noqa: E731  (B, 6) -> (B, 7)
+    with pytest.raises(ValueError, match=r"^train_ssl: the model failed on views of shape \(8, 7\).*augment 0, 1 "
+                                         r"changed the batch's shape \(8, 6\) to \(8, 7\), \(8, 7\)"):  # fmt: skip
+        train_ssl(plain_net(), x, objective=InfoNCE(0.5), augment=widen, steps=1, batch_size=8)
+    with pytest.raises(ValueError, match=r"augment 1 changed the batch's shape \(8, 6\) to \(8, 7\)"):
+        train_ssl(plain_net(), x, objective=InfoNCE(0.5), augment=[jitter, widen], steps=1, batch_size=8)
+    with pytest.raises(RuntimeError, match="mat1 and mat2"):  # views of the data's shape: the model refuses the data
+        train_ssl(plain_net(D=5), x, objective=InfoNCE(0.5), augment=jitter, steps=1, batch_size=8)
+
+
+def test_every_beyond_steps_is_refused_and_both_ends_are_logged():
+    x = data()
+    with pytest.raises(ValueError, match=r"^train_ssl: every: the steps 5 are not integers in 0\.\.steps=2 .*allowed: "
+                                         r"an int interval >= 1, explicit steps in 0\.\.2, or None$"):  # fmt: skip
+        train_ssl(plain_net(), x, objective=InfoNCE(0.5), augment=jitter, steps=2, batch_size=8, every=[0, 1, 5])
+    with pytest.raises(ValueError, match=r"every: the steps 1\.5 are not integers"):
+        train_ssl(plain_net(), x, objective=InfoNCE(0.5), augment=jitter, steps=2, batch_size=8, every=[0, 1.5])
+    res = train_ssl(plain_net(), x, objective=InfoNCE(0.5), augment=jitter, steps=2, batch_size=8, every=[0, 2])
+    assert res.trajectory.series("loss")[0].tolist() == [0, 2]

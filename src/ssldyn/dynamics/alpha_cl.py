@@ -39,13 +39,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ssldyn.checks import nonnegative, probabilities
+from ssldyn.checks import choice, nonnegative, probabilities
 from ssldyn.dynamics.alpha_cl_mixture import population_contrastive_covariance
 from ssldyn.dynamics.common import Probes, Track, check_lr, check_steps, step_schedule
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
-from ssldyn.models.activations import Activation, ActivationName, get_activation
+from ssldyn.models.activations import ACTIVATION_NAMES, Activation, ActivationName, get_activation
 from ssldyn.objectives import alpha_cl_energy, alpha_gaussian, contrastive_covariance
 
 __all__ = [
@@ -122,6 +122,22 @@ def _check_w(w: Tensor, d: int) -> Tensor:
 ZERO_TOL = 1e-12
 
 
+def _activation(activation: object, who: str, *, x_pos: bool = False) -> Activation:
+    """:func:`~ssldyn.models.activations.get_activation` of a name or an :class:`Activation`; anything else (e.g. a
+    tensor passed positionally where the keyword-only ``x_pos=`` was meant, ``x_pos=True`` says so) is one short
+    ``ValueError`` naming its type (and shape), never printing its value."""
+    if not isinstance(activation, (str, Activation)):
+        shape = getattr(activation, "shape", None)
+        got = type(activation).__name__ + (f" of shape {tuple(shape)}" if shape is not None else "")
+        raise ValueError(
+            f"{who}: activation must be a name ({', '.join(map(repr, ACTIVATION_NAMES))}) or an Activation, got type "
+            f"{got}" + ("; the second view is keyword-only: x_pos=..." if x_pos and shape is not None else "")
+        )
+    if isinstance(activation, str):
+        choice(activation, "activation", ACTIVATION_NAMES, where=who)
+    return get_activation(activation)
+
+
 def gated_input(
     x: Tensor, w: Tensor, activation: ActivationName | Activation = "relu", *, zero_tol: float = ZERO_TOL
 ) -> Tensor:
@@ -131,7 +147,7 @@ def gated_input(
     the convention ``h'(0) = 0`` of App. B.1 survives round-off (e.g. ``u_mᵀu_m' ≈ 1e-17`` for an
     orthonormal ``U`` in the latent categorical model).
     """
-    act = get_activation(activation)
+    act = _activation(activation, "gated_input")
     _check_w(w, x.shape[-1])
     pre = x @ w.unsqueeze(-1)  # (N, 1) or (E, N, 1): wᵀx
     if zero_tol > 0:
@@ -247,7 +263,7 @@ def gated_covariance(
     """
     _check_views(x, x_pos)
     _check_w(w, x.shape[-1])
-    act = get_activation(activation)
+    act = _activation(activation, "gated_covariance", x_pos=True)
     return _gated_covariance(x, w, act, x_pos, alpha, _check_population(weights, x, x_pos, alpha))
 
 
@@ -265,7 +281,7 @@ def make_A_fn(
     """
     _check_views(x, x_pos)
     weights = _check_population(weights, x, x_pos, alpha)
-    act = get_activation(activation)
+    act = _activation(activation, "make_A_fn", x_pos=True)
 
     def A_fn(w: Tensor) -> Tensor:
         return _gated_covariance(x, w, act, x_pos, alpha, weights)
@@ -289,7 +305,7 @@ def one_layer_energy(
     :func:`make_A_fn`: ``x_pos`` of the shape of ``x``, and ``weights (N,)`` only with uniform α
     (``alpha=None``) and no augmentation (otherwise a ``ValueError``, not weights ignored).
     """
-    act = get_activation(activation)
+    act = _activation(activation, "one_layer_energy", x_pos=True)
     _check_views(x, x_pos)
     _check_w(w, x.shape[-1])
     weights = _check_population(weights, x, x_pos, alpha)
@@ -305,7 +321,7 @@ def gaussian_alpha_fn(
     x0: Tensor, activation: ActivationName | Activation = "relu", *, temperature: float = 1.0
 ) -> Callable[[Tensor], Tensor]:
     """Cor. 2's 1-D Gaussian α: ``w -> α_ij = exp(−(h(wᵀx0_i) − h(wᵀx0_j))² / 2τ)``, ``(N, N)`` or ``(E, N, N)``."""
-    act = get_activation(activation)
+    act = _activation(activation, "gaussian_alpha_fn")
 
     def alpha(w: Tensor) -> Tensor:
         f = act(x0 @ w.unsqueeze(-1))  # (..., N, 1)

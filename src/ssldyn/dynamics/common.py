@@ -4,7 +4,8 @@
 * :func:`log_value` / :func:`per_member` — the one probe signature ``probe(observable) -> float | (E,)``.
 * :func:`embed` — eval-mode embeddings of a model in batches (the one ``embed``); :func:`eval_mode`.
 * :func:`minibatches` — seeded epochs of index batches (:class:`EpochBatches`, with a state to checkpoint).
-* :func:`check_steps`, :func:`check_lr` — the argument checks every flow makes.
+* :func:`check_steps`, :func:`check_lr` — the argument checks every flow makes; :func:`check_schedule` — explicit
+  logged steps within ``0..steps``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ __all__ = [
     "Augment",
     "step_schedule",
     "log_value",
+    "check_probe_value",
+    "member_checked_probes",
     "per_member",
     "drop_singleton_member",
     "module_device",
@@ -37,6 +40,7 @@ __all__ = [
     "EpochBatches",
     "minibatches",
     "check_steps",
+    "check_schedule",
     "check_lr",
     "check_embedding_loss",
 ]
@@ -67,6 +71,33 @@ def step_schedule(every: int | Iterable[int] | None, steps: int) -> set[int]:
     return {int(s) for s in every if 0 <= int(s) <= steps}
 
 
+def check_schedule(
+    every: int | Iterable[int] | None, steps: int, name: str = "every", *, who: str = ""
+) -> int | list[int] | None:
+    """``every`` for :func:`step_schedule`, with explicit steps checked: each one an integer in ``0..steps`` (both
+    ends included: ``steps`` is the state after the last update). A step outside that range would never be
+    logged, silently (:func:`step_schedule` keeps only the steps in range); here it is one ``ValueError`` naming
+    ``who``, ``name`` and the steps. An int interval or None is returned as it is (checked by
+    :func:`step_schedule`); an iterable as a list of its steps (a generator is read once, here)."""
+    if every is None or isinstance(every, (bool, int, np.integer)) or not isinstance(every, Iterable):
+        return every  # type: ignore[return-value]  # an interval, None, or an error of step_schedule
+    items = list(every)
+    bad = [s for s in items if isinstance(s, bool) or not _integral(s) or not 0 <= int(s) <= steps]
+    if bad:
+        shown = ", ".join(map(repr, bad[:5])) + (", …" if len(bad) > 5 else "")
+        raise ValueError(f"{who + ': ' if who else ''}{name}: the steps {shown} are not integers in 0..steps={steps} "
+                         f"(the record at t is the state after t updates, so a step beyond steps={steps} would never "
+                         f"be logged); allowed: an int interval >= 1, explicit steps in 0..{steps}, or None")  # fmt: skip
+    return [int(s) for s in items]
+
+
+def _integral(s: Any) -> bool:
+    try:
+        return int(s) == s
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
 def log_value(traj: Trajectory, step: int, name: str, value: Any) -> None:
     """Log a probe's value: a scalar as member 0, a vector ``(E,)`` as one value per member."""
     if isinstance(value, Mapping):
@@ -91,6 +122,38 @@ def log_value(traj: Trajectory, step: int, name: str, value: Any) -> None:
         traj.log_members(step, name, arr)
     else:
         raise ValueError(f"probe {name!r}: expected a float or a per-member (E,) value, got shape {arr.shape}")
+
+
+def check_probe_value(value: Any, name: str, members: int, *, who: str) -> Any:
+    """A probe's value for a run of ``members`` models (``E``; 1 for a plain model): a float (one number) when
+    ``E = 1``, one value per member ``(E,)`` when ``E > 1``. Anything else — e.g. a vector ``(d,)`` from a single
+    model, which :func:`log_value` would store as ``d`` members — is one ``ValueError`` naming ``who``, the probe,
+    the shape it returned and what is allowed. A mapping is passed on (:func:`log_value` says what to do)."""
+    if isinstance(value, Mapping):
+        return value
+    shape = tuple(value.shape) if isinstance(value, Tensor) else np.shape(value)
+    n = int(np.prod(shape))
+    if n != members or (members > 1 and len(shape) != 1):
+        allowed = "a float (one model: E = 1)" if members == 1 else f"one value per member, shape ({members},)"
+        run = "a single model" if members == 1 else f"an ensemble of {members} members"
+        raise ValueError(f"{who}: probe {name!r} returned shape {shape} ({n} value(s)) for {run}; allowed: {allowed} "
+                         "(a vector would be logged as ensemble members: make one probe per coordinate; wrap an "
+                         "(n, d) probe in ssldyn.dynamics.per_member)")  # fmt: skip
+    return value
+
+
+def member_checked_probes(probes: Mapping[str, Probe] | None, who: str) -> dict[str, Probe]:
+    """The probes of a flow whose observable is embeddings ``(n, d)`` (one model) or ``(E, n, d)`` (``E`` members),
+    each value checked by :func:`check_probe_value` with ``E`` read from the observable."""
+
+    def checked(name: str, fn: Probe) -> Probe:
+        def probe(z: Any) -> Any:
+            members = z.shape[0] if getattr(z, "ndim", 2) == 3 else 1
+            return check_probe_value(fn(z), name, members, who=who)
+
+        return probe
+
+    return {name: checked(name, fn) if callable(fn) else fn for name, fn in (probes or {}).items()}
 
 
 def per_member(fn: Callable[[Any], Any]) -> Callable[[Any], Tensor]:

@@ -36,7 +36,16 @@ import torch
 from torch import Tensor, nn
 
 from ssldyn.checks import choice, integer
-from ssldyn.dynamics.common import Probes, Track, check_embedding_loss, check_lr, check_steps, drop_singleton_member
+from ssldyn.dynamics.common import (
+    Probes,
+    Track,
+    check_embedding_loss,
+    check_lr,
+    check_schedule,
+    check_steps,
+    drop_singleton_member,
+    member_checked_probes,
+)
 from ssldyn.dynamics.engine import run
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
@@ -77,21 +86,40 @@ def apply_kernel(K: Tensor, g: Tensor) -> Tensor:
     return K @ g  # scalar kernel (..., n, n)
 
 
+class _SphereOutputs(nn.Module):
+    """``x -> normalize(model(x))``: the outputs of ``model`` projected row-wise onto S^{d-1} (with gradients)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor) -> Tensor:
+        return project_sphere(self.model(x))
+
+
 class NetworkKernel:
     """The empirical NTK of ``model`` on ``x``, re-evaluated every ``refresh_every`` steps.
 
     ``advance(g, lr)`` moves the weights by ``−lr Σ_i J_iᵀ g_i`` (one step of the weight flow
     whose output velocity is ``−K g``), so a refreshed kernel follows the trained network.
 
+    With ``output="sphere"`` the network's map is ``f(x) = normalize(model(x))`` (the outputs on
+    S^{d-1}, as ``train_weight_space(output="sphere")`` trains them): the kernel is the NTK of ``f``,
+    ``K_ij = J_i J_jᵀ`` with ``J_i = ∂f(x_i)/∂w = P_i ∂model(x_i)/∂w / ‖model(x_i)‖`` and
+    ``P_i = I − f_i f_iᵀ``, and :meth:`advance` moves the weights along ``−Σ_i J_iᵀ g_i`` of that ``f``. It is
+    the kernel to use with ``function_space_flow(..., project="sphere")``, which requires it.
+
     Args:
         model: any ``nn.Module`` mapping ``x`` to ``(n, d)`` or ``(1, n, d)``.
         x: ``(n, ...)`` training inputs.
         refresh_every: recompute the kernel every this many steps (None: only at step 0, the
             "lazy" kernel).
-        kernel: ``kernel(model, x) -> K``; default the empirical NTK
+        kernel: ``kernel(net, x) -> K`` with ``net`` the map ``f`` (``model`` itself, or the module
+            ``normalize(model(·))`` with ``output="sphere"``); default the empirical NTK
             (:func:`ssldyn.kernels.empirical_ntk`). A closed form (e.g. of the averaging net)
             can be passed here.
         move_weights: update the weights in :meth:`advance` (False keeps them fixed).
+        output: ``"raw"`` (``f = model``, the default) or ``"sphere"`` (``f = normalize(model)``).
     """
 
     def __init__(
@@ -102,6 +130,7 @@ class NetworkKernel:
         refresh_every: int | None = 1,
         kernel: Callable[[nn.Module, Tensor], Tensor] | None = None,
         move_weights: bool = True,
+        output: Literal["raw", "sphere"] = "raw",
     ) -> None:
         from ssldyn.kernels.ntk import empirical_ntk
 
@@ -109,7 +138,9 @@ class NetworkKernel:
             refresh_every = integer(refresh_every, "refresh_every", where="NetworkKernel")
         if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[0] == 0:
             raise ValueError(f"NetworkKernel: x must be a non-empty tensor (n, ...), got {getattr(x, 'shape', x)!r}")
+        self.output = choice(output, "output", ("raw", "sphere"), where="NetworkKernel")
         self.model, self.x, self.refresh_every = model, x, refresh_every
+        self.net: nn.Module = _SphereOutputs(model) if output == "sphere" else model  # the map f whose NTK is K
         self.kernel = kernel or (lambda m, xx: empirical_ntk(m, None, xx))
         self.move_weights = move_weights
         self.evaluations = 0
@@ -118,19 +149,21 @@ class NetworkKernel:
         """The kernel to use from ``step`` on, or None to keep the previous one."""
         if step == 0 or (self.refresh_every and step % self.refresh_every == 0):
             self.evaluations += 1
-            return self.kernel(self.model, self.x).detach()
+            return self.kernel(self.net, self.x).detach()
         return None
 
     def outputs(self) -> Tensor:
+        """``f(x)``: ``(n, d)``, or ``(E, n, d)`` for ``E > 1`` (normalised with ``output="sphere"``)."""
         with torch.no_grad():
-            return drop_singleton_member(self.model(self.x))  # (n, d), or (E, n, d) for E > 1
+            return drop_singleton_member(self.net(self.x))  # (n, d), or (E, n, d) for E > 1
 
     def advance(self, g: Tensor, lr: float) -> None:
+        """``w ← w − lr Σ_i J_iᵀ g_i`` with ``J_i = ∂f(x_i)/∂w`` and ``g (n, d)`` (or ``(E, n, d)``) = ∂𝓛/∂z."""
         if not self.move_weights:
             return
         params = [p for p in self.model.parameters() if p.requires_grad]
         with torch.enable_grad():
-            out = drop_singleton_member(self.model(self.x))  # shaped as the embeddings z and g
+            out = drop_singleton_member(self.net(self.x))  # shaped as the embeddings z and g
             grads = torch.autograd.grad((out * g).sum(), params, allow_unused=True)
         with torch.no_grad():
             for p, gp in zip(params, grads):
@@ -196,9 +229,13 @@ def function_space_flow(
             returning a new kernel or None (keep); a :class:`NetworkKernel` also has its weights
             advanced along with ``z``. A kernel is used in the dtype and on the device of ``z0``.
         steps, lr: number of steps (>= 0) and step size σ (> 0).
-        project: ``"sphere"`` to project every iterate onto S^{d-1}, or None.
-        probes: ``name -> probe(z)`` (a float or ``(E,)``) logged with ``loss`` at the ``every``
-            steps (int interval, explicit steps, or None: first and last step).
+        project: ``"sphere"`` to project every iterate onto S^{d-1}, or None. With a :class:`NetworkKernel`
+            it must match the kernel's ``output``: ``project="sphere"`` needs ``NetworkKernel(..., output="sphere")``
+            (the NTK of ``normalize(model(x))``; the flow then follows ``train_weight_space(output="sphere")``
+            to ``O(lr²)`` per step) and ``project=None`` the raw outputs (``output="raw"``).
+        probes: ``name -> probe(z)`` (a float for ``z (n, d)``, ``(E,)`` for ``z (E, n, d)``; anything else is a
+            ``ValueError``) logged with ``loss`` at the ``every`` steps (int interval, explicit steps in
+            ``0..steps``, or None: first and last step).
         snapshot_every: steps at which ``z`` and ``neg_grad`` = ``−∇L(z_i) = −n ∂𝓛/∂z_i`` are
             kept (same forms as ``every``; ``()`` none).
         track: progress wrapper of the step iterator.
@@ -209,14 +246,26 @@ def function_space_flow(
         ``FlowResult(state=z_final, trajectory)``.
     Raises:
         ValueError: ``steps < 0``, ``lr <= 0``, a ``z0`` that is not a floating ``(n, d)`` / ``(E, n, d)``
-            tensor, a complex kernel, NaN/inf in ``z0``, in a fixed ``kernel`` or in a
+            tensor, a complex kernel, an explicit step of ``every`` / ``snapshot_every`` outside ``0..steps``, a
+            probe value that is neither a float nor ``(E,)``, ``project`` not matching a NetworkKernel's ``output``, NaN/inf in ``z0``, in a fixed ``kernel`` or in a
             NetworkKernel's inputs (before any step).
         NonFiniteLossError: the loss 𝓛(z) became NaN/inf at some step (names the step and the
             last finite loss; the trajectory holds the steps before it).
     """
     steps, lr = check_steps(steps), check_lr(lr)
     choice(project, "project", (None, "sphere"))
+    every = check_schedule(every, steps, who="function_space_flow")
+    snapshot_every = check_schedule(snapshot_every, steps, "snapshot_every", who="function_space_flow")
     _check_inputs(z0, kernel)
+    if isinstance(kernel, NetworkKernel) and (project == "sphere") != (kernel.output == "sphere"):
+        # the kernel and the weight update must be those of the map whose outputs the state follows
+        raise ValueError(
+            f"function_space_flow: project={project!r} with a NetworkKernel of output={kernel.output!r}: the flow's "
+            "state would leave the network's outputs (the kernel and the weight step are those of the "
+            f"{'raw' if kernel.output == 'raw' else 'normalised'} outputs); use project='sphere' with "
+            "NetworkKernel(..., output='sphere') (the outputs normalize(model(x)), as train_weight_space(output="
+            "'sphere')), or project=None with output='raw'"
+        )
     z = z0.detach().clone()
     if project == "sphere":
         z = project_sphere(z)
@@ -247,7 +296,7 @@ def function_space_flow(
         step,
         steps=steps,
         every=every,
-        probes=probes,
+        probes=member_checked_probes(probes, "function_space_flow"),
         snapshots={"z": lambda z: z, "neg_grad": lambda z: -z.shape[-2] * next(iter(grad.values()))},
         snapshot_every=snapshot_every,
         track=track,

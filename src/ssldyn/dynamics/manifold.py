@@ -37,9 +37,11 @@ reports it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, get_args
 
+import numpy as np
 import torch
 
 from ssldyn.checks import choice, nonnegative, positive
@@ -184,12 +186,36 @@ class PlainGD(_GroupGD):
         sgd_step_(group["params"], group["lr"])
 
 
+def _stiefel_tolerance(dtype: torch.dtype) -> float:
+    """The largest :func:`orthogonality_error` ``max |WᵀW − I|`` (relative to the unit entries of ``I``) of a matrix
+    taken as on the manifold: ``max(1e-6, √ε)`` of ``dtype`` (1e-6 in float64, 3.5e-4 in float32), far above the
+    round-off of a retraction (a few ε·√n) and far below any visible departure."""
+    return max(1e-6, math.sqrt(torch.finfo(dtype).eps))
+
+
+def _host_orthogonality_error(W: torch.Tensor) -> float:
+    """:func:`orthogonality_error` ``max |WᵀW − I|`` of the worst matrix of ``W (..., n, p)``, computed once on the
+    host in float64 with NumPy: a check of the start, not a step of the algorithm, so it adds no torch operation to
+    what the update costs (``FlopCounterMode`` counts of an update stay those of the update)."""
+    a = W.detach().to(device="cpu", dtype=torch.float64).numpy()  # (..., n, p)
+    if a.shape[-2] < a.shape[-1]:
+        a = np.swapaxes(a, -1, -2)  # wide: orthonormal rows
+    gram = np.swapaxes(a, -1, -2) @ a  # (..., p, p)
+    return float(np.abs(gram - np.eye(a.shape[-1])).max())
+
+
 class ManifoldGD(_GroupGD):
     """Gradient descent that keeps every parameter on its Stiefel manifold.
 
+    The retractions are the identity only on the manifold, so a start off it would be moved there by the first
+    step whatever the gradient (a jump, not a descent step): every parameter must start with
+    ``orthogonality_error(W) = max |WᵀW − I| <= max(1e-6, √ε)`` of its dtype (1e-6 in float64, 3.5e-4 in
+    float32), else a ``ValueError`` (checked when a
+    parameter group is added, i.e. at construction; on the host, one copy of each parameter).
+
     Args:
         params: matrices (batched ``(E, n, p)`` allowed) that already have orthonormal columns
-            (or rows, when wide).
+            (or rows, when wide): e.g. ``retract(W)`` / ``polar_retract(W)`` or :func:`random_stiefel`.
         lr: learning rate η.
         mode: ``"projected"`` (Euclidean step then retraction, eq. 11) or ``"riemannian"``
             (tangent projection then retraction).
@@ -211,6 +237,26 @@ class ManifoldGD(_GroupGD):
         choice(retraction, "retraction", RETRACTIONS, where="ManifoldGD")
         choice(tangent, "tangent", TANGENTS, where="ManifoldGD")
         super().__init__(params, dict(lr=lr, mode=mode, retraction=retraction, tangent=tangent))
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """A group of matrices on their Stiefel manifolds (see the class docstring), else one ``ValueError``."""
+        params = param_group["params"]
+        params = [params] if isinstance(params, torch.Tensor) else params  # a list (torch's Optimizer made it one)
+        for i, W in enumerate(params):
+            if not isinstance(W, torch.Tensor) or W.dim() < 2 or not W.is_floating_point():
+                got = f"shape {tuple(W.shape)}, {W.dtype}" if isinstance(W, torch.Tensor) else type(W).__name__
+                raise ValueError(f"ManifoldGD: parameter {i} must be a floating matrix (n, p) or a batch of them "
+                                 f"(..., n, p), got {got}")  # fmt: skip
+            err = _host_orthogonality_error(W)  # worst matrix of the batch
+            tol = _stiefel_tolerance(W.dtype)
+            if not err <= tol:  # NaN too
+                raise ValueError(
+                    f"ManifoldGD: parameter {i} of shape {tuple(W.shape)} does not start on the Stiefel manifold: "
+                    f"orthogonality_error max|WᵀW − I| = {float(err):.3g} > {tol:.2g} (max(1e-6, √ε) of {W.dtype}); "
+                    "the first retraction would jump to the manifold. Start from an orthonormal matrix, e.g. "
+                    "W.copy_(retract(W)) / polar_retract(W), or random_stiefel"
+                )
+        super().add_param_group(param_group)
 
     def _update(self, group: dict[str, Any]) -> None:
         if group["mode"] == "projected":

@@ -64,10 +64,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.checks import choice, integer, positive
+from ssldyn.checks import choice, integer, nonnegative, positive
 from ssldyn.dynamics.common import (
     EpochBatches,
     check_lr,
+    check_probe_value,
+    check_schedule,
     check_steps,
     drop_singleton_member,
     embed,
@@ -147,11 +149,12 @@ def train_ssl(
         predictor: optional predictor for SimSiam/BYOL-style objectives (see the module docstring).
         target_momentum: with a predictor, an EMA target network ``ξ ← m ξ + (1 − m) θ`` after
             every step (BYOL, Grill et al. 2020, ``m = 0.996``); None = the online network is the target.
-        probes: ``name -> probe(z)`` on the probe-set embeddings (float, or ``(E,)`` per member).
-        probe_data: the fixed probe set ``(n, ...)``; default the training tensor (required with
-            probes when ``data`` is a DataLoader).
+        probes: ``name -> probe(z)`` on the probe-set embeddings: a float for a plain model, ``(E,)`` for an
+            ensemble (anything else, e.g. a vector ``(d,)`` of one model, is a ``ValueError``).
+        probe_data: the fixed probe set ``(n, ...)`` with the training inputs' shape; default the training tensor
+            (required with probes when ``data`` is a DataLoader).
         every: the logged steps: an int ``k`` gives ``0, k, 2k, …`` and ``steps``; an iterable gives
-            those steps; None the first and the last (:func:`~ssldyn.dynamics.common.step_schedule`).
+            those steps (integers in ``0..steps``); None the first and the last (:func:`~ssldyn.dynamics.common.step_schedule`).
         track: wraps the step iterator (e.g. a progress bar).
         guard: the :class:`~ssldyn.dynamics.guards.LossGuard` (None: a default one, checked every
             step on the CPU; on an accelerator deferred: checked at the logged steps and every
@@ -178,8 +181,10 @@ def train_ssl(
         member at the logged steps.
 
     Raises:
-        ValueError: a bad argument, NaN/inf in tensor data, a view, output or loss of the wrong
-            shape, an optimizer that misses trainable parameters, CUDA asked for but absent.
+        ValueError: a bad argument (an explicit logged step outside ``0..steps`` included), NaN/inf in tensor
+            data, probe_data of another input shape than the data, a view, output or loss of the wrong shape (an
+            augmentation that changes the input shape for a model that fails on it), a probe value that is neither
+            a float nor ``(E,)``, an optimizer that misses trainable parameters, CUDA asked for but absent.
         NonFiniteLossError: the loss became NaN/inf (names the step and the last finite value).
 
     Example:
@@ -194,6 +199,7 @@ def train_ssl(
         [0, 10, 20]
     """
     _check_settings(steps, batch_size, data, target_momentum, predictor)
+    every = check_schedule(every, steps, who="train_ssl")
     if not callable(objective):
         raise ValueError(f"train_ssl: objective must be a callable (z1, z2) -> loss, got {type(objective).__name__}")
     augments = _augments(augment, views)
@@ -213,6 +219,8 @@ def train_ssl(
             raise ValueError("train_ssl: probes need probe_data (a fixed tensor of inputs) when data is a DataLoader")
         probe_data = data
     probe_x = None if probe_data is None else _as_tensor("probe_data", probe_data)
+    if probe_x is not None and isinstance(batches, _Sampler):
+        _check_probe_shape(probe_x, batches.x)  # tensor data: before any work (a DataLoader's at its first batch)
 
     params = _trainable(modules)
     opt = _optimizer(optimizer, modules, params)
@@ -232,9 +240,11 @@ def train_ssl(
     def step(model: nn.Module, t: int) -> tuple[nn.Module, Tensor]:
         x = to_module(next(batches), dev, dt)  # (B, ...)
         B = x.shape[0]
+        if t == start and probe_x is not None and not isinstance(batches, _Sampler):
+            _check_probe_shape(probe_x, x)  # a DataLoader's first batch
         vs = draw_views(augments, x, generator=g)  # V views (B, ...) each, drawn in order from g
         with autocast():
-            z, p = _forward_views(model, head, vs, B, predictor)  # per view (E, B, d) or (B, d)
+            z, p = _forward_views(model, head, vs, B, predictor, x.shape)  # per view (E, B, d) or (B, d)
             tz = _target_views(target, vs, B) if target is not None else None
         losses = _loss(objective, z, p, tz)  # (E,) or ()
         members[0] = _check_loss(losses, z[0], members[0])
@@ -299,13 +309,15 @@ def train_simclr(
     """SimCLR (``variational`` eq. 1, Fig. 1; Chen et al. 2020): :func:`train_ssl` with the NT-Xent objective.
 
     ``train_ssl(model, images, objective=InfoNCE(temperature), augment=augment, ...)`` with Adam
-    (``lr``, ``weight_decay``) or SGD with momentum 0.9, probes on the eval-mode backbone features of
+    (``lr``, ``weight_decay``) or SGD with momentum 0.9 over every trainable parameter of ``model`` and of a
+    ``head`` / ``predictor`` passed on, probes on the eval-mode backbone features of
     ``probe_images`` (default the first 512 images). Further keywords of :func:`train_ssl`
-    (``callbacks``, ``scheduler``, ``checkpoint``, ...) are passed on.
+    (``head``, ``callbacks``, ``scheduler``, ``checkpoint``, ...) are passed on.
 
     Args:
         model: a :class:`~ssldyn.models.SimCLRNet` (E members) or a plain module ``(2B, ...) -> (2B, d)``.
-        images: ``(N, C, H, W)`` in [0, 1].
+        images: ``(N, C, H, W)`` in [0, 1], or any inputs ``(N, ...)`` the model and ``augment`` take (e.g.
+            vectors ``(N, d)``, as :func:`train_ssl`).
         augment: ``augment(x, generator) -> view`` (e.g. :class:`ssldyn.data.augment.SimCLRAugment`).
     Returns:
         ``FlowResult(state=model, trajectory)`` with ``loss`` per member and the probes;
@@ -314,14 +326,20 @@ def train_simclr(
     from ssldyn.objectives import InfoNCE
 
     lr = check_lr(lr)
-    if not isinstance(images, Tensor) or images.dim() != 4:
-        raise ValueError(f"images must be (N, C, H, W), got {tuple(getattr(images, 'shape', ()))}")
+    if not isinstance(images, Tensor) or images.dim() < 2:
+        got = tuple(images.shape) if isinstance(images, Tensor) else type(images).__name__
+        raise ValueError(f"train_simclr: images must be a tensor (N, ...) with one input per row, e.g. (N, C, H, W) "
+                         f"or (N, d), got {got}")  # fmt: skip
     if not 2 <= batch_size <= images.shape[0]:
         raise ValueError(f"batch_size={batch_size}: must be in [2, N={images.shape[0]}] (the number of images)")
     temperature = positive(temperature, "temperature")
     choice(optimizer, "optimizer", ("adam", "sgd"))
-    # SGD with momentum 0.9; Adam has no momentum argument
-    opt = make_optimizer(model.parameters(), optimizer, lr, momentum=0.9, weight_decay=weight_decay)
+    weight_decay = nonnegative(weight_decay, "weight_decay", where="train_simclr")
+
+    def opt(params: list[nn.Parameter]) -> torch.optim.Optimizer:  # over the model's, head's and predictor's
+        # SGD with momentum 0.9; Adam has no momentum argument
+        return make_optimizer(params, optimizer, lr, momentum=0.9, weight_decay=weight_decay)
+
     return train_ssl(
         model,
         images,
@@ -362,10 +380,19 @@ def _augments(augment: Any, views: int) -> list:
 
 
 def _forward_views(
-    model: nn.Module, head: nn.Module | None, vs: list[Tensor], B: int, predictor: nn.Module | None
+    model: nn.Module,
+    head: nn.Module | None,
+    vs: list[Tensor],
+    B: int,
+    predictor: nn.Module | None,
+    x_shape: tuple[int, ...] | torch.Size | None = None,
 ) -> tuple[list[Tensor], list[Tensor] | None]:
     """Embeddings (and predictions) per view, ``(E, B, d)`` or ``(B, d)``: consecutive views of one
-    shape share a forward pass (``(k·B, ...)`` stacked, view ``i`` = rows ``i·B .. (i+1)·B``)."""
+    shape share a forward pass (``(k·B, ...)`` stacked, view ``i`` = rows ``i·B .. (i+1)·B``).
+
+    A model that fails (``RuntimeError``) on views whose shape differs from the batch's ``x_shape`` (or from each
+    other) is one ``ValueError`` naming the augmentations and the shapes; on views of the batch's own shape its
+    error is raised as it is (the model does not take the data)."""
     out: list[Tensor] = []
     preds: list[Tensor] = []
     for group in _shape_groups(vs):
@@ -373,12 +400,16 @@ def _forward_views(
         try:
             h = model(v)
         except RuntimeError as e:
-            if all(gv.shape == vs[0].shape for gv in vs) and len(vs) == len(group):
+            same = all(gv.shape == vs[0].shape for gv in vs) and len(vs) == len(group)
+            changed = [i for i, gv in enumerate(vs) if x_shape is not None and gv.shape != x_shape]
+            if (same and not changed) or isinstance(e, torch.OutOfMemoryError):
                 raise
             shapes = sorted({tuple(gv.shape) for gv in vs})
+            by = (f"augment {', '.join(map(str, changed))} changed the batch's shape {tuple(x_shape or ())} to "
+                  f"{', '.join(str(tuple(vs[i].shape)) for i in changed)}; " if changed else "")  # fmt: skip
             raise ValueError(
                 f"train_ssl: the model failed on views of shape {tuple(group[0].shape)} (the views have shapes "
-                f"{shapes}); an augmentation that changes the input shape needs a model that accepts it "
+                f"{shapes}); {by}an augmentation that changes the input shape needs a model that accepts it "
                 f"(e.g. global pooling for multi-crop) — the model said: {e}"
             ) from e
         _check_output("model", h, B, _declared_members(model), k=len(group))
@@ -492,17 +523,7 @@ def _member_checked(name: str, fn: Probe, members: list[int | None]) -> Probe:
     """The probe, with its number of values checked against the ensemble size."""
 
     def probe(obs: Tensor) -> Any:
-        value = fn(obs)
-        E = members[0] or 1
-        if E > 1 and not isinstance(value, Mapping):
-            n = value.numel() if isinstance(value, Tensor) else np.asarray(value).size
-            if n != E:
-                raise ValueError(
-                    f"train_ssl: probe {name!r} returned {n} value(s) for an ensemble of {E} members; "
-                    f"return one value per member, shape ({E},) (wrap an (n, d) probe in "
-                    "ssldyn.dynamics.per_member)"
-                )
-        return value
+        return check_probe_value(fn(obs), name, members[0] or 1, who="train_ssl")
 
     return probe
 
@@ -589,6 +610,9 @@ def _check_settings(steps, batch_size, data, target_momentum, predictor) -> None
     check_steps(steps)
     tensor_data = isinstance(data, (Tensor, np.ndarray))
     if tensor_data:
+        if batch_size is None:
+            raise ValueError("train_ssl: tensor data needs batch_size (an integer >= 2, at most N); a DataLoader sets "
+                             "its own")  # fmt: skip
         integer(batch_size, "batch_size", where="train_ssl", minimum=2)
     if not tensor_data and batch_size is not None:
         raise ValueError("train_ssl: batch_size is set by the DataLoader; leave batch_size=None")
@@ -605,6 +629,16 @@ def _as_tensor(name: str, x: Any) -> Tensor:
         raise ValueError(f"train_ssl: {name} must have shape (N, ...) with one input per row, got {tuple(t.shape)}")
     check_finite(name, t)
     return t
+
+
+def _check_probe_shape(probe_x: Tensor, x: Tensor) -> None:
+    """The probes embed ``probe_data (n, ...)`` with the model: its inputs must have the training inputs' shape."""
+    if probe_x.shape[1:] != x.shape[1:]:
+        raise ValueError(
+            f"train_ssl: probe_data has shape {tuple(probe_x.shape)}, inputs of shape {tuple(probe_x.shape[1:])}, "
+            f"but the training inputs have shape {tuple(x.shape[1:])} (data {tuple(x.shape)}); the probes embed "
+            f"probe_data with the model, so it must be (n, {', '.join(map(str, x.shape[1:]))})"
+        )
 
 
 class _Sampler:

@@ -33,8 +33,10 @@ from ssldyn.dynamics.common import (
     Track,
     check_embedding_loss,
     check_lr,
+    check_schedule,
     check_steps,
     drop_singleton_member,
+    member_checked_probes,
     minibatches,
 )
 from ssldyn.dynamics.engine import preserved_buffers, run
@@ -111,8 +113,9 @@ def train_weight_space(
         augment: ``augment(x, generator) -> view``; two views per step (None: no augmentation).
         batch_size: minibatch size (None: the full batch); batches are epochs of permutations
             drawn with ``generator``, which also drives ``augment``.
-        probes: ``name -> probe(z)`` on the clean embeddings of ``x`` (a float or ``(E,)``).
-        every, snapshot_every: the logged / snapshotted steps (int interval, explicit steps;
+        probes: ``name -> probe(z)`` on the clean embeddings of ``x``: a float for one model, ``(E,)`` for an
+            ensemble (anything else is a ``ValueError``).
+        every, snapshot_every: the logged / snapshotted steps (int interval, explicit steps in ``0..steps``;
             ``every=None``: first and last; ``snapshot_every=()``: none).
         track: progress wrapper of the step iterator (e.g. ``ctx.track``).
         guard: the loss guard (None: a default :class:`~ssldyn.dynamics.guards.LossGuard`; False: none).
@@ -121,11 +124,14 @@ def train_weight_space(
         ``FlowResult(state=model, trajectory)``: ``loss`` (the optimised loss) and the probes per
         member at the logged steps; snapshots of member 0 (or all members when ``E > 1``).
     Raises:
-        ValueError: bad arguments or NaN/inf in ``x`` (before training).
+        ValueError: bad arguments (an explicit step outside ``0..steps`` included) or NaN/inf in ``x`` (before
+            training); a probe value that is neither a float nor ``(E,)``.
         NonFiniteLossError: the loss became NaN/inf (names the step and the last finite value).
     """
     steps, lr = check_steps(steps), check_lr(lr)
     choice(output, "output", ("sphere", "raw"))
+    every = check_schedule(every, steps, who="train_weight_space")
+    snapshot_every = check_schedule(snapshot_every, steps, "snapshot_every", who="train_weight_space")
     if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[0] == 0:
         raise ValueError(f"x: expected a non-empty tensor (n, ...), got {getattr(x, 'shape', type(x).__name__)}")
     check_finite("x", x)
@@ -180,7 +186,7 @@ def train_weight_space(
         step,
         steps=steps,
         every=every,
-        probes=probes,
+        probes=member_checked_probes(probes, "train_weight_space"),
         observe=lambda m: observed(m)[0],
         snapshots={"z": lambda m: observed(m)[0], "neg_grad": lambda m: observed(m)[1]},
         snapshot_every=snapshot_every,

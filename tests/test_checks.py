@@ -174,8 +174,17 @@ def test_one_rule_for_options():
     assert choice(None, "project", (None, "sphere")) is None
     with pytest.raises(ValueError, match=r"^f: mode 'x': allowed values are 'a', 'b'$"):
         choice("x", "mode", ("a", "b"), where="f")
-    with pytest.raises(ValueError, match=r"^mode tensor\(\[1, 2\]\): allowed values are 'a'$"):
+    with pytest.raises(ValueError, match=r"^mode \(a Tensor of shape \(2,\)\): allowed values are 'a'$"):
         choice(torch.tensor([1, 2]), "mode", ("a",))  # a tensor compares element-wise: not an option, no crash
+    # a slipped positional tensor is named by type and shape, never printed (it was thousands of characters)
+    with pytest.raises(
+        ValueError, match=r"^f: activation \(a ndarray of shape \(100, 4\)\): allowed values are 'relu'$"
+    ):
+        choice(np.zeros((100, 4)), "activation", ("relu",), where="f")
+    with pytest.raises(ValueError, match=r"^mode np\.float64\(0\.5\): allowed"):  # a NumPy scalar: its repr
+        choice(np.float64(0.5), "mode", ("a",))
+    with pytest.raises(ValueError, match=r"^mode 'x{76}\.\.\.: allowed"):  # a long repr is cut at 80
+        choice("x" * 200, "mode", ("a",))
     from ssldyn.errors import UserError
 
     with pytest.raises(UserError, match=r"^split 'val': allowed values are 'train', 'test'$"):

@@ -114,5 +114,15 @@ def choice(
     except (TypeError, ValueError, RuntimeError):  # an incomparable value (a tensor, an array) is not an option
         ok = False
     if not ok:
-        raise error(f"{_prefix(where)}{name} {value!r}: allowed values are {', '.join(map(repr, options))}")
+        raise error(f"{_prefix(where)}{name} {_short(value)}: allowed values are {', '.join(map(repr, options))}")
     return value
+
+
+def _short(value: object) -> str:
+    """``repr(value)`` for an option-like value; a tensor or array (a slipped positional argument) by its type and
+    shape, never its numbers."""
+    shape = getattr(value, "shape", None)
+    if shape is not None and len(shape) > 0 and not isinstance(value, (str, bytes)):
+        return f"(a {type(value).__name__} of shape {tuple(shape)})"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

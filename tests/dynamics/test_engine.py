@@ -376,3 +376,16 @@ def test_a_run_without_updates_logs_no_made_up_loss():
     with_updates = run(torch.tensor(3.0), step, steps=1, final=False, probes={"s": lambda x: x})
     g = with_updates.trajectory.to_frame()
     assert g[g.probe == "loss"].value.tolist() == [3.0, 6.0, 3.0, 6.0]  # steps 0 and 1: the loss of step 0
+
+
+def test_explicit_logged_steps_outside_the_run_are_an_error_not_dropped():
+    """``every=[0, 7]`` with ``steps=5``: step 7 is never reached; it used to be dropped silently (a missing row the
+    caller had to notice). In range, the logged losses are those of the steps asked for (loss at t = t²)."""
+    step = lambda s, t: (s + 1, torch.tensor(float(t * t)))  # noqa: E731
+    res = run(0, step, steps=5, every=[0, 2, 5])
+    assert res.trajectory.series("loss")[0].tolist() == [0, 2, 5]
+    assert res.trajectory.series("loss")[1].tolist() == [0.0, 4.0, 25.0]
+    with pytest.raises(ValueError, match=r"^run: every: the steps 7 are not integers in 0\.\.steps=5"):
+        run(0, step, steps=5, every=[0, 7])
+    with pytest.raises(ValueError, match=r"^run: snapshot_every: the steps -1 are not integers in 0\.\.steps=5"):
+        run(0, step, steps=5, snapshots={"s": lambda s: s}, snapshot_every=[-1])

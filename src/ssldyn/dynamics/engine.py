@@ -50,7 +50,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ssldyn.dynamics.common import check_steps, log_value, step_schedule
+from ssldyn.dynamics.common import check_schedule, check_steps, log_value, step_schedule
 from ssldyn.dynamics.guards import LossGuard, resolve_guard
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 
@@ -160,7 +160,8 @@ def run(
             the next state; ``extras`` (a mapping ``name -> value``, or a callable returning one, only
             called at logged steps) are logged after the loss.
         steps: number of updates (>= 0).
-        every: the logged steps (an int interval, explicit steps, None: first and last).
+        every: the logged steps (an int interval, explicit steps in ``0..steps`` — another is a ``ValueError`` —, None:
+            first and last).
         probes: ``name -> probe(observable)`` with ``observable = observe(state)`` (default the state).
         snapshots, snapshot_every: ``name -> fn(state)`` kept at the ``snapshot_every`` steps.
         track: wraps the step iterator (progress bars).
@@ -190,8 +191,8 @@ def run(
                 raise ValueError(f"{kind}: {name!r} must be a callable (observable -> value), got {type(fn).__name__}")
     guard = resolve_guard(guard, guard_what)
     traj = trajectory if trajectory is not None else Trajectory()
-    logs = step_schedule(every, steps)
-    snaps = step_schedule(snapshot_every, steps)
+    logs = step_schedule(check_schedule(every, steps, who="run"), steps)  # explicit steps in 0..steps, else an error
+    snaps = step_schedule(check_schedule(snapshot_every, steps, "snapshot_every", who="run"), steps)
     probes = dict(probes or {})
     snapshots = dict(snapshots or {})
     observe = observe or (lambda s: s)

@@ -321,7 +321,7 @@ class Fig3(GrassmannExperiment):
             net.weights(),
             lambda: trace_loss(net.W1, net.W2, C),
             steps=cfg.steps,
-            every=[0, cfg.ascent_steps],
+            every=[t for t in (0, cfg.ascent_steps) if t <= cfg.steps],  # L(ascent_steps) only if it is reached
             update=lambda: projected_gd_step_(net.weights(), -cfg.lr, "polar"),
         )  # W ← polar(W + η∇L): as printed
         L = asc.trajectory.series_members("loss")[1]  # (1 or 2, E): L(0) [and L(ascent_steps)]

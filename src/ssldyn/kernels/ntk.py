@@ -234,7 +234,7 @@ def empirical_ntk(
     if implementation == "jacobian" or mode == "diagonal":  # the diagonal is always built from Jacobian chunks
         full_jac = (n1 + (0 if same else n2)) * jac_row
         if implementation == "jacobian" and mode == "full" and full_jac + out_numel * item <= budget:
-            K = _ntk_jacobian(f, p, x1, x2, same, mode, chunk_size)  # all Jacobians at once (fast path)
+            K = _ntk_jacobian(f, p, x1, x2, same, chunk_size)  # all Jacobians at once (fast path)
         else:
             need = (1 if mode == "diagonal" else 2) * c * jac_row + out_numel * item
             if need > budget:
@@ -274,11 +274,12 @@ def _contract(eq: str, J1: list[Tensor], J2: list[Tensor]) -> Tensor:
     return out
 
 
-def _ntk_jacobian(f, p, x1, x2, same: bool, mode: str, chunk_size=None) -> Tensor:
+def _ntk_jacobian(f, p, x1, x2, same: bool, chunk_size=None) -> Tensor:
+    """The full kernel ``(E, n1, n2, d, d)`` from the Jacobians of all samples at once (trace and diagonal modes
+    always go through :func:`_ntk_jacobian_chunked`)."""
     j1 = _jac(f, p, x1, chunk_size)
     j2 = j1 if same else _jac(f, p, x2, chunk_size)
-    eq = "eiaP,ejbP->eijab" if mode == "full" else "eiaP,ejaP->eij"
-    return _contract(eq, j1, j2)
+    return _contract("eiaP,ejbP->eijab", j1, j2)
 
 
 def _ntk_jacobian_chunked(f, p, x1, x2, same: bool, mode: str, c: int, E: int, d: int) -> Tensor:

@@ -84,7 +84,7 @@ def test_covariance_matches_loop_reference():
     a, a_pos = _rand(5, 3, seed=0), _rand(5, 3, seed=1)
     b, b_pos = _rand(5, 2, seed=2), _rand(5, 2, seed=3)
     alpha = torch.rand(5, 5, generator=torch.Generator().manual_seed(4), dtype=torch.float64)  # asymmetric, diag ≠ 0
-    got = contrastive_covariance(a, a_pos, b, b_pos, alpha)
+    got = contrastive_covariance(a, a_pos, b, b_pos, alpha=alpha)
     assert got.shape == (3, 2)
     np.testing.assert_allclose(got.numpy(), ref_covariance(a, a_pos, b, b_pos, alpha), rtol=1e-12, atol=1e-14)
     # default b = a, alpha = 1
@@ -201,7 +201,7 @@ def test_gradcheck():
     a, a_pos = _rand(4, 3, seed=24).requires_grad_(True), _rand(4, 3, seed=25).requires_grad_(True)
     b, b_pos = _rand(4, 2, seed=26).requires_grad_(True), _rand(4, 2, seed=27).requires_grad_(True)
     alpha = torch.rand(4, 4, generator=torch.Generator().manual_seed(28), dtype=torch.float64).requires_grad_(True)
-    assert torch.autograd.gradcheck(contrastive_covariance, (a, a_pos, b, b_pos, alpha))
+    assert torch.autograd.gradcheck(lambda *t: contrastive_covariance(*t[:4], alpha=t[4]), (a, a_pos, b, b_pos, alpha))
     assert torch.autograd.gradcheck(
         lambda f, fp, al: alpha_cl_energy(f, fp, al, stop_gradient=False), (a, a_pos, alpha)
     )

@@ -60,6 +60,7 @@ def contrastive_covariance(
     a_pos: Tensor,
     b: Tensor | None = None,
     b_pos: Tensor | None = None,
+    *,
     alpha: Tensor | None = None,
 ) -> Tensor:
     r"""Contrastive covariance ``C_α[a, b]`` of ``nonlinearity`` eq. (3).
@@ -77,8 +78,9 @@ def contrastive_covariance(
         a_pos: view-2 features ``a[i']``, same shape as ``a``.
         b, b_pos: second argument ``(..., N, q)``; default ``b = a``, ``b_pos = a_pos``
             (give both or neither).
-        alpha: pairwise importance ``(N, N)`` or ``(..., N, N)``; default uniform
-            ``α ≡ 1``. Its diagonal enters through the row sums only (see module notes).
+        alpha: pairwise importance ``(N, N)`` or ``(..., N, N)``, keyword-only (as every hyperparameter of
+            the package); default uniform ``α ≡ 1``. Its diagonal enters through the row sums only (see module
+            notes).
 
     Returns:
         ``(p, q)`` matrix, or ``(..., p, q)`` with ensemble axes (sums over i, j reduced).

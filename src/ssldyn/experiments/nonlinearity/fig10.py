@@ -21,6 +21,8 @@ from ssldyn.contract import Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, lt
 from ssldyn.experiments.nonlinearity._token_seeds import flip_signs, mean_diff, over_parameterised_cells
 from ssldyn.experiments.nonlinearity.fig4 import (
+    BN_KNOBS,
+    BN_PAPER,
     DIFF_BOUNDS,
     EFFECT_CHI,
     EFFECT_CHI_BASIS,
@@ -67,6 +69,14 @@ class Fig10(_ActivationGridBase):
             ),
             knobs=LR_BATCH_KNOBS,
             paper=LR_BATCH_PAPER,
+        ),
+        Robustness(
+            claims=(
+                "relu-rises-with-beta-quadratic", "relu-gain-beyond-init-quadratic", "relu-beats-linear-quadratic",
+                "linear-flat-in-beta-quadratic", "quadratic-below-infonce",
+            ),
+            knobs=BN_KNOBS,
+            paper=BN_PAPER,
         ),
     )  # fmt: skip
     claims = (

@@ -34,6 +34,16 @@ def _fd_grad(f, z, h=1e-6):
     return g
 
 
+def _twin_mlps(seed: int, hidden: int):
+    """Inputs ``x (6, 3)``, a tanh MLP ``net``, its copy ``ref`` (the same weights) and ``z0 = net(x)``, float64."""
+    torch.manual_seed(seed)
+    x = torch.randn(6, 3, dtype=torch.float64)
+    net = MLP(3, 2, hidden=hidden, depth=2, activation="tanh", dtype=torch.float64)
+    ref = MLP(3, 2, hidden=hidden, depth=2, activation="tanh", dtype=torch.float64)
+    ref.load_state_dict(net.state_dict())
+    return x, net, ref, net(x)[0].detach()
+
+
 def test_prop41_one_weight_step_equals_kernel_step_up_to_eta_squared():
     torch.manual_seed(0)
     x = torch.randn(6, 3, dtype=torch.float64)
@@ -77,12 +87,7 @@ def test_fixed_kernel_flow_step_and_snapshots():
 
 
 def test_network_kernel_flow_tracks_the_trained_network():
-    torch.manual_seed(1)
-    x = torch.randn(6, 3, dtype=torch.float64)
-    net = MLP(3, 2, hidden=16, depth=2, activation="tanh", dtype=torch.float64)
-    ref = MLP(3, 2, hidden=16, depth=2, activation="tanh", dtype=torch.float64)
-    ref.load_state_dict(net.state_dict())
-    z0 = net(x)[0].detach()
+    x, net, ref, z0 = _twin_mlps(seed=1, hidden=16)
     nk = NetworkKernel(net, x, refresh_every=1)
     z_flow = function_space_flow(z0, _loss, nk, steps=20, lr=1e-3).state
     train_weight_space(ref, x, _loss, steps=20, lr=1e-3, output="raw", every=None)
@@ -294,12 +299,7 @@ def test_non_floating_z0_or_a_complex_kernel_is_one_value_error():
 def _sphere_pair(lr, steps=20):
     """The flow with a NetworkKernel(output="sphere") and projection, and train_weight_space(output="sphere") from the
     same weights: (flow state, the flow network's normalised outputs, the weight-space network's, start)."""
-    torch.manual_seed(1)
-    x = torch.randn(6, 3, dtype=torch.float64)
-    net = MLP(3, 2, hidden=16, depth=2, activation="tanh", dtype=torch.float64)
-    ref = MLP(3, 2, hidden=16, depth=2, activation="tanh", dtype=torch.float64)
-    ref.load_state_dict(net.state_dict())
-    z0 = net(x)[0].detach()
+    x, net, ref, z0 = _twin_mlps(seed=1, hidden=16)
     nk = NetworkKernel(net, x, output="sphere")
     z_flow = function_space_flow(z0, _loss, nk, steps=steps, lr=lr, project="sphere").state
     train_weight_space(ref, x, _loss, steps=steps, lr=lr, every=None)  # output="sphere", its default
@@ -398,3 +398,50 @@ def test_a_vector_probe_of_one_model_is_refused_not_logged_as_members():
     net = MLP(3, 2, hidden=8, depth=2, activation="tanh", dtype=torch.float64)
     with pytest.raises(ValueError, match=r"^train_weight_space: probe 'm' returned shape \(2,\)"):
         train_weight_space(net, x, _loss, steps=1, lr=1e-3, probes={"m": lambda z: z.mean(0)})
+
+
+def _unscaled_loss(z):  # a mean over pairs, not invariant to the scale of z (written out here), unlike _loss
+    return ((z.unsqueeze(-2) - z.unsqueeze(-3)) ** 2).sum(-1).neg().exp().mean((-1, -2))
+
+
+# a NetworkKernel moves its network's weights along the weight flow (advance), and project="sphere" projects the
+# starting embeddings too
+def test_network_kernel_moves_the_weights_by_a_gradient_step_of_the_loss(sgd_step_by_hand):
+    # at step 0 the flow's z is the network's output, so advance(g, lr) = −lr Σ_i J_iᵀ g_i is exactly one GD step
+    # of 𝓛(model(x)) on the weights (reference: the hand-written SGD step)
+    x, net, ref, z0 = _twin_mlps(seed=2, hidden=8)
+    w0 = [p.detach().clone() for p in net.parameters()]
+    function_space_flow(z0, _unscaled_loss, NetworkKernel(net, x, refresh_every=1), steps=1, lr=0.05)
+    sgd_step_by_hand(ref, _unscaled_loss(ref(x)[0]), 0.05)
+    assert max(float((q.detach() - p0).abs().max()) for q, p0 in zip(ref.parameters(), w0)) > 1e-4  # a real step
+    for p, q in zip(net.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-10, atol=1e-12)
+
+
+def test_network_kernel_flow_and_its_network_stay_together_over_many_steps(sgd_step_by_hand):
+    x, net, ref, z0 = _twin_mlps(seed=1, hidden=16)
+    w0 = [p.detach().clone() for p in net.parameters()]
+    z_flow = function_space_flow(z0, _unscaled_loss, NetworkKernel(net, x, refresh_every=1), steps=20, lr=0.05).state
+    for _ in range(20):
+        sgd_step_by_hand(ref, _unscaled_loss(ref(x)[0]), 0.05)
+    dw_ref = torch.cat([(q.detach() - p0).reshape(-1) for q, p0 in zip(ref.parameters(), w0)])
+    dw_net = torch.cat([(p.detach() - p0).reshape(-1) for p, p0 in zip(net.parameters(), w0)])
+    assert float((dw_net - dw_ref).norm()) < 0.05 * float(dw_ref.norm())  # the weights followed GD
+    z_net = net(x)[0].detach()
+    assert float((z_flow - z_net).norm()) < 0.05 * float((z_net - z0).norm())  # and the kernel followed the weights
+
+
+def test_sphere_projection_applies_to_the_starting_embeddings():
+    # z0 off the sphere: eq. (14) starts from P_C(z0), so step 1 is P(P(z0) − σ n ∂𝓛/∂z |_{P(z0)}) and the loss
+    # logged at step 0 is 𝓛(P(z0))
+    g = torch.Generator().manual_seed(5)
+    z0 = 3.0 * torch.randn(5, 2, generator=g, dtype=torch.float64)
+    u0 = z0 / z0.norm(dim=1, keepdim=True)
+    res = vanilla_gradient_descent(z0, _unscaled_loss, steps=1, lr=0.1)
+    want = u0 - 0.1 * 5 * _fd_grad(_unscaled_loss, u0)
+    want = want / want.norm(dim=1, keepdim=True)
+    torch.testing.assert_close(res.state, want, rtol=0, atol=1e-7)
+    assert abs(res.trajectory.series("loss")[1][0] - float(_unscaled_loss(u0))) < 1e-12
+    # with steps = 0 the state is the projected start
+    torch.testing.assert_close(function_space_flow(z0, _unscaled_loss, torch.eye(5, dtype=torch.float64), steps=0, lr=0.1,
+                                                   project="sphere").state, u0, rtol=0, atol=1e-15)  # fmt: skip

@@ -139,3 +139,14 @@ def test_module_wrapper_and_validation():
         generalized_contrastive_loss(z1, z2, temperature=-2)
     with pytest.raises(ValueError, match="same shape"):
         generalized_contrastive_loss(z1, z2[:3])
+
+
+# generalized_contrastive_loss with a user η and the default Ψ = log1p (the one path the loop tests missed)
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_user_eta_with_default_psi_matches_loop_reference(symmetric):
+    g = torch.Generator().manual_seed(11)
+    z1, z2 = torch.randn(6, 3, generator=g, dtype=torch.float64), torch.randn(6, 3, generator=g, dtype=torch.float64)
+    eta = lambda t: 1.0 / (1.0 + t)  # noqa: E731  (maximal at 0)
+    got = generalized_contrastive_loss(z1, z2, eta=eta, symmetric=symmetric)  # psi=None: Ψ = log1p
+    want = ref_generalized(z1.numpy(), z2.numpy(), math.log1p, lambda t: 1.0 / (1.0 + t), symmetric)
+    assert got.item() == pytest.approx(want, rel=1e-12)

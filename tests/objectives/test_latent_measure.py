@@ -191,3 +191,12 @@ def test_module_and_validation():
         cluster_measure_nt_xent(y, [1, 0, 2, 2])
     with pytest.raises(ValueError, match="temperature"):
         cluster_measure_nt_xent(y, 8, 0)
+
+
+def test_module_with_positive_term_is_prop_2_1_divided_by_the_positive_pair():
+    """LatentMeasureNTXent forwards positive_term (the module test only used the default): Σ_i w_i log(1 + 2 Σ_{j≠i}
+    w_j e^{(cos_ij − 1)/τ}), uniform w = 1/n, the loop reference."""
+    y = torch.randn(5, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    tau = 0.4
+    ref = ref_measure(y.numpy(), np.ones(5), tau, positive_term=True)
+    assert LatentMeasureNTXent(tau, positive_term=True)(y).item() == pytest.approx(ref, rel=1e-12)

@@ -28,6 +28,20 @@ def test_a_dotted_key_under_a_value_is_one_error_in_sets_and_sweeps():
         nest({"optim": 3, "optim.lr": 0.1})
 
 
+def test_flatten_is_nests_inverse_and_names_empty_sections_only_when_asked():
+    """flatten (the run store's config columns, --sweep's overlap check with --config) undoes nest key by key; an
+    empty section is a key of its own only with empty_leaf (the overlap check: "optim: {}" in a file still names
+    optim)."""
+    from ssldyn.lab.sweep import flatten, nest
+
+    tree = {"optim": {"lr": 0.1, "sched": {"kind": "cos"}}, "n": 3, "taus": [0.1, 0.2], "extra": {}}
+    flat = dict(flatten(tree))
+    assert flat == {"optim.lr": 0.1, "optim.sched.kind": "cos", "n": 3, "taus": [0.1, 0.2]}
+    assert nest(flat) == {k: v for k, v in tree.items() if k != "extra"}
+    assert dict(flatten(tree, empty_leaf=True)) == {**flat, "extra": {}}
+    assert list(flatten({"a": {"b": {}}}, empty_leaf=True)) == [("a.b", {})]
+
+
 def test_build_config_layers_and_validation():
     cfg = build_config(ToyConfig, {"n": 4}, parse_sets(["optim.lr=0.25"]))
     assert (cfg.n, cfg.optim.lr, cfg.tau) == (4, 0.25, 0.5)

@@ -344,26 +344,16 @@ def _check_sweep_keys(swept: list[str], sets: list[str] | None, config: Path | N
     if not swept:
         return
     from ssldyn.contract.config import keys_overlap, load_config_file, set_keys
+    from ssldyn.lab.sweep import flatten
 
     given = [(k, "--set") for k in set_keys(sets)]
     if config is not None:
-        given += [(k, f"--config {str(config)!r}") for k in _leaf_keys(load_config_file(config))]
+        given += [(k, f"--config {str(config)!r}") for k, _ in flatten(load_config_file(config), empty_leaf=True)]
     for key in swept:
         for other, where in given:
             if keys_overlap(key, other):
                 also = "" if other == key else f" (as {other!r})"
                 raise UserError(f"--sweep {key}: also given with {where}{also}; drop one")
-
-
-def _leaf_keys(tree: dict[str, Any], prefix: str = "") -> list[str]:
-    """The dotted keys of a nested mapping's values (``{"optim": {"lr": 1}}`` -> ``["optim.lr"]``)."""
-    out = []
-    for k, v in tree.items():
-        if isinstance(v, dict) and v:
-            out += _leaf_keys(v, f"{prefix}{k}.")
-        else:
-            out.append(f"{prefix}{k}")
-    return out
 
 
 @_command(

@@ -36,6 +36,7 @@ from ssldyn.contract.claims import Claim
 from ssldyn.lab.scores import SCORED_KINDS, outcome_counts
 from ssldyn.lab.store import record_seeds
 from ssldyn.lab.study import config_value, selects
+from ssldyn.lab.sweep import flatten
 
 __all__ = ["load", "key_columns", "Results", "RunRecord"]
 
@@ -203,14 +204,6 @@ def _has_key(config: Mapping[str, Any], key: str) -> bool:
     return config_value(config, key, _ABSENT) is not _ABSENT
 
 
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
-    for k, v in d.items():
-        if isinstance(v, Mapping):
-            yield from _flatten(v, f"{prefix}{k}.")
-        else:
-            yield f"{prefix}{k}", v
-
-
 @dataclass
 class Results:
     """Finished runs of one output directory as DataFrames (see the module docstring).
@@ -333,7 +326,7 @@ class Results:
             for r in self.records:
                 base = self._run_columns(r)
                 for seed, summ in sorted(r.summaries.items()):
-                    for name, v in _flatten(summ):
+                    for name, v in flatten(summ):
                         rows.append({**base, "seed": int(seed), "name": name, "value": _number(v), "raw": v})
             cols = [*RUN_KEYS, *self._key_columns().values(), "seed", "name", "value", "raw"]
             self._cache["summaries"] = self._frame(rows, cols)
@@ -481,7 +474,7 @@ class Results:
         scope = [r for r in self.records if selects(names, r.experiment)]
         for key in want:
             if scope and not any(_has_key(r.config, key) for r in scope):
-                have = sorted({k for r in scope for k, _ in _flatten(r.config)})
+                have = sorted({k for r in scope for k, _ in flatten(r.config)})
                 import difflib
 
                 near = difflib.get_close_matches(key, have, n=3, cutoff=0.6)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ssldyn.contract.config import echo, parse_value, set_path
@@ -83,6 +84,17 @@ def expand_grid(items: list[str] | None, *, limit: int | None = MAX_GRID) -> lis
         raise UserError(f"--sweep: the grid has {size} points (limit {limit}); narrow it or pass --yes")
     keys = [k for k, _ in axes]
     return [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in axes))]
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "", *, empty_leaf: bool = False) -> Iterator[tuple[str, Any]]:
+    """``(dotted key, value)`` of a nested mapping's values, the inverse of :func:`nest`
+    (``{"optim": {"lr": 1}}`` -> ``("optim.lr", 1)``). An empty mapping is skipped, or with ``empty_leaf`` yielded
+    as a value of its own key."""
+    for k, v in tree.items():
+        if isinstance(v, Mapping) and (v or not empty_leaf):
+            yield from flatten(v, f"{prefix}{k}.", empty_leaf=empty_leaf)
+        else:
+            yield f"{prefix}{k}", v
 
 
 def nest(flat: dict[str, Any]) -> dict[str, Any]:

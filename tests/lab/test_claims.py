@@ -11,8 +11,10 @@ from ssldyn.contract.claims import (
     ClaimSpec,
     Erratum,
     Measured,
+    Rule,
     between,
     bootstrap_median_interval,
+    equals,
     evaluate,
     every_seed,
     ge,
@@ -193,13 +195,15 @@ def test_pooled_rule_takes_one_measurement():
         evaluate(spec(ge(0.9), rule=r), None, SEEDS, [0.95, 0.9])
 
 
-def test_boolean_claims_use_the_fraction_of_seeds():
-    def wilson(k, n, z=1.959963984540054):  # the score interval written out
-        p = k / n
-        c = (p + z * z / (2 * n)) / (1 + z * z / n)
-        h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        return (c - h, c + h)
+def wilson(k, n, z=1.959963984540054):
+    """The Wilson score interval for k of n, written out."""
+    p = k / n
+    c = (p + z * z / (2 * n)) / (1 + z * z / n)
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (c - h, c + h)
 
+
+def test_boolean_claims_use_the_fraction_of_seeds():
     c = evaluate(spec(is_true()), None, SEEDS, [True, True, True, True, False])
     assert c.passed and c.status == "pass" and c.value == pytest.approx(0.8) and c.interval_method == "Wilson"
     assert c.interval == pytest.approx(wilson(4, 5), rel=1e-5)  # (0.3755, 0.9638)
@@ -294,3 +298,115 @@ def test_references_and_paper_text():
         assert reference_in_text(r, text), r
     for r in ["Fig. 4", "Thm. 4.3", "eq. 12", "App. B.6", "Table 1", "Remark 3.1"]:
         assert not reference_in_text(r, text), r
+
+
+# --- edges of the relations, rules and verdicts (mutation audit: each test fails for a one-line change of claims.py) ---
+def test_relations_at_their_other_edges():
+    # a yes/no measurement holds for any finite non-zero number, never for a string, even one that reads as a number
+    assert is_true().holds(-1.0) and is_true().holds(2)
+    assert not any(is_true().holds(v) for v in ("1", b"1", "nan"))
+    # between includes its lower end too, and refuses a range given upside down
+    assert between(0, 1).holds(0.0) and not between(0, 1).holds(-1e-12)
+    with pytest.raises(ValueError, match="lower bound above upper bound"):
+        between(1, 0)
+    # equals: a count that must be exactly 2 (nonlinearity Fig. 8 "only two maxima")
+    assert equals(2).holds(2) and equals(2).holds(2.0) and not equals(2).holds(3) and equals("relu").holds("relu")
+    r = every_seed("an exact count")
+    assert evaluate(spec(equals(2), rule=r), None, [0, 1, 2], [2, 2, 2]).status == "pass"
+    assert evaluate(spec(equals(2), rule=r), None, [0, 1, 2], [2, 3, 2]).status == "fail"
+
+
+def test_yes_no_claims_under_the_other_rules():
+    # every seed: 4/5 fails, although the Wilson interval of 4/5 (0.3755, 0.9638) reaches 80 %
+    r = every_seed("an exact identity must hold for every draw")
+    c = evaluate(spec(is_true(), rule=r), None, SEEDS, [True, True, True, True, False])
+    assert wilson(4, 5)[1] > 0.8 and c.status == "fail" and c.value == pytest.approx(0.8)
+    r = Rule("every-seed", reason="declared directly: min_fraction keeps its default 0.8, which every-seed ignores")
+    assert evaluate(spec(is_true(), rule=r), None, SEEDS, [True, True, True, True, False]).status == "fail"
+    # the whole-interval rule asks the Wilson lower end: 5/5 gives (0.5655, 1): inconclusive, not a pass
+    w = whole_interval("a rate that must be significant over seeds")
+    c = evaluate(spec(is_true(), rule=w), None, SEEDS, [True] * 5)
+    lo, hi = wilson(5, 5)
+    assert lo < 0.8 <= hi and c.interval == pytest.approx((lo, hi), abs=1e-5) and c.status == "inconclusive"
+    # 20/20: the lower end 1 / (1 + z²/20) = 0.8389 clears 80 %: pass
+    c = evaluate(spec(is_true(), rule=w), None, list(range(20)), [True] * 20)
+    lo = wilson(20, 20)[0]
+    assert lo == pytest.approx(1 / (1 + 1.959963984540054**2 / 20)) and lo > 0.8 and c.status == "pass"
+    # one seed: never inconclusive, even where the one-seed Wilson upper end (0.7935) reaches a lower fraction
+    half = Rule("mean+80%", 0.5, "half of the seeds suffice")
+    c = evaluate(spec(is_true(), rule=half), None, [0], [False])
+    assert wilson(0, 1)[1] > 0.5 and c.status == "fail"
+
+
+def test_every_seed_rule_is_a_pass_or_a_fail_never_inconclusive():
+    r = every_seed("an exact identity must hold for every draw")
+    x = [0, 0, 0, 0, 1e-6]
+    lo, hi = _scipy_t(x)  # (-3.55e-7, 7.55e-7): contains the threshold 1e-9
+    c = evaluate(spec(le(1e-9), rule=r), None, SEEDS, x)
+    assert lo < 1e-9 < hi and c.status == "fail" and c.n_seeds_passed == 4
+
+
+def test_two_seeds_can_be_inconclusive_and_one_seed_has_no_interval():
+    x = [0.4, 0.9]  # mean 0.65; t(1) = 12.706: [-2.527, 3.827] contains 0.5
+    c = evaluate(spec(gt(0.5)), None, [0, 1], x)
+    assert c.interval == pytest.approx(_scipy_t(x), rel=1e-5) and c.status == "inconclusive"
+    c = evaluate(spec(gt(0.5)), None, [0], [0.4])
+    assert c.status == "fail" and c.interval is None and c.interval_method == "one seed: no interval"
+
+
+def test_default_rule_fails_when_the_mean_misses_and_its_interval_clears_the_threshold():
+    # 16/20 seeds (80 %) hold, but four outliers pull the mean to -0.592 and its whole interval below 0.5
+    x = [0.51] * 16 + [-5.0] * 4
+    lo, hi = _scipy_t(x)
+    assert hi < 0.5
+    c = evaluate(spec(gt(0.5)), None, list(range(20)), x)
+    assert c.n_seeds_passed == 16 and c.value == pytest.approx(np.mean(x)) and c.status == "fail"
+
+
+def test_nan_seeds_count_against_the_seed_fraction():
+    # 3 of 5 seeds hold (two are NaN): the interval of the three finite values clears 0.5, but 3/5 < 80 %
+    x = [0.9, 0.92, float("nan"), 0.88, float("nan")]
+    c = evaluate(spec(gt(0.5)), None, SEEDS, x)
+    assert c.interval == pytest.approx(_scipy_t([0.9, 0.92, 0.88]), rel=1e-5) and c.interval[0] > 0.5
+    assert c.n_seeds_passed == 3 and c.status == "fail"
+
+
+def test_no_finite_value_is_a_fail():
+    c = evaluate(spec(gt(0.5)), None, SEEDS, [float("nan")] * 5)
+    assert c.status == "fail" and c.interval is None and math.isnan(c.value)
+
+
+def test_between_fails_when_the_whole_interval_lies_outside_the_range():
+    assert evaluate(spec(between(0.4, 0.6)), None, SEEDS, [0.1, 0.12, 0.08, 0.11, 0.1]).status == "fail"
+    assert evaluate(spec(between(0.4, 0.6)), None, SEEDS, [0.9, 0.92, 0.88, 0.91, 0.9]).status == "fail"
+
+
+def test_median_of_an_even_number_of_seeds_is_the_mean_of_the_middle_two():
+    c = evaluate(spec(gt(2.2), statistic="median"), None, [0, 1, 2, 3], [10.0, 1.0, 3.0, 2.0])
+    assert c.value == 2.5 and c.seed_passed == (True, False, True, False)
+
+
+def test_seeds_that_did_not_run_are_left_out_of_the_verdict():
+    """The verdict comes from the seeds that ran (3/3 hold: pass); the claim is "not run" only when no seed ran."""
+    nr = Measured(None, not_run="no CIFAR directory given")
+    c = evaluate(spec(gt(0.5)), None, SEEDS, [0.9, 0.92, nr, 0.88, nr])
+    assert c.status == "pass" and c.seed_passed == (True, True, False, True, False)
+    assert c.interval == pytest.approx(_scipy_t([0.9, 0.92, 0.88]), rel=1e-5)
+
+
+def test_wilson_interval_stays_in_the_unit_interval():
+    """The written-out Wilson ends leave [0, 1] by round-off at 0/21 (-1.4e-17) and 16/16 (1 + 2e-16); the interval
+    the claims store and print is clipped to [0, 1]."""
+    assert wilson(0, 21)[0] < 0.0 and wilson(16, 16)[1] > 1.0
+    assert wilson_interval(0, 21) == pytest.approx(wilson(0, 21), abs=1e-12) and wilson_interval(0, 21)[0] == 0.0
+    assert wilson_interval(16, 16) == pytest.approx(wilson(16, 16), abs=1e-12) and wilson_interval(16, 16)[1] == 1.0
+    c = evaluate(spec(is_true()), None, list(range(21)), [False] * 21)
+    assert c.status == "fail" and c.interval[0] == 0.0
+
+
+def test_equals_on_every_seed_passes_when_every_seed_equals():
+    """Every seed equal to the value passes: the float mean of [0.1, 0.1, 0.1] is 0.10000000000000002, which a check
+    of the statistic on top of every seed's (the code before this test) read as a fail."""
+    c = evaluate(spec(equals(0.1), rule=every_seed("an exact value")), None, [0, 1, 2], [0.1, 0.1, 0.1])
+    assert c.seed_passed == (True, True, True)
+    assert c.status == "pass"

@@ -14,15 +14,19 @@ from scipy import stats
 
 from ssldyn.contract.claims import (
     ClaimSpec,
+    Erratum,
     Measured,
     Robustness,
+    Rule,
     between,
     clip_interval,
     declaration_problems,
     evaluate,
     format_estimate,
+    ge,
     gt,
     is_true,
+    le,
     lt,
     t_interval,
     wilson_interval,
@@ -225,3 +229,94 @@ def test_the_relation_reads_the_measured_value_not_its_rounding():
     assert evaluate(spec(gt(1.0)), None, [0], [1.0000001]).status == "pass"
     c = evaluate(spec(le(1e-12)), None, [0], [1.0000004e-12])
     assert c.status == "fail" and c.values == (1e-12,)  # stored rounded, judged exact
+
+
+# --- controls, declarations and display at their edges (mutation audit: each fails for a one-line change) ---------
+def test_the_control_of_a_yes_no_claim_is_held_at_the_rules_fraction():
+    """A yes/no claim's control holds when it holds on at least the rule's fraction of seeds (80 %): 4/5 makes the
+    claim vacuous, 3/5 leaves the pass standing."""
+    ctrl = [True, True, True, True, False]
+    c = evaluate(spec(is_true(), control="c"), None, SEEDS, [Measured(True, control=x) for x in ctrl])
+    assert c.control_value == pytest.approx(0.8) and c.control_held is True and c.status == "vacuous"
+    ctrl = [True, True, True, False, False]
+    c = evaluate(spec(is_true(), control="c"), None, SEEDS, [Measured(True, control=x) for x in ctrl])
+    assert c.control_value == pytest.approx(0.6) and c.control_held is False and c.status == "pass"
+
+
+def test_the_control_is_summarised_by_the_claims_statistic():
+    """A median claim's control is the median of the control values (0.3, not the mean 1.3)."""
+    ctrl = [0.1, 0.2, 0.3, 0.9, 5.0]
+    c = evaluate(spec(gt(0.5), statistic="median", control="at init"), None, SEEDS,
+                 [Measured(0.9, control=x) for x in ctrl])  # fmt: skip
+    assert c.control_value == 0.3 and c.control_held is False and c.status == "pass"
+
+
+def test_the_control_holds_on_its_statistic_not_seed_by_seed():
+    """The rule's seed fraction is not asked of the control: its mean 0.76 > 0.5 makes the claim vacuous, although
+    one seed's control (0.2) does not satisfy the relation."""
+    ctrl = [0.9, 0.9, 0.9, 0.9, 0.2]
+    c = evaluate(spec(gt(0.5), control="at init"), None, SEEDS, [Measured(0.9, control=x) for x in ctrl])
+    assert c.control_value == pytest.approx(0.76) and c.status == "vacuous"
+
+
+def test_a_control_changes_only_a_pass():
+    """vacuous is a pass whose control holds too: a fail or an inconclusive claim keeps its verdict when its control
+    holds, and a fail stays a fail when its declared control was not measured."""
+    fail = [0.1, 0.12, 0.08, 0.11, 0.1]
+    c = evaluate(spec(gt(0.5), control="at init"), None, SEEDS, [Measured(v, control=0.9) for v in fail])
+    assert c.control_held is True and c.status == "fail"
+    inc = [0.3, 0.7, 0.55, 0.45, 0.6]  # its t-interval contains 0.5 (test_pass_fail_inconclusive_from_per_seed_values)
+    c = evaluate(spec(gt(0.5), control="at init"), None, SEEDS, [Measured(v, control=0.9) for v in inc])
+    assert c.control_held is True and c.status == "inconclusive"
+    assert evaluate(spec(gt(0.5), control="at init"), None, SEEDS, fail).status == "fail"
+
+
+def test_control_values_without_a_finite_one_make_a_pass_inconclusive_even_if_undeclared():
+    c = evaluate(spec(gt(0.5)), None, SEEDS, [Measured(0.9, control=math.nan)] * 5)
+    assert c.status == "inconclusive" and "gave no finite value" in c.note
+
+
+def test_a_bare_sign_is_a_threshold_of_exactly_zero_for_each_direction():
+    for rel in (gt(0.0), ge(0.0), lt(0.0), le(0.0)):
+        assert declaration_problems(spec(rel, control="at init")) == [
+            f"c: a bare sign ({rel.describe()}): put the minimum effect into the threshold"
+        ]
+    for rel in (gt(-0.05), lt(-0.05), ge(1e-3), le(-1e-3)):
+        assert declaration_problems(spec(rel, control="at init")) == []
+    # an erratum, like a sanity check, carries no control and may be a bare sign ("the printed step ascends": Δ > 0)
+    e = Erratum("eq11-sign", "eq. (11) as printed ascends", "eq. (11)", printed="+", used="-", reading="Δ loss",
+                relation=gt(0), basis="relation: ascent")  # fmt: skip
+    assert declaration_problems(e) == []
+
+
+def test_rule_and_robustness_validation_and_grid_order():
+    with pytest.raises(ValueError, match="must be in"):
+        Rule("mean+80%", 0.0, "no seed needed")
+    with pytest.raises(ValueError, match="reason"):
+        Rule("mean+80%", 0.6)  # another fraction needs a reason, like another rule
+    assert Rule("mean+80%", 0.6, "the paper shows 3 of 5").min_fraction == 0.6
+    with pytest.raises(ValueError, match="non-empty tuple"):
+        Robustness(claims="c", knobs={"a": [1, 2]}, paper="p")  # a string is not a tuple of ids
+    rb = Robustness(claims=("c",), knobs={"a": [1, 2], "b": ["x", "y", "z"]}, paper="p")
+    # the knob order as declared: the first knob varies slowest
+    assert rb.grid() == [{"a": a, "b": b} for a in (1, 2) for b in ("x", "y", "z")]
+
+
+def test_measured_text_and_format_estimate_by_hand():
+    # four significant figures to start with
+    assert format_estimate(0.61234, 0.5, 0.7) == "0.6123 [0.5, 0.7]"
+    x = [0.8, 0.85, 0.9, 0.95, 0.45]
+    c = evaluate(spec(gt(0.5)), None, SEEDS, x)
+    lo, hi = stats.t.interval(0.95, 4, loc=np.mean(x), scale=stats.sem(x))  # (0.5440, 1.0360)
+    assert c.measured_text() == f"0.79 [{lo:.4g}, {hi:.4g}] (4/5 seeds)" == "0.79 [0.544, 1.036] (4/5 seeds)"
+    # one seed: no interval and no seed count; equal values: no interval of zero width
+    assert evaluate(spec(gt(0.5)), None, [0], [0.3]).measured_text() == "0.3"
+    assert evaluate(spec(gt(0.5)), None, SEEDS, [0.9] * 5).measured_text() == "0.9 (5/5 seeds)"
+
+
+def test_clip_interval_never_leaves_the_range():
+    """An interval wholly outside the range (values measured outside the declared bounds) collapses onto the
+    nearer end instead of coming back upside down."""
+    assert clip_interval((1.2, 1.3), (0.0, 1.0)) == (1.0, 1.0)
+    assert clip_interval((-3.0, -2.0), (0.0, 1.0)) == (0.0, 0.0)
+    assert clip_interval((0.2, 0.3), None) == (0.2, 0.3)

@@ -170,3 +170,41 @@ def test_every_frame_names_its_run_as_the_stored_files_do(store, toy_sweep):
         assert frame.groupby("hash").size().to_dict() == want, name
         for _, row in frame.iterrows():
             assert (row["experiment"], row["label"], row["preset"]) == truth[row["hash"]][:3], name
+
+
+def test_frames_count_each_verdict_and_keep_per_seed_values_of_hand_made_claims(tmp_path):
+    """Results built from one run's claims (evaluated here from made-up values): the runs frame counts verdicts as
+    outcome_counts defines them (paper totals without not-run), the claims frame keeps each seed's own verdict and
+    control value, and a control that was declared but not measured has no control_held."""
+    from ssldyn.contract.claims import ClaimSpec, Measured, evaluate, gt
+    from ssldyn.lab.results import Results, RunRecord
+
+    seeds = [0, 1, 2, 3, 4]
+
+    def spec(id, kind="paper", **kw):
+        return ClaimSpec(id, "s", "Fig. 3", kind, "r", gt(0.5), "relation: r", **kw)
+
+    claims = [
+        evaluate(spec("four-of-five"), None, seeds, [0.8, 0.85, 0.9, 0.95, 0.45]),  # pass, 4/5 seeds
+        evaluate(spec("inc1"), None, seeds, [0.3, 0.7, 0.55, 0.45, 0.6]),  # interval contains 0.5
+        evaluate(spec("inc2", control="at init"), None, seeds, [0.9] * 5),  # control declared, not measured
+        evaluate(
+            spec("vac", control="at init"), None, seeds, [Measured(0.9, control=c) for c in (0.6, 0.7, 0.8, 0.9, 1.0)]
+        ),  # fmt: skip
+        evaluate(spec("nr"), None, seeds, [Measured(None, not_run="no data")] * 5),
+        evaluate(spec("ok", kind="sanity"), None, seeds, [1.0] * 5),
+    ]
+    assert [c.status for c in claims] == ["pass", "inconclusive", "inconclusive", "vacuous", "not-run", "pass"]
+    rec = RunRecord(tmp_path / "h1", "variational.zz-x", {"hash": "h1", "seeds": seeds, "config": {}},
+                    {"label": "default", "preset": "quick", "canonical": True, "overrides": {}}, claims, {}, [], [])  # fmt: skip
+    res = Results(tmp_path, [rec])
+    run = res.runs.iloc[0]
+    assert (run["claims_passed"], run["claims_total"]) == (2, 6)
+    assert (run["paper_claims_passed"], run["paper_claims_total"], run["paper_claims_inconclusive"],
+            run["paper_claims_vacuous"], run["paper_claims_not_run"]) == (1, 4, 2, 1, 1)  # fmt: skip
+    frame = res.claims
+    four = frame[frame["claim"] == "four-of-five"].sort_values("seed")
+    assert four["seed_passed"].tolist() == [True, True, True, True, False] and four["passed"].all()
+    vac = frame[frame["claim"] == "vac"].sort_values("seed")
+    assert vac["control_value"].tolist() == [0.6, 0.7, 0.8, 0.9, 1.0] and vac["control_held"].eq(True).all()
+    assert frame.loc[frame["claim"] == "inc2", "control_held"].isna().all()

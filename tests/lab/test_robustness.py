@@ -97,3 +97,62 @@ def test_reproduce_writes_the_report_when_a_map_point_fails(toy_rule, tmp_path, 
     assert (out / "report" / "index.html").is_file() and f"report: {out / 'report' / 'index.html'}" in flat
     code, _, _ = run_cli(["robustness", toy_rule.name, "--out", str(out), "--jobs", "1"], capsys)
     assert code == 1  # alone, the map's failed point is the command's exit code
+
+
+def test_holds_text_counts_only_passing_points_and_names_the_others():
+    from ssldyn.lab.robustness import holds_text
+
+    def row(lr, status):
+        return {"point": {"lr": lr, "steps": 10}, "claims": {"c": {"status": status}}}
+
+    rows = [row(0.2, "pass"), row(0.01, "vacuous"), row(0.1, "inconclusive"), row(0.5, "fail"), row(1.0, "missing")]
+    assert holds_text(rows, "c") == (
+        "holds at 1/4 points; not at lr=0.01, steps=10 (vacuous); lr=0.1, steps=10 (inconclusive); "
+        "lr=0.5, steps=10 (fail)"
+    )
+    assert holds_text([row(0.2, "failed"), row(0.1, "failed"), row(1.0, "missing")], "c") == "not run (2 failed)"
+    assert holds_text([row(1.0, "missing")], "c") == "not run yet"
+    assert holds_text([row(0.2, "pass"), row(0.1, "failed")], "c") == "holds at 1/1 points; 1 point(s) failed"
+
+
+def test_map_rows_read_each_claims_verdict_at_each_point():
+    """A point's cell is the stored claim's verdict (inconclusive and vacuous as such, not folded into pass/fail), its
+    measured text and control statistic; a failed point carries its error, a point not in the results is missing."""
+    from types import SimpleNamespace
+
+    from ssldyn.contract.claims import ClaimSpec, Measured, evaluate, gt
+    from ssldyn.lab.robustness import map_rows
+
+    def spec(id):
+        return ClaimSpec(id, "s", "Fig. 3", "paper", "r", gt(0.5), "relation: r", control="at init")
+
+    inc = evaluate(spec("c"), None, [0, 1, 2, 3, 4], [Measured(v, control=0.1) for v in [0.3, 0.7, 0.55, 0.45, 0.6]])
+    vac = evaluate(spec("d"), None, [0, 1, 2], [Measured(0.9, control=0.8)] * 3)
+    assert (inc.status, vac.status) == ("inconclusive", "vacuous")
+    planned = SimpleNamespace(points=[{"lr": 0.2}, {"lr": 0.01}, {"lr": 0.1}],
+                              specs=[SimpleNamespace(digest=h) for h in ("h1", "h2", "h3")],
+                              robustness=SimpleNamespace(claims=("c", "d")))  # fmt: skip
+    results = SimpleNamespace(records=[SimpleNamespace(hash="h1", claims=[vac, inc])])
+    rows = map_rows(planned, results, failed={"h2": "stack expects each tensor to be equal size"})
+    assert [r["hash"] for r in rows] == ["h1", "h2", "h3"] and rows[0]["point"] == {"lr": 0.2}
+    assert rows[0]["claims"] == {
+        "c": {"status": "inconclusive", "text": inc.measured_text(), "control": 0.1},
+        "d": {"status": "vacuous", "text": vac.measured_text(), "control": 0.8},
+    }
+    assert rows[1]["claims"]["c"] == {"status": "failed", "text": "stack expects each tensor to be equal size"}
+    assert rows[2]["claims"]["d"] == {"status": "missing", "text": "not run yet"}
+
+
+def test_a_grid_point_overrides_the_maps_base(toy_map, monkeypatch):
+    """base holds at every grid point, the point's own knob values on top: a knob also set in base keeps the value
+    the map's row is labelled with."""
+    from ssldyn.contract.claims import Robustness
+    from ssldyn.lab.robustness import plan_maps
+
+    rb = Robustness(claims=("rms-small",), knobs={"lr": [0.2, 0.01]}, base={"n": 64, "lr": 0.5}, paper="p")
+    monkeypatch.setattr(toy_map, "robustness", (rb,))
+    (m,) = plan_maps(toy_map.name, seeds=1)
+    assert [(p["lr"], s.config["lr"], s.config["n"]) for p, s in zip(m.points, m.specs)] == [
+        (0.2, 0.2, 64),
+        (0.01, 0.01, 64),
+    ]

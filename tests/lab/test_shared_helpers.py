@@ -15,7 +15,16 @@ import pytest
 from ssldyn.contract.claims import ClaimSpec, gt, result_row, verdict_of
 from ssldyn.errors import UserError
 from ssldyn.lab.robustness import claims_at
-from ssldyn.lab.scores import run_rank, run_scale
+from ssldyn.lab.scores import (
+    Outcomes,
+    PaperScore,
+    ResultRow,
+    canonical_runs,
+    outcome_counts,
+    paper_scores,
+    run_rank,
+    run_scale,
+)
 from ssldyn.lab.study import point_text, selects, value_key, value_text
 from ssldyn.lab.tasks import check_count
 
@@ -133,3 +142,91 @@ def test_the_threads_module_is_light_so_the_cli_checks_the_environment_first():
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [False, 7]
+
+
+# --- scores (ssldyn.lab.scores): verdict counts, result rows and the headline run, on hand-made claims -------------
+def _c(kind, status, result="Fig. 2", id="x"):
+    """A stored claim as the scores read it: kind, verdict, row."""
+    return SimpleNamespace(id=id, kind=kind, status=status, passed=status == "pass", result=result, location=result)
+
+
+def test_outcome_counts_count_each_verdict_of_the_scored_kinds():
+    claims = [_c("paper", "pass"), _c("consequence", "pass"), _c("paper", "pass"), _c("consequence", "fail"),
+              _c("paper", "inconclusive"), _c("paper", "vacuous"), _c("paper", "not-run"), _c("sanity", "pass"),
+              _c("erratum", "fail")]  # fmt: skip
+    o = outcome_counts(claims)
+    assert (o.passed, o.failed, o.inconclusive, o.vacuous, o.not_run) == (3, 1, 1, 1, 1)
+    assert o.ran == 6 and o.total == 7
+    assert o.text("claims") == "3/6 claims pass · 1 fail · 1 inconclusive · 1 vacuous · 1 not run"
+    every = outcome_counts(claims, None)  # all kinds: the sanity pass and the erratum's fail too
+    assert (every.passed, every.failed, every.ran, every.total) == (4, 2, 8, 9)
+    assert outcome_counts([_c("paper", "pass"), _c("paper", "pass")]).text() == "2/2 pass"  # zero counts left out
+    weird = Outcomes()
+    weird.add("exploded")  # a verdict this version does not know is never counted as a pass
+    assert (weird.passed, weird.failed) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("counts", "status"),
+    [({}, "not run"), ({"not_run": 2}, "not run"), ({"passed": 2, "not_run": 1}, "incomplete"),
+     ({"passed": 2}, "reproduced"), ({"passed": 1, "inconclusive": 1}, "partly"), ({"passed": 1, "failed": 1}, "partly"),
+     ({"passed": 1, "vacuous": 1}, "partly"), ({"failed": 1, "inconclusive": 1}, "does not reproduce"),
+     ({"failed": 2}, "does not reproduce"), ({"inconclusive": 1, "vacuous": 1}, "inconclusive"),
+     ({"vacuous": 2}, "vacuous")],
+)  # fmt: skip
+def test_result_row_status_follows_the_documented_table(counts, status):
+    assert ResultRow("p", "Fig. 1", outcomes=Outcomes(**counts)).status == status
+
+
+def test_scale_text_of_a_paper_score():
+    assert PaperScore("p", []).scale_text() == ""
+    assert PaperScore("p", [], scales={"a": "paper", "b": "paper"}).scale_text() == "paper scale"
+    assert PaperScore("p", [], scales={"a": "quick"}).scale_text() == "quick scale"
+    assert PaperScore("p", [], scales={"a": "paper", "b": "quick", "c": "quick"}).scale_text() == (
+        "mixed: 1 paper scale, 2 quick"
+    )
+
+
+def test_canonical_runs_pick_the_newest_canonical_run_at_the_largest_scale():
+    def run(exp, canonical, preset, tag):
+        return SimpleNamespace(experiment=exp, meta={"canonical": canonical, "preset": preset}, tag=tag)
+
+    class Damaged:
+        experiment = "a"
+
+        @property
+        def meta(self):
+            raise OSError("meta.json unreadable")
+
+    runs = [  # newest first, as the store lists them
+        Damaged(), run("a", False, "paper", "a variant"), run("a", True, "quick", "a quick new"),
+        run("a", True, "paper", "a paper"), run("a", True, "quick", "a quick old"),
+        run("b", True, "quick", "b new"), run("b", True, "quick", "b old"), run("c", False, "paper", "c variant"),
+    ]  # fmt: skip
+    assert {k: r.tag for k, r in canonical_runs(runs).items()} == {"a": "a paper", "b": "b new"}
+
+
+def test_paper_scores_rows_counts_sanity_and_errata():
+    def claim_spec(id, location, kind="paper"):
+        extra = {"derivation": "d"} if kind == "consequence" else {}
+        return ClaimSpec(id, "s", location, kind, "r", gt(0.1), "relation: r", **extra)
+
+    e1 = SimpleNamespace(name="p.e1", paper="p", claims=[claim_spec("a", "Fig. 2"), claim_spec("b", "Fig. 10"),
+                                                          claim_spec("s", "our implementation", "sanity")])  # fmt: skip
+    e2 = SimpleNamespace(name="p.e2", paper="p", claims=[claim_spec("t", "Theorem 1", "consequence")])
+    stored = [_c("paper", "pass", "Fig. 2", "a"), _c("paper", "inconclusive", "Fig. 2", "a2"),
+              _c("paper", "not-run", "Fig. 10", "b"), _c("paper", "pass", "Fig. 10", "b2"),
+              _c("sanity", "pass", "our implementation", "s"), _c("sanity", "fail", "our implementation", "s2"),
+              _c("erratum", "pass", "eq. 11", "e")]  # fmt: skip
+    run1 = SimpleNamespace(claims=stored, meta={"preset": "quick"})
+    (sc,) = paper_scores([e1, e2], {"p.e1": run1}).values()  # p.e2 never ran: its row stays, "not run"
+    assert [(r.result, r.status, r.experiments) for r in sc.rows] == [
+        ("Fig. 2", "partly", ["p.e1"]),
+        ("Fig. 10", "incomplete", ["p.e1"]),
+        ("Thm. 1", "not run", ["p.e2"]),
+    ]  # numeric order within a kind (Fig. 2 before Fig. 10), figures before theorems; no row for a sanity check
+    o = sc.outcomes
+    assert (o.passed, o.failed, o.inconclusive, o.vacuous, o.not_run) == (2, 0, 1, 0, 1) and sc.total == 3
+    assert [c.id for _, c in sc.rows[0].failing] == ["a2"] and sc.rows[1].failing == []  # not run is not failing
+    assert (sc.sanity_passed, sc.sanity_total) == (1, 2) and [c.id for _, c in sc.errata] == ["e"]
+    assert sc.scales == {"p.e1": "quick"} and sc.counts()["partly"] == 1 and sc.counts()["not run"] == 1

@@ -306,3 +306,39 @@ def test_a_rule_checked_inside_run_fails_its_grid_point_whatever_is_cached(toy_r
     assert [it.status for it in execute(specs, tmp_path)] == ["cached", "failed"]
     with pytest.raises(UserError, match="x=2 is not allowed"):
         execute(specs[1:], tmp_path)
+
+
+def test_estimate_text_uses_plus_minus_only_for_a_symmetric_interval():
+    # down 0.051, up 0.05: asymmetric by 2 % of the half width (tolerance 0.1 %): both ends shown
+    assert estimate_text(0.5, 0.449, 0.55) == "0.5 [0.449, 0.55]"
+    assert estimate_text(0.5, 0.45, 0.55) == "0.5 ± 0.05"
+    assert estimate_text(0.5, 0.5, 0.5) == "0.5"  # one seed, or equal values: no interval
+
+
+def test_sweep_tables_count_passed_claims_and_show_thresholds_fractions_and_not_run():
+    """Runs table: claims passed per point (green only when all pass); claims table: the threshold where it changes,
+    a yes/no claim's fraction "of seeds", "not run" for a claim that could not be measured, seeds that hold."""
+    from types import SimpleNamespace
+
+    from ssldyn.lab.study import Axis, Study
+
+    study = Study("s", "variational.zz-x", [Axis("tau", (0.5, 0.6, 0.7))],
+                  [{"values": {"tau": t}, "hash": h} for t, h in ((0.5, "h1"), (0.6, "h2"), (0.7, "h3"))])  # fmt: skip
+    nan = float("nan")
+    a = {"h1": ("pass", "> 0.3", 0.5, 0.4, 0.6, [True, True, False]), "h2": ("not-run", "> 0.4", nan, nan, nan,
+         [False] * 3), "h3": ("pass", "> 0.4", 0.5, 0.4, 0.6, [True] * 3)}  # fmt: skip
+    b = {h: (st, "holds", 2 / 3, 0.2077, 0.9385, [True, True, False]) for h, st in
+         (("h1", "fail"), ("h2", "pass"), ("h3", "pass"))}  # fmt: skip
+    rows = [{"hash": h, "claim": cid, "status": st, "passed": st == "pass", "seed_passed": ok, "estimate": e,
+             "lo": lo, "hi": hi, "statistic": "mean" if cid == "a" else "fraction of seeds", "expected": exp}
+            for cid, d in (("a", a), ("b", b)) for h, (st, exp, e, lo, hi, oks) in d.items() for ok in oks]  # fmt: skip
+    items = [SimpleNamespace(spec=SimpleNamespace(digest=h), status="done", seconds=1.0) for h in ("h1", "h2", "h3")]
+    (_, runs), (_, claims) = sweep_tables(study, items, _Claims(pd.DataFrame(rows)), width=120)
+    col = {c.header: list(c.cells) for c in runs.columns}
+    assert [(t.plain, t.style) for t in col["claims"]] == [("1/2", "red"), ("1/2", "red"), ("2/2", "green")]
+    col = {c.header: [t.plain for t in c.cells] for c in claims.columns}
+    assert col["claim"] == ["a", "", "", "b", "", ""]
+    assert col["threshold"] == ["> 0.3", "> 0.4", "", "holds", "", ""]  # repeated only where it changes
+    assert col["measured"] == ["0.5 ± 0.1", "not run", "0.5 ± 0.1"] + ["0.6667 [0.2077, 0.9385] of seeds"] * 3
+    assert col["seeds"] == ["2/3", "0/3", "3/3", "2/3", "2/3", "2/3"]
+    assert col[""] == ["PASS", "NOT RUN", "PASS", "FAIL", "PASS", "PASS"]

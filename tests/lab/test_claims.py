@@ -410,3 +410,28 @@ def test_equals_on_every_seed_passes_when_every_seed_equals():
     c = evaluate(spec(equals(0.1), rule=every_seed("an exact value")), None, [0, 1, 2], [0.1, 0.1, 0.1])
     assert c.seed_passed == (True, True, True)
     assert c.status == "pass"
+
+
+def test_equals_is_read_per_seed_under_the_default_rule():
+    """``equals`` is a yes/no per seed (Relation.per_seed): the statistic is the fraction of seeds that equal the value,
+    with its Wilson interval, never the mean of the values — [2, 2, 2, 2, 3] holds on 4/5 seeds (the rule's 80 %)
+    although its mean 2.2 is not 2, and a control of counts [1, 3] equals 2 on no seed although its mean is 2."""
+    c = evaluate(spec(equals(2)), None, SEEDS, [2, 2, 2, 2, 3])
+    assert c.status == "pass" and c.value == pytest.approx(0.8) and c.statistic == "fraction of seeds"
+    assert c.interval == pytest.approx(wilson(4, 5), abs=1e-5) and c.interval_method == "Wilson"
+    # 3/5: below the rule, but the Wilson upper end (0.88) reaches 80 %: inconclusive, as a yes/no claim
+    c = evaluate(spec(equals(2)), None, SEEDS, [2, 2, 2, 3, 3])
+    assert wilson(3, 5)[1] >= 0.8 and c.status == "inconclusive"
+    assert evaluate(spec(equals(2)), None, SEEDS, [3, 3, 3, 3, 2]).status == "fail"  # 1/5: Wilson upper end 0.62
+    # the control is read per seed too: counts [1, 3] (mean 2) equal 2 on no seed, so the claim is not vacuous ...
+    ctl = [Measured(2, control=v) for v in (1, 3, 1, 3, 1)]
+    c = evaluate(spec(equals(2), control="the other curve's count"), None, SEEDS, ctl)
+    assert c.status == "pass" and c.control_value == 0.0 and c.control_held is False
+    # ... while a control equal on 4/5 seeds is (the rule's fraction), and a string control counts as measured
+    ctl = [Measured(2, control=v) for v in (2, 2, 2, 2, 1)]
+    c = evaluate(spec(equals(2), control="the other curve's count"), None, SEEDS, ctl)
+    assert c.status == "vacuous" and c.control_value == pytest.approx(0.8)
+    assert c.expected == "== 2 per seed" and "satisfies == 2 on 80% of its seeds" in c.note
+    ctl = [Measured("relu", control="linear") for _ in SEEDS]
+    c = evaluate(spec(equals("relu"), control="the linear net's choice"), None, SEEDS, ctl)
+    assert c.status == "pass" and c.value == 1.0 and c.control_value == 0.0

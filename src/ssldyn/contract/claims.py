@@ -8,7 +8,8 @@ evaluates every claim over the seeds of the run with :func:`evaluate`:
 
 * per seed: does the measured value satisfy the relation?
 * the statistic (mean, or median) of the per-seed values, with a 95 % interval
-  (Student t for the mean, bootstrap percentile for the median, Wilson for a fraction);
+  (Student t for the mean, bootstrap percentile for the median, Wilson for a fraction); a yes/no
+  relation (``is_true``, ``equals``) is read per seed: its statistic is the fraction of seeds where it holds;
 * the rule (default :data:`MEAN_AND_80`: the relation holds for the statistic **and** for at
   least 80 % of the seeds; other rules must state a one-line reason).
 
@@ -105,6 +106,13 @@ class Relation:
     @property
     def is_boolean(self) -> bool:
         return self.op == "true"
+
+    @property
+    def per_seed(self) -> bool:
+        """A yes/no reading per seed (``true``, ``equals``): the claim's statistic is the fraction of seeds where it
+        holds (Wilson interval), not a mean of the values — a mean of counts is not a count, and the float mean of
+        equal values need not equal them."""
+        return self.op in ("true", "equals")
 
     def holds(self, value: Any) -> bool:
         """Whether ``value`` satisfies the relation (a non-finite or missing value never does; a yes/no relation
@@ -667,7 +675,7 @@ def _stat_and_interval(values: Sequence[float], statistic: str) -> tuple[float, 
 
 def _straddles(rel: Relation, interval: tuple[float, float] | None) -> bool:
     """Whether the interval holds points on both sides of the relation's threshold."""
-    if interval is None or rel.is_boolean or rel.op == "equals":
+    if interval is None or rel.per_seed:
         return False
     return rel.holds(interval[0]) != rel.holds(interval[1]) or (
         rel.op == "between" and not rel.holds(interval[0]) and interval[0] < rel.ref[0] and interval[1] > rel.ref[1]
@@ -681,7 +689,7 @@ def _verdict(
     n = len(values)
     rule = spec.rule
     status: ClaimStatus
-    if rel.is_boolean:
+    if rel.per_seed:
         k = sum(bool(o) for o in ok)
         frac = k / n
         interval = wilson_interval(k, n)
@@ -757,7 +765,7 @@ def evaluate(spec: ClaimSpec, cfg: Any, seeds: Sequence[int], measured: Sequence
         "id": spec.id, "statement": spec.statement, "location": spec.location, "kind": spec.kind,
         "reading": spec.reading, "basis": spec.basis, "derivation": spec.derivation, "result": spec.row,
         "rule": spec.rule.describe(spec.statistic) + (f" ({spec.rule.reason})" if spec.rule.reason else ""),
-        "expected": rel.describe(), "seeds": tuple(int(s) for s in seeds), "values": values, "details": details,
+        "expected": rel.describe() + (" per seed" if rel.op == "equals" else ""), "seeds": tuple(int(s) for s in seeds), "values": values, "details": details,
         "printed": spec.printed, "used": spec.used, "control": spec.control, "no_control": spec.no_control,
         "effect": spec.effect, "bounds": None if spec.bounds is None else (float(spec.bounds[0]), float(spec.bounds[1])),
         "control_values": controls,
@@ -773,9 +781,10 @@ def evaluate(spec: ClaimSpec, cfg: Any, seeds: Sequence[int], measured: Sequence
     notes = [note] if note else []
     control_value: Any = None
     control_held: bool | None = None
-    measured_c = [v for v in raw_controls if _is_finite_number(v)]
+    # a control was measured where it gave a finite number (or, for ``equals``, a value of the reference's kind)
+    measured_c = [v for v in raw_controls if _is_finite_number(v) or (rel.op == "equals" and isinstance(v, str))]
     if measured_c:
-        if rel.is_boolean:
+        if rel.per_seed:
             c_ok = [rel.holds(v) for v in measured_c]
             control_value = sum(c_ok) / len(c_ok)
             control_held = control_value >= spec.rule.min_fraction - 1e-12
@@ -785,10 +794,12 @@ def evaluate(spec: ClaimSpec, cfg: Any, seeds: Sequence[int], measured: Sequence
         control_value = _round(control_value)
         if control_held and status == "pass":
             status = "vacuous"
-            notes.append(
-                f"vacuous: the control ({spec.control or 'declared control'}) gives {_fmt(control_value)}, "
-                f"which also satisfies {rel.describe()}"
+            gives = (
+                f"satisfies {rel.describe()} on {control_value:.0%} of its seeds"
+                if rel.per_seed
+                else f"gives {_fmt(control_value)}, which also satisfies {rel.describe()}"
             )
+            notes.append(f"vacuous: the control ({spec.control or 'declared control'}) {gives}")
     elif (spec.control.strip() or controls) and status == "pass":
         status = "inconclusive"
         what = "gave no finite value on any seed" if controls else "was not measured"

@@ -183,6 +183,42 @@ def test_byol_target_network_is_the_ema_of_the_online_network():
     assert abs(float(want) - float(without_ema)) > 1e-6  # the target really is not the online network
 
 
+def test_byol_target_with_batchnorm_normalises_by_the_batch_as_byol():
+    """A BatchNorm target network runs in train mode (its BN normalises by the batch, as the online network's does,
+    and as BYOL's reference code applies its target): the loss logged at step 1 is the one of the EMA target ξ₁ with
+    batch statistics, written out here; the target with running statistics (eval mode) gives another number."""
+    x, B, m = data(), 8, 0.9
+    torch.manual_seed(2)
+    net0 = nn.Sequential(nn.Linear(6, 10), nn.BatchNorm1d(10), nn.ReLU(), nn.Linear(10, 4)).to(DT)
+    pred0 = nn.Linear(4, 4).to(DT)
+
+    def run(steps):
+        net, pred = copy.deepcopy(net0), copy.deepcopy(pred0)
+        kw = dict(objective=BYOLLoss(), augment=jitter, steps=steps, batch_size=B, predictor=pred, every=1)
+        res = train_ssl(net, x, target_momentum=m, optimizer=sgd(0.5), generator=torch.Generator().manual_seed(4), **kw)
+        return res, net, pred
+
+    res, _, _ = run(2)
+    _, net1, pred1 = run(1)  # the online network after step 0
+    target = copy.deepcopy(net0)
+    with torch.no_grad():
+        for t, p in zip(target.parameters(), net1.parameters()):
+            t.mul_(m).add_((1 - m) * p)
+    g = torch.Generator().manual_seed(4)
+    perm = torch.randperm(x.shape[0], generator=g)
+    jitter(x[perm[:B]], g), jitter(x[perm[:B]], g)  # the draws of step 0
+    xb = x[perm[B : 2 * B]]  # the second minibatch of the epoch
+    v = torch.cat([jitter(xb, g), jitter(xb, g)])
+    net1.train(), target.train()
+    with torch.no_grad():
+        p = pred1(net1(v))  # (2B, 4): the online network in train mode, one forward on both views
+        want = 0.5 * (BYOLLoss()(p[:B], target(v)[B:]) + BYOLLoss()(p[B:], target(v)[:B]))
+        target.eval()  # running statistics instead of the batch's
+        with_running = 0.5 * (BYOLLoss()(p[:B], target(v)[B:]) + BYOLLoss()(p[B:], target(v)[:B]))
+    assert res.trajectory.series("loss")[1][1] == pytest.approx(float(want), abs=1e-12)
+    assert abs(float(want) - float(with_running)) > 1e-4
+
+
 def test_an_ensemble_member_trains_exactly_like_a_single_run():
     # docs/architecture.md: member losses are summed, so SGD with momentum trains E independent runs
     x, B, E = data(24), 8, 3

@@ -148,7 +148,9 @@ def train_ssl(
             probes see ``model(x)`` (``variational`` Remark 4.3).
         predictor: optional predictor for SimSiam/BYOL-style objectives (see the module docstring).
         target_momentum: with a predictor, an EMA target network ``ξ ← m ξ + (1 − m) θ`` after
-            every step (BYOL, Grill et al. 2020, ``m = 0.996``); None = the online network is the target.
+            every step (BYOL, Grill et al. 2020, ``m = 0.996``); None = the online network is the target. The
+            target runs in train mode (a BatchNorm in it normalises by the batch) and takes the online network's
+            buffers after each step.
         probes: ``name -> probe(z)`` on the probe-set embeddings: a float for a plain model, ``(E,)`` for an
             ensemble (anything else, e.g. a vector ``(d,)`` of one model, is a ``ValueError``).
         probe_data: the fixed probe set ``(n, ...)`` with the training inputs' shape; default the training tensor

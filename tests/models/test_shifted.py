@@ -90,3 +90,46 @@ def test_per_member_training_inputs_start_at_z0_without_the_row_check():
         for p in g.parameters():
             p.add_(0.01)
     assert torch.allclose(f(x), z0 + g(x).detach() - g_out0, atol=1e-12)
+
+
+def test_per_member_sub_batches_and_shared_rows_get_each_members_offset():
+    # per-member training sets with distinct rows: f(w, x) = z0_e,i + g_e(w, x) − g_e(w0, x) where x = x_e,i, member by
+    # member; a shared row gets the offset on the members whose training set holds it, no offset on the others
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(3, 5, 2, dtype=torch.float64, generator=gen)  # (E, n, D)
+    z0 = torch.randn(3, 5, 2, dtype=torch.float64, generator=gen)
+    g = MLP(2, 2, hidden=4, depth=2, ensemble=3, seeds=[0, 1, 2], dtype=torch.float64)
+    g_out0 = g(x).detach()  # (3, 5, 2)
+    f = ShiftedModel(g, x, z0)
+    with torch.no_grad():
+        for p in g.parameters():
+            p.add_(0.01)
+    want = z0 + g(x).detach() - g_out0  # (E, n, d): the model on its own training rows, written out
+    sub = [[4, 0], [1, 1], [3, 2]]  # member e's rows sub[e]
+    xb = torch.stack([x[e, sub[e]] for e in range(3)])  # (E, 2, D)
+    got = f(xb).detach()
+    for e in range(3):
+        torch.testing.assert_close(got[e], want[e, sub[e]], rtol=0, atol=1e-12)
+    # a shared (m, D) input: row 0 is member 1's training row 3, row 1 is no member's
+    xs = torch.stack([x[1, 3], torch.tensor([9.0, 9.0], dtype=torch.float64)])  # (2, D)
+    got, plain = f(xs).detach(), g(xs).detach()  # (E, 2, d)
+    torch.testing.assert_close(got[1, 0], want[1, 3], rtol=0, atol=1e-12)
+    torch.testing.assert_close(got[[0, 2]], plain[[0, 2]], rtol=0, atol=0)  # not their training rows: no offset
+    torch.testing.assert_close(got[:, 1], plain[:, 1], rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"^ShiftedModel: input must be \(E=3, m, 2\) or \(m, 2\), got \(2, 4, 2\)"):
+        f(torch.zeros(2, 4, 2, dtype=torch.float64))
+
+
+def test_per_member_repeated_rows_with_different_z0_accept_only_the_whole_input():
+    # member 0's rows 0 and 1 are equal with different z0 rows: the whole input starts at z0, a sub-batch is ambiguous
+    x = torch.randn(2, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x[0, 1] = x[0, 0]
+    z0 = torch.randn(2, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    g = MLP(2, 2, hidden=4, depth=2, ensemble=2, seeds=[0, 1], dtype=torch.float64)
+    f = ShiftedModel(g, x, z0)
+    torch.testing.assert_close(f(x.clone()).detach(), z0, rtol=0, atol=1e-13)
+    with pytest.raises(ValueError, match=r"^ShiftedModel: built on per-member inputs \(2, 3, 2\) with equal rows"):
+        f(x[:, :2])
+    z0[0, 1] = z0[0, 0]  # equal rows, equal z0: sub-batches are well defined again
+    f = ShiftedModel(g, x, z0)
+    torch.testing.assert_close(f(x[:, 1:]).detach(), z0[:, 1:], rtol=0, atol=1e-13)

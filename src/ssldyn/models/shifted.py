@@ -23,9 +23,15 @@ class ShiftedModel(nn.Module):
     work); inputs that are not training inputs get no offset. Training rows that are equal must
     have equal rows of ``z0`` (the wrapper is a function of ``x``; a ``ValueError`` otherwise);
     a row equal to several training rows gets one offset, the first one's (all the same).
+
     Per-member training inputs ``(E, n, ...)`` (one batch per member, as
-    :func:`ssldyn.models.ensemble.members_input` reads them) are recognised as a whole only: the
-    training tensor, or one equal to it.
+    :func:`ssldyn.models.ensemble.members_input` reads them) are matched member by member: a
+    row of member ``e``'s input (``(E, m, ...)``, or ``(m, ...)`` shared by the members) gets
+    the offset of the equal row of member ``e``'s training inputs. Equal rows within a member
+    may have different rows of ``z0`` here (clustered data with δ = 0: each sample is its own
+    point of the embedding); such a wrapper accepts only the whole training input (the
+    training tensor, or one equal to it) — a sub-batch would be ambiguous, and is a
+    ``ValueError``.
 
     Args:
         model: any ``nn.Module`` ``(n, ...) -> (n, d)`` or ``(E, n, d)`` (trained).
@@ -46,7 +52,11 @@ class ShiftedModel(nn.Module):
             raise ValueError(f"ShiftedModel: z0 must have shape (n, d)={tuple(g0.shape[-2:])}, got {tuple(z0.shape)}")
         per_member = x.dim() >= 3 and g0.dim() == 3 and x.shape[:2] == (g0.shape[0], g0.shape[1])  # (E, n, ...)
         if not per_member and x.shape[0] == z0.shape[-2]:  # rows of x are the samples of z0
-            _check_repeated_rows(x, z0)
+            _raise_on_conflict(_repeated_rows_conflict(x, z0))
+        self._per_member = per_member
+        # per member, equal rows of x whose rows of z0 differ: only the whole training input is then well defined
+        zm = z0.expand(g0.shape) if per_member else z0
+        self._whole_only = per_member and any(_repeated_rows_conflict(x[e], zm[e]) for e in range(x.shape[0]))
         self.register_buffer("x_ref", x.detach().clone(), persistent=False)
         self.register_buffer("offset", (z0 - g0).detach(), persistent=False)  # (E, n, d)
         # the training tensor itself (and its version): recognised without comparing values,
@@ -59,23 +69,40 @@ class ShiftedModel(nn.Module):
         return x.shape == self.x_ref.shape and torch.equal(x, self.x_ref)
 
     def forward(self, x: Tensor) -> Tensor:
-        out = self.model(x)  # (E, m, d)
         if self._is_training_input(x):
-            return out + self.offset
+            return self.model(x) + self.offset  # (E, n, d)
         # rows of x that are training inputs get their offset, others none (a constant in w, so
         # the NTK is unchanged); written without data-dependent branches so that vmap works
-        match = (x.flatten(1)[:, None, :] == self.x_ref.flatten(1)[None, :, :]).all(-1).to(out.dtype)  # (m, n)
-        first = match * (match.cumsum(-1) == 1)  # (m, n): the first matching training row only (one offset per row)
+        if self._per_member:
+            if self._whole_only:
+                raise ValueError(
+                    f"ShiftedModel: built on per-member inputs {tuple(self.x_ref.shape)} with equal rows whose rows "
+                    f"of z0 differ, it accepts only that whole input; got {tuple(x.shape)}"
+                )
+            E, n = self.x_ref.shape[:2]
+            xs = x if x.dim() == self.x_ref.dim() else x.unsqueeze(0).expand(E, *x.shape)  # (E, m, ...)
+            if xs.shape[0] != E or xs.shape[2:] != self.x_ref.shape[2:]:
+                raise ValueError(
+                    f"ShiftedModel: input must be (E={E}, m, {', '.join(map(str, self.x_ref.shape[2:]))}) or "
+                    f"(m, {', '.join(map(str, self.x_ref.shape[2:]))}), got {tuple(x.shape)}"
+                )
+            out = self.model(x)  # (E, m, d)
+            ref = self.x_ref.flatten(2)  # (E, n, F)
+            match = (xs.flatten(2)[:, :, None, :] == ref[:, None, :, :]).all(-1).to(out.dtype)  # (E, m, n)
+        else:
+            out = self.model(x)  # (E, m, d) or (m, d)
+            match = (x.flatten(1)[:, None, :] == self.x_ref.flatten(1)[None, :, :]).all(-1).to(out.dtype)  # (m, n)
+        first = match * (match.cumsum(-1) == 1)  # (..., m, n): the first matching training row only
         return out + first @ self.offset  # (E, m, d)
 
 
-def _check_repeated_rows(x: Tensor, z0: Tensor) -> None:
-    """One ``ValueError`` if two equal training rows ``x_i = x_j`` have different ``z0`` rows (on any member):
-    ``f(x_i) = z0_i`` and ``f(x_j) = z0_j`` cannot both hold for a function of ``x``."""
+def _repeated_rows_conflict(x: Tensor, z0: Tensor) -> tuple[int, int] | None:
+    """The first pair ``(j, i)`` of equal training rows ``x_i = x_j`` with different ``z0`` rows (on any member), or
+    None: ``f(x_i) = z0_i`` and ``f(x_j) = z0_j`` cannot both hold for a function of ``x``."""
     flat = x.detach().flatten(1)  # (n, F)
     n = flat.shape[0]
     if n < 2:
-        return
+        return None
     _, group = torch.unique(flat, dim=0, return_inverse=True)  # (n,): the class of equal rows of each row
     rows = torch.arange(n, device=flat.device)  # (n,)
     first = torch.full((n,), n, dtype=torch.long, device=flat.device).scatter_reduce(0, group, rows, "amin")  # (n,)
@@ -85,9 +112,15 @@ def _check_repeated_rows(x: Tensor, z0: Tensor) -> None:
     zr = z[..., rep, :]  # (..., n, d)
     same_z = ((zr == z) | (zr.isnan() & z.isnan())).movedim(-2, 0).reshape(n, -1).all(-1)  # (n,)
     bad = torch.nonzero(same_x & ~same_z).flatten()  # (k,)
-    if bad.numel():
-        i = int(bad[0])
-        j = int(rep[i])
+    if not bad.numel():
+        return None
+    i = int(bad[0])
+    return int(rep[i]), i
+
+
+def _raise_on_conflict(pair: tuple[int, int] | None) -> None:
+    if pair is not None:
+        j, i = pair
         raise ValueError(
             f"ShiftedModel: rows {j} and {i} of x are equal but their rows of z0 differ; the model is a function of x "
             "and cannot start at both (drop the repeated rows of x, or give them equal rows of z0)"

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from ssldyn.experiments.grassmann.collapse import correlated_columns, ntk_param_kernel
+from ssldyn.experiments.grassmann.collapse import correlated_columns, ntk_param_kernel, train_ntk_param
 from ssldyn.experiments.grassmann.fig6 import gram_distance, row_space_angle
 from ssldyn.experiments.grassmann.prop3 import rank_z_angle
 from ssldyn.kernels.ntk import empirical_ntk
@@ -83,3 +83,36 @@ def test_correlated_columns_share_the_first_output_weights():
     corr = torch.corrcoef(Wc[0].T)
     assert corr[0, 1] == pytest.approx(0.5, abs=0.05) and corr[1, 2] == pytest.approx(0.25, abs=0.05)
     assert (Wc.std(dim=-2) / W2.std(dim=-2) - 1).abs().max() < 0.1  # every column keeps its N(0, 1/h) scale
+
+
+def test_ntk_parametrisation_training_is_gd_on_the_rescaled_weights():
+    """train_ntk_param is plain GD Ŵ ← Ŵ − η∇_Ŵ L on f = (1/√h)Ŵ2ᵀtanh(Ŵ1x/√d) (written out here with autograd on
+    Ŵ), member by member: an ensemble's member r trains as the one-member net of its seed."""
+    d, h, z, eta, steps = 2, 30, 2, 0.3, 4
+    x = torch.randn(6, d, generator=torch.Generator().manual_seed(3), dtype=D)
+    t = torch.randn(6, z, generator=torch.Generator().manual_seed(4), dtype=D)
+    ens = TwoLayerNet(d, h, z, "tanh", "unconstrained", ensemble=2, seeds=[5, 6], init="normal", dtype=D)
+    V1 = (ens.W1[1] * d**0.5).detach().clone().requires_grad_(True)  # member 1 in the NTK parametrisation
+    V2 = (ens.W2[1] * h**0.5).detach().clone().requires_grad_(True)
+    for _ in range(steps):
+        loss = ((torch.tanh(x @ V1.T / d**0.5) @ V2 / h**0.5 - t) ** 2).sum()
+        g1, g2 = torch.autograd.grad(loss, (V1, V2))
+        with torch.no_grad():
+            V1 -= eta * g1
+            V2 -= eta * g2
+    one = TwoLayerNet(d, h, z, "tanh", "unconstrained", seeds=[6], init="normal", dtype=D)
+    torch.testing.assert_close(one.W1[0], ens.W1[1].detach(), rtol=0, atol=0)  # the same start (seeding rule)
+    train_ntk_param(ens, lambda: ((ens(x) - t) ** 2).sum((-2, -1)), eta, steps)
+    train_ntk_param(one, lambda: ((one(x) - t) ** 2).sum((-2, -1)), eta, steps)
+    torch.testing.assert_close(ens.W1[1].detach(), V1.detach() / d**0.5, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(ens.W2[1].detach(), V2.detach() / h**0.5, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(one.W1[0].detach(), ens.W1[1].detach(), rtol=1e-13, atol=1e-15)
+    # the standard parametrisation's GD (one rate for both layers) is another trajectory
+    std = TwoLayerNet(d, h, z, "tanh", "unconstrained", seeds=[6], init="normal", dtype=D)
+    for _ in range(steps):
+        loss = ((std(x) - t) ** 2).sum()
+        g1, g2 = torch.autograd.grad(loss, (std.W1, std.W2))
+        with torch.no_grad():
+            std.W1 -= eta * g1
+            std.W2 -= eta * g2
+    assert (std.W2 - one.W2).abs().max() > 1e-3

@@ -1,9 +1,12 @@
 """Shared pieces of the ``grassmann`` experiments: half-moons problems stacked over seeds, losses, fits.
 
 Scaling convention used by every experiment except Fig. 2: losses (1)/(8) are *averaged* over the
-n anchors (the paper writes sums); equivalently ``C = contrast_matrix(...)/n``. This only rescales
-time (a sum is the mean with learning rate n·η) and keeps the eigenvalues of C of order one, so
-that the learning rates of the paper (η = 0.01) give stable explicit steps.
+n anchors (the paper writes sums); equivalently ``C = contrast_matrix(...)/n``. For the gradient
+flow this only rescales time (the sum's flow is the mean's at n-fold speed); for explicit steps it
+divides the step by n, so η here is η/n on the printed sum. The paper states no n: we read its
+η = 0.01 (Sec. 3.2, 4.2) on the mean loss, where the eigenvalues of C are of order one and the
+explicit steps are stable. Read on the printed sum at our n = 200 it would be η = 2 here, at which
+Fig. 3's explicit steps of eq. (12) diverge (``NonFiniteLossError`` at step 7, quick scale).
 
 Seeds as an ensemble axis (``batch_seeds``): the lab's seeds are stacked on a leading axis S
 (one half-moons data set per seed, :func:`moons_batch`) and expanded to the members of an

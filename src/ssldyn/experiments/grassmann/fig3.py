@@ -1,7 +1,8 @@
 """`grassmann` Thm. 2, Sec. 4.2, Fig. 3: GD on the trace loss (8) vs the q-ODE (9).
 
 Linear net ``u(x) = W2ᵀW1x`` with ``W1ᵀW1 = I_d``, ``W2ᵀW2 = I_z`` on the half-moons contrast
-matrix ``C`` (eq. 7, mean over anchors), widths h ∈ {10, 100, 1000}, η = 0.01 (Sec. 4.2).
+matrix ``C`` (eq. 7, mean over anchors), widths h ∈ {10, 100, 1000}, η = 0.01 (Sec. 4.2, read on the mean
+loss: 0.01/n on the printed sum, see :mod:`._common`).
 
 - **Which GD (``gd``, our choice; default ``"grassmann"``)**: the paper describes two. Sec. 4 (l.223) and the
   proof of Thm. 2 (App. A.5, after Edelman et al.) take the gradient in the tangent space, ``(I − WWᵀ)∇L``:
@@ -15,7 +16,7 @@ matrix ``C`` (eq. 7, mean over anchors), widths h ∈ {10, 100, 1000}, η = 0.01
   step k of both is ODE time t = kη. A robustness map runs these claims with both variants.
 - **The polar variant follows another flow**: ``q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq)`` (``projected_gd_rhs``: the same
   linear part and fixed points as eq. (9), a different cubic term). It reaches the same final loss, outputs and
-  ±v_1, but its distance to eq. (9) along the path does not shrink as η → 0 (0.04–0.23 at η = 0.01: with
+  ±v_1, but its distance to eq. (9) along the path does not shrink as η → 0 (0.06–0.23 at η = 0.01, paper scale: with
   ``gd="polar"`` ``outputs-stay-close`` fails at the 0.02 of a discretisation error); its distance to its own flow
   does (order 1, ``polar-own-flow``), and it is the control of the order claim.
 - **Control of ``outputs-stay-close``** (the same for both variants): GD against the ODE started from the mirrored
@@ -75,7 +76,10 @@ class Fig3Config(MoonsConfig):
     widths: list[Annotated[int, Field(ge=2)]] = Field(
         [10, 100, 1000], min_length=1, description="hidden widths h (Sec. 4.2)"
     )
-    lr: PositiveFloat = Field(0.01, description="learning rate η (Sec. 4.2)")
+    lr: PositiveFloat = Field(
+        0.01, description="learning rate η on the anchor-mean loss (Sec. 4.2's 0.01, read on the mean: 0.01/n on the "
+        "printed sum)"
+    )  # fmt: skip
     steps: Annotated[int, Field(ge=10)] = Field(3000, description="GD steps = ODE steps (t = steps·η)")
     z: Annotated[int, Field(ge=1, le=2)] = Field(
         1, description="embedding dimension (≤ d = 2; Fig. 3 right: z = 1, q → v_1)"
@@ -128,7 +132,8 @@ class Fig3(GrassmannExperiment):
     est_seconds = (2, 25)  # CPU seconds for all seeds (3 quick, 5 paper)
     # 5: the gd knob (Fig. 3 claims on Grassmann or polar GD, a robustness map over both); outputs-stay-close's control
     # is the ODE from the mirrored start −q_0 (was polar GD, the other variant)
-    version = "5"
+    # 6: new-datapoint is a sanity check (implied by same-final-outputs for the linear net; a referee's finding)
+    version = "6"
     robustness = (
         Robustness(
             claims=("same-final-loss", "outputs-stay-close", "same-final-outputs", "converges-to-v1", "new-datapoint"),
@@ -166,7 +171,7 @@ class Fig3(GrassmannExperiment):
             "members of the largest deviation along the path",
             bounds=(0.0, math.inf),
             if_fails="with gd=grassmann an O(1) gap would mean GD does not follow eq. (9); with gd=polar the gap "
-            "(0.04–0.23 at η = 0.01) is that of another flow, q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq) (polar-own-flow), "
+            "(0.06–0.23 at η = 0.01, paper scale) is that of another flow, q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq) (polar-own-flow), "
             "not discretisation error: the paper's described protocol does not stay within 0.02 of eq. (9)",
         ),
         ClaimSpec(
@@ -200,10 +205,13 @@ class Fig3(GrassmannExperiment):
         ),
         ClaimSpec(
             "new-datapoint", "A new point x̂ is embedded by u_t(x̂) = q_tᵀVᵀx̂.", "Sec. 4.1 (New Datapoint)",
-            kind="paper", result="Fig. 3",
+            kind="sanity", result="Fig. 3",
             reading="largest over a held-out half-moons draw (n points), widths and initialisations of "
             "|u_net(x̂) − q_ODE(T)ᵀVᵀx̂| / max‖x̂‖: the forward pass of the network trained by " + GD_VARIANT
-            + ", against the formula with q_T from the ODE", relation=le(0.02), basis=CLOSE_BASIS,
+            + ", against the formula with q_T from the ODE. A sanity check, not scored: for the linear net "
+            "u_net(x̂) = q_GD(T)ᵀVᵀx̂ exactly (V orthogonal; the paper: 'quite trivial'), so the error is at most "
+            "√d·max|q_GD(T) − q_ODE(T)| and holds whenever same-final-outputs does",
+            relation=le(0.02), basis=CLOSE_BASIS,
             control="the same formula with the untrained outputs q_0", bounds=(0.0, math.inf),
         ),
         ClaimSpec(

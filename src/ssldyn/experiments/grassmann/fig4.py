@@ -280,7 +280,9 @@ class Fig4(GrassmannExperiment):
         "z": 5,
     }
     est_seconds = (2, 25)  # CPU seconds for all seeds (3 quick, 5 paper)
-    version = "4"  # 4: ode-time-independent-of-h's basis and control say what the timing can show (text only)
+    # 4: ode-time-independent-of-h's basis and control say what the timing can show (text only); 5:
+    # speedup-grows-with-h's control, the slope of two halves of the GD blocks (a referee's finding)
+    version = "5"
     claims = (
         ClaimSpec(
             "gd-time-linear-in-h", "The run time of a GD update (11) scales linearly with the width h.",
@@ -322,8 +324,8 @@ class Fig4(GrassmannExperiment):
             reading="log-log slope against h of (time per GD update)/(time per ODE step) over the widths ≥ fit_from",
             relation=gt(0.5), basis="relation: growth like h is slope 1, with a minimum effect",
             effect="tolerance: at least half the linear rate",
-            no_control="the slope of the ratio is the difference of the two measured slopes, each of which has its "
-            "own control (gd-time-linear-in-h, ode-time-independent-of-h)",
+            control="the same slope of the ratio of two halves of the same GD timing blocks (the same work at every "
+            "h: slope ≈ 0)",
         ),
         ClaimSpec(
             "gd-ops-linear-in-h", "Cost model: the operation count of one GD update of our implementation grows "
@@ -415,6 +417,7 @@ class Fig4(GrassmannExperiment):
                 "speedup": dict(zip(map(str, hs), (t_gd / t_ode).round(2).tolist())),
                 "speedup_slope": loglog_slope(hs[fit], (t_gd / t_ode)[fit]),
                 "min_gd_half_ratio": float((half_a / half_b).min()),
+                "gd_half_ratio_slope": loglog_slope(hs[fit], (half_a / half_b)[fit]),  # the same work: ≈ 0
                 "timing_arrays": (t_gd, t_ode),
             })  # fmt: skip
         # downstream: GD (one ensemble over seeds) and the ODE from the same initial outputs
@@ -504,7 +507,7 @@ class Fig4(GrassmannExperiment):
             "ode-faster": Measured(s["min_speedup"], control=s["min_gd_half_ratio"], detail=(
                 f"{dev}: speed-up " + ", ".join(f"h={h}: {v:.3g}" for h, v in s["speedup"].items())
                 + f"; operation-count ratio ≥ {s['min_ops_ratio_gd_ode']:.3g}")),
-            "speedup-grows-with-h": Measured(s["speedup_slope"], detail=dev),
+            "speedup-grows-with-h": Measured(s["speedup_slope"], control=s["gd_half_ratio_slope"], detail=dev),
             "gd-ops-linear-in-h": Measured(s["gd_ops_marginal_ratio"], detail=(
                 f"marginal cost {', '.join(f'{v:.4g}' for v in s['gd_ops_marginal_per_width'])} FLOPs per unit width")),
             "ode-ops-independent-of-h": s["ode_ops_ratio_max_min"],

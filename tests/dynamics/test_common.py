@@ -1,5 +1,6 @@
 """The shared pieces of ssldyn.dynamics.common: epoch batches (and their checkpoint state), eval mode."""
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -150,3 +151,47 @@ def test_minibatches_take_an_integer_batch_size_in_1_to_n(batch_size, match):
     """A float batch size passed the range check and failed inside the slicing of the first batch (a TypeError)."""
     with pytest.raises(ValueError, match=rf"^minibatches: {match}"):
         next(minibatches(10, batch_size, 3))
+
+
+# ---------------------------------------------------------------------------- from the mutation audit of the engine
+@pytest.mark.parametrize(
+    "every, match",
+    [(0, r"^every must be >= 1 \(an interval of steps\), got 0"),
+     ([0, True], r"^run: every: the steps True are not integers in 0\.\.steps=5"),
+     ([0, 2.5], r"^run: every: the steps 2\.5 are not integers in 0\.\.steps=5")],
+)  # fmt: skip
+def test_a_schedule_that_is_no_interval_nor_integer_steps_is_one_error(every, match):
+    """every=0 was a bare range() error; a bool or a fractional step would be logged at another step than asked."""
+    from ssldyn.dynamics.engine import run
+
+    with pytest.raises(ValueError, match=match):
+        run(0, lambda s, t: (s + 1, torch.tensor(1.0)), steps=5, every=every)
+
+
+def test_a_probe_returning_a_matrix_is_one_error_not_members():
+    """A probe value (2, 2) would be stored as four members; only a float or one value per member (E,) is logged."""
+    from ssldyn.dynamics.common import log_value
+    from ssldyn.dynamics.trajectory import Trajectory
+
+    for value in (torch.ones(2, 2), np.ones((2, 2))):
+        with pytest.raises(ValueError, match=r"^probe 'm': expected a float or a per-member \(E,\)"):
+            log_value(Trajectory(), 0, "m", value)
+
+
+def test_embed_concatenates_an_ensembles_batches_along_the_sample_axis():
+    """An ensemble's output (E, b, d): batches of 2, 2, 1 samples are one forward of all 5 (by hand: x and 2x)."""
+    from ssldyn.dynamics import embed
+
+    class TwoMembers(nn.Module):
+        def forward(self, x):
+            return torch.stack([x, 2 * x])  # (E=2, b, d)
+
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(embed(TwoMembers(), x, batch_size=2), torch.stack([x, 2 * x]), rtol=0, atol=0)
+
+
+def test_minibatches_take_a_batch_of_all_samples():
+    """batch_size = n is allowed: every batch is a whole seeded permutation."""
+    got = list(minibatches(4, 4, 2, generator=torch.Generator().manual_seed(3)))
+    ref = torch.Generator().manual_seed(3)
+    assert [b.tolist() for b in got] == [torch.randperm(4, generator=ref).tolist() for _ in range(2)]

@@ -389,3 +389,232 @@ def test_explicit_logged_steps_outside_the_run_are_an_error_not_dropped():
         run(0, step, steps=5, every=[0, 7])
     with pytest.raises(ValueError, match=r"^run: snapshot_every: the steps -1 are not integers in 0\.\.steps=5"):
         run(0, step, steps=5, snapshots={"s": lambda s: s}, snapshot_every=[-1])
+
+
+# ---------------------------------------------------------------------------- from the mutation audit of the engine
+def test_only_the_final_evaluation_runs_without_gradients():
+    """The final evaluation (t = steps) runs under torch.no_grad(); every trained step runs with gradients on."""
+    seen = []
+
+    def step(x, t):
+        seen.append((t, torch.is_grad_enabled()))
+        return x + 1, x.sum()
+
+    run(torch.zeros(2), step, steps=3, every=1)
+    assert seen == [(0, True), (1, True), (2, True), (3, False)]
+    seen.clear()
+    run(torch.zeros(2), step, steps=3, every=1, final=False)  # no final evaluation: three trained steps
+    assert seen == [(0, True), (1, True), (2, True)]
+
+
+def test_a_resumed_run_checks_its_first_step_and_its_state_before_any_update():
+    """The contract checks (the step's answer, a freezable state) are made at the first step of the run, which is
+    ``start`` for a resumed run, not only at t = 0."""
+    with pytest.raises(ValueError, match=r"^step 2: the step function must return \(state, loss\) or"):
+        run(torch.zeros(2), lambda x, t: x.sum(), steps=4, start=2)
+    with pytest.raises(ValueError, match=r"^run: guard policy='freeze' needs an optimizer .* got a state of type int"):
+        run(0, lambda s, t: (s + 1, torch.ones(2)), steps=3, start=1, guard=LossGuard(policy="freeze"))
+
+
+def test_a_deferred_guard_fails_before_recording_a_non_finite_step_and_at_the_end():
+    """A deferred guard (as on an accelerator) is checked before a logged step is recorded, so the non-finite step
+    never reaches the trajectory or the callbacks; with no logged step at all the check at the end still fails."""
+    hist = History()
+
+    def step(x, t):
+        return x + 1, torch.tensor(math.nan if t == 3 else float(t), dtype=D)
+
+    with pytest.raises(NonFiniteLossError) as e:
+        run(torch.zeros(1), step, steps=6, every=1, guard=LossGuard(lazy=True, check_every=None), callbacks=[hist])
+    assert e.value.step == 3 and e.value.last_finite == 2.0
+    assert [s for s, _ in hist.logs] == [0, 1, 2]
+    with pytest.raises(NonFiniteLossError) as e:  # nothing logged (every=()), final=False: only the end checks
+        run(torch.zeros(1), step, steps=5, every=(), final=False, guard=LossGuard(lazy=True, check_every=None))
+    assert e.value.step == 3
+
+
+def test_freeze_policy_masks_a_frozen_members_loss_out_of_the_shared_parameters(sgd_step_by_hand):
+    """A member frozen at the limit (a finite loss) must not move the parameters shared by the members (a 0-d one,
+    not masked by the engine): they train on the alive members' losses alone. Reference: member 0 alone, SGD by hand."""
+    A, x0 = _quadratic()
+    lr, steps = 0.1, 4
+
+    def loss_of(w, b):  # (E,): ½ (w_e + b)ᵀ A (w_e + b)
+        v = w + b
+        return 0.5 * torch.einsum("ei,ij,ej->e", v, A, v)
+
+    w = nn.Parameter(torch.stack([x0, 3 * x0]))  # member 1 starts with 9 times member 0's loss
+    b = nn.Parameter(torch.tensor(0.5, dtype=D))  # shared by the members
+    limit = float(loss_of(w, b)[1].detach())  # member 1 is frozen at step 0 (|loss| >= limit), member 0 never
+    guard = LossGuard(policy="freeze", limit=limit)
+    run(w, lambda p, t: (p, loss_of(p, b)), steps=steps, every=None, optimizer=torch.optim.SGD([w, b], lr=lr),
+        guard=guard)  # fmt: skip
+    ref = nn.ParameterList([nn.Parameter(x0[None].clone()), nn.Parameter(torch.tensor(0.5, dtype=D))])
+    for _ in range(steps):
+        sgd_step_by_hand(ref, loss_of(ref[0], ref[1]).sum(), lr)
+    assert guard.alive.tolist() == [True, False] and float(guard.diverged_at[1]) == 0.0
+    torch.testing.assert_close(b.detach(), ref[1].detach(), rtol=1e-13, atol=0)
+    torch.testing.assert_close(w[0].detach(), ref[0][0].detach(), rtol=1e-13, atol=0)
+    torch.testing.assert_close(w[1].detach(), 3 * x0, rtol=0, atol=0)  # the frozen member did not move
+
+
+def test_a_member_frozen_at_a_non_finite_loss_does_not_poison_the_shared_parameters(sgd_step_by_hand):
+    """Member 1's loss becomes inf at step 1: in its backward pass 0·inf = NaN reaches the shared 0-d b. Before, b
+    became NaN and member 0 was frozen at the next step; now b's NaN gradient is dropped (b keeps its value after
+    step 0: the entry member 1's NaN covers gets no update while it is frozen) and member 0 trains on, written out
+    with SGD by hand from the state after step 0."""
+    lr, steps = 0.1, 4
+    w = nn.Parameter(torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=D))  # (E=2, 2): one row per member
+    b = nn.Parameter(torch.tensor(0.5, dtype=D))  # shared by both members (0-d)
+
+    def step(p, t):
+        L = ((p + b) ** 2).sum(-1)  # (E,)
+        return p, L * torch.tensor([1.0, math.inf if t >= 1 else 1.0], dtype=D)  # member 1 overflows at step 1
+
+    guard = LossGuard(policy="freeze")
+    run(w, step, steps=steps, every=None, optimizer=torch.optim.SGD([w, b], lr=lr), guard=guard)
+    assert guard.alive.tolist() == [True, False] and float(guard.diverged_at[1]) == 1.0
+    assert math.isnan(float(guard.diverged_at[0]))
+    # reference: step 0 on both members, then member 0 alone
+    ref = nn.ParameterList([nn.Parameter(torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=D)),
+                            nn.Parameter(torch.tensor(0.5, dtype=D))])  # fmt: skip
+    sgd_step_by_hand(ref, ((ref[0] + ref[1]) ** 2).sum(), lr)
+    w1_after_step0 = ref[0][1].detach().clone()
+    w0 = nn.ParameterList([nn.Parameter(ref[0][0].detach().clone())])
+    for _ in range(steps - 1):
+        sgd_step_by_hand(w0, ((w0[0] + ref[1].detach()) ** 2).sum(), lr)
+    torch.testing.assert_close(b.detach(), ref[1].detach(), rtol=1e-13, atol=0)  # −1.9, finite
+    torch.testing.assert_close(w[0].detach(), w0[0].detach(), rtol=1e-13, atol=0)
+    torch.testing.assert_close(w[1].detach(), w1_after_step0, rtol=0, atol=0)  # frozen after its last finite step
+
+
+def test_an_optimizer_flow_applies_after_update_and_the_scheduler_after_every_update():
+    """Projected GD on the unit sphere with a halving learning rate, written out: w ← normalise(w − lr_k A w),
+    lr_k = 0.2 / 2^k; the record at k is ½ wᵀAw of the state after k updates."""
+    A, x0 = _quadratic()
+    w = nn.Parameter(x0 / x0.norm())
+    opt = torch.optim.SGD([w], lr=0.2)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+
+    def renormalise():
+        with torch.no_grad():
+            w.div_(w.norm())
+
+    res = run(w, lambda p, t: (p, 0.5 * p @ A @ p), steps=3, every=1, optimizer=opt, scheduler=sched,
+              after_update=renormalise)  # fmt: skip
+    v, lr, losses = x0 / x0.norm(), 0.2, []
+    for _ in range(3):
+        losses.append(float(0.5 * v @ A @ v))
+        v = v - lr * (A @ v)
+        v, lr = v / v.norm(), lr / 2
+    losses.append(float(0.5 * v @ A @ v))
+    torch.testing.assert_close(res.state.detach(), v, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(res.trajectory.series("loss")[1], losses, rtol=1e-13)
+
+
+def test_callbacks_get_the_detached_loss_of_each_update_and_a_scalar_row_value():
+    """w ← w − 0.25·2w = w/2 from w = (1, 2): the losses ‖w‖² of steps 0, 1 are 5 and 1.25 (by hand), handed to
+    on_step detached; the row of a scalar loss holds a scalar (0-d), not a one-member vector."""
+    hist = History()
+    w = nn.Parameter(torch.tensor([1.0, 2.0], dtype=D))
+    run(w, lambda p, t: (p, (p**2).sum()), steps=2, every=1, optimizer=torch.optim.SGD([w], lr=0.25),
+        callbacks=[hist])  # fmt: skip
+    assert [(s, float(loss)) for s, loss in hist.steps] == [(0, 5.0), (1, 1.25)]
+    assert not any(loss.requires_grad for _, loss in hist.steps)
+    assert [(s, tuple(row["loss"].shape), float(row["loss"])) for s, row in hist.logs] == [
+        (0, (), 5.0), (1, (), 1.25), (2, (), 0.3125)
+    ]  # fmt: skip
+
+
+def test_callable_extras_are_evaluated_at_the_logged_steps_only():
+    """Extras given as a callable are computed only where they are logged: steps=7, every=3 logs 0, 3, 6, 7."""
+    calls = []
+
+    def step(x, t):
+        return x + 1, torch.tensor(float(t)), lambda: calls.append(t) or {"x": float(x)}
+
+    res = run(0, step, steps=7, every=3)
+    assert calls == [0, 3, 6, 7]
+    assert res.trajectory.series("x")[1].tolist() == [0.0, 3.0, 6.0, 7.0]  # the state before each step's update
+
+
+def test_probes_run_without_gradients_so_they_can_read_outputs_as_arrays():
+    """A probe reading a model's output with .numpy() works (no graph is built for a probe). Reference: the output
+    norm of the same linear map, by hand."""
+    torch.manual_seed(0)
+    x = torch.randn(5, 3, dtype=D)
+    net = nn.Linear(3, 2, bias=False).to(D)
+    W0 = net.weight.detach().clone()
+    res = run(net, lambda m, t: (m, m(x).pow(2).mean()), steps=1, every=[0], optimizer=torch.optim.SGD(
+        net.parameters(), lr=0.1), probes={"out": lambda m: float(np.linalg.norm(m(x).numpy()))})  # fmt: skip
+    assert res.trajectory.series("out")[1].tolist() == pytest.approx([float((x @ W0.T).norm())], rel=1e-13)
+
+
+def test_without_a_final_evaluation_the_final_snapshot_is_taken_at_the_updates_done():
+    """final=False: the state after the last update is snapshotted at the number of updates done when that step is
+    asked for — after an early stop at t = 5 that is step 6 (asked), never the unreached steps=10."""
+    step = lambda s, t: (s + 1, torch.tensor(float(t)))  # noqa: E731
+    kw = dict(steps=10, every=None, final=False, stop=lambda s, t: s == 6, snapshots={"s": lambda s: torch.tensor(s)})
+    assert run(0, step, snapshot_every=[0, 6], **kw).trajectory.snapshots("s") == {0: 0, 6: 6}
+    assert run(0, step, snapshot_every=[0, 10], **kw).trajectory.snapshots("s") == {0: 0}
+
+
+def test_resolve_device_defaults_and_counts_cuda_devices(monkeypatch):
+    """None gives the default device when one is given (else the CPU); cuda:N needs N < the number of devices."""
+    from ssldyn.dynamics.engine import resolve_device
+
+    assert resolve_device(None) == torch.device("cpu")
+    assert resolve_device(None, torch.device("meta")) == torch.device("meta")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    with pytest.raises(ValueError, match=r"^device='cuda:2': only 2 CUDA device\(s\) present"):
+        resolve_device("cuda:2")
+
+
+def test_trajectory_copies_what_it_logs_and_snapshots():
+    """A value logged or snapshotted (a tensor or a numpy array) is a copy: changing the original in place after the
+    call does not change the record."""
+    traj = Trajectory()
+    a, v, z = torch.tensor(5.0), np.array([1.0, 2.0]), np.array([[1.0, 2.0]])
+    traj.log(0, a=a)
+    traj.log_members(1, "v", v)
+    traj.snapshot(0, "z", z)
+    a.add_(10)
+    v += 10
+    z += 10
+    assert traj.to_frame().values.tolist() == [[0, 0, "a", 5.0], [1, 0, "v", 1.0], [1, 1, "v", 2.0]]
+    np.testing.assert_array_equal(traj.snapshots("z")[0], [[1.0, 2.0]])
+
+
+def test_trajectory_reads_in_step_order_with_members_and_missing_values():
+    """Rows logged out of order (a resumed or merged record) are read sorted by step; a member's logged index is
+    kept; a member without a value at a step is NaN in series_members; stack orders snapshots by step."""
+    traj = Trajectory()
+    traj.log(5, member=2, loss=3.0)
+    traj.log(1, member=2, loss=1.0)
+    traj.log_members(1, "acc", [0.1, 0.2])
+    traj.log(5, member=0, acc=0.5)
+    traj.snapshot(5, "z", np.array([5.0]))
+    traj.snapshot(1, "z", np.array([1.0]))
+    steps, values = traj.series("loss", member=2)
+    assert steps.tolist() == [1, 5] and values.tolist() == [1.0, 3.0]
+    with pytest.raises(KeyError):
+        traj.series("loss", member=0)  # member 2's rows are not member 0's
+    steps, table = traj.series_members("acc")
+    assert steps.tolist() == [1, 5] and table[0].tolist() == [0.1, 0.2]
+    assert table[1, 0] == 0.5 and np.isnan(table[1, 1])
+    steps, arrays = traj.stack("z")
+    assert steps.tolist() == [1, 5] and arrays.tolist() == [[1.0], [5.0]]
+
+
+def test_trajectory_extend_shifts_members_and_load_replaces_the_content():
+    a, b = Trajectory(), Trajectory()
+    a.log(0, loss=1.0)
+    b.log_members(0, "loss", [2.0, 3.0])
+    a.extend(b, member_offset=1, prefix="b/")
+    assert a.to_frame().values.tolist() == [[0, 0, "loss", 1.0], [0, 1, "b/loss", 2.0], [0, 2, "b/loss", 3.0]]
+    c = Trajectory()
+    c.log(7, other=9.0)  # pending rows, replaced by the loaded state
+    c.load_state_dict(b.state_dict())
+    assert c.to_frame().values.tolist() == [[0, 0, "loss", 2.0], [0, 1, "loss", 3.0]]

@@ -94,3 +94,50 @@ def test_a_limit_is_only_taken_with_the_freeze_policy():
     assert guard.alive is not None and guard.diverged_at is not None
     assert guard.alive.tolist() == [True, False] and float(guard.diverged_at[1]) == 1.0
     LossGuard(limit=math.inf)  # the default: accepted with either policy
+
+
+# ---------------------------------------------------------------------------- from the mutation audit of the engine
+@pytest.mark.parametrize("limit", [0.0, -1.0, math.nan])
+def test_a_limit_must_be_positive(limit):
+    with pytest.raises(ValueError, match=r"^LossGuard: limit must be > 0, got"):
+        LossGuard(policy="freeze", limit=limit)
+
+
+def test_a_frozen_member_stays_frozen_when_its_loss_is_finite_again():
+    """Freezing is from the first bad step on: a later finite loss does not bring the member back."""
+    guard = LossGuard(policy="freeze")
+    guard.update(0, torch.tensor([1.0, 1.0]))
+    guard.update(1, torch.tensor([1.0, math.nan]))
+    guard.update(2, torch.tensor([1.0, 1.0]))
+    assert guard.alive is not None and guard.diverged_at is not None
+    assert guard.alive.tolist() == [True, False] and float(guard.diverged_at[1]) == 1.0
+    assert torch.equal(guard.mask(torch.tensor([2.0, 3.0])), torch.tensor([2.0, 0.0]))  # its loss stays masked
+
+
+def test_a_deferred_guard_checks_every_check_every_updates_counted_from_the_last_check():
+    """check_every=3: a non-finite loss at step 0 is reported at the third update (step 2), not earlier, not later;
+    a check resets the count, so after a clean check at step 2 a NaN at step 3 is reported at step 5."""
+    g = LossGuard(lazy=True, check_every=3)
+    g.update(0, torch.tensor(math.nan))
+    g.update(1, torch.tensor(1.0))
+    with pytest.raises(NonFiniteLossError, match=r"at step 0 \(last finite value: none\)"):
+        g.update(2, torch.tensor(1.0))
+    g = LossGuard(lazy=True, check_every=3)
+    for step in range(3):
+        g.update(step, torch.tensor(float(step + 1)))  # the third update checks: all finite
+    g.update(3, torch.tensor(math.nan))
+    g.update(4, torch.tensor(1.0))
+    with pytest.raises(NonFiniteLossError, match=r"at step 3 \(last finite value: 3\)"):
+        g.update(5, torch.tensor(1.0))
+
+
+def test_a_deferred_guard_reports_the_earliest_bad_step_and_the_last_finite_value_before_it():
+    """Member 1 is bad first (step 1), member 0 later (step 2): the report names member 1 at step 1. A member whose
+    loss is finite again after its bad step keeps the last finite value from before it."""
+    g = LossGuard(lazy=True, check_every=None)
+    g.update(0, torch.tensor([1.0, 2.0]))
+    g.update(1, torch.tensor([1.5, math.nan]))
+    g.update(2, torch.tensor([math.inf, 7.0]))
+    with pytest.raises(NonFiniteLossError) as e:
+        g.check()
+    assert (e.value.step, e.value.member, e.value.last_finite) == (1, 1, 2.0)

@@ -332,3 +332,44 @@ def test_a_seeded_dataloader_run_resumes_exactly(tmp_path):
         go(callbacks=[StopAt(4)])
     resumed = go(resume=tmp_path / "dl.pt").trajectory.series("loss")[1]
     np.testing.assert_array_equal(resumed, full)
+
+
+# ---------------------------------------------------------------------------- from the mutation audit of the engine
+class _FakeSummaryWriter:
+    """Records what TensorBoardLogger writes (tensorboard itself is an optional extra, absent in CI)."""
+
+    def __init__(self, log_dir):
+        self.scalars, self.hparams, self.closed = [], None, False
+
+    def add_scalar(self, tag, value, step):
+        self.scalars.append((tag, value, step))
+
+    def add_hparams(self, hparams, metrics, run_name=None):
+        self.hparams = (hparams, metrics)
+
+    def flush(self):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+def test_tensorboard_logger_writes_one_curve_per_member_and_the_member_mean_as_the_metric(monkeypatch, tmp_path):
+    """A two-member loss (t, 3t) at the logged steps 0, 2, 3: tags loss/member_0 and loss/member_1 with those values;
+    the HPARAMS metric is the mean over the members of the last value, (3 + 9) / 2 = 6."""
+    import sys
+    import types
+
+    from ssldyn.dynamics import run
+
+    fake = types.ModuleType("torch.utils.tensorboard")
+    fake.SummaryWriter = _FakeSummaryWriter
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", fake)
+    logger = TensorBoardLogger(tmp_path, hparams={"lr": 0.1})
+    run(0, lambda s, t: (s + 1, torch.tensor([1.0, 3.0]) * t), steps=3, every=2, callbacks=[logger])
+    w = logger.writer
+    assert sorted(w.scalars, key=lambda r: (r[0], r[2])) == [
+        ("loss/member_0", 0.0, 0), ("loss/member_0", 2.0, 2), ("loss/member_0", 3.0, 3),
+        ("loss/member_1", 0.0, 0), ("loss/member_1", 6.0, 2), ("loss/member_1", 9.0, 3),
+    ]  # fmt: skip
+    assert w.hparams == ({"lr": 0.1}, {"hparam/loss": 6.0}) and w.closed

@@ -275,9 +275,12 @@ def _frozen_kept(optimizer: Any, guard: LossGuard) -> Iterator[None]:
 
     A parameter belongs to the members member-major along its leading axis: ``(E, ...)`` (one slice per member)
     or ``(E·F, ...)`` (``F`` rows per member, e.g. the flat BatchNorm affine vectors and grouped convolutions of
-    the ensemble encoders); its mask is ``alive`` repeated ``F = p.shape[0] / E`` times per member. A leading axis
-    that is not a multiple of ``E`` (or no axis) is shared and not masked; with ``E = 1`` (a scalar loss) every
-    parameter is the member's, so a frozen model keeps all of them.
+    the ensembles' encoders); its mask is ``alive`` repeated ``F = p.shape[0] / E`` times per member. A leading axis
+    that is not a multiple of ``E`` (or no axis) is shared: it keeps training on the alive members' gradients, and
+    while a member is frozen its non-finite entries are dropped — a frozen member with a non-finite loss puts NaN
+    (0·inf) into every gradient its subgraph reaches, which would otherwise reach the shared parameter and freeze
+    every member at the next step (entries the frozen member's NaN covers get no update while it stays frozen).
+    With ``E = 1`` (a scalar loss) every parameter is the member's, so a frozen model keeps all of them.
     """
     alive = guard.alive if guard.policy == "freeze" else None
     if alive is None:
@@ -292,7 +295,10 @@ def _frozen_kept(optimizer: Any, guard: LossGuard) -> Iterator[None]:
             elif p.dim() >= 1 and p.shape[0] % E == 0:
                 rows = alive.repeat_interleave(p.shape[0] // E)  # (E·F,) member-major
                 mask = rows.view(-1, *([1] * (p.dim() - 1)))  # (E·F, 1, ...)
-            else:
+            else:  # shared by the members: a frozen member's non-finite gradient (0·inf in its backward) is dropped
+                if p.grad is not None:  # no host sync; while every member is alive nothing is dropped
+                    keep = torch.isfinite(p.grad) | alive.all()
+                    p.grad.copy_(torch.where(keep, p.grad, torch.zeros_like(p.grad)))
                 continue
             if p.grad is not None:
                 p.grad.copy_(torch.where(mask, p.grad, torch.zeros_like(p.grad)))

@@ -197,3 +197,32 @@ def test_flip_signs_is_a_balanced_checkerboard_that_cancels_shared_effects():
     assert odd is not None and odd.sum() == 0 and sorted(odd.tolist()).count(0.0) == 1 and odd[-1] == 0.0
     # a line of cells admits no null (the signs would keep the trend along it): the control is not measured
     assert flip_signs([(5, 3), (5, 5)]) is None and flipped_mean(np.array([0.3, 0.1]), [(5, 3), (5, 5)]) is None
+
+
+def test_noise_match_max_is_the_best_matched_noise_token_written_out():
+    """chi_probes' ``noise_match_max``: max over RFs k and tokens a ∉ R_k^g of max_m cos(w_km, u_a), signed for ReLU,
+    |cos| for linear (Fig. 5's relu-ignores-noise and its linear control), against loops over k, a, m."""
+    from types import SimpleNamespace
+
+    from ssldyn.data.tokens import TokenGenerator
+    from ssldyn.experiments.nonlinearity.token_grid import chi_probes
+
+    runs = make_runs(activations=["relu", "linear"], betas=[2], Ps=[3], seeds=[0], base=TokenRun(batch=16))
+    gens = [TokenGenerator(r.spec, r.seed) for r in runs]
+    K, d = gens[0].allowed.shape[0], gens[0].embedding.shape[1]
+    M = max(r.filters for r in runs)
+    W = torch.randn(len(runs), K, M, d, generator=torch.Generator().manual_seed(3))  # (E, K, M, d)
+    net = SimpleNamespace(W=W, filter_mask=torch.ones(len(runs), K, M))
+    got = chi_probes(runs)["noise_match_max"](net)  # (E,)
+    for e, (r, g) in enumerate(zip(runs, gens)):
+        U, allowed = g.embedding.double().numpy(), g.allowed.numpy()
+        best = -np.inf
+        for k in range(K):
+            for a in range(U.shape[0]):
+                if a in allowed[k]:
+                    continue
+                for m in range(M):
+                    w = W[e, k, m].double().numpy()
+                    c = w @ U[a] / (np.linalg.norm(w) * np.linalg.norm(U[a]))
+                    best = max(best, abs(c) if r.activation == "linear" else c)
+        assert float(got[e]) == pytest.approx(best, abs=1e-5), r.activation

@@ -143,3 +143,17 @@ def test_step_table_reads_the_loss_rise_at_every_iteration():
     np.testing.assert_allclose(row.max_loss_increase, fc.max_loss_increase(every.loss), rtol=0, atol=0)
     on_records = fc.max_loss_increase(every.loss[fc.record_steps(steps, 400, 400)])
     assert on_records[0] != row.max_loss_increase[0]  # here the records alone read another rise (3.77e-2 + 1e-7)
+
+
+def test_coherence_centred_removes_the_common_motion_hand_worked():
+    """Two clusters moving by (1, ±0.1): uncentred every grouping is nearly aligned (the common motion), centred only
+    the true clusters are (residuals (0, ±0.1)), and a grouping that mixes them cancels (variational Fig. 5's
+    same-cluster-move-together and its permuted-label control)."""
+    z0 = np.zeros((1, 4, 2))
+    z1 = np.array([[[1.0, 0.1], [1.0, 0.1], [1.0, -0.1], [1.0, -0.1]]])  # points 0, 1: cluster A; 2, 3: cluster B
+    true, mixed = [0, 0, 1, 1], [0, 1, 0, 1]
+    u = np.array([1.0, 0.1]) / math.hypot(1.0, 0.1)  # unit displacement of A; B's is its mirror
+    np.testing.assert_allclose(fc.coherence(z0, z1, true), [1.0], rtol=1e-15)
+    np.testing.assert_allclose(fc.coherence(z0, z1, mixed), [u[0]], rtol=1e-15)  # resultant of u and its mirror
+    np.testing.assert_allclose(fc.coherence(z0, z1, true, centred=True), [1.0], rtol=1e-15)
+    np.testing.assert_allclose(fc.coherence(z0, z1, mixed, centred=True), [0.0], atol=1e-15)

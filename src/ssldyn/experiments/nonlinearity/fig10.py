@@ -65,7 +65,7 @@ class Fig10(_ActivationGridBase):
         Robustness(
             claims=(
                 "relu-rises-with-beta-quadratic", "relu-gain-beyond-init-quadratic", "relu-beats-linear-quadratic",
-                "linear-flat-in-beta-quadratic", "quadratic-below-infonce",
+                "linear-flat-in-beta-quadratic", "homogeneous-similar-quadratic", "quadratic-below-infonce",
             ),
             knobs=LR_BATCH_KNOBS,
             paper=LR_BATCH_PAPER,
@@ -73,7 +73,7 @@ class Fig10(_ActivationGridBase):
         Robustness(
             claims=(
                 "relu-rises-with-beta-quadratic", "relu-gain-beyond-init-quadratic", "relu-beats-linear-quadratic",
-                "linear-flat-in-beta-quadratic", "quadratic-below-infonce",
+                "linear-flat-in-beta-quadratic", "homogeneous-similar-quadratic", "quadratic-below-infonce",
             ),
             knobs=BN_KNOBS,
             paper=BN_PAPER,

@@ -90,8 +90,18 @@ class Fig5(TokenGridExperiment):
     # 3000 steps: the ReLU filters' χ̄₋ falls below 1/(d − P) between 2500 and 3000 steps (0.26 at 1000)
     quick = {"steps": 3000, "log_every": 500, "panels_P": [3]}
     est_seconds = (6, 65)
-    version = "2"  # 2: the claims read the χ̄± of the chi_tokens set the table shows (they always read generators)
-    robustness = (Robustness(claims=("relu-beats-linear", "relu-ignores-noise"), knobs=BN_KNOBS, paper=BN_PAPER),)
+    # 2: the claims read the χ̄± of the chi_tokens set the table shows (they always read generators); 3:
+    # relu-ignores-noise reads the best-matched noise token (the mean χ̄₋ passed with one noise token per RF learned;
+    # a referee's finding); a robustness map over lr
+    version = "3"
+    robustness = (
+        Robustness(claims=("relu-beats-linear", "relu-ignores-noise"), knobs=BN_KNOBS, paper=BN_PAPER),
+        Robustness(
+            claims=("relu-beats-linear", "relu-ignores-noise"),
+            knobs={"lr": [0.002, 0.02]},
+            paper="Sec. 5 prints lr 2e-3; the reference implementation's documented command uses 0.02 (our default).",
+        ),
+    )
     claims = (
         ClaimSpec(
             "relu-beats-linear", "With ReLU the learned weights capture the P candidate tokens of R_k^g at each RF, "
@@ -103,12 +113,19 @@ class Fig5(TokenGridExperiment):
         ClaimSpec(
             "relu-ignores-noise", "The ReLU weights focus on R_k^g and no noise token is learned.",
             "Fig. 5, Sec. 5.1", kind="paper",
-            reading="χ̄₋ (eq. 181, signed cosine) of the ReLU network at P = 3, β = 5",
-            relation=lambda cfg: lt(1.0 / (cfg.n_tokens - cfg.figure_P)),
-            basis="relation: 'no noise token is learned' — χ̄₋ below 1/(d − P), its value if one of the d − P noise "
-            "tokens per RF were matched exactly (cos 1) and the others not at all (cos 0)", bounds=CHI_BOUNDS,
-            control="the same network at initialisation (t = 0), whose random filters match noise tokens by chance",
-            if_fails="the ReLU χ̄₋ falls below 1/(d − P) only after ~2500 steps at lr 0.02 (0.26 at 1000 steps)",
+            reading="the best-matched noise token of the ReLU network at P = 3, β = 5: the largest over the RFs k and "
+            "the tokens a ∉ R_k^g of max_m cos(w_km, u_a) (signed cosine, eq. 16); the detail gives the mean "
+            "score χ̄₋ (eq. 181; its old reading, below 1/(d − P) also with one noise token per RF learned) and the "
+            "value at initialisation",
+            relation=lt(0.5),
+            basis="relation: 'no noise token is learned' read for every RF and every noise token: none matched "
+            "better than cos 0.5, half-way between unmatched (0) and learned (1; a learned candidate is matched at "
+            "cos ≥ 0.95, documented-run-chi-plus)", bounds=CHI_BOUNDS,
+            control="the linear network of the same run (|cos|: a linear filter's sign is arbitrary), which Fig. 5 "
+            "says cannot focus on R_k^g (the untrained filters are no null: an unlearned noise token is what the "
+            "claim asks for, and random filters match every token at cos ~0.45)",
+            if_fails="a ReLU filter matches a noise token better than cos 0.5 in some RF (the detail gives the mean "
+            "score χ̄₋, which can stay low while one token per RF is learned)",
         ),
         ClaimSpec(
             "documented-run-chi-plus", "The reference implementation's documented run (d=20, P=5, β=5, ReLU, "
@@ -170,6 +187,9 @@ class Fig5(TokenGridExperiment):
                 res.summary[f"chi_minus/{key}"] = float(chi_minus[-1])
                 res.summary[f"chi_minus_init/{key}"] = float(chi_minus[0])
                 res.summary[f"chi_minus_signed/{key}"] = float(signed[-1])
+                noise = traj.series("noise_match_max", m)[1]
+                res.summary[f"noise_match_max/{key}"] = float(noise[-1])
+                res.summary[f"noise_match_max_init/{key}"] = float(noise[0])
             res.notes.append(
                 f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}; χ± with |cos| for linear (sign not identifiable), "
                 f"signed for ReLU (eq. 16); filters shown are d = {cfg.n_tokens} dimensional (the paper's Fig. 5: "
@@ -189,10 +209,11 @@ class Fig5(TokenGridExperiment):
                 detail=f"χ̄₊ ReLU {s[f'chi_plus/{r}']:.3f}, linear {s[f'chi_plus/{li}']:.3f}",
             ),
             "relu-ignores-noise": Measured(
-                s[f"chi_minus/{r}"],
-                control=s[f"chi_minus_init/{r}"],
-                detail=f"threshold 1/(d − P) = {1 / (cfg.n_tokens - P):.4f}; linear network χ̄₋ {s[f'chi_minus/{li}']:.3f} "
-                f"(|cos|), {s[f'chi_minus_signed/{li}']:.3f} (signed)",
+                s[f"noise_match_max/{r}"],
+                control=s[f"noise_match_max/{li}"],
+                detail=f"mean score χ̄₋ {s[f'chi_minus/{r}']:.4f} (1/(d − P) = {1 / (cfg.n_tokens - P):.4f}); at "
+                f"initialisation {s[f'noise_match_max_init/{r}']:.3f}; linear network's χ̄₋ {s[f'chi_minus/{li}']:.3f} "
+                f"(|cos|)",
             ),
             "eq181-normalisation": Measured(
                 s[f"chi_minus_init/{r}"] * (cfg.n_tokens - P) / P,

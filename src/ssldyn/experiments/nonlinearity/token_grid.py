@@ -47,12 +47,14 @@ from ssldyn.dynamics.ensemble_trainer import (
 from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.experiments.nonlinearity._common import F32, NonlinearityExperiment
 from ssldyn.memory import PROCESS_BASELINE
+from ssldyn.probes.chi import best_match
 
 CACHE_NAMESPACE = "token_runs"
 CHI = ("chi_plus", "chi_minus", "chi_minus_signed")
 # χ̄± over the tokens some generator draws at k (the reference's scoring) and, suffixed, over eq. 16's
 # P candidates R_k^g: both logged, ``chi_tokens`` picks which one the tables call chi_plus / chi_minus
-PROBES = (*CHI, *(f"{c}_candidates" for c in CHI), "loss")
+#: ``noise_match_max``: the largest best match over the RFs and their noise tokens a ∉ R_k^g (:func:`chi_probes`)
+PROBES = (*CHI, *(f"{c}_candidates" for c in CHI), "noise_match_max", "loss")
 CHI_TOKENS = ("generators", "candidates")
 
 
@@ -123,7 +125,9 @@ def chi_probes(runs: Sequence[TokenRun], device: str = "cpu") -> dict:
     """χ̄₊, χ̄₋ in the activation's metric (:func:`~ssldyn.dynamics.ensemble_trainer.sign_symmetric`) and
     ``chi_minus_signed`` (χ̄₋ with the signed cosine, eq. 181, for every run) as probes ``net -> (E,)`` of an
     ensemble of ``runs``: over the tokens some generator draws at position k (``relevant``, the reference's
-    scoring) and, as ``*_candidates``, over the P candidate tokens R_k^g of eq. 16 (``allowed``)."""
+    scoring) and, as ``*_candidates``, over the P candidate tokens R_k^g of eq. 16 (``allowed``); and
+    ``noise_match_max``, ``max_k max_{a ∉ R_k^g} max_m cos(w_km, u_a)`` in the activation's metric (signed; |cos|
+    for the sign-symmetric ones): how well the best-matched noise token of any RF is matched (1: learned)."""
     import torch
 
     gens = [TokenGenerator(r.spec, r.seed) for r in runs]
@@ -138,6 +142,12 @@ def chi_probes(runs: Sequence[TokenRun], device: str = "cpu") -> dict:
         chi = token_probes(emb, tokens, absolute)
         probes[f"chi_plus{suffix}"], probes[f"chi_minus{suffix}"] = chi["chi_plus"], chi["chi_minus"]
         probes[f"chi_minus_signed{suffix}"] = token_probes(emb, tokens, False)["chi_minus"]
+
+    def noise_match_max(net) -> torch.Tensor:
+        c = best_match(net.W, emb, absolute=absolute, filter_mask=net.filter_mask)  # (E, K, T): the best filter
+        return c.masked_fill(candidates, float("-inf")).amax(dim=(-2, -1))  # (E,)
+
+    probes["noise_match_max"] = noise_match_max
     return probes
 
 

@@ -351,14 +351,18 @@ def uniform_optimum(n: int, d: int) -> float:
     return uniformity_reference(n, d=d) if d in (2, 3) else uniformity_reference(d=d)
 
 
-def coherence(z0: np.ndarray, z1: np.ndarray, labels) -> np.ndarray:
+def coherence(z0: np.ndarray, z1: np.ndarray, labels, *, centred: bool = False) -> np.ndarray:
     """Per member: mean over clusters of the resultant length of the unit displacements ``z1 − z0``.
 
     ``z0, z1``: ``(E, n, d)``. 1 when all points of each cluster move in one direction (Thm. 4.5:
-    same-cluster velocities agree up to O(δ)), ≈ 1/√(cluster size) for independent directions.
+    same-cluster velocities agree up to O(δ)), ≈ 1/√(cluster size) for independent directions. With
+    ``centred``, the displacements less their mean over all n points: the motion that separates the clusters,
+    without the common motion of the whole cloud (which any grouping of the points shares).
     """
     lab = np.asarray(labels)
-    dz = z1 - z0
+    dz = z1 - z0  # (E, n, d)
+    if centred:
+        dz = dz - dz.mean(axis=1, keepdims=True)
     unit = dz / np.maximum(np.linalg.norm(dz, axis=-1, keepdims=True), 1e-300)  # (E, n, d)
     return np.mean([np.linalg.norm(unit[:, lab == q].mean(1), axis=-1) for q in np.unique(lab)], axis=0)  # (E,)
 

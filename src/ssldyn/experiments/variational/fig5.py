@@ -236,7 +236,10 @@ class Fig5(VariationalExperiment):
     # is a sanity check (it holds by construction: vanilla GD never sees x)
     # 8: the step table always holds lr_network (step-independent read the nearest row when table_lrs lacked it);
     # 7: the step table's loss rises read at every iteration (_flows_common.step_table)
-    version = "8"
+    # 9: same-cluster-move-together's control is the network's coherence under permuted labels (was vanilla GD,
+    # which tests kernel vs no kernel, not same cluster vs not; a referee's finding)
+    # 10: converges-to-trivial is a consequence (the paper concedes it, 'even if'; it does not assert it)
+    version = "10"
     batch_seeds = True
     robustness = (
         Robustness(
@@ -281,11 +284,15 @@ class Fig5(VariationalExperiment):
             "gradient (Thm. 4.5: same-cluster velocities agree up to O(δ)).", "Sec. 4.2, Thm. 4.5", kind="paper",
             result="Fig. 5",
             reading="mean over clusters of the resultant length of the unit displacements of the raw network outputs "
-            "f(w, x_i) over the first coherence_steps iterations (1: one direction per cluster). "
+            "f(w, x_i) over the first coherence_steps iterations, less the mean displacement of all points (the "
+            "motion that separates the clusters, 'driving separation of different clusters early on'; 1: one "
+            "direction per cluster). "
             "Thm. 4.5 assumes N ≤ d orthogonal centers; here N = 4 > d = 2",
             relation=ge(0.9), basis="tolerance: ≥ 0.9 — the 25 unit vectors of a cluster within ≈ 25° of each other",
-            control="vanilla GD's embeddings from the same start over the same iterations (no kernel: no shared "
-            "direction per cluster)", bounds=(0.0, 1.0),
+            control="the same centred displacements grouped by the member's permuted cluster labels (the labelling "
+            "of the silhouette nulls); from a collapsed start the whole cloud moves nearly as one, so without the "
+            "centring a permuted grouping scored 0.89–0.98 (the detail gives the uncentred value and vanilla GD's)",
+            bounds=(0.0, 1.0),
         ),
         ClaimSpec(
             "clusters-by-iteration-15", "By iteration 15, the clustering structure is preserved in the embedded "
@@ -365,7 +372,11 @@ class Fig5(VariationalExperiment):
         ),
         ClaimSpec(
             "converges-to-trivial", "... even if it eventually converges to a trivial minimizer (the uniform "
-            "distribution).", LOC_LONG, kind="paper",
+            "distribution).", LOC_LONG, kind="consequence", result="Fig. 5",
+            derivation="the abstract and Sec. 1 concede that GD may 'eventually converge to a trivial minimizer' "
+            "('even if'), without asserting it for this network; with the uniform measure the minimiser on S¹ "
+            "(Sec. 3), where the long run goes is our measurement of that concession (a referee's finding: it was "
+            "scored as a paper claim)",
             reading="uniformity gap U − U_opt to the uniform optimum at the end of the long run (detail: the decay "
             "time t_half at which the gap at the paper's horizon of 200 iterations has halved)",
             relation=le(0.01), basis="tolerance: 0.01, under a quarter of the gap of the clustered state at 200 "
@@ -504,6 +515,10 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
     def shuffled(run: fc.Run, i: int) -> np.ndarray:  # (E,) silhouette of record i under the permuted labels
         return np.array([float(silhouette_samples_cosine(run.z[i, e], perms[e]).mean()) for e in range(E)])
 
+    raw0, raw_c = net.raw_at(0), net.raw_at(c)  # (E, n, d)
+    coh_rel = fc.coherence(raw0, raw_c, m.labels, centred=True)  # (E,): the cluster-separating motion
+    coh_shuf = [float(fc.coherence(raw0[e : e + 1], raw_c[e : e + 1], perms[e].numpy(), centred=True)[0])
+                for e in range(E)]  # fmt: skip
     shuf = {"network_silhouette_at_probe_shuffled": shuffled(net, i_k),
             "vanilla_silhouette_at_probe_shuffled": shuffled(van, j_k),
             "network_silhouette_horizon_shuffled": shuffled(net, i_h),
@@ -513,6 +528,7 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
     for e in range(E):
         s = {
             "network_coherence": coh_net[e], "vanilla_coherence": coh_van[e],
+            "network_coherence_centred": coh_rel[e], "network_coherence_shuffled": coh_shuf[e],
             "network_silhouette_at_probe": p_net.silhouette[i_k, e],
             "vanilla_silhouette_at_probe": p_van.silhouette[j_k, e],
             "network_silhouette_horizon": p_net.silhouette[i_h, e],
@@ -577,7 +593,12 @@ def comparison_measures(cfg, result: Result, tag: str) -> dict[str, float | Meas
     dl = s["network_loss_start"] - s["network_loss_end"]
     loss_left = (s["network_loss_horizon"] - s["network_loss_end"]) / max(dl, 1e-300)
     out: dict[str, float | Measured] = {
-        "same-cluster-move-together": Measured(s["network_coherence"], control=s["vanilla_coherence"]),
+        "same-cluster-move-together": Measured(
+            s["network_coherence_centred"],
+            control=s["network_coherence_shuffled"],
+            detail=f"with the common motion: {s['network_coherence']:.4f} (vanilla GD from the same start "
+            f"{s['vanilla_coherence']:.3f})",
+        ),
         "clusters-by-iteration-15": Measured(
             s["network_silhouette_at_probe"], control=s["vanilla_silhouette_at_probe"]
         ),

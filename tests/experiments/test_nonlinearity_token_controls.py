@@ -226,3 +226,35 @@ def test_noise_match_max_is_the_best_matched_noise_token_written_out():
                     c = w @ U[a] / (np.linalg.norm(w) * np.linalg.norm(U[a]))
                     best = max(best, abs(c) if r.activation == "linear" else c)
         assert float(got[e]) == pytest.approx(best, abs=1e-5), r.activation
+
+
+def _captured_by_loops(W, U, allowed, absolute: bool) -> float:
+    """Fraction of (k, a ∈ allowed[k]) with max_m cos(W[k, m], U[a]) ≥ 0.9 (|cos| if ``absolute``), by loops."""
+    hits = 0
+    for k in range(allowed.shape[0]):
+        for a in allowed[k]:
+            cos = [w @ U[a] / (np.linalg.norm(w) * np.linalg.norm(U[a])) for w in W[k]]
+            hits += (max(abs(c) for c in cos) if absolute else max(cos)) >= 0.9
+    return hits / allowed.size
+
+
+def test_captured_fraction_counts_the_candidates_some_filter_matches_at_cos_0_9():
+    """Fig. 5's relu-captures-candidates / linear-cannot-capture: the fraction of (RF k, a ∈ R_k^g) with
+    max_m cos(w_km, u_a) ≥ 0.9 (|cos| for linear). Filters set to the first candidate of each RF (ReLU: +u_a, linear:
+    −u_a, whose |cos| is 1) capture exactly 1/P of the pairs on top of the random filters' captures, counted by loops."""
+    from ssldyn.data.tokens import TokenGenerator
+    from ssldyn.experiments.nonlinearity.token_grid import captured_fraction
+
+    runs = make_runs(activations=["relu", "linear"], betas=[2], Ps=[3], seeds=[0], base=TokenRun(batch=16))
+    for r in runs:
+        g = TokenGenerator(r.spec, r.seed)
+        U, allowed = g.embedding.double().numpy(), g.allowed.numpy()
+        K, P, d = allowed.shape[0], allowed.shape[1], U.shape[1]
+        W = np.random.default_rng(1).normal(size=(K, r.filters, d))
+        sign = 1.0 if r.activation == "relu" else -1.0
+        W[:, 0] = sign * U[allowed[:, 0]]  # RF k's first filter on its first candidate
+        got = captured_fraction(W, r)
+        assert got == pytest.approx(_captured_by_loops(W, U, allowed, r.activation == "linear")) and got >= 1 / P
+        W[:, 0] = -sign * U[allowed[:, 0]]  # the opposite sign: |cos| still captures, the signed cosine does not
+        assert captured_fraction(W, r) == pytest.approx(_captured_by_loops(W, U, allowed, r.activation == "linear"))
+        assert (captured_fraction(W, r) >= 1 / P) == (r.activation == "linear")

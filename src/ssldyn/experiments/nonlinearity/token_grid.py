@@ -231,6 +231,24 @@ def run_grid(
     return traj
 
 
+#: the cosine at which a filter has captured a token (within ≈ 26°; the documented run's χ̄₊ level is 0.95)
+CAPTURE_COS = 0.9
+
+
+def captured_fraction(filters: np.ndarray, run: TokenRun, level: float = CAPTURE_COS) -> float:
+    """The fraction of the pairs (RF k, candidate a ∈ R_k^g) that some filter of RF k has captured:
+    ``max_m cos(w_km, u_a) ≥ level`` in the activation's metric (signed; |cos| for the sign-symmetric activations).
+
+    ``filters (K, M, d)`` of ``run`` (its data set gives the embedding u_a and the candidates R_k^g)."""
+    import torch
+
+    gen = TokenGenerator(run.spec, run.seed)
+    W = torch.as_tensor(filters, dtype=torch.float64)  # (K, M, d)
+    c = best_match(W, gen.embedding.to(torch.float64), absolute=sign_symmetric(run.activation, run.bn))  # (K, T)
+    cand = c.gather(1, gen.allowed)  # (K, P)
+    return float((cand >= level).to(torch.float64).mean())
+
+
 def token_data(run: TokenRun) -> dict[str, np.ndarray]:
     """The data set of a run: ``relevant`` (K, n_tokens) and ``allowed`` (K, P) tokens (regenerated)."""
     gen = TokenGenerator(run.spec, run.seed)

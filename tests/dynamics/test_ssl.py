@@ -142,55 +142,10 @@ def test_predictor_objectives_are_symmetrised_with_stop_gradient(objective):
         torch.testing.assert_close(p.detach(), w, rtol=0, atol=1e-12)
 
 
-def test_byol_target_network_is_the_ema_of_the_online_network():
-    # with every=1 the loss logged at step 1 uses the target ξ₁ = m θ₀ + (1 − m) θ₁ (Grill et al. Sec. 3.1)
-    x, B, m = data(), 8, 0.9
-    net0, pred0 = plain_net(d=4), nn.Linear(4, 4).to(DT)
-
-    def run(steps, every):
-        net, pred = copy.deepcopy(net0), copy.deepcopy(pred0)
-        res = train_ssl(
-            net,
-            x,
-            objective=BYOLLoss(),
-            augment=jitter,
-            steps=steps,
-            batch_size=B,
-            predictor=pred,
-            target_momentum=m,
-            optimizer=sgd(0.5),
-            every=every,
-            generator=torch.Generator().manual_seed(4),
-        )
-        return res, net, pred
-
-    res, _, _ = run(2, 1)
-    _, net1, pred1 = run(1, 1)  # the online network after step 0
-    target = copy.deepcopy(net0)
-    with torch.no_grad():
-        for t, p in zip(target.parameters(), net1.parameters()):
-            t.mul_(m).add_((1 - m) * p)
-    g = torch.Generator().manual_seed(4)
-    perm = torch.randperm(x.shape[0], generator=g)
-    jitter(x[perm[:B]], g), jitter(x[perm[:B]], g)  # the draws of step 0
-    xb = x[perm[B : 2 * B]]  # the second minibatch of the epoch
-    v = torch.cat([jitter(xb, g), jitter(xb, g)])
-    with torch.no_grad():
-        p, tz = pred1(net1(v)), target(v)
-        want = 0.5 * (BYOLLoss()(p[:B], tz[B:]) + BYOLLoss()(p[B:], tz[:B]))
-        without_ema = 0.5 * (BYOLLoss()(p[:B], net1(v)[B:]) + BYOLLoss()(p[B:], net1(v)[:B]))
-    assert res.trajectory.series("loss")[1][1] == pytest.approx(float(want), abs=1e-12)
-    assert abs(float(want) - float(without_ema)) > 1e-6  # the target really is not the online network
-
-
-def test_byol_target_with_batchnorm_normalises_by_the_batch_as_byol():
-    """A BatchNorm target network runs in train mode (its BN normalises by the batch, as the online network's does,
-    and as BYOL's reference code applies its target): the loss logged at step 1 is the one of the EMA target ξ₁ with
-    batch statistics, written out here; the target with running statistics (eval mode) gives another number."""
-    x, B, m = data(), 8, 0.9
-    torch.manual_seed(2)
-    net0 = nn.Sequential(nn.Linear(6, 10), nn.BatchNorm1d(10), nn.ReLU(), nn.Linear(10, 4)).to(DT)
-    pred0 = nn.Linear(4, 4).to(DT)
+def _byol_step1(net0, pred0, x, B, m):
+    """BYOL with EMA momentum m from (net0, pred0), SGD 0.5, every=1: the loss logged at step 1, the online network
+    and predictor after step 0, the target ξ₁ = m θ₀ + (1 − m) θ₁ written out (Grill et al. Sec. 3.1) and the two
+    views [v1; v2] of step 1's minibatch (the draws replayed from the seeded generator)."""
 
     def run(steps):
         net, pred = copy.deepcopy(net0), copy.deepcopy(pred0)
@@ -209,13 +164,40 @@ def test_byol_target_with_batchnorm_normalises_by_the_batch_as_byol():
     jitter(x[perm[:B]], g), jitter(x[perm[:B]], g)  # the draws of step 0
     xb = x[perm[B : 2 * B]]  # the second minibatch of the epoch
     v = torch.cat([jitter(xb, g), jitter(xb, g)])
+    return res.trajectory.series("loss")[1][1], net1, pred1, target, v
+
+
+def _byol_loss(p, tz, B):
+    """The symmetrised BYOL loss of predictions p and targets tz, both (2B, d) = [view 1; view 2]."""
+    return 0.5 * (BYOLLoss()(p[:B], tz[B:]) + BYOLLoss()(p[B:], tz[:B]))
+
+
+def test_byol_target_network_is_the_ema_of_the_online_network():
+    # with every=1 the loss logged at step 1 uses the target ξ₁ = m θ₀ + (1 − m) θ₁ (Grill et al. Sec. 3.1)
+    x, B, m = data(), 8, 0.9
+    logged, net1, pred1, target, v = _byol_step1(plain_net(d=4), nn.Linear(4, 4).to(DT), x, B, m)
+    with torch.no_grad():
+        p = pred1(net1(v))
+        want, without_ema = _byol_loss(p, target(v), B), _byol_loss(p, net1(v), B)
+    assert logged == pytest.approx(float(want), abs=1e-12)
+    assert abs(float(want) - float(without_ema)) > 1e-6  # the target really is not the online network
+
+
+def test_byol_target_with_batchnorm_normalises_by_the_batch_as_byol():
+    """A BatchNorm target network runs in train mode (its BN normalises by the batch, as the online network's does,
+    and as BYOL's reference code applies its target): the loss logged at step 1 is the one of the EMA target ξ₁ with
+    batch statistics, written out here; the target with running statistics (eval mode) gives another number."""
+    x, B, m = data(), 8, 0.9
+    torch.manual_seed(2)
+    net0 = nn.Sequential(nn.Linear(6, 10), nn.BatchNorm1d(10), nn.ReLU(), nn.Linear(10, 4)).to(DT)
+    logged, net1, pred1, target, v = _byol_step1(net0, nn.Linear(4, 4).to(DT), x, B, m)
     net1.train(), target.train()
     with torch.no_grad():
         p = pred1(net1(v))  # (2B, 4): the online network in train mode, one forward on both views
-        want = 0.5 * (BYOLLoss()(p[:B], target(v)[B:]) + BYOLLoss()(p[B:], target(v)[:B]))
+        want = _byol_loss(p, target(v), B)
         target.eval()  # running statistics instead of the batch's
-        with_running = 0.5 * (BYOLLoss()(p[:B], target(v)[B:]) + BYOLLoss()(p[B:], target(v)[:B]))
-    assert res.trajectory.series("loss")[1][1] == pytest.approx(float(want), abs=1e-12)
+        with_running = _byol_loss(p, target(v), B)
+    assert logged == pytest.approx(float(want), abs=1e-12)
     assert abs(float(want) - float(with_running)) > 1e-4
 
 

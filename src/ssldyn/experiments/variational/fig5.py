@@ -499,7 +499,8 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
     u_opt = fc.uniform_optimum(m.n, m.d)
     decay = fc.decay_times(p_net, u_opt, cfg.horizon_network * cfg.lr_network, cfg.persist_level)
     c = cfg.coherence_steps
-    coh_net = fc.coherence(net.raw_at(0), net.raw_at(c), m.labels)  # raw outputs (Thm. 4.5)
+    raw0, raw_c = net.raw_at(0), net.raw_at(c)  # (E, n, d): the raw outputs (Thm. 4.5)
+    coh_net = fc.coherence(raw0, raw_c, m.labels)
     coh_van = fc.coherence(van.z[van.index(0)], van.z[van.index(c)], m.labels)
     i_k, j_k = net.index(probe_step), van.index(probe_step)
     i_h, j_h = net.index(cfg.horizon_network), van.index(cfg.horizon_vanilla)
@@ -515,7 +516,6 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
     def shuffled(run: fc.Run, i: int) -> np.ndarray:  # (E,) silhouette of record i under the permuted labels
         return np.array([float(silhouette_samples_cosine(run.z[i, e], perms[e]).mean()) for e in range(E)])
 
-    raw0, raw_c = net.raw_at(0), net.raw_at(c)  # (E, n, d)
     coh_rel = fc.coherence(raw0, raw_c, m.labels, centred=True)  # (E,): the cluster-separating motion
     coh_shuf = [float(fc.coherence(raw0[e : e + 1], raw_c[e : e + 1], perms[e].numpy(), centred=True)[0])
                 for e in range(E)]  # fmt: skip

@@ -268,15 +268,14 @@ def _ntk_widths(sm: dict, cfg: CollapseConfig, x: torch.Tensor, seed: int, z: in
     ratio and spread.
     """
     d, R = x.shape[-1], cfg.ntk_draws
+    keys = ("ntkparam", "corr_ntkparam", "trained_ntkparam", "trained_corr_ntkparam")  # averaged over the draws
     for h in cfg.ntk_widths:
-        keys = ("ntkparam", "corr_ntkparam", "trained_ntkparam", "trained_corr_ntkparam")
         acc: dict[str, list[tuple[float, float]]] = {k: [] for k in keys}
         draw_seeds = [derive_seed(seed, 1, h, r) for r in range(R)]
-        nets = {key: TwoLayerNet(d, h, z, "tanh", "unconstrained", ensemble=R, seeds=draw_seeds, init="normal",
-                                 dtype=torch.float64, device=dev) for key in keys[2:]}  # fmt: skip
-        net, corr = nets["trained_ntkparam"], nets["trained_corr_ntkparam"]
-        with torch.no_grad():  # control: the same networks, output weights correlated across the outputs
-            corr.W2.copy_(correlated_columns(corr.W2, cfg.ntk_control_rho))
+        net, corr = (TwoLayerNet(d, h, z, "tanh", "unconstrained", ensemble=R, seeds=draw_seeds, init="normal",
+                                 dtype=torch.float64, device=dev) for _ in range(2))  # fmt: skip
+        with torch.no_grad():
+            corr.W2.copy_(correlated_columns(corr.W2, cfg.ntk_control_rho))  # control: outputs share their weights
             u0 = net(x)  # (R, m, z)
         one = TwoLayerNet(d, h, z, "tanh", "unconstrained", seeds=[draw_seeds[0]], init="normal", dtype=torch.float64,
                           device=dev)  # fmt: skip
@@ -312,7 +311,7 @@ def _ntk_widths(sm: dict, cfg: CollapseConfig, x: torch.Tensor, seed: int, z: in
         sm[f"tanh_h{h}_trained_output_change"] = float(np.mean(moved))  # ‖u_T − u_0‖/‖u_0‖ on the kernel points
         sm[f"tanh_h{h}_trained_kernel_change"] = float(np.mean(kernel_moved))  # ‖K_T − K_0‖_F/‖K_0‖_F
     hs = cfg.ntk_widths
-    for key in ("ntk", "ntk_w1", "ntkparam", "corr_ntkparam", "trained_ntkparam", "trained_corr_ntkparam"):
+    for key in ("ntk", "ntk_w1", *keys):
         for part in ("cross", "spread"):
             sm[f"tanh_{key}_{part}_slope"] = loglog_slope(hs, [sm[f"tanh_h{h}_{key}_{part}"] for h in hs])
 

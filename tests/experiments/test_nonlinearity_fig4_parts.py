@@ -8,7 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ssldyn.experiments.nonlinearity.fig4 import ActivationGridConfig, beta_gain, beta_range, trend_measures
+from ssldyn.experiments.nonlinearity.fig4 import (
+    ActivationGridConfig,
+    beta_gain,
+    beta_range,
+    smallest_beta_step,
+    trend_measures,
+)
 
 BETAS = [2, 1, 5]  # deliberately unsorted: the readings must use β_min = 1 and β_max = 5
 PS = [3, 1, 10]
@@ -100,17 +106,32 @@ def test_trend_measures_are_the_declared_readings(loss):
     ctrl = [np.mean([f(a, b, P) - f("linear", b, P) for b, P in p1]) for a in ("leaky_relu", "quadratic")]
     assert m.value == pytest.approx(min(per), abs=1e-14)
     assert m.control == pytest.approx(min(ctrl), abs=1e-14)
+
+    m = got["homogeneous-gain-beyond-init"]  # min over {LeakyReLU, x²} and P > 1; control: the linear network's
+    beyond = [f(a, 5, P) - f(a, 1, P) - (i(a, 5, P) - i(a, 1, P)) for a in ("leaky_relu", "quadratic") for P in multi]
+    assert m.value == pytest.approx(min(beyond), abs=1e-14)
+    assert m.control == pytest.approx(min(lin_rise[P] - lin_rise0[P] for P in multi), abs=1e-14)
     assert set(got) == {
         "relu-rises-with-beta", "relu-gain-beyond-init", "relu-beats-linear", "linear-flat-in-beta",
-        "homogeneous-similar",
+        "homogeneous-similar", "homogeneous-gain-beyond-init",
     }  # fmt: skip
+
+
+def test_smallest_beta_step_reads_every_consecutive_step():
+    # χ̄₊ over β = 1, 2, 5 at P = 3: 0.2 → 0.9 → 0.7 rises end to end (+0.5) but falls by 0.2 on the way
+    t = pd.DataFrame(
+        [{"activation": "relu", "beta": b, "P": 3, "chi_plus_mean": v} for b, v in ((1, 0.2), (2, 0.9), (5, 0.7))]
+    )
+    assert smallest_beta_step(t, "relu", [1, 2, 5], 3) == pytest.approx(-0.2, abs=1e-15)
+    assert beta_gain(t, "relu", [1, 2, 5], 3) == pytest.approx(0.5, abs=1e-15)
 
 
 def test_trend_measures_without_homogeneous_activations_is_not_run():
     vals = {k: v for k, v in _values(4).items() if k[1] in ("linear", "relu")}
     cfg = ActivationGridConfig(activations=["linear", "relu"], betas=BETAS, Ps=PS)
     got = trend_measures(cfg, _table(vals), _table(vals), "infonce")
-    assert got["homogeneous-similar"].value is None and got["homogeneous-similar"].not_run
+    for claim in ("homogeneous-similar", "homogeneous-gain-beyond-init"):
+        assert got[claim].value is None and got[claim].not_run
     # final = init: training added nothing, so the gain beyond init is exactly 0 (and its control too)
     assert got["relu-gain-beyond-init"].value == pytest.approx(0.0, abs=1e-15)
     assert got["relu-gain-beyond-init"].control == pytest.approx(0.0, abs=1e-15)

@@ -1,17 +1,21 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
+import torch
 
 from ssldyn.contract.config import build_config
 from ssldyn.data.sphere import circle_points_even
 from ssldyn.experiments.variational.fig3 import (
     Fig3,
+    curve_shape,
     k_point_loss,
     k_point_losses,
     line_fit,
     min_sq_distance,
     plateau_ratio,
+    random_cluster_losses,
     relative_excess,
     threshold,
 )
@@ -39,6 +43,32 @@ def test_batched_losses_equal_the_cluster_measure_loss_for_every_k():
         batched = k_point_losses(ks, n, tau, pos, chunk=7)
         ref = [float(cluster_measure_nt_xent(circle_points_even(k), n, tau, positive_term=pos)) for k in ks]
         np.testing.assert_allclose(batched, ref, rtol=1e-13, atol=1e-15)
+
+
+def test_random_cluster_losses_are_the_explicit_sample_sum_at_the_given_locations():
+    # the null's loss at arbitrary angles, written out as in the explicit test above: n samples split as equally
+    # as possible over the first K angles of each draw; and at evenly spaced angles it is the panel (a) curve
+    angles = torch.tensor([[0.3, 2.0, 2.1, 5.0], [1.0, 4.0, 0.5, 3.0]], dtype=torch.float64)  # (R = 2, K_max = 4)
+    n, tau = 7, 0.4
+    got = random_cluster_losses([1, 2, 3, 4], n, tau, True, angles)  # (2, 4)
+    for r in range(2):
+        for j, k in enumerate([1, 2, 3, 4]):
+            sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+            ang = np.concatenate([[float(angles[r, i])] * m for i, m in enumerate(sizes)])
+            total = 0.0
+            for i in range(n):
+                q = sum(math.exp(math.cos(ang[i] - ang[b]) / tau) for b in range(n) if b != i) / n
+                total += math.log(1 + 2 * q / math.exp(1 / tau))
+            assert got[r, j] == pytest.approx(total / n, rel=1e-12)
+    even = torch.tensor([[2 * math.pi * i / 5 for i in range(5)]], dtype=torch.float64)
+    np.testing.assert_allclose(random_cluster_losses([5], 20, 0.2, True, even)[0], k_point_losses([5], 20, 0.2, True),
+                               rtol=1e-13)  # fmt: skip
+
+
+def test_curve_shape_reads_the_second_half_and_the_largest_rise_as_fractions_of_the_drop():
+    # K = 1..6, L = 10, 6, 4, 4.5, 3, 2: total drop 8; L(K_max/2 = 3) − L(6) = 2 → 0.25; largest rise 4 → 4.5: 0.5/8
+    assert curve_shape(np.array([10, 6, 4, 4.5, 3, 2.0])) == pytest.approx((0.25, 0.0625), rel=1e-15)
+    assert curve_shape(np.array([5, 3, 2, 2, 2, 2.0])) == (0.0, 0.0)  # levelled off, non-increasing
 
 
 def test_n_infinity_is_def_2_1_with_weights_one_over_k():
@@ -133,6 +163,18 @@ def test_quick_run_claims(tmp_path):
     inc = claims["c-increasing"]
     assert inc.kind == "consequence" and inc.measured > 0.5 > inc.control_value
     assert (out.run.path / "figures" / "fig3.png").is_file()
+    # a-levels-off / a-monotone: the controls are the same readings on the random-locations null, recomputed here
+    # from its stored table (median over the 16 draws per (τ, n) curve, largest over the curves; the store keeps 6
+    # significant digits); they fail the rule
+    null = pd.read_parquet(out.run.path / "tables" / "null_curves.parquet")
+    per_curve = [
+        np.median([curve_shape(d.sort_values("K")["loss"].to_numpy()) for _, d in g.groupby("draw")], axis=0)
+        for _, g in null.groupby(["tau", "n"])
+    ]  # (curves, 2): (level, bump)
+    assert null["draw"].nunique() == 16 and len(per_curve) == 3 * 2  # τ ∈ {0.1, 0.5, 1}, n ∈ {64, 512}
+    want_level, want_bump = np.max(per_curve, axis=0)
+    assert claims["a-levels-off"].control_value == pytest.approx(want_level, rel=1e-5) and want_level > 0.01
+    assert claims["a-monotone"].control_value == pytest.approx(want_bump, rel=1e-5) and want_bump > 0.01
 
 
 @pytest.mark.parametrize("tol", [1e-4, 1e-3, 1e-2])

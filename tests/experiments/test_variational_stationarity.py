@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 from pytest import approx as pytest_approx
 
@@ -81,6 +82,40 @@ def test_remark32_hessian_matches_finite_differences():
     ev_fd = torch.linalg.eigvalsh(H)
     torch.testing.assert_close(ev, ev_fd, atol=1e-6, rtol=1e-4)
     assert abs(float(ev[0])) < 1e-12 and float(ev[1]) > 1e-3  # the rotation is a zero mode; the rest positive
+
+
+@pytest.mark.parametrize("name,tau", [("cube", 0.5), ("icosahedron", 1.0)])
+def test_sphere_hessian_eigenvalues_match_finite_differences_along_geodesics(name, tau):
+    """Remark 3.2 on S²: the eigenvalues of the retraction Hessian at the cube and the icosahedron (stationary, Thm.
+    3.2) against the Riemannian Hessian by central differences along great circles, in a random orthonormal tangent
+    basis (eigenvalues do not depend on the basis); the cube is a saddle, the icosahedron a local minimum."""
+    from ssldyn.data.sphere import regular_polytope
+    from ssldyn.experiments.variational.stationarity import sphere_hessian
+    from ssldyn.objectives.variational_calculus import measure_loss
+
+    y = regular_polytope(name).to(torch.float64)  # (n, 3)
+    n, h = len(y), 1e-4
+    g = torch.Generator().manual_seed(1)
+    q = torch.linalg.qr(torch.cat([y[:, :, None], torch.randn(n, 3, 2, generator=g, dtype=torch.float64)], 2))[0]
+    basis = q[:, :, 1:]  # (n, 3, 2): a random orthonormal basis of each tangent plane
+
+    def loss_along(v, s):  # each atom moves along its great circle in the tangent direction v_i (n, 3)
+        r = v.norm(dim=1, keepdim=True).clamp_min(1e-300)
+        return float(measure_loss(torch.cos(s * r) * y + torch.sin(s * r) * v / r, temperature=tau))
+
+    def q2(v):  # d²/ds² L(geodesic) at 0: the Riemannian Hessian's quadratic form at v
+        return (loss_along(v, h) + loss_along(v, -h) - 2 * loss_along(v, 0.0)) / (h * h)
+
+    dirs = [basis[:, :, k % 2] * (torch.arange(n) == k // 2)[:, None] for k in range(2 * n)]  # (n, 3) each
+    d = [q2(v) for v in dirs]
+    H = torch.tensor([[d[j] if j == k else (q2(dirs[j] + dirs[k]) - d[j] - d[k]) / 2 for k in range(2 * n)]
+                      for j in range(2 * n)], dtype=torch.float64)  # fmt: skip
+    ev, ev_fd = sphere_hessian(y, tau), torch.linalg.eigvalsh(H)
+    torch.testing.assert_close(ev, ev_fd, atol=1e-5 * float(ev[-1]), rtol=0)
+    if name == "cube":  # twisting two opposite faces lowers the loss (two such modes)
+        assert float(ev[0] / ev[-1]) < -0.05 and float(ev[1] / ev[-1]) < -0.05
+    else:  # three rotations are zero modes, every other direction raises the loss
+        assert float(ev[2].abs() / ev[-1]) < 1e-12 and float(ev[3] / ev[-1]) > 1e-3
 
 
 def test_second_by_n_is_the_smallest_ratio_per_n_in_increasing_n_hand_worked():

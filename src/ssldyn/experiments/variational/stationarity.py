@@ -128,6 +128,29 @@ def _circle_hessian(theta: torch.Tensor, tau: float, g: torch.Generator) -> tupl
     return torch.linalg.eigvalsh(H), max(errs)
 
 
+def sphere_hessian(y: torch.Tensor, tau: float) -> torch.Tensor:
+    """Eigenvalues ``(2n,)`` of the Hessian of ``t ↦ L(R(y, t))`` at 0 for ``n`` atoms ``y (n, 3)`` on S².
+
+    ``R(y, t)_i = (y_i + t_i1 a_i + t_i2 b_i)/‖·‖`` with ``(a_i, b_i)`` an orthonormal basis of the tangent plane
+    at ``y_i`` (``a_i ∝ e × y_i``, ``e`` the coordinate axis least aligned with ``y_i``; ``b_i = y_i × a_i``). At a
+    stationary point (Thm. 3.2: the regular polytopes) this is the Riemannian Hessian whatever the retraction,
+    since the retraction's second-order term multiplies the Riemannian gradient, which vanishes. The three
+    rotations of S² are zero modes.
+    """
+    n = len(y)
+    e = torch.eye(3, dtype=y.dtype)[y.abs().argmin(dim=1)]  # (n, 3)
+    a = torch.linalg.cross(e, y)
+    a = a / a.norm(dim=1, keepdim=True)  # (n, 3)
+    b = torch.linalg.cross(y, a)  # (n, 3): unit, since y ⊥ a
+
+    def loss(t):  # t (n, 2)
+        z = y + t[:, :1] * a + t[:, 1:] * b  # (n, 3)
+        return measure_loss(z / z.norm(dim=1, keepdim=True), temperature=tau)
+
+    H = cast(torch.Tensor, torch.autograd.functional.hessian(loss, torch.zeros(n, 2, dtype=y.dtype)))  # (n, 2, n, 2)
+    return torch.linalg.eigvalsh(H.reshape(2 * n, 2 * n))
+
+
 def lemma_a2_sample(xi: torch.Tensor, tau: float, n_dirs: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Lemma A.2 at centres ``xi`` ``(K, 2)`` on S¹ (the measure ``(1/K) Σ δ_{ξ_i}``; m copies of each give the same
     measure): ``n_dirs`` directions ``h_i = p_i − ξ_i`` with targets ``p_i`` uniform on S¹ (so ``f + h ∈ S¹``).
@@ -173,8 +196,9 @@ class Stationarity(VariationalExperiment):
     est_seconds = (1, 1)
     # 3: eq6-printed, eq6-corrected, remark32-hessian-formula and eq1-eq4-negatives declare their range (0, ∞) (relative
     # errors); 4: lemma-a2-positive also draws random centre sets (not only evenly spaced ones, as the lemma states)
-    # and tests σ > 3K²τ strictly
-    version = "4"
+    # and tests σ > 3K²τ strictly; 5: remark32-uniform-local-min says it is read on S¹ and gives the S² polytopes'
+    # Hessians in its detail
+    version = "5"
     claims = (
         ClaimSpec(
             "eq7-gradient", "For an invariant map the gradient of L takes the form of eq. (7).", "Prop. 3.1, eq. (7)",
@@ -275,12 +299,15 @@ class Stationarity(VariationalExperiment):
         ),
         ClaimSpec(
             "remark32-uniform-local-min", "The uniform distribution on S^{d−1} is (asymptotically, as the number of "
-            "points grows) a local minimiser: no direction on the sphere lowers the loss to second order.",
+            "points grows) a local minimiser: no direction on the sphere lowers the loss to second order (read on "
+            "S¹, where evenly spaced atoms exist for every n).",
             "Remark 3.2, Thm. 3.2", kind="paper",
             reading="smallest eigenvalue of the Hessian of L(y(t)), y_i(t) = (cos(θ_i + t_i), sin(θ_i + t_i)), at n "
             "evenly spaced atoms on S¹ (autograd, float64), relative to the largest, minimum over n ∈ remark_ns and τ "
             "(the rotation t_i = c is a zero mode; detail: the second-smallest eigenvalue, which falls towards 0 as n "
-            "grows)", relation=ge(-1e-10), basis="method: float64 round-off of a relative eigenvalue (≈1e-16), with "
+            "grows; and, on S², where no evenly spaced sets of many atoms exist, the Hessian at the four regular "
+            "polytopes: the cube is a saddle, the others local minima — finite sets, which the asymptotic statement "
+            "does not cover; a referee's finding)", relation=ge(-1e-10), basis="method: float64 round-off of a relative eigenvalue (≈1e-16), with "
             "margin: no negative direction",
             control="the same at n atoms in 4 evenly spaced clusters (stationary too, Thm. 3.2): splitting a "
             "cluster lowers the loss",
@@ -442,6 +469,13 @@ class Stationarity(VariationalExperiment):
                 remark_rows.append({"n": n_r, "tau": t, "uniform_min": float(ev_u[0] / ev_u[-1]),
                                     "uniform_second": float(ev_u[1] / ev_u[-1]),
                                     "clusters_min": float(ev_c[0] / ev_c[-1].abs())})  # fmt: skip
+        s2_rows = []  # the regular polytopes on S² (detail): λ₄ is the smallest beyond the three rotations
+        for name in POLYTOPES:
+            for t in cfg.taus:
+                ev = sphere_hessian(regular_polytope(name).to(DT), t)  # (2n,)
+                s2_rows.append(
+                    {"polytope": name, "tau": t, "min": float(ev[0] / ev[-1]), "fourth": float(ev[3] / ev[-1])}
+                )
         # --- errata: Prop. 2.1's positive term, eq. (26)'s index, eq. (1) vs eq. (4)
         from ssldyn.experiments.variational.fig3 import k_point_loss
 
@@ -476,6 +510,7 @@ class Stationarity(VariationalExperiment):
             **{f"prop21_{'with' if pos else 'printed'}_tau{t:g}": v for (t, pos), v in p21.items()},
         )  # fmt: skip
         res.tables["remark32"] = pd.DataFrame(remark_rows)
+        res.tables["remark32_s2"] = pd.DataFrame(s2_rows)
         res.summary = summary
         res.notes.append(
             "Lemma A.2: eq. (27) needs σ ≤ ‖f(ξ_i) − f(ξ_j)‖² ≤ 4 (Cauchy–Schwarz), so σ > 3K²τ is possible only for "
@@ -516,7 +551,8 @@ class Stationarity(VariationalExperiment):
                 control=float(r32["clusters_min"].min()),
                 detail="λ₂/λ_max at n evenly spaced atoms: "
                 + _second_by_n(r32)
-                + f"; n atoms in 4 clusters: λ_min/|λ_max| ≤ {r32['clusters_min'].max():.3g}",
+                + f"; n atoms in 4 clusters: λ_min/|λ_max| ≤ {r32['clusters_min'].max():.3g}; "
+                + _s2_detail(result.tables["remark32_s2"]),
             ),  # fmt: skip
             "remark32-hessian-formula": s["remark32_hessian_max_rel_err"],
             "prop21-positive-term": Measured(
@@ -577,6 +613,13 @@ def _lemma_detail(lem: pd.DataFrame, K: int) -> str:
         parts.append(f"{what}: {adm}/{tot} admissible, min δ²L/scale {lo:.3g} (all: {grp['min_all'].min():.3g}, "
                      f"{int(grp['negative_all'].sum())} negative)")  # fmt: skip
     return f"K={K}: " + ", ".join(parts)
+
+
+def _s2_detail(s2: pd.DataFrame) -> str:
+    """``S², smallest over τ of λ_min/λ_max (λ₄/λ_max beyond the three rotations): tetrahedron ..., cube ...``."""
+    g = s2.groupby("polytope", sort=False)[["min", "fourth"]].min()  # (polytopes, 2)
+    parts = ", ".join(f"{name} {row['min']:.2g} ({row['fourth']:.2g})" for name, row in g.iterrows())
+    return f"S² polytopes, smallest over τ of λ_min/λ_max (λ₄/λ_max, beyond the three rotations): {parts}"
 
 
 def _second_by_n(r32: pd.DataFrame) -> str:

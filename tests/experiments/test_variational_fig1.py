@@ -104,6 +104,10 @@ def test_fig1_cifar_branch_on_written_batches(tmp_path):
     assert s["cifar10"] == "run" and s["cifar_train"] + s["cifar_test"] == 120
     cif = [c for c in out.claims if c.id.startswith("cifar")]
     assert len(cif) == 3 and all(c.status != "not-run" and np.isfinite(c.measured) for c in cif)
+    # "no clear class clusters" is read on the k-means NMI of the CIFAR pixels, against the MNIST pixels' NMI
+    pix = next(c for c in cif if c.id == "cifar-pixels-uninformative")
+    assert pix.measured == pytest.approx(s["cifar_pixels_nmi"], rel=1e-5)
+    assert pix.control_value == pytest.approx(s["mnist_pixels_nmi"], rel=1e-5)
 
 
 def test_transformed_digits_keep_labels_and_scramble_pixels():

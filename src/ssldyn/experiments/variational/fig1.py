@@ -253,7 +253,8 @@ class Fig1(VariationalExperiment):
     }
     est_seconds = (15, 2800)  # measured at paper scale, one worker (benchmarks/README.md)
     # 4: standin-pixels-uninformative declares its range [0, 1] (an accuracy); 5: and says why it can be inconclusive
-    version = "5"
+    # 6: cifar-pixels-uninformative reads the k-means NMI (class clusters), not k-NN (a referee's finding)
+    version = "6"
     claims = (
         ClaimSpec(
             "mnist-pixels-clustered", "MNIST pixel representations are already clustered by class ('visual features "
@@ -300,8 +301,13 @@ class Fig1(VariationalExperiment):
         ),
         ClaimSpec(
             "cifar-pixels-uninformative", "CIFAR-10 pixel representations are largely uninformative: no clear class "
-            "clusters.", "Fig. 1, Sec. 1", kind="paper", reading="k-NN accuracy of the raw CIFAR-10 pixels",
-            relation=lambda cfg: le(cfg.unclustered_knn), basis="tolerance: k-NN ≤ 0.4 (chance 0.1)",
+            "clusters.", "Fig. 1, Sec. 1", kind="paper",
+            reading="k-means NMI (k = 10) of the raw CIFAR-10 test pixels with the class labels (detail: k-NN "
+            "accuracy and silhouette)", relation=le(0.25),
+            basis="tolerance: half the MNIST pixels' NMI (≈ 0.5 at paper scale; panel (a), 'clustered by class'). "
+            "The statement is about class clusters, so it is read on a clustering score: the earlier k-NN ≤ 0.4 sat at "
+            "the k-NN accuracy commonly reported for raw CIFAR-10 pixels (≈ 0.35–0.40), which measures neighbourhoods "
+            "(a referee's finding; not run offline)",
             control="the MNIST pixels of panel (a) (clustered by class)", bounds=(0.0, 1.0),
         ),
         ClaimSpec(
@@ -423,12 +429,18 @@ class Fig1(VariationalExperiment):
                                                detail=f"silhouette {s['mnist_pixels_silhouette']:.3f}, k-means NMI "
                                                f"{s['mnist_pixels_nmi']:.3f}"),
             "standin-pixels-uninformative": Measured(s["standin_pixels_knn"], detail=f"silhouette "
-                                                     f"{s['standin_pixels_silhouette']:.3f}"),
+                                                     f"{s['standin_pixels_silhouette']:.3f}, k-means NMI (the reading "
+                                                     f"of cifar-pixels-uninformative, ≤ 0.25) "
+                                                     f"{s['standin_pixels_nmi']:.3f}"),
             "standin-simclr-knn": knn("standin"),
             "standin-simclr-clusters": clusters("standin"),
         }  # fmt: skip
         if s.get("cifar10") == "run":
-            out["cifar-pixels-uninformative"] = Measured(s["cifar_pixels_knn"], control=s["mnist_pixels_knn"])
+            out["cifar-pixels-uninformative"] = Measured(
+                s["cifar_pixels_nmi"],
+                control=s["mnist_pixels_nmi"],
+                detail=f"k-NN {s['cifar_pixels_knn']:.3f}, silhouette {s['cifar_pixels_silhouette']:.3f}",
+            )
             out["cifar-simclr-clusters"] = clusters("cifar")
             out["cifar-simclr-knn"] = knn("cifar")
         else:

@@ -617,8 +617,8 @@ def _lemma_detail(lem: pd.DataFrame, K: int) -> str:
 
 def _s2_detail(s2: pd.DataFrame) -> str:
     """``S², smallest over τ of λ_min/λ_max (λ₄/λ_max beyond the three rotations): tetrahedron ..., cube ...``."""
-    g = s2.groupby("polytope", sort=False)[["min", "fourth"]].min()  # (polytopes, 2)
-    parts = ", ".join(f"{name} {row['min']:.2g} ({row['fourth']:.2g})" for name, row in g.iterrows())
+    g = cast(pd.DataFrame, s2.groupby("polytope", sort=False)[["min", "fourth"]].min())  # (polytopes, 2)
+    parts = ", ".join(f"{name} {lo:.2g} ({fourth:.2g})" for name, lo, fourth in zip(g.index, g["min"], g["fourth"]))
     return f"S² polytopes, smallest over τ of λ_min/λ_max (λ₄/λ_max, beyond the three rotations): {parts}"
 
 

@@ -16,14 +16,16 @@ printed form contradicts the stated range χ̄ ∈ [−1, 1]), but the paper's c
 normalisation that we cannot see.
 
 Protocol choices: lr 0.02 (documented command; the paper's text says 2e-3); mean-only BN (the documented command;
-Sec. 5 does not mention BN), which decides ``relu-ignores-noise``: robustness map ``bn`` at paper scale (5 seeds,
-2026-12-05): without BN χ̄₋ = 0.17 fails (< 1/(d − P) = 0.059 needed), with mean-only or standard BN 0.006 passes;
-``relu-beats-linear`` holds at all three points. χ± as eq. 16 (signed)
-for ReLU, |cos| for the linear activation (a linear filter's sign is not identifiable; see
-``nonlinearity.fig4``). "No noise token is learned" is read on the signed eq. 181 score of the ReLU
-network against 1/(d − P), the score if one noise token per RF were matched exactly; its control is
-the same network at initialisation. The paper's Fig. 5 shows d = 8 dimensional filters; here d = 20
-(the Sec. 5 setting); ``--set n_tokens=8`` gives the figure's d.
+Sec. 5 does not mention BN), which decides ``relu-ignores-noise``: robustness map ``bn`` at paper scale (without BN
+the best-matched noise token reaches 0.97, a fail); InfoNCE at T = 0.1 on the cosine similarity (the reference's form;
+Sec. 5 states no T), which decides "linear activation cannot": map ``temperature`` at paper scale (5 seeds,
+2026-12-06): at T = 0.5 the linear network captures 84% of the candidate pairs (``linear-cannot-capture`` fails),
+13% at 0.1. χ± as eq. 16 (signed) for ReLU, |cos| for the linear activation (a linear filter's sign is not
+identifiable; see ``nonlinearity.fig4``). The caption's two halves are read on the (RF, candidate) pairs some filter
+has captured at cos ≥ 0.9 (:func:`~.token_grid.captured_fraction`), each the other's control. "No noise token is
+learned" is read on the best-matched noise token of the ReLU network (``noise_match_max`` < 0.5); its control is
+the linear network (the untrained filters score ~0.45, no null for "not learned"). The paper's Fig. 5 shows d = 8
+dimensional filters; here d = 20 (the Sec. 5 setting); ``--set n_tokens=8`` gives the figure's d.
 """
 
 from __future__ import annotations

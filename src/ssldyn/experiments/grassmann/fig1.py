@@ -12,7 +12,7 @@ trained by full-batch gradient descent (one epoch = one step on all anchors):
 
 All start from the same weights (Haar-random orthonormal columns) for each initialisation. The
 paper gives neither h, the learning rate nor n; we use h = 100, η = 0.05 on the mean over
-anchors, n = 200 (see the config); a robustness map runs the collapse and 2-D claims over
+anchors, n = 200 (see the config); a robustness map runs the collapse, 2-D and ``orth-converges`` claims over
 η ∈ {0.01, 0.05, 0.1} × h ∈ {50, 100, 1000} (η = 0.01 is the step of the paper's other experiments, read on the
 mean loss), and a second map over large steps η ∈ {0.05, 0.5, 2} at h = 100 (η = 2 is the paper's 0.01 read on the
 printed sum at n = 200).

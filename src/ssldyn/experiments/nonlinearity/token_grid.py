@@ -8,7 +8,7 @@ and the code version), and turns the trajectories into long tables. Figures are 
 experiments (:mod:`.token_plots`). Protocol choices (see README, "Token-generator experiments"):
 
 - learning rate 0.02 (the reference implementation's documented command), not the 2e-3 of
-  the paper's text: with 2e-3, χ̄₊ only moves from ≈0.36 to ≈0.48 in 5000 steps;
+  the paper's text: with 2e-3, χ̄₊ only moves from ≈ 0.36 to ≈ 0.5 in 5000 steps (README "Protocol choices");
 - χ± as eq. 16 prints it (signed cosine) for ReLU and LeakyReLU; ``|cos|`` for the sign-symmetric
   activations (linear, tanh, x², and sigmoid under BN), whose filters' sign is not identifiable
   (:func:`~ssldyn.dynamics.ensemble_trainer.sign_symmetric`: the paper's Fig. 4/9 (a) shows the

@@ -20,7 +20,8 @@ steps σ ∈ {1.0, 0.3, 0.1, 0.03, 0.01} at the same flow time ``t = σ·iterati
   ``flow-monotone`` inconclusive, interval [0.001, 0.017]) and agrees with σ = 0.03 within 0.005 on three
   seeds but not on two (0.14 in 2-D: ``flow-agreement`` inconclusive, 0.06 [0, 0.15]); σ = 0.03 rises by up
   to 10%, σ = 0.1 by 11–81% (2-D), σ = 1.0 by 29–116% (mean 72%; the control);
-* **App. B is scored once** (``network-clusters-flow``, the smaller of the 2-D and 3-D values): at
+* **App. B's network statement is scored once** (``network-clusters-flow``, the smaller of the 2-D and 3-D values;
+  vanilla GD's uniform spread is ``vanilla-uniform``): at
   ``flow_lr`` = 0.01 the network's silhouette at t = 20 is 0.10 (2-D) / 0.19 (3-D) and exceeds vanilla
   GD's by 0.20 [0.14, 0.26] only (< 0.3, 5/5 seeds): no clusters — the MLP's kernel on these inputs is
   smooth and couples them;

@@ -9,6 +9,7 @@ tensor Gauss–Legendre rule of our own over the whole circle (no half-plane sho
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from scipy.integrate import quad
@@ -147,3 +148,37 @@ def test_A_reference_whole_circle_against_scipy_quad_and_the_pair_integral(tau):
         ref = _A_uniform(t) if tau is None else _A_pairs(t, tau, t)
         np.testing.assert_allclose(A[i].numpy(), ref, rtol=1e-7, atol=1e-10)
     np.testing.assert_allclose(A.numpy(), A_population(MIX, th, tau, FINE).numpy(), rtol=1e-8, atol=1e-11)
+
+
+def test_optima_summary_readings_on_hand_made_optima():
+    # counts per arc (degrees): uniform α 2, 3; Gaussian α at the smallest τ 0.1: 2, 4 (≥ everywhere, > once: more
+    # optima); at τ 0.5: 3, 3; at the control τ 10: 1, 5 (fewer at one arc: not "more")
+    from ssldyn.experiments.nonlinearity.corollary2 import optima_summary
+
+    counts = pd.DataFrame(
+        [{"alpha": "uniform", "tau": float("nan"), "arc_deg": a, "n_optima": n} for a, n in ((30, 2), (90, 3))]
+        + [{"alpha": "gaussian", "tau": t, "arc_deg": a, "n_optima": n}
+           for t, per in ((0.1, (2, 4)), (0.5, (3, 3)), (10.0, (1, 5))) for a, n in zip((30, 90), per)]
+    )  # fmt: skip
+    # Gaussian optima: (tau, rho, rho_u, z0); ρ_g/(ρ_u z0) = 0.4/(0.8·0.5) = 1.0, 0.3/(1.0·0.6) = 0.5, 0.2/(0.4·0.25) = 2
+    rows = [(0.1, 0.4, 0.8, 0.5), (0.1, 0.3, 1.0, 0.6), (0.5, 0.2, 0.4, 0.25), (10.0, 9.0, 1.0, 0.1)]
+    opts = pd.DataFrame(
+        [{"alpha": "gaussian", "tau": t, "rho": r, "rho_u": ru, "z0": z, "bound": 1.0, "inactive": 0.1,
+          "rho_g@10": 0.9 * ru} for t, r, ru, z in rows]
+        + [{"alpha": "uniform", "tau": float("nan"), "rho": 0.5, "rho_u": 0.5, "z0": 1.0, "bound": 1.0,
+            "inactive": 0.2, "rho_g@10": 0.5}]
+    )  # fmt: skip
+    kept, s = optima_summary(counts, opts, [0.1, 0.5], 10.0)
+    assert len(kept) == 4 and not (kept["tau"] == 10.0).any() and s["n_control_tau_optima"] == 1
+    assert s["more_optima"] is True and s["more_optima_control"] is False
+    assert s["max_ratio_over_z0"] == pytest.approx(2.0)  # the largest over every Gaussian optimum, not a median
+    assert s["median_ratio_rho_g_rho_u"] == pytest.approx((0.5 + 0.3) / 2)  # at the smallest τ: 0.5 and 0.3
+    # ρ_g < ρ_u / 2 at the smallest τ: 0.4 < 0.4 no, 0.3 < 0.5 yes; the control reads ρ_g at τ = 10 (0.9 ρ_u): none
+    assert s["frac_rho_g_below_half_rho_u"] == 0.5 and s["frac_rho_g_below_half_rho_u_control"] == 0.0
+    assert s["counts_gaussian_small_tau"] == {"30": 2, "90": 4} and s["counts_uniform"] == {"30": 2, "90": 3}
+    # equal counts everywhere are not "more"; nor are more at one arc and fewer at another
+    _, s_eq = optima_summary(counts.assign(n_optima=2), opts, [0.1, 0.5], 10.0)
+    mixed = counts.copy()
+    mixed.loc[(mixed["alpha"] == "gaussian") & (mixed["tau"] == 0.1), "n_optima"] = [1, 5]
+    _, s_mixed = optima_summary(mixed, opts, [0.1, 0.5], 10.0)
+    assert s_eq["more_optima"] is False and s_mixed["more_optima"] is False

@@ -43,7 +43,9 @@ Deterministic (fixed layouts, quadrature): one evaluation. Runs on ``ctx.device`
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -180,6 +182,72 @@ def roughness(mix: CircleMixture, theta: torch.Tensor, tau: float | None, eps: f
 
 
 LOC2 = "Thm. 2, Cor. 2, Sec. 3.2"
+
+
+def optima_summary(
+    counts: pd.DataFrame, opts: pd.DataFrame, taus: Sequence[float], control_tau: float
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The readings of the run's local optima: ``(optima, summary)``.
+
+    ``counts``: one row per (alpha, tau, arc_deg) with ``n_optima`` (``tau`` NaN for the uniform α); ``opts``: one
+    row per optimum with alpha, tau, rho, rho_u, z0, bound, inactive and ``rho_g@<control_tau>``. The optima of the
+    Gaussian α at ``control_tau`` are the control set: left out of the returned table, counted in the summary.
+    ``more_optima`` (Cor. 2's "more local optima"): at the smallest τ the Gaussian α has at least the uniform
+    α's count at every arc and more at one; ``max_ratio_over_z0``: the largest ρ_g/(ρ_u z0) over every Gaussian
+    optimum (the bound ρ_g ≤ z0 ρ_u must hold for each).
+    """
+    ctl = opts.loc[(opts["alpha"] == "gaussian") & (opts["tau"] == control_tau)]
+    opts = opts.loc[(opts["alpha"] == "uniform") | (opts["tau"] != control_tau)]
+    g = opts.loc[opts["alpha"] == "gaussian"]
+    small = min(taus)
+    gs = g[g["tau"] == small]
+    ratio = g["rho"] / g["rho_u"]
+    cu = counts.loc[counts["alpha"] == "uniform"].set_index("arc_deg")["n_optima"]
+    cg = counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == small)].set_index("arc_deg")["n_optima"]
+    diff = (cg - cu.reindex(cg.index)).to_numpy()
+    cc = counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == control_tau)].set_index("arc_deg")["n_optima"]
+    diff_c = (cc - cu.reindex(cc.index)).to_numpy()
+    rng = np.random.default_rng(0)
+
+    def frac_below_half(sel: pd.DataFrame, col: str = "rho") -> float:
+        return float((sel[col] < 0.5 * sel["rho_u"]).mean()) if len(sel) else float("nan")
+
+    summary = {
+        "thm2_max_ratio": float((opts.loc[:, "rho"] / opts.loc[:, "bound"]).max()),
+        "thm2_max_ratio_uniform": float((opts.loc[opts.alpha == "uniform", "rho"] / opts.loc[:, "bound"]).max()),
+        "frac_rho_g_below_rho_u": float((gs["rho"] < gs["rho_u"]).mean()) if len(gs) else float("nan"),
+        # lower-roughness: at the smallest τ (its optima), the control at the same optima with τ = control_tau
+        "frac_rho_g_below_half_rho_u": frac_below_half(gs),
+        "frac_rho_g_below_half_rho_u_control": frac_below_half(gs, f"rho_g@{control_tau:g}"),
+        "frac_rho_g_below_half_rho_u_by_tau": {f"{t:g}": frac_below_half(g[g["tau"] == t]) for t in taus},
+        "frac_rho_g_below_half_rho_u_pooled": frac_below_half(g),
+        "spearman_z0_inactive_shuffled": spearman(gs["z0"], pd.Series(rng.permutation(gs["inactive"].to_numpy())))
+        if len(gs) > 2
+        else float("nan"),
+        "counts_gaussian_control_tau": {f"{k:g}": int(v) for k, v in cc.items()},
+        "more_optima_control": bool((diff_c >= 0).all() and (diff_c > 0).any()),
+        "n_control_tau_optima": int(len(ctl)),
+        "median_ratio_rho_g_rho_u": float((gs["rho"] / gs["rho_u"]).median()) if len(gs) else float("nan"),
+        "spearman_ratio_z0": spearman(g["z0"], ratio) if len(g) > 2 else float("nan"),
+        "max_ratio_over_z0": float((ratio / g["z0"]).max()) if len(g) else float("nan"),
+        "spearman_z0_inactive": spearman(gs["z0"], gs["inactive"]) if len(gs) > 2 else float("nan"),
+        "min_z0_minus_inactive": float((g["z0"] - g["inactive"]).min()) if len(g) else float("nan"),
+        "min_inactive": float(opts.loc[:, "inactive"].min()),
+        "min_z0": float(g["z0"].min()) if len(g) else float("nan"),
+        "counts_uniform": {f"{k:g}": int(v) for k, v in cu.items()},
+        "counts_gaussian_small_tau": {f"{k:g}": int(v) for k, v in cg.items()},
+        "counts_gaussian_by_tau": {
+            f"{t:g}": {
+                f"{a:g}": int(n)
+                for a, n in counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == t)]
+                .set_index("arc_deg")["n_optima"]
+                .items()
+            }
+            for t in taus
+        },
+        "more_optima": bool((diff >= 0).all() and (diff > 0).any()),
+    }
+    return opts, summary
 
 
 @register
@@ -334,25 +402,7 @@ class Corollary2(NonlinearityExperiment):
                         row["z0"], row["rho"], row["bound"] = 1.0, row["rho_u"], row["bound_u"]
                     opt_rows.append(row)
         counts = pd.DataFrame(rows)
-        opts = pd.DataFrame(opt_rows)
-        ctl = opts.loc[(opts["alpha"] == "gaussian") & (opts["tau"] == cfg.control_tau)]
-        opts = opts.loc[(opts["alpha"] == "uniform") | (opts["tau"] != cfg.control_tau)]
-        g = opts.loc[opts["alpha"] == "gaussian"]
-        small = min(cfg.taus)
-        gs = g[g["tau"] == small]
-        ratio = g["rho"] / g["rho_u"]
-        cu = counts.loc[counts["alpha"] == "uniform"].set_index("arc_deg")["n_optima"]
-        cg = counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == small)].set_index("arc_deg")["n_optima"]
-        diff = (cg - cu.reindex(cg.index)).to_numpy()
-        cc = counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == cfg.control_tau)].set_index("arc_deg")[
-            "n_optima"
-        ]
-        diff_c = (cc - cu.reindex(cc.index)).to_numpy()
-        rng = np.random.default_rng(0)
-
-        def frac_below_half(sel: pd.DataFrame, col: str = "rho") -> float:
-            return float((sel[col] < 0.5 * sel["rho_u"]).mean()) if len(sel) else float("nan")
-
+        opts, summary = optima_summary(counts, pd.DataFrame(opt_rows), cfg.taus, cfg.control_tau)
         res = Result(
             tables={
                 "counts": counts,
@@ -361,42 +411,10 @@ class Corollary2(NonlinearityExperiment):
             },
         )
         res.summary = {
-            "thm2_max_ratio": float((opts.loc[:, "rho"] / opts.loc[:, "bound"]).max()),
-            "thm2_max_ratio_uniform": float((opts.loc[opts.alpha == "uniform", "rho"] / opts.loc[:, "bound"]).max()),
-            "frac_rho_g_below_rho_u": float((gs["rho"] < gs["rho_u"]).mean()) if len(gs) else float("nan"),
-            # lower-roughness: at the smallest τ (its optima), the control at the same optima with τ = control_tau
-            "frac_rho_g_below_half_rho_u": frac_below_half(gs),
-            "frac_rho_g_below_half_rho_u_control": frac_below_half(gs, f"rho_g@{cfg.control_tau:g}"),
-            "frac_rho_g_below_half_rho_u_by_tau": {f"{t:g}": frac_below_half(g[g["tau"] == t]) for t in cfg.taus},
-            "frac_rho_g_below_half_rho_u_pooled": frac_below_half(g),
-            "spearman_z0_inactive_shuffled": spearman(gs["z0"], pd.Series(rng.permutation(gs["inactive"].to_numpy())))
-            if len(gs) > 2
-            else float("nan"),
-            "counts_gaussian_control_tau": {f"{k:g}": int(v) for k, v in cc.items()},
-            "more_optima_control": bool((diff_c >= 0).all() and (diff_c > 0).any()),
-            "n_control_tau_optima": int(len(ctl)),
-            "median_ratio_rho_g_rho_u": float((gs["rho"] / gs["rho_u"]).median()) if len(gs) else float("nan"),
-            "spearman_ratio_z0": spearman(g["z0"], ratio) if len(g) > 2 else float("nan"),
-            "max_ratio_over_z0": float((ratio / g["z0"]).max()) if len(g) else float("nan"),
-            "spearman_z0_inactive": spearman(gs["z0"], gs["inactive"]) if len(gs) > 2 else float("nan"),
-            "min_z0_minus_inactive": float((g["z0"] - g["inactive"]).min()) if len(g) else float("nan"),
-            "min_inactive": float(opts.loc[:, "inactive"].min()),
-            "min_z0": float(g["z0"].min()) if len(g) else float("nan"),
-            "counts_uniform": {f"{k:g}": int(v) for k, v in cu.items()},
-            "counts_gaussian_small_tau": {f"{k:g}": int(v) for k, v in cg.items()},
-            "counts_gaussian_by_tau": {
-                f"{t:g}": {
-                    f"{a:g}": int(n)
-                    for a, n in counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == t)]
-                    .set_index("arc_deg")["n_optima"]
-                    .items()
-                }
-                for t in cfg.taus
-            },
-            "more_optima": bool((diff >= 0).all() and (diff > 0).any()),
+            **summary,
             "quadrature_rel_err": max(quad_err, short_err),
             "shortcut_rel_err": short_err,
-            "smallest_tau": small,
+            "smallest_tau": min(cfg.taus),
         }
         res.notes.append(
             f"Layouts: {cfg.n_clusters} von Mises clusters (κ = {cfg.kappa:g}) over arcs ±{cfg.arc_half_widths}°, "

@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -340,3 +341,24 @@ def test_cli_cached_run_on_a_full_disk_is_one_error_line(toy, tmp_path, monkeypa
     assert ex.value.code == 2 and err[-1].startswith("error: cannot write") and "runs.csv" in err[-1]
     assert not any("internal" in line for line in err)
     assert leftovers(tmp_path) == []
+
+
+def test_arrays_round_trip_without_pickles_and_object_arrays_are_refused(tmp_path):
+    # arrays.npz holds exactly the result's arrays (no stray entry: numpy < 2.1 saved an allow_pickle keyword as an
+    # array of that name), read back equal; an object array is one clear error, and no run is committed
+    store = RunStore(tmp_path)
+    x = np.arange(6.0).reshape(2, 3)
+    with store.lock(EXP, "aaaaaaaaaaaa"):
+        partial = store.new_partial(EXP, "aaaaaaaaaaaa")
+        res = Result(seed=0, arrays={"x": x, "labels": np.array(["a", "b"])})
+        store.write_result(partial, {"experiment": EXP, "hash": "aaaaaaaaaaaa", "seeds": [0]}, {}, [res], [])
+        path = store.commit(partial, EXP, "aaaaaaaaaaaa").path
+    with np.load(path / "arrays.npz") as z:
+        assert sorted(z.files) == ["seed=0/labels", "seed=0/x"]
+        np.testing.assert_array_equal(z["seed=0/x"], x)
+    with store.lock(EXP, "bbbbbbbbbbbb"):
+        partial = store.new_partial(EXP, "bbbbbbbbbbbb")
+        bad = Result(seed=0, arrays={"objs": np.array([{"a": 1}, None], dtype=object)})
+        with pytest.raises(ValueError, match="result array 'seed=0/objs': object arrays cannot be stored"):
+            store.write_result(partial, {"experiment": EXP, "hash": "bbbbbbbbbbbb", "seeds": [0]}, {}, [bad], [])
+    assert not (tmp_path / EXP / "bbbbbbbbbbbb").exists()

@@ -81,7 +81,8 @@ def key_columns(frame: pd.DataFrame, within: Sequence[str] = ("table", "seed", "
     nunique = {c: int(frame[c].nunique(dropna=False)) for c in cand}
     numeric = {c for c in cand if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])}
     keys, kept = list(cand), set(cand) - numeric
-    for c in sorted(numeric, key=lambda c: -nunique[c]):
+    for c in sorted(numeric, key=lambda c: (-nunique[c], -cand.index(c))):  # ties: the later column goes first, so
+        # the earlier one stays the key (never set order, which depends on PYTHONHASHSEED)
         rest = [k for k in keys if k != c]
         if frame.duplicated([*within, *rest, "step"]).any():
             kept.add(c)  # c tells rows apart: a key

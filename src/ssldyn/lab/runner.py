@@ -9,6 +9,7 @@ one-call library entry point.
 
 from __future__ import annotations
 
+import operator
 import platform
 import shutil
 import tempfile
@@ -253,7 +254,10 @@ def plan_run(
             raise UserError(f"--seed {seed} with {len(seed_tuple)} seeds passes 2^63")
     else:
         try:
-            seed_tuple = tuple(int(s) for s in seeds)  # type: ignore[union-attr]
+            given = list(seeds)  # type: ignore[arg-type]
+            if any(isinstance(s, bool) for s in given):
+                raise TypeError("a bool is not a seed")
+            seed_tuple = tuple(operator.index(s) for s in given)  # integers only: 1.5 is not seed 1
         except (TypeError, ValueError):
             raise UserError(f"seeds {seeds!r}: expected a count or a list of integers") from None
         if (not seed_tuple or len(set(seed_tuple)) != len(seed_tuple) or min(seed_tuple) < 0

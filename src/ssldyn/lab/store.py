@@ -699,8 +699,12 @@ class RunStore:
             atomic_write_bytes(partial / "tables" / f"{name}.parquet", buf.getvalue(), **w)
         arrays = {f"seed={r.seed}/{k}": np.asarray(v) for r in results for k, v in r.arrays.items()}
         if arrays:
+            for k, a in arrays.items():  # no pickles in the store (and no allow_pickle keyword: numpy < 2.1 would
+                if a.dtype == object:  # save it as an array of that name)
+                    raise ValueError(f"result array {k!r}: object arrays cannot be stored (numbers and strings only)")
             buf = io.BytesIO()
-            np.savez_compressed(buf, allow_pickle=False, **arrays)
+            # every key is "seed=<s>/<name>", never numpy's own allow_pickle keyword (pyright cannot see that)
+            np.savez_compressed(buf, **arrays)  # pyright: ignore[reportArgumentType]
             atomic_write_bytes(partial / "arrays.npz", buf.getvalue(), **w)
         notes = list(dict.fromkeys(n for r in results for n in r.notes))
         summary = {"seeds": [r.seed for r in results], "per_seed": {str(r.seed): r.summary for r in results},

@@ -344,7 +344,7 @@ def test_cli_cached_run_on_a_full_disk_is_one_error_line(toy, tmp_path, monkeypa
 
 
 def test_arrays_round_trip_without_pickles_and_object_arrays_are_refused(tmp_path):
-    # arrays.npz holds exactly the result's arrays (no stray entry: numpy < 2.1 saved an allow_pickle keyword as an
+    # arrays.npz holds exactly the result's arrays (no stray entry: numpy ≤ 2.1 saved an allow_pickle keyword as an
     # array of that name), read back equal; an object array is one clear error, and no run is committed
     store = RunStore(tmp_path)
     x = np.arange(6.0).reshape(2, 3)

@@ -699,7 +699,7 @@ class RunStore:
             atomic_write_bytes(partial / "tables" / f"{name}.parquet", buf.getvalue(), **w)
         arrays = {f"seed={r.seed}/{k}": np.asarray(v) for r in results for k, v in r.arrays.items()}
         if arrays:
-            for k, a in arrays.items():  # no pickles in the store (and no allow_pickle keyword: numpy < 2.1 would
+            for k, a in arrays.items():  # no pickles in the store (and no allow_pickle keyword: numpy ≤ 2.1 would
                 if a.dtype == object:  # save it as an array of that name)
                     raise ValueError(f"result array {k!r}: object arrays cannot be stored (numbers and strings only)")
             buf = io.BytesIO()

@@ -111,3 +111,22 @@ def test_a_run_asked_for_twice_is_computed_once(tmp_path, jobs):
     assert items[0].run.path == items[2].run.path and verify_run(items[2].run.path) is None
     runs = list((tmp_path / a.experiment).iterdir())
     assert [p.name for p in runs] == [a.digest]  # one directory, nothing left aside
+
+
+def test_a_run_that_raises_in_a_worker_keeps_its_message(tmp_path):
+    """--jobs 2: a run whose experiment raises is marked failed with the exception's type and message (as with one
+    job), and the other run of the sweep finishes; the store's failure record says the same."""
+    from tests.lab.conftest import plugin_loaded
+
+    with plugin_loaded():  # the plugin's own toys are computed in the worker processes (SSLDYN_PLUGINS)
+        sets = [{"sleep": 0.0, "fail": fail} for fail in ("toy failure in a worker", "")]
+        specs = [plan_run("variational.zz-slow", quick=True, seeds=1, sets=s) for s in sets]
+        assert all(executors._discoverable(s.experiment) for s in specs)  # so jobs = 2 uses the worker pool
+        bad, good = execute(specs, tmp_path, jobs=2)
+        one = execute(specs[:1], tmp_path / "seq", jobs=1)[0]
+    assert bad.status == "failed" and good.status == "done"
+    want = "RuntimeError: toy failure in a worker"
+    assert want in bad.error and want in one.error
+    from ssldyn.lab.store import RunStore
+
+    assert any(want in f.get("error", "") for f in RunStore(tmp_path).failures())

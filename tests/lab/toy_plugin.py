@@ -19,6 +19,7 @@ class KillConfig(ExperimentConfig):
     marker: str = Field("", description="file created on the first attempt; its presence means 'retry'")
     sleep: float = Field(0.0, ge=0)
     value: int = 1
+    fail: str = Field("", description="raise RuntimeError(fail) instead of returning (a run that crashes)")
 
 
 class KillOnce(Experiment):
@@ -61,6 +62,8 @@ class Slow(Experiment):
         import torch
 
         time.sleep(cfg.sleep)
+        if cfg.fail:
+            raise RuntimeError(cfg.fail)
         return Result(summary={"value": float(torch.randn(3, generator=ctx.generator()).sum())})
 
     claims = (

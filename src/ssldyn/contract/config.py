@@ -90,6 +90,9 @@ def _find_bool(ann: Any, value: Any) -> bool:
     if origin in (list, tuple, set, frozenset) and isinstance(value, (list, tuple)):
         args = [a for a in typing.get_args(ann) if a is not Ellipsis] or [Any]
         return any(_find_bool(args[min(i, len(args) - 1)], v) for i, v in enumerate(value))
+    if origin in (dict, abc.Mapping) and isinstance(value, dict):  # the values of a mapping setting too
+        args = typing.get_args(ann)
+        return len(args) == 2 and any(_find_bool(args[1], v) for v in value.values())
     return False
 
 

@@ -153,7 +153,8 @@ def register(cls: type[Experiment]) -> type[Experiment]:
         raise ValueError(f"experiment {cls.name!r}: claim id {dup[0]!r} declared twice")
     if not isinstance(cls.reuses, tuple) or not all(isinstance(r, str) and r != cls.name for r in cls.reuses):
         raise ValueError(f"experiment {cls.name!r}: reuses must be a tuple of other experiments' names")
-    if cls.paper_seeds is not None and (not isinstance(cls.paper_seeds, int) or cls.paper_seeds < 1
+    if cls.paper_seeds is not None and (not isinstance(cls.paper_seeds, int) or isinstance(cls.paper_seeds, bool)
+                                        or cls.paper_seeds < 1
                                         or not cls.paper_seeds_reason.strip()):  # fmt: skip
         raise ValueError(f"experiment {cls.name!r}: paper_seeds must be an int >= 1 with a paper_seeds_reason")
     if not isinstance(cls.robustness, tuple) or not all(isinstance(r, Robustness) for r in cls.robustness):

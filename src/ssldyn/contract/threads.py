@@ -24,7 +24,7 @@ def threads_from_env(default: int = 0) -> int:
     raw = os.environ.get("SSLDYN_THREADS", "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or not 1 <= int(raw) <= 4096:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 4096:  # "²".isdigit() is True
         raise UserError(f"SSLDYN_THREADS={raw[:40]!r}: must be an integer from 1 to 4096 (torch threads)")
     return int(raw)
 

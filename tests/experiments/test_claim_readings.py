@@ -125,6 +125,11 @@ FIG5_SUMMARY = {
 }  # fmt: skip
 
 
+def _read(m: dict, claim: str) -> tuple:
+    """``(value, control)`` of one claim's :class:`Measured` in a ``measure()`` output."""
+    return m[claim].value, m[claim].control
+
+
 def _fig5_result(tag: str = "") -> Result:
     table = pd.DataFrame({"lr": [1.0, 0.3, 0.1, 0.03], "silhouette": [0.2, 0.55, 0.66, 0.69],
                           "max_loss_increase": [0.9, 0.05, 0.0, 0.0]})  # fmt: skip
@@ -237,18 +242,9 @@ def test_thm3_fractions_are_the_stored_final_distances_below_tol():
         assert s["negative_max_dist"] == pytest.approx(to_v1["negative"].max(), rel=1e-6, abs=1e-9)
         spread.append(0 < s["positive_fraction"] < 1 and 0 < s["negative_fraction"] < 1)
         m = Thm3().measure(cfg, r)
-        assert (m["positive-to-zero"].value, m["positive-to-zero"].control) == (
-            s["positive_fraction"],
-            s["negative_zero_fraction"],
-        )
-        assert (m["negative-to-v1"].value, m["negative-to-v1"].control) == (
-            s["negative_fraction"],
-            s["positive_v1_fraction"],
-        )
-        assert (m["needs-h-above-d"].value, m["needs-h-above-d"].control) == (
-            s["gd_min_norm_h_eq_d"],
-            s["gd_min_norm_h"],
-        )
+        assert _read(m, "positive-to-zero") == (s["positive_fraction"], s["negative_zero_fraction"])
+        assert _read(m, "negative-to-v1") == (s["negative_fraction"], s["positive_v1_fraction"])
+        assert _read(m, "needs-h-above-d") == (s["gd_min_norm_h_eq_d"], s["gd_min_norm_h"])
         assert s["gd_min_norm_h_eq_d"] <= s["gd_max_norm_h_eq_d"] and s["gd_min_norm_h"] <= s["gd_max_norm_h"]
     assert all(spread)  # the threshold matters here: a wrong tol or comparison would change the fractions
 
@@ -265,9 +261,9 @@ def test_thm3_solver_agrees_reads_the_worse_of_the_two_cases():
         m = Thm3().measure(cfg, Result(summary=s | {"positive_ref_err": pos, "negative_ref_err": neg}))
         assert m["solver-agrees"].value == max(pos, neg)
         # value and control of each claim (distinct numbers: the stored run above has both controls at 0)
-        assert (m["positive-to-zero"].value, m["positive-to-zero"].control) == (0.9, 0.01)
-        assert (m["negative-to-v1"].value, m["negative-to-v1"].control) == (0.8, 0.02)
-        assert (m["needs-h-above-d"].value, m["needs-h-above-d"].control) == (0.999, 1e-5)
+        assert _read(m, "positive-to-zero") == (0.9, 0.01)
+        assert _read(m, "negative-to-v1") == (0.8, 0.02)
+        assert _read(m, "needs-h-above-d") == (0.999, 1e-5)
 
 
 # --------------------------------------------------------------------------------------
@@ -338,14 +334,8 @@ def test_fig1_summary_reads_each_statistic_on_the_seeds_members():
     assert m["unconstrained-collapses"].control == s["scaled_sv_ratio_at_collapse_epoch"]
     assert m["unconstrained-diverges"].value == pytest.approx(math.log10(s["unconstrained_loss_drop_factor"]))
     assert m["unconstrained-diverges"].control == pytest.approx(math.log10(s["scaled_loss_drop_factor"]))
-    assert (m["orth-converges"].value, m["orth-converges"].control) == (
-        s["scaled_window_drift"],
-        s["unconstrained_window_drift"],
-    )
-    assert (m["stiefel-converges"].value, m["stiefel-converges"].control) == (
-        s["orthogonal_window_drift"],
-        s["unconstrained_window_drift"],
-    )
+    assert _read(m, "orth-converges") == (s["scaled_window_drift"], s["unconstrained_window_drift"])
+    assert _read(m, "stiefel-converges") == (s["orthogonal_window_drift"], s["unconstrained_window_drift"])
     assert m["orth-stays-2d"].value == s["scaled_sv_ratio_final_min"]
     assert m["stiefel-stays-2d"].value == s["orthogonal_sv_ratio_final_min"]
     assert m["orth-stays-2d"].control == m["stiefel-stays-2d"].control == s["unconstrained_sv_ratio_at_collapse_epoch"]
@@ -551,7 +541,7 @@ def test_variational_fig3_panel_a_readings_from_the_curves_by_loops():
         steps = [x[k + 1] - x[k] for k in range(1, 8)]
         bump.append(max(0.0, max(steps)) / total)
         fall.append(max(0.0, -min(steps)) / total)
-    assert (m["a-decreases"].value, m["a-decreases"].control) == pytest.approx((min(drop), max(drop2)), abs=1e-12)
+    assert _read(m, "a-decreases") == pytest.approx((min(drop), max(drop2)), abs=1e-12)
     assert m["a-levels-off"].value == pytest.approx(max(level), abs=1e-12)
     assert m["a-monotone"].value == pytest.approx(max(bump), abs=1e-12)
     # their controls: the same two readings on the random-locations null, median over the draws of each (τ, n)
@@ -572,13 +562,13 @@ def test_variational_fig3_panel_a_readings_from_the_curves_by_loops():
     assert m["a-monotone"].control == pytest.approx(max(null_bump), abs=1e-12)
     more = min(L[tau, 8][k] - L[tau, 12][k] for tau in (0.5, 1.0) for k in range(2, 9))
     more1 = min(L[tau, 8][1] - L[tau, 12][1] for tau in (0.5, 1.0))
-    assert (m["a-more-samples"].value, m["a-more-samples"].control) == pytest.approx((more, more1), abs=1e-12)
+    assert _read(m, "a-more-samples") == pytest.approx((more, more1), abs=1e-12)
 
     def non_increasing(n):
         return all(all(L[tau, n][k + 1] - L[tau, n][k] <= 1e-12 for k in range(2, 8)) and L[tau, n][2] > L[tau, n][8]
                    for tau in (0.5, 1.0))  # fmt: skip
 
-    assert (m["a-more-atoms"].value, m["a-more-atoms"].control) == (non_increasing(N_INF), non_increasing(8))
+    assert _read(m, "a-more-atoms") == (non_increasing(N_INF), non_increasing(8))
     assert m["a-tau"].value == pytest.approx(L[1.0, 12][8] - L[0.5, 12][8], abs=1e-12)
     # b-plateau's control: the largest g(4)/g(2) of the relative excess over the panels and τ
     ex = r.tables["excess"]
@@ -597,7 +587,7 @@ def test_variational_fig3_panel_a_readings_from_the_curves_by_loops():
             ok.append(all(sign * (b[1] - a[1]) >= -1e-12 for a, b in zip(pts, pts[1:])) if len(pts) > 1 else True)
         return all(ok)
 
-    assert (m["b-decreases"].value, m["b-decreases"].control) == (mono(1), mono(-1))
+    assert _read(m, "b-decreases") == (mono(1), mono(-1))
 
 
 # --------------------------------------------------------------------------------------
@@ -672,7 +662,7 @@ def test_kernel_measure_reads_the_declared_summary_keys():
                                                                   "cor46_width", "imbalance_gain_rel_err"])  # fmt: skip
     m = KernelCheck().measure(KernelCheck.default_config(), Result(summary=s))
     for claim, (v, c) in want.items():
-        assert (m[claim].value, m[claim].control) == (s[v], s[c]), claim
+        assert _read(m, claim) == (s[v], s[c]), claim
 
 
 def test_invariance_measure_reads_the_declared_summary_keys():
@@ -685,25 +675,13 @@ def test_invariance_measure_reads_the_declared_summary_keys():
     s = _distinct(keys)
     cfg = Invariance.default_config()
     m = Invariance().measure(cfg, Result(summary=s))
-    assert (m["vanilla-stays-invariant"].value, m["vanilla-stays-invariant"].control) == (
-        s["vanilla_max_gap"],
-        s["network_max_gap"],
-    )
-    assert (m["network-loses-invariance"].value, m["network-loses-invariance"].control) == (
-        s["network_gap_end"],
-        s["projected_gap_end"],
-    )
+    assert _read(m, "vanilla-stays-invariant") == (s["vanilla_max_gap"], s["network_max_gap"])
+    assert _read(m, "network-loses-invariance") == (s["network_gap_end"], s["projected_gap_end"])
     assert m["network-gap-grows"].value == pytest.approx(s["network_gap_end"] / s["network_gap_early"])
     assert m["network-gap-grows"].control == s["vanilla_gap_ratio"]
-    assert (m["eq36-sufficient"].value, m["eq36-sufficient"].control) == (s["projected_max_gap"], s["network_max_gap"])
-    assert (m["kernel-condition-kept"].value, m["kernel-condition-kept"].control) == (
-        s["clean_max_kernel_violation"],
-        s["network_kernel_violation_t0"],
-    )
-    assert (m["kernel-condition-broken"].value, m["kernel-condition-broken"].control) == (
-        s["network_kernel_violation_t0"],
-        s["clean_max_kernel_violation"],
-    )
+    assert _read(m, "eq36-sufficient") == (s["projected_max_gap"], s["network_max_gap"])
+    assert _read(m, "kernel-condition-kept") == (s["clean_max_kernel_violation"], s["network_kernel_violation_t0"])
+    assert _read(m, "kernel-condition-broken") == (s["network_kernel_violation_t0"], s["clean_max_kernel_violation"])
     # eq36-only-if is read only where the clean-centers run kept invariance (gap ≤ 1e-12)
     assert math.isnan(m["eq36-only-if"].value)  # clean_max_gap is 0.0137·k here: not kept
     kept = Invariance().measure(cfg, Result(summary=s | {"clean_max_gap": 1e-13}))
@@ -727,7 +705,7 @@ def test_lme_measure_reads_the_declared_summary_keys():
             "relu-leaves-non-lme": ("relu_leave_summation_nonlme", "relu_leave_summation_lme"),
             "linear-one-winner": ("linear_min_cos_phi1", "relu_min_cos_phi1")}  # fmt: skip
     for claim, (v, c) in want.items():
-        assert (m[claim].value, m[claim].control) == (s[v], s[c]), claim
+        assert _read(m, claim) == (s[v], s[c]), claim
     assert m["lme-threshold"].value is True and m["lme-threshold"].control is False
     # the threshold needs patterns on both sides of it: all agreeing but none below is not a pass
     one_sided = LME().measure(cfg, Result(summary=_full_summary(LME, cfg, s | {"n_q_below": 0})))
@@ -762,20 +740,14 @@ def test_lemma2_measure_reads_the_declared_summary_keys():
                                "eq4_explicit_capped": False, "neg_part_by_N": [0.1, 0.01]}  # fmt: skip
         m = Lemma2().measure(cfg, Result(summary=s))
         for k in ("a_uniform", "b_augmented", "c_gaussian"):
-            assert (m[f"converges-{k}"].value, m[f"converges-{k}"].control) == (
-                s[f"slope_{k}"],
-                s[f"slope_wrong_limit_{k}"],
-            )
-        assert (m["aug-variance-removed"].value, m["aug-variance-removed"].control) == (
+            assert _read(m, f"converges-{k}") == (s[f"slope_{k}"], s[f"slope_wrong_limit_{k}"])
+        assert _read(m, "aug-variance-removed") == (
             s["aug_variance_removed_ratio"],
             s["aug_variance_removed_ratio_smallest_n"],
         )
         assert m["eq4-structure"].value == max(s["eq4_explicit_rel_err"], -min_eig)
         assert m["eq4-structure"].control == s["eq4_explicit_z_weighted_rel_err"]
-        assert (m["asymptotic-psd"].value, m["asymptotic-psd"].control) == (
-            s["slope_neg_part"],
-            s["slope_neg_part_control"],
-        )
+        assert _read(m, "asymptotic-psd") == (s["slope_neg_part"], s["slope_neg_part_control"])
         assert m["finite-n-not-psd"] == s["frac_not_psd_smallest_N"]
 
 
@@ -796,7 +768,7 @@ def test_fig8_measure_reads_the_declared_summary_keys():
             "relu-not-orthogonal": (s["frac_ortho_partner_nonlinear"], s["frac_ortho_partner_pca"]),
             "relu-maxima-are-corners": (s["frac_corner_maxima"], s["frac_corner_maxima_linear"])}  # fmt: skip
     for claim, (v, c) in want.items():
-        assert (m[claim].value, m[claim].control) == (v, c), claim
+        assert _read(m, claim) == (v, c), claim
 
 
 # --------------------------------------------------------------------------------------
@@ -930,7 +902,7 @@ def test_stationarity_measure_table_readings_hand_worked():
                           "thm32-stationary": ("symmetric_max_residual", "control_min_residual"),
                           "thm32-one-multiplier": ("symmetric_max_multiplier_spread", "control_min_multiplier_spread"),
                           "second-variation-formula": ("second_var_max_rel_err", "second_var_control_rel_err")}.items():  # fmt: skip
-        assert (m[claim].value, m[claim].control) == (s[v], s[c]), claim
+        assert _read(m, claim) == (s[v], s[c]), claim
     # no admissible direction anywhere: not run, never a pass
     none = Stationarity().measure(cfg, Result(summary=s, tables=res.tables | {"lemma_a2": lem.assign(
         admissible=0, min_admissible=np.nan)}))  # fmt: skip
@@ -1011,14 +983,8 @@ def test_imbalance_rank_correlations_from_the_stored_curves_per_seed():
         assert s["rho_capture"] == pytest.approx(rho(t["size"], t["t_capture"]), abs=1e-12)
         np.testing.assert_allclose(t["silhouette_early"], at[te], rtol=0, atol=1e-15)
         m = Imbalance().measure(cfg, r)
-        assert (m["small-clusters-less-early"].value, m["small-clusters-less-early"].control) == (
-            s["rho_early"],
-            s["rho_start"],
-        )
-        assert (m["small-clusters-later"].value, m["small-clusters-later"].control) == (
-            s["rho_capture"],
-            s["rho_capture_vanilla"],
-        )
+        assert _read(m, "small-clusters-less-early") == (s["rho_early"], s["rho_start"])
+        assert _read(m, "small-clusters-later") == (s["rho_capture"], s["rho_capture_vanilla"])
         early.append(tuple(at[te]))
     assert early[0] != early[1]  # each seed reads its own curves
 

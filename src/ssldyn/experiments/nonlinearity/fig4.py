@@ -221,7 +221,8 @@ def trend_measures(cfg: ActivationGridConfig, final, init, loss: str) -> dict[st
         f"along β); at initialisation (max over more random filters) {', '.join(f'{r:+.3f}' for r in init_rises)}; "
         f"linear (trained) {', '.join(f'{r:+.3f}' for r in lin_rises)}",
     )
-    beyond, lin_beyond = (gains_beyond_init(t, t0, a, betas, multi) for a in ("relu", "linear"))
+    beyond = [r - r0 for r, r0 in zip(rises, init_rises)]  # gains_beyond_init from the gains already read
+    lin_beyond = [r - beta_gain(t0, "linear", betas, P) for r, P in zip(lin_rises, multi)]
     out["relu-gain-beyond-init"] = Measured(
         min(beyond),
         control=min(lin_beyond),

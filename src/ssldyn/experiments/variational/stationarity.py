@@ -132,19 +132,18 @@ def sphere_hessian(y: torch.Tensor, tau: float) -> torch.Tensor:
     """Eigenvalues ``(2n,)`` of the Hessian of ``t ↦ L(R(y, t))`` at 0 for ``n`` atoms ``y (n, 3)`` on S².
 
     ``R(y, t)_i = (y_i + t_i1 a_i + t_i2 b_i)/‖·‖`` with ``(a_i, b_i)`` an orthonormal basis of the tangent plane
-    at ``y_i`` (``a_i ∝ e × y_i``, ``e`` the coordinate axis least aligned with ``y_i``; ``b_i = y_i × a_i``). At a
+    at ``y_i`` (:func:`~ssldyn.probes.alpha_cl.tangent_basis`; the eigenvalues do not depend on the basis). At a
     stationary point (Thm. 3.2: the regular polytopes) this is the Riemannian Hessian whatever the retraction,
     since the retraction's second-order term multiplies the Riemannian gradient, which vanishes. The three
     rotations of S² are zero modes.
     """
+    from ssldyn.probes.alpha_cl import tangent_basis
+
     n = len(y)
-    e = torch.eye(3, dtype=y.dtype)[y.abs().argmin(dim=1)]  # (n, 3)
-    a = torch.linalg.cross(e, y)
-    a = a / a.norm(dim=1, keepdim=True)  # (n, 3)
-    b = torch.linalg.cross(y, a)  # (n, 3): unit, since y ⊥ a
+    basis = torch.stack([tangent_basis(yi) for yi in y])  # (n, 2, 3)
 
     def loss(t):  # t (n, 2)
-        z = y + t[:, :1] * a + t[:, 1:] * b  # (n, 3)
+        z = y + (t[:, :, None] * basis).sum(1)  # (n, 3)
         return measure_loss(z / z.norm(dim=1, keepdim=True), temperature=tau)
 
     H = cast(torch.Tensor, torch.autograd.functional.hessian(loss, torch.zeros(n, 2, dtype=y.dtype)))  # (n, 2, n, 2)

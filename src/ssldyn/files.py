@@ -8,11 +8,31 @@ which turns a failure into a :class:`~ssldyn.lab.store.StoreWriteError`) share o
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_write_bytes", "fsync_dir"]
+__all__ = ["atomic_write_bytes", "fsync_dir", "npz_bytes"]
+
+
+def npz_bytes(arrays: Mapping[str, Any], *, what: str, verb: str, compressed: bool = False) -> bytes:
+    """The ``.npz`` bytes of ``arrays`` (each through ``np.asarray``, under its name), pickling nothing: an
+    object array is a ``ValueError`` "``{what} {name!r}: object arrays cannot be {verb}``". (No ``allow_pickle``
+    keyword either: numpy up to 2.1 would save it as an array of that name.)"""
+    import numpy as np
+
+    out = {}
+    for k, v in arrays.items():
+        a = np.asarray(v)
+        if a.dtype == object:
+            raise ValueError(f"{what} {k!r}: object arrays cannot be {verb} (numbers and strings only)")
+        out[str(k)] = a
+    buf = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(buf, **out)
+    return buf.getvalue()
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from ssldyn.files import npz_bytes
+
 __all__ = ["CacheWarning", "RunCache", "code_version"]
 
 _MAGIC = b"ssldyn-cache 1\n"
@@ -128,7 +130,7 @@ class RunCache:
         """
         if self.root is None:
             return None
-        payload = _encode_arrays(arrays)
+        payload = npz_bytes(arrays, what="cache value", verb="cached")
         path = self.path(namespace, key)
         header = json.dumps({"key": self._full_key(key), "sha256": hashlib.sha256(payload).hexdigest()})
         try:
@@ -162,18 +164,6 @@ class RunCache:
             raise ValueError("entry belongs to another key")
         with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
-
-
-def _encode_arrays(arrays: Mapping[str, Any]) -> bytes:
-    out = {}
-    for k, v in arrays.items():
-        a = np.asarray(v)
-        if a.dtype == object:
-            raise ValueError(f"cache value {k!r}: object arrays cannot be cached (numbers and strings only)")
-        out[str(k)] = a
-    buf = io.BytesIO()
-    np.savez(buf, **out)
-    return buf.getvalue()
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -57,7 +57,7 @@ from ssldyn.contract.claims import Claim
 from ssldyn.contract.result import Result
 from ssldyn.errors import UserError
 from ssldyn.files import atomic_write_bytes as write_file_atomically
-from ssldyn.files import fsync_dir
+from ssldyn.files import fsync_dir, npz_bytes
 
 __all__ = [
     "DONE",
@@ -697,15 +697,10 @@ class RunStore:
             buf = io.BytesIO()
             pd.concat(frames, ignore_index=True).to_parquet(buf, index=False)
             atomic_write_bytes(partial / "tables" / f"{name}.parquet", buf.getvalue(), **w)
-        arrays = {f"seed={r.seed}/{k}": np.asarray(v) for r in results for k, v in r.arrays.items()}
-        if arrays:
-            for k, a in arrays.items():  # no pickles in the store (and no allow_pickle keyword: numpy ≤ 2.1 would
-                if a.dtype == object:  # save it as an array of that name)
-                    raise ValueError(f"result array {k!r}: object arrays cannot be stored (numbers and strings only)")
-            buf = io.BytesIO()
-            # every key is "seed=<s>/<name>", never numpy's own allow_pickle keyword (pyright cannot see that)
-            np.savez_compressed(buf, **arrays)  # pyright: ignore[reportArgumentType]
-            atomic_write_bytes(partial / "arrays.npz", buf.getvalue(), **w)
+        arrays = {f"seed={r.seed}/{k}": v for r in results for k, v in r.arrays.items()}
+        if arrays:  # no pickles in the store
+            data = npz_bytes(arrays, what="result array", verb="stored", compressed=True)
+            atomic_write_bytes(partial / "arrays.npz", data, **w)
         notes = list(dict.fromkeys(n for r in results for n in r.notes))
         summary = {"seeds": [r.seed for r in results], "per_seed": {str(r.seed): r.summary for r in results},
                    "notes": notes}  # fmt: skip

@@ -94,3 +94,28 @@ def test_pools_whose_workers_die_before_any_run_end_the_runs_as_failed(tmp_path,
     assert all(it.error.startswith("worker process died") for it in items)
     assert len(pools) <= 2 * len(specs) + 3
     assert len(list((tmp_path / "out" / KILL).glob("*.failed.json"))) == 2
+
+
+def test_the_exit_codes_of_a_broken_pool_are_read_after_its_manager_has_reaped_them():
+    """The pool's manager thread reaps a broken pool's workers; joined from the driver at the same time, a worker
+    the other thread reaped read as exit code None (ECHILD), and the dead worker could not be named: the CI run that
+    reported m1's run "done" above. Before the fix about 1 pool in 6 read a None code on
+    this machine."""
+    import multiprocessing as mp
+    import signal
+    import time
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    from ssldyn.lab.workers import stop_pool, worker_exit_codes
+
+    for _ in range(50):
+        pool = ProcessPoolExecutor(2, mp_context=mp.get_context("spawn"))
+        # both workers started and watched first: CPython 3.11's manager thread watches a worker spawned by a second
+        # submit only from its next wake-up, so a death there is seen only when the other task ends (30 s here)
+        wait([pool.submit(os.getpid) for _ in range(2)])
+        futures = [pool.submit(time.sleep, 30), pool.submit(os.abort)]
+        wait(futures, return_when=FIRST_COMPLETED)
+        wait(futures, timeout=60)
+        codes = worker_exit_codes(pool)
+        stop_pool(pool, now=True)
+        assert -signal.SIGABRT in codes.values() and None not in codes.values(), codes

@@ -119,11 +119,19 @@ def worker_exit_codes(pool: Any, timeout: float = 10.0) -> dict[int, int | None]
     A pool whose worker died terminates its other workers (SIGTERM): the exit codes tell the worker
     that died on its own (SIGKILL from the out-of-memory killer, a crash) from those. Empty where the
     pool does not expose its processes.
+
+    The pool's manager thread reaps the workers of a broken pool itself (``waitpid``), after it has
+    failed the futures: joined from this thread at the same time, a worker reaped by the other
+    thread reads as ``ECHILD``, i.e. exit code ``None``, and the worker that died could not be
+    named. So the manager thread is waited for first; the joins below then only read the codes.
     """
     import time
 
-    procs = dict(getattr(pool, "_processes", None) or {})  # (with stop_pool, the only reader of this field)
     deadline = time.monotonic() + timeout
+    manager = getattr(pool, "_executor_manager_thread", None)  # (with stop_pool, the only readers of these fields)
+    if manager is not None and manager.is_alive():
+        manager.join(timeout=timeout)
+    procs = dict(getattr(pool, "_processes", None) or {})
     for proc in procs.values():
         proc.join(timeout=max(0.0, deadline - time.monotonic()))
     return {int(pid): proc.exitcode for pid, proc in procs.items()}

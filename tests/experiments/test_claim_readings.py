@@ -398,6 +398,9 @@ FIG4_INIT = {("linear", 1, 1): 0.3, ("linear", 3, 1): 0.35, ("linear", 1, 2): 0.
 FIG4_SIGNED = {("linear", 1, 1): 0.3, ("linear", 3, 1): 0.32, ("linear", 1, 2): 0.28, ("linear", 3, 2): 0.26,
                ("relu", 1, 1): 0.05, ("relu", 3, 1): 0.04, ("relu", 1, 2): 0.06, ("relu", 3, 2): 0.02}  # fmt: skip
 FIG4_OWN = {k: (0.4 if k[0] == "linear" else 0.05) for k in FIG4_SIGNED}  # each activation's own metric
+# χ̄₊ with the signed cosine (eq. 16 as printed): ReLU's own metric already; linear's sign-arbitrary filters score ≈ 0
+FIG4_PLUS_SIGNED = FIG4_FINAL | {("linear", 1, 1): 0.02, ("linear", 3, 1): -0.01}
+FIG4_PLUS_SIGNED_INIT = FIG4_INIT | {("linear", 1, 1): 0.05, ("linear", 3, 1): 0.01}
 
 
 def test_fig4_measure_hand_worked_on_a_two_by_two_grid():
@@ -409,7 +412,8 @@ def test_fig4_measure_hand_worked_on_a_two_by_two_grid():
     cfg = build_config(Fig4.Config, {"betas": [1, 3], "Ps": [1, 2], "activations": ["linear", "relu"],
                                      "losses": ["infonce"]})  # fmt: skip
     cols = {"chi_minus_signed_mean": FIG4_SIGNED, "chi_minus_mean": FIG4_OWN}
-    res = Result(tables={"final": _grid(FIG4_FINAL, **cols), "init": _grid(FIG4_INIT, **cols)})
+    res = Result(tables={"final": _grid(FIG4_FINAL, **cols, chi_plus_signed_mean=FIG4_PLUS_SIGNED),
+                         "init": _grid(FIG4_INIT, **cols, chi_plus_signed_mean=FIG4_PLUS_SIGNED_INIT)})  # fmt: skip
     m = Fig4().measure(cfg, res)
     want = {
         "p1-linear-good": (0.9, 0.3),  # min over β of linear at P = 1; at t = 0
@@ -426,6 +430,10 @@ def test_fig4_measure_hand_worked_on_a_two_by_two_grid():
         assert m[k].value == pytest.approx(v, abs=1e-12), k
         assert m[k].control == pytest.approx(c, abs=1e-12), k
     assert m["homogeneous-similar"].value is None  # no LeakyReLU or x² in the grid
+    # eq. 16 as printed for linear too: smallest signed χ̄₊ over β at P = 1 (−0.01; t = 0: 0.01), and the mean over β
+    # of signed-linear − ReLU: (0.02 − 0.4 − 0.01 − 0.8) / 2 = −0.595 (t = 0: (0.05 − 0.1 + 0.01 − 0.2) / 2 = −0.12)
+    assert "linear scores -0.010 (smallest over β; at initialisation 0.010)" in m["p1-linear-good"].detail
+    assert "(eq. 16 as printed) -0.595 (at initialisation -0.120)" in m["p1-linear-beats-relu"].detail
 
 
 def test_fig10_quadratic_below_infonce_is_quadratic_minus_infonce_with_one_checkerboard():
@@ -1105,7 +1113,7 @@ def test_fig4_relu_lowest_chi_minus_is_against_the_lowest_other_activation():
     fin = FIG4_FINAL | quad
     signed = FIG4_SIGNED | signed_q
     own = FIG4_OWN | {k: 0.2 for k in signed_q}
-    cols = {"chi_minus_signed_mean": signed, "chi_minus_mean": own}
+    cols = {"chi_minus_signed_mean": signed, "chi_minus_mean": own, "chi_plus_signed_mean": fin}
     ini = FIG4_INIT | {("quadratic", b, P): v for (a, b, P), v in FIG4_INIT.items() if a == "relu"}
     m = Fig4().measure(cfg, Result(tables={"final": _grid(fin, **cols), "init": _grid(ini, **cols)}))
     assert m["relu-lowest-chi-minus"].value == pytest.approx(0.0425 - 0.10, abs=1e-12)

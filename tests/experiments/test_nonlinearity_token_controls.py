@@ -52,8 +52,8 @@ def test_sign_symmetric_is_the_flip_symmetry_of_the_activation(name):
     assert sign_symmetric(name, "off") == (_flip_residual(h, constant=False) < 1e-12)
 
 
-def test_signed_chi_minus_is_recorded_and_equals_init_across_activations():
-    """``chi_minus_signed`` is eq. 181 with the signed cosine for every activation: at t = 0 the same filters
+def test_signed_chi_is_recorded_and_equals_init_across_activations():
+    """``chi_minus_signed`` (``chi_plus_signed``) is eq. 181 (eq. 16) with the signed cosine for every activation: at t = 0 the same filters
     (same seed) score the same for ReLU and linear, and linear's |cos| score is never below it."""
     runs = make_runs(activations=["relu", "linear"], betas=[2], Ps=[3], seeds=[0], base=TokenRun(batch=16))
     df = grid_frame(runs, run_grid(runs, steps=4, every=2, ctx=Context()))
@@ -64,6 +64,12 @@ def test_signed_chi_minus_is_recorded_and_equals_init_across_activations():
     assert (
         init.loc["linear", "chi_minus_mean"] > init.loc["linear", "chi_minus_signed_mean"]
     )  # |cos| ≥ cos, strict here
+    # χ̄₊ the same way: ReLU's own metric is the signed one; linear's signed score is at most its |cos| score
+    fin = final_table(df).set_index("activation")
+    assert fin.loc["relu", "chi_plus_signed_mean"] == pytest.approx(fin.loc["relu", "chi_plus_mean"])
+    assert init.loc["relu", "chi_plus_signed_mean"] == pytest.approx(init.loc["linear", "chi_plus_signed_mean"])
+    assert (df["chi_plus_signed"] <= df["chi_plus"] + 1e-6).all()
+    assert init.loc["linear", "chi_plus_mean"] > init.loc["linear", "chi_plus_signed_mean"]
 
 
 def test_agreement_test_is_welch_t():

@@ -23,20 +23,20 @@ from ssldyn.experiments.nonlinearity._token_seeds import (
 KEYS = ["loss", "activation", "zeta", "bn", "beta", "P"]
 
 
-def _chi(seed: int, act: str, beta: int, P: int, step: int) -> tuple[float, float, float]:
+def _chi(seed: int, act: str, beta: int, P: int, step: int) -> tuple[float, float, float, float]:
     """A value per (seed, setting, step) that is distinct everywhere, so a wrong row or axis shows."""
     a = {"relu": 0.0, "linear": 0.5}[act]
     base = 0.01 * seed + a + 0.1 * beta + 0.001 * P + 0.0001 * step
-    return base, base / 2, base / 3
+    return base, base / 2, base / 5, base / 3
 
 
 def _long(seeds=(0, 1, 2), steps=(0, 5, 10), col="seed") -> pd.DataFrame:
     rows = []
     for s, act, beta, P, step in itertools.product(seeds, ("relu", "linear"), (1, 2), (1, 3), steps):
-        cp, cm, cms = _chi(s, act, beta, P, step)
+        cp, cm, cps, cms = _chi(s, act, beta, P, step)
         rows.append(
             {"loss": "infonce", "activation": act, "zeta": 1.0, "bn": "mean_only", "beta": beta, "P": P,
-             "step": step, col: s, "chi_plus": cp, "chi_minus": cm, "chi_minus_signed": cms}
+             "step": step, col: s, "chi_plus": cp, "chi_minus": cm, "chi_plus_signed": cps, "chi_minus_signed": cms}
         )  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -70,8 +70,9 @@ def test_per_seed_result_final_is_the_last_step_and_init_step_zero():
     assert len(fin) == len(ini) == 8  # one row per (activation, β, P)
     for t, step in ((fin, 10), (ini, 0)):
         for r in t.itertuples():
-            cp, cm, cms = _chi(2, r.activation, r.beta, r.P, step)
-            assert (r.chi_plus_mean, r.chi_minus_mean, r.chi_minus_signed_mean) == pytest.approx((cp, cm, cms))
+            want = _chi(2, r.activation, r.beta, r.P, step)
+            got = (r.chi_plus_mean, r.chi_minus_mean, r.chi_plus_signed_mean, r.chi_minus_signed_mean)
+            assert got == pytest.approx(want)
             assert r.chi_plus_count == 1
 
 
@@ -104,7 +105,7 @@ def test_pooled_final_is_mean_and_sample_std_over_seeds():
     t = pooled_final(Result(seed_results=rs))
     assert len(t) == 8
     for r in t.itertuples():
-        for k, name in enumerate(("chi_plus", "chi_minus", "chi_minus_signed")):
+        for k, name in enumerate(("chi_plus", "chi_minus", "chi_plus_signed", "chi_minus_signed")):
             v = np.array([_chi(s, r.activation, r.beta, r.P, 10)[k] for s in seeds])
             assert getattr(r, f"{name}_mean") == pytest.approx(v.mean(), rel=1e-13)
             assert getattr(r, f"{name}_std") == pytest.approx(np.std(v, ddof=1), rel=1e-9)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ssldyn.contract import Result
-from ssldyn.experiments.nonlinearity.token_grid import cell, final_table
+from ssldyn.experiments.nonlinearity.token_grid import CHI, cell, final_table
 
 SEED_COLUMNS = ("seed", "init")  # the grid's name for a run's seed (the lab owns "seed" in stored tables)
 
@@ -57,7 +57,7 @@ def pooled_final(result: Result) -> pd.DataFrame:
     """Mean and std over seeds of the final χ̄± per setting (the paper's "mean/std over 3 runs")."""
     f = finals(result)
     keys = ["loss", "activation", "zeta", "bn", "beta", "P"]
-    g = f.groupby(keys)[["chi_plus_mean", "chi_minus_mean", "chi_minus_signed_mean"]]
+    g = f.groupby(keys)[[f"{c}_mean" for c in CHI]]
     t = g.agg(["mean", "std", "count"])
     t.columns = [f"{a.removesuffix('_mean')}_{b}" for a, b in t.columns]
     return t.reset_index()

@@ -13,10 +13,11 @@ experiments (:mod:`.token_plots`). Protocol choices (see README, "Token-generato
   activations (linear, tanh, x², and sigmoid under BN), whose filters' sign is not identifiable
   (:func:`~ssldyn.dynamics.ensemble_trainer.sign_symmetric`: the paper's Fig. 4/9 (a) shows the
   linear network at P = 1, β = 1 working well, which a single sign-arbitrary filter scored with the
-  signed cosine could not). Every run also records ``chi_minus_signed``, χ̄₋ with the signed cosine
-  (eq. 181 as printed) whatever the activation, so χ̄₋ can be compared across activations on one
-  metric: the same filters score the same at initialisation, and a sign-symmetric network's signed
-  score is at most its ``|cos|`` score;
+  signed cosine could not). Every run also records ``chi_plus_signed`` and ``chi_minus_signed``, χ̄± with
+  the signed cosine (eq. 16 / 181 as printed) whatever the activation, so χ̄₋ can be compared across
+  activations on one metric (the same filters score the same at initialisation, and a sign-symmetric
+  network's signed score is at most its ``|cos|`` score) and the P = 1 claims can be read under eq. 16 as
+  printed too;
 - BN default ``mean_only`` (the paper's Def. 5 and the documented command's
   ``backprop_var=false``) where the paper does not state the variant.
 """
@@ -50,7 +51,7 @@ from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.probes.chi import best_match
 
 CACHE_NAMESPACE = "token_runs"
-CHI = ("chi_plus", "chi_minus", "chi_minus_signed")
+CHI = ("chi_plus", "chi_minus", "chi_plus_signed", "chi_minus_signed")
 # χ̄± over the tokens some generator draws at k (the reference's scoring) and, suffixed, over eq. 16's
 # P candidates R_k^g: both logged, ``chi_tokens`` picks which one the tables call chi_plus / chi_minus
 #: ``noise_match_max``: the largest best match over the RFs and their noise tokens a ∉ R_k^g (:func:`chi_probes`)
@@ -123,7 +124,7 @@ class EnsembleTask:
 
 def chi_probes(runs: Sequence[TokenRun], device: str = "cpu") -> dict:
     """χ̄₊, χ̄₋ in the activation's metric (:func:`~ssldyn.dynamics.ensemble_trainer.sign_symmetric`) and
-    ``chi_minus_signed`` (χ̄₋ with the signed cosine, eq. 181, for every run) as probes ``net -> (E,)`` of an
+    ``chi_plus_signed``, ``chi_minus_signed`` (χ̄± with the signed cosine, eq. 16 / 181, for every run) as probes ``net -> (E,)`` of an
     ensemble of ``runs``: over the tokens some generator draws at position k (``relevant``, the reference's
     scoring) and, as ``*_candidates``, over the P candidate tokens R_k^g of eq. 16 (``allowed``); and
     ``noise_match_max``, ``max_k max_{a ∉ R_k^g} max_m cos(w_km, u_a)`` in the activation's metric (signed; |cos|
@@ -141,7 +142,11 @@ def chi_probes(runs: Sequence[TokenRun], device: str = "cpu") -> dict:
     for suffix, tokens in (("", relevant), ("_candidates", candidates)):
         chi = token_probes(emb, tokens, absolute)
         probes[f"chi_plus{suffix}"], probes[f"chi_minus{suffix}"] = chi["chi_plus"], chi["chi_minus"]
-        probes[f"chi_minus_signed{suffix}"] = token_probes(emb, tokens, False)["chi_minus"]
+        signed = token_probes(emb, tokens, False)
+        probes[f"chi_plus_signed{suffix}"], probes[f"chi_minus_signed{suffix}"] = (
+            signed["chi_plus"],
+            signed["chi_minus"],
+        )
 
     def noise_match_max(net) -> torch.Tensor:
         c = best_match(net.W, emb, absolute=absolute, filter_mask=net.filter_mask)  # (E, K, T): the best filter
@@ -256,7 +261,8 @@ def token_data(run: TokenRun) -> dict[str, np.ndarray]:
 
 
 def grid_frame(runs: Sequence[TokenRun], traj: Trajectory, chi_tokens: str = "generators") -> pd.DataFrame:
-    """Long table: loss, activation, beta, P, zeta, bn, init, step, chi_plus, chi_minus, chi_minus_signed,
+    """Long table: loss, activation, beta, P, zeta, bn, init, step, chi_plus, chi_minus, chi_plus_signed,
+    chi_minus_signed,
     loss_value (one row per run and logged step, runs in order). ``chi_tokens``: the χ̄± columns are over
     the tokens some generator draws at k (``"generators"``, the reference's scoring) or over eq. 16's P
     candidates R_k^g (``"candidates"``)."""
@@ -285,7 +291,7 @@ def final_table(df: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
         raise ValueError(f"final_table: no rows at step {step}")
     keys = ["loss", "activation", "zeta", "bn", "beta", "P"]
     g = last.groupby(keys)
-    t = g[["chi_plus", "chi_minus", "chi_minus_signed"]].agg(["mean", "std", "count"])
+    t = g[list(CHI)].agg(["mean", "std", "count"])
     t.columns = [f"{a}_{b}" for a, b in t.columns]
     return t.reset_index()
 

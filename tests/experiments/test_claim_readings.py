@@ -1124,3 +1124,26 @@ def test_fig4_relu_lowest_chi_minus_is_against_the_lowest_other_activation():
     )
     assert m["relu-lowest-chi-minus"].control == pytest.approx(null, abs=1e-12)
     assert m["homogeneous-similar"].value == pytest.approx(0.9 - 0.52, abs=1e-12)
+
+
+def test_fig5_uniform_start_summary_reads_the_largest_silhouette_not_the_last():
+    """A uniform start whose clusters form and merge again (silhouette 0.1 → 0.7 → 0.3): the max is 0.7, the end 0.3;
+    each entry is read from member e = 1's column (member 0 holds other numbers)."""
+    from ssldyn.experiments.variational import _flows_common as fc
+    from ssldyn.experiments.variational.fig5 import uniform_start_summary
+
+    sil = np.array([[0.0, 0.1], [0.9, 0.7], [0.5, 0.3]])  # (R, E)
+    loss = np.array([[5.0, 4.0], [4.5, 3.5], [4.2, 3.2]])
+    pn = fc.Probes(np.array([0.0, 1.0, 2.5]), sil, np.zeros((3, 2, 4)), np.zeros((3, 2)), loss)
+    pv = fc.Probes(np.array([0.0, 1.0]), np.array([[0.2, 0.05], [0.1, 0.4]]), np.zeros((2, 2, 4)), np.zeros((2, 2)),
+                   np.zeros((2, 2)))  # fmt: skip
+    s = uniform_start_summary(pn, pv, 1)
+    assert s == {
+        "uniform_network_silhouette_start": 0.1,
+        "uniform_network_silhouette_max": 0.7,
+        "uniform_network_silhouette_end": 0.3,
+        "uniform_network_loss_start": 4.0,
+        "uniform_network_loss_end": 3.2,
+        "uniform_vanilla_silhouette_max": 0.4,
+        "uniform_network_time": 2.5,
+    }

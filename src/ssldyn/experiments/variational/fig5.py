@@ -440,14 +440,7 @@ class Fig5(VariationalExperiment):
                                track=lambda it: ctx.track(it, description="vanilla (uniform start)"))  # fmt: skip
         pn, pv = fc.probes_of(net_u, mu.labels), fc.probes_of(van_u, mu.labels)
         for e, r in enumerate(results):
-            r.summary.update(
-                uniform_network_silhouette_start=float(pn.silhouette[0, e]),
-                uniform_network_silhouette_max=float(pn.silhouette[:, e].max()),
-                uniform_network_silhouette_end=float(pn.silhouette[-1, e]),
-                uniform_network_loss_start=float(pn.loss[0, e]), uniform_network_loss_end=float(pn.loss[-1, e]),
-                uniform_vanilla_silhouette_max=float(pv.silhouette[:, e].max()),
-                uniform_network_time=float(net_u.times[-1]),
-            )  # fmt: skip
+            r.summary.update(uniform_start_summary(pn, pv, e))
             r.arrays["uniform/network/times"] = pn.times
             r.arrays["uniform/network/silhouette"] = pn.silhouette[:, e]
             r.arrays["uniform/network/z_end"] = net_u.z[-1, e]
@@ -471,6 +464,21 @@ class Fig5(VariationalExperiment):
 # --------------------------------------------------------------------------------------
 # shared with Fig. 6
 # --------------------------------------------------------------------------------------
+def uniform_start_summary(pn: fc.Probes, pv: fc.Probes, e: int) -> dict[str, float]:
+    """Summary of member ``e`` of the uniform start (the network ``pn`` and vanilla ``pv`` probes, ``(R, E)`` each):
+    the network's silhouette at the start, its largest over the run (the clusters may form and merge again, so
+    not the end) and at the end, its loss at both ends, vanilla's largest silhouette, and the network's time."""
+    return {
+        "uniform_network_silhouette_start": float(pn.silhouette[0, e]),
+        "uniform_network_silhouette_max": float(pn.silhouette[:, e].max()),
+        "uniform_network_silhouette_end": float(pn.silhouette[-1, e]),
+        "uniform_network_loss_start": float(pn.loss[0, e]),
+        "uniform_network_loss_end": float(pn.loss[-1, e]),
+        "uniform_vanilla_silhouette_max": float(pv.silhouette[:, e].max()),
+        "uniform_network_time": float(pn.times[-1]),
+    }
+
+
 def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> list[Result]:
     """Network (main step, long run) and vanilla GD on every member; the step-size table; one Result per seed.
 

@@ -438,3 +438,103 @@ def test_contrastive_losses_reject_a_member_count_other_than_the_losses(closed_f
     for e, name in enumerate(["infonce", "quadratic", "infonce"]):
         alone = ContrastiveLosses([name], 0.5, closed_form=closed_form)(z[e : e + 1])
         torch.testing.assert_close(full[e : e + 1], alone, rtol=1e-12, atol=1e-12)
+
+
+def _masked_losses_written_out(z: torch.Tensor, kinds, T: float, X: torch.Tensor) -> torch.Tensor:
+    """Per member, the two losses with pairs X left out of the negatives, one anchor at a time in float64 loops:
+    InfoNCE ℓ_i = −S_ii/T + log(e^{S_ii/T} + Σ_{j≠i, ¬X_ij} e^{S_ij/T}), mean over i; quadratic
+    (−Σ_i S_ii + Σ_{i≠j, ¬X_ij} S_ij / N) / (N T); S_ij = cos(z1_i, z1_j), S_ii = cos(z1_i, z2_i)."""
+    out = []
+    for e, infonce in enumerate(kinds):
+        z1 = torch.nn.functional.normalize(z[e, 0], dim=-1)
+        z2 = torch.nn.functional.normalize(z[e, 1], dim=-1)
+        N = z1.shape[0]
+        terms = []
+        for i in range(N):
+            pos = z1[i] @ z2[i]
+            negs = [z1[i] @ z1[j] for j in range(N) if j != i and not X[e, i, j]]
+            if infonce:
+                terms.append(-pos / T + torch.logsumexp(torch.stack([pos / T, *(s / T for s in negs)]), 0))
+            else:
+                terms.append((-pos + sum(negs, torch.zeros((), dtype=z.dtype)) / N) / (N * T))
+        out.append(torch.stack(terms).mean() if infonce else torch.stack(terms).sum())
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("T", [0.1, 0.02])  # 0.02: the max-shifted softmax path of the closed form
+def test_left_out_negatives_closed_form_objectives_and_loops_agree(T):
+    """`exclude`: the closed form, autograd through the objectives and the per-anchor loops give one loss and one
+    gradient; with no pair left out the loss is the plain one, and leaving pairs out changes it."""
+    from ssldyn.dynamics.ensemble_trainer import ContrastiveLosses, contrastive_loss_and_grad
+
+    g = torch.Generator().manual_seed(5)
+    z = torch.randn(4, 2, 9, 3, dtype=torch.float64, generator=g)
+    gid = torch.randint(0, 3, (4, 9), generator=g)  # three "generators": several same-generator pairs per anchor
+    X = (gid[:, :, None] == gid[:, None, :]) & ~torch.eye(9, dtype=torch.bool)  # (E, N, N)
+    assert X.sum() > 20
+    kinds = [True, False, True, False]
+    names = ["infonce" if k else "quadratic" for k in kinds]
+    losses, dz = contrastive_loss_and_grad(z, kinds, T, exclude=X)
+    zr = z.clone().requires_grad_(True)
+    ref = _masked_losses_written_out(zr, kinds, T, X)
+    (gref,) = torch.autograd.grad(ref.sum(), zr)
+    torch.testing.assert_close(losses, ref.detach(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(dz, gref, rtol=1e-9, atol=1e-12)
+    za = z.clone().requires_grad_(True)
+    auto = ContrastiveLosses(names, T, closed_form=False)(
+        za, exclude=X
+    )  # through info_nce / quadratic_contrastive_loss
+    (gauto,) = torch.autograd.grad(auto.sum(), za)
+    torch.testing.assert_close(auto.detach(), ref.detach(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(gauto, gref, rtol=1e-9, atol=1e-12)
+    none = torch.zeros_like(X)
+    plain, _ = contrastive_loss_and_grad(z, kinds, T)
+    assert torch.equal(contrastive_loss_and_grad(z, kinds, T, exclude=none)[0], plain)
+    assert (losses - plain).abs().min() > 1e-3
+
+
+def test_exclude_is_refused_with_one_clear_error():
+    from ssldyn.dynamics.ensemble_trainer import ContrastiveLosses
+    from ssldyn.objectives import info_nce, quadratic_contrastive_loss
+
+    z1, z2 = torch.randn(5, 3), torch.randn(5, 3)
+    with pytest.raises(ValueError, match="exclude is True on its diagonal"):
+        info_nce(z1, z2, 0.1, negatives="view1", exclude=torch.eye(5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="exclude needs negatives='view1'"):
+        info_nce(z1, z2, 0.1, exclude=torch.zeros(5, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="exclude must be a bool tensor"):
+        quadratic_contrastive_loss(z1, z2, 0.1, exclude=torch.zeros(5, 5))
+    with pytest.raises(ValueError, match=r"exclude must broadcast to the pair matrix \(5, 5\)"):
+        quadratic_contrastive_loss(z1, z2, 0.1, exclude=torch.zeros(4, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"exclude must be a bool tensor \(E, N, N\) = \(2, 5, 5\)"):
+        ContrastiveLosses(["infonce", "quadratic"], 0.1)(torch.randn(2, 2, 5, 3), exclude=torch.zeros(5, 5).bool())
+    with pytest.raises(ValueError, match="negatives .generators.: allowed values are .batch., .other-generators."):
+        TokenRun(negatives="generators")
+
+
+def test_other_generator_negatives_mask_same_generator_pairs_of_the_drawn_batches():
+    """The mask of a step is 'same generator, not the same sample' over the generators the stream drew (the draws of
+    TokenGenerator.sample with return_generators), only for the members that ask for it; the tokens are the same
+    draws as without the mask, so a run with batch negatives trains exactly as before."""
+    from ssldyn.data.tokens import TokenGenerator, TokenStream
+    from ssldyn.dynamics.ensemble_trainer import _TokenBatches
+
+    spec = TokenSpec(P=3, G=4)
+    gen = TokenGenerator(spec, 7)
+    toks, gid = TokenGenerator(spec, 7).sample(TokenStream.CHUNK, 16, return_generators=True)
+    b = _TokenBatches([gen], 16, [0, 0], torch.device("cpu"), [False, True])
+    for t in range(3):
+        out = b(t)
+        assert torch.equal(out["tokens"][0], toks[t]) and torch.equal(out["tokens"][1], toks[t])
+        want = torch.tensor([[gid[t, i] == gid[t, j] and i != j for j in range(16)] for i in range(16)])
+        assert torch.equal(out["exclude"][1], want) and not out["exclude"][0].any()
+        assert want.any()  # 4 generators, 16 samples: some anchors share a generator
+    plain = _TokenBatches([TokenGenerator(spec, 7)], 16, [0], torch.device("cpu"))
+    assert set(plain(0)) == {"tokens"} and torch.equal(plain(0)["tokens"][0], toks[1])
+    run = TokenRun(spec=spec, beta=2, batch=16, seed=3)
+    other = TokenRun(spec=spec, beta=2, batch=16, seed=3, negatives="other-generators")
+    ens = train_token_ensemble([run, other], steps=20, every=10)
+    lone = train_token_ensemble([run], steps=20, every=10)
+    np.testing.assert_allclose(_series(ens, "loss", 0), _series(lone, "loss", 0), rtol=1e-5, atol=1e-6)
+    assert np.abs(_series(ens, "loss", 1)[1:] - _series(ens, "loss", 0)[1:]).min() > 1e-4  # another loss
+    assert "infonce(other-generators)" in other.label

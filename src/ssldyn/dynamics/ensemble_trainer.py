@@ -48,6 +48,8 @@ from ssldyn.probes.chi import chi_scores
 __all__ = [
     "LOSSES",
     "TokenLoss",
+    "TokenNegatives",
+    "TOKEN_NEGATIVES",
     "TokenRun",
     "EnsembleSGD",
     "ContrastiveLosses",
@@ -65,6 +67,11 @@ __all__ = [
 #: the contrastive losses of the token experiments (InfoNCE, Sec. 5; the quadratic loss, App. E.2)
 TokenLoss = Literal["infonce", "quadratic"]
 LOSSES: tuple[str, ...] = get_args(TokenLoss)
+#: the negatives of an anchor: every other sample of the batch (the reference implementation), or only the samples
+#: of other generators (`nonlinearity` Fig. 3's caption: "inputs from the same generator are treated as positive
+#: pairs, otherwise negative pairs"; same-generator samples are left out of the anchor's negatives)
+TokenNegatives = Literal["batch", "other-generators"]
+TOKEN_NEGATIVES: tuple[str, ...] = get_args(TokenNegatives)
 #: activations h with h(−x) = ±h(x) + c: flipping a filter's sign w → −w gives the same network up to the
 #: top layer's sign (odd h: linear, tanh), nothing (even h: x²) or a constant the BN mean removes (sigmoid)
 SIGN_SYMMETRIC = ("linear", "tanh", "quadratic", "sigmoid")
@@ -119,10 +126,12 @@ class TokenRun:
     batch: int = 128
     temperature: float = 0.1
     out_dim: int = 50
+    negatives: TokenNegatives = "batch"
 
     def __post_init__(self) -> None:
         choice(self.activation, "activation", ACTIVATION_NAMES, where="TokenRun")
         choice(self.loss, "loss", LOSSES, where="TokenRun")
+        choice(self.negatives, "negatives", TOKEN_NEGATIVES, where="TokenRun")
         choice(self.bn, "bn", BN_MODES, where="TokenRun")
         choice(self.bn_stats, "bn_stats", BN_STATS, where="TokenRun")
         integer(self.beta, "beta", where="TokenRun")  # M = β·P filters
@@ -142,9 +151,8 @@ class TokenRun:
         """Short description (guards and trajectories name runs by it)."""
         s = self.spec
         bn = self.bn if self.bn_stats == "view" else f"{self.bn}({self.bn_stats})"
-        return (
-            f"token run {self.activation}/{self.loss}/bn={bn}/beta={self.beta}/P={s.P}/zeta={s.zeta}/seed={self.seed}"
-        )
+        loss = self.loss if self.negatives == "batch" else f"{self.loss}({self.negatives})"
+        return f"token run {self.activation}/{loss}/bn={bn}/beta={self.beta}/P={s.P}/zeta={s.zeta}/seed={self.seed}"
 
     def describe(self) -> dict:
         """All settings as plain JSON values (for trajectory metadata and cache keys)."""
@@ -300,7 +308,12 @@ def _kind_runs(kinds: Sequence[bool]) -> list[tuple[bool, int, int]]:
 
 
 def contrastive_loss_and_grad(
-    z: torch.Tensor, kinds: Sequence[bool] | torch.Tensor, temperature: float, *, eps: float = 1e-12
+    z: torch.Tensor,
+    kinds: Sequence[bool] | torch.Tensor,
+    temperature: float,
+    *,
+    eps: float = 1e-12,
+    exclude: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-member loss and ``dL/dz`` in closed form for the two losses of Sec. 5 (a fast path).
 
@@ -311,19 +324,23 @@ def contrastive_loss_and_grad(
     ``ẑ = z/‖z‖``, ``S_ij = ẑ1_i·ẑ1_j`` (i ≠ j), ``S_ii = ẑ1_i·ẑ2_i`` and ``G = ∂L/∂S``:
     InfoNCE ``G = (softmax(S/T) − I)/(N T)``; quadratic ``G_ii = −1/(N T)``, ``G_ij = 1/(N² T)``.
     Then ``∂L/∂ẑ1 = (G_o + G_oᵀ) ẑ1 + diag(G) ẑ2``, ``∂L/∂ẑ2 = diag(G) ẑ1`` (G_o: G off the
-    diagonal), and ``∂L/∂z = (∂L/∂ẑ − ẑ (ẑ·∂L/∂ẑ))/‖z‖``.
+    diagonal), and ``∂L/∂z = (∂L/∂ẑ − ẑ (ẑ·∂L/∂ẑ))/‖z‖``. With ``exclude`` the left-out pairs
+    ``(i, j)`` leave the softmax (InfoNCE) or the negative sum (quadratic), so ``G_ij = 0`` there.
 
     Args:
         z: ``(E, 2, N, d)`` outputs of the two views (not normalised).
         kinds: ``(E,)`` True for InfoNCE, False for the quadratic loss (host values: a list, or
             a tensor read once).
+        exclude: ``(E, N, N)`` bool, True where ``z1_j`` is not a negative of anchor ``i`` (the
+            objectives' ``exclude``; False on the diagonal), or None.
     Returns:
         losses ``(E,)`` and ``dL/dz`` ``(E, 2, N, d)``.
     """
     if isinstance(kinds, torch.Tensor):
         kinds = kinds.tolist()
     _check_pairs(z, len(kinds), "contrastive_loss_and_grad", "kinds")
-    return _closed_form(z, _kind_runs(kinds), temperature, eps)
+    _check_exclude(z, exclude, "contrastive_loss_and_grad")
+    return _closed_form(z, _kind_runs(kinds), temperature, eps, exclude)
 
 
 def _check_pairs(z: torch.Tensor, E: int, where: str, what: str) -> None:
@@ -336,8 +353,19 @@ def _check_pairs(z: torch.Tensor, E: int, where: str, what: str) -> None:
         raise ValueError(f"{where}: z has E={z.shape[0]} members but {E} {what} were given (one per member)")
 
 
+def _check_exclude(z: torch.Tensor, exclude: torch.Tensor | None, where: str) -> None:
+    """``exclude`` must be None or an ``(E, N, N)`` bool mask of ``z (E, 2, N, d)``'s view-1 pairs (shapes only: the
+    diagonal is the objectives' check, :func:`ssldyn.objectives._common.check_exclude`; here it is never set)."""
+    if exclude is None:
+        return
+    E, _, N, _ = z.shape
+    if not isinstance(exclude, torch.Tensor) or exclude.dtype != torch.bool or tuple(exclude.shape) != (E, N, N):
+        got = f"{tuple(exclude.shape)} {exclude.dtype}" if isinstance(exclude, torch.Tensor) else type(exclude).__name__
+        raise ValueError(f"{where}: exclude must be a bool tensor (E, N, N) = {(E, N, N)}, got {got}")
+
+
 def _closed_form(
-    z: torch.Tensor, runs: Sequence[tuple[bool, int, int]], t: float, eps: float
+    z: torch.Tensor, runs: Sequence[tuple[bool, int, int]], t: float, eps: float, exclude: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     E, _, N, _ = z.shape
     inv = z.norm(dim=-1, keepdim=True).clamp_min_(eps).reciprocal_()  # (E, 2, N, 1) 1/‖z‖
@@ -353,20 +381,25 @@ def _closed_form(
         if infonce:  # row-wise cross-entropy of S/T with target i
             if t >= 0.05:  # cosines: (S − 1)/T ∈ [−2/T, 0], so exp needs no max-shift (one pass fewer)
                 P = S[sl].sub_(1.0).mul_(1.0 / t).exp_()
+                if exclude is not None:
+                    P.masked_fill_(exclude[sl], 0.0)  # left-out pairs: out of the softmax
                 P.mul_(P.sum(-1, keepdim=True).reciprocal_())  # (E', N, N) row softmax
             else:
-                P = torch.softmax(S[sl].div_(t), dim=-1)  # (E', N, N)
+                logits = S[sl].div_(t) if exclude is None else S[sl].div_(t).masked_fill_(exclude[sl], -math.inf)
+                P = torch.softmax(logits, dim=-1)  # (E', N, N)
             losses[sl] = -torch.log(torch.diagonal(P, dim1=1, dim2=2)).mean(-1)
             torch.diagonal(P, dim1=1, dim2=2).sub_(1.0)
             if stop - start == E:
                 G = P
             else:
                 G[sl] = P
-        else:  # quadratic: (−Σ S_ii + Σ_{i≠j} S_ij / N) / (N T)
-            tot = S[sl].sum((1, 2))
+        else:  # quadratic: (−Σ S_ii + Σ_{i≠j} S_ij / N) / (N T), the sum over the negative pairs
+            tot = (S[sl] if exclude is None else S[sl].masked_fill(exclude[sl], 0.0)).sum((1, 2))
             ps = pos[sl].sum(-1)
             losses[sl] = (-ps + (tot - ps) / N) / (N * t)
             G[sl] = 1.0 / N
+            if exclude is not None:
+                G[sl].masked_fill_(exclude[sl], 0.0)
             torch.diagonal(G[sl], dim1=1, dim2=2).fill_(-1.0)
     c = 1.0 / (N * t)
     gd = torch.diagonal(G, dim1=1, dim2=2).clone().mul_(c)  # (E, N) ∂L/∂S_ii
@@ -383,15 +416,15 @@ class _ClosedFormLoss(torch.autograd.Function):
     """Per-member losses whose backward is the closed-form ``dL/dz`` scaled by the upstream gradient."""
 
     @staticmethod
-    def forward(ctx, z, runs, temperature, eps):
-        losses, dz = _closed_form(z.detach(), runs, temperature, eps)
+    def forward(ctx, z, runs, temperature, eps, exclude):
+        losses, dz = _closed_form(z.detach(), runs, temperature, eps, exclude)
         ctx.save_for_backward(dz)
         return losses
 
     @staticmethod
     def backward(ctx, dlosses):  # pyright: ignore[reportIncompatibleMethodOverride] (torch stub: *grad_outputs)
         (dz,) = ctx.saved_tensors
-        return dz * dlosses.view(-1, 1, 1, 1), None, None, None
+        return dz * dlosses.view(-1, 1, 1, 1), None, None, None, None
 
 
 class ContrastiveLosses:
@@ -402,6 +435,8 @@ class ContrastiveLosses:
     similarity, temperature T. ``closed_form=True`` evaluates them with
     :func:`contrastive_loss_and_grad` (the same values, several times faster); ``False`` uses
     autograd through the objectives. Members with one loss should be contiguous (fewer slices).
+    ``loss(z, exclude=X)``: ``X (E, N, N)`` bool leaves pairs out of the negatives (the objectives'
+    ``exclude``; same-generator samples, :attr:`TokenRun.negatives`).
     """
 
     def __init__(self, losses: Sequence[str], temperature: float, *, closed_form: bool = True) -> None:
@@ -410,26 +445,28 @@ class ContrastiveLosses:
         self.names, self.temperature, self.closed_form = list(losses), float(temperature), closed_form
         self._runs = _kind_runs([n == "infonce" for n in self.names])
 
-    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+    def __call__(self, z: torch.Tensor, exclude: torch.Tensor | None = None) -> torch.Tensor:
         _check_pairs(z, len(self.names), "ContrastiveLosses", "losses")  # shapes only: no host sync
+        _check_exclude(z, exclude, "ContrastiveLosses")
         if self.closed_form:
-            return _ClosedFormLoss.apply(z, self._runs, self.temperature, 1e-12)
+            return _ClosedFormLoss.apply(z, self._runs, self.temperature, 1e-12, exclude)
         from ssldyn.objectives import info_nce, quadratic_contrastive_loss
 
         parts = []
         for infonce, s, t in self._runs:
             z1, z2 = z[s:t, 0], z[s:t, 1]  # (E', N, out)
+            x = None if exclude is None else exclude[s:t]  # (E', N, N)
             if infonce:
-                parts.append(info_nce(z1, z2, self.temperature, negatives="view1"))
+                parts.append(info_nce(z1, z2, self.temperature, negatives="view1", exclude=x))
             else:
-                parts.append(quadratic_contrastive_loss(z1, z2, self.temperature))
+                parts.append(quadratic_contrastive_loss(z1, z2, self.temperature, exclude=x))
         return torch.cat(parts)  # (E,)
 
 
 # ---------------------------------------------------------------------- the training loop
 def train_ensemble(
     net: EnsembleRFNet,
-    loss: Callable[[torch.Tensor], torch.Tensor],
+    loss: Callable[..., torch.Tensor],
     *,
     batches: Callable[[int], Mapping[str, torch.Tensor]],
     opt: EnsembleSGD | torch.optim.Optimizer,
@@ -447,7 +484,9 @@ def train_ensemble(
         net: the ensemble (trained in place; it is also the returned state).
         loss: ``z (E, 2, N, out) -> (E,)`` per-member losses (e.g. :class:`ContrastiveLosses`).
         batches: ``t -> `` keyword inputs of :meth:`~ssldyn.models.rf_net.EnsembleRFNet.forward_pair`
-            (``x=...`` or ``tokens=..., embedding=...``), on the network's device.
+            (``x=...`` or ``tokens=..., embedding=...``), on the network's device; an ``exclude``
+            entry ``(E, N, N)`` goes to the loss instead (``loss(z, exclude=...)``: pairs that are
+            not negatives, :class:`ContrastiveLosses`).
         opt: an optimizer over ``net``'s parameters (:class:`EnsembleSGD` or any ``torch.optim``).
         probes: ``name -> probe(net)`` returning ``(E,)`` (or a float); the flow's observable is
             the network. Logged with the per-member ``loss`` at the ``every`` steps (before that
@@ -478,6 +517,9 @@ def train_ensemble(
     probes = dict(probes or {})
 
     def step_loss(batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        if "exclude" in batch:  # pairs left out of the negatives: for the loss, not the network
+            inputs = {k: v for k, v in batch.items() if k != "exclude"}
+            return loss(net.forward_pair(**inputs), exclude=batch["exclude"])  # (E,)
         return loss(net.forward_pair(**batch))  # (E,)
 
     if compile:
@@ -506,29 +548,50 @@ class _TokenBatches:
     Members with equal (spec, seed, batch) share a stream; the stream of a seed is the one a
     :class:`~ssldyn.data.tokens.TokenStream` draws (``CHUNK`` steps per draw, on the CPU
     generator), so a member sees exactly the batches of the same run trained alone, on any device.
-    One host-to-device copy per chunk; per step only device indexing.
+    One host-to-device copy per chunk; per step only device indexing. ``exclude[e]``: member e
+    leaves the samples of its anchor's generator out of the negatives (:attr:`TokenRun.negatives`);
+    the step's batch then carries the ``(E, N, N)`` mask (the draws are the same either way).
     """
 
-    def __init__(self, gens: list[TokenGenerator], batch: int, member_stream: list[int], device: torch.device) -> None:
+    def __init__(
+        self,
+        gens: list[TokenGenerator],
+        batch: int,
+        member_stream: list[int],
+        device: torch.device,
+        exclude: Sequence[bool] = (),
+    ) -> None:
         self.gens, self.batch, self.device = gens, batch, device
         self.E = len(member_stream)
         self.single = len(gens) == 1
         self.member_stream = torch.tensor(member_stream, device=device)  # (E,)
+        self.exclude = torch.tensor(list(exclude), device=device) if any(exclude) else None  # (E,)
         self.buf: torch.Tensor | None = None  # (S, CHUNK, 2, N, K)
+        self.gid: torch.Tensor | None = None  # (S, CHUNK, N) generator of each sample
         self.i = TokenStream.CHUNK
 
-    def __call__(self, t: int) -> torch.Tensor:
+    def _members(self, x: torch.Tensor) -> torch.Tensor:
+        """``(S, ...)`` per stream -> ``(E, ...)`` per member."""
+        return x.expand(self.E, *x.shape[1:]) if self.single else x.index_select(0, self.member_stream)
+
+    def __call__(self, t: int) -> dict[str, torch.Tensor]:
         if self.buf is None or self.i >= TokenStream.CHUNK:
-            chunks: list[torch.Tensor] = [g.sample(TokenStream.CHUNK, self.batch) for g in self.gens]  # type: ignore[misc]
-            buf = torch.stack(chunks)  # (S, CHUNK, 2, N, K)
+            draws = [g.sample(TokenStream.CHUNK, self.batch, return_generators=True) for g in self.gens]
+            buf = torch.stack([tok for tok, _ in draws])  # (S, CHUNK, 2, N, K)
+            gid = torch.stack([g for _, g in draws])  # (S, CHUNK, N)
             if self.device.type == "cuda":
                 buf = buf.pin_memory().to(self.device, non_blocking=True)
-            self.buf, self.i = buf, 0
-        toks = self.buf[:, self.i]  # (S, 2, N, K)
+                gid = gid.to(self.device, non_blocking=True)
+            self.buf, self.gid, self.i = buf, gid, 0
+        assert self.gid is not None
+        out = {"tokens": self._members(self.buf[:, self.i])}  # (E, 2, N, K)
+        if self.exclude is not None:
+            g = self._members(self.gid[:, self.i])  # (E, N)
+            same = g[:, :, None] == g[:, None, :]  # (E, N, N)
+            same &= ~torch.eye(self.batch, dtype=torch.bool, device=self.device)  # the positive pair stays
+            out["exclude"] = same & self.exclude[:, None, None]  # (E, N, N)
         self.i += 1
-        if self.single:
-            return toks.expand(self.E, *toks.shape[1:])  # (E, 2, N, K)
-        return toks.index_select(0, self.member_stream)  # (E, 2, N, K)
+        return out
 
 
 def token_probes(
@@ -624,11 +687,11 @@ def train_token_ensemble(
         absolute = torch.tensor([sign_symmetric(r.activation, r.bn) for r in runs], device=dev)
         probes = token_probes(emb, relevant, absolute)
     guard = guard if guard is not None else LossGuard(labels=[r.label for r in runs], lazy=True, check_every=None)
-    tokens = _TokenBatches(gens, first.batch, member_stream, dev)
+    tokens = _TokenBatches(gens, first.batch, member_stream, dev, [r.negatives == "other-generators" for r in runs])
     return train_ensemble(
         net,
         loss,
-        batches=lambda t: {"tokens": tokens(t), "embedding": emb},
+        batches=lambda t: {**tokens(t), "embedding": emb},
         opt=opt,
         steps=steps,
         probes=probes,

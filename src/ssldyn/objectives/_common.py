@@ -58,6 +58,27 @@ def check_pair(fn: str, name1: str, x1: object, name2: str, x2: object, *, min_r
     check_same_shape(fn, name1, a, name2, b)
 
 
+def check_exclude(fn: str, exclude: object, z1: Tensor) -> Tensor | None:
+    """``exclude``: None, or a bool tensor ``(N, N)`` / ``(..., N, N)`` broadcastable to the ``(..., N, N)`` pair
+    matrix of ``z1 (..., N, d)``, False on the diagonal (the positive pairs cannot be left out)."""
+    if exclude is None:
+        return None
+    n = z1.shape[-2]
+    if not isinstance(exclude, Tensor) or exclude.dtype != torch.bool:
+        raise ValueError(f"{fn}: exclude must be a bool tensor (..., N, N) or None, got {type(exclude).__name__}"
+                         + (f" of dtype {exclude.dtype}" if isinstance(exclude, Tensor) else ""))  # fmt: skip
+    try:
+        shape = torch.broadcast_shapes(exclude.shape, (*z1.shape[:-2], n, n))
+    except RuntimeError:
+        shape = None
+    if exclude.dim() < 2 or shape != (*z1.shape[:-2], n, n):
+        raise ValueError(f"{fn}: exclude must broadcast to the pair matrix {(*z1.shape[:-2], n, n)}, got "
+                         f"{tuple(exclude.shape)}")  # fmt: skip
+    if bool(torch.diagonal(exclude, dim1=-2, dim2=-1).any()):
+        raise ValueError(f"{fn}: exclude is True on its diagonal: the positive pair (i, i) cannot be left out")
+    return exclude.to(z1.device)
+
+
 def check_positive(fn: str, name: str, value: object) -> float:
     """A finite real number > 0 (Python number or one-element tensor): :func:`ssldyn.checks.positive`."""
     return positive(value, name, where=fn)

@@ -33,6 +33,7 @@ from ._common import (
     Similarity,
     check_callable,
     check_choice,
+    check_exclude,
     check_nonnegative,
     check_pair,
     check_positive,
@@ -253,6 +254,7 @@ def quadratic_contrastive_loss(
     temperature: float = 0.5,
     *,
     similarity: Similarity = "cosine",
+    exclude: Tensor | None = None,
 ) -> Tensor:
     r"""Quadratic contrastive loss (constant α) of ``nonlinearity`` Sec. 2 / Sec. 5.
 
@@ -269,6 +271,9 @@ def quadratic_contrastive_loss(
         z1, z2: ``(N, d)`` or ``(..., N, d)`` embeddings of the two views.
         temperature: T > 0.
         similarity: ``"cosine"`` | ``"sqdist"`` | ``"dot"``.
+        exclude: a bool ``(N, N)`` or ``(..., N, N)`` mask, True at ``(i, j)`` (``i ≠ j``) where the pair is not
+            a negative pair: its term leaves the sum over ``i ≠ j`` (the weight of the others stays
+            ``1/(N² T)``). None: every pair ``i ≠ j`` is negative.
 
     Returns:
         A scalar, or shape ``(...)`` with ensemble axes.
@@ -277,10 +282,13 @@ def quadratic_contrastive_loss(
     check_pair(fn, "z1", z1, "z2", z2, min_rows=2)
     t = check_positive(fn, "temperature", temperature)
     check_choice(fn, "similarity", similarity, SIMILARITIES)
+    exclude = check_exclude(fn, exclude, z1)
     n = z1.shape[-2]
     m = view1_similarity(z1, z2, similarity)  # (..., N, N)
     diag = torch.diagonal(m, dim1=-2, dim2=-1).sum(-1)  # (...): Σ_i M_ii
-    off = m.sum((-2, -1)) - diag  # (...): Σ_{i≠j} M_ij
+    if exclude is not None:
+        m = m.masked_fill(exclude, 0.0)  # (..., N, N): the left-out pairs add nothing
+    off = m.sum((-2, -1)) - diag  # (...): Σ_{i≠j} M_ij over the negative pairs
     return (-diag + off / n) / (n * t)
 
 

@@ -19,6 +19,7 @@ from ._common import (
     SIMILARITIES,
     Similarity,
     check_choice,
+    check_exclude,
     check_nonnegative,
     check_pair,
     check_positive,
@@ -40,6 +41,7 @@ def info_nce(
     eps: float = 1.0,
     similarity: Similarity = "cosine",
     negatives: Negatives = "both",
+    exclude: Tensor | None = None,
 ) -> Tensor:
     r"""InfoNCE / NT-Xent loss of two views.
 
@@ -77,6 +79,10 @@ def info_nce(
         similarity: ``"cosine"`` | ``"sqdist"`` | ``"dot"``.
         negatives: ``"both"`` (2N anchors, 2N-2 negatives each) | ``"view1"``
             (N anchors of view 1, N-1 negatives from view 1).
+        exclude: with ``negatives="view1"`` only: a bool ``(N, N)`` or ``(..., N, N)`` mask, True at ``(i, j)``
+            (``i ≠ j``) where ``z1_j`` is not a negative of anchor ``i``: its term leaves the sum over ``j ≠ i``
+            (``nonlinearity`` Fig. 3's caption: samples of the anchor's own generator are not negatives). None:
+            every other sample is a negative.
 
     Returns:
         The loss, reduced by a mean over anchors: a scalar for ``(N, d)`` input, shape
@@ -88,10 +94,15 @@ def info_nce(
     eps = check_nonnegative(fn, "eps", eps)
     check_choice(fn, "similarity", similarity, SIMILARITIES)
     check_choice(fn, "negatives", negatives, NEGATIVES)
+    if exclude is not None and negatives != "view1":
+        raise ValueError(f"{fn}: exclude needs negatives='view1' (an (N, N) mask of view-1 pairs)")
+    exclude = check_exclude(fn, exclude, z1)
     if negatives == "both":
         logits, pos_mask, self_mask = _two_view_logits(z1, z2, similarity, tau)
     else:
         logits, pos_mask, self_mask = _view1_logits(z1, z2, similarity, tau)
+        if exclude is not None:
+            self_mask = exclude  # (..., N, N): out of the denominator, as the anchor itself is in "both"
     return _cross_entropy_rows(logits, pos_mask, self_mask, eps).mean(-1)
 
 

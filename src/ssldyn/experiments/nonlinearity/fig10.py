@@ -28,6 +28,8 @@ from ssldyn.experiments.nonlinearity.fig4 import (
     EFFECT_CHI_BASIS,
     LR_BATCH_KNOBS,
     LR_BATCH_PAPER,
+    NEGATIVES_KNOBS,
+    NEGATIVES_PAPER,
     ActivationGridConfig,
     _ActivationGridBase,
     plot_activation_grid,
@@ -68,11 +70,13 @@ class Fig10(_ActivationGridBase):
     # 4: robustness map over lr × batch (as Fig. 4's); 3: quadratic-below-infonce's control is the sign-flip null;
     # 2: relu-rises-with-beta-quadratic at t = 0
     # 5: homogeneous-gain-beyond-init-quadratic (a referee's finding); the maps show it too
-    version = "5"
+    # 6: a robustness map over the negatives (as Fig. 4's)
+    version = "6"
     reuses = ("nonlinearity.fig4",)  # the same grid entries (ctx.cached): computed once when both run
     robustness = (
         Robustness(claims=FIG10_MAPPED, knobs=LR_BATCH_KNOBS, paper=LR_BATCH_PAPER),
         Robustness(claims=FIG10_MAPPED, knobs=BN_KNOBS, paper=BN_PAPER),
+        Robustness(claims=FIG10_MAPPED, knobs=NEGATIVES_KNOBS, paper=NEGATIVES_PAPER),
     )
     claims = (
         *trend_claims("quadratic loss", LOC10, suffix="-quadratic"),

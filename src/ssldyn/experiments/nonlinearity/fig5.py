@@ -45,6 +45,8 @@ from ssldyn.experiments.nonlinearity.fig4 import (
     DIFF_BOUNDS,
     EFFECT_CHI,
     EFFECT_CHI_BASIS,
+    NEGATIVES_KNOBS,
+    NEGATIVES_PAPER,
 )
 from ssldyn.experiments.nonlinearity.token_grid import (
     BN,
@@ -102,8 +104,8 @@ class Fig5(TokenGridExperiment):
     # relu-ignores-noise reads the best-matched noise token (the mean χ̄₋ passed with one noise token per RF learned;
     # a referee's finding); a robustness map over lr; 4: relu-captures-candidates and linear-cannot-capture (the
     # caption's two halves, read on the captured (RF, candidate) pairs)
-    # 5: a robustness map over the InfoNCE temperature
-    version = "5"
+    # 5: a robustness map over the InfoNCE temperature; 6: and over the negatives (Fig. 3's caption)
+    version = "6"
     robustness = (
         Robustness(claims=FIG5_MAPPED, knobs=BN_KNOBS, paper=BN_PAPER),
         Robustness(
@@ -118,6 +120,7 @@ class Fig5(TokenGridExperiment):
             "reference implementation's form (eq. 1 uses ‖f_i − f_j‖²/2 of the unnormalised outputs; README "
             "'Protocol choices'; a referee's finding).",
         ),
+        Robustness(claims=FIG5_MAPPED, knobs=NEGATIVES_KNOBS, paper=NEGATIVES_PAPER),
     )
     claims = (
         ClaimSpec(

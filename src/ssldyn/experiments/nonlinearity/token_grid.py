@@ -360,6 +360,12 @@ class TokenTrainConfig(ExperimentConfig):
         description="BN statistics over each view's N samples (the reference implementation's training loop "
         "normalises each view on its own) or over all 2N samples of the batch (App. D, eq. 164-165)",
     )
+    negatives: Literal["batch", "other-generators"] = Field(
+        "batch",
+        description="an anchor's negatives: every other sample of the batch (the reference implementation) or only "
+        "the samples of other generators (Fig. 3's caption: 'inputs from the same generator are treated as positive "
+        "pairs, otherwise negative pairs'; with G = 40 and batch 128 about 3 of 127 are the anchor's generator)",
+    )
 
     def base_run(self) -> TokenRun:
         from ssldyn.data.tokens import TokenSpec
@@ -374,6 +380,7 @@ class TokenTrainConfig(ExperimentConfig):
             temperature=self.temperature,
             out_dim=self.output_d,
             bn_stats=self.bn_stats,
+            negatives=self.negatives,
         )
 
 

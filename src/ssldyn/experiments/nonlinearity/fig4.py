@@ -3,8 +3,10 @@
 Setting (Sec. 5): token generators with K = 10, d = 20, G = 40, L = 5; two-layer RF network,
 M = β·P filters per RF, output 50, InfoNCE (T = 0.1, reference form with view-1 negatives; both losses on the
 cosine similarity of the normalised outputs, and same-generator samples of the batch count as negatives, as in the
-reference implementation — eq. 1 uses unnormalised outputs and Fig. 3's caption other generators' inputs; neither
-choice is mapped, see the README's "Protocol choices");
+reference implementation — eq. 1 uses unnormalised outputs (not mapped) and Fig. 3's caption other generators'
+inputs: the robustness map ``negatives`` at paper scale (3 seeds, 2026-12-06) has ``relu-rises-with-beta`` (0.009:
+ReLU learns P = 10 at β = 1 already), ``relu-gain-beyond-init``, ``relu-lowest-chi-minus`` and
+``linear-flat-in-beta`` fail with the caption's negatives; see the README's "Protocol choices");
 SGD momentum 0.9, wd 5e-3, batch 128, 5000 steps; activations of Fig. 9: linear, ReLU,
 LeakyReLU (0.05), x² (homogeneous) and tanh, sigmoid (non-homogeneous). Protocol choices: lr
 0.02 (the reference implementation's documented command; the paper's text says 2e-3, with which

@@ -41,6 +41,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     grid_frame,
     lr_note,
     make_runs,
+    negatives_note,
     token_peak_memory,
     train_grid,
 )
@@ -156,7 +157,7 @@ class Fig11(TokenGridExperiment):
             base=cfg.base_run(),
         )
         df = grid_frame(runs, train_grid(cfg, ctx, runs), cfg.chi_tokens)
-        note = f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}, against no BN."
+        note = f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}, against no BN; {negatives_note(cfg.negatives)}."
         return split_by_seed(df, ctx.seeds, lambda part: per_seed_result(part, note))
 
     def measure(self, cfg: Fig11Config, result: Result) -> dict:

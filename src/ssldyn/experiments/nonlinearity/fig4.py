@@ -76,6 +76,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     grid_frame,
     lr_note,
     make_runs,
+    negatives_note,
     token_peak_memory,
     train_grid,
 )
@@ -123,7 +124,7 @@ class Fig4Config(ActivationGridConfig):
 def grid_note(cfg: ActivationGridConfig) -> str:
     """The note of every seed's result of the Fig. 4 / 9 / 10 grid, formatted from the config (lr, BN)."""
     return (
-        f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}; χ± as eq. 16 (signed cosine) for ReLU / LeakyReLU, |cos| for "
+        f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}; {negatives_note(cfg.negatives)}; χ± as eq. 16 (signed cosine) for ReLU / LeakyReLU, |cos| for "
         "the sign-symmetric activations (linear, tanh, x², sigmoid under BN), whose filter sign is not identifiable."
     )
 

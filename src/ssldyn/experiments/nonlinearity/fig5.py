@@ -60,6 +60,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     grid_frame,
     lr_note,
     make_runs,
+    negatives_note,
     token_data,
     token_peak_memory,
     train_grid,
@@ -232,7 +233,7 @@ class Fig5(TokenGridExperiment):
                 res.summary[f"noise_match_max/{key}"] = float(noise[-1])
                 res.summary[f"noise_match_max_init/{key}"] = float(noise[0])
             res.notes.append(
-                f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}; χ± with |cos| for linear (sign not identifiable), "
+                f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}; {negatives_note(cfg.negatives)}; χ± with |cos| for linear (sign not identifiable), "
                 f"signed for ReLU (eq. 16); filters shown are d = {cfg.n_tokens} dimensional (the paper's Fig. 5: "
                 "d = 8; Sec. 5: d = 20)."
             )

@@ -41,6 +41,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     grid_frame,
     lr_note,
     make_runs,
+    negatives_note,
     token_peak_memory,
     train_grid,
 )
@@ -307,7 +308,7 @@ class Table1(TokenGridExperiment):
                 if cfg.paper_lr is None
                 else f"the extra column trains μ-only BN at lr = {cfg.paper_lr:g}"
             )
-            res.notes.append(f"{lr_note(cfg.lr)}; {extra}.")
+            res.notes.append(f"{lr_note(cfg.lr)}; {negatives_note(cfg.negatives)}; {extra}.")
             results.append(res)
         return results
 

@@ -331,6 +331,14 @@ def lr_note(lr: float) -> str:
     return f"lr = {lr:g} (the documented command uses {DOCUMENTED_LR:g}, the paper's text 2e-3)"
 
 
+def negatives_note(negatives: str) -> str:
+    """An anchor's negatives as a run note states them, against Fig. 3's caption (README "Protocol choices")."""
+    if negatives == "batch":
+        return ("negatives: every other sample of the batch, as the reference implementation (Fig. 3's caption: "
+                "other generators' inputs only, map `negatives`)")  # fmt: skip
+    return "negatives: other generators' inputs only (Fig. 3's caption; the reference implementation takes the batch)"
+
+
 class TokenTrainConfig(ExperimentConfig):
     """Training and data settings shared by the token experiments (`nonlinearity` Sec. 5, App. E.2)."""
 

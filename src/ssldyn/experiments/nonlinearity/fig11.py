@@ -31,7 +31,13 @@ from ssldyn.experiments.nonlinearity._token_seeds import (
     split_by_seed,
     stack_seeds,
 )
-from ssldyn.experiments.nonlinearity.fig4 import DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS
+from ssldyn.experiments.nonlinearity.fig4 import (
+    DIFF_BOUNDS,
+    EFFECT_CHI,
+    EFFECT_CHI_BASIS,
+    NEGATIVES_KNOBS,
+    NEGATIVES_PAPER,
+)
 from ssldyn.experiments.nonlinearity.token_grid import (
     BN,
     BN_WORDS,
@@ -83,7 +89,8 @@ class Fig11(TokenGridExperiment):
     # 2: bn-gain-grows-with-zeta's control is the sign-flip null (was t = 0, 0 by construction); 3: the small-ζ claims'
     # control reads the same cells as their value (it read only β > 1, P > 1: a referee found the cell choice, not ζ,
     # made most of the gap); the β > 1, P > 1 reading is in the detail
-    version = "3"
+    # 4: a robustness map over the negatives (Fig. 3's caption)
+    version = "4"
     paper_seeds = 3
     paper_seeds_reason = (
         "the protocol of Fig. 4/9, whose captions say 'Each setting is repeated 3 times and mean/std are reported'; "
@@ -95,6 +102,11 @@ class Fig11(TokenGridExperiment):
             knobs={"bn_stats": ["view", "joint"]},
             paper="App. D computes the BN statistics on all 2N samples of a batch (eq. 164-165); the reference "
             "implementation's training loop normalises each view on its own; the experiments do not say which.",
+        ),
+        Robustness(
+            claims=("bn-helps-large-zeta", "bn-small-zeta-no-gain", "bn-small-zeta-no-harm"),
+            knobs=NEGATIVES_KNOBS,
+            paper=NEGATIVES_PAPER,
         ),
     )
     claims = (

@@ -494,7 +494,7 @@ def test_left_out_negatives_closed_form_objectives_and_loops_agree(T):
 
 
 def test_exclude_is_refused_with_one_clear_error():
-    from ssldyn.dynamics.ensemble_trainer import ContrastiveLosses
+    from ssldyn.dynamics.ensemble_trainer import ContrastiveLosses, contrastive_loss_and_grad
     from ssldyn.objectives import info_nce, quadratic_contrastive_loss
 
     z1, z2 = torch.randn(5, 3), torch.randn(5, 3)
@@ -508,6 +508,12 @@ def test_exclude_is_refused_with_one_clear_error():
         quadratic_contrastive_loss(z1, z2, 0.1, exclude=torch.zeros(4, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"exclude must be a bool tensor \(E, N, N\) = \(2, 5, 5\)"):
         ContrastiveLosses(["infonce", "quadratic"], 0.1)(torch.randn(2, 2, 5, 3), exclude=torch.zeros(5, 5).bool())
+    bad = torch.zeros(2, 5, 5, dtype=torch.bool)
+    bad[1, 2, 2] = True  # a positive pair left out: InfoNCE would be infinite
+    with pytest.raises(ValueError, match="contrastive_loss_and_grad: exclude is True on its diagonal"):
+        contrastive_loss_and_grad(torch.randn(2, 2, 5, 3), [True, False], 0.1, exclude=bad)
+    with pytest.raises(ValueError, match="ContrastiveLosses: exclude is True on its diagonal"):
+        ContrastiveLosses(["infonce", "quadratic"], 0.1)(torch.randn(2, 2, 5, 3), exclude=bad)
     with pytest.raises(ValueError, match="negatives .generators.: allowed values are .batch., .other-generators."):
         TokenRun(negatives="generators")
 

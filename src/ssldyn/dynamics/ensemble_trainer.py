@@ -354,14 +354,17 @@ def _check_pairs(z: torch.Tensor, E: int, where: str, what: str) -> None:
 
 
 def _check_exclude(z: torch.Tensor, exclude: torch.Tensor | None, where: str) -> None:
-    """``exclude`` must be None or an ``(E, N, N)`` bool mask of ``z (E, 2, N, d)``'s view-1 pairs (shapes only: the
-    diagonal is the objectives' check, :func:`ssldyn.objectives._common.check_exclude`; here it is never set)."""
+    """``exclude`` must be None or an ``(E, N, N)`` bool mask of ``z (E, 2, N, d)``'s view-1 pairs, False on the
+    diagonal (a positive pair left out would make the InfoNCE loss infinite). The diagonal is read only for a mask
+    in host memory: on a GPU reading it would synchronise every training step."""
     if exclude is None:
         return
     E, _, N, _ = z.shape
     if not isinstance(exclude, torch.Tensor) or exclude.dtype != torch.bool or tuple(exclude.shape) != (E, N, N):
         got = f"{tuple(exclude.shape)} {exclude.dtype}" if isinstance(exclude, torch.Tensor) else type(exclude).__name__
         raise ValueError(f"{where}: exclude must be a bool tensor (E, N, N) = {(E, N, N)}, got {got}")
+    if exclude.device.type == "cpu" and bool(torch.diagonal(exclude, dim1=1, dim2=2).any()):
+        raise ValueError(f"{where}: exclude is True on its diagonal: the positive pair (i, i) cannot be left out")
 
 
 def _closed_form(
@@ -447,7 +450,7 @@ class ContrastiveLosses:
 
     def __call__(self, z: torch.Tensor, exclude: torch.Tensor | None = None) -> torch.Tensor:
         _check_pairs(z, len(self.names), "ContrastiveLosses", "losses")  # shapes only: no host sync
-        _check_exclude(z, exclude, "ContrastiveLosses")
+        _check_exclude(z, exclude, "ContrastiveLosses")  # (and the diagonal of a mask in host memory)
         if self.closed_form:
             return _ClosedFormLoss.apply(z, self._runs, self.temperature, 1e-12, exclude)
         from ssldyn.objectives import info_nce, quadratic_contrastive_loss

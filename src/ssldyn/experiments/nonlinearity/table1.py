@@ -17,7 +17,9 @@ the variant comparisons, whose difference at t = 0 is 0 by construction (the fou
 same filters), take the sign-flip null of the trained values (:func:`~._token_seeds.flip_signs`: the same
 difference with the arms swapped in a β × P checkerboard of the cells). An extra
 column trains the μ-only variant at the paper's printed learning rate 2e-3, so the lr choice is
-visible in the table itself.
+visible in the table itself. Negatives: every other sample of the batch, as the reference implementation; with Fig.
+3's caption's (other generators only; robustness map ``negatives``, paper scale, 2026-12-06) 13 of 64 cells disagree
+with the printed table (3 with the batch negatives) and ``cells-agree`` fails.
 """
 
 from __future__ import annotations

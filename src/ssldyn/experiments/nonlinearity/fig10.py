@@ -28,10 +28,9 @@ from ssldyn.experiments.nonlinearity.fig4 import (
     EFFECT_CHI_BASIS,
     LR_BATCH_KNOBS,
     LR_BATCH_PAPER,
-    NEGATIVES_KNOBS,
-    NEGATIVES_PAPER,
     ActivationGridConfig,
     _ActivationGridBase,
+    negatives_map,
     plot_activation_grid,
     trend_claims,
     trend_measures,
@@ -76,7 +75,7 @@ class Fig10(_ActivationGridBase):
     robustness = (
         Robustness(claims=FIG10_MAPPED, knobs=LR_BATCH_KNOBS, paper=LR_BATCH_PAPER),
         Robustness(claims=FIG10_MAPPED, knobs=BN_KNOBS, paper=BN_PAPER),
-        Robustness(claims=FIG10_MAPPED, knobs=NEGATIVES_KNOBS, paper=NEGATIVES_PAPER),
+        negatives_map(FIG10_MAPPED),
     )
     claims = (
         *trend_claims("quadratic loss", LOC10, suffix="-quadratic"),

@@ -31,13 +31,7 @@ from ssldyn.experiments.nonlinearity._token_seeds import (
     split_by_seed,
     stack_seeds,
 )
-from ssldyn.experiments.nonlinearity.fig4 import (
-    DIFF_BOUNDS,
-    EFFECT_CHI,
-    EFFECT_CHI_BASIS,
-    NEGATIVES_KNOBS,
-    NEGATIVES_PAPER,
-)
+from ssldyn.experiments.nonlinearity.fig4 import DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS, negatives_map
 from ssldyn.experiments.nonlinearity.token_grid import (
     BN,
     BN_WORDS,
@@ -45,9 +39,8 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     TokenGridExperiment,
     TokenTrainConfig,
     grid_frame,
-    lr_note,
     make_runs,
-    negatives_note,
+    protocol_note,
     token_peak_memory,
     train_grid,
 )
@@ -103,11 +96,7 @@ class Fig11(TokenGridExperiment):
             paper="App. D computes the BN statistics on all 2N samples of a batch (eq. 164-165); the reference "
             "implementation's training loop normalises each view on its own; the experiments do not say which.",
         ),
-        Robustness(
-            claims=("bn-helps-large-zeta", "bn-small-zeta-no-gain", "bn-small-zeta-no-harm"),
-            knobs=NEGATIVES_KNOBS,
-            paper=NEGATIVES_PAPER,
-        ),
+        negatives_map(("bn-helps-large-zeta", "bn-small-zeta-no-gain", "bn-small-zeta-no-harm")),
     )
     claims = (
         ClaimSpec(
@@ -170,7 +159,7 @@ class Fig11(TokenGridExperiment):
             base=cfg.base_run(),
         )
         df = grid_frame(runs, train_grid(cfg, ctx, runs), cfg.chi_tokens)
-        note = f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}, against no BN; {negatives_note(cfg.negatives)}."
+        note = f"{protocol_note(cfg)}; BN = {BN_WORDS[cfg.bn]}, against no BN."
         return split_by_seed(df, ctx.seeds, lambda part: per_seed_result(part, note))
 
     def measure(self, cfg: Fig11Config, result: Result) -> dict:

@@ -74,9 +74,8 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     TokenTrainConfig,
     cell,
     grid_frame,
-    lr_note,
     make_runs,
-    negatives_note,
+    protocol_note,
     token_peak_memory,
     train_grid,
 )
@@ -124,7 +123,7 @@ class Fig4Config(ActivationGridConfig):
 def grid_note(cfg: ActivationGridConfig) -> str:
     """The note of every seed's result of the Fig. 4 / 9 / 10 grid, formatted from the config (lr, BN)."""
     return (
-        f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}; {negatives_note(cfg.negatives)}; χ± as eq. 16 (signed cosine) for ReLU / LeakyReLU, |cos| for "
+        f"{protocol_note(cfg)}; BN = {BN_WORDS[cfg.bn]}; χ± as eq. 16 (signed cosine) for ReLU / LeakyReLU, |cos| for "
         "the sign-symmetric activations (linear, tanh, x², sigmoid under BN), whose filter sign is not identifiable."
     )
 
@@ -373,6 +372,11 @@ NEGATIVES_PAPER = (
 )
 
 
+def negatives_map(claims: tuple[str, ...]) -> Robustness:
+    """The robustness map of ``claims`` over an anchor's negatives (:data:`NEGATIVES_KNOBS`, Fig. 3's caption)."""
+    return Robustness(claims=claims, knobs=NEGATIVES_KNOBS, paper=NEGATIVES_PAPER)
+
+
 class _ActivationGridBase(TokenGridExperiment):
     """What Fig. 4 and Fig. 10 share: the grid run (one cached grid for both), its seed policy and quick preset."""
 
@@ -455,7 +459,7 @@ class Fig4(_ActivationGridBase):
     robustness = (
         Robustness(claims=FIG4_MAPPED, knobs=LR_BATCH_KNOBS, paper=LR_BATCH_PAPER),
         Robustness(claims=FIG4_MAPPED, knobs=BN_KNOBS, paper=BN_PAPER),
-        Robustness(claims=FIG4_MAPPED, knobs=NEGATIVES_KNOBS, paper=NEGATIVES_PAPER),
+        negatives_map(FIG4_MAPPED),
     )
 
     def measure(self, cfg: ActivationGridConfig, result: Result) -> dict:

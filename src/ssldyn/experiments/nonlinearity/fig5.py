@@ -47,8 +47,7 @@ from ssldyn.experiments.nonlinearity.fig4 import (
     DIFF_BOUNDS,
     EFFECT_CHI,
     EFFECT_CHI_BASIS,
-    NEGATIVES_KNOBS,
-    NEGATIVES_PAPER,
+    negatives_map,
 )
 from ssldyn.experiments.nonlinearity.token_grid import (
     BN,
@@ -58,9 +57,8 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     TokenTrainConfig,
     captured_fraction,
     grid_frame,
-    lr_note,
     make_runs,
-    negatives_note,
+    protocol_note,
     token_data,
     token_peak_memory,
     train_grid,
@@ -123,7 +121,7 @@ class Fig5(TokenGridExperiment):
             "reference implementation's form (eq. 1 uses ‖f_i − f_j‖²/2 of the unnormalised outputs; README "
             "'Protocol choices'; a referee's finding).",
         ),
-        Robustness(claims=FIG5_MAPPED, knobs=NEGATIVES_KNOBS, paper=NEGATIVES_PAPER),
+        negatives_map(FIG5_MAPPED),
     )
     claims = (
         ClaimSpec(
@@ -233,7 +231,7 @@ class Fig5(TokenGridExperiment):
                 res.summary[f"noise_match_max/{key}"] = float(noise[-1])
                 res.summary[f"noise_match_max_init/{key}"] = float(noise[0])
             res.notes.append(
-                f"{lr_note(cfg.lr)}; BN = {BN_WORDS[cfg.bn]}; {negatives_note(cfg.negatives)}; χ± with |cos| for linear (sign not identifiable), "
+                f"{protocol_note(cfg)}; BN = {BN_WORDS[cfg.bn]}; χ± with |cos| for linear (sign not identifiable), "
                 f"signed for ReLU (eq. 16); filters shown are d = {cfg.n_tokens} dimensional (the paper's Fig. 5: "
                 "d = 8; Sec. 5: d = 20)."
             )

@@ -35,22 +35,14 @@ from pydantic import Field, PositiveFloat, model_validator
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, le, pooled
 from ssldyn.experiments.nonlinearity._token_seeds import cell_diffs, flipped_mean, seed_rows, stack_seeds
-from ssldyn.experiments.nonlinearity.fig4 import (
-    CHI_BOUNDS,
-    DIFF_BOUNDS,
-    EFFECT_CHI,
-    EFFECT_CHI_BASIS,
-    NEGATIVES_KNOBS,
-    NEGATIVES_PAPER,
-)
+from ssldyn.experiments.nonlinearity.fig4 import CHI_BOUNDS, DIFF_BOUNDS, EFFECT_CHI, EFFECT_CHI_BASIS, negatives_map
 from ssldyn.experiments.nonlinearity.token_grid import (
     TokenGridExperiment,
     TokenTrainConfig,
     final_table,
     grid_frame,
-    lr_note,
     make_runs,
-    negatives_note,
+    protocol_note,
     token_peak_memory,
     train_grid,
 )
@@ -225,11 +217,7 @@ class Table1(TokenGridExperiment):
             "implementation's scoring averages over the tokens its generators draw there; the paper does not say "
             "which its table used.",
         ),
-        Robustness(
-            claims=("no-var-backprop-better", "mean-only-beats-vanilla", "agrees-with-paper", "cells-agree"),
-            knobs=NEGATIVES_KNOBS,
-            paper=NEGATIVES_PAPER,
-        ),
+        negatives_map(("no-var-backprop-better", "mean-only-beats-vanilla", "agrees-with-paper", "cells-agree")),
     )
     claims = (
         ClaimSpec(
@@ -324,7 +312,7 @@ class Table1(TokenGridExperiment):
                 if cfg.paper_lr is None
                 else f"the extra column trains μ-only BN at lr = {cfg.paper_lr:g}"
             )
-            res.notes.append(f"{lr_note(cfg.lr)}; {negatives_note(cfg.negatives)}; {extra}.")
+            res.notes.append(f"{protocol_note(cfg)}; {extra}.")
             results.append(res)
         return results
 

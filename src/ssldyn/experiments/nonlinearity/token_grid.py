@@ -331,12 +331,17 @@ def lr_note(lr: float) -> str:
     return f"lr = {lr:g} (the documented command uses {DOCUMENTED_LR:g}, the paper's text 2e-3)"
 
 
-def negatives_note(negatives: str) -> str:
-    """An anchor's negatives as a run note states them, against Fig. 3's caption (README "Protocol choices")."""
-    if negatives == "batch":
-        return ("negatives: every other sample of the batch, as the reference implementation (Fig. 3's caption: "
-                "other generators' inputs only, map `negatives`)")  # fmt: skip
-    return "negatives: other generators' inputs only (Fig. 3's caption; the reference implementation takes the batch)"
+def protocol_note(cfg: TokenTrainConfig) -> str:
+    """The learning rate (:func:`lr_note`) and an anchor's negatives as a run note states them, against the paper's
+    text and Fig. 3's caption (README "Protocol choices")."""
+    if cfg.negatives == "batch":
+        neg = ("negatives: every other sample of the batch, as the reference implementation (Fig. 3's caption: "
+               "other generators' inputs only, map `negatives`)")  # fmt: skip
+    else:
+        neg = (
+            "negatives: other generators' inputs only (Fig. 3's caption; the reference implementation takes the batch)"
+        )
+    return f"{lr_note(cfg.lr)}; {neg}"
 
 
 class TokenTrainConfig(ExperimentConfig):

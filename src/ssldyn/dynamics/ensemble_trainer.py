@@ -43,6 +43,7 @@ from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.models.activations import ACTIVATION_NAMES, ActivationName
 from ssldyn.models.rf_net import BN_MODES, BN_STATS, BNMode, BNStats, EnsembleRFNet
+from ssldyn.objectives._common import check_exclude
 from ssldyn.probes.chi import chi_scores
 
 __all__ = [
@@ -363,8 +364,8 @@ def _check_exclude(z: torch.Tensor, exclude: torch.Tensor | None, where: str) ->
     if not isinstance(exclude, torch.Tensor) or exclude.dtype != torch.bool or tuple(exclude.shape) != (E, N, N):
         got = f"{tuple(exclude.shape)} {exclude.dtype}" if isinstance(exclude, torch.Tensor) else type(exclude).__name__
         raise ValueError(f"{where}: exclude must be a bool tensor (E, N, N) = {(E, N, N)}, got {got}")
-    if exclude.device.type == "cpu" and bool(torch.diagonal(exclude, dim1=1, dim2=2).any()):
-        raise ValueError(f"{where}: exclude is True on its diagonal: the positive pair (i, i) cannot be left out")
+    if exclude.device.type == "cpu":
+        check_exclude(where, exclude, z[:, 0])  # the objectives' check: False on the diagonal
 
 
 def _closed_form(
@@ -568,9 +569,12 @@ class _TokenBatches:
         self.E = len(member_stream)
         self.single = len(gens) == 1
         self.member_stream = torch.tensor(member_stream, device=device)  # (E,)
-        self.exclude = torch.tensor(list(exclude), device=device) if any(exclude) else None  # (E,)
+        # (E, N, N): the pairs a member may leave out (its own rows, off the diagonal: the positive pair stays)
+        off_diagonal = ~torch.eye(batch, dtype=torch.bool, device=device)  # (N, N)
+        members = torch.tensor(list(exclude), dtype=torch.bool, device=device)  # (E,) or (0,)
+        self.leave_out = members[:, None, None] & off_diagonal if any(exclude) else None
         self.buf: torch.Tensor | None = None  # (S, CHUNK, 2, N, K)
-        self.gid: torch.Tensor | None = None  # (S, CHUNK, N) generator of each sample
+        self.gid: torch.Tensor | None = None  # (S, CHUNK, N) generator of each sample, kept when a member leaves out
         self.i = TokenStream.CHUNK
 
     def _members(self, x: torch.Tensor) -> torch.Tensor:
@@ -581,18 +585,16 @@ class _TokenBatches:
         if self.buf is None or self.i >= TokenStream.CHUNK:
             draws = [g.sample(TokenStream.CHUNK, self.batch, return_generators=True) for g in self.gens]
             buf = torch.stack([tok for tok, _ in draws])  # (S, CHUNK, 2, N, K)
-            gid = torch.stack([g for _, g in draws])  # (S, CHUNK, N)
             if self.device.type == "cuda":
                 buf = buf.pin_memory().to(self.device, non_blocking=True)
-                gid = gid.to(self.device, non_blocking=True)
-            self.buf, self.gid, self.i = buf, gid, 0
-        assert self.gid is not None
+            self.buf, self.i = buf, 0
+            if self.leave_out is not None:
+                self.gid = torch.stack([g for _, g in draws]).to(self.device)  # (S, CHUNK, N)
         out = {"tokens": self._members(self.buf[:, self.i])}  # (E, 2, N, K)
-        if self.exclude is not None:
+        if self.leave_out is not None:
+            assert self.gid is not None
             g = self._members(self.gid[:, self.i])  # (E, N)
-            same = g[:, :, None] == g[:, None, :]  # (E, N, N)
-            same &= ~torch.eye(self.batch, dtype=torch.bool, device=self.device)  # the positive pair stays
-            out["exclude"] = same & self.exclude[:, None, None]  # (E, N, N)
+            out["exclude"] = (g[:, :, None] == g[:, None, :]) & self.leave_out  # (E, N, N): same generator
         self.i += 1
         return out
 

@@ -124,9 +124,9 @@ class EnsembleTask:
 
 def chi_probes(runs: Sequence[TokenRun], device: str = "cpu") -> dict:
     """χ̄₊, χ̄₋ in the activation's metric (:func:`~ssldyn.dynamics.ensemble_trainer.sign_symmetric`) and
-    ``chi_plus_signed``, ``chi_minus_signed`` (χ̄± with the signed cosine, eq. 16 / 181, for every run) as probes ``net -> (E,)`` of an
-    ensemble of ``runs``: over the tokens some generator draws at position k (``relevant``, the reference's
-    scoring) and, as ``*_candidates``, over the P candidate tokens R_k^g of eq. 16 (``allowed``); and
+    ``chi_plus_signed``, ``chi_minus_signed`` (χ̄± with the signed cosine, eq. 16 / 181, for every run) as probes
+    ``net -> (E,)`` of an ensemble of ``runs``: over the tokens some generator draws at position k (``relevant``,
+    the reference's scoring) and, as ``*_candidates``, over the P candidate tokens R_k^g of eq. 16 (``allowed``); and
     ``noise_match_max``, ``max_k max_{a ∉ R_k^g} max_m cos(w_km, u_a)`` in the activation's metric (signed; |cos|
     for the sign-symmetric ones): how well the best-matched noise token of any RF is matched (1: learned)."""
     import torch

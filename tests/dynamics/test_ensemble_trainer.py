@@ -528,7 +528,7 @@ def test_other_generator_negatives_mask_same_generator_pairs_of_the_drawn_batche
     spec = TokenSpec(P=3, G=4)
     gen = TokenGenerator(spec, 7)
     toks, gid = TokenGenerator(spec, 7).sample(TokenStream.CHUNK, 16, return_generators=True)
-    b = _TokenBatches([gen], 16, [0, 0], torch.device("cpu"), [False, True])
+    b = _TokenBatches([gen], 16, [0, 0], torch.device("cpu"), ["batch", "other-generators"])
     for t in range(3):
         out = b(t)
         assert torch.equal(out["tokens"][0], toks[t]) and torch.equal(out["tokens"][1], toks[t])
@@ -544,3 +544,110 @@ def test_other_generator_negatives_mask_same_generator_pairs_of_the_drawn_batche
     np.testing.assert_allclose(_series(ens, "loss", 0), _series(lone, "loss", 0), rtol=1e-5, atol=1e-6)
     assert np.abs(_series(ens, "loss", 1)[1:] - _series(ens, "loss", 0)[1:]).min() > 1e-4  # another loss
     assert "infonce(other-generators)" in other.label
+
+
+def _positive_losses_written_out(z: torch.Tensor, kinds, T: float, Y: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """Per member, the two losses with the extra positives Y (and the left-out pairs X), one anchor at a time in
+    float64 loops, P_i = {z2_i} ∪ {z1_j: Y_ij}: InfoNCE ℓ_i = −(1/|P_i|) Σ_{p∈P_i} s_p/T + log(Σ_{p∈P_i} e^{s_p/T}
+    + Σ_{j≠i, ¬Y_ij, ¬X_ij} e^{S_ij/T}), mean over i (Khosla et al.'s supervised contrastive loss, "out" form);
+    quadratic Σ_i (−(1/|P_i|) Σ_{p∈P_i} s_p + Σ_{j≠i, ¬Y_ij, ¬X_ij} S_ij / N) / (N T)."""
+    out = []
+    for e, infonce in enumerate(kinds):
+        z1 = torch.nn.functional.normalize(z[e, 0], dim=-1)
+        z2 = torch.nn.functional.normalize(z[e, 1], dim=-1)
+        N = z1.shape[0]
+        terms = []
+        for i in range(N):
+            pos = [z1[i] @ z2[i], *(z1[i] @ z1[j] for j in range(N) if Y[e, i, j])]
+            negs = [z1[i] @ z1[j] for j in range(N) if j != i and not Y[e, i, j] and not X[e, i, j]]
+            mean_pos = sum(pos, torch.zeros((), dtype=z.dtype)) / len(pos)
+            if infonce:
+                terms.append(-mean_pos / T + torch.logsumexp(torch.stack([*(s / T for s in pos + negs)]), 0))
+            else:
+                terms.append((-mean_pos + sum(negs, torch.zeros((), dtype=z.dtype)) / N) / (N * T))
+        out.append(torch.stack(terms).mean() if infonce else torch.stack(terms).sum())
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("T", [0.1, 0.02])  # 0.02: the max-shifted softmax path of the closed form
+@pytest.mark.parametrize("with_exclude", [False, True])
+def test_extra_positives_closed_form_objectives_and_loops_agree(T, with_exclude):
+    """`positives` (Fig. 3's caption read in full: same-generator inputs are positive pairs): the closed form, autograd
+    through the objectives and the per-anchor loops give one loss and one gradient, alone and beside a disjoint
+    `exclude`; an all-False mask gives the plain loss exactly, and real positives change it."""
+    from ssldyn.dynamics.ensemble_trainer import ContrastiveLosses, contrastive_loss_and_grad
+
+    g = torch.Generator().manual_seed(6)
+    z = torch.randn(4, 2, 9, 3, dtype=torch.float64, generator=g)
+    gid = torch.randint(0, 3, (4, 9), generator=g)  # three "generators": several same-generator pairs per anchor
+    same = (gid[:, :, None] == gid[:, None, :]) & ~torch.eye(9, dtype=torch.bool)  # (E, N, N)
+    coin = torch.rand(4, 9, 9, generator=g) < 0.5
+    Y = same & coin if with_exclude else same  # (E, N, N) the extra positives
+    X = same & ~coin if with_exclude else torch.zeros_like(same)  # (E, N, N) left out, disjoint from Y
+    assert Y.sum() > 10 and (X.sum() > 10 or not with_exclude)
+    kinds = [True, False, False, True]
+    names = ["infonce" if k else "quadratic" for k in kinds]
+    losses, dz = contrastive_loss_and_grad(z, kinds, T, exclude=X if with_exclude else None, positives=Y)
+    zr = z.clone().requires_grad_(True)
+    ref = _positive_losses_written_out(zr, kinds, T, Y, X)
+    (gref,) = torch.autograd.grad(ref.sum(), zr)
+    torch.testing.assert_close(losses, ref.detach(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(dz, gref, rtol=1e-9, atol=1e-12)
+    za = z.clone().requires_grad_(True)
+    auto = ContrastiveLosses(names, T, closed_form=False)(za, exclude=X if with_exclude else None, positives=Y)
+    (gauto,) = torch.autograd.grad(auto.sum(), za)
+    torch.testing.assert_close(auto.detach(), ref.detach(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(gauto, gref, rtol=1e-9, atol=1e-12)
+    plain, _ = contrastive_loss_and_grad(z, kinds, T)
+    assert torch.equal(contrastive_loss_and_grad(z, kinds, T, positives=torch.zeros_like(Y))[0], plain)
+    assert (losses - plain).abs().min() > 1e-3
+
+
+def test_positives_are_refused_with_one_clear_error():
+    from ssldyn.dynamics.ensemble_trainer import ContrastiveLosses, contrastive_loss_and_grad
+    from ssldyn.objectives import info_nce, quadratic_contrastive_loss
+
+    z1, z2 = torch.randn(5, 3), torch.randn(5, 3)
+    with pytest.raises(
+        ValueError, match=r"^info_nce: positives is True on its diagonal: the positive pair \(i, i\) is"
+    ):
+        info_nce(z1, z2, 0.1, negatives="view1", positives=torch.eye(5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="^info_nce: positives needs negatives='view1'"):
+        info_nce(z1, z2, 0.1, positives=torch.zeros(5, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="^quadratic_contrastive_loss: positives must be a bool tensor"):
+        quadratic_contrastive_loss(z1, z2, 0.1, positives=torch.zeros(5, 5))
+    both = torch.zeros(5, 5, dtype=torch.bool)
+    both[0, 1] = True  # a pair both positive and left out
+    with pytest.raises(ValueError, match="^quadratic_contrastive_loss: positives and exclude share a pair"):
+        quadratic_contrastive_loss(z1, z2, 0.1, exclude=both, positives=both)
+    with pytest.raises(ValueError, match="^ContrastiveLosses: positives and exclude share a pair"):
+        ContrastiveLosses(["infonce"], 0.1)(torch.randn(1, 2, 5, 3), exclude=both[None], positives=both[None])
+    with pytest.raises(ValueError, match=r"^contrastive_loss_and_grad: positives must be a bool tensor \(E, N, N\)"):
+        contrastive_loss_and_grad(torch.randn(1, 2, 5, 3), [True], 0.1, positives=both)
+
+
+def test_generator_positives_mask_same_generator_pairs_per_member():
+    """A three-member ensemble, one member per reading of Fig. 3's caption: the batch member gets no mask, the
+    other-generators member the same-generator pairs as `exclude`, the generator-positives member the same pairs as
+    `positives` (and nothing left out); all three see the same tokens, and the third trains to another loss."""
+    from ssldyn.data.tokens import TokenGenerator, TokenStream
+    from ssldyn.dynamics.ensemble_trainer import _TokenBatches
+
+    spec = TokenSpec(P=3, G=4)
+    toks, gid = TokenGenerator(spec, 7).sample(TokenStream.CHUNK, 16, return_generators=True)
+    readings = ["batch", "other-generators", "generator-positives"]
+    b = _TokenBatches([TokenGenerator(spec, 7)], 16, [0, 0, 0], torch.device("cpu"), readings)
+    for t in range(3):
+        out = b(t)
+        assert set(out) == {"tokens", "exclude", "positives"}
+        assert all(torch.equal(out["tokens"][e], toks[t]) for e in range(3))
+        want = torch.tensor([[gid[t, i] == gid[t, j] and i != j for j in range(16)] for i in range(16)])
+        assert want.any()
+        assert torch.equal(out["exclude"][1], want) and not out["exclude"][0].any() and not out["exclude"][2].any()
+        assert torch.equal(out["positives"][2], want) and not out["positives"][:2].any()
+    runs = [TokenRun(spec=spec, beta=2, batch=16, seed=3, negatives=n) for n in readings]
+    ens = train_token_ensemble(runs, steps=20, every=10)
+    lone = train_token_ensemble([runs[2]], steps=20, every=10)
+    np.testing.assert_allclose(_series(ens, "loss", 2), _series(lone, "loss", 0), rtol=1e-5, atol=1e-6)
+    assert np.abs(_series(ens, "loss", 2)[1:] - _series(ens, "loss", 1)[1:]).min() > 1e-4  # another loss
+    assert "infonce(generator-positives)" in runs[2].label

@@ -224,3 +224,35 @@ def test_property_permutation_and_scale_invariance(seed, scale, n):
     assert info_nce(scale * z1, z2, 0.5).item() == pytest.approx(base.item(), rel=1e-10)
     # swapping the views is a relabelling of the 2N anchors
     assert info_nce(z2, z1, 0.5).item() == pytest.approx(base.item(), rel=1e-10)
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "sqdist", "dot"])
+@pytest.mark.parametrize("eps", [1.0, 0.5, 0.0])
+def test_extra_positives_match_a_loop_and_the_per_pair_cross_entropy(similarity, eps):
+    """`positives` with view-1 negatives: anchor i's positives are z2_i and the z1_j marked, each weighted ε in the
+    denominator; ℓ_i = −mean_{p∈P_i} s_ip/τ + log(ε Σ_{p∈P_i} e^{s_ip/τ} + Σ_{j∉P_i, j≠i} e^{s_ij/τ}), written out
+    per anchor in float64 numpy; at ε = 1 it is also the mean of PyTorch's cross-entropy over each (anchor,
+    positive) pair, the supervised contrastive loss's "out" form."""
+    z1, z2 = _views(6, 3, seed=4)
+    Y = torch.zeros(6, 6, dtype=torch.bool)
+    Y[0, 3] = Y[3, 0] = Y[1, 2] = Y[2, 1] = Y[1, 4] = True  # not symmetric everywhere: rows 4 and 2 differ
+    got = info_nce(z1, z2, 0.7, eps=eps, similarity=similarity, negatives="view1", positives=Y)
+    a, b = z1.numpy(), z2.numpy()
+    losses = []
+    for i in range(6):
+        pos = [_sim(a[i], b[i], similarity) / 0.7] + [_sim(a[i], a[j], similarity) / 0.7 for j in range(6) if Y[i, j]]
+        neg = [_sim(a[i], a[j], similarity) / 0.7 for j in range(6) if j != i and not Y[i, j]]
+        denom = eps * sum(math.exp(p) for p in pos) + sum(math.exp(n) for n in neg)
+        losses.append(-np.mean(pos) + math.log(denom))
+    assert got.item() == pytest.approx(float(np.mean(losses)), rel=1e-12, abs=1e-12)
+    if eps == 1.0 and similarity == "cosine":
+        zn1, zn2 = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
+        m = zn1 @ zn1.T
+        m[range(6), range(6)] = (zn1 * zn2).sum(1)
+        pairs = (Y | torch.eye(6, dtype=torch.bool)).nonzero()  # (pairs, 2): (anchor, positive)
+        ce = F.cross_entropy(m[pairs[:, 0]] / 0.7, pairs[:, 1], reduction="none")  # one term per pair
+        per_anchor = torch.zeros(6, dtype=ce.dtype).index_add_(0, pairs[:, 0], ce) / (Y.sum(1) + 1)
+        assert got.item() == pytest.approx(per_anchor.mean().item(), rel=1e-12)
+    plain = info_nce(z1, z2, 0.7, eps=eps, similarity=similarity, negatives="view1")
+    assert info_nce(z1, z2, 0.7, eps=eps, similarity=similarity, negatives="view1", positives=Y & False) == plain
+    assert abs(got.item() - plain.item()) > 1e-3

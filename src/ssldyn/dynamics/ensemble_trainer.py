@@ -43,7 +43,7 @@ from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.trajectory import FlowResult, Trajectory
 from ssldyn.models.activations import ACTIVATION_NAMES, ActivationName
 from ssldyn.models.rf_net import BN_MODES, BN_STATS, BNMode, BNStats, EnsembleRFNet
-from ssldyn.objectives._common import check_exclude
+from ssldyn.objectives._common import check_pair_masks
 from ssldyn.probes.chi import chi_scores
 
 __all__ = [
@@ -70,9 +70,12 @@ TokenLoss = Literal["infonce", "quadratic"]
 LOSSES: tuple[str, ...] = get_args(TokenLoss)
 #: the negatives of an anchor: every other sample of the batch (the reference implementation), or only the samples
 #: of other generators (`nonlinearity` Fig. 3's caption: "inputs from the same generator are treated as positive
-#: pairs, otherwise negative pairs"; same-generator samples are left out of the anchor's negatives)
-TokenNegatives = Literal["batch", "other-generators"]
+#: pairs, otherwise negative pairs"): same-generator samples left out of the anchor's negatives
+#: ("other-generators"), or also made its positives ("generator-positives", the caption read in full)
+TokenNegatives = Literal["batch", "other-generators", "generator-positives"]
 TOKEN_NEGATIVES: tuple[str, ...] = get_args(TokenNegatives)
+#: the pair masks a batch may carry for the loss (:class:`ContrastiveLosses`), not for the network
+PAIR_MASKS = ("exclude", "positives")
 #: activations h with h(−x) = ±h(x) + c: flipping a filter's sign w → −w gives the same network up to the
 #: top layer's sign (odd h: linear, tanh), nothing (even h: x²) or a constant the BN mean removes (sigmoid)
 SIGN_SYMMETRIC = ("linear", "tanh", "quadratic", "sigmoid")
@@ -315,6 +318,7 @@ def contrastive_loss_and_grad(
     *,
     eps: float = 1e-12,
     exclude: torch.Tensor | None = None,
+    positives: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-member loss and ``dL/dz`` in closed form for the two losses of Sec. 5 (a fast path).
 
@@ -327,6 +331,9 @@ def contrastive_loss_and_grad(
     Then ``∂L/∂ẑ1 = (G_o + G_oᵀ) ẑ1 + diag(G) ẑ2``, ``∂L/∂ẑ2 = diag(G) ẑ1`` (G_o: G off the
     diagonal), and ``∂L/∂z = (∂L/∂ẑ − ẑ (ẑ·∂L/∂ẑ))/‖z‖``. With ``exclude`` the left-out pairs
     ``(i, j)`` leave the softmax (InfoNCE) or the negative sum (quadratic), so ``G_ij = 0`` there.
+    With ``positives`` row i's target spreads over ``P_i = {i} ∪ {j: positives_ij}``: InfoNCE
+    ``G = (softmax(S/T) − Y)/(N T)`` with ``Y_ij = [j ∈ P_i]/|P_i|``; quadratic ``G_ij = −1/(|P_i| N T)``
+    on ``P_i`` (those pairs leave the negative sum).
 
     Args:
         z: ``(E, 2, N, d)`` outputs of the two views (not normalised).
@@ -334,14 +341,17 @@ def contrastive_loss_and_grad(
             a tensor read once).
         exclude: ``(E, N, N)`` bool, True where ``z1_j`` is not a negative of anchor ``i`` (the
             objectives' ``exclude``; False on the diagonal), or None.
+        positives: ``(E, N, N)`` bool, True where ``z1_j`` is a positive of anchor ``i`` besides
+            ``z2_i`` (the objectives' ``positives``; False on the diagonal, disjoint from ``exclude``),
+            or None.
     Returns:
         losses ``(E,)`` and ``dL/dz`` ``(E, 2, N, d)``.
     """
     if isinstance(kinds, torch.Tensor):
         kinds = kinds.tolist()
     _check_pairs(z, len(kinds), "contrastive_loss_and_grad", "kinds")
-    _check_exclude(z, exclude, "contrastive_loss_and_grad")
-    return _closed_form(z, _kind_runs(kinds), temperature, eps, exclude)
+    _check_masks(z, exclude, positives, "contrastive_loss_and_grad")
+    return _closed_form(z, _kind_runs(kinds), temperature, eps, exclude, positives)
 
 
 def _check_pairs(z: torch.Tensor, E: int, where: str, what: str) -> None:
@@ -354,24 +364,32 @@ def _check_pairs(z: torch.Tensor, E: int, where: str, what: str) -> None:
         raise ValueError(f"{where}: z has E={z.shape[0]} members but {E} {what} were given (one per member)")
 
 
-def _check_exclude(z: torch.Tensor, exclude: torch.Tensor | None, where: str) -> None:
-    """``exclude`` must be None or an ``(E, N, N)`` bool mask of ``z (E, 2, N, d)``'s view-1 pairs, False on the
-    diagonal (a positive pair left out would make the InfoNCE loss infinite). The diagonal is read only for a mask
-    in host memory: on a GPU reading it would synchronise every training step."""
-    if exclude is None:
-        return
+def _check_masks(z: torch.Tensor, exclude: torch.Tensor | None, positives: torch.Tensor | None, where: str) -> None:
+    """``exclude`` and ``positives`` must each be None or an ``(E, N, N)`` bool mask of ``z (E, 2, N, d)``'s view-1
+    pairs, False on the diagonal (a positive pair left out would make the InfoNCE loss infinite), and disjoint. The
+    values are read only for masks in host memory: on a GPU reading them would synchronise every training step."""
     E, _, N, _ = z.shape
-    if not isinstance(exclude, torch.Tensor) or exclude.dtype != torch.bool or tuple(exclude.shape) != (E, N, N):
-        got = f"{tuple(exclude.shape)} {exclude.dtype}" if isinstance(exclude, torch.Tensor) else type(exclude).__name__
-        raise ValueError(f"{where}: exclude must be a bool tensor (E, N, N) = {(E, N, N)}, got {got}")
-    if exclude.device.type == "cpu":
-        check_exclude(where, exclude, z[:, 0])  # the objectives' check: False on the diagonal
+    for name, mask in (("exclude", exclude), ("positives", positives)):
+        if mask is None:
+            continue
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (E, N, N):
+            got = f"{tuple(mask.shape)} {mask.dtype}" if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise ValueError(f"{where}: {name} must be a bool tensor (E, N, N) = {(E, N, N)}, got {got}")
+    if all(m is None or m.device.type == "cpu" for m in (exclude, positives)):
+        check_pair_masks(where, exclude, positives, z[:, 0])  # the objectives' checks
 
 
 def _closed_form(
-    z: torch.Tensor, runs: Sequence[tuple[bool, int, int]], t: float, eps: float, exclude: torch.Tensor | None = None
+    z: torch.Tensor,
+    runs: Sequence[tuple[bool, int, int]],
+    t: float,
+    eps: float,
+    exclude: torch.Tensor | None = None,
+    positives: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     E, _, N, _ = z.shape
+    # (E, N, N) the positives P_i of each anchor (its other view on the diagonal), or None: the other view only
+    targets = None if positives is None else positives | torch.eye(N, dtype=torch.bool, device=z.device)
     inv = z.norm(dim=-1, keepdim=True).clamp_min_(eps).reciprocal_()  # (E, 2, N, 1) 1/‖z‖
     zh = z * inv  # (E, 2, N, d)
     z1, z2 = zh[:, 0], zh[:, 1]  # (E, N, d)
@@ -391,20 +409,34 @@ def _closed_form(
             else:
                 logits = S[sl].div_(t) if exclude is None else S[sl].div_(t).masked_fill_(exclude[sl], -math.inf)
                 P = torch.softmax(logits, dim=-1)  # (E', N, N)
-            losses[sl] = -torch.log(torch.diagonal(P, dim1=1, dim2=2)).mean(-1)
-            torch.diagonal(P, dim1=1, dim2=2).sub_(1.0)
+            if targets is None:
+                losses[sl] = -torch.log(torch.diagonal(P, dim1=1, dim2=2)).mean(-1)
+                torch.diagonal(P, dim1=1, dim2=2).sub_(1.0)
+            else:  # the target spreads over a row's positives: Y / |P_i|
+                Y = targets[sl]  # (E', N, N)
+                w = Y.sum(-1, keepdim=True).to(P.dtype).reciprocal_()  # (E', N, 1) 1/|P_i|
+                losses[sl] = -(torch.where(Y, P, 1.0).log_().sum(-1) * w[..., 0]).mean(-1)
+                P.sub_(Y * w)
             if stop - start == E:
                 G = P
             else:
                 G[sl] = P
         else:  # quadratic: (−Σ S_ii + Σ_{i≠j} S_ij / N) / (N T), the sum over the negative pairs
-            tot = (S[sl] if exclude is None else S[sl].masked_fill(exclude[sl], 0.0)).sum((1, 2))
+            out = exclude if positives is None else positives if exclude is None else exclude | positives
+            tot = (S[sl] if out is None else S[sl].masked_fill(out[sl], 0.0)).sum((1, 2))
             ps = pos[sl].sum(-1)
-            losses[sl] = (-ps + (tot - ps) / N) / (N * t)
             G[sl] = 1.0 / N
-            if exclude is not None:
-                G[sl].masked_fill_(exclude[sl], 0.0)
-            torch.diagonal(G[sl], dim1=1, dim2=2).fill_(-1.0)
+            if out is not None:
+                G[sl].masked_fill_(out[sl], 0.0)
+            if targets is None:
+                losses[sl] = (-ps + (tot - ps) / N) / (N * t)
+                torch.diagonal(G[sl], dim1=1, dim2=2).fill_(-1.0)
+            else:  # the positive term of row i: the mean of S over P_i = {i} ∪ positives_i
+                Y = targets[sl]  # (E', N, N)
+                w = Y.sum(-1, keepdim=True).to(S.dtype).reciprocal_()  # (E', N, 1) 1/|P_i|
+                pm = (torch.where(Y, S[sl], 0.0).sum(-1) * w[..., 0]).sum(-1)  # (E',) Σ_i mean_{p∈P_i} S_ip
+                losses[sl] = (-pm + (tot - ps) / N) / (N * t)
+                G[sl] = torch.where(Y, -w, G[sl])
     c = 1.0 / (N * t)
     gd = torch.diagonal(G, dim1=1, dim2=2).clone().mul_(c)  # (E, N) ∂L/∂S_ii
     torch.diagonal(G, dim1=1, dim2=2).zero_()
@@ -420,15 +452,15 @@ class _ClosedFormLoss(torch.autograd.Function):
     """Per-member losses whose backward is the closed-form ``dL/dz`` scaled by the upstream gradient."""
 
     @staticmethod
-    def forward(ctx, z, runs, temperature, eps, exclude):
-        losses, dz = _closed_form(z.detach(), runs, temperature, eps, exclude)
+    def forward(ctx, z, runs, temperature, eps, exclude, positives):
+        losses, dz = _closed_form(z.detach(), runs, temperature, eps, exclude, positives)
         ctx.save_for_backward(dz)
         return losses
 
     @staticmethod
     def backward(ctx, dlosses):  # pyright: ignore[reportIncompatibleMethodOverride] (torch stub: *grad_outputs)
         (dz,) = ctx.saved_tensors
-        return dz * dlosses.view(-1, 1, 1, 1), None, None, None, None
+        return dz * dlosses.view(-1, 1, 1, 1), None, None, None, None, None
 
 
 class ContrastiveLosses:
@@ -439,8 +471,9 @@ class ContrastiveLosses:
     similarity, temperature T. ``closed_form=True`` evaluates them with
     :func:`contrastive_loss_and_grad` (the same values, several times faster); ``False`` uses
     autograd through the objectives. Members with one loss should be contiguous (fewer slices).
-    ``loss(z, exclude=X)``: ``X (E, N, N)`` bool leaves pairs out of the negatives (the objectives'
-    ``exclude``; same-generator samples, :attr:`TokenRun.negatives`).
+    ``loss(z, exclude=X, positives=Y)``: ``X (E, N, N)`` bool leaves pairs out of the negatives, ``Y``
+    makes pairs positives besides the other view (the objectives' ``exclude`` / ``positives``;
+    same-generator samples, :attr:`TokenRun.negatives`).
     """
 
     def __init__(self, losses: Sequence[str], temperature: float, *, closed_form: bool = True) -> None:
@@ -449,21 +482,24 @@ class ContrastiveLosses:
         self.names, self.temperature, self.closed_form = list(losses), float(temperature), closed_form
         self._runs = _kind_runs([n == "infonce" for n in self.names])
 
-    def __call__(self, z: torch.Tensor, exclude: torch.Tensor | None = None) -> torch.Tensor:
+    def __call__(
+        self, z: torch.Tensor, exclude: torch.Tensor | None = None, positives: torch.Tensor | None = None
+    ) -> torch.Tensor:
         _check_pairs(z, len(self.names), "ContrastiveLosses", "losses")  # shapes only: no host sync
-        _check_exclude(z, exclude, "ContrastiveLosses")  # (and the diagonal of a mask in host memory)
+        _check_masks(z, exclude, positives, "ContrastiveLosses")  # (and the values of masks in host memory)
         if self.closed_form:
-            return _ClosedFormLoss.apply(z, self._runs, self.temperature, 1e-12, exclude)
+            return _ClosedFormLoss.apply(z, self._runs, self.temperature, 1e-12, exclude, positives)
         from ssldyn.objectives import info_nce, quadratic_contrastive_loss
 
         parts = []
         for infonce, s, t in self._runs:
             z1, z2 = z[s:t, 0], z[s:t, 1]  # (E', N, out)
             x = None if exclude is None else exclude[s:t]  # (E', N, N)
+            y = None if positives is None else positives[s:t]  # (E', N, N)
             if infonce:
-                parts.append(info_nce(z1, z2, self.temperature, negatives="view1", exclude=x))
+                parts.append(info_nce(z1, z2, self.temperature, negatives="view1", exclude=x, positives=y))
             else:
-                parts.append(quadratic_contrastive_loss(z1, z2, self.temperature, exclude=x))
+                parts.append(quadratic_contrastive_loss(z1, z2, self.temperature, exclude=x, positives=y))
         return torch.cat(parts)  # (E,)
 
 
@@ -521,9 +557,10 @@ def train_ensemble(
     probes = dict(probes or {})
 
     def step_loss(batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        if "exclude" in batch:  # pairs left out of the negatives: for the loss, not the network
-            inputs = {k: v for k, v in batch.items() if k != "exclude"}
-            return loss(net.forward_pair(**inputs), exclude=batch["exclude"])  # (E,)
+        masks = {k: v for k, v in batch.items() if k in PAIR_MASKS}  # pair masks: for the loss, not the network
+        if masks:
+            inputs = {k: v for k, v in batch.items() if k not in PAIR_MASKS}
+            return loss(net.forward_pair(**inputs), **masks)  # (E,)
         return loss(net.forward_pair(**batch))  # (E,)
 
     if compile:
@@ -552,9 +589,11 @@ class _TokenBatches:
     Members with equal (spec, seed, batch) share a stream; the stream of a seed is the one a
     :class:`~ssldyn.data.tokens.TokenStream` draws (``CHUNK`` steps per draw, on the CPU
     generator), so a member sees exactly the batches of the same run trained alone, on any device.
-    One host-to-device copy per chunk; per step only device indexing. ``exclude[e]``: member e
-    leaves the samples of its anchor's generator out of the negatives (:attr:`TokenRun.negatives`);
-    the step's batch then carries the ``(E, N, N)`` mask (the draws are the same either way).
+    One host-to-device copy per chunk; per step only device indexing. ``negatives[e]``
+    (:attr:`TokenRun.negatives`): member e leaves the samples of its anchor's generator out of the
+    negatives (``"other-generators"``) or makes them positives too (``"generator-positives"``); the
+    step's batch then carries the ``(E, N, N)`` masks ``exclude`` / ``positives`` (the draws are the
+    same either way).
     """
 
     def __init__(
@@ -563,18 +602,22 @@ class _TokenBatches:
         batch: int,
         member_stream: list[int],
         device: torch.device,
-        exclude: Sequence[bool] = (),
+        negatives: Sequence[str] = (),
     ) -> None:
         self.gens, self.batch, self.device = gens, batch, device
         self.E = len(member_stream)
         self.single = len(gens) == 1
         self.member_stream = torch.tensor(member_stream, device=device)  # (E,)
-        # (E, N, N): the pairs a member may leave out (its own rows, off the diagonal: the positive pair stays)
+        # mask name -> (E, N, N): the pairs whose same-generator samples each member treats so (its own rows, off
+        # the diagonal: the positive pair with the other view stays as it is)
         off_diagonal = ~torch.eye(batch, dtype=torch.bool, device=device)  # (N, N)
-        members = torch.tensor(list(exclude), dtype=torch.bool, device=device)  # (E,) or (0,)
-        self.leave_out = members[:, None, None] & off_diagonal if any(exclude) else None
+        self.same_generator: dict[str, torch.Tensor] = {}
+        for name, value in (("exclude", "other-generators"), ("positives", "generator-positives")):
+            if value in negatives:
+                members = torch.tensor([n == value for n in negatives], dtype=torch.bool, device=device)  # (E,)
+                self.same_generator[name] = members[:, None, None] & off_diagonal  # (E, N, N)
         self.buf: torch.Tensor | None = None  # (S, CHUNK, 2, N, K)
-        self.gid: torch.Tensor | None = None  # (S, CHUNK, N) generator of each sample, kept when a member leaves out
+        self.gid: torch.Tensor | None = None  # (S, CHUNK, N) generator of each sample, kept when a mask needs it
         self.i = TokenStream.CHUNK
 
     def _members(self, x: torch.Tensor) -> torch.Tensor:
@@ -588,13 +631,15 @@ class _TokenBatches:
             if self.device.type == "cuda":
                 buf = buf.pin_memory().to(self.device, non_blocking=True)
             self.buf, self.i = buf, 0
-            if self.leave_out is not None:
+            if self.same_generator:
                 self.gid = torch.stack([g for _, g in draws]).to(self.device)  # (S, CHUNK, N)
         out = {"tokens": self._members(self.buf[:, self.i])}  # (E, 2, N, K)
-        if self.leave_out is not None:
+        if self.same_generator:
             assert self.gid is not None
             g = self._members(self.gid[:, self.i])  # (E, N)
-            out["exclude"] = (g[:, :, None] == g[:, None, :]) & self.leave_out  # (E, N, N): same generator
+            same = g[:, :, None] == g[:, None, :]  # (E, N, N): the same generator
+            for name, members in self.same_generator.items():
+                out[name] = same & members  # (E, N, N)
         self.i += 1
         return out
 
@@ -692,7 +737,7 @@ def train_token_ensemble(
         absolute = torch.tensor([sign_symmetric(r.activation, r.bn) for r in runs], device=dev)
         probes = token_probes(emb, relevant, absolute)
     guard = guard if guard is not None else LossGuard(labels=[r.label for r in runs], lazy=True, check_every=None)
-    tokens = _TokenBatches(gens, first.batch, member_stream, dev, [r.negatives == "other-generators" for r in runs])
+    tokens = _TokenBatches(gens, first.batch, member_stream, dev, [r.negatives for r in runs])
     return train_ensemble(
         net,
         loss,

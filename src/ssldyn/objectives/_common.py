@@ -58,25 +58,38 @@ def check_pair(fn: str, name1: str, x1: object, name2: str, x2: object, *, min_r
     check_same_shape(fn, name1, a, name2, b)
 
 
-def check_exclude(fn: str, exclude: object, z1: Tensor) -> Tensor | None:
-    """``exclude``: None, or a bool tensor ``(N, N)`` / ``(..., N, N)`` broadcastable to the ``(..., N, N)`` pair
-    matrix of ``z1 (..., N, d)``, False on the diagonal (the positive pairs cannot be left out)."""
+def check_exclude(fn: str, exclude: object, z1: Tensor, *, name: str = "exclude") -> Tensor | None:
+    """``exclude`` (or another pair mask, ``name``): None, or a bool tensor ``(N, N)`` / ``(..., N, N)``
+    broadcastable to the ``(..., N, N)`` pair matrix of ``z1 (..., N, d)``, False on the diagonal (the pair
+    ``(i, i)`` is the anchor's positive pair with its other view: it can be neither left out nor added)."""
     if exclude is None:
         return None
     n = z1.shape[-2]
     if not isinstance(exclude, Tensor) or exclude.dtype != torch.bool:
-        raise ValueError(f"{fn}: exclude must be a bool tensor (..., N, N) or None, got {type(exclude).__name__}"
+        raise ValueError(f"{fn}: {name} must be a bool tensor (..., N, N) or None, got {type(exclude).__name__}"
                          + (f" of dtype {exclude.dtype}" if isinstance(exclude, Tensor) else ""))  # fmt: skip
     try:
         shape = torch.broadcast_shapes(exclude.shape, (*z1.shape[:-2], n, n))
     except RuntimeError:
         shape = None
     if exclude.dim() < 2 or shape != (*z1.shape[:-2], n, n):
-        raise ValueError(f"{fn}: exclude must broadcast to the pair matrix {(*z1.shape[:-2], n, n)}, got "
+        raise ValueError(f"{fn}: {name} must broadcast to the pair matrix {(*z1.shape[:-2], n, n)}, got "
                          f"{tuple(exclude.shape)}")  # fmt: skip
     if bool(torch.diagonal(exclude, dim1=-2, dim2=-1).any()):
-        raise ValueError(f"{fn}: exclude is True on its diagonal: the positive pair (i, i) cannot be left out")
+        what = "cannot be left out" if name == "exclude" else "is a positive already (the other view)"
+        raise ValueError(f"{fn}: {name} is True on its diagonal: the positive pair (i, i) {what}")
     return exclude.to(z1.device)
+
+
+def check_pair_masks(fn: str, exclude: object, positives: object, z1: Tensor) -> tuple[Tensor | None, Tensor | None]:
+    """``(exclude, positives)`` checked (:func:`check_exclude`) and on ``z1``'s device: ``positives`` is True at
+    ``(i, j)`` (``i ≠ j``) where ``z1_j`` is a positive of anchor ``i`` besides its other view; no pair may be both
+    a positive and left out."""
+    exclude = check_exclude(fn, exclude, z1)
+    positives = check_exclude(fn, positives, z1, name="positives")
+    if positives is not None and exclude is not None and bool((positives & exclude).any()):
+        raise ValueError(f"{fn}: positives and exclude share a pair: a positive pair cannot be left out")
+    return exclude, positives
 
 
 def check_positive(fn: str, name: str, value: object) -> float:

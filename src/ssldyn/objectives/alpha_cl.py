@@ -33,9 +33,9 @@ from ._common import (
     Similarity,
     check_callable,
     check_choice,
-    check_exclude,
     check_nonnegative,
     check_pair,
+    check_pair_masks,
     check_positive,
     check_same_shape,
     check_tensor,
@@ -255,6 +255,7 @@ def quadratic_contrastive_loss(
     *,
     similarity: Similarity = "cosine",
     exclude: Tensor | None = None,
+    positives: Tensor | None = None,
 ) -> Tensor:
     r"""Quadratic contrastive loss (constant α) of ``nonlinearity`` Sec. 2 / Sec. 5.
 
@@ -274,6 +275,10 @@ def quadratic_contrastive_loss(
         exclude: a bool ``(N, N)`` or ``(..., N, N)`` mask, True at ``(i, j)`` (``i ≠ j``) where the pair is not
             a negative pair: its term leaves the sum over ``i ≠ j`` (the weight of the others stays
             ``1/(N² T)``). None: every pair ``i ≠ j`` is negative.
+        positives: a bool mask as ``exclude``, True at ``(i, j)`` (``i ≠ j``) where ``z1_j`` is a positive of
+            anchor ``i`` besides ``z2_i`` (:func:`~ssldyn.objectives.info_nce`'s ``positives``): the positive
+            term of row ``i`` becomes the mean ``(1/|P_i|) Σ_{p∈P_i} M_ip`` over ``P_i = {i} ∪ {j: positives_ij}``
+            and those pairs leave the negative sum. No pair may be both positive and excluded.
 
     Returns:
         A scalar, or shape ``(...)`` with ensemble axes.
@@ -282,14 +287,19 @@ def quadratic_contrastive_loss(
     check_pair(fn, "z1", z1, "z2", z2, min_rows=2)
     t = check_positive(fn, "temperature", temperature)
     check_choice(fn, "similarity", similarity, SIMILARITIES)
-    exclude = check_exclude(fn, exclude, z1)
+    exclude, positives = check_pair_masks(fn, exclude, positives, z1)
     n = z1.shape[-2]
     m = view1_similarity(z1, z2, similarity)  # (..., N, N)
     diag = torch.diagonal(m, dim1=-2, dim2=-1).sum(-1)  # (...): Σ_i M_ii
+    pos = diag
+    if positives is not None:
+        k = positives.sum(-1)  # (..., N): extra positives per anchor
+        pos = ((torch.diagonal(m, dim1=-2, dim2=-1) + (m * positives).sum(-1)) / (1 + k)).sum(-1)  # (...)
+        exclude = positives if exclude is None else exclude | positives  # positives leave the negative sum
     if exclude is not None:
         m = m.masked_fill(exclude, 0.0)  # (..., N, N): the left-out pairs add nothing
     off = m.sum((-2, -1)) - diag  # (...): Σ_{i≠j} M_ij over the negative pairs
-    return (-diag + off / n) / (n * t)
+    return (-pos + off / n) / (n * t)
 
 
 # --------------------------------------------------------------------------- checks

@@ -19,9 +19,9 @@ from ._common import (
     SIMILARITIES,
     Similarity,
     check_choice,
-    check_exclude,
     check_nonnegative,
     check_pair,
+    check_pair_masks,
     check_positive,
     similarity_matrix,
     view1_similarity,
@@ -42,6 +42,7 @@ def info_nce(
     similarity: Similarity = "cosine",
     negatives: Negatives = "both",
     exclude: Tensor | None = None,
+    positives: Tensor | None = None,
 ) -> Tensor:
     r"""InfoNCE / NT-Xent loss of two views.
 
@@ -83,6 +84,12 @@ def info_nce(
             (``i ≠ j``) where ``z1_j`` is not a negative of anchor ``i``: its term leaves the sum over ``j ≠ i``
             (``nonlinearity`` Fig. 3's caption: samples of the anchor's own generator are not negatives). None:
             every other sample is a negative.
+        positives: with ``negatives="view1"`` only: a bool mask as ``exclude``, True at ``(i, j)`` (``i ≠ j``)
+            where ``z1_j`` is a positive of anchor ``i`` besides ``z2_i`` (Fig. 3's caption read in full: "inputs
+            from the same generator are treated as positive pairs"). Row ``i`` then averages the cross-entropy
+            over its positives ``P_i = {i'} ∪ {j: positives_ij}``, each still in the denominator (the supervised
+            contrastive loss of Khosla et al. 2020, "out" form): ``ℓ_i = -(1/|P_i|) Σ_{p∈P_i} M_ip +
+            log(Σ_{p∈P_i} ε e^{M_ip} + Σ_{j∉P_i, j≠i} e^{M_ij})``. No pair may be both positive and excluded.
 
     Returns:
         The loss, reduced by a mean over anchors: a scalar for ``(N, d)`` input, shape
@@ -94,15 +101,18 @@ def info_nce(
     eps = check_nonnegative(fn, "eps", eps)
     check_choice(fn, "similarity", similarity, SIMILARITIES)
     check_choice(fn, "negatives", negatives, NEGATIVES)
-    if exclude is not None and negatives != "view1":
-        raise ValueError(f"{fn}: exclude needs negatives='view1' (an (N, N) mask of view-1 pairs)")
-    exclude = check_exclude(fn, exclude, z1)
+    for name, mask in (("exclude", exclude), ("positives", positives)):
+        if mask is not None and negatives != "view1":
+            raise ValueError(f"{fn}: {name} needs negatives='view1' (an (N, N) mask of view-1 pairs)")
+    exclude, positives = check_pair_masks(fn, exclude, positives, z1)
     if negatives == "both":
         logits, pos_mask, self_mask = _two_view_logits(z1, z2, similarity, tau)
     else:
         logits, pos_mask, self_mask = _view1_logits(z1, z2, similarity, tau)
         if exclude is not None:
             self_mask = exclude  # (..., N, N): out of the denominator, as the anchor itself is in "both"
+        if positives is not None:
+            pos_mask = pos_mask | positives  # (..., N, N): the other view and the given positives
     return _cross_entropy_rows(logits, pos_mask, self_mask, eps).mean(-1)
 
 
@@ -127,8 +137,9 @@ def _view1_logits(z1: Tensor, z2: Tensor, similarity: str, tau: float):
 
 
 def _cross_entropy_rows(logits: Tensor, pos_mask: Tensor, self_mask: Tensor, eps: float) -> Tensor:
-    """Per-row ``-pos + log(ε e^{pos} + Σ_neg e^{neg})`` with log-sum-exp -> ``(..., rows)``."""
-    pos = (logits * pos_mask).sum(-1)  # (..., rows): exactly one positive per row
+    """Per-row ``-mean(pos) + log(ε Σ e^{pos} + Σ_neg e^{neg})`` with log-sum-exp -> ``(..., rows)`` (one positive
+    per row, or several: ``positives`` of :func:`info_nce`)."""
+    pos = (logits * pos_mask).sum(-1) / pos_mask.sum(-1)  # (..., rows): the mean over a row's positives
     denom = logits.masked_fill(self_mask, -math.inf)  # (..., rows, cols)
     if eps == 0.0:
         denom = denom.masked_fill(pos_mask, -math.inf)

@@ -30,9 +30,8 @@ from ssldyn.experiments.nonlinearity.fig4 import (
     LR_BATCH_PAPER,
     ActivationGridConfig,
     _ActivationGridBase,
-    negatives_map,
     plot_activation_grid,
-    temperature_map,
+    protocol_maps,
     trend_claims,
     trend_measures,
 )
@@ -71,14 +70,14 @@ class Fig10(_ActivationGridBase):
     # 2: relu-rises-with-beta-quadratic at t = 0
     # 5: homogeneous-gain-beyond-init-quadratic (a referee's finding); the maps show it too
     # 6: a robustness map over the negatives (as Fig. 4's); 7: and over the temperature (T may decide
-    # quadratic-below-infonce: the quadratic loss is linear in the similarity, so T scales its step)
+    # quadratic-below-infonce: the quadratic loss is linear in the similarity, so T scales its step); the negatives
+    # map gains generator-positives
     version = "7"
     reuses = ("nonlinearity.fig4",)  # the same grid entries (ctx.cached): computed once when both run
     robustness = (
         Robustness(claims=FIG10_MAPPED, knobs=LR_BATCH_KNOBS, paper=LR_BATCH_PAPER),
         Robustness(claims=FIG10_MAPPED, knobs=BN_KNOBS, paper=BN_PAPER),
-        negatives_map(FIG10_MAPPED),
-        temperature_map(FIG10_MAPPED),
+        *protocol_maps(FIG10_MAPPED),
     )
     claims = (
         *trend_claims("quadratic loss", LOC10, suffix="-quadratic"),

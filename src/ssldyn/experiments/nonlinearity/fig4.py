@@ -364,11 +364,12 @@ BN_PAPER = (
 )
 #: an anchor's negatives: Fig. 3's caption names only other generators' inputs; our default is the reference
 #: implementation's (every other sample of the batch)
-NEGATIVES_KNOBS = {"negatives": ["batch", "other-generators"]}
+NEGATIVES_KNOBS = {"negatives": ["batch", "other-generators", "generator-positives"]}
 NEGATIVES_PAPER = (
     "Fig. 3's caption: 'Inputs from the same generator are treated as positive pairs, otherwise negative pairs for "
     "contrastive loss'; the reference implementation (our default) takes every other sample of the batch as a "
-    "negative, at G = 40 and batch 128 about 3 of an anchor's 127 from its own generator."
+    "negative, at G = 40 and batch 128 about 3 of an anchor's 127 from its own generator; other-generators leaves "
+    "those out of the negatives, generator-positives also makes them positives (the caption read in full)."
 )
 
 
@@ -397,6 +398,17 @@ TEMPERATURE_PAPER = (
 def temperature_map(claims: tuple[str, ...]) -> Robustness:
     """The robustness map of ``claims`` over the loss temperature T (:data:`TEMPERATURE_KNOBS`; Sec. 5 states none)."""
     return Robustness(claims=claims, knobs=TEMPERATURE_KNOBS, paper=TEMPERATURE_PAPER)
+
+
+def protocol_maps(claims: tuple[str, ...]) -> tuple[Robustness, Robustness]:
+    """The maps of ``claims`` over the two loss settings every token experiment leaves open: the negatives
+    (:func:`negatives_map`) and the temperature (:func:`temperature_map`)."""
+    return negatives_map(claims), temperature_map(claims)
+
+
+def bn_stats_map(claims: tuple[str, ...]) -> Robustness:
+    """The robustness map of ``claims`` over the batch of BN's statistics (:data:`BN_STATS_KNOBS`, App. D)."""
+    return Robustness(claims=claims, knobs=BN_STATS_KNOBS, paper=BN_STATS_PAPER)
 
 
 class _ActivationGridBase(TokenGridExperiment):
@@ -436,7 +448,7 @@ class Fig4(_ActivationGridBase):
     # finding); 6: homogeneous-gain-beyond-init (a referee's finding); relu-rises-with-beta's detail gives the
     # smallest consecutive β step; 5: the lr × batch map shows linear-flat-in-beta (inconclusive at paper scale) too
     # 8: a robustness map over the negatives (Fig. 3's caption: other generators only)
-    # 9: and over the temperature (Sec. 5 states none)
+    # 9: and over the temperature (Sec. 5 states none); the negatives map gains generator-positives
     version = "9"
     claims = (
         ClaimSpec(
@@ -482,8 +494,7 @@ class Fig4(_ActivationGridBase):
     robustness = (
         Robustness(claims=FIG4_MAPPED, knobs=LR_BATCH_KNOBS, paper=LR_BATCH_PAPER),
         Robustness(claims=FIG4_MAPPED, knobs=BN_KNOBS, paper=BN_PAPER),
-        negatives_map(FIG4_MAPPED),
-        temperature_map(FIG4_MAPPED),
+        *protocol_maps(FIG4_MAPPED),
     )
 
     def measure(self, cfg: ActivationGridConfig, result: Result) -> dict:

@@ -38,6 +38,7 @@ from ssldyn.contract.context import Context
 from ssldyn.data.tokens import TokenGenerator
 from ssldyn.dynamics.ensemble_trainer import (
     TOKEN_MAX_ELEMS,
+    TokenNegatives,
     TokenRun,
     group_token_runs,
     sign_symmetric,
@@ -337,10 +338,13 @@ def protocol_note(cfg: TokenTrainConfig) -> str:
     if cfg.negatives == "batch":
         neg = ("negatives: every other sample of the batch, as the reference implementation (Fig. 3's caption: "
                "other generators' inputs only, map `negatives`)")  # fmt: skip
-    else:
+    elif cfg.negatives == "other-generators":
         neg = (
             "negatives: other generators' inputs only (Fig. 3's caption; the reference implementation takes the batch)"
         )
+    else:
+        neg = ("negatives: other generators' inputs only, and the anchor's own generator's inputs are positives "
+               "(Fig. 3's caption read in full; the reference implementation takes the batch as negatives)")  # fmt: skip
     return f"{lr_note(cfg.lr)}; {neg}"
 
 
@@ -373,11 +377,13 @@ class TokenTrainConfig(ExperimentConfig):
         description="BN statistics over each view's N samples (the reference implementation's training loop "
         "normalises each view on its own) or over all 2N samples of the batch (App. D, eq. 164-165)",
     )
-    negatives: Literal["batch", "other-generators"] = Field(
+    negatives: TokenNegatives = Field(
         "batch",
         description="an anchor's negatives: every other sample of the batch (the reference implementation) or only "
         "the samples of other generators (Fig. 3's caption: 'inputs from the same generator are treated as positive "
-        "pairs, otherwise negative pairs'; with G = 40 and batch 128 about 3 of 127 are the anchor's generator)",
+        "pairs, otherwise negative pairs'; with G = 40 and batch 128 about 3 of 127 are the anchor's generator), "
+        "the anchor's own generator's samples left out ('other-generators') or made positives too "
+        "('generator-positives', the caption read in full)",
     )
 
     def base_run(self) -> TokenRun:

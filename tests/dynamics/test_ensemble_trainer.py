@@ -598,9 +598,35 @@ def test_extra_positives_closed_form_objectives_and_loops_agree(T, with_exclude)
     (gauto,) = torch.autograd.grad(auto.sum(), za)
     torch.testing.assert_close(auto.detach(), ref.detach(), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(gauto, gref, rtol=1e-9, atol=1e-12)
-    plain, _ = contrastive_loss_and_grad(z, kinds, T)
-    assert torch.equal(contrastive_loss_and_grad(z, kinds, T, positives=torch.zeros_like(Y))[0], plain)
+    plain, dplain = contrastive_loss_and_grad(z, kinds, T)
+    nothing, dnothing = contrastive_loss_and_grad(z, kinds, T, positives=torch.zeros_like(Y))
+    torch.testing.assert_close(nothing, plain, rtol=1e-13, atol=1e-13)  # (another, log-domain, path: not bitwise)
+    torch.testing.assert_close(dnothing, dplain, rtol=1e-11, atol=1e-13)
     assert (losses - plain).abs().min() > 1e-3
+
+
+def test_members_without_a_mask_get_the_same_gradient_bit_for_bit_beside_members_with_one():
+    """float32, a mixed ensemble (InfoNCE and quadratic members, some with positives or left-out pairs, some with all-
+    False rows): each member without a mask gets exactly the gradient of a call with no masks at all."""
+    from ssldyn.dynamics.ensemble_trainer import contrastive_loss_and_grad
+
+    g = torch.Generator().manual_seed(8)
+    z = torch.randn(6, 2, 10, 4, generator=g)  # float32
+    gid = torch.randint(0, 3, (10,), generator=g)
+    same = (gid[:, None] == gid[None, :]) & ~torch.eye(10, dtype=torch.bool)  # (N, N)
+    kinds = [True, True, False, False, True, False]
+    Y = torch.zeros(6, 10, 10, dtype=torch.bool)
+    X = torch.zeros(6, 10, 10, dtype=torch.bool)
+    Y[0], Y[2], X[4] = same, same, same  # members 1, 3, 5: no mask (all-False rows)
+    for T in (0.1, 0.02):
+        plain, dplain = contrastive_loss_and_grad(z, kinds, T)
+        got, dgot = contrastive_loss_and_grad(z, kinds, T, exclude=X, positives=Y)
+        for e in (1, 3, 5):  # no mask: the same gradient, bit for bit (the same training)
+            assert torch.equal(dgot[e], dplain[e]), (T, e)
+        # the logged loss: InfoNCE beside a member with positives is read from the logits (log Σ e^L − L_ii, not
+        # −log softmax_ii), so equal to float32 round-off only
+        torch.testing.assert_close(got[[1, 3, 5]], plain[[1, 3, 5]], rtol=1e-6, atol=0.0)
+        assert (got[[0, 2, 4]] - plain[[0, 2, 4]]).abs().min() > 1e-4
 
 
 def test_positives_are_refused_with_one_clear_error():
@@ -608,9 +634,7 @@ def test_positives_are_refused_with_one_clear_error():
     from ssldyn.objectives import info_nce, quadratic_contrastive_loss
 
     z1, z2 = torch.randn(5, 3), torch.randn(5, 3)
-    with pytest.raises(
-        ValueError, match=r"^info_nce: positives is True on its diagonal: the positive pair \(i, i\) is"
-    ):
+    with pytest.raises(ValueError, match=r"^info_nce: positives is True on its diagonal \(it must be False there: "):
         info_nce(z1, z2, 0.1, negatives="view1", positives=torch.eye(5, dtype=torch.bool))
     with pytest.raises(ValueError, match="^info_nce: positives needs negatives='view1'"):
         info_nce(z1, z2, 0.1, positives=torch.zeros(5, 5, dtype=torch.bool))
@@ -618,12 +642,15 @@ def test_positives_are_refused_with_one_clear_error():
         quadratic_contrastive_loss(z1, z2, 0.1, positives=torch.zeros(5, 5))
     both = torch.zeros(5, 5, dtype=torch.bool)
     both[0, 1] = True  # a pair both positive and left out
-    with pytest.raises(ValueError, match="^quadratic_contrastive_loss: positives and exclude share a pair"):
+    with pytest.raises(ValueError, match=r"^quadratic_contrastive_loss: positives and exclude must be disjoint .*; "
+                       r"both are True at \(0, 1\)$"):  # fmt: skip
         quadratic_contrastive_loss(z1, z2, 0.1, exclude=both, positives=both)
-    with pytest.raises(ValueError, match="^ContrastiveLosses: positives and exclude share a pair"):
+    with pytest.raises(ValueError, match=r"^ContrastiveLosses: positives and exclude must be disjoint .* \(0, 0, 1\)$"):
         ContrastiveLosses(["infonce"], 0.1)(torch.randn(1, 2, 5, 3), exclude=both[None], positives=both[None])
     with pytest.raises(ValueError, match=r"^contrastive_loss_and_grad: positives must be a bool tensor \(E, N, N\)"):
         contrastive_loss_and_grad(torch.randn(1, 2, 5, 3), [True], 0.1, positives=both)
+    with pytest.raises(ValueError, match=r"^ContrastiveLosses: positives must be on z's device \(cpu\), got meta$"):
+        ContrastiveLosses(["infonce"], 0.1)(torch.randn(1, 2, 5, 3), positives=both[None].to("meta"))
 
 
 def test_generator_positives_mask_same_generator_pairs_per_member():
@@ -651,3 +678,22 @@ def test_generator_positives_mask_same_generator_pairs_per_member():
     np.testing.assert_allclose(_series(ens, "loss", 2), _series(lone, "loss", 0), rtol=1e-5, atol=1e-6)
     assert np.abs(_series(ens, "loss", 2)[1:] - _series(ens, "loss", 1)[1:]).min() > 1e-4  # another loss
     assert "infonce(generator-positives)" in runs[2].label
+
+
+@pytest.mark.parametrize("T", [0.1, 0.02, 0.005])
+def test_a_far_positive_gives_a_finite_loss_in_float32(T):
+    """A same-generator positive pointing away from its anchor (cos −1) has softmax probability e^{−2/T}/Σ, which
+    underflows float32 at small T: the closed form reads the loss from the logits, so it stays finite and equals
+    the float64 objective."""
+    from ssldyn.dynamics.ensemble_trainer import contrastive_loss_and_grad
+    from ssldyn.objectives import info_nce
+
+    g = torch.Generator().manual_seed(9)
+    z = torch.randn(1, 2, 6, 3, generator=g)
+    z[0, 0, 1] = -z[0, 0, 0]  # sample 1 is anchor 0's positive, pointing away
+    Y = torch.zeros(1, 6, 6, dtype=torch.bool)
+    Y[0, 0, 1] = Y[0, 1, 0] = True
+    loss, dz = contrastive_loss_and_grad(z, [True], T, positives=Y)
+    want = info_nce(z[:, 0].double(), z[:, 1].double(), T, negatives="view1", positives=Y)
+    assert torch.isfinite(loss).all() and torch.isfinite(dz).all()
+    torch.testing.assert_close(loss.double(), want, rtol=1e-5, atol=0.0)

@@ -71,7 +71,9 @@ LOSSES: tuple[str, ...] = get_args(TokenLoss)
 #: the negatives of an anchor: every other sample of the batch (the reference implementation), or only the samples
 #: of other generators (`nonlinearity` Fig. 3's caption: "inputs from the same generator are treated as positive
 #: pairs, otherwise negative pairs"): same-generator samples left out of the anchor's negatives
-#: ("other-generators"), or also made its positives ("generator-positives", the caption read in full)
+#: ("other-generators"), or also made its positives ("generator-positives": a multi-positive reading of the caption,
+#: the supervised contrastive loss's "out" form — ours: the paper's eq. 1 has one positive per anchor, and Sec. 5's
+#: augmentation, "another sequence from the same generator", may be all the caption describes)
 TokenNegatives = Literal["batch", "other-generators", "generator-positives"]
 TOKEN_NEGATIVES: tuple[str, ...] = get_args(TokenNegatives)
 #: the pair masks a batch may carry for the loss (:class:`ContrastiveLosses`), not for the network
@@ -375,6 +377,8 @@ def _check_masks(z: torch.Tensor, exclude: torch.Tensor | None, positives: torch
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (E, N, N):
             got = f"{tuple(mask.shape)} {mask.dtype}" if isinstance(mask, torch.Tensor) else type(mask).__name__
             raise ValueError(f"{where}: {name} must be a bool tensor (E, N, N) = {(E, N, N)}, got {got}")
+        if mask.device != z.device:
+            raise ValueError(f"{where}: {name} must be on z's device ({z.device}), got {mask.device}")
     if all(m is None or m.device.type == "cpu" for m in (exclude, positives)):
         check_pair_masks(where, exclude, positives, z[:, 0])  # the objectives' checks
 
@@ -400,23 +404,29 @@ def _closed_form(
     G = torch.empty_like(S)  # N·T·∂L/∂S (the factor 1/(N T) is applied in the products below)
     for infonce, start, stop in runs:
         sl = slice(start, stop)
-        if infonce:  # row-wise cross-entropy of S/T with target i
+        if infonce:  # row-wise cross-entropy of S/T with target i (or spread over P_i: Y / |P_i|)
+            Y = None if targets is None else targets[sl]  # (E', N, N)
             if t >= 0.05:  # cosines: (S − 1)/T ∈ [−2/T, 0], so exp needs no max-shift (one pass fewer)
-                P = S[sl].sub_(1.0).mul_(1.0 / t).exp_()
+                L = S[sl].sub_(1.0).mul_(1.0 / t)  # (E', N, N) the logits, shifted by their largest possible value
+                ym = None if Y is None else _row_mean(L, Y)  # (E', N, 1) Σ_{p∈P_i} L_ip/|P_i|
+                P = L.exp_()
                 if exclude is not None:
                     P.masked_fill_(exclude[sl], 0.0)  # left-out pairs: out of the softmax
-                P.mul_(P.sum(-1, keepdim=True).reciprocal_())  # (E', N, N) row softmax
+                rs = P.sum(-1, keepdim=True)  # (E', N, 1)
+                lse = None if Y is None else rs.log()  # (E', N, 1) log Σ_j e^{L_ij}
+                P.mul_(rs.reciprocal_())  # (E', N, N) row softmax
             else:
                 logits = S[sl].div_(t) if exclude is None else S[sl].div_(t).masked_fill_(exclude[sl], -math.inf)
+                ym = None if Y is None else _row_mean(logits, Y)  # (E', N, 1)
+                lse = None if Y is None else torch.logsumexp(logits, dim=-1, keepdim=True)  # (E', N, 1)
                 P = torch.softmax(logits, dim=-1)  # (E', N, N)
-            if targets is None:
+            if Y is None:
                 losses[sl] = -torch.log(torch.diagonal(P, dim1=1, dim2=2)).mean(-1)
                 torch.diagonal(P, dim1=1, dim2=2).sub_(1.0)
-            else:  # the target spreads over a row's positives: Y / |P_i|
-                Y = targets[sl]  # (E', N, N)
-                w = Y.sum(-1, keepdim=True).to(P.dtype).reciprocal_()  # (E', N, 1) 1/|P_i|
-                losses[sl] = -(torch.where(Y, P, 1.0).log_().sum(-1) * w[..., 0]).mean(-1)
-                P.sub_(Y * w)
+            else:  # ℓ_i = log Σ_j e^{L_ij} − Σ_{p∈P_i} L_ip/|P_i| from the logits (no far positive underflows)
+                assert lse is not None and ym is not None
+                losses[sl] = (lse - ym)[..., 0].mean(-1)
+                P.sub_(Y.to(P.dtype) / Y.sum(-1, keepdim=True))  # softmax − Y/|P_i|
             if stop - start == E:
                 G = P
             else:
@@ -433,10 +443,9 @@ def _closed_form(
                 torch.diagonal(G[sl], dim1=1, dim2=2).fill_(-1.0)
             else:  # the positive term of row i: the mean of S over P_i = {i} ∪ positives_i
                 Y = targets[sl]  # (E', N, N)
-                w = Y.sum(-1, keepdim=True).to(S.dtype).reciprocal_()  # (E', N, 1) 1/|P_i|
-                pm = (torch.where(Y, S[sl], 0.0).sum(-1) * w[..., 0]).sum(-1)  # (E',) Σ_i mean_{p∈P_i} S_ip
+                pm = _row_mean(S[sl], Y)[..., 0].sum(-1)  # (E',) Σ_i mean_{p∈P_i} S_ip
                 losses[sl] = (-pm + (tot - ps) / N) / (N * t)
-                G[sl] = torch.where(Y, -w, G[sl])
+                G[sl] = torch.where(Y, -1.0 / Y.sum(-1, keepdim=True).to(S.dtype), G[sl])  # −1/|P_i| on P_i
     c = 1.0 / (N * t)
     gd = torch.diagonal(G, dim1=1, dim2=2).clone().mul_(c)  # (E, N) ∂L/∂S_ii
     torch.diagonal(G, dim1=1, dim2=2).zero_()
@@ -446,6 +455,11 @@ def _closed_form(
     dzh[:, 1] = gd.unsqueeze(-1) * z1  # (E, N, d)
     dz = dzh.sub_(zh * (zh * dzh).sum(-1, keepdim=True)).mul_(inv)  # (E, 2, N, d)
     return losses, dz
+
+
+def _row_mean(logits: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    """``(E', N, 1)``: the mean of ``logits (E', N, N)`` over each row's positives ``Y (E', N, N)``."""
+    return torch.where(Y, logits, 0.0).sum(-1, keepdim=True) / Y.sum(-1, keepdim=True)
 
 
 class _ClosedFormLoss(torch.autograd.Function):

@@ -77,7 +77,8 @@ def check_exclude(fn: str, exclude: object, z1: Tensor, *, name: str = "exclude"
                          f"{tuple(exclude.shape)}")  # fmt: skip
     if bool(torch.diagonal(exclude, dim1=-2, dim2=-1).any()):
         what = "cannot be left out" if name == "exclude" else "is a positive already (the other view)"
-        raise ValueError(f"{fn}: {name} is True on its diagonal: the positive pair (i, i) {what}")
+        raise ValueError(f"{fn}: {name} is True on its diagonal (it must be False there: the positive pair (i, i) "
+                         f"{what})")  # fmt: skip
     return exclude.to(z1.device)
 
 
@@ -87,8 +88,10 @@ def check_pair_masks(fn: str, exclude: object, positives: object, z1: Tensor) ->
     a positive and left out."""
     exclude = check_exclude(fn, exclude, z1)
     positives = check_exclude(fn, positives, z1, name="positives")
-    if positives is not None and exclude is not None and bool((positives & exclude).any()):
-        raise ValueError(f"{fn}: positives and exclude share a pair: a positive pair cannot be left out")
+    if positives is not None and exclude is not None and bool((both := positives & exclude).any()):
+        at = tuple(int(i) for i in both.nonzero()[0])
+        raise ValueError(f"{fn}: positives and exclude must be disjoint (a positive pair cannot be left out); both "
+                         f"are True at {at}")  # fmt: skip
     return exclude, positives
 
 

@@ -278,7 +278,8 @@ def quadratic_contrastive_loss(
         positives: a bool mask as ``exclude``, True at ``(i, j)`` (``i ≠ j``) where ``z1_j`` is a positive of
             anchor ``i`` besides ``z2_i`` (:func:`~ssldyn.objectives.info_nce`'s ``positives``): the positive
             term of row ``i`` becomes the mean ``(1/|P_i|) Σ_{p∈P_i} M_ip`` over ``P_i = {i} ∪ {j: positives_ij}``
-            and those pairs leave the negative sum. No pair may be both positive and excluded.
+            and those pairs leave the negative sum (a multi-positive form of the library's; the paper's loss has
+            one positive per anchor). No pair may be both positive and excluded.
 
     Returns:
         A scalar, or shape ``(...)`` with ensemble axes.

@@ -85,11 +85,13 @@ def info_nce(
             (``nonlinearity`` Fig. 3's caption: samples of the anchor's own generator are not negatives). None:
             every other sample is a negative.
         positives: with ``negatives="view1"`` only: a bool mask as ``exclude``, True at ``(i, j)`` (``i ≠ j``)
-            where ``z1_j`` is a positive of anchor ``i`` besides ``z2_i`` (Fig. 3's caption read in full: "inputs
-            from the same generator are treated as positive pairs"). Row ``i`` then averages the cross-entropy
-            over its positives ``P_i = {i'} ∪ {j: positives_ij}``, each still in the denominator (the supervised
-            contrastive loss of Khosla et al. 2020, "out" form): ``ℓ_i = -(1/|P_i|) Σ_{p∈P_i} M_ip +
-            log(Σ_{p∈P_i} ε e^{M_ip} + Σ_{j∉P_i, j≠i} e^{M_ij})``. No pair may be both positive and excluded.
+            where ``z1_j`` is a positive of anchor ``i`` besides ``z2_i`` (one reading of ``nonlinearity`` Fig. 3's
+            caption, "inputs from the same generator are treated as positive pairs"; the paper's eq. 1 has one
+            positive per anchor, so this multi-positive form is the library's). Row ``i`` then averages the
+            cross-entropy over its positives ``P_i = {i'} ∪ {j: positives_ij}``, each still in the denominator
+            with weight ε (the supervised contrastive loss of Khosla et al. 2020, "out" form): ``ℓ_i =
+            -(1/|P_i|) Σ_{p∈P_i} M_ip + log(Σ_{p∈P_i} ε e^{M_ip} + Σ_{j∉P_i, j≠i} e^{M_ij})``. No pair may be both
+            positive and excluded.
 
     Returns:
         The loss, reduced by a mean over anchors: a scalar for ``(N, d)`` input, shape

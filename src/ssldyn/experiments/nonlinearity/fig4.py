@@ -369,7 +369,9 @@ NEGATIVES_PAPER = (
     "Fig. 3's caption: 'Inputs from the same generator are treated as positive pairs, otherwise negative pairs for "
     "contrastive loss'; the reference implementation (our default) takes every other sample of the batch as a "
     "negative, at G = 40 and batch 128 about 3 of an anchor's 127 from its own generator; other-generators leaves "
-    "those out of the negatives, generator-positives also makes them positives (the caption read in full)."
+    "those out of the negatives, generator-positives also makes them positives (a multi-positive loss of ours: the "
+    "supervised contrastive 'out' form; eq. 1 has one positive per anchor, and Sec. 5's augmentation, 'another "
+    "sequence from the same generator', may be all the caption describes)."
 )
 
 
@@ -386,7 +388,8 @@ BN_STATS_PAPER = (
 )
 
 #: the temperature of the token losses: Sec. 5 states none; the reference implementation's T = 0.1 is our default
-#: (the quadratic loss is linear in the similarity, so T scales its gradient as a step-size factor would)
+#: (the quadratic loss is linear in the similarity, so 1/T scales its loss gradient — not the weight decay — as a
+#: step-size factor would)
 TEMPERATURE_KNOBS = {"temperature": [0.05, 0.1, 0.5]}
 TEMPERATURE_PAPER = (
     "Sec. 5 states no temperature; T = 0.1 on the cosine similarity of the normalised outputs is the reference "

@@ -106,7 +106,7 @@ class Fig5(TokenGridExperiment):
     # a referee's finding); a robustness map over lr; 4: relu-captures-candidates and linear-cannot-capture (the
     # caption's two halves, read on the captured (RF, candidate) pairs)
     # 5: a robustness map over the InfoNCE temperature; 6: and over the negatives (Fig. 3's caption); 7: the
-    # negatives map gains generator-positives (the caption read in full)
+    # negatives map gains generator-positives (a multi-positive reading of the caption)
     version = "7"
     robustness = (
         Robustness(claims=FIG5_MAPPED, knobs=BN_KNOBS, paper=BN_PAPER),

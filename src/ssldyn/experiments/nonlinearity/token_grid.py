@@ -344,7 +344,8 @@ def protocol_note(cfg: TokenTrainConfig) -> str:
         )
     else:
         neg = ("negatives: other generators' inputs only, and the anchor's own generator's inputs are positives "
-               "(Fig. 3's caption read in full; the reference implementation takes the batch as negatives)")  # fmt: skip
+               "(one reading of Fig. 3's caption, a multi-positive loss of ours; the reference implementation takes the "
+               "batch as negatives)")  # fmt: skip
     return f"{lr_note(cfg.lr)}; {neg}"
 
 
@@ -383,7 +384,8 @@ class TokenTrainConfig(ExperimentConfig):
         "the samples of other generators (Fig. 3's caption: 'inputs from the same generator are treated as positive "
         "pairs, otherwise negative pairs'; with G = 40 and batch 128 about 3 of 127 are the anchor's generator), "
         "the anchor's own generator's samples left out ('other-generators') or made positives too "
-        "('generator-positives', the caption read in full)",
+        "('generator-positives': a multi-positive reading of the caption, the supervised contrastive loss's 'out' form "
+        "and the mean over the positives for the quadratic loss; ours, the paper's eq. 1 has one positive per anchor)",
     )
 
     def base_run(self) -> TokenRun:

@@ -235,3 +235,21 @@ def test_chi_over_the_candidate_tokens_is_eq16_and_chi_tokens_picks_the_columns(
         ValueError, match="^grid_frame: chi_tokens 'all': allowed values are 'generators', 'candidates'$"
     ):
         grid_frame([run, other], traj, chi_tokens="all")
+
+
+def test_the_run_note_names_each_reading_of_the_negatives():
+    """Each of the three readings of Fig. 3's caption (`negatives`) is named in the run note the report shows, with
+    the learning rate, and the config hands it to every token run."""
+    from ssldyn.experiments.nonlinearity.fig4 import ActivationGridConfig
+
+    notes = {}
+    for neg in ("batch", "other-generators", "generator-positives"):
+        cfg = ActivationGridConfig(negatives=neg)
+        notes[neg] = token_grid.protocol_note(cfg)
+        assert notes[neg].startswith("lr = 0.02 (the reference implementation's documented command)")
+        assert {r.negatives for r in make_runs(base=cfg.base_run(), betas=(1, 2))} == {neg}
+    assert "every other sample of the batch" in notes["batch"]
+    assert "other generators' inputs only" in notes["other-generators"] and "positives" not in notes["other-generators"]
+    assert "own generator's inputs are positives" in notes["generator-positives"]
+    with pytest.raises(ValueError, match="negatives"):
+        ActivationGridConfig(negatives="same-generator")

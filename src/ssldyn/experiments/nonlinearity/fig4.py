@@ -6,7 +6,10 @@ cosine similarity of the normalised outputs, and same-generator samples of the b
 reference implementation — eq. 1 uses unnormalised outputs (not mapped) and Fig. 3's caption other generators'
 inputs: the robustness map ``negatives`` at paper scale (3 seeds, 2026-12-06) has ``relu-rises-with-beta`` (0.009:
 ReLU learns P = 10 at β = 1 already), ``relu-gain-beyond-init``, ``relu-lowest-chi-minus`` and
-``linear-flat-in-beta`` fail with the caption's negatives; see the README's "Protocol choices");
+``linear-flat-in-beta`` fail with the caption's negatives, and the first three with same-generator samples as
+positives too (``generator-positives``); the map ``temperature`` (T ∈ {0.05, 0.1, 0.5}; the paper states no T)
+has ``relu-rises-with-beta`` inconclusive and ``relu-lowest-chi-minus`` failing at T = 0.5; see the README's
+"Protocol choices");
 SGD momentum 0.9, wd 5e-3, batch 128, 5000 steps; activations of Fig. 9: linear, ReLU,
 LeakyReLU (0.05), x² (homogeneous) and tanh, sigmoid (non-homogeneous). Protocol choices: lr
 0.02 (the reference implementation's documented command; the paper's text says 2e-3, with which

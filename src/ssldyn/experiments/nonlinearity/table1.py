@@ -19,7 +19,10 @@ difference with the arms swapped in a β × P checkerboard of the cells). An ext
 column trains the μ-only variant at the paper's printed learning rate 2e-3, so the lr choice is
 visible in the table itself. Negatives: every other sample of the batch, as the reference implementation; with Fig.
 3's caption's (other generators only; robustness map ``negatives``, paper scale, 2026-12-06) 13 of 64 cells disagree
-with the printed table (3 with the batch negatives) and ``cells-agree`` fails.
+with the printed table (3 with the batch negatives) and ``cells-agree`` fails; 8 of 64 with same-generator
+samples as positives too (``generator-positives``). Temperature T = 0.1 on the cosine, as the reference
+implementation (the paper states no T; map ``temperature``, paper scale, 2026-12-06): ``cells-agree`` passes at
+T = 0.1 only (8 cells disagree at T = 0.05, 13 at 0.5).
 """
 
 from __future__ import annotations

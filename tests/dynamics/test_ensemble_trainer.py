@@ -440,10 +440,15 @@ def test_contrastive_losses_reject_a_member_count_other_than_the_losses(closed_f
         torch.testing.assert_close(full[e : e + 1], alone, rtol=1e-12, atol=1e-12)
 
 
-def _masked_losses_written_out(z: torch.Tensor, kinds, T: float, X: torch.Tensor) -> torch.Tensor:
-    """Per member, the two losses with pairs X left out of the negatives, one anchor at a time in float64 loops:
-    InfoNCE ℓ_i = −S_ii/T + log(e^{S_ii/T} + Σ_{j≠i, ¬X_ij} e^{S_ij/T}), mean over i; quadratic
-    (−Σ_i S_ii + Σ_{i≠j, ¬X_ij} S_ij / N) / (N T); S_ij = cos(z1_i, z1_j), S_ii = cos(z1_i, z2_i)."""
+def _losses_written_out(
+    z: torch.Tensor, kinds, T: float, X: torch.Tensor, Y: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Per member, the two losses with the pairs X left out of the negatives (and the extra positives Y), one anchor
+    at a time in float64 loops, P_i = {z2_i} ∪ {z1_j: Y_ij}: InfoNCE ℓ_i = −(1/|P_i|) Σ_{p∈P_i} s_p/T +
+    log(Σ_{p∈P_i} e^{s_p/T} + Σ_{j≠i, ¬Y_ij, ¬X_ij} e^{S_ij/T}), mean over i (with Y, Khosla et al.'s supervised
+    contrastive loss, "out" form); quadratic Σ_i (−(1/|P_i|) Σ_{p∈P_i} s_p + Σ_{j≠i, ¬Y_ij, ¬X_ij} S_ij / N) / (N T);
+    S_ij = cos(z1_i, z1_j), s_p the cosine of anchor i with positive p. Without Y, P_i = {z2_i}."""
+    Y = torch.zeros_like(X) if Y is None else Y
     out = []
     for e, infonce in enumerate(kinds):
         z1 = torch.nn.functional.normalize(z[e, 0], dim=-1)
@@ -451,12 +456,13 @@ def _masked_losses_written_out(z: torch.Tensor, kinds, T: float, X: torch.Tensor
         N = z1.shape[0]
         terms = []
         for i in range(N):
-            pos = z1[i] @ z2[i]
-            negs = [z1[i] @ z1[j] for j in range(N) if j != i and not X[e, i, j]]
+            pos = [z1[i] @ z2[i], *(z1[i] @ z1[j] for j in range(N) if Y[e, i, j])]
+            negs = [z1[i] @ z1[j] for j in range(N) if j != i and not Y[e, i, j] and not X[e, i, j]]
+            mean_pos = sum(pos, torch.zeros((), dtype=z.dtype)) / len(pos)
             if infonce:
-                terms.append(-pos / T + torch.logsumexp(torch.stack([pos / T, *(s / T for s in negs)]), 0))
+                terms.append(-mean_pos / T + torch.logsumexp(torch.stack([*(s / T for s in pos + negs)]), 0))
             else:
-                terms.append((-pos + sum(negs, torch.zeros((), dtype=z.dtype)) / N) / (N * T))
+                terms.append((-mean_pos + sum(negs, torch.zeros((), dtype=z.dtype)) / N) / (N * T))
         out.append(torch.stack(terms).mean() if infonce else torch.stack(terms).sum())
     return torch.stack(out)
 
@@ -476,7 +482,7 @@ def test_left_out_negatives_closed_form_objectives_and_loops_agree(T):
     names = ["infonce" if k else "quadratic" for k in kinds]
     losses, dz = contrastive_loss_and_grad(z, kinds, T, exclude=X)
     zr = z.clone().requires_grad_(True)
-    ref = _masked_losses_written_out(zr, kinds, T, X)
+    ref = _losses_written_out(zr, kinds, T, X)
     (gref,) = torch.autograd.grad(ref.sum(), zr)
     torch.testing.assert_close(losses, ref.detach(), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(dz, gref, rtol=1e-9, atol=1e-12)
@@ -546,29 +552,6 @@ def test_other_generator_negatives_mask_same_generator_pairs_of_the_drawn_batche
     assert "infonce(other-generators)" in other.label
 
 
-def _positive_losses_written_out(z: torch.Tensor, kinds, T: float, Y: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
-    """Per member, the two losses with the extra positives Y (and the left-out pairs X), one anchor at a time in
-    float64 loops, P_i = {z2_i} ∪ {z1_j: Y_ij}: InfoNCE ℓ_i = −(1/|P_i|) Σ_{p∈P_i} s_p/T + log(Σ_{p∈P_i} e^{s_p/T}
-    + Σ_{j≠i, ¬Y_ij, ¬X_ij} e^{S_ij/T}), mean over i (Khosla et al.'s supervised contrastive loss, "out" form);
-    quadratic Σ_i (−(1/|P_i|) Σ_{p∈P_i} s_p + Σ_{j≠i, ¬Y_ij, ¬X_ij} S_ij / N) / (N T)."""
-    out = []
-    for e, infonce in enumerate(kinds):
-        z1 = torch.nn.functional.normalize(z[e, 0], dim=-1)
-        z2 = torch.nn.functional.normalize(z[e, 1], dim=-1)
-        N = z1.shape[0]
-        terms = []
-        for i in range(N):
-            pos = [z1[i] @ z2[i], *(z1[i] @ z1[j] for j in range(N) if Y[e, i, j])]
-            negs = [z1[i] @ z1[j] for j in range(N) if j != i and not Y[e, i, j] and not X[e, i, j]]
-            mean_pos = sum(pos, torch.zeros((), dtype=z.dtype)) / len(pos)
-            if infonce:
-                terms.append(-mean_pos / T + torch.logsumexp(torch.stack([*(s / T for s in pos + negs)]), 0))
-            else:
-                terms.append((-mean_pos + sum(negs, torch.zeros((), dtype=z.dtype)) / N) / (N * T))
-        out.append(torch.stack(terms).mean() if infonce else torch.stack(terms).sum())
-    return torch.stack(out)
-
-
 @pytest.mark.parametrize("T", [0.1, 0.02])  # 0.02: the max-shifted softmax path of the closed form
 @pytest.mark.parametrize("with_exclude", [False, True])
 def test_extra_positives_closed_form_objectives_and_loops_agree(T, with_exclude):
@@ -589,7 +572,7 @@ def test_extra_positives_closed_form_objectives_and_loops_agree(T, with_exclude)
     names = ["infonce" if k else "quadratic" for k in kinds]
     losses, dz = contrastive_loss_and_grad(z, kinds, T, exclude=X if with_exclude else None, positives=Y)
     zr = z.clone().requires_grad_(True)
-    ref = _positive_losses_written_out(zr, kinds, T, Y, X)
+    ref = _losses_written_out(zr, kinds, T, X, Y)
     (gref,) = torch.autograd.grad(ref.sum(), zr)
     torch.testing.assert_close(losses, ref.detach(), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(dz, gref, rtol=1e-9, atol=1e-12)

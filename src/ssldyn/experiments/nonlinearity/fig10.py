@@ -71,8 +71,7 @@ class Fig10(_ActivationGridBase):
     # 5: homogeneous-gain-beyond-init-quadratic (a referee's finding); the maps show it too
     # 6: a robustness map over the negatives (as Fig. 4's); 7: and over the temperature (T may decide
     # quadratic-below-infonce: the quadratic loss is linear in the similarity, so 1/T scales its loss gradient, not
-    # the weight decay); the negatives
-    # map gains generator-positives
+    # the weight decay); the negatives map gains generator-positives
     version = "7"
     reuses = ("nonlinearity.fig4",)  # the same grid entries (ctx.cached): computed once when both run
     robustness = (

@@ -23,8 +23,9 @@ Sec. 5 states no T), which decides "linear activation cannot": map ``temperature
 13% at 0.1; every other sample of the batch as a negative (the reference implementation; Fig. 3's caption names
 only other generators' inputs), which decides it too: map ``negatives`` at paper scale (5 seeds, 2026-12-06): with
 the caption's negatives the linear network captures 85% (fails), ReLU 100%; with same-generator samples as
-positives too (``generator-positives``) 81% (fails), ReLU 100%. χ± as eq. 16 (signed) for ReLU, |cos|
-for the linear activation (a linear filter's sign is not identifiable; see ``nonlinearity.fig4``). The caption's two halves are read on the (RF, candidate) pairs some filter
+positives too (``generator-positives``) 81% (fails), ReLU 100%. χ± as eq. 16 (signed) for ReLU, |cos| for the
+linear activation (a linear filter's sign is not identifiable; see ``nonlinearity.fig4``). The caption's two
+halves are read on the (RF, candidate) pairs some filter
 has captured at cos ≥ 0.9 (:func:`~.token_grid.captured_fraction`), each the other's control. "No noise token is
 learned" is read on the best-matched noise token of the ReLU network (``noise_match_max`` < 0.5); its control is
 the linear network (the untrained filters score ~0.45, no null for "not learned"). The paper's Fig. 5 shows d = 8

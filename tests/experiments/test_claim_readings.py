@@ -349,11 +349,17 @@ def _final(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame([base | r for r in rows])
 
 
-def test_table1_measure_groups_the_variants_and_flips_a_checkerboard():
+# The sign-flip null on a 2 × 2 grid, worked by hand: the only patterns summing to 0 along every β and every P are the
+# checkerboard + − − + over (β₁, P₁), (β₁, P₂), (β₂, P₁), (β₂, P₂) and its negative, so the relabelled readings are
+# ±x with x the checkerboard's mean, and the quartile on the claim's side is +|x| (a claim of a large difference) or
+# −|x| (a small one).
+
+
+def test_table1_measure_groups_the_variants_and_takes_the_sign_flip_quantile():
     """Cells β ∈ {2, 5} × P ∈ {3, 5}; χ̄₊ = cell base + variant effect (none +0.10, μ-only +0.20, σ-only −0.05,
     vanilla 0) + two interactions (none +0.06 at (2, 5), μ-only +0.08 at (5, 5)). no-var-backprop-better: mean over
     cells of mean(none, μ-only) − mean(σ-only, vanilla); its control the same per-cell difference signed by the
-    checkerboard + − − + over (2, 3), (2, 5), (5, 3), (5, 5); mean-only-beats-vanilla: μ-only − vanilla likewise;
+    checkerboard + − − + over (2, 3), (2, 5), (5, 3), (5, 5), made positive; mean-only-beats-vanilla: μ-only − vanilla likewise;
     paper-lr-learns-less: μ-only at lr 0.02 − μ-only at 2e-3 (the latter = base + 0.05)."""
     from ssldyn.contract.config import build_config
     from ssldyn.experiments.nonlinearity.table1 import Table1, side_by_side
@@ -367,16 +373,14 @@ def test_table1_measure_groups_the_variants_and_flips_a_checkerboard():
     lr_final = _final([{"beta": b, "P": P, "chi_plus_mean": v + 0.05} for (b, P), v in base.items()])
     res = Result(tables={"final": final, "side_by_side": side_by_side(final, lr_final)})
     m = Table1().measure(cfg, res)
-    sign = {(2, 3): 1, (2, 5): -1, (5, 3): -1, (5, 5): 1}
     d = {c: (chi[("none", *c)] + chi[("mean_only", *c)]) / 2 - (chi[("var_only", *c)] + chi[("standard", *c)]) / 2
          for c in base}  # fmt: skip
     assert m["no-var-backprop-better"].value == pytest.approx(np.mean(list(d.values())), abs=1e-12)
     assert m["no-var-backprop-better"].value == pytest.approx((0.175 + 0.205 + 0.175 + 0.215) / 4, abs=1e-12)
-    assert m["no-var-backprop-better"].control == pytest.approx(np.mean([sign[c] * d[c] for c in base]), abs=1e-12)
+    # d = 0.175, 0.205, 0.175, 0.215 at (2, 3), (2, 5), (5, 3), (5, 5): checkerboard (0.175 − 0.205 − 0.175 + 0.215)/4
     assert m["no-var-backprop-better"].control == pytest.approx(0.0025, abs=1e-12)
-    mo = {c: chi[("mean_only", *c)] - chi[("standard", *c)] for c in base}
     assert m["mean-only-beats-vanilla"].value == pytest.approx(0.22, abs=1e-12)
-    assert m["mean-only-beats-vanilla"].control == pytest.approx(np.mean([sign[c] * mo[c] for c in base]), abs=1e-12)
+    # μ-only − vanilla = 0.2 in every cell but (5, 5), 0.28: checkerboard (0.2 − 0.2 − 0.2 + 0.28)/4
     assert m["mean-only-beats-vanilla"].control == pytest.approx(0.02, abs=1e-12)
     assert m["paper-lr-learns-less"].value == pytest.approx((0.15 * 3 + 0.23) / 4, abs=1e-12)
 
@@ -423,8 +427,9 @@ def test_fig4_measure_hand_worked_on_a_two_by_two_grid():
         "relu-gain-beyond-init": (0.3 - 0.1, (0.52 - 0.5) - (0.3 - 0.25)),  # control: linear's gain beyond init
         "relu-beats-linear": (0.9 - 0.52, 0.8 - 0.95),  # cells β > 1, P > 1; control β > 1, P = 1
         "linear-flat-in-beta": (0.52 - 0.5, 0.9 - 0.6),  # β-range at P > 1: linear; control ReLU
-        # signed χ̄₋: ReLU mean 0.0425 − linear mean 0.29; control: checkerboard + − − + over (1,1),(1,2),(3,1),(3,2)
-        "relu-lowest-chi-minus": (0.0425 - 0.29, (-0.25 + 0.22 + 0.28 - 0.24) / 4),
+        # signed χ̄₋: ReLU mean 0.0425 − linear mean 0.29; control: ReLU − linear = −0.25, −0.22, −0.28, −0.24 at
+        # (1,1), (1,2), (3,1), (3,2), checkerboard (−0.25 + 0.22 + 0.28 − 0.24)/4 = 0.0025, made negative
+        "relu-lowest-chi-minus": (0.0425 - 0.29, -0.0025),
     }
     for k, (v, c) in want.items():
         assert m[k].value == pytest.approx(v, abs=1e-12), k
@@ -436,9 +441,10 @@ def test_fig4_measure_hand_worked_on_a_two_by_two_grid():
     assert "(eq. 16 as printed) -0.595 (at initialisation -0.120)" in m["p1-linear-beats-relu"].detail
 
 
-def test_fig10_quadratic_below_infonce_is_quadratic_minus_infonce_with_one_checkerboard():
-    """Fig. 10: mean over activations and cells of χ̄₊(quadratic) − χ̄₊(InfoNCE); the control signs each activation's
-    differences by the checkerboard + − − + of the (β, P) cells and averages."""
+def test_fig10_quadratic_below_infonce_is_quadratic_minus_infonce_with_one_sign_pattern_for_all_activations():
+    """Fig. 10: mean over activations and cells of χ̄₊(quadratic) − χ̄₊(InfoNCE); the control signs every activation's
+    differences by the same pattern of the (β, P) cells (on 2 × 2 the checkerboard + − − + or its negative),
+    averages, and takes the lower quartile over the patterns: −|checkerboard mean|."""
     from ssldyn.contract.config import build_config
     from ssldyn.experiments.nonlinearity.fig10 import Fig10
 
@@ -451,17 +457,18 @@ def test_fig10_quadratic_below_infonce_is_quadratic_minus_infonce_with_one_check
     t = pd.concat([_grid(FIG4_FINAL, **cols), _grid(quad, loss="quadratic", **cols)], ignore_index=True)
     t0 = pd.concat([_grid(FIG4_INIT, **cols), _grid(FIG4_INIT, loss="quadratic", **cols)], ignore_index=True)
     m = Fig10().measure(cfg, Result(tables={"final": t, "init": t0}))
-    sign = {(1, 1): 1, (1, 2): -1, (3, 1): -1, (3, 2): 1}
     assert m["quadratic-below-infonce"].value == pytest.approx(np.mean(list(gap.values())), abs=1e-12)
-    null = np.mean([sign[b, P] * g for (a, b, P), g in gap.items()])  # over activations and cells alike
-    assert m["quadratic-below-infonce"].control == pytest.approx(null, abs=1e-12)
+    # mean gap over the activations per cell: −0.06, −0.08, −0.035, −0.18 at (1,1), (1,2), (3,1), (3,2); checkerboard
+    # (−0.06 + 0.08 + 0.035 − 0.18)/4 = −0.03125
+    assert m["quadratic-below-infonce"].control == pytest.approx(-0.03125, abs=1e-12)
     assert m["relu-rises-with-beta-quadratic"].value == pytest.approx(quad["relu", 3, 2] - quad["relu", 1, 2])
 
 
 def test_fig11_measure_reads_the_smallest_and_largest_zeta_of_three():
     """Fig. 11 with ζ ∈ {2, 5, 10} (the default has three): bn-helps-large-zeta is the mean BN − no-BN gain over the
     (β > 1, P > 1) cells at ζ = 10 (control: at ζ = 2); bn-gain-grows-with-zeta the mean of gain(10) − gain(2), its
-    control that difference signed by the checkerboard + − − + over (2, 3), (2, 5), (5, 3), (5, 5). ζ = 5 is a decoy
+    control that difference signed by the checkerboard + − − + over (2, 3), (2, 5), (5, 3), (5, 5), made positive (the
+    upper quartile of ± it). ζ = 5 is a decoy
     with its own gains; β = 1 and P = 1 cells carry a large gain that must not count."""
     from ssldyn.contract.config import build_config
     from ssldyn.experiments.nonlinearity.fig11 import Fig11
@@ -482,10 +489,8 @@ def test_fig11_measure_reads_the_smallest_and_largest_zeta_of_three():
     assert m["bn-helps-large-zeta"].value == pytest.approx(0.1875, abs=1e-12)  # (0.2 + 0.1 + 0.15 + 0.3) / 4
     assert m["bn-helps-large-zeta"].control == pytest.approx(0.005, abs=1e-12)  # (0.01 − 0.02 + 0.03 + 0) / 4
     assert m["bn-gain-grows-with-zeta"].value == pytest.approx(0.1825, abs=1e-12)
-    sign = {(2, 3): 1, (2, 5): -1, (5, 3): -1, (5, 5): 1}
-    null = np.mean([sign[c] * (gain[10.0][c] - gain[2.0][c]) for c in sign])  # (0.19 − 0.12 − 0.12 + 0.3) / 4
-    assert m["bn-gain-grows-with-zeta"].control == pytest.approx(null, abs=1e-12)
-    assert null == pytest.approx(0.0625, abs=1e-12)
+    # growth 0.19, 0.12, 0.12, 0.3 at (2, 3), (2, 5), (5, 3), (5, 5): checkerboard (0.19 − 0.12 − 0.12 + 0.3)/4
+    assert m["bn-gain-grows-with-zeta"].control == pytest.approx(0.0625, abs=1e-12)
 
 
 def test_nonlinearity_fig5_measure_reads_the_figure_panel_keys():

@@ -1,6 +1,8 @@
 """Token experiments (nonlinearity Sec. 5, App. E.2) under claims-v3: the χ± metric per activation, the
 Table 1 agreement test, Fig. 11's error-bar reading and the controls measured in the same run."""
 
+import itertools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -133,8 +135,8 @@ def test_fig11_small_zeta_reads_the_error_bars(tmp_path):
     wr = region.pivot_table(index=["beta", "P", "rep"], columns="bn", values="chi_plus_mean")
     r_region = (wr["mean_only"] - wr["off"]).mean() / region.groupby(["beta", "P", "bn"])["chi_plus_mean"].std().mean()
     assert any(f"ratio {r_region:+.2f}" in d for d in c["bn-small-zeta-no-gain"].details)
-    # bn-gain-grows-with-zeta's control: the sign-flip null, BN and no BN swapped in a checkerboard of the four
-    # cells β, P ∈ {2, 3} (written out: + at (2, 2) and (3, 3), − at (2, 3) and (3, 2)), per seed
+    # bn-gain-grows-with-zeta's control: the sign-flip null on the four cells β, P ∈ {2, 3}, whose only patterns are
+    # the checkerboard (+ at (2, 2) and (3, 3), − at (2, 3) and (3, 2)) and its negative: +|checkerboard mean|, per seed
     sign = {(2, 2): 1.0, (2, 3): -1.0, (3, 2): -1.0, (3, 3): 1.0}
     for s in range(3):
         g = f[(f.rep == s) & (f.beta > 1) & (f.P > 1)].set_index(["zeta", "bn", "beta", "P"])["chi_plus_mean"]
@@ -142,7 +144,7 @@ def test_fig11_small_zeta_reads_the_error_bars(tmp_path):
             z: np.mean([w * (g[z, "mean_only", b, P] - g[z, "off", b, P]) for (b, P), w in sign.items()])
             for z in (2.0, 10.0)
         }
-        assert c["bn-gain-grows-with-zeta"].control_values[s] == pytest.approx(null[10.0] - null[2.0], abs=1e-6)
+        assert c["bn-gain-grows-with-zeta"].control_values[s] == pytest.approx(abs(null[10.0] - null[2.0]), abs=1e-6)
     assert len(set(c["bn-gain-grows-with-zeta"].control_values)) == 3  # measured on the trained values, not 0
 
 
@@ -164,45 +166,103 @@ def test_fig4_fig10_controls(tmp_path):
         assert c4["relu-p1-needs-beta"].control_values[s] == pytest.approx(gain[1], abs=1e-6)
         lin_minus_relu = np.mean([t0["linear", b, 1] - t0["relu", b, 1] for b in (1, 3)])
         assert c4["p1-linear-beats-relu"].control_values[s] == pytest.approx(lin_minus_relu, abs=1e-6)
-        # the sign-flip null, written out: the cells (β, P) ∈ {1, 3} × {1, 2} as a checkerboard
+        # the sign-flip null, written out: on the cells (β, P) ∈ {1, 3} × {1, 2} the patterns are the checkerboard
+        # and its negative; the control is the quartile on the claim's side: −|checkerboard mean| (both claims: lt)
         sign = {(1, 1): 1.0, (1, 2): -1.0, (3, 1): -1.0, (3, 2): 1.0}
         t = f10.run.result(s).tables["final"].set_index(["loss", "activation", "beta", "P"])
         acts = sorted(set(t.index.get_level_values("activation")))
         flip = {a: np.mean([w * (t.loc[("quadratic", a, *k), "chi_plus_mean"] - t.loc[("infonce", a, *k), "chi_plus_mean"])
                             for k, w in sign.items()]) for a in acts}  # fmt: skip
-        assert c10["quadratic-below-infonce"].control_values[s] == pytest.approx(np.mean(list(flip.values())), abs=1e-6)
+        want = -abs(np.mean(list(flip.values())))
+        assert c10["quadratic-below-infonce"].control_values[s] == pytest.approx(want, abs=1e-6)
         t4 = f4.run.result(s).tables["final"]
         cm = t4[t4["loss"] == "infonce"].set_index(["activation", "beta", "P"])["chi_minus_signed_mean"]
-        null = max(
-            np.mean([w * (cm[("relu", *k)] - cm[(a, *k)]) for k, w in sign.items()]) for a in acts if a != "relu"
-        )
-        assert c4["relu-lowest-chi-minus"].control_values[s] == pytest.approx(null, abs=1e-6)
+        # ReLU − the lowest other = max over the others: per pattern the max over them, so ±: max(x_a), max(−x_a)
+        x = [np.mean([w * (cm[("relu", *k)] - cm[(a, *k)]) for k, w in sign.items()]) for a in acts if a != "relu"]
+        assert c4["relu-lowest-chi-minus"].control_values[s] == pytest.approx(min(max(x), max(-v for v in x)), abs=1e-6)
     for c in (c4["relu-rises-with-beta"], c4["relu-p1-needs-beta"], c4["p1-linear-beats-relu"]):
         if c.control_held:  # the untrained filters pass the reading: never reported as a pass
             assert c.status != "pass", c.id
 
 
-def test_flip_signs_is_a_balanced_checkerboard_that_cancels_shared_effects():
-    """The sign-flip null: +1 / −1 in a checkerboard over the sorted β and P (written out for a 2 × 2 grid), summing
-    to 0; on a full even grid an effect shared by the cells and additive trends in β or P cancel exactly, while a
-    checkerboard-shaped effect passes whole; on an odd grid the last surplus sign is dropped (3 × 3: 4 + 4, one 0)."""
-    from ssldyn.experiments.nonlinearity._token_seeds import flip_signs, flipped_mean
+def test_balanced_signs_enumerates_every_balanced_vector_and_samples_beyond_the_cap(monkeypatch):
+    """Every ±1 vector with as many + as − (odd n: one 0, each position in turn), each once, checked against a
+    brute-force filter of all 3^n vectors; above the cap a fixed sample of balanced vectors, the same every call."""
+    from ssldyn.experiments.nonlinearity import _token_seeds
+    from ssldyn.experiments.nonlinearity._token_seeds import balanced_signs
 
-    assert flip_signs([(1, 1), (1, 3), (5, 1), (5, 3)]).tolist() == [1.0, -1.0, -1.0, 1.0]
-    assert flip_signs([(5, 3), (1, 1), (5, 1), (1, 3)]).tolist() == [1.0, 1.0, -1.0, -1.0]  # by rank, not position
+    for n in (2, 3, 4, 5, 6, 7):
+        got = {tuple(r) for r in balanced_signs(n).tolist()}
+        want = {
+            p
+            for p in itertools.product((1.0, -1.0, 0.0), repeat=n)
+            if sum(p) == 0 and p.count(0.0) == n % 2  # balanced, with one 0 exactly when n is odd
+        }
+        assert got == want and len(balanced_signs(n)) == len(want)
+    monkeypatch.setattr(_token_seeds, "MAX_PATTERNS", 50)
+    a, b = balanced_signs(10), balanced_signs(10)  # C(10, 5) = 252 > 50: sampled
+    assert a.shape == (50, 10) and (a.sum(1) == 0).all() and (a == b).all()
+
+
+def test_flip_patterns_cancel_shared_effects_and_additive_trends_and_no_cell_is_special():
+    """The sign-flip patterns over a full β × P grid: every pattern sums to 0 along each β and each P, so a shared
+    effect plus any additive trends in β and P reads exactly 0 under every one; the single checkerboard is among
+    them; on an odd side every β (and P) sits out in some pattern and takes part in others, so the (β = 10, P = 10)
+    corner of Fig. 11's 3 × 3 grid counts; an effect confined to one cell gives the same null whichever cell holds
+    it (a single checkerboard gave +e/n or −e/n by the cell's parity); a grid with a missing cell, or a line of cells,
+    admits none."""
+    from ssldyn.experiments.nonlinearity._token_seeds import flip_patterns, sign_flip_null
+
     betas, Ps = [1, 2, 5, 10], [1, 3, 5, 10]
     cells = [(b, P) for b in betas for P in Ps]
-    s = flip_signs(cells)
-    assert s.sum() == 0 and set(s.tolist()) == {-1.0, 1.0}
+    S = flip_patterns(cells)
+    grid = S.reshape(len(S), 4, 4)  # (K, β, P): cells are listed β-major
+    assert (grid.sum(1) == 0).all() and (grid.sum(2) == 0).all() and set(np.unique(S)) == {-1.0, 1.0}
+    checker = np.array([1.0 if (i + j) % 2 == 0 else -1.0 for i in range(4) for j in range(4)])
+    assert any((row == checker).all() for row in S)
     rng = np.random.default_rng(0)
     f, g = dict(zip(betas, rng.normal(size=4))), dict(zip(Ps, rng.normal(size=4)))
     shared = np.array([0.3 + f[b] + g[P] for b, P in cells])  # common effect + trend in β + trend in P
-    assert abs(np.mean(s * shared)) < 1e-12
-    assert np.mean(s * (0.2 * s)) == pytest.approx(0.2)  # an effect with the checkerboard's shape is not cancelled
-    odd = flip_signs([(b, P) for b in (2, 5, 10) for P in (3, 5, 10)])
-    assert odd is not None and odd.sum() == 0 and sorted(odd.tolist()).count(0.0) == 1 and odd[-1] == 0.0
-    # a line of cells admits no null (the signs would keep the trend along it): the control is not measured
-    assert flip_signs([(5, 3), (5, 5)]) is None and flipped_mean(np.array([0.3, 0.1]), [(5, 3), (5, 5)]) is None
+    assert np.abs(S @ shared).max() < 1e-12
+    nulls = set()
+    for i in range(16):
+        e = np.zeros(16)
+        e[i] = 0.4  # an effect in one cell only
+        assert np.mean(e) == pytest.approx(0.025)
+        nulls.add(round(sign_flip_null(e, cells, tail="upper"), 12))
+    assert nulls == {0.025}  # whichever cell: the null reads the effect as the cells' noise
+    odd = [(b, P) for b in (2, 5, 10) for P in (3, 5, 10)]
+    S3 = flip_patterns(odd)
+    corner = odd.index((10, 10))
+    assert (S3[:, corner] != 0).mean() == pytest.approx(4 / 9) and (S3.reshape(-1, 3, 3).sum(1) == 0).all()
+    trend = np.array([0.1 * np.log(b) for b, _ in odd])  # a trend in β alone cancels on the odd grid too
+    assert np.abs(S3 @ trend).max() < 1e-12
+    assert flip_patterns([(5, 3), (5, 5)]) is None and flip_patterns([(1, 1), (1, 3), (5, 1)]) is None
+    assert sign_flip_null(np.array([0.3, 0.1]), [(5, 3), (5, 5)], tail="upper") is None
+
+
+def test_sign_flip_null_is_the_quartile_on_the_claims_side_written_out():
+    """``sign_flip_null``: the upper (lower) quartile of mean_c s_c d_c over the patterns, written out on a 2 × 3 grid
+    (its 2 · 6 = 12 patterns: u ∈ ±(+, −) over β times v over P with one P sitting out), and ``(n, k)`` differences
+    reduced per pattern (mean or max over k)."""
+    from ssldyn.experiments.nonlinearity._token_seeds import sign_flip_null
+
+    cells = [(b, P) for b in (1, 5) for P in (1, 3, 5)]
+    d = np.array([0.31, 0.27, 0.35, 0.29, 0.2, 0.5])
+    pats = []
+    for u in ((1, -1), (-1, 1)):
+        for v in itertools.product((1, -1, 0), repeat=3):
+            if sum(v) == 0 and v.count(0) == 1:
+                pats.append([u[i] * v[j] for i in range(2) for j in range(3)])
+    assert len(pats) == 12
+    vals = [np.mean(np.array(p) * d) for p in pats]
+    assert sign_flip_null(d, cells, tail="upper") == pytest.approx(np.quantile(vals, 0.75), abs=1e-15)
+    assert sign_flip_null(d, cells, tail="lower") == pytest.approx(np.quantile(vals, 0.25), abs=1e-15)
+    assert sign_flip_null(d + 5.0, cells, tail="upper") == pytest.approx(sign_flip_null(d, cells, tail="upper"))
+    D = np.stack([d, d[::-1] * 2], axis=1)  # (6, 2)
+    per_k = np.array([[np.mean(np.array(p) * D[:, j]) for j in range(2)] for p in pats])  # (12, 2)
+    assert sign_flip_null(D, cells, tail="lower", reduce=np.max) == pytest.approx(np.quantile(per_k.max(1), 0.25))
+    assert sign_flip_null(D, cells, tail="upper") == pytest.approx(np.quantile(per_k.mean(1), 0.75))
 
 
 def test_noise_match_max_is_the_best_matched_noise_token_written_out():

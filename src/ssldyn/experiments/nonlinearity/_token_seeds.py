@@ -9,7 +9,10 @@ the paper shows as mean ± std over repetitions use ``result.seed_results``.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -68,34 +71,96 @@ def over_parameterised_cells(betas: Sequence[int], Ps: Sequence[int]) -> list[tu
     return [(b, P) for b in sorted(betas) if b > 1 for P in sorted(Ps) if P > 1]
 
 
-def flip_signs(cells: Sequence[tuple[int, int]]) -> np.ndarray | None:
-    """The signs ``(n,)`` of the sign-flip null over ``(β, P)`` cells: a checkerboard over the sorted β and P
-    values (+1 where their ranks sum to an even number), made balanced: where one sign outnumbers the other
-    (an odd number of cells on a full grid), its last cells get 0, so the signs sum to 0. ``None`` when the
-    cells do not span two β and two P values (on a line of cells the signs would alternate along one axis
-    and keep its trend: no null).
+#: sign patterns beyond this many are sampled (a fixed generator) rather than enumerated
+MAX_PATTERNS = 20_000
+#: the sign-flip null's quantile on the claim's side: the upper quartile, the reading of a typical relabelling there
+NULL_LEVEL = 0.75
 
-    A between-arm difference ``d_c`` averaged with these signs, ``mean_c s_c d_c``, is the same statistic with
-    the two arms swapped in half of the cells: an effect shared by the cells cancels, and on a full even grid
-    so does a trend in β or P alone; what remains is the cell-to-cell noise and the β × P interaction of the
-    trained values. It is the control of the token claims that compare two arms trained from the same
-    filters, whose difference at t = 0 is 0 by construction and so could never hold.
+
+def balanced_signs(n: int) -> np.ndarray:
+    """``(K, n)`` balanced ±1 vectors: half +1, half −1 (odd ``n``: one entry 0, each position in turn).
+
+    All ``C(n, n/2)`` of them (``n · C(n − 1, (n − 1)/2)`` for odd ``n``) while that is at most
+    :data:`MAX_PATTERNS`, else :data:`MAX_PATTERNS` drawn uniformly with a fixed generator (the same on every
+    call). Enumerated, each vector's negative is in the set.
+    """
+    m = n // 2  # the number of +1 (and of −1)
+    count = math.comb(n - (n % 2), m) * (n if n % 2 else 1)
+    if count > MAX_PATTERNS:
+        base = np.array([1.0] * m + [-1.0] * m + [0.0] * (n % 2))  # (n,)
+        rng = np.random.default_rng(0)
+        return np.stack([rng.permutation(base) for _ in range(MAX_PATTERNS)])  # (K, n)
+    out = []
+    for z in range(n) if n % 2 else [None]:
+        rest = [i for i in range(n) if i != z]
+        for plus in itertools.combinations(rest, m):
+            s = -np.ones(n)
+            s[list(plus)] = 1.0
+            if z is not None:
+                s[z] = 0.0
+            out.append(s)
+    return np.stack(out)  # (K, n)
+
+
+def flip_patterns(cells: Sequence[tuple[int, int]]) -> np.ndarray | None:
+    """``(K, n)`` the sign patterns of the sign-flip null over the ``(β, P)`` cells of a full grid: ``s_c = u_β v_P``
+    for every pair of balanced vectors ``u`` over the β values and ``v`` over the P values
+    (:func:`balanced_signs`). Each pattern swaps the two arms in the cells where β's half and P's half differ, so
+    it sums to 0 along every β and every P: an effect the cells share and any additive trend in β or P cancel
+    exactly, whichever cell holds what; on an odd side one β (or P) sits out, each in turn. ``None`` when the
+    cells are not a full grid of at least 2 × 2 (the control is then "not measured"). The single β × P
+    checkerboard is one of these patterns.
     """
     betas = sorted({b for b, _ in cells})
     Ps = sorted({P for _, P in cells})
-    if len(betas) < 2 or len(Ps) < 2:
+    if len(betas) < 2 or len(Ps) < 2 or len(set(cells)) != len(cells) or len(cells) != len(betas) * len(Ps):
         return None
-    s = np.array([1.0 if (betas.index(b) + Ps.index(P)) % 2 == 0 else -1.0 for b, P in cells])  # (n,)
-    while s.sum() != 0:
-        s[np.flatnonzero(s == np.sign(s.sum()))[-1]] = 0.0
-    return s
+    U, V = balanced_signs(len(betas)), balanced_signs(len(Ps))  # (Ku, R), (Kv, C)
+    pairs = [(a, b) for a in range(len(U)) for b in range(len(V))]
+    if len(pairs) > MAX_PATTERNS:
+        rng = np.random.default_rng(0)
+        pairs = [pairs[i] for i in rng.choice(len(pairs), MAX_PATTERNS, replace=False)]
+    rows = [betas.index(b) for b, _ in cells]
+    cols = [Ps.index(P) for _, P in cells]
+    return np.stack([U[a][rows] * V[b][cols] for a, b in pairs])  # (K, n)
 
 
-def flipped_mean(d: np.ndarray, cells: Sequence[tuple[int, int]]) -> float | None:
-    """``mean_c s_c d_c`` with :func:`flip_signs` (``d (n,)`` per cell of ``cells``), or ``None`` where the cells
-    admit no null (the control is then "not measured")."""
-    s = flip_signs(cells)
-    return None if s is None else float(np.mean(np.asarray(d) * s))
+def sign_flip_null(
+    d: np.ndarray,
+    cells: Sequence[tuple[int, int]],
+    *,
+    tail: Literal["upper", "lower"],
+    reduce: Callable[..., np.ndarray] = np.mean,
+) -> float | None:
+    """The sign-flip null of a between-arm difference ``d`` per cell: the upper quartile (``tail="upper"``; the
+    lower one for ``"lower"``) of ``mean_c s_c d_c`` over the patterns ``s`` of :func:`flip_patterns`, or ``None``
+    where the cells admit none.
+
+    ``mean_c s_c d_c`` is the same difference with the two arms swapped in half of the cells. The effect the cells
+    share and additive trends in β or P cancel in every pattern; what is left is the cells' noise and the β × P
+    interaction of the trained values. The quartile on the claim's side is what a typical relabelling reads
+    there — one realisation of the null, as the other controls (the same reading at t = 0, on the linear
+    network) are one, and judged by the same rule: the claim reads VACUOUS when it passes. Over all patterns, not
+    one, so which cell holds an effect does not decide the control (a single checkerboard did: an effect in one
+    corner cell read as its own null). It tests the cells' noise, not the paper's mechanism. Claims that compare
+    two arms trained from the same filters take it because their difference at t = 0 is 0 by construction and so
+    could never hold.
+
+    Args:
+        d: ``(n,)`` per cell of ``cells``, or ``(n, k)`` for ``k`` comparisons per cell, combined per pattern by
+            ``reduce`` over axis 1 (``np.mean``; ``np.max`` for "the largest of the k", e.g. ReLU minus each other
+            activation when the reading is ReLU minus the lowest other).
+        cells: the ``(β, P)`` of each row of ``d``.
+        tail: ``"upper"`` for a claim that the difference is large (``gt``), ``"lower"`` for small (``lt``).
+    """
+    S = flip_patterns(cells)
+    if S is None:
+        return None
+    d = np.asarray(d, dtype=float)
+    flipped = S @ d / len(cells)  # (K,) or (K, k)
+    if flipped.ndim == 2:
+        flipped = reduce(flipped, axis=1)  # (K,)
+    return float(np.quantile(flipped, NULL_LEVEL if tail == "upper" else 1.0 - NULL_LEVEL))
 
 
 def cell_diffs(

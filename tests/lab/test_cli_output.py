@@ -251,3 +251,21 @@ def test_show_part_selects_the_claims_or_the_config():
     bad = subprocess.run([sys.executable, "-m", "ssldyn.lab.cli", "show", "grassmann.fig2", "--part", "both"], env=env,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.strip() == "error: --part 'both': allowed values are all, claims, config"
+
+
+def test_python_dash_m_ssldyn_is_the_console_command():
+    """``python -m ssldyn`` runs the same command line as the ``ssldyn`` script: the same ``list`` output, and a user
+    mistake gives one ``error:`` line and exit code 2 (no traceback)."""
+    env = {k: v for k, v in os.environ.items() if k != "SSLDYN_PLUGINS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    env["COLUMNS"] = "80"
+    done = subprocess.run(
+        [sys.executable, "-m", "ssldyn", "list"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == _ssldyn(["list"])
+    bad = subprocess.run(
+        [sys.executable, "-m", "ssldyn", "show", "no.such"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert [ln for ln in bad.stderr.splitlines() if ln.strip()][0].startswith("error:"), bad.stderr

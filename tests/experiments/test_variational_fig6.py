@@ -17,17 +17,18 @@ def test_quick_run_claims(tmp_path):
     claims = {c.id: c for c in out.claims}
     assert len(claims) == 7
     # App. B's outcome appears at the large step only: at σ = 0.01 the clusters do not form and the step independence
-    # fails (reported); σ = 0.01 is at the border of the flow regime (README: rises 0–1.3% at paper scale): on seed 0
-    # of the quick run the loss rises by 1.6% of its decrease, so flow-monotone fails here; everything else holds
+    # fails (reported); with Def. 2.1's cost (the default) σ = 0.01 is inside the flow regime on seed 0 of the quick
+    # run (the loss rises by 0.15% of its decrease; 1.6% with the printed cost); everything else holds
     failing = {k for k, c in claims.items() if not c.passed}
-    assert failing == {"network-clusters-flow", "step-independent", "flow-monotone"}, {
+    assert failing == {"network-clusters-flow", "step-independent"}, {
         k: (c.measured, c.expected) for k, c in claims.items()
     }
     assert claims["flow-monotone"].control_value > 0.1  # σ = 1.0: the loss rises by > 10% of its total decrease
     res = out.run.result()
     for dim in (2, 3):
         t = res.tables[f"step_table_{dim}d"].set_index("lr")
-        assert t.loc[1.0, "silhouette"] > t.loc[0.01, "silhouette"] + 0.3
+        # the large step clusters more than the flow's (by 0.13 in the weaker dimension with Def. 2.1's cost)
+        assert t.loc[1.0, "silhouette"] > t.loc[0.01, "silhouette"] + 0.1
         assert t.loc[1.0, "max_loss_increase"] > t.loc[0.01, "max_loss_increase"]  # the large step is unstable
         assert (out.run.path / "figures" / f"fig6_{dim}d.gif").exists()
         assert (out.run.path / "figures" / f"fig6_{dim}d_steps.png").exists()

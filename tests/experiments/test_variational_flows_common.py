@@ -116,7 +116,7 @@ def test_run_network_logs_the_loss_at_every_loss_every_step_and_the_embeddings_o
     step, and the sparse records (embeddings, ``Run.loss``) are those of ``record``."""
     from ssldyn.experiments.variational.fig5 import averaging_net_factory
 
-    m, loss = _small_members(), fc.flow_loss(0.5)
+    m, loss = _small_members(), fc.flow_loss(0.5, positive_term=False)  # the printed form: its numbers below
     make = averaging_net_factory(10, "cpu")
     sparse = fc.run_network(make(1, torch.Generator().manual_seed(1)), m, loss=loss, lr=0.5, steps=8, record=[0, 8],
                             loss_every=range(9))  # fmt: skip
@@ -132,7 +132,7 @@ def test_step_table_reads_the_loss_rise_at_every_iteration():
     max over the dense loss log), which the records alone (every ⌊steps/400⌋-th iteration) could miss."""
     from ssldyn.experiments.variational.fig5 import averaging_net_factory
 
-    m, loss = _small_members(seed=1), fc.flow_loss(0.5)
+    m, loss = _small_members(seed=1), fc.flow_loss(0.5, positive_term=False)  # (the printed form)
     make = averaging_net_factory(10, "cpu")
     steps, lr = 1200, 0.9  # records: every step to 400, then every 3rd
     (row,) = fc.step_table(lambda: make(1, torch.Generator().manual_seed(2)), m, loss=loss, lrs=[lr],

@@ -589,18 +589,32 @@ def test_variational_fig3_panel_a_readings_from_the_curves_by_loops():
     far = max(g[p, t, 4] / g[p, t, 2] for p, t in {(p, t) for p, t, _ in g})
     assert m["b-plateau"].control == pytest.approx(far, rel=1e-12)
     # b-decreases: at n = 12, over the K > 1 that divide 12 with d²(K) above the τ's threshold, sorted by d², the
-    # loss never falls (control: never rises)
+    # loss never falls; control: the same on 4 clusters at angles w·(π/2)·j, j < 4, of a shrinking arc w (d² =
+    # 2 − 2 cos(πw/2)), each loss recomputed here from the measure's formula written out (n = 12: 3 samples per point)
     thr = dict(zip(r.tables["thresholds_b"].tau, r.tables["thresholds_b"].threshold))
 
-    def mono(sign):
-        ok = []
-        for tau in (0.5, 1.0):
-            pts = sorted((2 - 2 * math.cos(2 * math.pi / k), L[tau, 12][k]) for k in range(2, 9)
-                         if 12 % k == 0 and 2 - 2 * math.cos(2 * math.pi / k) > thr[tau])  # fmt: skip
-            ok.append(all(sign * (b[1] - a[1]) >= -1e-12 for a, b in zip(pts, pts[1:])) if len(pts) > 1 else True)
-        return all(ok)
+    def rises_never(pts):
+        pts = sorted(pts)
+        return all(b[1] - a[1] >= -1e-12 for a, b in zip(pts, pts[1:])) if len(pts) > 1 else True
 
-    assert _read(m, "b-decreases") == (mono(1), mono(-1))
+    mono = all(
+        rises_never([(2 - 2 * math.cos(2 * math.pi / k), L[tau, 12][k]) for k in range(2, 9)
+                     if 12 % k == 0 and 2 - 2 * math.cos(2 * math.pi / k) > thr[tau]])
+        for tau in (0.5, 1.0)
+    )  # fmt: skip
+    arc = r.tables["arc_curves"]
+
+    def arc_loss(w, tau):  # Σ_i (1/n) log(1 + 2 Σ_{j ≠ i} (1/n) e^{(cos θ_ij − 1)/τ}) over the n = 12 samples
+        th = [w * (math.pi / 2) * j for j in range(4) for _ in range(3)]
+        return sum(math.log(1 + 2 * sum(math.exp((math.cos(a - b) - 1) / tau) for jj, b in enumerate(th) if jj != ii)
+                            / 12) for ii, a in enumerate(th)) / 12  # fmt: skip
+
+    for row in arc.itertuples():
+        assert row.loss == pytest.approx(arc_loss(row.width, row.tau), rel=1e-10)
+        assert row.min_sq_dist == pytest.approx(2 - 2 * math.cos(math.pi / 2 * row.width), abs=1e-14)
+    crowd = all(rises_never([(d, v) for d, v in zip(g.min_sq_dist, g.loss) if d > thr[tau]])
+                for tau, g in arc.groupby("tau"))  # fmt: skip
+    assert _read(m, "b-decreases") == (mono, crowd) and crowd is False
 
 
 # --------------------------------------------------------------------------------------

@@ -104,6 +104,15 @@ def draw_trials(cfg: Thm3Config, g: torch.Generator) -> dict[str, tuple[torch.Te
     return out
 
 
+#: the time at which Thm. 3's limits are read (a robustness map)
+T_FINAL_KNOBS = {"t_final": [30.0, 60.0, 150.0, 600.0]}
+T_FINAL_PAPER = (
+    "Thm. 3 states limits (t → ∞, with probability 1); the finite time at which every trial is read against tol is "
+    "ours, and a trial whose q_0 barely overlaps the limit needs longer (~ln(1/|v_1ᵀq_0|) over the eigenvalue gap), "
+    "so the quick t_final = 60 can leave one of 30 trials short (inconclusive)."
+)
+
+
 @register
 class Thm3(GrassmannExperiment):
     name = "grassmann.thm3"
@@ -115,15 +124,7 @@ class Thm3(GrassmannExperiment):
     # 4: solver-agrees declares its range (0, ∞) (a max |difference|); 5: needs-h-above-d is a sanity check (an identity);
     # 6: needs-h-above-d is an erratum (the printed theorem has no condition on h); 7: a robustness map over t_final
     version = "7"
-    robustness = (
-        Robustness(
-            claims=("positive-to-zero", "negative-to-v1"),
-            knobs={"t_final": [30.0, 60.0, 150.0, 600.0]},
-            paper="Thm. 3 states limits (t → ∞, with probability 1); the finite time at which every trial is read "
-            "against tol is ours, and a trial whose q_0 barely overlaps the limit needs longer (~ln(1/|v_1ᵀq_0|) "
-            "over the eigenvalue gap), so the quick t_final = 60 can leave one of 30 trials short (inconclusive).",
-        ),
-    )
+    robustness = (Robustness(claims=("positive-to-zero", "negative-to-v1"), knobs=T_FINAL_KNOBS, paper=T_FINAL_PAPER),)
     claims = (
         ClaimSpec(
             "positive-to-zero", "If all eigenvalues of C are positive, q converges to 0 (with probability 1).",

@@ -269,3 +269,12 @@ def test_python_dash_m_ssldyn_is_the_console_command():
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert [ln for ln in bad.stderr.splitlines() if ln.strip()][0].startswith("error:"), bad.stderr
+
+
+def test_record_layout_names_a_bare_first_value_when_asked():
+    """A robustness map too wide for a table falls back to records: its first knob's value is printed with the
+    knob's name (``positive_term: False``), never as a bare ``False``; tables of runs keep their label heading."""
+    heads, rows = ["positive_term", "tau", "claim"], [["False", "0.2", "PASS 0.9 " + "x" * 90]]
+    named = textlayout.layout(heads, rows, 40, wrap=(0, 1, 2), name_first=True)
+    assert named[0] == "positive_term: False" and named[1] == "  tau: 0.2"
+    assert textlayout.layout(heads, rows, 40, wrap=(0, 1, 2))[0] == "False"

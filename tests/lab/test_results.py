@@ -136,9 +136,40 @@ def test_a_damaged_run_is_listed_never_raised(store, toy_sweep):
     assert load(store, experiment="variational.fig3").damaged.empty  # listed under its own experiment only
 
 
-def test_empty_or_missing_directory(tmp_path):
-    res = load(tmp_path / "missing")
+def test_empty_directory_loads_empty_and_a_missing_one_or_unknown_experiment_is_one_error(tmp_path):
+    """An empty store is empty results; a folder that does not exist (a typo in the path) or an experiment name that
+    is neither registered nor stored is one UserError naming it, never a silently empty result."""
+    from ssldyn.errors import UserError
+
+    (tmp_path / "empty").mkdir()
+    res = load(tmp_path / "empty")
     assert len(res) == 0 and res.runs.empty and res.claims.empty and res.trajectories.empty and res.damaged.empty
+    with pytest.raises(UserError, match=r"load: run store .*missing.* does not exist"):
+        load(tmp_path / "missing")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UserError, match="is not a directory"):
+        load(tmp_path / "afile")
+    with pytest.raises(UserError, match=r"load: unknown experiment 'variational.fig55'; did you mean"):
+        load(tmp_path / "empty", experiment="variational.fig55")
+    assert len(load(tmp_path / "empty", experiment="variational")) == 0  # a paper: known, just no runs yet
+
+
+def test_select_by_study_keeps_that_sweeps_runs_only(store, toy_sweep):
+    """``select(study=...)`` (the Study or its id) keeps exactly the study's runs; an unknown id is one error."""
+    from ssldyn.errors import UserError
+    from ssldyn.lab.cli import main
+
+    try:
+        main(["run", toy_sweep.name, "--quick", "--sweep", "lr=0.05,0.1", "--out", str(store)])
+    except SystemExit as e:  # the CLI exits 0 after a successful run
+        assert e.code in (0, None)
+    res = load(store)
+    (s,) = [st for st in res.studies if st.keys == ["lr"] and len(st.hashes) == 2]
+    by_obj, by_id = res.select(study=s), res.select(study=s.id)
+    assert set(by_obj.runs.hash) == set(s.hashes) == set(by_id.runs.hash) and len(res.runs) == 4
+    assert set(by_obj.claims.hash) == set(s.hashes) and sorted(by_obj.claims.lr.unique()) == [0.05, 0.1]
+    with pytest.raises(UserError, match="study 'sweep-nope': not in this selection; have"):
+        res.select(study="sweep-nope")
 
 
 def test_readme_results_block_runs(tmp_path, monkeypatch):
@@ -147,6 +178,7 @@ def test_readme_results_block_runs(tmp_path, monkeypatch):
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert blocks, "README 'Results in pandas' has no python block"
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "ssldyn-runs").mkdir()  # an empty store (load refuses a folder that does not exist)
     for b in blocks:
         exec(compile(b, "README.md", "exec"), {})  # the README's own example
 

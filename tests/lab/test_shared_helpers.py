@@ -217,7 +217,7 @@ def test_paper_scores_rows_counts_sanity_and_errata():
     stored = [_c("paper", "pass", "Fig. 2", "a"), _c("paper", "inconclusive", "Fig. 2", "a2"),
               _c("paper", "not-run", "Fig. 10", "b"), _c("paper", "pass", "Fig. 10", "b2"),
               _c("sanity", "pass", "our implementation", "s"), _c("sanity", "fail", "our implementation", "s2"),
-              _c("erratum", "pass", "eq. 11", "e")]  # fmt: skip
+              _c("sanity", "not-run", "our implementation", "s3"), _c("erratum", "pass", "eq. 11", "e")]  # fmt: skip
     run1 = SimpleNamespace(claims=stored, meta={"preset": "quick"})
     (sc,) = paper_scores([e1, e2], {"p.e1": run1}).values()  # p.e2 never ran: its row stays, "not run"
     assert [(r.result, r.status, r.experiments) for r in sc.rows] == [
@@ -228,5 +228,6 @@ def test_paper_scores_rows_counts_sanity_and_errata():
     o = sc.outcomes
     assert (o.passed, o.failed, o.inconclusive, o.vacuous, o.not_run) == (2, 0, 1, 0, 1) and sc.total == 3
     assert [c.id for _, c in sc.rows[0].failing] == ["a2"] and sc.rows[1].failing == []  # not run is not failing
-    assert (sc.sanity_passed, sc.sanity_total) == (1, 2) and [c.id for _, c in sc.errata] == ["e"]
+    assert (sc.sanity_passed, sc.sanity_total, sc.sanity_not_run) == (1, 3, 1) and [c.id for _, c in sc.errata] == ["e"]
+    assert sc.sanity_text() == "1/2 pass · 1 not run"  # a check not run is neither passed nor failed
     assert sc.scales == {"p.e1": "quick"} and sc.counts()["partly"] == 1 and sc.counts()["not run"] == 1

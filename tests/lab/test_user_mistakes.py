@@ -69,6 +69,11 @@ def test_booleans_are_not_numbers():
     for pair in ("k_max=true", "ns=[true,64]", "tol=false"):
         with pytest.raises(UserError, match="must be a number"):
             build_config(exp.Config, parse_sets([pair]))
+    # the message says what is allowed, as for an out-of-range number (the field's bounds)
+    with pytest.raises(UserError, match=r"'tol' must be a number > 0 and < 0\.5, got True"):
+        build_config(exp.Config, parse_sets(["tol=true"]))
+    with pytest.raises(UserError, match=r"'k_max' must be a number >= 4, got False"):
+        build_config(exp.Config, parse_sets(["k_max=false"]))
 
 
 def test_seeds_and_seed_limits(capsys, tmp_path):

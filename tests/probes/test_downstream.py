@@ -129,5 +129,10 @@ def test_the_linear_probe_takes_any_integer_labels_and_refuses_fractions():
     assert acc01 == pytest.approx(ref, abs=0.02)
     with pytest.raises(ValueError, match="class indices >= 0"):
         fit_logistic_regression(X, pm)  # one column of W per class index: negative labels have none
-    with pytest.raises(ValueError, match="labels must be integers"):
+    with pytest.raises(ValueError, match=r"^linear_probe_accuracy: y_train must be integers"):
         linear_probe_accuracy(X[:100], y[:100] + 0.5, X[100:], y[100:])
+    # a shape error names the function and the argument, and what it needs
+    with pytest.raises(ValueError, match=r"^knn_accuracy: y_train must have shape \(100,\) \(one label per row"):
+        knn_accuracy(X[:100], y[:10], X[100:], y[100:], k=5)
+    with pytest.raises(ValueError, match=r"^knn_accuracy: z_test must have shape \(n, d\)"):
+        knn_accuracy(X[:100], y[:100], X[100:, 0], y[100:], k=5)

@@ -707,6 +707,8 @@ def _verdict(
             status = "inconclusive"
         else:
             status = "fail"
+        if n < 2:  # one evaluation (one seed, or a deterministic experiment): a yes/no, no interval
+            return status, frac, None, "one seed: no interval", "fraction of seeds"
         return status, frac, interval, "Wilson", "fraction of seeds"
     finite = [float(v) for v in values if _is_finite_number(v)]
     if not finite:

@@ -112,8 +112,15 @@ class ExperimentConfig(BaseModel):
         if isinstance(data, dict):
             for name, field in cls.model_fields.items():
                 if name in data and _find_bool(field.annotation, data[name]):
-                    raise ValueError(f"{name!r} must be a number, got {echo(data[name])}")
+                    raise ValueError(f"{name!r} must be a number{_bounds_text(field)}, got {echo(data[name])}")
         return data
+
+
+def _bounds_text(field: FieldInfo) -> str:
+    """`` > 0 and < 0.5`` from a field's ``gt``/``ge``/``lt``/``le`` constraints (annotated-types metadata), or ``""``."""
+    ops = (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+    parts = [f"{sym} {getattr(m, op)}" for m in field.metadata for op, sym in ops if getattr(m, op, None) is not None]
+    return (" " + " and ".join(parts)) if parts else ""
 
 
 def parse_value(text: str) -> Any:

@@ -525,7 +525,13 @@ def robustness_cmd(
     if dry_run:
         _print_plan([s for m in planned for s in m.specs], Path(out))
         return
-    if _run_maps(planned, out=out, jobs=n_jobs, force=force):
+    failed = _run_maps(planned, out=out, jobs=n_jobs, force=force)
+    from ssldyn.lab.runner import DEFAULT_OUT
+
+    report = f"ssldyn report {out}" if Path(out) != Path(DEFAULT_OUT) else "ssldyn report"
+    console.print(f"`{report}` rebuilds the report, which shows the map beside each claim", markup=False,
+                  width=_width())  # fmt: skip
+    if failed:
         raise typer.Exit(1)
 
 
@@ -553,7 +559,7 @@ def _run_maps(planned: list[Any], *, out: str, jobs: int, force: bool) -> bool:
         table = [[str(r["point"][k]) for k in m.robustness.knobs]
                  + [f"{r['claims'][c]['status'].upper()} {r['claims'][c]['text']}" for c in m.robustness.claims]
                  for r in rows]  # fmt: skip
-        _print_lines(textlayout.layout(heads, table, _width(), wrap=tuple(range(len(heads)))),
+        _print_lines(textlayout.layout(heads, table, _width(), wrap=tuple(range(len(heads))), name_first=True),
                      {"PASS": "green", "FAIL": "red", "FAILED": "red", "VACUOUS": "red", "INCONCLUSIVE": "yellow"})  # fmt: skip
         for c in m.robustness.claims:
             console.print(f"  {c}: {holds_text(rows, c)}", markup=False, width=_width())
@@ -589,8 +595,8 @@ def _print_scores(out: str | Path) -> None:
         sc = scores.get(paper)
         if sc is None:
             continue
-        console.print(f"{paper} ({sc.scale_text()}): paper claims {sc.outcomes.text()} · sanity checks "
-                      f"{sc.sanity_passed}/{sc.sanity_total}", markup=False, style="bold", width=_width())  # fmt: skip
+        console.print(f"{paper} ({sc.scale_text()}): paper and consequence claims {sc.outcomes.text()} · sanity "
+                      f"checks {sc.sanity_text()}", markup=False, style="bold", width=_width())  # fmt: skip
         rows = [[r.result, r.status, r.outcomes.text()] for r in sc.rows]
         lines = textlayout.layout(["result", "status", "claims"], rows, _width(), wrap=(0, 2))
         _print_lines(lines, {"reproduced": "green", "partly": "yellow", "reproduce": "red"})

@@ -356,7 +356,7 @@ def build_report(out: str | Path) -> Path:
             )
         title = PAPERS.get(paper, paper)
         score = (f"<p class='meta'>paper and consequence claims ({escape(sc.scale_text())}): "
-                 f"<b>{escape(sc.outcomes.text())}</b> · sanity checks {sc.sanity_passed}/{sc.sanity_total}"
+                 f"<b>{escape(sc.outcomes.text())}</b> · sanity checks {escape(sc.sanity_text())}"
                  f"{_quick_note(sc)}</p>") if sc else ""  # fmt: skip
         results = (f"<p class='meta'><a href='#results-{escape(paper)}'>results table</a></p>{_errata(sc)}"
                    if sc else "")  # fmt: skip

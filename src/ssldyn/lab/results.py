@@ -35,7 +35,7 @@ import pandas as pd
 from ssldyn.contract.claims import Claim
 from ssldyn.lab.scores import SCORED_KINDS, outcome_counts
 from ssldyn.lab.store import record_seeds
-from ssldyn.lab.study import config_value, selects
+from ssldyn.lab.study import Study, config_value, selects
 from ssldyn.lab.sweep import flatten
 
 __all__ = ["load", "key_columns", "Results", "RunRecord"]
@@ -410,6 +410,7 @@ class Results:
         canonical: bool | None = None,
         overrides: Mapping[str, Any] | None = None,
         hashes: Iterable[str] | None = None,
+        study: str | Study | None = None,
         config: Mapping[str, Any] | None = None,
         **values: Any,
     ) -> Results:
@@ -421,6 +422,9 @@ class Results:
             canonical: keep only (or drop) the paper-default runs with the default seeds.
             overrides: the run's overrides must equal this exactly (``{}``: the preset's default config).
             hashes: keep only these run hashes.
+            study: keep only the runs of this study (a :class:`Study` of ``.studies`` or its id, e.g. the
+                ``sweep-…`` id the CLI prints): ``select(study=s).claims.groupby([*s.keys, "claim"])`` is that
+                sweep's answer, without the default run or other experiments' claims of the same name.
             config: ``{dotted key: value}`` the run's config must have (the value it ran with,
                 overridden or not).
             **values: the same for plain keys (``tau=1.0``); write ``__`` for a dot (``optim__lr=0.1``).
@@ -435,6 +439,9 @@ class Results:
         want.update({k.replace("__", "."): _plain(v) for k, v in values.items()})
         names = _names(experiment)
         keep_hashes = set(hashes) if hashes is not None else None
+        if study is not None:
+            picked = self.study(study) if isinstance(study, str) else study
+            keep_hashes = set(picked.hashes) if keep_hashes is None else keep_hashes & set(picked.hashes)
         self._check_selection(names, preset, want)
         overrides = None if overrides is None else {k: _plain(v) for k, v in overrides.items()}
 
@@ -457,13 +464,15 @@ class Results:
         fails = [f for f in self.failure_list if selects(names, str(f.get("experiment")))]
         return Results(self.out, recs, list(self.damaged_list), fails, studies, self.override_keys)
 
-    def _check_selection(self, names: list[str] | None, preset: str | None, want: Mapping[str, Any]) -> None:
+    def _check_selection(
+        self, names: list[str] | None, preset: str | None, want: Mapping[str, Any], where: str = "select"
+    ) -> None:
         """:meth:`select`'s filters must name something that exists: a typo is one :class:`UserError` (a
         ``ValueError``) naming it and what is allowed, never a silently empty selection."""
         from ssldyn.errors import UserError
 
         if preset is not None and preset not in PRESETS:
-            raise UserError(f"select: preset {preset!r}: allowed values are {', '.join(PRESETS)}")
+            raise UserError(f"{where}: preset {preset!r}: allowed values are {', '.join(PRESETS)}")
         known = _known_names() | {r.experiment for r in self.records}
         for n in names or []:
             if n not in known and not any(n == k.split(".")[0] for k in known):
@@ -471,7 +480,7 @@ class Results:
 
                 near = difflib.get_close_matches(n, sorted(known), n=3, cutoff=0.6)
                 hint = f"; did you mean {', '.join(near)}?" if near else " (an experiment name or a paper)"
-                raise UserError(f"select: unknown experiment {n!r}{hint}")
+                raise UserError(f"{where}: unknown experiment {n!r}{hint}")
         scope = [r for r in self.records if selects(names, r.experiment)]
         for key in want:
             if scope and not any(_has_key(r.config, key) for r in scope):
@@ -480,14 +489,22 @@ class Results:
 
                 near = difflib.get_close_matches(key, have, n=3, cutoff=0.6)
                 hint = f"did you mean {', '.join(near)}?" if near else f"config keys: {', '.join(have[:20])}"
-                raise UserError(f"select: config key {key!r} is in none of the selected runs' configs; {hint}")
+                raise UserError(f"{where}: config key {key!r} is in none of the selected runs' configs; {hint}")
 
-    def study(self, study_id: str) -> Any:
-        """The study with id ``study_id``."""
+    def study(self, study_id: str) -> Study:
+        """The study with id ``study_id``.
+
+        Raises:
+            UserError: (a ``ValueError``) naming the ids there are, when none has that id.
+        """
+        from ssldyn.errors import UserError
+
         for s in self.studies:
             if s.id == study_id:
                 return s
-        raise KeyError(f"no study {study_id!r}; have {', '.join(s.id for s in self.studies) or 'none'}")
+        raise UserError(
+            f"study {study_id!r}: not in this selection; have {', '.join(s.id for s in self.studies) or 'none'}"
+        )
 
     def __len__(self) -> int:
         return len(self.records)
@@ -502,11 +519,19 @@ def load(out: str | Path = "ssldyn-runs", experiment: str | Sequence[str] | None
 
     Damaged runs are listed in ``.damaged`` (path and error), never raised; runs that failed
     are in ``.failures``; sweeps are in ``.studies``.
+
+    Raises:
+        UserError: (a ``ValueError``) when ``out`` is not a directory, or ``experiment`` names neither a
+            registered experiment, a paper nor one in the store — a typo never reads as "no runs".
     """
+    from ssldyn.errors import UserError
     from ssldyn.lab.store import RunStore
     from ssldyn.lab.study import infer_studies, read_studies
 
     out = Path(out)
+    if not out.is_dir():
+        what = "is not a directory" if out.exists() else "does not exist"
+        raise UserError(f"load: run store {str(out)!r} {what} (the --out folder of ssldyn run / reproduce)")
     store = RunStore(out)
     damaged: list[tuple[str, str]] = []
     try:
@@ -545,6 +570,7 @@ def load(out: str | Path = "ssldyn-runs", experiment: str | Sequence[str] | None
         failures = []
         damaged.append((str(out), f"listing failed runs: {type(e).__name__}: {e}"))
     res = Results(out, records, damaged, failures)
+    res._check_selection(names, None, {}, where="load")  # an unknown experiment or paper: one error
     stored, bad = read_studies(out, names)
     damaged.extend(bad)
     res.studies = stored + infer_studies(res.records, stored)

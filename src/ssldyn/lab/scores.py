@@ -119,12 +119,18 @@ class PaperScore:
     outcomes: Outcomes = field(default_factory=Outcomes)
     sanity_passed: int = 0
     sanity_total: int = 0
+    sanity_not_run: int = 0  # of sanity_total: not run (e.g. a run at another scale than the check's)
     errata: list[tuple[str, Claim]] = field(default_factory=list)
     scales: dict[str, str] = field(default_factory=dict)  # experiment -> "paper" | "quick"
 
     @property
     def passed(self) -> int:
         return self.outcomes.passed
+
+    def sanity_text(self) -> str:
+        """``18/18 pass · 3 not run`` (the checks run, and those not run apart)."""
+        run = self.sanity_total - self.sanity_not_run
+        return f"{self.sanity_passed}/{run} pass" + (f" · {self.sanity_not_run} not run" if self.sanity_not_run else "")
 
     @property
     def total(self) -> int:
@@ -211,6 +217,7 @@ def paper_scores(experiments: Iterable[Any], runs_by_exp: dict[str, Any]) -> dic
             if c.kind == "sanity":
                 sc.sanity_total += 1
                 sc.sanity_passed += bool(c.passed)
+                sc.sanity_not_run += status_of(c) == "not-run"
                 continue
             key = result_row(c.result, c.location)
             row = rows[exp.paper].setdefault(key, ResultRow(exp.paper, key))

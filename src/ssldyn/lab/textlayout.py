@@ -138,11 +138,14 @@ def table_lines(
     return out
 
 
-def record_lines(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int, indent: int = 2) -> list[str]:
-    """One block per row: the first cell as a heading, then ``header: value`` lines, wrapped on words."""
+def record_lines(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], width: int, indent: int = 2, *, name_first: bool = False
+) -> list[str]:
+    """One block per row: the first cell as a heading (``header: value`` with ``name_first``, for a first cell
+    that is a bare value such as ``False``), then ``header: value`` lines, wrapped on words."""
     out: list[str] = []
     for r in rows:
-        out.extend(wrap_words(str(r[0]), width))
+        out.extend(wrap_words(f"{headers[0]}: {r[0]}" if name_first else str(r[0]), width))
         for h, c in zip(headers[1:], r[1:]):
             if str(c).strip():
                 lines = wrap_words(f"{h}: {c}" if h else str(c), max(1, width - indent - 2))
@@ -159,10 +162,11 @@ def layout(
     wrap: Sequence[int] = (),
     truncate: Sequence[int] = (),
     right: Sequence[int] = (),
+    name_first: bool = False,
 ) -> list[str]:
-    """:func:`table_lines` when a table fits, else :func:`record_lines`."""
+    """:func:`table_lines` when a table fits, else :func:`record_lines` (``name_first``: see there)."""
     lines = table_lines(headers, rows, width, wrap=wrap, truncate=truncate, right=right)
-    return lines if lines is not None else record_lines(headers, rows, width)
+    return lines if lines is not None else record_lines(headers, rows, width, name_first=name_first)
 
 
 def hanging(label: str, text: str, width: int, label_width: int) -> list[str]:

@@ -32,23 +32,26 @@ __all__ = ["fit_logistic_regression", "linear_probe_accuracy", "knn_accuracy", "
 Metric = Literal["cosine", "euclidean"]
 
 
-def _x(z: ArrayLike) -> np.ndarray:
+def _x(z: ArrayLike, where: str, name: str = "z") -> np.ndarray:
+    """``z`` as an ``(n, d)`` float64 array; a wrong shape or a NaN/inf is one error naming ``where`` and ``name``."""
     x = np.asarray(z.detach().cpu().numpy() if isinstance(z, torch.Tensor) else z, dtype=np.float64)
     if x.ndim != 2:
-        raise ValueError(f"features must have shape (n, d), got {x.shape}")
+        raise ValueError(f"{where}: {name} must have shape (n, d), got {x.shape}")
     if not np.isfinite(x).all():
-        raise ValueError("features contain NaN or inf")
+        raise ValueError(f"{where}: {name} contains NaN or inf")
     return x
 
 
-def _y(y: ArrayLike, n: int) -> np.ndarray:
+def _y(y: ArrayLike, n: int, where: str, name: str = "y") -> np.ndarray:
+    """``y`` as ``(n,)`` int64 class labels; otherwise one error naming ``where`` and ``name``."""
     raw = np.asarray(y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else y)
     if raw.shape != (n,):
-        raise ValueError(f"labels must have shape ({n},), got {raw.shape}")
+        raise ValueError(f"{where}: {name} must have shape ({n},) (one label per row of the features), got {raw.shape}")
     if raw.dtype.kind not in "iub":
         as_float = raw.astype(np.float64) if raw.dtype.kind == "f" else None
         if as_float is None or not np.isfinite(as_float).all() or (as_float != np.round(as_float)).any():
-            raise ValueError(f"labels must be integers (class labels), got dtype {raw.dtype} with non-integer values")
+            raise ValueError(f"{where}: {name} must be integers (class labels), got dtype {raw.dtype} with non-integer "
+                             "values")  # fmt: skip
     return raw.astype(np.int64)
 
 
@@ -68,8 +71,8 @@ def fit_logistic_regression(
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
-    x = _x(z)
-    yy = _y(y, x.shape[0])
+    x = _x(z, "fit_logistic_regression")
+    yy = _y(y, x.shape[0], "fit_logistic_regression")
     classes = np.unique(yy)
     if len(classes) < 2:
         raise ValueError(f"fit_logistic_regression: need at least 2 classes in y, got {classes.tolist()}")
@@ -100,8 +103,9 @@ def linear_probe_accuracy(
     :func:`fit_logistic_regression` (scikit-learn's ``LogisticRegression(C=C)``) on the labels coded as class
     indices (any integer labels, e.g. ``{−1, +1}``).
     """
-    ztr, zte = _x(z_train), _x(z_test)
-    ytr, yte = _y(y_train, len(ztr)), _y(y_test, len(zte))
+    w = "linear_probe_accuracy"
+    ztr, zte = _x(z_train, w, "z_train"), _x(z_test, w, "z_test")
+    ytr, yte = _y(y_train, len(ztr), w, "y_train"), _y(y_test, len(zte), w, "y_test")
     _, codes = np.unique(np.concatenate([ytr, yte]), return_inverse=True)  # labels -> 0..K−1
     ytr, yte = codes[: len(ytr)], codes[len(ytr) :]
     mu, sd = ztr.mean(0), ztr.std(0)
@@ -124,8 +128,9 @@ def knn_accuracy(
     from sklearn.neighbors import KNeighborsClassifier
 
     choice(metric, "metric", ("cosine", "euclidean"), where="knn_accuracy")
-    ztr, zte = _x(z_train), _x(z_test)
-    ytr, yte = _y(y_train, len(ztr)), _y(y_test, len(zte))
+    w = "knn_accuracy"
+    ztr, zte = _x(z_train, w, "z_train"), _x(z_test, w, "z_test")
+    ytr, yte = _y(y_train, len(ztr), w, "y_train"), _y(y_test, len(zte), w, "y_test")
     if not 1 <= k <= len(ztr):
         raise ValueError(f"knn_accuracy: k={k} must be in [1, n_train={len(ztr)}]")
     knn = KNeighborsClassifier(n_neighbors=k, metric=metric, algorithm="brute").fit(ztr, ytr)
@@ -137,8 +142,8 @@ def label_silhouette(z: ArrayLike, labels: ArrayLike, metric: Metric = "cosine")
     from sklearn.metrics import silhouette_score
 
     choice(metric, "metric", ("cosine", "euclidean"), where="label_silhouette")
-    x = _x(z)
-    lab = _y(labels, len(x))
+    x = _x(z, "label_silhouette")
+    lab = _y(labels, len(x), "label_silhouette", "labels")
     n_classes = len(np.unique(lab))
     if not 2 <= n_classes <= len(x) - 1:
         raise ValueError(f"label_silhouette: need 2 <= number of classes <= n-1, got {n_classes}")

@@ -45,6 +45,7 @@ def test_the_readme_has_examples():
 @pytest.mark.parametrize("block", PY_BLOCKS, ids=[b.id for b in PY_BLOCKS])
 def test_python_block_runs(block, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # runs land in ./ssldyn-runs of an empty directory
+    (tmp_path / "ssldyn-runs").mkdir()  # an empty store: `load` refuses a folder that does not exist
     monkeypatch.delenv("SSLDYN_PLUGINS", raising=False)
     code = compile(block.code, f"README.md:{block.line} ({block.heading})", "exec")
     exec(code, {"__name__": "__readme__"})

@@ -133,3 +133,62 @@ def test_experiment_names_are_path_safe():
 
     with pytest.raises(ValueError, match="lowercase"):
         register(Bad)
+
+
+def test_out_that_cannot_be_created_is_refused_up_front_and_the_check_leaves_no_trace(tmp_path, monkeypatch):
+    """``--out`` is tried for real (created, then removed): a folder the OS refuses (e.g. under /proc, where
+    os.access says yes for root) is one UserError before anything runs; a creatable one is left as it was."""
+    from pathlib import Path
+
+    from ssldyn.lab.store import check_out_dir
+
+    fresh = tmp_path / "a" / "b"
+    check_out_dir(fresh)
+    assert not (tmp_path / "a").exists()  # the check created and removed it
+
+    def refuse(self, *a, **k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    with pytest.raises(UserError, match=r"^--out '.*/a/b': cannot be created \(Permission denied\)$"):
+        check_out_dir(fresh)
+
+
+def test_report_of_a_store_without_runs_warns(tmp_path, capsys):
+    """``ssldyn report`` on an empty folder still writes its (empty) report, but says on stderr that it holds no
+    finished runs: a wrong --out is seen, not a report of nothing."""
+    from ssldyn.lab.cli import main
+
+    try:
+        main(["report", str(tmp_path)])
+    except SystemExit as e:
+        assert e.code in (0, None)
+    err = capsys.readouterr().err
+    assert "warning: no finished runs in" in err and (tmp_path / "report" / "index.html").is_file()
+
+
+def test_progress_prints_a_plain_line_per_finished_run_when_not_a_terminal(capsys):
+    """With output redirected (no terminal: rich shows no live bar), each finished or failed run prints one line on
+    stderr (stdout keeps the result tables), so a long reproduce's log grows as it goes; on a terminal the live bar
+    alone."""
+    import io
+
+    from rich.console import Console
+
+    from ssldyn.contract.context import progress_display
+    from ssldyn.lab.executors import _Bar
+
+    for terminal, want in ((False, 3), (True, 0)):
+        buf = io.StringIO()
+        with progress_display(Console(file=buf, force_terminal=terminal, width=100)) as p:
+            bar = _Bar(p, 3, "runs")
+            bar.update(running=1, label="x")  # started: no line
+            bar.update(done=1, running=0)
+            bar.update(failed=1, running=0)
+            bar.update(done=1, running=0)
+        err = capsys.readouterr().err
+        lines = [ln for ln in err.splitlines() if ln.startswith("runs: ") and "/3 · " in ln]
+        assert len(lines) == want, err
+        assert "/3 · " not in buf.getvalue()
+        if want:
+            assert lines[0].startswith("runs: 1/3 · runs: 1 done") and lines[-1].startswith("runs: 3/3 · runs: 2 done")

@@ -42,12 +42,16 @@ class SweepItem:
 
 
 class _Bar:
-    """A rich progress bar of runs done / running / failed (or nothing)."""
+    """A rich progress bar of runs done / running / failed (or nothing). Where the bar's console is not a
+    terminal (output redirected to a file, CI logs), where rich shows no live bar, each finished or failed run
+    prints one plain line on stderr instead, so a long run's log is not empty until the end."""
 
     def __init__(self, progress: Any, total: int, title: str) -> None:
         self.progress, self.task = progress, None
         self.done = self.failed = self.running = 0
-        self.title = title
+        self.title, self.total = title, total
+        console = getattr(progress, "console", None)
+        self.plain = console is not None and not console.is_terminal
         if progress is not None:
             self.task = progress.add_task(self._desc(), total=total)
 
@@ -62,6 +66,9 @@ class _Bar:
         if self.progress is not None:
             desc = self._desc() + (f" · {label}" if label else "")
             self.progress.update(self.task, description=desc, advance=done + failed)
+            if self.plain and done + failed:  # on stderr: stdout keeps the result tables only
+                print(f"{self.title}: {self.done + self.failed}/{self.total} · {self._desc()}", file=sys.stderr,
+                      flush=True)  # fmt: skip
 
 
 #: Ray's retries of a failed run (``--max-retries``)

@@ -412,6 +412,15 @@ def check_out_dir(out: str | Path) -> None:
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
         raise UserError(f"--out {str(p)!r}: not writable")
+    if not p.exists():  # creatable? (os.access says yes for root even where no folder can be made, e.g. /proc)
+        try:
+            p.mkdir(parents=True)
+        except OSError as e:
+            raise UserError(f"--out {str(p)!r}: cannot be created ({e.strerror or e})") from None
+        made = p
+        while made != probe:  # leave no trace: a dry run has no side effects, and the run creates it again
+            made.rmdir()
+            made = made.parent
 
 
 class RunStore:

@@ -67,8 +67,7 @@ class _Bar:
             desc = self._desc() + (f" · {label}" if label else "")
             self.progress.update(self.task, description=desc, advance=done + failed)
             if self.plain and done + failed:  # on stderr: stdout keeps the result tables only
-                print(f"{self.title}: {self.done + self.failed}/{self.total} · {self._desc()}", file=sys.stderr,
-                      flush=True)  # fmt: skip
+                print(f"{self._desc()} ({self.done + self.failed}/{self.total})", file=sys.stderr, flush=True)
 
 
 #: Ray's retries of a failed run (``--max-retries``)

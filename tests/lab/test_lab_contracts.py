@@ -415,7 +415,9 @@ def test_report_headline_side_by_side_and_per_seed_marks(toy_sweep, toy_fail, tm
     assert by_id[paper.path]["rms-small"].status == "pass" and by_id[failing.path]["rms-small"].status == "fail"
     html = build_report(tmp_path).read_text()
     headline = re.search(r"<p id='headline'>(.*?) · built", html).group(1)
-    assert headline.startswith("1/2 paper claims pass · 1 fail (paper-default configurations at paper scale;")
+    assert headline.startswith(
+        "1/2 paper and consequence claims pass · 1 fail (paper-default configurations at paper scale;"
+    )
     assert " · variational 1/2 · 2 experiments · " in headline
     # the paper-scale run is the headline of its article, named as such, with every seed
     art = _article(html, toy_sweep.name)

@@ -149,7 +149,11 @@ def test_variant_in_the_default_output_directory_leaves_the_paper_default_headli
     before = _headline_and_badge(html, toy_sweep.name)
     # the paper-scale run (n = 16, lr = 0.2, seeds 0..4) passes rms-small (0.8^10 ‖x_0‖/4 < 0.5 for every seed)
     rms = [0.8**10 * x0_norm(s, 16) / 4 for s in range(5)]
-    assert max(rms) < 0.5 and before[0].startswith("1/1 paper claims pass") and before[1] == "bp 1/1 claims pass"
+    assert (
+        max(rms) < 0.5
+        and before[0].startswith("1/1 paper and consequence claims pass")
+        and before[1] == "bp 1/1 claims pass"
+    )
     paper_hash = [p.parent.name for p in (tmp_path / "ssldyn-runs" / toy_sweep.name).glob("*/config.json")
                   if '"preset": "paper"' in p.read_text()][0]  # fmt: skip
     assert before[2] == paper_hash

@@ -98,7 +98,9 @@ def test_index_renders_in_chromium(page, tmp_path, toy_sweep):
     with chromium_page() as browser:
         browser.goto((page.parents[2] / "index.html").resolve().as_uri())
         images_loaded(browser)
-        assert browser.evaluate("document.getElementById('headline').textContent").startswith("1/1 paper claims pass")
+        assert browser.evaluate("document.getElementById('headline').textContent").startswith(
+            "1/1 paper and consequence claims pass"
+        )
         broken = browser.evaluate("Array.from(document.images).filter(i => i.loading !== 'lazy' && !i.naturalWidth)"
                                   ".map(i => i.src)")  # fmt: skip
         assert broken == []

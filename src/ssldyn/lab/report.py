@@ -404,7 +404,7 @@ def build_report(out: str | Path) -> Path:
     html = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ssldyn report</title>"
         f"<style>{CSS}</style></head><body><header><h1>ssldyn report</h1>"
-        f"<p id='headline'>{escape(overall.text('paper claims'))} (paper-default configurations at "
+        f"<p id='headline'>{escape(overall.text('paper and consequence claims'))} (paper-default configurations at "
         f"{escape(scale_head)}; only a pass whose control fails counts; sanity checks separate)"
         f"{' · ' + per_paper if per_paper else ''} · {len(by_exp)} experiments · "
         f"ssldyn {escape(__version__)} · built {escape(now)}</p></header><main>{overview}{nav}{''.join(sections)}"

@@ -22,12 +22,18 @@ ROOT = Path(__file__).resolve().parents[2]
 RULE = "─"
 
 
-def _ssldyn(args, columns=80):
+def _env(columns: int | None = 80) -> dict[str, str]:
+    """The environment of a CLI subprocess: this checkout's sources, no plugins, ``columns`` wide (None: as set)."""
     env = {k: v for k, v in os.environ.items() if k != "SSLDYN_PLUGINS"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-    env["COLUMNS"] = str(columns)
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
+    return env
+
+
+def _ssldyn(args, columns=80):
     done = subprocess.run(
-        [sys.executable, "-m", "ssldyn.lab.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "ssldyn.lab.cli", *args], env=_env(columns), capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -246,8 +252,7 @@ def test_show_part_selects_the_claims_or_the_config():
     head = whole.split("\n\n", 1)[0]  # name, description, estimated time: in every part
     assert claims.startswith(head) and config.startswith(head)
     assert whole.splitlines() == claims.splitlines() + config.splitlines()[len(head.splitlines()) :]
-    env = {k: v for k, v in os.environ.items() if k != "SSLDYN_PLUGINS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    env = _env(None)
     bad = subprocess.run([sys.executable, "-m", "ssldyn.lab.cli", "show", "grassmann.fig2", "--part", "both"], env=env,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.strip() == "error: --part 'both': allowed values are all, claims, config"
@@ -256,9 +261,7 @@ def test_show_part_selects_the_claims_or_the_config():
 def test_python_dash_m_ssldyn_is_the_console_command():
     """``python -m ssldyn`` runs the same command line as the ``ssldyn`` script: the same ``list`` output, and a user
     mistake gives one ``error:`` line and exit code 2 (no traceback)."""
-    env = {k: v for k, v in os.environ.items() if k != "SSLDYN_PLUGINS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-    env["COLUMNS"] = "80"
+    env = _env()
     done = subprocess.run(
         [sys.executable, "-m", "ssldyn", "list"], env=env, capture_output=True, text=True, timeout=120
     )

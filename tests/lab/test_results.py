@@ -154,15 +154,13 @@ def test_empty_directory_loads_empty_and_a_missing_one_or_unknown_experiment_is_
     assert len(load(tmp_path / "empty", experiment="variational")) == 0  # a paper: known, just no runs yet
 
 
-def test_select_by_study_keeps_that_sweeps_runs_only(store, toy_sweep):
+def test_select_by_study_keeps_that_sweeps_runs_only(store, toy_sweep, capsys):
     """``select(study=...)`` (the Study or its id) keeps exactly the study's runs; an unknown id is one error."""
     from ssldyn.errors import UserError
-    from ssldyn.lab.cli import main
+    from tests.markdown_examples import run_cli
 
-    try:
-        main(["run", toy_sweep.name, "--quick", "--sweep", "lr=0.05,0.1", "--out", str(store)])
-    except SystemExit as e:  # the CLI exits 0 after a successful run
-        assert e.code in (0, None)
+    code, out = run_cli(["run", toy_sweep.name, "--quick", "--sweep", "lr=0.05,0.1", "--out", str(store)], capsys)
+    assert code in (0, None), out
     res = load(store)
     (s,) = [st for st in res.studies if st.keys == ["lr"] and len(st.hashes) == 2]
     by_obj, by_id = res.select(study=s), res.select(study=s.id)

@@ -157,13 +157,8 @@ def test_out_that_cannot_be_created_is_refused_up_front_and_the_check_leaves_no_
 def test_report_of_a_store_without_runs_warns(tmp_path, capsys):
     """``ssldyn report`` on an empty folder still writes its (empty) report, but says on stderr that it holds no
     finished runs: a wrong --out is seen, not a report of nothing."""
-    from ssldyn.lab.cli import main
-
-    try:
-        main(["report", str(tmp_path)])
-    except SystemExit as e:
-        assert e.code in (0, None)
-    err = capsys.readouterr().err
+    code, _, err = _cli(["report", str(tmp_path)], capsys)
+    assert code in (0, None)
     assert "warning: no finished runs in" in err and (tmp_path / "report" / "index.html").is_file()
 
 

@@ -578,13 +578,14 @@ def report_cmd(directory: Path = typer.Argument(Path("ssldyn-runs"), help="the r
         raise UserError(f"report directory {str(directory)!r} is not a run store (no experiment runs, no .locks); "
                         "give the --out directory of your runs (default: ssldyn-runs)")  # fmt: skip
     from ssldyn.lab.report import build_report
-    from ssldyn.lab.store import RunStore
+    from ssldyn.lab.results import load
 
-    if not RunStore(directory).finished():  # a new or wrong folder: the report would list nothing
+    res = load(directory)  # once: the report is built from the same runs
+    if not res.records:  # a new or wrong folder: the report would list nothing
         err_console.print(f"warning: no finished runs in {str(directory)!r}: the report lists no experiment "
                           "(run `ssldyn reproduce --quick`, or give the --out folder of your runs)", markup=False,
                           soft_wrap=True)  # fmt: skip
-    console.print(f"report: {build_report(directory)}", markup=False, soft_wrap=True)
+    console.print(f"report: {build_report(directory, res)}", markup=False, soft_wrap=True)
 
 
 def _print_scores(out: str | Path) -> None:

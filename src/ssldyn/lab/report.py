@@ -22,7 +22,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssldyn._version import __version__
 from ssldyn.contract.claims import Claim, verdict_of
@@ -33,6 +33,9 @@ from ssldyn.lab.robustness import claims_at
 from ssldyn.lab.scores import Outcomes, PaperScore, canonical_runs, outcome_counts, paper_scores, run_scale
 from ssldyn.lab.store import atomic_write_text
 from ssldyn.lab.study import point_text, value_text
+
+if TYPE_CHECKING:
+    from ssldyn.lab.results import Results
 
 __all__ = ["KIND_TITLES", "build_report"]
 
@@ -259,10 +262,11 @@ def _canonical_by_preset(records: list[Any]) -> dict[tuple[str, str], Any]:
     return out
 
 
-def build_report(out: str | Path) -> Path:
+def build_report(out: str | Path, res: Results | None = None) -> Path:
     """Write ``<out>/report/index.html`` (and a page per study) and return its path.
 
-    Everything shown comes from :func:`ssldyn.results.load`; ``<out>/<experiment>/runs.csv``
+    Everything shown comes from :func:`ssldyn.results.load` (``res``: its result for ``out`` when the caller has
+    loaded it already, so the runs are not listed and verified twice); ``<out>/<experiment>/runs.csv``
     indexes are refreshed on the way. A run that cannot be read is listed as damaged.
     """
     import shutil
@@ -274,7 +278,7 @@ def build_report(out: str | Path) -> Path:
     out = Path(out)
     report_dir = out / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
-    res = load(out)
+    res = load(out) if res is None else res
     try:
         write_index(out, res)
     except OSError:  # a read-only run store still gets its report

@@ -55,6 +55,14 @@ def _y(y: ArrayLike, n: int, where: str, name: str = "y") -> np.ndarray:
     return raw.astype(np.int64)
 
 
+def _train_test(
+    where: str, z_train: ArrayLike, y_train: ArrayLike, z_test: ArrayLike, y_test: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The checked ``(z_train, y_train, z_test, y_test)`` of a probe (:func:`_x`, :func:`_y`, each named)."""
+    ztr, zte = _x(z_train, where, "z_train"), _x(z_test, where, "z_test")
+    return ztr, _y(y_train, len(ztr), where, "y_train"), zte, _y(y_test, len(zte), where, "y_test")
+
+
 def fit_logistic_regression(
     z: ArrayLike, y: ArrayLike, *, C: float = 1.0, max_iter: int = 200
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,9 +111,7 @@ def linear_probe_accuracy(
     :func:`fit_logistic_regression` (scikit-learn's ``LogisticRegression(C=C)``) on the labels coded as class
     indices (any integer labels, e.g. ``{−1, +1}``).
     """
-    w = "linear_probe_accuracy"
-    ztr, zte = _x(z_train, w, "z_train"), _x(z_test, w, "z_test")
-    ytr, yte = _y(y_train, len(ztr), w, "y_train"), _y(y_test, len(zte), w, "y_test")
+    ztr, ytr, zte, yte = _train_test("linear_probe_accuracy", z_train, y_train, z_test, y_test)
     _, codes = np.unique(np.concatenate([ytr, yte]), return_inverse=True)  # labels -> 0..K−1
     ytr, yte = codes[: len(ytr)], codes[len(ytr) :]
     mu, sd = ztr.mean(0), ztr.std(0)
@@ -128,9 +134,7 @@ def knn_accuracy(
     from sklearn.neighbors import KNeighborsClassifier
 
     choice(metric, "metric", ("cosine", "euclidean"), where="knn_accuracy")
-    w = "knn_accuracy"
-    ztr, zte = _x(z_train, w, "z_train"), _x(z_test, w, "z_test")
-    ytr, yte = _y(y_train, len(ztr), w, "y_train"), _y(y_test, len(zte), w, "y_test")
+    ztr, ytr, zte, yte = _train_test("knn_accuracy", z_train, y_train, z_test, y_test)
     if not 1 <= k <= len(ztr):
         raise ValueError(f"knn_accuracy: k={k} must be in [1, n_train={len(ztr)}]")
     knn = KNeighborsClassifier(n_neighbors=k, metric=metric, algorithm="brute").fit(ztr, ytr)

@@ -116,13 +116,16 @@ def flip_patterns(cells: Sequence[tuple[int, int]]) -> np.ndarray | None:
     if len(betas) < 2 or len(Ps) < 2 or len(set(cells)) != len(cells) or len(cells) != len(betas) * len(Ps):
         return None
     U, V = balanced_signs(len(betas)), balanced_signs(len(Ps))  # (Ku, R), (Kv, C)
-    pairs = [(a, b) for a in range(len(U)) for b in range(len(V))]
-    if len(pairs) > MAX_PATTERNS:
-        rng = np.random.default_rng(0)
-        pairs = [pairs[i] for i in rng.choice(len(pairs), MAX_PATTERNS, replace=False)]
-    rows = [betas.index(b) for b, _ in cells]
+    total = len(U) * len(V)  # the pairs (u, v), numbered u-major: never listed, only indexed
+    idx = (
+        np.arange(total)
+        if total <= MAX_PATTERNS
+        else np.random.default_rng(0).choice(total, MAX_PATTERNS, replace=False)
+    )
+    a, b = np.divmod(idx, len(V))  # (K,), (K,)
+    rows = [betas.index(beta) for beta, _ in cells]
     cols = [Ps.index(P) for _, P in cells]
-    return np.stack([U[a][rows] * V[b][cols] for a, b in pairs])  # (K, n)
+    return U[a][:, rows] * V[b][:, cols]  # (K, n)
 
 
 def sign_flip_null(

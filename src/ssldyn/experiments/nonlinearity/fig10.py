@@ -5,8 +5,9 @@ sign-symmetric activations) and seeds as ``nonlinearity.fig4``; the grid is shar
 so running both costs one grid. Controls as in ``nonlinearity.fig4`` (the β-gain claims: the same ReLU
 β-gain at t = 0, since χ̄₊ is a max over M = β·P filters and rises with β before any training); the loss
 comparison's control is its sign-flip null (:func:`~._token_seeds.sign_flip_null`: the same difference with the
-losses swapped in half of the cells, its lower quartile over every relabelling that sums to 0 along each β and P) — at t = 0 the difference is 0 by construction, since
-both losses start from the same filters, so that control could never hold.
+losses swapped in half of the cells, its lower quartile over every relabelling that sums to 0 along each β and
+P) — at t = 0 the difference is 0 by construction, since both losses start from the same filters, so that
+control could never hold.
 Claims: the trends of Fig. 4 hold with the quadratic loss, and its χ̄₊ is lower than InfoNCE's.
 """
 
@@ -88,8 +89,9 @@ class Fig10(_ActivationGridBase):
             "Fig. 4, Fig. 10, Sec. 5.1", kind="paper",
             reading="mean over (activation, β, P) of χ̄₊(quadratic) − χ̄₊(InfoNCE)", relation=lt(-EFFECT_CHI),
             basis="relation: 'not as effective' — a lower matching score", effect=EFFECT_CHI_BASIS,
-            bounds=DIFF_BOUNDS, control="the sign-flip null: the same difference with the two losses swapped in a "
-            "half of the (β, P) cells (the same cells for every activation), its lower quartile over the relabellings (each sums to 0 along every β and every P)",
+            bounds=DIFF_BOUNDS, control="the sign-flip null: the same difference with the two losses swapped in "
+            "half of the (β, P) cells (the same cells for every activation), its lower quartile over the "
+            "relabellings (each sums to 0 along every β and every P)",
         ),
     )  # fmt: skip
 
@@ -105,9 +107,8 @@ class Fig10(_ActivationGridBase):
         wide = d.unstack("activation")  # (β × P cells, activations): one sign pattern for every activation
         out["quadratic-below-infonce"] = Measured(
             float(np.mean(diff)),
-            control=sign_flip_null(
-                wide.to_numpy(), list(wide.index), tail="lower"
-            ),  # each pattern: the mean over the activations
+            # each pattern: the mean over the activations of the signed differences
+            control=sign_flip_null(wide.to_numpy(), list(wide.index), tail="lower"),
             detail=f"quadratic below InfoNCE in {np.mean(diff < 0):.0%} of the cells; (β > 1, "
             f"P > 1), ReLU: {mean_diff(t, {'activation': 'relu', 'loss': 'quadratic'}, {'activation': 'relu', 'loss': 'infonce'}, over_parameterised_cells(cfg.betas, cfg.Ps)):+.3f}",
         )

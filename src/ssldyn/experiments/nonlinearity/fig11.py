@@ -144,8 +144,8 @@ class Fig11(TokenGridExperiment):
             relation=gt(EFFECT_CHI), basis="relation: 'grows'", effect=EFFECT_CHI_BASIS, bounds=(-4.0, 4.0),
             derivation="the caption: little help at small ζ, better at large ζ (App. D: BN offsets the input scale)",
             control="the sign-flip null: the same difference with BN and no BN swapped in half of the cells, its upper "
-            "quartile over the relabellings (each sums to 0 along every β and every P; at t = 0 it is 0 by construction: both networks start from the same "
-            "filters)",
+            "quartile over the relabellings (each sums to 0 along every β and every P; at t = 0 it is 0 by "
+            "construction: both networks start from the same filters)",
         ),
     )  # fmt: skip
 

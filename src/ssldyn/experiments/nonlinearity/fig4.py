@@ -363,14 +363,14 @@ LR_BATCH_PAPER = (
     "Sec. 5 prints lr 2e-3 (the reference's documented command uses 0.02) and batch 128; the paper does not discuss "
     "how the over-parameterisation gain depends on them."
 )
-#: BatchNorm in the token runs: Sec. 5 and App. E.2's Fig. 9/10 paragraphs never mention it (our default, mean-only BN, is the reference
-#: implementation's documented command); off = the network as Sec. 5 describes it, standard = BN with both
-#: statistics backpropagated
+#: BatchNorm in the token runs: Sec. 5 and App. E.2's Fig. 9/10 paragraphs never mention it (our default, mean-only
+#: BN, is the reference implementation's documented command); off = the network as Sec. 5 describes it, standard =
+#: BN with both statistics backpropagated
 BN_KNOBS = {"bn": ["off", "mean_only", "standard"]}
 BN_PAPER = (
     "Sec. 5 and App. E.2's Fig. 9/10 paragraphs do not mention BatchNorm for these runs (it appears only in App. D and "
-    "in App. E.2's BN "
-    "comparisons, Fig. 11 and Table 1); mean-only BN (Def. 5) is the reference implementation's documented command."
+    "in App. E.2's BN comparisons, Fig. 11 and Table 1); mean-only BN (Def. 5) is the reference implementation's "
+    "documented command."
 )
 #: an anchor's negatives: Fig. 3's caption names only other generators' inputs; our default is the reference
 #: implementation's (every other sample of the batch)
@@ -501,11 +501,11 @@ class Fig4(_ActivationGridBase):
             "matching score χ̄₋.", "Fig. 9", kind="paper",
             reading="mean χ̄₋ over (β, P), every activation scored with the signed eq. 181 (one metric: equal filters "
             "score equally, and a sign-symmetric network's signed score is at most its |cos| one): ReLU minus the "
-            "lowest other activation", relation=lt(-EFFECT_CHI), basis="relation: 'the lowest'", effect=EFFECT_CHI_MINUS_BASIS,
+            "lowest other activation", relation=lt(-EFFECT_CHI), basis="relation: 'the lowest'",
+            effect=EFFECT_CHI_MINUS_BASIS,
             bounds=DIFF_BOUNDS, control="the sign-flip null: the same difference with ReLU and each other activation "
             "swapped in half of the cells, its lower quartile over the relabellings (each sums to 0 along every β and "
-            "every P; at t = 0 the difference is 0 by construction: "
-            "the same filters, one metric)",
+            "every P; at t = 0 the difference is 0 by construction: the same filters, one metric)",
         ),
     )  # fmt: skip
     robustness = (

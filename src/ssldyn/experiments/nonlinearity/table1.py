@@ -15,8 +15,8 @@ against the 95 % quantile of that count under agreement, Bin(n_cells, 0.05), and
 agreement claims' controls put our χ̄₊ at initialisation (the same runs, t = 0) in place of the trained one;
 the variant comparisons, whose difference at t = 0 is 0 by construction (the four variants start from the
 same filters), take the sign-flip null of the trained values (:func:`~._token_seeds.sign_flip_null`: the same
-difference with the arms swapped in half of the cells, its upper quartile over every relabelling that sums to 0 along each β and P). An extra
-column trains the μ-only variant at the paper's printed learning rate 2e-3, so the lr choice is
+difference with the arms swapped in half of the cells, its upper quartile over every relabelling that sums to 0
+along each β and P). An extra column trains the μ-only variant at the paper's printed learning rate 2e-3, so the lr choice is
 visible in the table itself. Negatives: every other sample of the batch, as the reference implementation; with Fig.
 3's caption's (other generators only; robustness map ``negatives``, paper scale, 2026-12-06) 13 of 64 cells disagree
 with the printed table (3 with the batch negatives) and ``cells-agree`` fails; 8 of 64 with same-generator
@@ -240,8 +240,7 @@ class Table1(TokenGridExperiment):
             bounds=DIFF_BOUNDS,
             control="the sign-flip null: the same difference with the two groups swapped in half of the cells, "
             "its upper quartile over the relabellings (each sums to 0 along every β and every P: an effect the cells "
-            "share cancels; it tests the cells' "
-            "spread, not the mechanism)",
+            "share cancels; it tests the cells' spread, not the mechanism)",
         ),
         ClaimSpec(
             "mean-only-beats-vanilla", "Backpropagating μ_k but not σ_k² (Def. 5) gives an overall good matching "

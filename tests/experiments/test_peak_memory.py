@@ -5,7 +5,8 @@ The estimate (``Experiment.peak_memory(cfg, n_seeds) -> (bytes, key)``) is what 
 size of a real run: each experiment runs at quick scale in a fresh interpreter (tasks in-process,
 ``workers=1``, so the one process holds the whole run) and the lab records the peak it measured in
 ``meta["memory"]``. The estimate must bound the measured peak from above, without being a blanket
-allowance (at most 3× the measured peak).
+allowance (at most 3× the measured peak). The same quick run checks that every figure it wrote has a caption
+(``Experiment.captions``, stored in ``meta["captions"]``; tests/lab/test_captions.py tests the mechanism).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ssldyn.lab.runner import compute_run, plan_run
 spec = plan_run(sys.argv[1], quick=True)
 run = compute_run(spec, executor="inline", workers=1)
 print("MEMORY " + json.dumps(run.meta["memory"]))
+print("UNCAPTIONED " + json.dumps(sorted(set(run.figures) - set(run.meta["captions"]))))
 """
 
 
@@ -58,6 +60,8 @@ def test_estimate_bounds_the_measured_peak_of_a_quick_run(name):
     line = next(x for x in out.stdout.splitlines() if x.startswith("MEMORY "))
     mem = json.loads(line[len("MEMORY ") :])
     est, measured = mem["estimated"], mem["measured_peak"]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("UNCAPTIONED "))
+    assert json.loads(line[len("UNCAPTIONED ") :]) == [], f"{name}: figures without a caption (declare `captions`)"
     if measured is None:
         pytest.skip("this platform reports no peak resident size")
     assert measured <= est, f"{name}: measured peak {measured / 2**30:.2f} GiB above the estimate {est / 2**30:.2f} GiB"

@@ -36,6 +36,7 @@ class Toy(Experiment):
     description = "toy experiment for the lab tests <b>"
     Config = ToyConfig
     quick = {"n": 4}
+    captions = {"toy.png": "Fig. 0 (toy): ‖x_t‖ against the step <i>"}
 
     def run(self, cfg, ctx):
         CALLS["run"] += 1

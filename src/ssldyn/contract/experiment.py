@@ -35,6 +35,7 @@ those named in ``SSLDYN_PLUGINS``), and each module registers its own through :f
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -85,6 +86,11 @@ class Experiment:
         robustness: :class:`~ssldyn.contract.claims.Robustness` maps of this experiment's headline
             claims — the protocol knobs the paper leaves open and the values to try
             (``ssldyn robustness EXP`` runs them as a study).
+        captions: ``{figure file name or fnmatch pattern: caption}`` for every file :meth:`plots`
+            writes. A caption starts with the paper location the figure reproduces ("Fig. 5
+            (Conj. 2): ...") or with "Extra (not a paper figure): ...", and says what is plotted and
+            how it differs from the paper's figure. The lab stores them with the run (``meta.json``)
+            and the report prints them under each image.
     """
 
     name: ClassVar[str]
@@ -103,6 +109,7 @@ class Experiment:
     paper_seeds: ClassVar[int | None] = None
     paper_seeds_reason: ClassVar[str] = ""
     robustness: ClassVar[tuple[Robustness, ...]] = ()
+    captions: ClassVar[Mapping[str, str]] = {}
 
     def run(self, cfg: Any, ctx: Context) -> Result | list[Result]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -118,6 +125,13 @@ class Experiment:
     def plots(self, cfg: Any, result: Result, fig_dir: Path) -> list[Path]:
         """The paper's figure(s) from the first seed's result (``result.seed_results`` holds all seeds)."""
         return []
+
+    @classmethod
+    def caption(cls, filename: str) -> str | None:
+        """The declared caption of figure file ``filename`` (an exact key first, then the patterns in order)."""
+        if filename in cls.captions:
+            return cls.captions[filename]
+        return next((c for key, c in cls.captions.items() if fnmatch.fnmatchcase(filename, key)), None)
 
     # -- configs ----------------------------------------------------------------------
     @classmethod

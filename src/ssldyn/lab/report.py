@@ -28,7 +28,7 @@ from ssldyn._version import __version__
 from ssldyn.contract.claims import Claim, verdict_of
 from ssldyn.contract.experiment import PAPERS
 from ssldyn.lab.registry import all_experiments
-from ssldyn.lab.report_study import relative_url, slug
+from ssldyn.lab.report_study import figure_caption, figure_html, relative_url, slug
 from ssldyn.lab.robustness import claims_at
 from ssldyn.lab.scores import Outcomes, PaperScore, canonical_runs, outcome_counts, paper_scores, run_scale
 from ssldyn.lab.store import atomic_write_text
@@ -52,7 +52,7 @@ td,th{border:1px solid #d8dce2;padding:4px 8px;text-align:left;vertical-align:to
 .badge{display:inline-block;padding:2px 8px;border-radius:10px;font-size:13px;margin-right:6px}
 .bp{background:#dcf2e0;color:#17702c}.bf{background:#fbe0de;color:#b3261e}.bn{background:#e9ecf1;color:#444}
 figure{display:inline-block;margin:6px 12px 6px 0}figure img{max-width:560px;max-height:420px;border:1px solid #ddd;background:#fff}
-figcaption{font-size:12px;color:#555}pre{background:#f1f3f6;padding:8px;overflow:auto;font-size:12px;max-height:260px}
+figcaption{font-size:12px;color:#555;max-width:560px}pre{background:#f1f3f6;padding:8px;overflow:auto;font-size:12px;max-height:260px}
 .meta{color:#555;font-size:13px}.note{background:#fff7e0;border-left:3px solid #e0a800;padding:4px 8px;font-size:13px;margin:4px 0}
 """
 
@@ -116,9 +116,7 @@ def _run_block(run: Any, report_dir: Path) -> str:
     meta, rec = run.meta, run.config_record
     notes = "".join(f"<div class='note'>{escape(str(n))}</div>" for n in run.notes)
     figs = "".join(
-        f"<figure><a href='{relative_url(f, report_dir)}'><img src='{relative_url(f, report_dir)}' alt='{escape(f.name)}' loading='lazy'></a>"
-        f"<figcaption>{escape(f.name)}</figcaption></figure>"
-        for f in run.figures
+        figure_html(f, report_dir, figure_caption(run.experiment, meta, f.name), link=True) for f in run.figures
     )
     cfg = escape(json.dumps(rec.get("config", {}), indent=2, sort_keys=True))
     label = meta.get("label") or ""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Mapping
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -307,6 +308,29 @@ def write_study_page(results: Any, study: Study, report_dir: Path, css: str, fai
     return path
 
 
+def figure_caption(experiment: str, meta: Mapping[str, Any], name: str) -> str | None:
+    """The caption of figure file ``name`` of a stored run: the one stored with the run (``meta["captions"]``),
+    else the experiment's declared one (a run stored before captions were kept), else None."""
+    stored = meta.get("captions")
+    if isinstance(stored, Mapping) and isinstance(stored.get(name), str):
+        return stored[name]
+    from ssldyn.contract.experiment import registered
+    from ssldyn.lab.registry import load_all
+
+    load_all()
+    cls = next((e for e in registered() if e.name == experiment), None)
+    return None if cls is None else cls.caption(name)
+
+
+def figure_html(f: Path, page_dir: Path, caption: str | None, *, link: bool = False) -> str:
+    """One ``<figure>``: the image (a link to it with ``link``) over its file name and caption."""
+    url = relative_url(f, page_dir)
+    img = f"<img src='{url}' alt='{escape(caption or f.name)}' loading='lazy'>"
+    text = f"<code>{escape(f.name)}</code>" + (f" — {escape(caption)}" if caption else "")
+    body = f"<a href='{url}'>{img}</a>" if link else img
+    return f"<figure>{body}<figcaption>{text}</figcaption></figure>"
+
+
 def _index(values: tuple[Any, ...], v: Any) -> int:
     """The position of ``v`` among an axis's ``values`` (matched by :func:`~ssldyn.lab.study.value_key`; -1: absent)."""
     key = value_key(v)
@@ -321,10 +345,6 @@ def _point_block(rec: Any, page_dir: Path) -> str:
                     f"</td><td class='num'>{escape(c.measured_text())}</td><td>{escape(c.expected)}</td></tr>")  # fmt: skip
     claims = ("<table><tr><th></th><th>claim</th><th>statement</th><th>measured (95% interval)</th><th>expected</th>"
               f"</tr>{''.join(rows)}</table>") if rows else "<p class='meta'>No claims.</p>"  # fmt: skip
-    figs = "".join(
-        f"<figure><img src='{relative_url(f, page_dir)}' alt='{escape(f.name)}'><figcaption>{escape(f.name)}</figcaption>"
-        "</figure>"
-        for f in rec.figures
-    )
+    figs = "".join(figure_html(f, page_dir, figure_caption(rec.experiment, rec.meta, f.name)) for f in rec.figures)
     return (f"<p class='meta'>{escape(rec.label)} · <a href='{relative_url(rec.path, page_dir)}/'>run directory "
             f"{escape(rec.path.name)}</a></p>{claims}<div>{figs}</div>")  # fmt: skip

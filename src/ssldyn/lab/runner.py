@@ -392,7 +392,8 @@ def compute_run(
             "canonical": spec.canonical, "label": spec.describe(), "started": started,
             "run_seconds": round(run_seconds, 3), "total_seconds": round(time.perf_counter() - t0, 3),
             "torch": torch.__version__, "python": platform.python_version(), "host": platform.node(),
-            "threads": torch.get_num_threads(), "memory": memory}  # fmt: skip
+            "threads": torch.get_num_threads(), "memory": memory,
+            "captions": {n: c for n in figures if (c := exp_cls.caption(n)) is not None}}  # fmt: skip
     return ComputedRun(spec, record, meta, results, claims, figures)
 
 

@@ -6,7 +6,7 @@ size of a real run: each experiment runs at quick scale in a fresh interpreter (
 ``workers=1``, so the one process holds the whole run) and the lab records the peak it measured in
 ``meta["memory"]``. The estimate must bound the measured peak from above, without being a blanket
 allowance (at most 3× the measured peak). The same quick run checks that every figure it wrote has a caption
-(``Experiment.captions``, stored in ``meta["captions"]``; tests/lab/test_captions.py tests the mechanism).
+(``Experiment.caption``: the experiment's ``captions.md`` section, stored in ``meta["captions"]``; tests/lab/test_captions.py tests the mechanism).
 """
 
 from __future__ import annotations

@@ -91,6 +91,9 @@ class Experiment:
             (Conj. 2): ...") or with "Extra (not a paper figure): ...", and says what is plotted and
             how it differs from the paper's figure. The lab stores them with the run (``meta.json``)
             and the report prints them under each image.
+        captions_file: a Markdown captions file (format: :mod:`ssldyn.contract.captions`) whose
+            section named after the experiment adds captions (``captions`` in code win); the built-in
+            papers keep theirs in ``experiments/<paper>/captions.md``.
     """
 
     name: ClassVar[str]
@@ -110,6 +113,7 @@ class Experiment:
     paper_seeds_reason: ClassVar[str] = ""
     robustness: ClassVar[tuple[Robustness, ...]] = ()
     captions: ClassVar[Mapping[str, str]] = {}
+    captions_file: ClassVar[Path | None] = None
 
     def run(self, cfg: Any, ctx: Context) -> Result | list[Result]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -127,11 +131,20 @@ class Experiment:
         return []
 
     @classmethod
+    def figure_captions(cls) -> dict[str, str]:
+        """Every declared caption: this experiment's section of ``captions_file``, then ``captions`` (they win)."""
+        from ssldyn.contract.captions import read_captions
+
+        from_file = {} if cls.captions_file is None else read_captions(cls.captions_file).get(cls.name, {})
+        return {**from_file, **cls.captions}
+
+    @classmethod
     def caption(cls, filename: str) -> str | None:
         """The declared caption of figure file ``filename`` (an exact key first, then the patterns in order)."""
-        if filename in cls.captions:
-            return cls.captions[filename]
-        return next((c for key, c in cls.captions.items() if fnmatch.fnmatchcase(filename, key)), None)
+        caps = cls.figure_captions()
+        if filename in caps:
+            return caps[filename]
+        return next((c for key, c in caps.items() if fnmatch.fnmatchcase(filename, key)), None)
 
     # -- configs ----------------------------------------------------------------------
     @classmethod

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated
 
 import numpy as np
@@ -43,6 +44,7 @@ class GrassmannExperiment(Experiment):
     """
 
     paper = "grassmann"
+    captions_file = Path(__file__).with_name("captions.md")  # the figures' captions, one section each
     batch_seeds = True
     threads = 1
 

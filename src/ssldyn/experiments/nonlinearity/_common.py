@@ -10,6 +10,8 @@ tensors the config asks for, each times the number of live copies measured (max 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from ssldyn.contract import Experiment
@@ -29,6 +31,7 @@ class NonlinearityExperiment(Experiment):
     """
 
     paper = "nonlinearity"
+    captions_file = Path(__file__).with_name("captions.md")  # the figures' captions, one section each
     threads = 1
 
 

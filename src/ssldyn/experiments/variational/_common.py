@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ssldyn.contract import Experiment
 
 
@@ -13,4 +15,5 @@ class VariationalExperiment(Experiment):
     """
 
     paper = "variational"
+    captions_file = Path(__file__).with_name("captions.md")  # the figures' captions, one section each
     threads = 1

@@ -125,3 +125,22 @@ def test_rel_span_closed_forms_linear_and_quadratic_and_relu_by_quadrature(a_deg
     ref = np.ptp(energy(a)) / np.ptp(energy(0.0))
     got = _rel_span(torch.tensor(th, dtype=torch.float64), angles, a_deg, "relu")
     assert got == pytest.approx(ref, rel=1e-8)
+
+
+def test_plotted_counts_are_the_claims_counts(tmp_path):
+    """augmentation.png's right panel draws removes-some's dense grid for the activation and the linear control; the
+    dots on the left panel are the maxima the config-grid table counts."""
+    from ssldyn.experiments.nonlinearity.augmentation import _maxima
+    from ssldyn.lab import run_experiment
+
+    out = run_experiment("nonlinearity.augmentation", quick=True, out=tmp_path)
+    r = out.run.result()
+    claim = {c.id: c for c in out.claims}["removes-some"]
+    d = r.tables["dense_counts"]
+    assert d["range_deg"].iloc[0] == 0 and d["range_deg"].is_monotonic_increasing
+    assert d["n_maxima"].iloc[0] - d["n_maxima"].iloc[1:].min() == claim.measured
+    assert d["n_maxima_linear"].iloc[0] - d["n_maxima_linear"].iloc[1:].min() == claim.control_values[0]
+    c, m = r.tables["curves"], r.tables["maxima"]
+    ref = float(np.ptp(c["a=0"]))
+    for a, n in zip(m["range_deg"], m["n_maxima"]):
+        assert len(_maxima(c[f"a={a:g}"].to_numpy(), ref, 1e-4)[0]) == n

@@ -134,7 +134,27 @@ def test_app_d_statistics_against_the_numpy_reference(zeta):
         assert stats[f"median_small_d_log_speed_{key}"] == pytest.approx(np.median(sd), rel=1e-9)
         # speed-evened's two-sided reading: the median of |log ratio| (not |median|)
         assert stats[f"median_small_d_abs_log_speed_{key}"] == pytest.approx(np.median(np.abs(sd)), rel=1e-9)
+        # the per-draw values batchnorm.png plots (NaN on the draws without signal)
+        col = draws[f"small_d_log_speed_{key}"].to_numpy()
+        assert np.isnan(col[~ok]).all()
+        np.testing.assert_allclose(col[ok], sd, rtol=1e-9)
     assert stats["cor3_rel_err"] < 1e-10 < stats["cor3_plain_rel_err"]
+
+
+def test_batchnorm_figure_data_is_the_speed_claims_reading(tmp_path):
+    """batchnorm.png plots, per draw, the log speed ratio of the smallest- and largest-d_k RF (the reading of
+    slow-without-bn and speed-evened), not only the input-scale split (which passes where speed-evened fails)."""
+    from ssldyn.lab import run_experiment
+
+    out = run_experiment("nonlinearity.batchnorm", quick=True, seeds=2, out=tmp_path)
+    claims = {c.id: c for c in out.claims}
+    for i, seed in enumerate(out.run.seeds):
+        d = out.run.result(seed).tables["draws"]
+        plain, bn = d["small_d_log_speed_plain"].dropna(), d["small_d_log_speed_bn"].dropna()
+        assert len(bn) == len(plain) == d["all_rf_signal"].sum() > 0
+        assert np.median(plain) == pytest.approx(claims["slow-without-bn"].values[i], abs=1e-5)
+        assert np.median(np.abs(bn)) == pytest.approx(claims["speed-evened"].values[i], abs=1e-5)
+    assert {p.name for p in out.run.figures} == {"batchnorm.png"}
 
 
 def test_batchnorm_removes_the_input_scale():

@@ -69,6 +69,36 @@ def test_fig12_fig13_quick(tmp_path):
     assert s["added_laplacian_aug"] < s["added_laplacian_noaug"]  # what training added, w₀ projected out
     assert out12.run.summary["laplacian_aug"] == s["laplacian_aug"]  # the same training (same seed and config)
     assert "filters_noaug_linear" in out12.run.result(0).arrays  # the linear control trains in the same run
+    assert "fig12_filters_aug.png" not in {p.name for p in out12.run.path.rglob("*.png")}  # Fig. 13's image
+
+
+def _added_laplacian(W, W0) -> float:
+    """Laplacian energy of what training added, (W − W0) with each filter's w₀ projected out, written out here."""
+    D = torch.as_tensor(W, dtype=torch.float64) - torch.as_tensor(W0, dtype=torch.float64)
+    W0 = torch.as_tensor(W0, dtype=torch.float64)
+    D = D - (D * W0).sum(-1, keepdim=True) / (W0 * W0).sum(-1, keepdim=True) * W0  # (4, M, 196)
+    return float(np.mean([laplacian_energy(D[k].reshape(-1, 14, 14)) for k in range(D.shape[0])]))
+
+
+def test_fig13_smoothness_plots_the_claims_added_part_ratio(tmp_path):
+    """fig13_smoothness.png's ratio curve is the smoother-added reading at the last step and its first-step control at
+    step 1 (the old figure showed only the raw, init-confounded roughness); the last value is recomputed from the
+    stored filters."""
+    from ssldyn.experiments.nonlinearity.fig12 import added_ratio_path, probe_path
+
+    out = run_experiment("nonlinearity.fig13", quick=True, seeds=1, sets={"steps": 64, "log_every": 32}, out=tmp_path)
+    r = out.run.result(0)
+    claim = {c.id: c for c in out.claims}["smoother-added"]
+    t, ratio = added_ratio_path(r.tables["metrics"])
+    assert t[0] == 1 and t[-1] == 64
+    assert ratio[-1] == pytest.approx(claim.measured, rel=1e-5)
+    assert ratio[0] == pytest.approx(claim.control_values[0], rel=1e-4)
+    s = r.summary
+    assert ratio[0] == pytest.approx(s["added_step1_laplacian_aug"] / s["added_step1_laplacian_noaug"], rel=1e-4)
+    W0 = r.arrays["filters_init"]
+    for i, c in enumerate(("noaug", "aug")):
+        _, lap = probe_path(r.tables["metrics"], i, "laplacian_added")
+        assert lap[-1] == pytest.approx(_added_laplacian(r.arrays[f"filters_{c}"], W0), rel=1e-4)
 
 
 def test_project_out_init_and_added_stats_against_formulas():
@@ -80,6 +110,9 @@ def test_project_out_init_and_added_stats_against_formulas():
     P = project_out_init(D, W0)
     torch.testing.assert_close((P * W0).sum(-1), torch.zeros(4, 3, dtype=torch.float64), atol=1e-12, rtol=0)
     torch.testing.assert_close(project_out_init(D + 2.5 * W0, W0), P)  # weight decay's shrinkage is removed
+    # the projection written out, P = D − (⟨D, w₀⟩ / ‖w₀‖²) w₀ per filter (zeros would pass the two lines above)
+    ref = D - ((D * W0).sum(-1, keepdim=True) / (W0 * W0).sum(-1, keepdim=True)) * W0
+    torch.testing.assert_close(P, ref, atol=1e-12, rtol=0)
     # participation ratio (Σσ²)²/(MΣσ⁴): 1/M for one shared direction, 1 for M orthonormal ones
     M = 4
     same = torch.randn(196, generator=g, dtype=torch.float64).expand(1, M, 196) * torch.arange(1.0, 5.0)[None, :, None]

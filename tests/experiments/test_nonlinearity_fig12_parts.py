@@ -78,3 +78,36 @@ def test_filter_stats_against_numpy_per_rf_then_mean():
     assert not math.isclose(per_rf[0]["laplacian"], per_rf[1]["laplacian"], rel_tol=0.5)
     # without patches: no "match"
     assert "match" not in filter_stats(torch.tensor(W))
+
+
+def test_filter_grid_tiles_the_m_filters_of_each_receptive_field(tmp_path, monkeypatch):
+    """Fig. 12 / 13 panels: panel k shows the M filters of RF k (the stored array is one seed's (4, M, 196)); the old
+    code indexed [0] (RF 0, believed to be a seed) and showed filter k of RF 0 as "RF k"."""
+    from ssldyn.contract import Result
+    from ssldyn.experiments.nonlinearity import fig12
+    from ssldyn.viz.images import tile_filters
+
+    M = 16
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(4, M, 196)) + 10.0 * np.arange(4)[:, None, None]  # every RF distinct
+    summary = {f"{k}_noaug": 1.0 for k in ("laplacian", "tv", "abs_cos")}
+    res = Result(arrays={"filters_noaug": W}, summary=summary, seed=0)
+    figs = []
+
+    def keep(fig, path):
+        figs.append(fig)
+        return path
+
+    monkeypatch.setattr(fig12, "save_figure", keep)
+    fig12.Fig12()._grid(res, "noaug", tmp_path, "x.png")
+    (fig,) = figs
+    axes = [a for a in fig.axes if a.images]
+    assert len(axes) == 4
+    for k, a in enumerate(axes):
+        shown = a.images[0].get_array()
+        expected = tile_filters(W[k].reshape(M, 14, 14))  # 4 × 4 tiles of RF k's filters
+        assert shown.shape == expected.shape
+        np.testing.assert_allclose(np.ma.filled(shown, np.nan), expected)
+        assert str(k) in a.get_title()
+    with pytest.raises(ValueError, match=r"expected \(4 RFs, M, 196\)"):
+        fig12.Fig12()._grid(Result(arrays={"filters_noaug": W[None]}, summary=summary), "noaug", tmp_path, "y.png")

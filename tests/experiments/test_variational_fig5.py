@@ -205,3 +205,57 @@ def test_positive_term_reaches_both_dynamics(positive_term):
     make = averaging_net_factory(10, "cpu")
     net = fc.run_network(make(1, torch.Generator().manual_seed(1)), m, loss=loss, lr=0.01, steps=2, record=[0, 1, 2])
     assert net.loss[0, 0] == pytest.approx(expected, rel=1e-12)  # the shifted net starts at z0
+
+
+def test_figure_row_and_curve_of_the_uniform_start_are_the_claims_run(tmp_path):
+    """Referee D4: the uniform-start row shows the network run from the invariant uniform start that
+    uniform-start-clusters reads: its snapshots lie on the run's records (the end included), their silhouettes
+    (scikit-learn, from the drawn embeddings) are the stored probe's at those times, and the largest of the drawn
+    probe curve is the claim's value. Panels are titled by iteration and flow time."""
+    from sklearn.metrics import silhouette_score
+
+    from ssldyn.experiments.variational.fig5 import probe_series, snapshot_rows
+
+    cfg = build_config(Fig5.Config, {"steps_network": 40, "horizon_network": 20, "steps_vanilla": 40,
+                                     "horizon_vanilla": 20, "probe_step": 5, "table_lrs": [0.3, 0.05],
+                                     "table_time": 1.0, "snapshots_network": [0, 5, 10, 20], "snapshots_long": [40],
+                                     "snapshots_vanilla": [0, 20], "gif_frames": 3, "uniform_time": 4.0})  # fmt: skip
+    (res,) = Fig5().run(cfg, Context(seed=0, seeds=(0,)))
+    res.seed = 0
+    a = res.arrays
+    rows = snapshot_rows(cfg, a, "")
+    uni = rows[-1]
+    assert "uniform start" in uni.label and "uniform-start-clusters" in uni.label
+    assert uni.steps.tolist() == [0, 5, 10, 20, 40] and uni.times[-1] == pytest.approx(cfg.uniform_time)
+    times = a["uniform/network/times"]
+    for k, z in zip(uni.steps, uni.z):
+        i = int(np.flatnonzero(np.isclose(times, k * cfg.lr_network))[0])
+        assert silhouette_score(z, a["labels"], metric="cosine") == pytest.approx(a["uniform/network/silhouette"][i],
+                                                                                   abs=1e-9)  # fmt: skip
+    series, marks, levels = probe_series(cfg, res, "")
+    label, p = series[-1]
+    assert "uniform start" in label
+    claim = Fig5().measure(cfg, res)["uniform-start-clusters"]
+    assert claim.value == pytest.approx(p.silhouette[:, 0].max(), abs=1e-12)
+    assert [m.t for m in marks] == pytest.approx([5 * 0.1, 20 * 0.1, 20 * 0.01])  # iterations 15/200/1000 at quick
+    assert levels[0].value == cfg.persist_level
+    paths = Fig5().plots(cfg, res, tmp_path)
+    assert all(Fig5.caption(q.name) for q in paths)
+
+
+def test_probe_figure_does_not_join_the_start_to_the_first_record(monkeypatch, tmp_path):
+    """Referee D5: on the log time axis the t = 0 value is a marker at the left edge, not a point moved onto the first
+    record's time (which drew a vertical segment at t = σ); the panels carry y labels."""
+    figs = []
+    monkeypatch.setattr(fc, "save_figure", lambda fig, path: figs.append(fig) or path)
+    t = np.array([0.0, 1.0, 2.0, 3.0])
+    v = np.array([[5.0], [1.0], [0.5], [0.4]])
+    p = fc.Probes(t, v, np.zeros((1, 1, 1)), v, v)
+    fc.probe_figure([("σ = 1", p)], 0.0, tmp_path / "p.png", marks=[fc.Mark(2.0, "it 2", 0)])
+    (fig,) = figs
+    for ax in fig.axes[:3]:
+        lines = [ln for ln in ax.get_lines() if ln.get_label() == "σ = 1"]
+        np.testing.assert_array_equal(lines[0].get_xdata(), [1.0, 2.0, 3.0])
+        start = [ln for ln in ax.get_lines() if ln.get_marker() == "o" and len(ln.get_xdata()) == 1]
+        assert start[0].get_xdata()[0] < 1.0 and start[0].get_ydata()[0] == 5.0
+        assert ax.get_ylabel()

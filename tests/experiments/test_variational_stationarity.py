@@ -179,3 +179,28 @@ def test_lemma_a2_sample_on_random_centres_matches_finite_differences_and_eq27_w
         assert adm == bool(ok[s])
     assert 0 < int(ok.sum()) < n  # the sample holds both kinds
     assert float(q[ok].min()) > 0.5 and float(q.min()) < 0  # the lemma holds; an inadmissible h can lower the loss
+
+
+def test_eq8_panel_draws_no_gap_where_none_is_defined(tmp_path, monkeypatch):
+    """Referee (stationarity figure): the one-atom measures have no pair of atoms, so eq. (8)'s gap is undefined (NaN):
+    the panel draws a bar for every measure with a gap, of the largest gap over τ (eq8-printed's per-measure
+    numbers, from the stored table), and 'n/a' for the others — it used to draw them as a gap of 0."""
+    import numpy as np
+
+    from ssldyn.experiments.variational import stationarity as st
+
+    out = run_experiment("variational.stationarity", quick=True, seeds=1, out=tmp_path)
+    res = out.run.result()
+    figs = []
+    monkeypatch.setattr(st, "save_figure", lambda fig, path: figs.append(fig) or path)
+    cfg = st.Stationarity.quick_config()
+    st.Stationarity().plots(cfg, res, tmp_path)
+    (fig,) = figs
+    panel = fig.axes[1]
+    t = res.tables["symmetric"]
+    gaps = t.groupby("measure", sort=False)["eq8_gap"].max()  # NaN for the one-atom measures
+    bars = [b.get_width() for b in panel.patches]
+    np.testing.assert_allclose(sorted(bars), sorted(gaps.dropna()), rtol=1e-12)
+    assert min(bars) > 0.1  # every drawn gap is the erratum's (order 1), none is a filled-in 0
+    na = [x.get_text() for x in panel.texts if x.get_text().startswith("n/a")]
+    assert len(na) == int(gaps.isna().sum()) == 2

@@ -74,6 +74,7 @@ from typing import Annotated
 
 import numpy as np
 import torch
+from matplotlib.ticker import NullFormatter
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.contract import Context, Result, register
@@ -339,7 +340,8 @@ class Collapse(GrassmannExperiment):
     # 7: lemma1-through-training (Sec. 2.1: Lemma 1 holds through training for wide nets; a referee's finding)
     # 8: remark1-regression-decouples, prop1-same-dynamics, loss2-same-dynamics are sanity (algebraic identities, 0.0
     # bitwise, as lemma1-linear-kernel; a referee's finding), and a robustness map over epochs for the collapse claims
-    version = "8"
+    # 9: figures only: every seed, the loss-(2) curve (new array loss2/sv_ratio), the 1e-3 tolerance, kernel labels
+    version = "9"
     robustness = (
         Robustness(
             claims=("prop1-collapse", "loss2-collapse"),
@@ -750,6 +752,7 @@ class Collapse(GrassmannExperiment):
             res_s[s]["loss2_same_dynamics_dev"] = float(nc_dev[s])
             res_s[s]["loss2_final_sv_ratio"] = float(svr[-1, s])
             res_s[s]["loss2_init_sv_ratio"] = float(svr[0, s])
+            arrays[s]["loss2/sv_ratio"] = svr[:, s].numpy()
             res_s[s]["loss2_printed_trace_over_loss"] = float(tr_printed[s] / L2[s])
             res_s[s]["loss2_used_trace_over_loss"] = float(tr_used[s] / L2[s])
         for regime in ("frobenius", "orthogonal"):
@@ -853,25 +856,49 @@ class Collapse(GrassmannExperiment):
         }  # fmt: skip
 
     def plots(self, cfg: CollapseConfig, result: Result, fig_dir: Path):
-        fig, ax = new_figure(2, 1, size=(4.4, 3.4))
-        ep = result.arrays["epochs"]
-        names = ("linear", "kernel", "projector", "frobenius", "orthogonal", "infonce", "spectral")
-        for i, name in enumerate(names):
-            ls = "--" if name in ("infonce", "spectral") else "-"
-            ax[0, 0].plot(ep, np.maximum(result.arrays[f"{name}/sv_ratio"], 1e-18), ls, color=PALETTE[i % 8],
-                          label=name)  # fmt: skip
-        ax[0, 0].set(xlabel="epoch", ylabel="σ_min/σ_max of embedding", yscale="log", title="collapse")
-        ax[0, 0].legend(fontsize=7)
+        fig, ax = new_figure(2, 1, size=(5.0, 3.9))
+        runs = result.seed_results or [result]
+        for r in runs:
+            ep = r.arrays["epochs"]
+            for i, (name, (label, ls)) in enumerate(SV_CURVES.items()):
+                if f"{name}/sv_ratio" not in r.arrays:  # loss2: a run stored before it was recorded
+                    continue
+                first = r is runs[0]
+                ax[0, 0].plot(ep, np.maximum(r.arrays[f"{name}/sv_ratio"], 1e-18), ls=ls, color=PALETTE[i % 8],
+                              lw=1.3 if first else 0.6, alpha=1.0 if first else 0.45,
+                              label=label if first else None)  # fmt: skip
+        ax[0, 0].axhline(1e-3, color="k", ls=":", lw=1, label="1e-3: collapsed (claims' tolerance)")
+        ax[0, 0].set(xlabel="epoch", ylabel=r"$\sigma_{\min}/\sigma_{\max}$ of the embedding", yscale="log")
+        ax[0, 0].set_title(f"Prop. 1–3, Remarks 2–3: collapse probe\n(thick: seed {result.seed}; thin: the other "
+                           f"{len(runs) - 1} seed(s))", fontsize=9)  # fmt: skip
+        ax[0, 0].legend(fontsize=6, loc="lower left")
         hs = cfg.ntk_widths
         sm = result.summary
         for key, label, color in (("ntkparam", "NTK param.", PALETTE[0]), ("corr_ntkparam", "control ρ-correlated W2",
                                                                           PALETTE[3])):  # fmt: skip
-            ax[0, 1].plot(hs, [sm[f"tanh_h{h}_{key}_cross"] for h in hs], "o-", color=color, label=f"{label}: cross")
+            ax[0, 1].plot(hs, [sm[f"tanh_h{h}_{key}_cross"] for h in hs], "o-", color=color,
+                          label=f"{label}: cross " + r"$\mathrm{max}_{l\neq j}|K_{lj}|$")  # fmt: skip
             ax[0, 1].plot(hs, [sm[f"tanh_h{h}_{key}_spread"] for h in hs], "s--", color=color,
-                          label=f"{label}: spread")  # fmt: skip
+                          label=f"{label}: spread " + r"$\mathrm{max}|K_{ll}-K_{jj}|$")  # fmt: skip
         ref = sm[f"tanh_h{hs[0]}_ntkparam_cross"]
-        ax[0, 1].plot(hs, [ref * (h / hs[0]) ** -0.5 for h in hs], ":", color="gray", label="∝ h^(−1/2)")
-        ax[0, 1].set(xscale="log", yscale="log", xlabel="width h", ylabel="relative size",
-                     title=f"Lemma 1: tanh NTK ({cfg.ntk_draws} draws)")  # fmt: skip
+        ax[0, 1].plot(hs, [ref * (h / hs[0]) ** -0.5 for h in hs], ":", color="gray", label=r"$\propto h^{-1/2}$")
+        ax[0, 1].set(xscale="log", yscale="log", xlabel="width h", ylabel=r"relative to $\mathrm{max}_l |K_{ll}|$")
+        ax[0, 1].set_xticks(hs, [str(h) for h in hs], fontsize=8)  # the widths themselves: h may span < 1 decade
+        ax[0, 1].xaxis.set_minor_formatter(NullFormatter())  # (matplotlib's minor labels would collide there)
+        ax[0, 1].set_title(f"Lemma 1: tangent kernel of the tanh net at init\n(seed {result.seed}, mean of "
+                           f"{cfg.ntk_draws} draws)", fontsize=9)  # fmt: skip
         ax[0, 1].legend(fontsize=6)
         return [save_figure(fig, fig_dir / "collapse.png")]
+
+
+#: the collapse-probe curves: array prefix -> (legend label, line style)
+SV_CURVES = {
+    "linear": ("Prop. 1: linear model, loss (1)", "-"),
+    "kernel": ("Prop. 1: kernel model, loss (1)", "-"),
+    "loss2": ("Prop. 1: linear model, loss (2)", (0, (6, 2))),
+    "projector": ("Remark 3: fixed projector", "-"),
+    "frobenius": ("Prop. 2: Frobenius balls", "-"),
+    "orthogonal": ("Prop. 3: Stiefel (orthogonality)", "-"),
+    "infonce": ("Remark 2: InfoNCE", "--"),
+    "spectral": ("Remark 2: spectral contrastive", ":"),
+}

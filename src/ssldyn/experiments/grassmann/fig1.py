@@ -130,7 +130,9 @@ class Fig1(GrassmannExperiment):
     # a robustness map over lr × hidden; 6: one sv_ratio_at_init (the regimes share their start; was one per regime)
     # 7: unconstrained-diverges reads the growth from epoch 0 when every member overflowed before the collapse epoch
     # (was NaN, a fail); a robustness map over large steps
-    version = "7"
+    # 8: figures only: the data set, the constrained losses on a linear axis, thresholds and σ ratios on the figures
+    # (new arrays x, x_pos: the data set); claims unchanged
+    version = "8"
     robustness = (
         Robustness(
             claims=("unconstrained-collapses", "orth-stays-2d", "stiefel-stays-2d", "orth-converges"),
@@ -216,7 +218,8 @@ class Fig1(GrassmannExperiment):
         ni = repeat_per_seed(mb.neg_index, k)  # (E, n, q): the negatives are anchors
         member_seeds = [s * 1000 + i for s in seeds for i in range(k)]
         trajs = [Trajectory() for _ in seeds]
-        arrays = [{"labels": mb.labels[s].numpy()} for s in range(S)]
+        arrays = [{"labels": mb.labels[s].numpy(), "x": mb.x[s].cpu().numpy(),  # the data set of Fig. 1a
+                   "x_pos": mb.x_pos[s, :, 0].cpu().numpy()} for s in range(S)]  # fmt: skip
         curves: dict[str, np.ndarray] = {}
         diverged_at: dict[str, np.ndarray] = {}
         logged = sorted({*range(0, cfg.epochs + 1, cfg.record_every), cfg.collapse_epoch, cfg.epochs})
@@ -291,38 +294,108 @@ class Fig1(GrassmannExperiment):
         }  # fmt: skip
 
     def plots(self, cfg: Fig1Config, result: Result, fig_dir: Path):
-        df = result.tables["metrics"]
-        fig, ax = new_figure(2, 1, size=(4.4, 3.4))
-        for i, regime in enumerate(REGIMES):
-            curve = result.arrays[f"{regime}/loss_curve"]  # (T, inits)
-            for m in range(curve.shape[1]):
-                ax[0, 0].plot(
-                    -curve[:, m], color=PALETTE[i], alpha=0.7, lw=0.8, label=LABELS[regime] if m == 0 else None
-                )
-            g = df[df.probe == f"{regime}/sv_ratio"]
-            for _m, gm in g.groupby("member"):
-                ax[0, 1].plot(gm.step, gm.value, color=PALETTE[i], alpha=0.7)
-        ax[0, 0].set(xlabel="epoch", ylabel="−loss (log scale)", yscale="log", title="(a) loss (1) / scaled loss")
-        ax[0, 0].legend(fontsize=8)
-        ax[0, 1].set(xlabel="epoch", ylabel="σ_min / σ_max of embedding", title="collapse probe")
+        fig, ax = new_figure(4, 1, size=(4.0, 3.4))
+        _data_panel(ax[0, 0], result)
+        _log_loss_panel(ax[0, 1], result)
+        _constrained_loss_panel(ax[0, 2], cfg, result)
+        _probe_panel(ax[0, 3], cfg, result)
+        fig.suptitle(f"Example 1, Fig. 1a (seed {result.seed}): tanh net u = W2ᵀtanh(W1x), h = {cfg.hidden}, "
+                     f"η = {cfg.lr}, n = {cfg.n}, {cfg.inits} initialisation(s); loss (1) averaged over anchors",
+                     fontsize=9)  # fmt: skip
         p1 = save_figure(fig, fig_dir / "fig1a_loss.png")
         fig, ax = new_figure(4, 1, size=(3.6, 3.4))
         labels = result.arrays["labels"]  # colours by moon
         panels = [
-            ("unconstrained/embedding@0", "initialisation"),
-            (f"unconstrained/embedding@{cfg.collapse_epoch}", f"no constraint, epoch {cfg.collapse_epoch}"),
-            (f"scaled/embedding@{cfg.epochs}", f"scaled loss, epoch {cfg.epochs}"),
-            (f"orthogonal/embedding@{cfg.epochs}", f"Stiefel GD, epoch {cfg.epochs}"),
-        ]
+            ("unconstrained/embedding@0", "Fig. 1b left: initialisation"),
+            (f"unconstrained/embedding@{cfg.collapse_epoch}", f"Fig. 1b middle: no constraint, epoch {cfg.collapse_epoch}"),
+            (f"scaled/embedding@{cfg.epochs}", f"Fig. 1b right: scaled loss, epoch {cfg.epochs}"),
+            (f"orthogonal/embedding@{cfg.epochs}", f"extra: Stiefel GD, epoch {cfg.epochs}"),
+        ]  # fmt: skip
         for k, (key, title) in enumerate(panels):
             u = result.arrays.get(key)
             if u is None or not np.isfinite(u).all():
-                ax[0, k].set_title(title + " (diverged)")
+                ax[0, k].set_title(title + "\n(diverged)", fontsize=9)
                 continue
             ax[0, k].scatter(u[:, 0], u[:, 1], c=[PALETTE[int(c)] for c in labels[: len(u)]], s=6)
-            ax[0, k].set(title=title, xlabel="u₁", ylabel="u₂")
+            ratio = float(singular_value_ratio(torch.as_tensor(u)))
+            ax[0, k].set(xlabel="$u_1$", ylabel="$u_2$")
+            ax[0, k].set_title(f"{title}\n" + r"$\sigma_{\min}/\sigma_{\max}$" + f" = {ratio:.2g}", fontsize=9)
+        fig.suptitle(f"Example 1, Fig. 1b: embeddings of the anchors (initialisation 0 of seed {result.seed}, "
+                     "coloured by moon)", fontsize=9)  # fmt: skip
         p2 = save_figure(fig, fig_dir / "fig1b_embeddings.png")
         return [p1, p2]
+
+
+def _data_panel(ax, result: Result) -> None:
+    """Fig. 1a (data): the anchors coloured by moon and their positives x⁺ = x + ε (grey; about 40 joined to their
+    anchor)."""
+    x, xp, labels = result.arrays.get("x"), result.arrays.get("x_pos"), result.arrays["labels"]
+    if x is None or xp is None:  # a run stored before the data set was recorded
+        ax.set_title("Fig. 1a: data set (not recorded)", fontsize=9)
+        return
+    pairs = slice(None, None, max(1, len(x) // 40))  # about 40 pairs joined, enough to show what x⁺ is
+    ax.plot(np.stack([x[pairs, 0], xp[pairs, 0]]), np.stack([x[pairs, 1], xp[pairs, 1]]), color="0.6", lw=0.5,
+            zorder=1)  # fmt: skip
+    ax.scatter(xp[:, 0], xp[:, 1], s=4, color="0.55", zorder=2, label="$x^+ = x + \\varepsilon$")
+    for c in np.unique(labels):
+        m = labels == c
+        ax.scatter(x[m, 0], x[m, 1], s=7, color=PALETTE[int(c)], zorder=3, label=f"anchors x, moon {int(c)}")
+    ax.set(xlabel="$x_1$", ylabel="$x_2$")
+    ax.set_title("Fig. 1a: half-moons data set", fontsize=9)
+    ax.legend(fontsize=7)
+
+
+def _log_loss_panel(ax, result: Result) -> None:
+    """Fig. 1a (loss): −loss of every regime and initialisation on a log axis (the unconstrained loss diverges)."""
+    for i, regime in enumerate(REGIMES):
+        curve = result.arrays[f"{regime}/loss_curve"]  # (T, inits)
+        for m in range(curve.shape[1]):
+            ax.plot(-curve[:, m], color=PALETTE[i], alpha=0.7, lw=0.8, label=LABELS[regime] if m == 0 else None)
+    ax.set(xlabel="epoch", ylabel="−loss (log axis)", yscale="log")
+    ax.set_title("Fig. 1a: −loss (1) / −scaled loss", fontsize=9)
+    ax.legend(fontsize=7)
+
+
+def constrained_window_means(curve: np.ndarray, frac: float = 0.2) -> tuple[int, int, int, float, float]:
+    """The two windows :func:`window_drift` compares on a loss curve ``(T,)``: ``(start of the window before,
+    start of the last window, end, mean of the window before, mean of the last window)`` (epochs as indices)."""
+    T = len(curve)
+    k = max(1, int(round(frac * T)))
+    return T - 2 * k, T - k, T - 1, float(np.mean(curve[-2 * k : -k])), float(np.mean(curve[-k:]))
+
+
+def _constrained_loss_panel(ax, cfg: Fig1Config, result: Result) -> None:
+    """The constrained losses on a linear axis, with the window means their convergence claims read and λ₁ + λ₂."""
+    for i, regime in enumerate(REGIMES[1:], start=1):
+        curve = result.arrays[f"{regime}/loss_curve"]  # (T, inits)
+        for m in range(curve.shape[1]):
+            ax.plot(curve[:, m], color=PALETTE[i], alpha=0.6, lw=0.7, label=LABELS[regime] if m == 0 else None)
+            if np.isfinite(curve[:, m]).all():
+                a, b, e, before, last = constrained_window_means(curve[:, m])
+                ax.hlines([before, last], [a, b], [b, e], color=PALETTE[i], lw=2.4, zorder=3,
+                          label="window means, last two fifths (thick)" if i == 1 and m == 0 else None)  # fmt: skip
+    lam = result.summary.get("eigenvalues_C")
+    if lam:
+        ax.axhline(sum(lam), color="gray", ls=":", lw=1, label="λ₁ + λ₂ (optimum of the linear model)")
+    ax.set(xlabel="epoch", ylabel="loss (linear axis)")
+    ax.set_title("Fig. 1a: constrained losses (orth-/stiefel-converges)", fontsize=9)
+    ax.legend(fontsize=6)
+
+
+def _probe_panel(ax, cfg: Fig1Config, result: Result) -> None:
+    """Extra: σ_min/σ_max of the embedding per regime and initialisation, with the collapse claims' thresholds."""
+    df = result.tables["metrics"]
+    for i, regime in enumerate(REGIMES):
+        g = df[df.probe == f"{regime}/sv_ratio"]
+        for j, (_m, gm) in enumerate(g.groupby("member")):
+            ax.plot(gm.step, np.maximum(gm.value, 1e-12), color=PALETTE[i], alpha=0.7, lw=0.9,
+                    label=LABELS[regime] if j == 0 else None)  # fmt: skip
+    ax.axhline(1e-3, color="k", ls=":", lw=0.8, label="1e-3: a line (unconstrained-collapses)")
+    ax.axhline(0.1, color="k", ls="--", lw=0.8, label="0.1: 2-D (orth-/stiefel-stays-2d)")
+    ax.axvline(cfg.collapse_epoch, color="gray", lw=0.6)
+    ax.set(xlabel="epoch", ylabel=r"$\sigma_{\min}/\sigma_{\max}$ of the embedding", yscale="log")
+    ax.set_title("extra: σ_min/σ_max (collapse probe)", fontsize=9)
+    ax.legend(fontsize=6)
 
 
 def _reference_note(s: dict, cfg: Fig1Config) -> str:

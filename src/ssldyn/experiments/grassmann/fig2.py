@@ -51,6 +51,7 @@ from typing import Annotated, Literal
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.ticker import NullFormatter
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.contract import Context, Result, register
@@ -157,7 +158,8 @@ class Fig2(GrassmannExperiment):
     est_seconds = (2, 170)  # CPU seconds for all seeds (3 quick, 5 paper)
     # 5: sigmoid-increases in the lr × epochs robustness map; a second map over the loss reduction (sum / mean)
     # 6: relu-decreases' if_fails text says what the mean reduction shows (text only)
-    version = "6"
+    # 7: figures only (mathtext labels, markers, distinct init/end handles, an extra Thm. 1 / Lemma 2 figure)
+    version = "7"
     robustness = (
         Robustness(
             claims=("relu-decreases", "tanh-decreases-training", "relu-slower", "sigmoid-increases"),
@@ -410,24 +412,59 @@ class Fig2(GrassmannExperiment):
             m = mean[mean.activation == act]
             for i, h in enumerate(sorted(m.h.unique())):
                 g = m[m.h == h].sort_values("epoch")
-                ax[0, k].plot(g.epoch, g.gap, color=PALETTE[i % 8], label=f"h={h}")
-            ax[0, k].set(xlabel="epoch", ylabel="‖u^φ − u^I‖", yscale="log", title=f"{act} (seed {result.seed})")
+                ax[0, k].plot(g.epoch, g.gap, "o-", ms=3, color=PALETTE[i % 8], label=f"h = {h}")
+            ax[0, k].set(xlabel="epoch", ylabel=GAP_LABEL, yscale="log")
+            ax[0, k].set_title(f"Fig. 2: {act} (seed {result.seed})", fontsize=10)
             ax[0, k].legend(fontsize=7)
+        fig.suptitle(f"Fig. 2 (Conj. 1): gap between the nonlinear and the linear net during training, mean of "
+                     f"{cfg.inits} initialisation(s); loss (1) {'summed' if cfg.reduction == 'sum' else 'averaged'} "
+                     f"over anchors, η = {cfg.lr}", fontsize=9)  # fmt: skip
         p1 = save_figure(fig, fig_dir / "fig2.png")
-        fig, ax = new_figure(1, 1, size=(4.6, 3.6))
+        fig, ax = new_figure(1, 1, size=(5.0, 3.8))
         runs = result.seed_results or [result]
-        for k, act in enumerate(cfg.activations):
-            for ep, ls in ((0, "--"), (cfg.epochs, "-")):
-                per_seed = []
-                for r in runs:
-                    per_seed.append(_gap_by_width(r.tables["gaps"], act, cfg.reduction, ep))
-                tab = pd.concat(per_seed, axis=1)
-                ax[0, 0].errorbar(tab.index, tab.mean(axis=1), yerr=tab.std(axis=1).fillna(0), fmt=ls, marker="o", ms=3,
-                                  color=PALETTE[k], label=f"{act} ({'init' if ep == 0 else 'end'})")  # fmt: skip
-        ax[0, 0].set(xscale="log", yscale="log", xlabel="width h", ylabel="‖u^φ − u^I‖",
-                     title=f"mean ± sd over {len(runs)} seed(s)")  # fmt: skip
-        ax[0, 0].legend(fontsize=7)
-        return [p1, save_figure(fig, fig_dir / "fig2_vs_width.png")]
+        for act in cfg.activations:
+            for ep, ls, mfc in ((0, "--", "none"), (cfg.epochs, "-", None)):
+                tab = pd.concat([_gap_by_width(r.tables["gaps"], act, cfg.reduction, ep) for r in runs], axis=1)
+                ax[0, 0].errorbar(tab.index, tab.mean(axis=1), yerr=tab.std(axis=1).fillna(0), ls=ls, marker="o",
+                                  ms=4, mfc=mfc, capsize=2, color=PALETTE[ACTS.index(act)],
+                                  label=f"{act}, {'initialisation' if ep == 0 else f'epoch {ep}'}")  # fmt: skip
+        ax[0, 0].set(xscale="log", yscale="log", xlabel="width h", ylabel=GAP_LABEL)
+        ax[0, 0].set_xticks(cfg.widths, [str(h) for h in cfg.widths], fontsize=7)  # the widths themselves
+        ax[0, 0].xaxis.set_minor_formatter(NullFormatter())  # (matplotlib's minor labels collide below 1 decade)
+        ax[0, 0].set_title(f"Fig. 2 against h: mean ± sd over {len(runs)} seed(s)\n(dashed, open: initialisation; "
+                           "solid, filled: end of training)", fontsize=9)  # fmt: skip
+        ax[0, 0].legend(fontsize=7, handlelength=3.5)
+        p2 = save_figure(fig, fig_dir / "fig2_vs_width.png")
+        return [p1, p2, _thm1_lemma2_figure(cfg, runs, fig_dir)]
+
+
+GAP_LABEL = r"$\|u^\phi - u^I\|$ (mean over anchors)"
+
+
+def _thm1_lemma2_figure(cfg: Fig2Config, runs: list[Result], fig_dir: Path) -> Path:
+    """Extra: Thm. 1's smallest constant K̂(h) at initialisation (tanh; sigmoid the control) and Lemma 2's quantile
+    ``max|Q_ij|·√h/log h`` against h, every seed (thin) — what tanh-thm1-constant and lemma2-max-entry fit."""
+    fig, ax = new_figure(2, 1, size=(4.4, 3.5))
+    for j, r in enumerate(runs):
+        sm = r.summary
+        for key, act, label in (("tanh_K_hat", "tanh", "tanh"), ("sigmoid_K_hat", "sigmoid", "sigmoid (control)")):
+            hs = [int(h) for h in sm[key]]
+            ax[0, 0].plot(hs, list(sm[key].values()), "o-", ms=3, lw=0.9, color=PALETTE[ACTS.index(act)], alpha=0.8,
+                          label=label if j == 0 else None)  # fmt: skip
+        hs = [int(h) for h in sm["lemma2_q95"]]
+        ax[0, 1].plot(hs, list(sm["lemma2_q95"].values()), "o-", ms=3, lw=0.9, color=PALETTE[4], alpha=0.8,
+                      label="Haar Q ∈ St(h, 2), 95% quantile" if j == 0 else None)  # fmt: skip
+    hs = np.asarray(cfg.lemma2_widths, float)
+    ax[0, 1].plot(hs, np.sqrt(hs) / np.log(hs), ":", color="gray", label="control Q = [I; 0]: $\\sqrt{h}/\\log h$")
+    ax[0, 0].set(xscale="log", yscale="log", xlabel="width h", ylabel=r"$\hat K(h)$")
+    ax[0, 0].set_title("Thm. 1: smallest constant at initialisation\n(bounded: slope < 0.1, tanh-thm1-constant)",
+                       fontsize=9)  # fmt: skip
+    ax[0, 1].set(xscale="log", yscale="log", xlabel="width h", ylabel=r"$\max_{ij}|Q_{ij}|\,\sqrt{h}/\log h$")
+    ax[0, 1].set_title("Lemma 2: max entry of a Haar Q\n(bounded: slope < 0.1, lemma2-max-entry)", fontsize=9)
+    for a in ax[0]:
+        a.legend(fontsize=7)
+    fig.suptitle(f"extra (not a paper figure): Thm. 1 and Lemma 2, {len(runs)} seed(s)", fontsize=10)
+    return save_figure(fig, fig_dir / "fig2_thm1_lemma2.png")
 
 
 def _lemma2(cfg: Fig2Config, g: torch.Generator) -> dict:

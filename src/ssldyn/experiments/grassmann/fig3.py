@@ -48,6 +48,7 @@ from typing import Annotated, Literal, cast
 
 import numpy as np
 import torch
+from matplotlib.lines import Line2D
 from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.contract import Context, Result, register
@@ -133,7 +134,8 @@ class Fig3(GrassmannExperiment):
     # 5: the gd knob (Fig. 3 claims on Grassmann or polar GD, a robustness map over both); outputs-stay-close's control
     # is the ODE from the mirrored start −q_0 (was polar GD, the other variant)
     # 6: new-datapoint is a sanity check (implied by same-final-outputs for the linear net; a referee's finding)
-    version = "6"
+    # 7: figures only (three panels: loss, u(v_1), u(v_2); width and method legends); claims unchanged
+    version = "7"
     robustness = (
         Robustness(
             claims=("same-final-loss", "outputs-stay-close", "same-final-outputs", "converges-to-v1", "new-datapoint"),
@@ -493,25 +495,37 @@ class Fig3(GrassmannExperiment):
 
     def plots(self, cfg: Fig3Config, result: Result, fig_dir: Path):
         df = result.tables["metrics"]
-        fig, ax = new_figure(2, 1, size=(4.6, 3.6))
-        styles = {"gd": "-", "ode": "--", "gd_polar": "-.", "ode_eq12": ":"}
-        names = {"gd": "Grassmann GD", "ode": "ODE (9)", "gd_polar": "polar GD", "ode_eq12": "eq. (12)"}
-        for i, h in enumerate(cfg.widths):
+        fig, ax = new_figure(3, 1, size=(4.2, 3.5))
+        panels = (("loss", ax[0, 0], STYLES), ("q1", ax[0, 1], OUTPUT_STYLES), ("q2", ax[0, 2], OUTPUT_STYLES))
+        for i in range(len(cfg.widths)):
             m = i * cfg.inits  # first initialisation of this width
-            for name, ls in styles.items():
-                g = df[(df.probe == f"{name}/loss") & (df.member == m)]
-                label = f"{names[name]} h={h}" if name in ("gd", "gd_polar") or i == 0 else None
-                ax[0, 0].plot(g.step * cfg.lr, g.value, ls, color=PALETTE[i % 8], label=label)
-                for probe in ("q1", "q2"):
+            for probe, a, styles in panels:
+                for name, ls in styles.items():
                     g = df[(df.probe == f"{name}/{probe}") & (df.member == m)]
-                    if len(g) and name != "ode_eq12":
-                        ax[0, 1].plot(g.step * cfg.lr, g.value, ls, color=PALETTE[i % 8])
-        ax[0, 0].set(xlabel="t = step·η", ylabel="trace loss (8)",
-                     title="(left) loss: Grassmann GD (—), polar GD (-·), ODE (--), eq12 (··)")  # fmt: skip
-        ax[0, 0].legend(fontsize=6)
-        ax[0, 1].set(xlabel="t = step·η", ylabel="u(v_1), u(v_2)",
-                     title="(right) outputs q: Grassmann GD (—), polar GD (-·), ODE (--)")  # fmt: skip
+                    a.plot(g.step * cfg.lr, g.value, ls, color=PALETTE[i % 8], lw=1.2 if name == "gd" else 1.0)
+        ax[0, 0].set(xlabel="t = step·η", ylabel="trace loss (8)")
+        ax[0, 0].set_title("Fig. 3 (left): loss", fontsize=10)
+        for a, k in ((ax[0, 1], 1), (ax[0, 2], 2)):
+            a.set(xlabel="t = step·η", ylabel=f"$u(v_{k}) = q_{k}$", ylim=(-1.1, 1.1))
+            for y in (-1, 0, 1):
+                a.axhline(y, color="0.8", lw=0.6, zorder=0)
+        ax[0, 1].set_title("Fig. 3 (right): output on $v_1$ → ±1\n(the sign is set by $q_0$)", fontsize=10)
+        ax[0, 2].set_title("Fig. 3 (right): output on $v_2$ → 0", fontsize=10)
+        width_handles = [Line2D([], [], color=PALETTE[i % 8], label=f"h = {h}") for i, h in enumerate(cfg.widths)]
+        style_handles = [Line2D([], [], color="k", ls=ls, label=NAMES[name]) for name, ls in STYLES.items()]
+        ax[0, 1].legend(handles=width_handles, fontsize=7, title="width (colour)", title_fontsize=7,
+                        loc="center right")  # fmt: skip
+        style_handles[-1].set_label(f"{NAMES['ode_eq12']} (loss only)")
+        ax[0, 2].legend(handles=style_handles, fontsize=7, title="method (line style)", title_fontsize=7,
+                        loc="lower right")  # fmt: skip
+        fig.suptitle(f"Thm. 2, Fig. 3 (seed {result.seed}, first initialisation per width): GD on loss (8) against "
+                     f"the q-ODE (9), η = {cfg.lr}; the claims read {cfg.gd} GD", fontsize=10)  # fmt: skip
         return [save_figure(fig, fig_dir / "fig3.png")]
+
+
+STYLES = {"gd": "-", "gd_polar": "-.", "ode": "--", "ode_eq12": ":"}  # line style per method
+OUTPUT_STYLES = {k: v for k, v in STYLES.items() if k != "ode_eq12"}  # the outputs panels leave eq. (12) out
+NAMES = {"gd": "Grassmann GD", "gd_polar": "polar GD", "ode": "ODE (9)", "ode_eq12": "printed eq. (12)"}
 
 
 def _euler_polar_flow(q0: torch.Tensor, lam: torch.Tensor, lr: float, steps: int, every: int) -> torch.Tensor:

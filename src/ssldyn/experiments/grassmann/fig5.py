@@ -12,7 +12,9 @@ for projected GD on the network (width h).
 with k < z): we shift the spectrum, ``C + sI`` (same eigenvectors) with s placing exactly k
 eigenvalues below 0, and solve with z = max(zs). The proof of Prop. 3 says the minimiser keeps
 the k negative eigen-directions with weight 1 and the others with weight 0, so ``q qᵀ`` must
-tend to the projector ``Π_k = diag(1, …, 1, 0, …)``: q collapses to rank k.
+tend to the projector ``Π_k = diag(1, …, 1, 0, …)``: q collapses to rank k. There the figure plots the weighted
+projection ``‖qᵀv_i‖ = sqrt(diag(q qᵀ))_i`` (→ 1 for i ≤ k, 0 otherwise) and the singular values of q: the
+projection on the column space counts a vanishing column at full weight until it drops below a rank cut-off.
 
 All seeds and cases are one batched ODE (``batch_seeds``; q zero-padded to z = max(zs): a zero
 column of q stays zero under eq. 9 and leaves the others unchanged). Runs on ``ctx.device``
@@ -21,9 +23,11 @@ column of q stays zero under eq. 9 and leaves the others unchanged). Runs on ``c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, model_validator
 
@@ -75,6 +79,17 @@ def eigvec_projection_norms(q: torch.Tensor) -> torch.Tensor:
     return projection_norms(eye, q)
 
 
+def weighted_projection_norms(q: torch.Tensor) -> torch.Tensor:
+    """``‖qᵀv_i‖`` for every eigenvector ``v_i = e_i`` (q in the eigenbasis): the row norms of q, ``(..., d, z)`` ->
+    ``(..., d)``; ``= sqrt(diag(q qᵀ))``.
+
+    Unlike ``‖P_span(q) v_i‖`` (:func:`eigvec_projection_norms`, which counts a column of q at full weight as long as
+    its singular value is above a cut-off) this weights each direction by its singular value, so it moves smoothly
+    while q loses rank: with k < z negative eigenvalues it tends to ``sqrt(diag Π_k)`` (1 for i ≤ k, 0 otherwise).
+    """
+    return q.norm(dim=-1)
+
+
 def shortfall(norms: list[float], z: int, k: int) -> float:
     """Distance of span(q) from span(v_1..v_z) read on ``v_1..v_k``: ``max(1 − ‖P v_i‖ for i ≤ z, ‖P v_i‖ for
     z < i ≤ k)`` (0 when the spans are equal)."""
@@ -94,7 +109,9 @@ class Fig5(GrassmannExperiment):
     Config = Fig5Config
     quick = {"gd": False, "t_final": 80.0}
     est_seconds = (1, 4)  # CPU seconds for all seeds (3 quick, 5 paper)
-    version = "3"
+    # 4: the k < z panels plot the weighted ‖qᵀv_i‖ (was the rank-cut-off ‖P_span(q) v_i‖, which drew a vanishing
+    # direction at 1) and the singular values of q (new arrays ode/{tag}_weighted, ode/{tag}_sv); claims unchanged
+    version = "4"
     claims = (
         ClaimSpec(
             "span-converges", "If C has at least k negative eigenvalues, span(q) converges to the span of the "
@@ -148,6 +165,8 @@ class Fig5(GrassmannExperiment):
             1
         ]  # (T, B, d, zmax)
         norms = eigvec_projection_norms(qs).cpu()  # (T, B, d)
+        weighted = weighted_projection_norms(qs).cpu()  # (T, B, d): ‖qᵀv_i‖, smooth where q loses rank
+        svals = torch.linalg.svdvals(qs).cpu()  # (T, B, zmax): singular values of q (the padding adds zeros)
         qT = qs[-1]  # (B, d, zmax)
         gram = (qT @ qT.mT).cpu()  # (B, d, d)
         gd_norms = {}
@@ -172,6 +191,8 @@ class Fig5(GrassmannExperiment):
                 b = s * nc + c
                 tag = f"z{z}" if k is None else f"z{z}_k{k}"
                 res.arrays[f"ode/{tag}"] = norms[:, b, :k_show].numpy()
+                res.arrays[f"ode/{tag}_weighted"] = weighted[:, b, :k_show].numpy()
+                res.arrays[f"ode/{tag}_sv"] = svals[:, b, :z].numpy()  # (T, z): the z columns of this case
                 fin = norms[-1, b].tolist()
                 res.summary[f"ode_{tag}_final_norms"] = fin
                 if k is None:
@@ -213,16 +234,55 @@ class Fig5(GrassmannExperiment):
         }
 
     def plots(self, cfg: Fig5Config, result: Result, fig_dir: Path):
-        zmax = max(cfg.zs)
-        panels = [(f"z{z}", f"z = {z}") for z in cfg.zs] + [
-            (f"z{zmax}_k{k}", f"z = {zmax}, {k} negative λ") for k in cfg.fewer_negative
-        ]
-        fig, ax = new_figure(len(panels), 1, size=(3.4, 3.2))
+        panels = panel_series(cfg, result)
+        fig, ax = new_figure(len(panels), 2, size=(3.4, 2.9))
         t = result.arrays["t"]
-        for j, (tag, title) in enumerate(panels):
-            nr = result.arrays[f"ode/{tag}"]
-            for i in range(nr.shape[1]):
-                ax[0, j].plot(t, nr[:, i], color=PALETTE[i], label=f"v_{i + 1}")
-            ax[0, j].set(xlabel="t", ylabel="‖P_span(q) v_i‖", title=title, ylim=(-0.05, 1.05))
-            ax[0, j].legend(fontsize=8)
+        for j, p in enumerate(panels):
+            top, bottom = ax[0, j], ax[1, j]
+            for i in range(p.norms.shape[1]):
+                top.plot(t, p.norms[:, i], color=PALETTE[i], label=f"$v_{i + 1}$")
+            top.set(xlabel="t", ylabel=p.ylabel, title=p.title, ylim=(-0.05, 1.05))
+            top.legend(fontsize=8)
+            for i in range(p.svals.shape[1]):
+                bottom.plot(t, np.maximum(p.svals[:, i], 1e-300), color="k", ls=("-", "--", ":")[i % 3], lw=1,
+                            label=f"$\\sigma_{i + 1}(q)$")  # fmt: skip
+            bottom.set(xlabel="t", ylabel="singular values of q", yscale="log",
+                       title="q full rank" if p.k is None else f"q → rank {p.k}")  # fmt: skip
+            bottom.legend(fontsize=7)
+        d = result.summary.get("d", 2 + len(cfg.extra_stds))
+        fig.suptitle(
+            f"Fig. 5 (Conj. 2): eigenvectors $v_i$ of C against span(q), q-ODE (9), seed {result.seed}; half-moons "
+            f"lifted to d = {d} (extra N(0, s²) coordinates, s = {', '.join(f'{v:g}' for v in cfg.extra_stds)}: the "
+            "paper's 2-D data have no $v_3$)",
+            fontsize=9,
+        )
         return [save_figure(fig, fig_dir / "fig5.png")]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One column of Fig. 5: the curves of the top row (``norms (T, ≤3)``) and the singular values of q
+    (``svals (T, z)``) of one case; ``k``: the number of negative eigenvalues of a shifted case (None: C as it is)."""
+
+    tag: str
+    title: str
+    ylabel: str
+    norms: np.ndarray
+    svals: np.ndarray
+    k: int | None
+
+
+def panel_series(cfg: Fig5Config, result: Result) -> list[Panel]:
+    """What Fig. 5 plots: for z ∈ zs (q of full rank z) ``‖P_span(q) v_i‖``; for the shifted spectra with k < z
+    negative eigenvalues, where q loses rank, the weighted ``‖qᵀv_i‖ = sqrt(diag(q qᵀ))_i`` (a rank cut-off would
+    count a vanishing column at full weight until it drops below the cut-off)."""
+    a, zmax = result.arrays, max(cfg.zs)
+    out = [Panel(f"z{z}", f"Fig. 5: z = {z}", r"$\|P_{\mathrm{span}(q)}\,v_i\|$", a[f"ode/z{z}"], a[f"ode/z{z}_sv"],
+                 None) for z in cfg.zs]  # fmt: skip
+    for k in cfg.fewer_negative:
+        tag = f"z{zmax}_k{k}"
+        err = result.summary.get(f"ode_{tag}_gram_error")
+        note = "" if err is None else "\n" + r"$\max|qq^\top-\Pi_k|$" + f" = {err:.1g} (claim)"
+        out.append(Panel(tag, f"extra: z = {zmax}, k = {k} negative λ{note}", r"$\|q^\top v_i\|$",
+                         a[f"ode/{tag}_weighted"], a[f"ode/{tag}_sv"], k))  # fmt: skip
+    return out

@@ -131,7 +131,9 @@ class Fig6(GrassmannExperiment):
     Config = Fig6Config
     quick = {"steps": 800, "h": 8}
     est_seconds = (2, 7)  # CPU seconds for all seeds (3 quick, 5 paper)
-    version = "4"
+    # 5: figures only: t = kη axis, the setting on the figure, a Gram-distance-along-the-path panel (new arrays
+    # gram_path/*); claims unchanged
+    version = "5"
     robustness = (
         Robustness(
             claims=("same-embedding", "same-loss"),
@@ -190,7 +192,7 @@ class Fig6(GrassmannExperiment):
         S = len(seeds)
         mb = moons_batch(cfg.n, cfg.moons_noise, seeds, tuple(cfg.extra_stds), device=dev)
         d, C, lam, V = mb.d, mb.C, mb.lam, mb.V  # (S, d, d), (S, d), (S, d, d)
-        maps, losses, maps0 = {}, {}, {}
+        maps, losses, maps0, paths = {}, {}, {}, {}
         q0_one = None
         for L in cfg.depths:
             net = DeepLinearNet(d, [cfg.h] * L, cfg.z, "orthogonal", ensemble=S, seeds=[s * 10 + L for s in seeds],
@@ -205,10 +207,11 @@ class Fig6(GrassmannExperiment):
                 return map_trace_loss(A, C)  # (S,): Tr(A C Aᵀ) = loss (8)
 
             gd = train_gd(net.weights(), loss_fn, update=opt.step, steps=cfg.steps, every=cfg.record_every,
-                          inputs={"C": C},
+                          inputs={"C": C}, snapshots={"map": lambda _ps, net=net: net.end_to_end().detach()},
                           track=lambda it, L=L: ctx.track(it, total=cfg.steps + 1, description=f"Fig. 6 depth {L}"))  # fmt: skip
             losses[L] = gd.trajectory.series_members("loss")[1]  # (T, S)
             maps[L] = net.end_to_end().detach()  # (S, z, d)
+            paths[L] = gd.trajectory.stack("map", tensors=True)[1]  # (T, S, z, d): the map at the recorded steps
         if q0_one is None:  # depth 1 not in the config: the ODE starts from a fresh 1-hidden-layer net
             q0_one = q_from_map(DeepLinearNet(d, [cfg.h], cfg.z, "orthogonal", ensemble=S,
                                               seeds=[s * 10 + 1 for s in seeds], dtype=torch.float64,
@@ -218,6 +221,7 @@ class Fig6(GrassmannExperiment):
         )  # (T,), (T, S, d, z)
         loss_ode = trace_loss_q(qs, lam).cpu().numpy()  # (T, S)
         maps["ode"] = (V @ qs[-1]).mT  # (S, z, d): u(x) = qᵀVᵀx
+        paths["ode"] = (V @ qs).mT  # (T, S, z, d)
         out = []
         for s in range(S):
             res = Result(summary={"eigenvalues_C": lam[s].tolist(), "optimal_loss": float(lam[s, : cfg.z].sum())})
@@ -239,6 +243,8 @@ class Fig6(GrassmannExperiment):
                 res.arrays[f"loss/depth{L}"] = losses[L][:, s]
                 res.summary[f"final_loss_depth{L}"] = float(losses[L][-1, s])
             res.arrays["loss/ode"] = loss_ode[:, s]
+            for key, P in paths.items():  # Gram distance of each map along its path to the final one-layer map
+                res.arrays[f"gram_path/{key}"] = np.array([gram_distance(A[s], base) for A in P])  # (T,)
             res.arrays["steps"] = ks
             res.arrays["labels"] = mb.labels[s].numpy()
             sm = res.summary
@@ -279,21 +285,48 @@ class Fig6(GrassmannExperiment):
         }
 
     def plots(self, cfg: Fig6Config, result: Result, fig_dir: Path):
-        fig, ax = new_figure(2, 1, size=(4.4, 3.4))
-        ks = result.arrays["steps"]
+        fig, ax = new_figure(3, 1, size=(4.3, 3.5))
+        t = result.arrays["steps"] * cfg.lr  # t = kη
         for i, L in enumerate(cfg.depths):
-            ax[0, 0].plot(ks, result.arrays[f"loss/depth{L}"], color=PALETTE[i], label=f"{L} hidden layer(s)")
-        ax[0, 0].plot(ks, result.arrays["loss/ode"], "k--", label="q-ODE (1 hidden)")
-        ax[0, 0].axhline(result.summary["optimal_loss"], color="gray", lw=0.8)
-        ax[0, 0].set(xlabel="step", ylabel="trace loss (8)", title="loss")
-        ax[0, 0].legend(fontsize=8)
+            ax[0, 0].plot(t, result.arrays[f"loss/depth{L}"], color=PALETTE[i], label=f"{L} hidden layer(s), GD")
+        ax[0, 0].plot(t, result.arrays["loss/ode"], "k--", label="q-ODE (9) (1 hidden)")
+        z = cfg.z
+        ax[0, 0].axhline(result.summary["optimal_loss"], color="gray", lw=0.8, ls=":",
+                         label=f"$\\lambda_1$ + … + $\\lambda_{z}$ (optimum, Prop. 3)")  # fmt: skip
+        ax[0, 0].set(xlabel="t = kη", ylabel="trace loss (8)")
+        ax[0, 0].set_title("Fig. 6: loss", fontsize=10)
+        ax[0, 0].legend(fontsize=7)
+        _gram_path_panel(ax[0, 1], cfg, result, t)
         markers = ["o", "s", "^", "D", "v"]
         for i, key in enumerate([*cfg.depths, "ode"]):
             u = result.arrays[f"embedding_aligned/{key}"]
-            ax[0, 1].scatter(u[:, 0], u[:, 1] if u.shape[1] > 1 else 0 * u[:, 0], s=10 if key != "ode" else 4,
+            ax[0, 2].scatter(u[:, 0], u[:, 1] if u.shape[1] > 1 else 0 * u[:, 0], s=10 if key != "ode" else 4,
                              marker=markers[i % 5] if key != "ode" else "x", facecolors="none" if key != "ode" else None,
                              color=PALETTE[i] if key != "ode" else "k", alpha=0.7,
-                             label=f"{key} hidden" if key != "ode" else "q-ODE")  # fmt: skip
-        ax[0, 1].set(title="final embeddings, Procrustes-aligned", xlabel="u₁", ylabel="u₂")
-        ax[0, 1].legend(fontsize=8)
+                             label=f"{key} hidden layer(s)" if key != "ode" else "q-ODE")  # fmt: skip
+        ax[0, 2].set(xlabel="$u_1$", ylabel="$u_2$")
+        ax[0, 2].set_title("Fig. 6: final embeddings (Procrustes-aligned)", fontsize=10)
+        ax[0, 2].legend(fontsize=7)
+        fig.suptitle(
+            f"Sec. 4.2, Fig. 6 (seed {result.seed}): deep linear nets under orthogonality, projected GD; our setting, "
+            f"not Fig. 3's: half-moons lifted to d = {2 + len(cfg.extra_stds)}, z = {z}, h = {cfg.h}, η = {cfg.lr}, "
+            f"{cfg.steps} steps",
+            fontsize=10,
+        )
         return [save_figure(fig, fig_dir / "fig6.png")]
+
+
+def _gram_path_panel(ax, cfg: Fig6Config, result: Result, t: np.ndarray) -> None:
+    """The Gram distance ‖AᵀA − BᵀB‖₂/‖BᵀB‖₂ of each depth's map (and the q-ODE's) along its path to the final
+    one-hidden-layer map B: its value at the end is what same-embedding reads (the one-layer net's own curve ends at 0)."""
+    if not any(k.startswith("gram_path/") for k in result.arrays):  # a run stored before the paths were recorded
+        ax.set_title("Gram distance (not recorded)", fontsize=10)
+        return
+    for i, key in enumerate([*cfg.depths, "ode"]):
+        g = np.maximum(result.arrays[f"gram_path/{key}"], 1e-16)
+        style = {"color": "k", "ls": "--"} if key == "ode" else {"color": PALETTE[i]}
+        ax.plot(t, g, label=f"{key} hidden layer(s)" if key != "ode" else "q-ODE (9)", **style)
+    ax.axhline(1e-2, color="gray", ls=":", lw=1, label="1e-2 (same-embedding tolerance)")
+    ax.set(xlabel="t = kη", ylabel="Gram distance to the final 1-layer map", yscale="log")
+    ax.set_title("extra: distance to the final 1-hidden-layer embedding", fontsize=10)
+    ax.legend(fontsize=7)

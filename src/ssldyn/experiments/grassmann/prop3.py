@@ -155,7 +155,9 @@ class Prop3(GrassmannExperiment):
     description = "the scaled loss, operator-norm and orthogonality constraints reach the same minimum Σλ_i; errata"
     Config = Prop3Config
     quick = {"steps": 800, "lr": 0.1, "mc_draws": 300}
-    version = "5"  # 4: orthogonality-needs-width is a sanity check (an identity of the constraint); 5: an erratum
+    # 4: orthogonality-needs-width is a sanity check (an identity of the constraint); 5: an erratum
+    # 6: figures only: (2) dashed over (4), the Frobenius control (new array loss/frobenius), the counterexample panel
+    version = "6"
     est_seconds = (2, 5)  # CPU seconds for all seeds (3 quick, 5 paper)
     claims = (
         ClaimSpec(
@@ -285,6 +287,7 @@ class Prop3(GrassmannExperiment):
                 gaps[prob] = abs(best - float(L_star[s])) / abs(float(L_star[s]))
                 angles[prob] = rank_z_angle(maps[prob][s], V[s][:, :z])
                 res.arrays[f"loss/{prob}"] = curves[prob][:, s]
+            res.arrays["loss/frobenius"] = curves["frobenius"][:, s]  # the control (Prop. 2): reaches λ_1
             sm["frobenius_relative_gap"] = abs(float(np.min(curves["frobenius"][-k:, s])) - float(L_star[s])) / abs(
                 float(L_star[s])
             )
@@ -332,13 +335,43 @@ class Prop3(GrassmannExperiment):
         }  # fmt: skip
 
     def plots(self, cfg: Prop3Config, result: Result, fig_dir: Path):
-        fig, ax = new_figure(1, 1, size=(5.0, 3.6))
+        fig, ax = new_figure(2, 1, size=(5.0, 3.7))
+        a, sm = result.arrays, result.summary
+        styles = {"balls": (0, (5, 3)), "stiefel": "-"}  # (2) lies on (4): dashed on top of it
         for i, prob in enumerate(PROBLEMS):
-            ax[0, 0].plot(result.arrays[f"loss/{prob}"], color=PALETTE[i], lw=1, label=LABELS[prob])
-        ax[0, 0].axhline(result.summary["optimal_loss"], color="gray", ls="--", lw=0.8, label="λ_1 + … + λ_z")
-        ax[0, 0].set(xlabel="GD step", ylabel="loss (8)", title="Prop. 3: four equivalent problems")
+            ax[0, 0].plot(a[f"loss/{prob}"], color=PALETTE[i], lw=1.4 if prob == "balls" else 1.0,
+                          ls=styles.get(prob, "-"), label=LABELS[prob], zorder=3 if prob == "balls" else 2)  # fmt: skip
+        if "loss/frobenius" in a:
+            ax[0, 0].plot(a["loss/frobenius"], color="0.5", lw=1, ls="-.",
+                          label="control (Prop. 2): ‖W1‖_F, ‖W2‖_F ≤ 1")  # fmt: skip
+            ax[0, 0].axhline(sm["eigenvalues_C"][0], color="0.5", ls=":", lw=0.8, label="$\\lambda_1$")
+        ax[0, 0].axhline(sm["optimal_loss"], color="k", ls="--", lw=0.8,
+                         label=f"$\\lambda_1$ + … + $\\lambda_{cfg.z}$")  # fmt: skip
+        ax[0, 0].set(xlabel="GD step", ylabel="loss (8)")
+        ax[0, 0].set_title(f"Prop. 3: four equivalent problems (seed {result.seed})", fontsize=10)
         ax[0, 0].legend(fontsize=7)
+        _counterexample_panel(ax[0, 1], sm)
         return [save_figure(fig, fig_dir / "prop3.png")]
+
+
+def _counterexample_panel(ax, sm: dict) -> None:
+    """Erratum orthogonality-needs-width: the best losses of (3) and of (4) at h = 2 and h = 3 on the shifted 2-D C."""
+    names = ["(3) ‖W2ᵀW1‖₂ ≤ 1", "(4) Stiefel, h = 2", "(4) Stiefel, h = 3"]
+    vals = [sm["counter_loss_product"], sm["counter_loss_stiefel_h2"], sm["counter_loss_stiefel_h3"]]
+    ax.bar(names, vals, color=[PALETTE[2], PALETTE[1], PALETTE[3]])
+    l1, l2 = sm["counter_lambda1"], sm["counter_lambda2"]
+    span = max(abs(v) for v in [*vals, l1, l1 + l2])
+    for i, v in enumerate(vals):  # the value under the end of each bar (a bar at ~0 shows only its label)
+        ax.text(i, min(v, 0.0) - 0.02 * span, f"{v:.3g}", ha="center", va="top", fontsize=8)
+    ax.set_ylim(min([*vals, l1, l1 + l2]) - 0.15 * span, 0.1 * span)
+    ax.axhline(l1, color="k", ls=":", lw=1, label=f"$\\lambda_1$ = {l1:.3g}")
+    ax.axhline(l1 + l2, color="k", ls="--", lw=1, label=f"Tr C = $\\lambda_1 + \\lambda_2$ = {l1 + l2:.3g}")
+    ax.axhline(0, color="0.6", lw=0.6)
+    ax.set(ylabel="best loss (8), last fifth of the steps")
+    ax.set_title("erratum orthogonality-needs-width: h = d = z = 2,\n2-D C shifted to $\\lambda_1$ < 0 < "
+                 "$\\lambda_2$", fontsize=10)  # fmt: skip
+    ax.tick_params(axis="x", labelsize=7)
+    ax.legend(fontsize=7, loc="center")
 
 
 def _annealed(opt: torch.optim.Optimizer, eta: Callable[[int], float], positive: bool = False) -> LambdaLR:

@@ -123,7 +123,9 @@ class Thm3(GrassmannExperiment):
     est_seconds = (2, 12)  # CPU seconds for all seeds (3 quick, 5 paper)
     # 4: solver-agrees declares its range (0, ∞) (a max |difference|); 5: needs-h-above-d is a sanity check (an identity);
     # 6: needs-h-above-d is an erratum (the printed theorem has no condition on h); 7: a robustness map over t_final
-    version = "7"
+    # 8: figures only: distances on log axes with tol, the h = d erratum panel (new arrays {case}/dist_v1,
+    # gd/norm_h_eq_d, gd/norm_h); claims unchanged
+    version = "8"
     robustness = (Robustness(claims=("positive-to-zero", "negative-to-v1"), knobs=T_FINAL_KNOBS, paper=T_FINAL_PAPER),)
     claims = (
         ClaimSpec(
@@ -228,7 +230,11 @@ class Thm3(GrassmannExperiment):
                 res.arrays[f"{case}/t"] = t.cpu().numpy()
                 res.arrays[f"{case}/norm"] = qs[..., 0].norm(dim=-1).numpy()
                 res.arrays[f"{case}/align"] = qs[:, :, 0, 0].abs().numpy()
+                e1 = torch.eye(cfg.d, dtype=qs.dtype)[0]  # v_1 in the eigenbasis
+                res.arrays[f"{case}/dist_v1"] = distance_up_to_sign(qs[..., 0], e1).numpy()  # (T, ≤50): min ‖q ∓ v_1‖
             gsl = slice(s * G, (s + 1) * G)
+            res.arrays["gd/norm_h_eq_d"] = gd_norm["h_eq_d"][gsl].numpy()  # (G,): ‖q_GD(t_final)‖ at h = d
+            res.arrays["gd/norm_h"] = gd_norm["h"][gsl].numpy()  # (G,): the same at h > d
             res.summary.update({
                 "gd_min_norm_h_eq_d": float(gd_norm["h_eq_d"][gsl].min()),
                 "gd_max_norm_h_eq_d": float(gd_norm["h_eq_d"][gsl].max()),
@@ -271,11 +277,52 @@ class Thm3(GrassmannExperiment):
         }
 
     def plots(self, cfg: Thm3Config, result: Result, fig_dir: Path):
-        fig, ax = new_figure(2, 1, size=(4.4, 3.4))
-        a = result.arrays
-        for j in range(a["positive/norm"].shape[1]):
-            ax[0, 0].plot(a["positive/t"], a["positive/norm"][:, j], color=PALETTE[0], alpha=0.3)
-            ax[0, 1].plot(a["negative/t"], a["negative/align"][:, j], color=PALETTE[1], alpha=0.3)
-        ax[0, 0].set(xlabel="t", ylabel="‖q‖", yscale="log", title="C positive definite: q → 0")
-        ax[0, 1].set(xlabel="t", ylabel="|⟨q, v_1⟩|", title="C with λ_1 < 0: q → ±v_1")
+        fig, ax = new_figure(3, 1, size=(4.2, 3.5))
+        a, sm, N = result.arrays, result.summary, cfg.trials
+        shown = a["positive/norm"].shape[1]
+        floor = 1e-16  # converged trials reach round-off: drawn at the floor of the log axis
+        for j in range(shown):
+            ax[0, 0].plot(a["positive/t"], np.maximum(a["positive/norm"][:, j], floor), color=PALETTE[0], alpha=0.35)
+        dist = v1_distance(a)  # (T, ≤50)
+        for j in range(dist.shape[1]):
+            ax[0, 1].plot(a["negative/t"], np.maximum(dist[:, j], floor), color=PALETTE[1], alpha=0.35)
+        for k in (0, 1):
+            ax[0, k].axhline(cfg.tol, color="k", ls=":", lw=1, label=f"tol = {cfg.tol:g}")
+            ax[0, k].legend(fontsize=7, loc="lower left")
+        ax[0, 0].set(xlabel="t", ylabel="‖q(t)‖", yscale="log")
+        ax[0, 0].set_title(f"Thm. 3, C ≻ 0: q → 0\npositive-to-zero: {round(sm['positive_fraction'] * N)}/{N} "
+                           f"trials below tol", fontsize=9)  # fmt: skip
+        ax[0, 1].set(xlabel="t", ylabel="min ‖q(t) ∓ $v_1$‖", yscale="log")
+        ax[0, 1].set_title(f"Thm. 3, $\\lambda_1$ < 0: q → ±$v_1$\nnegative-to-v1: "
+                           f"{round(sm['negative_fraction'] * N)}/{N} trials below tol", fontsize=9)  # fmt: skip
+        _gd_width_panel(ax[0, 2], cfg, result)
+        fig.suptitle(f"Thm. 3 (seed {result.seed}): q-ODE (9), z = 1, d = {cfg.d}, {min(shown, N)} of {N} random "
+                     f"(C, $q_0$) trials per case drawn", fontsize=10)  # fmt: skip
         return [save_figure(fig, fig_dir / "thm3.png")]
+
+
+def v1_distance(arrays) -> np.ndarray:
+    """``min ‖q ∓ v_1‖`` along the path of the drawn negative-case trials ``(T, ≤50)``: the distance negative-to-v1
+    reads at t_final (recorded; for a run stored before it was, ``sqrt(‖q‖² + 1 − 2|⟨q, v_1⟩|)``, exact only down to
+    ~1e-8 by cancellation)."""
+    if "negative/dist_v1" in arrays:
+        return arrays["negative/dist_v1"]
+    norm, align = arrays["negative/norm"], arrays["negative/align"]
+    return np.sqrt(np.maximum(norm**2 + 1.0 - 2.0 * align, 0.0))
+
+
+def _gd_width_panel(ax, cfg: Thm3Config, result: Result) -> None:
+    """Erratum needs-h-above-d: ‖q_GD(t_final)‖ of Grassmann GD on C ≻ 0 at h = d (stays 1) and at h > d (→ 0)."""
+    a = result.arrays
+    if "gd/norm_h_eq_d" not in a:  # a run stored before these were recorded
+        ax.set_title("erratum needs-h-above-d (not recorded)", fontsize=9)
+        return
+    for k, (key, label) in enumerate((("gd/norm_h_eq_d", f"h = d = {cfg.d}"), ("gd/norm_h", f"h = {cfg.h}"))):
+        v = np.maximum(a[key], 1e-16)
+        ax.scatter(k + np.linspace(-0.15, 0.15, len(v)), v, s=14, color=PALETTE[2 + k], label=label)
+    ax.axhline(0.5, color="k", ls="--", lw=0.8, label="0.5 (erratum's threshold)")
+    ax.axhline(cfg.tol, color="k", ls=":", lw=1, label=f"tol = {cfg.tol:g}")
+    ax.set(xticks=[0, 1], xticklabels=[f"h = d = {cfg.d}", f"h = {cfg.h}"], xlim=(-0.6, 1.6), yscale="log",
+           ylabel="‖$q_{GD}$($t_{final}$)‖")  # fmt: skip
+    ax.set_title(f"erratum needs-h-above-d: Grassmann GD,\nC ≻ 0, first {len(a['gd/norm_h'])} trials", fontsize=9)
+    ax.legend(fontsize=7, loc="center left")

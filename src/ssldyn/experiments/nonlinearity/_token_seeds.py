@@ -51,14 +51,16 @@ def stack_seeds(results: Sequence[Result], table: str = "final") -> pd.DataFrame
     return pd.concat([r.tables[table].assign(rep=i) for i, r in enumerate(results)], ignore_index=True)
 
 
-def finals(result: Result) -> pd.DataFrame:
-    """The final χ̄± of every seed (``result.seed_results``, or the one result), with a ``rep`` column."""
-    return stack_seeds(result.seed_results or [result])
+def finals(result: Result, table: str = "final") -> pd.DataFrame:
+    """The final χ̄± of every seed (``result.seed_results``, or the one result), with a ``rep`` column
+    (``table="init"``: the values at t = 0)."""
+    return stack_seeds(result.seed_results or [result], table)
 
 
-def pooled_final(result: Result) -> pd.DataFrame:
-    """Mean and std over seeds of the final χ̄± per setting (the paper's "mean/std over 3 runs")."""
-    f = finals(result)
+def pooled_final(result: Result, table: str = "final") -> pd.DataFrame:
+    """Mean and std over seeds of the final χ̄± per setting (the paper's "mean/std over 3 runs"; ``table="init"``:
+    of the values at t = 0, the untrained filters)."""
+    f = finals(result, table)
     keys = ["loss", "activation", "zeta", "bn", "beta", "P"]
     g = f.groupby(keys)[[f"{c}_mean" for c in CHI]]
     t = g.agg(["mean", "std", "count"])

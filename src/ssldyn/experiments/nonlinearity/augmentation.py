@@ -40,6 +40,7 @@ import math
 from pathlib import Path
 from typing import Literal
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import torch
@@ -157,7 +158,9 @@ class Augmentation(NonlinearityExperiment):
     Config = AugmentationConfig
     quick = {"n_grid": 3600, "mc_n": 1500}
     est_seconds = (1, 2)
-    version = "2"  # 2: exact-vs-quadrature declares its range (0, ∞) (a relative difference)
+    # 2: exact-vs-quadrature declares its range (0, ∞) (a relative difference); 3: the dense grid's counts (both
+    # activations) are stored (table dense_counts) and plotted, the curves each scaled to their own range
+    version = "3"
     seeded = False  # exact curves; the finite-batch check uses a fixed draw
     claims = (
         ClaimSpec(
@@ -283,10 +286,14 @@ class Augmentation(NonlinearityExperiment):
         ups = [
             f"{ranges[i]:g}°→{ranges[i + 1]:g}°: {ns[i]}→{ns[i + 1]}" for i in range(len(ns) - 1) if ns[i + 1] > ns[i]
         ]
+        dense_counts = pd.DataFrame(
+            {"range_deg": [0.0, *dense_deg], "n_maxima": cnt, "n_maxima_linear": cnt_lin}
+        )  # removes-some's grid, both activations (a = 0 first)
         res = Result(
             tables={
                 "maxima": table,
                 "curves": pd.DataFrame({"theta": theta.cpu().numpy(), **{f"a={k:g}": v for k, v in curves.items()}}),
+                "dense_counts": dense_counts,
             },
             summary={
                 "n_maxima_no_aug": int(ns[0]),
@@ -347,14 +354,33 @@ class Augmentation(NonlinearityExperiment):
         }
 
     def plots(self, cfg: AugmentationConfig, result: Result, fig_dir: Path):
-        c, m = result.tables["curves"], result.tables["maxima"]
-        fig, ax = new_figure(2, 1, size=(4.8, 3.5))
-        cols = [k for k in c.columns if k != "theta"]
-        scale = max(float(c.loc[:, cols[0]].max()), 1e-300)  # all curves relative to the un-augmented maximum
+        c, m, dense = result.tables["curves"], result.tables["maxima"], result.tables["dense_counts"]
+        fig, axs = new_figure(2, 1, size=(5.0, 5.2), gridspec_kw={"width_ratios": (1.1, 1.0)})
+        ax = axs[0]
+        cols = [k for k in c.columns if k != "theta"]  # "a=<deg>", increasing a
+        cmap = matplotlib.colormaps["viridis"]  # increasing a
+        theta = c["theta"].to_numpy()
+        ref_span = float(np.ptp(c[cols[0]].to_numpy()))
         for i, k in enumerate(cols):
-            ax[0, 0].plot(c["theta"], c[k].to_numpy() / scale, color=PALETTE[i % 8], lw=1, label=f"{k}°")
-        ax[0, 0].set(xlabel="θ", ylabel="E_α(θ) / max E_α(θ; a = 0)", title="E_α with rotation augmentation")
-        ax[0, 0].legend(fontsize=6, ncol=2)
-        ax[0, 1].plot(m["range_deg"], m["n_maxima"], "o-", color=PALETTE[0])
-        ax[0, 1].set(xlabel="rotation range a (degrees)", ylabel="# local maxima", title="App. B.5")
+            e = c[k].to_numpy()
+            span = float(np.ptp(e))
+            col = cmap(i / max(1, len(cols) - 1))
+            y = (e - e.min()) / span if span > 1e-12 * ref_span else np.full_like(e, 0.5)  # flat: invariant
+            ax[0].plot(theta, y + 1.25 * i, color=col, lw=1)
+            idx, _ = _maxima(e, ref_span, cfg.prominence)  # the maxima the claims count
+            ax[0].plot(theta[idx], y[idx] + 1.25 * i, "o", ms=3, color=col)
+        ax[0].set_yticks([1.25 * i + 0.5 for i in range(len(cols))], [f"{k[2:]}°" for k in cols])
+        ax[0].set(xlabel=r"$\theta$ (direction of $w$)", ylabel="rotation range a (curves offset)",
+                  title=f"$E_\\alpha(\\theta; a)$, {cfg.activation}, each curve scaled to its own range\n"
+                  "dots: counted local maxima (flat line: no maximum)")  # fmt: skip
+        a = ax[1]
+        a.step(dense["range_deg"], dense["n_maxima"], where="mid", color=PALETTE[0],
+               label=f"{cfg.activation} (dense grid: removes-some)")  # fmt: skip
+        a.step(dense["range_deg"], dense["n_maxima_linear"], where="mid", color=PALETTE[1], ls="--",
+               label="linear (the control)")  # fmt: skip
+        a.plot(m["range_deg"], m["n_maxima"], "o", color=PALETTE[0], ms=4, label="ranges of the left panel")
+        a.set(xlabel="rotation range a (degrees), t ~ U[−a, a]", ylabel="# local maxima of $E_\\alpha$",
+              title=f"App. B.5: # local maxima vs a ({cfg.activation} vs linear)")  # fmt: skip
+        a.set_ylim(bottom=-0.3)
+        a.legend(fontsize=7)
         return [save_figure(fig, fig_dir / "augmentation.png")]

@@ -83,6 +83,14 @@ def _median(v: torch.Tensor) -> float:
     return float(np.median(v.cpu().numpy())) if v.numel() else math.nan
 
 
+def _on_draws(v: torch.Tensor, ok: np.ndarray) -> np.ndarray:
+    """The values ``v (ok.sum(),)`` of the draws where ``ok (draws,)`` holds, spread back over every draw (NaN
+    elsewhere)."""
+    out = np.full(len(ok), np.nan)
+    out[ok] = v.cpu().numpy()
+    return out
+
+
 def _cv(v: torch.Tensor) -> torch.Tensor:
     """Coefficient of variation over the last axis (std / mean)."""
     return v.std(-1) / v.mean(-1).abs()
@@ -105,7 +113,9 @@ class BatchNorm(NonlinearityExperiment):
     # slow-without-bn added; medians over draws by one convention (numpy's); 5: lemma6 compares V̇ with autograd too;
     # speed-evened is two-sided (median |log speed ratio| ≤ 1: it fails, BN over-corrects); dbn-more-uniform and
     # gap-more-uniform are sanity checks (they hold at ζ = 1 with unit-norm filters too: no null condition)
-    version = "5"
+    # 6: the per-draw log speed ratio of the smallest- vs largest-d_k RF is stored (table draws) and batchnorm.png plots
+    # it (the scored reading) beside the input-scale split
+    version = "6"
     claims = (
         ClaimSpec(
             "lemma6", "With mean-backprop BatchNorm the dynamics are ẇ = [(S ⊗ 1_d1_dᵀ) ∘ C_α[x̃^bn]] w and "
@@ -303,17 +313,48 @@ class BatchNorm(NonlinearityExperiment):
         }
 
     def plots(self, cfg: BatchNormConfig, result: Result, fig_dir: Path):
-        sp = result.tables["speeds"]
-        fig, ax = new_figure(2, 1, size=(4.2, 3.4))
+        rs = result.seed_results or [result]
+        fig, ax = new_figure(3, 1, size=(4.6, 3.8))
+        _plot_small_d_speed_ratio(ax[0, 0], [r.tables["draws"] for r in rs])
+        sp = pd.concat([r.tables["speeds"] for r in rs])
         for j, col in enumerate(("speed_plain", "speed_bn")):
             for i, sc in enumerate(sorted(sp["scale"].unique())):
                 v = sp.loc[sp["scale"] == sc, col].to_numpy()
-                ax[0, j].hist(np.log10(np.maximum(v, 1e-300)), bins=30, alpha=0.6, color=PALETTE[i],
-                              label=f"input scale {sc:.3g}")  # fmt: skip
-            ax[0, j].set(xlabel="log10 ‖P⊥ẇ_k‖/‖w_k‖", ylabel="RFs × draws",
-                         title="without BN (eq. 15)" if j == 0 else "mean-backprop BN (eq. 178)")  # fmt: skip
-            ax[0, j].legend(fontsize=7)
+                ax[0, j + 1].hist(np.log(np.maximum(v, 1e-300)), bins=30, alpha=0.6, color=PALETTE[i + 2],
+                                  label=f"RFs at input scale {sc:.3g}")  # fmt: skip
+            ax[0, j + 1].set(xlabel=r"$\ln\, \|P^\perp_w \dot w_k\| / \|w_k\|$", ylabel="RFs × draws",
+                             title=("without BN (eq. 15)" if j == 0 else "mean-backprop BN (eq. 178)")
+                             + "\ninput-scale split (sanity, not scored)")  # fmt: skip
+            ax[0, j + 1].legend(fontsize=7)
+        fig.suptitle(f"App. D at ζ = {cfg.zeta:g}: learning speeds of random filters, {len(rs)} seed(s) pooled",
+                     fontsize=10)  # fmt: skip
         return [save_figure(fig, fig_dir / "batchnorm.png")]
+
+
+def _plot_small_d_speed_ratio(ax, draws: list[pd.DataFrame]) -> None:
+    """The scored reading of slow-without-bn and speed-evened: per draw ln(speed of the smallest-d_k RF / the
+    largest-d_k RF), without and with BN (histograms over every seed's draws), each seed's median, and the band
+    |ln ratio| ≤ 1 of speed-evened; the legend gives each claim's value (mean over seeds of the per-seed medians)."""
+    plain = [d["small_d_log_speed_plain"].dropna().to_numpy() for d in draws]
+    bn = [d["small_d_log_speed_bn"].dropna().to_numpy() for d in draws]
+    slow = np.mean([np.median(v) for v in plain])  # slow-without-bn's value
+    even = np.mean([np.median(np.abs(v)) for v in bn])  # speed-evened's value
+    series = (
+        (plain, PALETTE[0], f"no BN (eq. 15): median {slow:+.2f}\n(slow-without-bn: ≤ −1)"),
+        (bn, PALETTE[1], f"mean-backprop BN (eq. 178):\nmedian |·| {even:.2f} (speed-evened: ≤ 1)"),
+    )
+    pooled = np.concatenate([*plain, *bn])
+    bins = np.linspace(min(pooled.min(), -1.5), max(pooled.max(), 1.5), 40)
+    ax.axvspan(-1, 1, color="0.88", zorder=0, label="band |ln ratio| ≤ 1")
+    ax.axvline(0, color="0.4", lw=0.8)
+    for vals, col, lab in series:
+        ax.hist(np.concatenate(vals), bins=bins, alpha=0.6, color=col, label=lab)
+        for k, v in enumerate(vals):
+            ax.axvline(float(np.median(v)), color=col, ls="--", lw=1.2, label="each seed's median" if k == 0 else None)
+    ax.set(xlabel=r"$\ln(\mathrm{speed}_{\arg\min_k d_k} / \mathrm{speed}_{\arg\max_k d_k})$, one per draw",
+           ylabel="draws", title="scored reading: smallest- vs largest-$d_k$ RF")  # fmt: skip
+    ax.set_ylim(top=ax.get_ylim()[1] * 2.0)  # room for the legend above the bars
+    ax.legend(fontsize=6.5, loc="upper left", ncol=2)
 
 
 def app_d_statistics(
@@ -346,13 +387,18 @@ def app_d_statistics(
     lo, hi = p.d.argmin(-1), p.d.argmax(-1)  # (draws,)
     sd_plain = (speed_plain[ar, lo] / speed_plain[ar, hi]).log()[ok]  # (ok draws,)
     sd_bn = (speed_bn[ar, lo] / speed_bn[ar, hi]).log()[ok]
+    ok_np = ok.cpu().numpy()
     draws = pd.DataFrame(
         {
             "cv_d": _cv(p.d).cpu().numpy(),
             "cv_dbn": _cv(t.d).cpu().numpy(),
             "cv_gap": _cv(p.lam[:, None] - p.d).cpu().numpy(),
             "cv_gapbn": _cv(t.lam[:, None] - t.d).cpu().numpy(),
-            "all_rf_signal": ok.cpu().numpy(),
+            "all_rf_signal": ok_np,
+            # per draw, log(speed of the smallest-d_k RF / the largest-d_k RF): what slow-without-bn and speed-evened
+            # take the median of (NaN where an RF has no top-down signal: those draws are left out)
+            "small_d_log_speed_plain": _on_draws(sd_plain, ok_np),
+            "small_d_log_speed_bn": _on_draws(sd_bn, ok_np),
         }
     )
     speeds = pd.DataFrame(

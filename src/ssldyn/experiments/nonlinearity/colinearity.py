@@ -183,7 +183,7 @@ class Colinearity(NonlinearityExperiment):
     # 2: thm4-swap-step is an every-draw counterexample (as eq6-printed); it and critical-path-zero-energy declare their
     # range (0, ∞)
     # 3: critical-path is a sanity check (the constructed path keeps f₂ ≡ 0); 4: lemma4 compares V̇ with autograd too
-    version = "4"
+    version = "5"  # 5: figure only (spread over draws and seeds, the random-direction level, "x²")
     claims = (
         ClaimSpec(
             "linear-colinear", "With linear activation the gradients of all filters in one RF are co-linear.",
@@ -373,18 +373,35 @@ class Colinearity(NonlinearityExperiment):
         }
 
     def plots(self, cfg: ColinearityConfig, result: Result, fig_dir: Path):
-        t = result.tables["cosines"]
-        fig, ax = new_figure(1, 1, size=(5.0, 3.4))
+        rs = result.seed_results or [result]
+        t = pd.concat([r.tables["cosines"] for r in rs])
+        fig, ax = new_figure(1, 1, size=(5.6, 3.8))
+        a = ax[0, 0]
         acts = list(dict.fromkeys(t["activation"]))
         for j, setting in enumerate(("uniform", "infonce")):
-            vals = [t.loc[(t.activation == a) & (t.alpha == setting), "mean_abs_cos"].to_numpy() for a in acts]
+            vals = [t.loc[(t.activation == act) & (t.alpha == setting), "mean_abs_cos"].to_numpy() for act in acts]
             pos = np.arange(len(acts)) + (j - 0.5) * 0.3
-            ax[0, 0].bar(pos, [v.mean() for v in vals], width=0.3, color=PALETTE[j], label=f"α: {setting}")
-        ax[0, 0].set_xticks(np.arange(len(acts)), acts)
-        ax[0, 0].set(
-            ylabel="mean |cos| between filter gradients in one RF",
-            ylim=(0, 1.05),
-            title="Thm. 4: co-linear gradients (linear)",
+            a.bar(pos, [v.mean() for v in vals], width=0.3, yerr=[v.std() for v in vals], capsize=3,
+                  color=PALETTE[j], label="α uniform" if setting == "uniform" else "α InfoNCE")  # fmt: skip
+        ref = random_abs_cos(cfg.d)
+        a.axhline(
+            ref, color="0.3", ls=":", lw=1.2, label=f"two random directions in $R^{{{cfg.d}}}$: E|cos| = {ref:.2f}"
         )
-        ax[0, 0].legend(fontsize=8)
+        a.axhline(1.0, color="0.6", lw=0.8)
+        a.set_xticks(np.arange(len(acts)), [ACT_LABELS.get(act, act) for act in acts])
+        a.set(ylabel="mean |cos| between filter gradients of one RF", ylim=(0, 1.12),
+              title=f"Thm. 4: co-linear filter gradients with linear h\n(mean ± std over {cfg.trials} draws × "
+              f"{len(rs)} seed(s))")  # fmt: skip
+        a.legend(fontsize=7, loc="upper right", ncol=1)
         return [save_figure(fig, fig_dir / "colinearity.png")]
+
+
+#: activation names as the figure prints them
+ACT_LABELS = {"linear": "linear", "relu": "ReLU", "leaky_relu": "LeakyReLU", "quadratic": "x²", "tanh": "tanh",
+              "sigmoid": "sigmoid"}  # fmt: skip
+
+
+def random_abs_cos(d: int) -> float:
+    """``E|cos|`` between two independent isotropic directions in ``R^d``: ``Γ(d/2) / (√π Γ((d + 1)/2))`` (the first
+    coordinate of a uniform unit vector; 2/π at d = 2, ≈ √(2/(πd)) for large d)."""
+    return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)

@@ -260,7 +260,7 @@ class Corollary2(NonlinearityExperiment):
     est_seconds = (4, 25)
     # 2: quadrature-converged declares its range (0, ∞) (a relative difference); 3: lower-roughness reads the
     # smallest τ, as more-optima (it pooled every τ); the quick preset keeps τ = 0.5; robustness map over τ and layouts
-    version = "3"
+    version = "4"  # 4: figure only (one colour per τ in every panel, the y = z₀ line)
     robustness = (
         Robustness(
             claims=("more-optima", "lower-roughness"),
@@ -465,16 +465,21 @@ class Corollary2(NonlinearityExperiment):
     def plots(self, cfg: Corollary2Config, result: Result, fig_dir: Path):
         opts, counts = result.tables["optima"], result.tables["counts"]
         g = opts.loc[opts["alpha"] == "gaussian"]
-        fig, ax = new_figure(3, 1, size=(4.2, 3.4))
-        for i, tau in enumerate(cfg.taus):
+        color = {tau: PALETTE[i % len(PALETTE)] for i, tau in enumerate(cfg.taus)}  # one colour per τ, every panel
+        fig, ax = new_figure(3, 1, size=(4.2, 3.6))
+        for tau in cfg.taus:
             gt_ = g[g["tau"] == tau]
-            ax[0, 0].plot(gt_["inactive"], gt_["z0"], "o", color=PALETTE[i % 8], label=f"τ={tau:g}")
-            ax[0, 1].plot(gt_["z0"], gt_["rho"] / gt_["rho_u"], "o", color=PALETTE[i % 8], label=f"τ={tau:g}")
+            lab = f"Gaussian α, τ = {tau:g}"
+            ax[0, 0].plot(gt_["inactive"], gt_["z0"], "o", color=color[tau], label=lab)
+            ax[0, 1].plot(gt_["z0"], gt_["rho"] / gt_["rho_u"], "o", color=color[tau], label=lab)
         lim = [0, max(1e-3, float(opts.loc[:, "inactive"].max()) * 1.1)]
         ax[0, 0].plot(lim, lim, ":", color="0.5", label="z₀ = P[inactive]")
         ax[0, 0].set(xlabel="inactive fraction P[w*ᵀx ≤ 0]", ylabel="z₀(α_g)", title="Cor. 2: z₀ at the optima")
         ax[0, 0].legend(fontsize=7)
-        ax[0, 1].set(xlabel="z₀(α_g)", ylabel="ρ_g / ρ_u (same w*)", yscale="log", title="roughness ratio vs z₀")
+        z = np.linspace(0.9 * float(g["z0"].min()) if len(g) else 0.0, 1.0, 100)
+        ax[0, 1].plot(z, z, ":", color="0.3", label="y = z₀ (ratio-below-z0: points below)")
+        ax[0, 1].set(xlabel="z₀(α_g)", ylabel="ρ_g / ρ_u (same w*)", yscale="log",
+                     title="roughness ratio vs z₀ (Cor. 2)")  # fmt: skip
         ax[0, 1].legend(fontsize=7)
         arcs = sorted(counts["arc_deg"].unique())
         xs = np.arange(len(arcs))
@@ -485,9 +490,11 @@ class Corollary2(NonlinearityExperiment):
                 (counts["alpha"] == al) & ((counts["tau"] == tau) if tau is not None else counts["tau"].isna())
             ]
             v = [int(sel[sel["arc_deg"] == a]["n_optima"].iloc[0]) for a in arcs]
-            ax[0, 2].bar(xs + (i - len(labels) / 2 + 0.5) * wdt, v, width=wdt, color=PALETTE[i % 8],
-                         label=al if tau is None else f"τ={tau:g}")  # fmt: skip
+            ax[0, 2].bar(xs + (i - len(labels) / 2 + 0.5) * wdt, v, width=wdt,
+                         color="0.6" if tau is None else color[tau],
+                         label="uniform α" if tau is None else f"Gaussian α, τ = {tau:g}")  # fmt: skip
         ax[0, 2].set_xticks(xs, [f"±{a:g}°" for a in arcs])
-        ax[0, 2].set(xlabel="data arc", ylabel="# stable optima (exact)", title="uniform vs Gaussian α")
+        ax[0, 2].set(xlabel="data arc", ylabel="# stable optima (exact)", title="uniform vs Gaussian α (more-optima)")
         ax[0, 2].legend(fontsize=6)
+        fig.suptitle("Thm. 2 / Cor. 2: ReLU, population limit (quadrature, deterministic: no seed)", fontsize=9)
         return [save_figure(fig, fig_dir / "corollary2.png")]

@@ -16,14 +16,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from pydantic import model_validator
 
 from ssldyn.contract import Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, lt
-from ssldyn.experiments.nonlinearity._token_seeds import mean_diff, over_parameterised_cells, sign_flip_null
+from ssldyn.experiments.nonlinearity._token_seeds import finals, mean_diff, over_parameterised_cells, sign_flip_null
 from ssldyn.experiments.nonlinearity.fig4 import (
     BN_KNOBS,
     BN_PAPER,
+    CHI_MINUS_SIGNED,
     DIFF_BOUNDS,
     EFFECT_CHI,
     EFFECT_CHI_BASIS,
@@ -36,6 +38,7 @@ from ssldyn.experiments.nonlinearity.fig4 import (
     trend_claims,
     trend_measures,
 )
+from ssldyn.experiments.nonlinearity.token_plots import CHI_PLUS, ChiRow
 
 
 class Fig10Config(ActivationGridConfig):
@@ -49,6 +52,30 @@ class Fig10Config(ActivationGridConfig):
 
 
 LOC10 = "Fig. 10"
+
+
+def loss_gap_frame(result: Result) -> pd.DataFrame:
+    """Per (activation, β, P): mean and std over the seeds of χ̄₊(quadratic) − χ̄₊(InfoNCE), the per-cell
+    differences ``quadratic-below-infonce`` averages (columns ``d_chi_plus_mean``, ``d_chi_plus_std``)."""
+    keys = ["activation", "beta", "P"]
+    wide = finals(result).pivot_table(index=[*keys, "rep"], columns="loss", values="chi_plus_mean")
+    d = (wide["quadratic"] - wide["infonce"]).rename("d").reset_index()
+    g = d.groupby(keys)["d"].agg(["mean", "std"]).reset_index()
+    return g.rename(columns={"mean": "d_chi_plus_mean", "std": "d_chi_plus_std"})
+
+
+def fig10_rows(gap: pd.DataFrame) -> list[ChiRow]:
+    """Fig. 10's rows (quadratic loss: χ̄₊, then χ̄₋ with the signed eq. 181 score), each with InfoNCE's curve for
+    comparison, and a row of the difference χ̄₊(quadratic) − χ̄₊(InfoNCE) (``gap``: :func:`loss_gap_frame`) with
+    the 0 line and the claim's −EFFECT_CHI."""
+    infonce = {"loss": "infonce"}
+    return [
+        ChiRow("quadratic loss: Fig. 10 top", {"loss": "quadratic"}, ref=infonce),
+        ChiRow("quadratic loss: Fig. 10 bottom", {"loss": "quadratic"}, "chi_minus_signed", CHI_MINUS_SIGNED,
+               ref=infonce),
+        ChiRow("gap: quadratic − InfoNCE", {}, "d_chi_plus", f"Δ{CHI_PLUS}", frame=gap,
+               init=False, hlines=(0.0, -EFFECT_CHI)),
+    ]  # fmt: skip
 
 
 #: the claims Fig. 10's maps show: every scored claim
@@ -75,7 +102,9 @@ class Fig10(_ActivationGridBase):
     # the weight decay); the negatives map gains generator-positives
     # 8: the sign-flip null over every relabelling summing to 0 along β and P (its quartile on the claim's side),
     # not one checkerboard
-    version = "8"
+    # 9: figure only (claims unchanged): Fig. 10's own rows (quadratic loss, InfoNCE beside it) and the gap
+    # χ̄₊(quadratic) − χ̄₊(InfoNCE); χ̄₋ signed (the metric of the claims), t = 0 dotted, captions (a referee's finding)
+    version = "9"
     reuses = ("nonlinearity.fig4",)  # the same grid entries (ctx.cached): computed once when both run
     robustness = (
         Robustness(claims=FIG10_MAPPED, knobs=LR_BATCH_KNOBS, paper=LR_BATCH_PAPER),
@@ -115,5 +144,15 @@ class Fig10(_ActivationGridBase):
         return out
 
     def plots(self, cfg: Fig10Config, result: Result, fig_dir: Path) -> list[Path]:
-        title = "χ̄± vs β, quadratic loss vs InfoNCE (Fig. 10)"
-        return [plot_activation_grid(cfg, result, fig_dir / "fig10.png", title=title)]
+        n_seeds = len(result.seed_results or [result])
+        gap = loss_gap_frame(result)
+        mean_gap = f"{gap['d_chi_plus_mean'].mean():+.3f}".replace("-", "−")
+        title = (
+            f"Fig. 10: quadratic loss (bold) vs InfoNCE (faint), mean ± std over {n_seeds} seeds; dotted: t = 0\n"
+            f"gap Δ{CHI_PLUS} = quadratic − InfoNCE, mean over all cells: {mean_gap}\n"
+            f"(claim quadratic-below-infonce: < −{EFFECT_CHI:g})"
+        )
+        path = fig_dir / "fig10.png"
+        rows = fig10_rows(gap)
+        return [plot_activation_grid(cfg, result, path, rows=rows, title=title, ref_label="InfoNCE (comparison)",
+                                     main_label="quadratic loss")]  # fmt: skip

@@ -50,7 +50,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     token_peak_memory,
     train_grid,
 )
-from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
+from ssldyn.experiments.nonlinearity.token_plots import ACT_LABELS, BN_LABELS, CHI_PLUS, ChiRow, plot_chi_grid
 
 
 class Fig11Config(TokenTrainConfig):
@@ -94,7 +94,8 @@ class Fig11(TokenGridExperiment):
     # and the negatives map gains generator-positives
     # 6: the sign-flip null over every relabelling summing to 0 along β and P (its quartile on the claim's side),
     # not one checkerboard
-    version = "6"
+    # 7: figure only (claims unchanged): legend in words, Fig. 11 title, t = 0 dotted, captions (a referee's finding)
+    version = "7"
     paper_seeds = 3
     paper_seeds_reason = (
         "the protocol of Fig. 4/9, whose captions say 'Each setting is repeated 3 times and mean/std are reported'; "
@@ -226,16 +227,22 @@ class Fig11(TokenGridExperiment):
         }
 
     def plots(self, cfg: Fig11Config, result: Result, fig_dir: Path) -> list[Path]:
-        t = pooled_final(result)
-        rows = [(f"ζ={z:g}", {"zeta": z}) for z in cfg.zetas]
+        n_seeds = len(result.seed_results or [result])
+        rows = [ChiRow(f"ζ = {z:g}", {"zeta": z}) for z in cfg.zetas]
+        act = ACT_LABELS.get(cfg.activation, cfg.activation)
+        title = (
+            f"Fig. 11: {act}, {CHI_PLUS} vs $\\beta$ with / without BN, mean ± std over {n_seeds} seeds; dotted: t = 0"
+        )
         return [
             plot_chi_grid(
-                t,
+                pooled_final(result),
                 fig_dir / "fig11.png",
                 series="bn",
                 rows=rows,
                 Ps=sorted(cfg.Ps),
                 betas=sorted(cfg.betas),
-                title="χ̄₊ with / without BN under non-uniformity ζ",
+                title=title,
+                init=pooled_final(result, "init"),
+                labels=BN_LABELS,
             )
         ]

@@ -80,12 +80,14 @@ from ssldyn.models.rf_net import EnsembleRFNet
 from ssldyn.objectives import info_nce
 from ssldyn.probes.filters import distinct_filters, laplacian_energy, pairwise_cosine, pattern_match, total_variation
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
+from ssldyn.viz.images import plot_filter_grid
 
 CONDITIONS = ("noaug", "aug")
 MEMBERS = ("noaug", "aug", "noaug_linear")  # the linear members are the control of Fig. 12 (Thm. 4)
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+RF_NAMES = ("upper left (0)", "upper right (1)", "bottom left (2)", "bottom right (3)")  # Fig. 12's caption
 # logged per member (in this order) at every logged step; ``loss`` is the minibatch loss of the update into the step
-PROBES = ("laplacian", "tv", "abs_cos", "dist", "laplacian_displacement", "loss")
+PROBES = ("laplacian", "tv", "abs_cos", "dist", "laplacian_displacement", "laplacian_added", "loss")
 
 
 class RFMnistConfig(ExperimentConfig):
@@ -309,7 +311,9 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
             st, disp = filter_stats(W[e], None), W[e] - W0[e]
             dist = float(disp.norm() / W0[e].norm())
             lap_d = _rf_mean(laplacian_energy, disp) if dist > 0 else float("nan")
-            rows.append((st["laplacian"], st["tv"], st["abs_cos"], dist, lap_d))
+            # what training added (w₀ projected out): the quantity the claims read, logged along the path
+            lap_a = _rf_mean(laplacian_energy, project_out_init(disp, W0[e])) if dist > 0 else float("nan")
+            rows.append((st["laplacian"], st["tv"], st["abs_cos"], dist, lap_d, lap_a))
         return dict(zip(PROBES[:-1], np.asarray(rows).T, strict=True))
 
     last: dict[str, torch.Tensor] = {}  # the loss of the latest update: the record at t logs the update into t
@@ -416,6 +420,10 @@ class _RFMnistBase(NonlinearityExperiment):
     # measured at paper scale: Fig. 12 345 s, Fig. 13 350 s, each beside another run (benchmarks/README.md)
     est_seconds = (6, 350)
     batch_seeds = True
+    # 2: the filter grids show the M filters of each RF (they showed filter k of RF 0 as "RF k"); the added part's
+    # Laplacian energy is logged along training (probe laplacian_added) for fig13_smoothness.png; Fig. 12 no longer
+    # draws the augmented filters (Fig. 13's figure)
+    version = "2"
 
     @classmethod
     def peak_memory(cls, cfg: RFMnistConfig, n_seeds: int) -> tuple[int, str]:
@@ -435,17 +443,21 @@ class _RFMnistBase(NonlinearityExperiment):
         return train_rf_mnist(cfg, ctx)
 
     def _grid(self, result: Result, cond: str, fig_dir: Path, fname: str) -> Path:
-        W = result.arrays[f"filters_{cond}"][0]  # (4, M, 196), first seed
-        from ssldyn.viz.images import plot_filter_grid
+        """The M filters of each of the 4 receptive fields, tiled, one panel per RF (Fig. 12 / Fig. 13).
 
+        ``result`` is one seed's result: its ``filters_{cond}`` array is ``(4 RFs, M, 196)`` (no seed axis)."""
+        W = np.asarray(result.arrays[f"filters_{cond}"])  # (4, M, 196): this seed's filters, RF-major
+        if W.ndim != 3 or W.shape[0] != 4 or W.shape[-1] != 196:
+            raise ValueError(f"filters_{cond}: expected (4 RFs, M, 196), got {W.shape}")
         fig, ax = new_figure(4, 1, size=(3.0, 3.1))
-        names = ["upper left (0)", "upper right (1)", "bottom left (2)", "bottom right (3)"]
         for k in range(4):
-            plot_filter_grid(ax[0, k], W[k].reshape(-1, 14, 14), title=f"RF {names[k]}")
+            plot_filter_grid(ax[0, k], W[k].reshape(-1, 14, 14), title=f"RF {RF_NAMES[k]}")
         s = result.summary
-        word = "with" if cond == "aug" else "without"
+        paper = "Fig. 13: with augmentation" if cond == "aug" else "Fig. 12: without augmentation"
         fig.suptitle(
-            f"{word} augmentation: ‖Δw‖²/‖w‖² = {s[f'laplacian_{cond}']:.2f}, "
+            f"{paper} — seed {result.seed if result.seed is not None else 0}, the M = {W.shape[1]} filters of each "
+            "RF, each scaled to its max |w|\n"
+            f"raw filters W_T (include the random init): ‖Δw‖²/‖w‖² = {s[f'laplacian_{cond}']:.2f}, "
             f"TV/‖w‖₁ = {s[f'tv_{cond}']:.2f}, mean |cos| = {s[f'abs_cos_{cond}']:.2f}",
             fontsize=9,
         )
@@ -535,10 +547,8 @@ class Fig12(_RFMnistBase):
         }
 
     def plots(self, cfg: RFMnistConfig, result: Result, fig_dir: Path):
-        return [
-            self._grid(result, "noaug", fig_dir, "fig12_filters_noaug.png"),
-            self._grid(result, "aug", fig_dir, "fig12_filters_aug.png"),
-        ]
+        # Fig. 12 is the run without augmentation; the augmented filters are Fig. 13's figure (nonlinearity.fig13)
+        return [self._grid(result, "noaug", fig_dir, "fig12_filters_noaug.png")]
 
 
 @register
@@ -604,23 +614,68 @@ class Fig13(_RFMnistBase):
         }
 
     def plots(self, cfg: RFMnistConfig, result: Result, fig_dir: Path):
-        paths = [self._grid(result, "aug", fig_dir, "fig13_filters_aug.png")]
-        rs = result.seed_results or [result]
-        fig, ax = new_figure(2, 1, size=(4.0, 3.2))
-        for r in rs:
-            m = r.tables["metrics"]
-            for i, c in enumerate(CONDITIONS):
-                sel = m.loc[m["member"] == i]
-                lap = sel[sel["probe"] == "laplacian"].sort_values("step")
-                dist = sel[sel["probe"] == "dist"].sort_values("step")
-                first = r is rs[0]
-                ax[0, 0].plot(lap["step"], lap["value"], color=PALETTE[i], alpha=0.7, label=c if first else None)
-                ax[0, 1].plot(dist["value"].to_numpy(), lap["value"].to_numpy(), "o-", ms=2, color=PALETTE[i],
-                              alpha=0.7, label=c if first else None)  # fmt: skip
-        ax[0, 0].set(xlabel="minibatch", ylabel="‖Δw‖²/‖w‖²", yscale="log", title="filter roughness over training")
-        ax[0, 1].set(xlabel="‖W_t − W_0‖ / ‖W_0‖", ylabel="‖Δw‖²/‖w‖²", yscale="log",
-                     title="roughness vs distance from init")  # fmt: skip
-        for a in ax[0]:
-            a.legend(fontsize=8)
-        paths.append(save_figure(fig, fig_dir / "fig13_smoothness.png"))
-        return paths
+        return [self._grid(result, "aug", fig_dir, "fig13_filters_aug.png"), _smoothness_figure(result, fig_dir)]
+
+
+COND_LABEL = {"noaug": "no augmentation", "aug": "augmentation (crops)"}
+
+
+def probe_path(metrics, member: int, probe: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, values)`` of one probe of one member (0 = no aug, 1 = aug, 2 = linear) from a seed's metrics table,
+    in step order."""
+    sel = metrics.loc[(metrics["member"] == member) & (metrics["probe"] == probe)].sort_values("step")
+    return sel["step"].to_numpy(), sel["value"].to_numpy(dtype=float)
+
+
+def added_ratio_path(metrics) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, ratio)``: the Laplacian energy of what training added (w₀ projected out) with augmentation over the
+    same without, at every logged step ≥ 1 — at the last step the reading of ``smoother-added``, at step 1 its
+    first-step control."""
+    t, a = probe_path(metrics, CONDITIONS.index("aug"), "laplacian_added")
+    t_n, n = probe_path(metrics, CONDITIONS.index("noaug"), "laplacian_added")
+    assert np.array_equal(t, t_n)
+    keep = t >= 1  # no displacement at t = 0
+    return t[keep], a[keep] / n[keep]
+
+
+def _smoothness_figure(result: Result, fig_dir: Path) -> Path:
+    """Fig. 13's smoothness over training: raw filters, what training added, their ratio (the claim), and the
+    raw roughness against the distance from the init; every seed a line."""
+    rs = result.seed_results or [result]
+    fig, ax = new_figure(2, 2, size=(4.3, 3.3))
+    for r in rs:
+        m, first = r.tables["metrics"], r is rs[0]
+        for i, c in enumerate(CONDITIONS):
+            lab = COND_LABEL[c] if first else None
+            t, lap = probe_path(m, i, "laplacian")
+            _, dist = probe_path(m, i, "dist")
+            ax[0, 0].plot(t, lap, color=PALETTE[i], alpha=0.7, label=lab)
+            ta, add = probe_path(m, i, "laplacian_added")
+            ok = ta >= 1
+            ax[0, 1].plot(ta[ok], add[ok], color=PALETTE[i], alpha=0.7, label=lab)
+            ax[0, 1].plot(ta[ok][:1], add[ok][:1], "o", mfc="none", color=PALETTE[i], ms=6)
+            ax[0, 1].plot(ta[ok][-1:], add[ok][-1:], "o", color=PALETTE[i], ms=5)
+            ax[1, 1].plot(dist, lap, "o-", ms=2, color=PALETTE[i], alpha=0.7, label=lab)
+        t, ratio = added_ratio_path(m)
+        ax[1, 0].plot(
+            t, ratio, color=PALETTE[4], alpha=0.7, label="aug / no aug (one line per seed)" if first else None
+        )
+        ax[1, 0].plot(t[:1], ratio[:1], "o", mfc="none", color=PALETTE[4], ms=7,
+                      label="step 1: the first-step control" if first else None)  # fmt: skip
+        ax[1, 0].plot(t[-1:], ratio[-1:], "o", color=PALETTE[4], ms=6,
+                      label="last step: the claim's reading" if first else None)  # fmt: skip
+    ax[1, 0].axhline(0.5, color="0.4", ls=":", lw=1, label="claim: < 0.5")
+    ax[0, 0].set(ylabel=r"$\|\Delta w\|^2/\|w\|^2$", title="raw filters $W_t$ (include the random init)")
+    ax[0, 1].set(ylabel=r"$\|\Delta d\|^2/\|d\|^2$", title="added part $d = W_t - W_0$ ($w_0$ projected out)")
+    ax[1, 0].set(ylabel=r"aug / no aug of $\|\Delta d\|^2/\|d\|^2$", title="smoother-added (Fig. 13 claim)")
+    ax[0, 0].set_xscale("symlog", linthresh=1, linscale=0.4)  # t = 0 (the init) on a log-like axis
+    ax[0, 0].set(xlabel="minibatch t (symlog axis: 0, 1, 10, …)", yscale="log", xlim=(0, None))
+    ax[0, 1].set(xlabel="minibatch t", xscale="log", yscale="log")
+    ax[1, 0].set(xlabel="minibatch t", xscale="log", ylim=(0, None))
+    ax[1, 1].set(xlabel=r"$\|W_t - W_0\| / \|W_0\|$", ylabel=r"$\|\Delta w\|^2/\|w\|^2$", yscale="log",
+                 title="raw roughness vs distance from the init")  # fmt: skip
+    for a in ax.ravel():
+        a.legend(fontsize=7)
+    fig.suptitle(f"Fig. 13 smoothness (extra diagnostic): {len(rs)} seed(s); open circle = step 1, filled = last step",
+                 fontsize=9)  # fmt: skip
+    return save_figure(fig, fig_dir / "fig13_smoothness.png")

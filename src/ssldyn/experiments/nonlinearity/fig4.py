@@ -52,6 +52,7 @@ is shared with ``nonlinearity.fig10`` through the run cache, so whichever runs s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -60,6 +61,7 @@ from pydantic import Field, model_validator
 
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, lt
+from ssldyn.dynamics.ensemble_trainer import sign_symmetric
 from ssldyn.experiments.nonlinearity._token_seeds import (
     mean_diff,
     over_parameterised_cells,
@@ -82,7 +84,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     token_peak_memory,
     train_grid,
 )
-from ssldyn.experiments.nonlinearity.token_plots import plot_chi_grid
+from ssldyn.experiments.nonlinearity.token_plots import ACT_LABELS, CHI_MINUS, CHI_PLUS, ChiRow, plot_chi_grid
 
 
 class ActivationGridConfig(TokenTrainConfig):
@@ -131,18 +133,40 @@ def grid_note(cfg: ActivationGridConfig) -> str:
     )
 
 
-def plot_activation_grid(cfg: ActivationGridConfig, result: Result, path: Path, *, title: str) -> Path:
-    """χ̄₊ and χ̄₋ vs β of the grid: one panel row per (loss, χ column), one column per P, one curve
-    (mean ± std over the seeds) per activation."""
+#: the y label of the χ̄₋ rows: every activation scored with the signed eq. 181 (the claims' metric)
+CHI_MINUS_SIGNED = f"{CHI_MINUS} (signed, eq. 181)"
+
+
+def score_labels(activations: Sequence[str], bn: str) -> dict[str, str]:
+    """Legend text per activation with the χ̄₊ score it uses: |cos| for the sign-symmetric activations
+    (:func:`~ssldyn.dynamics.ensemble_trainer.sign_symmetric`), the signed eq. 16 for the others."""
+    return {a: f"{ACT_LABELS.get(a, a)} ({CHI_PLUS}: {'|cos|' if sign_symmetric(a, bn) else 'signed'})"
+            for a in activations}  # fmt: skip
+
+
+def fig4_rows(cfg: ActivationGridConfig) -> list[ChiRow]:
+    """The rows of ``fig4_fig9.png``: InfoNCE χ̄₊ (Fig. 4 top, Fig. 9 top), InfoNCE χ̄₋ with the signed eq. 181
+    score for every activation (Fig. 9 bottom; the score ``relu-lowest-chi-minus`` reads) and, when the grid
+    trains it, the quadratic loss's χ̄₊ (Fig. 4 bottom)."""
     rows = [
-        (f"{loss} {'χ̄₊' if col == 'chi_plus' else 'χ̄₋'}", {"loss": loss, "col": col})
-        for loss in cfg.losses
-        for col in ("chi_plus", "chi_minus")
+        ChiRow("InfoNCE: Fig. 4 top, Fig. 9 top", {"loss": "infonce"}),
+        ChiRow("InfoNCE: Fig. 9 bottom", {"loss": "infonce"}, "chi_minus_signed", CHI_MINUS_SIGNED),
     ]
-    t = pooled_final(result)
+    if "quadratic" in cfg.losses:
+        rows.append(ChiRow("quadratic loss: Fig. 4 bottom", {"loss": "quadratic"}))
+    return rows
+
+
+def plot_activation_grid(
+    cfg: ActivationGridConfig, result: Result, path: Path, *, rows: list[ChiRow], title: str, **kw
+) -> Path:
+    """χ̄± vs β of the grid: one panel row per :class:`~.token_plots.ChiRow`, one column per P, one curve (mean ±
+    std over the seeds) per activation, the untrained values (t = 0) thin dotted; ``kw`` to
+    :func:`~.token_plots.plot_chi_grid`."""
     return plot_chi_grid(
-        t, path, series="activation", rows=rows, Ps=sorted(cfg.Ps), betas=sorted(cfg.betas), title=title
-    )
+        pooled_final(result), path, series="activation", rows=rows, Ps=sorted(cfg.Ps), betas=sorted(cfg.betas),
+        title=title, init=pooled_final(result, "init"), labels=score_labels(cfg.activations, cfg.bn), **kw,
+    )  # fmt: skip
 
 
 def run_activation_grid(cfg: ActivationGridConfig, ctx: Context) -> list[Result]:
@@ -464,7 +488,9 @@ class Fig4(_ActivationGridBase):
     # 9: and over the temperature (Sec. 5 states none); the negatives map gains generator-positives
     # 10: the sign-flip null over every relabelling summing to 0 along β and P (its quartile on the claim's side),
     # not one checkerboard
-    version = "10"
+    # 11: figure only (claims unchanged): χ̄₋ row plots the signed eq. 181 score the claim reads (it plotted |cos|
+    # for the sign-symmetric activations), t = 0 dotted, a style per activation, captions (a referee's finding)
+    version = "11"
     claims = (
         ClaimSpec(
             "p1-linear-good", "When P = 1, the linear model works well regardless of β.", "Fig. 4, Fig. 9 (a)",
@@ -569,5 +595,5 @@ class Fig4(_ActivationGridBase):
 
     def plots(self, cfg: ActivationGridConfig, result: Result, fig_dir: Path) -> list[Path]:
         n_seeds = len(result.seed_results or [result])
-        title = f"χ̄± vs β (Fig. 4 / 9), mean ± std over {n_seeds} seeds"
-        return [plot_activation_grid(cfg, result, fig_dir / "fig4_fig9.png", title=title)]
+        title = rf"Fig. 4 / Fig. 9: $\bar{{\chi}}_\pm$ vs $\beta$, mean ± std over {n_seeds} seeds; dotted: t = 0 (untrained)"
+        return [plot_activation_grid(cfg, result, fig_dir / "fig4_fig9.png", rows=fig4_rows(cfg), title=title)]

@@ -37,6 +37,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from pydantic import Field, model_validator
 
 from ssldyn.contract import Context, Result, register
@@ -65,6 +66,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     token_peak_memory,
     train_grid,
 )
+from ssldyn.experiments.nonlinearity.token_plots import ACT_LABELS, CHI_MINUS, CHI_PLUS, select, series_style
 
 
 class Fig5Config(TokenTrainConfig):
@@ -110,7 +112,9 @@ class Fig5(TokenGridExperiment):
     # 5: a robustness map over the InfoNCE temperature; 6: and over the negatives (Fig. 3's caption); 7: the
     # negatives map gains generator-positives (a multi-positive reading of the caption)
     # 8: the documented-run claims cite the reference implementation, not Sec. 5 (a referee's finding)
-    version = "8"
+    # 9: figures only (claims unchanged): filters as cosines (L2-normalised) with a colorbar and the candidates
+    # marked on both halves; chi_over_training.png signed χ̄₋ for both, every seed, the noise-match reading
+    version = "9"
     robustness = (
         Robustness(claims=FIG5_MAPPED, knobs=BN_KNOBS, paper=BN_PAPER),
         Robustness(
@@ -272,43 +276,114 @@ class Fig5(TokenGridExperiment):
             out["documented-run-chi-minus"] = Measured(None, not_run=why)
         return out
 
-    def plots(self, cfg, result, fig_dir: Path) -> list[Path]:
-        from ssldyn.viz.common import PALETTE, new_figure, save_figure
-
-        paths = []
-        for P in cfg.panels_P:
-            K = cfg.K
-            fig, axes = new_figure(ncols=5, nrows=(K + 4) // 5 * 1, size=(3.2, 2.6))
-            for k in range(K):
-                ax = axes[k // 5][k % 5]
-                imgs = []
-                for act in ("relu", "linear"):
-                    w = result.arrays[f"filters/P{P}_{act}"][k]  # (M, d)
-                    w = w / np.maximum(np.abs(w).max(1, keepdims=True), 1e-12)
-                    imgs.append(w)
-                    imgs.append(np.full((w.shape[0], 1), np.nan))
-                ax.imshow(
-                    np.concatenate(imgs[:-1], 1), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest"
-                )
-                for a in result.arrays[f"allowed/P{P}_relu"][k]:
-                    ax.axvline(a, color="k", lw=0.4, alpha=0.3)
-                ax.set_title(f"R{k}: ReLU | linear", fontsize=7)
-                ax.set_xticks([])
-                ax.set_yticks([])
-            fig.suptitle(
-                f"Learned filters (rows: M = {cfg.beta * P}, columns: d tokens), P = {P}, β = {cfg.beta}", fontsize=9
-            )
-            paths.append(save_figure(fig, fig_dir / f"fig5_P{P}.png"))
-        df = result.tables["chi"]
-        fig, axes = new_figure(ncols=2)
-        for i, (key, d) in enumerate(df.groupby(["P", "activation"])):
-            assert isinstance(key, tuple)  # grouping by a list of columns gives tuple keys
-            P, act = key
-            for j, col in enumerate(("chi_plus", "chi_minus")):
-                axes[0][j].plot(d["step"], d[col], color=PALETTE[i % len(PALETTE)], label=f"P={P} {act}")
-        for j, lab in enumerate(("χ̄₊", "χ̄₋")):
-            axes[0][j].set_xlabel("step")
-            axes[0][j].set_ylabel(lab)
-        axes[0][0].legend(fontsize=7)
-        paths.append(save_figure(fig, fig_dir / "chi_over_training.png"))
+    def plots(self, cfg: Fig5Config, result: Result, fig_dir: Path) -> list[Path]:
+        paths = [plot_filters(cfg, result, P, fig_dir / f"fig5_P{P}.png") for P in cfg.panels_P]
+        paths.append(plot_chi_over_training(cfg, result, fig_dir / "chi_over_training.png"))
         return paths
+
+
+def filter_cosines(W: np.ndarray) -> np.ndarray:
+    """``(K, M, d)`` filters -> ``cos(w_km, u_a)`` per token a: each filter over its L2 norm (the tokens are one-hot,
+    so entry a of ``w / ‖w‖`` is the cosine the claims read)."""
+    return W / np.maximum(np.linalg.norm(W, axis=-1, keepdims=True), 1e-12)
+
+
+def _mark_candidates(ax, allowed: np.ndarray, d: int) -> None:
+    """Candidate tokens R_k^g (``allowed`` (P,)) on both halves (ReLU: columns a, linear: a + d + 1): a black
+    triangle above the image and a tick below it."""
+    xs = [*(int(a) for a in allowed), *(int(a) + d + 1 for a in allowed)]
+    ax.plot(xs, [-1.3] * len(xs), "kv", ms=3.5, clip_on=False)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([])
+    ax.tick_params(axis="x", length=3, width=1.0)
+
+
+def plot_filters(cfg: Fig5Config, result: Result, P: int, path: Path) -> Path:
+    """Fig. 5: per RF the filters ``cos(w_km, u_a)`` (rows m, columns a) of ReLU (left) and linear (right), the
+    candidate tokens R_k^g marked on both halves, one colorbar; the first seed's networks."""
+    from ssldyn.viz.common import new_figure, save_figure
+
+    K, d, ncols = cfg.K, cfg.n_tokens, 5
+    nrows = (K + ncols - 1) // ncols
+    fig, axes = new_figure(ncols=ncols + 1, nrows=nrows, size=(3.0, 2.7),
+                           gridspec_kw={"width_ratios": [1.0] * ncols + [0.06]})  # fmt: skip
+    im = None
+    for k in range(K):
+        ax = axes[k // ncols][k % ncols]
+        relu, lin = (filter_cosines(result.arrays[f"filters/P{P}_{act}"])[k] for act in ("relu", "linear"))  # (M, d)
+        img = np.concatenate([relu, np.full((relu.shape[0], 1), np.nan), lin], 1)  # (M, 2d + 1)
+        im = ax.imshow(img, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+        _mark_candidates(ax, result.arrays[f"allowed/P{P}_relu"][k], d)
+        ax.set_title(f"RF {k}: ReLU | linear", fontsize=7, pad=8)
+        ax.set_yticks([])
+    for ax in [*axes[:, :ncols].flat][K:]:
+        ax.axis("off")
+    assert im is not None  # K ≥ 1 panels were drawn
+    fig.colorbar(im, cax=axes[0][ncols], label=r"$\cos(w_{km}, u_a)$")
+    for ax in axes[1:, ncols]:
+        ax.axis("off")
+    seed = "?" if result.seed is None else result.seed
+    fig.suptitle(
+        f"{'Fig. 5' if P == cfg.figure_P else 'As Fig. 5, the documented run'}: learned filters, seed {seed}; "
+        f"d = {d} (paper: d = 8), P = {P}, β = {cfg.beta}. Rows: the "
+        f"M = {cfg.beta * P} filters of an RF; columns: tokens a (left ReLU, right linear); ▼: candidate tokens "
+        r"$R_k^g$",
+        fontsize=9,
+    )
+    return save_figure(fig, path)
+
+
+def _seed_band(ax, frames: list, col: str, style: dict, label: str) -> None:
+    """Every seed's ``col`` over the steps (thin) and their mean (bold) on ``ax``."""
+    for f in frames:
+        ax.plot(f["step"], f[col], color=style["color"], ls=style["ls"], lw=0.6, alpha=0.4)
+    both = pd.concat(frames)
+    steps = np.unique(both["step"].to_numpy())  # (n_log,)
+    mean = [float(both.loc[both["step"] == t, col].mean()) for t in steps]
+    ax.plot(steps, mean, color=style["color"], ls=style["ls"], lw=1.8, label=label)
+
+
+def plot_chi_over_training(cfg: Fig5Config, result: Result, path: Path) -> Path:
+    """Extra diagnostic: χ̄₊, χ̄₋ (signed eq. 181 for both activations) over the steps, every seed thin and the mean
+    bold, and the best-matched noise token (``relu-ignores-noise``'s reading) at t = 0 and at the end per seed."""
+    from ssldyn.viz.common import new_figure, save_figure
+
+    rs = result.seed_results or [result]
+    fig, axes = new_figure(ncols=3, size=(3.6, 3.0))
+    styles = {P: ls for P, ls in zip(sorted(cfg.panels_P), ["-", "--", "-.", (0, (7, 2))])}
+    steps = int(rs[0].tables["chi"]["step"].max())
+    for i, act in enumerate(("relu", "linear")):
+        for P in sorted(cfg.panels_P):
+            style = {**series_style(act, i), "ls": styles[P]}
+            frames = [select(r.tables["chi"], {"activation": act, "P": P}).sort_values("step") for r in rs]
+            score = "signed" if act == "relu" else "|cos|"
+            _seed_band(axes[0][0], frames, "chi_plus", style, f"{ACT_LABELS[act]}, P = {P} ({score})")
+            _seed_band(axes[0][1], frames, "chi_minus_signed", style, f"{ACT_LABELS[act]}, P = {P}")
+            key = f"P{P}_{act}"
+            x = np.array([0, steps]) + (i - 0.5) * steps * 0.02  # ReLU and linear side by side
+            for r in rs:
+                y = [r.summary[f"noise_match_max_init/{key}"], r.summary[f"noise_match_max/{key}"]]
+                axes[0][2].plot(x, y, color=style["color"], ls=style["ls"], marker=style["marker"], lw=0.8, ms=4,
+                                alpha=0.8)  # fmt: skip
+            axes[0][2].plot([], [], color=style["color"], ls=style["ls"], marker=style["marker"],
+                            label=f"{ACT_LABELS[act]}, P = {P}")  # fmt: skip
+    axes[0][2].axhline(0.5, color="0.4", lw=0.8, ls="--", label="0.5 (relu-ignores-noise: below)")
+    ylabels = (CHI_PLUS, f"{CHI_MINUS} (signed, eq. 181)", "best match of a noise token (cos)")
+    titles = (
+        f"{CHI_PLUS} (ReLU signed, linear |cos|)",
+        f"{CHI_MINUS}, signed for both",
+        r"$\max_{k,\,a\notin R_k^g}\;\max_m\,\cos(w_{km}, u_a)$ (linear: |cos|)",
+    )
+    for ax, lab, ttl in zip(axes[0], ylabels, titles):
+        ax.set_xlabel("step")
+        ax.set_ylabel(lab)
+        ax.set_title(ttl, fontsize=8)
+        ax.legend(fontsize=6)
+    axes[0][2].set_xticks([0, steps], ["t = 0", f"{steps}"])
+    fig.suptitle(
+        f"Extra diagnostic (not a paper figure): {CHI_PLUS}, {CHI_MINUS} over training, β = {cfg.beta}; thin: each of "
+        f"{len(rs)} seeds, "
+        "bold: their mean; right: one marker pair per seed",
+        fontsize=9,
+    )
+    return save_figure(fig, path)

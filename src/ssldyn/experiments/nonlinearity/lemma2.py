@@ -249,7 +249,7 @@ class Lemma2(NonlinearityExperiment):
     est_seconds = (4, 60)
     # 2: finite-n-not-psd declares its range [0, 1] (a fraction); 3: eq4-structure sums z_l² V_p̃l[m] over Lemma 1's
     # explicit features (it summed the kernel's Taylor orders, which assume eq. 4's weights and could not fail)
-    version = "3"
+    version = "4"  # 4: figure only (the wrong-limit controls, every seed, readable labels)
     claims = (
         ClaimSpec(
             "converges-a_uniform", "Uniform α, no augmentation: C_α[g] → V[g]; the error shrinks with N.",
@@ -464,12 +464,39 @@ class Lemma2(NonlinearityExperiment):
         return out
 
     def plots(self, cfg: Lemma2Config, result: Result, fig_dir: Path):
+        rs = result.seed_results or [result]
+        fig, ax = new_figure(1, 2, size=(7.0, 2.6), gridspec_kw={"height_ratios": (2.2, 1.0)})  # the legend below
+        a = ax[0, 0]
+        for k, r in enumerate(rs):
+            m = r.tables["mean_errors"]
+            main = k == 0
+            for i, setting in enumerate(SETTING_LABELS):
+                grp = pd.DataFrame(m.loc[m["setting"] == setting]).sort_values("N")
+                kw = {"color": PALETTE[i], "alpha": 1.0 if main else 0.35, "lw": 1.5 if main else 0.8}
+                a.loglog(grp["N"], grp["err"], "o-", ms=4 if main else 2, label=SETTING_LABELS[setting] if main else None,
+                         **kw)  # fmt: skip
+                a.loglog(grp["N"], grp["wrong"], "--", label=f"control: vs {WRONG_LIMIT[setting]}" if main else None,
+                         **kw)  # fmt: skip
         m = result.tables["mean_errors"]
-        fig, ax = new_figure(1, 1, size=(4.8, 3.6))
-        for i, (setting, grp) in enumerate(m.groupby("setting")):
-            ax[0, 0].loglog(grp["N"], grp["err"], "o-", color=PALETTE[i], label=setting)
         n = np.array(sorted(m["N"].unique()), dtype=float)
-        ax[0, 0].loglog(n, m["err"].max() * (n / n[0]) ** -0.5, "k:", label="∝ N^-1/2")
-        ax[0, 0].set(xlabel="batch size N", ylabel="‖C_N − C_∞‖_F / ‖C_∞‖_F", title="Lemma 2: convergence of C_α")
-        ax[0, 0].legend(fontsize=7)
+        a.loglog(n, m["err"].max() * (n / n[0]) ** -0.5, "k:", label=r"$\propto N^{-1/2}$ (sampling error)")
+        seeds = [r.seed if r.seed is not None else 0 for r in rs]
+        a.set(xlabel="batch size N", ylabel=r"$\|C_N - C_\infty\|_F / \|C_\infty\|_F$, mean over batches",
+              title=f"Lemma 2 / Cor. 1: convergence of C_α (seed {seeds[0]} bold"
+              + (f", the other {len(seeds) - 1} faint)" if len(seeds) > 1 else ")"))  # fmt: skip
+        ax[1, 0].axis("off")
+        ax[1, 0].legend(*a.get_legend_handles_labels(), fontsize=7.5, loc="center", ncol=2, frameon=False)
         return [save_figure(fig, fig_dir / "lemma2.png")]
+
+
+#: the settings of the table ``mean_errors``, as the figure names them, and the wrong limit each control measures
+SETTING_LABELS = {
+    "a_uniform": "(a) uniform α, no augmentation → V[g] (Cor. 1)",
+    "b_augmented": "(b) uniform α, augmentation → V_x₀[E[g|x₀]] (eq. 4)",
+    "c_gaussian": "(c) Gaussian α, augmentation → Σ z_l² V_p̃l (eq. 4)",
+}
+WRONG_LIMIT = {
+    "a_uniform": "the Gaussian-α limit (c)",
+    "b_augmented": "V[g(x)] (augmentation variance kept)",
+    "c_gaussian": "the uniform-α limit (b)",
+}

@@ -161,7 +161,7 @@ class Lemmas(NonlinearityExperiment):
     est_seconds = (2, 5)
     # 2: eq150's control states the stable-side start, y(0) = −min(y, b/2) (was −y); 3: eq150-converges measures the
     # convergence to −b from y(0) < 0 (eq150 keeps the blow-up half of the statement)
-    version = "3"
+    version = "4"  # 4: figure only (Fig. 7's critical points and flow marked, the y(0) < 0 trajectories)
     claims = (
         ClaimSpec(
             "lemma3", "For homogeneous h and α treated as a constant, the gradient of E_α is A(w)w with "
@@ -344,17 +344,50 @@ class Lemmas(NonlinearityExperiment):
         }
 
     def plots(self, cfg: LemmasConfig, result: Result, fig_dir: Path):
-        f7 = result.tables["fig7"]
-        fig, ax = new_figure(2, 1, size=(4.2, 3.4))
-        y = np.linspace(-3, 1.5, 300)
+        f7, conv = result.tables["fig7"], result.tables["fig7_convergence"]
+        fig, ax = new_figure(3, 1, size=(4.2, 3.5))
+        _plot_fig7_phase_line(ax[0, 0], cfg.bs)
         for i, b in enumerate(cfg.bs):
-            ax[0, 0].plot(y, (y + b) * y, color=PALETTE[i % 8], label=f"b = {b:g}")
             sel = f7[f7["b"] == b]
             ax[0, 1].plot(sel["y0"], sel["t_eq150"], "-", color=PALETTE[i % 8], label=f"eq. 150, b = {b:g}")
             ax[0, 1].plot(sel["y0"], sel["t_num"], "o", color=PALETTE[i % 8], mfc="none")
-        ax[0, 0].axhline(0, color="0.5", lw=0.8)
-        ax[0, 0].set(xlabel="y", ylabel="ẏ = (y + b)y", title="Fig. 7: stable −b, unstable 0")
-        ax[0, 0].legend(fontsize=7)
-        ax[0, 1].set(xlabel="y(0)", ylabel="blow-up time t*", xscale="log", title="eq. 150 (o: solve_ivp)")
+        ax[0, 1].set(xlabel="y(0) > 0", ylabel="blow-up time t*", xscale="log",
+                     title="eq. 150: t* = ln(1 + b/y(0))/b\n(o: solve_ivp, the claim eq150)")  # fmt: skip
         ax[0, 1].legend(fontsize=7)
+        _plot_fig7_convergence(ax[0, 2], cfg, conv)
+        fig.suptitle("Fig. 7 / App. C.3: ẏ = (y + b)y (deterministic, the same for every seed)", fontsize=9)
         return [save_figure(fig, fig_dir / "lemmas.png")]
+
+
+def _plot_fig7_phase_line(ax, bs: list[float]) -> None:
+    """Fig. 7: ẏ = (y + b)y against y for each b, the stable point −b (filled), the unstable 0 (open) and the flow's
+    direction on the line ẏ = 0 for the largest b."""
+    y = np.linspace(-1.5 * max(bs), 1.0, 300)
+    ax.axhline(0, color="0.5", lw=0.8)
+    for i, b in enumerate(bs):
+        ax.plot(y, (y + b) * y, color=PALETTE[i % 8], label=f"b = {b:g}")
+        ax.plot([-b], [0], "o", color=PALETTE[i % 8], ms=7, zorder=3)
+    ax.plot([0], [0], "o", mfc="white", mec="k", ms=7, zorder=3)
+    b = max(bs)
+    for x0, x1 in ((-1.45 * b, -1.1 * b), (-0.2 * b, -0.8 * b), (0.3, 0.9)):  # ẏ > 0, < 0, > 0
+        ax.annotate("", xy=(x1, 0), xytext=(x0, 0), arrowprops={"arrowstyle": "->", "color": "k", "lw": 1.2})
+    ax.plot([], [], "o", color="0.3", label="stable point y = −b")
+    ax.plot([], [], "o", mfc="white", mec="k", label="unstable point y = 0")
+    ax.set(xlabel="y", ylabel="ẏ = (y + b)y", title="Fig. 7: phase line (arrows: the flow, largest b)")
+    ax.legend(fontsize=7)
+
+
+def _plot_fig7_convergence(ax, cfg: LemmasConfig, conv) -> None:
+    """y(t)/b against b·t from the starts y(0) = −c·b of eq150-converges (eq. 147, closed form; in these units the
+    same curve for every b), and the solver's largest |y(T) + b|/b at T = t_conv/b (the claim's reading)."""
+    tb = np.linspace(0, 8, 200)  # time in units of 1/b
+    b = cfg.bs[0]
+    for i, c in enumerate(cfg.neg_starts):
+        y = [eq147(-c * b, b, t / b) for t in tb]
+        ax.plot(tb, np.asarray(y) / b, color=PALETTE[(i + 4) % 8], lw=1.2, label=f"y(0) = −{c:g}·b")
+    ax.axhline(-1, color="0.4", ls=":", lw=1, label="y = −b (stable)")
+    ax.axhline(0, color="0.6", lw=0.8)
+    worst = float(conv.loc[conv["start"] == "negative", "dist_over_b"].max())
+    ax.plot([], [], " ", label=f"solve_ivp: max |y(T) + b|/b = {worst:.1e}\n(T = {cfg.t_conv:g}/b, every b)")
+    ax.set(xlabel="b·t", ylabel="y(t) / b (every b)", title="eq150-converges: y(0) < 0 → −b (eq. 147)")
+    ax.legend(fontsize=7)

@@ -167,7 +167,9 @@ class Modulation(NonlinearityExperiment):
     # 5: prefers-delta's control says the marginals are equal at the defaults only (p_disc + p_other = 2/P)
     # 6: eq156 / eq157 on top gaps stratified over (0, 1] (lower ranks U[−½, ½]), every seed, tightness in the detail;
     # eq156's control is P ≥ gap on the same draws (was a top gap of 1.3, the erratum regime)
-    version = "6"  # 4: robustness map over Part 2's pattern probabilities (p_disc × p_other)
+    # 4: robustness map over Part 2's pattern probabilities (p_disc × p_other); 7: figure only (legend wording, eq. 155
+    # on a fine ε grid, seeds said)
+    version = "7"
     batch_seeds = True
     robustness = (
         Robustness(
@@ -488,7 +490,7 @@ class Modulation(NonlinearityExperiment):
         }
 
     def plots(self, cfg: ModulationConfig, result: Result, fig_dir: Path):
-        fig, ax = new_figure(3, 1, size=(4.2, 3.4))
+        fig, ax = new_figure(3, 1, size=(4.3, 3.6))
         rs = result.seed_results or [result]
         for j, r in enumerate(rs):
             b = r.tables["basin"]
@@ -496,23 +498,33 @@ class Modulation(NonlinearityExperiment):
             ax[0, 0].plot(b["c"], b["frac_to_u0"], "o-", color=PALETTE[0], alpha=0.7, label=lab("→ u_0 (modulated)"))
             ax[0, 0].plot(b["c"], b["frac_to_other_plus"], "s--", color=PALETTE[1], alpha=0.7,
                           label=lab("→ a given other u_l"))  # fmt: skip
-        ax[0, 0].set(xlabel="modulation c", ylabel="fraction of initialisations", title="Thm. 6: attractive basin")
+        ax[0, 0].set(xlabel="modulation c", ylabel="fraction of initialisations",
+                     title=f"Thm. 6: attractive basin (one line per seed, {len(rs)})")  # fmt: skip
         ax[0, 0].legend(fontsize=7)
         t = pd.concat([r.tables["two_layer"] for r in rs])
         cats = ["disc", "other", "neither"]
         for i, mod in enumerate((True, False)):
             v = t.loc[t.modulation == mod, cats]
             ax[0, 1].bar(np.arange(3) + (i - 0.5) * 0.35, v.mean().to_numpy(), width=0.35, yerr=v.std().fillna(0),
-                         color=PALETTE[i], label="eq. 15" if mod else "one-layer")  # fmt: skip
+                         color=PALETTE[i],
+                         label="with global modulation (eq. 15)" if mod else "without (one-layer flow)")  # fmt: skip
         ax[0, 1].set_xticks(np.arange(3), ["discriminative", "other pattern", "none"])
-        ax[0, 1].set(ylabel="fraction of all filters", ylim=(0, 1), title="Thm. 5: global modulation")
+        ax[0, 1].set(ylabel="fraction of all filters", ylim=(0, 1),
+                     title=f"Thm. 5: where the filters end\n(mean ± std over {len(rs)} seed(s))")  # fmt: skip
         ax[0, 1].legend(fontsize=7)
         e = result.tables["eq155"]
-        ax[0, 2].plot(e["eps"], e["mc"], "o", color=PALETTE[0], label="Monte Carlo")
-        ax[0, 2].plot(e["eps"], e["closed_form"], "-", color=PALETTE[1], label="eq. 155 (ε>1: ½)")
-        ax[0, 2].set(xlabel="modulation factor ε_l", ylabel="P[E_l]", title=f"eq. 155, d = {cfg.d}")
+        grid = np.linspace(min(float(e["eps"].min()), -2.0), max(float(e["eps"].max()), 1.5), 400)
+        ax[0, 2].plot(grid, [p_event_closed_form(float(x), cfg.d) for x in grid], "-", color=PALETTE[1],
+                      label="eq. 155 (corrected: ½ for ε > 1)")  # fmt: skip
+        ax[0, 2].plot(e["eps"], e["mc"], "o", color=PALETTE[0], label=f"Monte Carlo (seed {_seed(result)})")
+        ax[0, 2].axvspan(-1, 1, color="0.92", zorder=0, label="eq. 155's cases −1 < ε ≤ 1")
+        ax[0, 2].set(xlabel="modulation factor ε_l", ylabel="P[E_l]", title=f"eq. 155, Y ~ U[−1, 1]^d, d = {cfg.d}")
         ax[0, 2].legend(fontsize=7)
         return [save_figure(fig, fig_dir / "modulation.png")]
+
+
+def _seed(result: Result) -> int:
+    return result.seed if result.seed is not None else 0
 
 
 def _eq147_error() -> float:

@@ -213,7 +213,9 @@ class Table1(TokenGridExperiment):
     # gains generator-positives
     # 5: the sign-flip null over every relabelling summing to 0 along β and P (its quartile on the claim's side),
     # not one checkerboard
-    version = "5"
+    # 6: figure only (claims unchanged): column widths (no clipped minus signs), header, disagreeing cells
+    # shaded, captions (a referee's finding)
+    version = "6"
     reuses = ("nonlinearity.fig11",)  # its ReLU, ζ = 10, mean-only/no-BN runs (ctx.cached): computed once
     paper_seeds = 3
     paper_seeds_reason = (
@@ -393,23 +395,59 @@ class Table1(TokenGridExperiment):
         }
 
     def plots(self, cfg: Table1Config, result: Result, fig_dir: Path) -> list[Path]:
-        from ssldyn.viz.common import new_figure, save_figure
+        return [plot_table1(cfg, result.seed_results or [result], fig_dir / "table1.png")]
 
-        rs = result.seed_results or [result]
-        t = pooled_side_by_side(rs)
-        with_lr = cfg.paper_lr is not None
-        tab = render_table(t, cfg.betas, cfg.Ps, with_lr)
-        fig, axes = new_figure(size=(12.0, 0.34 * (len(tab) + 3)))
-        ax = axes[0][0]
-        ax.axis("off")
-        labels = [label for _, label in COLUMNS] + ([LR_COLUMN] if with_lr else [])
-        cols = ["β", "P", *labels]
-        cells = [[str(r["beta"]), str(r["P"])] + [r[label] for label in labels] for _, r in tab.iterrows()]
-        tb = ax.table(cellText=cells, colLabels=cols, loc="center")
-        tb.auto_set_font_size(False)
-        tb.set_fontsize(6)
-        ax.set_title(
-            f"χ̄₊: ours (mean ± std over {len(rs)} seeds, lr {cfg.lr:g}) | printed Table 1 (Δ), ζ = {cfg.zeta:g}",
-            fontsize=8,
-        )
-        return [save_figure(fig, fig_dir / "table1.png")]
+
+#: table1.png's column widths (axes fraction): β, P, the four variants, the lr 2e-3 column
+_WIDTHS = (0.035, 0.035, 0.19, 0.19, 0.19, 0.19, 0.11)
+_SHADE = "#f6c6c6"
+
+
+def disagreeing_cells(t: pd.DataFrame, n_seeds: int) -> set[tuple[int, int, str]]:
+    """``(β, P, variant)`` of the cells whose mean disagrees with the printed one (:func:`agreement_test`, the test
+    ``cells-agree`` counts); empty with fewer than two seeds (no std over seeds)."""
+    if n_seeds < 2:
+        return set()
+    test = agreement_test(t.loc[t.bn.isin([m for m, _ in COLUMNS])], n_seeds)
+    return {(int(r.beta), int(r.P), str(r.bn)) for r in test.loc[test["disagrees"]].itertuples()}
+
+
+def plot_table1(cfg: Table1Config, rs: list[Result], path: Path) -> Path:
+    """Table 1: per (β, P) and BN variant "ours (mean ± std over the seeds) | printed (Δ = ours − printed)", the
+    cells the Welch test finds disagreeing shaded, and the lr 2e-3 column (ours only) when trained."""
+    from ssldyn.viz.common import new_figure, save_figure
+
+    t = pooled_side_by_side(rs)
+    with_lr = cfg.paper_lr is not None
+    tab = render_table(t, cfg.betas, cfg.Ps, with_lr)
+    bad = disagreeing_cells(t, len(rs))
+    fig, axes = new_figure(size=(13.0, 0.3 * (len(tab) + 4)))
+    ax = axes[0][0]
+    ax.axis("off")
+    labels = [label for _, label in COLUMNS] + ([LR_COLUMN] if with_lr else [])
+    header = ["β", "P", *(f"{label}\nours | printed (Δ)" for _, label in COLUMNS)]
+    header += [f"{LR_COLUMN}\n(ours only)"] if with_lr else []
+    cells = [[str(r["beta"]), str(r["P"])] + [r[label] for label in labels] for _, r in tab.iterrows()]
+    widths = list(_WIDTHS[: len(header)])
+    tb = ax.table(cellText=cells, colLabels=header, colWidths=widths, loc="center", cellLoc="center")
+    tb.auto_set_font_size(False)
+    tb.set_fontsize(7.5)
+    tb.scale(1, 1.35)
+    for c in range(len(header)):
+        tb[(0, c)].set_height(tb[(0, c)].get_height() * 1.8)  # two-line header
+        tb[(0, c)].set_facecolor("0.92")
+    for i, (b, P) in enumerate(zip(tab["beta"].tolist(), tab["P"].tolist()), start=1):
+        for j, (mode, _) in enumerate(COLUMNS, start=2):
+            if (int(b), int(P), mode) in bad:
+                tb[(i, j)].set_facecolor(_SHADE)
+    if len(rs) < 2:
+        shade = "no shading: one seed gives no std for the test"
+    else:
+        shade = f"shaded: {len(bad)} cells whose means differ (Welch's t, 5 %; the test of cells-agree"
+        shade += ")" if _is_paper_protocol(cfg) else ", scored only at the paper's setting)"
+    ax.set_title(
+        f"Table 1 (ζ = {cfg.zeta:g}, ReLU): χ̄₊, ours (mean ± std over {len(rs)} seeds, lr {cfg.lr:g}) | printed "
+        f"(mean ± std of 3 runs) (Δ = ours − printed)\n{shade}",
+        fontsize=8.5,
+    )
+    return save_figure(fig, path)

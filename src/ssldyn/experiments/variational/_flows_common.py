@@ -31,9 +31,10 @@ drawn on the CPU and moved); the recorded embeddings come back to the CPU.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -405,7 +406,11 @@ def max_loss_increase(loss: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class StepRow:
-    """One step σ of :func:`step_table`: its iterations and flow time, per-member values ``(E,)`` at that time."""
+    """One step σ of :func:`step_table`: its iterations and flow time, per-member values ``(E,)`` at that time.
+
+    ``run``, ``probes``: the run itself and its probes per record, for a step listed in ``step_table``'s ``keep``
+    (None otherwise): the figures draw the kept run (Fig. 6's gradient-flow row).
+    """
 
     lr: float
     steps: int
@@ -414,6 +419,8 @@ class StepRow:
     uniformity: np.ndarray
     loss: np.ndarray
     max_loss_increase: np.ndarray
+    run: Run | None = field(default=None, repr=False, compare=False)
+    probes: Probes | None = field(default=None, repr=False, compare=False)
 
     def member(self, e: int) -> dict[str, float]:
         """Member ``e``'s row of the ``step_table`` result table."""
@@ -422,8 +429,23 @@ class StepRow:
                 "max_loss_increase": self.max_loss_increase[e]}  # fmt: skip
 
 
+def snap_to_records(wanted: Sequence[int], records: Sequence[int]) -> list[int]:
+    """Each of ``wanted`` replaced by the last of the sorted ``records`` at or before it (distinct, sorted; an
+    iteration before the first record is dropped): snapshot iterations that add no record to a run."""
+    rec = np.asarray(sorted(records), dtype=np.int64)
+    idx = np.searchsorted(rec, np.asarray(list(wanted), dtype=np.int64), side="right") - 1
+    return sorted({int(rec[i]) for i in idx if i >= 0})
+
+
 def step_table(
-    make_model: Callable[[], nn.Module], m: Members, *, loss: Loss, lrs: Sequence[float], time: float, main: Run | None
+    make_model: Callable[[], nn.Module],
+    m: Members,
+    *,
+    loss: Loss,
+    lrs: Sequence[float],
+    time: float,
+    main: Run | None,
+    keep: Mapping[float, Sequence[int]] | None = None,
 ) -> list[StepRow]:
     """The network run with each step σ in ``lrs`` up to flow time ``time`` (``round(time/σ)`` steps).
 
@@ -431,32 +453,50 @@ def step_table(
     :class:`StepRow` per σ with per-member arrays: silhouette, uniformity and loss at ``time``, and the
     largest relative loss increase between consecutive iterations along the run (instability of large steps;
     the loss is logged at every iteration, the embeddings at every one up to 400 and ~400 beyond).
+
+    ``keep``: ``{σ: iterations}`` — the rows of these steps also carry the run and its probes, with −∇L at the
+    given iterations (each moved to the last record at or before it: the run's records, and so every number of the
+    table, are those of a run without ``keep``).
     """
     rows = []
     for lr in lrs:
         steps = max(1, int(round(time / lr)))
+        arrows = next((list(v) for k, v in (keep or {}).items() if math.isclose(k, lr)), None)
         if main is not None and math.isclose(lr, main.lr) and set(range(steps + 1)) <= set(main.steps.tolist()):
             sub = main.steps <= steps
-            run = Run(main.name, main.lr, main.steps[sub], main.z[sub], main.loss[sub], {})  # recorded every step
+            neg = {s: g for s, g in main.neg_grad.items() if s <= steps}
+            run = Run(main.name, main.lr, main.steps[sub], main.z[sub], main.loss[sub], neg)  # recorded every step
             rise = max_loss_increase(run.loss)
         else:
             # embeddings at every step up to 400 and ~400 records beyond; the loss at every step (the rises of an
             # unstable step are visible at any σ)
-            run = run_network(make_model(), m, loss=loss, lr=lr, steps=steps, record=record_steps(steps, 400, 400),
-                              loss_every=range(steps + 1))  # fmt: skip
+            record = record_steps(steps, 400, 400)
+            run = run_network(make_model(), m, loss=loss, lr=lr, steps=steps, record=record,
+                              arrows=snap_to_records(arrows or (), record), loss_every=range(steps + 1))  # fmt: skip
             logged = 0 if run.loss_log is None else len(run.loss_log)
             if run.loss_log is None or logged != steps + 1:
                 raise RuntimeError(f"step_table: σ = {lr:g} logged the loss at {logged} of {steps + 1} steps")
             rise = max_loss_increase(run.loss_log)
         p = probes_of(run, m.labels)
         i = p.at(time)
-        rows.append(StepRow(lr, steps, float(run.times[i]), p.silhouette[i], p.uniformity[i], p.loss[i], rise))
+        kept = {"run": run, "probes": p} if arrows is not None else {}
+        rows.append(StepRow(lr, steps, float(run.times[i]), p.silhouette[i], p.uniformity[i], p.loss[i], rise, **kept))
     return rows
 
 
 # --------------------------------------------------------------------------------------
 # figures
 # --------------------------------------------------------------------------------------
+#: y labels of the probe panels (silhouette, uniformity; the loss label depends on the cost)
+SILHOUETTE_LABEL = "cosine silhouette (true labels)"
+UNIFORMITY_LABEL = r"uniformity $\log\,\mathbb{E}\,e^{-2\|z-z'\|^2}$"
+
+
+def loss_label(positive_term: bool) -> str:
+    """The y label of a loss panel: the NT-Xent cost the run minimises (:func:`flow_loss`)."""
+    return "NT-Xent (Def. 2.1, eq. 4)" if positive_term else "NT-Xent (Prop. 2.1 as printed)"
+
+
 def cluster_colors(labels) -> list:
     """Viridis colours by cluster (Fig. 5: −3 purple, −1 blue, 1 green, 3 yellow)."""
     import matplotlib
@@ -468,6 +508,8 @@ def cluster_colors(labels) -> list:
 
 
 def _draw(ax, z, g, labels, title, d, arrow_scale):
+    """One snapshot: the points on the sphere coloured by cluster and the −∇L arrows ``g`` (drawn above the points,
+    dark-edged so that they stay visible over points of their own colour)."""
     colors = cluster_colors(labels)
     if g is not None and arrow_scale is None:
         m = float(np.linalg.norm(g, axis=1).max())
@@ -475,10 +517,11 @@ def _draw(ax, z, g, labels, title, d, arrow_scale):
     if d == 2:
         t = np.linspace(0, 2 * np.pi, 200)
         ax.plot(np.cos(t), np.sin(t), color="0.85", lw=0.8, zorder=0)
-        ax.scatter(z[:, 0], z[:, 1], c=colors, s=9, zorder=2)
+        ax.scatter(z[:, 0], z[:, 1], c=colors, s=7, zorder=2)
         if g is not None:
             ax.quiver(z[:, 0], z[:, 1], g[:, 0], g[:, 1], color=colors, angles="xy", scale_units="xy",
-                      scale=1.0 / arrow_scale, width=0.006, alpha=0.7, zorder=1)  # fmt: skip
+                      scale=1.0 / arrow_scale, width=0.009, edgecolor="0.15", linewidth=0.3, alpha=0.95,
+                      zorder=3)  # fmt: skip
         ax.set_xlim(-1.35, 1.35)
         ax.set_ylim(-1.35, 1.35)
         ax.set_aspect("equal")
@@ -486,8 +529,8 @@ def _draw(ax, z, g, labels, title, d, arrow_scale):
         ax.scatter(z[:, 0], z[:, 1], z[:, 2], c=colors, s=6)
         if g is not None:
             a = arrow_scale
-            ax.quiver(z[:, 0], z[:, 1], z[:, 2], g[:, 0] * a, g[:, 1] * a, g[:, 2] * a, colors=colors, alpha=0.6,
-                      linewidth=0.6)  # fmt: skip
+            ax.quiver(z[:, 0], z[:, 1], z[:, 2], g[:, 0] * a, g[:, 1] * a, g[:, 2] * a, colors=colors, alpha=0.9,
+                      linewidth=1.0, zorder=3)  # fmt: skip
         for lim in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
             lim(-1, 1)
         ax.set_zticks([])
@@ -496,26 +539,65 @@ def _draw(ax, z, g, labels, title, d, arrow_scale):
     ax.set_title(title, fontsize=8)
 
 
-def plot_rows(x: np.ndarray, labels, rows: list[tuple[str, np.ndarray, list[np.ndarray], list[np.ndarray]]],
-              path: Path, title: str) -> Path:  # fmt: skip
-    """Row 1: data; then one row per dynamics: ``(label, times, z snapshots, −∇L arrows)`` of one member."""
+@dataclass
+class SnapshotRow:
+    """One row of :func:`plot_rows`: one member's embeddings at the snapshot iterations of one dynamics.
+
+    Attributes:
+        label: the row's header (which run, which claim reads it); short: its name in the suptitle;
+        lr: the step σ; steps: ``(S,)`` iterations; z: ``(S, n, d)``; neg_grad: ``(S, n, d)`` −∇L, or None.
+    """
+
+    label: str
+    short: str
+    lr: float
+    steps: np.ndarray
+    z: np.ndarray
+    neg_grad: np.ndarray | None = None
+
+    @property
+    def times(self) -> np.ndarray:
+        return np.asarray(self.steps) * self.lr
+
+
+def rows_title(title: str, rows: Sequence[SnapshotRow]) -> str:
+    """The suptitle of :func:`plot_rows`: ``title`` and the rows actually drawn (row 1 is the data)."""
+    drawn = [r for r in rows if len(r.steps)]
+    return f"{title}\nrow 1: data (a); " + "; ".join(f"row {i}: {r.short}" for i, r in enumerate(drawn, start=2))
+
+
+def plot_rows(x: np.ndarray, labels, rows: Sequence[SnapshotRow], path: Path, title: str) -> Path:
+    """Row 1: the data; then one row per dynamics with a header line (its ``label``), each panel titled by its
+    iteration and flow time ``it k (t = σk)``; rows without snapshots are left out, and the suptitle
+    (:func:`rows_title`) names the rows drawn."""
     import matplotlib.pyplot as plt
 
-    d = rows[0][2][0].shape[-1]
+    rows = [r for r in rows if len(r.steps)]
+    d = rows[0].z.shape[-1]
     D = x.shape[1]
-    cols = max(len(r[1]) for r in rows)
+    cols = max(max(len(r.steps) for r in rows), 3)
     nrow = 1 + len(rows)
-    fig = plt.figure(figsize=(1.9 * cols, 1.9 * nrow + 0.3))
+    fig = plt.figure(figsize=(1.9 * cols, 2.25 * nrow + 0.5))
+    gs = fig.add_gridspec(2 * nrow, cols, height_ratios=[0.16, 1.0] * nrow)
+    headers = ["row 1 — (a) data, coloured by cluster"] + [f"row {i} — {r.label}" for i, r in enumerate(rows, 2)]
+    for i, text in enumerate(headers):
+        h = fig.add_subplot(gs[2 * i, :])
+        h.axis("off")
+        h.text(0.0, 0.0, text, transform=h.transAxes, fontsize=8.5, fontweight="bold", ha="left", va="bottom")
+    ax: Any  # a 3-D axes takes (x, y, z) in scatter
+    if D == 3:
+        ax = fig.add_subplot(gs[1, : max(1, cols // 2)], projection="3d")
+        ax.tick_params(labelsize=6, pad=0)
+    else:
+        ax = fig.add_subplot(gs[1, :])
+    ax.scatter(*(x[:, i] for i in range(min(D, 3))), c=cluster_colors(labels), s=5)
     kw = {"projection": "3d"} if d == 3 else {}
-    ax = fig.add_subplot(nrow, 2 if D == 3 else 1, 1, **({"projection": "3d"} if D == 3 else {}))
-    cl = cluster_colors(labels)
-    ax.scatter(*(x[:, i] for i in range(min(D, 3))), c=cl, s=5)
-    ax.set_title("(a) data", fontsize=8)
-    for r, (label, times, zs, gs) in enumerate(rows, start=1):
-        for c, (t, z, g) in enumerate(zip(times, zs, gs)):
-            a = fig.add_subplot(nrow, cols, r * cols + c + 1, **kw)
-            _draw(a, z, g, labels, f"{label} t={t:g}", d, None)
-    fig.suptitle(title, fontsize=9)
+    for r, row in enumerate(rows, start=1):
+        gs_row = row.neg_grad if row.neg_grad is not None else [None] * len(row.steps)
+        for c, (k, t, z, g) in enumerate(zip(row.steps, row.times, row.z, gs_row)):
+            a = fig.add_subplot(gs[2 * r + 1, c], **kw)
+            _draw(a, z, g, labels, f"it {int(k)} (t={t:.5g})", d, None)
+    fig.suptitle(rows_title(title, rows), fontsize=9)
     return save_figure(fig, path)
 
 
@@ -545,17 +627,76 @@ def gif_indices(times: np.ndarray, frames: int) -> np.ndarray:
     return np.unique(np.concatenate([[0], idx, [len(times) - 1]]))
 
 
-def probe_figure(series: list[tuple[str, Probes]], u_opt: float, path: Path) -> Path:
-    """Silhouette, uniformity and loss against flow time (log), mean over seeds with the seeds' range."""
-    fig, ax = new_figure(3, 1, size=(3.6, 2.9))
+@dataclass(frozen=True)
+class Mark:
+    """A vertical line of :func:`probe_figure`: flow time ``t``, legend ``label``, the colour of series ``series``."""
+
+    t: float
+    label: str
+    series: int
+    style: str = ":"
+
+
+@dataclass(frozen=True)
+class Level:
+    """A horizontal line of :func:`probe_figure`: ``value`` on panel ``panel`` (0 silhouette, 1 uniformity,
+    2 loss), legend ``label``."""
+
+    value: float
+    label: str
+    panel: int = 0
+    color: str = "0.35"
+    style: str = "--"
+
+
+def probe_figure(
+    series: list[tuple[str, Probes]],
+    u_opt: float,
+    path: Path,
+    *,
+    marks: Sequence[Mark] = (),
+    levels: Sequence[Level] = (),
+    loss_name: str = "NT-Xent",
+    title: str | None = None,
+) -> Path:
+    """Silhouette, uniformity and loss against flow time (log), mean over seeds with the seeds' range.
+
+    The records at t > 0 are joined by lines; the value at t = 0 (no place on a log axis) is a ring at the left
+    edge (one ring per series, the later ones smaller, so that equal starts stay visible), and no segment joins it
+    to the first record. ``marks``: vertical lines at the flow times the claims read (in their series' colour, on
+    every panel); ``levels``: horizontal lines (thresholds, optima). One legend below the panels.
+    """
+    fig, ax = new_figure(3, 2, size=(3.8, 1.75), gridspec_kw={"height_ratios": [1.0, 0.32]})
+    for a in ax[1]:
+        a.remove()
+    positive = [p.times[p.times > 0] for _, p in series if (p.times > 0).any()]
+    edge = min(float(t.min()) for t in positive) / 3 if positive else 1.0
+    names = (("silhouette", SILHOUETTE_LABEL), ("uniformity", UNIFORMITY_LABEL), ("loss", loss_name))
     for i, (label, p) in enumerate(series):
-        t = np.maximum(p.times, p.times[1] if len(p.times) > 1 else 1.0)
-        for j, (name, v) in enumerate((("silhouette", p.silhouette), ("uniformity", p.uniformity), ("loss", p.loss))):
-            ax[0, j].plot(t, v.mean(1), color=PALETTE[i % 8], label=label)
+        color = PALETTE[i % 8]
+        pos = p.times > 0
+        for j, (attr, _) in enumerate(names):
+            v = getattr(p, attr)  # (R, E)
+            ax[0, j].plot(p.times[pos], v[pos].mean(1), color=color, label=label)
             if v.shape[1] > 1:
-                ax[0, j].fill_between(t, v.min(1), v.max(1), color=PALETTE[i % 8], alpha=0.2, lw=0)
-            ax[0, j].set(xscale="log", xlabel="flow time t = σ·iteration (log)", title=name)
-    ax[0, 1].axhline(u_opt, color="gray", ls="--", label="uniform optimum")
-    ax[0, 0].legend(fontsize=6)
-    ax[0, 1].legend(fontsize=6)
+                ax[0, j].fill_between(p.times[pos], v[pos].min(1), v[pos].max(1), color=color, alpha=0.2, lw=0)
+            if not pos[0]:  # the start, at the left edge
+                ax[0, j].plot([edge], [v[0].mean()], "o", mfc="none", color=color, ms=max(7.0 - 1.6 * i, 2.5))
+    for mk in marks:
+        for j in range(3):
+            ax[0, j].axvline(mk.t, color=PALETTE[mk.series % 8], ls=mk.style, lw=1.0, label=mk.label)
+    for lv in (*levels, Level(u_opt, "uniform optimum (n points)", panel=1)):
+        ax[0, lv.panel].axhline(lv.value, color=lv.color, ls=lv.style, lw=1.0, label=lv.label)
+    ax[0, 0].plot([], [], "o", mfc="none", color="0.3", label="value at t = 0 (ring at the left edge)")
+    handles: dict[str, Any] = {}
+    for j, (attr, ylabel) in enumerate(names):
+        ax[0, j].set(xscale="log", xlabel="flow time t = σ·iteration (log)", ylabel=ylabel, title=attr)
+        ax[0, j].set_xlim(left=edge / 1.6)
+        for h, lab in zip(*ax[0, j].get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    legend_ax = fig.add_subplot(ax[0, 0].get_gridspec()[1, :])
+    legend_ax.axis("off")
+    legend_ax.legend(list(handles.values()), list(handles), loc="center", ncol=3, fontsize=7, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=9)
     return save_figure(fig, path)

@@ -254,7 +254,8 @@ class Fig1(VariationalExperiment):
     est_seconds = (15, 2800)  # measured at paper scale, one worker (benchmarks/README.md)
     # 4: standin-pixels-uninformative declares its range [0, 1] (an accuracy); 5: and says why it can be inconclusive
     # 6: cifar-pixels-uninformative reads the k-means NMI (class clusters), not k-NN (a referee's finding)
-    version = "6"
+    # 7: figures: the example digits' classes are stored and shown, one class legend, the untrained encoder's scores
+    version = "7"
     claims = (
         ClaimSpec(
             "mnist-pixels-clustered", "MNIST pixel representations are already clustered by class ('visual features "
@@ -378,6 +379,7 @@ class Fig1(VariationalExperiment):
         _, loss = traj.series("loss")
         res.summary.update(standin_loss_first=float(loss[0]), standin_loss_last=float(loss[-1]))
         res.arrays["standin_examples"] = ote.images[:16, 0].numpy()
+        res.arrays["standin_examples_labels"] = ote.labels[:16].numpy()  # their classes, for the figure
         res.add_trajectory(traj)
         # (b, c) CIFAR-10
         if cfg.cifar_dir is None:
@@ -457,19 +459,36 @@ class Fig1(VariationalExperiment):
                   ("standin", "simclr", "(c') transformed digits: SimCLR")]  # fmt: skip
         if "cifar_tsne_labels" in a:
             panels += [("cifar", "pixels", "(b) CIFAR-10 pixels"), ("cifar", "simclr", "(c) CIFAR-10 SimCLR")]
-        fig, ax = new_figure(len(panels), 1, size=(3.6, 3.6))
+        fig, ax = new_figure(len(panels), 2, size=(3.6, 1.95), gridspec_kw={"height_ratios": [1.0, 0.1]})
         seed = int(result.seed or 0)
         for j, (tag, rep, title) in enumerate(panels):
             y2 = tsne_embedding(
                 a[f"{tag}_features_{rep}"], seed=seed, perplexity=cfg.perplexity, max_iter=cfg.tsne_iter
             )
-            plot_tsne(ax[0, j], y2, a[f"{tag}_tsne_labels"],
-                      f"{title}\nsilhouette {s[f'{tag}_{rep}_silhouette']:.2f}, k-NN {s[f'{tag}_{rep}_knn']:.2f}")  # fmt: skip
+            title = f"{title}\nsilhouette {s[f'{tag}_{rep}_silhouette']:.2f}, k-NN {s[f'{tag}_{rep}_knn']:.2f}"
+            if rep == "simclr" and f"{tag}_init_knn" in s:  # the untrained encoder: the control of the SimCLR claims
+                title += f"\n(untrained encoder: {s[f'{tag}_init_silhouette']:.2f}, {s[f'{tag}_init_knn']:.2f})"
+            plot_tsne(ax[0, j], y2, a[f"{tag}_tsne_labels"], title)
+            ax[0, j].get_legend().remove()  # one legend for all panels, below them
+        handles, names = ax[0, 0].get_legend_handles_labels()
+        for b in ax[1]:
+            b.remove()
+        leg = fig.add_subplot(ax[0, 0].get_gridspec()[1, :])
+        leg.axis("off")
+        leg.legend(handles, [f"class {n}" for n in names], loc="center", ncol=10, fontsize=7, markerscale=3,
+                   frameon=False)  # fmt: skip
+        fig.suptitle(f"Fig. 1 (Sec. 1): t-SNE of held-out images, coloured by class (seed {seed}; "
+                     f"{len(a['mnist_tsne_labels'])} points per panel)", fontsize=10)  # fmt: skip
         paths = [save_figure(fig, fig_dir / "fig1_tsne.png")]
         ex = a["standin_examples"]
-        fig2, ax2 = new_figure(8, 2, size=(1.0, 1.0))
+        ys = a.get("standin_examples_labels")
+        fig2, ax2 = new_figure(8, 2, size=(1.0, 1.15))
         for i in range(min(16, len(ex))):
             ax2[i // 8, i % 8].imshow(ex[i], cmap="gray", vmin=0, vmax=1)
             ax2[i // 8, i % 8].axis("off")
+            if ys is not None:
+                ax2[i // 8, i % 8].set_title(f"y = {int(ys[i])}", fontsize=8)
+        fig2.suptitle("Stand-in data of Fig. 1 (b′, c′): transformed digits T(x) of the test set, class y above",
+                      fontsize=9)  # fmt: skip
         paths.append(save_figure(fig2, fig_dir / "fig1_transformed_digits.png"))
         return paths

@@ -245,7 +245,9 @@ class Fig5(VariationalExperiment):
     # 10: converges-to-trivial is a consequence (the paper concedes it, 'even if'; it does not assert it)
     # 11: same-cluster-move-together's reading says it reads the similar gradient, not the separation
     # 12: positive_term=True by default (Def. 2.1's cost, whose flows Sec. 4 derives; a referee's finding, twice)
-    version = "12"
+    # 13: figures: panels by iteration, a row and probe curves of the uniform start (its snapshots and probes are
+    # stored; the claims' numbers are unchanged), the claims' iterations and thresholds drawn, captions
+    version = "13"
     batch_seeds = True
     robustness = (
         Robustness(
@@ -316,8 +318,9 @@ class Fig5(VariationalExperiment):
             "network-above-vanilla-15", "... far above vanilla GD at the same iteration.", LOC, kind="consequence",
             reading="silhouette(network) − silhouette(vanilla) at iteration 15", relation=ge(0.3),
             basis="tolerance: a difference of 0.3 in silhouette is 'far above' (vanilla ≈ 0)",
-            derivation="'far above' is our reading of Fig. 5's rows 2 and 4 at iteration 15: the network's clusters "
-            "are visible, vanilla's points are not grouped, a silhouette gap of the scale of clustered vs not",
+            derivation="'far above' is our reading of Fig. 5's rows 2 (network) and 3 (vanilla GD) at iteration "
+            "15: the network's clusters are visible, vanilla's points are not grouped, a silhouette gap of the scale "
+            "of clustered vs not",
             effect="tolerance: 0.3 = the gap between 'reasonable structure' (0.5) and 'no substantial structure' (0.2)",
             statistic="median", rule=Rule("mean+80%", 0.6, ONE_SEED_REASON),
             control="the same difference with each seed's cluster labels randomly permuted (same embeddings: a "
@@ -437,8 +440,12 @@ class Fig5(VariationalExperiment):
                              init="invariant-uniform", jitter=cfg.uniform_spread)  # fmt: skip
         steps = max(1, int(round(cfg.uniform_time / cfg.lr_network)))
         loss = fc.flow_loss(cfg.tau, cfg.positive_term)
+        record = fc.record_steps(steps, 30, 100)
+        # the figure's uniform-start row: the network row's iterations and the end, moved onto the records (so the
+        # run, and uniform-start-clusters' reading over its records, are those of a run without them)
+        snap_u = fc.snap_to_records([*(k for k in cfg.snapshots_network if k < steps), steps], record)
         net_u = fc.run_network(fc.stack_members(make, ctx.generators(1)), mu, loss=loss, lr=cfg.lr_network,
-                               steps=steps, record=fc.record_steps(steps, 30, 100),
+                               steps=steps, record=record, arrows=snap_u,
                                track=lambda it: ctx.track(it, description="network (uniform start)"))  # fmt: skip
         van_u = fc.run_vanilla(mu, loss=loss, lr=cfg.lr_vanilla, steps=cfg.horizon_vanilla,
                                record=fc.record_steps(cfg.horizon_vanilla, 30, 100),
@@ -446,8 +453,8 @@ class Fig5(VariationalExperiment):
         pn, pv = fc.probes_of(net_u, mu.labels), fc.probes_of(van_u, mu.labels)
         for e, r in enumerate(results):
             r.summary.update(uniform_start_summary(pn, pv, e))
-            r.arrays["uniform/network/times"] = pn.times
-            r.arrays["uniform/network/silhouette"] = pn.silhouette[:, e]
+            store_probes(r, "uniform/network", pn, e)  # times, silhouette, uniformity, loss per record
+            store_snapshots(r, "uniform/network", net_u, snap_u, e)
             r.arrays["uniform/network/z_end"] = net_u.z[-1, e]
             r.arrays["uniform/network/z_start"] = net_u.z[0, e]
         for r in results:
@@ -463,7 +470,8 @@ class Fig5(VariationalExperiment):
         return comparison_measures(cfg, result, "")
 
     def plots(self, cfg: Fig5Config, result: Result, fig_dir: Path):
-        return plot_comparison(cfg, result, fig_dir, "fig5", "Fig. 5: network (rows 2–3) vs vanilla GD (row 4)", "")
+        return plot_comparison(cfg, result, fig_dir, "fig5", "Fig. 5 (Sec. 4.2.1): one-hidden-layer network vs "
+                               "vanilla GD", "")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------
@@ -509,7 +517,12 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
     )  # fmt: skip
     # the run's own step is always a row (step-independent reads it), added when table_lrs lacks it
     lrs = cfg.table_lrs + [cfg.lr_network] * (not any(math.isclose(s, cfg.lr_network) for s in cfg.table_lrs))
-    table = fc.step_table(make_model, m, loss=loss, lrs=lrs, time=cfg.table_time, main=net)
+    # Fig. 6: the step table's gradient-flow run (σ = flow_lr, the App. B claim's) is kept for its figure row
+    flow_lr = getattr(cfg, "flow_lr", None)
+    keep = {} if flow_lr is None else {flow_lr: flow_snapshot_steps(cfg.table_time, flow_lr)}
+    table = fc.step_table(make_model, m, loss=loss, lrs=lrs, time=cfg.table_time, main=net, keep=keep)
+    kept = next((r for r in table if r.run is not None), None)
+    flow = None if kept is None or kept.run is None or kept.probes is None else (kept.run, kept.probes)
     p_net, p_van = fc.probes_of(net, m.labels), fc.probes_of(van, m.labels)
     u_opt = fc.uniform_optimum(m.n, m.d)
     decay = fc.decay_times(p_net, u_opt, cfg.horizon_network * cfg.lr_network, cfg.persist_level)
@@ -538,7 +551,8 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
             "vanilla_silhouette_at_probe_shuffled": shuffled(van, j_k),
             "network_silhouette_horizon_shuffled": shuffled(net, i_h),
             "vanilla_silhouette_horizon_shuffled": shuffled(van, j_h)}  # fmt: skip
-    gifs = {name: (r, fc.gif_indices(r.times, cfg.gif_frames)) for name, r in (("network", net), ("vanilla", van))}
+    runs = (("network", net), ("vanilla", van)) + ((("flow", flow[0]),) if flow is not None else ())
+    gifs = {name: (r, fc.gif_indices(r.times, cfg.gif_frames)) for name, r in runs}
     results = []
     for e in range(E):
         s = {
@@ -565,22 +579,49 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
         res.tables[f"metrics{tag}"] = _metrics_frame(((net, p_net), (van, p_van)), e)
         res.arrays[f"x{tag}"] = m.x[e].cpu().numpy()
         res.arrays[f"labels{tag}"] = m.labels.cpu().numpy()
-        for name, run, keep in (("network", net, keep_net), ("vanilla", van, keep_van)):
-            idx = [run.index(k) for k in keep]
-            res.arrays[f"{name}{tag}/steps"] = run.steps[idx]
-            res.arrays[f"{name}{tag}/z"] = run.z[idx, e]
-            res.arrays[f"{name}{tag}/neg_grad"] = np.stack([run.neg_grad[int(run.steps[i])][e] for i in idx])
+        snaps = [("network", net, keep_net), ("vanilla", van, keep_van)]
+        probes = [("network", p_net), ("vanilla", p_van)]
+        if flow is not None:  # Fig. 6's gradient-flow run: snapshots, probes and GIF frames as the others'
+            snaps.append(("flow", flow[0], keep[flow_lr]))
+            probes.append(("flow", flow[1]))
+        for name, run, kept in snaps:
+            store_snapshots(res, f"{name}{tag}", run, kept, e)
             r, gi = gifs[name]
             res.arrays[f"gif{tag}/{name}"] = r.z[gi, e]
             res.arrays[f"gif{tag}/{name}_times"] = r.times[gi]
-        for name, p in (("network", p_net), ("vanilla", p_van)):
-            res.arrays[f"probe{tag}/{name}/times"] = p.times
-            for q in ("silhouette", "uniformity", "loss"):
-                res.arrays[f"probe{tag}/{name}/{q}"] = getattr(p, q)[:, e]
+        for name, p in probes:
+            store_probes(res, f"probe{tag}/{name}", p, e)
         res.summary[f"keep_network{tag}"] = keep_net
         res.summary[f"keep_vanilla{tag}"] = keep_van
         results.append(res)
     return results
+
+
+#: Fig. 6's gradient-flow row: snapshots at these fractions of table_time (and at t = 0)
+FLOW_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
+
+
+def flow_snapshot_steps(time: float, lr: float) -> list[int]:
+    """Snapshot iterations of the gradient-flow run (step ``lr`` up to flow time ``time``, as in the step table):
+    0 and the :data:`FLOW_FRACTIONS` of its ``round(time/lr)`` iterations."""
+    steps = max(1, int(round(time / lr)))
+    return sorted({0} | {int(round(steps * f)) for f in FLOW_FRACTIONS})
+
+
+def store_snapshots(res: Result, key: str, run: fc.Run, steps, e: int) -> None:
+    """Member ``e``'s embeddings and −∇L at the last record at or before each of ``steps``, as ``{key}/steps``,
+    ``{key}/z``, ``{key}/neg_grad`` (the rows of the snapshot figure)."""
+    idx = sorted({run.index(k) for k in steps})
+    res.arrays[f"{key}/steps"] = run.steps[idx]
+    res.arrays[f"{key}/z"] = run.z[idx, e]
+    res.arrays[f"{key}/neg_grad"] = np.stack([run.neg_grad[int(run.steps[i])][e] for i in idx])
+
+
+def store_probes(res: Result, key: str, p: fc.Probes, e: int) -> None:
+    """Member ``e``'s probes per record as ``{key}/times``, ``{key}/silhouette``, ``/uniformity``, ``/loss``."""
+    res.arrays[f"{key}/times"] = p.times
+    for q in ("silhouette", "uniformity", "loss"):
+        res.arrays[f"{key}/{q}"] = getattr(p, q)[:, e]
 
 
 def _metrics_frame(runs, e: int) -> pd.DataFrame:
@@ -672,32 +713,106 @@ def comparison_measures(cfg, result: Result, tag: str) -> dict[str, float | Meas
     return out
 
 
-def _probes_from(result: Result, tag: str, name: str, seed_results: list[Result]) -> fc.Probes:
-    rs = seed_results or [result]
-    key = f"probe{tag}/{name}"
+def _probes_from(result: Result, key: str) -> fc.Probes:
+    """The probes stored under ``key`` (:func:`store_probes`) of every seed, stacked ``(R, S)``."""
+    rs = result.seed_results or [result]
     stack = {q: np.stack([r.arrays[f"{key}/{q}"] for r in rs], 1) for q in ("silhouette", "uniformity", "loss")}
     return fc.Probes(result.arrays[f"{key}/times"], stack["silhouette"], np.zeros((1, 1, 1)), stack["uniformity"],
                      stack["loss"])  # fmt: skip
 
 
+def snapshot_rows(cfg, a: dict, tag: str) -> list[fc.SnapshotRow]:
+    """The rows of the snapshot figure, from the arrays of :func:`run_comparison` (and Fig. 5's uniform start).
+
+    Fig. 5: the network (the paper's row 2, to the horizon), its long run, vanilla GD (the paper's row 3) and the
+    network from the invariant uniform start. Fig. 6 (a ``flow{tag}`` run is stored): the gradient-flow run at
+    ``flow_lr`` first — the run the App. B claim scores — then the large step ``lr_network`` as the consequence it is,
+    its long run and vanilla GD.
+    """
+
+    def row(key: str, label: str, short: str, lr: float, sel=slice(None)) -> fc.SnapshotRow:
+        return fc.SnapshotRow(label, short, lr, a[f"{key}/steps"][sel], a[f"{key}/z"][sel], a[f"{key}/neg_grad"][sel])
+
+    net, sig = f"network{tag}", f"σ = {cfg.lr_network:g}"
+    short = a[f"{net}/steps"] <= cfg.horizon_network
+    rows = []
+    if f"flow{tag}/z" in a:
+        rows += [
+            row(f"flow{tag}", f"network GD σ = {cfg.flow_lr:g}: gradient flow, the scored run (claim "
+                f"network-clusters-flow reads t = {cfg.table_time:g})", f"network σ={cfg.flow_lr:g} (gradient flow, "
+                "scored)", cfg.flow_lr),
+            row(net, f"large step {sig}: not a flow (consequence network-clusters-large-step reads iteration "
+                f"{cfg.horizon_network})", f"large step σ={cfg.lr_network:g} (not a flow)", cfg.lr_network, short),
+            row(net, f"large step {sig}, long run (not a paper row)", f"large step σ={cfg.lr_network:g}, long run",
+                cfg.lr_network, ~short),
+        ]  # fmt: skip
+    else:
+        probe_step = getattr(cfg, "probe_step", 15)
+        rows += [
+            row(net, f"network GD {sig} (the paper's row 2; claims clusters-by-iteration-15 at iteration {probe_step}, "
+                f"network-keeps-clusters at {cfg.horizon_network})", f"network σ={cfg.lr_network:g}", cfg.lr_network,
+                short),
+            row(net, f"network GD {sig}, long run beyond the paper's {cfg.horizon_network} iterations (not a paper row; "
+                "clusters-persist, converges-to-trivial)", "network, long run", cfg.lr_network, ~short),
+        ]  # fmt: skip
+    rows.append(row(f"vanilla{tag}", f"vanilla GD σ = {cfg.lr_vanilla:g} on the embeddings (eq. 14; the paper's "
+                    f"vanilla row; vanilla-uniform reads iteration {cfg.horizon_vanilla})",
+                    f"vanilla GD σ={cfg.lr_vanilla:g}", cfg.lr_vanilla))  # fmt: skip
+    if "uniform/network/z" in a and not tag:
+        rows.append(row("uniform/network", f"network GD {sig} from the invariant uniform start (Sec. 3/4.2, not a paper "
+                        "row; claim uniform-start-clusters: largest silhouette up to t = "
+                        f"{cfg.uniform_time:g})", "network from the uniform start", cfg.lr_network))  # fmt: skip
+    return rows
+
+
+def probe_series(cfg, result: Result, tag: str) -> tuple[list[tuple[str, fc.Probes]], list[fc.Mark], list[fc.Level]]:
+    """The probe figure's curves (as the snapshot rows), the iterations the claims read and their thresholds."""
+    a = result.arrays
+    net = _probes_from(result, f"probe{tag}/network")
+    van = _probes_from(result, f"probe{tag}/vanilla")
+    it_van = fc.Mark(cfg.horizon_vanilla * cfg.lr_vanilla, f"vanilla it {cfg.horizon_vanilla} (vanilla-uniform)", 0)
+    if f"probe{tag}/flow/times" in a:  # Fig. 6
+        series = [
+            (f"network σ={cfg.flow_lr:g} (gradient flow, scored)", _probes_from(result, f"probe{tag}/flow")),
+            (f"large step σ={cfg.lr_network:g} (not a flow)", net),
+            (f"vanilla GD σ={cfg.lr_vanilla:g}", van),
+        ]
+        marks = [fc.Mark(cfg.table_time, f"t = {cfg.table_time:g} (network-clusters-flow)", 0),
+                 fc.Mark(cfg.horizon_network * cfg.lr_network, f"σ={cfg.lr_network:g} it {cfg.horizon_network} "
+                         "(network-clusters-large-step)", 1, "--"),
+                 fc.Mark(it_van.t, it_van.label, 2)]  # fmt: skip
+        rs = result.seed_results or [result]
+        v = float(np.mean([r.summary[f"vanilla_silhouette_horizon{tag}"] for r in rs]))
+        levels = [fc.Level(v + 0.3, f"vanilla at it {cfg.horizon_vanilla} + 0.3 (the claims' margin)", 0)]
+        return series, marks, levels
+    probe_step = getattr(cfg, "probe_step", 15)
+    series = [(f"network σ={cfg.lr_network:g}", net), (f"vanilla GD σ={cfg.lr_vanilla:g}", van)]
+    if "uniform/network/uniformity" in a and not tag:
+        series.append((f"network σ={cfg.lr_network:g}, uniform start", _probes_from(result, "uniform/network")))
+    marks = [fc.Mark(probe_step * cfg.lr_network, f"network it {probe_step} (clusters-by-iteration-15)", 0),
+             fc.Mark(cfg.horizon_network * cfg.lr_network, f"network it {cfg.horizon_network} "
+                     "(network-keeps-clusters)", 0, "--"),
+             fc.Mark(it_van.t, it_van.label, 1)]  # fmt: skip
+    levels = [fc.Level(cfg.persist_level, f"silhouette {cfg.persist_level:g} (clustered: the claims' threshold)", 0)]
+    return series, marks, levels
+
+
 def plot_comparison(cfg, result: Result, fig_dir: Path, stem: str, title: str, tag: str = ""):
+    """The snapshot figure (:func:`snapshot_rows`, seed ``result.seed``), the probe figure (every seed) and the GIF."""
     a = result.arrays
     labels = a[f"labels{tag}"]
-    rows = []
-    for name, label in (("network", "network"), ("vanilla", "vanilla")):
-        steps, z, g = a[f"{name}{tag}/steps"], a[f"{name}{tag}/z"], a[f"{name}{tag}/neg_grad"]
-        lr = cfg.lr_network if name == "network" else cfg.lr_vanilla
-        if name == "network":  # two rows: the paper's horizon, then the long run
-            short = steps <= cfg.horizon_network
-            rows.append((label, list(steps[short] * lr), list(z[short]), list(g[short])))
-            rows.append((label + " (long run)", list(steps[~short] * lr), list(z[~short]), list(g[~short])))
-        else:
-            rows.append((label, list(steps * lr), list(z), list(g)))
-    paths = [fc.plot_rows(a[f"x{tag}"], labels, [r for r in rows if r[1]], fig_dir / f"{stem}.png", title)]
-    seeds = result.seed_results
-    series = [(f"{n} σ={cfg.lr_network if n == 'network' else cfg.lr_vanilla:g}", _probes_from(result, tag, n, seeds))
-              for n in ("network", "vanilla")]  # fmt: skip
-    paths.append(fc.probe_figure(series, result.summary[f"uniform_optimum{tag}"], fig_dir / f"{stem}_probes.png"))
-    frames = [(n, a[f"gif{tag}/{n}_times"], a[f"gif{tag}/{n}"]) for n in ("network", "vanilla")]
+    seed = f"seed {result.seed}" if result.seed is not None else "first seed"
+    paths = [fc.plot_rows(a[f"x{tag}"], labels, snapshot_rows(cfg, a, tag), fig_dir / f"{stem}.png",
+                          f"{title} ({seed}; panels: iteration and flow time t = σ·iteration)")]  # fmt: skip
+    series, marks, levels = probe_series(cfg, result, tag)
+    n_seeds = len(result.seed_results or [result])
+    paths.append(fc.probe_figure(series, result.summary[f"uniform_optimum{tag}"], fig_dir / f"{stem}_probes.png",
+                                 marks=marks, levels=levels, loss_name=fc.loss_label(cfg.positive_term),
+                                 title=f"{title}: probes, mean over {n_seeds} seed(s) and their range"))  # fmt: skip
+    large = f"gif{tag}/flow" in a  # Fig. 6: the main network run is the large step
+    gif = [("flow", f"σ={getattr(cfg, 'flow_lr', 0):g} (flow)"),
+           ("network", f"{'large step' if large else 'network'} σ={cfg.lr_network:g}"),
+           ("vanilla", f"vanilla σ={cfg.lr_vanilla:g}")]  # fmt: skip
+    frames = [(lab, a[f"gif{tag}/{n}_times"], a[f"gif{tag}/{n}"]) for n, lab in gif if f"gif{tag}/{n}" in a]
     paths.append(fc.make_gif(frames, labels, fig_dir / f"{stem}.gif"))
     return paths

@@ -230,7 +230,9 @@ class Fig6(VariationalExperiment):
     # beyond 400 at σ = 0.01; the same values at quick and paper scale); 6: vanilla-no-clusters is a sanity check
     # (by construction: vanilla GD never sees x); 8: a positive_term × tau map over the headline claims (Fig. 5's grid)
     # 9: positive_term=True by default (Def. 2.1's cost, as Fig. 5)
-    version = "9"
+    # 10: figures: the scored gradient-flow run (σ = flow_lr, the step table's) is stored and drawn as its own row and
+    # probe curve, the σ = lr_network rows labelled the large-step consequence; the claims' numbers are unchanged
+    version = "10"
     batch_seeds = True
     claims = CLAIMS
     robustness = (
@@ -350,23 +352,40 @@ class Fig6(VariationalExperiment):
         paths = []
         for dim in cfg.dims:
             paths += plot_comparison(cfg, result, fig_dir, f"fig6_{dim}d",
-                                     f"Fig. 6 ({dim}-D): 4-layer MLP σ={cfg.lr_network:g} (rows 2–3) vs vanilla GD",
-                                     tag=f"_{dim}d")  # fmt: skip
-            paths.append(_step_figure(result, dim, fig_dir / f"fig6_{dim}d_steps.png"))
+                                     f"Fig. 6 ({dim}-D, App. B): 4-layer MLP vs vanilla GD", tag=f"_{dim}d")  # fmt: skip
+            paths.append(_step_figure(cfg, result, dim, fig_dir / f"fig6_{dim}d_steps.png"))
         return paths
 
 
-def _step_figure(result: Result, dim: int, path: Path) -> Path:
+def _step_figure(cfg: Fig6Config, result: Result, dim: int, path: Path) -> Path:
+    """The step table of every seed: silhouette at table_time and the largest loss rise against σ, with the flow
+    step, the large step, vanilla GD's silhouette (the claims' baseline) and the flow_rise bound."""
     from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
     rs = result.seed_results or [result]
     tabs = [r.tables[f"step_table_{dim}d"].sort_values("lr") for r in rs]
-    fig, ax = new_figure(2, 1, size=(3.4, 2.8))
+    van = float(np.mean([r.summary[f"vanilla_silhouette_horizon_{dim}d"] for r in rs]))
+    fig, ax = new_figure(2, 1, size=(3.6, 3.0))
+    floor = 1e-5  # a monotone descent's rise, 0, drawn here on the log axis
+    ylabels = {"silhouette": f"cosine silhouette at t = {cfg.table_time:g}",
+               "max_loss_increase": f"largest loss rise (fraction of the\ntotal decrease; log, 0 drawn at {floor:g})"}  # fmt: skip
     for j, col in enumerate(("silhouette", "max_loss_increase")):
         vals = np.stack([t[col].to_numpy() for t in tabs])  # (S, L)
+        if col == "max_loss_increase":
+            vals = np.maximum(vals, floor)
         lr = tabs[0]["lr"].to_numpy()
-        ax[0, j].plot(lr, vals.mean(0), "o-", color=PALETTE[j])
+        ax[0, j].plot(lr, vals.mean(0), "o-", color=PALETTE[j], label=f"mean over {len(rs)} seed(s)")
         for v in vals:
             ax[0, j].plot(lr, v, ".", color=PALETTE[j], alpha=0.4)
-        ax[0, j].set(xscale="log", xlabel="step σ (same flow time)", title=f"{dim}-D: {col.replace('_', ' ')}")
+        ax[0, j].axvline(cfg.flow_lr, color="0.3", ls=":", label=f"σ = {cfg.flow_lr:g} (flow step, scored)")
+        ax[0, j].axvline(cfg.lr_network, color="0.6", ls=":", label=f"σ = {cfg.lr_network:g} (large step)")
+        ax[0, j].set(xscale="log", xlabel="step σ (same flow time)", ylabel=ylabels[col],
+                     title=f"{dim}-D: {col.replace('max_loss_increase', 'largest loss rise')}")  # fmt: skip
+    ax[0, 0].axhline(van, color=PALETTE[2], ls="--", label=f"vanilla GD at it {cfg.horizon_vanilla}")
+    ax[0, 0].axhline(van + 0.3, color=PALETTE[2], ls="-.", label="vanilla + 0.3 (claims' margin)")
+    ax[0, 1].axhline(cfg.flow_rise, color=PALETTE[3], ls="--", label=f"flow_rise = {cfg.flow_rise:g}")
+    ax[0, 1].set_yscale("log")
+    for j in range(2):
+        ax[0, j].legend(fontsize=6)
+    fig.suptitle(f"Extra: step-size table at t = {cfg.table_time:g} ({dim}-D)", fontsize=9)
     return save_figure(fig, path)

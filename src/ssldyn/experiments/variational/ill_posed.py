@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
@@ -168,7 +168,8 @@ class IllPosed(VariationalExperiment):
     # 5: same-pushforward-* are sanity checks (identical embeddings row by row); prop21-reformulation tests Prop.
     # 2.1's change of variables on the batch; positive_term config key (default: the printed form, as before)
     # 7: positive_term=True by default (eq. (1)'s cost for an invariant map; the printed one is an erratum)
-    version = "7"
+    # 8: figure only: the scored claims' panels (reformulation, uniform vs clusters), linear axes with values, captions
+    version = "8"
     robustness = (
         Robustness(
             claims=("uniform-beats-clusters-s1", "uniform-beats-clusters-s2"),
@@ -377,21 +378,74 @@ class IllPosed(VariationalExperiment):
 
     def plots(self, cfg: IllPosedConfig, result: Result, fig_dir: Path):
         a = result.arrays
-        fig, ax = new_figure(4, 1, size=(3.6, 3.4))
+        fig, ax = new_figure(3, 2, size=(4.2, 3.5))
         cols = [PALETTE[int(c) % 8] for c in a["labels"]]
         ax[0, 0].scatter(a["x1"][:, 0], a["x1"][:, 1], c=cols, s=6)
-        ax[0, 0].set(title="clean μ₁ (first 2 coords)", aspect="equal")
+        ax[0, 0].set(title="(a) clean μ₁ (first 2 coords)", aspect="equal", xlabel="$x_1$", ylabel="$x_2$")
         ax[0, 1].scatter(a["x2"][:, 0], a["x2"][:, 1], c="0.4", s=6)
-        ax[0, 1].set(title="clean μ₂ (first 2 coords)", aspect="equal")
+        ax[0, 1].set(title="(b) clean μ₂ (first 2 coords)", aspect="equal", xlabel="$x_1$", ylabel="$x_2$")
         p = a["pushforward"]
         ax[0, 2].scatter(p[:, 0], p[:, 1], c=cols, s=6)
-        ax[0, 2].set(title="f#μ₁ = f#μ₂ on S¹", aspect="equal")
-        t = result.tables["losses"]
-        inv = t[t["map"] == "invariant"].pivot(index="loss", columns="distribution", values="value")
-        xs = np.arange(len(inv))
-        ax[0, 3].bar(xs - 0.2, inv["mu1"], 0.4, label="μ₁", color=PALETTE[0])
-        ax[0, 3].bar(xs + 0.2, inv["mu2"], 0.4, label="μ₂", color=PALETTE[1])
-        ax[0, 3].set_xticks(xs, inv.index)
-        ax[0, 3].set(title="losses of the invariant map", yscale="symlog")
-        ax[0, 3].legend(fontsize=8)
+        ax[0, 2].set(title="(c) f#μ₁ = f#μ₂ on S¹", aspect="equal", xlabel="$f_1$", ylabel="$f_2$")
+        _reformulation_panel(ax[1, 0], result.tables["reformulation"], cfg)
+        _sphere_panel(ax[1, 1], result.tables["sphere"], cfg)
+        _pushforward_panel(ax[1, 2], result.tables["losses"])
+        fig.suptitle(f"Prop. 2.1, App. A.1 (Sec. 1): invariant maps, τ = {cfg.tau:g}, n = {cfg.n}, seed "
+                     f"{result.seed if result.seed is not None else 0}", fontsize=10)  # fmt: skip
         return [save_figure(fig, fig_dir / "ill_posed.png")]
+
+
+def _bars(ax, groups: list[str], series: list[tuple[str, list[Any]]], fmt: str = "{:.3f}") -> None:
+    """Grouped bars on a linear axis, each bar labelled with its value."""
+    xs = np.arange(len(groups))
+    w = 0.8 / len(series)
+    for k, (name, vals) in enumerate(series):
+        bars = ax.bar(xs + (k - (len(series) - 1) / 2) * w, vals, w, label=name, color=PALETTE[k % 8])
+        ax.bar_label(bars, [fmt.format(v) for v in vals], fontsize=6.5, padding=1)
+    ax.set_xticks(xs, groups)
+    top = max(max(vals) for _, vals in series)
+    ax.set_ylim(0, 1.55 * top)  # room for the value labels and the legend above the bars
+
+
+def _reformulation_panel(ax, r: pd.DataFrame, cfg: IllPosedConfig) -> None:
+    """(d) prop21-reformulation, μ₁: eq. (1) on the batch against the latent-measure cost of the pushforward, with
+    eq. (1)'s positive-pair term (the identity) and as Prop. 2.1 prints it (without it)."""
+    r = r.set_index(["map", "distribution"])
+    rows = [("invariant", "mu1"), ("control", "mu1")]
+    _bars(ax, ["invariant f", "control g (not invariant)"],
+          [("eq. (1) on the batch", [r.loc[k, "batch"] for k in rows]),
+           ("f#μ cost, with the positive-pair term", [r.loc[k, "reformulated"] for k in rows]),
+           ("f#μ cost, Prop. 2.1 as printed", [r.loc[k, "printed"] for k in rows])])  # fmt: skip
+    ax.set(ylabel="NT-Xent (E_y: the batch mean)",
+           title="(d) prop21-reformulation, μ₁:\neq. (1) on the batch vs the cost of f#μ")  # fmt: skip
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=6.5, loc="upper left")
+
+
+def _sphere_panel(ax, sp: pd.DataFrame, cfg: IllPosedConfig) -> None:
+    """(e) uniform-beats-clusters-s1/s2: the NT-Xent of n points spread evenly against the same points in clusters."""
+    s = sp.set_index(["sphere", "measure"])["loss"]
+    k = cfg.clusters
+    kinds = [("uniform", "uniform", "uniform"), (f"{k} clusters", "4 clusters", "K clusters (the claim)"),
+             ("control clusters", "control clusters", f"{cfg.clusters_control} clusters (control)")]  # fmt: skip
+    _bars(ax, ["S¹", "S²"], [(name, [s[("S1", m1)], s[("S2", m2)]]) for m1, m2, name in kinds], fmt="{:.4f}")
+    rel = [(s[(sph, m)] - s[(sph, "uniform")]) / s[(sph, "uniform")] for sph, m in (("S1", f"{k} clusters"),
+                                                                                      ("S2", "4 clusters"))]  # fmt: skip
+    cost = "with the positive-pair term" if cfg.positive_term else "Prop. 2.1 as printed"
+    ax.set(ylabel="NT-Xent of the latent measure",
+           title=f"(e) uniform-beats-clusters ({cost}):\nclusters +{rel[0]:.1%} on S¹ (K = {k}), +{rel[1]:.1%} on "
+           "S² (4)")  # fmt: skip
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=6.5, loc="upper left", ncol=2)
+
+
+def _pushforward_panel(ax, t: pd.DataFrame) -> None:
+    """(f) the same-pushforward sanity checks: the batch losses of μ₁ and μ₂, invariant map and control."""
+    v = t.set_index(["map", "loss", "distribution"])["value"]
+    losses = ["NT-Xent", "VICReg", "BYOL"]
+    names = {"mu1": "μ₁", "mu2": "μ₂", "invariant": "invariant f", "control": "control g"}
+    _bars(ax, losses, [(f"{names[m]}, {names[d]}", [v[(m, loss, d)] for loss in losses])
+                       for m in ("invariant", "control") for d in ("mu1", "mu2")], fmt="{:.2f}")  # fmt: skip
+    ax.set(ylabel="batch loss on (f(Tx), f(T'x))", title="(f) sanity checks same-pushforward-*:\nμ₁ vs μ₂")
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=6.5, loc="upper left", ncol=2)

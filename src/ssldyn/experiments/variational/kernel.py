@@ -140,7 +140,8 @@ class KernelCheck(VariationalExperiment):
     # 6: thm45-kernel-limit's reading and basis name the centre norm the run uses (text only); 5: prop43-closed-form
     # declares its range (0, ∞) (a max |difference|); 7: prop41-small-step reads the row of the smallest η whatever
     # the order of etas (it took the smallest error over all η unless the grid was listed largest first)
-    version = "7"
+    # 8: figure only: legends, colour bar and y labels, the 3δ bound and a slope-1 line in (d), captions
+    version = "8"
     robustness = (
         Robustness(
             claims=("thm45-kernel-limit", "remark44-size-ratio"),
@@ -477,36 +478,47 @@ class KernelCheck(VariationalExperiment):
         }
 
     def plots(self, cfg: KernelConfig, result: Result, fig_dir: Path):
+        from matplotlib.ticker import NullFormatter
+
         fig, ax = new_figure(3, 2, size=(3.9, 3.2))
         a = result.tables["prop41"]
-        ax[0, 0].loglog(a["eta"], a["rel_err"], "o-", color=PALETTE[0])
+        ax[0, 0].loglog(a["eta"], a["rel_err"], "o-", color=PALETTE[0], label="measured")
         ax[0, 0].loglog(
             a["eta"], a["rel_err"].iloc[-1] * a["eta"] / a["eta"].iloc[-1], "--", color="gray", label="slope 1"
         )
         ax[0, 0].set(xlabel="step η", ylabel="rel. error of Δz vs −ηKg", title="(a) Prop. 4.1")
         ax[0, 0].legend(fontsize=7)
         im = ax[0, 1].imshow(result.arrays["kernel_trace"], cmap="viridis")
-        fig.colorbar(im, ax=ax[0, 1], fraction=0.046)
+        cb = fig.colorbar(im, ax=ax[0, 1], fraction=0.046)
+        cb.set_label(r"$\mathrm{tr}\,K_{ij}$", fontsize=8)
         ax[0, 1].set(title="(b) tr K_ij (eq. 20), clusters", xlabel="j", ylabel="i")
         w = result.tables["prop44"].groupby("M")["rel_err"].agg(["mean", "std"])
         w_mean = w.loc[:, "mean"]
-        ax[0, 2].errorbar(w.index, w_mean, yerr=w.loc[:, "std"], fmt="o-", color=PALETTE[1])
-        ax[0, 2].loglog(w.index, w_mean.iloc[0] * (w.index / w.index[0]) ** -0.5, "--", color="gray", label="M^-1/2")
-        ax[0, 2].set(xscale="log", yscale="log", xlabel="width M", ylabel="‖K_M − K∞‖/‖K∞‖", title="(c) Prop. 4.4")
+        ax[0, 2].errorbar(w.index, w_mean, yerr=w.loc[:, "std"], fmt="o-", color=PALETTE[1],
+                          label="measured (mean ± std over draws)")  # fmt: skip
+        ax[0, 2].loglog(w.index, w_mean.iloc[0] * (w.index / w.index[0]) ** -0.5, "--", color="gray",
+                        label="$M^{-1/2}$")  # fmt: skip
+        ax[0, 2].set(xscale="log", yscale="log", xlabel="width M", ylabel=r"$\|K_M - K_\infty\| / \|K_\infty\|$",
+                     title="(c) Prop. 4.4")  # fmt: skip
         ax[0, 2].legend(fontsize=7)
         t = result.tables["thm45"]
         for col, lab, c in [
             ("off_ratio", "cross-cluster / block", 0),
-            ("kernel_dev", "‖K − K_block‖/‖K‖", 1),
+            ("kernel_dev", r"$\|K - K_\mathrm{block}\| / \|K\|$ (thm45-kernel-limit)", 1),
             ("flow_rel_err", "flow error (eq. 21)", 2),
         ]:
             ax[1, 0].loglog(t["delta"], t[col], "o-", color=PALETTE[c], label=lab)
-        ax[1, 0].set(xlabel="δ", title="(d) Thm. 4.5: O(δ)")
-        ax[1, 0].legend(fontsize=7)
+        d = t["delta"].to_numpy()
+        ax[1, 0].loglog(d, 3.0 * d, ":", color=PALETTE[1], label="bound 3δ (thm45-kernel-limit)")
+        ax[1, 0].loglog(d, t["kernel_dev"].iloc[0] * d / d[0], "--", color="gray", label="slope 1 (O(δ))")
+        ax[1, 0].set(xlabel="cluster radius δ", ylabel="relative size", title="(d) Thm. 4.5: O(δ)")
+        ax[1, 0].legend(fontsize=6.5)
         e = result.tables["imbalance"]
         ax[1, 1].loglog(e["ratio"], e["gain"], "o", color=PALETTE[3], label="measured")
-        ax[1, 1].loglog(e["ratio"], e["predicted_gain"], "x--", color="gray", label="(n_q/n)‖ξ‖²β_q")
+        ax[1, 1].loglog(e["ratio"], e["predicted_gain"], "x--", color="gray", label=r"$(n_q/n)\|\xi\|^2\beta_q$")
         ax[1, 1].set(xlabel="size ratio n_q/n", ylabel="speed / vanilla speed", title="(e) Remark 4.4")
+        ax[1, 1].set_xticks(e["ratio"].to_numpy(), [f"{r:.2g}" for r in e["ratio"]])
+        ax[1, 1].xaxis.set_minor_formatter(NullFormatter())
         ax[1, 1].legend(fontsize=7)
         ax[1, 2].axis("off")
         s = result.summary
@@ -515,6 +527,7 @@ class KernelCheck(VariationalExperiment):
             0.5,
             "\n".join(
                 [
+                    "fitted slopes and errors (claims):",
                     f"Prop 4.1 slope {s['prop41_slope']:.2f}",
                     f"Prop 4.3 err {s['closed_form_max_abs_err']:.1e}",
                     f"Prop 4.4 slope {s['prop44_slope']:.2f}",

@@ -197,7 +197,8 @@ class Stationarity(VariationalExperiment):
     # errors); 4: lemma-a2-positive also draws random centre sets (not only evenly spaced ones, as the lemma states)
     # and tests σ > 3K²τ strictly; 5: remark32-uniform-local-min says it is read on S¹ and gives the S² polytopes'
     # Hessians in its detail
-    version = "5"
+    # 6: figure only: eq. (8)'s gap n/a for one atom (was drawn 0), axis labels, panels for Remark 3.2, Lemma A.2
+    version = "6"
     claims = (
         ClaimSpec(
             "eq7-gradient", "For an invariant map the gradient of L takes the form of eq. (7).", "Prop. 3.1, eq. (7)",
@@ -583,20 +584,79 @@ class Stationarity(VariationalExperiment):
 
     def plots(self, cfg: StationarityConfig, result: Result, fig_dir: Path):
         t = result.tables["symmetric"]
-        fig, ax = new_figure(3, 1, size=(3.8, 3.2))
+        fig, ax = new_figure(3, 2, size=(3.9, 3.3))
         labels = list(dict.fromkeys(t["measure"]))
         worst = t.groupby("measure")[["residual", "eq8_gap"]].agg("max").reindex(labels)
-        ax[0, 0].barh(range(len(labels)), np.maximum(worst.loc[:, "residual"], 1e-18), color=PALETTE[0])
-        ax[0, 0].set(xscale="log", yticks=range(len(labels)), title="Thm. 3.2: tangential residual")
+        ys = np.arange(len(labels))
+        ax[0, 0].barh(ys, np.maximum(worst.loc[:, "residual"], 1e-18), color=PALETTE[0], label="symmetric measures")
+        ax[0, 0].set(xscale="log", yticks=ys, xlabel="largest tangential residual over τ (log, floored at 1e-18)",
+                     title="(a) Thm. 3.2: stationarity residual")  # fmt: skip
         ax[0, 0].set_yticklabels(labels, fontsize=6)
-        ax[0, 0].axvline(result.summary["control_min_residual"], color=PALETTE[3], ls="--", label="random measures")
+        ax[0, 0].axvline(result.summary["control_min_residual"], color=PALETTE[3], ls="--",
+                         label="random measures (control, smallest)")  # fmt: skip
         ax[0, 0].legend(fontsize=6)
-        ax[0, 1].barh(range(len(labels)), worst.loc[:, "eq8_gap"].fillna(0), color=PALETTE[1])
-        ax[0, 1].set(yticks=[], title="eq. (8) as printed: gap")
-        s = result.tables["scaled_limit"]
-        ax[0, 2].semilogy(s["k"], np.maximum(s["residual"], 1e-300), "o-", color=PALETTE[2])
-        ax[0, 2].set(xscale="log", xlabel="k", title="Prop. A.1: residual of f_k = k f")
+        gap = worst.loc[:, "eq8_gap"]
+        ok = gap.notna().to_numpy()
+        ax[0, 1].barh(ys[ok], gap[ok], color=PALETTE[1])
+        for y in ys[~ok]:  # a one-atom measure has no pair of atoms: the gap is not defined
+            ax[0, 1].text(0.02, y, "n/a (one atom)", va="center", fontsize=6.5, color="0.4")
+        ax[0, 1].set(yticks=ys, xlabel="gap of eq. (8) as printed, max over τ (0 if it held)",
+                     title="(b) eq8-printed (erratum): gap")  # fmt: skip
+        ax[0, 1].set_yticklabels([])
+        sc = result.tables["scaled_limit"]
+        ax[0, 2].semilogy(sc["k"], np.maximum(sc["residual"], 1e-300), "o-", color=PALETTE[2])
+        ax[0, 2].set(xscale="log", xlabel="scale k of f_k = k f", ylabel="largest ‖∇L(f_k)‖ of eq. (7)",
+                     title="(c) Prop. A.1: residual of f_k = k f")  # fmt: skip
+        _remark32_panel(ax[1, 0], result.tables["remark32"])
+        _lemma_panel(ax[1, 1], result.tables["lemma_a2"])
+        _s2_panel(ax[1, 2], result.tables["remark32_s2"])
+        fig.suptitle(f"Thm. 3.2, Remark 3.2, Lemma A.2, Prop. A.1 (Sec. 3, App. A), seed "
+                     f"{result.seed if result.seed is not None else 0}", fontsize=10)  # fmt: skip
         return [save_figure(fig, fig_dir / "stationarity.png")]
+
+
+def _remark32_panel(ax, r32: pd.DataFrame) -> None:
+    """(d) remark32-uniform-local-min: the Hessian at n evenly spaced atoms on S¹ — its second-smallest eigenvalue
+    (λ_min is the rotation's zero mode) falls towards 0 as n grows; the claim's λ_min and the clusters' in the title."""
+    for k, (tau, g) in enumerate(r32.groupby("tau")):
+        g = g.sort_values("n")
+        ax.loglog(g["n"], np.maximum(g["uniform_second"], 1e-18), "o-", color=PALETTE[k % 8], label=f"τ = {tau:g}")
+    ax.set(xlabel="n evenly spaced atoms on S¹", ylabel="λ₂ / λ_max of the Hessian (log)",
+           title=f"(d) Remark 3.2: uniform λ_min/λ_max = {r32['uniform_min'].min():.1e}\n(claim: ≥ −1e-10; 4 "
+           f"clusters, control: {r32['clusters_min'].min():.3g})")  # fmt: skip
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=6.5)
+
+
+def _lemma_panel(ax, lem: pd.DataFrame) -> None:
+    """(e) lemma-a2-positive: the smallest relative δ²L over the admissible directions per K (evenly spaced and
+    random centre sets) against all directions (control)."""
+    for centres, marker, color in (("even", "o", PALETTE[0]), ("random", "x", PALETTE[1])):
+        g = lem[lem["centres"] == centres]
+        ax.plot(g["K"], g["min_admissible"], marker, ls="none", color=color,
+                label=f"{'evenly spaced' if centres == 'even' else 'random'} centres: admissible h")  # fmt: skip
+        ax.plot(g["K"] + 0.12, g["min_all"], marker, ls="none", color=color, alpha=0.45,
+                label=f"{'evenly spaced' if centres == 'even' else 'random'} centres: all h (control)")  # fmt: skip
+    ax.axhline(0.0, color="0.3", lw=0.8)
+    ax.set(xlabel="clusters K", ylabel="smallest δ²L(f)(h, h) / size of its terms", xticks=sorted(lem["K"].unique()),
+           title="(e) Lemma A.2: δ²L on eq.-(27) directions")  # fmt: skip
+    ax.legend(fontsize=6)
+
+
+def _s2_panel(ax, s2: pd.DataFrame) -> None:
+    """(f) the Hessian on S² at the regular polytopes (the claim's detail): λ_min/λ_max and λ₄/λ_max (beyond the
+    three rotations), smallest over τ; symlog, so the cube's negative eigenvalue (a saddle) shows."""
+    g = cast(pd.DataFrame, s2.groupby("polytope", sort=False)[["min", "fourth"]].min())
+    xs = np.arange(len(g))
+    ax.bar(xs - 0.2, g["min"], 0.4, color=PALETTE[4], label="λ_min / λ_max")
+    ax.bar(xs + 0.2, g["fourth"], 0.4, color=PALETTE[5], label="λ₄ / λ_max (beyond the rotations)")
+    ax.axhline(0.0, color="0.3", lw=0.8)
+    ax.set_xticks(xs, list(g.index), fontsize=7)
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set(ylim=(-1.0, 3.0), ylabel="eigenvalue / λ_max (symlog)", title="(f) Remark 3.2 on S²: polytopes\n(smallest "
+           "over τ; the claim's detail)")  # fmt: skip
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=6.5, loc="lower left")
 
 
 def _lemma_detail(lem: pd.DataFrame, K: int) -> str:

@@ -132,7 +132,8 @@ class Fig1(GrassmannExperiment):
     # (was NaN, a fail); a robustness map over large steps
     # 8: figures only: the data set, the constrained losses on a linear axis, thresholds and σ ratios on the figures
     # (new arrays x, x_pos: the data set); claims unchanged
-    version = "8"
+    # 9: figures only: panel 4 ends each frozen (overflowed) member's σ ratio at its freeze epoch; claims unchanged
+    version = "9"
     robustness = (
         Robustness(
             claims=("unconstrained-collapses", "orth-stays-2d", "stiefel-stays-2d", "orth-converges"),
@@ -382,14 +383,44 @@ def _constrained_loss_panel(ax, cfg: Fig1Config, result: Result) -> None:
     ax.legend(fontsize=6)
 
 
-def _probe_panel(ax, cfg: Fig1Config, result: Result) -> None:
-    """Extra: σ_min/σ_max of the embedding per regime and initialisation, with the collapse claims' thresholds."""
+def freeze_epoch(loss_curve: np.ndarray) -> float:
+    """The epoch a member's guard froze it: the first epoch without a finite recorded loss (its loss overflowed or
+    was not finite; ``LossGuard(policy="freeze")``), ``nan`` for a member trained to the end."""
+    bad = np.flatnonzero(~np.isfinite(loss_curve))
+    return float(bad[0]) if len(bad) else float("nan")
+
+
+def probe_series(result: Result, regime: str) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """Per member of ``regime``: ``(epochs, σ_min/σ_max, freeze epoch)``, the ratio masked (NaN) from
+    the member's freeze epoch on, where its loss curve ends (a frozen member is no longer trained: its ratio would
+    stay at the frozen weights' value)."""
     df = result.tables["metrics"]
+    g = df[df.probe == f"{regime}/sv_ratio"]
+    curve = result.arrays.get(f"{regime}/loss_curve")
+    out = []
+    members = np.asarray(g["member"])
+    for m in np.unique(members):
+        gm = g[members == m]
+        steps, values = np.asarray(gm["step"]), np.asarray(gm["value"], dtype=float)
+        frozen = freeze_epoch(curve[:, int(m)]) if curve is not None else float("nan")
+        out.append((steps, np.where(steps >= frozen, np.nan, values), frozen))
+    return out
+
+
+def _probe_panel(ax, cfg: Fig1Config, result: Result) -> None:
+    """Extra: σ_min/σ_max of the embedding per regime and initialisation, with the collapse claims' thresholds; a
+    member frozen at a loss overflow ends at its last recorded epoch before the freeze (×)."""
+    marked = False
     for i, regime in enumerate(REGIMES):
-        g = df[df.probe == f"{regime}/sv_ratio"]
-        for j, (_m, gm) in enumerate(g.groupby("member")):
-            ax.plot(gm.step, np.maximum(gm.value, 1e-12), color=PALETTE[i], alpha=0.7, lw=0.9,
+        for j, (steps, values, frozen) in enumerate(probe_series(result, regime)):
+            ax.plot(steps, np.maximum(values, 1e-12), color=PALETTE[i], alpha=0.7, lw=0.9,
                     label=LABELS[regime] if j == 0 else None)  # fmt: skip
+            ok = np.isfinite(values)
+            if np.isfinite(frozen) and ok.any():
+                last = np.flatnonzero(ok)[-1]
+                ax.plot(steps[last], max(values[last], 1e-12), marker="x", color=PALETTE[i], ms=6, ls="none",
+                        label=None if marked else "last point before the freeze (loss overflow)")  # fmt: skip
+                marked = True
     ax.axhline(1e-3, color="k", ls=":", lw=0.8, label="1e-3: a line (unconstrained-collapses)")
     ax.axhline(0.1, color="k", ls="--", lw=0.8, label="0.1: 2-D (orth-/stiefel-stays-2d)")
     ax.axvline(cfg.collapse_epoch, color="gray", lw=0.6)

@@ -88,11 +88,11 @@ _REGIMES: dict[str, Regime] = {
     "stiefel": "orthogonal",
     "frobenius": "frobenius",
 }
-LABELS = {
-    "scaled": "(1) L/(‖W2‖₂²‖W1‖₂²)",
-    "balls": "(2) ‖W1‖₂, ‖W2‖₂ ≤ 1",
-    "product": "(3) ‖W2ᵀW1‖₂ ≤ 1",
-    "stiefel": "(4) W1ᵀW1 = I, W2ᵀW2 = I",
+LABELS = {  # mathtext: subscripts drawn as subscripts (no literal underscores in the legend)
+    "scaled": r"(1) $L\,/\,(\|W_2\|_2^2\,\|W_1\|_2^2)$",
+    "balls": r"(2) $\|W_1\|_2,\ \|W_2\|_2 \leq 1$",
+    "product": r"(3) $\|W_2^\top W_1\|_2 \leq 1$",
+    "stiefel": r"(4) $W_1^\top W_1 = I,\ W_2^\top W_2 = I$",
 }
 
 
@@ -157,7 +157,8 @@ class Prop3(GrassmannExperiment):
     quick = {"steps": 800, "lr": 0.1, "mc_draws": 300}
     # 4: orthogonality-needs-width is a sanity check (an identity of the constraint); 5: an erratum
     # 6: figures only: (2) dashed over (4), the Frobenius control (new array loss/frobenius), the counterexample panel
-    version = "6"
+    # 7: figures only: legend labels in mathtext (no literal underscores); claims unchanged
+    version = "7"
     est_seconds = (2, 5)  # CPU seconds for all seeds (3 quick, 5 paper)
     claims = (
         ClaimSpec(
@@ -343,7 +344,7 @@ class Prop3(GrassmannExperiment):
                           ls=styles.get(prob, "-"), label=LABELS[prob], zorder=3 if prob == "balls" else 2)  # fmt: skip
         if "loss/frobenius" in a:
             ax[0, 0].plot(a["loss/frobenius"], color="0.5", lw=1, ls="-.",
-                          label="control (Prop. 2): ‖W1‖_F, ‖W2‖_F ≤ 1")  # fmt: skip
+                          label=r"control (Prop. 2): $\|W_1\|_F,\ \|W_2\|_F \leq 1$")  # fmt: skip
             ax[0, 0].axhline(sm["eigenvalues_C"][0], color="0.5", ls=":", lw=0.8, label="$\\lambda_1$")
         ax[0, 0].axhline(sm["optimal_loss"], color="k", ls="--", lw=0.8,
                          label=f"$\\lambda_1$ + … + $\\lambda_{cfg.z}$")  # fmt: skip
@@ -356,7 +357,7 @@ class Prop3(GrassmannExperiment):
 
 def _counterexample_panel(ax, sm: dict) -> None:
     """Erratum orthogonality-needs-width: the best losses of (3) and of (4) at h = 2 and h = 3 on the shifted 2-D C."""
-    names = ["(3) ‖W2ᵀW1‖₂ ≤ 1", "(4) Stiefel, h = 2", "(4) Stiefel, h = 3"]
+    names = [r"(3) $\|W_2^\top W_1\|_2 \leq 1$", "(4) Stiefel, h = 2", "(4) Stiefel, h = 3"]
     vals = [sm["counter_loss_product"], sm["counter_loss_stiefel_h2"], sm["counter_loss_stiefel_h3"]]
     ax.bar(names, vals, color=[PALETTE[2], PALETTE[1], PALETTE[3]])
     l1, l2 = sm["counter_lambda1"], sm["counter_lambda2"]

@@ -125,7 +125,9 @@ class Thm3(GrassmannExperiment):
     # 6: needs-h-above-d is an erratum (the printed theorem has no condition on h); 7: a robustness map over t_final
     # 8: figures only: distances on log axes with tol, the h = d erratum panel (new arrays {case}/dist_v1,
     # gd/norm_h_eq_d, gd/norm_h); claims unchanged
-    version = "8"
+    # 9: figures only: every seed in the Thm. 3 panels (per-seed counts in the titles, the other seeds' worst drawn
+    # trial dashed, each seed's largest final distance marked); claims unchanged
+    version = "9"
     robustness = (Robustness(claims=("positive-to-zero", "negative-to-v1"), knobs=T_FINAL_KNOBS, paper=T_FINAL_PAPER),)
     claims = (
         ClaimSpec(
@@ -277,28 +279,55 @@ class Thm3(GrassmannExperiment):
         }
 
     def plots(self, cfg: Thm3Config, result: Result, fig_dir: Path):
-        fig, ax = new_figure(3, 1, size=(4.2, 3.5))
-        a, sm, N = result.arrays, result.summary, cfg.trials
-        shown = a["positive/norm"].shape[1]
-        floor = 1e-16  # converged trials reach round-off: drawn at the floor of the log axis
-        for j in range(shown):
-            ax[0, 0].plot(a["positive/t"], np.maximum(a["positive/norm"][:, j], floor), color=PALETTE[0], alpha=0.35)
-        dist = v1_distance(a)  # (T, ≤50)
-        for j in range(dist.shape[1]):
-            ax[0, 1].plot(a["negative/t"], np.maximum(dist[:, j], floor), color=PALETTE[1], alpha=0.35)
-        for k in (0, 1):
-            ax[0, k].axhline(cfg.tol, color="k", ls=":", lw=1, label=f"tol = {cfg.tol:g}")
-            ax[0, k].legend(fontsize=7, loc="lower left")
-        ax[0, 0].set(xlabel="t", ylabel="‖q(t)‖", yscale="log")
-        ax[0, 0].set_title(f"Thm. 3, C ≻ 0: q → 0\npositive-to-zero: {round(sm['positive_fraction'] * N)}/{N} "
-                           f"trials below tol", fontsize=9)  # fmt: skip
-        ax[0, 1].set(xlabel="t", ylabel="min ‖q(t) ∓ $v_1$‖", yscale="log")
-        ax[0, 1].set_title(f"Thm. 3, $\\lambda_1$ < 0: q → ±$v_1$\nnegative-to-v1: "
-                           f"{round(sm['negative_fraction'] * N)}/{N} trials below tol", fontsize=9)  # fmt: skip
+        fig, ax = new_figure(3, 1, size=(4.4, 4.3))
+        results = result.seed_results or [result]
+        N, shown = cfg.trials, result.arrays["positive/norm"].shape[1]
+        panels = (("positive", "positive-to-zero", "Thm. 3, C ≻ 0: q → 0", "‖q(t)‖"),
+                  ("negative", "negative-to-v1", "Thm. 3, $\\lambda_1$ < 0: q → ±$v_1$", "min ‖q(t) ∓ $v_1$‖"))  # fmt: skip
+        for k, (case, claim, head, ylabel) in enumerate(panels):
+            _case_panel(ax[0, k], cfg, results, case, color=PALETTE[k])
+            counts = ", ".join(f"{c}/{N}" for c in seed_counts(results, case, N))
+            ax[0, k].set(xlabel="t", ylabel=ylabel, yscale="log")
+            ax[0, k].set_title(f"{head}\n{claim} per seed: {counts} below tol", fontsize=9)
         _gd_width_panel(ax[0, 2], cfg, result)
-        fig.suptitle(f"Thm. 3 (seed {result.seed}): q-ODE (9), z = 1, d = {cfg.d}, {min(shown, N)} of {N} random "
-                     f"(C, $q_0$) trials per case drawn", fontsize=10)  # fmt: skip
+        seeds = ", ".join(str(r.seed) for r in results)
+        fig.suptitle(f"Thm. 3: q-ODE (9), z = 1, d = {cfg.d}; seeds {seeds}: {min(shown, N)} of {N} random (C, $q_0$) "
+                     f"trials of seed {result.seed} drawn, the other seeds' worst drawn trial dashed", fontsize=10)  # fmt: skip
         return [save_figure(fig, fig_dir / "thm3.png")]
+
+
+def seed_counts(results: list[Result], case: str, trials: int) -> list[int]:
+    """Per seed, the number of the ``trials`` trials of ``case`` below tol: the reading of positive-to-zero
+    (``case = "positive"``) or negative-to-v1 (``"negative"``) times ``trials``, in seed order."""
+    return [round(r.summary[f"{case}_fraction"] * trials) for r in results]
+
+
+def case_distance(arrays, case: str) -> np.ndarray:
+    """The distance ``case``'s claim reads, along the path of the drawn trials ``(T, ≤50)``: ‖q‖ (positive) or
+    min ‖q ∓ v_1‖ (negative)."""
+    return arrays["positive/norm"] if case == "positive" else v1_distance(arrays)
+
+
+def _case_panel(ax, cfg: Thm3Config, results: list[Result], case: str, color: str) -> None:
+    """Every drawn trial of the first seed (thin), each other seed's worst drawn trial (the largest distance at
+    t_final, dashed) and every seed's largest distance at t_final over all its trials (markers at the right edge)."""
+    floor = 1e-16  # converged trials reach round-off: drawn at the floor of the log axis
+    first = results[0]
+    t, dist = first.arrays[f"{case}/t"], case_distance(first.arrays, case)
+    for j in range(dist.shape[1]):
+        ax.plot(t, np.maximum(dist[:, j], floor), color=color, alpha=0.3, lw=1,
+                label=f"seed {first.seed}: drawn trials" if j == 0 else None)  # fmt: skip
+    colors = [color] + [PALETTE[(4 + i) % len(PALETTE)] for i in range(len(results) - 1)]
+    for r, c in zip(results[1:], colors[1:]):
+        d = case_distance(r.arrays, case)
+        worst = d[:, int(np.argmax(d[-1]))]
+        ax.plot(r.arrays[f"{case}/t"], np.maximum(worst, floor), color=c, ls="--", lw=1.4,
+                label=f"seed {r.seed}: worst drawn trial")  # fmt: skip
+    for i, (r, c) in enumerate(zip(results, colors)):
+        ax.plot(t[-1], max(r.summary[f"{case}_max_dist"], floor), marker="D", ms=5, color=c, mec="k", mew=0.5,
+                ls="none", label="largest at $t_{final}$ per seed, all trials" if i == 0 else None, clip_on=False)  # fmt: skip
+    ax.axhline(cfg.tol, color="k", ls=":", lw=1, label=f"tol = {cfg.tol:g}")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)  # below: the curves stay clear
 
 
 def v1_distance(arrays) -> np.ndarray:

@@ -160,7 +160,7 @@ class Augmentation(NonlinearityExperiment):
     est_seconds = (1, 2)
     # 2: exact-vs-quadrature declares its range (0, ∞) (a relative difference); 3: the dense grid's counts (both
     # activations) are stored (table dense_counts) and plotted, the curves each scaled to their own range
-    version = "3"
+    version = "4"  # 4: caption wording (the dense grid just below 180°), stored with the run
     seeded = False  # exact curves; the finite-batch check uses a fixed draw
     claims = (
         ClaimSpec(

@@ -309,7 +309,9 @@ class Fig1(NonlinearityExperiment):
     est_seconds = (2, 15)
     # 2: eq104 is a sanity check (the shift cancels: an algebraic identity); thm3-conclusion's control says what it
     # measures (whether any start converges, not a fraction)
-    version = "3"  # 3: figure only (every ε, colour per start pattern, line style per start scale)
+    # 3: figure only (every ε, colour per start pattern, line style per start scale)
+    # 4: figure only: panel titles name the data as the caption does (Gaussian-smoothed atoms); claims unchanged
+    version = "4"
     robustness = (
         Robustness(
             claims=("converges", "close-to-u", "one-per-pattern"),
@@ -577,6 +579,10 @@ class Fig1(NonlinearityExperiment):
         cmap = matplotlib.colormaps["viridis"]
         styles = dict(zip(sorted(cfg.start_noise), ("-", "--", ":", "-.")))
         floor = 1e-17
+        names = {
+            "discrete": "discrete data (the exact atoms)",
+            "continuous": "Gaussian-smoothed atoms (continuous data)",
+        }
         for i, eo in enumerate(eps):
             for j, version in enumerate(("discrete", "continuous")):
                 sel = (runs["version"] == version) & (runs["eps_orth"] == eo)
@@ -588,15 +594,16 @@ class Fig1(NonlinearityExperiment):
                     v = grp["discrepancy"].to_numpy()
                     a.semilogy(grp["t"], np.maximum(v, floor), color=cmap(m / max(1, cfg.d - 1)),
                                ls=styles.get(sig, "-"), lw=1)  # fmt: skip
-                a.set(xlabel="iteration t", ylabel=r"$\|w(t+1) - w(t)\|_2$",
-                      title=f"{version} data, $\\|U^TU - I\\|_2$ = {eo:g}")  # fmt: skip
+                name = names[version]
+                a.set(xlabel="iteration t", ylabel=r"$\|w(t+1) - w(t)\|_2$")
+                a.set_title(f"{name},\n$\\|U^TU - I\\|_2$ = {eo:g}", fontsize=10)
         handles = [Line2D([], [], color="0.3", ls=styles[sg], label=f"start scale σ = {sg:g}") for sg in styles]
         handles += [Line2D([], [], color=cmap(m / max(1, cfg.d - 1)), label=f"start near $u_{{{m}}}$")
                     for m in (0, cfg.d - 1)]  # fmt: skip
         ax[0, 1].legend(handles=handles, fontsize=7, loc="upper right")
         seed = result.seed if result.seed is not None else 0
         fig.suptitle(
-            f"Fig. 1 (right): power iteration, one curve per start w(0) = normalize(u_m + σg) (seed {seed})\ncolour = "
+            f"Fig. 1 (right): power iteration, one curve per start w(0) = normalize($u_m$ + σg) (seed {seed})\ncolour = "
             f"the pattern m = 0…{cfg.d - 1}, line style = σ; exact zeros drawn at {floor:g}",
             fontsize=9,
         )

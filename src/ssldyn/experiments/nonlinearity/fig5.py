@@ -114,7 +114,7 @@ class Fig5(TokenGridExperiment):
     # 8: the documented-run claims cite the reference implementation, not Sec. 5 (a referee's finding)
     # 9: figures only (claims unchanged): filters as cosines (L2-normalised) with a colorbar and the candidates
     # marked on both halves; chi_over_training.png signed χ̄₋ for both, every seed, the noise-match reading
-    version = "9"
+    version = "10"  # 10: caption wording (tick marks), stored with the run
     robustness = (
         Robustness(claims=FIG5_MAPPED, knobs=BN_KNOBS, paper=BN_PAPER),
         Robustness(

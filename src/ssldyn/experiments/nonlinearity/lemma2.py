@@ -249,7 +249,10 @@ class Lemma2(NonlinearityExperiment):
     est_seconds = (4, 60)
     # 2: finite-n-not-psd declares its range [0, 1] (a fraction); 3: eq4-structure sums z_l² V_p̃l[m] over Lemma 1's
     # explicit features (it summed the kernel's Taylor orders, which assume eq. 4's weights and could not fail)
-    version = "4"  # 4: figure only (the wrong-limit controls, every seed, readable labels)
+    # 4: figure only (the wrong-limit controls, every seed, readable labels)
+    # 5: figure only: legend labels in mathtext (no literal underscores), the legend just below the axes; claims
+    # unchanged
+    version = "5"
     claims = (
         ClaimSpec(
             "converges-a_uniform", "Uniform α, no augmentation: C_α[g] → V[g]; the error shrinks with N.",
@@ -465,7 +468,7 @@ class Lemma2(NonlinearityExperiment):
 
     def plots(self, cfg: Lemma2Config, result: Result, fig_dir: Path):
         rs = result.seed_results or [result]
-        fig, ax = new_figure(1, 2, size=(7.0, 2.6), gridspec_kw={"height_ratios": (2.2, 1.0)})  # the legend below
+        fig, ax = new_figure(1, 2, size=(7.0, 2.1), gridspec_kw={"height_ratios": (3.2, 0.8)})  # the legend below
         a = ax[0, 0]
         for k, r in enumerate(rs):
             m = r.tables["mean_errors"]
@@ -482,9 +485,9 @@ class Lemma2(NonlinearityExperiment):
         a.loglog(n, m["err"].max() * (n / n[0]) ** -0.5, "k:", label=r"$\propto N^{-1/2}$ (sampling error)")
         seeds = [r.seed if r.seed is not None else 0 for r in rs]
         a.set(xlabel="batch size N", ylabel=r"$\|C_N - C_\infty\|_F / \|C_\infty\|_F$, mean over batches",
-              title=f"Lemma 2 / Cor. 1: convergence of C_α (seed {seeds[0]} bold"
+              title=f"Lemma 2 / Cor. 1: convergence of $C_\\alpha$ (seed {seeds[0]} bold"
               + (f", the other {len(seeds) - 1} faint)" if len(seeds) > 1 else ")"))  # fmt: skip
-        ax[1, 0].axis("off")
+        ax[1, 0].axis("off")  # the legend's row: as high as its three lines of entries
         ax[1, 0].legend(*a.get_legend_handles_labels(), fontsize=7.5, loc="center", ncol=2, frameon=False)
         return [save_figure(fig, fig_dir / "lemma2.png")]
 
@@ -492,8 +495,8 @@ class Lemma2(NonlinearityExperiment):
 #: the settings of the table ``mean_errors``, as the figure names them, and the wrong limit each control measures
 SETTING_LABELS = {
     "a_uniform": "(a) uniform α, no augmentation → V[g] (Cor. 1)",
-    "b_augmented": "(b) uniform α, augmentation → V_x₀[E[g|x₀]] (eq. 4)",
-    "c_gaussian": "(c) Gaussian α, augmentation → Σ z_l² V_p̃l (eq. 4)",
+    "b_augmented": r"(b) uniform α, augmentation → $V_{x_0}[E[g\,|\,x_0]]$ (eq. 4)",
+    "c_gaussian": r"(c) Gaussian α, augmentation → $\Sigma_l\, z_l^2\, V_{\tilde{p}_l}$ (eq. 4)",
 }
 WRONG_LIMIT = {
     "a_uniform": "the Gaussian-α limit (c)",

@@ -161,7 +161,9 @@ class Lemmas(NonlinearityExperiment):
     est_seconds = (2, 5)
     # 2: eq150's control states the stable-side start, y(0) = −min(y, b/2) (was −y); 3: eq150-converges measures the
     # convergence to −b from y(0) < 0 (eq150 keeps the blow-up half of the statement)
-    version = "4"  # 4: figure only (Fig. 7's critical points and flow marked, the y(0) < 0 trajectories)
+    # 4: figure only (Fig. 7's critical points and flow marked, the y(0) < 0 trajectories)
+    # 5: figure only: the right panel's legend below the axes (it covered the curves); claims unchanged
+    version = "5"
     claims = (
         ClaimSpec(
             "lemma3", "For homogeneous h and α treated as a constant, the gradient of E_α is A(w)w with "
@@ -345,7 +347,7 @@ class Lemmas(NonlinearityExperiment):
 
     def plots(self, cfg: LemmasConfig, result: Result, fig_dir: Path):
         f7, conv = result.tables["fig7"], result.tables["fig7_convergence"]
-        fig, ax = new_figure(3, 1, size=(4.2, 3.5))
+        fig, ax = new_figure(3, 1, size=(4.4, 4.2))
         _plot_fig7_phase_line(ax[0, 0], cfg.bs)
         for i, b in enumerate(cfg.bs):
             sel = f7[f7["b"] == b]
@@ -390,4 +392,4 @@ def _plot_fig7_convergence(ax, cfg: LemmasConfig, conv) -> None:
     worst = float(conv.loc[conv["start"] == "negative", "dist_over_b"].max())
     ax.plot([], [], " ", label=f"solve_ivp: max |y(T) + b|/b = {worst:.1e}\n(T = {cfg.t_conv:g}/b, every b)")
     ax.set(xlabel="b·t", ylabel="y(t) / b (every b)", title="eq150-converges: y(0) < 0 → −b (eq. 147)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)  # below: the curves stay clear

@@ -81,7 +81,8 @@ class LME(NonlinearityExperiment):
     est_seconds = (2, 10)
     # 2: robustness map over the start perturbation (start_noise) and the power iteration's batch; 3: lme-threshold is a
     # consequence of eq. 9 (the paper says "when", the claim reads "exactly when")
-    version = "3"
+    # 4: figure only: the seed in a suptitle, subscripts in mathtext; claims unchanged
+    version = "4"
     robustness = (
         Robustness(
             claims=("relu-returns", "relu-returns-summation"),
@@ -315,24 +316,26 @@ class LME(NonlinearityExperiment):
         lm, pi = result.tables["lme"], result.tables["power_iteration"]
         fig, ax = new_figure(2, 1, size=(4.6, 3.5))
         q = np.linspace(0.01, 0.7, 200)
-        ax[0, 0].plot(q, (1 - q) ** 2, color=PALETTE[0], label="(1 − q)²  (eigenvalue on u_m)")
+        ax[0, 0].plot(q, (1 - q) ** 2, color=PALETTE[0], label="(1 − q)²  (eigenvalue on $u_m$)")
         ax[0, 0].plot(q, q, color=PALETTE[1], label="q  (other eigenvalues)")
         ax[0, 0].axvline(THRESHOLD, color="0.5", ls="--", lw=1)
         ok = lm["is_lme"].to_numpy()
         ax[0, 0].plot(lm["q"][ok], lm["lam1"][ok], "o", color=PALETTE[2], label="LME (Def. 3)")
         ax[0, 0].plot(lm["q"][~ok], lm["lam1"][~ok], "x", color=PALETTE[3], label="not an LME")
-        ax[0, 0].set(xlabel="q_m", ylabel="eigenvalue", title="eq. 9: LME iff q < 0.382")
+        ax[0, 0].set(xlabel="$q_m$", ylabel="eigenvalue", title="eq. 9: LME iff q < 0.382")
         ax[0, 0].legend(fontsize=7)
         ax[0, 1].plot(pi["pattern"], pi["end_pattern_relu"], "o", color=PALETTE[0], ms=7, label="ReLU")
         ax[0, 1].plot(
             pi["pattern"], pi["end_pattern_linear"], "s", color=PALETTE[1], mfc="none", ms=9, label="linear (all → φ₁)"
         )
         ax[0, 1].set(
-            xlabel="pattern m of the start (w₀ ≈ u_m)",
+            xlabel="pattern m of the start ($w_0 \\approx u_m$)",
             ylabel="pattern nearest to the fixed point",
             title="power iteration (categorical model)",
         )
         ax[0, 1].legend(fontsize=7)
+        fig.suptitle(f"Sec. 3.1, eq. 8-9: local maximum eigenvectors (LMEs) of A(w), latent models (seed {result.seed})",
+                     fontsize=10)  # fmt: skip
         return [save_figure(fig, fig_dir / "lme.png")]
 
 

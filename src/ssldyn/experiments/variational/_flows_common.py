@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from matplotlib.legend_handler import HandlerTuple
 from torch import Tensor, nn
 
 from ssldyn.data.clustered import ClusteredData
@@ -601,22 +602,29 @@ def plot_rows(x: np.ndarray, labels, rows: Sequence[SnapshotRow], path: Path, ti
     return save_figure(fig, path)
 
 
+#: GIF panel size (inches) and resolution: 320 px wide per panel, two panels at least 640 px (readable titles)
+GIF_PANEL_INCHES, GIF_DPI = (3.2, 3.4), 100
+
+
 def make_gif(frames: list[tuple[str, np.ndarray, np.ndarray]], labels, path: Path) -> Path:
-    """Side-by-side animation: ``frames`` = ``(label, times (F,), z (F, n, d))`` per panel."""
+    """Side-by-side animation: ``frames`` = ``(label, times (F,), z (F, n, d))`` per panel; frame k shows each
+    panel's k-th record (each panel at its own log-spaced flow times, said in the frame's title)."""
     import matplotlib.pyplot as plt
 
     d = frames[0][2].shape[-1]
     kw = {"projection": "3d"} if d == 3 else {}
     imgs = []
-    for k in range(min(f[2].shape[0] for f in frames)):
-        fig = plt.figure(figsize=(2.0 * len(frames), 2.1))
+    n = min(f[2].shape[0] for f in frames)
+    for k in range(n):
+        fig = plt.figure(figsize=(GIF_PANEL_INCHES[0] * len(frames), GIF_PANEL_INCHES[1]), dpi=GIF_DPI)
         for i, (label, times, z) in enumerate(frames):
             a = fig.add_subplot(1, len(frames), i + 1, **kw)
-            _draw(a, z[k], None, labels, f"{label} t={times[k]:.3g}", d, 1.0)
+            _draw(a, z[k], None, labels, f"{label}\nt = {times[k]:.3g}", d, 1.0)
+            a.title.set_fontsize(10)
+        fig.suptitle(f"frame {k + 1}/{n}: each panel at its own log-spaced flow times", fontsize=9)
         fig.tight_layout()
-        fig.set_dpi(60)
         imgs.append(figure_to_rgb(fig))
-    return save_gif(imgs, path, fps=6)
+    return save_gif(imgs, path, fps=4)
 
 
 def gif_indices(times: np.ndarray, frames: int) -> np.ndarray:
@@ -649,6 +657,33 @@ class Level:
     style: str = "--"
 
 
+def mark_groups(marks: Sequence[Mark]) -> list[list[Mark]]:
+    """``marks`` grouped by flow time (equal to a relative 1e-9), in the order of their first mark: the marks of a
+    group are drawn as one line with one legend entry (:func:`mark_label`)."""
+    groups: list[list[Mark]] = []
+    for mk in marks:
+        same = next((g for g in groups if math.isclose(g[0].t, mk.t, rel_tol=1e-9)), None)
+        if same is None:
+            groups.append([mk])
+        else:
+            same.append(mk)
+    return groups
+
+
+def mark_label(group: Sequence[Mark]) -> str:
+    """The legend entry of marks at one flow time: their labels joined by " = " (one mark: its label)."""
+    return " = ".join(mk.label for mk in group)
+
+
+def _shared_styles(group: Sequence[Mark]) -> list[Any]:
+    """Line styles of the marks of one group: one mark keeps its style; n marks at the same t alternate dashes of
+    their colours along one line (dash k of every n in colour k)."""
+    if len(group) == 1:
+        return [group[0].style]
+    n, dash = len(group), 5.0
+    return [(k * dash, (dash, (n - 1) * dash)) for k in range(n)]
+
+
 def probe_figure(
     series: list[tuple[str, Probes]],
     u_opt: float,
@@ -664,7 +699,8 @@ def probe_figure(
     The records at t > 0 are joined by lines; the value at t = 0 (no place on a log axis) is a ring at the left
     edge (one ring per series, the later ones smaller, so that equal starts stay visible), and no segment joins it
     to the first record. ``marks``: vertical lines at the flow times the claims read (in their series' colour, on
-    every panel); ``levels``: horizontal lines (thresholds, optima). One legend below the panels.
+    every panel; marks at the same t share one line of alternating dashes and one legend entry); ``levels``:
+    horizontal lines (thresholds, optima). One legend below the panels.
     """
     fig, ax = new_figure(3, 2, size=(3.8, 1.75), gridspec_kw={"height_ratios": [1.0, 0.32]})
     for a in ax[1]:
@@ -682,9 +718,15 @@ def probe_figure(
                 ax[0, j].fill_between(p.times[pos], v[pos].min(1), v[pos].max(1), color=color, alpha=0.2, lw=0)
             if not pos[0]:  # the start, at the left edge
                 ax[0, j].plot([edge], [v[0].mean()], "o", mfc="none", color=color, ms=max(7.0 - 1.6 * i, 2.5))
-    for mk in marks:
+    combined: dict[str, tuple] = {}  # the legend handle of a line shared by marks at the same t: all its colours
+    for group in mark_groups(marks):
+        label, lw = mark_label(group), 1.0 if len(group) == 1 else 1.3
         for j in range(3):
-            ax[0, j].axvline(mk.t, color=PALETTE[mk.series % 8], ls=mk.style, lw=1.0, label=mk.label)
+            lines = tuple(ax[0, j].axvline(mk.t, color=PALETTE[mk.series % 8], ls=style, lw=lw,
+                                           label=label if k == 0 else None)
+                          for k, (mk, style) in enumerate(zip(group, _shared_styles(group))))  # fmt: skip
+            if len(lines) > 1:
+                combined.setdefault(label, lines)
     for lv in (*levels, Level(u_opt, "uniform optimum (n points)", panel=1)):
         ax[0, lv.panel].axhline(lv.value, color=lv.color, ls=lv.style, lw=1.0, label=lv.label)
     ax[0, 0].plot([], [], "o", mfc="none", color="0.3", label="value at t = 0 (ring at the left edge)")
@@ -693,10 +735,11 @@ def probe_figure(
         ax[0, j].set(xscale="log", xlabel="flow time t = σ·iteration (log)", ylabel=ylabel, title=attr)
         ax[0, j].set_xlim(left=edge / 1.6)
         for h, lab in zip(*ax[0, j].get_legend_handles_labels()):
-            handles.setdefault(lab, h)
+            handles.setdefault(lab, combined.get(lab, h))
     legend_ax = fig.add_subplot(ax[0, 0].get_gridspec()[1, :])
     legend_ax.axis("off")
-    legend_ax.legend(list(handles.values()), list(handles), loc="center", ncol=3, fontsize=7, frameon=False)
+    legend_ax.legend(list(handles.values()), list(handles), loc="center", ncol=3, fontsize=7, frameon=False,
+                     handler_map={tuple: HandlerTuple(ndivide=1)})  # a shared mark: its colours overlaid  # fmt: skip
     if title:
         fig.suptitle(title, fontsize=9)
     return save_figure(fig, path)

@@ -247,7 +247,9 @@ class Fig5(VariationalExperiment):
     # 12: positive_term=True by default (Def. 2.1's cost, whose flows Sec. 4 derives; a referee's finding, twice)
     # 13: figures: panels by iteration, a row and probe curves of the uniform start (its snapshots and probes are
     # stored; the claims' numbers are unchanged), the claims' iterations and thresholds drawn, captions
-    version = "13"
+    # 14: figures only: marks at the same flow time share one line and one legend entry; the GIF at 320 px per panel
+    # with each frame's times; claims unchanged
+    version = "14"
     batch_seeds = True
     robustness = (
         Robustness(

@@ -232,7 +232,9 @@ class Fig6(VariationalExperiment):
     # 9: positive_term=True by default (Def. 2.1's cost, as Fig. 5)
     # 10: figures: the scored gradient-flow run (σ = flow_lr, the step table's) is stored and drawn as its own row and
     # probe curve, the σ = lr_network rows labelled the large-step consequence; the claims' numbers are unchanged
-    version = "10"
+    # 11: figures only: marks at the same flow time (t = table_time = vanilla's horizon) share one line and one legend
+    # entry; the GIFs at 320 px per panel with each frame's times; claims unchanged
+    version = "11"
     batch_seeds = True
     claims = CLAIMS
     robustness = (

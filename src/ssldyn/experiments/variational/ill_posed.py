@@ -169,7 +169,7 @@ class IllPosed(VariationalExperiment):
     # 2.1's change of variables on the batch; positive_term config key (default: the printed form, as before)
     # 7: positive_term=True by default (eq. (1)'s cost for an invariant map; the printed one is an erratum)
     # 8: figure only: the scored claims' panels (reformulation, uniform vs clusters), linear axes with values, captions
-    version = "8"
+    version = "9"  # 9: caption wording (the Extra prefix), stored with the run
     robustness = (
         Robustness(
             claims=("uniform-beats-clusters-s1", "uniform-beats-clusters-s2"),

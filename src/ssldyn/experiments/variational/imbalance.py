@@ -99,7 +99,7 @@ class Imbalance(VariationalExperiment):
     batch_seeds = True
     # 3: positive_term=True by default (Def. 2.1's cost, as Fig. 5)
     # 4: figure only: the capture level and t_early drawn, y label no longer clipped, caption
-    version = "4"
+    version = "5"  # 5: caption wording (the Extra prefix), stored with the run
     robustness = (
         Robustness(
             claims=("small-clusters-later",),

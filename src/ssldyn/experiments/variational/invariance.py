@@ -140,7 +140,8 @@ class Invariance(VariationalExperiment):
     # 4: eq36-sufficient and kernel-condition-kept are sanity checks (they hold by construction); 5: so is
     # vanilla-stays-invariant (the same deterministic map on identical embeddings; a referee's finding)
     # 6: figure only: one panel per network run (eq. 36 vs kernel condition vs gap), legends, labels, captions
-    version = "6"
+    # 7: figure only: the seed in the suptitle; claims unchanged
+    version = "7"
     claims = (
         ClaimSpec(
             "vanilla-stays-invariant", "If f(w⁽⁰⁾, ·) is invariant, vanilla gradient descent (eq. 14) keeps it "
@@ -425,8 +426,8 @@ class Invariance(VariationalExperiment):
             f"network-gap-grows: ×{sm['network_gap_end'] / max(sm['network_gap_early'], 1e-300):.3g}",
             f"vanilla-stays-invariant: max gap {sm['vanilla_max_gap']:.1e}",
         ]), fontsize=7.5, va="top", family="monospace", transform=ax[1, 2].transAxes)  # fmt: skip
-        fig.suptitle("Thm. 4.2 (App. A.5): invariance under GD — vanilla GD, the network on noisy samples, on the "
-                     "clean centres and on P x", fontsize=10)  # fmt: skip
+        fig.suptitle(f"Thm. 4.2 (App. A.5): invariance under GD — vanilla GD, the network on noisy samples, on the "
+                     f"clean centres and on P x (seed {result.seed})", fontsize=10)  # fmt: skip
         return [save_figure(fig, fig_dir / "invariance.png")]
 
 

@@ -198,7 +198,8 @@ class Stationarity(VariationalExperiment):
     # and tests σ > 3K²τ strictly; 5: remark32-uniform-local-min says it is read on S¹ and gives the S² polytopes'
     # Hessians in its detail
     # 6: figure only: eq. (8)'s gap n/a for one atom (was drawn 0), axis labels, panels for Remark 3.2, Lemma A.2
-    version = "6"
+    # 7: figure only: (b) shares the y limits of (a) (its "n/a" labels were clipped), f_k in mathtext; claims unchanged
+    version = "7"
     claims = (
         ClaimSpec(
             "eq7-gradient", "For an invariant map the gradient of L takes the form of eq. (7).", "Prop. 3.1, eq. (7)",
@@ -603,10 +604,11 @@ class Stationarity(VariationalExperiment):
         ax[0, 1].set(yticks=ys, xlabel="gap of eq. (8) as printed, max over τ (0 if it held)",
                      title="(b) eq8-printed (erratum): gap")  # fmt: skip
         ax[0, 1].set_yticklabels([])
+        ax[0, 1].set_ylim(ax[0, 0].get_ylim())  # the rows of (a), the one-atom rows' "n/a" included
         sc = result.tables["scaled_limit"]
         ax[0, 2].semilogy(sc["k"], np.maximum(sc["residual"], 1e-300), "o-", color=PALETTE[2])
-        ax[0, 2].set(xscale="log", xlabel="scale k of f_k = k f", ylabel="largest ‖∇L(f_k)‖ of eq. (7)",
-                     title="(c) Prop. A.1: residual of f_k = k f")  # fmt: skip
+        ax[0, 2].set(xscale="log", xlabel="scale k of $f_k = k f$", ylabel="largest ‖∇L($f_k$)‖ of eq. (7)",
+                     title="(c) Prop. A.1: residual of $f_k = k f$")  # fmt: skip
         _remark32_panel(ax[1, 0], result.tables["remark32"])
         _lemma_panel(ax[1, 1], result.tables["lemma_a2"])
         _s2_panel(ax[1, 2], result.tables["remark32_s2"])

@@ -60,7 +60,7 @@ def test_thm3_titles_give_every_seeds_count_and_draw_every_seeds_worst_trial(mon
         below = [int(np.sum(d < cfg.tol)) for d in dists]  # the counts, independently of the summary
         assert below == [round(v * N) for v in readings]
         title = axes[k].get_title()
-        m = re.search(rf"{claim} per seed: ([0-9/, ]+) below tol", title)
+        m = re.search(rf"{claim}, per seed below tol:\n([0-9/, ]+)$", title)
         assert m, title
         assert m.group(1) == ", ".join(f"{c}/{N}" for c in below)
         for r, d in zip(results[1:], dists[1:]):  # each other seed's worst trial, dashed

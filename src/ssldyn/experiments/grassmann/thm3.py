@@ -288,7 +288,7 @@ class Thm3(GrassmannExperiment):
             _case_panel(ax[0, k], cfg, results, case, color=PALETTE[k])
             counts = ", ".join(f"{c}/{N}" for c in seed_counts(results, case, N))
             ax[0, k].set(xlabel="t", ylabel=ylabel, yscale="log")
-            ax[0, k].set_title(f"{head}\n{claim} per seed: {counts} below tol", fontsize=9)
+            ax[0, k].set_title(f"{head}\n{claim}, per seed below tol:\n{counts}", fontsize=9)
         _gd_width_panel(ax[0, 2], cfg, result)
         seeds = ", ".join(str(r.seed) for r in results)
         fig.suptitle(f"Thm. 3: q-ODE (9), z = 1, d = {cfg.d}; seeds {seeds}: {min(shown, N)} of {N} random (C, $q_0$) "

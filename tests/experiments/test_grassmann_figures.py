@@ -91,10 +91,10 @@ def test_fig6_gram_path_ends_at_the_same_embedding_reading():
 
 
 def test_fig1_window_means_are_the_windows_the_convergence_claims_compare():
-    from ssldyn.experiments.grassmann._common import window_drift
-    from ssldyn.experiments.grassmann.fig1 import constrained_window_means
+    from ssldyn.experiments.grassmann._common import last_windows, window_drift
 
     curve = -1.0 + 0.05 * np.sin(np.arange(301) / 2.0) + np.linspace(0.1, 0.0, 301)
-    a, b, e, before, last = constrained_window_means(curve)
-    assert (b - a, e + 1 - b) == (60, 60)
+    k, before, last = last_windows(curve)
+    assert k == 60  # round(0.2 · 301): epochs 181–240 and 241–300, written out
+    assert before == pytest.approx(curve[181:241].mean()) and last == pytest.approx(curve[241:].mean())
     assert abs(last - before) / abs(last) == pytest.approx(window_drift(curve))

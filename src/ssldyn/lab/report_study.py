@@ -314,12 +314,14 @@ def figure_caption(experiment: str, meta: Mapping[str, Any], name: str) -> str |
     stored = meta.get("captions")
     if isinstance(stored, Mapping) and isinstance(stored.get(name), str):
         return stored[name]
-    from ssldyn.contract.experiment import registered
-    from ssldyn.lab.registry import load_all
+    from ssldyn.errors import UserError
+    from ssldyn.lab.registry import get_experiment
 
-    load_all()
-    cls = next((e for e in registered() if e.name == experiment), None)
-    return None if cls is None else cls.caption(name)
+    try:
+        cls = get_experiment(experiment)
+    except UserError:  # an experiment no longer registered (a plugin not loaded): no caption
+        return None
+    return cls.caption(name)
 
 
 def figure_html(f: Path, page_dir: Path, caption: str | None, *, link: bool = False) -> str:

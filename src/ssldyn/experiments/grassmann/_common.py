@@ -181,17 +181,26 @@ def per_member_values(value: float | torch.Tensor, what: str) -> torch.Tensor:
     return value
 
 
+def last_windows(values: np.ndarray, frac: float = 0.2) -> tuple[int, float, float]:
+    """The last two windows of ``frac`` of a curve's finite values: ``(k, mean of the window before, mean of the
+    last window)``, each window ``k = max(1, round(frac·n))`` values long; the means are NaN when the curve has
+    fewer than ``2k`` finite values."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    k = max(1, int(round(frac * len(v))))
+    if len(v) < 2 * k:
+        return k, float("nan"), float("nan")
+    return k, float(v[-2 * k : -k].mean()), float(v[-k:].mean())
+
+
 def window_drift(values: np.ndarray, frac: float = 0.2) -> float:
-    """Relative change between the means of the last two windows of ``frac`` of a curve.
+    """Relative change between the means of the last two windows of ``frac`` of a curve (:func:`last_windows`).
 
     ``|mean(last window) − mean(window before)| / |mean(last window)|``: a criterion of
     convergence that a bounded oscillation (e.g. GD chattering at a kink of the loss) does
     not trip, unlike the change between two single points.
     """
-    v = np.asarray(values, float)
-    v = v[np.isfinite(v)]
-    k = max(1, int(round(frac * len(v))))
-    if len(v) < 2 * k:
+    _, before, last = last_windows(values, frac)
+    if np.isnan(last):
         return float("nan")
-    last, before = v[-k:].mean(), v[-2 * k : -k].mean()
     return float(abs(last - before) / max(abs(last), 1e-300))

@@ -62,6 +62,7 @@ from ssldyn.dynamics.trajectory import Trajectory
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
     MoonsConfig,
+    last_windows,
     mean_contrastive_loss,
     moons_batch,
     moons_memory,
@@ -357,14 +358,6 @@ def _log_loss_panel(ax, result: Result) -> None:
     ax.legend(fontsize=7)
 
 
-def constrained_window_means(curve: np.ndarray, frac: float = 0.2) -> tuple[int, int, int, float, float]:
-    """The two windows :func:`window_drift` compares on a loss curve ``(T,)``: ``(start of the window before,
-    start of the last window, end, mean of the window before, mean of the last window)`` (epochs as indices)."""
-    T = len(curve)
-    k = max(1, int(round(frac * T)))
-    return T - 2 * k, T - k, T - 1, float(np.mean(curve[-2 * k : -k])), float(np.mean(curve[-k:]))
-
-
 def _constrained_loss_panel(ax, cfg: Fig1Config, result: Result) -> None:
     """The constrained losses on a linear axis, with the window means their convergence claims read and λ₁ + λ₂."""
     for i, regime in enumerate(REGIMES[1:], start=1):
@@ -372,8 +365,9 @@ def _constrained_loss_panel(ax, cfg: Fig1Config, result: Result) -> None:
         for m in range(curve.shape[1]):
             ax.plot(curve[:, m], color=PALETTE[i], alpha=0.6, lw=0.7, label=LABELS[regime] if m == 0 else None)
             if np.isfinite(curve[:, m]).all():
-                a, b, e, before, last = constrained_window_means(curve[:, m])
-                ax.hlines([before, last], [a, b], [b, e], color=PALETTE[i], lw=2.4, zorder=3,
+                k, before, last = last_windows(curve[:, m])  # the windows window_drift compares
+                T = len(curve)
+                ax.hlines([before, last], [T - 2 * k, T - k], [T - k, T - 1], color=PALETTE[i], lw=2.4, zorder=3,
                           label="window means, last two fifths (thick)" if i == 1 and m == 0 else None)  # fmt: skip
     lam = result.summary.get("eigenvalues_C")
     if lam:

@@ -17,9 +17,18 @@ import torch
 from ssldyn.contract import Experiment
 from ssldyn.data.latent import TwoRFModel
 
-__all__ = ["F32", "F64", "NonlinearityExperiment", "discriminative_model"]
+__all__ = ["ACT_LABELS", "F32", "F64", "NonlinearityExperiment", "discriminative_model"]
 
 F32, F64 = 4, 8  # bytes per element
+#: the activations' names in figures ("quadratic" is also a loss: the activation is x²)
+ACT_LABELS = {
+    "linear": "linear",
+    "relu": "ReLU",
+    "leaky_relu": "LeakyReLU",
+    "quadratic": "x²",
+    "tanh": "tanh",
+    "sigmoid": "sigmoid",
+}
 
 
 class NonlinearityExperiment(Experiment):

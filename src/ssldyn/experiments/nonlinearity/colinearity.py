@@ -50,7 +50,7 @@ from ssldyn.dynamics.two_layer_alpha_cl import (
     two_layer_energy,
     two_layer_features,
 )
-from ssldyn.experiments.nonlinearity._common import F64, NonlinearityExperiment
+from ssldyn.experiments.nonlinearity._common import ACT_LABELS, F64, NonlinearityExperiment
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.objectives import alpha_infonce
 from ssldyn.probes.filters import cosine_matrix
@@ -397,10 +397,6 @@ class Colinearity(NonlinearityExperiment):
 
 
 #: activation names as the figure prints them
-ACT_LABELS = {"linear": "linear", "relu": "ReLU", "leaky_relu": "LeakyReLU", "quadratic": "x²", "tanh": "tanh",
-              "sigmoid": "sigmoid"}  # fmt: skip
-
-
 def random_abs_cos(d: int) -> float:
     """``E|cos|`` between two independent isotropic directions in ``R^d``: ``Γ(d/2) / (√π Γ((d + 1)/2))`` (the first
     coordinate of a uniform unit vector; 2/π at d = 2, ≈ √(2/(πd)) for large d)."""

@@ -25,7 +25,6 @@ from ssldyn.experiments.nonlinearity._token_seeds import finals, mean_diff, over
 from ssldyn.experiments.nonlinearity.fig4 import (
     BN_KNOBS,
     BN_PAPER,
-    CHI_MINUS_SIGNED,
     DIFF_BOUNDS,
     EFFECT_CHI,
     EFFECT_CHI_BASIS,
@@ -38,7 +37,7 @@ from ssldyn.experiments.nonlinearity.fig4 import (
     trend_claims,
     trend_measures,
 )
-from ssldyn.experiments.nonlinearity.token_plots import CHI_PLUS, ChiRow
+from ssldyn.experiments.nonlinearity.token_plots import CHI_MINUS_SIGNED, CHI_PLUS, ChiRow
 
 
 class Fig10Config(ActivationGridConfig):

@@ -22,6 +22,7 @@ from pydantic import Field, model_validator
 
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, between, gt, le, pooled
+from ssldyn.experiments.nonlinearity._common import ACT_LABELS
 from ssldyn.experiments.nonlinearity._token_seeds import (
     cell_diffs,
     over_parameterised_cells,
@@ -50,7 +51,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     token_peak_memory,
     train_grid,
 )
-from ssldyn.experiments.nonlinearity.token_plots import ACT_LABELS, BN_LABELS, CHI_PLUS, ChiRow, plot_chi_grid
+from ssldyn.experiments.nonlinearity.token_plots import BN_LABELS, CHI_PLUS, ChiRow, plot_chi_grid
 
 
 class Fig11Config(TokenTrainConfig):

@@ -62,6 +62,7 @@ from pydantic import Field, model_validator
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, lt
 from ssldyn.dynamics.ensemble_trainer import sign_symmetric
+from ssldyn.experiments.nonlinearity._common import ACT_LABELS
 from ssldyn.experiments.nonlinearity._token_seeds import (
     mean_diff,
     over_parameterised_cells,
@@ -84,7 +85,7 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     token_peak_memory,
     train_grid,
 )
-from ssldyn.experiments.nonlinearity.token_plots import ACT_LABELS, CHI_MINUS, CHI_PLUS, ChiRow, plot_chi_grid
+from ssldyn.experiments.nonlinearity.token_plots import CHI_MINUS_SIGNED, CHI_PLUS, ChiRow, plot_chi_grid
 
 
 class ActivationGridConfig(TokenTrainConfig):
@@ -134,7 +135,6 @@ def grid_note(cfg: ActivationGridConfig) -> str:
 
 
 #: the y label of the χ̄₋ rows: every activation scored with the signed eq. 181 (the claims' metric)
-CHI_MINUS_SIGNED = f"{CHI_MINUS} (signed, eq. 181)"
 
 
 def score_labels(activations: Sequence[str], bn: str) -> dict[str, str]:

@@ -35,6 +35,7 @@ dimensional filters; here d = 20 (the Sec. 5 setting); ``--set n_tokens=8`` give
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -42,6 +43,7 @@ from pydantic import Field, model_validator
 
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, Robustness, ge, gt, le, lt
+from ssldyn.experiments.nonlinearity._common import ACT_LABELS
 from ssldyn.experiments.nonlinearity._token_seeds import seed_rows
 from ssldyn.experiments.nonlinearity.fig4 import (
     BN_KNOBS,
@@ -62,11 +64,12 @@ from ssldyn.experiments.nonlinearity.token_grid import (
     grid_frame,
     make_runs,
     protocol_note,
+    select,
     token_data,
     token_peak_memory,
     train_grid,
 )
-from ssldyn.experiments.nonlinearity.token_plots import ACT_LABELS, CHI_MINUS, CHI_PLUS, select, series_style
+from ssldyn.experiments.nonlinearity.token_plots import CHI_MINUS, CHI_MINUS_SIGNED, CHI_PLUS, series_style
 
 
 class Fig5Config(TokenTrainConfig):
@@ -337,10 +340,8 @@ def _seed_band(ax, frames: list, col: str, style: dict, label: str) -> None:
     """Every seed's ``col`` over the steps (thin) and their mean (bold) on ``ax``."""
     for f in frames:
         ax.plot(f["step"], f[col], color=style["color"], ls=style["ls"], lw=0.6, alpha=0.4)
-    both = pd.concat(frames)
-    steps = np.unique(both["step"].to_numpy())  # (n_log,)
-    mean = [float(both.loc[both["step"] == t, col].mean()) for t in steps]
-    ax.plot(steps, mean, color=style["color"], ls=style["ls"], lw=1.8, label=label)
+    mean = cast(pd.Series, pd.concat(frames).groupby("step")[col].mean())  # over the seeds, per logged step (sorted)
+    ax.plot(mean.index.to_numpy(), mean.to_numpy(), color=style["color"], ls=style["ls"], lw=1.8, label=label)
 
 
 def plot_chi_over_training(cfg: Fig5Config, result: Result, path: Path) -> Path:
@@ -368,7 +369,7 @@ def plot_chi_over_training(cfg: Fig5Config, result: Result, path: Path) -> Path:
             axes[0][2].plot([], [], color=style["color"], ls=style["ls"], marker=style["marker"],
                             label=f"{ACT_LABELS[act]}, P = {P}")  # fmt: skip
     axes[0][2].axhline(0.5, color="0.4", lw=0.8, ls="--", label="0.5 (relu-ignores-noise: below)")
-    ylabels = (CHI_PLUS, f"{CHI_MINUS} (signed, eq. 181)", "best match of a noise token (cos)")
+    ylabels = (CHI_PLUS, CHI_MINUS_SIGNED, "best match of a noise token (cos)")
     titles = (
         f"{CHI_PLUS} (ReLU signed, linear |cos|)",
         f"{CHI_MINUS}, signed for both",

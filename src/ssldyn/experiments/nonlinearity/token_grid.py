@@ -24,7 +24,7 @@ experiments (:mod:`.token_plots`). Protocol choices (see README, "Token-generato
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -297,14 +297,19 @@ def final_table(df: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
     return t.reset_index()
 
 
+def select(t: pd.DataFrame, sel: Mapping[str, Any]) -> pd.DataFrame:
+    """The rows of ``t`` whose columns equal ``sel``'s values."""
+    for k, v in sel.items():
+        t = t.loc[t[k] == v]
+    return t
+
+
 def cell(t: pd.DataFrame, col: str = "chi_plus_mean", **sel: Any) -> float:
     """One value of :func:`final_table` selected by keys (exactly one row must match)."""
-    m = np.ones(len(t), bool)
-    for k, v in sel.items():
-        m &= (t[k] == v).to_numpy()
-    if m.sum() != 1:
-        raise KeyError(f"cell({sel}) matched {int(m.sum())} rows")
-    return float(t.loc[m, col].iloc[0])
+    rows = select(t, sel)
+    if len(rows) != 1:
+        raise KeyError(f"cell({sel}) matched {len(rows)} rows")
+    return float(rows[col].iloc[0])
 
 
 Act = Literal["linear", "relu", "leaky_relu", "quadratic", "sigmoid", "tanh"]

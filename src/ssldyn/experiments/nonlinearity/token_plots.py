@@ -15,18 +15,13 @@ from typing import Any
 
 import pandas as pd
 
+from ssldyn.experiments.nonlinearity.token_grid import select
+
 CHI_PLUS = r"$\bar{\chi}_+$"
 CHI_MINUS = r"$\bar{\chi}_-$"
+#: the χ̄₋ axis label where the signed eq. 181 score is plotted for every activation (what the claims read)
+CHI_MINUS_SIGNED = f"{CHI_MINUS} (signed, eq. 181)"
 
-#: the activations' names in figures ("quadratic" is also a loss: the activation is x²)
-ACT_LABELS = {
-    "linear": "linear",
-    "relu": "ReLU",
-    "leaky_relu": "LeakyReLU",
-    "quadratic": "x²",
-    "tanh": "tanh",
-    "sigmoid": "sigmoid",
-}
 #: the BN variants' names in figures (Fig. 11, Table 1)
 BN_LABELS = {
     "off": "no BN",
@@ -97,13 +92,6 @@ class ChiRow:
     frame: pd.DataFrame | None = None
     init: bool = True
     hlines: tuple[float, ...] = ()
-
-
-def select(t: pd.DataFrame, sel: Mapping[str, Any]) -> pd.DataFrame:
-    """The rows of ``t`` whose columns equal ``sel``'s values."""
-    for k, v in sel.items():
-        t = t.loc[t[k] == v]
-    return t
 
 
 def _curve(ax, d: pd.DataFrame, col: str, style: dict, kind: str, name: Any, label: str | None = None) -> None:

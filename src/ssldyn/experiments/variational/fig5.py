@@ -523,8 +523,7 @@ def run_comparison(cfg, ctx: Context, m: fc.Members, make_model, tag: str) -> li
     flow_lr = getattr(cfg, "flow_lr", None)
     keep = {} if flow_lr is None else {flow_lr: flow_snapshot_steps(cfg.table_time, flow_lr)}
     table = fc.step_table(make_model, m, loss=loss, lrs=lrs, time=cfg.table_time, main=net, keep=keep)
-    kept = next((r for r in table if r.run is not None), None)
-    flow = None if kept is None or kept.run is None or kept.probes is None else (kept.run, kept.probes)
+    flow = next(((r.run, r.probes) for r in table if r.run is not None and r.probes is not None), None)
     p_net, p_van = fc.probes_of(net, m.labels), fc.probes_of(van, m.labels)
     u_opt = fc.uniform_optimum(m.n, m.d)
     decay = fc.decay_times(p_net, u_opt, cfg.horizon_network * cfg.lr_network, cfg.persist_level)

@@ -374,10 +374,9 @@ class Invariance(VariationalExperiment):
         df = result.tables["gap"]
         fig, ax = new_figure(3, 2, size=(4.0, 3.1))
         runs = {kind: df.loc[df.dynamics == kind].sort_values("step") for kind, _ in RUNS}
-        floor = FLOOR
 
         def floored(v):
-            return np.maximum(np.asarray(v, dtype=float), floor)
+            return np.maximum(np.asarray(v, dtype=float), FLOOR)
 
         for i, (kind, lab) in enumerate(RUNS):  # (a) the gap: every run that stays invariant sits at the floor
             d = runs[kind]
@@ -386,7 +385,7 @@ class Invariance(VariationalExperiment):
                           color=PALETTE[i], label=lab + (" (= 0: at floor)" if zero else ""))  # fmt: skip
             ax[0, 1].plot(d["step"], d["loss"], STYLES[i], ms=3, lw=2.4 - 0.5 * i, color=PALETTE[i], label=lab,
                           markevery=(i, 4))  # fmt: skip
-        ax[0, 0].set(yscale="log", xlabel="iteration", ylabel=f"E‖f(Tx) − f(x)‖ (floored at {floor:g})",
+        ax[0, 0].set(yscale="log", xlabel="iteration", ylabel=f"E‖f(Tx) − f(x)‖ (floored at {FLOOR:g})",
                      title="(a) Thm. 4.2: invariance gap")  # fmt: skip
         ax[0, 0].legend(fontsize=6, loc="center right")
         ax[0, 1].set(xlabel="iteration", ylabel="NT-Xent (Prop. 2.1 as printed)",
@@ -410,7 +409,7 @@ class Invariance(VariationalExperiment):
                     n_zero += 1
                 else:
                     a.plot(d["step"], floored(d[col]), style, lw=1.6, color=color, label=lab)
-            a.set(yscale="log", ylim=(floor / 30, 3.0), xlabel="iteration", ylabel="relative violation; gap (log)",
+            a.set(yscale="log", ylim=(FLOOR / 30, 3.0), xlabel="iteration", ylabel="relative violation; gap (log)",
                   title=title)  # fmt: skip
             a.title.set_fontsize(9)
             a.legend(fontsize=6.5, loc="center right")

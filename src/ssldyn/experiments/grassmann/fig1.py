@@ -56,6 +56,7 @@ from pydantic import Field, PositiveFloat, model_validator
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, lt
 from ssldyn.dynamics import engine
+from ssldyn.dynamics.common import step_schedule
 from ssldyn.dynamics.guards import LossGuard, check_finite
 from ssldyn.dynamics.manifold import ManifoldGD, PlainGD
 from ssldyn.dynamics.trajectory import Trajectory
@@ -224,7 +225,7 @@ class Fig1(GrassmannExperiment):
                    "x_pos": mb.x_pos[s, :, 0].cpu().numpy()} for s in range(S)]  # fmt: skip
         curves: dict[str, np.ndarray] = {}
         diverged_at: dict[str, np.ndarray] = {}
-        logged = sorted({*range(0, cfg.epochs + 1, cfg.record_every), cfg.collapse_epoch, cfg.epochs})
+        logged = sorted(step_schedule(cfg.record_every, cfg.epochs) | {cfg.collapse_epoch})
         for regime in REGIMES:
             net = TwoLayerNet(2, cfg.hidden, 2, "tanh", regime, ensemble=E, seeds=member_seeds, init="orthogonal",
                               dtype=dt, device=dev)  # fmt: skip
@@ -266,9 +267,8 @@ class Fig1(GrassmannExperiment):
             sl = slice(s * k, (s + 1) * k)
             traj = trajs[s]
             for regime in REGIMES:
-                for ep in range(0, cfg.epochs + 1):
-                    if ep % cfg.record_every == 0 or ep in (cfg.collapse_epoch, cfg.epochs):
-                        traj.log_members(ep, f"{regime}/loss", curves[regime][ep, sl])
+                for ep in logged:
+                    traj.log_members(ep, f"{regime}/loss", curves[regime][ep, sl])
             res = Result(arrays=arrays[s])
             for regime in REGIMES:
                 res.arrays[f"{regime}/loss_curve"] = curves[regime][:, sl]  # (epochs + 1, inits)

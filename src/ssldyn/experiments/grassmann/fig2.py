@@ -56,6 +56,7 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from ssldyn.contract import Context, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, between, gt, lt, whole_interval
+from ssldyn.dynamics.common import step_schedule
 from ssldyn.dynamics.manifold import ManifoldGD, random_stiefel, train_gd
 from ssldyn.experiments.grassmann._common import (
     GrassmannExperiment,
@@ -281,7 +282,7 @@ class Fig2(GrassmannExperiment):
         runs: list[tuple[str, ActivationName]] = [(cfg.reduction, a) for a in ("linear", *cfg.activations)]
         if cfg.compare_reductions and "sigmoid" in cfg.activations:
             runs.extend([(other, "linear"), (other, "sigmoid")])
-        eps = [ep for ep in range(cfg.epochs + 1) if ep % cfg.record_every == 0 or ep == cfg.epochs]
+        eps = sorted(step_schedule(cfg.record_every, cfg.epochs))  # the epochs train_gd records
         rows: list[list[dict]] = [[] for _ in seeds]
         k_hat: list[dict[int, float]] = [{} for _ in seeds]
         xnorm2 = x.pow(2).sum(-1)  # (E, n)

@@ -284,18 +284,17 @@ class Fig3(GrassmannExperiment):
             ks, out[kind], nets[kind] = run_gd(kind, cfg.lr, cfg.steps, cfg.record_every)
         ks = np.asarray(ks)
         q0 = out["grassmann"][0]  # (E, d, z): the same initial weights in every run
-        _, q_ode = euler(q0, lam, lr=cfg.lr, steps=cfg.steps, form="eq9", every=cfg.record_every).trajectory.stack(
-            "q", tensors=True
-        )  # (T, E, d, z)
-        _, q_12 = euler(q0, lam, lr=cfg.lr, steps=cfg.steps, form="eq12", every=cfg.record_every).trajectory.stack(
-            "q", tensors=True
-        )
+
+        def euler_path(start: torch.Tensor, form: Literal["eq9", "eq12"] = "eq9") -> torch.Tensor:
+            """The Euler q-ODE from ``start`` at GD's recorded steps -> ``(T, E, d, z)``."""
+            flow = euler(start, lam, lr=cfg.lr, steps=cfg.steps, form=form, every=cfg.record_every)
+            return flow.trajectory.stack("q", tensors=True)[1]
+
+        q_ode, q_12 = euler_path(q0), euler_path(q0, "eq12")  # (T, E, d, z)
         q_pflow = _euler_polar_flow(q0, lam, cfg.lr, cfg.steps, cfg.record_every)  # (T, E, d, z)
         # control of outputs-stay-close: the ODE from the mirrored start −q_0 (the net (W1, −W2)); eq. (9) is odd in
         # q, so this is −q_ode: it goes to the other sign of ±v_1
-        _, q_mirror = euler(-q0, lam, lr=cfg.lr, steps=cfg.steps, form="eq9", every=cfg.record_every).trajectory.stack(
-            "q", tensors=True
-        )  # (T, E, d, z)
+        q_mirror = euler_path(-q0)  # (T, E, d, z)
         t = torch.as_tensor(ks * cfg.lr, dtype=torch.float64, device=dev)
         grid, inv = torch.unique(torch.cat([t, t / 2]), sorted=True, return_inverse=True)  # strictly increasing
         exact = solve_adaptive(q0, lam, t=grid, rtol=1e-10, atol=1e-12).trajectory.stack("q", tensors=True)[

@@ -235,9 +235,9 @@ def _gd_updates(net: TwoLayerNet, C: torch.Tensor, lr: float, steps: int) -> Non
                optimizer=opt, final=False)  # fmt: skip
 
 
-def _time_gd(C, d, z, h, lr, steps, repeats, seed) -> np.ndarray:
-    """Seconds per projected-GD update (loss, backward, polar step) in ``repeats`` blocks (no loss guard inside)."""
-    net = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[seed], dtype=torch.float64, device=C.device)
+def _time_gd(net: TwoLayerNet, C, lr, steps, repeats) -> np.ndarray:
+    """Seconds per projected-GD update of ``net`` (loss, backward, polar step) in ``repeats`` blocks (no loss guard
+    inside)."""
     return _time_blocks(lambda n: _gd_updates(net, C, lr, n), steps, repeats, C.device)
 
 
@@ -373,15 +373,8 @@ class Fig4(GrassmannExperiment):
         lam, V = eigh_ascending(C)  # (S, d), (S, d, d)
         # operation counts (deterministic, supporting detail) and measured times per update (each seed, its own C)
         gd_ops = np.array([gd_update_flops(d, h, z, dev) for h in cfg.timing_widths], dtype=float)
+        ode_ops = np.array([ode_step_flops(d, z, dev) for _ in cfg.timing_widths], dtype=float)  # q is (d, z) at any h
         hs = np.asarray(cfg.timing_widths)
-        ode_ops = []
-        for h in cfg.timing_widths:
-            net0 = TwoLayerNet(
-                d, h, z, "linear", "orthogonal", seeds=[derive_seed(seeds[0], 2, h)], dtype=torch.float64, device=dev
-            )
-            q0 = q_from_map(net0.end_to_end()[0].detach(), V[0])  # (d, z)
-            ode_ops.append(ode_step_flops(q0.shape[0], q0.shape[1], dev))
-        ode_ops = np.asarray(ode_ops, dtype=float)
         fit = hs >= cfg.fit_from
         ops = {
             "gd_ops_per_update": dict(zip(map(str, hs), gd_ops.tolist())),
@@ -400,7 +393,7 @@ class Fig4(GrassmannExperiment):
                 init_seed = derive_seed(seed, 2, h)  # the timed GD starts where the ODE's q0 does
                 net0 = TwoLayerNet(d, h, z, "linear", "orthogonal", seeds=[init_seed], dtype=torch.float64, device=dev)
                 q0 = q_from_map(net0.end_to_end()[0].detach(), V[i])  # (d, z)
-                blocks_gd.append(_time_gd(C[i], d, z, h, cfg.lr, cfg.timing_steps, cfg.timing_repeats, init_seed))
+                blocks_gd.append(_time_gd(net0, C[i], cfg.lr, cfg.timing_steps, cfg.timing_repeats))
                 blocks_ode.append(_time_ode(q0, lam[i], cfg.lr, max(20 * cfg.timing_steps, 200), cfg.timing_repeats))
             bg, bo = np.stack(blocks_gd), np.stack(blocks_ode)  # (W, repeats)
             t_gd, t_ode = bg.min(1), bo.min(1)  # (W,): the least disturbed block (timeit convention)

@@ -193,12 +193,9 @@ class Fig6(GrassmannExperiment):
         mb = moons_batch(cfg.n, cfg.moons_noise, seeds, tuple(cfg.extra_stds), device=dev)
         d, C, lam, V = mb.d, mb.C, mb.lam, mb.V  # (S, d, d), (S, d), (S, d, d)
         maps, losses, maps0, paths = {}, {}, {}, {}
-        q0_one = None
         for L in cfg.depths:
             net = DeepLinearNet(d, [cfg.h] * L, cfg.z, "orthogonal", ensemble=S, seeds=[s * 10 + L for s in seeds],
                                 dtype=torch.float64, device=dev)  # fmt: skip
-            if L == 1:
-                q0_one = q_from_map(net.end_to_end().detach(), V)  # (S, d, z): the ODE starts from the 1-layer net
             maps0[L] = net.end_to_end().detach().clone()  # (S, z, d) at initialisation
             opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
 
@@ -212,10 +209,7 @@ class Fig6(GrassmannExperiment):
             losses[L] = gd.trajectory.series_members("loss")[1]  # (T, S)
             maps[L] = net.end_to_end().detach()  # (S, z, d)
             paths[L] = gd.trajectory.stack("map", tensors=True)[1]  # (T, S, z, d): the map at the recorded steps
-        if q0_one is None:  # depth 1 not in the config: the ODE starts from a fresh 1-hidden-layer net
-            q0_one = q_from_map(DeepLinearNet(d, [cfg.h], cfg.z, "orthogonal", ensemble=S,
-                                              seeds=[s * 10 + 1 for s in seeds], dtype=torch.float64,
-                                              device=dev).end_to_end().detach(), V)  # fmt: skip
+        q0_one = q_from_map(maps0[1], V)  # (S, d, z): the ODE starts from the 1-layer net (the validator requires it)
         ks, qs = euler(q0_one, lam, lr=cfg.lr, steps=cfg.steps, every=cfg.record_every).trajectory.stack(
             "q", tensors=True
         )  # (T,), (T, S, d, z)

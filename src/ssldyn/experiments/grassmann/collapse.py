@@ -93,7 +93,8 @@ from ssldyn.experiments.grassmann._common import (
     repeat_per_seed,
 )
 from ssldyn.kernels.ntk import empirical_ntk
-from ssldyn.models.two_layer import TwoLayerNet
+from ssldyn.models.activations import ActivationName
+from ssldyn.models.two_layer import Regime, TwoLayerNet
 from ssldyn.objectives import contrast_matrix, info_nce, non_contrastive
 from ssldyn.objectives.peers import spectral_contrastive_loss
 from ssldyn.probes import loglog_slope
@@ -102,6 +103,7 @@ from ssldyn.probes.subspace import principal_angles
 from ssldyn.streams import derive_seed
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
+CONSTRAINED: tuple[Regime, ...] = ("frobenius", "orthogonal")  # Prop. 2's balls and Prop. 3's constraint
 COLLAPSED = "tolerance: σ_min/σ_max below 1e-3 is a line to plotting and probing precision"
 
 
@@ -617,16 +619,38 @@ class Collapse(GrassmannExperiment):
         def sv_series(model_hist_fn, hist) -> torch.Tensor:
             return torch.stack([_sv_ratio(model_hist_fn(th)) for th in hist])  # (T, E)
 
+        def multi_and_single(th0, loss_on, data, lr, single_data=None):
+            """The z-output linear model from ``th0 (S, z, p)`` trained on ``loss_on(model, *data)``, and the S·z
+            one-output models from its rows (member s·z + l from row l, seed s's ``lr``) trained on
+            ``loss_on(model, *single_data)`` (default: ``data`` repeated per row); their recorded Θ ``(T, ...)``."""
+            if single_data is None:
+                single_data = tuple(repeat_per_seed(t, z) for t in data)
+            m = _Linear(th0)
+            multi, _ = _gd(m, loss_on(m, *data), lr, cfg.epochs, cfg.record_every, inputs=mb.inputs())  # (T, S, z, p)
+            ms = _Linear(th0.reshape(S * z, 1, -1))
+            single, _ = _gd(ms, loss_on(ms, *single_data), repeat_per_seed(lr, z), cfg.epochs, cfg.record_every)
+            return multi, single
+
+        def constrained_net(act: ActivationName, regime: Regime, stream: int) -> TwoLayerNet:
+            """A 2-layer net of width ``hidden`` under ``regime`` (Prop. 2 / 3), one member per seed."""
+            return TwoLayerNet(d, cfg.hidden, z, act, regime, ensemble=S, seeds=[derive_seed(s, stream) for s in seeds],
+                               init="orthogonal", dtype=f64, device=dev)  # fmt: skip
+
+        def train_constrained(net: TwoLayerNet, loss, emb: bool = False) -> list[torch.Tensor]:
+            """GD steps, then back onto the Frobenius balls (``net.regime == "frobenius"``), or Stiefel projected GD
+            (polar map); the embeddings of the anchors at the recorded epochs when ``emb``."""
+            kw = {"emb": (lambda: net(x)) if emb else None, "inputs": mb.inputs()}  # embeddings (S, n, z)
+            if net.regime == "frobenius":
+                return _gd(net, loss, lr_lin, cfg.epochs, cfg.record_every, project=net.project_, **kw)[1]
+            opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
+            return _gd(net, loss, lr_lin, cfg.epochs, cfg.record_every, step=opt.step, **kw)[1]
+
         # --- Prop. 1 / Lemma 1: linear and kernel models, z outputs vs z one-output runs
         ni = mb.neg_index  # (S, n, q): the negatives are anchors
         models = {"linear": ((x, xp, xn, ni), lr_lin), "kernel": ((fx, fxp, fxn, ni), lr_ker)}
         for name, (data, lr) in models.items():
             th0 = st[name]  # (S, z, p_)
-            m = _Linear(th0)
-            multi, _ = _gd(m, loss_of(m, *data), lr, cfg.epochs, cfg.record_every, inputs=mb.inputs())  # (T, S, z, p_)
-            ms = _Linear(th0.reshape(S * z, 1, -1))
-            single, _ = _gd(ms, loss_of(ms, *(repeat_per_seed(t, z) for t in data)), repeat_per_seed(lr, z), cfg.epochs,
-                            cfg.record_every)  # fmt: skip
+            multi, single = multi_and_single(th0, loss_of, data, lr)  # (T, S, z, p_), (T, S·z, 1, p_)
             dev_rows = _rows_vs_singles(multi, single, z).cpu()
             svr = sv_series(lambda th, f=data[0]: _Linear(th)(f).detach(), multi).cpu()  # (T, S)
             for s in range(S):
@@ -646,16 +670,10 @@ class Collapse(GrassmannExperiment):
             res_s[s]["projector_init_sv_ratio"] = float(svr[0, s])
             arrays[s]["projector/sv_ratio"] = svr[:, s].numpy()
         # --- Prop. 2 (Frobenius ball) vs Prop. 3 (orthogonality): 2-layer linear nets
-        for regime in ("frobenius", "orthogonal"):
-            net = TwoLayerNet(d, cfg.hidden, z, "linear", regime, ensemble=S, seeds=[derive_seed(s, 3) for s in seeds],
-                              init="orthogonal", dtype=torch.float64, device=dev)  # fmt: skip
-            kw = {"emb": lambda net=net: net(x), "inputs": mb.inputs()}  # embeddings (S, n, z)
+        for regime in CONSTRAINED:
+            net = constrained_net("linear", regime, 3)
             M0 = net.end_to_end().detach().clone()  # (S, z, d) at initialisation
-            if regime == "frobenius":  # plain GD steps, then back onto the Frobenius balls
-                _, embs = _gd(net, loss_of(net), lr_lin, cfg.epochs, cfg.record_every, project=net.project_, **kw)
-            else:  # Stiefel projected GD (polar map)
-                opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-                _, embs = _gd(net, loss_of(net), lr_lin, cfg.epochs, cfg.record_every, step=opt.step, **kw)
+            embs = train_constrained(net, loss_of(net), emb=True)
             svr = _sv_ratio(torch.stack(embs)).cpu()  # (T, S)
             with torch.no_grad():
                 M = net.end_to_end()  # (S, z, d)
@@ -684,11 +702,7 @@ class Collapse(GrassmannExperiment):
             def loss2(model, xx=x2, xxp=xp2, fn=fn):
                 return lambda: fn(model(xx), model(xxp[..., 0, :]))  # (E,): first positive of each anchor
 
-            m = _Linear(th0)
-            multi, _ = _gd(m, loss2(m), lr_lin, cfg.epochs, cfg.record_every, inputs=mb.inputs())
-            ms = _Linear(th0.reshape(S * z, 1, -1))
-            single, _ = _gd(ms, loss2(ms, repeat_per_seed(x2, z), repeat_per_seed(xp2, z)), repeat_per_seed(lr_lin, z),
-                            cfg.epochs, cfg.record_every)  # fmt: skip
+            multi, single = multi_and_single(th0, loss2, (x2, xp2), lr_lin)
             dev_rows = _rows_vs_singles(multi, single, z).cpu()
             early = _rows_vs_singles(multi[:2], single[:2], z).cpu()  # after record_every steps
             svr = sv_series(lambda th: _Linear(th)(x2).detach(), multi).cpu()
@@ -707,12 +721,8 @@ class Collapse(GrassmannExperiment):
         def reg_loss(model, xx, yy):
             return lambda: 0.5 * (model(xx) - yy).pow(2).sum((-2, -1)) / xx.shape[-2]  # (E,): squared loss, mean
 
-        m = _Linear(st["regression"])
-        multi, _ = _gd(m, reg_loss(m, x, y), lr_lin, cfg.epochs, cfg.record_every, inputs=mb.inputs())
-        ms = _Linear(st["regression"].reshape(S * z, 1, -1))
         y_single = y.mT.reshape(S * z, -1)[..., None]  # (S·z, n, 1): member s·z + l has target column l
-        single, _ = _gd(ms, reg_loss(ms, repeat_per_seed(x, z), y_single), repeat_per_seed(lr_lin, z), cfg.epochs,
-                        cfg.record_every)  # fmt: skip
+        multi, single = multi_and_single(st["regression"], reg_loss, (x, y), lr_lin, (repeat_per_seed(x, z), y_single))
         reg_dev = _rows_vs_singles(multi, single, z).cpu()  # (S,)
         net = TwoLayerNet(d, cfg.control_width, z, "tanh", "unconstrained", ensemble=S,
                           seeds=[derive_seed(s, 11) for s in seeds],
@@ -736,11 +746,7 @@ class Collapse(GrassmannExperiment):
         def nc_loss(model, xx=x, xxp=xp):
             return lambda: non_contrastive(model(xx), model(xxp[..., 0, :])) / xx.shape[-2]  # (E,): loss (2), mean
 
-        m = _Linear(st["loss2"])
-        multi, _ = _gd(m, nc_loss(m), lr_lin, cfg.epochs, cfg.record_every, inputs=mb.inputs())
-        ms = _Linear(st["loss2"].reshape(S * z, 1, -1))
-        single, _ = _gd(ms, nc_loss(ms, repeat_per_seed(x, z), repeat_per_seed(xp, z)), repeat_per_seed(lr_lin, z),
-                        cfg.epochs, cfg.record_every)  # fmt: skip
+        multi, single = multi_and_single(st["loss2"], nc_loss, (x, xp), lr_lin)
         nc_dev = _rows_vs_singles(multi, single, z).cpu()
         svr = sv_series(lambda th: _Linear(th)(x).detach(), multi).cpu()  # (T, S)
         with torch.no_grad():  # erratum: the printed C̃ = Σ x x⁺ᵀ against loss (2) at the initial map Θ_0
@@ -757,28 +763,17 @@ class Collapse(GrassmannExperiment):
             arrays[s]["loss2/sv_ratio"] = svr[:, s].numpy()
             res_s[s]["loss2_printed_trace_over_loss"] = float(tr_printed[s] / L2[s])
             res_s[s]["loss2_used_trace_over_loss"] = float(tr_used[s] / L2[s])
-        for regime in ("frobenius", "orthogonal"):
-            net = TwoLayerNet(d, cfg.hidden, z, "linear", regime, ensemble=S, seeds=[derive_seed(s, 5) for s in seeds],
-                              init="orthogonal", dtype=f64, device=dev)  # fmt: skip
-            if regime == "frobenius":
-                _gd(net, nc_loss(net), lr_lin, cfg.epochs, cfg.record_every, project=net.project_, inputs=mb.inputs())
-            else:
-                opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-                _gd(net, nc_loss(net), lr_lin, cfg.epochs, cfg.record_every, step=opt.step, inputs=mb.inputs())
+        for regime in CONSTRAINED:
+            net = constrained_net("linear", regime, 5)
+            train_constrained(net, nc_loss(net))
             with torch.no_grad():
                 map_ratio = _sv_ratio(net.end_to_end(), center=False)  # (S,): σ_min/σ_max of the map W2ᵀW1
             for s in range(S):
                 res_s[s][f"loss2_{regime}_map_sv_ratio"] = float(map_ratio[s])
         # --- Prop. 2 with a nonlinear activation: u = W2ᵀtanh(W1x) in the Frobenius balls (control: Stiefel)
-        for regime in ("frobenius", "orthogonal"):
-            net = TwoLayerNet(d, cfg.hidden, z, "tanh", regime, ensemble=S, seeds=[derive_seed(s, 13) for s in seeds],
-                              init="orthogonal", dtype=f64, device=dev)  # fmt: skip
-            kw = {"emb": lambda net=net: net(x), "inputs": mb.inputs()}
-            if regime == "frobenius":
-                _, embs = _gd(net, loss_of(net), lr_lin, cfg.epochs, cfg.record_every, project=net.project_, **kw)
-            else:
-                opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-                _, embs = _gd(net, loss_of(net), lr_lin, cfg.epochs, cfg.record_every, step=opt.step, **kw)
+        for regime in CONSTRAINED:
+            net = constrained_net("tanh", regime, 13)
+            embs = train_constrained(net, loss_of(net), emb=True)
             svr = _sv_ratio(torch.stack(embs)).cpu()  # (T, S)
             for s in range(S):
                 res_s[s][f"tanh_{regime}_final_sv_ratio"] = float(svr[-1, s])

@@ -144,11 +144,10 @@ def _images(cfg: Fig4Config, seed: int, device: torch.device | str | None = None
     return X - X.mean(0, keepdim=True), y
 
 
-def _prepare(cfg: Fig4Config, seed: int, device: torch.device | str | None = None, images=None):
-    """``(views, C)`` of one seed: PCA (or pixels), views drawn with numpy, ``C/‖C‖₂``.
-
-    ``images``: the seed's ``_images(cfg, seed, device)`` when already loaded."""
-    X, y = images if images is not None else _images(cfg, seed, device)
+def _prepare(cfg: Fig4Config, seed: int, images, device: torch.device | str | None = None):
+    """``(views, C)`` of one seed from its ``images = _images(cfg, seed, device)``: PCA (or pixels), views drawn
+    with numpy, ``C/‖C‖₂``."""
+    X, y = images
     if cfg.pca_dim:
         X = X @ pca_components(X, cfg.pca_dim).T  # (n, pca_dim)
     views = make_views(X, y, noise_var=cfg.noise_var, seed=derive_seed(seed, 1), device=device)  # numpy draws
@@ -368,7 +367,7 @@ class Fig4(GrassmannExperiment):
         dev, seeds = ctx.device, ctx.seeds
         S, d, z = len(seeds), cfg.d, cfg.z
         images = [_images(cfg, s, dev) for s in seeds]  # (n, 784) centered, (n,)
-        prepared = [_prepare(cfg, s, dev, images=im) for s, im in zip(seeds, images)]
+        prepared = [_prepare(cfg, s, im, dev) for s, im in zip(seeds, images)]
         C = torch.stack([c for _, c in prepared])  # (S, d, d)
         lam, V = eigh_ascending(C)  # (S, d), (S, d, d)
         # operation counts (deterministic, supporting detail) and measured times per update (each seed, its own C)

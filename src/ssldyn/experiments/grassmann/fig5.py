@@ -201,7 +201,7 @@ class Fig5(GrassmannExperiment):
                 else:
                     res.summary[f"ode_{tag}_gram_error"] = float((gram[b] - projector_k(k, d)).abs().max())
                     res.summary[f"ode_{tag}_eigenvalues"] = lam[b].tolist()
-                    res.summary[f"ode_{tag}_singular_values"] = torch.linalg.svdvals(qT[b]).cpu().tolist()
+                    res.summary[f"ode_{tag}_singular_values"] = svals[-1, b].tolist()
             for z, nr in gd_norms.items():
                 fin = nr[s].tolist()
                 res.summary[f"gd_z{z}_final_norms"] = fin

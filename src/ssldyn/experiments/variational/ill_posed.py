@@ -288,18 +288,19 @@ class IllPosed(VariationalExperiment):
             t1, t2 = augment(x, cfg.aug_noise, gv), augment(x, cfg.aug_noise, gv)
             for mapname, fmap in (("invariant", invariant_map), ("control", lambda v: F.normalize(v @ w.T, dim=1))):
                 z1, z2 = fmap(t1), fmap(t2)  # (n, 2) each: the two views' embeddings
-                for loss, val in peer_losses(z1, z2, q, cfg.tau).items():
+                peer = peer_losses(z1, z2, q, cfg.tau)
+                for loss, val in peer.items():
                     rows.append({"map": mapname, "distribution": dist, "loss": loss, "value": val})
                 z = fmap(x)  # (n, 2): the atoms of the empirical pushforward (1/n) Σ_j δ_{f(x_j)} of the clean batch
                 reform.append({"map": mapname, "distribution": dist,
                                "batch": float(eq1_batch_loss(z1, z2, cfg.tau)),  # eq. (1), E_y the batch mean
                                "reformulated": float(latent_measure_nt_xent(z, None, cfg.tau, positive_term=True)),
                                "printed": float(latent_measure_nt_xent(z, None, cfg.tau)),  # Prop. 2.1 as printed
-                               "batch_summed": float(info_nce(z1, z2, cfg.tau)),
+                               "batch_summed": peer["NT-Xent"],
                                # App. A.1: VICReg and BYOL on the batch and as functionals of f#μ_n
-                               "vicreg_batch": float(vicreg_loss(z1, z2)),
+                               "vicreg_batch": peer["VICReg"],
                                "vicreg_reformulated": float(vicreg_pushforward(z)),
-                               "byol_batch": float(byol_loss(z1 @ q.T, z2)),
+                               "byol_batch": peer["BYOL"],
                                "byol_reformulated": float(byol_pushforward(z, q))})  # fmt: skip
         losses = pd.DataFrame(rows)
 

@@ -49,11 +49,11 @@ from ssldyn.contract.claims import ClaimSpec, Erratum, Measured, every_seed, gt,
 from ssldyn.data.clustered import ball_noise, clustered_data
 from ssldyn.dynamics import engine
 from ssldyn.dynamics.function_space import pointwise_gradient, project_sphere
+from ssldyn.experiments.variational import _flows_common as fc
 from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.kernels.closed_form import averaging_net_kernel
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.averaging import AveragingNet
-from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.probes.cluster import invariance_gap
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
@@ -245,7 +245,7 @@ class Invariance(VariationalExperiment):
         for r in range(cfg.draws):  # drawn on the CPU from g, moved to the device
             eps[r, :, cfg.d :] = ball_noise(data.n, cfg.D - cfg.d, cfg.delta, generator=g, dtype=DT, device=dev)
         xT = data.x[None] + eps  # (R, n, D) perturbed copies T(x_i)
-        loss = lambda z: latent_measure_nt_xent(z, temperature=cfg.tau)  # noqa: E731
+        loss = fc.flow_loss(cfg.tau, positive_term=False)
         rows = []
 
         def fresh():

@@ -45,6 +45,7 @@ from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, between, every_seed, le
 from ssldyn.data.clustered import clustered_data
 from ssldyn.dynamics.function_space import apply_kernel, embedding_loss_and_grad
+from ssldyn.experiments.variational import _flows_common as fc
 from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.kernels.closed_form import (
     averaging_net_kernel,
@@ -58,7 +59,6 @@ from ssldyn.kernels.ntk import empirical_ntk
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.activations import ActivationName
 from ssldyn.models.averaging import AveragingNet
-from ssldyn.objectives import latent_measure_nt_xent
 from ssldyn.probes.slopes import loglog_slope
 from ssldyn.streams import stream
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
@@ -101,10 +101,6 @@ class KernelConfig(ExperimentConfig):
     )
 
 
-def _loss(tau: float):
-    return lambda z: latent_measure_nt_xent(z, temperature=tau)
-
-
 def _net(
     D: int,
     d: int,
@@ -115,6 +111,15 @@ def _net(
     device: torch.device | None = None,
 ) -> AveragingNet:
     return AveragingNet(D, d, M, act, dtype=DT, invariant_init=invariant, generator=generator, device=device)
+
+
+def _one_step_change(net: AveragingNet, x: torch.Tensor, loss, eta: float, z0: torch.Tensor) -> torch.Tensor:
+    """``Δz = f(x) − z0`` after one real gradient step ``η`` on the hidden weights B of ``net`` (modified in place),
+    ``z0`` the outputs before it: ``(n, d)``."""
+    (g_hidden,) = torch.autograd.grad(loss(net(x)[0]), net.hidden.weight)
+    with torch.no_grad():
+        net.hidden.weight.sub_(eta * g_hidden)
+        return net(x)[0] - z0
 
 
 def _sync(device: torch.device) -> None:
@@ -249,7 +254,7 @@ class KernelCheck(VariationalExperiment):
     def run(self, cfg: KernelConfig, ctx: Context) -> Result:
         res = Result()
         device = ctx.device
-        loss = _loss(cfg.tau)
+        loss = fc.flow_loss(cfg.tau, positive_term=False)
         g = ctx.generator(0)
         data = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, cfg.delta, generator=g, dtype=DT, device=device)
         net = _net(cfg.D, cfg.d, cfg.width, ctx.generator(1), device=device)
@@ -285,10 +290,7 @@ class KernelCheck(VariationalExperiment):
         for eta in cfg.etas:
             m = _net(cfg.D, cfg.d, cfg.width, ctx.generator(1), act=act_a, device=device)
             m.load_state_dict(net_a.state_dict())
-            (g_hidden,) = torch.autograd.grad(loss(m(data.x)[0]), m.hidden.weight)
-            with torch.no_grad():
-                m.hidden.weight.sub_(eta * g_hidden)
-                dz = m(data.x)[0] - z0
+            dz = _one_step_change(m, data.x, loss, eta, z0)
             pred = -eta * apply_kernel(Ka, gz)
             rows.append({"eta": eta, "rel_err": float((dz - pred).norm() / pred.norm()),
                          "rel_err_zero": float(dz.norm() / pred.norm())})  # fmt: skip
@@ -322,10 +324,11 @@ class KernelCheck(VariationalExperiment):
         res.summary["prop44_slope_wrong_limit"] = loglog_slope(wrong.index, wrong.to_numpy())
 
         # (d) block structure and cluster flow vs δ
-        rows = []
+        rows, data_d = [], {}
         for delta in cfg.deltas:
-            dd = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, delta, center_norm=cfg.center_norm,
-                                generator=ctx.generator(20), dtype=DT, device=device)  # fmt: skip
+            dd = data_d[delta] = clustered_data([cfg.cluster_size] * cfg.d, cfg.d, cfg.D, delta,
+                                                center_norm=cfg.center_norm, generator=ctx.generator(20), dtype=DT,
+                                                device=device)  # fmt: skip
             Kd = averaging_net_kernel(net.B[0].detach(), dd.x, None, "relu", d=cfg.d)
             bs = block_structure(Kd, dd.labels)
             perm = torch.randperm(dd.n, generator=ctx.generator(5))
@@ -356,16 +359,7 @@ class KernelCheck(VariationalExperiment):
         res.tables["thm45"] = ddf
         # Cor. 4.6: the infinite-width cluster flow (β = ½) against a wide network at the smallest δ
         M_wide = max(cfg.widths)
-        dd = clustered_data(
-            [cfg.cluster_size] * cfg.d,
-            cfg.d,
-            cfg.D,
-            min(cfg.deltas),
-            center_norm=cfg.center_norm,
-            generator=ctx.generator(20),
-            dtype=DT,
-            device=device,
-        )
+        dd = data_d[min(cfg.deltas)]  # (d)'s data at the smallest δ
         wide = _net(cfg.D, cfg.d, M_wide, ctx.generator(3), device=device)
         Kw = averaging_net_kernel(wide.B[0].detach(), dd.x, None, "relu", d=cfg.d)
         _, gw = embedding_loss_and_grad(loss, wide(dd.x)[0].detach())
@@ -405,10 +399,7 @@ class KernelCheck(VariationalExperiment):
         ze = ne(de.x)[0].detach()
         _, ge = embedding_loss_and_grad(loss, ze)
         eta = 1e-4
-        (g_hidden,) = torch.autograd.grad(loss(ne(de.x)[0]), ne.hidden.weight)
-        with torch.no_grad():
-            ne.hidden.weight.sub_(eta * g_hidden)
-            vel = (ne(de.x)[0] - ze) / eta  # actual early-time velocity (n, d)
+        vel = _one_step_change(ne, de.x, loss, eta, ze) / eta  # actual early-time velocity (n, d)
         speed, vanilla = vel.norm(dim=1), (de.n * ge).norm(dim=1)
         rows = []
         for q, s in enumerate(sizes):

@@ -77,6 +77,7 @@ from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, is_true, le
 from ssldyn.experiments.variational._common import VariationalExperiment
 from ssldyn.memory import PROCESS_BASELINE
+from ssldyn.probes.slopes import loglog_slope
 from ssldyn.viz.common import PALETTE, new_figure, save_figure
 
 
@@ -491,7 +492,7 @@ class Fig3(VariationalExperiment):
         slope_s, _, r2_s = line_fit(x[ok], y[scrambled][ok]) if ok.all() else (float("nan"),) * 3
         # the reading's resolution: the R² a curved law τ^0.7 gets on the same grid, and the data's log-log exponent
         r2_curved = line_fit(x[ok], x[ok] ** 0.7)[2]
-        exponent = float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0]) if ok.sum() >= 2 else float("nan")
+        exponent = loglog_slope(x[ok], y[ok])
         res = Result(
             tables={
                 "curves": curves,

@@ -457,8 +457,6 @@ class Fig5(VariationalExperiment):
             r.summary.update(uniform_start_summary(pn, pv, e))
             store_probes(r, "uniform/network", pn, e)  # times, silhouette, uniformity, loss per record
             store_snapshots(r, "uniform/network", net_u, snap_u, e)
-            r.arrays["uniform/network/z_end"] = net_u.z[-1, e]
-            r.arrays["uniform/network/z_start"] = net_u.z[0, e]
         for r in results:
             r.notes.append(
                 "Both dynamics start from the same random embedding: the network is the centred f = z0 + g(w) − "

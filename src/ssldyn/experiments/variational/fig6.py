@@ -311,12 +311,9 @@ class Fig6(VariationalExperiment):
             s = {k[: -len(tag)]: v for k, v in result.summary.items() if k.endswith(tag)}
             table = result.tables[f"step_table{tag}"].sort_values("lr").reset_index(drop=True)
 
-            def row(lr, table=table):
-                return table.loc[(table["lr"] - lr).abs().idxmin()]
-
-            flow, big = row(cfg.flow_lr), row(cfg.lr_network)
             i_flow = int((table["lr"] - cfg.flow_lr).abs().idxmin())
-            nxt = table.loc[min(i_flow + 1, len(table) - 1)]
+            flow, nxt = table.loc[i_flow], table.loc[min(i_flow + 1, len(table) - 1)]
+            big = table.loc[(table["lr"] - cfg.lr_network).abs().idxmin()]
             largest = table.loc[len(table) - 1]
             van, start = s["vanilla_silhouette_horizon"], s["silhouette_start"]
             per["network-clusters-flow"].append((float(flow["silhouette"]) - van, start - van))

@@ -182,6 +182,12 @@ def random_centres(K: int, n_sets: int, min_sq_dist: float, g: torch.Generator) 
     return torch.cat(out)[:n_sets]
 
 
+def _k_blocks_of_m(idx: np.ndarray, K: int, m: int) -> bool:
+    """Whether the cluster indices ``idx`` of the points ``i = 1..Km`` (eq. 26) lie in ``[1, K]`` and give every
+    cluster ``m`` points."""
+    return bool(idx.min() >= 1 and idx.max() <= K and np.all(np.bincount(idx, minlength=K + 1)[1:] == m))
+
+
 ALT = {"psi": lambda t: torch.log1p(2 * t), "eta": lambda t: 1.0 / (1.0 + t)}  # a non-default (Ψ, η) pair
 
 
@@ -374,7 +380,7 @@ class Stationarity(VariationalExperiment):
 
     def run(self, cfg: StationarityConfig, ctx: Context) -> Result:
         g = ctx.generator(0)
-        rows, summary = [], {}
+        rows = []
         # --- eq. (7) vs autograd; second variation vs autograd; control
         err7, err2, control = [], [], []
         err7_ctrl, err2_ctrl, mult_ctrl = [], [], []
@@ -487,18 +493,14 @@ class Stationarity(VariationalExperiment):
         for K in (2, 3, 4, 6):
             for m_ in (2, 3, 4, 6):
                 i = np.arange(1, K * m_ + 1)
-                for idx, fixed in ((i // K + 1, False), ((i - 1) // m_ + 1, True)):
-                    ok = idx.min() >= 1 and idx.max() <= K and np.all(np.bincount(idx, minlength=K + 1)[1:] == m_)
-                    if fixed:
-                        bad26_fixed += int(not ok)
-                    else:
-                        bad26 += int(not ok)
+                bad26 += int(not _k_blocks_of_m(i // K + 1, K, m_))  # the printed index ⌊i/K⌋ + 1
+                bad26_fixed += int(not _k_blocks_of_m((i - 1) // m_ + 1, K, m_))  # the corrected ⌊(i − 1)/m⌋ + 1
         yu = circle_points_even(cfg.n_errata)  # (n_errata, 2)
         l1 = float(measure_loss(yu, psi=lambda t: torch.log1p(2 * t), temperature=0.5))
         l4 = float(measure_loss(yu, temperature=0.5))
         res = Result(tables={"symmetric": pd.DataFrame(rows), "lemma_a2": pd.DataFrame(lemma_rows),
                              "scaled_limit": pd.DataFrame({"k": list(cfg.scales), "residual": scal})})  # fmt: skip
-        summary.update(
+        res.summary.update(
             eq7_max_rel_err=max(err7), second_var_max_rel_err=max(err2), control_min_residual=min(control),
             eq6_printed_rel_err=min(e6p), eq6_corrected_rel_err=max(e6c), symmetric_max_residual=max(stat),
             symmetric_max_multiplier_spread=max(mult), eq8_min_gap=min(gap8), constant_max_grad=max(const),
@@ -512,7 +514,6 @@ class Stationarity(VariationalExperiment):
         )  # fmt: skip
         res.tables["remark32"] = pd.DataFrame(remark_rows)
         res.tables["remark32_s2"] = pd.DataFrame(s2_rows)
-        res.summary = summary
         res.notes.append(
             "Lemma A.2: eq. (27) needs σ ≤ ‖f(ξ_i) − f(ξ_j)‖² ≤ 4 (Cauchy–Schwarz), so σ > 3K²τ is possible only for "
             f"τ < 4/(3K²); we use τ = {cfg.lemma_tau_fraction:g}·4/(3K²). At τ = 0.5 (Fig. 3, 5) no direction is "

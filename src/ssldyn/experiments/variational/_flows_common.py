@@ -123,13 +123,12 @@ class Members:
 
     Attributes:
         x: ``(E, n, D)`` inputs; labels: ``(n,)`` cluster labels (the same for every seed);
-        z0: ``(E, n, d)`` the common initial embedding of both dynamics; data: the seeds' data sets.
+        z0: ``(E, n, d)`` the common initial embedding of both dynamics.
     """
 
     x: Tensor
     labels: Tensor
     z0: Tensor
-    data: list[ClusteredData] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -167,7 +166,7 @@ def make_members(
     else:
         z0 = torch.stack([uniform_embedding(dd.labels, d, g, jitter) for dd, g in zip(data, z0_gens)])  # (E, n, d)
     x = torch.stack([dd.x for dd in data])  # (E, n, D)
-    return Members(x.to(device), labels, z0.to(device), data)
+    return Members(x.to(device), labels, z0.to(device))
 
 
 # --------------------------------------------------------------------------------------
@@ -508,11 +507,11 @@ def cluster_colors(labels) -> list:
     return [cmap(q / max(k - 1, 1)) for q in lab]
 
 
-def _draw(ax, z, g, labels, title, d, arrow_scale):
+def _draw(ax, z, g, labels, title, d):
     """One snapshot: the points on the sphere coloured by cluster and the −∇L arrows ``g`` (drawn above the points,
-    dark-edged so that they stay visible over points of their own colour)."""
+    dark-edged so that they stay visible over points of their own colour; the longest 0.35 long)."""
     colors = cluster_colors(labels)
-    if g is not None and arrow_scale is None:
+    if g is not None:
         m = float(np.linalg.norm(g, axis=1).max())
         arrow_scale = 0.35 / max(m, 1e-12)
     if d == 2:
@@ -597,7 +596,7 @@ def plot_rows(x: np.ndarray, labels, rows: Sequence[SnapshotRow], path: Path, ti
         gs_row = row.neg_grad if row.neg_grad is not None else [None] * len(row.steps)
         for c, (k, t, z, g) in enumerate(zip(row.steps, row.times, row.z, gs_row)):
             a = fig.add_subplot(gs[2 * r + 1, c], **kw)
-            _draw(a, z, g, labels, f"it {int(k)} (t={t:.5g})", d, None)
+            _draw(a, z, g, labels, f"it {int(k)} (t={t:.5g})", d)
     fig.suptitle(rows_title(title, rows), fontsize=9)
     return save_figure(fig, path)
 
@@ -619,7 +618,7 @@ def make_gif(frames: list[tuple[str, np.ndarray, np.ndarray]], labels, path: Pat
         fig = plt.figure(figsize=(GIF_PANEL_INCHES[0] * len(frames), GIF_PANEL_INCHES[1]), dpi=GIF_DPI)
         for i, (label, times, z) in enumerate(frames):
             a = fig.add_subplot(1, len(frames), i + 1, **kw)
-            _draw(a, z[k], None, labels, f"{label}\nt = {times[k]:.3g}", d, 1.0)
+            _draw(a, z[k], None, labels, f"{label}\nt = {times[k]:.3g}", d)
             a.title.set_fontsize(10)
         fig.suptitle(f"frame {k + 1}/{n}: each panel at its own log-spaced flow times", fontsize=9)
         fig.tight_layout()

@@ -362,16 +362,13 @@ class IllPosed(VariationalExperiment):
             f"{ctl['byol_batch']:.4f} vs {ctl['byol_reformulated']:.4f}",
         )  # fmt: skip
 
-        def rel(sphere, measure):
-            return float((s[(sphere, measure)] - s[(sphere, "uniform")]) / s[(sphere, "uniform")])
-
         out["uniform-beats-clusters-s1"] = Measured(
-            rel("S1", f"{k} clusters"), control=rel("S1", "control clusters"),
+            _above_uniform(s, "S1", f"{k} clusters"), control=_above_uniform(s, "S1", "control clusters"),
             detail=f"uniform {s[('S1', 'uniform')]:.4f}, {k} clusters {s[('S1', f'{k} clusters')]:.4f}, "
             f"{cfg.clusters_control} clusters {s[('S1', 'control clusters')]:.4f}",
         )  # fmt: skip
         out["uniform-beats-clusters-s2"] = Measured(
-            rel("S2", "4 clusters"), control=rel("S2", "control clusters"),
+            _above_uniform(s, "S2", "4 clusters"), control=_above_uniform(s, "S2", "control clusters"),
             detail=f"uniform {s[('S2', 'uniform')]:.4f}, 4 clusters {s[('S2', '4 clusters')]:.4f}, "
             f"{cfg.clusters_control} clusters {s[('S2', 'control clusters')]:.4f}",
         )  # fmt: skip
@@ -394,6 +391,12 @@ class IllPosed(VariationalExperiment):
         fig.suptitle(f"Prop. 2.1, App. A.1 (Sec. 1): invariant maps, τ = {cfg.tau:g}, n = {cfg.n}, seed "
                      f"{result.seed if result.seed is not None else 0}", fontsize=10)  # fmt: skip
         return [save_figure(fig, fig_dir / "ill_posed.png")]
+
+
+def _above_uniform(s: pd.Series, sphere: str, measure: str) -> float:
+    """How much higher the latent cost of ``measure`` is than the uniform one's on ``sphere``, relative to it (the
+    reading of uniform-beats-clusters-s1/s2); ``s``: the losses of table ``sphere`` indexed by (sphere, measure)."""
+    return float((s[(sphere, measure)] - s[(sphere, "uniform")]) / s[(sphere, "uniform")])
 
 
 def _bars(ax, groups: list[str], series: list[tuple[str, list[Any]]], fmt: str = "{:.3f}") -> None:
@@ -430,8 +433,7 @@ def _sphere_panel(ax, sp: pd.DataFrame, cfg: IllPosedConfig) -> None:
     kinds = [("uniform", "uniform", "uniform"), (f"{k} clusters", "4 clusters", "K clusters (the claim)"),
              ("control clusters", "control clusters", f"{cfg.clusters_control} clusters (control)")]  # fmt: skip
     _bars(ax, ["S¹", "S²"], [(name, [s[("S1", m1)], s[("S2", m2)]]) for m1, m2, name in kinds], fmt="{:.4f}")
-    rel = [(s[(sph, m)] - s[(sph, "uniform")]) / s[(sph, "uniform")] for sph, m in (("S1", f"{k} clusters"),
-                                                                                      ("S2", "4 clusters"))]  # fmt: skip
+    rel = [_above_uniform(s, "S1", f"{k} clusters"), _above_uniform(s, "S2", "4 clusters")]
     cost = "with the positive-pair term" if cfg.positive_term else "Prop. 2.1 as printed"
     ax.set(ylabel="NT-Xent of the latent measure",
            title=f"(e) uniform-beats-clusters ({cost}):\nclusters +{rel[0]:.1%} on S¹ (K = {k}), +{rel[1]:.1%} on "

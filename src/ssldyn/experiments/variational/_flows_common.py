@@ -123,12 +123,13 @@ class Members:
 
     Attributes:
         x: ``(E, n, D)`` inputs; labels: ``(n,)`` cluster labels (the same for every seed);
-        z0: ``(E, n, d)`` the common initial embedding of both dynamics.
+        z0: ``(E, n, d)`` the common initial embedding of both dynamics; data: the seeds' data sets.
     """
 
     x: Tensor
     labels: Tensor
     z0: Tensor
+    data: list[ClusteredData] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -166,7 +167,7 @@ def make_members(
     else:
         z0 = torch.stack([uniform_embedding(dd.labels, d, g, jitter) for dd, g in zip(data, z0_gens)])  # (E, n, d)
     x = torch.stack([dd.x for dd in data])  # (E, n, D)
-    return Members(x.to(device), labels, z0.to(device))
+    return Members(x.to(device), labels, z0.to(device), data)
 
 
 # --------------------------------------------------------------------------------------

@@ -168,7 +168,7 @@ class Imbalance(VariationalExperiment):
         data = [four_clusters_2d(shifts[i // S], delta=cfg.delta, generator=g, dtype=torch.float64)
                 for i, g in enumerate(gens(0))]  # fmt: skip
         z0 = [fc.random_embedding(d.n, 2, cfg.init_spread, g) for d, g in zip(data, gens(100))]
-        m = fc.Members(torch.stack([d.x for d in data]).to(dev), data[0].labels, torch.stack(z0).to(dev))
+        m = fc.Members(torch.stack([d.x for d in data]).to(dev), data[0].labels, torch.stack(z0).to(dev), data)
         make = averaging_net_factory(cfg.width, dev)
         steps = int(round(cfg.time / cfg.lr))
         loss = fc.flow_loss(cfg.tau, cfg.positive_term)

@@ -64,6 +64,7 @@ from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, ge, gt, lt
 from ssldyn.dynamics.ensemble_trainer import sign_symmetric
 from ssldyn.experiments.nonlinearity._common import ACT_LABELS
 from ssldyn.experiments.nonlinearity._token_seeds import (
+    cell_diffs,
     mean_diff,
     over_parameterised_cells,
     per_seed_result,
@@ -132,9 +133,6 @@ def grid_note(cfg: ActivationGridConfig) -> str:
         f"{protocol_note(cfg)}; BN = {BN_WORDS[cfg.bn]}; χ± as eq. 16 (signed cosine) for ReLU / LeakyReLU, |cos| for "
         "the sign-symmetric activations (linear, tanh, x², sigmoid under BN), whose filter sign is not identifiable."
     )
-
-
-#: the y label of the χ̄₋ rows: every activation scored with the signed eq. 181 (the claims' metric)
 
 
 def score_labels(activations: Sequence[str], bn: str) -> dict[str, str]:
@@ -266,11 +264,11 @@ def trend_measures(cfg: ActivationGridConfig, final, init, loss: str) -> dict[st
     )
     cells = over_parameterised_cells(cfg.betas, cfg.Ps)
     p1 = [(b, 1) for b in betas if b > 1]
-    diffs = [cell(t, activation="relu", beta=b, P=P) - cell(t, activation="linear", beta=b, P=P) for b, P in cells]
+    diffs = cell_diffs(t, {"activation": "relu"}, {"activation": "linear"}, cells)  # (cells,)
     out["relu-beats-linear"] = Measured(
         float(np.mean(diffs)),
         control=mean_diff(t, {"activation": "relu"}, {"activation": "linear"}, p1),
-        detail=f"ReLU above linear in {np.mean(np.array(diffs) > 0):.0%} of {len(cells)} cells; at initialisation "
+        detail=f"ReLU above linear in {np.mean(diffs > 0):.0%} of {len(cells)} cells; at initialisation "
         f"{mean_diff(t0, {'activation': 'relu'}, {'activation': 'linear'}, cells):+.3f}",
     )
     lin_r, relu_r = beta_range(t, "linear", betas, multi), beta_range(t, "relu", betas, multi)

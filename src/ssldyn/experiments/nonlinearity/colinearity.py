@@ -79,7 +79,9 @@ class ColinearityConfig(ExperimentConfig):
 
 
 def _energy_grads(W: torch.Tensor, V: torch.Tensor, x: torch.Tensor, **kw) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(∂E_α/∂W (K, M, d), ∂E_α/∂V (d_out, K·M))`` by autograd of ``E_α = ½ tr C_α[f₂]`` (as ``_energy_grad``)."""
+    """``(∂E_α/∂W (K, M, d), ∂E_α/∂V (d_out, K·M))`` by autograd of ``E_α = ½ tr C_α[f₂]``
+    (:func:`~ssldyn.dynamics.two_layer_alpha_cl.two_layer_energy`, α treated as a constant) at the filters
+    ``W (K, M, d)`` with top layer ``V``; ``kw``: ``x_pos``, ``alpha``, ``activation``."""
     Wr, Vr = W.clone().requires_grad_(True), V.clone().requires_grad_(True)
     gW, gV = torch.autograd.grad(two_layer_energy(Wr, Vr, x, **kw), (Wr, Vr))
     return gW, gV
@@ -91,15 +93,6 @@ def _v_dot_rel_err(W: torch.Tensor, V: torch.Tensor, x: torch.Tensor, **kw) -> t
     _, gV = _energy_grads(W, V, x, **kw)
     V_dot, _ = lemma4_dynamics(W, V, x, project=False, **kw)
     return (V_dot - gV).norm() / gV.norm()
-
-
-def _energy_grad(W: torch.Tensor, V: torch.Tensor, x: torch.Tensor, **kw) -> torch.Tensor:
-    """``∂E_α/∂W`` by autograd of ``E_α = ½ tr C_α[f₂]`` (:func:`~ssldyn.dynamics.two_layer_alpha_cl.two_layer_energy`,
-    α treated as a constant) at the filters ``W (K, M, d)`` with top layer ``V``; ``kw``: ``x_pos``, ``alpha``,
-    ``activation``. Returns ``(K, M, d)``."""
-    Wr = W.clone().requires_grad_(True)
-    (gW,) = torch.autograd.grad(two_layer_energy(Wr, V, x, **kw), Wr)
-    return gW
 
 
 def _with_top_down_sum(W: torch.Tensor, s: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -134,7 +127,7 @@ def _critical_path(cfg: ColinearityConfig, model: TwoRFModel, g: torch.Generator
     W_id = (ck * nvec / sm.sum(-1, keepdim=True))[:, None, :].expand(K, M, d)  # identical filters, same v_k
 
     def grad(W: torch.Tensor, s_vec: torch.Tensor) -> torch.Tensor:
-        return _energy_grad(W, s_vec[None, :], x, activation="linear")
+        return _energy_grads(W, s_vec[None, :], x, activation="linear")[0]
 
     def energy(W: torch.Tensor, s_vec: torch.Tensor) -> float:
         return float(two_layer_energy(W, s_vec[None, :], x, activation="linear"))
@@ -396,7 +389,6 @@ class Colinearity(NonlinearityExperiment):
         return [save_figure(fig, fig_dir / "colinearity.png")]
 
 
-#: activation names as the figure prints them
 def random_abs_cos(d: int) -> float:
     """``E|cos|`` between two independent isotropic directions in ``R^d``: ``Γ(d/2) / (√π Γ((d + 1)/2))`` (the first
     coordinate of a uniform unit vector; 2/π at d = 2, ≈ √(2/(πd)) for large d)."""

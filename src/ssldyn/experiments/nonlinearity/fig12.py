@@ -371,10 +371,7 @@ def _train_rf_mnist(cfg: RFMnistConfig, ctx: Context) -> list[Result]:
             res.summary[f"match_added_{c}"] = _rf_mean(pattern_match, project_out_init(disp, w0), patches[i])
         m = res.tables["metrics"]
         path = {
-            c: {
-                "dist": m.loc[(m.member == j) & (m.probe == "dist")].sort_values("step")["value"].to_numpy(),
-                "lap": m.loc[(m.member == j) & (m.probe == "laplacian")].sort_values("step")["value"].to_numpy(),
-            }
+            c: {"dist": probe_path(m, j, "dist")[1], "lap": probe_path(m, j, "laplacian")[1]}
             for j, c in enumerate(CONDITIONS)
         }
         d_star, lap_n, lap_a = _matched_distance(path)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ssldyn.contract import Result
-from ssldyn.experiments.nonlinearity.token_grid import CHI, cell, final_table
+from ssldyn.experiments.nonlinearity.token_grid import CHI, SETTING_KEYS, cell, final_table
 
 SEED_COLUMNS = ("seed", "init")  # the grid's name for a run's seed (the lab owns "seed" in stored tables)
 
@@ -61,8 +61,7 @@ def pooled_final(result: Result, table: str = "final") -> pd.DataFrame:
     """Mean and std over seeds of the final χ̄± per setting (the paper's "mean/std over 3 runs"; ``table="init"``:
     of the values at t = 0, the untrained filters)."""
     f = finals(result, table)
-    keys = ["loss", "activation", "zeta", "bn", "beta", "P"]
-    g = f.groupby(keys)[[f"{c}_mean" for c in CHI]]
+    g = f.groupby(SETTING_KEYS)[[f"{c}_mean" for c in CHI]]
     t = g.agg(["mean", "std", "count"])
     t.columns = [f"{a.removesuffix('_mean')}_{b}" for a, b in t.columns]
     return t.reset_index()

@@ -284,14 +284,17 @@ def grid_frame(runs: Sequence[TokenRun], traj: Trajectory, chi_tokens: str = "ge
     return out
 
 
+#: the columns of the grid's tables that name a setting (a cell of the grid, up to the seed)
+SETTING_KEYS = ["loss", "activation", "zeta", "bn", "beta", "P"]
+
+
 def final_table(df: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
-    """Mean and std over seeds of χ̄± per (loss, activation, ζ, bn, β, P) at ``step`` (default the last;
-    ``0``: at initialisation)."""
+    """Mean and std over seeds of χ̄± per setting (:data:`SETTING_KEYS`: loss, activation, ζ, bn, β, P) at ``step``
+    (default the last; ``0``: at initialisation)."""
     last = df[df["step"] == (df["step"].max() if step is None else step)]
     if last.empty:
         raise ValueError(f"final_table: no rows at step {step}")
-    keys = ["loss", "activation", "zeta", "bn", "beta", "P"]
-    g = last.groupby(keys)
+    g = last.groupby(SETTING_KEYS)
     t = g[list(CHI)].agg(["mean", "std", "count"])
     t.columns = [f"{a}_{b}" for a, b in t.columns]
     return t.reset_index()

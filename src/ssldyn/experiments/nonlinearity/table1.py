@@ -64,6 +64,7 @@ COLUMNS = [
     ("mean_only", "μ bp, σ² no bp"),
     ("standard", "μ bp, σ² bp"),
 ]
+VARIANTS = [m for m, _ in COLUMNS]  # the BN variants, in the paper's column order
 LR_COLUMN = "μ bp, σ² no bp, lr 2e-3"
 
 #: Table 1 of the paper as printed (App. E.2): χ̄₊ mean and std over 3 runs, ζ = 10, ReLU, InfoNCE, 5000 steps;
@@ -78,7 +79,7 @@ def paper_table1() -> pd.DataFrame:
         {"beta": int(r["beta"]), "P": int(r["P"]), "bn": m, "paper_mean": float(r[m]),
          "paper_std": float(r[f"{m}_std"])}
         for r in wide.to_dict("records")
-        for m, _ in COLUMNS
+        for m in VARIANTS
     ]  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -299,7 +300,7 @@ class Table1(TokenGridExperiment):
             Ps=cfg.Ps,
             zetas=[cfg.zeta],
             seeds=list(ctx.seeds),
-            bns=[m for m, _ in COLUMNS],
+            bns=VARIANTS,
             base=base,
         )
         df = grid_frame(runs, train_grid(cfg, ctx, runs), cfg.chi_tokens)
@@ -334,7 +335,7 @@ class Table1(TokenGridExperiment):
     def measure(self, cfg: Table1Config, result: Result) -> dict:
         t, sbs = result.tables["final"], result.tables["side_by_side"]
         cells = [(b, P) for b in cfg.betas for P in cfg.Ps]
-        ours = sbs.loc[sbs.bn.isin([m for m, _ in COLUMNS])]
+        ours = sbs.loc[sbs.bn.isin(VARIANTS)]
         paper = paper_table1()
         paper = paper.loc[paper.beta.isin(cfg.betas) & paper.P.isin(cfg.Ps)]
         mo_vs_vanilla = cell_diffs(t, {"bn": "mean_only"}, {"bn": "standard"}, cells)  # (cells,)
@@ -366,11 +367,10 @@ class Table1(TokenGridExperiment):
         if len(results) < 2:
             why = "needs at least two seeds (the test uses our std over seeds)"
             return {"agrees-with-paper": Measured(None, not_run=why), "cells-agree": Measured(None, not_run=why)}
-        variants = [m for m, _ in COLUMNS]
         t = pooled_side_by_side(results)
-        t = t.loc[t.bn.isin(variants)]
+        t = t.loc[t.bn.isin(VARIANTS)]
         t0 = pooled_side_by_side(results, "side_by_side_init")
-        t0 = t0.loc[t0.bn.isin(variants)]
+        t0 = t0.loc[t0.bn.isin(VARIANTS)]
         corr = float(np.corrcoef(t["ours"], t["paper_mean"])[0, 1])
         corr0 = float(np.corrcoef(t0["ours"], t0["paper_mean"])[0, 1])
         test, test0 = agreement_test(t, len(results)), agreement_test(t0, len(results))
@@ -408,7 +408,7 @@ def disagreeing_cells(t: pd.DataFrame, n_seeds: int) -> set[tuple[int, int, str]
     ``cells-agree`` counts); empty with fewer than two seeds (no std over seeds)."""
     if n_seeds < 2:
         return set()
-    test = agreement_test(t.loc[t.bn.isin([m for m, _ in COLUMNS])], n_seeds)
+    test = agreement_test(t.loc[t.bn.isin(VARIANTS)], n_seeds)
     return {(int(r.beta), int(r.P), str(r.bn)) for r in test.loc[test["disagrees"]].itertuples()}
 
 

@@ -75,31 +75,32 @@ class LemmasConfig(ExperimentConfig):
     t_conv: PositiveFloat = Field(50.0, description="Fig. 7: time T·b at which |y(T) + b| is read (units of 1/b)")
 
 
-def _blowup_time(y0: float, b: float, t_max: float = 200.0, cap: float = 1e8) -> float:
-    """Time at which the solution of ẏ = (y + b)y from y0 reaches ``cap`` (inf if it does not by t_max)."""
+#: where a solution of ẏ = (y + b)y counts as blown up (the time from there to ∞ is ≈ 1e-8·t*)
+CAP = 1e8
+
+
+def _solve(y0: float, b: float, t_end: float):
+    """solve_ivp (LSODA, rtol 1e-12, atol 1e-14) of ẏ = (y + b)y from ``y0`` on ``[0, t_end]``, stopped where the
+    solution reaches :data:`CAP` (a blow-up)."""
     from scipy.integrate import solve_ivp
 
     def hit(t: float, y: np.ndarray) -> float:
-        return float(y[0] - cap)
+        return float(y[0] - CAP)
 
     hit.terminal = True  # type: ignore[attr-defined]  # scipy reads the attribute
-    sol = solve_ivp(lambda t, y: (y + b) * y, (0.0, t_max), [y0], events=hit, rtol=1e-12, atol=1e-14,
-                    method="LSODA")  # fmt: skip
+    return solve_ivp(lambda t, y: (y + b) * y, (0.0, t_end), [y0], events=hit, rtol=1e-12, atol=1e-14,
+                     method="LSODA")  # fmt: skip
+
+
+def _blowup_time(y0: float, b: float) -> float:
+    """Time at which the solution of ẏ = (y + b)y from y0 reaches :data:`CAP` (inf if it does not by t = 200)."""
+    sol = _solve(y0, b, 200.0)
     return float(sol.t_events[0][0]) if len(sol.t_events[0]) else math.inf
 
 
-def _final_value(y0: float, b: float, t_end: float, cap: float = 1e8) -> float:
-    """``y(t_end)`` of ẏ = (y + b)y from ``y0`` (the solver of ``_blowup_time``); ``cap`` if the solution
-    reaches it first (a blow-up)."""
-    from scipy.integrate import solve_ivp
-
-    def hit(t: float, y: np.ndarray) -> float:
-        return float(y[0] - cap)
-
-    hit.terminal = True  # type: ignore[attr-defined]  # scipy reads the attribute
-    sol = solve_ivp(lambda t, y: (y + b) * y, (0.0, t_end), [y0], events=hit, rtol=1e-12, atol=1e-14,
-                    method="LSODA")  # fmt: skip
-    return float(sol.y[0, -1])
+def _final_value(y0: float, b: float, t_end: float) -> float:
+    """``y(t_end)`` of ẏ = (y + b)y from ``y0``; :data:`CAP` if the solution reaches it first (a blow-up)."""
+    return float(_solve(y0, b, t_end).y[0, -1])
 
 
 def eq147(y0: float, b: float, t: float) -> float:

@@ -228,8 +228,8 @@ def _lemma_summary(runs: pd.DataFrame, held: pd.DataFrame) -> dict:
     condition holds (and, as its control, on the others)."""
     out = {f"lemma{k[1:]}_max_slack" + ("_control" if k.endswith("c") else ""): float(runs[f"slack_{k}"].max())
            for k in ("l7", "l8", "l10", "l7c", "l8c", "l10c")}  # fmt: skip
-    out["lemma10_max_slack_discrete"] = float(runs.loc[runs["version"] == "discrete", "slack_l10"].max())
     rd = runs.loc[runs["version"] == "discrete"]
+    out["lemma10_max_slack_discrete"] = float(rd["slack_l10"].max())
     notheld = rd[~rd["thm3_holds"]]
     ok = held["c_monotone"] & held["trajectory_in_B_gamma"].astype(bool)
     out["lemma11_frac"] = float(ok.mean()) if len(held) else float("nan")
@@ -457,13 +457,15 @@ class Fig1(NonlinearityExperiment):
                     for r in range(dd.shape[1])
                 ]
         runs = pd.concat(all_runs, ignore_index=True)
-        runs_d = runs.loc[runs["version"] == "discrete"]
+        rd = runs.loc[runs["version"] == "discrete"]
         runs_c = runs.loc[runs["version"] == "continuous"]
         disc = pd.DataFrame(discs)
         res = Result(tables={"runs": runs, "discrepancy": disc})
-        smallest, eps_small = min(cfg.start_noise), min(cfg.eps_orths)
-        rd = runs_d
         held = rd[rd["thm3_holds"]]
+
+        def holds_frac(eps_orth: float, sigma: float) -> float:  # Thm. 3's exact condition, the starts of one setting
+            return float(rd[(rd["start_noise"] == sigma) & (rd["eps_orth"] == eps_orth)]["thm3_holds"].mean())
+
         ok_c = runs_c[runs_c["is_lme"] & (runs_c["gap"] > runs_c["rho"]) & (runs_c["rho"] > 0)]
         res.summary = {
             "max_final_discrepancy": float(runs.loc[:, "final_discrepancy"].max()),
@@ -475,13 +477,9 @@ class Fig1(NonlinearityExperiment):
             if len(held)
             else float("nan"),
             "thm3_holds_frac_by_setting": {
-                f"ε={e:g}, σ={s:g}": float(rd[(rd["start_noise"] == s) & (rd["eps_orth"] == e)]["thm3_holds"].mean())
-                for e in cfg.eps_orths
-                for s in cfg.start_noise
+                f"ε={e:g}, σ={s:g}": holds_frac(e, s) for e in cfg.eps_orths for s in cfg.start_noise
             },
-            "thm3_holds_frac_closest": float(
-                rd[(rd["start_noise"] == smallest) & (rd["eps_orth"] == eps_small)]["thm3_holds"].mean()
-            ),
+            "thm3_holds_frac_closest": holds_frac(min(cfg.eps_orths), min(cfg.start_noise)),
             "thm3_holds_frac_continuous": float(runs_c["thm3_holds"].mean()),
             "thm1_premise_runs": int(len(ok_c)),
             "thm1_stable_frac": float((ok_c["max_real_jacobian"] < 0).mean()) if len(ok_c) else float("nan"),
@@ -496,11 +494,7 @@ class Fig1(NonlinearityExperiment):
             "linear_frac_nearest_is_start": float(np.mean([e["frac_nearest_is_start"] for e in lin_ctl])),
             "linear_max_angle_deg": max(e["max_angle_deg"] for e in lin_ctl),
             "linear_frac_non_top_stable": float(np.mean([e["frac_non_top_stable"] for e in lin_ctl])),
-            "thm3_holds_frac_farthest": float(
-                rd[(rd["start_noise"] == max(cfg.start_noise)) & (rd["eps_orth"] == max(cfg.eps_orths))][
-                    "thm3_holds"
-                ].mean()
-            ),
+            "thm3_holds_frac_farthest": holds_frac(max(cfg.eps_orths), max(cfg.start_noise)),
             "eq104_max_eig": max(e["max_eig_shifted_A"] for e in eq104),
             "eq104_angle_to_pd_deg": max(e["angle_to_pd_limit_deg"] for e in eq104),
             "eq104_plain_min_discrepancy": min(e["plain_final_discrepancy"] for e in eq104),

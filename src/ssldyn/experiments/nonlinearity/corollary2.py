@@ -202,11 +202,18 @@ def optima_summary(
     small = min(taus)
     gs = g[g["tau"] == small]
     ratio = g["rho"] / g["rho_u"]
-    cu = counts.loc[counts["alpha"] == "uniform"].set_index("arc_deg")["n_optima"]
-    cg = counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == small)].set_index("arc_deg")["n_optima"]
-    diff = (cg - cu.reindex(cg.index)).to_numpy()
-    cc = counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == control_tau)].set_index("arc_deg")["n_optima"]
-    diff_c = (cc - cu.reindex(cc.index)).to_numpy()
+
+    def n_optima(tau: float | None) -> pd.Series:  # arc_deg -> count, of the uniform α (None) or the Gaussian α at τ
+        sel = counts["alpha"] == "uniform" if tau is None else (counts["alpha"] == "gaussian") & (counts["tau"] == tau)
+        return counts.loc[sel].set_index("arc_deg")["n_optima"]
+
+    def by_arc(c: pd.Series) -> dict[str, int]:
+        return {f"{k:g}": int(v) for k, v in c.items()}
+
+    def more_than_uniform(c: pd.Series) -> bool:  # at least the uniform count at every arc, more at one
+        diff = (c - n_optima(None).reindex(c.index)).to_numpy()
+        return bool((diff >= 0).all() and (diff > 0).any())
+
     rng = np.random.default_rng(0)
 
     def frac_below_half(sel: pd.DataFrame, col: str = "rho") -> float:
@@ -224,8 +231,8 @@ def optima_summary(
         "spearman_z0_inactive_shuffled": spearman(gs["z0"], pd.Series(rng.permutation(gs["inactive"].to_numpy())))
         if len(gs) > 2
         else float("nan"),
-        "counts_gaussian_control_tau": {f"{k:g}": int(v) for k, v in cc.items()},
-        "more_optima_control": bool((diff_c >= 0).all() and (diff_c > 0).any()),
+        "counts_gaussian_control_tau": by_arc(n_optima(control_tau)),
+        "more_optima_control": more_than_uniform(n_optima(control_tau)),
         "n_control_tau_optima": int(len(ctl)),
         "median_ratio_rho_g_rho_u": float((gs["rho"] / gs["rho_u"]).median()) if len(gs) else float("nan"),
         "spearman_ratio_z0": spearman(g["z0"], ratio) if len(g) > 2 else float("nan"),
@@ -234,18 +241,10 @@ def optima_summary(
         "min_z0_minus_inactive": float((g["z0"] - g["inactive"]).min()) if len(g) else float("nan"),
         "min_inactive": float(opts.loc[:, "inactive"].min()),
         "min_z0": float(g["z0"].min()) if len(g) else float("nan"),
-        "counts_uniform": {f"{k:g}": int(v) for k, v in cu.items()},
-        "counts_gaussian_small_tau": {f"{k:g}": int(v) for k, v in cg.items()},
-        "counts_gaussian_by_tau": {
-            f"{t:g}": {
-                f"{a:g}": int(n)
-                for a, n in counts.loc[(counts["alpha"] == "gaussian") & (counts["tau"] == t)]
-                .set_index("arc_deg")["n_optima"]
-                .items()
-            }
-            for t in taus
-        },
-        "more_optima": bool((diff >= 0).all() and (diff > 0).any()),
+        "counts_uniform": by_arc(n_optima(None)),
+        "counts_gaussian_small_tau": by_arc(n_optima(small)),
+        "counts_gaussian_by_tau": {f"{t:g}": by_arc(n_optima(t)) for t in taus},
+        "more_optima": more_than_uniform(n_optima(small)),
     }
     return opts, summary
 

@@ -587,7 +587,7 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
                      "z_control": abs(p_mc - p_off) / se})  # fmt: skip
     table = pd.DataFrame(rows)
     big = table.loc[table["eps"] > 1]
-    z156, z157, n156, n157 = [], [], 0, 0
+    z156, z157 = [], []
     z156c, z157c = [], []  # controls: the bound with the gap instead of gap/2 (eq. 156), half the bound (eq. 157)
     gaps, tight156, tight157 = [], [], []  # top gaps; P/bound of eq. 156 (≥ 1 where it holds), of eq. 157 (≤ 1)
     N = cfg.eps_vectors
@@ -611,13 +611,11 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
         z156c.append(float((gap12 - ps_[0]) / se[0]))
         gaps.append(gap12)
         tight156.append(float(ps_[0]) / (0.5 * gap12))
-        n156 += 1
         for r in range(1, d):  # rank r + 1 (0-based r)
             bounds = [(1 - float(es[rp] - es[r]) / 2) ** (rp + 2) / (rp + 2) for rp in range(r)]
             z157.append(float((ps_[r] - min(bounds)) / se[r]))
             z157c.append(float((ps_[r] - 0.5 * min(bounds)) / se[r]))
             tight157.append(float(ps_[r]) / min(bounds))
-            n157 += 1
     i156 = int(np.argmin(tight156))
     return {
         "table": table,
@@ -629,7 +627,7 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
         "eq155_big_eps_p": float(big["mc"].iloc[-1]) if len(big) else float("nan"),
         "eq155_big_eps_z": float(big["z"].iloc[-1]) if len(big) else float("nan"),
         "eq156_max_z": max(z156),
-        "eq156_cases": n156,
+        "eq156_cases": len(z156),
         "eq156_gap_min": min(gaps),
         "eq156_gap_max": max(gaps),
         "eq156_tightness": tight156[i156],  # min over draws of P/(gap/2): 1 where the bound is attained
@@ -637,5 +635,5 @@ def _modulation_factor_mc(cfg: ModulationConfig, g: torch.Generator, dev: torch.
         "eq156_control_violated": int(sum(z > 4.0 for z in z156c)),  # draws where P ≥ gap fails by > 4 SE
         "eq157_tightness": max(tight157),  # max over cases of P/bound: 1 where the bound is attained
         "eq157_max_z": max(z157),
-        "eq157_cases": n157,
+        "eq157_cases": len(z157),
     }

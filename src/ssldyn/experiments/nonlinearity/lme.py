@@ -65,8 +65,9 @@ class LMEConfig(ExperimentConfig):
         return self
 
 
-def _z_score(A_fn_batches, A_full: torch.Tensor, ref: torch.Tensor) -> float:
-    Ab = torch.stack(A_fn_batches)  # (B, d, d)
+def _z_score(A_batches: list[torch.Tensor], A_full: torch.Tensor, ref: torch.Tensor) -> float:
+    """``‖A_full − ref‖_F / ‖SE‖_F`` with the standard error of every entry from the sub-batch ``A_batches``."""
+    Ab = torch.stack(A_batches)  # (B, d, d)
     se = Ab.std(0, unbiased=True) / math.sqrt(Ab.shape[0])
     return float((A_full - ref).norm() / se.norm().clamp_min(1e-300))
 
@@ -182,22 +183,20 @@ class LME(NonlinearityExperiment):
             for m in range(d):
                 u = U[:, m]
                 P = torch.outer(u, u)
-                ref = (
-                    probs[m] * (1 - probs[m]) * P if model == "categorical" else (1 - q[m]) ** 2 * P + q[m] * (eye - P)
-                )
-                A = A_full(u)
-                # the control: the other model's formula (eq. 9 for categorical data, eq. 8 for summation data)
                 pq = probs[m] if model == "categorical" else q[m]
-                wrong = (1 - pq) ** 2 * P + pq * (eye - P) if model == "categorical" else pq * (1 - pq) * P
+                eq8, eq9 = pq * (1 - pq) * P, (1 - pq) ** 2 * P + pq * (eye - P)
+                # the control: the other model's formula (eq. 9 for categorical data, eq. 8 for summation data)
+                ref, wrong = (eq8, eq9) if model == "categorical" else (eq9, eq8)
+                A, A_subs = A_full(u), [a(u) for a in subs]
                 rows.append(
                     {
                         "model": model,
                         "m": m,
-                        "p_or_q": float(probs[m] if model == "categorical" else q[m]),
+                        "p_or_q": float(pq),
                         "abs_err": float((A - ref).abs().max()),
                         "rel_err": float((A - ref).norm() / ref.norm()),
-                        "z": _z_score([a(u) for a in subs], A, ref),
-                        "z_other_formula": _z_score([a(u) for a in subs], A, wrong),
+                        "z": _z_score(A_subs, A, ref),
+                        "z_other_formula": _z_score(A_subs, A, wrong),
                     }
                 )
         closed = pd.DataFrame(rows)

@@ -229,11 +229,8 @@ def smallest_beta_step(t, act: str, betas: list[int], P: int) -> float:
 
 def beta_range(t, act: str, betas: list[int], Ps: list[int]) -> float:
     """Largest over ``Ps`` of the range of χ̄₊(act, β, P) over β."""
-    return max(
-        max(cell(t, activation=act, beta=b, P=P) for b in betas) - min(cell(t, activation=act, beta=b, P=P)
-                                                                      for b in betas)
-        for P in Ps
-    )  # fmt: skip
+    chi = [[cell(t, activation=act, beta=b, P=P) for b in betas] for P in Ps]  # (len(Ps), len(betas))
+    return max(max(c) - min(c) for c in chi)
 
 
 def trend_measures(cfg: ActivationGridConfig, final, init, loss: str) -> dict[str, Measured]:

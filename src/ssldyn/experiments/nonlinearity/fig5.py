@@ -212,6 +212,7 @@ class Fig5(TokenGridExperiment):
         )
         traj = train_grid(cfg, ctx, runs, keep_filters=True)  # member m = runs[m]
         df = grid_frame(runs, traj, cfg.chi_tokens)
+        sfx = "" if cfg.chi_tokens == "generators" else "_candidates"  # the token set the table uses
         results = []
         for s in ctx.seeds:
             res = Result()
@@ -225,7 +226,6 @@ class Fig5(TokenGridExperiment):
                 data = token_data(r)
                 res.arrays[f"allowed/{key}"] = data["allowed"]
                 res.arrays[f"relevant/{key}"] = data["relevant"]
-                sfx = "" if cfg.chi_tokens == "generators" else "_candidates"  # the token set the table uses
                 chi_plus = traj.series(f"chi_plus{sfx}", m)[1]
                 chi_minus = traj.series(f"chi_minus{sfx}", m)[1]
                 signed = traj.series(f"chi_minus_signed{sfx}", m)[1]

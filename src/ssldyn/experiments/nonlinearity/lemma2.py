@@ -399,7 +399,7 @@ class Lemma2(NonlinearityExperiment):
         b_last = table.loc[(table.setting == "b_augmented") & (table.N == nmax)]
         summary["aug_dist_to_total_var_last"] = float(b_last["dist_to_total_var"].mean())
         summary["aug_variance_removed_ratio"] = summary["aug_dist_to_total_var_last"] / summary["err_last_b_augmented"]
-        b_first = table.loc[(table.setting == "b_augmented") & (table.N == min(cfg.ns))]
+        b_first = table.loc[(table.setting == "b_augmented") & (table.N == nmin)]
         summary["aug_variance_removed_ratio_smallest_n"] = float(
             b_first["dist_to_total_var"].mean() / b_first["err"].mean()
         )

@@ -68,11 +68,11 @@ from ssldyn.checks import choice, integer, nonnegative, positive
 from ssldyn.dynamics.common import (
     EpochBatches,
     check_lr,
-    check_probe_value,
     check_schedule,
     check_steps,
     drop_singleton_member,
     embed,
+    member_checked_probes,
     module_device,
     module_dtype,
     step_schedule,
@@ -257,7 +257,6 @@ def train_ssl(
         assert probe_x is not None  # probes without probe_data were rejected above
         return drop_singleton_member(_features(model, probe_x, dtype=dt))  # (n, d) or (E, n, d)
 
-    checked = {name: _member_checked(name, fn, members) for name, fn in (probes or {}).items()}
     for m in modules:
         m.train()
     start = 0
@@ -274,7 +273,7 @@ def train_ssl(
         step,
         steps=steps,
         every=every,
-        probes=checked,
+        probes=member_checked_probes(probes, "train_ssl"),
         observe=observe,
         track=track,
         guard=guard,
@@ -520,16 +519,7 @@ def _ema_update(target: nn.Module, online: nn.Module, m: float) -> None:
         tb.copy_(ob)
 
 
-# --------------------------------------------------------------------------- logging
-def _member_checked(name: str, fn: Probe, members: list[int | None]) -> Probe:
-    """The probe, with its number of values checked against the ensemble size."""
-
-    def probe(obs: Tensor) -> Any:
-        return check_probe_value(fn(obs), name, members[0] or 1, who="train_ssl")
-
-    return probe
-
-
+# --------------------------------------------------------------------------- scheduler
 class _PlateauStep:
     """``ReduceLROnPlateau.step(metric)`` with the mean loss of the last step (one host read per step)."""
 

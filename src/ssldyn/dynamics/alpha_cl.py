@@ -239,7 +239,7 @@ def _gated_covariance(
     if weights is not None:  # population mode: uniform α, no augmentation
         return population_contrastive_covariance(xt, weights)  # Σ p_i x̃_i x̃_iᵀ − m mᵀ
     xt_pos = None if x_pos is None else gated_input(x_pos, w, act)
-    return alpha_covariance(xt, xt_pos, alpha=_alpha_at(alpha, w), weights=weights)
+    return alpha_covariance(xt, xt_pos, alpha=_alpha_at(alpha, w))
 
 
 def gated_covariance(

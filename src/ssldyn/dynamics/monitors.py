@@ -314,7 +314,6 @@ class ContrastSpectrum(_ModelMonitor):
         pi = torch.empty_like(perm)
         pi[perm] = perm.roll(-1)  # a derangement: π(i) ≠ i
         self.x, self.x_neg, self.pi = x, self.x_pos[pi], pi
-        self.linear_head = head
         self._h: Tensor | None = None
         self._A = None
         if head is not None:

@@ -151,10 +151,6 @@ def trace_loss_q(q: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
     return (_lam(q, lam) * q * q).sum((-2, -1))
 
 
-def _check_form(form: str) -> None:
-    choice(form, "form", FORMS)
-
-
 def _float64(x: object) -> np.ndarray:
     """A tensor (on any device) or array-like as a float64 numpy array on the host."""
     return np.asarray(x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
@@ -162,7 +158,7 @@ def _float64(x: object) -> np.ndarray:
 
 def ode_time(step: int | np.ndarray, lr: float, form: Form = "eq9") -> float | np.ndarray:
     """ODE time reached after ``step`` discrete steps with rate η: ``k·η`` (eq9 / GD) or ``k·η/2`` (printed eq12)."""
-    _check_form(form)
+    choice(form, "form", FORMS)
     return step * lr * (1.0 if form == "eq9" else 0.5)
 
 
@@ -200,7 +196,7 @@ def euler(
         NonFiniteLossError: the state became non-finite: its loss ``Tr(qᵀΛq)`` at step k is
             NaN/inf (names k, the member and its loss at step k − 1).
     """
-    _check_form(form)
+    choice(form, "form", FORMS)
     lr, steps = check_lr(lr), check_steps(steps)
     _check_q0_lam(q0, lam)
     dt = lr if form == "eq9" else 0.5 * lr
@@ -392,6 +388,7 @@ def solve_reference(
     lam_np = lamt.numpy()
     _check_budget("solve_reference", q0n, lam_np, tn, max_steps, 6.0)
     evals = [0]
+    meta = {"method": "DOP853", "rtol": rtol, "atol": atol}
 
     def f(_t, y):
         evals[0] += 1
@@ -404,7 +401,7 @@ def solve_reference(
 
     if len(tn) == 1:  # one time: q(t[0]) = q0 (scipy returns no solution array for an empty span)
         qs = torch.from_numpy(q0n.copy())[None]  # (1, ..., d, z)
-        return _solution_result(qs, lamt, tn, probes, guard, {"method": "DOP853", "rtol": rtol, "atol": atol})
+        return _solution_result(qs, lamt, tn, probes, guard, meta)
     try:
         sol = solve_ivp(f, (float(tn[0]), float(tn[-1])), q0n.reshape(-1), method="DOP853", t_eval=tn, rtol=rtol,
                         atol=atol)  # fmt: skip
@@ -416,7 +413,7 @@ def solve_reference(
     if not sol.success:
         raise RuntimeError(f"solve_reference: scipy failed: {sol.message}")
     qs = torch.from_numpy(np.ascontiguousarray(sol.y.T.reshape(len(tn), *shape)))  # (T, ..., d, z)
-    return _solution_result(qs, lamt, tn, probes, guard, {"method": "DOP853", "rtol": rtol, "atol": atol})
+    return _solution_result(qs, lamt, tn, probes, guard, meta)
 
 
 class _OverBudget(Exception):

@@ -76,11 +76,7 @@ class Trajectory:
         if self._pending:
             for step, name, values, member in self._pending:
                 if isinstance(values, torch.Tensor):
-                    values = (
-                        values.to("cpu", torch.float64).numpy()
-                        if values.dtype != torch.float64
-                        else values.cpu().numpy()
-                    )
+                    values = values.to("cpu", torch.float64).numpy()
                 if member >= 0:
                     self._done.append((step, member, name, float(values)))
                 else:

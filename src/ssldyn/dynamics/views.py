@@ -25,9 +25,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["per_sample", "per_batch", "as_augment", "draw_views", "pairwise_mean"]
+from ssldyn.dynamics.common import Augment
 
-Augment = Callable[[Tensor, "torch.Generator | None"], Tensor]
+__all__ = ["per_sample", "per_batch", "as_augment", "draw_views", "pairwise_mean"]
 
 
 def _positional_capacity(fn: Callable) -> int:

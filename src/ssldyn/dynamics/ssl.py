@@ -418,11 +418,11 @@ def _forward_views(
         if head is not None:
             z = head(h)
             _check_output("head", z, B, k=len(group))
-        out.extend(z[..., i * B : (i + 1) * B, :] for i in range(len(group)))
+        out.extend(z.split(B, dim=-2))
         if predictor is not None:
             pz = predictor(z)
             _check_output("predictor", pz, B, k=len(group))
-            preds.extend(pz[..., i * B : (i + 1) * B, :] for i in range(len(group)))
+            preds.extend(pz.split(B, dim=-2))
     return out, (preds if predictor is not None else None)
 
 
@@ -500,7 +500,7 @@ def _target_views(target: nn.Module, vs: list[Tensor], B: int) -> list[Tensor]:
         for group in _shape_groups(vs):
             tz = target(group[0] if len(group) == 1 else torch.cat(group))
             _check_output("target network", tz, B, k=len(group))
-            out.extend(tz[..., i * B : (i + 1) * B, :] for i in range(len(group)))
+            out.extend(tz.split(B, dim=-2))
     return out
 
 

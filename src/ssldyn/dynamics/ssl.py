@@ -257,6 +257,7 @@ def train_ssl(
         assert probe_x is not None  # probes without probe_data were rejected above
         return drop_singleton_member(_features(model, probe_x, dtype=dt))  # (n, d) or (E, n, d)
 
+    checked = member_checked_probes(probes, "train_ssl")
     for m in modules:
         m.train()
     start = 0
@@ -273,7 +274,7 @@ def train_ssl(
         step,
         steps=steps,
         every=every,
-        probes=member_checked_probes(probes, "train_ssl"),
+        probes=checked,
         observe=observe,
         track=track,
         guard=guard,

@@ -84,7 +84,7 @@ def test_decay_times_hand_worked_peak_at_start_and_gap_at_the_last_record():
     sil = np.array([0.7, 0.2, 0.6, 0.55, 0.3, 0.1])[:, None]
     u_opt = -2.0
     uni = (np.array([1.0, 0.75, 0.5, 0.375, 0.25, 0.125]) + u_opt)[:, None]
-    p = fc.Probes(t, sil, np.zeros((6, 1, 1)), uni, np.zeros((6, 1)))
+    p = fc.Probes(t, sil, uni, np.zeros((6, 1)))
     d = fc.decay_times(p, u_opt, ref_time=2.0, level=0.5)
     assert d["t_peak"][0] == 0.0 and d["peak"][0] == 0.7
     assert d["t_form"][0] == 0.0 and d["t_last"][0] == 3.0
@@ -92,7 +92,7 @@ def test_decay_times_hand_worked_peak_at_start_and_gap_at_the_last_record():
     assert d["gap_end"][0] == 0.125
     assert d["t_half"][0] == 4.0
     # a gap that is already ≤ 0 at ref_time has no decay time
-    p0 = fc.Probes(t, sil, np.zeros((6, 1, 1)), np.full((6, 1), u_opt - 0.1), np.zeros((6, 1)))
+    p0 = fc.Probes(t, sil, np.full((6, 1), u_opt - 0.1), np.zeros((6, 1)))
     assert math.isnan(fc.decay_times(p0, u_opt, ref_time=2.0)["t_half"][0])
 
 
@@ -1153,8 +1153,8 @@ def test_fig5_uniform_start_summary_reads_the_largest_silhouette_not_the_last():
 
     sil = np.array([[0.0, 0.1], [0.9, 0.7], [0.5, 0.3]])  # (R, E)
     loss = np.array([[5.0, 4.0], [4.5, 3.5], [4.2, 3.2]])
-    pn = fc.Probes(np.array([0.0, 1.0, 2.5]), sil, np.zeros((3, 2, 4)), np.zeros((3, 2)), loss)
-    pv = fc.Probes(np.array([0.0, 1.0]), np.array([[0.2, 0.05], [0.1, 0.4]]), np.zeros((2, 2, 4)), np.zeros((2, 2)),
+    pn = fc.Probes(np.array([0.0, 1.0, 2.5]), sil, np.zeros((3, 2)), loss)
+    pv = fc.Probes(np.array([0.0, 1.0]), np.array([[0.2, 0.05], [0.1, 0.4]]), np.zeros((2, 2)),
                    np.zeros((2, 2)))  # fmt: skip
     s = uniform_start_summary(pn, pv, 1)
     assert s == {

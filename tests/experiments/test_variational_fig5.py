@@ -63,7 +63,7 @@ def test_coherence_and_decay_times():
     t = np.linspace(0, 10, 11)
     sil = np.array([0, 0.6, 0.7, 0.7, 0.6, 0.55, 0.4, 0.3, 0.3, 0.3, 0.3])[:, None]
     uni = (np.array([1.0, 0.5, 0.4, 0.4, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01, 0.0]) - 1.6)[:, None]
-    p = fc.Probes(t, sil, np.zeros((11, 1, 1)), uni, np.zeros((11, 1)))
+    p = fc.Probes(t, sil, uni, np.zeros((11, 1)))
     d = fc.decay_times(p, -1.6, ref_time=3.0, level=0.5)
     assert d["t_form"][0] == 1 and d["t_last"][0] == 5 and d["t_peak"][0] == 2
     assert d["gap_ref"][0] == pytest.approx(0.4) and d["t_half"][0] == 5  # 0.2 <= 0.4/2 first at t = 5
@@ -250,7 +250,7 @@ def test_probe_figure_does_not_join_the_start_to_the_first_record(monkeypatch, t
     monkeypatch.setattr(fc, "save_figure", lambda fig, path: figs.append(fig) or path)
     t = np.array([0.0, 1.0, 2.0, 3.0])
     v = np.array([[5.0], [1.0], [0.5], [0.4]])
-    p = fc.Probes(t, v, np.zeros((1, 1, 1)), v, v)
+    p = fc.Probes(t, v, v, v)
     fc.probe_figure([("σ = 1", p)], 0.0, tmp_path / "p.png", marks=[fc.Mark(2.0, "it 2", 0)])
     (fig,) = figs
     for ax in fig.axes[:3]:

@@ -12,7 +12,7 @@ def test_marks_at_the_same_time_share_one_line_and_one_legend_entry(monkeypatch,
     monkeypatch.setattr(fc, "save_figure", lambda fig, path: figs.append(fig) or path)
     t = np.array([0.0, 1.0, 10.0, 100.0])
     v = np.array([[1.0], [0.8], [0.5], [0.4]])
-    p = fc.Probes(t, v, np.zeros((1, 1, 1)), v, v)
+    p = fc.Probes(t, v, v, v)
     marks = [fc.Mark(10.0, "t = 10 (flow)", 0), fc.Mark(100.0, "it 100 (large step)", 1, "--"),
              fc.Mark(1000 * 0.01, "vanilla it 1000", 2)]  # fmt: skip
     groups = fc.mark_groups(marks)

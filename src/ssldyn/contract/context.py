@@ -18,6 +18,7 @@ from ssldyn.streams import stream
 __all__ = [
     "seed_everything",
     "resolve_device",
+    "synchronize",
     "progress_display",
     "TaskRunner",
     "SubResultCache",
@@ -49,6 +50,13 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: CUDA is not available on this machine; use --device cpu")
     return dev
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on ``device`` (CUDA runs asynchronously), so that a wall-clock timing
+    measures the computation; nothing on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def progress_display(console: Any = None, *, indent: str = "  ") -> Any:

@@ -56,6 +56,7 @@ from pydantic import Field, PositiveFloat, field_validator, model_validator
 
 from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, between, ge, gt, le
+from ssldyn.contract.context import synchronize
 from ssldyn.data.mnist import data_dir as existing_dir
 from ssldyn.data.mnist import mnist_two_class
 from ssldyn.data.moons import make_views
@@ -207,21 +208,15 @@ def device_name(device: torch.device) -> str:
     return f"CPU {cpu}, {torch.get_num_threads()} torch thread(s)"
 
 
-def _sync(device: torch.device) -> None:
-    """Wait for queued CUDA work, so that wall-clock timings measure the computation."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _time_blocks(block, steps: int, repeats: int, device: torch.device) -> np.ndarray:
     """Seconds per step of ``block(steps)`` (runs ``steps`` steps) in ``repeats`` blocks (after a warm-up step) ``(repeats,)``."""
     block(1)
     out = []
     for _ in range(repeats):
-        _sync(device)
+        synchronize(device)
         t0 = time.perf_counter()
         block(steps)
-        _sync(device)
+        synchronize(device)
         out.append((time.perf_counter() - t0) / steps)
     return np.asarray(out)
 
@@ -421,15 +416,15 @@ class Fig4(GrassmannExperiment):
                           dtype=torch.float64, device=dev)  # fmt: skip
         q0 = q_from_map(net.end_to_end().detach(), V)  # (S, d, z)
         opt = ManifoldGD(net.weights(), lr=cfg.lr, mode="projected", retraction="polar")
-        _sync(dev)
+        synchronize(dev)
         t0 = time.perf_counter()
         train_gd(net.weights(), lambda: trace_loss(net.W1, net.W2, C), update=opt.step, steps=cfg.steps,
                  inputs={"C": C}, track=lambda it: ctx.track(it, total=cfg.steps + 1, description="Fig. 4 GD"))  # fmt: skip
-        _sync(dev)
+        synchronize(dev)
         gd_wall = time.perf_counter() - t0
         t0 = time.perf_counter()
         q_end = euler(q0, lam, lr=cfg.lr, steps=cfg.steps, every=cfg.steps).state  # (S, d, z)
-        _sync(dev)
+        synchronize(dev)
         ode_wall = time.perf_counter() - t0
         with torch.no_grad():
             A_gd = net.end_to_end()  # (S, z, d)

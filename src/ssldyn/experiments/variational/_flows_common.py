@@ -48,7 +48,7 @@ from ssldyn.dynamics.weight_space import train_weight_space
 from ssldyn.memory import PROCESS_BASELINE
 from ssldyn.models.shifted import ShiftedModel
 from ssldyn.objectives import latent_measure_nt_xent
-from ssldyn.probes.cluster import per_cluster_mean, silhouette_samples_cosine, uniformity_batch, uniformity_reference
+from ssldyn.probes.cluster import silhouette_samples_cosine, uniformity_batch, uniformity_reference
 from ssldyn.viz.common import PALETTE, figure_to_rgb, new_figure, save_figure, save_gif
 
 DT = torch.float64
@@ -300,12 +300,11 @@ def index_at_time(times: np.ndarray, t: float) -> int:
 
 @dataclass
 class Probes:
-    """Probes of a :class:`Run` per record and member: silhouette ``(R, E)``, per-cluster
-    silhouette ``(R, E, C)``, uniformity ``(R, E)``, loss ``(R, E)``, times ``(R,)``."""
+    """Probes of a :class:`Run` per record and member: silhouette ``(R, E)``, uniformity ``(R, E)``,
+    loss ``(R, E)``, times ``(R,)``."""
 
     times: np.ndarray
     silhouette: np.ndarray
-    cluster_silhouette: np.ndarray
     uniformity: np.ndarray
     loss: np.ndarray
 
@@ -317,8 +316,7 @@ class Probes:
 def probes_of(run: Run, labels) -> Probes:
     lab = torch.as_tensor(np.asarray(labels)).long()
     s = silhouette_samples_cosine(run.z, lab)  # (R, E, n)
-    per_cluster = per_cluster_mean(s, lab)  # (R, E, C)
-    return Probes(run.times, s.mean(-1).numpy(), per_cluster.numpy(), uniformity_batch(run.z).numpy(), run.loss)
+    return Probes(run.times, s.mean(-1).numpy(), uniformity_batch(run.z).numpy(), run.loss)
 
 
 #: live float64 copies of the batched probes' ``(R, E, n, n)`` distances at their peak (measured, see

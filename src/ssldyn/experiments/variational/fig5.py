@@ -716,8 +716,7 @@ def _probes_from(result: Result, key: str) -> fc.Probes:
     """The probes stored under ``key`` (:func:`store_probes`) of every seed, stacked ``(R, S)``."""
     rs = result.seed_results or [result]
     stack = {q: np.stack([r.arrays[f"{key}/{q}"] for r in rs], 1) for q in ("silhouette", "uniformity", "loss")}
-    return fc.Probes(result.arrays[f"{key}/times"], stack["silhouette"], np.zeros((1, 1, 1)), stack["uniformity"],
-                     stack["loss"])  # fmt: skip
+    return fc.Probes(result.arrays[f"{key}/times"], stack["silhouette"], stack["uniformity"], stack["loss"])
 
 
 def snapshot_rows(cfg, a: dict, tag: str) -> list[fc.SnapshotRow]:

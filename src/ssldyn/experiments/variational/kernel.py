@@ -43,6 +43,7 @@ from pydantic import Field, PositiveFloat
 
 from ssldyn.contract import Context, ExperimentConfig, Result, register
 from ssldyn.contract.claims import ClaimSpec, Measured, Robustness, between, every_seed, le
+from ssldyn.contract.context import synchronize
 from ssldyn.data.clustered import clustered_data
 from ssldyn.dynamics.function_space import apply_kernel, embedding_loss_and_grad
 from ssldyn.experiments.variational import _flows_common as fc
@@ -120,12 +121,6 @@ def _one_step_change(net: AveragingNet, x: torch.Tensor, loss, eta: float, z0: t
     with torch.no_grad():
         net.hidden.weight.sub_(eta * g_hidden)
         return net(x)[0] - z0
-
-
-def _sync(device: torch.device) -> None:
-    """Wait for queued CUDA work (so wall-clock timings measure it); nothing on the CPU."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @register
@@ -260,14 +255,14 @@ class KernelCheck(VariationalExperiment):
         net = _net(cfg.D, cfg.d, cfg.width, ctx.generator(1), device=device)
 
         # (b) closed form vs autograd
-        _sync(device)
+        synchronize(device)
         t0 = time.perf_counter()
         K_emp = empirical_ntk(net, None, data.x)
-        _sync(device)
+        synchronize(device)
         t_emp = time.perf_counter() - t0
         t0 = time.perf_counter()
         K = averaging_net_kernel(net.B[0].detach(), data.x, None, "relu", d=cfg.d)
-        _sync(device)
+        synchronize(device)
         t_cf = time.perf_counter() - t0
         K_wrong = averaging_net_kernel(_net(cfg.D, cfg.d, cfg.width, ctx.generator(7), device=device).B[0].detach(),
                                        data.x, None, "relu", d=cfg.d)  # fmt: skip

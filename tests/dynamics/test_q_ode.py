@@ -182,6 +182,28 @@ def test_euler_trajectory_logs_loss_time_and_q():
     np.testing.assert_allclose(tr.snapshots("q")[10], qh.numpy(), rtol=1e-12)
 
 
+def test_euler_with_rhs_steps_that_flow_written_out():
+    # grassmann Fig. 3's polar-variant path: its own flow q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq) (manifold module docstring)
+    g = torch.Generator().manual_seed(0)
+    q0 = 0.3 * torch.randn(2, 3, 1, generator=g, dtype=D)  # (E, d, z)
+    lam = torch.tensor([[-1.0, -0.5, 0.2], [-0.3, 0.1, 0.4]], dtype=D)  # (E, d): a spectrum per member
+    res = euler(q0, lam, lr=0.01, steps=25, every=10, rhs=projected_gd_rhs)  # records steps 0, 10, 20, 25
+    q, ref = q0.clone(), [q0]
+    for k in range(1, 26):  # Euler on the flow, written out
+        Lq = lam[..., None] * q
+        q = q - 0.01 * (4 * Lq - 3 * q @ (q.mT @ Lq) - Lq @ (q.mT @ q))
+        if k in (10, 20, 25):
+            ref.append(q)
+    steps, path = res.trajectory.stack("q", tensors=True)
+    assert list(steps) == [0, 10, 20, 25]
+    torch.testing.assert_close(path, torch.stack(ref), rtol=0, atol=1e-14)
+    assert res.trajectory.last("t") == pytest.approx(25 * 0.01)
+    # the default right-hand side (eq. 9) goes elsewhere from the same start
+    assert (euler(q0, lam, lr=0.01, steps=25).state - q).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="form='eq9' with rhs"):
+        euler(q0, lam, lr=0.01, steps=2, form="eq12", rhs=projected_gd_rhs)
+
+
 def test_euler_rejects_nan_inputs_before_any_step():
     C, lam, V, W1, W2 = _problem()
     q0 = q_from_weights(W1, W2, V)

@@ -222,26 +222,6 @@ def test_half_time_ratio_of_a_curve_run_at_half_speed_is_two():
     assert float(r[0]) == pytest.approx(140 / 70)
 
 
-def test_polar_variant_euler_path_matches_a_hand_rolled_loop():
-    from ssldyn.dynamics.q_ode import projected_gd_rhs
-    from ssldyn.experiments.grassmann.fig3 import _euler_polar_flow
-
-    g = torch.Generator().manual_seed(0)
-    q0 = 0.3 * torch.randn(2, 3, 1, generator=g, dtype=D)  # (E, d, z)
-    lam = torch.tensor([[-1.0, -0.5, 0.2], [-0.3, 0.1, 0.4]], dtype=D)
-    path = _euler_polar_flow(q0, lam, 0.01, 25, 10)  # steps 0, 10, 20, 25
-    q = q0.clone()
-    ref = [q0]
-    for k in range(1, 26):  # q̇ = −(4Λq − 3qqᵀΛq − Λqqᵀq), written out
-        Lq = lam[..., None] * q
-        q = q - 0.01 * (4 * Lq - 3 * q @ (q.mT @ Lq) - Lq @ (q.mT @ q))
-        if k in (10, 20, 25):
-            ref.append(q)
-    assert torch.allclose(path, torch.stack(ref), atol=1e-14)
-    assert torch.allclose(projected_gd_rhs(q0, lam), -(4 * lam[..., None] * q0 - 3 * q0 @ (q0.mT @ (lam[..., None] * q0))
-                                                      - (lam[..., None] * q0) @ (q0.mT @ q0)), atol=1e-14)  # fmt: skip
-
-
 def test_sv_ratio_of_centered_embeddings_and_of_a_map():
     """``σ_min/σ_max`` of the centred points (mean over the n points removed): ±(3, 0), ±(0, 1) shifted by (5, 5) give
     singular values √18 and √2, ratio 1/3, whatever the shift; a map (``center=False``) is not centred."""

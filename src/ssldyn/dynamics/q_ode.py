@@ -176,6 +176,7 @@ def euler(
     lr: float,
     steps: int,
     form: Form = "eq9",
+    rhs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     probes: Probes | None = None,
     every: int | Iterable[int] | None = 1,
     track: Track | None = None,
@@ -185,6 +186,9 @@ def euler(
 
     ``form="eq9"``: ``q ← q + η·q_ode_rhs(q)`` (step k ↔ t = kη, matches GD with rate η);
     ``form="eq12"``: the printed eq. (12) ``q ← q − η[2Λq − Λqqᵀq − qqᵀΛq]`` (step k ↔ t = kη/2).
+    ``rhs(q, Λ)`` replaces eq. (9)'s right-hand side (as in :func:`solve_reference`), e.g.
+    :func:`projected_gd_rhs` for the polar / Stiefel variant's own flow: ``q ← q + η·rhs(q, Λ)``
+    (``form="eq9"`` only: eq. (12) is the printed step of eq. (9)). The logged loss stays ``Tr(qᵀΛq)``.
 
     Runs on the device of ``q0`` (``lam`` is moved there).
 
@@ -192,11 +196,16 @@ def euler(
         ``FlowResult(state=q_steps, trajectory)``: at the recorded steps (``every``; 0 and the last
         included) ``loss`` per member, ``t`` and the snapshot ``q``.
     Raises:
-        ValueError: ``lr <= 0``, ``steps < 0``, NaN/inf in ``q0`` or ``lam`` (before any step).
+        ValueError: ``lr <= 0``, ``steps < 0``, NaN/inf in ``q0`` or ``lam``, ``rhs`` with
+            ``form="eq12"`` (before any step).
         NonFiniteLossError: the state became non-finite: its loss ``Tr(qᵀΛq)`` at step k is
             NaN/inf (names k, the member and its loss at step k − 1).
     """
     choice(form, "form", FORMS)
+    if rhs is not None and form != "eq9":
+        raise ValueError(f"euler: rhs is a right-hand side in eq. (9)'s time; form={form!r} is the printed step of "
+                         "eq. (9) itself: use form='eq9' with rhs")  # fmt: skip
+    f = rhs or q_ode_rhs
     lr, steps = check_lr(lr), check_steps(steps)
     _check_q0_lam(q0, lam)
     dt = lr if form == "eq9" else 0.5 * lr
@@ -204,7 +213,7 @@ def euler(
 
     def step(q: torch.Tensor, k: int):
         loss = trace_loss_q(q, lam_t)  # (...): a non-finite state has a non-finite loss
-        q_next = q if k == steps else q + dt * q_ode_rhs(q, lam_t)  # (..., d, z)
+        q_next = q if k == steps else q + dt * f(q, lam_t)  # (..., d, z)
         return q_next, loss, (lambda: {"t": float(ode_time(k, lr, form))})
 
     return run(

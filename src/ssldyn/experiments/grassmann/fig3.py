@@ -285,13 +285,13 @@ class Fig3(GrassmannExperiment):
         ks = np.asarray(ks)
         q0 = out["grassmann"][0]  # (E, d, z): the same initial weights in every run
 
-        def euler_path(start: torch.Tensor, form: Literal["eq9", "eq12"] = "eq9") -> torch.Tensor:
-            """The Euler q-ODE from ``start`` at GD's recorded steps -> ``(T, E, d, z)``."""
-            flow = euler(start, lam, lr=cfg.lr, steps=cfg.steps, form=form, every=cfg.record_every)
+        def euler_path(start: torch.Tensor, form: Literal["eq9", "eq12"] = "eq9", rhs=None) -> torch.Tensor:
+            """The Euler q-ODE (or the flow ``rhs``) from ``start`` at GD's recorded steps -> ``(T, E, d, z)``."""
+            flow = euler(start, lam, lr=cfg.lr, steps=cfg.steps, form=form, rhs=rhs, every=cfg.record_every)
             return flow.trajectory.stack("q", tensors=True)[1]
 
         q_ode, q_12 = euler_path(q0), euler_path(q0, "eq12")  # (T, E, d, z)
-        q_pflow = _euler_polar_flow(q0, lam, cfg.lr, cfg.steps, cfg.record_every)  # (T, E, d, z)
+        q_pflow = euler_path(q0, rhs=projected_gd_rhs)  # (T, E, d, z): the polar variant's own flow
         # control of outputs-stay-close: the ODE from the mirrored start −q_0 (the net (W1, −W2)); eq. (9) is odd in
         # q, so this is −q_ode: it goes to the other sign of ±v_1
         q_mirror = euler_path(-q0)  # (T, E, d, z)
@@ -525,17 +525,6 @@ class Fig3(GrassmannExperiment):
 STYLES = {"gd": "-", "gd_polar": "-.", "ode": "--", "ode_eq12": ":"}  # line style per method
 OUTPUT_STYLES = {k: v for k, v in STYLES.items() if k != "ode_eq12"}  # the outputs panels leave eq. (12) out
 NAMES = {"gd": "Grassmann GD", "gd_polar": "polar GD", "ode": "ODE (9)", "ode_eq12": "printed eq. (12)"}
-
-
-def _euler_polar_flow(q0: torch.Tensor, lam: torch.Tensor, lr: float, steps: int, every: int) -> torch.Tensor:
-    """Euler steps ``q ← q + η·projected_gd_rhs(q)`` (the polar variant's own flow) recorded at the steps of
-    :func:`~ssldyn.dynamics.q_ode.euler` (0, every ``every``, the last) -> ``(T, E, d, z)``."""
-    q, out = q0.clone(), [q0.clone()]
-    for k in range(1, steps + 1):
-        q = q + lr * projected_gd_rhs(q, lam)  # (E, d, z)
-        if k % every == 0 or k == steps:
-            out.append(q.clone())
-    return torch.stack(out)
 
 
 def _solve_polar_flow(q0: torch.Tensor, lam: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

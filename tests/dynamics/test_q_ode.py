@@ -204,6 +204,24 @@ def test_euler_with_rhs_steps_that_flow_written_out():
         euler(q0, lam, lr=0.01, steps=2, form="eq12", rhs=projected_gd_rhs)
 
 
+def test_solve_adaptive_with_rhs_matches_scipy_on_that_flow():
+    # the polar variant's own flow, written out; scipy's DOP853 (solve_reference) is the independent reference
+    def own_flow(q, lam):
+        Lq = lam[..., :, None] * q
+        return -(4 * Lq - 3 * q @ (q.mT @ Lq) - Lq @ (q.mT @ q))
+
+    g = torch.Generator().manual_seed(1)
+    q0 = 0.3 * torch.randn(3, 2, generator=g, dtype=D)  # (d, z)
+    lam = torch.tensor([-1.0, -0.4, 0.3], dtype=D)
+    t = np.linspace(0.0, 2.0, 5)
+    got = solve_adaptive(q0, lam, t=t, rtol=1e-11, atol=1e-13, rhs=projected_gd_rhs).trajectory.stack("q")[1]
+    ref = solve_reference(q0, lam, t=t, rhs=own_flow).trajectory.stack("q")[1]
+    np.testing.assert_allclose(got, ref, atol=1e-9)
+    # and it is not eq. (9)'s solution from the same start
+    eq9 = solve_adaptive(q0, lam, t=t, rtol=1e-11, atol=1e-13).trajectory.stack("q")[1]
+    assert np.abs(eq9 - ref).max() > 1e-3
+
+
 def test_euler_rejects_nan_inputs_before_any_step():
     C, lam, V, W1, W2 = _problem()
     q0 = q_from_weights(W1, W2, V)

@@ -316,11 +316,16 @@ def solve_adaptive(
     method: AdaptiveMethod = "dopri5",
     rtol: float = 1e-7,
     atol: float = 1e-9,
+    rhs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     probes: Probes | None = None,
     guard: LossGuard | bool | None = None,
     max_steps: int = MAX_ODE_STEPS,
 ) -> FlowResult[torch.Tensor]:
     """Adaptive solution of eq. (9) with ``torchdiffeq.odeint`` at the times ``t`` (T,).
+
+    ``rhs(q, Λ)`` replaces eq. (9)'s right-hand side (as in :func:`solve_reference` and :func:`euler`),
+    e.g. :func:`projected_gd_rhs`; the step-budget check assumes eq. (9)'s linear part ``−4Λq`` at
+    ``q = 0`` (which :func:`projected_gd_rhs` shares), the solver's own step count bounds any other.
 
     ``method`` is one of :data:`ADAPTIVE_METHODS` (error-controlled, so ``rtol``/``atol`` and the step
     budget hold; a fixed-step solver of ``torchdiffeq`` would ignore them and is refused).
@@ -342,9 +347,10 @@ def solve_adaptive(
     _check_budget("solve_adaptive", q0, lam, tn, max_steps, 3.3)
     tt = torch.as_tensor(t, dtype=q0.dtype, device=q0.device)
     lam_t = torch.as_tensor(lam, dtype=q0.dtype, device=q0.device)
+    f = rhs or q_ode_rhs
     try:
         qs: torch.Tensor = odeint(  # type: ignore[assignment]  # (T, ..., d, z)
-            lambda _t, q: q_ode_rhs(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol,
+            lambda _t, q: f(q, lam_t), q0, tt, method=method, rtol=rtol, atol=atol,
             options={"max_num_steps": max_steps},
         )  # fmt: skip
     except AssertionError as e:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Literal, cast
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
@@ -316,11 +316,10 @@ class Fig3(GrassmannExperiment):
                 lr = f * cfg.lr
                 k = round(cfg.t_order / lr)
                 _, qq, _ = run_gd(kind, lr, k, f_max // f, h_max=h0)  # (K + 1, E, d, z): steps on the coarse grid
-                if not refs:
-                    refs["eq9"] = solve_adaptive(qq[0], lam, t=t_ord, rtol=1e-11, atol=1e-13).trajectory.stack(
-                        "q", tensors=True
-                    )[1]  # (K + 1, E, d, z)
-                    refs["polar"] = _solve_polar_flow(qq[0], lam, t_ord)
+                if not refs:  # float64 dopri5, tight tolerances -> (K + 1, E, d, z)
+                    for name, rhs in (("eq9", None), ("polar", projected_gd_rhs)):
+                        flow = solve_adaptive(qq[0], lam, t=t_ord, rtol=1e-11, atol=1e-13, rhs=rhs)
+                        refs[name] = flow.trajectory.stack("q", tensors=True)[1]
                 order_dev[(kind, f)] = _max_dev(qq, refs["eq9"]).amax(0).cpu()  # (E,): largest over the path
                 if kind == "polar":
                     order_dev[("polar-own", f)] = _max_dev(qq, refs["polar"]).amax(0).cpu()
@@ -525,15 +524,6 @@ class Fig3(GrassmannExperiment):
 STYLES = {"gd": "-", "gd_polar": "-.", "ode": "--", "ode_eq12": ":"}  # line style per method
 OUTPUT_STYLES = {k: v for k, v in STYLES.items() if k != "ode_eq12"}  # the outputs panels leave eq. (12) out
 NAMES = {"gd": "Grassmann GD", "gd_polar": "polar GD", "ode": "ODE (9)", "ode_eq12": "printed eq. (12)"}
-
-
-def _solve_polar_flow(q0: torch.Tensor, lam: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """The polar variant's flow ``q̇ = projected_gd_rhs(q)`` at the times ``t (T,)`` (float64 dopri5, tight
-    tolerances) -> ``(T, E, d, z)``."""
-    from torchdiffeq import odeint
-
-    sol = odeint(lambda _t, q: projected_gd_rhs(q, lam), q0, t, method="dopri5", rtol=1e-11, atol=1e-13)
-    return cast(torch.Tensor, sol)  # one state tensor in, one trajectory tensor out
 
 
 def _half_time_ratio(loss_late: torch.Tensor, loss_ref: torch.Tensor, ks: np.ndarray) -> torch.Tensor:

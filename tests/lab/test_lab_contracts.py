@@ -737,3 +737,17 @@ def test_report_run_block_shows_the_run_time_of_the_computation(tmp_path):
         store.commit(partial, exp, digest)
     html = build_report(tmp_path).read_text()
     assert "seeds 7 · device cpu · run time 12.3 s · started 2026-01-01T00:00:00+00:00" in html
+
+
+def test_report_per_seed_line_says_not_run_for_a_seed_without_a_measurement():
+    """A seed whose measurement could not be made has no value: "not run", not Python's None marked as failing."""
+    from ssldyn.contract.claims import ClaimSpec, Measured, evaluate, gt
+    from ssldyn.lab.report import _claim_row
+
+    spec = ClaimSpec("c", "s", "Fig. 3", "paper", "r", gt(0.5), "relation: r")
+    c = evaluate(spec, None, [0, 1, 2], [0.8, Measured(None, not_run="no data"), 0.3])
+    assert list(c.values) == [0.8, None, 0.3]
+    row = _claim_row(c)
+    assert "<b>per seed:</b> 0: 0.8, 1: not run, 2: 0.3 ✗" in row and "None" not in row
+    every = evaluate(spec, None, [0, 1], [Measured(None, not_run="no data")] * 2)
+    assert every.status == "not-run" and "0: not run, 1: not run" in _claim_row(every)

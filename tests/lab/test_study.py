@@ -78,11 +78,13 @@ def test_sweep_prints_swept_values_as_columns_and_claims_per_point(toy_sweep, tm
     title = f"{toy_sweep.name}: {study.title} · 3 runs"
     cells = [title, "claims per grid point (mean ± 95% interval over seeds):", "lr", "status", "time", "claims", "run",
              "claim", "threshold", *res.claims["expected"], "measured", "seeds", "PASS", "FAIL", "INCONCLUSIVE", "done", f"study {study.id}: 3/3 runs finished · "
-             "`ssldyn report` shows its page", *(f"{x:.1f} s" for x in np.arange(0, 100, 0.1)),
+             f"`ssldyn report {tmp_path}` shows its page", *(f"{x:.1f} s" for x in np.arange(0, 100, 0.1)),
              *res.runs["hash"], *res.claims["claim"], "0.2", "0.05", "0.01", "1/2", "2/2", "0/2"]  # fmt: skip
     cells += [estimate_text(e, lo, hi) for e, lo, hi in res.claims[["estimate", "lo", "hi"]].itertuples(index=False)]
     cells += [f"{int(p)}/{int(t)}" for p, t in res.runs[["claims_passed", "claims_total"]].itertuples(index=False)]
     assert words_whole(out, cells) == []
+    # the report command names the store the sweep wrote (a plain `ssldyn report` would read ./ssldyn-runs)
+    assert f"`ssldyn report {tmp_path}` shows its page" in " ".join(out.split())
 
 
 def test_sweep_is_stored_as_a_study_and_indexed(toy_sweep, tmp_path, capsys):

@@ -526,10 +526,9 @@ def robustness_cmd(
         _print_plan([s for m in planned for s in m.specs], Path(out))
         return
     failed = _run_maps(planned, out=out, jobs=n_jobs, force=force)
-    from ssldyn.lab.runner import DEFAULT_OUT
+    from ssldyn.lab.summary import report_command
 
-    report = f"ssldyn report {out}" if Path(out) != Path(DEFAULT_OUT) else "ssldyn report"
-    console.print(f"`{report}` rebuilds the report, which shows the map beside each claim", markup=False,
+    console.print(f"`{report_command(out)}` rebuilds the report, which shows the map beside each claim", markup=False,
                   width=_width())  # fmt: skip
     if failed:
         raise typer.Exit(1)

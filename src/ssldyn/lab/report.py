@@ -78,8 +78,9 @@ def _claim_row(c: Claim) -> str:
                         ("minimum effect", c.effect), ("rule", c.rule), ("interval", c.interval_method)):  # fmt: skip
         if text:
             how.append(f"<b>{escape(label)}:</b> {escape(text)}")
-    per_seed = ", ".join(
-        f"{s}: {escape(str(v))}{'' if ok else ' ✗'}" for s, v, ok in zip(c.seeds, c.values, c.seed_passed)
+    per_seed = ", ".join(  # a seed whose measurement could not be made (no value) is "not run", not a failure
+        f"{s}: {'not run' if v is None else escape(str(v)) + ('' if ok else ' ✗')}"
+        for s, v, ok in zip(c.seeds, c.values, c.seed_passed)
     )
     if per_seed:
         how.append(f"<b>per seed:</b> {per_seed}")

@@ -28,7 +28,7 @@ from ssldyn.contract.claims import verdict_words
 from ssldyn.lab.study import Study, point_text, value_text
 from ssldyn.lab.textlayout import longest_word
 
-__all__ = ["estimate_text", "sweep_tables", "print_sweep_summary"]
+__all__ = ["estimate_text", "sweep_tables", "print_sweep_summary", "report_command"]
 
 
 #: the style of each verdict's word (keyed by the CSS class of :func:`~ssldyn.contract.claims.verdict_words`)
@@ -191,8 +191,19 @@ def sweep_tables(study: Study, items: Sequence[Any], results: Any, width: int = 
     return tables
 
 
-def print_sweep_summary(console: Console, study: Study, items: Sequence[Any], results: Any) -> None:
-    """Print the sweep's runs and claims tables, then failed runs' errors and the study's place in the report."""
+def report_command(out: Any) -> str:
+    """The command that rebuilds the report of the store ``out`` (``ssldyn report`` alone for the default store)."""
+    import shlex
+    from pathlib import Path
+
+    from ssldyn.lab.runner import DEFAULT_OUT
+
+    return "ssldyn report" if Path(out) == Path(DEFAULT_OUT) else f"ssldyn report {shlex.quote(str(out))}"
+
+
+def print_sweep_summary(console: Console, study: Study, items: Sequence[Any], results: Any, out: Any) -> None:
+    """Print the sweep's runs and claims tables, then failed runs' errors and the study's place in the report
+    of the store ``out``."""
     for title, table in sweep_tables(study, items, results, width=console.width):
         console.print(title, markup=False, highlight=False)
         console.print(table)
@@ -201,7 +212,7 @@ def print_sweep_summary(console: Console, study: Study, items: Sequence[Any], re
             console.print(f"failed ({point_text(study.values_of(it.spec.digest))}): {it.error}", markup=False,
                           highlight=False)  # fmt: skip
     n_pass = sum(1 for it in items if it.run is not None)
-    console.print(f"study {study.id}: {n_pass}/{len(items)} runs finished · `ssldyn report` shows its page",
+    console.print(f"study {study.id}: {n_pass}/{len(items)} runs finished · `{report_command(out)}` shows its page",
                   markup=False, highlight=False)  # fmt: skip
 
 
@@ -211,7 +222,7 @@ def sweep_summary(console: Console, out: Any, specs: Sequence[Any], keys: Sequen
     from ssldyn.lab.study import record_study
 
     study = record_study(out, specs, keys)
-    print_sweep_summary(console, study, items, load(out, specs[0].experiment))
+    print_sweep_summary(console, study, items, load(out, specs[0].experiment), out)
     return study
 
 

@@ -113,6 +113,7 @@ LONG = (
 def _claim(i, passed=True):
     return SimpleNamespace(
         passed=passed,
+        kind="paper",
         statement=f"claim {i}: {LONG}",
         location="Thm. 2, Fig. 3, Sec. 4.2 (right panel)",
         measured=[0.123456789, 1.5e-07, 42.0],
@@ -128,7 +129,13 @@ def test_run_and_sweep_tables_never_break_words(monkeypatch, tmp_path):
         )
         cli._print_run(SimpleNamespace(run=run, status="done", seconds=3.2))
         lines = buf.getvalue().splitlines()
-        table = [ln for ln in lines if not ln.startswith(("run directory:", "claims passed:"))]
+        table = [
+            ln
+            for ln in lines
+            if not ln.startswith(
+                ("run directory:", "paper and consequence claims passed:", "claims passed (every kind):")
+            )
+        ]
         assert max(map(len, table)) <= width, (width, max(table, key=len))
         c = _claim(1)
         texts = [c.statement, "claim 2:", c.location, cli._fmt_measured(c.measured), c.expected, "PASS FAIL"]
@@ -281,3 +288,18 @@ def test_record_layout_names_a_bare_first_value_when_asked():
     named = textlayout.layout(heads, rows, 40, wrap=(0, 1, 2), name_first=True)
     assert named[0] == "positive_term: False" and named[1] == "  tau: 0.2"
     assert textlayout.layout(heads, rows, 40, wrap=(0, 1, 2))[0] == "False"
+
+
+def test_run_summary_counts_claims_as_the_reports_badge_does(monkeypatch, tmp_path):
+    """The badge and headline score paper and consequence claims; the CLI line gives the same count and the
+    sanity/erratum claims beside it (it counted every kind as one number, 6/12 beside the badge's 5/11)."""
+    from ssldyn.lab.report import _badge
+
+    claims = [_claim(1), _claim(2, False), _claim(3), _claim(4, False)]
+    claims[1].kind, claims[2].kind, claims[3].kind = "consequence", "sanity", "erratum"
+    buf = _capture(monkeypatch, 80)
+    run = SimpleNamespace(experiment="grassmann.fig3", claims=claims, path=tmp_path / "grassmann.fig3" / "abc")
+    cli._print_run(SimpleNamespace(run=run, status="done", seconds=1.0))
+    line = next(ln for ln in buf.getvalue().splitlines() if "claims passed" in ln)
+    assert line == "paper and consequence claims passed: 1/2 · 1 fail · sanity and errata 1/2 (paper scale)"
+    assert _badge(claims) == ("bf", "1/2 claims pass · 1 fail")

@@ -270,6 +270,8 @@ def format_validation_error(cls: type[BaseModel], err: ValidationError, data: di
     msg = e.get("msg", "invalid value")
     if loc == ():  # a model-level rule (a cross-field validator): its message says what is wrong
         return f"invalid config: {cap(msg.removeprefix('Value error, '), 300)}"
+    if e.get("type") == "list_type":  # a list on the command line is JSON
+        msg += f" (a list is JSON: --set '{key}=[1,2]'; a sweep over lists: --sweep '{key}=[1],[1,2]')"
     return f"invalid value for {echo(key)}: {echo(value)}: {cap(msg, 300)}"
 
 

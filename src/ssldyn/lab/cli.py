@@ -323,7 +323,8 @@ def _plan(
             errors.setdefault(msg, []).append(label)
     if len(grid) > 1:
         if not specs and len(errors) == 1:  # every point has the same mistake (an unknown key): say it once
-            raise UserError(next(iter(errors)))
+            msg, points = next(iter(errors.items()))
+            raise UserError(f"{msg} (at {'; '.join(points)})" if msg.startswith("invalid value") else msg)
         if not specs:
             for msg, points in errors.items():
                 err_console.print(
@@ -441,7 +442,7 @@ def reproduce_cmd(
     max_retries: int = _MAX_RETRIES,
     workers: int | None = _WORKERS,
     jobs: int | None = _JOBS,
-    force: bool = typer.Option(False, "--force"),
+    force: bool = typer.Option(False, "--force", help="recompute even if a finished run exists"),
     only: list[str] | None = typer.Option(None, "--only", help="run only these experiments (repeatable)"),
     tensorboard: bool = _TENSORBOARD,
     dry_run: bool = _DRY_RUN,
@@ -778,7 +779,7 @@ def _print_items(items: list[Any], title: str, out: Path) -> None:
     console.print(f"run directories: {out}/<experiment>/<run directory>/", markup=False, soft_wrap=True)
     _print_failures(items, console)
     n_failed = sum(it.status == "failed" for it in items)
-    console.print(f"claims passed: {tp}/{tn} · runs failed: {n_failed}", markup=False)
+    console.print(f"claims passed (every kind): {tp}/{tn} · runs failed: {n_failed}", markup=False)
 
 
 def _print_run(o: Any) -> None:
@@ -798,12 +799,15 @@ def _print_run(o: Any) -> None:
     ]  # fmt: skip
     lines = textlayout.layout(["", "claim", "paper", "measured", "expected"], rows, _width(), wrap=(1, 2, 3, 4))
     _print_lines(lines, {"PASS": "green", "FAIL": "red", "VACUOUS": "red", "INCONCLUSIVE": "yellow"})
-    from ssldyn.lab.scores import outcome_counts
+    from ssldyn.lab.scores import SCORED_KINDS, outcome_counts
 
-    o = outcome_counts(claims, None)
+    o = outcome_counts(claims)  # paper and consequence claims, as the report's badge and headline count them
     extra = o.text().partition(" pass")[2]
+    others = outcome_counts([c for c in claims if c.kind not in SCORED_KINDS], None)
+    more = f" · sanity and errata {others.passed}/{others.total}" if others.total else ""
     scale = "quick" if str(getattr(run, "meta", {}).get("preset", "")) == "quick" else "paper"
-    console.print(f"claims passed: {o.passed}/{o.total}{extra} ({scale} scale)", markup=False)
+    console.print(f"paper and consequence claims passed: {o.passed}/{o.total}{extra}{more} ({scale} scale)",
+                  markup=False, soft_wrap=True)  # fmt: skip
     console.print(f"run directory: {run.path}", markup=False, soft_wrap=True)
 
 

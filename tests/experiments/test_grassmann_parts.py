@@ -355,3 +355,21 @@ def test_peak_of_adds_the_terms_to_the_baseline_and_names_the_largest():
 
     assert peak_of({"a": 1e6, "b": 3.5e6, "c": 2e6}) == (int(PROCESS_BASELINE + 6.5e6), "b")
     assert peak_of({"n": 10.0}) == (int(PROCESS_BASELINE + 10.0), "n")
+
+
+def test_half_time_text_says_an_undefined_ratio_in_words():
+    """Fig. 3's note and eq12-time-scale's detail printed "nan× as late as GD" when a curve never halves."""
+    import math
+
+    import numpy as np
+
+    from ssldyn.experiments.grassmann.fig3 import _half_time_ratio, _half_time_text
+
+    ks = np.array([0, 10, 20, 30])
+    gd = torch.tensor([[-0.1], [-0.6], [-0.9], [-1.0]], dtype=D)  # (T, E): half of −1.0 first reached at step 10
+    late = torch.tensor([[-0.1], [-0.3], [-0.7], [-1.0]], dtype=D)  # ... at step 20
+    flat = torch.tensor([[-1.0], [-1.0], [-1.0], [-1.0]], dtype=D)  # below half its final loss from step 0
+    assert float(_half_time_ratio(late, gd, ks)[0]) == 2.0
+    assert _half_time_text(2.0) == "reaches half the final loss 2.00× as late as GD"
+    ratio = float(_half_time_ratio(flat, gd, ks)[0])
+    assert math.isnan(ratio) and "nan" not in _half_time_text(ratio).lower()

@@ -362,3 +362,37 @@ def test_arrays_round_trip_without_pickles_and_object_arrays_are_refused(tmp_pat
         with pytest.raises(ValueError, match="result array 'seed=0/objs': object arrays cannot be stored"):
             store.write_result(partial, {"experiment": EXP, "hash": "bbbbbbbbbbbb", "seeds": [0]}, {}, [bad], [])
     assert not (tmp_path / EXP / "bbbbbbbbbbbb").exists()
+
+
+# ---------------------------------------------------------------- 8. summary.json is strict JSON
+def test_summary_with_nan_and_inf_is_strict_json_and_reads_back_as_floats(tmp_path):
+    """A summary's NaN / ±inf (a decay time never reached, say) is stored as "nan" / "inf" / "-inf", so any JSON
+    reader parses the file (Python's json alone accepts bare NaN); the run reads them back as floats."""
+    import math
+
+    import numpy as np
+
+    store = RunStore(tmp_path / "out")
+    with store.lock(EXP, "bbbbbbbbbbbb"):
+        partial = store.new_partial(EXP, "bbbbbbbbbbbb")
+        summ = {
+            "t_half": float("nan"),
+            "up": np.float64("inf"),
+            "nested": {"v": [1.0, -math.inf]},
+            "a": np.array([np.nan, 2.0]),
+            "note": "kept",
+        }
+        res = Result(summary=summ, seed=0, tables={"t": pd.DataFrame({"v": [1.0]})})
+        store.write_result(
+            partial, {"experiment": EXP, "hash": "bbbbbbbbbbbb", "seeds": [0]}, {"label": "b"}, [res], []
+        )
+        run = store.commit(partial, EXP, "bbbbbbbbbbbb")
+
+    def strict(token):
+        raise ValueError(f"not strict JSON: {token}")
+
+    raw = json.loads((run.path / "summary.json").read_text(), parse_constant=strict)
+    assert raw["per_seed"]["0"]["t_half"] == "nan" and raw["per_seed"]["0"]["nested"] == {"v": [1.0, "-inf"]}
+    s = run.summary
+    assert math.isnan(s["t_half"]) and s["up"] == math.inf and s["nested"]["v"] == [1.0, -math.inf]
+    assert math.isnan(s["a"][0]) and s["a"][1] == 2.0 and s["note"] == "kept"

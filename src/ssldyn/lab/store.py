@@ -38,6 +38,7 @@ import fcntl
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -208,6 +209,35 @@ def _json(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, default=_json_default)
 
 
+#: how ``summary.json`` writes a non-finite number (strict JSON has no NaN or Infinity; claims.json does the same)
+NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` with every non-finite float (numpy scalars and arrays included) as the string ``"nan"``, ``"inf"``
+    or ``"-inf"``, so that it serialises as strict JSON (any JSON reader parses it); :func:`nonfinite_back` inverts."""
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return finite_json(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    return obj
+
+
+def nonfinite_back(obj: Any) -> Any:
+    """Inverse of :func:`finite_json`: the strings ``"nan"``, ``"inf"``, ``"-inf"`` back to floats."""
+    if isinstance(obj, dict):
+        return {k: nonfinite_back(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [nonfinite_back(v) for v in obj]
+    return NONFINITE.get(obj, obj) if isinstance(obj, str) else obj
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, np.generic):
         return o.item()
@@ -267,7 +297,7 @@ class StoredRun:
         return [Claim.from_dict(d) for d in self._read_json("claims.json")]
 
     def _summary_file(self) -> dict[str, Any]:
-        data = self._read_json("summary.json")
+        data = nonfinite_back(self._read_json("summary.json"))  # NaN/inf stored as strings (strict JSON)
         if "per_seed" not in data:  # a one-seed run of an earlier layout
             notes = data.pop("__notes__", [])
             return {"seeds": self.seeds[:1], "per_seed": {str(self.seeds[0]): data}, "notes": notes}
@@ -713,7 +743,8 @@ class RunStore:
         notes = list(dict.fromkeys(n for r in results for n in r.notes))
         summary = {"seeds": [r.seed for r in results], "per_seed": {str(r.seed): r.summary for r in results},
                    "notes": notes}  # fmt: skip
-        atomic_write_text(partial / "summary.json", _json(summary), **w)
+        text = json.dumps(finite_json(summary), indent=2, sort_keys=True, default=_json_default, allow_nan=False)
+        atomic_write_text(partial / "summary.json", text, **w)
         atomic_write_text(partial / "claims.json", _json([c.to_dict() for c in claims]), **w)
         atomic_write_text(partial / "meta.json", _json(meta), **w)
 

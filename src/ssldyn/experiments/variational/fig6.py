@@ -293,8 +293,12 @@ class Fig6(VariationalExperiment):
                         for r in table.to_dict("records")
                     )  # fmt: skip
                     + f". Long run at σ={cfg.lr_network:g}: silhouette peak {part.summary[f'decay_peak_{dim}d']:.2f} "
-                    f"at t={part.summary[f'decay_t_peak_{dim}d']:.3g}, decay time t_half="
-                    f"{part.summary[f'decay_t_half_{dim}d']:.4g} (uniformity gap halved)."
+                    f"at t={part.summary[f'decay_t_peak_{dim}d']:.3g}, "
+                    + (
+                        f"decay time t_half={t_half:.4g} (uniformity gap halved)."
+                        if math.isfinite(t_half := part.summary[f"decay_t_half_{dim}d"])
+                        else "the uniformity gap is not halved within the run (no decay time t_half)."
+                    )
                 )
         for res in results:
             res.notes.append(

@@ -205,8 +205,8 @@ def verify_run(run_dir: Path) -> str | None:
     return None
 
 
-def _json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default)
+def _json(obj: Any, *, allow_nan: bool = True) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default, allow_nan=allow_nan)
 
 
 #: how ``summary.json`` writes a non-finite number (strict JSON has no NaN or Infinity; claims.json does the same)
@@ -743,8 +743,7 @@ class RunStore:
         notes = list(dict.fromkeys(n for r in results for n in r.notes))
         summary = {"seeds": [r.seed for r in results], "per_seed": {str(r.seed): r.summary for r in results},
                    "notes": notes}  # fmt: skip
-        text = json.dumps(finite_json(summary), indent=2, sort_keys=True, default=_json_default, allow_nan=False)
-        atomic_write_text(partial / "summary.json", text, **w)
+        atomic_write_text(partial / "summary.json", _json(finite_json(summary), allow_nan=False), **w)
         atomic_write_text(partial / "claims.json", _json([c.to_dict() for c in claims]), **w)
         atomic_write_text(partial / "meta.json", _json(meta), **w)
 
